@@ -1,0 +1,66 @@
+#pragma once
+// Typed operator attributes. Each operator declares its attributes as
+// AttrSpecs (type, default, validation); a node's Attributes are normalized
+// against them once, so evaluation code can read them without checks.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pcgx {
+
+using IntList = std::vector<int64_t>;
+using AttrValue = std::variant<int64_t, double, bool, std::string, IntList>;
+
+enum class AttrType : uint8_t { kInt, kFloat, kBool, kString, kIntList };
+std::string_view to_string(AttrType t);
+AttrType type_of(const AttrValue& v);
+std::string to_string(const AttrValue& v);
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;  // none: the attribute is required
+  std::string doc;
+  std::vector<std::string> choices;        // allowed values of a string attribute
+  // Extra validation: returns a reason when the value is not acceptable.
+  std::function<std::optional<std::string>(const AttrValue&)> check;
+};
+
+class Attributes {
+ public:
+  Attributes() = default;
+  Attributes(std::initializer_list<std::pair<const std::string, AttrValue>> init) : values_(init) {}
+
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  const AttrValue& at(const std::string& name) const;
+  void set(const std::string& name, AttrValue v) { values_[name] = std::move(v); }
+
+  int64_t get_int(const std::string& name) const;
+  double get_float(const std::string& name) const;
+  bool get_bool(const std::string& name) const;
+  const std::string& get_string(const std::string& name) const;
+  const IntList& get_ints(const std::string& name) const;
+
+  const std::map<std::string, AttrValue>& values() const { return values_; }
+  bool operator==(const Attributes&) const = default;
+  auto operator<=>(const Attributes& o) const { return values_ <=> o.values_; }
+
+ private:
+  std::map<std::string, AttrValue> values_;
+};
+
+// Fills defaults, rejects unknown or missing attributes and wrong types.
+// Throws pcgx::Error naming `what` (e.g. "node 3 (Linear)") and the attribute.
+Attributes normalize_attributes(const std::vector<AttrSpec>& specs, const Attributes& given,
+                                const std::string& what);
+
+// Common validators.
+std::function<std::optional<std::string>(const AttrValue&)> positive_int();
+std::function<std::optional<std::string>(const AttrValue&)> non_negative_int();
+std::function<std::optional<std::string>(const AttrValue&)> positive_int_list();
+
+}  // namespace pcgx

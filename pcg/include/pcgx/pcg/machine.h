@@ -1,0 +1,57 @@
+#pragma once
+// A machine description (DESIGN.md, "Search"; data/machines/*.json):
+// identical devices grouped into nodes, and a hierarchy of link levels.
+// Level i connects devices whose ids agree when divided by its `span`; two
+// devices talk over the first level whose group contains both. The last
+// level spans the whole machine.
+//
+//   { "format_version": 1, "kind": "pcgx.machine", "name": "dgx-h100",
+//     "nodes": 1, "devices_per_node": 8,
+//     "device": { "name": "H100 SXM", "peak_flops": 9.89e14,
+//                 "memory_bandwidth": 3.35e12, "memory_capacity": 8.59e10 },
+//     "links": [ { "name": "nvlink", "span": 8, "bandwidth": 4.5e11, "latency": 2e-6 },
+//                { "name": "infiniband", "span": 0, "bandwidth": 5e10, "latency": 5e-6 } ] }
+//
+// Units: FLOP/s, bytes/s, bytes, seconds. span 0 means the whole machine.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pcgx {
+
+inline constexpr int kMachineFormatVersion = 1;
+
+struct DeviceSpec {
+  std::string name;
+  double peak_flops = 0;        // FLOP/s at the precision pcgx trains in
+  double memory_bandwidth = 0;  // bytes/s
+  double memory_capacity = 0;   // bytes
+};
+
+struct LinkLevel {
+  std::string name;
+  int64_t span = 0;        // devices per group at this level; 0: all devices
+  double bandwidth = 0;    // bytes/s per direction between two devices
+  double latency = 0;      // seconds
+};
+
+struct Machine {
+  std::string name;
+  std::string description;
+  int64_t nodes = 1;
+  int64_t devices_per_node = 1;
+  DeviceSpec device;
+  std::vector<LinkLevel> links;
+
+  int64_t num_devices() const { return nodes * devices_per_node; }
+  // The level two distinct devices communicate over.
+  const LinkLevel& link_between(int64_t a, int64_t b) const;
+  // The first `n` devices (whole nodes first), as a machine of its own.
+  Machine with_devices(int64_t n) const;
+};
+
+std::string machine_to_json(const Machine& m);
+Machine machine_from_json(const std::string& text, const std::string& source);
+Machine load_machine(const std::string& path);
+
+}  // namespace pcgx

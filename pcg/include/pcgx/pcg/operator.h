@@ -1,0 +1,116 @@
+#pragma once
+// One operator = one OpDef in the registry: its attributes, arity, shape and
+// degree inference, reference kernels (float and modular) and FLOP count.
+// Adding an operator means writing one OpDef (pcg/src/ops/), its axioms and
+// its runtime kernels; nothing else in pcg/ changes.
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/attributes.h"
+#include "pcgx/pcg/modular.h"
+#include "pcgx/pcg/parallel_tensor_shape.h"
+#include "pcgx/pcg/tensor.h"
+
+namespace pcgx {
+
+enum class OpClass : uint8_t {
+  kSource,    // Input, Weight: no inputs, shape from attributes
+  kCompute,   // runs as a grid of tasks on local shards
+  kParallel,  // moves or combines shards: Repartition, Combine, ...
+};
+
+// Logical (unpartitioned) type of a tensor.
+struct TensorType {
+  std::vector<int64_t> shape;
+  DataType dtype = DataType::kFloat32;
+  bool operator==(const TensorType&) const = default;
+};
+
+// One way a compute operator can be split across tasks (DESIGN.md, degree
+// inference). Along a task dimension of this kind, each input is split on
+// one of its dimensions (index >= 0) or replicated: kCopy when each task
+// needs the whole value, kSum when the replicas are summands of the value
+// (e.g. a bias under reduction parallelism). Each output is split on one of
+// its dimensions or becomes replica slots holding partial sums (kPartial).
+// A kind is offered only where running the tasks and then combining (or
+// reducing) their outputs equals running the operator once.
+struct ParallelKind {
+  static constexpr int kCopy = -1;
+  static constexpr int kSum = -2;
+  static constexpr int kPartial = -1;
+
+  std::string name;          // "batch0", "out", "reduce", "rows", ...
+  std::vector<int> inputs;   // per input: dimension index, kCopy or kSum
+  std::vector<int> outputs;  // per output: dimension index or kPartial
+  int64_t must_divide = 0;   // when > 0 the kind's degree must divide it (groups)
+};
+
+// Where a task's shards come from. Every task of an operator knows the global
+// block offset of each of its input and output shards.
+struct TaskContext {
+  std::span<const ParallelTensorShape> input_shapes;
+  std::span<const ParallelTensorShape> output_shapes;
+  std::vector<std::vector<int64_t>> input_offsets;
+  std::vector<std::vector<int64_t>> output_offsets;
+};
+
+template <class T>
+struct KernelArgs {
+  const Attributes& attrs;
+  std::span<const Tensor<T>* const> in;  // local input shards
+  std::span<Tensor<T>> out;              // local output shards, pre-shaped and zeroed
+  const TaskContext& ctx;
+};
+template <class T>
+using Kernel = void (*)(const KernelArgs<T>&);
+
+// Shard-level evaluation for parallel operators (and replica-axis
+// Concat/Split): sees every shard at once. Outputs come pre-shaped.
+template <class T>
+using ShardEval = void (*)(const Attributes&, std::span<const ShardedTensor<T>* const>,
+                           std::span<ShardedTensor<T>>);
+
+using TypeInference =
+    std::function<std::vector<TensorType>(const Attributes&, std::span<const TensorType>)>;
+using KindInference =
+    std::function<std::vector<ParallelKind>(const Attributes&, std::span<const TensorType>)>;
+using ParallelInference = std::function<std::vector<ParallelTensorShape>(
+    const Attributes&, std::span<const ParallelTensorShape>)>;
+using FlopCount = std::function<double(const Attributes&, std::span<const TensorType> in,
+                                       std::span<const TensorType> out)>;
+
+struct OpDef {
+  std::string name;
+  OpClass op_class = OpClass::kCompute;
+  std::string summary;
+  std::vector<AttrSpec> attrs;
+  std::vector<std::string> input_names;  // for messages; the last repeats when variadic
+  int min_inputs = 0;
+  int max_inputs = 0;  // -1: unbounded
+  // Exact arity implied by attributes (e.g. Linear with use_bias), if any.
+  std::function<int(const Attributes&)> arity;
+
+  TypeInference infer_types;          // all operators: logical output types
+  KindInference kinds;                // compute operators evaluated per task
+  ParallelInference infer_parallel;   // source, parallel and shard-level operators
+  // True when this instance is evaluated at shard level (parallel operators
+  // always; Concat/Split along the replica axis).
+  std::function<bool(const Attributes&)> shard_level;
+
+  Kernel<float> kernel_f32 = nullptr;
+  Kernel<ModP> kernel_mod = nullptr;
+  ShardEval<float> shard_f32 = nullptr;
+  ShardEval<ModP> shard_mod = nullptr;
+
+  FlopCount flops;      // forward FLOPs of the whole (logical) operator
+  bool is_weight = false;
+
+  bool is_shard_level(const Attributes& a) const {
+    return op_class == OpClass::kParallel || (shard_level && shard_level(a));
+  }
+  std::string input_name(int i) const;
+};
+
+}  // namespace pcgx

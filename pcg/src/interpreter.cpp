@@ -1,0 +1,155 @@
+#include "pcgx/pcg/interpreter.h"
+
+#include "pcgx/pcg/degree_inference.h"
+#include "pcgx/pcg/error.h"
+
+namespace pcgx {
+namespace {
+
+template <class T>
+Kernel<T> kernel_of(const OpDef& op);
+template <>
+Kernel<float> kernel_of<float>(const OpDef& op) { return op.kernel_f32; }
+template <>
+Kernel<ModP> kernel_of<ModP>(const OpDef& op) { return op.kernel_mod; }
+
+template <class T>
+ShardEval<T> shard_eval_of(const OpDef& op);
+template <>
+ShardEval<float> shard_eval_of<float>(const OpDef& op) { return op.shard_f32; }
+template <>
+ShardEval<ModP> shard_eval_of<ModP>(const OpDef& op) { return op.shard_mod; }
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+template <class T>
+std::vector<ShardedTensor<T>> evaluate_op(const OpDef& op, const Attributes& attrs,
+                                          std::span<const ShardedTensor<T>* const> inputs,
+                                          std::span<const ParallelTensorShape> output_shapes) {
+  std::vector<ShardedTensor<T>> out(output_shapes.size());
+  for (size_t o = 0; o < out.size(); ++o) out[o].shape = output_shapes[o];
+
+  if (op.is_shard_level(attrs)) {
+    ShardEval<T> eval = shard_eval_of<T>(op);
+    if (!eval) throw Error(op.name + " has no shard-level evaluation");
+    eval(attrs, inputs, out);
+    return out;
+  }
+  Kernel<T> kernel = kernel_of<T>(op);
+  if (!kernel) throw Error(op.name + " has no reference kernel");
+
+  std::vector<ParallelTensorShape> in_shapes;
+  in_shapes.reserve(inputs.size());
+  for (const auto* x : inputs) in_shapes.push_back(x->shape);
+  std::vector<TensorType> out_types;
+  for (const auto& s : output_shapes) out_types.push_back({s.logical_shape(), s.dtype});
+  const TaskGrid grid = infer_degrees(op, attrs, in_shapes, out_types).grid;
+
+  for (auto& o : out) o.shards.resize(static_cast<size_t>(o.shape.num_shards()));
+  TaskContext ctx{in_shapes, output_shapes, std::vector<std::vector<int64_t>>(inputs.size()),
+                  std::vector<std::vector<int64_t>>(out.size())};
+  std::vector<const Tensor<T>*> in_ptrs(inputs.size());
+  std::vector<Tensor<T>> local(out.size());
+  std::vector<int64_t> coords(grid.extents.size(), 0), block;
+  std::vector<int64_t> out_index(out.size());
+  int64_t slot = 0;
+  const int64_t tasks = grid.num_tasks();
+  for (int64_t t = 0; t < tasks; ++t) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int64_t idx = shard_for_task(grid.inputs[i], in_shapes[i], coords, grid.extents);
+      in_ptrs[i] = &inputs[i]->shards[static_cast<size_t>(idx)];
+      in_shapes[i].shard_coords(idx, slot, block);
+      ctx.input_offsets[i] = in_shapes[i].block_offset(block);
+    }
+    for (size_t o = 0; o < out.size(); ++o) {
+      out_index[o] = shard_for_task(grid.outputs[o], output_shapes[o], coords, grid.extents);
+      output_shapes[o].shard_coords(out_index[o], slot, block);
+      ctx.output_offsets[o] = output_shapes[o].block_offset(block);
+      local[o] = Tensor<T>(output_shapes[o].shard_shape());
+    }
+    kernel(KernelArgs<T>{attrs, in_ptrs, local, ctx});
+    for (size_t o = 0; o < out.size(); ++o) out[o].shards[static_cast<size_t>(out_index[o])] = std::move(local[o]);
+    for (size_t d = coords.size(); d-- > 0;) {
+      if (++coords[d] < grid.extents[d]) break;
+      coords[d] = 0;
+    }
+  }
+  return out;
+}
+
+template <class T>
+GraphValues<T> evaluate(const Graph& g, const SourceFn<T>& sources) {
+  GraphValues<T> values(g.size());
+  std::vector<const ShardedTensor<T>*> ins;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class == OpClass::kSource) {
+      Tensor<T> full = sources(n);
+      const auto want = n.outputs[0].logical_shape();
+      if (full.shape != want)
+        throw Error(describe(n) + ": supplied value has the wrong shape");
+      values[static_cast<size_t>(n.id)].push_back(distribute(full, n.outputs[0]));
+      continue;
+    }
+    ins.clear();
+    for (const TensorRef& t : n.inputs)
+      ins.push_back(&values[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
+    values[static_cast<size_t>(n.id)] = evaluate_op<T>(*n.op, n.attrs, ins, n.outputs);
+  }
+  return values;
+}
+
+template <class T>
+std::vector<Tensor<T>> evaluate_outputs(const Graph& g, const SourceFn<T>& sources) {
+  GraphValues<T> values = evaluate(g, sources);
+  std::vector<Tensor<T>> out;
+  for (const TensorRef& t : g.outputs())
+    out.push_back(gather_slot(values[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)], 0));
+  return out;
+}
+
+template <class T>
+Tensor<T> random_tensor(const TensorType& type, uint64_t seed, int64_t index_range) {
+  Tensor<T> t(type.shape);
+  uint64_t state = seed * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL;
+  const bool index = type.dtype == DataType::kInt64;
+  const uint64_t range = static_cast<uint64_t>(index_range > 0 ? index_range : 1);
+  for (auto& v : t.data) {
+    const uint64_t r = splitmix(state);
+    if constexpr (std::is_same_v<T, float>) {
+      v = index ? static_cast<float>(r % range) : static_cast<float>(static_cast<double>(r >> 11) * 0x1.0p-52 - 1.0);
+    } else {
+      v = index ? ModP::from_u64(r % range) : ModP::from_u64(r);
+    }
+  }
+  return t;
+}
+
+template <class T>
+SourceFn<T> random_sources(uint64_t seed) {
+  return [seed](const Node& n) {
+    const auto& s = n.outputs[0];
+    const int64_t range = n.attrs.has("index_range") ? n.attrs.get_int("index_range") : 0;
+    return random_tensor<T>({s.logical_shape(), s.dtype}, seed * 1000003ULL + static_cast<uint64_t>(n.id), range);
+  };
+}
+
+#define PCGX_INSTANTIATE(T)                                                                                        \
+  template std::vector<ShardedTensor<T>> evaluate_op<T>(const OpDef&, const Attributes&,                          \
+                                                        std::span<const ShardedTensor<T>* const>,                 \
+                                                        std::span<const ParallelTensorShape>);                    \
+  template GraphValues<T> evaluate<T>(const Graph&, const SourceFn<T>&);                                           \
+  template std::vector<Tensor<T>> evaluate_outputs<T>(const Graph&, const SourceFn<T>&);                          \
+  template Tensor<T> random_tensor<T>(const TensorType&, uint64_t, int64_t);                                       \
+  template SourceFn<T> random_sources<T>(uint64_t);
+PCGX_INSTANTIATE(float)
+PCGX_INSTANTIATE(ModP)
+#undef PCGX_INSTANTIATE
+
+}  // namespace pcgx

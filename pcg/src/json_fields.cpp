@@ -1,0 +1,69 @@
+#include "json_fields.h"
+
+namespace pcgx::json_fields {
+
+json Reader::parse(const std::string& text) const {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann prefixes "[json.exception.parse_error.101] parse error at ...".
+    const auto pos = what.find("] ");
+    fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+  }
+}
+
+const json& Reader::field(const json& obj, const std::string& key, const std::string& path) const {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(join(path, key), "missing required field");
+  return *it;
+}
+
+const json* Reader::optional(const json& obj, const std::string& key) const {
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+void Reader::expect_object(const json& v, const std::string& path) const {
+  if (!v.is_object()) fail(path, std::string("must be an object, got ") + v.type_name());
+}
+
+void Reader::only_keys(const json& obj, std::initializer_list<const char*> keys, const std::string& path) const {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool known = false;
+    for (const char* k : keys) known = known || it.key() == k;
+    if (!known) {
+      std::string list;
+      for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+      fail(join(path, it.key()), "unknown field (expected one of: " + list + ")");
+    }
+  }
+}
+
+int64_t Reader::get_int(const json& v, const std::string& path) const {
+  if (!v.is_number_integer()) fail(path, std::string("must be an integer, got ") + v.type_name());
+  return v.get<int64_t>();
+}
+
+double Reader::get_number(const json& v, const std::string& path) const {
+  if (!v.is_number()) fail(path, std::string("must be a number, got ") + v.type_name());
+  return v.get<double>();
+}
+
+std::string Reader::get_string(const json& v, const std::string& path) const {
+  if (!v.is_string()) fail(path, std::string("must be a string, got ") + v.type_name());
+  return v.get<std::string>();
+}
+
+void Reader::check_version(const json& root, int supported, const std::string& kind) const {
+  const int64_t v = get_int(field(root, "format_version", ""), "format_version");
+  if (v != supported)
+    fail("format_version", "unsupported version " + std::to_string(v) + " (this pcgx reads " +
+                               std::to_string(supported) + ")");
+  if (const json* k = optional(root, "kind")) {
+    const std::string got = get_string(*k, "kind");
+    if (got != kind) fail("kind", "expected \"" + kind + "\", got \"" + got + "\"");
+  }
+}
+
+}  // namespace pcgx::json_fields

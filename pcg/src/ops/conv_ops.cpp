@@ -1,0 +1,178 @@
+// Conv2D (grouped, optional bias and fused activation) and Pool2D (max/avg)
+// in NCHW layout. Spatial splits would need halo exchange, which is not a
+// local-shard computation, so only batch and channel dimensions are split.
+#include "numeric.h"
+#include "op_helpers.h"
+
+namespace pcgx::ops {
+namespace {
+
+constexpr int kCopy = ParallelKind::kCopy;
+constexpr int kSum = ParallelKind::kSum;
+constexpr int kPartial = ParallelKind::kPartial;
+
+int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
+
+template <class T>
+void conv_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  const Tensor<T>& w = *a.in[1];
+  Tensor<T>& y = a.out[0];
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  const int64_t HO = y.shape[2], WO = y.shape[3];
+  const int64_t sh = a.attrs.get_int("stride_h"), sw = a.attrs.get_int("stride_w");
+  const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
+  const int64_t groups = C / Cg, per_group = O / groups;
+  const bool bias = a.attrs.get_bool("use_bias");
+  const std::string& act = a.attrs.get_string("activation");
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o) {
+      const int64_t g = o / per_group;
+      T* out = y.data.data() + (n * O + o) * HO * WO;
+      for (int64_t ic = 0; ic < Cg; ++ic) {
+        const T* in = x.data.data() + (n * C + g * Cg + ic) * H * W;
+        const T* ker = w.data.data() + (o * Cg + ic) * KH * KW;
+        for (int64_t ky = 0; ky < KH; ++ky)
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const T kv = ker[ky * KW + kx];
+            for (int64_t oh = 0; oh < HO; ++oh) {
+              const int64_t ih = oh * sh - ph + ky;
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t ow = 0; ow < WO; ++ow) {
+                const int64_t iw = ow * sw - pw + kx;
+                if (iw < 0 || iw >= W) continue;
+                out[oh * WO + ow] += in[ih * W + iw] * kv;
+              }
+            }
+          }
+      }
+      if (bias)
+        for (int64_t i = 0; i < HO * WO; ++i) out[i] += a.in[2]->data[static_cast<size_t>(o)];
+      if (act != "none")
+        for (int64_t i = 0; i < HO * WO; ++i) out[i] = activate(act, out[i]);
+    }
+}
+
+template <class T>
+void pool_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  Tensor<T>& y = a.out[0];
+  const int64_t NC = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t HO = y.shape[2], WO = y.shape[3];
+  const int64_t KH = a.attrs.get_int("kernel_h"), KW = a.attrs.get_int("kernel_w");
+  const int64_t sh = a.attrs.get_int("stride_h") ? a.attrs.get_int("stride_h") : KH;
+  const int64_t sw = a.attrs.get_int("stride_w") ? a.attrs.get_int("stride_w") : KW;
+  const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
+  const bool is_max = a.attrs.get_string("mode") == "max";
+  const T inv_area = Num<T>::div(Num<T>::one(), Num<T>::from_int(KH * KW));
+  for (int64_t c = 0; c < NC; ++c) {
+    const T* in = x.data.data() + c * H * W;
+    T* out = y.data.data() + c * HO * WO;
+    for (int64_t oh = 0; oh < HO; ++oh)
+      for (int64_t ow = 0; ow < WO; ++ow) {
+        T acc = is_max ? Num<T>::max_init() : Num<T>::zero();
+        for (int64_t ky = 0; ky < KH; ++ky) {
+          const int64_t ih = oh * sh - ph + ky;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const int64_t iw = ow * sw - pw + kx;
+            if (iw < 0 || iw >= W) continue;
+            acc = is_max ? Num<T>::max_step(acc, in[ih * W + iw]) : acc + in[ih * W + iw];
+          }
+        }
+        out[oh * WO + ow] = is_max ? acc : acc * inv_area;
+      }
+  }
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  OpDef conv;
+  conv.name = "Conv2D";
+  conv.summary = "2-D convolution, NCHW, W[out, in/groups, kh, kw]";
+  conv.attrs = {int_attr("stride_h", 1, "vertical stride", positive_int()),
+                int_attr("stride_w", 1, "horizontal stride", positive_int()),
+                int_attr("pad_h", 0, "zero padding top and bottom", non_negative_int()),
+                int_attr("pad_w", 0, "zero padding left and right", non_negative_int()),
+                int_attr("groups", 1, "channel groups", positive_int()),
+                bool_attr("use_bias", false, "add a bias input"),
+                activation_attr()};
+  conv.input_names = {"x", "W", "bias"};
+  conv.min_inputs = 2;
+  conv.max_inputs = 3;
+  conv.arity = [](const Attributes& a) { return a.get_bool("use_bias") ? 3 : 2; };
+  conv.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
+    require_rank(in[0], 4, "Conv2D input x");
+    require_float(in[0], "Conv2D input x");
+    require_rank(in[1], 4, "Conv2D weight W");
+    const int64_t C = in[0].shape[1], O = in[1].shape[0], g = a.get_int("groups");
+    require(C % g == 0 && O % g == 0, "groups " + std::to_string(g) + " must divide input channels " +
+                                          std::to_string(C) + " and output channels " + std::to_string(O));
+    require(in[1].shape[1] == C / g, "W must have " + std::to_string(C / g) + " input channels per group, got " +
+                                         std::to_string(in[1].shape[1]));
+    if (a.get_bool("use_bias"))
+      require(in[2].shape == std::vector<int64_t>{O}, "bias must have shape [" + std::to_string(O) + "]");
+    const int64_t ho = out_extent(in[0].shape[2], in[1].shape[2], a.get_int("stride_h"), a.get_int("pad_h"));
+    const int64_t wo = out_extent(in[0].shape[3], in[1].shape[3], a.get_int("stride_w"), a.get_int("pad_w"));
+    require(ho > 0 && wo > 0, "kernel larger than the padded input " + shape_str(in[0].shape));
+    return std::vector<TensorType>{{{in[0].shape[0], O, ho, wo}, DataType::kFloat32}};
+  };
+  conv.kinds = [](const Attributes& a, std::span<const TensorType>) {
+    const bool bias = a.get_bool("use_bias");
+    auto b = [&](std::vector<int> v, int x) {
+      if (bias) v.push_back(x);
+      return v;
+    };
+    std::vector<ParallelKind> kinds{{"batch", b({0, kCopy}, kCopy), {0}, 0}};
+    const int64_t groups = a.get_int("groups");
+    if (groups == 1) {
+      kinds.push_back({"out", b({kCopy, 0}, 0), {1}, 0});
+      if (a.get_string("activation") == "none") kinds.push_back({"reduce", b({1, 1}, kSum), {kPartial}, 0});
+    } else {
+      kinds.push_back({"group", b({1, 0}, 0), {1}, groups});
+    }
+    return kinds;
+  };
+  PCGX_KERNELS(conv, conv_k);
+  conv.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
+    const auto& w = in[1].shape;
+    return 2.0 * static_cast<double>(product(out[0].shape)) * static_cast<double>(w[1] * w[2] * w[3]);
+  };
+  r.add(conv);
+
+  OpDef pool;
+  pool.name = "Pool2D";
+  pool.summary = "max or average pooling, NCHW";
+  pool.attrs = {int_attr("kernel_h", std::nullopt, "window height", positive_int()),
+                int_attr("kernel_w", std::nullopt, "window width", positive_int()),
+                int_attr("stride_h", 0, "vertical stride (0: the window height)", non_negative_int()),
+                int_attr("stride_w", 0, "horizontal stride (0: the window width)", non_negative_int()),
+                int_attr("pad_h", 0, "padding top and bottom", non_negative_int()),
+                int_attr("pad_w", 0, "padding left and right", non_negative_int()),
+                string_attr("mode", "max", {"max", "avg"}, "pooling function")};
+  pool.input_names = {"x"};
+  pool.min_inputs = pool.max_inputs = 1;
+  pool.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
+    require_rank(in[0], 4, "Pool2D input x");
+    require_float(in[0], "Pool2D input x");
+    const int64_t kh = a.get_int("kernel_h"), kw = a.get_int("kernel_w");
+    const int64_t sh = a.get_int("stride_h") ? a.get_int("stride_h") : kh;
+    const int64_t sw = a.get_int("stride_w") ? a.get_int("stride_w") : kw;
+    const int64_t ho = out_extent(in[0].shape[2], kh, sh, a.get_int("pad_h"));
+    const int64_t wo = out_extent(in[0].shape[3], kw, sw, a.get_int("pad_w"));
+    require(ho > 0 && wo > 0, "window larger than the padded input " + shape_str(in[0].shape));
+    return std::vector<TensorType>{{{in[0].shape[0], in[0].shape[1], ho, wo}, DataType::kFloat32}};
+  };
+  pool.kinds = [](const Attributes&, std::span<const TensorType>) {
+    return std::vector<ParallelKind>{{"batch", {0}, {0}, 0}, {"channel", {1}, {1}, 0}};
+  };
+  PCGX_KERNELS(pool, pool_k);
+  pool.flops = [](const Attributes& a, std::span<const TensorType>, std::span<const TensorType> out) {
+    return static_cast<double>(product(out[0].shape) * a.get_int("kernel_h") * a.get_int("kernel_w"));
+  };
+  r.add(pool);
+}
+
+}  // namespace pcgx::ops

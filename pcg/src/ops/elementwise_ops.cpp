@@ -1,0 +1,145 @@
+// Elementwise operators: EwAdd, EwMul, ScalarMul, Relu, Gelu, Sigmoid, Tanh,
+// Dropout. Every dimension can be split; inputs must agree exactly.
+#include "numeric.h"
+#include "op_helpers.h"
+
+namespace pcgx::ops {
+namespace {
+
+template <class T, class F>
+void unary_apply(const KernelArgs<T>& a, F f) {
+  const auto& x = a.in[0]->data;
+  auto& y = a.out[0].data;
+  for (size_t i = 0; i < x.size(); ++i) y[i] = f(x[i]);
+}
+
+template <class T> void relu_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::relu(x); }); }
+template <class T> void gelu_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::gelu(x); }); }
+template <class T> void sigmoid_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::sigmoid(x); }); }
+template <class T> void tanh_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::tanh(x); }); }
+template <class T>
+void scalar_mul_k(const KernelArgs<T>& a) {
+  const T s = Num<T>::from_double(a.attrs.get_float("scalar"));
+  unary_apply(a, [s](T x) { return x * s; });
+}
+template <class T>
+void add_k(const KernelArgs<T>& a) {
+  const auto &x = a.in[0]->data, &y = a.in[1]->data;
+  auto& z = a.out[0].data;
+  for (size_t i = 0; i < z.size(); ++i) z[i] = x[i] + y[i];
+}
+template <class T>
+void mul_k(const KernelArgs<T>& a) {
+  const auto &x = a.in[0]->data, &y = a.in[1]->data;
+  auto& z = a.out[0].data;
+  for (size_t i = 0; i < z.size(); ++i) z[i] = x[i] * y[i];
+}
+
+// The dropout mask is a hash of (seed, global element index), so every
+// partitioning of the tensor drops the same elements.
+inline double keep_draw(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + index + 0x632BE59BD9B4E019ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+template <class T>
+void dropout_k(const KernelArgs<T>& a) {
+  const double rate = a.attrs.get_float("rate");
+  const auto seed = static_cast<uint64_t>(a.attrs.get_int("seed"));
+  const T scale = Num<T>::from_double(1.0 / (1.0 - rate));
+  const auto global = a.ctx.output_shapes[0].logical_shape();
+  const auto& off = a.ctx.output_offsets[0];
+  const auto& local = a.out[0].shape;
+  const auto gstrides = strides_of(global);
+  std::vector<int64_t> idx(local.size(), 0);
+  const auto& x = a.in[0]->data;
+  auto& y = a.out[0].data;
+  for (size_t i = 0; i < y.size(); ++i) {
+    int64_t g = 0;
+    for (size_t j = 0; j < idx.size(); ++j) g += (off[j] + idx[j]) * gstrides[j];
+    y[i] = keep_draw(seed, static_cast<uint64_t>(g)) >= rate ? x[i] * scale : Num<T>::zero();
+    for (size_t j = idx.size(); j-- > 0;) {
+      if (++idx[j] < local[j]) break;
+      idx[j] = 0;
+    }
+  }
+}
+
+OpDef unary(const std::string& name, const std::string& summary) {
+  OpDef d;
+  d.name = name;
+  d.summary = summary;
+  d.input_names = {"x"};
+  d.min_inputs = d.max_inputs = 1;
+  d.infer_types = [name](const Attributes&, std::span<const TensorType> in) {
+    require_float(in[0], name + " input");
+    return std::vector<TensorType>{in[0]};
+  };
+  d.kinds = [](const Attributes&, std::span<const TensorType> in) { return elementwise_kinds(in[0].shape.size(), 1); };
+  d.flops = [](const Attributes&, std::span<const TensorType> in, auto) {
+    return static_cast<double>(product(in[0].shape));
+  };
+  return d;
+}
+
+OpDef binary(const std::string& name, const std::string& summary) {
+  OpDef d = unary(name, summary);
+  d.input_names = {"a", "b"};
+  d.min_inputs = d.max_inputs = 2;
+  d.infer_types = [name](const Attributes&, std::span<const TensorType> in) {
+    require_float(in[0], name + " input 0");
+    require_same_shape(in[0], in[1], name);
+    return std::vector<TensorType>{in[0]};
+  };
+  d.kinds = [](const Attributes&, std::span<const TensorType> in) { return elementwise_kinds(in[0].shape.size(), 2); };
+  return d;
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpRegistry& r) {
+  OpDef add = binary("EwAdd", "elementwise sum of two tensors of one shape");
+  PCGX_KERNELS(add, add_k);
+  r.add(add);
+  OpDef mul = binary("EwMul", "elementwise product of two tensors of one shape");
+  PCGX_KERNELS(mul, mul_k);
+  r.add(mul);
+
+  OpDef relu = unary("Relu", "max(x, 0)");
+  PCGX_KERNELS(relu, relu_k);
+  r.add(relu);
+  OpDef gelu = unary("Gelu", "x * Phi(x)");
+  PCGX_KERNELS(gelu, gelu_k);
+  gelu.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 8.0 * static_cast<double>(product(in[0].shape)); };
+  r.add(gelu);
+  OpDef sigmoid = unary("Sigmoid", "1 / (1 + exp(-x))");
+  PCGX_KERNELS(sigmoid, sigmoid_k);
+  sigmoid.flops = gelu.flops;
+  r.add(sigmoid);
+  OpDef tanh = unary("Tanh", "hyperbolic tangent");
+  PCGX_KERNELS(tanh, tanh_k);
+  tanh.flops = gelu.flops;
+  r.add(tanh);
+
+  OpDef smul = unary("ScalarMul", "x * scalar");
+  smul.attrs = {float_attr("scalar", std::nullopt, "the constant factor")};
+  PCGX_KERNELS(smul, scalar_mul_k);
+  r.add(smul);
+
+  OpDef drop = unary("Dropout", "zeroes elements with probability rate, scales the rest by 1/(1-rate)");
+  drop.attrs = {float_attr("rate", 0.1, "probability of dropping an element"),
+                int_attr("seed", 0, "mask seed: the mask is a function of (seed, element index)")};
+  auto base_types = drop.infer_types;
+  drop.infer_types = [base_types](const Attributes& a, std::span<const TensorType> in) {
+    const double rate = a.get_float("rate");
+    require(rate >= 0.0 && rate < 1.0, "attribute 'rate' must lie in [0, 1), got " + std::to_string(rate));
+    return base_types(a, in);
+  };
+  PCGX_KERNELS(drop, dropout_k);
+  r.add(drop);
+}
+
+}  // namespace pcgx::ops

@@ -1,0 +1,87 @@
+// Losses: SoftmaxCrossEntropy and MSELoss, both the mean over samples as a
+// rank-0 tensor. Split along batch dimensions, each task returns its share of
+// the mean: partial sums to be reduced.
+#include "numeric.h"
+#include "op_helpers.h"
+
+namespace pcgx::ops {
+namespace {
+
+template <class T>
+void cross_entropy_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  const Tensor<T>& labels = *a.in[1];
+  const int64_t classes = x.shape.back(), rows = x.numel() / classes;
+  const auto global = a.ctx.input_shapes[0].logical_shape();
+  const int64_t global_rows = product(global) / global.back();
+  T total = Num<T>::zero();
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x.data.data() + r * classes;
+    T shift = Num<T>::zero();
+    if constexpr (std::is_same_v<T, float>)
+      shift = *std::max_element(row, row + classes);
+    T sum = Num<T>::zero();
+    for (int64_t c = 0; c < classes; ++c) sum += Num<T>::exp(row[c] - shift);
+    const int64_t label = Num<T>::index(labels.data[static_cast<size_t>(r)]);
+    const T picked = (label >= 0 && label < classes) ? row[label] : Num<T>::zero();
+    total += Num<T>::log(sum) + shift - picked;
+  }
+  a.out[0].data[0] = Num<T>::div(total, Num<T>::from_int(global_rows));
+}
+
+template <class T>
+void mse_k(const KernelArgs<T>& a) {
+  const auto &p = a.in[0]->data, &t = a.in[1]->data;
+  T total = Num<T>::zero();
+  for (size_t i = 0; i < p.size(); ++i) total += (p[i] - t[i]) * (p[i] - t[i]);
+  a.out[0].data[0] = Num<T>::div(total, Num<T>::from_int(a.ctx.input_shapes[0].num_elements()));
+}
+
+}  // namespace
+
+void register_loss_ops(OpRegistry& r) {
+  OpDef ce;
+  ce.name = "SoftmaxCrossEntropy";
+  ce.summary = "mean over samples of -log softmax(logits)[label]; logits[..., classes], labels[...]";
+  ce.input_names = {"logits", "labels"};
+  ce.min_inputs = ce.max_inputs = 2;
+  ce.infer_types = [](const Attributes&, std::span<const TensorType> in) {
+    require_min_rank(in[0], 1, "SoftmaxCrossEntropy logits");
+    require_float(in[0], "SoftmaxCrossEntropy logits");
+    require(in[1].dtype == DataType::kInt64, "labels must be int64");
+    std::vector<int64_t> want(in[0].shape.begin(), in[0].shape.end() - 1);
+    require(in[1].shape == want, "labels must have shape " + shape_str(want) + ", got " + shape_str(in[1].shape));
+    return std::vector<TensorType>{{{}, DataType::kFloat32}};
+  };
+  ce.kinds = [](const Attributes&, std::span<const TensorType> in) {
+    std::vector<ParallelKind> kinds;
+    for (int d = 0; d + 1 < static_cast<int>(in[0].shape.size()); ++d)
+      kinds.push_back({"batch" + std::to_string(d), {d, d}, {ParallelKind::kPartial}, 0});
+    return kinds;
+  };
+  PCGX_KERNELS(ce, cross_entropy_k);
+  ce.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 4.0 * static_cast<double>(product(in[0].shape)); };
+  r.add(ce);
+
+  OpDef mse;
+  mse.name = "MSELoss";
+  mse.summary = "mean of (pred - target)^2";
+  mse.input_names = {"pred", "target"};
+  mse.min_inputs = mse.max_inputs = 2;
+  mse.infer_types = [](const Attributes&, std::span<const TensorType> in) {
+    require_float(in[0], "MSELoss pred");
+    require_same_shape(in[0], in[1], "MSELoss");
+    return std::vector<TensorType>{{{}, DataType::kFloat32}};
+  };
+  mse.kinds = [](const Attributes&, std::span<const TensorType> in) {
+    std::vector<ParallelKind> kinds;
+    for (int d = 0; d < static_cast<int>(in[0].shape.size()); ++d)
+      kinds.push_back({"dim" + std::to_string(d), {d, d}, {ParallelKind::kPartial}, 0});
+    return kinds;
+  };
+  PCGX_KERNELS(mse, mse_k);
+  mse.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 3.0 * static_cast<double>(product(in[0].shape)); };
+  r.add(mse);
+}
+
+}  // namespace pcgx::ops

@@ -1,0 +1,188 @@
+// Softmax (optionally causal), LayerNorm and BatchNorm (training mode: batch
+// statistics). Normalized dimensions cannot be split: statistics over a
+// shard would differ from statistics over the tensor.
+#include "numeric.h"
+#include "op_helpers.h"
+
+namespace pcgx::ops {
+namespace {
+
+constexpr int kCopy = ParallelKind::kCopy;
+
+int softmax_axis(const Attributes& a, size_t rank) {
+  const int64_t ax = a.get_int("axis");
+  return static_cast<int>(ax < 0 ? ax + static_cast<int64_t>(rank) : ax);
+}
+
+template <class T>
+void softmax_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  Tensor<T>& y = a.out[0];
+  const size_t rank = x.shape.size();
+  const int axis = softmax_axis(a.attrs, rank);
+  const bool causal = a.attrs.get_bool("causal");
+  const int64_t len = x.shape[static_cast<size_t>(axis)];
+  const int64_t inner = product(std::span(x.shape).subspan(static_cast<size_t>(axis) + 1));
+  const int64_t outer = x.numel() / (len * inner);
+  const int64_t rows_q = causal ? x.shape[rank - 2] : 1;
+  const int64_t q_offset = causal ? a.ctx.output_offsets[0][rank - 2] : 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* in = x.data.data() + o * len * inner + i;
+      T* out = y.data.data() + o * len * inner + i;
+      // With a causal mask, key j is visible to query q iff j <= q.
+      const int64_t visible = causal ? q_offset + (o % rows_q) + 1 : len;
+      T shift = Num<T>::zero();
+      if constexpr (std::is_same_v<T, float>) {
+        shift = -INFINITY;
+        for (int64_t j = 0; j < std::min(len, visible); ++j) shift = std::max(shift, in[j * inner]);
+      }
+      T sum = Num<T>::zero();
+      for (int64_t j = 0; j < len; ++j) {
+        const T e = j < visible ? Num<T>::exp(in[j * inner] - shift) : Num<T>::zero();
+        out[j * inner] = e;
+        sum += e;
+      }
+      const T inv = Num<T>::div(Num<T>::one(), sum);
+      for (int64_t j = 0; j < len; ++j) out[j * inner] *= inv;
+    }
+}
+
+template <class T>
+void layer_norm_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  Tensor<T>& y = a.out[0];
+  const int64_t d = x.shape.back(), rows = x.numel() / d;
+  const bool affine = a.attrs.get_bool("affine");
+  const double eps = a.attrs.get_float("eps");
+  const T inv_d = Num<T>::div(Num<T>::one(), Num<T>::from_int(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* in = x.data.data() + r * d;
+    T* out = y.data.data() + r * d;
+    T mean = Num<T>::zero(), var = Num<T>::zero();
+    for (int64_t j = 0; j < d; ++j) mean += in[j];
+    mean *= inv_d;
+    for (int64_t j = 0; j < d; ++j) var += (in[j] - mean) * (in[j] - mean);
+    const T scale = Num<T>::rsqrt(var * inv_d, eps);
+    for (int64_t j = 0; j < d; ++j) {
+      T v = (in[j] - mean) * scale;
+      if (affine) v = v * a.in[1]->data[static_cast<size_t>(j)] + a.in[2]->data[static_cast<size_t>(j)];
+      out[j] = v;
+    }
+  }
+}
+
+template <class T>
+void batch_norm_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  Tensor<T>& y = a.out[0];
+  const int64_t N = x.shape[0], C = x.shape[1], S = x.numel() / (N * C);
+  const double eps = a.attrs.get_float("eps");
+  const T inv_n = Num<T>::div(Num<T>::one(), Num<T>::from_int(N * S));
+  for (int64_t c = 0; c < C; ++c) {
+    T mean = Num<T>::zero(), var = Num<T>::zero();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) mean += x.data[static_cast<size_t>((n * C + c) * S + s)];
+    mean *= inv_n;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const T dv = x.data[static_cast<size_t>((n * C + c) * S + s)] - mean;
+        var += dv * dv;
+      }
+    const T scale = Num<T>::rsqrt(var * inv_n, eps) * a.in[1]->data[static_cast<size_t>(c)];
+    const T shift = a.in[2]->data[static_cast<size_t>(c)];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const size_t i = static_cast<size_t>((n * C + c) * S + s);
+        y.data[i] = (x.data[i] - mean) * scale + shift;
+      }
+  }
+}
+
+double per_element(std::span<const TensorType> in, double f) { return f * static_cast<double>(product(in[0].shape)); }
+
+}  // namespace
+
+void register_norm_ops(OpRegistry& r) {
+  OpDef sm;
+  sm.name = "Softmax";
+  sm.summary = "softmax along one axis; causal masks key j > query i on the last two axes";
+  sm.attrs = {int_attr("axis", -1, "normalized axis; negative counts from the end"),
+              bool_attr("causal", false, "mask keys after the query (axis must be the last, rank >= 2)")};
+  sm.input_names = {"x"};
+  sm.min_inputs = sm.max_inputs = 1;
+  sm.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
+    require_min_rank(in[0], 1, "Softmax input x");
+    require_float(in[0], "Softmax input x");
+    const int rank = static_cast<int>(in[0].shape.size());
+    const int axis = softmax_axis(a, in[0].shape.size());
+    require(axis >= 0 && axis < rank, "axis " + std::to_string(a.get_int("axis")) + " out of range for rank " +
+                                          std::to_string(rank));
+    if (a.get_bool("causal"))
+      require(rank >= 2 && axis == rank - 1, "a causal softmax needs rank >= 2 and the last axis");
+    return std::vector<TensorType>{in[0]};
+  };
+  sm.kinds = [](const Attributes& a, std::span<const TensorType> in) {
+    auto kinds = elementwise_kinds(in[0].shape.size(), 1);
+    kinds.erase(kinds.begin() + softmax_axis(a, in[0].shape.size()));
+    return kinds;
+  };
+  PCGX_KERNELS(sm, softmax_k);
+  sm.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 5); };
+  r.add(sm);
+
+  OpDef ln;
+  ln.name = "LayerNorm";
+  ln.summary = "normalizes the last dimension; affine: * gamma + beta";
+  ln.attrs = {float_attr("eps", 1e-5, "added to the variance"), bool_attr("affine", true, "take gamma and beta inputs")};
+  ln.input_names = {"x", "gamma", "beta"};
+  ln.min_inputs = 1;
+  ln.max_inputs = 3;
+  ln.arity = [](const Attributes& a) { return a.get_bool("affine") ? 3 : 1; };
+  ln.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
+    require_min_rank(in[0], 1, "LayerNorm input x");
+    require_float(in[0], "LayerNorm input x");
+    if (a.get_bool("affine"))
+      for (size_t i = 1; i < 3; ++i)
+        require(in[i].shape == std::vector<int64_t>{in[0].shape.back()},
+                std::string(i == 1 ? "gamma" : "beta") + " must have shape [" + std::to_string(in[0].shape.back()) +
+                    "], got " + shape_str(in[i].shape));
+    return std::vector<TensorType>{in[0]};
+  };
+  ln.kinds = [](const Attributes& a, std::span<const TensorType> in) {
+    const bool affine = a.get_bool("affine");
+    std::vector<ParallelKind> kinds;
+    for (int d = 0; d + 1 < static_cast<int>(in[0].shape.size()); ++d) {
+      std::vector<int> ins{d};
+      if (affine) ins.insert(ins.end(), {kCopy, kCopy});
+      kinds.push_back({"dim" + std::to_string(d), ins, {d}, 0});
+    }
+    return kinds;
+  };
+  PCGX_KERNELS(ln, layer_norm_k);
+  ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
+  r.add(ln);
+
+  OpDef bn;
+  bn.name = "BatchNorm";
+  bn.summary = "normalizes each channel (dimension 1) over batch and space, then * gamma + beta";
+  bn.attrs = {float_attr("eps", 1e-5, "added to the variance")};
+  bn.input_names = {"x", "gamma", "beta"};
+  bn.min_inputs = bn.max_inputs = 3;
+  bn.infer_types = [](const Attributes&, std::span<const TensorType> in) {
+    require_min_rank(in[0], 2, "BatchNorm input x");
+    require_float(in[0], "BatchNorm input x");
+    for (size_t i = 1; i < 3; ++i)
+      require(in[i].shape == std::vector<int64_t>{in[0].shape[1]},
+              std::string(i == 1 ? "gamma" : "beta") + " must have shape [" + std::to_string(in[0].shape[1]) + "]");
+    return std::vector<TensorType>{in[0]};
+  };
+  bn.kinds = [](const Attributes&, std::span<const TensorType>) {
+    return std::vector<ParallelKind>{{"channel", {1, 0, 0}, {1}, 0}};
+  };
+  PCGX_KERNELS(bn, batch_norm_k);
+  bn.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
+  r.add(bn);
+}
+
+}  // namespace pcgx::ops

@@ -1,0 +1,80 @@
+#pragma once
+// Per-number-system primitives for the reference kernels.
+//
+// Float is the real semantics. ModP gives each non-linear function an exact
+// surrogate that keeps the identities pcgx's rules rely on:
+//   relu(x) = x if x is a quadratic residue mod p, else 0. Since p = 3 mod 4,
+//     exactly one of x, -x is a residue, so relu(x) - relu(-x) = x,
+//     relu(relu(x)) = relu(x) and relu(a*x) = a*relu(x) for residues a hold
+//     as they do for the real relu on positive a.
+//   tanh is odd, sigmoid(x) = (1 + tanh(x/2)) / 2, gelu(x) = x * phi(x)
+//     with phi(x) + phi(-x) = 1, as for the real functions.
+//   exp, log, rsqrt and max are plain non-linear polynomials.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "pcgx/pcg/modular.h"
+
+namespace pcgx::ops {
+
+template <class T>
+struct Num;
+
+template <>
+struct Num<float> {
+  static float zero() { return 0.f; }
+  static float one() { return 1.f; }
+  static float from_double(double d) { return static_cast<float>(d); }
+  static float from_int(int64_t i) { return static_cast<float>(i); }
+  static int64_t index(float x) { return static_cast<int64_t>(x); }
+  static float relu(float x) { return x > 0.f ? x : 0.f; }
+  static float tanh(float x) { return std::tanh(x); }
+  static float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+  static float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
+  static float exp(float x) { return std::exp(x); }
+  static float log(float x) { return std::log(x); }
+  static float rsqrt(float v, double eps) { return 1.f / std::sqrt(v + static_cast<float>(eps)); }
+  static float max_init() { return -INFINITY; }
+  static float max_step(float acc, float x) { return std::max(acc, x); }
+  static float div(float a, float b) { return a / b; }
+};
+
+template <>
+struct Num<ModP> {
+  static ModP zero() { return ModP(); }
+  static ModP one() { return ModP::from_u64(1); }
+  static ModP from_double(double d) { return ModP::from_double(d); }
+  static ModP from_int(int64_t i) { return ModP::from_int(i); }
+  static int64_t index(ModP x) { return x.as_index(); }
+  static ModP relu(ModP x) {
+    return x.pow((ModP::kPrime - 1) / 2) == one() ? x : zero();
+  }
+  static ModP tanh(ModP x) { return x * x * x + ModP::from_u64(2) * x; }
+  static ModP sigmoid(ModP x) {
+    const ModP half = ModP::from_u64(2).inverse();
+    return half * (one() + tanh(x * half));
+  }
+  static ModP gelu(ModP x) {
+    const ModP half = ModP::from_u64(2).inverse();
+    return x * (half + ModP::from_u64(5) * x * x * x + ModP::from_u64(7) * x);
+  }
+  static ModP exp(ModP x) { return x * x + x + ModP::from_u64(3); }
+  static ModP log(ModP x) { return x * x + ModP::from_u64(5); }
+  static ModP rsqrt(ModP v, double) { return v * v + ModP::from_u64(2) * v + ModP::from_u64(5); }
+  static ModP max_init() { return ModP(); }
+  static ModP max_step(ModP acc, ModP x) { return acc + x * x; }
+  static ModP div(ModP a, ModP b) { return a * b.inverse(); }
+};
+
+template <class T>
+T activate(const std::string& act, T x) {
+  if (act == "none") return x;
+  if (act == "relu") return Num<T>::relu(x);
+  if (act == "gelu") return Num<T>::gelu(x);
+  if (act == "sigmoid") return Num<T>::sigmoid(x);
+  return Num<T>::tanh(x);
+}
+
+}  // namespace pcgx::ops

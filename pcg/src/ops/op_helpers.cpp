@@ -1,0 +1,37 @@
+#include "op_helpers.h"
+
+namespace pcgx::ops {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+void require_float(const TensorType& t, const std::string& what) {
+  require(t.dtype == DataType::kFloat32, what + " must be float32, got " + std::string(to_string(t.dtype)));
+}
+
+void require_rank(const TensorType& t, int rank, const std::string& what) {
+  require(static_cast<int>(t.shape.size()) == rank,
+          what + " must have rank " + std::to_string(rank) + ", got shape " + shape_str(t.shape));
+}
+
+void require_min_rank(const TensorType& t, int rank, const std::string& what) {
+  require(static_cast<int>(t.shape.size()) >= rank,
+          what + " must have rank at least " + std::to_string(rank) + ", got shape " + shape_str(t.shape));
+}
+
+void require_same_shape(const TensorType& a, const TensorType& b, const std::string& what) {
+  require(a.shape == b.shape && a.dtype == b.dtype,
+          what + ": shapes differ: " + shape_str(a.shape) + " vs " + shape_str(b.shape));
+}
+
+std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs) {
+  std::vector<ParallelKind> kinds;
+  for (size_t d = 0; d < rank; ++d)
+    kinds.push_back({"dim" + std::to_string(d), std::vector<int>(inputs, static_cast<int>(d)), {static_cast<int>(d)}, 0});
+  return kinds;
+}
+
+}  // namespace pcgx::ops

@@ -1,0 +1,75 @@
+#pragma once
+// Shared vocabulary for writing operator definitions (pcg/src/ops/*.cpp).
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/operator.h"
+#include "pcgx/pcg/registry.h"
+
+namespace pcgx::ops {
+
+inline AttrSpec int_attr(std::string name, std::optional<int64_t> def, std::string doc,
+                         std::function<std::optional<std::string>(const AttrValue&)> check = nullptr) {
+  AttrSpec s{std::move(name), AttrType::kInt, std::nullopt, std::move(doc), {}, std::move(check)};
+  if (def) s.default_value = *def;
+  return s;
+}
+inline AttrSpec float_attr(std::string name, std::optional<double> def, std::string doc) {
+  AttrSpec s{std::move(name), AttrType::kFloat, std::nullopt, std::move(doc), {}, nullptr};
+  if (def) s.default_value = *def;
+  return s;
+}
+inline AttrSpec bool_attr(std::string name, bool def, std::string doc) {
+  return {std::move(name), AttrType::kBool, def, std::move(doc), {}, nullptr};
+}
+inline AttrSpec string_attr(std::string name, std::string def, std::vector<std::string> choices, std::string doc) {
+  return {std::move(name), AttrType::kString, std::move(def), std::move(doc), std::move(choices), nullptr};
+}
+inline AttrSpec ints_attr(std::string name, std::optional<IntList> def, std::string doc,
+                          std::function<std::optional<std::string>(const AttrValue&)> check = nullptr) {
+  AttrSpec s{std::move(name), AttrType::kIntList, std::nullopt, std::move(doc), {}, std::move(check)};
+  if (def) s.default_value = *def;
+  return s;
+}
+inline AttrSpec activation_attr() {
+  return string_attr("activation", "none", {"none", "relu", "gelu", "sigmoid", "tanh"}, "fused activation");
+}
+
+// Throws the reason as a pcgx::Error when `ok` is false.
+inline void require(bool ok, const std::string& reason) {
+  if (!ok) throw Error(reason);
+}
+std::string shape_str(const std::vector<int64_t>& s);
+void require_float(const TensorType& t, const std::string& what);
+void require_rank(const TensorType& t, int rank, const std::string& what);
+void require_min_rank(const TensorType& t, int rank, const std::string& what);
+void require_same_shape(const TensorType& a, const TensorType& b, const std::string& what);
+
+// Every dimension of every input splits the same dimension of output 0.
+std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs);
+
+// Binds one kernel template to both number systems.
+#define PCGX_KERNELS(def, fn)     \
+  do {                            \
+    (def).kernel_f32 = &fn<float>; \
+    (def).kernel_mod = &fn<ModP>;  \
+  } while (0)
+#define PCGX_SHARD_EVAL(def, fn) \
+  do {                           \
+    (def).shard_f32 = &fn<float>; \
+    (def).shard_mod = &fn<ModP>;  \
+  } while (0)
+
+// Registration entry points, one per operator family.
+void register_source_ops(OpRegistry& r);
+void register_elementwise_ops(OpRegistry& r);
+void register_linear_ops(OpRegistry& r);
+void register_conv_ops(OpRegistry& r);
+void register_norm_ops(OpRegistry& r);
+void register_shape_ops(OpRegistry& r);
+void register_embedding_ops(OpRegistry& r);
+void register_loss_ops(OpRegistry& r);
+void register_parallel_ops(OpRegistry& r);
+
+}  // namespace pcgx::ops

@@ -1,0 +1,47 @@
+#include "pcgx/pcg/registry.h"
+
+#include "ops/op_helpers.h"
+#include "pcgx/pcg/error.h"
+
+namespace pcgx {
+
+const OpRegistry& OpRegistry::global() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    ops::register_source_ops(r);
+    ops::register_elementwise_ops(r);
+    ops::register_linear_ops(r);
+    ops::register_conv_ops(r);
+    ops::register_norm_ops(r);
+    ops::register_shape_ops(r);
+    ops::register_embedding_ops(r);
+    ops::register_loss_ops(r);
+    ops::register_parallel_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+const OpDef* OpRegistry::find(std::string_view name) const {
+  for (const auto& op : ops_)
+    if (op->name == name) return op.get();
+  return nullptr;
+}
+
+const OpDef& OpRegistry::get(std::string_view name) const {
+  if (const OpDef* op = find(name)) return *op;
+  throw Error("unknown operator '" + std::string(name) + "'");
+}
+
+std::vector<const OpDef*> OpRegistry::all() const {
+  std::vector<const OpDef*> v;
+  for (const auto& op : ops_) v.push_back(op.get());
+  return v;
+}
+
+void OpRegistry::add(OpDef def) {
+  if (find(def.name)) throw Error("operator '" + def.name + "' registered twice");
+  ops_.push_back(std::make_unique<OpDef>(std::move(def)));
+}
+
+}  // namespace pcgx

@@ -1,0 +1,130 @@
+// Transformer encoders and decoders: BERT-Large (post-LN encoder, MLM head
+// tied to the word embeddings, no pooler) and a GPT-style decoder (pre-LN,
+// causal attention, tied LM head).
+#include <cmath>
+
+#include "builders.h"
+
+namespace pcgx::zoo {
+namespace {
+
+struct Dims {
+  int64_t batch, seq, hidden, heads, ffn;
+};
+
+// Multi-head self-attention on x[b, s, h]; returns the output projection.
+TensorRef attention(GraphBuilder& b, TensorRef x, const Dims& d, bool causal, const std::string& n) {
+  const int64_t dh = d.hidden / d.heads;
+  auto heads = [&](TensorRef t, const std::string& what, std::vector<int64_t> perm) {
+    TensorRef r = b.reshape(t, {d.batch, d.seq, d.heads, dh}, n + "." + what + "_heads");
+    return b.transpose(r, perm, n + "." + what + "_t");
+  };
+  TensorRef q = heads(b.linear(x, d.hidden, "none", true, n + ".query"), "q", {0, 2, 1, 3});
+  TensorRef k = heads(b.linear(x, d.hidden, "none", true, n + ".key"), "k", {0, 2, 3, 1});
+  TensorRef v = heads(b.linear(x, d.hidden, "none", true, n + ".value"), "v", {0, 2, 1, 3});
+  TensorRef scores = b.batch_matmul(q, k, n + ".scores");
+  scores = b.scalar_mul(scores, 1.0 / std::sqrt(static_cast<double>(dh)), n + ".scale");
+  TensorRef probs = b.dropout(b.softmax(scores, causal, n + ".softmax"), 0.1, n + ".attn_dropout");
+  TensorRef ctx = b.batch_matmul(probs, v, n + ".context");
+  ctx = b.transpose(ctx, {0, 2, 1, 3}, n + ".context_t");
+  ctx = b.reshape(ctx, {d.batch, d.seq, d.hidden}, n + ".context_merge");
+  return b.linear(ctx, d.hidden, "none", true, n + ".output");
+}
+
+TensorRef feed_forward(GraphBuilder& b, TensorRef x, const Dims& d, const std::string& n) {
+  TensorRef h = b.linear(x, d.ffn, "gelu", true, n + ".intermediate");
+  return b.linear(h, d.hidden, "none", true, n + ".ffn_output");
+}
+
+Dims dims_of(const ModelParams& p) {
+  return {param(p, "batch"), param(p, "seq"), param(p, "hidden"), param(p, "heads"), param(p, "ffn")};
+}
+
+void check_heads(const Dims& d) {
+  if (d.hidden % d.heads != 0)
+    throw Error("hidden size " + std::to_string(d.hidden) + " is not a multiple of heads " + std::to_string(d.heads));
+}
+
+// logits = x * table^T, the LM head sharing the word embedding table.
+TensorRef tied_logits(GraphBuilder& b, TensorRef x, TensorRef table) {
+  return b.matmul(x, b.transpose(table, {1, 0}, "word_embeddings.T"), "lm_logits");
+}
+
+}  // namespace
+
+ModelSpec bert_large(bool tiny) {
+  ModelSpec s = named(tiny, "bert-large", "BERT-Large encoder with a masked-LM head (tied), no pooler");
+  s.source = "Devlin et al. 2019: 24 layers, hidden 1024, 16 heads, FFN 4096, vocab 30522; Unity per-GPU batch 4";
+  s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
+                                  {"ffn", 64}, {"vocab", 100}, {"max_positions", 16}}
+                    : ModelParams{{"batch", 4}, {"seq", 512}, {"layers", 24}, {"hidden", 1024}, {"heads", 16},
+                                  {"ffn", 4096}, {"vocab", 30522}, {"max_positions", 512}};
+  s.param_docs = {{"batch", "sequences per step"}, {"seq", "tokens per sequence"}, {"layers", "encoder layers"},
+                  {"hidden", "model width"}, {"heads", "attention heads"}, {"ffn", "feed-forward width"},
+                  {"vocab", "vocabulary size"}, {"max_positions", "position embeddings"}};
+  s.build = [](const ModelParams& p) {
+    const Dims d = dims_of(p);
+    check_heads(d);
+    const int64_t vocab = param(p, "vocab");
+    if (d.seq > param(p, "max_positions")) throw Error("seq exceeds max_positions");
+    GraphBuilder b("bert-large");
+    TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
+    TensorRef positions = b.input("positions", {d.batch, d.seq}, DataType::kInt64, d.seq);
+    TensorRef segments = b.input("segments", {d.batch, d.seq}, DataType::kInt64, 2);
+    TensorRef word_table = b.weight("word_embeddings.table", {vocab, d.hidden});
+    TensorRef x = b.op("Embedding", {}, {tokens, word_table}, "word_embeddings");
+    x = b.binary("EwAdd", x, b.embedding(positions, param(p, "max_positions"), d.hidden, "position_embeddings"), "emb_add0");
+    x = b.binary("EwAdd", x, b.embedding(segments, 2, d.hidden, "token_type_embeddings"), "emb_add1");
+    x = b.dropout(b.layer_norm(x, "embeddings.ln"), 0.1, "embeddings.dropout");
+    for (int64_t l = 0; l < param(p, "layers"); ++l) {
+      const std::string n = "layer" + std::to_string(l);
+      TensorRef a = b.dropout(attention(b, x, d, false, n + ".attention"), 0.1, n + ".attn_out_dropout");
+      x = b.layer_norm(b.binary("EwAdd", x, a, n + ".attn_residual"), n + ".attn_ln");
+      TensorRef f = b.dropout(feed_forward(b, x, d, n), 0.1, n + ".ffn_dropout");
+      x = b.layer_norm(b.binary("EwAdd", x, f, n + ".ffn_residual"), n + ".ffn_ln");
+    }
+    TensorRef h = b.layer_norm(b.linear(x, d.hidden, "gelu", true, "mlm.transform"), "mlm.ln");
+    TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
+    b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, h, word_table), labels));
+    return b.finish();
+  };
+  return s;
+}
+
+ModelSpec gpt(bool tiny) {
+  ModelSpec s = named(tiny, "gpt", "GPT-style decoder (pre-LN, causal attention, tied LM head)");
+  s.source = "GPT-2 small (Radford et al. 2019): 12 layers, hidden 768, 12 heads, context 1024, vocab 50257";
+  s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
+                                  {"ffn", 128}, {"vocab", 100}}
+                    : ModelParams{{"batch", 8}, {"seq", 1024}, {"layers", 12}, {"hidden", 768}, {"heads", 12},
+                                  {"ffn", 3072}, {"vocab", 50257}};
+  s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
+                  {"hidden", "model width"}, {"heads", "attention heads"}, {"ffn", "feed-forward width"},
+                  {"vocab", "vocabulary size"}};
+  s.build = [](const ModelParams& p) {
+    const Dims d = dims_of(p);
+    check_heads(d);
+    const int64_t vocab = param(p, "vocab");
+    GraphBuilder b("gpt");
+    TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
+    TensorRef positions = b.input("positions", {d.batch, d.seq}, DataType::kInt64, d.seq);
+    TensorRef wte = b.weight("wte.table", {vocab, d.hidden});
+    TensorRef x = b.op("Embedding", {}, {tokens, wte}, "wte");
+    x = b.binary("EwAdd", x, b.embedding(positions, d.seq, d.hidden, "wpe"), "emb_add");
+    x = b.dropout(x, 0.1, "emb_dropout");
+    for (int64_t l = 0; l < param(p, "layers"); ++l) {
+      const std::string n = "block" + std::to_string(l);
+      TensorRef a = attention(b, b.layer_norm(x, n + ".ln1"), d, true, n + ".attn");
+      x = b.binary("EwAdd", x, b.dropout(a, 0.1, n + ".attn_dropout"), n + ".attn_residual");
+      TensorRef f = feed_forward(b, b.layer_norm(x, n + ".ln2"), d, n + ".mlp");
+      x = b.binary("EwAdd", x, b.dropout(f, 0.1, n + ".mlp_dropout"), n + ".mlp_residual");
+    }
+    x = b.layer_norm(x, "ln_f");
+    TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
+    b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
+    return b.finish();
+  };
+  return s;
+}
+
+}  // namespace pcgx::zoo

@@ -1,0 +1,72 @@
+#include "cli_common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+
+namespace pcgx::cli {
+
+Graph load_model(const std::string& model, const std::vector<std::string>& sets) {
+  if (find_model(model)) {
+    ModelParams overrides;
+    for (const auto& s : sets) {
+      const auto eq = s.find('=');
+      if (eq == std::string::npos || eq == 0) throw Error("--set " + s + ": expected key=value");
+      const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
+      size_t used = 0;
+      int64_t v = 0;
+      try {
+        v = std::stoll(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != value.size()) throw Error("--set " + s + ": value must be an integer");
+      overrides[key] = v;
+    }
+    return build_model(model, overrides);
+  }
+  if (!std::filesystem::exists(model))
+    throw Error(model + ": neither a zoo model (`pcgx models` lists them) nor an existing file");
+  if (!sets.empty()) throw Error("--set applies to zoo models only, not to the file " + model);
+  return load_graph(model);
+}
+
+static std::string scaled(double v, const char* const* units, int n, double base, int decimals) {
+  int u = 0;
+  while (u + 1 < n && std::fabs(v) >= base) {
+    v /= base;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f%s", u == 0 ? 0 : decimals, v, units[u]);
+  return buf;
+}
+
+std::string human_count(double n) {
+  static const char* const units[] = {"", "K", "M", "B", "T"};
+  return scaled(n, units, 5, 1000.0, 1);
+}
+
+std::string human_bytes(double b) {
+  static const char* const units[] = {" B", " KiB", " MiB", " GiB", " TiB"};
+  return scaled(b, units, 5, 1024.0, 2);
+}
+
+std::string human_flops(double f) {
+  static const char* const units[] = {" FLOP", " KFLOP", " MFLOP", " GFLOP", " TFLOP", " PFLOP"};
+  return scaled(f, units, 6, 1000.0, 2);
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+}  // namespace pcgx::cli

@@ -1,0 +1,27 @@
+#pragma once
+// What the subcommands share: model loading by zoo name or file, and number
+// formatting. No logic of its own beyond argument handling.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/zoo.h"
+
+namespace pcgx::cli {
+
+// A zoo name ("bert-large") or a graph JSON file; `sets` are "key=value"
+// size overrides, only valid for zoo models.
+Graph load_model(const std::string& model, const std::vector<std::string>& sets);
+
+std::string human_count(double n);   // 335.1M
+std::string human_bytes(double b);   // 1.25 GiB
+std::string human_flops(double f);   // 3.21 TFLOP
+std::string with_commas(int64_t n);  // 335,143,936
+
+void add_models_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+void add_export_command(CLI::App& app);
+void add_ops_command(CLI::App& app);
+
+}  // namespace pcgx::cli

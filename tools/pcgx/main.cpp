@@ -1,0 +1,40 @@
+// pcgx: the command-line front end. Each subcommand lives in cmd_*.cpp and
+// only parses arguments and calls the libraries. Exit codes: 0 success,
+// 1 a check failed, 2 bad input (one `error:` line on stderr).
+#include <iostream>
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pcgx: a substitution superoptimizer and verification toolkit for distributed DNN training"};
+  app.name("pcgx");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pcgx 0.1.0");
+  pcgx::cli::add_models_command(app);
+  pcgx::cli::add_info_command(app);
+  pcgx::cli::add_export_command(app);
+  pcgx::cli::add_ops_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << " (see `pcgx --help`)\n";
+    return 2;
+  } catch (const pcgx::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
