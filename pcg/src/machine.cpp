@@ -104,8 +104,8 @@ Machine machine_from_json(const std::string& text, const std::string& source) {
         r.fail(join(path, "span"), "must be larger than the previous level's span " + std::to_string(prev_span));
       if (level.span % prev_span != 0)
         r.fail(join(path, "span"), "must be a multiple of the previous level's span " + std::to_string(prev_span));
-      if (level.span > m.num_devices())
-        r.fail(join(path, "span"), "exceeds the machine's " + std::to_string(m.num_devices()) + " devices");
+      if (m.num_devices() % level.span != 0)
+        r.fail(join(path, "span"), "must divide the machine's " + std::to_string(m.num_devices()) + " devices");
       prev_span = level.span;
     }
     m.links.push_back(level);

@@ -27,7 +27,8 @@ template <class T>
 GraphValues<T> evaluate(const Graph& g, const SourceFn<T>& sources);
 
 // Deterministic pseudo-random sources: every source node gets a tensor drawn
-// from (seed, node id). Index tensors (Input with index_range > 0) get
+// from (seed, node name), or (seed, node id) for an unnamed node, so two
+// graphs that name their inputs alike see the same values. Index tensors (Input with index_range > 0) get
 // integers in [0, index_range).
 template <class T>
 SourceFn<T> random_sources(uint64_t seed);

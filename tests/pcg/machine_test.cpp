@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/machine.h"
+
+namespace pcgx {
+namespace {
+
+const std::string kMachines = std::string(PCGX_SOURCE_DIR) + "/data/machines/";
+
+TEST(Machine, EveryBundledMachineLoadsAndRoundTrips) {
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kMachines)) {
+    SCOPED_TRACE(e.path().string());
+    const Machine m = load_machine(e.path().string());
+    EXPECT_EQ(m.name + ".json", e.path().filename().string());
+    EXPECT_GT(m.device.peak_flops, 0);
+    const Machine again = machine_from_json(machine_to_json(m), "roundtrip");
+    EXPECT_EQ(machine_to_json(again), machine_to_json(m));
+    ++count;
+  }
+  EXPECT_GE(count, 4);
+}
+
+TEST(Machine, SummitLinkLevels) {
+  const Machine m = load_machine(kMachines + "summit.json");
+  EXPECT_EQ(m.num_devices(), 192);
+  EXPECT_EQ(m.link_between(0, 2).name, "nvlink");
+  EXPECT_EQ(m.link_between(2, 3).name, "xbus");
+  EXPECT_EQ(m.link_between(5, 6).name, "infiniband-edr");
+}
+
+TEST(Machine, WithDevicesTakesWholeNodesFirst) {
+  const Machine m = load_machine(kMachines + "dgx-h100.json");
+  EXPECT_EQ(m.with_devices(4).num_devices(), 4);
+  EXPECT_EQ(m.with_devices(4).nodes, 1);
+  EXPECT_EQ(m.with_devices(64).nodes, 8);
+  EXPECT_THROW(m.with_devices(12), Error);
+  EXPECT_THROW(m.with_devices(1000), Error);
+}
+
+TEST(Machine, ErrorsNameTheField) {
+  auto message = [](const std::string& text) {
+    try {
+      machine_from_json(text, "m.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = R"({"format_version": 1, "name": "x", "nodes": 1, "devices_per_node": 4, )";
+  const std::string dev = R"("device": {"name": "d", "peak_flops": 1, "memory_bandwidth": 1, "memory_capacity": 1}, )";
+  EXPECT_EQ(message(head + dev + R"("links": [{"name": "a", "span": 3, "bandwidth": 1, "latency": 0}, {"name": "b", "span": 0, "bandwidth": 1, "latency": 0}]})"),
+            "m.json: links[0].span: must divide the machine's 4 devices");
+  EXPECT_EQ(message(head + dev + R"("links": [{"name": "a", "span": 4, "bandwidth": 1, "latency": 0}, {"name": "b", "span": 2, "bandwidth": 1, "latency": 0}]})"),
+            "m.json: links[1].span: must be larger than the previous level's span 4");
+  EXPECT_EQ(message(head + R"("device": {"name": "d", "peak_flops": -1, "memory_bandwidth": 1, "memory_capacity": 1}, "links": []})"),
+            "m.json: device.peak_flops: must be positive, got -1.000000");
+  EXPECT_EQ(message(head + dev + R"("links": []})"), "m.json: links: must be a non-empty array of link levels");
+  EXPECT_EQ(message(head + dev + R"("links": [{"name": "a", "span": 2, "bandwidth": 1, "latency": 0}]})"),
+            "m.json: links[0].span: the last level must span the whole machine (0 or 4)");
+  EXPECT_EQ(message(R"({"format_version": 1, "name": "x"})"), "m.json: nodes: missing required field");
+}
+
+}  // namespace
+}  // namespace pcgx

@@ -1,0 +1,78 @@
+// Model zoo: published parameter counts and that every tiny model runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/model_info.h"
+#include "pcgx/pcg/zoo.h"
+
+namespace pcgx {
+namespace {
+
+struct Published {
+  const char* model;
+  double parameters;
+  const char* source;
+};
+
+class PublishedSizes : public ::testing::TestWithParam<Published> {};
+
+TEST_P(PublishedSizes, WithinTwoPercent) {
+  const Published& p = GetParam();
+  const ModelInfo info = model_info(build_model(p.model));
+  EXPECT_NEAR(static_cast<double>(info.parameters), p.parameters, 0.02 * p.parameters) << p.source;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, PublishedSizes,
+    ::testing::Values(Published{"bert-large", 335e6, "BERT-Large without the pooler, ~335M"},
+                      Published{"resnext-50", 25.0e6, "ResNeXt-50 32x4d, 25.0M"},
+                      Published{"inception-v3", 23.8e6, "Inception-v3 without the auxiliary head, 23.8M"},
+                      Published{"gpt", 124.4e6, "GPT-2 small, 124M"},
+                      Published{"vgg-13", 133.0e6, "VGG-13, 133M"},
+                      Published{"mlp", 16 * 8192.0 * 8192.0, "16 dense layers of 8192, no bias"}),
+    [](const auto& param_info) {
+      std::string n = param_info.param.model;
+      for (auto& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
+
+TEST(Zoo, EveryModelHasATinyVariantThatTrainsOneForwardPass) {
+  int models = 0;
+  for (const auto& spec : model_zoo()) {
+    if (spec.name.find("-tiny") != std::string::npos) continue;
+    ++models;
+    SCOPED_TRACE(spec.name);
+    ASSERT_NE(find_model(spec.name + "-tiny"), nullptr);
+    const Graph g = build_model(spec.name + "-tiny");
+    ASSERT_EQ(g.outputs().size(), 1u);
+    const auto loss = evaluate_outputs<float>(g, random_sources<float>(1));
+    ASSERT_EQ(loss[0].numel(), 1);
+    EXPECT_TRUE(std::isfinite(loss[0].data[0]));
+    EXPECT_GT(model_info(g).forward_flops, 0);
+  }
+  EXPECT_EQ(models, 9);
+}
+
+TEST(Zoo, SizeParametersOverride) {
+  const ModelInfo base = model_info(build_model("mlp", {{"layers", 2}, {"hidden", 64}}));
+  EXPECT_EQ(base.parameters, 2 * 64 * 64);
+  EXPECT_EQ(base.batch_size, 256);
+  EXPECT_THROW(build_model("mlp", {{"depth", 2}}), Error);
+  EXPECT_THROW(build_model("no-such-model"), Error);
+}
+
+TEST(Zoo, FlopsMatchAHandCount) {
+  // mlp with 2 layers of 64 at batch 256: 2 * 256 * 64 * 64 per layer,
+  // plus the fused relu on layer 0 and 3 FLOP per element in the loss.
+  const ModelInfo info = model_info(build_model("mlp", {{"layers", 2}, {"hidden", 64}}));
+  const double gemm = 2.0 * 256 * 64 * 64;
+  EXPECT_DOUBLE_EQ(info.forward_flops, 2 * gemm + 256 * 64 + 3 * 256 * 64);
+  EXPECT_DOUBLE_EQ(info.training_flops, 3 * info.forward_flops);
+}
+
+}  // namespace
+}  // namespace pcgx
