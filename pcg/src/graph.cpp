@@ -13,6 +13,17 @@ std::string OpDef::input_name(int i) const {
   return name;
 }
 
+int64_t tensor_bytes(const TensorType& t) { return product(t.shape) * byte_size(t.dtype); }
+
+double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
+                    std::span<const TensorType> out) {
+  if (op.bytes) return op.bytes(attrs, in, out);
+  double b = 0;
+  for (const auto& t : in) b += static_cast<double>(tensor_bytes(t));
+  for (const auto& t : out) b += static_cast<double>(tensor_bytes(t));
+  return b;
+}
+
 std::string describe(const Node& n) {
   std::string s = "node " + std::to_string(n.id);
   if (!n.name.empty()) s += " '" + n.name + "'";

@@ -18,6 +18,7 @@ ModelInfo model_info(const Graph& g) {
       for (const TensorRef& t : n.inputs) in.push_back(g.type(t));
       for (const auto& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
       info.forward_flops += n.op->flops(n.attrs, in, out);
+      info.forward_bytes += memory_bytes(*n.op, n.attrs, in, out);
     }
     for (const auto& s : n.outputs) info.activation_bytes += static_cast<double>(s.total_bytes());
   }

@@ -131,3 +131,45 @@ TEST(OperatorValues, Losses) {
 
 }  // namespace
 }  // namespace pcgx
+
+namespace pcgx {
+namespace {
+
+// The parallel operators move shards exactly as the DESIGN.md table says.
+ShardedTensor<float> run_parallel(const std::string& op, const Attributes& given, const ShardedTensor<float>& x) {
+  const OpDef& def = OpRegistry::global().get(op);
+  const Attributes a = normalize_attributes(def.attrs, given, op);
+  const ParallelTensorShape in = x.shape;
+  const auto shapes = infer_output_shapes(def, a, std::span(&in, 1), op);
+  const ShardedTensor<float>* p = &x;
+  return evaluate_op<float>(def, a, std::span(&p, 1), shapes)[0];
+}
+
+TEST(OperatorValues, ParallelOperatorsMoveShardsAsSpecified) {
+  auto x = testing::tensor({4}, {1, 2, 3, 4});
+  auto whole = distribute(x, ParallelTensorShape::unpartitioned(x.shape));
+  auto split = run_parallel("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, whole);
+  ASSERT_EQ(split.shards.size(), 2u);
+  EXPECT_EQ(split.shards[0].data, (std::vector<float>{1, 2}));
+  EXPECT_EQ(split.shards[1].data, (std::vector<float>{3, 4}));
+  // Shard i splits into i*k .. i*k+k-1.
+  auto finer = run_parallel("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, split);
+  ASSERT_EQ(finer.shards.size(), 4u);
+  EXPECT_EQ(finer.shards[2].data, (std::vector<float>{3}));
+  auto rep = run_parallel("Replicate", {{"degree", int64_t{2}}}, split);
+  ASSERT_EQ(rep.shards.size(), 4u);
+  EXPECT_EQ(rep.shards[2].data, (std::vector<float>{1, 2}));  // slot 1, block 0
+  rep.shards[2].data = {10, 20};
+  auto red = run_parallel("Reduce", {{"degree", int64_t{2}}}, rep);
+  ASSERT_EQ(red.shards.size(), 2u);
+  EXPECT_EQ(red.shards[0].data, (std::vector<float>{11, 22}));
+  EXPECT_EQ(red.shards[1].data, (std::vector<float>{6, 8}));
+  auto all = run_parallel("AllReduce", {{"degree", int64_t{2}}}, rep);
+  ASSERT_EQ(all.shards.size(), 4u);
+  EXPECT_EQ(all.shards[2].data, (std::vector<float>{11, 22}));
+  auto back = run_parallel("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, split);
+  EXPECT_EQ(back.shards[0].data, x.data);
+}
+
+}  // namespace
+}  // namespace pcgx

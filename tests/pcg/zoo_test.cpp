@@ -72,6 +72,20 @@ TEST(Zoo, FlopsMatchAHandCount) {
   const double gemm = 2.0 * 256 * 64 * 64;
   EXPECT_DOUBLE_EQ(info.forward_flops, 2 * gemm + 256 * 64 + 3 * 256 * 64);
   EXPECT_DOUBLE_EQ(info.training_flops, 3 * info.forward_flops);
+  // Bytes: each layer reads x and W and writes y; the loss reads two tensors.
+  const double act = 256 * 64 * 4.0, w = 64 * 64 * 4.0;
+  EXPECT_DOUBLE_EQ(info.forward_bytes, 2 * (2 * act + w) + 2 * act + 4);
+}
+
+TEST(Zoo, EmbeddingsReadOnlyTheRowsTheyGather) {
+  // dlrm-tiny: 2 bags of 1 index per sample over 64-row tables of width 8.
+  const Graph g = build_model("dlrm-tiny");
+  for (const Node& n : g.nodes()) {
+    if (n.op->name != "EmbeddingBag") continue;
+    std::vector<TensorType> in{g.type(n.inputs[0]), g.type(n.inputs[1])};
+    std::vector<TensorType> out{{n.outputs[0].logical_shape(), n.outputs[0].dtype}};
+    EXPECT_DOUBLE_EQ(memory_bytes(*n.op, n.attrs, in, out), 8 * 8.0 + 8 * 8 * 4.0 + 8 * 8 * 4.0);
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ void add_info_command(CLI::App& app) {
                        {"parameters", info.parameters},
                        {"batch_size", info.batch_size},
                        {"forward_flops", info.forward_flops},
+                       {"forward_bytes", info.forward_bytes},
                        {"training_flops", info.training_flops},
                        {"activation_bytes", info.activation_bytes},
                        {"activation_bytes_per_sample", info.activation_bytes_per_sample}};
@@ -47,6 +48,7 @@ void add_info_command(CLI::App& app) {
     row("batch size", std::to_string(info.batch_size));
     row("FLOPs per step", human_flops(info.training_flops) + " (forward " + human_flops(info.forward_flops) +
                               "; training = 3 x forward)");
+    row("memory traffic", human_bytes(info.forward_bytes) + " per forward pass");
     row("activation memory", human_bytes(info.activation_bytes_per_sample) + " per sample (" +
                                  human_bytes(info.activation_bytes) + " per step, float32)");
     row("operators", std::to_string(info.operators));

@@ -43,6 +43,12 @@ void check_table(std::span<const TensorType> in, const std::string& op) {
   require_float(in[1], op + " table");
 }
 
+// Indices in, gathered rows in, output out: the table is not read whole.
+double gather_bytes(const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
+  const double rows_read = static_cast<double>(product(in[0].shape)) * static_cast<double>(in[1].shape[1]);
+  return static_cast<double>(tensor_bytes(in[0])) + 4.0 * rows_read + static_cast<double>(tensor_bytes(out[0]));
+}
+
 }  // namespace
 
 void register_embedding_ops(OpRegistry& r) {
@@ -66,6 +72,7 @@ void register_embedding_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(emb, embedding_k);
+  emb.bytes = gather_bytes;
   emb.flops = [](const Attributes&, auto, std::span<const TensorType> out) { return static_cast<double>(product(out[0].shape)); };
   r.add(emb);
 
@@ -86,6 +93,7 @@ void register_embedding_ops(OpRegistry& r) {
                                      {"rows", {kCopy, 0}, {kPartial}, 0}};
   };
   PCGX_KERNELS(bag, embedding_bag_k);
+  bag.bytes = gather_bytes;
   bag.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * in[0].shape[1]);
   };

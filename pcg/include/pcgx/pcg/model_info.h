@@ -14,6 +14,7 @@ struct ModelInfo {
   std::map<std::string, int64_t> op_counts;
   int64_t parameters = 0;          // elements of all Weight nodes
   double forward_flops = 0;        // one forward pass, whole batch
+  double forward_bytes = 0;        // memory traffic of one forward pass
   double training_flops = 0;       // forward + backward (3x forward: the backward
                                    // pass computes two products per forward product)
   int64_t batch_size = 0;          // leading dimension of the first Input

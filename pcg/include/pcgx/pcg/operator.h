@@ -105,6 +105,9 @@ struct OpDef {
   ShardEval<ModP> shard_mod = nullptr;
 
   FlopCount flops;      // forward FLOPs of the whole (logical) operator
+  // Forward memory traffic in bytes when it is not "read every input, write
+  // every output" (e.g. an embedding reads only the rows it gathers).
+  FlopCount bytes;
   bool is_weight = false;
 
   bool is_shard_level(const Attributes& a) const {
@@ -112,5 +115,11 @@ struct OpDef {
   }
   std::string input_name(int i) const;
 };
+
+// Forward memory traffic of an operator instance: `op.bytes` when given,
+// else the bytes of every input and output.
+double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
+                    std::span<const TensorType> out);
+int64_t tensor_bytes(const TensorType& t);
 
 }  // namespace pcgx
