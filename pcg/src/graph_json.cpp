@@ -1,4 +1,5 @@
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/graph_json_value.h"
 
 #include <map>
 
@@ -45,7 +46,14 @@ TensorRef ref_from_json(const Reader& r, const json& v, const std::string& path)
 
 }  // namespace
 
-std::string graph_to_json(const Graph& g, int indent) {
+std::string graph_to_json(const Graph& g, int indent) { return graph_to_value(g).dump(indent) + "\n"; }
+
+Graph graph_from_json(const std::string& text, const std::string& source) {
+  const Reader r(source);
+  return graph_from_value(r.parse(text), source, "");
+}
+
+json graph_to_value(const Graph& g) {
   json root;
   root["format_version"] = kGraphFormatVersion;
   root["kind"] = "pcgx.graph";
@@ -68,12 +76,11 @@ std::string graph_to_json(const Graph& g, int indent) {
   json outs = json::array();
   for (const TensorRef& t : g.outputs()) outs.push_back(json::array({t.node, t.output}));
   root["outputs"] = outs;
-  return root.dump(indent) + "\n";
+  return root;
 }
 
-Graph graph_from_json(const std::string& text, const std::string& source) {
-  const Reader r(source);
-  const json root = r.parse(text);
+Graph graph_from_value(const json& root, const std::string& source, const std::string& prefix) {
+  const Reader r(source, prefix);
   r.expect_object(root, "");
   r.only_keys(root, {"format_version", "kind", "name", "description", "nodes", "outputs"}, "");
   r.check_version(root, kGraphFormatVersion, "pcgx.graph");

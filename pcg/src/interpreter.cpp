@@ -1,10 +1,9 @@
 #include "pcgx/pcg/interpreter.h"
 
-#include <functional>
-#include <string>
 
 #include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/stable_hash.h"
 
 namespace pcgx {
 namespace {
@@ -139,7 +138,7 @@ SourceFn<T> random_sources(uint64_t seed) {
   return [seed](const Node& n) {
     const auto& s = n.outputs[0];
     const int64_t range = n.attrs.has("index_range") ? n.attrs.get_int("index_range") : 0;
-    const uint64_t key = n.name.empty() ? static_cast<uint64_t>(n.id) : std::hash<std::string>{}(n.name);
+    const uint64_t key = n.name.empty() ? static_cast<uint64_t>(n.id) : hash_string(n.name);
     return random_tensor<T>({s.logical_shape(), s.dtype}, seed * 1000003ULL + key, range);
   };
 }

@@ -12,10 +12,12 @@ using nlohmann::json;
 
 class Reader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
+  // `prefix` is prepended to every field path (a graph inside a ruleset).
+  explicit Reader(std::string source, std::string prefix = "")
+      : source_(std::move(source)), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(const std::string& field, const std::string& reason) const {
-    throw FileError(source_, field, reason);
+    throw FileError(source_, prefix_.empty() ? field : field.empty() ? prefix_ : prefix_ + "." + field, reason);
   }
   json parse(const std::string& text) const;
   const json& field(const json& obj, const std::string& key, const std::string& path) const;
@@ -30,6 +32,7 @@ class Reader {
 
  private:
   std::string source_;
+  std::string prefix_;
 };
 
 inline std::string join(const std::string& path, const std::string& key) {

@@ -23,5 +23,6 @@ void add_models_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_ops_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 
 }  // namespace pcgx::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   pcgx::cli::add_info_command(app);
   pcgx::cli::add_export_command(app);
   pcgx::cli::add_ops_command(app);
+  pcgx::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

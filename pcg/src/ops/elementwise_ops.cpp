@@ -125,7 +125,7 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(tanh);
 
   OpDef smul = unary("ScalarMul", "x * scalar");
-  smul.attrs = {float_attr("scalar", std::nullopt, "the constant factor")};
+  smul.attrs = {with_domain(float_attr("scalar", std::nullopt, "the constant factor"), GenDomain::kScalar)};
   PCGX_KERNELS(smul, scalar_mul_k);
   r.add(smul);
 

@@ -107,7 +107,7 @@ void register_norm_ops(OpRegistry& r) {
   OpDef sm;
   sm.name = "Softmax";
   sm.summary = "softmax along one axis; causal masks key j > query i on the last two axes";
-  sm.attrs = {int_attr("axis", -1, "normalized axis; negative counts from the end"),
+  sm.attrs = {with_domain(int_attr("axis", -1, "normalized axis; negative counts from the end"), GenDomain::kDim),
               bool_attr("causal", false, "mask keys after the query (axis must be the last, rank >= 2)")};
   sm.input_names = {"x"};
   sm.min_inputs = sm.max_inputs = 1;

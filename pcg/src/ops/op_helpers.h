@@ -9,6 +9,10 @@
 
 namespace pcgx::ops {
 
+inline AttrSpec with_domain(AttrSpec s, GenDomain d) {
+  s.gen = d;
+  return s;
+}
 inline AttrSpec int_attr(std::string name, std::optional<int64_t> def, std::string doc,
                          std::function<std::optional<std::string>(const AttrValue&)> check = nullptr) {
   AttrSpec s{std::move(name), AttrType::kInt, std::nullopt, std::move(doc), {}, std::move(check)};
@@ -33,7 +37,8 @@ inline AttrSpec ints_attr(std::string name, std::optional<IntList> def, std::str
   return s;
 }
 inline AttrSpec activation_attr() {
-  return string_attr("activation", "none", {"none", "relu", "gelu", "sigmoid", "tanh"}, "fused activation");
+  return with_domain(string_attr("activation", "none", {"none", "relu", "gelu", "sigmoid", "tanh"}, "fused activation"),
+                     GenDomain::kChoices);
 }
 
 // Throws the reason as a pcgx::Error when `ok` is false.

@@ -102,8 +102,9 @@ OpDef parallel_op(const std::string& name, const std::string& summary, bool has_
   d.name = name;
   d.op_class = OpClass::kParallel;
   d.summary = summary;
-  if (has_dim) d.attrs.push_back(int_attr("dim", std::nullopt, "the tensor dimension", non_negative_int()));
-  d.attrs.push_back(int_attr("degree", std::nullopt, "the factor k", positive_int()));
+  if (has_dim)
+    d.attrs.push_back(with_domain(int_attr("dim", std::nullopt, "the tensor dimension", non_negative_int()), GenDomain::kDim));
+  d.attrs.push_back(with_domain(int_attr("degree", std::nullopt, "the factor k", positive_int()), GenDomain::kDegree));
   d.input_names = {"x"};
   d.min_inputs = d.max_inputs = 1;
   d.infer_types = [name, has_dim](const Attributes& a, std::span<const TensorType> in) {

@@ -111,7 +111,8 @@ void register_shape_ops(OpRegistry& r) {
   OpDef cat;
   cat.name = "Concat";
   cat.summary = "concatenates inputs along a dimension, or their replica slots (axis -1)";
-  cat.attrs = {int_attr("axis", std::nullopt, "dimension to concatenate; -1: the replica axis")};
+  cat.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to concatenate; -1: the replica axis"),
+                           GenDomain::kDimOrReplica)};
   cat.input_names = {"x"};
   cat.min_inputs = 1;
   cat.max_inputs = -1;
@@ -153,8 +154,9 @@ void register_shape_ops(OpRegistry& r) {
   OpDef split;
   split.name = "Split";
   split.summary = "splits a dimension (or the replica slots, axis -1) into pieces of the given sizes";
-  split.attrs = {int_attr("axis", std::nullopt, "dimension to split; -1: the replica axis"),
-                 ints_attr("sizes", std::nullopt, "size of each piece", positive_int_list())};
+  split.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to split; -1: the replica axis"),
+                             GenDomain::kDimOrReplica),
+                 with_domain(ints_attr("sizes", std::nullopt, "size of each piece", positive_int_list()), GenDomain::kHalves)};
   split.input_names = {"x"};
   split.min_inputs = split.max_inputs = 1;
   split.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
@@ -222,7 +224,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef tr;
   tr.name = "Transpose";
   tr.summary = "permutes dimensions: output dimension d is input dimension perm[d]";
-  tr.attrs = {ints_attr("perm", std::nullopt, "the permutation")};
+  tr.attrs = {with_domain(ints_attr("perm", std::nullopt, "the permutation"), GenDomain::kPermutation)};
   tr.input_names = {"x"};
   tr.min_inputs = tr.max_inputs = 1;
   tr.infer_types = [](const Attributes& a, std::span<const TensorType> in) {

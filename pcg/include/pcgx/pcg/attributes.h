@@ -20,6 +20,19 @@ std::string_view to_string(AttrType t);
 AttrType type_of(const AttrValue& v);
 std::string to_string(const AttrValue& v);
 
+// How the rule generator enumerates an attribute. Part of the operator's
+// registry entry, so a new operator joins an opset without generator changes.
+enum class GenDomain : uint8_t {
+  kDefault,        // only the default value (an opset may list values)
+  kChoices,        // every value in `choices` (strings) or both booleans
+  kDim,            // 0 .. rank-1 of input 0
+  kDimOrReplica,   // kDim and -1, the replica axis
+  kDegree,         // the generator's parallel degrees
+  kHalves,         // two equal pieces of the extent named by attribute "axis"
+  kPermutation,    // every permutation of input 0's dimensions
+  kScalar,         // small exact constants
+};
+
 struct AttrSpec {
   std::string name;
   AttrType type;
@@ -28,6 +41,7 @@ struct AttrSpec {
   std::vector<std::string> choices;        // allowed values of a string attribute
   // Extra validation: returns a reason when the value is not acceptable.
   std::function<std::optional<std::string>(const AttrValue&)> check;
+  GenDomain gen = GenDomain::kDefault;
 };
 
 class Attributes {

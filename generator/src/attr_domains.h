@@ -1,0 +1,20 @@
+#pragma once
+// Attribute values the generator tries for one operator, from the registry
+// entry's GenDomain hints, the opset's restrictions and input 0's shape.
+#include <vector>
+
+#include "pcgx/generator/opset.h"
+#include "pcgx/pcg/operator.h"
+
+namespace pcgx::gen {
+
+// Every normalized attribute combination (invalid ones dropped).
+std::vector<Attributes> attribute_combinations(const OpDef& op, const OpChoice& choice,
+                                               const ParallelTensorShape& input0,
+                                               const std::vector<int64_t>& degrees);
+
+// Throws pcgx::Error when an operator of the opset has a required attribute
+// that neither a default, a domain nor the opset gives values for.
+void check_enumerable(const OpChoice& choice);
+
+}  // namespace pcgx::gen

@@ -1,0 +1,68 @@
+#pragma once
+// Rule databases (DESIGN.md, "Rulesets"). One JSON format serves both the
+// generator's candidates ("pcgx.candidates": rules without proofs) and
+// verified rulesets ("pcgx.ruleset": every rule with its proof record).
+//
+//   { "format_version": 1, "kind": "pcgx.ruleset", "name": "unity", "version": 1,
+//     "opset": "unity", "operators": ["Linear", ...],
+//     "generator": { ...the configuration that produced the candidates... },
+//     "axioms_hash": "sha256 of the axiom files" (rulesets only),
+//     "stats": { "graphs": 123, ... },
+//     "rules": [ { "id": "unity-0001",
+//                  "source": <pcgx.graph>, "target": <pcgx.graph>,
+//                  "output_map": [[0, 0]],        // source output i -> target output j
+//                  "proof": { "result": "proved", "seconds": 0.01, "axioms": [...] } } ],
+//     "content_hash": "sha256 of the canonical JSON of everything above" }
+//
+// A rule's two graphs use Input/Weight nodes for the rule's variables; nodes
+// with the same name on both sides are the same variable.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+
+namespace pcgx {
+
+inline constexpr int kRulesetFormatVersion = 1;
+inline constexpr const char* kCandidatesKind = "pcgx.candidates";
+inline constexpr const char* kRulesetKind = "pcgx.ruleset";
+
+struct ProofRecord {
+  std::string result;                // "proved", "not proved", "timeout"
+  double seconds = 0;
+  std::vector<std::string> axioms;   // the unsat core
+  std::string note;
+};
+
+struct Rule {
+  std::string id;
+  Graph source;
+  Graph target;
+  std::vector<std::pair<int, int>> output_map;
+  std::optional<ProofRecord> proof;
+};
+
+struct Ruleset {
+  std::string kind = kCandidatesKind;
+  std::string name;
+  int64_t version = 1;
+  std::string opset;
+  std::vector<std::string> operators;
+  std::string generator_json = "{}";   // generator configuration, a JSON object
+  std::string axioms_hash;
+  std::vector<std::pair<std::string, double>> stats;
+  std::vector<Rule> rules;
+  // Set by load: the hash stored in the file and the one its content has.
+  std::string stored_hash;
+  std::string computed_hash;
+};
+
+std::string ruleset_to_json(const Ruleset& r);          // with a fresh content hash
+Ruleset ruleset_from_json(const std::string& text, const std::string& source);
+Ruleset load_ruleset(const std::string& path);
+void save_ruleset(const Ruleset& r, const std::string& path);  // atomic
+
+}  // namespace pcgx

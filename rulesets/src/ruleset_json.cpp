@@ -1,0 +1,149 @@
+#include <nlohmann/json.hpp>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/graph_json_value.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/rulesets/sha256.h"
+
+namespace pcgx {
+
+using nlohmann::json;
+
+namespace {
+
+json to_value(const Ruleset& r) {
+  json root;
+  root["format_version"] = kRulesetFormatVersion;
+  root["kind"] = r.kind;
+  root["name"] = r.name;
+  root["version"] = r.version;
+  root["opset"] = r.opset;
+  root["operators"] = r.operators;
+  root["generator"] = json::parse(r.generator_json);
+  if (!r.axioms_hash.empty()) root["axioms_hash"] = r.axioms_hash;
+  json stats = json::object();
+  for (const auto& [k, v] : r.stats) stats[k] = v;
+  root["stats"] = stats;
+  json rules = json::array();
+  for (const Rule& rule : r.rules) {
+    json j;
+    j["id"] = rule.id;
+    j["source"] = graph_to_value(rule.source);
+    j["target"] = graph_to_value(rule.target);
+    json map = json::array();
+    for (const auto& [a, b] : rule.output_map) map.push_back(json::array({a, b}));
+    j["output_map"] = map;
+    if (rule.proof) {
+      j["proof"] = {{"result", rule.proof->result}, {"seconds", rule.proof->seconds}, {"axioms", rule.proof->axioms}};
+      if (!rule.proof->note.empty()) j["proof"]["note"] = rule.proof->note;
+    }
+    rules.push_back(std::move(j));
+  }
+  root["rules"] = std::move(rules);
+  return root;
+}
+
+std::string content_hash(const json& without_hash) { return sha256_hex(without_hash.dump()); }
+
+[[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& reason) {
+  throw FileError(source, field, reason);
+}
+
+const json& field(const json& obj, const std::string& key, const std::string& source, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(source, path.empty() ? key : path + "." + key, "missing required field");
+  return *it;
+}
+
+std::string str(const json& v, const std::string& source, const std::string& path) {
+  if (!v.is_string()) fail(source, path, std::string("must be a string, got ") + v.type_name());
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+std::string ruleset_to_json(const Ruleset& r) {
+  json root = to_value(r);
+  root["content_hash"] = content_hash(root);
+  return root.dump(1) + "\n";
+}
+
+Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    fail(source, "", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+  }
+  if (!root.is_object()) fail(source, "", "must be an object");
+  const json& version = field(root, "format_version", source, "");
+  if (!version.is_number_integer()) fail(source, "format_version", "must be an integer");
+  if (version.get<int64_t>() != kRulesetFormatVersion)
+    fail(source, "format_version", "unsupported version " + std::to_string(version.get<int64_t>()) +
+                                       " (this pcgx reads " + std::to_string(kRulesetFormatVersion) + ")");
+  Ruleset r;
+  r.kind = str(field(root, "kind", source, ""), source, "kind");
+  if (r.kind != kCandidatesKind && r.kind != kRulesetKind)
+    fail(source, "kind", "expected \"pcgx.candidates\" or \"pcgx.ruleset\", got \"" + r.kind + "\"");
+  r.name = str(field(root, "name", source, ""), source, "name");
+  const json& ver = field(root, "version", source, "");
+  if (!ver.is_number_integer()) fail(source, "version", "must be an integer");
+  r.version = ver.get<int64_t>();
+  if (auto it = root.find("opset"); it != root.end()) r.opset = str(*it, source, "opset");
+  if (auto it = root.find("operators"); it != root.end()) {
+    if (!it->is_array()) fail(source, "operators", "must be an array of operator names");
+    for (size_t i = 0; i < it->size(); ++i) r.operators.push_back(str((*it)[i], source, "operators[" + std::to_string(i) + "]"));
+  }
+  if (auto it = root.find("generator"); it != root.end()) r.generator_json = it->dump();
+  if (auto it = root.find("axioms_hash"); it != root.end()) r.axioms_hash = str(*it, source, "axioms_hash");
+  if (auto it = root.find("stats"); it != root.end() && it->is_object())
+    for (auto s = it->begin(); s != it->end(); ++s)
+      if (s.value().is_number()) r.stats.emplace_back(s.key(), s.value().get<double>());
+  const json& rules = field(root, "rules", source, "");
+  if (!rules.is_array()) fail(source, "rules", "must be an array");
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const std::string path = "rules[" + std::to_string(i) + "]";
+    const json& j = rules[i];
+    if (!j.is_object()) fail(source, path, "must be an object");
+    Rule rule;
+    rule.id = str(field(j, "id", source, path), source, path + ".id");
+    rule.source = graph_from_value(field(j, "source", source, path), source, path + ".source");
+    rule.target = graph_from_value(field(j, "target", source, path), source, path + ".target");
+    const json& map = field(j, "output_map", source, path);
+    if (!map.is_array()) fail(source, path + ".output_map", "must be an array of [source, target] pairs");
+    for (size_t k = 0; k < map.size(); ++k) {
+      const std::string mp = path + ".output_map[" + std::to_string(k) + "]";
+      if (!map[k].is_array() || map[k].size() != 2 || !map[k][0].is_number_integer() || !map[k][1].is_number_integer())
+        fail(source, mp, "must be a [source output, target output] pair");
+      const int a = map[k][0].get<int>(), b = map[k][1].get<int>();
+      if (a < 0 || a >= static_cast<int>(rule.source.outputs().size()) || b < 0 ||
+          b >= static_cast<int>(rule.target.outputs().size()))
+        fail(source, mp, "refers to a missing graph output");
+      rule.output_map.emplace_back(a, b);
+    }
+    if (auto p = j.find("proof"); p != j.end()) {
+      ProofRecord rec;
+      rec.result = str(field(*p, "result", source, path + ".proof"), source, path + ".proof.result");
+      if (auto s = p->find("seconds"); s != p->end() && s->is_number()) rec.seconds = s->get<double>();
+      if (auto a = p->find("axioms"); a != p->end() && a->is_array())
+        for (const auto& x : *a) rec.axioms.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+      if (auto n = p->find("note"); n != p->end() && n->is_string()) rec.note = n->get<std::string>();
+      rule.proof = rec;
+    }
+    r.rules.push_back(std::move(rule));
+  }
+  if (auto it = root.find("content_hash"); it != root.end()) r.stored_hash = str(*it, source, "content_hash");
+  json copy = root;
+  copy.erase("content_hash");
+  r.computed_hash = content_hash(copy);
+  return r;
+}
+
+Ruleset load_ruleset(const std::string& path) { return ruleset_from_json(read_text_file(path), path); }
+
+void save_ruleset(const Ruleset& r, const std::string& path) { write_text_file_atomic(path, ruleset_to_json(r)); }
+
+}  // namespace pcgx
