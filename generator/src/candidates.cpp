@@ -199,28 +199,45 @@ class Implication {
     index(idx, true);
   }
 
-  // `smaller_members`: forms of the members of c's class that precede the
-  // source in the order (operators, form); reaching one of them suffices.
-  bool implied(const CandidatePair& c, const std::set<std::string>& smaller_members) const {
-    const Enumerator::TensorHashes src = ctx_.e_.hashes(c.source);
-    const std::string want = ctx_.form(c.target);
-    const size_t n = c.source.ops.size();
+  // Do at most `kSteps` rewrites of the source with kept candidates give a
+  // graph that `equal_to_target` accepts (the target, or a graph known
+  // equal to it)?
+  static constexpr int kSteps = 2;
+  bool implied(const CandidatePair& c, const std::function<bool(const std::string&)>& equal_to_target) const {
+    std::vector<SmallGraph> frontier{c.source};
+    std::set<std::string> visited{ctx_.form(c.source)};
+    for (int step = 0; step < kSteps && !frontier.empty(); ++step) {
+      std::vector<SmallGraph> next;
+      for (const SmallGraph& g : frontier)
+        for (SmallGraph& r : rewrites(g)) {
+          const std::string f = ctx_.form(r);
+          if (equal_to_target(f)) return true;
+          if (visited.insert(f).second) next.push_back(std::move(r));
+        }
+      frontier = std::move(next);
+    }
+    return false;
+  }
+
+  // Every graph one rewrite with a kept candidate makes of `g`.
+  std::vector<SmallGraph> rewrites(const SmallGraph& g) const {
+    std::vector<SmallGraph> out;
+    if (patterns_.empty()) return out;
+    const Enumerator::TensorHashes shapes = ctx_.e_.hashes(g);
+    const size_t n = g.ops.size();
     for (uint32_t mask = 1; mask < (1u << n); ++mask) {
+      if (!convex(g, mask)) continue;
       std::vector<int> frag_of(n, -1), op_of;
-      if (!convex(c.source, mask)) continue;
-      const Fragment f = fragment_of(c.source, src, mask, frag_of, op_of);
+      const Fragment f = fragment_of(g, shapes, mask, frag_of, op_of);
       const Form pattern = canonical_form(f, true, ctx_.key_fn());
       auto it = patterns_.find(pattern.text);
       if (it == patterns_.end()) continue;
       for (const auto& [k, reversed] : it->second) {
-        const SmallGraph rewritten = apply(c.source, mask, pattern, op_of, k, reversed);
-        if (!rewritten.ops.empty() || !rewritten.outputs.empty()) {
-          const std::string got = ctx_.form(rewritten);
-          if (got == want || smaller_members.count(got)) return true;
-        }
+        SmallGraph r = apply(g, mask, pattern, op_of, k, reversed);
+        if (!r.ops.empty() || !r.outputs.empty()) out.push_back(std::move(r));
       }
     }
-    return false;
+    return out;
   }
 
  private:
@@ -424,67 +441,145 @@ class Implication {
 
 }  // namespace
 
+namespace {
+
+struct UnionFind {
+  std::vector<int> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) { return parent[static_cast<size_t>(x)] == x ? x : parent[static_cast<size_t>(x)] = find(parent[static_cast<size_t>(x)]); }
+  void unite(int a, int b) { parent[static_cast<size_t>(find(a))] = find(b); }
+};
+
+// A class that still has candidate pairs after stages 1 and 2.
+struct OpenClass {
+  std::vector<SmallGraph> graphs;
+  std::map<std::string, int> index_of_form;
+  UnionFind uf{0};
+};
+
+struct Edge {
+  size_t cls;
+  int a, b;            // a: the source side (more operators)
+  size_t size;         // operators on both sides
+  size_t refs;         // input references on both sides
+  int reorder;         // 0 when both sides hold the same operators (a commutation)
+  std::string tie;
+  std::vector<std::pair<int, int>> output_map;
+};
+
+size_t refs(const SmallGraph& g) {
+  size_t n = 0;
+  for (const SmallOp& op : g.ops) n += op.n_in;
+  return n;
+}
+
+std::multiset<std::string> op_names(const Context& ctx, const SmallGraph& g) {
+  std::multiset<std::string> s;
+  for (const SmallOp& op : g.ops) s.insert(ctx.e_.instances().at(op.inst).op->name);
+  return s;
+}
+
+}  // namespace
+
 std::vector<CandidatePair> find_candidates(const Enumerator& e, std::vector<GraphRecord> records, StageCounts& counts) {
   std::stable_sort(records.begin(), records.end(),
                    [](const GraphRecord& a, const GraphRecord& b) { return a.fingerprint < b.fingerprint; });
   Context ctx(e);
   std::unordered_set<std::string> seen;
-  std::vector<CandidatePair> survivors;
-  std::vector<size_t> class_of;                    // per survivor
-  std::vector<std::vector<std::pair<size_t, std::string>>> class_forms;  // per class: (ops, form), sorted
+  std::vector<OpenClass> open;
+  std::vector<Edge> edges;
   for (size_t i = 0; i < records.size();) {
     size_t j = i;
     while (j < records.size() && records[j].fingerprint == records[i].fingerprint) ++j;
     if (j - i >= 2) {
       ++counts.classes;
-      const uint64_t m = j - i;
-      counts.raw_pairs += m * (m - 1) / 2;
       std::vector<Member> members;
-      std::vector<std::pair<size_t, std::string>> order;  // (ops, form) per member
-      for (size_t k = i; k < j; ++k) {
-        members.push_back(ctx.member(records[k]));
-        order.emplace_back(members.back().g.ops.size(), ctx.form(members.back().g));
+      for (size_t k = i; k < j; ++k) members.push_back(ctx.member(records[k]));
+      const size_t m = members.size();
+      counts.raw_pairs += m * (m - 1) / 2;
+      UnionFind uf(m);
+      std::vector<std::pair<int, int>> rest;
+      // Stage 1: a common subgraph makes a pair derivable from smaller ones.
+      for (size_t a = 0; a < m; ++a)
+        for (size_t b = a + 1; b < m; ++b) {
+          if (ctx.common_subgraph(members[a], members[b])) {
+            uf.unite(static_cast<int>(a), static_cast<int>(b));
+          } else {
+            rest.emplace_back(static_cast<int>(a), static_cast<int>(b));
+          }
+        }
+      counts.after_common_subgraph += rest.size();
+      // Stage 2: a renamed copy of an earlier pair.
+      std::vector<std::pair<int, int>> cand;
+      for (const auto& [a, b] : rest) {
+        if (seen.insert(ctx.pair_key(members[static_cast<size_t>(a)].g, members[static_cast<size_t>(b)].g)).second) {
+          cand.emplace_back(a, b);
+        } else {
+          uf.unite(a, b);
+        }
       }
-      const size_t rep = static_cast<size_t>(std::min_element(order.begin(), order.end()) - order.begin());
-      const size_t cls = class_forms.size();
-      class_forms.push_back(order);
-      std::sort(class_forms.back().begin(), class_forms.back().end());
-      for (size_t a = 0; a < members.size(); ++a) {
-        if (a == rep) continue;
-        ++counts.star_pairs;
-        if (ctx.common_subgraph(members[a], members[rep])) continue;
-        ++counts.after_common_subgraph;
-        if (!seen.insert(ctx.pair_key(members[a].g, members[rep].g)).second) continue;
-        ++counts.after_renaming;
-        survivors.push_back({members[a].g, members[rep].g, Context::output_map(members[a], members[rep])});
-        class_of.push_back(cls);
+      counts.after_renaming += cand.size();
+      if (!cand.empty()) {
+        OpenClass oc;
+        std::vector<std::string> forms;
+        for (size_t k = 0; k < m; ++k) {
+          forms.push_back(ctx.form(members[k].g));
+          oc.index_of_form.emplace(forms.back(), static_cast<int>(k));
+          oc.graphs.push_back(members[k].g);
+        }
+        oc.uf = uf;
+        for (auto [a, b] : cand) {
+          const Member* src = &members[static_cast<size_t>(a)];
+          const Member* dst = &members[static_cast<size_t>(b)];
+          if (src->g.ops.size() < dst->g.ops.size() ||
+              (src->g.ops.size() == dst->g.ops.size() && forms[static_cast<size_t>(a)] < forms[static_cast<size_t>(b)])) {
+            std::swap(src, dst);
+            std::swap(a, b);
+          }
+          edges.push_back({open.size(), a, b, src->g.ops.size() + dst->g.ops.size(), refs(src->g) + refs(dst->g),
+                           op_names(ctx, src->g) == op_names(ctx, dst->g) ? 0 : 1,
+                           forms[static_cast<size_t>(a)] + "|" + forms[static_cast<size_t>(b)],
+                           Context::output_map(*src, *dst)});
+        }
+        open.push_back(std::move(oc));
       }
     }
     i = j;
   }
-  // Stage 3, smallest first, so every candidate is checked against smaller kept ones.
-  std::vector<size_t> idx(survivors.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  auto size_of = [&](size_t k) { return survivors[k].source.ops.size() + survivors[k].target.ops.size(); };
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return size_of(a) < size_of(b); });
+  records.clear();
+  records.shrink_to_fit();
+
+  // Stage 3, smallest first (fewest operators, then fewest input references,
+  // then commutations before other pairs):
+  // a pair is dropped when its sides are already known equal (transitively,
+  // through kept or derivable pairs of its class) or when one rewrite with a
+  // strictly smaller kept candidate turns one side into a graph known equal
+  // to the other.
+  std::stable_sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) {
+    return std::tie(x.size, x.refs, x.reorder, x.tie) < std::tie(y.size, y.refs, y.reorder, y.tie);
+  });
   Implication imp(ctx);
   std::vector<CandidatePair> kept;
-  size_t size_start = 0;
-  for (size_t n = 0; n < idx.size(); ++n) {
-    const size_t k = idx[n];
-    // Candidates of one size are added once the whole size is checked, so
-    // only strictly smaller candidates can imply one.
-    if (n > 0 && size_of(k) != size_of(idx[n - 1])) {
-      for (size_t q = size_start; q < kept.size(); ++q) imp.add(kept[q]);
-      size_start = kept.size();
+  size_t batch_start = 0;
+  for (size_t n = 0; n < edges.size(); ++n) {
+    const Edge& ed = edges[n];
+    if (n > 0 && ed.size != edges[n - 1].size) {
+      for (size_t q = batch_start; q < kept.size(); ++q) imp.add(kept[q]);
+      batch_start = kept.size();
     }
-    const CandidatePair& c = survivors[k];
-    const std::pair<size_t, std::string> self{c.source.ops.size(), ctx.form(c.source)};
-    std::set<std::string> smaller;
-    for (const auto& f : class_forms[class_of[k]])
-      if (f < self) smaller.insert(f.second);
-    if (imp.implied(c, smaller)) continue;
-    kept.push_back(c);
+    OpenClass& oc = open[ed.cls];
+    if (oc.uf.find(ed.a) == oc.uf.find(ed.b)) continue;
+    const CandidatePair pair{oc.graphs[static_cast<size_t>(ed.a)], oc.graphs[static_cast<size_t>(ed.b)], ed.output_map};
+    auto known_equal_to_b = [&](const std::string& form) {
+      auto it = oc.index_of_form.find(form);
+      return it != oc.index_of_form.end() && oc.uf.find(it->second) == oc.uf.find(ed.b);
+    };
+    if (imp.implied(pair, known_equal_to_b)) {
+      oc.uf.unite(ed.a, ed.b);
+      continue;
+    }
+    oc.uf.unite(ed.a, ed.b);
+    kept.push_back(pair);
   }
   counts.after_implied = kept.size();
   return kept;

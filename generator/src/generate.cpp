@@ -110,7 +110,6 @@ Ruleset generate(const GeneratorConfig& config, GenerateReport& report,
              {"fingerprints", static_cast<double>(c.fingerprints)},
              {"classes", static_cast<double>(c.classes)},
              {"raw_pairs", static_cast<double>(c.raw_pairs)},
-             {"star_pairs", static_cast<double>(c.star_pairs)},
              {"after_common_subgraph", static_cast<double>(c.after_common_subgraph)},
              {"after_renaming", static_cast<double>(c.after_renaming)},
              {"after_implied", static_cast<double>(c.after_implied)}};

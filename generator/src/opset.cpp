@@ -37,10 +37,10 @@ std::vector<OpChoice> parse_list(const std::string& list, const std::string& wha
       std::string body = item.substr(paren + 1, item.size() - paren - 2);
       size_t j = 0;
       while (j <= body.size()) {
-        size_t e = body.find(',', j);
-        if (e == std::string::npos) e = body.size();
-        const std::string kv = trim(body.substr(j, e - j));
-        j = e + 1;
+        size_t stop = body.find(',', j);
+        if (stop == std::string::npos) stop = body.size();
+        const std::string kv = trim(body.substr(j, stop - j));
+        j = stop + 1;
         if (kv.empty()) continue;
         const auto eq = kv.find('=');
         if (eq == std::string::npos) throw Error(what + ": '" + kv + "' in " + c.op + ": expected attr=value|value");
@@ -119,6 +119,12 @@ const std::vector<Opset>& named_opsets() {
     return v;
   }();
   return sets;
+}
+
+const Opset* find_opset_or_null(const std::string& name) {
+  for (const auto& s : named_opsets())
+    if (s.name == name) return &s;
+  return nullptr;
 }
 
 const Opset& find_opset(const std::string& name) {

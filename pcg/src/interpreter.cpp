@@ -87,16 +87,15 @@ std::vector<ShardedTensor<T>> evaluate_op(const OpDef& op, const Attributes& att
 }
 
 template <class T>
-GraphValues<T> evaluate(const Graph& g, const SourceFn<T>& sources) {
+GraphValues<T> evaluate_sharded(const Graph& g, const ShardedSourceFn<T>& sources) {
   GraphValues<T> values(g.size());
   std::vector<const ShardedTensor<T>*> ins;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class == OpClass::kSource) {
-      Tensor<T> full = sources(n);
-      const auto want = n.outputs[0].logical_shape();
-      if (full.shape != want)
+      ShardedTensor<T> v = sources(n);
+      if (!(v.shape == n.outputs[0]) || v.shards.size() != static_cast<size_t>(n.outputs[0].num_shards()))
         throw Error(describe(n) + ": supplied value has the wrong shape");
-      values[static_cast<size_t>(n.id)].push_back(distribute(full, n.outputs[0]));
+      values[static_cast<size_t>(n.id)].push_back(std::move(v));
       continue;
     }
     ins.clear();
@@ -105,6 +104,28 @@ GraphValues<T> evaluate(const Graph& g, const SourceFn<T>& sources) {
     values[static_cast<size_t>(n.id)] = evaluate_op<T>(*n.op, n.attrs, ins, n.outputs);
   }
   return values;
+}
+
+template <class T>
+GraphValues<T> evaluate(const Graph& g, const SourceFn<T>& sources) {
+  return evaluate_sharded<T>(g, [&](const Node& n) {
+    Tensor<T> full = sources(n);
+    if (full.shape != n.outputs[0].logical_shape()) throw Error(describe(n) + ": supplied value has the wrong shape");
+    return distribute(full, n.outputs[0]);
+  });
+}
+
+template <class T>
+ShardedSourceFn<T> random_sharded_sources(uint64_t seed) {
+  return [seed](const Node& n) {
+    const auto& s = n.outputs[0];
+    const int64_t range = n.attrs.has("index_range") ? n.attrs.get_int("index_range") : 0;
+    const uint64_t key = n.name.empty() ? static_cast<uint64_t>(n.id) : hash_string(n.name);
+    ShardedTensor<T> v{s, {}};
+    for (int64_t i = 0; i < s.num_shards(); ++i)
+      v.shards.push_back(random_tensor<T>({s.shard_shape(), s.dtype}, hash_mix(seed * 1000003ULL + key, static_cast<uint64_t>(i)), range));
+    return v;
+  };
 }
 
 template <class T>
@@ -148,6 +169,8 @@ SourceFn<T> random_sources(uint64_t seed) {
                                                         std::span<const ShardedTensor<T>* const>,                 \
                                                         std::span<const ParallelTensorShape>);                    \
   template GraphValues<T> evaluate<T>(const Graph&, const SourceFn<T>&);                                           \
+  template GraphValues<T> evaluate_sharded<T>(const Graph&, const ShardedSourceFn<T>&);                            \
+  template ShardedSourceFn<T> random_sharded_sources<T>(uint64_t);                                                 \
   template std::vector<Tensor<T>> evaluate_outputs<T>(const Graph&, const SourceFn<T>&);                          \
   template Tensor<T> random_tensor<T>(const TensorType&, uint64_t, int64_t);                                       \
   template SourceFn<T> random_sources<T>(uint64_t);

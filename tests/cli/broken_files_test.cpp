@@ -184,3 +184,39 @@ TEST(Cli, InfoPrintsPublishedFigures) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliGenerate, BadArgumentsAreExitCode2WithOneLine) {
+  const std::string out = (temp_dir() / "gen_out.json").string();
+  struct Case {
+    std::string args, expect;
+  };
+  for (const Case& c : std::vector<Case>{{"--opset nope", "--opset nope: unknown operator set"},
+                                         {"--ops Relu,Frob", "--ops: unknown operator 'Frob'"},
+                                         {"--ops 'Linear(activation=swish)'", "expected one of"},
+                                         {"--ops 'Linear(colour=red)'", "Linear has no attribute 'colour'"},
+                                         {"--degrees 1", "--degrees: 1 is not a parallel degree"},
+                                         {"--degrees two", "--degrees two: 'two' is not an integer"},
+                                         {"--max-ops 9", "--max-ops 9: must lie in 0..4"},
+                                         {"--ops Pool2D", "attribute 'kernel_h' has no default"}}) {
+    fs::remove(out);
+    const Result r = run("generate " + c.args + " -o " + out);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << ": " << r.out;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+}
+
+TEST(CliGenerate, WritesCandidatesAndPrintsStageCounts) {
+  const std::string out = (temp_dir() / "gen_small.json").string();
+  const Result r = run("generate --ops Relu,Repartition,Combine --max-ops 2 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"graphs enumerated", "distinct fingerprints", "raw pairs", "after pruning common subgraphs",
+                           "after pruning input renamings", "after pruning implied candidates", "peak RSS"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " in " << r.out;
+  EXPECT_TRUE(fs::exists(out));
+}
+
+}  // namespace

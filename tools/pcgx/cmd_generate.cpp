@@ -66,7 +66,6 @@ void add_generate_command(CLI::App& app) {
     row("distinct fingerprints", k.fingerprints);
     row("fingerprints shared by 2+ graphs", k.classes);
     row("raw pairs", k.raw_pairs);
-    row("pairs with each class's smallest graph", k.star_pairs);
     row("after pruning common subgraphs", k.after_common_subgraph);
     row("after pruning input renamings", k.after_renaming);
     row("after pruning implied candidates", k.after_implied);

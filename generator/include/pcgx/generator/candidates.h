@@ -1,16 +1,21 @@
 #pragma once
 // From fingerprinted graphs to candidate substitutions. Graphs with equal
-// fingerprints form a class; every member pairs with the class's smallest
-// member (every other equality in the class follows by transitivity). Then
-// three pruning stages drop redundant pairs, each counted:
+// fingerprints form a class, and every two members of a class are a raw
+// pair. Three pruning stages drop redundant pairs, each counted:
 //   1. common subgraph: the sides share an identical operator (it can be
 //      cut out and replaced by an input), or every output is the same
 //      operator applied to inputs that are equal by fingerprint, or the
 //      sides fall apart into independent pieces that pair up on their own;
 //   2. renaming: the same pair up to renaming inputs of one kind (x1<->x2)
 //      and swapping the two sides;
-//   3. implied: one application of a smaller kept candidate turns one side
-//      into the other, or into a smaller member of the same class.
+//   3. implied: taking pairs smallest first (fewest operators, then fewest
+//      input references, then those that only reorder the same operators),
+//      a pair is dropped
+//      when its sides are already known equal through the pairs of its class
+//      kept or dropped so far, or when up to two rewrites with strictly
+//      smaller kept candidates turn one side into a graph known equal to the
+//      other.
+//      What is kept connects every class with its smallest pairs.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -31,7 +36,6 @@ struct StageCounts {
   uint64_t fingerprints = 0;      // distinct fingerprints
   uint64_t classes = 0;           // fingerprints shared by two or more graphs
   uint64_t raw_pairs = 0;         // every pair within a class
-  uint64_t star_pairs = 0;        // each member with its class's smallest member
   uint64_t after_common_subgraph = 0;
   uint64_t after_renaming = 0;
   uint64_t after_implied = 0;

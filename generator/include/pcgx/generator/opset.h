@@ -29,6 +29,7 @@ struct Opset {
 const std::vector<Opset>& named_opsets();
 // Throws pcgx::Error for an unknown name.
 const Opset& find_opset(const std::string& name);
+const Opset* find_opset_or_null(const std::string& name);
 
 // Parses "--ops": comma-separated operators, each optionally restricted,
 // e.g. "Linear(activation=none|relu),Relu,Repartition". Unknown operators,

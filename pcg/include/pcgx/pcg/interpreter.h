@@ -26,6 +26,16 @@ using SourceFn = std::function<Tensor<T>(const Node&)>;
 template <class T>
 GraphValues<T> evaluate(const Graph& g, const SourceFn<T>& sources);
 
+// As evaluate, but sources supply every shard themselves: replica slots may
+// hold unrelated values (partial sums), as rule fingerprints need.
+template <class T>
+using ShardedSourceFn = std::function<ShardedTensor<T>(const Node&)>;
+template <class T>
+GraphValues<T> evaluate_sharded(const Graph& g, const ShardedSourceFn<T>& sources);
+// Independent random values for every shard of every source, keyed by name.
+template <class T>
+ShardedSourceFn<T> random_sharded_sources(uint64_t seed);
+
 // Deterministic pseudo-random sources: every source node gets a tensor drawn
 // from (seed, node name), or (seed, node id) for an unnamed node, so two
 // graphs that name their inputs alike see the same values. Index tensors (Input with index_range > 0) get
