@@ -22,6 +22,14 @@ ShardEval<float> shard_eval_of<float>(const OpDef& op) { return op.shard_f32; }
 template <>
 ShardEval<ModP> shard_eval_of<ModP>(const OpDef& op) { return op.shard_mod; }
 
+// Sources are keyed by name, so graphs that name their inputs alike see the
+// same values.
+uint64_t source_seed(const Node& n, uint64_t seed) {
+  return seed * 1000003ULL + (n.name.empty() ? static_cast<uint64_t>(n.id) : hash_string(n.name));
+}
+
+int64_t index_range_of(const Node& n) { return n.attrs.has("index_range") ? n.attrs.get_int("index_range") : 0; }
+
 uint64_t splitmix(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -119,11 +127,10 @@ template <class T>
 ShardedSourceFn<T> random_sharded_sources(uint64_t seed) {
   return [seed](const Node& n) {
     const auto& s = n.outputs[0];
-    const int64_t range = n.attrs.has("index_range") ? n.attrs.get_int("index_range") : 0;
-    const uint64_t key = n.name.empty() ? static_cast<uint64_t>(n.id) : hash_string(n.name);
     ShardedTensor<T> v{s, {}};
     for (int64_t i = 0; i < s.num_shards(); ++i)
-      v.shards.push_back(random_tensor<T>({s.shard_shape(), s.dtype}, hash_mix(seed * 1000003ULL + key, static_cast<uint64_t>(i)), range));
+      v.shards.push_back(random_tensor<T>({s.shard_shape(), s.dtype}, hash_mix(source_seed(n, seed), static_cast<uint64_t>(i)),
+                                          index_range_of(n)));
     return v;
   };
 }
@@ -158,9 +165,7 @@ template <class T>
 SourceFn<T> random_sources(uint64_t seed) {
   return [seed](const Node& n) {
     const auto& s = n.outputs[0];
-    const int64_t range = n.attrs.has("index_range") ? n.attrs.get_int("index_range") : 0;
-    const uint64_t key = n.name.empty() ? static_cast<uint64_t>(n.id) : hash_string(n.name);
-    return random_tensor<T>({s.logical_shape(), s.dtype}, seed * 1000003ULL + key, range);
+    return random_tensor<T>({s.logical_shape(), s.dtype}, source_seed(n, seed), index_range_of(n));
   };
 }
 

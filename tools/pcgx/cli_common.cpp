@@ -15,16 +15,7 @@ Graph load_model(const std::string& model, const std::vector<std::string>& sets)
     for (const auto& s : sets) {
       const auto eq = s.find('=');
       if (eq == std::string::npos || eq == 0) throw Error("--set " + s + ": expected key=value");
-      const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
-      size_t used = 0;
-      int64_t v = 0;
-      try {
-        v = std::stoll(value, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != value.size()) throw Error("--set " + s + ": value must be an integer");
-      overrides[key] = v;
+      overrides[s.substr(0, eq)] = parse_int(s.substr(eq + 1), "--set " + s + ": value");
     }
     return build_model(model, overrides);
   }
@@ -32,6 +23,18 @@ Graph load_model(const std::string& model, const std::vector<std::string>& sets)
     throw Error(model + ": neither a zoo model (`pcgx models` lists them) nor an existing file");
   if (!sets.empty()) throw Error("--set applies to zoo models only, not to the file " + model);
   return load_graph(model);
+}
+
+int64_t parse_int(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw Error(what + " '" + text + "' is not an integer");
+  return v;
 }
 
 static std::string scaled(double v, const char* const* units, int n, double base, int decimals) {

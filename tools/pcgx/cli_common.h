@@ -14,6 +14,9 @@ namespace pcgx::cli {
 // size overrides, only valid for zoo models.
 Graph load_model(const std::string& model, const std::vector<std::string>& sets);
 
+// Parses a whole string as an integer; `what` names it in the error.
+int64_t parse_int(const std::string& text, const std::string& what);
+
 std::string human_count(double n);   // 335.1M
 std::string human_bytes(double b);   // 1.25 GiB
 std::string human_flops(double f);   // 3.21 TFLOP

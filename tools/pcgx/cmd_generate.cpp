@@ -15,17 +15,7 @@ std::vector<int64_t> parse_degrees(const std::string& list) {
   std::vector<int64_t> out;
   std::stringstream ss(list);
   std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size()) throw Error("--degrees " + list + ": '" + item + "' is not an integer");
-    out.push_back(v);
-  }
+  while (std::getline(ss, item, ',')) out.push_back(parse_int(item, "--degrees " + list + ":"));
   return out;
 }
 
