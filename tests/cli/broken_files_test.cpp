@@ -220,3 +220,36 @@ TEST(CliGenerate, WritesCandidatesAndPrintsStageCounts) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliRuleset, ErrorsAndCheckExitCodes) {
+  for (const char* args : {"ruleset show /nonexistent.json", "ruleset check --format nope x.json",
+                           "ruleset check --format flexflow --dims sideways x.json", "ruleset import --format pcgx x.json -o y.json",
+                           "ruleset", "ruleset frob"}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << args << ": " << r.out;
+  }
+  // Candidates hold; a hand-broken rule is refuted with exit code 1.
+  const std::string cands = (temp_dir() / "cands.json").string();
+  ASSERT_EQ(run("generate --ops Relu,Repartition,Combine --max-ops 2 -o " + cands).code, 0);
+  const Result ok = run("ruleset check " + cands);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  std::string text;
+  {
+    std::ifstream in(cands);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto pos = text.find("\"op\": \"Relu\"");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 12, "\"op\": \"Tanh\"");
+  const std::string broken = write("broken_cands.json", text);
+  const Result bad = run("ruleset check " + broken);
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("REFUTED"), std::string::npos) << bad.out;
+  const Result show = run("ruleset show " + broken);
+  EXPECT_NE(show.out.find("DOES NOT MATCH"), std::string::npos) << show.out;
+}
+
+}  // namespace

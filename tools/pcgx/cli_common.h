@@ -27,5 +27,6 @@ void add_info_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_ops_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_ruleset_command(CLI::App& app);
 
 }  // namespace pcgx::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   pcgx::cli::add_export_command(app);
   pcgx::cli::add_ops_command(app);
   pcgx::cli::add_generate_command(app);
+  pcgx::cli::add_ruleset_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a check failed; the command printed why
   } catch (const CLI::ParseError& e) {
     std::cerr << "error: " << e.what() << " (see `pcgx --help`)\n";
     return 2;

@@ -1,0 +1,66 @@
+#include "pcgx/rulesets/numeric_check.h"
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/interpreter.h"
+
+namespace pcgx {
+namespace {
+
+template <class T>
+std::string mismatch(const Rule& r, uint64_t seed) {
+  const auto a = evaluate_sharded<T>(r.source, random_sharded_sources<T>(seed));
+  const auto b = evaluate_sharded<T>(r.target, random_sharded_sources<T>(seed));
+  for (const auto& [i, j] : r.output_map) {
+    const TensorRef ta = r.source.outputs()[static_cast<size_t>(i)];
+    const TensorRef tb = r.target.outputs()[static_cast<size_t>(j)];
+    const auto& va = a[static_cast<size_t>(ta.node)][static_cast<size_t>(ta.output)];
+    const auto& vb = b[static_cast<size_t>(tb.node)][static_cast<size_t>(tb.output)];
+    const std::string where = "output " + std::to_string(i) + ": ";
+    if (!(va.shape == vb.shape))
+      return where + "parallel shapes differ: " + va.shape.to_string() + " vs " + vb.shape.to_string();
+    for (size_t s = 0; s < va.shards.size(); ++s)
+      for (size_t e = 0; e < va.shards[s].data.size(); ++e) {
+        const T x = va.shards[s].data[e], y = vb.shards[s].data[e];
+        bool differ = false;
+        std::string vx, vy;
+        if constexpr (std::is_same_v<T, float>) {
+          differ = std::fabs(x - y) > 1e-3f * (1.0f + std::fabs(y));
+          vx = std::to_string(x), vy = std::to_string(y);
+        } else {
+          differ = !(x == y);
+          vx = std::to_string(x.value()), vy = std::to_string(y.value());
+        }
+        if (differ)
+          return where + "shard " + std::to_string(s) + " element " + std::to_string(e) + ": " + vx + " vs " + vy +
+                 (std::is_same_v<T, float> ? " (float, seed " : " (exact mod p, seed ") + std::to_string(seed) + ")";
+      }
+  }
+  return "";
+}
+
+}  // namespace
+
+NumericCheck check_numerically(const Rule& r, int trials) {
+  NumericCheck c;
+  try {
+    for (int t = 0; t < trials; ++t) {
+      const uint64_t seed = 1000 + static_cast<uint64_t>(t);
+      // Float is the real semantics, so its counterexample is the one to show.
+      std::string m = mismatch<float>(r, seed);
+      if (m.empty()) m = mismatch<ModP>(r, seed);
+      if (!m.empty()) {
+        c.counterexample = m;
+        return c;
+      }
+    }
+  } catch (const Error& e) {
+    c.counterexample = std::string("evaluation failed: ") + e.what();
+    return c;
+  }
+  c.holds = true;
+  return c;
+}
+
+}  // namespace pcgx
