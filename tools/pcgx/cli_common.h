@@ -28,5 +28,7 @@ void add_export_command(CLI::App& app);
 void add_ops_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_ruleset_command(CLI::App& app);
+void add_axioms_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
 
 }  // namespace pcgx::cli

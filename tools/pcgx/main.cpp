@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   pcgx::cli::add_ops_command(app);
   pcgx::cli::add_generate_command(app);
   pcgx::cli::add_ruleset_command(app);
+  pcgx::cli::add_axioms_command(app);
+  pcgx::cli::add_verify_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

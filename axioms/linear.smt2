@@ -1,0 +1,42 @@
+; Linear: fusion, linearity, Concat, and its parallel forms (data, model,
+; reduction, slot-wise). Domain: both sides legal, plus the conditions stated.
+
+(assert (! (forall ((x Tensor) (w Tensor)) (= (relu (linear x w 0)) (linear x w 1))) :named linear_relu_fusion))
+(assert (! (forall ((x Tensor) (y Tensor) (w Tensor)) (= (linear (ew_add x y) w 0) (ew_add (linear x w 0) (linear y w 0)))) :named linear_ew_add))
+(assert (! (forall ((x Tensor) (w Tensor) (v Tensor)) (= (linear x (ew_add w v) 0) (ew_add (linear x w 0) (linear x v 0)))) :named linear_ew_add_weights))
+; Output columns: concatenated weights give concatenated outputs.
+(assert (! (forall ((x Tensor) (w Tensor) (v Tensor) (a Int))
+  (= (linear x (concat w v 1) a) (concat (linear x w a) (linear x v a) (- (rank x) 1)))) :named linear_concat_columns))
+; Contraction: concatenated inputs and weight rows give a sum.
+(assert (! (forall ((x Tensor) (y Tensor) (w Tensor) (v Tensor))
+  (= (linear (concat x y (- (rank x) 1)) (concat w v 0) 0) (ew_add (linear x w 0) (linear y v 0)))) :named linear_concat_rows))
+; Batch dimensions: concatenated inputs give concatenated outputs.
+(assert (! (forall ((x Tensor) (y Tensor) (w Tensor) (d Int) (a Int))
+  (=> (and (<= 0 d) (< d (- (rank x) 1))) (= (linear (concat x y d) w a) (concat (linear x w a) (linear y w a) d)))) :named linear_concat_batch))
+
+; Data parallelism: a batch dimension split, the weight replicated. Only for
+; an unreplicated weight: the slots Replicate adds come after any the weight
+; has, which is not where the task grid puts a batch split in general.
+(assert (! (forall ((x Tensor) (w Tensor) (d Int) (k Int) (a Int))
+  (=> (and (< d (- (rank x) 1)) (= (rep w) 1))
+      (= (linear (combine x d k) w a) (combine (linear x (replicate w k) a) d k)))) :named linear_data_parallel))
+(assert (! (forall ((x Tensor) (w Tensor) (d Int) (k Int) (a Int))
+  (=> (and (< d (- (rank x) 1)) (= (rep w) 1))
+      (= (repartition (linear x w a) d k) (linear (repartition x d k) (replicate w k) a)))) :named linear_data_parallel_split))
+; Model parallelism: the weight split by columns, the input replicated.
+(assert (! (forall ((x Tensor) (w Tensor) (k Int) (a Int))
+  (= (linear x (combine w 1 k) a) (combine (linear (replicate x k) w a) (- (rank x) 1) k))) :named linear_model_parallel))
+; Reduction parallelism: the contraction dimension split on both, partial sums reduced.
+(assert (! (forall ((x Tensor) (w Tensor) (k Int))
+  (= (linear (combine x (- (rank x) 1) k) (combine w 0 k) 0) (reduce (linear x w 0) k))) :named linear_reduction_parallel))
+; Reducing the input first, or the products after: for an unreplicated
+; weight, and a result without partial sums of its own.
+(assert (! (forall ((x Tensor) (w Tensor) (k Int))
+  (=> (and (= (rep w) 1) (= (rep (linear (reduce x k) w 0)) 1))
+      (= (linear (reduce x k) w 0) (reduce (linear x (replicate w k) 0) k)))) :named linear_reduce_input))
+; Slot-wise: replicated operands give a replicated result, for operands and
+; a result without slots of their own (Replicate puts its copies after
+; existing slots; the task grid orders them differently).
+(assert (! (forall ((x Tensor) (w Tensor) (k Int) (a Int))
+  (=> (and (= (rep x) 1) (= (rep w) 1) (= (rep (linear x w a)) 1))
+      (= (replicate (linear x w a) k) (linear (replicate x k) (replicate w k) a)))) :named linear_replicate))

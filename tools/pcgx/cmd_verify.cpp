@@ -1,0 +1,121 @@
+// pcgx axioms check, pcgx verify
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <atomic>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/rulesets/numeric_check.h"
+#include "pcgx/rulesets/rule_form.h"
+#include "pcgx/verifier/verifier.h"
+
+namespace pcgx::cli {
+
+void add_axioms_command(CLI::App& app) {
+  auto* ax = app.add_subcommand("axioms", "Operator axioms");
+  ax->require_subcommand(1);
+  static std::string dir;
+  static int attempts = 50;
+  auto* check = ax->add_subcommand("check", "Instantiate every axiom on random shapes and evaluate both sides; exit 1 on any mismatch");
+  check->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  check->add_option("--instances", attempts, "legal random instances wanted per axiom")->capture_default_str();
+  check->callback([] {
+    const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    const auto rows = verify::check_axioms(set, attempts, 7);
+    int bad = 0, untested = 0;
+    std::cout << std::left << std::setw(34) << "axiom" << std::right << std::setw(8) << "tried" << std::setw(8) << "legal"
+              << "  result\n";
+    for (const auto& r : rows) {
+      std::string result = r.mismatches ? "MISMATCH" : r.legal == 0 ? "UNTESTED (no legal instance)" : "ok";
+      bad += r.mismatches > 0;
+      untested += r.legal == 0;
+      std::cout << std::left << std::setw(34) << r.name << std::right << std::setw(8) << r.tried << std::setw(8) << r.legal
+                << "  " << result << "\n";
+      if (r.mismatches) std::cout << "    counterexample: " << r.counterexample << "\n";
+    }
+    std::cout << rows.size() << " axioms (hash " << set.hash.substr(0, 16) << "): " << rows.size() - static_cast<size_t>(bad + untested)
+              << " ok, " << bad << " wrong, " << untested << " untested\n";
+    if (bad || untested) throw CLI::RuntimeError(1);
+  });
+}
+
+void add_verify_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("verify", "Prove candidates against the axioms and write the proved ones as a ruleset");
+  static std::string file, out, dir, report;
+  static unsigned timeout_ms = 2000;
+  static int threads = 0;
+  cmd->add_option("CANDIDATES", file, "candidates (or ruleset) file")->required();
+  cmd->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  cmd->add_option("--timeout-ms", timeout_ms, "Z3 time limit per rule")->capture_default_str();
+  cmd->add_option("--threads", threads, "worker threads (default: every core)");
+  cmd->add_option("--report", report, "where to write the unproved candidates (default: OUT.unproved.txt)");
+  cmd->add_option("-o,--output", out, "ruleset to write")->required();
+  cmd->callback([] {
+    const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    const Ruleset in = load_ruleset(file);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<verify::Proof> proofs(in.rules.size());
+    std::vector<NumericCheck> checks(in.rules.size());
+    tbb::enumerable_thread_specific<std::unique_ptr<verify::Prover>> provers;
+    std::atomic<size_t> done{0};
+    std::mutex mu;
+    auto last = std::chrono::steady_clock::now();
+    tbb::task_arena arena(threads > 0 ? threads : tbb::this_task_arena::max_concurrency());
+    arena.execute([&] {
+      tbb::parallel_for(size_t{0}, in.rules.size(), [&](size_t i) {
+        auto& p = provers.local();
+        if (!p) p = std::make_unique<verify::Prover>(set, verify::ProverOptions{timeout_ms});
+        proofs[i] = p->prove(in.rules[i]);
+        // Every proved rule is cross-checked by evaluation on fresh inputs.
+        if (proofs[i].result == verify::Result::kUnsat) checks[i] = check_numerically(in.rules[i], 3);
+        const size_t n = ++done;
+        std::lock_guard<std::mutex> lock(mu);
+        if (std::chrono::steady_clock::now() - last > std::chrono::seconds(1)) {
+          last = std::chrono::steady_clock::now();
+          std::cerr << "verifying: " << n << "/" << in.rules.size() << "\n";
+        }
+      });
+    });
+    Ruleset outset = in;
+    outset.kind = kRulesetKind;
+    outset.axioms_hash = set.hash;
+    outset.rules.clear();
+    std::map<std::string, int> tally;
+    std::string unproved;
+    for (size_t i = 0; i < in.rules.size(); ++i) {
+      const auto& p = proofs[i];
+      std::string verdict(verify::to_string(p.result));
+      if (p.result == verify::Result::kUnsat && !checks[i].holds) {
+        verdict = "proved but refuted by evaluation";
+        unproved += in.rules[i].id + ": PROVED BUT REFUTED (an axiom is wrong): " + checks[i].counterexample + "\n";
+      } else if (p.result == verify::Result::kUnsat) {
+        Rule r = in.rules[i];
+        r.proof = ProofRecord{"proved", p.seconds, p.axioms, ""};
+        outset.rules.push_back(std::move(r));
+      } else {
+        unproved += in.rules[i].id + ": " + verdict + ": " + p.reason + "\n    " + rule_text(in.rules[i]) + "\n";
+      }
+      ++tally[verdict];
+    }
+    outset.stats.push_back({"candidates", static_cast<double>(in.rules.size())});
+    outset.stats.push_back({"proved", static_cast<double>(outset.rules.size())});
+    save_ruleset(outset, out);
+    const std::string report_path = report.empty() ? out + ".unproved.txt" : report;
+    write_text_file_atomic(report_path, unproved);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const auto& [k, v] : tally) std::cout << "  " << std::left << std::setw(36) << k << v << "\n";
+    std::cout << std::fixed << std::setprecision(1) << "verified " << in.rules.size() << " candidates in " << secs << " s; wrote "
+              << out << " (" << outset.rules.size() << " rules) and " << report_path << "\n";
+    if (tally.count("proved but refuted by evaluation")) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace pcgx::cli

@@ -1,0 +1,84 @@
+#pragma once
+// The verifier: proofs of candidate rules against the operator axioms
+// (axioms/*.smt2), in the style of Alive2: an SMT layer with a Result type,
+// an encoding of PCGs as terms, and thin tools on top. Z3 is included only
+// inside verifier/src.
+//
+// How a rule is proved: both sides become ground terms over an
+// uninterpreted Tensor sort. Axioms are instantiated E-matching style from
+// those terms, in both directions, for a bounded number of rounds; an
+// instance is admitted only when its precondition holds on the concrete
+// shapes pcgx's degree inference computes and both sides are legal PCGs of
+// the same parallel shape (the axioms' validity domains). Z3 then decides
+// whether the admitted instances imply the rule: UNSAT of "instances and not
+// (source = target)" is a proof, and its unsat core names the axioms used.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pcgx/rulesets/ruleset.h"
+
+namespace pcgx::verify {
+
+enum class Result { kUnsat, kSat, kTimeout, kError };
+std::string_view to_string(Result r);
+
+struct Proof {
+  Result result = Result::kError;  // kUnsat: proved
+  double seconds = 0;
+  std::vector<std::string> axioms;  // names in the unsat core
+  size_t instances = 0;             // axiom instances admitted
+  std::string reason;               // why not proved
+};
+
+struct AxiomSet {
+  std::string dir;
+  std::string text;                 // prelude first, then the files in name order
+  std::vector<std::string> files;
+  std::vector<std::string> names;   // :named labels, in order
+  std::string hash;                 // sha256 of `text`
+};
+
+// Reads DIR/prelude.smt2 and every other DIR/*.smt2; throws pcgx::Error on
+// a missing directory, an unparsable file or an unnamed assertion.
+AxiomSet load_axioms(const std::string& dir);
+// The axioms shipped with pcgx (the source tree's axioms/, or $PCGX_AXIOMS).
+std::string default_axioms_dir();
+
+struct ProverOptions {
+  unsigned timeout_ms = 2000;
+  int rounds = 3;           // instantiation rounds
+  size_t max_terms = 3000;  // ground terms per rule
+};
+
+// One Z3 context; use one Prover per thread.
+class Prover {
+ public:
+  explicit Prover(const AxiomSet& axioms, ProverOptions options = {});
+  ~Prover();
+  Prover(const Prover&) = delete;
+  Prover& operator=(const Prover&) = delete;
+
+  Proof prove(const Rule& rule);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// `pcgx axioms check`: every axiom instantiated on random small shapes,
+// degrees and attributes until `attempts` instances are legal (precondition
+// true, both sides legal PCGs of one parallel shape) or 50 x `attempts`
+// were tried; both sides evaluated by the reference interpreter (exact and
+// float) on independent random shards.
+struct AxiomCheck {
+  std::string name;
+  int tried = 0;       // instantiations attempted
+  int legal = 0;       // with a true precondition and both sides legal
+  int mismatches = 0;
+  std::string counterexample;
+};
+std::vector<AxiomCheck> check_axioms(const AxiomSet& axioms, int attempts, uint64_t seed);
+
+}  // namespace pcgx::verify

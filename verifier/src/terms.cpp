@@ -1,0 +1,420 @@
+#include "terms.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/registry.h"
+
+namespace pcgx::verify {
+namespace {
+
+// The operator table: pcgx operator <-> SMT function symbol. Tensor
+// arguments first, then attributes as integers.
+struct Encoding {
+  const char* op;
+  const char* symbol;
+  int tensors;
+  std::vector<const char*> ints;
+  int output;
+};
+
+const std::vector<Encoding>& encodings() {
+  static const std::vector<Encoding> table = {
+      {"Repartition", "repartition", 1, {"dim", "degree"}, 0},
+      {"Combine", "combine", 1, {"dim", "degree"}, 0},
+      {"Replicate", "replicate", 1, {"degree"}, 0},
+      {"Reduce", "reduce", 1, {"degree"}, 0},
+      {"Relu", "relu", 1, {}, 0},
+      {"EwAdd", "ew_add", 2, {}, 0},
+      {"EwMul", "ew_mul", 2, {}, 0},
+      {"Linear", "linear", 2, {"activation"}, 0},
+      {"Concat", "concat", 2, {"axis"}, 0},
+      {"Split", "split0", 1, {"axis"}, 0},
+      {"Split", "split1", 1, {"axis"}, 1},
+  };
+  return table;
+}
+
+const Encoding* by_symbol(const std::string& s) {
+  for (const auto& e : encodings())
+    if (s == e.symbol) return &e;
+  return nullptr;
+}
+
+const std::vector<std::string> kActivations = {"none", "relu"};
+
+bool is_var(const z3::expr& e) { return Z3_get_ast_kind(e.ctx(), e) == Z3_VAR_AST; }
+unsigned var_index(const z3::expr& e) { return Z3_get_index_value(e.ctx(), e); }
+
+void collect_vars(const z3::expr& e, std::set<unsigned>& out) {
+  if (is_var(e)) {
+    out.insert(var_index(e));
+    return;
+  }
+  if (e.is_app())
+    for (unsigned i = 0; i < e.num_args(); ++i) collect_vars(e.arg(i), out);
+}
+
+}  // namespace
+
+std::vector<Axiom> parse_axioms(z3::context& ctx, const AxiomSet& set) {
+  z3::expr_vector asserts(ctx);
+  try {
+    asserts = ctx.parse_string(set.text.c_str());
+  } catch (const z3::exception& e) {
+    throw Error(set.dir + ": cannot parse the axioms: " + e.msg());
+  }
+  if (asserts.size() != set.names.size())
+    throw Error(set.dir + ": " + std::to_string(asserts.size()) + " assertions but " + std::to_string(set.names.size()) + " names");
+  std::vector<Axiom> out;
+  for (unsigned i = 0; i < asserts.size(); ++i) {
+    z3::expr a = asserts[i];
+    const std::string& name = set.names[i];
+    std::vector<bool> tensor_var;
+    z3::expr body = a;
+    if (a.is_quantifier()) {
+      if (!a.is_forall()) throw Error("axiom " + name + ": only universal quantifiers are supported");
+      const unsigned n = Z3_get_quantifier_num_bound(ctx, a);
+      tensor_var.resize(n);
+      for (unsigned j = 0; j < n; ++j) {
+        z3::sort s(ctx, Z3_get_quantifier_bound_sort(ctx, a, j));
+        tensor_var[n - 1 - j] = !s.is_int();
+      }
+      body = a.body();
+    }
+    std::optional<z3::expr> pre;
+    if (body.is_app() && body.decl().decl_kind() == Z3_OP_IMPLIES) {
+      pre = body.arg(0);
+      body = body.arg(1);
+    }
+    if (!(body.is_app() && body.decl().decl_kind() == Z3_OP_EQ))
+      throw Error("axiom " + name + ": expected an equality, optionally under an implication");
+    Axiom ax{name, tensor_var, pre, body.arg(0), body.arg(1), {false, false}};
+    for (int side = 0; side < 2; ++side) {
+      const z3::expr& pat = side == 0 ? ax.lhs : ax.rhs;
+      const z3::expr& other = side == 0 ? ax.rhs : ax.lhs;
+      if (is_var(pat)) continue;
+      std::set<unsigned> bound, needed;
+      collect_vars(pat, bound);
+      collect_vars(other, needed);
+      if (pre) collect_vars(*pre, needed);
+      ax.usable[side] = std::includes(bound.begin(), bound.end(), needed.begin(), needed.end());
+    }
+    out.push_back(std::move(ax));
+  }
+  return out;
+}
+
+Terms::Terms(z3::context& ctx) : ctx_(ctx), tensor_(ctx.uninterpreted_sort("Tensor")) {}
+
+std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>& outs) {
+  std::map<std::pair<NodeId, int>, z3::expr> memo;
+  std::function<z3::expr(TensorRef)> term = [&](TensorRef t) -> z3::expr {
+    auto it = memo.find({t.node, t.output});
+    if (it != memo.end()) return it->second;
+    const Node& n = g.node(t.node);
+    std::optional<z3::expr> e;
+    if (n.op->op_class == OpClass::kSource) {
+      inputs_[n.name] = n.outputs[0];
+      e = ctx_.constant(n.name.c_str(), tensor_);
+    } else {
+      const Encoding* enc = nullptr;
+      for (const auto& c : encodings())
+        if (n.op->name == c.op && c.output == t.output) enc = &c;
+      if (!enc || static_cast<int>(n.inputs.size()) != enc->tensors)
+        throw Error("operator " + n.op->name + " has no SMT encoding");
+      if (n.op->name == "Linear" && n.attrs.get_bool("use_bias")) throw Error("Linear with a bias has no SMT encoding");
+      if (n.op->name == "Split") {
+        const IntList& s = n.attrs.get_ints("sizes");
+        if (s.size() != 2 || s[0] != s[1]) throw Error("Split into other than two halves has no SMT encoding");
+      }
+      z3::expr_vector args(ctx_);
+      z3::sort_vector domain(ctx_);
+      for (const TensorRef& in : n.inputs) {
+        args.push_back(term(in));
+        domain.push_back(tensor_);
+      }
+      for (const char* a : enc->ints) {
+        int64_t v = 0;
+        if (std::string(a) == "activation") {
+          auto pos = std::find(kActivations.begin(), kActivations.end(), n.attrs.get_string(a));
+          if (pos == kActivations.end()) throw Error("activation " + n.attrs.get_string(a) + " has no SMT encoding");
+          v = pos - kActivations.begin();
+        } else {
+          v = n.attrs.get_int(a);
+        }
+        args.push_back(ctx_.int_val(v));
+        domain.push_back(ctx_.int_sort());
+      }
+      e = ctx_.function(enc->symbol, domain, tensor_)(args);
+    }
+    memo.emplace(std::make_pair(t.node, t.output), *e);
+    return *e;
+  };
+  std::vector<z3::expr> out;
+  for (const TensorRef& t : outs) out.push_back(term(t));
+  return out;
+}
+
+std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
+  auto it = shapes_.find(t.id());
+  if (it != shapes_.end()) return it->second;
+  std::optional<ParallelTensorShape> result;
+  if (t.is_app() && t.num_args() == 0) {
+    auto in = inputs_.find(t.decl().name().str());
+    if (in != inputs_.end()) result = in->second;
+  } else if (t.is_app()) {
+    const Encoding* enc = by_symbol(t.decl().name().str());
+    if (enc && static_cast<int>(t.num_args()) == enc->tensors + static_cast<int>(enc->ints.size())) {
+      std::vector<ParallelTensorShape> ins;
+      bool ok = true;
+      for (int i = 0; i < enc->tensors && ok; ++i) {
+        auto s = shape(t.arg(static_cast<unsigned>(i)));
+        ok = s.has_value();
+        if (ok) ins.push_back(*s);
+      }
+      Attributes a;
+      for (size_t k = 0; k < enc->ints.size() && ok; ++k) {
+        const z3::expr v = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k));
+        if (!v.is_numeral()) {
+          ok = false;
+          break;
+        }
+        const int64_t x = v.get_numeral_int64();
+        if (std::string(enc->ints[k]) == "activation") {
+          if (x < 0 || x >= static_cast<int64_t>(kActivations.size())) ok = false;
+          else a.set("activation", kActivations[static_cast<size_t>(x)]);
+        } else {
+          a.set(enc->ints[k], x);
+        }
+      }
+      if (ok && std::string(enc->op) == "Split") {
+        const int64_t axis = a.get_int("axis");
+        const auto& s = ins[0];
+        const int64_t extent = axis < 0 ? s.replica : (axis < s.rank() ? s.dims[static_cast<size_t>(axis)].size : 0);
+        if (extent < 2 || extent % 2) ok = false;
+        else a.set("sizes", IntList{extent / 2, extent / 2});
+      }
+      if (ok) {
+        try {
+          const OpDef& op = OpRegistry::global().get(enc->op);
+          const auto outs = infer_output_shapes(op, normalize_attributes(op.attrs, a, enc->op), ins, enc->op);
+          result = outs.at(static_cast<size_t>(enc->output));
+        } catch (const Error&) {
+        }
+      }
+    }
+  }
+  shapes_.emplace(t.id(), result);
+  return result;
+}
+
+size_t Terms::size(const z3::expr& t) const {
+  if (!t.is_app() || t.num_args() == 0 || !z3::eq(t.get_sort(), tensor_)) return 0;
+  size_t n = 1;
+  for (unsigned i = 0; i < t.num_args(); ++i) n += size(t.arg(i));
+  return n;
+}
+
+bool Terms::match(const z3::expr& p, const z3::expr& t, Bindings& b) {
+  deferred_.clear();
+  std::function<bool(const z3::expr&, const z3::expr&)> go = [&](const z3::expr& pp, const z3::expr& tt) -> bool {
+    if (is_var(pp)) {
+      auto& slot = b[var_index(pp)];
+      if (slot) return z3::eq(*slot, tt);
+      slot = tt;
+      return true;
+    }
+    if (pp.is_numeral()) return tt.is_numeral() && pp.get_numeral_int64() == tt.get_numeral_int64();
+    if (pp.get_sort().is_int()) {
+      if (!tt.is_numeral()) return false;
+      deferred_.emplace_back(pp, tt.get_numeral_int64());
+      return true;
+    }
+    if (!pp.is_app() || !tt.is_app() || !z3::eq(pp.decl(), tt.decl()) || pp.num_args() != tt.num_args()) return false;
+    for (unsigned i = 0; i < pp.num_args(); ++i)
+      if (!go(pp.arg(i), tt.arg(i))) return false;
+    return true;
+  };
+  if (!go(p, t)) return false;
+  const auto deferred = deferred_;
+  for (const auto& [expr, value] : deferred) {
+    const auto v = eval_int(expr, b);
+    if (!v || *v != value) return false;
+  }
+  return true;
+}
+
+std::optional<z3::expr> Terms::instantiate(const z3::expr& e, const Bindings& b) {
+  if (is_var(e)) return b[var_index(e)];
+  if (e.is_numeral()) return e;
+  if (e.get_sort().is_int()) {
+    const auto v = eval_int(e, b);
+    if (!v) return std::nullopt;
+    return ctx_.int_val(*v);
+  }
+  if (!e.is_app() || e.num_args() == 0) return e;
+  z3::expr_vector args(ctx_);
+  for (unsigned i = 0; i < e.num_args(); ++i) {
+    auto a = instantiate(e.arg(i), b);
+    if (!a) return std::nullopt;
+    args.push_back(*a);
+  }
+  return e.decl()(args);
+}
+
+std::optional<int64_t> Terms::eval_int(const z3::expr& e, const Bindings& b) {
+  if (is_var(e)) {
+    const auto& v = b[var_index(e)];
+    if (!v || !v->is_numeral()) return std::nullopt;
+    return v->get_numeral_int64();
+  }
+  if (e.is_numeral()) return e.get_numeral_int64();
+  if (!e.is_app()) return std::nullopt;
+  const auto kind = e.decl().decl_kind();
+  auto arg = [&](unsigned i) { return eval_int(e.arg(i), b); };
+  switch (kind) {
+    case Z3_OP_ADD:
+    case Z3_OP_MUL: {
+      int64_t acc = kind == Z3_OP_ADD ? 0 : 1;
+      for (unsigned i = 0; i < e.num_args(); ++i) {
+        auto v = arg(i);
+        if (!v) return std::nullopt;
+        acc = kind == Z3_OP_ADD ? acc + *v : acc * *v;
+      }
+      return acc;
+    }
+    case Z3_OP_SUB: {
+      auto acc = arg(0);
+      for (unsigned i = 1; acc && i < e.num_args(); ++i) {
+        auto v = arg(i);
+        if (!v) return std::nullopt;
+        *acc -= *v;
+      }
+      return acc;
+    }
+    case Z3_OP_UMINUS: {
+      auto v = arg(0);
+      if (!v) return std::nullopt;
+      return -*v;
+    }
+    case Z3_OP_UNINTERPRETED: {
+      const std::string f = e.decl().name().str();
+      if (f != "rep" && f != "deg" && f != "rank" && f != "extent") return std::nullopt;
+      const auto t = instantiate(e.arg(0), b);
+      if (!t) return std::nullopt;
+      const auto s = shape(*t);
+      if (!s) return std::nullopt;
+      if (f == "rep") return s->replica;
+      if (f == "rank") return s->rank();
+      const auto d = arg(1);
+      if (!d) return std::nullopt;
+      if (f == "extent" && *d == -1) return s->replica;
+      if (*d < 0 || *d >= s->rank()) return std::nullopt;
+      return f == "deg" ? s->dims[static_cast<size_t>(*d)].degree : s->dims[static_cast<size_t>(*d)].size;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<bool> Terms::eval_bool(const z3::expr& e, const Bindings& b) {
+  if (!e.is_app()) return std::nullopt;
+  const auto kind = e.decl().decl_kind();
+  switch (kind) {
+    case Z3_OP_TRUE: return true;
+    case Z3_OP_FALSE: return false;
+    case Z3_OP_NOT: {
+      auto v = eval_bool(e.arg(0), b);
+      if (!v) return std::nullopt;
+      return !*v;
+    }
+    case Z3_OP_AND:
+    case Z3_OP_OR: {
+      const bool is_and = kind == Z3_OP_AND;
+      for (unsigned i = 0; i < e.num_args(); ++i) {
+        auto v = eval_bool(e.arg(i), b);
+        if (!v) return std::nullopt;
+        if (*v != is_and) return !is_and;
+      }
+      return is_and;
+    }
+    case Z3_OP_IMPLIES: {
+      auto p = eval_bool(e.arg(0), b), q = eval_bool(e.arg(1), b);
+      if (!p || !q) return std::nullopt;
+      return !*p || *q;
+    }
+    case Z3_OP_EQ:
+    case Z3_OP_DISTINCT:
+    case Z3_OP_LT:
+    case Z3_OP_LE:
+    case Z3_OP_GT:
+    case Z3_OP_GE: {
+      std::vector<int64_t> v;
+      for (unsigned i = 0; i < e.num_args(); ++i) {
+        auto x = eval_int(e.arg(i), b);
+        if (!x) return std::nullopt;
+        v.push_back(*x);
+      }
+      if (kind == Z3_OP_DISTINCT) {
+        std::sort(v.begin(), v.end());
+        return std::adjacent_find(v.begin(), v.end()) == v.end();
+      }
+      if (v.size() != 2) return std::nullopt;
+      switch (kind) {
+        case Z3_OP_EQ: return v[0] == v[1];
+        case Z3_OP_LT: return v[0] < v[1];
+        case Z3_OP_LE: return v[0] <= v[1];
+        case Z3_OP_GT: return v[0] > v[1];
+        default: return v[0] >= v[1];
+      }
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+Graph Terms::to_graph(const std::vector<z3::expr>& terms, std::vector<TensorRef>& outs) {
+  Graph g;
+  std::unordered_map<unsigned, NodeId> nodes;  // per term (Split: the Split node)
+  std::function<TensorRef(const z3::expr&)> build = [&](const z3::expr& t) -> TensorRef {
+    const Encoding* enc = t.num_args() ? by_symbol(t.decl().name().str()) : nullptr;
+    const unsigned key = enc && std::string(enc->op) == "Split" ? t.arg(0).id() * 2 + 1 : t.id() * 2;
+    auto it = nodes.find(key);
+    const int output = enc ? enc->output : 0;
+    if (it != nodes.end()) return {it->second, output};
+    NodeId id;
+    if (!enc) {
+      const std::string name = t.decl().name().str();
+      const auto s = inputs_.at(name);
+      IntList degrees;
+      for (const auto& d : s.dims) degrees.push_back(d.degree);
+      id = g.add("Input", {{"shape", s.logical_shape()}, {"degrees", degrees}, {"replica", s.replica}}, {}, name);
+    } else {
+      std::vector<TensorRef> ins;
+      for (int i = 0; i < enc->tensors; ++i) ins.push_back(build(t.arg(static_cast<unsigned>(i))));
+      Attributes a;
+      for (size_t k = 0; k < enc->ints.size(); ++k) {
+        const int64_t x = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k)).get_numeral_int64();
+        if (std::string(enc->ints[k]) == "activation") a.set("activation", kActivations.at(static_cast<size_t>(x)));
+        else a.set(enc->ints[k], x);
+      }
+      if (std::string(enc->op) == "Split") {
+        const auto s = shape(t.arg(0)).value();
+        const int64_t axis = a.get_int("axis");
+        const int64_t extent = axis < 0 ? s.replica : s.dims[static_cast<size_t>(axis)].size;
+        a.set("sizes", IntList{extent / 2, extent / 2});
+      }
+      id = g.add(enc->op, a, ins);
+    }
+    nodes.emplace(key, id);
+    return {id, output};
+  };
+  for (const z3::expr& t : terms) outs.push_back(build(t));
+  for (const TensorRef& t : outs) g.add_output(t);
+  return g;
+}
+
+}  // namespace pcgx::verify
