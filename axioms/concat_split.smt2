@@ -22,3 +22,36 @@
   (=> (<= 0 a) (= (replicate (concat x y a) k) (concat (replicate x k) (replicate y k) a)))) :named replicate_concat))
 (assert (! (forall ((x Tensor) (y Tensor) (a Int) (k Int))
   (=> (<= 0 a) (= (reduce (concat x y a) k) (concat (reduce x k) (reduce y k) a)))) :named reduce_concat))
+
+; Concat is associative, and concatenations along two different data axes
+; interchange (the four blocks are the same).
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor) (a Int))
+  (= (concat (concat x y a) z a) (concat x (concat y z a) a))) :named concat_associative))
+(assert (! (forall ((x Tensor) (y Tensor) (u Tensor) (v Tensor) (a Int) (b Int))
+  (=> (and (distinct a b) (<= 0 a) (<= 0 b))
+      (= (concat (concat x y a) (concat u v a) b) (concat (concat x u b) (concat y v b) a)))) :named concat_interchange))
+
+; Split commutes with what works block by block, along another axis for
+; Repartition and Combine, along a data axis for the replica operators.
+(assert (! (forall ((x Tensor) (a Int)) (= (relu (split0 x a)) (split0 (relu x) a))) :named relu_split0))
+(assert (! (forall ((x Tensor) (a Int)) (= (relu (split1 x a)) (split1 (relu x) a))) :named relu_split1))
+(assert (! (forall ((x Tensor) (y Tensor) (a Int)) (= (ew_add (split0 x a) (split0 y a)) (split0 (ew_add x y) a))) :named ew_add_split0))
+(assert (! (forall ((x Tensor) (y Tensor) (a Int)) (= (ew_add (split1 x a) (split1 y a)) (split1 (ew_add x y) a))) :named ew_add_split1))
+(assert (! (forall ((x Tensor) (y Tensor) (a Int)) (= (ew_mul (split0 x a) (split0 y a)) (split0 (ew_mul x y) a))) :named ew_mul_split0))
+(assert (! (forall ((x Tensor) (y Tensor) (a Int)) (= (ew_mul (split1 x a) (split1 y a)) (split1 (ew_mul x y) a))) :named ew_mul_split1))
+(assert (! (forall ((x Tensor) (a Int) (d Int) (k Int))
+  (=> (distinct a d) (= (repartition (split0 x a) d k) (split0 (repartition x d k) a)))) :named repartition_split0))
+(assert (! (forall ((x Tensor) (a Int) (d Int) (k Int))
+  (=> (distinct a d) (= (repartition (split1 x a) d k) (split1 (repartition x d k) a)))) :named repartition_split1))
+(assert (! (forall ((x Tensor) (a Int) (d Int) (k Int))
+  (=> (distinct a d) (= (combine (split0 x a) d k) (split0 (combine x d k) a)))) :named combine_split0))
+(assert (! (forall ((x Tensor) (a Int) (d Int) (k Int))
+  (=> (distinct a d) (= (combine (split1 x a) d k) (split1 (combine x d k) a)))) :named combine_split1))
+(assert (! (forall ((x Tensor) (a Int) (k Int))
+  (=> (<= 0 a) (= (replicate (split0 x a) k) (split0 (replicate x k) a)))) :named replicate_split0))
+(assert (! (forall ((x Tensor) (a Int) (k Int))
+  (=> (<= 0 a) (= (replicate (split1 x a) k) (split1 (replicate x k) a)))) :named replicate_split1))
+(assert (! (forall ((x Tensor) (a Int) (k Int))
+  (=> (<= 0 a) (= (reduce (split0 x a) k) (split0 (reduce x k) a)))) :named reduce_split0))
+(assert (! (forall ((x Tensor) (a Int) (k Int))
+  (=> (<= 0 a) (= (reduce (split1 x a) k) (split1 (reduce x k) a)))) :named reduce_split1))

@@ -20,3 +20,6 @@
 ; Reduce is a sum of slots: it distributes over EwAdd, and over EwMul by a replicated factor.
 (assert (! (forall ((x Tensor) (y Tensor) (k Int)) (= (reduce (ew_add x y) k) (ew_add (reduce x k) (reduce y k)))) :named reduce_ew_add))
 (assert (! (forall ((x Tensor) (y Tensor) (k Int)) (= (ew_mul (reduce x k) y) (reduce (ew_mul x (replicate y k)) k))) :named reduce_ew_mul))
+
+; Relu is positively homogeneous: relu(x + x) = relu(x) + relu(x).
+(assert (! (forall ((x Tensor)) (= (relu (ew_add x x)) (ew_add (relu x) (relu x)))) :named relu_double))

@@ -40,3 +40,9 @@
 (assert (! (forall ((x Tensor) (w Tensor) (k Int) (a Int))
   (=> (and (= (rep x) 1) (= (rep w) 1) (= (rep (linear x w a)) 1))
       (= (replicate (linear x w a) k) (linear (replicate x k) (replicate w k) a)))) :named linear_replicate))
+
+; Splitting a batch dimension before or after Linear.
+(assert (! (forall ((x Tensor) (w Tensor) (d Int) (a Int))
+  (=> (and (<= 0 d) (< d (- (rank x) 1))) (= (linear (split0 x d) w a) (split0 (linear x w a) d)))) :named linear_split0_batch))
+(assert (! (forall ((x Tensor) (w Tensor) (d Int) (a Int))
+  (=> (and (<= 0 d) (< d (- (rank x) 1))) (= (linear (split1 x d) w a) (split1 (linear x w a) d)))) :named linear_split1_batch))

@@ -1,0 +1,149 @@
+// The verifier: the shipped axioms hold, a wrong axiom is caught, known rules
+// are proved, and no corrupted rule is.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "pcgx/generator/generate.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/registry.h"
+#include "pcgx/rulesets/numeric_check.h"
+#include "pcgx/rulesets/rule_form.h"
+#include "pcgx/verifier/verifier.h"
+
+namespace pcgx::verify {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Axioms, TheShippedAxiomsHoldOnRandomInstances) {
+  const AxiomSet set = load_axioms(default_axioms_dir());
+  EXPECT_GE(set.names.size(), 60u);
+  for (const AxiomCheck& row : check_axioms(set, 60, 3)) {
+    EXPECT_EQ(row.mismatches, 0) << row.name << ": " << row.counterexample;
+    EXPECT_GT(row.legal, 0) << row.name << " was never instantiated legally";
+  }
+}
+
+TEST(Axioms, APlantedWrongAxiomIsCaught) {
+  const fs::path dir = fs::temp_directory_path() / ("pcgx_axioms_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(default_axioms_dir()) / "prelude.smt2", dir / "prelude.smt2", fs::copy_options::overwrite_existing);
+  // Relu does not commute with Reduce: relu(a + b) != relu(a) + relu(b).
+  std::ofstream(dir / "wrong.smt2")
+      << "(assert (! (forall ((x Tensor) (k Int)) (= (relu (reduce x k)) (reduce (relu x) k))) :named relu_reduce_wrong))\n";
+  const auto rows = check_axioms(load_axioms(dir.string()), 30, 5);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_GT(rows[0].legal, 0);
+  EXPECT_GT(rows[0].mismatches, 0);
+  EXPECT_FALSE(rows[0].counterexample.empty());
+  fs::remove_all(dir);
+}
+
+TEST(Axioms, LoadingReportsProblems) {
+  EXPECT_THROW(load_axioms("/nonexistent/axioms"), Error);
+  const fs::path dir = fs::temp_directory_path() / ("pcgx_axioms_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "prelude.smt2") << "(declare-sort Tensor 0)\n(assert true)\n";
+  EXPECT_THROW(load_axioms(dir.string()), Error);  // an unnamed assertion
+  fs::remove_all(dir);
+}
+
+Ruleset candidates(const std::string& ops, int max_ops) {
+  gen::GeneratorConfig c;
+  c.opset = ops == "unity" ? gen::find_opset("unity") : gen::parse_ops(ops);
+  c.max_ops = max_ops;
+  gen::GenerateReport rep;
+  return gen::generate(c, rep);
+}
+
+TEST(Prover, ProvesEveryReluRepartitionCombineCandidate) {
+  const Ruleset r = candidates("Relu,Repartition,Combine", 2);
+  ASSERT_FALSE(r.rules.empty());
+  Prover p(load_axioms(default_axioms_dir()));
+  for (const Rule& rule : r.rules) {
+    const Proof proof = p.prove(rule);
+    EXPECT_EQ(proof.result, Result::kUnsat) << rule.id << ": " << rule_text(rule) << ": " << proof.reason;
+    // The two sides differ, so a proof must rest on at least one axiom.
+    if (proof.result == Result::kUnsat) {
+      EXPECT_FALSE(proof.axioms.empty()) << rule.id;
+    }
+  }
+}
+
+// Mutants of proved rules: a changed dimension or degree, swapped operands,
+// an added or dropped parallel operator, a changed activation.
+std::optional<Graph> mutate(const Graph& g, int kind, size_t site) {
+  Graph out(g.name());
+  size_t seen = 0;
+  bool changed = false;
+  std::vector<NodeId> map;
+  for (const Node& n : g.nodes()) {
+    std::vector<TensorRef> ins;
+    for (const TensorRef& t : n.inputs) ins.push_back({map[static_cast<size_t>(t.node)], t.output});
+    Attributes a = n.attrs;
+    const bool here = n.op->op_class != OpClass::kSource && seen++ == site;
+    try {
+      if (here && kind == 0 && a.has("dim")) {
+        a.set("dim", (a.get_int("dim") + 1) % g.shape(n.inputs[0]).rank()), changed = true;
+      } else if (here && kind == 1 && a.has("degree")) {
+        a.set("degree", a.get_int("degree") * 2), changed = true;
+      } else if (here && kind == 2 && ins.size() == 2) {
+        std::swap(ins[0], ins[1]), changed = true;
+      } else if (here && kind == 3 && a.has("activation")) {
+        a.set("activation", std::string(a.get_string("activation") == "none" ? "relu" : "none")), changed = true;
+      }
+      NodeId id = out.add(*n.op, a, ins, n.name);
+      if (here && kind == 4) {
+        id = out.add("Replicate", {{"degree", int64_t{2}}}, {{id, 0}}), changed = true;
+      } else if (here && kind == 5 && n.op->name == "Reduce") {
+        map.push_back(ins[0].node);  // drop it
+        changed = true;
+        continue;
+      }
+      map.push_back(id);
+    } catch (const Error&) {
+      return std::nullopt;  // the mutant is not a legal PCG
+    }
+  }
+  if (!changed) return std::nullopt;
+  try {
+    for (const TensorRef& t : g.outputs()) out.add_output({map[static_cast<size_t>(t.node)], t.output});
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+TEST(Prover, RefusesEveryMutantOfTwoHundredProvedRules) {
+  const Ruleset r = candidates("unity", 2);
+  Prover p(load_axioms(default_axioms_dir()), ProverOptions{1000});
+  int proved = 0, mutants = 0;
+  for (const Rule& rule : r.rules) {
+    if (p.prove(rule).result != Result::kUnsat) continue;
+    ++proved;
+    for (int kind = 0; kind < 6; ++kind)
+      for (size_t site = 0; site < rule.target.size(); ++site) {
+        const auto m = mutate(rule.target, kind, site);
+        if (!m || m->outputs().size() != rule.target.outputs().size()) continue;
+        Rule bad{rule.id + "-mutant", rule.source, *m, rule.output_map, std::nullopt};
+        // Only mutants that really change the function count (swapping the
+        // operands of EwAdd changes nothing).
+        if (check_numerically(bad).holds) continue;
+        ++mutants;
+        const Proof proof = p.prove(bad);
+        EXPECT_NE(proof.result, Result::kUnsat) << "proved a mutant: " << rule_text(bad);
+      }
+  }
+  EXPECT_GE(proved, 200);
+  EXPECT_GE(mutants, 200);
+  RecordProperty("proved", proved);
+  RecordProperty("mutants", mutants);
+  std::printf("%d proved rules, %d mutants refused\n", proved, mutants);
+}
+
+}  // namespace
+}  // namespace pcgx::verify
