@@ -241,9 +241,9 @@ TEST(CliRuleset, ErrorsAndCheckExitCodes) {
     std::ifstream in(cands);
     text.assign(std::istreambuf_iterator<char>(in), {});
   }
-  const auto pos = text.find("\"op\": \"Relu\"");
+  const auto pos = text.find("\"op\":\"Relu\"");
   ASSERT_NE(pos, std::string::npos);
-  text.replace(pos, 12, "\"op\": \"Tanh\"");
+  text.replace(pos, 11, "\"op\":\"Tanh\"");
   const std::string broken = write("broken_cands.json", text);
   const Result bad = run("ruleset check " + broken);
   EXPECT_EQ(bad.code, 1) << bad.out;

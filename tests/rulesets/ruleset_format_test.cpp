@@ -46,9 +46,9 @@ TEST(RulesetFormat, RoundTripKeepsContentAndHash) {
 
 TEST(RulesetFormat, EditedContentNoLongerMatchesItsHash) {
   std::string text = ruleset_to_json(sample());
-  const auto pos = text.find("\"degree\": 2");
+  const auto pos = text.find("\"degree\":2");
   ASSERT_NE(pos, std::string::npos);
-  text.replace(pos, 11, "\"degree\": 4");
+  text.replace(pos, 10, "\"degree\":4");
   const Ruleset back = ruleset_from_json(text, "mem");
   EXPECT_NE(back.stored_hash, back.computed_hash);
 }

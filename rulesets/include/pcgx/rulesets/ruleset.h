@@ -11,7 +11,7 @@
 //     "rules": [ { "id": "unity-0001",
 //                  "source": <pcgx.graph>, "target": <pcgx.graph>,
 //                  "output_map": [[0, 0]],        // source output i -> target output j
-//                  "proof": { "result": "proved", "seconds": 0.01, "axioms": [...] } } ],
+//                  "proof": { "result": "proved", "axioms": [...] } } ],
 //     "content_hash": "sha256 of the canonical JSON of everything above" }
 //
 // A rule's two graphs use Input/Weight nodes for the rule's variables; nodes
@@ -32,7 +32,7 @@ inline constexpr const char* kRulesetKind = "pcgx.ruleset";
 
 struct ProofRecord {
   std::string result;                // "proved", "not proved", "timeout"
-  double seconds = 0;
+  double seconds = 0;                // in memory only: files stay reproducible
   std::vector<std::string> axioms;   // the unsat core
   std::string note;
 };
