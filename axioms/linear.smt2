@@ -46,3 +46,12 @@
   (=> (and (<= 0 d) (< d (- (rank x) 1))) (= (linear (split0 x d) w a) (split0 (linear x w a) d)))) :named linear_split0_batch))
 (assert (! (forall ((x Tensor) (w Tensor) (d Int) (a Int))
   (=> (and (<= 0 d) (< d (- (rank x) 1))) (= (linear (split1 x d) w a) (split1 (linear x w a) d)))) :named linear_split1_batch))
+
+; A factor of two moves between the operands (the products are the same,
+; so it holds under a fused activation too).
+(assert (! (forall ((x Tensor) (w Tensor) (a Int)) (= (linear (ew_add x x) w a) (linear x (ew_add w w) a))) :named linear_double))
+; Model parallelism, split form: columns of the weight split, the
+; unreplicated input replicated.
+(assert (! (forall ((x Tensor) (w Tensor) (k Int) (a Int))
+  (=> (and (= (rep x) 1) (= (rep w) 1))
+      (= (repartition (linear x w a) (- (rank x) 1) k) (linear (replicate x k) (repartition w 1 k) a)))) :named linear_model_parallel_split))

@@ -30,5 +30,7 @@ void add_generate_command(CLI::App& app);
 void add_ruleset_command(CLI::App& app);
 void add_axioms_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
+void add_audit_command(CLI::App& app);
+void add_regenerate_command(CLI::App& app);
 
 }  // namespace pcgx::cli

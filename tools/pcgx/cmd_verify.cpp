@@ -1,9 +1,4 @@
 // pcgx axioms check, pcgx verify
-#include <tbb/enumerable_thread_specific.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
-
-#include <atomic>
 #include <chrono>
 #include <iomanip>
 #include <iostream>
@@ -15,7 +10,7 @@
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/rulesets/numeric_check.h"
 #include "pcgx/rulesets/rule_form.h"
-#include "pcgx/verifier/verifier.h"
+#include "pcgx/verifier/batch.h"
 
 namespace pcgx::cli {
 
@@ -62,28 +57,8 @@ void add_verify_command(CLI::App& app) {
     const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
     const Ruleset in = load_ruleset(file);
     const auto start = std::chrono::steady_clock::now();
-    std::vector<verify::Proof> proofs(in.rules.size());
-    std::vector<NumericCheck> checks(in.rules.size());
-    tbb::enumerable_thread_specific<std::unique_ptr<verify::Prover>> provers;
-    std::atomic<size_t> done{0};
-    std::mutex mu;
-    auto last = std::chrono::steady_clock::now();
-    tbb::task_arena arena(threads > 0 ? threads : tbb::this_task_arena::max_concurrency());
-    arena.execute([&] {
-      tbb::parallel_for(size_t{0}, in.rules.size(), [&](size_t i) {
-        auto& p = provers.local();
-        if (!p) p = std::make_unique<verify::Prover>(set, verify::ProverOptions{timeout_ms});
-        proofs[i] = p->prove(in.rules[i]);
-        // Every proved rule is cross-checked by evaluation on fresh inputs.
-        if (proofs[i].result == verify::Result::kUnsat) checks[i] = check_numerically(in.rules[i], 3);
-        const size_t n = ++done;
-        std::lock_guard<std::mutex> lock(mu);
-        if (std::chrono::steady_clock::now() - last > std::chrono::seconds(1)) {
-          last = std::chrono::steady_clock::now();
-          std::cerr << "verifying: " << n << "/" << in.rules.size() << "\n";
-        }
-      });
-    });
+    const auto verdicts = verify::prove_all(in.rules, set, verify::ProverOptions{timeout_ms}, threads,
+                                            [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });
     Ruleset outset = in;
     outset.kind = kRulesetKind;
     outset.axioms_hash = set.hash;
@@ -91,11 +66,12 @@ void add_verify_command(CLI::App& app) {
     std::map<std::string, int> tally;
     std::string unproved;
     for (size_t i = 0; i < in.rules.size(); ++i) {
-      const auto& p = proofs[i];
+      const auto& p = verdicts[i].proof;
+      const auto& check = verdicts[i].check;
       std::string verdict(verify::to_string(p.result));
-      if (p.result == verify::Result::kUnsat && !checks[i].holds) {
+      if (p.result == verify::Result::kUnsat && !check.holds) {
         verdict = "proved but refuted by evaluation";
-        unproved += in.rules[i].id + ": PROVED BUT REFUTED (an axiom is wrong): " + checks[i].counterexample + "\n";
+        unproved += in.rules[i].id + ": PROVED BUT REFUTED (an axiom is wrong): " + check.counterexample + "\n";
       } else if (p.result == verify::Result::kUnsat) {
         Rule r = in.rules[i];
         r.proof = ProofRecord{"proved", p.seconds, p.axioms, ""};

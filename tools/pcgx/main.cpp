@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   pcgx::cli::add_ruleset_command(app);
   pcgx::cli::add_axioms_command(app);
   pcgx::cli::add_verify_command(app);
+  pcgx::cli::add_audit_command(app);
+  pcgx::cli::add_regenerate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

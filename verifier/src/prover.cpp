@@ -1,5 +1,6 @@
 #include <chrono>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "pcgx/pcg/error.h"
@@ -54,15 +55,23 @@ Proof Prover::prove(const Rule& rule) {
       return done(Result::kSat, "output " + std::to_string(k) + ": parallel shapes differ: " + a->to_string() + " vs " + b->to_string());
   }
 
-  // Saturation: admit axiom instances reachable from the rule's terms.
+  // Saturation: admit axiom instances reachable from the rule's terms. A
+  // term equal to another by an instance also lends its parents a congruent
+  // copy (the parent with the other term in its place), so that axioms can
+  // match modulo the equalities found so far, as on an e-graph.
   std::vector<z3::expr> pool;
   std::unordered_set<unsigned> seen;
+  std::unordered_map<unsigned, std::vector<std::pair<size_t, unsigned>>> parents;  // arg id -> (pool index, arg position)
   size_t limit = 0;
   std::function<void(const z3::expr&)> add = [&](const z3::expr& t) {
     if (!seen.insert(t.id()).second) return;
+    const size_t idx = pool.size();
     pool.push_back(t);
     for (unsigned i = 0; i < t.num_args(); ++i)
-      if (z3::eq(t.arg(i).get_sort(), T.tensor())) add(t.arg(i));
+      if (z3::eq(t.arg(i).get_sort(), T.tensor())) {
+        parents[t.arg(i).id()].emplace_back(idx, i);
+        add(t.arg(i));
+      }
   };
   for (const auto& t : src) add(t), limit = std::max(limit, T.size(t));
   for (const auto& t : dst) add(t), limit = std::max(limit, T.size(t));
@@ -73,8 +82,22 @@ Proof Prover::prove(const Rule& rule) {
   };
   std::vector<Instance> instances;
   std::set<std::tuple<size_t, unsigned, unsigned>> have;
+  auto lift = [&](const z3::expr& from, const z3::expr& to) {
+    auto it = parents.find(from.id());
+    if (it == parents.end()) return;
+    const auto users = it->second;
+    for (const auto& [idx, pos] : users) {
+      if (pool.size() >= m.options.max_terms) return;
+      const z3::expr parent = pool[idx];
+      z3::expr_vector args(m.ctx);
+      for (unsigned i = 0; i < parent.num_args(); ++i) args.push_back(i == pos ? to : parent.arg(i));
+      const z3::expr copy = parent.decl()(args);
+      if (T.size(copy) <= limit && T.shape(copy)) add(copy);
+    }
+  };
   for (int round = 0; round < m.options.rounds; ++round) {
     const size_t n = pool.size();
+    const size_t first_instance = instances.size();
     for (size_t i = 0; i < n; ++i) {
       const z3::expr t = pool[i];
       for (size_t a = 0; a < m.axioms.size(); ++a) {
@@ -96,6 +119,11 @@ Proof Prover::prove(const Rule& rule) {
           if (pool.size() < m.options.max_terms && T.size(*other) <= limit) add(*other);
         }
       }
+    }
+    for (size_t k = first_instance; k < instances.size(); ++k) {
+      const z3::expr l = instances[k].lhs, r = instances[k].rhs;
+      lift(l, r);
+      lift(r, l);
     }
     if (pool.size() == n) break;
   }

@@ -1,0 +1,87 @@
+// pcgx audit: re-check a rule database: its content hash, a proof of every
+// rule, and evaluation of every rule; or classify a legacy database.
+#include <iomanip>
+#include <iostream>
+#include <map>
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/rulesets/legacy_flexflow.h"
+#include "pcgx/rulesets/rule_form.h"
+#include "pcgx/verifier/batch.h"
+
+namespace pcgx::cli {
+
+void add_audit_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("audit", "Check a ruleset's hash, re-prove and re-evaluate every rule; exit 1 if anything fails");
+  static std::string file, format = "pcgx", dir, dims = "forward";
+  static unsigned timeout_ms = 2000;
+  static int threads = 0;
+  static bool list = false;
+  cmd->add_option("RULESET", file, "ruleset file (or a legacy FlexFlow file with --format flexflow)")->required();
+  cmd->add_option("--format", format, "pcgx or flexflow")->capture_default_str();
+  cmd->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  cmd->add_option("--dims", dims, "legacy dimension numbering: forward or reversed")->capture_default_str();
+  cmd->add_option("--timeout-ms", timeout_ms, "Z3 time limit per rule")->capture_default_str();
+  cmd->add_option("--threads", threads, "worker threads (default: every core)");
+  cmd->add_flag("--list", list, "print every rule's verdict");
+  cmd->callback([] {
+    if (format != "pcgx" && format != "flexflow") throw Error("--format " + format + ": expected pcgx or flexflow");
+    if (dims != "forward" && dims != "reversed") throw Error("--dims " + dims + ": expected forward or reversed");
+    const verify::AxiomSet axioms = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    auto progress = [](size_t n, size_t total) { std::cerr << "auditing: " << n << "/" << total << "\n"; };
+    std::map<std::string, int> tally;
+    bool failed = false;
+    if (format == "pcgx") {
+      const Ruleset r = load_ruleset(file);
+      const bool hash_ok = !r.stored_hash.empty() && r.stored_hash == r.computed_hash;
+      std::cout << "content hash   " << (hash_ok ? "ok" : "MISMATCH: stored " + r.stored_hash + ", content " + r.computed_hash) << "\n";
+      std::cout << "axioms         " << (r.axioms_hash == axioms.hash ? "the ones it was proved with" : "changed since it was proved (re-proving now)") << "\n";
+      failed = !hash_ok;
+      const auto verdicts = verify::prove_all(r.rules, axioms, verify::ProverOptions{timeout_ms}, threads, progress);
+      for (size_t i = 0; i < r.rules.size(); ++i) {
+        const auto& v = verdicts[i];
+        std::string verdict = v.proof.result != verify::Result::kUnsat ? std::string(verify::to_string(v.proof.result))
+                              : !v.check.holds                         ? "proved but refuted by evaluation"
+                                                                       : "ok";
+        ++tally[verdict];
+        if (verdict != "ok") {
+          failed = true;
+          std::cout << "FAIL " << r.rules[i].id << ": " << verdict << ": "
+                    << (v.check.holds ? v.proof.reason : v.check.counterexample) << "\n    " << rule_text(r.rules[i]) << "\n";
+        } else if (list) {
+          std::cout << "ok   " << r.rules[i].id << " (" << v.proof.axioms.size() << " axioms)\n";
+        }
+      }
+    } else {
+      const LegacyImport li = import_flexflow(read_text_file(file), file, dims == "forward" ? LegacyDims::kForward : LegacyDims::kReversed);
+      const auto verdicts = verify::prove_all(li.rules.rules, axioms, verify::ProverOptions{timeout_ms}, threads, progress);
+      for (const LegacyRule& lr : li.legacy) {
+        std::string verdict, detail;
+        if (!lr.expressible) {
+          verdict = "not expressible", detail = lr.reason;
+        } else {
+          const Rule& rule = li.rules.rules[static_cast<size_t>(lr.index)];
+          const auto& v = verdicts[static_cast<size_t>(lr.index)];
+          const NumericCheck check = v.proof.result == verify::Result::kUnsat ? v.check : check_numerically(rule);
+          if (!check.holds) {
+            verdict = "refuted", detail = check.counterexample + "\n    " + rule_text(rule);
+          } else if (v.proof.result == verify::Result::kUnsat) {
+            verdict = "proved", detail = std::to_string(v.proof.axioms.size()) + " axioms";
+          } else {
+            verdict = "holds numerically, not proved", detail = v.proof.reason + "\n    " + rule_text(rule);
+          }
+        }
+        ++tally[verdict];
+        failed = failed || verdict != "proved";
+        if (list || verdict == "refuted") std::cout << lr.name << ": " << verdict << ": " << detail << "\n";
+      }
+    }
+    std::cout << "\nsummary\n";
+    for (const auto& [k, v] : tally) std::cout << "  " << std::left << std::setw(34) << k << v << "\n";
+    if (failed) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace pcgx::cli

@@ -1,0 +1,102 @@
+// pcgx regenerate: generate + verify, and write the shipped ruleset and its
+// manifest entry.
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "pcgx/generator/generate.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/verifier/batch.h"
+
+#ifndef PCGX_RULESETS_DIR
+#define PCGX_RULESETS_DIR "rulesets"
+#endif
+
+namespace pcgx::cli {
+
+void add_regenerate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("regenerate", "Generate and verify a ruleset; write rulesets/<opset>-v<N>.json and MANIFEST.json");
+  static std::string opset = "unity", out_dir = PCGX_RULESETS_DIR, dir;
+  static int max_ops = 3, version = 1, threads = 0;
+  static unsigned timeout_ms = 2000;
+  cmd->add_option("--opset", opset, "operator set")->capture_default_str();
+  cmd->add_option("--max-ops", max_ops, "operators per graph")->capture_default_str();
+  cmd->add_option("--version", version, "ruleset version N in <opset>-v<N>.json")->capture_default_str();
+  cmd->add_option("--out-dir", out_dir, "where rulesets live")->capture_default_str();
+  cmd->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  cmd->add_option("--timeout-ms", timeout_ms, "Z3 time limit per rule")->capture_default_str();
+  cmd->add_option("--threads", threads, "worker threads (default: every core); the output does not depend on it");
+  cmd->callback([] {
+    namespace fs = std::filesystem;
+    if (version < 1) throw Error("--version " + std::to_string(version) + ": must be positive");
+    if (!fs::is_directory(out_dir)) throw Error("--out-dir " + out_dir + ": not a directory");
+    const verify::AxiomSet axioms = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    gen::GeneratorConfig c;
+    c.opset = gen::find_opset(opset);
+    c.max_ops = max_ops;
+    c.ndims = c.opset.default_ndims;
+    c.threads = threads;
+    gen::GenerateReport rep;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Ruleset cands = gen::generate(c, rep, [](const std::string& s) { std::cerr << s << "\n"; });
+    const auto t1 = std::chrono::steady_clock::now();
+    const auto verdicts = verify::prove_all(cands.rules, axioms, verify::ProverOptions{timeout_ms}, threads,
+                                            [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });
+    const double gen_s = std::chrono::duration<double>(t1 - t0).count();
+    const double ver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    Ruleset r = cands;
+    r.kind = kRulesetKind;
+    r.version = version;
+    r.axioms_hash = axioms.hash;
+    r.rules.clear();
+    std::string unproved;
+    size_t refuted = 0;
+    for (size_t i = 0; i < cands.rules.size(); ++i) {
+      const auto& v = verdicts[i];
+      if (v.proof.result == verify::Result::kUnsat && v.check.holds) {
+        Rule rule = cands.rules[i];
+        rule.proof = ProofRecord{"proved", v.proof.seconds, v.proof.axioms, ""};
+        r.rules.push_back(std::move(rule));
+      } else {
+        refuted += v.proof.result == verify::Result::kUnsat;
+        unproved += cands.rules[i].id + ": " + std::string(verify::to_string(v.proof.result)) + ": " +
+                    (v.proof.result == verify::Result::kUnsat ? "refuted by evaluation: " + v.check.counterexample : v.proof.reason) + "\n";
+      }
+    }
+    if (refuted) throw Error(std::to_string(refuted) + " rules were proved but refuted by evaluation: an axiom is wrong (run `pcgx axioms check`)");
+    r.stats.push_back({"candidates", static_cast<double>(cands.rules.size())});
+    r.stats.push_back({"proved", static_cast<double>(r.rules.size())});
+    const std::string base = opset + "-v" + std::to_string(version);
+    const fs::path path = fs::path(out_dir) / (base + ".json");
+    save_ruleset(r, path.string());
+    write_text_file_atomic((fs::path(out_dir) / (base + ".unproved.txt")).string(), unproved);
+    // The manifest: one entry per shipped ruleset.
+    const fs::path manifest = fs::path(out_dir) / "MANIFEST.json";
+    nlohmann::json m = fs::exists(manifest) ? nlohmann::json::parse(read_text_file(manifest.string())) : nlohmann::json::object();
+    const Ruleset written = load_ruleset(path.string());
+    m["format_version"] = 1;
+    m["rulesets"][base] = {{"file", base + ".json"},
+                           {"name", r.name},
+                           {"version", version},
+                           {"opset", opset},
+                           {"candidates", cands.rules.size()},
+                           {"rules", r.rules.size()},
+                           {"content_hash", written.stored_hash},
+                           {"axioms_hash", axioms.hash},
+                           {"axioms", axioms.names.size()},
+                           {"generator", nlohmann::json::parse(r.generator_json)},
+                           {"command", "pcgx regenerate --opset " + opset + " --max-ops " + std::to_string(max_ops) +
+                                           " --version " + std::to_string(version)},
+                           {"seconds", {{"generate", gen_s}, {"verify", ver_s}}}};
+    write_text_file_atomic(manifest.string(), m.dump(2) + "\n");
+    std::cout << "candidates " << cands.rules.size() << ", proved " << r.rules.size() << " (generation " << std::fixed
+              << std::setprecision(1) << gen_s << " s, verification " << ver_s << " s)\nwrote " << path.string() << " ("
+              << written.stored_hash << ") and " << manifest.string() << "\n";
+  });
+}
+
+}  // namespace pcgx::cli

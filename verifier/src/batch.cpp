@@ -1,0 +1,40 @@
+#include "pcgx/verifier/batch.h"
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+namespace pcgx::verify {
+
+std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& axioms, ProverOptions options,
+                               int threads, const std::function<void(size_t, size_t)>& progress) {
+  std::vector<Verdict> out(rules.size());
+  tbb::enumerable_thread_specific<std::unique_ptr<Prover>> provers;
+  std::atomic<size_t> done{0};
+  std::mutex mu;
+  auto last = std::chrono::steady_clock::now();
+  tbb::task_arena arena(threads > 0 ? threads : tbb::this_task_arena::max_concurrency());
+  arena.execute([&] {
+    tbb::parallel_for(size_t{0}, rules.size(), [&](size_t i) {
+      auto& p = provers.local();
+      if (!p) p = std::make_unique<Prover>(axioms, options);
+      out[i].proof = p->prove(rules[i]);
+      if (out[i].proof.result == Result::kUnsat) out[i].check = check_numerically(rules[i], 3);
+      const size_t n = ++done;
+      if (!progress) return;
+      std::lock_guard<std::mutex> lock(mu);
+      if (std::chrono::steady_clock::now() - last > std::chrono::seconds(1)) {
+        last = std::chrono::steady_clock::now();
+        progress(n, rules.size());
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace pcgx::verify
