@@ -10,6 +10,7 @@
 #include "pcgx/rulesets/legacy_flexflow.h"
 #include "pcgx/rulesets/numeric_check.h"
 #include "pcgx/rulesets/rule_form.h"
+#include "pcgx/verifier/batch.h"
 
 namespace pcgx::cli {
 namespace {
@@ -117,22 +118,58 @@ void add_ruleset_command(CLI::App& app) {
   compare->add_option("--format-b", format, "format of B: pcgx or flexflow")->capture_default_str();
   compare->add_option("--dims", dims, "legacy dimension numbering: reversed or forward")->capture_default_str();
   compare->add_flag("--list", list, "list the rules of B that A lacks");
+  static bool derive = false;
+  compare->add_flag("--derive", derive,
+                    "also count B's rules that A's rules derive (A's rules as the only axioms), among those the axioms prove");
   compare->callback([] {
     const Ruleset a = load_ruleset(file);
     const Ruleset b = load_any(file_b, format, dims);
     std::set<std::string> keys;
     for (const Rule& r : a.rules) keys.insert(rule_key(r, true));
+    std::vector<const Rule*> missing;
     size_t found = 0;
     for (const Rule& r : b.rules) {
       if (keys.count(rule_key(r, true))) {
         ++found;
-      } else if (list) {
-        std::cout << "missing " << r.id << ": " << rule_text(r) << "\n";
+      } else {
+        missing.push_back(&r);
       }
     }
-    std::cout << found << " of " << b.rules.size() << " rules of " << file_b << " are in " << file << " ("
-              << std::fixed << std::setprecision(1) << (b.rules.empty() ? 100.0 : 100.0 * static_cast<double>(found) / static_cast<double>(b.rules.size()))
-              << "%)\n";
+    auto pct = [](size_t n, size_t d) { return d == 0 ? 100.0 : 100.0 * static_cast<double>(n) / static_cast<double>(d); };
+    std::cout << std::fixed << std::setprecision(1) << found << " of " << b.rules.size() << " rules of " << file_b
+              << " are in " << file << " (" << pct(found, b.rules.size()) << "%)\n";
+    if (!derive) {
+      if (list)
+        for (const Rule* r : missing) std::cout << "missing " << r->id << ": " << rule_text(*r) << "\n";
+      return;
+    }
+    // Which of B's rules hold by the axioms, and which of those A derives.
+    const verify::AxiomSet axioms = verify::load_axioms(verify::default_axioms_dir());
+    std::vector<std::string> skipped;
+    const verify::AxiomSet from_a = verify::axioms_from_rules(a, axioms, skipped);
+    std::vector<Rule> rest;
+    for (const Rule* r : missing) rest.push_back(*r);
+    const auto by_axioms = verify::prove_all(b.rules, axioms, {}, 0);
+    const auto by_a = verify::prove_all(rest, from_a, {}, 0);
+    size_t provable = 0, provable_found = 0, derived = 0;
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < rest.size(); ++i) index_of[rest[i].id] = i;
+    for (size_t i = 0; i < b.rules.size(); ++i) {
+      if (by_axioms[i].proof.result != verify::Result::kUnsat) continue;
+      ++provable;
+      auto it = index_of.find(b.rules[i].id);
+      if (it == index_of.end()) {
+        ++provable_found;
+      } else if (by_a[it->second].proof.result == verify::Result::kUnsat) {
+        ++derived;
+      } else if (list) {
+        std::cout << "not derived " << b.rules[i].id << ": " << rule_text(b.rules[i]) << "\n";
+      }
+    }
+    std::cout << provable << " of B's rules are proved by the axioms; of those " << provable_found << " are in A and "
+              << derived << " more are derived from A's rules: " << provable_found + derived << " covered ("
+              << pct(provable_found + derived, provable) << "%)\n";
+    if (!skipped.empty()) std::cout << skipped.size() << " of A's rules could not serve as axioms\n";
   });
 
   auto* check = rs->add_subcommand("check", "Evaluate both sides of every rule in the reference interpreter; exit 1 if any rule is refuted");

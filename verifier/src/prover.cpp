@@ -13,11 +13,19 @@ struct Prover::Impl {
   Terms terms{ctx};
   std::vector<Axiom> axioms;
   ProverOptions options;
+  // Patterns by head symbol: (axiom, side) pairs worth matching against a term.
+  std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> by_head;
 };
 
 Prover::Prover(const AxiomSet& set, ProverOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->axioms = parse_axioms(impl_->ctx, set);
   impl_->options = options;
+  for (size_t a = 0; a < impl_->axioms.size(); ++a)
+    for (int side = 0; side < 2; ++side)
+      if (impl_->axioms[a].usable[side]) {
+        const z3::expr& pat = side == 0 ? impl_->axioms[a].lhs : impl_->axioms[a].rhs;
+        impl_->by_head[pat.decl().name().str()].emplace_back(a, side);
+      }
 }
 
 Prover::~Prover() = default;
@@ -100,10 +108,12 @@ Proof Prover::prove(const Rule& rule) {
     const size_t first_instance = instances.size();
     for (size_t i = 0; i < n; ++i) {
       const z3::expr t = pool[i];
-      for (size_t a = 0; a < m.axioms.size(); ++a) {
+      if (!t.is_app()) continue;
+      const auto heads = m.by_head.find(t.decl().name().str());
+      if (heads == m.by_head.end()) continue;
+      for (const auto& [a, side] : heads->second) {
         const Axiom& ax = m.axioms[a];
-        for (int side = 0; side < 2; ++side) {
-          if (!ax.usable[side]) continue;
+        {
           Bindings b(ax.tensor_var.size());
           if (!T.match(side == 0 ? ax.lhs : ax.rhs, t, b)) continue;
           if (ax.pre) {

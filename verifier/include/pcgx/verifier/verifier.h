@@ -46,6 +46,13 @@ AxiomSet load_axioms(const std::string& dir);
 // The axioms shipped with pcgx (the source tree's axioms/, or $PCGX_AXIOMS).
 std::string default_axioms_dir();
 
+// A ruleset's rules as axioms (after the prelude of `base`): each rule is an
+// equality over its inputs, guarded by their parallel state (rank, degree of
+// every dimension, replica degree), one axiom per mapped output. Rules the
+// encoding cannot express are skipped and named in `skipped`. With these as
+// the only axioms, a proof shows a rule derivable from the ruleset.
+AxiomSet axioms_from_rules(const Ruleset& rules, const AxiomSet& base, std::vector<std::string>& skipped);
+
 struct ProverOptions {
   unsigned timeout_ms = 2000;
   int rounds = 3;           // instantiation rounds
