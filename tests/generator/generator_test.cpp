@@ -12,6 +12,7 @@
 #include "pcgx/generator/generate.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/interpreter.h"
+#include "pcgx/rulesets/numeric_check.h"
 
 namespace pcgx::gen {
 namespace {
@@ -194,6 +195,30 @@ TEST(Generator, BadConfigurationsAreErrors) {
   EXPECT_THROW(generate(c, rep), Error);
   // A required attribute with no values to enumerate.
   EXPECT_THROW(generate(config("Pool2D", 1), rep), Error);
+}
+
+}  // namespace
+}  // namespace pcgx::gen
+
+namespace pcgx::gen {
+namespace {
+
+// A surrogate that satisfies an identity the real operator does not would
+// let the generator propose a false rule; the max-pool surrogate once did
+// (avgpool(maxpool(x)) = avgpool(x * x)).
+TEST(Generator, PoolingCandidatesHoldUnderTheFloatInterpreter) {
+  GeneratorConfig c;
+  c.opset = parse_ops("Pool2D(kernel_h=2,kernel_w=2,mode=max|avg),EwMul,Relu");
+  c.opset.conv_kernels = true;
+  c.ndims = 4;
+  c.max_ops = 2;
+  GenerateReport rep;
+  const Ruleset r = generate(c, rep);
+  ASSERT_FALSE(r.rules.empty());
+  for (const Rule& rule : r.rules) {
+    const NumericCheck check = check_numerically(rule);
+    EXPECT_TRUE(check.holds) << rule.id << ": " << check.counterexample;
+  }
 }
 
 }  // namespace

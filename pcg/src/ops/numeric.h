@@ -9,7 +9,10 @@
 //     as they do for the real relu on positive a.
 //   tanh is odd, sigmoid(x) = (1 + tanh(x/2)) / 2, gelu(x) = x * phi(x)
 //     with phi(x) + phi(-x) = 1, as for the real functions.
-//   exp, log, rsqrt and max are plain non-linear polynomials.
+//   exp, log and rsqrt are plain non-linear polynomials; max over a window is
+//   the product of (x + 3), symmetric like max and not expressible by the
+//   other operators (a sum of squares was: avgpool(maxpool(x)) would have
+//   equalled avgpool(x * x)).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -63,8 +66,10 @@ struct Num<ModP> {
   static ModP exp(ModP x) { return x * x + x + ModP::from_u64(3); }
   static ModP log(ModP x) { return x * x + ModP::from_u64(5); }
   static ModP rsqrt(ModP v, double) { return v * v + ModP::from_u64(2) * v + ModP::from_u64(5); }
-  static ModP max_init() { return ModP(); }
-  static ModP max_step(ModP acc, ModP x) { return acc + x * x; }
+  // max over a window: a shifted product, symmetric like max. A sum of
+  // squares would equal an average pool of x*x, an identity max lacks.
+  static ModP max_init() { return one(); }
+  static ModP max_step(ModP acc, ModP x) { return acc * (x + ModP::from_u64(3)); }
   static ModP div(ModP a, ModP b) { return a * b.inverse(); }
 };
 
