@@ -63,4 +63,56 @@ NumericCheck check_numerically(const Rule& r, int trials) {
   return c;
 }
 
+namespace {
+
+Graph rescale_graph(const Graph& g, int64_t factor) {
+  Graph out(g.name());
+  std::vector<NodeId> map;
+  for (const Node& n : g.nodes()) {
+    Attributes a = n.attrs;
+    if (n.op->op_class == OpClass::kSource) {
+      IntList shape = a.get_ints("shape");
+      for (auto& x : shape) x *= factor;
+      a.set("shape", shape);
+      if (a.has("index_range") && a.get_int("index_range") > 0) a.set("index_range", a.get_int("index_range") * factor);
+    } else if (n.op->name == "Split" && a.get_int("axis") >= 0) {
+      IntList sizes = a.get_ints("sizes");
+      for (auto& x : sizes) x *= factor;
+      a.set("sizes", sizes);
+    } else if (n.op->name == "Reshape") {
+      throw Error("a Reshape's target shape cannot be rescaled");
+    }
+    std::vector<TensorRef> ins;
+    for (const TensorRef& t : n.inputs) ins.push_back({map[static_cast<size_t>(t.node)], t.output});
+    map.push_back(out.add(*n.op, a, ins, n.name));
+  }
+  for (const TensorRef& t : g.outputs()) out.add_output({map[static_cast<size_t>(t.node)], t.output});
+  return out;
+}
+
+}  // namespace
+
+Rule rescale(const Rule& r, int64_t factor) {
+  return {r.id, rescale_graph(r.source, factor), rescale_graph(r.target, factor), r.output_map, r.proof};
+}
+
+NumericCheck check_at_other_shapes(const Rule& r, int trials) {
+  NumericCheck c = check_numerically(r, trials);
+  if (!c.holds) return c;
+  for (int64_t factor : {2, 3}) {
+    Rule scaled;
+    try {
+      scaled = rescale(r, factor);
+    } catch (const Error&) {
+      continue;  // not legal at this size (a degree that no longer divides)
+    }
+    c = check_numerically(scaled, trials);
+    if (!c.holds) {
+      c.counterexample = "at " + std::to_string(factor) + "x the shapes: " + c.counterexample;
+      return c;
+    }
+  }
+  return c;
+}
+
 }  // namespace pcgx

@@ -114,3 +114,26 @@ TEST(LegacyFormat, MalformedFilesAreErrors) {
 
 }  // namespace
 }  // namespace pcgx
+
+namespace pcgx {
+namespace {
+
+TEST(NumericCheck, RescaledRulesKeepTheirStructureAtLargerShapes) {
+  const Rule r = relu_commutes("x", 1, false);
+  const Rule big = rescale(r, 3);
+  EXPECT_EQ(big.source.node(0).outputs[0].to_string(), "f32[12, 12]");
+  EXPECT_EQ(rule_key(big, true), rule_key(r, true));  // sizes are not part of a rule's key
+  EXPECT_TRUE(check_at_other_shapes(r).holds);
+  // A Split scales its pieces with the tensor.
+  Graph a, b;
+  NodeId x = a.add("Input", {{"shape", IntList{4, 4}}}, {}, "x");
+  NodeId s = a.add("Split", {{"axis", int64_t{0}}, {"sizes", IntList{2, 2}}}, {{x, 0}});
+  a.add_output({a.add("Concat", {{"axis", int64_t{0}}}, {{s, 0}, {s, 1}}), 0});
+  b.add_output({b.add("Input", {{"shape", IntList{4, 4}}}, {}, "x"), 0});
+  const Rule split{"s", a, b, {{0, 0}}, std::nullopt};
+  EXPECT_EQ(rescale(split, 2).source.node(1).attrs.get_ints("sizes"), (IntList{4, 4}));
+  EXPECT_TRUE(check_at_other_shapes(split).holds);
+}
+
+}  // namespace
+}  // namespace pcgx

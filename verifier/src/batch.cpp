@@ -24,7 +24,7 @@ std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& a
       auto& p = provers.local();
       if (!p) p = std::make_unique<Prover>(axioms, options);
       out[i].proof = p->prove(rules[i]);
-      if (out[i].proof.result == Result::kUnsat) out[i].check = check_numerically(rules[i], 3);
+      if (out[i].proof.result == Result::kUnsat) out[i].check = check_at_other_shapes(rules[i]);
       const size_t n = ++done;
       if (!progress) return;
       std::lock_guard<std::mutex> lock(mu);

@@ -16,4 +16,13 @@ struct NumericCheck {
 
 NumericCheck check_numerically(const Rule& r, int trials = 2);
 
+// The rule with every input extent multiplied by `factor` (Split sizes and
+// index ranges scaled alike; degrees kept): the same rule at other shapes.
+// Throws pcgx::Error when the scaled graphs are not legal.
+Rule rescale(const Rule& r, int64_t factor);
+
+// check_numerically at the rule's own shapes and at twice and three times
+// them, where legal: fingerprint collisions and axiom gaps surface here.
+NumericCheck check_at_other_shapes(const Rule& r, int trials = 2);
+
 }  // namespace pcgx

@@ -1,8 +1,8 @@
 #pragma once
 // Proving many rules on every core: one Prover (one Z3 context) per thread,
 // results in rule order whatever the thread count. Each proved rule is also
-// evaluated on fresh inputs, so a wrong axiom shows up as a proved rule that
-// evaluation refutes.
+// evaluated on fresh inputs, at its own shapes and at two and three times
+// them, so a wrong axiom shows up as a proved rule that evaluation refutes.
 #include <functional>
 #include <vector>
 
