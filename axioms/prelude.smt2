@@ -24,3 +24,6 @@
 (declare-fun concat (Tensor Tensor Int) Tensor)    ; x, y, axis (-1: the replica axis)
 (declare-fun split0 (Tensor Int) Tensor)           ; first half along an axis
 (declare-fun split1 (Tensor Int) Tensor)           ; second half
+(declare-fun matmul (Tensor Tensor) Tensor)        ; A[..., m, k], B[k, n]
+(declare-fun batch_matmul (Tensor Tensor) Tensor)  ; A[b..., m, k], B[b..., k, n]
+(declare-fun softmax (Tensor Int) Tensor)          ; x, axis (from the front), not causal

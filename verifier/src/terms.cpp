@@ -33,6 +33,9 @@ const std::vector<Encoding>& encodings() {
       {"Concat", "concat", 2, {"axis"}, 0},
       {"Split", "split0", 1, {"axis"}, 0},
       {"Split", "split1", 1, {"axis"}, 1},
+      {"MatMul", "matmul", 2, {}, 0},
+      {"BatchMatMul", "batch_matmul", 2, {}, 0},
+      {"Softmax", "softmax", 1, {"axis"}, 0},
   };
   return table;
 }
@@ -126,6 +129,7 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
       if (!enc || static_cast<int>(n.inputs.size()) != enc->tensors)
         throw Error("operator " + n.op->name + " has no SMT encoding");
       if (n.op->name == "Linear" && n.attrs.get_bool("use_bias")) throw Error("Linear with a bias has no SMT encoding");
+      if (n.op->name == "Softmax" && n.attrs.get_bool("causal")) throw Error("a causal Softmax has no SMT encoding");
       if (n.op->name == "Split") {
         const IntList& s = n.attrs.get_ints("sizes");
         if (s.size() != 2 || s[0] != s[1]) throw Error("Split into other than two halves has no SMT encoding");
@@ -144,6 +148,8 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
           v = pos - kActivations.begin();
         } else {
           v = n.attrs.get_int(a);
+          // A softmax axis counts from the end when negative: encode it from the front.
+          if (n.op->name == "Softmax" && v < 0) v += g.shape(n.inputs[0]).rank();
         }
         args.push_back(ctx_.int_val(v));
         domain.push_back(ctx_.int_sort());
