@@ -1,7 +1,8 @@
 // Feeds the pcgx binary malformed and inconsistent graph files and checks
 // the contract: exit code 2 and one `error: FILE: FIELD: reason` line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "cli/run_pcgx.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -11,20 +12,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(PCGX_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using pcgx::testing::Result;
+using pcgx::testing::run;
 
 fs::path temp_dir() {
   fs::path d = fs::temp_directory_path() / ("pcgx_cli_test_" + std::to_string(::getpid()));

@@ -1,7 +1,8 @@
 // The shipped ruleset: it audits clean, a hand edit is caught and named, and
 // `pcgx regenerate` reproduces it from scratch (same content hash).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "cli/run_pcgx.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -15,13 +16,8 @@ namespace fs = std::filesystem;
 const std::string kShipped = std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json";
 
 std::pair<int, std::string> run_pcgx(const std::string& args) {
-  const std::string cmd = std::string(PCGX_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  const auto r = pcgx::testing::run(args);
+  return {r.code, r.out};
 }
 
 std::string slurp(const fs::path& p) {

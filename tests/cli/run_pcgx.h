@@ -1,0 +1,25 @@
+#pragma once
+// Runs the pcgx binary under test and captures its exit code and output.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace pcgx::testing {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+inline Result run(const std::string& args) {
+  const std::string cmd = std::string(PCGX_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace pcgx::testing
