@@ -27,3 +27,4 @@
 (declare-fun matmul (Tensor Tensor) Tensor)        ; A[..., m, k], B[k, n]
 (declare-fun batch_matmul (Tensor Tensor) Tensor)  ; A[b..., m, k], B[b..., k, n]
 (declare-fun softmax (Tensor Int) Tensor)          ; x, axis (from the front), not causal
+(declare-fun scalar_mul (Tensor Int Int) Tensor)   ; x, the scalar as numerator and denominator

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 TEST(Axioms, TheShippedAxiomsHoldOnRandomInstances) {
   const AxiomSet set = load_axioms(default_axioms_dir());
-  EXPECT_GE(set.names.size(), 60u);
+  EXPECT_GE(set.names.size(), 90u);
   for (const AxiomCheck& row : check_axioms(set, 60, 3)) {
     EXPECT_EQ(row.mismatches, 0) << row.name << ": " << row.counterexample;
     EXPECT_GT(row.legal, 0) << row.name << " was never instantiated legally";
@@ -71,6 +71,18 @@ TEST(Prover, ProvesEveryReluRepartitionCombineCandidate) {
     if (proof.result == Result::kUnsat) {
       EXPECT_FALSE(proof.axioms.empty()) << rule.id;
     }
+  }
+}
+
+TEST(Prover, ProvesEveryScalarMulCandidate) {
+  // The scalar is encoded exactly as a fraction; with EwAdd and the parallel
+  // operators every candidate follows from the axioms.
+  const Ruleset r = candidates("ScalarMul,EwAdd,Repartition,Combine,Replicate,Reduce", 2);
+  ASSERT_GT(r.rules.size(), 50u);
+  Prover p(load_axioms(default_axioms_dir()));
+  for (const Rule& rule : r.rules) {
+    const Proof proof = p.prove(rule);
+    EXPECT_EQ(proof.result, Result::kUnsat) << rule.id << ": " << rule_text(rule) << ": " << proof.reason;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "terms.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -36,6 +37,7 @@ const std::vector<Encoding>& encodings() {
       {"MatMul", "matmul", 2, {}, 0},
       {"BatchMatMul", "batch_matmul", 2, {}, 0},
       {"Softmax", "softmax", 1, {"axis"}, 0},
+      {"ScalarMul", "scalar_mul", 1, {"scalar"}, 0},
   };
   return table;
 }
@@ -47,6 +49,23 @@ const Encoding* by_symbol(const std::string& s) {
 }
 
 const std::vector<std::string> kActivations = {"none", "relu"};
+
+// Integer arguments of an encoding: a scalar takes two (numerator, denominator).
+int int_args(const Encoding& e) {
+  int n = 0;
+  for (const char* a : e.ints) n += std::string(a) == "scalar" ? 2 : 1;
+  return n;
+}
+
+// d == num / den exactly, with den a power of two (every finite double is).
+std::pair<int64_t, int64_t> exact_fraction(double d) {
+  int64_t den = 1;
+  while (d != std::floor(d) && den < (int64_t{1} << 40)) d *= 2, den *= 2;
+  if (d != std::floor(d) || std::fabs(d) > 9e15) throw Error("scalar has no exact small fraction");
+  auto num = static_cast<int64_t>(d);
+  while (num % 2 == 0 && den > 1) num /= 2, den /= 2;
+  return {num, den};
+}
 
 bool is_var(const z3::expr& e) { return Z3_get_ast_kind(e.ctx(), e) == Z3_VAR_AST; }
 unsigned var_index(const z3::expr& e) { return Z3_get_index_value(e.ctx(), e); }
@@ -142,6 +161,14 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
       }
       for (const char* a : enc->ints) {
         int64_t v = 0;
+        if (std::string(a) == "scalar") {
+          const auto [num, den] = exact_fraction(n.attrs.get_float("scalar"));
+          args.push_back(ctx_.int_val(num));
+          domain.push_back(ctx_.int_sort());
+          args.push_back(ctx_.int_val(den));
+          domain.push_back(ctx_.int_sort());
+          continue;
+        }
         if (std::string(a) == "activation") {
           auto pos = std::find(kActivations.begin(), kActivations.end(), n.attrs.get_string(a));
           if (pos == kActivations.end()) throw Error("activation " + n.attrs.get_string(a) + " has no SMT encoding");
@@ -173,7 +200,7 @@ std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
     if (in != inputs_.end()) result = in->second;
   } else if (t.is_app()) {
     const Encoding* enc = by_symbol(t.decl().name().str());
-    if (enc && static_cast<int>(t.num_args()) == enc->tensors + static_cast<int>(enc->ints.size())) {
+    if (enc && static_cast<int>(t.num_args()) == enc->tensors + int_args(*enc)) {
       std::vector<ParallelTensorShape> ins;
       bool ok = true;
       for (int i = 0; i < enc->tensors && ok; ++i) {
@@ -189,6 +216,15 @@ std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
           break;
         }
         const int64_t x = v.get_numeral_int64();
+        if (std::string(enc->ints[k]) == "scalar") {
+          const z3::expr den = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k) + 1);
+          if (!den.is_numeral() || den.get_numeral_int64() <= 0) {
+            ok = false;
+          } else {
+            a.set("scalar", static_cast<double>(x) / static_cast<double>(den.get_numeral_int64()));
+          }
+          continue;
+        }
         if (std::string(enc->ints[k]) == "activation") {
           if (x < 0 || x >= static_cast<int64_t>(kActivations.size())) ok = false;
           else a.set("activation", kActivations[static_cast<size_t>(x)]);
@@ -404,8 +440,14 @@ Graph Terms::to_graph(const std::vector<z3::expr>& terms, std::vector<TensorRef>
       Attributes a;
       for (size_t k = 0; k < enc->ints.size(); ++k) {
         const int64_t x = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k)).get_numeral_int64();
-        if (std::string(enc->ints[k]) == "activation") a.set("activation", kActivations.at(static_cast<size_t>(x)));
-        else a.set(enc->ints[k], x);
+        if (std::string(enc->ints[k]) == "scalar") {
+          const int64_t den = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k) + 1).get_numeral_int64();
+          a.set("scalar", static_cast<double>(x) / static_cast<double>(den));
+        } else if (std::string(enc->ints[k]) == "activation") {
+          a.set("activation", kActivations.at(static_cast<size_t>(x)));
+        } else {
+          a.set(enc->ints[k], x);
+        }
       }
       if (std::string(enc->op) == "Split") {
         const auto s = shape(t.arg(0)).value();
