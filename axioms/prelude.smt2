@@ -28,3 +28,9 @@
 (declare-fun batch_matmul (Tensor Tensor) Tensor)  ; A[b..., m, k], B[b..., k, n]
 (declare-fun softmax (Tensor Int) Tensor)          ; x, axis (from the front), not causal
 (declare-fun scalar_mul (Tensor Int Int) Tensor)   ; x, the scalar as numerator and denominator
+(declare-fun transpose (Tensor Int) Tensor)        ; x, perm as 1 followed by its digits ([2,0,1] is 1201)
+; Permutation helpers, evaluated by pcgx like the shape functions:
+(declare-fun perm_at (Int Int) Int)       ; p[d]: the input dimension behind output dimension d
+(declare-fun perm_pos (Int Int) Int)      ; the d with p[d] = a (-1 stays -1, the replica axis)
+(declare-fun perm_compose (Int Int) Int)  ; the permutation of transposing by p, then by q
+(declare-fun perm_is_identity (Int) Int)  ; 1 when p leaves every dimension in place, else 0

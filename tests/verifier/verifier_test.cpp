@@ -74,10 +74,13 @@ TEST(Prover, ProvesEveryReluRepartitionCombineCandidate) {
   }
 }
 
-TEST(Prover, ProvesEveryScalarMulCandidate) {
-  // The scalar is encoded exactly as a fraction; with EwAdd and the parallel
-  // operators every candidate follows from the axioms.
-  const Ruleset r = candidates("ScalarMul,EwAdd,Repartition,Combine,Replicate,Reduce", 2);
+// Operator sets whose candidates (at 2 operators) the axioms prove in full:
+// ScalarMul's scalar is encoded exactly as a fraction, Transpose's
+// permutation as an integer with helper functions.
+class ProvesEveryCandidate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ProvesEveryCandidate, Of) {
+  const Ruleset r = candidates(GetParam(), 2);
   ASSERT_GT(r.rules.size(), 50u);
   Prover p(load_axioms(default_axioms_dir()));
   for (const Rule& rule : r.rules) {
@@ -85,6 +88,11 @@ TEST(Prover, ProvesEveryScalarMulCandidate) {
     EXPECT_EQ(proof.result, Result::kUnsat) << rule.id << ": " << rule_text(rule) << ": " << proof.reason;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate,
+                         ::testing::Values("ScalarMul,EwAdd,Repartition,Combine,Replicate,Reduce",
+                                           "Transpose,Relu,Repartition,Combine"),
+                         [](const auto& param_info) { return param_info.index == 0 ? std::string("ScalarMul") : "Transpose"; });
 
 // Mutants of proved rules: a changed dimension or degree, swapped operands,
 // an added or dropped parallel operator, a changed activation.

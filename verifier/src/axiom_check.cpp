@@ -65,8 +65,10 @@ std::vector<AxiomCheck> check_axioms(const AxiomSet& set, int attempts, uint64_t
           b[i] = ctx.constant(name.c_str(), T.tensor());
           assignment += name + " = " + s.to_string() + "; ";
         } else {
-          static const int64_t ints[] = {-1, 0, 1, 2};
-          const int64_t v = ints[rng() % 4];
+          // Dimensions, degrees and activations, and permutation codes
+          // (1 followed by the digits) of ranks 2 and 3.
+          static const int64_t ints[] = {-1, 0, 1, 2, -1, 0, 1, 2, 110, 1021, 1102, 1120, 1201, 1210, 101, 1012, 1012, 101};
+          const int64_t v = ints[rng() % (sizeof ints / sizeof ints[0])];
           b[i] = ctx.int_val(v);
           assignment += "i" + std::to_string(i) + " = " + std::to_string(v) + "; ";
         }

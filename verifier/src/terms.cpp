@@ -38,6 +38,7 @@ const std::vector<Encoding>& encodings() {
       {"BatchMatMul", "batch_matmul", 2, {}, 0},
       {"Softmax", "softmax", 1, {"axis"}, 0},
       {"ScalarMul", "scalar_mul", 1, {"scalar"}, 0},
+      {"Transpose", "transpose", 1, {"perm"}, 0},
   };
   return table;
 }
@@ -49,6 +50,26 @@ const Encoding* by_symbol(const std::string& s) {
 }
 
 const std::vector<std::string> kActivations = {"none", "relu"};
+
+// A permutation as one integer: 1 followed by its digits ([2, 0, 1] is 1201).
+int64_t perm_code(const IntList& p) {
+  int64_t c = 1;
+  for (int64_t x : p) c = c * 10 + x;
+  return c;
+}
+std::optional<IntList> perm_of(int64_t code) {
+  IntList p;
+  while (code >= 10) {
+    p.insert(p.begin(), code % 10);
+    code /= 10;
+  }
+  if (code != 1 || p.empty() || p.size() > 9) return std::nullopt;
+  IntList sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return std::nullopt;
+  return p;
+}
 
 // Integer arguments of an encoding: a scalar takes two (numerator, denominator).
 int int_args(const Encoding& e) {
@@ -169,7 +190,9 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
           domain.push_back(ctx_.int_sort());
           continue;
         }
-        if (std::string(a) == "activation") {
+        if (std::string(a) == "perm") {
+          v = perm_code(n.attrs.get_ints("perm"));
+        } else if (std::string(a) == "activation") {
           auto pos = std::find(kActivations.begin(), kActivations.end(), n.attrs.get_string(a));
           if (pos == kActivations.end()) throw Error("activation " + n.attrs.get_string(a) + " has no SMT encoding");
           v = pos - kActivations.begin();
@@ -225,7 +248,11 @@ std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
           }
           continue;
         }
-        if (std::string(enc->ints[k]) == "activation") {
+        if (std::string(enc->ints[k]) == "perm") {
+          const auto perm = perm_of(x);
+          if (!perm) ok = false;
+          else a.set("perm", *perm);
+        } else if (std::string(enc->ints[k]) == "activation") {
           if (x < 0 || x >= static_cast<int64_t>(kActivations.size())) ok = false;
           else a.set("activation", kActivations[static_cast<size_t>(x)]);
         } else {
@@ -344,6 +371,37 @@ std::optional<int64_t> Terms::eval_int(const z3::expr& e, const Bindings& b) {
     }
     case Z3_OP_UNINTERPRETED: {
       const std::string f = e.decl().name().str();
+      if (f == "perm_is_identity") {
+        const auto a0 = arg(0);
+        if (!a0) return std::nullopt;
+        const auto p = perm_of(*a0);
+        if (!p) return std::nullopt;
+        for (size_t i = 0; i < p->size(); ++i)
+          if ((*p)[i] != static_cast<int64_t>(i)) return int64_t{0};
+        return int64_t{1};
+      }
+      if (f == "perm_at" || f == "perm_pos" || f == "perm_compose") {
+        const auto a0 = arg(0), a1 = arg(1);
+        if (!a0 || !a1) return std::nullopt;
+        const auto p = perm_of(*a0);
+        if (!p) return std::nullopt;
+        const auto n = static_cast<int64_t>(p->size());
+        if (f == "perm_at") {
+          if (*a1 < 0 || *a1 >= n) return std::nullopt;
+          return (*p)[static_cast<size_t>(*a1)];
+        }
+        if (f == "perm_pos") {
+          if (*a1 == -1) return int64_t{-1};  // the replica axis stays where it is
+          for (int64_t i = 0; i < n; ++i)
+            if ((*p)[static_cast<size_t>(i)] == *a1) return i;
+          return std::nullopt;
+        }
+        const auto q = perm_of(*a1);  // transpose by p, then by q
+        if (!q || q->size() != p->size()) return std::nullopt;
+        IntList c(p->size());
+        for (size_t i = 0; i < c.size(); ++i) c[i] = (*p)[static_cast<size_t>((*q)[i])];
+        return perm_code(c);
+      }
       if (f != "rep" && f != "deg" && f != "rank" && f != "extent") return std::nullopt;
       const auto t = instantiate(e.arg(0), b);
       if (!t) return std::nullopt;
@@ -445,6 +503,8 @@ Graph Terms::to_graph(const std::vector<z3::expr>& terms, std::vector<TensorRef>
           a.set("scalar", static_cast<double>(x) / static_cast<double>(den));
         } else if (std::string(enc->ints[k]) == "activation") {
           a.set("activation", kActivations.at(static_cast<size_t>(x)));
+        } else if (std::string(enc->ints[k]) == "perm") {
+          a.set("perm", perm_of(x).value());
         } else {
           a.set(enc->ints[k], x);
         }
