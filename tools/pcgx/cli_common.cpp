@@ -25,6 +25,16 @@ Graph load_model(const std::string& model, const std::vector<std::string>& sets)
   return load_graph(model);
 }
 
+LegacyDims parse_dims(const std::string& s) {
+  if (s == "reversed") return LegacyDims::kReversed;
+  if (s == "forward") return LegacyDims::kForward;
+  throw Error("--dims " + s + ": expected reversed or forward");
+}
+
+void check_format(const std::string& f) {
+  if (f != "pcgx" && f != "flexflow") throw Error("--format " + f + ": expected pcgx or flexflow");
+}
+
 int64_t parse_int(const std::string& text, const std::string& what) {
   size_t used = 0;
   int64_t v = 0;

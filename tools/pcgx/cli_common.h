@@ -7,12 +7,18 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/zoo.h"
+#include "pcgx/rulesets/legacy_flexflow.h"
 
 namespace pcgx::cli {
 
 // A zoo name ("bert-large") or a graph JSON file; `sets` are "key=value"
 // size overrides, only valid for zoo models.
 Graph load_model(const std::string& model, const std::vector<std::string>& sets);
+
+// --dims for the legacy format ("forward" or "reversed") and --format
+// ("pcgx" or "flexflow"); errors name the option.
+LegacyDims parse_dims(const std::string& s);
+void check_format(const std::string& f);
 
 // Parses a whole string as an integer; `what` names it in the error.
 int64_t parse_int(const std::string& text, const std::string& what);

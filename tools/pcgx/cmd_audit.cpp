@@ -27,8 +27,8 @@ void add_audit_command(CLI::App& app) {
   cmd->add_option("--threads", threads, "worker threads (default: every core)");
   cmd->add_flag("--list", list, "print every rule's verdict");
   cmd->callback([] {
-    if (format != "pcgx" && format != "flexflow") throw Error("--format " + format + ": expected pcgx or flexflow");
-    if (dims != "forward" && dims != "reversed") throw Error("--dims " + dims + ": expected forward or reversed");
+    check_format(format);
+    const LegacyDims legacy_dims = parse_dims(dims);
     const verify::AxiomSet axioms = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
     auto progress = [](size_t n, size_t total) { std::cerr << "auditing: " << n << "/" << total << "\n"; };
     std::map<std::string, int> tally;
@@ -55,7 +55,7 @@ void add_audit_command(CLI::App& app) {
         }
       }
     } else {
-      const LegacyImport li = import_flexflow(read_text_file(file), file, dims == "forward" ? LegacyDims::kForward : LegacyDims::kReversed);
+      const LegacyImport li = import_flexflow(read_text_file(file), file, legacy_dims);
       const auto verdicts = verify::prove_all(li.rules.rules, axioms, verify::ProverOptions{timeout_ms}, threads, progress);
       for (const LegacyRule& lr : li.legacy) {
         std::string verdict, detail;

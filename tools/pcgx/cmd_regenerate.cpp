@@ -48,28 +48,13 @@ void add_regenerate_command(CLI::App& app) {
                                             [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });
     const double gen_s = std::chrono::duration<double>(t1 - t0).count();
     const double ver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    Ruleset r = cands;
-    r.kind = kRulesetKind;
+    verify::ProvedSet result = verify::collect_proved(cands, verdicts, axioms);
+    if (result.refuted)
+      throw Error(std::to_string(result.refuted) +
+                  " rules were proved but refuted by evaluation: an axiom is wrong (run `pcgx axioms check`)");
+    Ruleset& r = result.ruleset;
     r.version = version;
-    r.axioms_hash = axioms.hash;
-    r.rules.clear();
-    std::string unproved;
-    size_t refuted = 0;
-    for (size_t i = 0; i < cands.rules.size(); ++i) {
-      const auto& v = verdicts[i];
-      if (v.proof.result == verify::Result::kUnsat && v.check.holds) {
-        Rule rule = cands.rules[i];
-        rule.proof = ProofRecord{"proved", v.proof.seconds, v.proof.axioms, ""};
-        r.rules.push_back(std::move(rule));
-      } else {
-        refuted += v.proof.result == verify::Result::kUnsat;
-        unproved += cands.rules[i].id + ": " + std::string(verify::to_string(v.proof.result)) + ": " +
-                    (v.proof.result == verify::Result::kUnsat ? "refuted by evaluation: " + v.check.counterexample : v.proof.reason) + "\n";
-      }
-    }
-    if (refuted) throw Error(std::to_string(refuted) + " rules were proved but refuted by evaluation: an axiom is wrong (run `pcgx axioms check`)");
-    r.stats.push_back({"candidates", static_cast<double>(cands.rules.size())});
-    r.stats.push_back({"proved", static_cast<double>(r.rules.size())});
+    const std::string& unproved = result.unproved;
     const std::string base = opset + "-v" + std::to_string(version);
     const fs::path path = fs::path(out_dir) / (base + ".json");
     save_ruleset(r, path.string());

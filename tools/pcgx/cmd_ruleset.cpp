@@ -15,16 +15,6 @@
 namespace pcgx::cli {
 namespace {
 
-LegacyDims parse_dims(const std::string& s) {
-  if (s == "reversed") return LegacyDims::kReversed;
-  if (s == "forward") return LegacyDims::kForward;
-  throw Error("--dims " + s + ": expected reversed or forward");
-}
-
-void check_format(const std::string& f) {
-  if (f != "pcgx" && f != "flexflow") throw Error("--format " + f + ": expected pcgx or flexflow");
-}
-
 // A ruleset in either format (legacy rules that pcgx cannot express are
 // reported through `legacy`).
 Ruleset load_any(const std::string& path, const std::string& format, const std::string& dims, LegacyImport* legacy = nullptr) {

@@ -59,30 +59,10 @@ void add_verify_command(CLI::App& app) {
     const auto start = std::chrono::steady_clock::now();
     const auto verdicts = verify::prove_all(in.rules, set, verify::ProverOptions{timeout_ms}, threads,
                                             [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });
-    Ruleset outset = in;
-    outset.kind = kRulesetKind;
-    outset.axioms_hash = set.hash;
-    outset.rules.clear();
-    std::map<std::string, int> tally;
-    std::string unproved;
-    for (size_t i = 0; i < in.rules.size(); ++i) {
-      const auto& p = verdicts[i].proof;
-      const auto& check = verdicts[i].check;
-      std::string verdict(verify::to_string(p.result));
-      if (p.result == verify::Result::kUnsat && !check.holds) {
-        verdict = "proved but refuted by evaluation";
-        unproved += in.rules[i].id + ": PROVED BUT REFUTED (an axiom is wrong): " + check.counterexample + "\n";
-      } else if (p.result == verify::Result::kUnsat) {
-        Rule r = in.rules[i];
-        r.proof = ProofRecord{"proved", p.seconds, p.axioms, ""};
-        outset.rules.push_back(std::move(r));
-      } else {
-        unproved += in.rules[i].id + ": " + verdict + ": " + p.reason + "\n    " + rule_text(in.rules[i]) + "\n";
-      }
-      ++tally[verdict];
-    }
-    outset.stats.push_back({"candidates", static_cast<double>(in.rules.size())});
-    outset.stats.push_back({"proved", static_cast<double>(outset.rules.size())});
+    const verify::ProvedSet result = verify::collect_proved(in, verdicts, set);
+    const Ruleset& outset = result.ruleset;
+    const std::string& unproved = result.unproved;
+    const auto& tally = result.tally;
     save_ruleset(outset, out);
     const std::string report_path = report.empty() ? out + ".unproved.txt" : report;
     write_text_file_atomic(report_path, unproved);
@@ -90,7 +70,7 @@ void add_verify_command(CLI::App& app) {
     for (const auto& [k, v] : tally) std::cout << "  " << std::left << std::setw(36) << k << v << "\n";
     std::cout << std::fixed << std::setprecision(1) << "verified " << in.rules.size() << " candidates in " << secs << " s; wrote "
               << out << " (" << outset.rules.size() << " rules) and " << report_path << "\n";
-    if (tally.count("proved but refuted by evaluation")) throw CLI::RuntimeError(1);
+    if (result.refuted) throw CLI::RuntimeError(1);
   });
 }
 

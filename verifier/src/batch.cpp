@@ -9,6 +9,8 @@
 #include <memory>
 #include <mutex>
 
+#include "pcgx/rulesets/rule_form.h"
+
 namespace pcgx::verify {
 
 std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& axioms, ProverOptions options,
@@ -34,6 +36,34 @@ std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& a
       }
     });
   });
+  return out;
+}
+
+ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& verdicts, const AxiomSet& axioms) {
+  ProvedSet out;
+  out.ruleset = candidates;
+  out.ruleset.kind = kRulesetKind;
+  out.ruleset.axioms_hash = axioms.hash;
+  out.ruleset.rules.clear();
+  for (size_t i = 0; i < candidates.rules.size(); ++i) {
+    const Rule& rule = candidates.rules[i];
+    const Proof& p = verdicts[i].proof;
+    std::string verdict(to_string(p.result));
+    if (p.result == Result::kUnsat && !verdicts[i].check.holds) {
+      verdict = "proved but refuted by evaluation";
+      ++out.refuted;
+      out.unproved += rule.id + ": PROVED BUT REFUTED (an axiom is wrong): " + verdicts[i].check.counterexample + "\n";
+    } else if (p.result == Result::kUnsat) {
+      Rule r = rule;
+      r.proof = ProofRecord{"proved", p.seconds, p.axioms, ""};
+      out.ruleset.rules.push_back(std::move(r));
+    } else {
+      out.unproved += rule.id + ": " + verdict + ": " + p.reason + "\n    " + rule_text(rule) + "\n";
+    }
+    ++out.tally[verdict];
+  }
+  out.ruleset.stats.push_back({"candidates", static_cast<double>(candidates.rules.size())});
+  out.ruleset.stats.push_back({"proved", static_cast<double>(out.ruleset.rules.size())});
   return out;
 }
 

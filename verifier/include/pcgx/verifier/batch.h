@@ -4,6 +4,8 @@
 // evaluated on fresh inputs, at its own shapes and at two and three times
 // them, so a wrong axiom shows up as a proved rule that evaluation refutes.
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "pcgx/rulesets/numeric_check.h"
@@ -19,5 +21,17 @@ struct Verdict {
 // `progress(done, total)` is called about once a second.
 std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& axioms, ProverOptions options,
                                int threads, const std::function<void(size_t, size_t)>& progress = nullptr);
+
+// What proving a candidates file yields: the proved rules as a ruleset (kind
+// pcgx.ruleset, with proof records and the axiom hash), a report of the
+// others with their reasons, and counts per verdict. `refuted` counts rules
+// proved but refuted by evaluation: a wrong axiom.
+struct ProvedSet {
+  Ruleset ruleset;
+  std::string unproved;
+  std::map<std::string, int> tally;
+  size_t refuted = 0;
+};
+ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& verdicts, const AxiomSet& axioms);
 
 }  // namespace pcgx::verify
