@@ -2,7 +2,7 @@
 ;
 ; Tensors are an uninterpreted sort. An operator is a function whose tensor
 ; arguments come first and whose attributes follow as integers (see
-; verifier/include/pcgx/verifier/encoding.h for the table). The shape
+; verifier/src/encoding.h for the table and the attribute codes). The shape
 ; functions below appear only in preconditions: when an axiom is
 ; instantiated, pcgx evaluates them from its own shape and degree inference,
 ; and an instance whose precondition is false, or one of whose sides is not a
@@ -12,6 +12,7 @@
 (declare-fun deg (Tensor Int) Int)      ; degree of a dimension
 (declare-fun rank (Tensor) Int)         ; number of dimensions
 (declare-fun extent (Tensor Int) Int)   ; size of a dimension; axis -1: the replica degree
+(declare-fun deg_after (Tensor Int) Int) ; product of the degrees of the dimensions after d
 
 (declare-fun repartition (Tensor Int Int) Tensor)  ; x, dim, degree
 (declare-fun combine (Tensor Int Int) Tensor)      ; x, dim, degree
@@ -34,3 +35,23 @@
 (declare-fun perm_pos (Int Int) Int)      ; the d with p[d] = a (-1 stays -1, the replica axis)
 (declare-fun perm_compose (Int Int) Int)  ; the permutation of transposing by p, then by q
 (declare-fun perm_is_identity (Int) Int)  ; 1 when p leaves every dimension in place, else 0
+(declare-fun all_reduce (Tensor Int) Tensor)        ; x, degree
+(declare-fun gelu (Tensor) Tensor)
+(declare-fun sigmoid (Tensor) Tensor)
+(declare-fun tanh (Tensor) Tensor)
+(declare-fun dropout (Tensor Int Int) Tensor)        ; x, rate (IEEE-754 bits), seed
+(declare-fun reshape (Tensor Int) Tensor)            ; x, shape as 1 then 4 digits per size ([16,4] is 100160004)
+(declare-fun layer_norm (Tensor Int) Tensor)         ; x, eps (bits); no affine parameters
+(declare-fun layer_norm_affine (Tensor Tensor Tensor Int) Tensor)  ; x, gamma, beta, eps (bits)
+(declare-fun batch_norm (Tensor Tensor Tensor Int) Tensor)         ; x, gamma, beta, eps (bits)
+(declare-fun embedding (Tensor Tensor) Tensor)       ; indices, table[rows, columns]
+(declare-fun embedding_bag (Tensor Tensor) Tensor)   ; indices[batch, bag], table
+; x[N,C,H,W], w[O,C/groups,kh,kw], stride_h, stride_w, pad_h, pad_w, groups, activation; no bias
+(declare-fun conv2d (Tensor Tensor Int Int Int Int Int Int) Tensor)
+; x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, mode (0 max, 1 avg)
+(declare-fun pool2d (Tensor Int Int Int Int Int Int Int) Tensor)
+(declare-fun softmax_cross_entropy (Tensor Tensor) Tensor)  ; logits, labels
+(declare-fun mse_loss (Tensor Tensor) Tensor)               ; prediction, target
+; Reshape helpers, evaluated by pcgx:
+(declare-fun shape_at (Int Int) Int)               ; size i of a shape code
+(declare-fun reshape_keeps (Tensor Int Int) Int)   ; 1 when reshaping x to the shape keeps dimensions 0..d-1 (so d can be split)

@@ -65,7 +65,7 @@ NumericCheck check_numerically(const Rule& r, int trials) {
 
 namespace {
 
-Graph rescale_graph(const Graph& g, int64_t factor) {
+Graph rescale_graph(const Graph& g, int64_t factor, int64_t degree_from = 0, int64_t degree_to = 0) {
   Graph out(g.name());
   std::vector<NodeId> map;
   for (const Node& n : g.nodes()) {
@@ -75,12 +75,23 @@ Graph rescale_graph(const Graph& g, int64_t factor) {
       for (auto& x : shape) x *= factor;
       a.set("shape", shape);
       if (a.has("index_range") && a.get_int("index_range") > 0) a.set("index_range", a.get_int("index_range") * factor);
+      if (degree_from > 0) {
+        IntList degrees = a.get_ints("degrees");
+        for (auto& d : degrees) d = d == degree_from ? degree_to : d;
+        a.set("degrees", degrees);
+        if (a.get_int("replica") == degree_from) a.set("replica", degree_to);
+      }
     } else if (n.op->name == "Split" && a.get_int("axis") >= 0) {
       IntList sizes = a.get_ints("sizes");
       for (auto& x : sizes) x *= factor;
       a.set("sizes", sizes);
     } else if (n.op->name == "Reshape") {
       throw Error("a Reshape's target shape cannot be rescaled");
+    }
+    if (degree_from > 0) {
+      if ((n.op->name == "Concat" || n.op->name == "Split") && a.get_int("axis") < 0)
+        throw Error("a replica-axis Concat or Split fixes its replica degrees");
+      if (n.op->op_class == OpClass::kParallel && a.get_int("degree") == degree_from) a.set("degree", degree_to);
     }
     std::vector<TensorRef> ins;
     for (const TensorRef& t : n.inputs) ins.push_back({map[static_cast<size_t>(t.node)], t.output});
@@ -96,9 +107,18 @@ Rule rescale(const Rule& r, int64_t factor) {
   return {r.id, rescale_graph(r.source, factor), rescale_graph(r.target, factor), r.output_map, r.proof};
 }
 
+Rule regrade(const Rule& r, int64_t from, int64_t to) {
+  return {r.id, rescale_graph(r.source, to, from, to), rescale_graph(r.target, to, from, to), r.output_map, r.proof};
+}
+
 NumericCheck check_at_other_shapes(const Rule& r, int trials) {
   NumericCheck c = check_numerically(r, trials);
   if (!c.holds) return c;
+  DegreeCheck at_degree_4 = DegreeCheck::kNotApplicable;
+  try {
+    at_degree_4 = check_numerically(regrade(r, 2, 4), trials).holds ? DegreeCheck::kHolds : DegreeCheck::kDegreeSpecific;
+  } catch (const Error&) {
+  }
   for (int64_t factor : {2, 3}) {
     Rule scaled;
     try {
@@ -112,6 +132,7 @@ NumericCheck check_at_other_shapes(const Rule& r, int trials) {
       return c;
     }
   }
+  c.at_degree_4 = at_degree_4;
   return c;
 }
 

@@ -35,8 +35,7 @@ json to_value(const Ruleset& r) {
     for (const auto& [a, b] : rule.output_map) map.push_back(json::array({a, b}));
     j["output_map"] = map;
     if (rule.proof) {
-      // No solver time here: the file must be the same on every run.
-      j["proof"] = {{"result", rule.proof->result}, {"axioms", rule.proof->axioms}};
+      j["proof"] = {{"result", rule.proof->result}, {"seconds", rule.proof->seconds}, {"axioms", rule.proof->axioms}};
       if (!rule.proof->note.empty()) j["proof"]["note"] = rule.proof->note;
     }
     rules.push_back(std::move(j));
@@ -45,7 +44,14 @@ json to_value(const Ruleset& r) {
   return root;
 }
 
-std::string content_hash(const json& without_hash) { return sha256_hex(without_hash.dump()); }
+// The hash covers everything but the solver times, which differ from run to
+// run: a regenerated ruleset has the same hash when it has the same rules.
+std::string content_hash(json without_hash) {
+  if (auto rules = without_hash.find("rules"); rules != without_hash.end() && rules->is_array())
+    for (auto& rule : *rules)
+      if (auto p = rule.find("proof"); p != rule.end() && p->is_object()) p->erase("seconds");
+  return sha256_hex(without_hash.dump());
+}
 
 [[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& reason) {
   throw FileError(source, field, reason);

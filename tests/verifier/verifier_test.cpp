@@ -28,20 +28,39 @@ TEST(Axioms, TheShippedAxiomsHoldOnRandomInstances) {
   }
 }
 
-TEST(Axioms, APlantedWrongAxiomIsCaught) {
+// Each planted axiom is false; the check must find a counterexample.
+class PlantedWrongAxiom : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PlantedWrongAxiom, IsCaught) {
   const fs::path dir = fs::temp_directory_path() / ("pcgx_axioms_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   fs::copy_file(fs::path(default_axioms_dir()) / "prelude.smt2", dir / "prelude.smt2", fs::copy_options::overwrite_existing);
-  // Relu does not commute with Reduce: relu(a + b) != relu(a) + relu(b).
-  std::ofstream(dir / "wrong.smt2")
-      << "(assert (! (forall ((x Tensor) (k Int)) (= (relu (reduce x k)) (reduce (relu x) k))) :named relu_reduce_wrong))\n";
+  std::ofstream(dir / "wrong.smt2") << GetParam() << "\n";
   const auto rows = check_axioms(load_axioms(dir.string()), 30, 5);
+  fs::remove_all(dir);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_GT(rows[0].legal, 0);
   EXPECT_GT(rows[0].mismatches, 0);
   EXPECT_FALSE(rows[0].counterexample.empty());
-  fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Axioms, PlantedWrongAxiom,
+    ::testing::Values(
+        // Relu does not commute with Reduce: relu(a + b) != relu(a) + relu(b).
+        "(assert (! (forall ((x Tensor) (k Int)) (= (relu (reduce x k)) (reduce (relu x) k))) :named relu_reduce_wrong))",
+        // A table split by rows gives partial sums: without the Reduce it is wrong.
+        "(assert (! (forall ((i Tensor) (t Tensor) (k Int)) (=> (and (= (rep i) 1) (= (rep t) 1)) (= (replicate (embedding i t) k) "
+        "(embedding (replicate i k) (repartition t 0 k))))) :named embedding_rows_wrong))",
+        // Reduce sums consecutive slots: the reduced shares must come from the last split dimension.
+        "(assert (! (forall ((x Tensor) (y Tensor) (d Int) (k Int)) (= (mse_loss (combine x d k) (combine y d k)) "
+        "(reduce (mse_loss x y) k))) :named mse_any_dimension_wrong))",
+        // Dropout's mask follows the element index: Concat moves it.
+        "(assert (! (forall ((x Tensor) (y Tensor) (r Int) (s Int)) (=> (distinct r 0) (= (dropout (concat x y 0) r s) "
+        "(concat (dropout x r s) (dropout y r s) 0)))) :named dropout_concat_wrong))",
+        // LayerNorm normalizes the whole last dimension: halves normalize differently.
+        "(assert (! (forall ((x Tensor) (y Tensor) (e Int)) (= (layer_norm (concat x y (- (rank x) 1)) e) "
+        "(concat (layer_norm x e) (layer_norm y e) (- (rank x) 1)))) :named layer_norm_concat_last_wrong))"));
 
 TEST(Axioms, LoadingReportsProblems) {
   EXPECT_THROW(load_axioms("/nonexistent/axioms"), Error);
@@ -89,10 +108,22 @@ TEST_P(ProvesEveryCandidate, Of) {
   }
 }
 
+// Every compute operator's parallel forms, one family at a time.
 INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate,
                          ::testing::Values("ScalarMul,EwAdd,Repartition,Combine,Replicate,Reduce",
-                                           "Transpose,Relu,Repartition,Combine"),
-                         [](const auto& param_info) { return param_info.index == 0 ? std::string("ScalarMul") : "Transpose"; });
+                                           "Transpose,Relu,Repartition,Combine",
+                                           "Gelu,Sigmoid,Tanh,Repartition,Combine,Replicate",
+                                           "Dropout,Repartition,Combine,Replicate,Reduce",
+                                           "LayerNorm,Repartition,Combine,Replicate",
+                                           "BatchNorm,Repartition,Combine",
+                                           "Embedding,Repartition,Combine,Replicate,Reduce",
+                                           "EmbeddingBag,Repartition,Combine,Replicate,Reduce",
+                                           "Pool2D(kernel_h=2,kernel_w=2),Repartition,Combine,Replicate",
+                                           "SoftmaxCrossEntropy,Repartition,Combine,Reduce"),
+                         [](const auto& info) {
+                           std::string name = info.param.substr(0, info.param.find_first_of(",("));
+                           return name;
+                         });
 
 // Mutants of proved rules: a changed dimension or degree, swapped operands,
 // an added or dropped parallel operator, a changed activation.

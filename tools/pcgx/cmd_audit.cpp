@@ -51,9 +51,13 @@ void add_audit_command(CLI::App& app) {
           std::cout << "FAIL " << r.rules[i].id << ": " << verdict << ": "
                     << (v.check.holds ? v.proof.reason : v.check.counterexample) << "\n    " << rule_text(r.rules[i]) << "\n";
         } else if (list) {
-          std::cout << "ok   " << r.rules[i].id << " (" << v.proof.axioms.size() << " axioms)\n";
+          const auto d = v.check.at_degree_4;
+          std::cout << "ok   " << r.rules[i].id << " (" << v.proof.axioms.size() << " axioms"
+                    << (d == DegreeCheck::kHolds ? "; holds at degree 4" : d == DegreeCheck::kDegreeSpecific ? "; degree-specific" : "")
+                    << ")  " << rule_text(r.rules[i]) << "\n";
         }
       }
+      std::cout << "cross-check " << verify::to_string(verify::tally_degrees(verdicts)) << "\n";
     } else {
       const LegacyImport li = import_flexflow(read_text_file(file), file, legacy_dims);
       const auto verdicts = verify::prove_all(li.rules.rules, axioms, verify::ProverOptions{timeout_ms}, threads, progress);

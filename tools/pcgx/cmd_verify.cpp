@@ -68,6 +68,7 @@ void add_verify_command(CLI::App& app) {
     write_text_file_atomic(report_path, unproved);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const auto& [k, v] : tally) std::cout << "  " << std::left << std::setw(36) << k << v << "\n";
+    std::cout << "cross-check of the proved rules " << verify::to_string(verify::tally_degrees(verdicts)) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "verified " << in.rules.size() << " candidates in " << secs << " s; wrote "
               << out << " (" << outset.rules.size() << " rules) and " << report_path << "\n";
     if (result.refuted) throw CLI::RuntimeError(1);

@@ -64,7 +64,30 @@ ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& 
   }
   out.ruleset.stats.push_back({"candidates", static_cast<double>(candidates.rules.size())});
   out.ruleset.stats.push_back({"proved", static_cast<double>(out.ruleset.rules.size())});
+  const DegreeTally d = tally_degrees(verdicts);
+  out.ruleset.stats.push_back({"proved_holding_at_degree_4", static_cast<double>(d.holds)});
+  out.ruleset.stats.push_back({"proved_degree_specific", static_cast<double>(d.specific)});
   return out;
+}
+
+DegreeTally tally_degrees(const std::vector<Verdict>& verdicts) {
+  DegreeTally t;
+  for (const Verdict& v : verdicts) {
+    if (v.proof.result != Result::kUnsat || !v.check.holds) continue;
+    switch (v.check.at_degree_4) {
+      case DegreeCheck::kHolds: ++t.holds; break;
+      case DegreeCheck::kDegreeSpecific: ++t.specific; break;
+      case DegreeCheck::kNotApplicable: ++t.not_applicable; break;
+      case DegreeCheck::kNotRun: break;
+    }
+  }
+  return t;
+}
+
+std::string to_string(const DegreeTally& t) {
+  return "with every degree 2 made 4 (at 4x the shapes): " + std::to_string(t.holds) + " still hold, " +
+         std::to_string(t.specific) + " are degree-specific, " + std::to_string(t.not_applicable) +
+         " cannot be regraded (replica-axis Concat/Split, Reshape, or not legal)";
 }
 
 }  // namespace pcgx::verify

@@ -1,5 +1,7 @@
 #include "terms.h"
 
+#include "encoding.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -10,83 +12,6 @@
 
 namespace pcgx::verify {
 namespace {
-
-// The operator table: pcgx operator <-> SMT function symbol. Tensor
-// arguments first, then attributes as integers.
-struct Encoding {
-  const char* op;
-  const char* symbol;
-  int tensors;
-  std::vector<const char*> ints;
-  int output;
-};
-
-const std::vector<Encoding>& encodings() {
-  static const std::vector<Encoding> table = {
-      {"Repartition", "repartition", 1, {"dim", "degree"}, 0},
-      {"Combine", "combine", 1, {"dim", "degree"}, 0},
-      {"Replicate", "replicate", 1, {"degree"}, 0},
-      {"Reduce", "reduce", 1, {"degree"}, 0},
-      {"Relu", "relu", 1, {}, 0},
-      {"EwAdd", "ew_add", 2, {}, 0},
-      {"EwMul", "ew_mul", 2, {}, 0},
-      {"Linear", "linear", 2, {"activation"}, 0},
-      {"Concat", "concat", 2, {"axis"}, 0},
-      {"Split", "split0", 1, {"axis"}, 0},
-      {"Split", "split1", 1, {"axis"}, 1},
-      {"MatMul", "matmul", 2, {}, 0},
-      {"BatchMatMul", "batch_matmul", 2, {}, 0},
-      {"Softmax", "softmax", 1, {"axis"}, 0},
-      {"ScalarMul", "scalar_mul", 1, {"scalar"}, 0},
-      {"Transpose", "transpose", 1, {"perm"}, 0},
-  };
-  return table;
-}
-
-const Encoding* by_symbol(const std::string& s) {
-  for (const auto& e : encodings())
-    if (s == e.symbol) return &e;
-  return nullptr;
-}
-
-const std::vector<std::string> kActivations = {"none", "relu"};
-
-// A permutation as one integer: 1 followed by its digits ([2, 0, 1] is 1201).
-int64_t perm_code(const IntList& p) {
-  int64_t c = 1;
-  for (int64_t x : p) c = c * 10 + x;
-  return c;
-}
-std::optional<IntList> perm_of(int64_t code) {
-  IntList p;
-  while (code >= 10) {
-    p.insert(p.begin(), code % 10);
-    code /= 10;
-  }
-  if (code != 1 || p.empty() || p.size() > 9) return std::nullopt;
-  IntList sorted = p;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != static_cast<int64_t>(i)) return std::nullopt;
-  return p;
-}
-
-// Integer arguments of an encoding: a scalar takes two (numerator, denominator).
-int int_args(const Encoding& e) {
-  int n = 0;
-  for (const char* a : e.ints) n += std::string(a) == "scalar" ? 2 : 1;
-  return n;
-}
-
-// d == num / den exactly, with den a power of two (every finite double is).
-std::pair<int64_t, int64_t> exact_fraction(double d) {
-  int64_t den = 1;
-  while (d != std::floor(d) && den < (int64_t{1} << 40)) d *= 2, den *= 2;
-  if (d != std::floor(d) || std::fabs(d) > 9e15) throw Error("scalar has no exact small fraction");
-  auto num = static_cast<int64_t>(d);
-  while (num % 2 == 0 && den > 1) num /= 2, den /= 2;
-  return {num, den};
-}
 
 bool is_var(const z3::expr& e) { return Z3_get_ast_kind(e.ctx(), e) == Z3_VAR_AST; }
 unsigned var_index(const z3::expr& e) { return Z3_get_index_value(e.ctx(), e); }
@@ -161,15 +86,11 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
     std::optional<z3::expr> e;
     if (n.op->op_class == OpClass::kSource) {
       inputs_[n.name] = n.outputs[0];
+      if (n.attrs.has("index_range")) index_ranges_[n.name] = n.attrs.get_int("index_range");
       e = ctx_.constant(n.name.c_str(), tensor_);
     } else {
-      const Encoding* enc = nullptr;
-      for (const auto& c : encodings())
-        if (n.op->name == c.op && c.output == t.output) enc = &c;
-      if (!enc || static_cast<int>(n.inputs.size()) != enc->tensors)
-        throw Error("operator " + n.op->name + " has no SMT encoding");
-      if (n.op->name == "Linear" && n.attrs.get_bool("use_bias")) throw Error("Linear with a bias has no SMT encoding");
-      if (n.op->name == "Softmax" && n.attrs.get_bool("causal")) throw Error("a causal Softmax has no SMT encoding");
+      const Encoding* enc = encoding_for(n.op->name, n.attrs, t.output, static_cast<int>(n.inputs.size()));
+      if (!enc) throw Error("operator " + n.op->name + " with these attributes has no SMT encoding");
       if (n.op->name == "Split") {
         const IntList& s = n.attrs.get_ints("sizes");
         if (s.size() != 2 || s[0] != s[1]) throw Error("Split into other than two halves has no SMT encoding");
@@ -180,27 +101,7 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
         args.push_back(term(in));
         domain.push_back(tensor_);
       }
-      for (const char* a : enc->ints) {
-        int64_t v = 0;
-        if (std::string(a) == "scalar") {
-          const auto [num, den] = exact_fraction(n.attrs.get_float("scalar"));
-          args.push_back(ctx_.int_val(num));
-          domain.push_back(ctx_.int_sort());
-          args.push_back(ctx_.int_val(den));
-          domain.push_back(ctx_.int_sort());
-          continue;
-        }
-        if (std::string(a) == "perm") {
-          v = perm_code(n.attrs.get_ints("perm"));
-        } else if (std::string(a) == "activation") {
-          auto pos = std::find(kActivations.begin(), kActivations.end(), n.attrs.get_string(a));
-          if (pos == kActivations.end()) throw Error("activation " + n.attrs.get_string(a) + " has no SMT encoding");
-          v = pos - kActivations.begin();
-        } else {
-          v = n.attrs.get_int(a);
-          // A softmax axis counts from the end when negative: encode it from the front.
-          if (n.op->name == "Softmax" && v < 0) v += g.shape(n.inputs[0]).rank();
-        }
+      for (int64_t v : encode_attrs(*enc, n.attrs, g.shape(n.inputs[0]).rank())) {
         args.push_back(ctx_.int_val(v));
         domain.push_back(ctx_.int_sort());
       }
@@ -222,54 +123,33 @@ std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
     auto in = inputs_.find(t.decl().name().str());
     if (in != inputs_.end()) result = in->second;
   } else if (t.is_app()) {
-    const Encoding* enc = by_symbol(t.decl().name().str());
+    const Encoding* enc = encoding_by_symbol(t.decl().name().str());
     if (enc && static_cast<int>(t.num_args()) == enc->tensors + int_args(*enc)) {
       std::vector<ParallelTensorShape> ins;
+      std::vector<int64_t> ints;
       bool ok = true;
       for (int i = 0; i < enc->tensors && ok; ++i) {
         auto s = shape(t.arg(static_cast<unsigned>(i)));
         ok = s.has_value();
         if (ok) ins.push_back(*s);
       }
-      Attributes a;
-      for (size_t k = 0; k < enc->ints.size() && ok; ++k) {
-        const z3::expr v = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k));
-        if (!v.is_numeral()) {
-          ok = false;
-          break;
-        }
-        const int64_t x = v.get_numeral_int64();
-        if (std::string(enc->ints[k]) == "scalar") {
-          const z3::expr den = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k) + 1);
-          if (!den.is_numeral() || den.get_numeral_int64() <= 0) {
-            ok = false;
-          } else {
-            a.set("scalar", static_cast<double>(x) / static_cast<double>(den.get_numeral_int64()));
-          }
-          continue;
-        }
-        if (std::string(enc->ints[k]) == "perm") {
-          const auto perm = perm_of(x);
-          if (!perm) ok = false;
-          else a.set("perm", *perm);
-        } else if (std::string(enc->ints[k]) == "activation") {
-          if (x < 0 || x >= static_cast<int64_t>(kActivations.size())) ok = false;
-          else a.set("activation", kActivations[static_cast<size_t>(x)]);
-        } else {
-          a.set(enc->ints[k], x);
-        }
+      for (unsigned k = static_cast<unsigned>(enc->tensors); k < t.num_args() && ok; ++k) {
+        ok = t.arg(k).is_numeral();
+        if (ok) ints.push_back(t.arg(k).get_numeral_int64());
       }
-      if (ok && std::string(enc->op) == "Split") {
-        const int64_t axis = a.get_int("axis");
+      std::optional<Attributes> a;
+      if (ok) a = decode_attrs(*enc, ints);
+      if (a && std::string(enc->op) == "Split") {
+        const int64_t axis = a->get_int("axis");
         const auto& s = ins[0];
         const int64_t extent = axis < 0 ? s.replica : (axis < s.rank() ? s.dims[static_cast<size_t>(axis)].size : 0);
-        if (extent < 2 || extent % 2) ok = false;
-        else a.set("sizes", IntList{extent / 2, extent / 2});
+        if (extent < 2 || extent % 2) a.reset();
+        else a->set("sizes", IntList{extent / 2, extent / 2});
       }
-      if (ok) {
+      if (a) {
         try {
           const OpDef& op = OpRegistry::global().get(enc->op);
-          const auto outs = infer_output_shapes(op, normalize_attributes(op.attrs, a, enc->op), ins, enc->op);
+          const auto outs = infer_output_shapes(op, normalize_attributes(op.attrs, *a, enc->op), ins, enc->op);
           result = outs.at(static_cast<size_t>(enc->output));
         } catch (const Error&) {
         }
@@ -402,7 +282,27 @@ std::optional<int64_t> Terms::eval_int(const z3::expr& e, const Bindings& b) {
         for (size_t i = 0; i < c.size(); ++i) c[i] = (*p)[static_cast<size_t>((*q)[i])];
         return perm_code(c);
       }
-      if (f != "rep" && f != "deg" && f != "rank" && f != "extent") return std::nullopt;
+      if (f == "shape_at") {
+        const auto a0 = arg(0), a1 = arg(1);
+        if (!a0 || !a1) return std::nullopt;
+        const auto s = shape_of(*a0);
+        if (!s || *a1 < 0 || *a1 >= static_cast<int64_t>(s->size())) return std::nullopt;
+        return (*s)[static_cast<size_t>(*a1)];
+      }
+      if (f == "reshape_keeps") {
+        // 1 when Reshape to shape code a1 can split dimension a2 of x: the
+        // sizes before it agree (Reshape's degree inference).
+        const auto t = instantiate(e.arg(0), b);
+        const auto a1 = arg(1), a2 = arg(2);
+        if (!t || !a1 || !a2) return std::nullopt;
+        const auto s = shape(*t);
+        const auto out = shape_of(*a1);
+        if (!s || !out || *a2 < 0 || *a2 >= s->rank() || *a2 >= static_cast<int64_t>(out->size())) return std::nullopt;
+        for (int64_t j = 0; j < *a2; ++j)
+          if (s->dims[static_cast<size_t>(j)].size != (*out)[static_cast<size_t>(j)]) return int64_t{0};
+        return int64_t{1};
+      }
+      if (f != "rep" && f != "deg" && f != "rank" && f != "extent" && f != "deg_after") return std::nullopt;
       const auto t = instantiate(e.arg(0), b);
       if (!t) return std::nullopt;
       const auto s = shape(*t);
@@ -412,6 +312,12 @@ std::optional<int64_t> Terms::eval_int(const z3::expr& e, const Bindings& b) {
       const auto d = arg(1);
       if (!d) return std::nullopt;
       if (f == "extent" && *d == -1) return s->replica;
+      if (f == "deg_after") {
+        if (*d < 0 || *d >= s->rank()) return std::nullopt;
+        int64_t p = 1;
+        for (int j = static_cast<int>(*d) + 1; j < s->rank(); ++j) p *= s->dims[static_cast<size_t>(j)].degree;
+        return p;
+      }
       if (*d < 0 || *d >= s->rank()) return std::nullopt;
       return f == "deg" ? s->dims[static_cast<size_t>(*d)].degree : s->dims[static_cast<size_t>(*d)].size;
     }
@@ -480,7 +386,7 @@ Graph Terms::to_graph(const std::vector<z3::expr>& terms, std::vector<TensorRef>
   Graph g;
   std::unordered_map<unsigned, NodeId> nodes;  // per term (Split: the Split node)
   std::function<TensorRef(const z3::expr&)> build = [&](const z3::expr& t) -> TensorRef {
-    const Encoding* enc = t.num_args() ? by_symbol(t.decl().name().str()) : nullptr;
+    const Encoding* enc = t.num_args() ? encoding_by_symbol(t.decl().name().str()) : nullptr;
     const unsigned key = enc && std::string(enc->op) == "Split" ? t.arg(0).id() * 2 + 1 : t.id() * 2;
     auto it = nodes.find(key);
     const int output = enc ? enc->output : 0;
@@ -491,24 +397,15 @@ Graph Terms::to_graph(const std::vector<z3::expr>& terms, std::vector<TensorRef>
       const auto s = inputs_.at(name);
       IntList degrees;
       for (const auto& d : s.dims) degrees.push_back(d.degree);
-      id = g.add("Input", {{"shape", s.logical_shape()}, {"degrees", degrees}, {"replica", s.replica}}, {}, name);
+      Attributes a{{"shape", s.logical_shape()}, {"degrees", degrees}, {"replica", s.replica}, {"dtype", std::string(to_string(s.dtype))}};
+      if (auto r = index_ranges_.find(name); r != index_ranges_.end()) a.set("index_range", r->second);
+      id = g.add("Input", a, {}, name);
     } else {
       std::vector<TensorRef> ins;
       for (int i = 0; i < enc->tensors; ++i) ins.push_back(build(t.arg(static_cast<unsigned>(i))));
-      Attributes a;
-      for (size_t k = 0; k < enc->ints.size(); ++k) {
-        const int64_t x = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k)).get_numeral_int64();
-        if (std::string(enc->ints[k]) == "scalar") {
-          const int64_t den = t.arg(static_cast<unsigned>(enc->tensors) + static_cast<unsigned>(k) + 1).get_numeral_int64();
-          a.set("scalar", static_cast<double>(x) / static_cast<double>(den));
-        } else if (std::string(enc->ints[k]) == "activation") {
-          a.set("activation", kActivations.at(static_cast<size_t>(x)));
-        } else if (std::string(enc->ints[k]) == "perm") {
-          a.set("perm", perm_of(x).value());
-        } else {
-          a.set(enc->ints[k], x);
-        }
-      }
+      std::vector<int64_t> ints;
+      for (unsigned k = static_cast<unsigned>(enc->tensors); k < t.num_args(); ++k) ints.push_back(t.arg(k).get_numeral_int64());
+      Attributes a = decode_attrs(*enc, ints).value();
       if (std::string(enc->op) == "Split") {
         const auto s = shape(t.arg(0)).value();
         const int64_t axis = a.get_int("axis");

@@ -37,9 +37,14 @@ class Terms {
   // Encodes the tensors `outs` of `g`; records its inputs' shapes. Throws
   // pcgx::Error for an operator without an encoding.
   std::vector<z3::expr> encode(const Graph& g, const std::vector<TensorRef>& outs);
-  void set_input(const std::string& name, const ParallelTensorShape& s) { inputs_[name] = s; }
+  // An input's state; int64 inputs hold indices in [0, index_range).
+  void set_input(const std::string& name, const ParallelTensorShape& s, int64_t index_range = 0) {
+    inputs_[name] = s;
+    if (index_range > 0) index_ranges_[name] = index_range;
+  }
   void clear_inputs() {
     inputs_.clear();
+    index_ranges_.clear();
     shapes_.clear();
   }
 
@@ -59,6 +64,7 @@ class Terms {
   z3::context& ctx_;
   z3::sort tensor_;
   std::map<std::string, ParallelTensorShape> inputs_;
+  std::map<std::string, int64_t> index_ranges_;
   std::unordered_map<unsigned, std::optional<ParallelTensorShape>> shapes_;
   std::vector<std::pair<z3::expr, int64_t>> deferred_;
 };

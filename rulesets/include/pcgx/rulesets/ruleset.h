@@ -11,8 +11,9 @@
 //     "rules": [ { "id": "unity-0001",
 //                  "source": <pcgx.graph>, "target": <pcgx.graph>,
 //                  "output_map": [[0, 0]],        // source output i -> target output j
-//                  "proof": { "result": "proved", "axioms": [...] } } ],
-//     "content_hash": "sha256 of the canonical JSON of everything above" }
+//                  "proof": { "result": "proved", "seconds": 0.004, "axioms": [...] } } ],
+//     "content_hash": "sha256 of the canonical JSON of everything above,
+//                      less the solver times (they vary from run to run)" }
 //
 // A rule's two graphs use Input/Weight nodes for the rule's variables; nodes
 // with the same name on both sides are the same variable.
@@ -32,7 +33,7 @@ inline constexpr const char* kRulesetKind = "pcgx.ruleset";
 
 struct ProofRecord {
   std::string result;                // "proved", "not proved", "timeout"
-  double seconds = 0;                // in memory only: files stay reproducible
+  double seconds = 0;                // solver time; not covered by the content hash
   std::vector<std::string> axioms;   // the unsat core
   std::string note;
 };

@@ -34,4 +34,12 @@ struct ProvedSet {
 };
 ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& verdicts, const AxiomSet& axioms);
 
+// Of the proved rules, how many still hold with every degree 2 made 4, how
+// many are degree-specific, and how many cannot be regraded (see regrade()).
+struct DegreeTally {
+  size_t holds = 0, specific = 0, not_applicable = 0;
+};
+DegreeTally tally_degrees(const std::vector<Verdict>& verdicts);
+std::string to_string(const DegreeTally& t);
+
 }  // namespace pcgx::verify

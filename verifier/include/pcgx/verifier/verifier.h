@@ -76,7 +76,7 @@ class Prover {
 
 // `pcgx axioms check`: every axiom instantiated on random small shapes,
 // degrees and attributes until `attempts` instances are legal (precondition
-// true, both sides legal PCGs of one parallel shape) or 50 x `attempts`
+// true, both sides legal PCGs of one parallel shape) or 200 x `attempts`
 // were tried; both sides evaluated by the reference interpreter (exact and
 // float) on independent random shards.
 struct AxiomCheck {

@@ -1,0 +1,20 @@
+; SoftmaxCrossEntropy and MSELoss: means over samples (rank-0 results).
+; Split along sample dimensions, each task returns its share of the mean, so
+; the shares are reduced. Domain: both sides legal, plus the conditions stated.
+; Partial results of several split dimensions sit in the replica slots in
+; dimension order, and Reduce sums consecutive slots: so the dimension whose
+; shares are reduced must be the last one split (deg_after x d = 1).
+(assert (! (forall ((x Tensor) (l Tensor) (d Int) (k Int))
+  (=> (and (< d (- (rank x) 1)) (= (deg_after x d) 1)) (= (softmax_cross_entropy (combine x d k) (combine l d k)) (reduce (softmax_cross_entropy x l) k)))) :named cross_entropy_batch_parallel))
+(assert (! (forall ((x Tensor) (l Tensor) (d Int) (k Int))
+  (=> (and (< d (- (rank x) 1)) (= (deg_after x d) 1) (= (rep x) 1) (= (rep l) 1))
+      (= (reduce (softmax_cross_entropy (repartition x d k) (repartition l d k)) k) (softmax_cross_entropy x l)))) :named cross_entropy_batch_parallel_split))
+(assert (! (forall ((x Tensor) (l Tensor) (k Int))
+  (=> (and (= (rep x) 1) (= (rep l) 1) (= (rep (softmax_cross_entropy x l)) 1)) (= (replicate (softmax_cross_entropy x l) k) (softmax_cross_entropy (replicate x k) (replicate l k))))) :named cross_entropy_replicate))
+(assert (! (forall ((x Tensor) (y Tensor) (d Int) (k Int))
+  (=> (= (deg_after x d) 1) (= (mse_loss (combine x d k) (combine y d k)) (reduce (mse_loss x y) k)))) :named mse_parallel))
+(assert (! (forall ((x Tensor) (y Tensor) (d Int) (k Int))
+  (=> (and (= (deg_after x d) 1) (= (rep x) 1) (= (rep y) 1)) (= (reduce (mse_loss (repartition x d k) (repartition y d k)) k) (mse_loss x y)))) :named mse_parallel_split))
+(assert (! (forall ((x Tensor) (y Tensor) (k Int))
+  (=> (and (= (rep x) 1) (= (rep y) 1) (= (rep (mse_loss x y)) 1)) (= (replicate (mse_loss x y) k) (mse_loss (replicate x k) (replicate y k))))) :named mse_replicate))
+(assert (! (forall ((x Tensor) (y Tensor)) (= (mse_loss x y) (mse_loss y x))) :named mse_symmetric))
