@@ -36,6 +36,7 @@ json to_value(const Ruleset& r) {
     j["output_map"] = map;
     if (rule.proof) {
       j["proof"] = {{"result", rule.proof->result}, {"seconds", rule.proof->seconds}, {"axioms", rule.proof->axioms}};
+      if (rule.proof->degree_generic) j["proof"]["degree_generic"] = true;
       if (!rule.proof->note.empty()) j["proof"]["note"] = rule.proof->note;
     }
     rules.push_back(std::move(j));
@@ -136,6 +137,7 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
       ProofRecord rec;
       rec.result = str(field(*p, "result", source, path + ".proof"), source, path + ".proof.result");
       if (auto s = p->find("seconds"); s != p->end() && s->is_number()) rec.seconds = s->get<double>();
+      if (auto g = p->find("degree_generic"); g != p->end() && g->is_boolean()) rec.degree_generic = g->get<bool>();
       if (auto a = p->find("axioms"); a != p->end() && a->is_array())
         for (const auto& x : *a) rec.axioms.push_back(x.is_string() ? x.get<std::string>() : x.dump());
       if (auto n = p->find("note"); n != p->end() && n->is_string()) rec.note = n->get<std::string>();

@@ -55,7 +55,7 @@ ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& 
       out.unproved += rule.id + ": PROVED BUT REFUTED (an axiom is wrong): " + verdicts[i].check.counterexample + "\n";
     } else if (p.result == Result::kUnsat) {
       Rule r = rule;
-      r.proof = ProofRecord{"proved", p.seconds, p.axioms, ""};
+      r.proof = ProofRecord{"proved", p.seconds, p.axioms, "", verdicts[i].check.at_degree_4 == DegreeCheck::kHolds};
       out.ruleset.rules.push_back(std::move(r));
     } else {
       out.unproved += rule.id + ": " + verdict + ": " + p.reason + "\n    " + rule_text(rule) + "\n";

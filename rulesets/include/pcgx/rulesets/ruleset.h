@@ -11,7 +11,8 @@
 //     "rules": [ { "id": "unity-0001",
 //                  "source": <pcgx.graph>, "target": <pcgx.graph>,
 //                  "output_map": [[0, 0]],        // source output i -> target output j
-//                  "proof": { "result": "proved", "seconds": 0.004, "axioms": [...] } } ],
+//                  "proof": { "result": "proved", "seconds": 0.004, "axioms": [...],
+//                             "degree_generic": true } } ],
 //     "content_hash": "sha256 of the canonical JSON of everything above,
 //                      less the solver times (they vary from run to run)" }
 //
@@ -36,6 +37,9 @@ struct ProofRecord {
   double seconds = 0;                // solver time; not covered by the content hash
   std::vector<std::string> axioms;   // the unsat core
   std::string note;
+  // Also holds with every degree 2 made any power of two k (evaluated at
+  // k = 4 when verified): the search may apply it with degree k.
+  bool degree_generic = false;
 };
 
 struct Rule {

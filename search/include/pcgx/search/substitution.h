@@ -1,0 +1,58 @@
+#pragma once
+// The substitution engine: find a rule's source pattern in a PCG and replace
+// it with the rule's target (DESIGN.md, "Search"). A rule is data; this file
+// knows nothing of any one rule.
+//
+// What a match means. The pattern's Input/Weight nodes are variables: each
+// binds one tensor of the graph, of any sizes, with the same rank and dtype
+// and the same parallel state (degree of every dimension, replica degree).
+// The rule's sizes do not matter (rules are checked at several sizes when
+// verified); its degrees do: a rule proved for degree 2 matches degree 2
+// only, unless its proof record says `degree_generic`, in which case every
+// degree 2^a of the rule (inputs, replicas, parallel operators) stands for
+// k^a for one k >= 2 per match. Operators match with equal attributes, except
+// that a Split's sizes need only be proportional to the rule's.
+//
+// A match is applicable when no node it replaces is read from outside it
+// except through the rule's outputs. Applying it rebuilds the graph with the
+// target in place; shapes and degrees are inferred again, and an application
+// whose target is not legal there (or whose outputs change parallel shape)
+// is refused.
+//
+// What it preserves: the values of every graph output, whenever the rule
+// holds (a test applies every shipped rule at every match in the tiny zoo
+// models and compares the reference interpreter before and after).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/rulesets/ruleset.h"
+
+namespace pcgx::search {
+
+struct Match {
+  const Rule* rule = nullptr;
+  std::vector<NodeId> nodes;               // per node of rule->source: the graph node (-1 for variables)
+  std::map<std::string, TensorRef> vars;   // rule input name -> graph tensor
+  int64_t degree = 2;                      // what the rule's degree 2 stands for
+};
+
+// A rule read right to left (rules are equalities; the search uses both
+// directions). The id gains a "~" suffix.
+Rule reversed(const Rule& rule);
+
+// Every applicable match of `rule` in `g`, at most `limit`.
+std::vector<Match> find_matches(const Graph& g, const Rule& rule, size_t limit = SIZE_MAX);
+// The same with `g.consumers()` computed once by the caller.
+std::vector<Match> find_matches(const Graph& g, const Rule& rule,
+                                const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
+                                size_t limit = SIZE_MAX);
+
+// `g` with the match replaced by the rule's target, or nothing when the
+// target is not legal at that place.
+std::optional<Graph> apply_match(const Graph& g, const Match& m);
+
+}  // namespace pcgx::search

@@ -1,0 +1,118 @@
+// Replacing a match by the rule's target (see substitution.h).
+#include <functional>
+#include <numeric>
+
+#include "degree_map.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/search/substitution.h"
+
+namespace pcgx::search {
+namespace {
+
+// A target node's attributes at the match: degrees mapped, Split sizes
+// proportional to the extent they now split.
+Attributes target_attrs(const Node& tn, const Match& m, const Graph& out, const std::vector<TensorRef>& ins) {
+  Attributes a = tn.attrs;
+  if (tn.op->op_class == OpClass::kParallel && a.has("degree")) a.set("degree", map_degree(a.get_int("degree"), m.degree));
+  if (tn.op->name == "Split") {
+    const IntList& rule_sizes = a.get_ints("sizes");
+    const auto& s = out.shape(ins[0]);
+    const int64_t axis = a.get_int("axis");
+    const int64_t extent = axis < 0 ? s.replica : s.dims.at(static_cast<size_t>(axis)).size;
+    const int64_t total = std::accumulate(rule_sizes.begin(), rule_sizes.end(), int64_t{0});
+    IntList sizes;
+    for (int64_t x : rule_sizes) {
+      if ((x * extent) % total) throw Error("Split sizes do not scale to the extent");
+      sizes.push_back(x * extent / total);
+    }
+    a.set("sizes", sizes);
+  }
+  return a;
+}
+
+}  // namespace
+
+Rule reversed(const Rule& rule) {
+  Rule r = rule;
+  r.id = rule.id + "~";
+  std::swap(r.source, r.target);
+  for (auto& [a, b] : r.output_map) std::swap(a, b);
+  return r;
+}
+
+std::optional<Graph> apply_match(const Graph& g, const Match& m) {
+  const Rule& rule = *m.rule;
+  std::vector<char> replaced(g.size(), 0);
+  for (NodeId n : m.nodes)
+    if (n >= 0) replaced[static_cast<size_t>(n)] = 1;
+
+  Graph out(g.name());
+  std::vector<std::vector<TensorRef>> done(g.size());  // new refs of each emitted graph node's outputs
+  std::vector<char> state(g.size(), 0);                // 0 new, 1 in progress, 2 emitted
+  std::vector<TensorRef> target_out;                   // new refs of the target's outputs
+  int target_state = 0;
+
+  std::function<TensorRef(TensorRef)> ref;
+  std::function<void(NodeId)> emit;
+  std::function<void()> emit_target = [&] {
+    if (target_state == 2) return;
+    if (target_state == 1) throw Error("the rule would create a cycle");
+    target_state = 1;
+    std::vector<TensorRef> t(rule.target.size() * 4);  // per target node output (at most 4 outputs)
+    std::vector<std::vector<TensorRef>> node_outs(rule.target.size());
+    for (const Node& tn : rule.target.nodes()) {
+      if (tn.op->op_class == OpClass::kSource) {
+        auto v = m.vars.find(tn.name);
+        if (v == m.vars.end()) throw Error("the target reads an input the source does not bind");
+        node_outs[static_cast<size_t>(tn.id)] = {ref(v->second)};
+        continue;
+      }
+      std::vector<TensorRef> ins;
+      for (const TensorRef& i : tn.inputs) ins.push_back(node_outs[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
+      const NodeId id = out.add(*tn.op, target_attrs(tn, m, out, ins), ins);
+      for (size_t o = 0; o < out.node(id).outputs.size(); ++o) node_outs[static_cast<size_t>(tn.id)].push_back({id, static_cast<int32_t>(o)});
+    }
+    for (const TensorRef& o : rule.target.outputs()) target_out.push_back(node_outs[static_cast<size_t>(o.node)][static_cast<size_t>(o.output)]);
+    target_state = 2;
+  };
+  ref = [&](TensorRef t) -> TensorRef {
+    if (replaced[static_cast<size_t>(t.node)]) {
+      emit_target();
+      const auto& souts = rule.source.outputs();
+      for (const auto& [i, j] : rule.output_map) {
+        const TensorRef so = souts[static_cast<size_t>(i)];
+        if (m.nodes[static_cast<size_t>(so.node)] == t.node && so.output == t.output) {
+          const TensorRef n = target_out[static_cast<size_t>(j)];
+          if (!(out.shape(n) == g.shape(t))) throw Error("the target changes an output's parallel shape");
+          return n;
+        }
+      }
+      throw Error("a replaced tensor is read outside the match");
+    }
+    emit(t.node);
+    return done[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)];
+  };
+  emit = [&](NodeId id) {
+    auto& st = state[static_cast<size_t>(id)];
+    if (st == 2) return;
+    if (st == 1) throw Error("the rule would create a cycle");
+    st = 1;
+    const Node& n = g.node(id);
+    std::vector<TensorRef> ins;
+    for (const TensorRef& i : n.inputs) ins.push_back(ref(i));
+    const NodeId nid = out.add(*n.op, n.attrs, ins, n.name);
+    for (size_t o = 0; o < n.outputs.size(); ++o) done[static_cast<size_t>(id)].push_back({nid, static_cast<int32_t>(o)});
+    st = 2;
+  };
+
+  try {
+    for (const Node& n : g.nodes())
+      if (!replaced[static_cast<size_t>(n.id)]) emit(n.id);
+    for (const TensorRef& o : g.outputs()) out.add_output(ref(o));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+}  // namespace pcgx::search

@@ -1,0 +1,97 @@
+// The substitution engine preserves semantics: every rule of the shipped
+// ruleset, applied at every match in the tiny zoo models, leaves the
+// reference interpreter's outputs unchanged.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/rulesets/rule_form.h"
+#include "pcgx/rulesets/numeric_check.h"
+#include "pcgx/search/rank_adapt.h"
+#include "pcgx/search/substitution.h"
+
+namespace pcgx::search {
+namespace {
+
+const Ruleset& shipped() {
+  static const Ruleset r = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
+  return r;
+}
+
+// The shipped rules in both directions, and their 2-d and 4-d adaptations.
+const std::vector<Rule>& all_ranks() {
+  static const std::vector<Rule> rules = [] {
+    std::vector<Rule> v;
+    for (const Rule& r : shipped().rules) {
+      for (const Rule& d : {r, reversed(r)}) {
+        v.push_back(d);
+        for (int to : {2, 4})
+          if (auto a = adapt_rank(d, to)) v.push_back(std::move(*a));
+      }
+    }
+    return v;
+  }();
+  return rules;
+}
+
+TEST(RankAdaptation, EveryAdaptedRuleHoldsByEvaluation) {
+  size_t adapted = 0;
+  for (const Rule& r : all_ranks()) {
+    if (r.id.find('@') == std::string::npos) continue;
+    ++adapted;
+    const NumericCheck c = check_numerically(r, 1);
+    EXPECT_TRUE(c.holds) << r.id << ": " << rule_text(r) << ": " << c.counterexample;
+  }
+  std::printf("%zu adapted rules checked\n", adapted);
+  EXPECT_GT(adapted, shipped().rules.size());  // both directions
+}
+
+// The largest elementwise difference between two graphs' outputs, relative.
+double max_difference(const Graph& a, const Graph& b) {
+  const auto va = evaluate_outputs<float>(a, random_sources<float>(7));
+  const auto vb = evaluate_outputs<float>(b, random_sources<float>(7));
+  double worst = va.size() == vb.size() ? 0 : 1e30;
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
+    if (va[i].data.size() != vb[i].data.size()) return 1e30;
+    for (size_t e = 0; e < va[i].data.size(); ++e)
+      worst = std::max(worst, std::fabs(double(va[i].data[e]) - vb[i].data[e]) / (1.0 + std::fabs(double(va[i].data[e]))));
+  }
+  return worst;
+}
+
+class EveryRuleAtEveryMatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryRuleAtEveryMatch, PreservesTheOutputs) {
+  const Graph g = build_model(GetParam());
+  const auto consumers = g.consumers();
+  size_t applied = 0, refused = 0;
+  for (const Rule& rule : all_ranks()) {
+    for (const Match& m : find_matches(g, rule, consumers)) {
+      const auto h = apply_match(g, m);
+      if (!h) {
+        ++refused;
+        continue;
+      }
+      ++applied;
+      const double d = max_difference(g, *h);
+      EXPECT_LT(d, 1e-3) << rule.id << " at node " << m.nodes.back() << ": " << rule_text(rule);
+    }
+  }
+  std::printf("%s: %zu applications checked, %zu refused\n", GetParam().c_str(), applied, refused);
+  EXPECT_GT(applied, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryMatch,
+                         ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "xdl-tiny", "bert-large-tiny",
+                                           "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
+                         [](const auto& p) {
+                           std::string n = p.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace pcgx::search
