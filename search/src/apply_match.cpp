@@ -58,7 +58,6 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
     if (target_state == 2) return;
     if (target_state == 1) throw Error("the rule would create a cycle");
     target_state = 1;
-    std::vector<TensorRef> t(rule.target.size() * 4);  // per target node output (at most 4 outputs)
     std::vector<std::vector<TensorRef>> node_outs(rule.target.size());
     for (const Node& tn : rule.target.nodes()) {
       if (tn.op->op_class == OpClass::kSource) {

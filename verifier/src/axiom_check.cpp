@@ -56,8 +56,8 @@ void integer_roles(const z3::expr& e, std::map<unsigned, std::string>& roles) {
   }
   for (unsigned i = 0; i < e.num_args(); ++i) {
     const z3::expr a = e.arg(i);
-    if (Z3_get_ast_kind(e.ctx(), a) == Z3_VAR_AST) {
-      const unsigned v = Z3_get_index_value(e.ctx(), a);
+    if (is_var(a)) {
+      const unsigned v = var_index(a);
       if (!slot[i].empty() && !roles.count(v)) roles[v] = slot[i];
     } else {
       integer_roles(a, roles);

@@ -11,10 +11,21 @@
 #include "pcgx/pcg/registry.h"
 
 namespace pcgx::verify {
-namespace {
 
 bool is_var(const z3::expr& e) { return Z3_get_ast_kind(e.ctx(), e) == Z3_VAR_AST; }
 unsigned var_index(const z3::expr& e) { return Z3_get_index_value(e.ctx(), e); }
+
+namespace {
+
+// The SMT symbols split into two halves: sets a Split's sizes from its
+// input's extent along the axis; false when that extent has no halves.
+bool set_halves(Attributes& a, const ParallelTensorShape& s) {
+  const int64_t axis = a.get_int("axis");
+  const int64_t extent = axis < 0 ? s.replica : (axis < s.rank() ? s.dims[static_cast<size_t>(axis)].size : 0);
+  if (extent < 2 || extent % 2) return false;
+  a.set("sizes", IntList{extent / 2, extent / 2});
+  return true;
+}
 
 void collect_vars(const z3::expr& e, std::set<unsigned>& out) {
   if (is_var(e)) {
@@ -139,13 +150,7 @@ std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
       }
       std::optional<Attributes> a;
       if (ok) a = decode_attrs(*enc, ints);
-      if (a && std::string(enc->op) == "Split") {
-        const int64_t axis = a->get_int("axis");
-        const auto& s = ins[0];
-        const int64_t extent = axis < 0 ? s.replica : (axis < s.rank() ? s.dims[static_cast<size_t>(axis)].size : 0);
-        if (extent < 2 || extent % 2) a.reset();
-        else a->set("sizes", IntList{extent / 2, extent / 2});
-      }
+      if (a && std::string(enc->op) == "Split" && !set_halves(*a, ins[0])) a.reset();
       if (a) {
         try {
           const OpDef& op = OpRegistry::global().get(enc->op);
@@ -406,12 +411,7 @@ Graph Terms::to_graph(const std::vector<z3::expr>& terms, std::vector<TensorRef>
       std::vector<int64_t> ints;
       for (unsigned k = static_cast<unsigned>(enc->tensors); k < t.num_args(); ++k) ints.push_back(t.arg(k).get_numeral_int64());
       Attributes a = decode_attrs(*enc, ints).value();
-      if (std::string(enc->op) == "Split") {
-        const auto s = shape(t.arg(0)).value();
-        const int64_t axis = a.get_int("axis");
-        const int64_t extent = axis < 0 ? s.replica : s.dims[static_cast<size_t>(axis)].size;
-        a.set("sizes", IntList{extent / 2, extent / 2});
-      }
+      if (std::string(enc->op) == "Split") set_halves(a, shape(t.arg(0)).value());
       id = g.add(enc->op, a, ins);
     }
     nodes.emplace(key, id);

@@ -27,6 +27,10 @@ std::vector<Axiom> parse_axioms(z3::context& ctx, const AxiomSet& set);
 
 using Bindings = std::vector<std::optional<z3::expr>>;
 
+// A bound variable of a quantifier body, and its de Bruijn index.
+bool is_var(const z3::expr& e);
+unsigned var_index(const z3::expr& e);
+
 class Terms {
  public:
   explicit Terms(z3::context& ctx);
