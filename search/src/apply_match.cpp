@@ -114,4 +114,53 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
   return out;
 }
 
+std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer, int input, int64_t degree,
+                               NodeId& new_consumer) {
+  const auto& vars = rule.source.nodes();
+  if (vars.size() != 1 || rule.source.outputs().size() != 1) return std::nullopt;
+  const Node& var = vars[0];
+  const TensorRef x = g.node(consumer).inputs.at(static_cast<size_t>(input));
+  const ParallelTensorShape& want = var.outputs[0];
+  const ParallelTensorShape& have = g.shape(x);
+  const bool generic = rule.proof && rule.proof->degree_generic;
+  int64_t k = degree;
+  if (want.rank() != have.rank() || want.dtype != have.dtype) return std::nullopt;
+  for (int d = 0; d < want.rank(); ++d)
+    if (have.dims[static_cast<size_t>(d)].pipeline != 1 ||
+        !match_degree(want.dims[static_cast<size_t>(d)].degree, have.dims[static_cast<size_t>(d)].degree, generic, k))
+      return std::nullopt;
+  if (!match_degree(want.replica, have.replica, generic, k) || k != degree) return std::nullopt;
+  Match m{&rule, {-1}, {{var.name, x}}, degree};
+  Graph out(g.name());
+  std::vector<std::vector<TensorRef>> map(g.size());
+  try {
+    for (const Node& n : g.nodes()) {
+      std::vector<TensorRef> ins;
+      for (const TensorRef& i : n.inputs) ins.push_back(map[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
+      if (n.id == consumer) {
+        std::vector<TensorRef> node_outs(rule.target.size());
+        for (const Node& tn : rule.target.nodes()) {
+          if (tn.op->op_class == OpClass::kSource) {
+            node_outs[static_cast<size_t>(tn.id)] = ins[static_cast<size_t>(input)];
+            continue;
+          }
+          std::vector<TensorRef> tins;
+          for (const TensorRef& i : tn.inputs) tins.push_back(node_outs[static_cast<size_t>(i.node)]);
+          node_outs[static_cast<size_t>(tn.id)] = {out.add(*tn.op, target_attrs(tn, m, out, tins), tins), 0};
+        }
+        const TensorRef t = node_outs[static_cast<size_t>(rule.target.outputs()[0].node)];
+        if (!(out.shape(t) == have)) return std::nullopt;
+        ins[static_cast<size_t>(input)] = t;
+      }
+      const NodeId id = out.add(*n.op, n.attrs, ins, n.name);
+      if (n.id == consumer) new_consumer = id;
+      for (size_t o = 0; o < n.outputs.size(); ++o) map[static_cast<size_t>(n.id)].push_back({id, static_cast<int32_t>(o)});
+    }
+    for (const TensorRef& o : g.outputs()) out.add_output(map[static_cast<size_t>(o.node)][static_cast<size_t>(o.output)]);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
 }  // namespace pcgx::search

@@ -13,6 +13,7 @@ struct Matcher {
   const Rule& rule;
   const std::vector<std::vector<std::pair<NodeId, int>>>& consumers;
   bool generic;
+  const MatchOptions& options;
 
   struct State {
     std::vector<NodeId> nodes;
@@ -102,7 +103,12 @@ struct Matcher {
       for (const Node& pn : rule.source.nodes())
         if (pn.op->op_class != OpClass::kSource && s.nodes[static_cast<size_t>(pn.id)] == -1) return;
       if (!self_contained(s)) return;
-      out.push_back({&rule, s.nodes, s.vars, s.k ? s.k : 2});
+      if (s.k == 0 && generic && !options.free_degrees.empty()) {
+        // The source fixes no degree: the target's degrees are free.
+        for (int64_t d : options.free_degrees) out.push_back({&rule, s.nodes, s.vars, d});
+      } else {
+        out.push_back({&rule, s.nodes, s.vars, s.k ? s.k : 2});
+      }
       return;
     }
     const TensorRef r = outs[i];
@@ -111,10 +117,18 @@ struct Matcher {
       roots(i + 1, std::move(s), out, limit);  // a variable, or reached from an earlier root
       return;
     }
-    std::vector<NodeId> candidates;
-    for (const Node& gn : g.nodes())
-      if (gn.op == pn.op) candidates.push_back(gn.id);
-    for (NodeId c : candidates) {
+    std::vector<NodeId> scanned;
+    const std::vector<NodeId>* candidates = nullptr;
+    if (options.by_op) {
+      auto it = options.by_op->find(pn.op);
+      if (it == options.by_op->end()) return;
+      candidates = &it->second;
+    } else {
+      for (const Node& gn : g.nodes())
+        if (gn.op == pn.op) scanned.push_back(gn.id);
+      candidates = &scanned;
+    }
+    for (NodeId c : *candidates) {
       if (static_cast<size_t>(r.output) >= g.node(c).outputs.size()) continue;
       State next = s;
       if (match(r, {c, r.output}, next)) roots(i + 1, std::move(next), out, limit);
@@ -132,11 +146,25 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule, size_t limit) 
 
 std::vector<Match> find_matches(const Graph& g, const Rule& rule,
                                 const std::vector<std::vector<std::pair<NodeId, int>>>& consumers, size_t limit) {
-  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic};
+  MatchOptions o;
+  o.limit = limit;
+  return find_matches(g, rule, consumers, o);
+}
+
+std::vector<Match> find_matches(const Graph& g, const Rule& rule,
+                                const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
+                                const MatchOptions& options) {
+  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options};
   Matcher::State s;
   s.nodes.assign(rule.source.size(), -1);
   std::vector<Match> out;
-  m.roots(0, std::move(s), out, limit);
+  m.roots(0, std::move(s), out, options.limit);
+  return out;
+}
+
+std::map<const OpDef*, std::vector<NodeId>> nodes_by_op(const Graph& g) {
+  std::map<const OpDef*, std::vector<NodeId>> out;
+  for (const Node& n : g.nodes()) out[n.op].push_back(n.id);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "pcgx/rulesets/numeric_check.h"
 #include "pcgx/search/rank_adapt.h"
 #include "pcgx/search/substitution.h"
+#include "search/values.h"
 
 namespace pcgx::search {
 namespace {
@@ -46,19 +47,6 @@ TEST(RankAdaptation, EveryAdaptedRuleHoldsByEvaluation) {
   }
   std::printf("%zu adapted rules checked\n", adapted);
   EXPECT_GT(adapted, shipped().rules.size());  // both directions
-}
-
-// The largest elementwise difference between two graphs' outputs, relative.
-double max_difference(const Graph& a, const Graph& b) {
-  const auto va = evaluate_outputs<float>(a, random_sources<float>(7));
-  const auto vb = evaluate_outputs<float>(b, random_sources<float>(7));
-  double worst = va.size() == vb.size() ? 0 : 1e30;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
-    if (va[i].data.size() != vb[i].data.size()) return 1e30;
-    for (size_t e = 0; e < va[i].data.size(); ++e)
-      worst = std::max(worst, std::fabs(double(va[i].data[e]) - vb[i].data[e]) / (1.0 + std::fabs(double(va[i].data[e]))));
-  }
-  return worst;
 }
 
 class EveryRuleAtEveryMatch : public ::testing::TestWithParam<std::string> {};

@@ -38,5 +38,6 @@ void add_axioms_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_audit_command(CLI::App& app);
 void add_regenerate_command(CLI::App& app);
+void add_optimize_command(CLI::App& app);
 
 }  // namespace pcgx::cli

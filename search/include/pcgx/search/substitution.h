@@ -44,12 +44,36 @@ struct Match {
 // directions). The id gains a "~" suffix.
 Rule reversed(const Rule& rule);
 
+struct MatchOptions {
+  size_t limit = SIZE_MAX;
+  // Degrees a degree-generic rule's 2 may stand for when the match itself
+  // binds none (its source has no parallel state, e.g. Linear(x, W) read as
+  // the source of a data-parallel rewrite): one match per degree.
+  std::vector<int64_t> free_degrees;
+  // Graph nodes per operator (nodes_by_op), to avoid scanning the graph.
+  const std::map<const OpDef*, std::vector<NodeId>>* by_op = nullptr;
+};
+
+std::map<const OpDef*, std::vector<NodeId>> nodes_by_op(const Graph& g);
+
 // Every applicable match of `rule` in `g`, at most `limit`.
 std::vector<Match> find_matches(const Graph& g, const Rule& rule, size_t limit = SIZE_MAX);
 // The same with `g.consumers()` computed once by the caller.
 std::vector<Match> find_matches(const Graph& g, const Rule& rule,
                                 const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
                                 size_t limit = SIZE_MAX);
+std::vector<Match> find_matches(const Graph& g, const Rule& rule,
+                                const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
+                                const MatchOptions& options);
+
+// Rules whose source is a bare tensor (x => Combine(Repartition(x))) match
+// everywhere; the search uses them only at one operator's input, as the
+// first half of a two-rule step. This rewrites input `input` of node
+// `consumer` (its other readers keep x), with the rule's degree 2 standing
+// for `degree`; nothing when x's parallel state is not the rule's. The
+// consumer's id in the result is stored in `new_consumer`.
+std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer, int input, int64_t degree,
+                               NodeId& new_consumer);
 
 // `g` with the match replaced by the rule's target, or nothing when the
 // target is not legal at that place.

@@ -1,0 +1,47 @@
+#pragma once
+// Hand-written strategies the search is compared with (and starts from):
+// each is a PCG built from an unpartitioned model by choosing, per compute
+// operator, degrees for some of its parallel kinds (the registry's
+// ParallelKind names) and inserting the parallel operators that move data
+// between consecutive choices.
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine.h"
+
+namespace pcgx::search {
+
+// Degrees per parallel kind name ("batch0" -> 8, "out" -> 4); empty: run
+// the operator as one task.
+using NodePlan = std::map<std::string, int64_t>;
+
+// `g` (unpartitioned) with every compute node run as plan(node). Before a
+// node, its inputs are converted to the layout it needs: partial sums are
+// reduced, surplus degrees combined, missing degrees repartitioned, replicas
+// made; conversions are shared between readers. A node whose plan is not
+// legal for it runs unpartitioned. Graph outputs keep their original layout.
+Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan);
+
+// The largest divisor of `devices` that divides `n`.
+int64_t largest_dividing_degree(int64_t devices, int64_t n);
+
+// Data parallelism: every operator split along its first (sample)
+// dimension by the largest degree <= devices that divides it; weights
+// replicated (their gradients all-reduced).
+Graph data_parallel(const Graph& g, int64_t devices);
+
+// Expert strategies, or nothing when the model is of no family they cover:
+//   - recommendation models (embedding bags): every embedding runs whole on
+//     one device (the machine mapping spreads them), the MLPs data parallel;
+//   - transformers (LayerNorm + BatchMatMul): Megatron-style feed-forward
+//     blocks (first Linear split by output columns, second by its reduction
+//     dimension, then a Reduce) with tensor-parallel degree t = devices of
+//     one node, and data parallelism of degree devices / t everywhere.
+std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices);
+// The family expert() recognized ("recommendation", "transformer") or "".
+std::string expert_family(const Graph& g);
+
+}  // namespace pcgx::search

@@ -1,0 +1,91 @@
+#pragma once
+// Machine-mapping selection (Unity, Section 5; DESIGN.md "Search"): where
+// each operator of a PCG runs, chosen by dynamic programming over the
+// graph's series-parallel decomposition (sp_decomposition.h).
+//
+// A machine view places a node's shards (tasks) i on devices start + i. The
+// DP assigns every sub-graph a *resource*, a contiguous range of devices
+// [lo, lo + size); a node runs at the start of its resource, and a node with
+// more tasks than its resource has devices cannot run there. Then
+//   - a series composition runs its parts one after the other on the same
+//     resource: time(A ; B) = time(A) + time(B);
+//   - a parallel composition (branches with no path between them) either
+//     runs its branches one after the other on the whole resource, or splits
+//     the branches into two groups and the resource into two ranges (halves
+//     or thirds) that run at the same time: max of the two, plus moving the
+//     branch's inputs and outputs between the ranges.
+// Times are per training iteration (forward + backward + optimizer update,
+// cost_model.h). Results are cached by (sub-graph structure, resource), and
+// the cache lives as long as the MachineMapper, so candidate PCGs that share
+// sub-graphs during a search share their solutions.
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pcgx/search/cost_model.h"
+
+namespace pcgx::search {
+
+struct MachineView {
+  int64_t start = -1;  // -1: a source (it lives where its readers run)
+  int64_t stride = 1;
+  bool operator==(const MachineView&) const = default;
+};
+
+struct Estimate {
+  bool feasible = false;
+  std::string infeasible;    // why not, when not
+  double time = std::numeric_limits<double>::infinity();  // seconds per iteration
+  double compute = 0;        // on the critical path
+  double communication = 0;  // on the critical path
+  double idle = 0;           // mean over devices of time not spent busy
+  std::vector<double> memory;  // bytes per device
+  double max_memory() const;
+};
+
+struct Strategy {
+  Graph graph;
+  std::vector<MachineView> views;  // per node of graph
+  Estimate estimate;
+};
+
+class MachineMapper {
+ public:
+  explicit MachineMapper(const CostModel& cost);
+  ~MachineMapper();
+  MachineMapper(const MachineMapper&) = delete;
+  MachineMapper& operator=(const MachineMapper&) = delete;
+
+  // The best mapping of `g` on every device of the cost model's machine;
+  // infeasible (infinite time) when some operator has more tasks than
+  // devices or a device runs out of memory. Thread-safe.
+  Strategy map(const Graph& g) const;
+  // Only the predicted time (for the search's inner loop).
+  double time(const Graph& g) const;
+
+  const CostModel& cost() const { return cost_; }
+  size_t cache_size() const;
+
+ private:
+  struct Impl;
+  const CostModel& cost_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Memory per device of a mapped graph (see cost_model.h for what counts).
+std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices);
+
+// Nodes that exist only to lay out a source: parallel operators whose input
+// is an Input/Weight or another such node. They run with their reader.
+// An Input named "piece:..." is not such a source: it stands for the output
+// of the previous piece of a split graph (unity_search.h), and moving it
+// costs what moving any activation costs.
+inline constexpr const char* kPieceInputPrefix = "piece:";
+std::vector<char> source_layout_nodes(const Graph& g);
+// The Weight behind tensor t through parallel operators only, or -1.
+NodeId weight_behind(const Graph& g, TensorRef t);
+
+}  // namespace pcgx::search

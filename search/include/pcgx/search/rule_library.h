@@ -1,0 +1,52 @@
+#pragma once
+// The rules a search applies, prepared once: every rule of a ruleset in
+// both directions and at ranks 2, 3 and 4 (rank_adapt.h), indexed by the
+// operator at the root of its source pattern.
+//
+// Left out of the index, because they match everywhere and only grow the
+// graph: rules whose source is a bare tensor (x => Combine(Repartition(x)),
+// kept apart as *introducers*), and rules made of parallel operators only
+// whose target is not smaller than their source. Parallel-only rules whose target is smaller (Combine(Repartition
+// x) => x) are the *simplifiers*, applied after every substitution until
+// none matches.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pcgx/rulesets/ruleset.h"
+
+namespace pcgx::search {
+
+enum class RuleFilter {
+  kAll,
+  kAlgebraic,  // no parallel operator on either side
+  kParallel,   // a parallel operator on some side
+};
+
+class RuleLibrary {
+ public:
+  explicit RuleLibrary(const Ruleset& rules, RuleFilter filter = RuleFilter::kAll);
+
+  const std::vector<Rule>& rules() const { return rules_; }
+  // Rules whose source's first computed output comes from `op`.
+  const std::vector<const Rule*>& rooted_at(const OpDef* op) const;
+  const std::vector<const Rule*>& simplifiers() const { return simplifiers_; }
+  // Bare-source rules whose target is parallel operators only
+  // (x => Combine(Repartition(x))): used at one operator input at a time.
+  const std::vector<const Rule*>& introducers() const { return introducers_; }
+  size_t size() const { return rules_.size(); }
+
+  RuleLibrary filtered(RuleFilter f) const;
+
+ private:
+  RuleLibrary() = default;
+  void index();
+  std::vector<Rule> rules_;
+  std::map<const OpDef*, std::vector<const Rule*>> by_root_;
+  std::vector<const Rule*> simplifiers_;
+  std::vector<const Rule*> introducers_;
+  std::vector<Rule> bare_;
+  std::vector<const Rule*> none_;
+};
+
+}  // namespace pcgx::search

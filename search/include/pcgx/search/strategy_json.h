@@ -1,0 +1,41 @@
+#pragma once
+// The strategy file `pcgx optimize` writes and the runtime reads:
+//
+//   { "format_version": 1, "kind": "pcgx.strategy", "model": "bert-large",
+//     "machine": { ...machine JSON... }, "devices": 64, "search": "unity",
+//     "predicted": { "time": s, "compute": s, "communication": s, "idle": s,
+//                    "max_memory": bytes },
+//     "applied": [ "rule ids" ],
+//     "graph": { ...pcgx.graph... },
+//     "views": [ { "node": 5, "start": 0, "stride": 1 }, ... ] }
+//
+// `views` lists every non-source node: its task (shard) i runs on device
+// start + i * stride.
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/machine.h"
+#include "pcgx/search/machine_mapping.h"
+
+namespace pcgx::search {
+
+struct StrategyFile {
+  std::string model;
+  Machine machine;
+  int64_t devices = 1;
+  std::string search;
+  std::vector<std::string> applied;
+  Strategy strategy;
+};
+
+std::string strategy_to_json(const StrategyFile& s);
+// Errors name `source` and the field.
+StrategyFile strategy_from_json(const std::string& text, const std::string& source);
+StrategyFile load_strategy(const std::string& path);
+void save_strategy(const StrategyFile& s, const std::string& path);  // atomic
+
+// Graphviz drawing of a strategy's PCG: parallel operators highlighted,
+// compute operators labelled with their task count and machine view.
+std::string strategy_to_dot(const Strategy& s);
+
+}  // namespace pcgx::search

@@ -1,0 +1,80 @@
+#pragma once
+// Unity's joint optimization (Unity, Sections 4-6; DESIGN.md "Search"):
+// substitution selection by best-first search over PCGs, each candidate
+// costed by the machine-mapping DP (machine_mapping.h).
+//
+// Best-first search. Start from each seed PCG in turn (the model, and for
+// `unity` also the data-parallel and expert baselines, which lie in its
+// search space anyway), each with a share of the budget. Repeatedly take the cheapest unexplored candidate,
+// apply every rule of the library at every match (a degree-generic rule
+// whose source fixes no degree is tried with every candidate degree),
+// also apply two-rule steps (an introducer such as x => Combine(Repartition
+// x) at one operator input, then a rule at that operator: the shipped rules
+// state parallelization relative to an already partitioned input),
+// simplify (rule_library.h), and keep each new PCG whose predicted time is
+// below alpha x the best so far. Stops after `budget` candidates have been
+// explored or when none is left.
+//
+// Graph splitting. A model with more than 2k compute operators is cut into
+// sequential pieces of at least k, at tensors every later operator reaches
+// only through them, preferring cuts that block the fewest rule matches.
+// Each piece is searched once per boundary layout (unpartitioned, or the
+// sample dimension split by all devices or by one eighth of them; replica
+// degree 1), with
+// the same layout on both sides; a chain DP then picks one layout per
+// piece, paying for the parallel operators that change layout between
+// pieces. Identical pieces (the layers of a transformer) are searched once.
+//
+// What it preserves: every candidate computes the model's outputs (each
+// step is a verified rule or a layout change that is an identity).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/rule_library.h"
+
+namespace pcgx::search {
+
+struct SearchProgress {
+  std::string phase;      // "piece 3/12", "search", ...
+  int64_t explored = 0;   // candidates expanded so far
+  int64_t evaluated = 0;  // candidates costed so far
+  double best = 0;        // best predicted time so far (seconds)
+};
+
+struct SearchOptions {
+  std::string algorithm = "unity";  // unity, data-parallel, expert, sequential, exhaustive
+  double alpha = 1.05;
+  int64_t budget = 12;              // candidates explored per search (per piece and layout), shared by the seeds
+  int64_t split_min_ops = 10;       // k of graph splitting
+  std::vector<int64_t> degrees;     // empty: powers of two below the device count, and the count
+  int64_t exhaustive_limit = 5000;  // candidates the exhaustive search may visit
+  std::function<void(const SearchProgress&)> progress;
+};
+
+struct SearchResult {
+  Strategy strategy;
+  std::vector<std::string> applied;  // rule ids, in order (pieces concatenated)
+  int64_t explored = 0;
+  int64_t evaluated = 0;
+  int64_t pieces = 1;
+  double seconds = 0;
+};
+
+// The degrees tried for a free degree on `devices` devices.
+std::vector<int64_t> candidate_degrees(int64_t devices);
+
+// Runs options.algorithm on `model` (unpartitioned). Throws pcgx::Error
+// for an unknown algorithm, an exhaustive search over its limit, or an
+// expert strategy for a model of no family it covers.
+SearchResult optimize(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper,
+                      const SearchOptions& options);
+
+// The pieces graph splitting cuts `g` into (node ids of g per piece, in
+// order), for tests and reports.
+std::vector<std::vector<NodeId>> split_points(const Graph& g, const RuleLibrary& rules, int64_t min_ops);
+
+}  // namespace pcgx::search

@@ -1,0 +1,42 @@
+#pragma once
+// The inner loop shared by the best-first and exhaustive searches
+// (internal; see unity_search.h): neighbours of a PCG under a rule library.
+#include <atomic>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/search/substitution.h"
+
+namespace pcgx::search {
+
+struct Candidate {
+  Graph graph;
+  double cost = 0;
+  std::vector<std::string> applied;
+  uint64_t hash = 0;
+};
+
+class Explorer {
+ public:
+  Explorer(const RuleLibrary& rules, const MachineMapper& mapper, std::vector<int64_t> degrees)
+      : rules_(rules), mapper_(mapper), degrees_(std::move(degrees)) {}
+
+  // Applies simplifiers until none matches; records their ids.
+  Graph simplify(Graph g, std::vector<std::string>* applied = nullptr) const;
+  Candidate make(Graph g, std::vector<std::string> applied) const;
+  // Every new neighbour of `c` (one rule application, then simplification)
+  // whose hash `seen` does not hold yet; `seen` gains them. Thread-parallel.
+  std::vector<Candidate> expand(const Candidate& c, std::unordered_set<uint64_t>& seen) const;
+
+  mutable std::atomic<int64_t> evaluated{0};
+
+ private:
+  const RuleLibrary& rules_;
+  const MachineMapper& mapper_;
+  std::vector<int64_t> degrees_;
+};
+
+}  // namespace pcgx::search

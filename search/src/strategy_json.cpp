@@ -1,0 +1,110 @@
+// Strategy files and drawings (see strategy_json.h).
+#include "pcgx/search/strategy_json.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/graph_json_value.h"
+
+namespace pcgx::search {
+
+using nlohmann::json;
+
+std::string strategy_to_json(const StrategyFile& s) {
+  json j;
+  j["format_version"] = 1;
+  j["kind"] = "pcgx.strategy";
+  j["model"] = s.model;
+  j["machine"] = json::parse(machine_to_json(s.machine));
+  j["devices"] = s.devices;
+  j["search"] = s.search;
+  const Estimate& e = s.strategy.estimate;
+  j["predicted"] = {{"time", e.time}, {"compute", e.compute}, {"communication", e.communication},
+                    {"idle", e.idle}, {"max_memory", e.max_memory()}};
+  j["applied"] = s.applied;
+  j["graph"] = graph_to_value(s.strategy.graph);
+  json views = json::array();
+  for (const Node& n : s.strategy.graph.nodes()) {
+    const MachineView v = s.strategy.views.at(static_cast<size_t>(n.id));
+    if (n.op->op_class == OpClass::kSource || v.start < 0) continue;
+    views.push_back({{"node", n.id}, {"start", v.start}, {"stride", v.stride}});
+  }
+  j["views"] = views;
+  return j.dump(1) + "\n";
+}
+
+StrategyFile strategy_from_json(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw FileError(source, "", std::string("malformed JSON: ") + e.what());
+  }
+  if (!j.is_object() || j.value("kind", "") != "pcgx.strategy") throw FileError(source, "kind", "expected \"pcgx.strategy\"");
+  if (j.value("format_version", 0) != 1) throw FileError(source, "format_version", "expected 1");
+  StrategyFile s;
+  if (!j.contains("model") || !j["model"].is_string()) throw FileError(source, "model", "expected a string");
+  s.model = j["model"].get<std::string>();
+  if (!j.contains("machine")) throw FileError(source, "machine", "missing");
+  s.machine = machine_from_json(j["machine"].dump(), source + ": machine");
+  if (!j.contains("devices") || !j["devices"].is_number_integer() || j["devices"].get<int64_t>() < 1)
+    throw FileError(source, "devices", "expected a positive integer");
+  s.devices = j["devices"].get<int64_t>();
+  s.search = j.value("search", "");
+  if (j.contains("applied") && j["applied"].is_array())
+    for (const json& a : j["applied"])
+      if (a.is_string()) s.applied.push_back(a.get<std::string>());
+  if (!j.contains("graph")) throw FileError(source, "graph", "missing");
+  s.strategy.graph = graph_from_value(j["graph"], source, "graph");
+  s.strategy.views.assign(s.strategy.graph.size(), MachineView{});
+  if (!j.contains("views") || !j["views"].is_array()) throw FileError(source, "views", "expected an array");
+  for (size_t i = 0; i < j["views"].size(); ++i) {
+    const json& v = j["views"][i];
+    const std::string f = "views[" + std::to_string(i) + "]";
+    if (!v.is_object() || !v.contains("node") || !v["node"].is_number_integer()) throw FileError(source, f + ".node", "expected a node id");
+    const int64_t node = v["node"].get<int64_t>();
+    if (node < 0 || node >= static_cast<int64_t>(s.strategy.graph.size())) throw FileError(source, f + ".node", "no such node");
+    const int64_t start = v.value("start", int64_t{-1}), stride = v.value("stride", int64_t{1});
+    if (start < 0 || start >= s.devices || stride < 1) throw FileError(source, f, "start must lie in [0, devices) and stride be positive");
+    s.strategy.views[static_cast<size_t>(node)] = {start, stride};
+  }
+  if (j.contains("predicted") && j["predicted"].is_object()) {
+    const json& p = j["predicted"];
+    Estimate& e = s.strategy.estimate;
+    e.feasible = true;
+    e.time = p.value("time", 0.0), e.compute = p.value("compute", 0.0);
+    e.communication = p.value("communication", 0.0), e.idle = p.value("idle", 0.0);
+  }
+  return s;
+}
+
+StrategyFile load_strategy(const std::string& path) { return strategy_from_json(read_text_file(path), path); }
+void save_strategy(const StrategyFile& s, const std::string& path) { write_text_file_atomic(path, strategy_to_json(s)); }
+
+std::string strategy_to_dot(const Strategy& s) {
+  std::ostringstream o;
+  o << "digraph pcg {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n";
+  const Graph& g = s.graph;
+  for (const Node& n : g.nodes()) {
+    std::string label = n.op->name;
+    if (!n.name.empty()) label = n.name + "\\n" + label;
+    if (!n.outputs.empty()) label += "\\n" + n.outputs[0].to_string();
+    const MachineView v = n.id < static_cast<NodeId>(s.views.size()) ? s.views[static_cast<size_t>(n.id)] : MachineView{};
+    if (n.op->op_class == OpClass::kCompute && v.start >= 0)
+      label += "\\n" + std::to_string(n.outputs[0].num_shards()) + " tasks @ device " + std::to_string(v.start);
+    std::string style;
+    if (n.op->op_class == OpClass::kParallel) style = ", style=filled, fillcolor=\"#ffb347\", shape=ellipse";
+    else if (n.op->op_class == OpClass::kSource) style = ", style=filled, fillcolor=\"#e8e8e8\"";
+    std::string esc;
+    for (char c : label) esc += c == '"' ? std::string("\\\"") : std::string(1, c);
+    o << "  n" << n.id << " [label=\"" << esc << "\"" << style << "];\n";
+  }
+  for (const Node& n : g.nodes())
+    for (const TensorRef& i : n.inputs) o << "  n" << i.node << " -> n" << n.id << ";\n";
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace pcgx::search

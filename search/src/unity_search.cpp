@@ -1,0 +1,463 @@
+// Unity's search: best-first substitution selection, graph splitting, the
+// baselines and the exhaustive search (see unity_search.h).
+#include "pcgx/search/unity_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_set>
+
+#include "explorer.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/graph_hash.h"
+
+namespace pcgx::search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Context {
+  const RuleLibrary& rules;
+  const MachineMapper& mapper;
+  const SearchOptions& options;
+  std::vector<int64_t> degrees;
+  SearchResult& result;
+  std::string phase;
+  double best_so_far = kInf;
+
+  void report(int64_t evaluated) const {
+    if (options.progress) options.progress({phase, result.explored, evaluated, best_so_far});
+  }
+};
+
+// One best-first search from one seed: candidates slower than alpha x the
+// best found from this seed are pruned.
+Candidate best_first_from(Candidate seed, const Explorer& ex, Context& cx, int64_t budget, std::unordered_set<uint64_t>& seen) {
+  std::vector<Candidate> store;
+  auto cmp = [&](size_t a, size_t b) { return store[a].cost > store[b].cost; };
+  std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> queue(cmp);
+  Candidate best = seed;
+  store.push_back(std::move(seed));
+  queue.push(0);
+  int64_t explored = 0;
+  while (!queue.empty() && explored < budget) {
+    const size_t i = queue.top();
+    queue.pop();
+    if (store[i].cost > cx.options.alpha * best.cost) continue;
+    ++explored, ++cx.result.explored;
+    for (Candidate& ch : ex.expand(store[i], seen)) {
+      if (ch.cost < best.cost) best = ch;
+      if (ch.cost < cx.options.alpha * best.cost) {
+        store.push_back(std::move(ch));
+        queue.push(store.size() - 1);
+      }
+    }
+    cx.best_so_far = std::min(cx.best_so_far, best.cost);
+    cx.report(ex.evaluated);
+  }
+  return best;
+}
+
+// Best-first search from each seed in turn (a seed far better than another
+// would otherwise prune every path from the other), each with an equal
+// share of the budget, sharing what has been seen; the best result of all.
+Candidate best_first(std::vector<Graph> seeds, const Explorer& ex, Context& cx, int64_t budget) {
+  std::unordered_set<uint64_t> seen;
+  std::vector<Candidate> starts;
+  for (Graph& s : seeds) {
+    Candidate c = ex.make(std::move(s), {});
+    if (seen.insert(c.hash).second) starts.push_back(std::move(c));
+  }
+  cx.best_so_far = kInf;
+  Candidate best;
+  best.cost = kInf;
+  const int64_t share = std::max<int64_t>(1, budget / static_cast<int64_t>(std::max<size_t>(1, starts.size())));
+  for (Candidate& s : starts) {
+    Candidate c = best_first_from(std::move(s), ex, cx, share, seen);
+    if (best.graph.size() == 0 || c.cost < best.cost) best = std::move(c);
+  }
+  return best;
+}
+
+// --- graph splitting ----------------------------------------------------
+
+bool is_source(const Node& n) { return n.op->op_class == OpClass::kSource; }
+
+// Positions (in the order of non-source nodes) after which exactly one
+// tensor crosses, and that tensor.
+std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::vector<NodeId>& order) {
+  std::vector<size_t> pos(g.size(), SIZE_MAX);
+  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
+  // last_use[t]: the last position reading tensor t (graph outputs: the end).
+  std::map<TensorRef, size_t> last_use;
+  for (NodeId n : order)
+    for (const TensorRef& t : g.node(n).inputs)
+      if (!is_source(g.node(t.node))) last_use[t] = std::max(last_use[t], pos[static_cast<size_t>(n)]);
+  for (const TensorRef& t : g.outputs()) last_use[t] = order.size();
+  // Sweep: open tensors are those produced at or before i and read after i.
+  std::vector<std::vector<TensorRef>> closes(order.size() + 1);
+  for (const auto& [t, last] : last_use) closes[last].push_back(t);
+  std::vector<std::pair<size_t, TensorRef>> cuts;
+  std::set<TensorRef> open;
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    const Node& n = g.node(order[i]);
+    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o)
+      if (last_use.count({n.id, o})) open.insert({n.id, o});
+    for (const TensorRef& t : closes[i]) open.erase(t);
+    if (open.size() == 1) cuts.push_back({i, *open.begin()});
+  }
+  return cuts;
+}
+
+struct Piece {
+  std::vector<NodeId> nodes;  // non-source nodes of the model
+  TensorRef in{-1, 0};        // boundary tensor read (none for the first)
+  TensorRef out{-1, 0};       // boundary tensor produced (none for the last)
+};
+
+std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k) {
+  std::vector<NodeId> order;
+  for (const Node& n : g.nodes())
+    if (!is_source(n)) order.push_back(n.id);
+  std::vector<Piece> pieces;
+  const auto cuts = valid_cuts(g, order);
+  if (static_cast<int64_t>(order.size()) < 2 * k || cuts.empty()) {
+    pieces.push_back({order, {-1, 0}, {-1, 0}});
+    return pieces;
+  }
+  // Matches that a cut would block: their nodes on both sides of it.
+  std::vector<size_t> pos(g.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
+  std::vector<int64_t> blocked(order.size() + 1, 0);  // difference array
+  {
+    const auto by_op = nodes_by_op(g);
+    const auto consumers = g.consumers();
+    MatchOptions o;
+    o.limit = 8;
+    o.by_op = &by_op;
+    for (const auto& [op, nodes] : by_op)
+      for (const Rule* r : rules.rooted_at(op))
+        for (const Match& m : find_matches(g, *r, consumers, o)) {
+          size_t lo = SIZE_MAX, hi = 0;
+          for (NodeId n : m.nodes)
+            if (n >= 0) lo = std::min(lo, pos[static_cast<size_t>(n)]), hi = std::max(hi, pos[static_cast<size_t>(n)]);
+          if (lo < hi) ++blocked[lo], --blocked[hi];
+        }
+  }
+  for (size_t i = 1; i < blocked.size(); ++i) blocked[i] += blocked[i - 1];
+  size_t start = 0;
+  size_t c = 0;
+  Piece cur;
+  while (c < cuts.size()) {
+    // Among the cuts leaving at least k operators on each side, within a
+    // window of k past the first, take the one blocking the fewest matches.
+    size_t best = SIZE_MAX;
+    for (size_t j = c; j < cuts.size(); ++j) {
+      const size_t at = cuts[j].first;
+      if (at + 1 - start < static_cast<size_t>(k)) continue;
+      if (order.size() - at - 1 < static_cast<size_t>(k)) break;
+      if (best != SIZE_MAX && at + 1 - start >= 2 * static_cast<size_t>(k)) break;
+      if (best == SIZE_MAX || blocked[at] < blocked[cuts[best].first]) best = j;
+    }
+    if (best == SIZE_MAX) break;
+    const size_t at = cuts[best].first;
+    cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(at + 1));
+    cur.out = cuts[best].second;
+    pieces.push_back(cur);
+    cur = Piece{};
+    cur.in = cuts[best].second;
+    start = at + 1;
+    c = best + 1;
+  }
+  cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.end());
+  pieces.push_back(cur);
+  return pieces;
+}
+
+// A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
+ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree) {
+  ParallelTensorShape s = ParallelTensorShape::unpartitioned(logical.logical_shape(), logical.dtype);
+  if (degree > 1 && s.rank() > 0) s.dims[0].degree = degree;
+  return s;
+}
+
+// A piece as a graph of its own, with sources renamed canonically (s0, s1,
+// ...) so identical layers give identical graphs; `names` maps back.
+struct PieceGraph {
+  Graph graph;
+  std::map<std::string, std::string> names;  // canonical -> model name
+};
+
+PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout) {
+  PieceGraph pg{Graph(g.name()), {}};
+  Graph& out = pg.graph;
+  std::map<TensorRef, TensorRef> map;
+  std::map<NodeId, NodeId> sources;
+  if (p.in.node >= 0) {
+    const ParallelTensorShape s = layout(g.shape(p.in), din);
+    Attributes a{{"shape", IntList(s.logical_shape())}, {"dtype", std::string(to_string(s.dtype))}};
+    if (din > 1) {
+      IntList degrees(static_cast<size_t>(s.rank()), 1);
+      degrees[0] = din;
+      a.set("degrees", degrees);
+    }
+    TensorRef t{out.add("Input", a, {}, std::string(kPieceInputPrefix) + "in"), 0};
+    if (din > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", din}}, {t}), 0};
+    map[p.in] = t;
+  }
+  for (NodeId id : p.nodes) {
+    const Node& n = g.node(id);
+    std::vector<TensorRef> ins;
+    for (const TensorRef& i : n.inputs) {
+      const Node& src = g.node(i.node);
+      if (is_source(src)) {
+        auto it = sources.find(src.id);
+        if (it == sources.end()) {
+          const std::string canon = "s" + std::to_string(sources.size());
+          pg.names[canon] = src.name;
+          it = sources.emplace(src.id, out.add(*src.op, src.attrs, {}, canon)).first;
+        }
+        ins.push_back({it->second, i.output});
+      } else {
+        ins.push_back(map.at(i));
+      }
+    }
+    const NodeId nid = out.add(*n.op, n.attrs, ins, n.name);
+    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{id, o}] = {nid, o};
+  }
+  if (p.out.node >= 0) {
+    TensorRef t = map.at(p.out);
+    if (dout > 1) t = {out.add("Repartition", {{"dim", int64_t{0}}, {"degree", dout}}, {t}), 0};
+    out.add_output(t);
+  } else {
+    for (const TensorRef& o : g.outputs()) out.add_output(map.at(o));
+  }
+  return pg;
+}
+
+// The graph and, for `unity`, the baselines built from it (a baseline that
+// cannot be built on a piece, e.g. for its boundary layout, is left out).
+std::vector<Graph> seeds_for(const Graph& g, const Explorer& ex, Context& cx, bool with_baselines) {
+  std::vector<Graph> seeds{g};
+  if (!with_baselines) return seeds;
+  const int64_t n = cx.mapper.cost().devices();
+  try {
+    seeds.push_back(ex.simplify(data_parallel(g, n)));
+  } catch (const Error&) {
+  }
+  try {
+    if (auto e = expert(g, cx.mapper.cost().machine(), n)) seeds.push_back(ex.simplify(*e));
+  } catch (const Error&) {
+  }
+  return seeds;
+}
+
+// Searches `g` (whole, or piece by piece when large) and returns the best PCG.
+Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bool with_baselines, bool layouts) {
+  const Explorer ex(rules, cx.mapper, cx.degrees);
+  const auto pieces = split(g, rules, cx.options.split_min_ops);
+  cx.result.pieces = static_cast<int64_t>(pieces.size());
+  if (pieces.size() == 1) {
+    cx.phase = "search";
+    Candidate c = best_first(seeds_for(g, ex, cx, with_baselines), ex, cx, cx.options.budget);
+    cx.result.evaluated = ex.evaluated;
+    return c;
+  }
+  // Boundary layouts: unpartitioned and the sample dimension split by each degree.
+  // To bound the work, the layouts are unpartitioned, split by the whole
+  // machine, and by one eighth of it.
+  std::vector<int64_t> degrees{1};
+  const int64_t devs = cx.mapper.cost().devices();
+  if (layouts && devs > 1) {
+    if (devs % 8 == 0 && devs / 8 > 1) degrees.push_back(devs / 8);
+    degrees.push_back(devs);
+  }
+  const size_t L = degrees.size();
+  std::map<std::pair<uint64_t, int64_t>, Candidate> solved;  // (piece hash, degree) -> best
+  std::vector<std::vector<const Candidate*>> best(pieces.size(), std::vector<const Candidate*>(L, nullptr));
+  std::vector<std::vector<PieceGraph>> graphs(pieces.size());
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    for (size_t l = 0; l < L; ++l) {
+      const int64_t d = degrees[l];
+      const Piece& pc = pieces[p];
+      const TensorRef boundary = pc.in.node >= 0 ? pc.in : pc.out;
+      if (d > 1 && g.shape(boundary).dims.empty()) break;
+      const int64_t din = pc.in.node >= 0 ? d : 1, dout = pc.out.node >= 0 ? d : 1;
+      if ((pc.in.node >= 0 && g.shape(pc.in).dims.at(0).size % d) || (pc.out.node >= 0 && g.shape(pc.out).dims.at(0).size % d)) {
+        graphs[p].push_back({});
+        continue;
+      }
+      graphs[p].push_back(piece_graph(g, pc, din, dout));
+      const uint64_t h = graph_hash(graphs[p].back().graph);
+      auto it = solved.find({h, d});
+      if (it == solved.end()) {
+        cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d);
+        std::vector<Graph> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines);
+        it = solved.emplace(std::make_pair(h, d), best_first(std::move(seeds), ex, cx, cx.options.budget)).first;
+      }
+      best[p][l] = &it->second;
+    }
+  }
+  cx.result.evaluated = ex.evaluated;
+  // Chain DP over layouts: piece costs plus the layout change between pieces.
+  std::vector<std::vector<double>> dp(pieces.size(), std::vector<double>(L, kInf));
+  std::vector<std::vector<size_t>> from(pieces.size(), std::vector<size_t>(L, 0));
+  auto piece_cost = [&](size_t p, size_t l) { return l < best[p].size() && best[p][l] ? best[p][l]->cost : kInf; };
+  auto change = [&](size_t p, size_t a, size_t b) {
+    if (a == b) return 0.0;
+    const TensorRef bt = pieces[p].out;
+    const ParallelTensorShape s = g.shape(bt);
+    // The moves: gather the old split, scatter the new one.
+    double c = 0;
+    const CostModel& cm = cx.mapper.cost();
+    const LinkCost link = group_link(cm.machine(), 0, std::max<int64_t>(std::max(degrees[a], degrees[b]) - 1, 0));
+    const double bytes = static_cast<double>(s.total_bytes());
+    c += 2 * (gather_time(degrees[a], bytes, link) + scatter_time(degrees[b], bytes, link));
+    return c;
+  };
+  for (size_t l = 0; l < L; ++l) dp[0][l] = piece_cost(0, l);
+  for (size_t p = 1; p < pieces.size(); ++p)
+    for (size_t l = 0; l < L; ++l)
+      for (size_t q = 0; q < L; ++q) {
+        const double v = dp[p - 1][q] + change(p - 1, q, l) + piece_cost(p, l);
+        if (v < dp[p][l]) dp[p][l] = v, from[p][l] = q;
+      }
+  size_t l = static_cast<size_t>(std::min_element(dp.back().begin(), dp.back().end()) - dp.back().begin());
+  if (dp.back()[l] == kInf) throw Error("search: no feasible layout for some piece of the model");
+  std::vector<size_t> chosen(pieces.size());
+  for (size_t p = pieces.size(); p-- > 0;) chosen[p] = l, l = from[p][l];
+
+  // Join the pieces' best graphs.
+  Graph joined(g.name());
+  std::map<std::string, NodeId> sources;
+  TensorRef carry{-1, 0};
+  std::vector<std::string> applied;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    const Candidate& c = *best[p][chosen[p]];
+    const auto& names = graphs[p][chosen[p]].names;
+    for (const auto& a : c.applied) applied.push_back(a);
+    std::map<NodeId, std::vector<TensorRef>> map;
+    for (const Node& n : c.graph.nodes()) {
+      std::vector<TensorRef> outs;
+      if (is_source(n) && n.name.starts_with(kPieceInputPrefix)) {
+        TensorRef t = carry;
+        const ParallelTensorShape want = n.outputs[0];
+        const ParallelTensorShape have = joined.shape(t);
+        if (!(have == want)) {
+          if (have.dims[0].degree > 1) t = {joined.add("Combine", {{"dim", int64_t{0}}, {"degree", have.dims[0].degree}}, {t}), 0};
+          if (want.dims[0].degree > 1) t = {joined.add("Repartition", {{"dim", int64_t{0}}, {"degree", want.dims[0].degree}}, {t}), 0};
+        }
+        outs.push_back(t);
+      } else if (is_source(n)) {
+        const std::string& real = names.at(n.name);
+        auto it = sources.find(real);
+        if (it == sources.end()) it = sources.emplace(real, joined.add(*n.op, n.attrs, {}, real)).first;
+        outs.push_back({it->second, 0});
+      } else {
+        std::vector<TensorRef> ins;
+        for (const TensorRef& i : n.inputs) ins.push_back(map.at(i.node).at(static_cast<size_t>(i.output)));
+        const NodeId id = joined.add(*n.op, n.attrs, ins, n.name);
+        for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) outs.push_back({id, o});
+      }
+      map[n.id] = outs;
+    }
+    if (p + 1 < pieces.size()) {
+      carry = map.at(c.graph.outputs().at(0).node).at(static_cast<size_t>(c.graph.outputs().at(0).output));
+    } else {
+      for (const TensorRef& o : c.graph.outputs()) joined.add_output(map.at(o.node).at(static_cast<size_t>(o.output)));
+    }
+  }
+  Candidate out = ex.make(std::move(joined), std::move(applied));
+  // Whole-model baselines are in the space too (the split may not reach them).
+  if (with_baselines)
+    for (Graph& s : seeds_for(g, ex, cx, true)) {
+      Candidate c = ex.make(std::move(s), {});
+      if (c.cost < out.cost) out = std::move(c);
+    }
+  cx.result.evaluated = ex.evaluated;
+  return out;
+}
+
+Candidate exhaustive(const Graph& g, const RuleLibrary& rules, Context& cx) {
+  const Explorer ex(rules, cx.mapper, cx.degrees);
+  std::unordered_set<uint64_t> seen;
+  Candidate first = ex.make(g, {});
+  seen.insert(first.hash);
+  std::vector<Candidate> frontier{first};
+  Candidate best = first;
+  while (!frontier.empty()) {
+    std::vector<Candidate> next;
+    for (const Candidate& c : frontier) {
+      ++cx.result.explored;
+      for (Candidate& ch : ex.expand(c, seen)) {
+        if (ch.cost < best.cost) best = ch;
+        next.push_back(std::move(ch));
+      }
+      if (static_cast<int64_t>(seen.size()) > cx.options.exhaustive_limit)
+        throw Error("--search exhaustive: more than " + std::to_string(cx.options.exhaustive_limit) +
+                    " candidate PCGs; the model is too large for an exhaustive search (use --search unity)");
+    }
+    frontier = std::move(next);
+    cx.best_so_far = best.cost;
+    cx.report(ex.evaluated);
+  }
+  cx.result.evaluated = ex.evaluated;
+  return best;
+}
+
+}  // namespace
+
+std::vector<int64_t> candidate_degrees(int64_t devices) {
+  std::vector<int64_t> out;
+  for (int64_t d = 2; d <= devices; d *= 2)
+    if (devices % d == 0) out.push_back(d);
+  if (devices > 1 && (out.empty() || out.back() != devices)) out.push_back(devices);
+  return out;
+}
+
+std::vector<std::vector<NodeId>> split_points(const Graph& g, const RuleLibrary& rules, int64_t min_ops) {
+  std::vector<std::vector<NodeId>> out;
+  for (const Piece& p : split(g, rules, min_ops)) out.push_back(p.nodes);
+  return out;
+}
+
+SearchResult optimize(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
+  const auto t0 = Clock::now();
+  SearchResult result;
+  Context cx{rules, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees, result, "", kInf};
+  const int64_t n = mapper.cost().devices();
+  Graph best;
+  const std::string& a = options.algorithm;
+  if (a == "data-parallel") {
+    best = data_parallel(model, n);
+  } else if (a == "expert") {
+    auto e = expert(model, mapper.cost().machine(), n);
+    if (!e) throw Error("--search expert: no expert strategy for '" + model.name() + "' (it covers transformers and recommendation models)");
+    best = std::move(*e);
+  } else if (a == "unity") {
+    Candidate c = search_graph(model, rules, cx, true, true);
+    best = std::move(c.graph), result.applied = std::move(c.applied);
+  } else if (a == "sequential") {
+    const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
+    const RuleLibrary parallel = rules.filtered(RuleFilter::kParallel);
+    Candidate c = search_graph(model, algebraic, cx, false, false);
+    Candidate d = search_graph(c.graph, parallel, cx, true, true);
+    best = std::move(d.graph);
+    result.applied = std::move(c.applied);
+    for (auto& x : d.applied) result.applied.push_back(std::move(x));
+  } else if (a == "exhaustive") {
+    Candidate c = exhaustive(model, rules, cx);
+    best = std::move(c.graph), result.applied = std::move(c.applied);
+  } else {
+    throw Error("--search: unknown algorithm '" + a + "' (unity, data-parallel, expert, sequential, exhaustive)");
+  }
+  result.strategy = mapper.map(best);
+  result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace pcgx::search

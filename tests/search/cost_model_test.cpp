@@ -1,0 +1,209 @@
+// The cost model and machine mapping on hand-worked cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/collectives.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "search/values.h"
+
+namespace pcgx::search {
+namespace {
+
+// Two nodes of four devices; round figures so the expected times are easy.
+Machine toy_machine() {
+  Machine m;
+  m.name = "toy";
+  m.nodes = 2;
+  m.devices_per_node = 4;
+  m.device = {"toy", 1e12, 1e11, 1e9};
+  m.links = {{"fast", 4, 1e10, 1e-6}, {"slow", 0, 1e9, 1e-5}};
+  return m;
+}
+
+Efficiency toy_efficiency() {
+  Efficiency e;
+  e.launch = 0;
+  e.fallback = {1.0, 1.0, 2.0, false};
+  return e;
+}
+
+TEST(Collectives, FormulasOnHandWorkedCases) {
+  const LinkCost c{1e-6, 1e-10};  // 1 us, 10 GB/s
+  // 4 devices, 1 MB: log2(4) = 2 latencies; (k-1)/k = 3/4.
+  EXPECT_DOUBLE_EQ(scatter_time(4, 1e6, c), 2e-6 + 0.75e-4);
+  EXPECT_DOUBLE_EQ(gather_time(4, 1e6, c), 2e-6 + 0.75e-4);
+  EXPECT_DOUBLE_EQ(broadcast_time(4, 1e6, c), 2e-6 + 1.5e-4);
+  EXPECT_DOUBLE_EQ(reduce_time(4, 1e6, c), 2e-6 + 1.5e-4);
+  EXPECT_DOUBLE_EQ(allreduce_time(4, 1e6, c), 6e-6 + 1.5e-4);
+  EXPECT_DOUBLE_EQ(send_time(1e6, c), 1e-6 + 1e-4);
+  EXPECT_DOUBLE_EQ(allreduce_time(1, 1e6, c), 0.0);
+  // Non-power-of-two groups round the tree depth up: ceil(log2 3) = 2.
+  EXPECT_DOUBLE_EQ(broadcast_time(3, 3e6, c), 2e-6 + 2.0 * (2.0 / 3.0) * 3e6 * 1e-10);
+}
+
+TEST(Collectives, GroupLinkFollowsTheHierarchy) {
+  const Machine m = toy_machine();
+  EXPECT_DOUBLE_EQ(group_link(m, 0, 3).beta, 1e-10);  // one node
+  EXPECT_DOUBLE_EQ(group_link(m, 2, 5).beta, 1e-9);   // across nodes
+  EXPECT_DOUBLE_EQ(group_link(m, 4, 7).alpha, 1e-6);
+  EXPECT_DOUBLE_EQ(group_link(m, 3, 3).alpha, 0.0);
+}
+
+Graph linear_graph(int64_t batch, int64_t in, int64_t out) {
+  Graph g("lin");
+  const NodeId x = g.add("Input", {{"shape", IntList{batch, in}}}, {}, "x");
+  const NodeId w = g.add("Weight", {{"shape", IntList{in, out}}}, {}, "w");
+  const NodeId y = g.add("Linear", {}, {{x, 0}, {w, 0}}, "fc");
+  g.add_output({y, 0});
+  return g;
+}
+
+TEST(CostModel, RooflineOfOneTask) {
+  const CostModel cm(toy_machine(), toy_efficiency());
+  const Graph g = linear_graph(1000, 1000, 1000);
+  // 2 * 1000^3 FLOPs at 1 TFLOP/s = 2 ms; 3 * 4 MB at 100 GB/s = 0.12 ms: compute-bound.
+  const Seconds s = cm.task_time(g, g.node(2));
+  EXPECT_NEAR(s.forward, 2e-3, 1e-12);
+  EXPECT_NEAR(s.backward, 4e-3, 1e-12);
+  // Efficiency halves the attainable FLOP/s.
+  Efficiency half = toy_efficiency();
+  half.ops["Linear"] = {0.5, 1.0, 2.0, false};
+  EXPECT_NEAR(CostModel(toy_machine(), half).task_time(g, g.node(2)).forward, 4e-3, 1e-12);
+}
+
+TEST(CostModel, ProfileReplacesTheRoofline) {
+  const Profile p = profile_from_json(
+      R"({"format_version":1,"kind":"pcgx.profile","device":"toy",
+          "entries":[{"op":"Linear","inputs":[[1000,1000],[1000,1000]],"forward":0.5,"backward":0.25}]})",
+      "p.json");
+  const CostModel cm(toy_machine(), toy_efficiency(), p);
+  const Graph g = linear_graph(1000, 1000, 1000);
+  EXPECT_DOUBLE_EQ(cm.task_time(g, g.node(2)).forward, 0.5);
+  EXPECT_DOUBLE_EQ(cm.task_time(g, g.node(2)).backward, 0.25);
+  // Other shapes keep the roofline.
+  const Graph h = linear_graph(500, 1000, 1000);
+  EXPECT_NEAR(cm.task_time(h, h.node(2)).forward, 1e-3, 1e-12);
+}
+
+TEST(CostModel, BadEfficiencyAndProfileFilesNameTheField) {
+  try {
+    efficiency_from_json(R"({"format_version":1,"kind":"pcgx.efficiency","ops":{"Linear":{"compute":-1}}})", "e.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("e.json: ops.Linear.compute:", 0), 0u) << e.what();
+  }
+  try {
+    profile_from_json(R"({"format_version":1,"kind":"pcgx.profile","entries":[{"op":"Linear","inputs":[[0]]}]})", "p.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("p.json: entries[0].inputs:", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(efficiency_from_json("{", "e.json"), Error);
+  EXPECT_THROW(find_machine("no-such-machine"), Error);
+}
+
+TEST(CostModel, DataParallelLinearByHand) {
+  const Machine m = toy_machine();
+  const CostModel cm(m, toy_efficiency());
+  const MachineMapper mapper(cm);
+  const Graph g = linear_graph(1000, 1000, 1000);
+
+  // One device: forward 2 ms + backward 4 ms + Adam update 7 * 4 MB / 100 GB/s = 0.28 ms.
+  const Strategy one = mapper.map(g);
+  ASSERT_TRUE(one.estimate.feasible);
+  EXPECT_NEAR(one.estimate.time, 6e-3 + 2.8e-4, 1e-9);
+  EXPECT_NEAR(one.estimate.memory[0], 4 * 4e6 + 4e6, 1);  // weight x4 + output
+
+  // Data parallel over 4 devices of one node: each task 1/4 of the FLOPs;
+  // the weight's gradient is all-reduced over the fast link; the output is
+  // gathered (forward) and scattered (backward) to device 0.
+  const Graph dp = data_parallel(g, 4);
+  const Strategy s = mapper.map(dp);
+  ASSERT_TRUE(s.estimate.feasible);
+  const LinkCost fast{1e-6, 1e-10};
+  const double compute = 1.5e-3 + 2.8e-4;
+  const double comm = allreduce_time(4, 4e6, fast) + gather_time(4, 4e6, fast) + scatter_time(4, 4e6, fast);
+  EXPECT_NEAR(s.estimate.compute, compute, 1e-9);
+  EXPECT_NEAR(s.estimate.communication, comm, 1e-9);
+  EXPECT_NEAR(s.estimate.time, compute + comm, 1e-9);
+  // Every device holds the whole weight (x4) and a quarter of the output.
+  for (int d = 0; d < 4; ++d) EXPECT_NEAR(s.estimate.memory[static_cast<size_t>(d)], 16e6 + 1e6, 1);
+  EXPECT_NEAR(s.estimate.memory[4], 0.0, 1e-9);
+}
+
+TEST(CostModel, CrossingNodesUsesTheSlowLink) {
+  const Machine m = toy_machine();
+  const CostModel cm(m, toy_efficiency());
+  const MachineMapper mapper(cm);
+  const Graph dp = data_parallel(linear_graph(1000, 1000, 1000), 8);
+  const Strategy s = mapper.map(dp);
+  ASSERT_TRUE(s.estimate.feasible);
+  const LinkCost slow{1e-5, 1e-9};
+  const double comm = allreduce_time(8, 4e6, slow) + gather_time(8, 4e6, slow) + scatter_time(8, 4e6, slow);
+  EXPECT_NEAR(s.estimate.communication, comm, 1e-9);
+}
+
+TEST(CostModel, OverCapacityIsRejected) {
+  Machine m = toy_machine();
+  m.device.memory_capacity = 1e7;  // a 4 MB weight needs 16 MB with gradient and Adam state
+  const CostModel cm(m, toy_efficiency());
+  const MachineMapper mapper(cm);
+  const Strategy s = mapper.map(linear_graph(1000, 1000, 1000));
+  EXPECT_FALSE(s.estimate.feasible);
+  EXPECT_NE(s.estimate.infeasible.find("GiB"), std::string::npos);
+  EXPECT_TRUE(std::isinf(mapper.time(linear_graph(1000, 1000, 1000))));
+}
+
+TEST(CostModel, TooManyTasksIsInfeasible) {
+  const CostModel cm(toy_machine(), toy_efficiency());
+  const MachineMapper mapper(cm);
+  const Strategy s = mapper.map(data_parallel(linear_graph(1600, 100, 100), 16));
+  EXPECT_FALSE(s.estimate.feasible);
+  EXPECT_NE(s.estimate.infeasible.find("16 tasks"), std::string::npos) << s.estimate.infeasible;
+}
+
+// Two independent branches: the DP runs them side by side on two halves of
+// the machine when that beats running them one after the other.
+TEST(MachineMapping, ParallelBranchesSplitTheDevices) {
+  const CostModel cm(toy_machine(), toy_efficiency());
+  const MachineMapper mapper(cm);
+  Graph g("two");
+  const NodeId x = g.add("Input", {{"shape", IntList{1000, 1000}}}, {}, "x");
+  const NodeId a = g.add("Weight", {{"shape", IntList{1000, 1000}}}, {}, "a");
+  const NodeId b = g.add("Weight", {{"shape", IntList{1000, 1000}}}, {}, "b");
+  const NodeId ya = g.add("Linear", {}, {{x, 0}, {a, 0}}, "fa");
+  const NodeId yb = g.add("Linear", {}, {{x, 0}, {b, 0}}, "fb");
+  g.add_output({ya, 0});
+  g.add_output({yb, 0});
+  const Strategy s = mapper.map(g);
+  ASSERT_TRUE(s.estimate.feasible);
+  // Each branch alone: 6.28 ms; side by side (on one node: the DP avoids
+  // the slow link), the second one's output moves back to device 0
+  // (forward) and its gradient out again (backward). The input is a source,
+  // loaded where it is read.
+  const double branch = 6e-3 + 2.8e-4;
+  const double move = 2 * send_time(4e6, {1e-6, 1e-10});
+  EXPECT_NEAR(s.estimate.time, branch + move, 1e-9);
+  EXPECT_NE(s.views[static_cast<size_t>(ya)].start, s.views[static_cast<size_t>(yb)].start);
+  EXPECT_LT(std::max(s.views[static_cast<size_t>(ya)].start, s.views[static_cast<size_t>(yb)].start), 4);
+}
+
+// The baselines compute what the model computes.
+TEST(Baselines, PreserveTheModelsValues) {
+  const Machine m = find_machine("dgx-h100");
+  for (const std::string name : {"mlp-tiny", "dlrm-tiny", "bert-large-tiny", "xdl-tiny", "candle-uno-tiny"}) {
+    const Graph g = build_model(name);
+    std::vector<Graph> variants = {data_parallel(g, 4), data_parallel(g, 2)};
+    if (auto e = expert(g, m, 4)) variants.push_back(*e);
+    for (const Graph& v : variants) EXPECT_LT(max_difference(g, v), 1e-3) << name;
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::search

@@ -1,0 +1,139 @@
+// pcgx optimize: apply a ruleset to a model on a machine (search/).
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <unistd.h>
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/strategy_json.h"
+#include "pcgx/search/unity_search.h"
+
+namespace pcgx::cli {
+namespace {
+
+std::string ms(double s) {
+  if (std::isinf(s)) return "infeasible";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f ms", s * 1e3);
+  return b;
+}
+
+}  // namespace
+
+void add_optimize_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("optimize", "Find the fastest parallel strategy for a model on a machine (Unity's search)");
+  static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity",
+                     out, dot, profile, efficiency;
+  static std::vector<std::string> sets;
+  static int64_t devices = 0, budget = 12, split = 10;
+  static double alpha = 1.05;
+  static bool quiet = false, per_device_batch = true;
+  cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
+  cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
+  cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all");
+  cmd->add_option("--ruleset", ruleset_path, "ruleset to apply")->capture_default_str();
+  cmd->add_option("--search", algorithm, "unity, data-parallel, expert, sequential or exhaustive")->capture_default_str();
+  cmd->add_option("-o,--output", out, "strategy file to write (optimized PCG + machine mapping)")->required();
+  cmd->add_option("--dot", dot, "also draw the optimized PCG (Graphviz)");
+  cmd->add_option("--budget", budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
+  cmd->add_option("--alpha", alpha, "prune candidates slower than alpha x the best")->capture_default_str();
+  cmd->add_option("--split", split, "graph splitting: pieces of at least this many operators")->capture_default_str();
+  cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
+  cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
+  cmd->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
+  cmd->add_flag("!--global-batch", per_device_batch,
+                "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
+  cmd->add_flag("-q,--quiet", quiet, "no per-operator table");
+  cmd->callback([] {
+    Machine m = search::find_machine(machine_name);
+    if (devices < 0 || devices > m.num_devices())
+      throw Error("--devices: " + std::to_string(devices) + " is not in 1.." + std::to_string(m.num_devices()) + " for machine " + m.name);
+    if (devices > 0) m = m.with_devices(devices);
+    if (budget < 1) throw Error("--budget: must be at least 1");
+    if (alpha < 1) throw Error("--alpha: must be at least 1");
+    if (split < 2) throw Error("--split: must be at least 2");
+    const int64_t n = m.num_devices();
+    std::vector<std::string> model_sets = sets;
+    if (const ModelSpec* spec = find_model(model); spec && per_device_batch && spec->defaults.count("batch")) {
+      bool given = false;
+      for (const auto& s : sets) given |= s.rfind("batch=", 0) == 0;
+      if (!given) model_sets.push_back("batch=" + std::to_string(spec->defaults.at("batch") * n));
+    }
+    const Graph g = load_model(model, model_sets);
+    const search::Efficiency eff = efficiency.empty() ? search::default_efficiency() : search::load_efficiency(efficiency);
+    search::Profile prof;
+    if (!profile.empty()) prof = search::load_profile(profile);
+    const search::CostModel cm(m, eff, prof);
+    const search::MachineMapper mapper(cm);
+
+    const bool needs_rules = algorithm == "unity" || algorithm == "sequential" || algorithm == "exhaustive";
+    std::unique_ptr<search::RuleLibrary> rules;
+    Ruleset rs;
+    if (needs_rules) {
+      rs = load_ruleset(ruleset_path);
+      rules = std::make_unique<search::RuleLibrary>(rs);
+    } else {
+      rules = std::make_unique<search::RuleLibrary>(rs);
+    }
+    std::cerr << "optimizing " << g.name() << " (" << g.size() << " nodes) on " << n << " x " << m.device.name << " (" << m.name
+              << ") with --search " << algorithm;
+    if (needs_rules) std::cerr << ", " << rules->size() << " rules (both directions, ranks 2-4) from " << ruleset_path;
+    std::cerr << "\n";
+
+    search::SearchOptions o;
+    o.algorithm = algorithm, o.alpha = alpha, o.budget = budget, o.split_min_ops = split;
+    const bool tty = isatty(2);
+    auto last = std::chrono::steady_clock::now();
+    o.progress = [&](const search::SearchProgress& p) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
+      last = now;
+      std::cerr << (tty ? "\r\033[K" : "") << "  " << p.phase << ": " << p.explored << " explored, " << p.evaluated
+                << " evaluated, best " << ms(p.best) << (tty ? "" : "\n") << std::flush;
+    };
+    const search::SearchResult r = search::optimize(g, *rules, mapper, o);
+    if (tty) std::cerr << "\r\033[K";
+    const search::Strategy dp = mapper.map(search::data_parallel(g, n));
+    const search::Estimate& e = r.strategy.estimate;
+
+    std::cout << "model                 " << g.name() << "\n"
+              << "machine               " << m.name << ", " << n << " devices\n"
+              << "search                " << algorithm << " (" << std::fixed << std::setprecision(2) << r.seconds << " s, "
+              << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
+    if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
+    std::cout << "iteration time        " << ms(e.time) << " predicted\n"
+              << "  compute             " << ms(e.compute) << "\n"
+              << "  communication       " << ms(e.communication) << "\n"
+              << "  idle (mean/device)  " << ms(e.idle) << "\n"
+              << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(m.device.memory_capacity) << "\n"
+              << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
+    if (dp.estimate.feasible)
+      std::cout << "speedup over data parallel  " << std::setprecision(2) << dp.estimate.time / e.time << "x\n";
+    std::cout << "substitutions applied " << r.applied.size() << "\n";
+    for (size_t i = 0; i < r.applied.size() && i < 20; ++i) std::cout << "  " << r.applied[i] << "\n";
+    if (r.applied.size() > 20) std::cout << "  ... (all in the strategy file)\n";
+    if (!quiet) {
+      std::cout << "operators (tasks, output layout, machine view start:stride)\n";
+      for (const Node& nd : r.strategy.graph.nodes()) {
+        if (nd.op->op_class == OpClass::kSource) continue;
+        const auto v = r.strategy.views[static_cast<size_t>(nd.id)];
+        std::cout << "  " << std::left << std::setw(28) << (nd.name.empty() ? "#" + std::to_string(nd.id) : nd.name) << std::setw(14)
+                  << nd.op->name << std::right << std::setw(5) << nd.outputs[0].num_shards() << "  " << std::left << std::setw(30)
+                  << nd.outputs[0].to_string() << std::right << " " << v.start << ":" << v.stride << "\n";
+      }
+    }
+    search::StrategyFile f{g.name(), m, n, algorithm, r.applied, r.strategy};
+    search::save_strategy(f, out);
+    std::cerr << "wrote " << out << "\n";
+    if (!dot.empty()) {
+      write_text_file_atomic(dot, search::strategy_to_dot(r.strategy));
+      std::cerr << "wrote " << dot << "\n";
+    }
+  });
+}
+
+}  // namespace pcgx::cli
