@@ -31,6 +31,15 @@ Machine Machine::with_devices(int64_t n) const {
                   "-device nodes of machine '" + name + "'");
     m.nodes = n / devices_per_node;
   }
+  // The first level as wide as the machine now spans all of it, and the
+  // levels above it are never used (so the result is a valid machine
+  // description of its own).
+  for (size_t i = 0; i < m.links.size(); ++i)
+    if (m.links[i].span >= n || m.links[i].span == 0) {
+      m.links[i].span = 0;
+      m.links.resize(i + 1);
+      break;
+    }
   return m;
 }
 
