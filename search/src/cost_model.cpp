@@ -52,10 +52,6 @@ OpEfficiency read_efficiency(const json& v, const std::string& source, const std
 
 std::vector<int64_t> shard_shape(const Graph& g, TensorRef t) { return g.shape(t).shard_shape(); }
 
-double shard_bytes(const ParallelTensorShape& s) {
-  return static_cast<double>(s.shard_elements() * byte_size(s.dtype));
-}
-
 // Devices [lo, hi] of the group shard `first` of the partitioned side belongs
 // to, for a Repartition/Combine along `dim` by `k` (the group is the k blocks
 // i*k .. i*k+k-1 along dim with every other coordinate fixed).
@@ -71,6 +67,8 @@ std::pair<int64_t, int64_t> dim_group(const ParallelTensorShape& part, int dim, 
 }
 
 }  // namespace
+
+double shard_bytes(const ParallelTensorShape& s) { return static_cast<double>(s.shard_elements() * byte_size(s.dtype)); }
 
 const OpEfficiency& Efficiency::of(const std::string& op) const {
   auto it = ops.find(op);

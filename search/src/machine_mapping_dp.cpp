@@ -40,8 +40,6 @@ struct KeyHash {
   }
 };
 
-double shard_bytes(const ParallelTensorShape& s) { return static_cast<double>(s.shard_elements() * byte_size(s.dtype)); }
-
 int64_t task_count(const Graph& g, const Node& n) {
   if (n.op->op_class == OpClass::kParallel) {
     int64_t t = n.outputs[0].num_shards();

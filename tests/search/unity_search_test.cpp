@@ -43,13 +43,15 @@ TEST_P(UnitySearch, PreservesValuesAndBeatsTheBaselines) {
   EXPECT_EQ(back.strategy.graph.size(), r.strategy.graph.size());
   EXPECT_EQ(back.applied, r.applied);
   for (const Node& n : r.strategy.graph.nodes())
-    if (n.op->op_class != OpClass::kSource) EXPECT_EQ(back.strategy.views[static_cast<size_t>(n.id)], r.strategy.views[static_cast<size_t>(n.id)]);
+    if (n.op->op_class != OpClass::kSource) {
+      EXPECT_EQ(back.strategy.views[static_cast<size_t>(n.id)], r.strategy.views[static_cast<size_t>(n.id)]);
+    }
   EXPECT_NEAR(mapper.map(back.strategy.graph).estimate.time, r.strategy.estimate.time, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, UnitySearch, ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& p) {
+                           std::string s = p.param;
                            for (char& c : s)
                              if (c == '-') c = '_';
                            return s;

@@ -76,6 +76,9 @@ std::string profile_key(const std::string& op, std::span<const std::vector<int64
 Profile profile_from_json(const std::string& text, const std::string& source);
 Profile load_profile(const std::string& path);
 
+// Bytes of one shard of a tensor.
+double shard_bytes(const ParallelTensorShape& s);
+
 struct Seconds {
   double forward = 0;
   double backward = 0;
