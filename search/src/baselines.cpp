@@ -18,11 +18,19 @@ std::vector<TensorType> types_of(const Graph& g, const Node& n) {
 }
 
 // The layout a plan asks of each input, or nothing when the plan names an
-// unknown kind or needs summand replicas.
-std::optional<std::vector<ParallelTensorShape>> required_inputs(const Graph& g, const Node& n, const NodePlan& plan) {
+// unknown kind. An input a kind needs as summands (kSum: the bias of a
+// reduction-parallel Linear, added once in total) gets replica slots, and
+// `summands[i]` says how many of them must add up to the value.
+struct Required {
+  std::vector<ParallelTensorShape> layout;
+  std::vector<int64_t> summands;
+};
+
+std::optional<Required> required_inputs(const Graph& g, const Node& n, const NodePlan& plan) {
   const auto types = types_of(g, n);
-  std::vector<ParallelTensorShape> req;
-  for (const TensorType& t : types) req.push_back(ParallelTensorShape::unpartitioned(t.shape, t.dtype));
+  Required req;
+  for (const TensorType& t : types) req.layout.push_back(ParallelTensorShape::unpartitioned(t.shape, t.dtype));
+  req.summands.assign(types.size(), 1);
   if (plan.empty()) return req;
   if (!n.op->kinds) return std::nullopt;
   const auto kinds = n.op->kinds(n.attrs, types);
@@ -30,14 +38,14 @@ std::optional<std::vector<ParallelTensorShape>> required_inputs(const Graph& g, 
     if (degree <= 1) continue;
     auto k = std::find_if(kinds.begin(), kinds.end(), [&](const ParallelKind& x) { return x.name == name; });
     if (k == kinds.end()) return std::nullopt;
-    for (size_t i = 0; i < req.size() && i < k->inputs.size(); ++i) {
+    for (size_t i = 0; i < req.layout.size() && i < k->inputs.size(); ++i) {
       const int d = k->inputs[i];
-      if (d == ParallelKind::kSum) return std::nullopt;
-      if (d == ParallelKind::kCopy) req[i].replica *= degree;
-      else req[i].dims[static_cast<size_t>(d)].degree *= degree;
+      if (d == ParallelKind::kSum) req.layout[i].replica *= degree, req.summands[i] *= degree;
+      else if (d == ParallelKind::kCopy) req.layout[i].replica *= degree;
+      else req.layout[i].dims[static_cast<size_t>(d)].degree *= degree;
     }
   }
-  for (const auto& r : req)
+  for (const auto& r : req.layout)
     if (r.invalid_reason()) return std::nullopt;
   return req;
 }
@@ -135,7 +143,18 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
     if (n.op->op_class == OpClass::kCompute) {
       if (auto req = required_inputs(g, n, plan(g, n))) {
         std::vector<TensorRef> conv;
-        for (size_t i = 0; i < ins.size(); ++i) conv.push_back(b.convert(ins[i], (*req)[i]));
+        for (size_t i = 0; i < ins.size(); ++i) {
+          const int64_t k = req->summands[i];
+          if (k == 1) {
+            conv.push_back(b.convert(ins[i], req->layout[i]));
+            continue;
+          }
+          // k slots of x/k add up to x.
+          ParallelTensorShape copies = req->layout[i];
+          copies.replica /= k;
+          const TensorRef scaled = b.add("ScalarMul", {{"scalar", 1.0 / static_cast<double>(k)}}, b.convert(ins[i], copies));
+          conv.push_back(b.add("Replicate", {{"degree", k}}, scaled));
+        }
         try {
           id = b.out.add(*n.op, n.attrs, conv, n.name);
         } catch (const Error&) {
@@ -167,7 +186,7 @@ std::string expert_family(const Graph& g) {
   return "";
 }
 
-std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices) {
+std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree) {
   const std::string family = expert_family(g);
   if (family == "recommendation") {
     return parallelize(g, [devices](const Graph& gr, const Node& n) {
@@ -176,40 +195,85 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     });
   }
   if (family != "transformer") return std::nullopt;
-  const int64_t t = std::gcd(machine.devices_per_node, devices);
+  const int64_t t = tensor_degree > 0 ? tensor_degree : std::gcd(machine.devices_per_node, devices);
+  if (devices % t != 0) throw Error("expert: tensor-parallel degree " + std::to_string(t) + " does not divide " + std::to_string(devices) + " devices");
   const int64_t d = devices / t;
-  // Feed-forward pairs: Linear A -> unary ops -> Linear B (no activation).
   const auto consumers = g.consumers();
-  std::map<NodeId, std::string> role;  // "column", "middle", "row"
+  auto sole_consumer = [&](NodeId n) -> const Node* {
+    const auto& cs = consumers[static_cast<size_t>(n)];
+    return cs.size() == 1 ? &g.node(cs[0].first) : nullptr;
+  };
+  // Column-parallel Linears: the first of a feed-forward pair (Linear ->
+  // unary ops -> Linear without activation), and the query/key/value
+  // projections (a Linear whose output is reshaped into heads).
+  std::set<NodeId> column;
   for (const Node& n : g.nodes()) {
     if (n.op->name != "Linear") continue;
-    std::vector<NodeId> chain;
+    const int64_t width = n.outputs[0].logical_shape().back();
+    if (width % t) continue;
     NodeId cur = n.id;
-    for (;;) {
-      const auto& cs = consumers[static_cast<size_t>(cur)];
-      if (cs.size() != 1) break;
-      const Node& c = g.node(cs[0].first);
-      if (unary(c)) {
-        chain.push_back(c.id), cur = c.id;
+    while (const Node* c = sole_consumer(cur)) {
+      if (unary(*c)) {
+        cur = c->id;
         continue;
       }
-      if (c.op->name == "Linear" && cs[0].second == 0 && c.attrs.get_string("activation") == "none") {
-        role[n.id] = "column", role[c.id] = "row";
-        for (NodeId m : chain) role[m] = "middle";
+      if (c->op->name == "Linear" && c->inputs[0].node == cur && c->attrs.get_string("activation") == "none") column.insert(n.id);
+      if (c->op->name == "Reshape" && cur == n.id) {
+        const auto out = c->outputs[0].logical_shape();
+        const size_t last = n.outputs[0].logical_shape().size() - 1;
+        if (out.size() > last + 1 && out[last] % t == 0) column.insert(n.id);
       }
       break;
     }
   }
-  return parallelize(g, [&, d, t](const Graph& gr, const Node& n) {
+  // Propagate the split from the column Linears: each operator reading a
+  // tensor split by t takes the parallel kind that keeps that split (the
+  // heads through reshape, transpose, batched matmuls and softmax) until a
+  // Linear reads it split on its reduction dimension (the row-parallel
+  // half: partial sums, then a Reduce).
+  std::vector<std::vector<int>> split(g.size());
+  std::map<NodeId, NodePlan> extra;
+  for (const Node& n : g.nodes()) {
+    split[static_cast<size_t>(n.id)].assign(n.outputs.size(), -1);
+    if (n.op->op_class != OpClass::kCompute || t <= 1) continue;
+    std::vector<int> in;
+    for (const TensorRef& i : n.inputs) in.push_back(split[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
+    const int last_in = n.inputs.empty() ? -1 : g.shape(n.inputs[0]).rank() - 1;
+    if (n.op->name == "Linear" && in[0] == last_in && in[0] >= 0 && n.attrs.get_string("activation") == "none") {
+      extra[n.id] = {{"reduce", t}};
+      continue;
+    }
+    if (column.count(n.id)) {
+      extra[n.id] = {{"out", t}};
+      split[static_cast<size_t>(n.id)][0] = n.outputs[0].rank() - 1;
+      continue;
+    }
+    if (std::all_of(in.begin(), in.end(), [](int x) { return x < 0; }) || !n.op->kinds) continue;
+    for (const ParallelKind& k : n.op->kinds(n.attrs, types_of(g, n))) {
+      bool keeps = !k.outputs.empty() && k.outputs[0] >= 0 && k.must_divide == 0;
+      for (size_t i = 0; keeps && i < in.size(); ++i) keeps = in[i] < 0 || (i < k.inputs.size() && k.inputs[i] == in[i]);
+      if (keeps && n.outputs[0].dims[static_cast<size_t>(k.outputs[0])].size % t == 0) {
+        extra[n.id] = {{k.name, t}};
+        split[static_cast<size_t>(n.id)][0] = k.outputs[0];
+        break;
+      }
+    }
+  }
+  return parallelize(g, [&, d](const Graph& gr, const Node& n) {
     NodePlan p = sample_plan(gr, n, d);
-    auto r = role.find(n.id);
-    if (r == role.end() || t <= 1) return p;
-    const int64_t last = n.outputs[0].rank() - 1;
-    if (r->second == "column") p["out"] = t;
-    else if (r->second == "row") p["reduce"] = t;
-    else p["dim" + std::to_string(last)] = t;
+    if (auto e = extra.find(n.id); e != extra.end())
+      for (const auto& [kind, degree] : e->second) p[kind] = p.count(kind) ? p[kind] * degree : degree;
     return p;
   });
+}
+
+std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices) {
+  std::vector<int64_t> out;
+  const int64_t most = std::gcd(machine.devices_per_node, devices);
+  for (int64_t t = 1; t <= most; t *= 2)
+    if (most % t == 0) out.push_back(t);
+  if (out.back() != most) out.push_back(most);
+  return out;
 }
 
 }  // namespace pcgx::search

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "pcgx/search/common_subexpressions.h"
 #include "pcgx/search/graph_hash.h"
 
 namespace pcgx::search {
@@ -20,6 +21,7 @@ constexpr int kSimplifySteps = 1000;
 
 Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
   for (int step = 0; step < kSimplifySteps; ++step) {
+    if (auto merged = merge_common_subexpressions(g)) g = std::move(*merged);
     const auto by_op = nodes_by_op(g);
     const auto consumers = g.consumers();
     MatchOptions o;
@@ -85,6 +87,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
   std::vector<std::vector<Candidate>> out(matches.size() + intros.size());
   auto finish = [&](Graph h, std::vector<std::string> applied, std::vector<Candidate>& into) {
     Graph s = simplify(std::move(h), &applied);
+    if (max_nodes_ > 0 && s.size() > max_nodes_) return;
     const uint64_t hash = graph_hash(s);
     {
       std::lock_guard lock(mu);

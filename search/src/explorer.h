@@ -21,10 +21,14 @@ struct Candidate {
 
 class Explorer {
  public:
-  Explorer(const RuleLibrary& rules, const MachineMapper& mapper, std::vector<int64_t> degrees)
-      : rules_(rules), mapper_(mapper), degrees_(std::move(degrees)) {}
+  // `max_nodes` > 0 bounds the space: neighbours with more nodes are
+  // dropped before they are costed (the exhaustive search needs a finite
+  // space; introducers can grow a graph without end).
+  Explorer(const RuleLibrary& rules, const MachineMapper& mapper, std::vector<int64_t> degrees, size_t max_nodes = 0)
+      : rules_(rules), mapper_(mapper), degrees_(std::move(degrees)), max_nodes_(max_nodes) {}
 
-  // Applies simplifiers until none matches; records their ids.
+  // Merges common subexpressions and applies simplifiers until neither
+  // changes anything; records the simplifiers' ids.
   Graph simplify(Graph g, std::vector<std::string>* applied = nullptr) const;
   Candidate make(Graph g, std::vector<std::string> applied) const;
   // Every new neighbour of `c` (one rule application, then simplification)
@@ -37,6 +41,7 @@ class Explorer {
   const RuleLibrary& rules_;
   const MachineMapper& mapper_;
   std::vector<int64_t> degrees_;
+  size_t max_nodes_;
 };
 
 }  // namespace pcgx::search

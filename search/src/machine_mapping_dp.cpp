@@ -96,6 +96,8 @@ struct Problem {
     local.resize(g.size());
     for (const Node& n : g.nodes()) {
       uint64_t h = local_hash(n, g);
+      // Which inputs are weights decides the update time (leaf()).
+      for (const TensorRef& i : n.inputs) h = hash_mix(h, weight_behind(g, i) >= 0 ? 0x3E16 : 0xAC7);
       for (NodeId f : feeders[static_cast<size_t>(n.id)]) h = hash_mix(h, local_hash(g.node(f), g) ^ (weight_behind(g, g.node(f).inputs[0]) >= 0));
       local[static_cast<size_t>(n.id)] = h;
     }

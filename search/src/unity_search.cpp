@@ -22,6 +22,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Context {
   const RuleLibrary& rules;
+  const RuleLibrary* algebraic;  // for the algebraic seed; null: none
   const MachineMapper& mapper;
   const SearchOptions& options;
   std::vector<int64_t> degrees;
@@ -34,50 +35,86 @@ struct Context {
   }
 };
 
-// One best-first search from one seed: candidates slower than alpha x the
-// best found from this seed are pruned.
-Candidate best_first_from(Candidate seed, const Explorer& ex, Context& cx, int64_t budget, std::unordered_set<uint64_t>& seen) {
+// One best-first search from one seed. Candidates within alpha x the best
+// found from this seed are explored cheapest first; those beyond it are
+// deferred, and explored (cheapest first) only when none within it is left
+// and budget remains: the way from a rewrite to its payoff often passes
+// through a slower graph (x·(A + B) is parallelized in two steps, and the
+// first one costs more than the alternatives). Returns the best found and
+// the budget used.
+std::pair<Candidate, int64_t> best_first_from(Candidate seed, const Explorer& ex, Context& cx, int64_t budget,
+                                              std::unordered_set<uint64_t>& seen) {
   std::vector<Candidate> store;
   auto cmp = [&](size_t a, size_t b) { return store[a].cost > store[b].cost; };
-  std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> queue(cmp);
+  using Queue = std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)>;
+  Queue queue(cmp), deferred(cmp);
   Candidate best = seed;
   store.push_back(std::move(seed));
   queue.push(0);
   int64_t explored = 0;
-  while (!queue.empty() && explored < budget) {
-    const size_t i = queue.top();
-    queue.pop();
-    if (store[i].cost > cx.options.alpha * best.cost) continue;
+  while (explored < budget) {
+    size_t i;
+    if (!queue.empty()) {
+      i = queue.top();
+      queue.pop();
+      if (store[i].cost > cx.options.alpha * best.cost) {
+        deferred.push(i);
+        continue;
+      }
+    } else if (!deferred.empty()) {
+      i = deferred.top();
+      deferred.pop();
+    } else {
+      break;
+    }
     ++explored, ++cx.result.explored;
     for (Candidate& ch : ex.expand(store[i], seen)) {
       if (ch.cost < best.cost) best = ch;
-      if (ch.cost < cx.options.alpha * best.cost) {
-        store.push_back(std::move(ch));
-        queue.push(store.size() - 1);
-      }
+      store.push_back(std::move(ch));
+      (store.back().cost < cx.options.alpha * best.cost ? queue : deferred).push(store.size() - 1);
     }
     cx.best_so_far = std::min(cx.best_so_far, best.cost);
     cx.report(ex.evaluated);
   }
+  return {best, explored};
+}
+
+// The expert strategy with its fastest tensor-parallel degree.
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
+  const Machine& m = mapper.cost().machine();
+  const int64_t n = mapper.cost().devices();
+  std::optional<Graph> best;
+  double best_time = kInf;
+  for (int64_t t : expert_tensor_degrees(m, n)) {
+    auto e = expert(g, m, n, t);
+    if (!e) return std::nullopt;
+    const double time = mapper.time(*e);
+    if (!best || time < best_time) best = std::move(e), best_time = time;
+    if (expert_family(g) != "transformer") break;  // no tensor degree
+  }
   return best;
 }
 
-// Best-first search from each seed in turn (a seed far better than another
-// would otherwise prune every path from the other), each with an equal
-// share of the budget, sharing what has been seen; the best result of all.
-Candidate best_first(std::vector<Graph> seeds, const Explorer& ex, Context& cx, int64_t budget) {
+struct Seed {
+  Graph graph;
+  std::vector<std::string> applied;  // rules that led to it from the model
+};
+
+Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, int64_t budget) {
   std::unordered_set<uint64_t> seen;
   std::vector<Candidate> starts;
-  for (Graph& s : seeds) {
-    Candidate c = ex.make(std::move(s), {});
+  for (Seed& s : seeds) {
+    Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
     if (seen.insert(c.hash).second) starts.push_back(std::move(c));
   }
   cx.best_so_far = kInf;
   Candidate best;
   best.cost = kInf;
-  const int64_t share = std::max<int64_t>(1, budget / static_cast<int64_t>(std::max<size_t>(1, starts.size())));
-  for (Candidate& s : starts) {
-    Candidate c = best_first_from(std::move(s), ex, cx, share, seen);
+  int64_t left = budget;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t share = std::max<int64_t>(1, left / static_cast<int64_t>(starts.size() - k));
+    auto [c, used] = best_first_from(std::move(starts[k]), ex, cx, share, seen);
+    left -= used;
     if (best.graph.size() == 0 || c.cost < best.cost) best = std::move(c);
   }
   return best;
@@ -185,12 +222,16 @@ ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree) {
   return s;
 }
 
-// A piece as a graph of its own, with sources renamed canonically (s0, s1,
-// ...) so identical layers give identical graphs; `names` maps back.
+// A piece as a graph of its own, with nodes renamed canonically (sources
+// s0, s1, ..., others c2, c3, ...) and random seeds (Dropout's `seed`) numbered canonically, so
+// identical layers give identical graphs; `names` and `seeds` map back.
 struct PieceGraph {
   Graph graph;
   std::map<std::string, std::string> names;  // canonical -> model name
+  std::map<int64_t, int64_t> seeds;          // canonical -> model seed
 };
+
+constexpr const char* kSeedAttr = "seed";
 
 PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout) {
   PieceGraph pg{Graph(g.name()), {}};
@@ -226,7 +267,15 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
         ins.push_back(map.at(i));
       }
     }
-    const NodeId nid = out.add(*n.op, n.attrs, ins, n.name);
+    Attributes attrs = n.attrs;
+    if (attrs.has(kSeedAttr)) {
+      const int64_t canon = static_cast<int64_t>(pg.seeds.size());
+      pg.seeds[canon] = attrs.get_int(kSeedAttr);
+      attrs.set(kSeedAttr, canon);
+    }
+    const std::string canon = "c" + std::to_string(pg.names.size());
+    pg.names[canon] = n.name;
+    const NodeId nid = out.add(*n.op, attrs, ins, canon);
     for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{id, o}] = {nid, o};
   }
   if (p.out.node >= 0) {
@@ -241,17 +290,34 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
 
 // The graph and, for `unity`, the baselines built from it (a baseline that
 // cannot be built on a piece, e.g. for its boundary layout, is left out).
-std::vector<Graph> seeds_for(const Graph& g, const Explorer& ex, Context& cx, bool with_baselines) {
-  std::vector<Graph> seeds{g};
+// With `algebraic`, also the best PCG the algebraic rules alone reach
+// (the first phase of `sequential`) and its data-parallel form: the path
+// from the model to a rewritten and then parallelized graph often passes
+// through candidates slower than a parallelized original, which alpha
+// pruning drops (x·A + x·B = x·(A + B) before splitting A + B by columns).
+std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, bool with_baselines, bool algebraic = false) {
+  std::vector<Seed> seeds{{g, {}}};
   if (!with_baselines) return seeds;
   const int64_t n = cx.mapper.cost().devices();
-  try {
-    seeds.push_back(ex.simplify(data_parallel(g, n)));
-  } catch (const Error&) {
-  }
-  try {
-    if (auto e = expert(g, cx.mapper.cost().machine(), n)) seeds.push_back(ex.simplify(*e));
-  } catch (const Error&) {
+  auto add_baselines = [&](const Graph& from, const std::vector<std::string>& applied) {
+    try {
+      seeds.push_back({ex.simplify(data_parallel(from, n)), applied});
+    } catch (const Error&) {
+    }
+    try {
+      if (auto e = tuned_expert(from, cx.mapper)) seeds.push_back({ex.simplify(*e), applied});
+    } catch (const Error&) {
+    }
+  };
+  add_baselines(g, {});
+  if (algebraic && cx.algebraic && cx.algebraic->size() > 0) {
+    const Explorer ax(*cx.algebraic, cx.mapper, cx.degrees);
+    Candidate a = best_first({{g, {}}}, ax, cx, cx.options.budget);
+    ex.evaluated += ax.evaluated.load();
+    if (!a.applied.empty()) {
+      seeds.push_back({a.graph, a.applied});
+      add_baselines(a.graph, a.applied);
+    }
   }
   return seeds;
 }
@@ -263,7 +329,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   cx.result.pieces = static_cast<int64_t>(pieces.size());
   if (pieces.size() == 1) {
     cx.phase = "search";
-    Candidate c = best_first(seeds_for(g, ex, cx, with_baselines), ex, cx, cx.options.budget);
+    Candidate c = best_first(seeds_for(g, ex, cx, with_baselines, true), ex, cx, cx.options.budget);
     cx.result.evaluated = ex.evaluated;
     return c;
   }
@@ -296,7 +362,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
       auto it = solved.find({h, d});
       if (it == solved.end()) {
         cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d);
-        std::vector<Graph> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines);
+        std::vector<Seed> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines, true);
         it = solved.emplace(std::make_pair(h, d), best_first(std::move(seeds), ex, cx, cx.options.budget)).first;
       }
       best[p][l] = &it->second;
@@ -339,6 +405,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   for (size_t p = 0; p < pieces.size(); ++p) {
     const Candidate& c = *best[p][chosen[p]];
     const auto& names = graphs[p][chosen[p]].names;
+    const auto& seeds = graphs[p][chosen[p]].seeds;
     for (const auto& a : c.applied) applied.push_back(a);
     std::map<NodeId, std::vector<TensorRef>> map;
     for (const Node& n : c.graph.nodes()) {
@@ -360,7 +427,10 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
       } else {
         std::vector<TensorRef> ins;
         for (const TensorRef& i : n.inputs) ins.push_back(map.at(i.node).at(static_cast<size_t>(i.output)));
-        const NodeId id = joined.add(*n.op, n.attrs, ins, n.name);
+        Attributes attrs = n.attrs;
+        if (attrs.has(kSeedAttr)) attrs.set(kSeedAttr, seeds.at(attrs.get_int(kSeedAttr)));
+        const auto name = names.find(n.name);
+        const NodeId id = joined.add(*n.op, attrs, ins, name == names.end() ? "" : name->second);
         for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) outs.push_back({id, o});
       }
       map[n.id] = outs;
@@ -374,8 +444,8 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   Candidate out = ex.make(std::move(joined), std::move(applied));
   // Whole-model baselines are in the space too (the split may not reach them).
   if (with_baselines)
-    for (Graph& s : seeds_for(g, ex, cx, true)) {
-      Candidate c = ex.make(std::move(s), {});
+    for (Seed& s : seeds_for(g, ex, cx, true)) {
+      Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
       if (c.cost < out.cost) out = std::move(c);
     }
   cx.result.evaluated = ex.evaluated;
@@ -383,12 +453,19 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
 }
 
 Candidate exhaustive(const Graph& g, const RuleLibrary& rules, Context& cx) {
-  const Explorer ex(rules, cx.mapper, cx.degrees);
+  int64_t sources = 0;
+  for (const Node& n : g.nodes()) sources += is_source(n);
+  const int64_t bound = cx.options.exhaustive_max_nodes > 0 ? cx.options.exhaustive_max_nodes : static_cast<int64_t>(g.size()) + sources + 1;
+  const Explorer ex(rules, cx.mapper, cx.degrees, static_cast<size_t>(bound));
   std::unordered_set<uint64_t> seen;
-  Candidate first = ex.make(g, {});
-  seen.insert(first.hash);
-  std::vector<Candidate> frontier{first};
-  Candidate best = first;
+  std::vector<Candidate> frontier;
+  for (Seed& s : seeds_for(g, ex, cx, true)) {
+    Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
+    if (seen.insert(c.hash).second) frontier.push_back(std::move(c));
+  }
+  Candidate best = frontier.front();
+  for (const Candidate& c : frontier)
+    if (c.cost < best.cost) best = c;
   while (!frontier.empty()) {
     std::vector<Candidate> next;
     for (const Candidate& c : frontier) {
@@ -399,7 +476,8 @@ Candidate exhaustive(const Graph& g, const RuleLibrary& rules, Context& cx) {
       }
       if (static_cast<int64_t>(seen.size()) > cx.options.exhaustive_limit)
         throw Error("--search exhaustive: more than " + std::to_string(cx.options.exhaustive_limit) +
-                    " candidate PCGs; the model is too large for an exhaustive search (use --search unity)");
+                    " candidate PCGs of at most " + std::to_string(bound) +
+                    " nodes; the model is too large for an exhaustive search (use --search unity, or lower --max-nodes)");
     }
     frontier = std::move(next);
     cx.best_so_far = best.cost;
@@ -428,17 +506,19 @@ std::vector<std::vector<NodeId>> split_points(const Graph& g, const RuleLibrary&
 SearchResult optimize(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
   const auto t0 = Clock::now();
   SearchResult result;
-  Context cx{rules, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees, result, "", kInf};
+  Context cx{rules, nullptr, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees, result, "", kInf};
   const int64_t n = mapper.cost().devices();
   Graph best;
   const std::string& a = options.algorithm;
   if (a == "data-parallel") {
     best = data_parallel(model, n);
   } else if (a == "expert") {
-    auto e = expert(model, mapper.cost().machine(), n);
+    auto e = tuned_expert(model, mapper);
     if (!e) throw Error("--search expert: no expert strategy for '" + model.name() + "' (it covers transformers and recommendation models)");
     best = std::move(*e);
   } else if (a == "unity") {
+    const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
+    cx.algebraic = &algebraic;
     Candidate c = search_graph(model, rules, cx, true, true);
     best = std::move(c.graph), result.applied = std::move(c.applied);
   } else if (a == "sequential") {

@@ -195,12 +195,32 @@ TEST(MachineMapping, ParallelBranchesSplitTheDevices) {
 }
 
 // The baselines compute what the model computes.
+TEST(Baselines, ExpertTransformerSplitsHeadsAndFeedForward) {
+  // Megatron on 4 devices, t = 4: query/key/value and the first FFN Linear
+  // by columns, the attention by heads, the output and second FFN Linear by
+  // their reduction dimension.
+  const Graph g = build_model("bert-large-tiny");
+  const Graph e = *expert(g, find_machine("dgx-h100"), 4, 4);
+  std::map<std::string, int64_t> tasks;
+  for (const Node& n : e.nodes())
+    if (!n.name.empty()) tasks[n.name] = n.op->op_class == OpClass::kCompute ? n.outputs[0].num_shards() : 0;
+  for (const std::string name : {"layer0.attention.query", "layer0.attention.scores", "layer0.attention.softmax",
+                                 "layer0.attention.context", "layer0.intermediate"})
+    EXPECT_EQ(tasks.at(name), 4) << name;
+  // Partial sums: one shard per replica slot.
+  for (const Node& n : e.nodes())
+    if (n.name == "layer0.attention.output" || n.name == "layer0.ffn_output") {
+      EXPECT_EQ(n.outputs[0].replica, 4) << n.name;
+    }
+}
+
 TEST(Baselines, PreserveTheModelsValues) {
   const Machine m = find_machine("dgx-h100");
-  for (const std::string name : {"mlp-tiny", "dlrm-tiny", "bert-large-tiny", "xdl-tiny", "candle-uno-tiny"}) {
+  for (const std::string name : {"mlp-tiny", "dlrm-tiny", "bert-large-tiny", "gpt-tiny", "xdl-tiny", "candle-uno-tiny"}) {
     const Graph g = build_model(name);
     std::vector<Graph> variants = {data_parallel(g, 4), data_parallel(g, 2)};
-    if (auto e = expert(g, m, 4)) variants.push_back(*e);
+    for (int64_t t : expert_tensor_degrees(m, 4))
+      if (auto e = expert(g, m, 4, t)) variants.push_back(*e);
     for (const Graph& v : variants) EXPECT_LT(max_difference(g, v), 1e-3) << name;
   }
 }

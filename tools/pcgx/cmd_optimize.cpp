@@ -29,7 +29,7 @@ void add_optimize_command(CLI::App& app) {
   static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity",
                      out, dot, profile, efficiency;
   static std::vector<std::string> sets;
-  static int64_t devices = 0, budget = 12, split = 10;
+  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000;
   static double alpha = 1.05;
   static bool quiet = false, per_device_batch = true;
   cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
@@ -42,6 +42,8 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--budget", budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
   cmd->add_option("--alpha", alpha, "prune candidates slower than alpha x the best")->capture_default_str();
   cmd->add_option("--split", split, "graph splitting: pieces of at least this many operators")->capture_default_str();
+  cmd->add_option("--max-nodes", max_nodes, "exhaustive search: PCGs of at most this many nodes (default: model nodes + inputs and weights + 1)");
+  cmd->add_option("--limit", exhaustive_limit, "exhaustive search: give up above this many candidate PCGs")->capture_default_str();
   cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
   cmd->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
@@ -56,6 +58,8 @@ void add_optimize_command(CLI::App& app) {
     if (budget < 1) throw Error("--budget: must be at least 1");
     if (alpha < 1) throw Error("--alpha: must be at least 1");
     if (split < 2) throw Error("--split: must be at least 2");
+    if (max_nodes < 0) throw Error("--max-nodes: must not be negative");
+    if (exhaustive_limit < 1) throw Error("--limit: must be at least 1");
     const int64_t n = m.num_devices();
     std::vector<std::string> model_sets = sets;
     if (const ModelSpec* spec = find_model(model); spec && per_device_batch && spec->defaults.count("batch")) {
@@ -86,6 +90,7 @@ void add_optimize_command(CLI::App& app) {
 
     search::SearchOptions o;
     o.algorithm = algorithm, o.alpha = alpha, o.budget = budget, o.split_min_ops = split;
+    o.exhaustive_max_nodes = max_nodes, o.exhaustive_limit = exhaustive_limit;
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now();
     o.progress = [&](const search::SearchProgress& p) {

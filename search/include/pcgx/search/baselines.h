@@ -21,8 +21,9 @@ using NodePlan = std::map<std::string, int64_t>;
 // `g` (unpartitioned) with every compute node run as plan(node). Before a
 // node, its inputs are converted to the layout it needs: partial sums are
 // reduced, surplus degrees combined, missing degrees repartitioned, replicas
-// made; conversions are shared between readers. A node whose plan is not
-// legal for it runs unpartitioned. Graph outputs keep their original layout.
+// made; conversions are shared between readers. An input needed as k
+// summands (the bias of a reduction-parallel Linear) becomes k replica
+// slots of x/k. A node whose plan is not legal for it runs unpartitioned. Graph outputs keep their original layout.
 Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan);
 
 // The largest divisor of `devices` that divides `n`.
@@ -36,11 +37,18 @@ Graph data_parallel(const Graph& g, int64_t devices);
 // Expert strategies, or nothing when the model is of no family they cover:
 //   - recommendation models (embedding bags): every embedding runs whole on
 //     one device (the machine mapping spreads them), the MLPs data parallel;
-//   - transformers (LayerNorm + BatchMatMul): Megatron-style feed-forward
-//     blocks (first Linear split by output columns, second by its reduction
-//     dimension, then a Reduce) with tensor-parallel degree t = devices of
-//     one node, and data parallelism of degree devices / t everywhere.
-std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices);
+//   - transformers (LayerNorm + BatchMatMul): Megatron-style tensor
+//     parallelism of degree t (`tensor_degree`, by default the devices of
+//     one node) and data parallelism of degree devices / t everywhere. The
+//     feed-forward block's first Linear and the query/key/value projections
+//     are split by output columns; the split follows through the attention
+//     (heads: reshape, transpose, batched matmuls, softmax) and the
+//     activation to the Linear that reads it on its reduction dimension,
+//     which produces partial sums, then a Reduce.
+std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0);
+// The tensor-parallel degrees worth trying: powers of two up to the
+// devices of a node (dividing the device count), and that count.
+std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices);
 // The family expert() recognized ("recommendation", "transformer") or "".
 std::string expert_family(const Graph& g);
 

@@ -1,0 +1,147 @@
+// The search on the zoo models on DGX-H100 nodes (issue 5's table): per
+// model and device count, the search time of `unity` and the predicted
+// iteration time of `unity`, `data-parallel`, `expert` (where it applies)
+// and `sequential`, with each baseline's time over unity's (> 1: unity is
+// faster). Goals checked: unity's search under 60 s, unity never predicted
+// slower than a baseline, and a strict win over data parallelism for
+// DLRM, XDL, CANDLE-Uno and the 8192-wide MLP. A second table gives the
+// search time against the device count.
+//
+// Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [MODEL...]
+// (default: the nine full-size zoo models; the batch is the zoo's per-GPU
+// batch times the device count, as `pcgx optimize` does).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/unity_search.h"
+
+using namespace pcgx;
+
+namespace {
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = s.find(',', at);
+    out.push_back(std::stoll(s.substr(at, comma - at)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+struct Run {
+  double time = 0;  // predicted iteration time (s), 0 when not applicable/infeasible
+  double search = 0;
+};
+
+Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineMapper& mapper, search::SearchOptions o,
+        const std::string& algorithm) {
+  o.algorithm = algorithm;
+  try {
+    const search::SearchResult r = search::optimize(g, rules, mapper, o);
+    if (!r.strategy.estimate.feasible) return {0, r.seconds};
+    return {r.strategy.estimate.time, r.seconds};
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+std::string ratio(double base, double unity) {
+  if (base <= 0 || unity <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", base / unity);
+  return buf;
+}
+
+std::string ms(double s) {
+  if (s <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s * 1e3);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> devices{8, 64, 192};
+  search::SearchOptions base;
+  std::vector<std::string> models;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
+    else if (a == "--budget" && i + 1 < argc) base.budget = std::stoll(argv[++i]);
+    else if (a == "--split" && i + 1 < argc) base.split_min_ops = std::stoll(argv[++i]);
+    else if (a == "--help" || a == "-h") {
+      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [MODEL...]\n");
+      return 0;
+    } else models.push_back(a);
+  }
+  if (models.empty()) models = {"resnext-50", "inception-v3", "bert-large", "dlrm", "xdl", "candle-uno", "mlp", "gpt", "vgg-13"};
+  const Ruleset rs = load_ruleset(std::string(PCGX_RULESETS_DIR) + "/unity-v1.json");
+  const search::RuleLibrary rules(rs);
+  const Machine full = search::find_machine("dgx-h100");
+  const std::map<std::string, bool> must_win{{"dlrm", true}, {"xdl", true}, {"candle-uno", true}, {"mlp", true}};
+
+  std::printf("pcgx search on dgx-h100 (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n",
+              static_cast<long long>(base.budget), static_cast<long long>(base.split_min_ops));
+  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s  %s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
+              "expert", "sequential", "dp/u", "exp/u", "seq/u", "goals");
+  bool ok = true;
+  std::map<std::string, std::map<int64_t, double>> search_time;
+  for (const std::string& name : models) {
+    const ModelSpec* spec = find_model(name);
+    if (!spec) {
+      std::fprintf(stderr, "error: unknown model '%s'\n", name.c_str());
+      return 2;
+    }
+    for (int64_t n : devices) {
+      if (n > full.num_devices()) continue;
+      ModelParams p;
+      if (spec->defaults.count("batch")) p["batch"] = spec->defaults.at("batch") * n;
+      const Graph g = build_model(name, p);
+      const search::CostModel cm(full.with_devices(n), search::default_efficiency());
+      const search::MachineMapper mapper(cm);
+      const Run u = run(g, rules, mapper, base, "unity");
+      const Run dp = run(g, rules, mapper, base, "data-parallel");
+      const Run ex = search::expert_family(g).empty() ? Run{} : run(g, rules, mapper, base, "expert");
+      const Run seq = run(g, rules, mapper, base, "sequential");
+      search_time[name][n] = u.search;
+      std::string goals;
+      auto fail = [&](const std::string& why) { goals += (goals.empty() ? "" : ", ") + why, ok = false; };
+      if (u.time <= 0) fail("unity infeasible");
+      if (u.search > 60) fail("search > 60 s");
+      for (const Run* b : {&dp, &ex, &seq})
+        if (b->time > 0 && u.time > b->time * (1 + 1e-9)) fail("slower than a baseline");
+      if (must_win.count(name) && !(dp.time <= 0 || u.time < dp.time * (1 - 1e-9))) fail("no win over data parallel");
+      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s  %s\n", name.c_str(), static_cast<long long>(n), g.size(),
+                  u.search, ms(u.time).c_str(), ms(dp.time).c_str(), ms(ex.time).c_str(), ms(seq.time).c_str(),
+                  ratio(dp.time, u.time).c_str(), ratio(ex.time, u.time).c_str(), ratio(seq.time, u.time).c_str(),
+                  goals.empty() ? "ok" : goals.c_str());
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nsearch time (s) against devices; growth = time / time at %lld devices, against devices / %lld\n",
+              static_cast<long long>(devices.front()), static_cast<long long>(devices.front()));
+  std::printf("%-13s", "model");
+  for (int64_t n : devices) std::printf(" %9lld", static_cast<long long>(n));
+  std::printf("   growth (devices x%lld)\n", static_cast<long long>(devices.back() / devices.front()));
+  for (const auto& [name, times] : search_time) {
+    std::printf("%-13s", name.c_str());
+    for (int64_t n : devices) std::printf(" %9.2f", times.count(n) ? times.at(n) : 0.0);
+    const double first = times.begin()->second, last = times.rbegin()->second;
+    std::printf("   %.1fx\n", first > 0 ? last / first : 0.0);
+  }
+  std::printf("%s\n", ok ? "all goals met" : "some goals missed (see the goals column)");
+  return ok ? 0 : 1;
+}
