@@ -106,13 +106,26 @@ int64_t sample_size(const Graph& g, const Node& n, const ParallelKind& k) {
   return g.shape(n.inputs[0]).dims.at(0).size;
 }
 
-NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices) {
+NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices, bool split_unsampled = false) {
   if (!n.op->kinds) return {};
   const auto kinds = n.op->kinds(n.attrs, types_of(g, n));
-  const ParallelKind* k = sample_kind(kinds);
-  if (!k) return {};
-  const int64_t d = largest_dividing_degree(devices, sample_size(g, n, *k));
-  return d > 1 ? NodePlan{{k->name, d}} : NodePlan{};
+  if (const ParallelKind* k = sample_kind(kinds)) {
+    const int64_t d = largest_dividing_degree(devices, sample_size(g, n, *k));
+    return d > 1 ? NodePlan{{k->name, d}} : NodePlan{};
+  }
+  // No sample kind (BatchNorm: its statistics span the batch). Running it
+  // whole puts the entire batch on one device; or split it along the
+  // output dimension that takes the largest degree.
+  if (!split_unsampled) return {};
+  NodePlan best;
+  int64_t best_d = 1;
+  for (const ParallelKind& k : kinds) {
+    if (k.outputs.empty() || k.outputs[0] < 0 || k.must_divide > 0) continue;
+    if (std::find(k.inputs.begin(), k.inputs.end(), ParallelKind::kSum) != k.inputs.end()) continue;
+    const int64_t d = largest_dividing_degree(devices, n.outputs[0].dims[static_cast<size_t>(k.outputs[0])].size);
+    if (d > best_d) best = {{k.name, d}}, best_d = d;
+  }
+  return best;
 }
 
 bool unary(const Node& n) {
@@ -176,8 +189,14 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
   return std::move(b.out);
 }
 
-Graph data_parallel(const Graph& g, int64_t devices) {
-  return parallelize(g, [devices](const Graph& gr, const Node& n) { return sample_plan(gr, n, devices); });
+Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled) {
+  return parallelize(g, [=](const Graph& gr, const Node& n) { return sample_plan(gr, n, devices, split_unsampled); });
+}
+
+bool has_unsampled(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute && n.op->kinds && !sample_kind(n.op->kinds(n.attrs, types_of(g, n)))) return true;
+  return false;
 }
 
 std::string expert_family(const Graph& g) {

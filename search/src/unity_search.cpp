@@ -79,6 +79,18 @@ std::pair<Candidate, int64_t> best_first_from(Candidate seed, const Explorer& ex
   return {best, explored};
 }
 
+}  // namespace
+
+Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
+  const int64_t n = mapper.cost().devices();
+  Graph whole = data_parallel(g, n);
+  if (!has_unsampled(g)) return whole;
+  Graph split = data_parallel(g, n, true);
+  return mapper.time(split) < mapper.time(whole) ? split : whole;
+}
+
+namespace {
+
 // The expert strategy with its fastest tensor-parallel degree.
 std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
   const Machine& m = mapper.cost().machine();
@@ -298,10 +310,9 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
 std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, bool with_baselines, bool algebraic = false) {
   std::vector<Seed> seeds{{g, {}}};
   if (!with_baselines) return seeds;
-  const int64_t n = cx.mapper.cost().devices();
   auto add_baselines = [&](const Graph& from, const std::vector<std::string>& applied) {
     try {
-      seeds.push_back({ex.simplify(data_parallel(from, n)), applied});
+      seeds.push_back({ex.simplify(best_data_parallel(from, cx.mapper)), applied});
     } catch (const Error&) {
     }
     try {
@@ -507,11 +518,10 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
   const auto t0 = Clock::now();
   SearchResult result;
   Context cx{rules, nullptr, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees, result, "", kInf};
-  const int64_t n = mapper.cost().devices();
   Graph best;
   const std::string& a = options.algorithm;
   if (a == "data-parallel") {
-    best = data_parallel(model, n);
+    best = best_data_parallel(model, mapper);
   } else if (a == "expert") {
     auto e = tuned_expert(model, mapper);
     if (!e) throw Error("--search expert: no expert strategy for '" + model.name() + "' (it covers transformers and recommendation models)");

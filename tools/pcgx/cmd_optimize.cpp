@@ -102,7 +102,7 @@ void add_optimize_command(CLI::App& app) {
     };
     const search::SearchResult r = search::optimize(g, *rules, mapper, o);
     if (tty) std::cerr << "\r\033[K";
-    const search::Strategy dp = mapper.map(search::data_parallel(g, n));
+    const search::Strategy dp = mapper.map(search::best_data_parallel(g, mapper));
     const search::Estimate& e = r.strategy.estimate;
 
     std::cout << "model                 " << g.name() << "\n"

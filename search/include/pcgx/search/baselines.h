@@ -31,8 +31,13 @@ int64_t largest_dividing_degree(int64_t devices, int64_t n);
 
 // Data parallelism: every operator split along its first (sample)
 // dimension by the largest degree <= devices that divides it; weights
-// replicated (their gradients all-reduced).
-Graph data_parallel(const Graph& g, int64_t devices);
+// replicated (their gradients all-reduced). An operator that cannot split
+// its samples (BatchNorm, whose statistics span the batch) runs whole, or
+// with `split_unsampled` along the dimension that takes the largest degree
+// (its channels): slower where the whole batch fits one device, the only
+// way when it does not. has_unsampled() says whether the choice exists.
+Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled = false);
+bool has_unsampled(const Graph& g);
 
 // Expert strategies, or nothing when the model is of no family they cover:
 //   - recommendation models (embedding bags): every embedding runs whole on

@@ -65,6 +65,11 @@ struct SearchResult {
   double seconds = 0;
 };
 
+// The data-parallel baseline (baselines.h), with operators that cannot
+// split their samples run whole or split otherwise, whichever `mapper`
+// predicts faster.
+Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
+
 // The degrees tried for a free degree on `devices` devices.
 std::vector<int64_t> candidate_degrees(int64_t devices);
 
