@@ -527,10 +527,25 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     if (!e) throw Error("--search expert: no expert strategy for '" + model.name() + "' (it covers transformers and recommendation models)");
     best = std::move(*e);
   } else if (a == "unity") {
+    // Start the joint search from the best the algebraic rules alone reach on
+    // the whole model: rewrites across piece boundaries (which the pieces'
+    // own algebraic seeds cannot see) are then in place, and the joint
+    // search can still undo any of them. Without this, `sequential` (which
+    // does exactly that and then parallelizes) beat unity on CANDLE-Uno.
     const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
     cx.algebraic = &algebraic;
-    Candidate c = search_graph(model, rules, cx, true, true);
-    best = std::move(c.graph), result.applied = std::move(c.applied);
+    Candidate pre = search_graph(model, algebraic, cx, false, false);
+    Candidate c = search_graph(pre.graph, rules, cx, true, true);
+    if (!pre.applied.empty()) {  // the model's own baselines stay candidates
+      const Explorer ex(rules, mapper, cx.degrees);
+      for (Seed& s : seeds_for(model, ex, cx, true)) {
+        Candidate m = ex.make(std::move(s.graph), std::move(s.applied));
+        if (m.cost < c.cost) c = std::move(m), pre.applied.clear();
+      }
+    }
+    best = std::move(c.graph);
+    result.applied = std::move(pre.applied);
+    for (auto& x : c.applied) result.applied.push_back(std::move(x));
   } else if (a == "sequential") {
     const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
     const RuleLibrary parallel = rules.filtered(RuleFilter::kParallel);

@@ -3,6 +3,11 @@
 // substitution selection by best-first search over PCGs, each candidate
 // costed by the machine-mapping DP (machine_mapping.h).
 //
+// `unity` first runs the algebraic rules alone on the whole model (as
+// `sequential` does) and starts the joint search below from the result, so
+// rewrites that span graph-splitting pieces are not lost; the model's own
+// baselines remain candidates.
+//
 // Best-first search. Start from each seed PCG in turn (the model, and for
 // `unity` also the data-parallel and expert baselines, which lie in its
 // search space anyway), each with a share of the budget. Repeatedly take the cheapest unexplored candidate,
