@@ -1,7 +1,7 @@
 #include "pcgx/pcg/interpreter.h"
 
 
-#include "pcgx/pcg/degree_inference.h"
+#include "pcgx/pcg/tasks.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/stable_hash.h"
 
@@ -56,40 +56,19 @@ std::vector<ShardedTensor<T>> evaluate_op(const OpDef& op, const Attributes& att
   if (!kernel) throw Error(op.name + " has no reference kernel");
 
   std::vector<ParallelTensorShape> in_shapes;
-  in_shapes.reserve(inputs.size());
   for (const auto* x : inputs) in_shapes.push_back(x->shape);
-  std::vector<TensorType> out_types;
-  for (const auto& s : output_shapes) out_types.push_back({s.logical_shape(), s.dtype});
-  const TaskGrid grid = infer_degrees(op, attrs, in_shapes, out_types).grid;
-
+  const TaskTable table = task_table(op, attrs, in_shapes, output_shapes);
   for (auto& o : out) o.shards.resize(static_cast<size_t>(o.shape.num_shards()));
-  TaskContext ctx{in_shapes, output_shapes, std::vector<std::vector<int64_t>>(inputs.size()),
-                  std::vector<std::vector<int64_t>>(out.size())};
   std::vector<const Tensor<T>*> in_ptrs(inputs.size());
   std::vector<Tensor<T>> local(out.size());
-  std::vector<int64_t> coords(grid.extents.size(), 0), block;
-  std::vector<int64_t> out_index(out.size());
-  int64_t slot = 0;
-  const int64_t tasks = grid.num_tasks();
-  for (int64_t t = 0; t < tasks; ++t) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const int64_t idx = shard_for_task(grid.inputs[i], in_shapes[i], coords, grid.extents);
-      in_ptrs[i] = &inputs[i]->shards[static_cast<size_t>(idx)];
-      in_shapes[i].shard_coords(idx, slot, block);
-      ctx.input_offsets[i] = in_shapes[i].block_offset(block);
-    }
-    for (size_t o = 0; o < out.size(); ++o) {
-      out_index[o] = shard_for_task(grid.outputs[o], output_shapes[o], coords, grid.extents);
-      output_shapes[o].shard_coords(out_index[o], slot, block);
-      ctx.output_offsets[o] = output_shapes[o].block_offset(block);
-      local[o] = Tensor<T>(output_shapes[o].shard_shape());
-    }
+  for (int64_t t = 0; t < table.tasks; ++t) {
+    const auto& shard = table.input_shard[static_cast<size_t>(t)];
+    for (size_t i = 0; i < inputs.size(); ++i) in_ptrs[i] = &inputs[i]->shards[static_cast<size_t>(shard[i])];
+    for (size_t o = 0; o < out.size(); ++o) local[o] = Tensor<T>(output_shapes[o].shard_shape());
+    const TaskContext ctx = table.context(t);
     kernel(KernelArgs<T>{attrs, in_ptrs, local, ctx});
-    for (size_t o = 0; o < out.size(); ++o) out[o].shards[static_cast<size_t>(out_index[o])] = std::move(local[o]);
-    for (size_t d = coords.size(); d-- > 0;) {
-      if (++coords[d] < grid.extents[d]) break;
-      coords[d] = 0;
-    }
+    for (size_t o = 0; o < out.size(); ++o)
+      out[o].shards[static_cast<size_t>(table.output_shard[static_cast<size_t>(t)][o])] = std::move(local[o]);
   }
   return out;
 }

@@ -86,6 +86,96 @@ void pool_k(const KernelArgs<T>& a) {
   }
 }
 
+// Gradients. Conv2D: with dz = dy * act'(z), every product
+// out += in * ker of the forward loop adds dz * ker to din and dz * in to
+// dker; dbias is the sum of dz.
+void conv_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const Tensor<float>& w = *a.in[1];
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  const int64_t HO = a.out[0]->shape[2], WO = a.out[0]->shape[3];
+  const int64_t sh = a.attrs.get_int("stride_h"), sw = a.attrs.get_int("stride_w");
+  const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
+  const int64_t per_group = O / (C / Cg);
+  const bool bias = a.attrs.get_bool("use_bias");
+  const std::string& act = a.attrs.get_string("activation");
+  std::vector<float> dz = a.out_grad[0]->data;
+  if (act != "none") {
+    // z is needed for relu and gelu: recompute it with the forward kernel, minus the activation.
+    Attributes linear = a.attrs;
+    linear.set("activation", std::string("none"));
+    std::vector<Tensor<float>> z{Tensor<float>(a.out[0]->shape)};
+    conv_k<float>(KernelArgs<float>{linear, a.in, z, a.ctx});
+    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z[0].data[i], a.out[0]->data[i]);
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o) {
+      const int64_t g = o / per_group;
+      const float* d = dz.data() + (n * O + o) * HO * WO;
+      for (int64_t ic = 0; ic < Cg; ++ic) {
+        const size_t in_base = static_cast<size_t>((n * C + g * Cg + ic) * H * W);
+        const float* in = x.data.data() + in_base;
+        float* din = a.in_grad[0].data.data() + in_base;
+        const float* ker = w.data.data() + (o * Cg + ic) * KH * KW;
+        float* dker = a.in_grad[1].data.data() + (o * Cg + ic) * KH * KW;
+        for (int64_t ky = 0; ky < KH; ++ky)
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const float kv = ker[ky * KW + kx];
+            float acc = 0.f;
+            for (int64_t oh = 0; oh < HO; ++oh) {
+              const int64_t ih = oh * sh - ph + ky;
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t ow = 0; ow < WO; ++ow) {
+                const int64_t iw = ow * sw - pw + kx;
+                if (iw < 0 || iw >= W) continue;
+                din[ih * W + iw] += d[oh * WO + ow] * kv;
+                acc += d[oh * WO + ow] * in[ih * W + iw];
+              }
+            }
+            dker[ky * KW + kx] += acc;
+          }
+      }
+      if (bias)
+        for (int64_t i = 0; i < HO * WO; ++i) a.in_grad[2].data[static_cast<size_t>(o)] += d[i];
+    }
+}
+
+// Pool2D: max sends each window's gradient to its (first) largest input,
+// average spreads it evenly over the window (padding counts as area, as
+// in the forward pass).
+void pool_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const int64_t NC = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t HO = a.out[0]->shape[2], WO = a.out[0]->shape[3];
+  const int64_t KH = a.attrs.get_int("kernel_h"), KW = a.attrs.get_int("kernel_w");
+  const int64_t sh = a.attrs.get_int("stride_h") ? a.attrs.get_int("stride_h") : KH;
+  const int64_t sw = a.attrs.get_int("stride_w") ? a.attrs.get_int("stride_w") : KW;
+  const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
+  const bool is_max = a.attrs.get_string("mode") == "max";
+  const float inv_area = 1.f / static_cast<float>(KH * KW);
+  for (int64_t c = 0; c < NC; ++c) {
+    const float* in = x.data.data() + c * H * W;
+    float* din = a.in_grad[0].data.data() + c * H * W;
+    const float* dy = a.out_grad[0]->data.data() + c * HO * WO;
+    for (int64_t oh = 0; oh < HO; ++oh)
+      for (int64_t ow = 0; ow < WO; ++ow) {
+        int64_t arg = -1;
+        for (int64_t ky = 0; ky < KH; ++ky) {
+          const int64_t ih = oh * sh - ph + ky;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const int64_t iw = ow * sw - pw + kx;
+            if (iw < 0 || iw >= W) continue;
+            if (!is_max) din[ih * W + iw] += dy[oh * WO + ow] * inv_area;
+            else if (arg < 0 || in[ih * W + iw] > in[arg]) arg = ih * W + iw;
+          }
+        }
+        if (is_max && arg >= 0) din[arg] += dy[oh * WO + ow];
+      }
+  }
+}
+
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
@@ -136,6 +226,7 @@ void register_conv_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(conv, conv_k);
+  conv.grad_f32 = &conv_grad;
   conv.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     const auto& w = in[1].shape;
     return 2.0 * static_cast<double>(product(out[0].shape)) * static_cast<double>(w[1] * w[2] * w[3]);
@@ -169,6 +260,7 @@ void register_conv_ops(OpRegistry& r) {
     return std::vector<ParallelKind>{{"batch", {0}, {0}, 0}, {"channel", {1}, {1}, 0}};
   };
   PCGX_KERNELS(pool, pool_k);
+  pool.grad_f32 = &pool_grad;
   pool.flops = [](const Attributes& a, std::span<const TensorType>, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * a.get_int("kernel_h") * a.get_int("kernel_w"));
   };

@@ -35,37 +35,58 @@ void mul_k(const KernelArgs<T>& a) {
   for (size_t i = 0; i < z.size(); ++i) z[i] = x[i] * y[i];
 }
 
-// The dropout mask is a hash of (seed, global element index), so every
-// partitioning of the tensor drops the same elements.
-inline double keep_draw(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + index + 0x632BE59BD9B4E019ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-
 template <class T>
 void dropout_k(const KernelArgs<T>& a) {
   const double rate = a.attrs.get_float("rate");
   const auto seed = static_cast<uint64_t>(a.attrs.get_int("seed"));
   const T scale = Num<T>::from_double(1.0 / (1.0 - rate));
-  const auto global = a.ctx.output_shapes[0].logical_shape();
-  const auto& off = a.ctx.output_offsets[0];
-  const auto& local = a.out[0].shape;
-  const auto gstrides = strides_of(global);
-  std::vector<int64_t> idx(local.size(), 0);
   const auto& x = a.in[0]->data;
   auto& y = a.out[0].data;
-  for (size_t i = 0; i < y.size(); ++i) {
-    int64_t g = 0;
-    for (size_t j = 0; j < idx.size(); ++j) g += (off[j] + idx[j]) * gstrides[j];
-    y[i] = keep_draw(seed, static_cast<uint64_t>(g)) >= rate ? x[i] * scale : Num<T>::zero();
-    for (size_t j = idx.size(); j-- > 0;) {
-      if (++idx[j] < local[j]) break;
-      idx[j] = 0;
-    }
+  for_each_global_index(a.ctx.output_shapes[0].logical_shape(), a.ctx.output_offsets[0], a.out[0].shape,
+                        [&](int64_t i, int64_t g) {
+                          const auto k = static_cast<size_t>(i);
+                          y[k] = keep_draw(seed, static_cast<uint64_t>(g)) >= rate ? x[k] * scale : Num<T>::zero();
+                        });
+}
+
+// Gradients: dx = dy * f'(x), from x or y as is cheaper.
+template <class F>
+void unary_grad(const GradArgs& a, F df) {
+  const auto &x = a.in[0]->data, &y = a.out[0]->data, &dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] += dy[i] * df(x[i], y[i]);
+}
+void relu_grad(const GradArgs& a) { unary_grad(a, [](float x, float) { return x > 0.f ? 1.f : 0.f; }); }
+void gelu_grad(const GradArgs& a) { unary_grad(a, [](float x, float y) { return activation_derivative("gelu", x, y); }); }
+void sigmoid_grad(const GradArgs& a) { unary_grad(a, [](float, float y) { return y * (1.f - y); }); }
+void tanh_grad(const GradArgs& a) { unary_grad(a, [](float, float y) { return 1.f - y * y; }); }
+void scalar_mul_grad(const GradArgs& a) {
+  const auto s = static_cast<float>(a.attrs.get_float("scalar"));
+  unary_grad(a, [s](float, float) { return s; });
+}
+void add_grad(const GradArgs& a) {
+  const auto& dy = a.out_grad[0]->data;
+  for (int i = 0; i < 2; ++i)
+    for (size_t j = 0; j < dy.size(); ++j) a.in_grad[static_cast<size_t>(i)].data[j] += dy[j];
+}
+void mul_grad(const GradArgs& a) {
+  const auto &x = a.in[0]->data, &y = a.in[1]->data, &dz = a.out_grad[0]->data;
+  for (size_t j = 0; j < dz.size(); ++j) {
+    a.in_grad[0].data[j] += dz[j] * y[j];
+    a.in_grad[1].data[j] += dz[j] * x[j];
   }
+}
+void dropout_grad(const GradArgs& a) {
+  const double rate = a.attrs.get_float("rate");
+  const auto seed = static_cast<uint64_t>(a.attrs.get_int("seed"));
+  const auto scale = static_cast<float>(1.0 / (1.0 - rate));
+  const auto& dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  for_each_global_index(a.ctx.output_shapes[0].logical_shape(), a.ctx.output_offsets[0], a.out[0]->shape,
+                        [&](int64_t i, int64_t g) {
+                          const auto k = static_cast<size_t>(i);
+                          if (keep_draw(seed, static_cast<uint64_t>(g)) >= rate) dx[k] += dy[k] * scale;
+                        });
 }
 
 OpDef unary(const std::string& name, const std::string& summary) {
@@ -103,30 +124,37 @@ OpDef binary(const std::string& name, const std::string& summary) {
 void register_elementwise_ops(OpRegistry& r) {
   OpDef add = binary("EwAdd", "elementwise sum of two tensors of one shape");
   PCGX_KERNELS(add, add_k);
+  add.grad_f32 = &add_grad;
   r.add(add);
   OpDef mul = binary("EwMul", "elementwise product of two tensors of one shape");
   PCGX_KERNELS(mul, mul_k);
+  mul.grad_f32 = &mul_grad;
   r.add(mul);
 
   OpDef relu = unary("Relu", "max(x, 0)");
   PCGX_KERNELS(relu, relu_k);
+  relu.grad_f32 = &relu_grad;
   r.add(relu);
   OpDef gelu = unary("Gelu", "x * Phi(x)");
   PCGX_KERNELS(gelu, gelu_k);
+  gelu.grad_f32 = &gelu_grad;
   gelu.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 8.0 * static_cast<double>(product(in[0].shape)); };
   r.add(gelu);
   OpDef sigmoid = unary("Sigmoid", "1 / (1 + exp(-x))");
   PCGX_KERNELS(sigmoid, sigmoid_k);
+  sigmoid.grad_f32 = &sigmoid_grad;
   sigmoid.flops = gelu.flops;
   r.add(sigmoid);
   OpDef tanh = unary("Tanh", "hyperbolic tangent");
   PCGX_KERNELS(tanh, tanh_k);
+  tanh.grad_f32 = &tanh_grad;
   tanh.flops = gelu.flops;
   r.add(tanh);
 
   OpDef smul = unary("ScalarMul", "x * scalar");
   smul.attrs = {with_domain(float_attr("scalar", std::nullopt, "the constant factor"), GenDomain::kScalar)};
   PCGX_KERNELS(smul, scalar_mul_k);
+  smul.grad_f32 = &scalar_mul_grad;
   r.add(smul);
 
   OpDef drop = unary("Dropout", "zeroes elements with probability rate, scales the rest by 1/(1-rate)");
@@ -139,6 +167,7 @@ void register_elementwise_ops(OpRegistry& r) {
     return base_types(a, in);
   };
   PCGX_KERNELS(drop, dropout_k);
+  drop.grad_f32 = &dropout_grad;
   r.add(drop);
 }
 

@@ -37,6 +37,29 @@ void embedding_bag_k(const KernelArgs<T>& a) {
   for (int64_t i = 0; i < batch; ++i) gather_rows(a, i * bag, bag, a.out[0].data.data() + i * cols);
 }
 
+// Gradients: each gathered row's gradient is added to the table row it came
+// from (rows this task does not own contributed nothing and get nothing).
+void scatter_rows(const GradArgs& a, int64_t first, int64_t count, const float* dy_row) {
+  const Tensor<float>& idx = *a.in[0];
+  Tensor<float>& dtable = a.in_grad[1];
+  const int64_t rows = dtable.shape[0], cols = dtable.shape[1];
+  const int64_t row0 = a.ctx.input_offsets[1][0];
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t v = static_cast<int64_t>(idx.data[static_cast<size_t>(first + b)]) - row0;
+    if (v < 0 || v >= rows) continue;
+    float* dst = dtable.data.data() + v * cols;
+    for (int64_t c = 0; c < cols; ++c) dst[c] += dy_row[c];
+  }
+}
+void embedding_grad(const GradArgs& a) {
+  const int64_t n = a.in[0]->numel(), cols = a.in[1]->shape[1];
+  for (int64_t i = 0; i < n; ++i) scatter_rows(a, i, 1, a.out_grad[0]->data.data() + i * cols);
+}
+void embedding_bag_grad(const GradArgs& a) {
+  const int64_t batch = a.in[0]->shape[0], bag = a.in[0]->shape[1], cols = a.in[1]->shape[1];
+  for (int64_t i = 0; i < batch; ++i) scatter_rows(a, i * bag, bag, a.out_grad[0]->data.data() + i * cols);
+}
+
 void check_table(std::span<const TensorType> in, const std::string& op) {
   require(in[0].dtype == DataType::kInt64, op + " indices must be int64, got " + std::string(to_string(in[0].dtype)));
   require_rank(in[1], 2, op + " table");
@@ -72,6 +95,7 @@ void register_embedding_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(emb, embedding_k);
+  emb.grad_f32 = &embedding_grad;
   emb.bytes = gather_bytes;
   emb.flops = [](const Attributes&, auto, std::span<const TensorType> out) { return static_cast<double>(product(out[0].shape)); };
   r.add(emb);
@@ -93,6 +117,7 @@ void register_embedding_ops(OpRegistry& r) {
                                      {"rows", {kCopy, 0}, {kPartial}, 0}};
   };
   PCGX_KERNELS(bag, embedding_bag_k);
+  bag.grad_f32 = &embedding_bag_grad;
   bag.bytes = gather_bytes;
   bag.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * in[0].shape[1]);

@@ -17,6 +17,16 @@ void gemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_
   }
 }
 
+void gemm_add(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t k, int64_t n) {
+  Eigen::Map<RowMajor> C(c, m, n);
+  // A transposed row-major matrix is the same memory read column-major.
+  using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  if (!trans_a && !trans_b) C.noalias() += Eigen::Map<const RowMajor>(a, m, k) * Eigen::Map<const RowMajor>(b, k, n);
+  if (trans_a && !trans_b) C.noalias() += Eigen::Map<const ColMajor>(a, m, k) * Eigen::Map<const RowMajor>(b, k, n);
+  if (!trans_a && trans_b) C.noalias() += Eigen::Map<const RowMajor>(a, m, k) * Eigen::Map<const ColMajor>(b, k, n);
+  if (trans_a && trans_b) C.noalias() += Eigen::Map<const ColMajor>(a, m, k) * Eigen::Map<const ColMajor>(b, k, n);
+}
+
 void gemm(const ModP* a, const ModP* b, ModP* c, int64_t m, int64_t k, int64_t n, bool accumulate) {
   if (!accumulate) std::fill(c, c + m * n, ModP());
   for (int64_t i = 0; i < m; ++i)

@@ -49,6 +49,56 @@ void batch_matmul_k(const KernelArgs<T>& a) {
     gemm(x.data.data() + b * m * k, w.data.data() + b * k * n, a.out[0].data.data() + b * m * n, m, k, n, false);
 }
 
+// Gradients. With z = x W + b and y = act(z): dz = dy * act'(z),
+// dx = dz W^T, dW = x^T dz, db = column sums of dz.
+void linear_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const Tensor<float>& w = *a.in[1];
+  const Tensor<float>& y = *a.out[0];
+  const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
+  const std::string& act = a.attrs.get_string("activation");
+  const bool bias = a.attrs.get_bool("use_bias");
+  std::vector<float> dz = a.out_grad[0]->data;
+  if (act != "none") {
+    std::vector<float> z(static_cast<size_t>(m * n), 0.f);
+    if (act == "gelu" || act == "relu") {  // their derivative needs z, not y
+      gemm(x.data.data(), w.data.data(), z.data(), m, k, n, false);
+      if (bias)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) z[static_cast<size_t>(i * n + j)] += a.in[2]->data[static_cast<size_t>(j)];
+    }
+    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z[i], y.data[i]);
+  }
+  gemm_add(dz.data(), false, w.data.data(), true, a.in_grad[0].data.data(), m, n, k);
+  gemm_add(x.data.data(), true, dz.data(), false, a.in_grad[1].data.data(), k, m, n);
+  if (bias)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) a.in_grad[2].data[static_cast<size_t>(j)] += dz[static_cast<size_t>(i * n + j)];
+}
+
+void matmul_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const Tensor<float>& w = *a.in[1];
+  const float* dy = a.out_grad[0]->data.data();
+  const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
+  gemm_add(dy, false, w.data.data(), true, a.in_grad[0].data.data(), m, n, k);
+  gemm_add(x.data.data(), true, dy, false, a.in_grad[1].data.data(), k, m, n);
+}
+
+void batch_matmul_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const Tensor<float>& w = *a.in[1];
+  const int r = x.rank();
+  const int64_t m = x.shape[static_cast<size_t>(r - 2)], k = x.shape[static_cast<size_t>(r - 1)],
+                n = w.shape[static_cast<size_t>(r - 1)];
+  const int64_t batches = x.numel() / (m * k);
+  const float* dy = a.out_grad[0]->data.data();
+  for (int64_t b = 0; b < batches; ++b) {
+    gemm_add(dy + b * m * n, false, w.data.data() + b * k * n, true, a.in_grad[0].data.data() + b * m * k, m, n, k);
+    gemm_add(x.data.data() + b * m * k, true, dy + b * m * n, false, a.in_grad[1].data.data() + b * k * n, k, m, n);
+  }
+}
+
 double gemm_flops(std::span<const TensorType> in, std::span<const TensorType> out, int contraction_input, int dim) {
   return 2.0 * static_cast<double>(product(out[0].shape)) *
          static_cast<double>(in[static_cast<size_t>(contraction_input)].shape[static_cast<size_t>(dim)]);
@@ -95,6 +145,7 @@ void register_linear_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(lin, linear_k);
+  lin.grad_f32 = &linear_grad;
   lin.flops = [](const Attributes& a, std::span<const TensorType> in, std::span<const TensorType> out) {
     double f = gemm_flops(in, out, 1, 0);
     const double n = static_cast<double>(product(out[0].shape));
@@ -128,6 +179,7 @@ void register_linear_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(mm, matmul_k);
+  mm.grad_f32 = &matmul_grad;
   mm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return gemm_flops(in, out, 1, 0);
   };
@@ -163,6 +215,7 @@ void register_linear_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(bmm, batch_matmul_k);
+  bmm.grad_f32 = &batch_matmul_grad;
   bmm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return gemm_flops(in, out, 0, static_cast<int>(in[0].shape.size()) - 1);
   };

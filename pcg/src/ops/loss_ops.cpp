@@ -37,6 +37,32 @@ void mse_k(const KernelArgs<T>& a) {
   a.out[0].data[0] = Num<T>::div(total, Num<T>::from_int(a.ctx.input_shapes[0].num_elements()));
 }
 
+// Gradients, scaled by the loss's own gradient: d/dlogits = (softmax -
+// onehot(label)) / rows; d/dpred = 2 (pred - target) / n = -d/dtarget.
+void cross_entropy_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const int64_t classes = x.shape.back(), rows = x.numel() / classes;
+  const auto global = a.ctx.input_shapes[0].logical_shape();
+  const float scale = a.out_grad[0]->data[0] / static_cast<float>(product(global) / global.back());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.data.data() + r * classes;
+    float* d = a.in_grad[0].data.data() + r * classes;
+    const float shift = *std::max_element(row, row + classes);
+    float sum = 0.f;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - shift);
+    const auto label = static_cast<int64_t>(a.in[1]->data[static_cast<size_t>(r)]);
+    for (int64_t c = 0; c < classes; ++c) d[c] += scale * (std::exp(row[c] - shift) / sum - (c == label ? 1.f : 0.f));
+  }
+}
+void mse_grad(const GradArgs& a) {
+  const auto &p = a.in[0]->data, &t = a.in[1]->data;
+  const float scale = 2.f * a.out_grad[0]->data[0] / static_cast<float>(a.ctx.input_shapes[0].num_elements());
+  for (size_t i = 0; i < p.size(); ++i) {
+    a.in_grad[0].data[i] += scale * (p[i] - t[i]);
+    a.in_grad[1].data[i] -= scale * (p[i] - t[i]);
+  }
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
@@ -60,6 +86,7 @@ void register_loss_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(ce, cross_entropy_k);
+  ce.grad_f32 = &cross_entropy_grad;
   ce.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 4.0 * static_cast<double>(product(in[0].shape)); };
   r.add(ce);
 
@@ -80,6 +107,7 @@ void register_loss_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(mse, mse_k);
+  mse.grad_f32 = &mse_grad;
   mse.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 3.0 * static_cast<double>(product(in[0].shape)); };
   r.add(mse);
 }

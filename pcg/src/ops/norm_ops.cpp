@@ -99,6 +99,100 @@ void batch_norm_k(const KernelArgs<T>& a) {
   }
 }
 
+// Gradients.
+// Softmax: dx_j = y_j (dy_j - sum_k dy_k y_k) along the axis (masked keys
+// have y = 0 and get none).
+void softmax_grad(const GradArgs& a) {
+  const Tensor<float>& y = *a.out[0];
+  const auto& dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  const int axis = softmax_axis(a.attrs, y.shape.size());
+  const int64_t len = y.shape[static_cast<size_t>(axis)];
+  const int64_t inner = product(std::span(y.shape).subspan(static_cast<size_t>(axis) + 1));
+  const int64_t outer = y.numel() / (len * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * len * inner + i;
+      float dot = 0.f;
+      for (int64_t j = 0; j < len; ++j) dot += dy[static_cast<size_t>(base + j * inner)] * y.data[static_cast<size_t>(base + j * inner)];
+      for (int64_t j = 0; j < len; ++j) {
+        const auto e = static_cast<size_t>(base + j * inner);
+        dx[e] += y.data[e] * (dy[e] - dot);
+      }
+    }
+}
+
+// Normalization over `count` elements at x[base + j * step], j < count, with
+// per-group scale gamma_g (1 when null): with xh = (x - mean) * rstd and
+// g = dy * gamma, dx = rstd * (g - mean(g) - xh * mean(g * xh)); adds
+// sum(dy * xh) and sum(dy) to dgamma and dbeta when given.
+void normalize_grad(const float* x, const float* dy, float* dx, int64_t count, int64_t step, double eps, float gamma,
+                    float* dgamma, float* dbeta) {
+  double mean = 0, var = 0;
+  for (int64_t j = 0; j < count; ++j) mean += x[j * step];
+  mean /= static_cast<double>(count);
+  for (int64_t j = 0; j < count; ++j) var += (x[j * step] - mean) * (x[j * step] - mean);
+  const double rstd = 1.0 / std::sqrt(var / static_cast<double>(count) + eps);
+  double sum_g = 0, sum_gx = 0, sum_dy = 0, sum_dyx = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    const double xh = (x[j * step] - mean) * rstd, d = dy[j * step];
+    sum_g += d * gamma, sum_gx += d * gamma * xh, sum_dy += d, sum_dyx += d * xh;
+  }
+  const double n = static_cast<double>(count);
+  for (int64_t j = 0; j < count; ++j) {
+    const double xh = (x[j * step] - mean) * rstd;
+    dx[j * step] += static_cast<float>(rstd * (dy[j * step] * gamma - sum_g / n - xh * sum_gx / n));
+  }
+  if (dgamma) *dgamma += static_cast<float>(sum_dyx);
+  if (dbeta) *dbeta += static_cast<float>(sum_dy);
+}
+
+// LayerNorm with gamma per feature: the rows share no statistics, so each
+// row is normalize_grad with gamma folded into dy.
+void layer_norm_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const int64_t d = x.shape.back(), rows = x.numel() / d;
+  const bool affine = a.attrs.get_bool("affine");
+  const double eps = a.attrs.get_float("eps");
+  std::vector<float> g(static_cast<size_t>(d)), dxh(static_cast<size_t>(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data.data() + r * d;
+    const float* dyr = a.out_grad[0]->data.data() + r * d;
+    for (int64_t j = 0; j < d; ++j) g[static_cast<size_t>(j)] = affine ? dyr[j] * a.in[1]->data[static_cast<size_t>(j)] : dyr[j];
+    normalize_grad(xr, g.data(), a.in_grad[0].data.data() + r * d, d, 1, eps, 1.f, nullptr, nullptr);
+    if (!affine) continue;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) mean += xr[j];
+    mean /= static_cast<double>(d);
+    for (int64_t j = 0; j < d; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+    const double rstd = 1.0 / std::sqrt(var / static_cast<double>(d) + eps);
+    for (int64_t j = 0; j < d; ++j) {
+      a.in_grad[1].data[static_cast<size_t>(j)] += static_cast<float>(dyr[j] * (xr[j] - mean) * rstd);
+      a.in_grad[2].data[static_cast<size_t>(j)] += dyr[j];
+    }
+  }
+}
+
+// BatchNorm: one normalization per channel over batch and space.
+void batch_norm_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const int64_t N = x.shape[0], C = x.shape[1], S = x.numel() / (N * C);
+  const double eps = a.attrs.get_float("eps");
+  // Gather each channel contiguously so normalize_grad sees one strided run.
+  std::vector<float> xc(static_cast<size_t>(N * S)), dyc(xc.size()), dxc(xc.size());
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const auto i = static_cast<size_t>((n * C + c) * S + s), j = static_cast<size_t>(n * S + s);
+        xc[j] = x.data[i], dyc[j] = a.out_grad[0]->data[i], dxc[j] = 0.f;
+      }
+    normalize_grad(xc.data(), dyc.data(), dxc.data(), N * S, 1, eps, a.in[1]->data[static_cast<size_t>(c)],
+                   &a.in_grad[1].data[static_cast<size_t>(c)], &a.in_grad[2].data[static_cast<size_t>(c)]);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) a.in_grad[0].data[static_cast<size_t>((n * C + c) * S + s)] += dxc[static_cast<size_t>(n * S + s)];
+  }
+}
+
 double per_element(std::span<const TensorType> in, double f) { return f * static_cast<double>(product(in[0].shape)); }
 
 }  // namespace
@@ -128,6 +222,7 @@ void register_norm_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(sm, softmax_k);
+  sm.grad_f32 = &softmax_grad;
   sm.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 5); };
   r.add(sm);
 
@@ -160,6 +255,7 @@ void register_norm_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(ln, layer_norm_k);
+  ln.grad_f32 = &layer_norm_grad;
   ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   r.add(ln);
 
@@ -181,6 +277,7 @@ void register_norm_ops(OpRegistry& r) {
     return std::vector<ParallelKind>{{"channel", {1, 0, 0}, {1}, 0}};
   };
   PCGX_KERNELS(bn, batch_norm_k);
+  bn.grad_f32 = &batch_norm_grad;
   bn.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   r.add(bn);
 }

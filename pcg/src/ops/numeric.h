@@ -82,4 +82,24 @@ T activate(const std::string& act, T x) {
   return Num<T>::tanh(x);
 }
 
+// The dropout mask is a hash of (seed, global element index), so every
+// partitioning of the tensor drops the same elements.
+inline double keep_draw(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + index + 0x632BE59BD9B4E019ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+// d act(z) / dz for float, from the input z and the output y = act(z).
+inline float activation_derivative(const std::string& act, float z, float y) {
+  if (act == "none") return 1.f;
+  if (act == "relu") return z > 0.f ? 1.f : 0.f;
+  if (act == "sigmoid") return y * (1.f - y);
+  if (act == "tanh") return 1.f - y * y;
+  // gelu(z) = z * Phi(z): Phi(z) + z * phi(z)
+  return 0.5f * (1.f + std::erf(z * 0.70710678118654752f)) + z * 0.39894228040143268f * std::exp(-0.5f * z * z);
+}
+
 }  // namespace pcgx::ops

@@ -54,6 +54,25 @@ void require_same_shape(const TensorType& a, const TensorType& b, const std::str
 // Every dimension of every input splits the same dimension of output 0.
 std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs);
 
+// Calls f(i, g) for every element i of a local shard with extent `local` at
+// `offset` in a tensor of shape `global`, g being its row-major global index.
+template <class F>
+void for_each_global_index(std::span<const int64_t> global, std::span<const int64_t> offset,
+                           std::span<const int64_t> local, F f) {
+  const auto gstrides = strides_of(global);
+  std::vector<int64_t> idx(local.size(), 0);
+  const int64_t n = product(local);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = 0;
+    for (size_t j = 0; j < idx.size(); ++j) g += (offset[j] + idx[j]) * gstrides[j];
+    f(i, g);
+    for (size_t j = idx.size(); j-- > 0;) {
+      if (++idx[j] < local[j]) break;
+      idx[j] = 0;
+    }
+  }
+}
+
 // Binds one kernel template to both number systems.
 #define PCGX_KERNELS(def, fn)     \
   do {                            \

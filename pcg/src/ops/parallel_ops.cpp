@@ -97,6 +97,26 @@ void identity(const Attributes&, std::span<const ShardedTensor<T>* const> in, st
   out[0].shards = in[0]->shards;
 }
 
+// Gradients: each operator's dual applied to the output's gradient.
+void repartition_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy, std::span<ShardedTensor<float>> dx) {
+  combine<float>(a, dy, dx);
+}
+void combine_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy, std::span<ShardedTensor<float>> dx) {
+  repartition<float>(a, dy, dx);
+}
+void replicate_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy, std::span<ShardedTensor<float>> dx) {
+  reduce_slots(*dy[0], a.get_int("degree"), false, dx[0]);
+}
+void reduce_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy, std::span<ShardedTensor<float>> dx) {
+  replicate<float>(a, dy, dx);
+}
+void all_reduce_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy, std::span<ShardedTensor<float>> dx) {
+  all_reduce<float>(a, dy, dx);
+}
+void identity_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy, std::span<ShardedTensor<float>> dx) {
+  identity<float>(a, dy, dx);
+}
+
 OpDef parallel_op(const std::string& name, const std::string& summary, bool has_dim) {
   OpDef d;
   d.name = name;
@@ -137,6 +157,7 @@ void register_parallel_ops(OpRegistry& r) {
     return std::vector<ParallelTensorShape>{s};
   };
   PCGX_SHARD_EVAL(rep, repartition);
+  rep.shard_grad_f32 = &repartition_grad;
   r.add(rep);
 
   OpDef comb = parallel_op("Combine", "concatenates groups of k shards of a dimension", true);
@@ -149,6 +170,7 @@ void register_parallel_ops(OpRegistry& r) {
     return std::vector<ParallelTensorShape>{s};
   };
   PCGX_SHARD_EVAL(comb, combine);
+  comb.shard_grad_f32 = &combine_grad;
   r.add(comb);
 
   OpDef repl = parallel_op("Replicate", "copies every replica slot k times", false);
@@ -158,6 +180,7 @@ void register_parallel_ops(OpRegistry& r) {
     return std::vector<ParallelTensorShape>{s};
   };
   PCGX_SHARD_EVAL(repl, replicate);
+  repl.shard_grad_f32 = &replicate_grad;
   r.add(repl);
 
   auto reduce_shape = [](const Attributes& a, std::span<const ParallelTensorShape> in, bool keep) {
@@ -172,6 +195,7 @@ void register_parallel_ops(OpRegistry& r) {
     return reduce_shape(a, in, false);
   };
   PCGX_SHARD_EVAL(red, reduce);
+  red.shard_grad_f32 = &reduce_grad;
   r.add(red);
 
   OpDef ar = parallel_op("AllReduce", "sums groups of k replica slots into each of them", false);
@@ -179,6 +203,7 @@ void register_parallel_ops(OpRegistry& r) {
     return reduce_shape(a, in, true);
   };
   PCGX_SHARD_EVAL(ar, all_reduce);
+  ar.shard_grad_f32 = &all_reduce_grad;
   r.add(ar);
 
   OpDef pipe = parallel_op("Pipeline", "processes a dimension in k sequential micro-slices", true);
@@ -192,6 +217,7 @@ void register_parallel_ops(OpRegistry& r) {
     return std::vector<ParallelTensorShape>{s};
   };
   PCGX_SHARD_EVAL(pipe, identity);
+  pipe.shard_grad_f32 = &identity_grad;
   r.add(pipe);
 
   OpDef batch = parallel_op("Batch", "gathers k sequential micro-slices of a dimension", true);
@@ -204,6 +230,7 @@ void register_parallel_ops(OpRegistry& r) {
     return std::vector<ParallelTensorShape>{s};
   };
   PCGX_SHARD_EVAL(batch, identity);
+  batch.shard_grad_f32 = &identity_grad;
   r.add(batch);
 }
 

@@ -88,6 +88,31 @@ void transpose_k(const KernelArgs<T>& a) {
   }
 }
 
+// Gradients: each operator's gradient is its inverse data movement.
+void concat_grad(const GradArgs& a) {
+  split_k<float>(KernelArgs<float>{a.attrs, a.out_grad, a.in_grad, a.ctx});
+}
+void split_grad(const GradArgs& a) {
+  concat_k<float>(KernelArgs<float>{a.attrs, a.out_grad, a.in_grad, a.ctx});
+}
+void reshape_grad(const GradArgs& a) { a.in_grad[0].data = a.out_grad[0]->data; }
+void transpose_grad(const GradArgs& a) {
+  const IntList& perm = a.attrs.get_ints("perm");
+  IntList inverse(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) inverse[static_cast<size_t>(perm[d])] = static_cast<int64_t>(d);
+  Attributes attrs = a.attrs;
+  attrs.set("perm", inverse);
+  transpose_k<float>(KernelArgs<float>{attrs, a.out_grad, a.in_grad, a.ctx});
+}
+void concat_replica_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy,
+                         std::span<ShardedTensor<float>> dx) {
+  split_replica<float>(a, dy, dx);
+}
+void split_replica_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy,
+                        std::span<ShardedTensor<float>> dx) {
+  concat_replica<float>(a, dy, dx);
+}
+
 void check_axis(const Attributes& a, const TensorType& t) {
   const int64_t axis = a.get_int("axis");
   require(axis == kReplicaAxis || (axis >= 0 && axis < static_cast<int64_t>(t.shape.size())),
@@ -148,6 +173,8 @@ void register_shape_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(cat, concat_k);
   PCGX_SHARD_EVAL(cat, concat_replica);
+  cat.grad_f32 = &concat_grad;
+  cat.shard_grad_f32 = &concat_replica_grad;
   cat.flops = zero_flops;
   r.add(cat);
 
@@ -189,6 +216,8 @@ void register_shape_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(split, split_k);
   PCGX_SHARD_EVAL(split, split_replica);
+  split.grad_f32 = &split_grad;
+  split.shard_grad_f32 = &split_replica_grad;
   split.flops = zero_flops;
   r.add(split);
 
@@ -218,6 +247,7 @@ void register_shape_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(reshape, reshape_k);
+  reshape.grad_f32 = &reshape_grad;
   reshape.flops = zero_flops;
   r.add(reshape);
 
@@ -247,6 +277,7 @@ void register_shape_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(tr, transpose_k);
+  tr.grad_f32 = &transpose_grad;
   tr.flops = zero_flops;
   r.add(tr);
 }

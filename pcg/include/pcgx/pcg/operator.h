@@ -72,6 +72,29 @@ template <class T>
 using ShardEval = void (*)(const Attributes&, std::span<const ShardedTensor<T>* const>,
                            std::span<ShardedTensor<T>>);
 
+// Reverse-mode rule of a compute operator, run per task like its kernel:
+// from the task's local input and output shards and the gradient of its
+// output shards, *adds* the gradient of each float input shard into
+// in_grad (pre-shaped; index inputs have no gradient and an empty entry).
+// Gradients of a value several tasks read (replica slots) come out per slot;
+// summing them is the parallel operators' business (Replicate's dual is
+// Reduce), so a rule never looks beyond its task.
+struct GradArgs {
+  const Attributes& attrs;
+  std::span<const Tensor<float>* const> in;
+  std::span<const Tensor<float>* const> out;
+  std::span<const Tensor<float>* const> out_grad;
+  std::span<Tensor<float>> in_grad;
+  const TaskContext& ctx;
+};
+using GradKernel = void (*)(const GradArgs&);
+
+// Reverse rule of a shard-level operator: gradients of its inputs from
+// gradients of its outputs, every shard at once. For a parallel operator
+// this is its dual (DESIGN.md table): the gradient of Replicate is Reduce.
+using ShardGrad = void (*)(const Attributes&, std::span<const ShardedTensor<float>* const> out_grad,
+                           std::span<ShardedTensor<float>> in_grad);
+
 using TypeInference =
     std::function<std::vector<TensorType>(const Attributes&, std::span<const TensorType>)>;
 using KindInference =
@@ -103,6 +126,9 @@ struct OpDef {
   Kernel<ModP> kernel_mod = nullptr;
   ShardEval<float> shard_f32 = nullptr;
   ShardEval<ModP> shard_mod = nullptr;
+
+  GradKernel grad_f32 = nullptr;       // compute operators (gradients.h)
+  ShardGrad shard_grad_f32 = nullptr;  // shard-level operators
 
   FlopCount flops;      // forward FLOPs of the whole (logical) operator
   // Forward memory traffic in bytes when it is not "read every input, write

@@ -1,0 +1,167 @@
+// The reverse rules (operator.h) against finite differences of the
+// interpreter, and the sharded gradient of parallelized graphs against the
+// unpartitioned one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "pcgx/pcg/gradients.h"
+#include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/zoo.h"
+#include "test_util.h"
+
+namespace pcgx {
+namespace {
+
+using Values = std::map<NodeId, Tensor<float>>;
+
+Values random_values(const Graph& g, uint64_t seed) {
+  Values v;
+  const SourceFn<float> src = random_sources<float>(seed);
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kSource) v[n.id] = src(n);
+  return v;
+}
+
+double loss_of(const Graph& g, const Values& v) {
+  return evaluate_outputs<float>(g, [&](const Node& n) { return v.at(n.id); }).at(0).data.at(0);
+}
+
+// Gradient of output 0 with respect to every source, as logical tensors.
+Values gradient_of(const Graph& g, const Values& v) {
+  const auto values = evaluate<float>(g, [&](const Node& n) { return v.at(n.id); });
+  const ShardedTensor<float> seed = loss_seed(g.shape(g.outputs().at(0)));
+  std::vector<ShardedTensor<float>> seeds{seed};
+  for (size_t o = 1; o < g.outputs().size(); ++o) seeds.push_back(zeros_like(g.shape(g.outputs()[o])));
+  const auto grads = evaluate_gradients(g, values, seeds);
+  Values out;
+  for (const auto& [id, t] : v) out[id] = gather_slot(grads[static_cast<size_t>(id)][0], 0);
+  return out;
+}
+
+// Directional derivative along random +-1 directions over every float
+// source, analytic vs central differences (in double around float sums).
+void expect_gradient_matches_differences(const Graph& g, uint64_t seed, double eps = 1e-2) {
+  const Values v = random_values(g, seed);
+  const Values grad = gradient_of(g, v);
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 3; ++trial) {
+    Values plus = v, minus = v;
+    double analytic = 0, scale = 0;
+    for (const auto& [id, t] : v) {
+      if (g.node(id).outputs[0].dtype != DataType::kFloat32) continue;
+      for (size_t i = 0; i < t.data.size(); ++i) {
+        const float d = (rng() & 1) ? 1.f : -1.f;
+        plus[id].data[i] += static_cast<float>(eps) * d;
+        minus[id].data[i] -= static_cast<float>(eps) * d;
+        analytic += grad.at(id).data[i] * d;
+        scale += std::fabs(grad.at(id).data[i]);
+      }
+    }
+    const double numeric = (loss_of(g, plus) - loss_of(g, minus)) / (2 * eps);
+    EXPECT_NEAR(numeric, analytic, 0.02 * scale + 1e-3) << g.name() << " trial " << trial;
+  }
+}
+
+class ZooGradient : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooGradient, MatchesFiniteDifferences) {
+  // The tiny CNNs' batch of 2 leaves the last BatchNorms two values per
+  // channel, normalized to +-1 whatever the input: differences there are
+  // noise. Eight samples make them informative.
+  ModelParams p;
+  if (GetParam() == "resnext-50-tiny" || GetParam() == "inception-v3-tiny") p["batch"] = 8;
+  expect_gradient_matches_differences(build_model(GetParam(), p), 7, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, ZooGradient,
+                         ::testing::Values("mlp-tiny", "bert-large-tiny", "gpt-tiny", "dlrm-tiny", "xdl-tiny",
+                                           "candle-uno-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+// Operators and attribute values the zoo does not use.
+TEST(Gradients, OperatorsOutsideTheZoo) {
+  GraphBuilder b("ops");
+  TensorRef x = b.input("x", {4, 6});
+  TensorRef h = b.linear(x, 6, "gelu", true, "l1");
+  TensorRef s = b.unary("Sigmoid", b.linear(x, 6, "sigmoid", false, "l2"));
+  TensorRef t = b.unary("Tanh", b.linear(x, 6, "tanh", true, "l3"));
+  TensorRef m = b.binary("EwMul", h, b.unary("Gelu", s));
+  const auto parts = b.op("Split", {{"axis", int64_t{1}}, {"sizes", IntList{2, 4}}}, {b.binary("EwAdd", m, t)});
+  TensorRef joined = b.concat({TensorRef{parts.node, 1}, TensorRef{parts.node, 0}}, 1);
+  TensorRef n = b.op("LayerNorm", {{"affine", false}}, {joined});
+  TensorRef img = b.reshape(b.scalar_mul(n, 0.5), {1, 4, 2, 3});
+  TensorRef c = b.conv2d(img, 4, 2, 2, 1, 1, 1, 1, 2, true, "relu", "conv");
+  TensorRef p = b.pool2d(c, "avg", 2, 2, 1, 1, 0, 0);
+  TensorRef flat = b.reshape(p, {1, 4 * 2 * 3});
+  b.graph().add_output(b.mse_loss(b.linear(flat, 3, "none", false, "head"), b.input("y", {1, 3})));
+  expect_gradient_matches_differences(b.finish(), 11);
+}
+
+TEST(Gradients, BatchNormAndMaxPool) {
+  GraphBuilder b("bn");
+  TensorRef x = b.input("x", {3, 2, 4, 4});
+  TensorRef h = b.pool2d(b.batch_norm(x, "bn"), "max", 2, 2, 2, 2, 0, 0);
+  b.graph().add_output(b.mse_loss(h, b.input("y", {3, 2, 2, 2})));
+  expect_gradient_matches_differences(b.finish(), 5, 1e-3);
+}
+
+// Data and reduction parallel forms of one Linear: the weight's gradient
+// (after the duals of Replicate and Repartition) equals the unpartitioned one.
+TEST(Gradients, ParallelFormsGiveTheSameWeightGradient) {
+  auto build = [](const std::string& form) {
+    GraphBuilder b("lin-" + form);
+    TensorRef x = b.input("x", {8, 6});
+    TensorRef w = b.weight("W", {6, 4});
+    TensorRef y = b.input("y", {8, 4});
+    TensorRef out;
+    if (form == "data") {
+      TensorRef xs = b.op("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {x});
+      TensorRef ws = b.op("Replicate", {{"degree", int64_t{2}}}, {w});
+      TensorRef ys = b.op("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {y});
+      out = b.op("Reduce", {{"degree", int64_t{2}}}, {b.mse_loss(b.op("Linear", {}, {xs, ws}), ys)});
+    } else if (form == "reduce") {
+      TensorRef xs = b.op("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {x});
+      TensorRef ws = b.op("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {w});
+      out = b.mse_loss(b.op("Reduce", {{"degree", int64_t{2}}}, {b.op("Linear", {}, {xs, ws})}), y);
+    } else if (form == "model") {
+      TensorRef xs = b.op("Replicate", {{"degree", int64_t{2}}}, {x});
+      TensorRef ws = b.op("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {w});
+      out = b.mse_loss(b.op("Combine", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {b.op("Linear", {}, {xs, ws})}), y);
+    } else {
+      out = b.mse_loss(b.op("Linear", {}, {x, w}), y);
+    }
+    b.graph().add_output(out);
+    return b.finish();
+  };
+  const Graph base = build("none");
+  const Values v = random_values(base, 3);
+  const Values want = gradient_of(base, v);
+  for (const std::string form : {"data", "reduce", "model"}) {
+    const Graph g = build(form);
+    Values vg;
+    for (const Node& n : g.nodes())
+      if (n.op->op_class == OpClass::kSource)
+        for (const Node& m : base.nodes())
+          if (m.name == n.name) vg[n.id] = v.at(m.id);
+    const Values got = gradient_of(g, vg);
+    for (const Node& n : g.nodes())
+      if (n.op->is_weight) {
+        SCOPED_TRACE(form);
+        NodeId base_id = -1;
+        for (const Node& m : base.nodes())
+          if (m.name == n.name) base_id = m.id;
+        testing::expect_close(got.at(n.id), want.at(base_id), 1e-5, 1e-6);
+      }
+  }
+}
+
+}  // namespace
+}  // namespace pcgx
