@@ -1,0 +1,55 @@
+#pragma once
+// How devices exchange data (DESIGN.md "Runtime"): one interface, with an
+// in-process implementation for virtual devices (in_process.h) and room for
+// MPI and NCCL ones. Every device runs the same execution plan (SPMD), so
+// both ends of every exchange know it is coming: a message is identified by
+// (source, destination, tag) and messages with equal keys arrive in order.
+//
+// Point-to-point is the primitive: send never blocks (messages are
+// buffered), recv blocks until its message arrives. The collectives have
+// portable implementations over point-to-point here; a backend with native
+// ones (MPI, NCCL) overrides them. Every member of `group` must make the
+// same collective call with buffers of the same size; ranks outside the
+// group do not call.
+//
+// Collective cost (the search's cost model, collectives.h, assumes the same
+// algorithms): all_reduce is reduce-to-root then broadcast, 2(k-1) messages
+// of the whole buffer; reduce_scatter, all_gather and all_to_all exchange
+// k(k-1) blocks of size/k.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace pcgx::runtime {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual void send(int to, int64_t tag, std::span<const float> data) = 0;
+  virtual void recv(int from, int64_t tag, std::span<float> data) = 0;
+
+  // Sum of every member's buffer, on every member.
+  virtual void all_reduce(std::span<const int> group, std::span<float> data);
+  // Sum of every member's buffer, on `root` (other members' buffers are unchanged).
+  virtual void reduce(std::span<const int> group, int root, std::span<float> data);
+  // root's buffer, on every member.
+  virtual void broadcast(std::span<const int> group, int root, std::span<float> data);
+  // Member i's `in` lands in block i of every member's `out` (size k*|in|).
+  virtual void all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out);
+  // Block i of the sum of every member's `in` (size k*|out|), on member i.
+  virtual void reduce_scatter(std::span<const int> group, std::span<const float> in, std::span<float> out);
+  // Block j of member i's `in` lands in block i of member j's `out`.
+  virtual void all_to_all(std::span<const int> group, std::span<const float> in, std::span<float> out);
+
+ protected:
+  // Tags of collective messages: a separate space from the executor's.
+  int64_t next_collective_tag() { return -(++collectives_); }
+
+ private:
+  int64_t collectives_ = 0;
+};
+
+}  // namespace pcgx::runtime

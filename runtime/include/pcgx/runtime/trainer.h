@@ -1,0 +1,48 @@
+#pragma once
+// Training a PCG end to end on N virtual devices in this process: builds
+// the execution plan, starts one thread per device, and runs forward,
+// backward and the optimizer step after step on a synthetic task
+// (synthetic_task.h). A run of a parallel strategy matches a run of the
+// unpartitioned model on one device with the same seed: same initial
+// weights, same batches, same dropout masks.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pcgx/runtime/execution_plan.h"
+#include "pcgx/runtime/optimizer.h"
+
+namespace pcgx::runtime {
+
+struct StepReport {
+  int64_t step = 0;   // 1-based
+  int64_t steps = 0;
+  double loss = 0;
+  double seconds = 0;  // this step's wall time
+};
+
+struct TrainOptions {
+  int64_t steps = 50;
+  OptimizerOptions optimizer;
+  uint64_t seed = 1;
+  int64_t batches = 8;  // distinct synthetic batches, cycled
+  std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
+};
+
+struct TrainResult {
+  std::vector<double> losses;        // per step, before its update
+  std::vector<double> step_seconds;  // per step
+  std::map<std::string, Tensor<float>> parameters;  // final weights by name (logical values)
+  int64_t bytes_sent = 0;            // between devices, whole run
+  int devices = 1;
+  std::string target;                // the input the teacher labels
+};
+
+// Throws pcgx::Error for a graph the runtime cannot run (see make_plan), a
+// weight whose source is itself replicated, or bad options.
+TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options);
+
+}  // namespace pcgx::runtime

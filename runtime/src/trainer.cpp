@@ -1,0 +1,78 @@
+#include "pcgx/runtime/trainer.h"
+
+#include <chrono>
+#include <memory>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/runtime/device_executor.h"
+#include "pcgx/runtime/in_process.h"
+#include "pcgx/runtime/synthetic_task.h"
+
+namespace pcgx::runtime {
+
+TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
+  if (options.steps < 1) throw Error("--steps: must be at least 1");
+  validate(options.optimizer);
+  std::vector<NodeId> weights, inputs;
+  for (const Node& n : g.nodes()) {
+    if (n.op->is_weight) {
+      // Replica slots of a source would be separate copies of one parameter,
+      // each updated with part of its gradient.
+      if (n.outputs[0].replica > 1)
+        throw Error(describe(n) + ": a weight replicated at its source; strategies replicate weights with Replicate");
+      weights.push_back(n.id);
+    } else if (n.op->op_class == OpClass::kSource) {
+      inputs.push_back(n.id);
+    }
+  }
+  const ExecutionPlan plan = make_plan(g, views, devices);
+  const SyntheticTask task(g, options.seed, std::max<int64_t>(options.batches, 1));
+  std::map<NodeId, Tensor<float>> initial;
+  for (NodeId w : weights) initial[w] = initial_weight(g.node(w), options.seed);
+
+  TrainResult result;
+  result.devices = devices;
+  result.target = task.target();
+  InProcessWorld world(devices);
+  std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
+  world.run([&](Communicator& comm) {
+    auto& ex = executors[static_cast<size_t>(comm.rank())];
+    ex = std::make_unique<DeviceExecutor>(plan, comm);
+    std::vector<Tensor<float>*> params;
+    std::vector<const Tensor<float>*> grads;
+    for (NodeId w : weights) {
+      ex->set_source(w, initial.at(w));
+      for (int64_t k = 0; k < g.node(w).outputs[0].num_shards(); ++k)
+        if (ex->owns({w, 0}, k)) {
+          params.push_back(&ex->values({w, 0})[static_cast<size_t>(k)]);
+          grads.push_back(&ex->grads({w, 0})[static_cast<size_t>(k)]);
+        }
+    }
+    Optimizer opt(options.optimizer);
+    for (int64_t step = 0; step < options.steps; ++step) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto& batch = task.batch(step);
+      for (NodeId i : inputs) ex->set_source(i, batch.at(g.node(i).name));
+      const double loss = ex->forward();
+      ex->backward();
+      opt.step(params, grads);
+      if (comm.rank() != 0) continue;
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      result.losses.push_back(loss);
+      result.step_seconds.push_back(dt);
+      if (options.progress) options.progress({step + 1, options.steps, loss, dt});
+    }
+  });
+  result.bytes_sent = world.bytes_sent();
+  // Final weights: every shard from the device that owns it.
+  for (NodeId w : weights) {
+    const ParallelTensorShape& s = g.node(w).outputs[0];
+    ShardedTensor<float> full{s, {}};
+    for (int64_t k = 0; k < s.num_shards(); ++k)
+      full.shards.push_back(executors[static_cast<size_t>(plan.owner({w, 0}, k))]->values({w, 0})[static_cast<size_t>(k)]);
+    result.parameters[g.node(w).name] = gather_slot(full, 0);
+  }
+  return result;
+}
+
+}  // namespace pcgx::runtime

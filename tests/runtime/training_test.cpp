@@ -1,0 +1,150 @@
+// The runtime against the reference: the gradients a distributed step
+// computes equal the reference interpreter's, and training a strategy on 4
+// devices ends at the same weights as the unpartitioned model on 1 device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/gradients.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/device_executor.h"
+#include "pcgx/runtime/in_process.h"
+#include "pcgx/runtime/synthetic_task.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/unity_search.h"
+
+namespace pcgx::runtime {
+namespace {
+
+using search::CostModel;
+using search::MachineMapper;
+
+const search::RuleLibrary& library() {
+  static const Ruleset rs = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
+  static const search::RuleLibrary lib(rs);
+  return lib;
+}
+
+struct Mapped {
+  Graph graph;
+  std::vector<DeviceView> views;
+};
+
+Mapped strategy(const Graph& model, const std::string& algorithm, int devices) {
+  const CostModel cm(search::find_machine("dgx-h100").with_devices(devices), search::default_efficiency());
+  const MachineMapper mapper(cm);
+  search::SearchOptions o;
+  o.algorithm = algorithm;
+  o.budget = 6;
+  search::SearchResult r = search::optimize(model, library(), mapper, o);
+  Mapped m{std::move(r.strategy.graph), {}};
+  for (const auto& v : r.strategy.views) m.views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+  return m;
+}
+
+// max |a - b| / max |b|, with max |b| at least `floor`: a weight whose
+// gradient is zero in exact arithmetic (an attention key's bias: softmax
+// ignores a shift per row) holds rounding noise near zero after training,
+// different in every run order.
+double relative_difference(const Tensor<float>& a, const Tensor<float>& b, double floor = 1e-12) {
+  double num = 0, den = floor;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(a.data[i] - b.data[i])));
+    den = std::max(den, static_cast<double>(std::fabs(b.data[i])));
+  }
+  return num / den;
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
+  std::string s = p.param;
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
+class Runtime : public ::testing::TestWithParam<std::string> {};
+
+// One forward and backward on 4 devices: every weight gradient the devices
+// hold equals the reference interpreter's gradient of the same PCG.
+TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) {
+  const Mapped m = strategy(build_model(GetParam()), "data-parallel", 4);
+  const ExecutionPlan plan = make_plan(m.graph, m.views, 4);
+  const SyntheticTask task(m.graph, 3, 1);
+  auto source = [&](const Node& n) { return n.op->is_weight ? initial_weight(n, 3) : task.batch(0).at(n.name); };
+  const auto values = evaluate<float>(m.graph, source);
+  const std::vector<ShardedTensor<float>> seed{loss_seed(m.graph.shape(m.graph.outputs()[0]))};
+  const auto want = evaluate_gradients(m.graph, values, seed);
+  InProcessWorld world(4);
+  double loss = 0;
+  world.run([&](Communicator& c) {
+    DeviceExecutor ex(plan, c);
+    for (const Node& n : m.graph.nodes())
+      if (n.op->op_class == OpClass::kSource) ex.set_source(n.id, source(n));
+    const double l = ex.forward();
+    if (c.rank() == 0) loss = l;
+    ex.backward();
+    for (const Node& n : m.graph.nodes()) {
+      if (n.op->op_class == OpClass::kSource && !n.op->is_weight) continue;
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        for (int64_t k = 0; k < n.outputs[o].num_shards(); ++k) {
+          const TensorRef t{n.id, static_cast<int32_t>(o)};
+          if (!ex.owns(t, k)) continue;
+          const auto& ref = want[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)];
+          EXPECT_LT(relative_difference(ex.grads(t)[static_cast<size_t>(k)], ref), 1e-5) << describe(n) << " shard " << k;
+          EXPECT_LT(relative_difference(ex.values(t)[static_cast<size_t>(k)], values[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)]), 1e-5)
+              << describe(n) << " shard " << k;
+        }
+    }
+  });
+  const TensorRef out = m.graph.outputs()[0];
+  EXPECT_NEAR(loss, values[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)].shards[0].data[0], 1e-5);
+}
+
+// K steps of unity on 4 devices, data parallelism on 4 and the plain model
+// on one device reach the same weights; the loss goes down.
+TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
+  const Graph model = build_model(GetParam());
+  TrainOptions o;
+  o.steps = 6;
+  o.seed = 5;
+  o.optimizer.lr = 0.05;
+  o.batches = 1;  // one batch: the loss must fall
+  const TrainResult one = train(model, {}, 1, o);
+  EXPECT_LT(one.losses.back(), one.losses.front()) << "the loss does not decrease";
+  for (const std::string algorithm : {"data-parallel", "unity"}) {
+    SCOPED_TRACE(algorithm);
+    const Mapped m = strategy(model, algorithm, 4);
+    const TrainResult par = train(m.graph, m.views, 4, o);
+    ASSERT_EQ(par.losses.size(), one.losses.size());
+    for (size_t s = 0; s < one.losses.size(); ++s) EXPECT_NEAR(par.losses[s], one.losses[s], 1e-4 * std::fabs(one.losses[s]) + 1e-6) << "step " << s;
+    size_t compared = 0;
+    for (const auto& [name, w] : one.parameters) {
+      auto it = par.parameters.find(name);
+      if (it == par.parameters.end()) continue;  // rewritten by an algebraic rule
+      ++compared;
+      EXPECT_LT(relative_difference(it->second, w, 1e-2), 1e-4) << name << " (" << algorithm << ")";
+    }
+    EXPECT_GT(compared, 0u);
+    if (algorithm == "data-parallel") EXPECT_EQ(compared, one.parameters.size());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, Runtime,
+                         ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny", "bert-large-tiny",
+                                           "gpt-tiny"),
+                         param_name);
+
+TEST(Runtime, RefusesAStrategyNeedingMoreDevices) {
+  const Mapped m = strategy(build_model("mlp-tiny"), "data-parallel", 4);
+  EXPECT_EQ(devices_needed(m.graph, m.views), 4);
+  try {
+    make_plan(m.graph, m.views, 2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the strategy needs 4"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::runtime
