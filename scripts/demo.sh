@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The main job, end to end, on a bundled model. Until the search and runner
-# land this shows the model zoo (what is bundled, what BERT-Large and DLRM
-# cost per training step) and the shipped, proved ruleset the search will use.
+# The main job, end to end, on bundled models: optimize with the shipped,
+# proved ruleset and train the result with the runner (4 virtual devices on
+# this machine's CPU), then show what the search predicts at scale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 pcgx=${PCGX_BUILD_DIR:-build}/tools/pcgx/pcgx
+out=${PCGX_DEMO_DIR:-build/demo}
+mkdir -p "$out"
 set -x
 "$pcgx" models
-"$pcgx" info bert-large
-"$pcgx" info dlrm
-"$pcgx" ruleset show rulesets/unity-v1.json --limit 8
+# Search a strategy for the tiny MLP and DLRM on 4 CPU devices and train each.
+"$pcgx" run mlp-tiny --optimize --devices 4 --steps 50 --report "$out/mlp-tiny.json" --plot "$out/mlp-tiny.svg"
+"$pcgx" run dlrm-tiny --optimize --devices 4 --steps 50 --optimizer adam --lr 0.003 \
+  --report "$out/dlrm-tiny.json" --plot "$out/dlrm-tiny.svg"
+# The same search on the full models for a DGX-H100 cluster (predicted only).
+"$pcgx" optimize dlrm --machine dgx-h100 --devices 64 -q -o "$out/dlrm-64.json"
+"$pcgx" optimize bert-large --machine dgx-h100 --devices 64 -q -o "$out/bert-large-64.json"

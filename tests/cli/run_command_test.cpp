@@ -1,0 +1,61 @@
+// `pcgx run`: the acceptance command trains and leaves its report;
+// bad input is one error line and exit code 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_pcgx.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pcgx::testing::run;
+
+fs::path dir() {
+  static const fs::path d = [] {
+    fs::path p = fs::temp_directory_path() / ("pcgx_run_test_" + std::to_string(::getpid()));
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+TEST(RunCommand, OptimizesAndTrainsOnFourDevices) {
+  const std::string report = (dir() / "r.json").string(), plot = (dir() / "l.svg").string();
+  const auto r = run("run mlp-tiny --optimize --devices 4 --steps 30 --batches 1 --report " + report + " --plot " + plot);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ms predicted"), std::string::npos) << r.out;
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["format"], "pcgx.run");
+  EXPECT_EQ(j["devices"], 4);
+  ASSERT_EQ(j["loss"].size(), 30u);
+  EXPECT_LT(j["loss"][29].get<double>(), j["loss"][0].get<double>());  // one batch: the loss falls
+  std::ifstream svg(plot);
+  std::string text((std::istreambuf_iterator<char>(svg)), {});
+  EXPECT_NE(text.find("<polyline"), std::string::npos);
+}
+
+TEST(RunCommand, StrategyFileNeedsItsDevices) {
+  const std::string s = (dir() / "dp.json").string();
+  ASSERT_EQ(run("optimize mlp-tiny --machine cpu-host --devices 4 --search data-parallel -q -o " + s).code, 0);
+  const auto ok = run("run " + s + " --steps 2 --report " + (dir() / "a.json").string() + " --plot " + (dir() / "a.svg").string());
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  const auto r = run("run " + s + " --devices 2 --steps 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --devices: " + s + " needs 4 devices, 2 given"), std::string::npos) << r.out;
+}
+
+TEST(RunCommand, BadInputIsExitCode2) {
+  for (const std::string args : {"run no-such-model", "run mlp-tiny --backend cuda", "run mlp-tiny --steps 0",
+                                 "run mlp-tiny --optimizer rmsprop", "run mlp-tiny --lr -1", "run mlp-tiny --devices 99"}) {
+    const auto r = run(args + " --report " + (dir() / "x.json").string());
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << args << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(dir() / "x.json")) << args;
+  }
+}
+
+}  // namespace

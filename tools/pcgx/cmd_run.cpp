@@ -1,0 +1,169 @@
+// pcgx run: train a model or a strategy with the runtime (runtime/), after
+// an optional search (search/).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/runtime/run_report.h"
+#include "pcgx/search/strategy_json.h"
+#include "pcgx/search/unity_search.h"
+
+namespace pcgx::cli {
+namespace {
+
+// A strategy file is JSON whose "kind" says so; anything else is a model.
+bool is_strategy_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return false;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
+}
+
+void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::chrono::steady_clock::time_point& last) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool final = r.step == r.steps;
+  if (!final && now - last < std::chrono::milliseconds(tty ? 100 : 1000)) return;
+  last = now;
+  const int width = 30;
+  const auto done = static_cast<int>(width * r.step / r.steps);
+  std::string bar(static_cast<size_t>(done), '#');
+  bar.resize(width, '.');
+  char line[160];
+  std::snprintf(line, sizeof line, "  [%s] step %lld/%lld  loss %.6g  %.1f samples/s", bar.c_str(), static_cast<long long>(r.step),
+                static_cast<long long>(r.steps), r.loss, static_cast<double>(batch) / std::max(r.seconds, 1e-9));
+  std::cerr << (tty ? "\r\033[K" : "") << line << (tty && !final ? "" : "\n") << std::flush;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Train a model (or a strategy file from `pcgx optimize`) on N devices with the runtime");
+  static std::string target, backend = "cpu", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
+                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd";
+  static std::vector<std::string> sets;
+  static int64_t devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
+  static double lr = 0.01, momentum = 0.9;
+  static bool optimize = false;
+  cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
+  cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
+  cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)");
+  cmd->add_option("--backend", backend, "cpu (virtual devices in this process)")->capture_default_str();
+  cmd->add_option("--steps", steps, "training steps")->capture_default_str();
+  cmd->add_option("--batch", batch, "global batch size of a zoo model (default: the model's)");
+  cmd->add_option("--lr", lr, "learning rate")->capture_default_str();
+  cmd->add_option("--optimizer", optimizer, "sgd (with --momentum) or adam")->capture_default_str();
+  cmd->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--seed", seed, "seed of the initial weights and the synthetic task")->capture_default_str();
+  cmd->add_option("--batches", batches, "distinct synthetic batches, cycled")->capture_default_str();
+  cmd->add_option("--machine", machine_name, "machine the search and the prediction assume")->capture_default_str();
+  cmd->add_option("--ruleset", ruleset_path, "ruleset for --optimize")->capture_default_str();
+  cmd->add_option("--search", search_kind, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
+  cmd->add_option("--budget", budget, "search budget for --optimize")->capture_default_str();
+  cmd->add_option("--set", sets, "override a size parameter of a zoo model: key=value (repeatable)");
+  cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
+  cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
+  cmd->callback([] {
+    if (backend != "cpu")
+      throw Error("--backend: '" + backend + "' is not available (this build runs the cpu backend; the CUDA backend is not implemented yet)");
+    if (steps < 1) throw Error("--steps: must be at least 1");
+    if (devices < 0) throw Error("--devices: must be positive");
+    if (batches < 1) throw Error("--batches: must be at least 1");
+    if (batch < 0) throw Error("--batch: must be positive");
+    runtime::TrainOptions o;
+    o.steps = steps, o.seed = static_cast<uint64_t>(seed), o.batches = batches;
+    o.optimizer.kind = optimizer, o.optimizer.lr = lr, o.optimizer.momentum = momentum;
+    runtime::validate(o.optimizer);
+
+    runtime::RunSummary s;
+    Graph graph;
+    std::vector<runtime::DeviceView> views;
+    std::unique_ptr<search::MachineMapper> mapper;
+    std::unique_ptr<search::CostModel> cost;
+    Machine machine = search::find_machine(machine_name);
+    if (is_strategy_file(target)) {
+      if (optimize) throw Error("--optimize: " + target + " is already a strategy");
+      if (batch > 0 || !sets.empty()) throw Error("--batch/--set: a strategy fixes the model's sizes (" + target + ")");
+      search::StrategyFile f = search::load_strategy(target);
+      graph = std::move(f.strategy.graph);
+      for (const auto& v : f.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+      s.model = f.model, s.strategy = f.search + " (" + target + ")";
+      machine = f.machine;
+      const int need = runtime::devices_needed(graph, views);
+      if (devices == 0) devices = need;
+      if (devices < need)
+        throw Error("--devices: " + target + " needs " + std::to_string(need) + " devices, " + std::to_string(devices) + " given");
+    } else {
+      std::vector<std::string> model_sets = sets;
+      if (batch > 0) model_sets.push_back("batch=" + std::to_string(batch));
+      graph = load_model(target, model_sets);
+      s.model = graph.name();
+      if (devices == 0) devices = 1;
+      s.strategy = "unpartitioned";
+    }
+    if (devices > machine.num_devices())
+      throw Error("--devices: " + std::to_string(devices) + " exceeds the " + std::to_string(machine.num_devices()) + " devices of machine " +
+                  machine.name + " (choose another --machine)");
+    cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency());
+    mapper = std::make_unique<search::MachineMapper>(*cost);
+    if (optimize) {
+      Ruleset rs;
+      if (search_kind == "unity" || search_kind == "sequential" || search_kind == "exhaustive") rs = load_ruleset(ruleset_path);
+      const search::RuleLibrary rules(rs);
+      search::SearchOptions so;
+      so.algorithm = search_kind, so.budget = budget;
+      std::cerr << "searching a strategy for " << graph.name() << " on " << devices << " devices of " << machine.name << " (--search "
+                << search_kind << ")\n";
+      search::SearchResult r = search::optimize(graph, rules, *mapper, so);
+      std::cerr << "  found in " << std::fixed << std::setprecision(2) << r.seconds << " s: " << r.applied.size()
+                << " substitutions, predicted " << r.strategy.estimate.time * 1e3 << " ms per step\n" << std::defaultfloat;
+      graph = std::move(r.strategy.graph);
+      views.clear();
+      for (const auto& v : r.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+      s.strategy = search_kind;
+    }
+    {
+      // The prediction for what runs: the mapping the runtime uses.
+      const search::Strategy st = mapper->map(graph);
+      if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
+    }
+    for (const Node& n : graph.nodes())
+      if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) {
+        s.batch = std::max(s.batch, n.outputs[0].dims[0].size);
+      }
+    const bool tty = isatty(2);
+    auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
+    o.progress = [&](const runtime::StepReport& r) { print_progress(r, s.batch, tty, last); };
+    std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << " cpu device" << (devices == 1 ? "" : "s")
+              << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << "\n";
+    s.options = o;
+    s.result = runtime::train(graph, views, static_cast<int>(devices), o);
+    s.options.progress = nullptr;
+
+    const auto& L = s.result.losses;
+    std::cout << "model                 " << s.model << "\n"
+              << "strategy              " << s.strategy << "\n"
+              << "devices               " << devices << " (cpu, in-process)\n"
+              << "loss                  " << L.front() << " -> " << L.back() << " (" << steps << " steps, teacher target '"
+              << s.result.target << "')\n"
+              << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
+              << (s.result.step_seconds.size() > 1 ? " (mean after the first step)" : "") << "\n";
+    if (s.predicted_step_seconds > 0)
+      std::cout << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << machine.name << " (ratio measured/predicted "
+                << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
+    std::cout << std::setprecision(1) << "throughput            " << s.samples_per_second() << " samples/s\n"
+              << "between devices       " << human_bytes(static_cast<double>(s.result.bytes_sent)) << "\n";
+    write_text_file_atomic(report, runtime::run_report_json(s));
+    write_text_file_atomic(plot, runtime::loss_curve_svg(s));
+    std::cerr << "wrote " << report << " and " << plot << "\n";
+    if (!std::isfinite(L.back())) throw Error("training diverged (loss " + std::to_string(L.back()) + "); lower --lr");
+  });
+}
+
+}  // namespace pcgx::cli
