@@ -179,6 +179,12 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
         for (const TensorRef& i : ins) conv.push_back(b.convert(i, ParallelTensorShape::unpartitioned(b.out.type(i).shape, b.out.type(i).dtype)));
         id = b.out.add(*n.op, n.attrs, conv, n.name);
       }
+    } else if (n.op->name == "Repartition" || n.op->name == "Combine") {
+      // Layout only (the logical tensor is unchanged): readers convert what
+      // they get to what they need, so a piece's split boundary (graph
+      // splitting) flows into a data-parallel plan without a gather.
+      outs.push_back(ins[0]);
+      continue;
     } else {
       id = b.out.add(*n.op, n.attrs, ins, n.name);
     }

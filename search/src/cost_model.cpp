@@ -50,7 +50,17 @@ OpEfficiency read_efficiency(const json& v, const std::string& source, const std
   return e;
 }
 
-std::vector<int64_t> shard_shape(const Graph& g, TensorRef t) { return g.shape(t).shard_shape(); }
+// The micro-slices a shard is processed in (Pipeline), and one slice's shape.
+int64_t slices(const ParallelTensorShape& s) {
+  int64_t p = 1;
+  for (const ParallelDim& d : s.dims) p *= d.pipeline;
+  return p;
+}
+std::vector<int64_t> slice_shape(const ParallelTensorShape& s) {
+  std::vector<int64_t> v = s.shard_shape();
+  for (size_t j = 0; j < v.size(); ++j) v[j] /= s.dims[j].pipeline;
+  return v;
+}
 
 // Devices [lo, hi] of the group shard `first` of the partitioned side belongs
 // to, for a Repartition/Combine along `dim` by `k` (the group is the k blocks
@@ -133,16 +143,21 @@ CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile)
     : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)) {}
 
 Seconds CostModel::task_time(const Graph& g, const Node& n) const {
+  // A pipelined task runs once per micro-slice, on slice shapes.
   std::vector<TensorType> in, out;
   std::vector<std::vector<int64_t>> in_shapes;
+  int64_t p = 1;
   for (const TensorRef& t : n.inputs) {
-    in_shapes.push_back(shard_shape(g, t));
-    in.push_back({in_shapes.back(), g.shape(t).dtype});
+    const ParallelTensorShape& s = g.shape(t);
+    in_shapes.push_back(slice_shape(s));
+    in.push_back({in_shapes.back(), s.dtype});
+    p = std::max(p, slices(s));
   }
-  for (const auto& s : n.outputs) out.push_back({s.shard_shape(), s.dtype});
+  for (const auto& s : n.outputs) out.push_back({slice_shape(s), s.dtype}), p = std::max(p, slices(s));
+  const double k = static_cast<double>(p);
   if (!profile_.empty()) {
     auto it = profile_.times.find(profile_key(n.op->name, in_shapes));
-    if (it != profile_.times.end()) return {it->second.first, it->second.second};
+    if (it != profile_.times.end()) return {k * it->second.first, k * it->second.second};
   }
   const OpEfficiency& e = efficiency_.of(n.op->name);
   if (e.view) return {};
@@ -150,7 +165,7 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   const double bytes = memory_bytes(*n.op, n.attrs, in, out);
   const DeviceSpec& d = machine_.device;
   const double fwd = std::max(flops / (d.peak_flops * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
-  return {fwd, fwd * e.backward};
+  return {k * fwd, k * fwd * e.backward};
 }
 
 Seconds CostModel::parallel_time(const Graph& g, const Node& n, int64_t start, bool weight_fed) const {
@@ -158,13 +173,23 @@ Seconds CostModel::parallel_time(const Graph& g, const Node& n, int64_t start, b
   const ParallelTensorShape& in = g.shape(n.inputs.at(0));
   const ParallelTensorShape& out = n.outputs.at(0);
   if (op == "Pipeline" || op == "Batch") return {};
+  // Pipelined data moves once per micro-slice: p messages of 1/p the bytes.
+  const int64_t p = std::max(slices(in), slices(out));
+  const Seconds one = parallel_slice_time(g, n, start, weight_fed, static_cast<double>(p));
+  return {static_cast<double>(p) * one.forward, static_cast<double>(p) * one.backward};
+}
+
+Seconds CostModel::parallel_slice_time(const Graph& g, const Node& n, int64_t start, bool weight_fed, double p) const {
+  const std::string& op = n.op->name;
+  const ParallelTensorShape& in = g.shape(n.inputs.at(0));
+  const ParallelTensorShape& out = n.outputs.at(0);
   const int64_t k = n.attrs.get_int("degree");
   if (op == "Repartition" || op == "Combine") {
     const bool split = op == "Repartition";
     const ParallelTensorShape& part = split ? out : in;
     const auto [lo, hi] = dim_group(part, static_cast<int>(n.attrs.get_int("dim")), k, start);
     const LinkCost c = group_link(machine_, std::min(lo, start), std::max(hi, start));
-    const double whole = shard_bytes(split ? in : out);  // the unsplit shard
+    const double whole = shard_bytes(split ? in : out) / p;  // the unsplit shard
     if (weight_fed) return {0.0, 0.0};
     return {scatter_time(k, whole, c), gather_time(k, whole, c)};
   }
@@ -172,7 +197,7 @@ Seconds CostModel::parallel_time(const Graph& g, const Node& n, int64_t start, b
   const ParallelTensorShape& many = (op == "Replicate") ? out : in;
   const int64_t blocks = many.num_blocks();
   const LinkCost c = group_link(machine_, start, start + (k - 1) * blocks);
-  const double bytes = shard_bytes(in);
+  const double bytes = shard_bytes(in) / p;
   if (op == "Replicate") {
     if (weight_fed) return {0.0, allreduce_time(k, bytes, c)};
     return {broadcast_time(k, bytes, c), reduce_time(k, bytes, c)};
@@ -201,7 +226,8 @@ Seconds CostModel::input_transfer_time(const Graph& g, const Node& n, int64_t st
     double mine = 0;
     for (size_t i = 0; i < ins.size(); ++i) {
       const int64_t s = shard_for_task(di.grid.inputs[i], ins[i], coords, ext);
-      if (s != t) mine += send_time(shard_bytes(ins[i]), group_link(machine_, std::min(start + s, start + t), std::max(start + s, start + t)));
+      const double p = static_cast<double>(slices(ins[i]));
+      if (s != t) mine += p * send_time(shard_bytes(ins[i]) / p, group_link(machine_, std::min(start + s, start + t), std::max(start + s, start + t)));
     }
     worst = std::max(worst, mine);
   }
@@ -212,10 +238,11 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
   if (from == to) return 0.0;
   double worst = 0;
   const int64_t shards = s.num_shards();
-  const double bytes = shard_bytes(s);
+  const double p = static_cast<double>(slices(s));
+  const double bytes = shard_bytes(s) / p;
   for (int64_t i = 0; i < shards; ++i) {
     const int64_t a = from + i, b = to + i;
-    if (a != b) worst = std::max(worst, send_time(bytes, group_link(machine_, std::min(a, b), std::max(a, b))));
+    if (a != b) worst = std::max(worst, p * send_time(bytes, group_link(machine_, std::min(a, b), std::max(a, b))));
   }
   return worst;
 }

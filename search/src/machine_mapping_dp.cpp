@@ -22,10 +22,11 @@ struct Result {
   double time = kInf;
   double compute = 0;
   double comm = 0;
+  double once = 0;  // of time: the optimizer update and weight-gradient synchronization
 };
 
 Result series(Result a, const Result& b) {
-  a.time += b.time, a.compute += b.compute, a.comm += b.comm;
+  a.time += b.time, a.compute += b.compute, a.comm += b.comm, a.once += b.once;
   return a;
 }
 
@@ -154,7 +155,7 @@ struct Problem {
   Result leaf(NodeId id, int64_t lo, int64_t size) const {
     const Node& n = g.node(id);
     if (task_count(g, n) > size) return {};
-    Result r{0, 0, 0};
+    Result r{0, 0, 0, 0};
     if (n.op->op_class == OpClass::kParallel) {
       r.comm = cost.parallel_time(g, n, lo, false).total();
     } else {
@@ -163,10 +164,14 @@ struct Problem {
       double weight_bytes = 0;
       for (const TensorRef& i : n.inputs)
         if (weight_behind(g, i) >= 0) weight_bytes += shard_bytes(g.shape(i));
-      r.compute += cost.update_time(weight_bytes);
+      r.once = cost.update_time(weight_bytes);
+      r.compute += r.once;
     }
     for (NodeId f : feeders[static_cast<size_t>(id)])
-      if (weight_behind(g, g.node(f).inputs[0]) >= 0) r.comm += cost.parallel_time(g, g.node(f), lo, true).total();
+      if (weight_behind(g, g.node(f).inputs[0]) >= 0) {
+        const double sync = cost.parallel_time(g, g.node(f), lo, true).total();
+        r.comm += sync, r.once += sync;
+      }
     r.time = r.compute + r.comm;
     return r;
   }
@@ -185,7 +190,7 @@ struct Problem {
                std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>>& memo) const {
     auto key = std::make_tuple(a, b, lo, size);
     if (auto it = memo.find(key); it != memo.end()) return it->second.first;
-    Result best{0, 0, 0};
+    Result best{0, 0, 0, 0};
     for (size_t i = a; i < b; ++i) best = series(best, solve(kids[i], lo, size));
     std::pair<size_t, int64_t> choice{0, 0};
     if (b - a > 1 && size > 1) {
@@ -226,7 +231,7 @@ struct Problem {
     if (s.kind == SPNode::kLeaf) {
       r = leaf(s.node, lo, size);
     } else if (s.kind == SPNode::kSeries) {
-      r = {0, 0, 0};
+      r = {0, 0, 0, 0};
       for (int c : s.children) r = series(r, solve(c, lo, size));
     } else {
       const auto kids = sorted_children(t, lo, size);
@@ -319,7 +324,7 @@ Strategy MachineMapper::map(const Graph& g) const {
     return s;
   }
   p.assign(p.tree.root, 0, cost_.devices(), s.views);
-  e.time = r.time, e.compute = r.compute, e.communication = r.comm;
+  e.time = r.time, e.compute = r.compute, e.communication = r.comm, e.once = r.once;
   e.memory = memory_per_device(g, s.views, cost_.devices());
   const auto b = p.busy(s.views);
   e.idle = std::max(0.0, r.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));
@@ -355,7 +360,7 @@ NodeId weight_behind(const Graph& g, TensorRef t) {
   }
 }
 
-std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices) {
+std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices, double activations) {
   std::vector<double> mem(static_cast<size_t>(devices), 0.0);
   std::set<std::pair<NodeId, int64_t>> weights_held;
   for (const Node& n : g.nodes()) {
@@ -366,7 +371,7 @@ std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineV
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t d = v.start + t * v.stride;
       if (d >= devices) break;
-      for (const auto& o : n.outputs) mem[static_cast<size_t>(d)] += shard_bytes(o);
+      for (const auto& o : n.outputs) mem[static_cast<size_t>(d)] += activations * shard_bytes(o);
       for (const TensorRef& i : n.inputs) {
         const NodeId w = weight_behind(g, i);
         if (w >= 0 && weights_held.insert({w, d}).second) mem[static_cast<size_t>(d)] += 4 * shard_bytes(g.shape(i));

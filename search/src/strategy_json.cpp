@@ -32,6 +32,7 @@ std::string strategy_to_json(const StrategyFile& s) {
     views.push_back({{"node", n.id}, {"start", v.start}, {"stride", v.stride}});
   }
   j["views"] = views;
+  if (s.pipeline_stages > 0) j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
   return j.dump(1) + "\n";
 }
 
@@ -76,6 +77,16 @@ StrategyFile strategy_from_json(const std::string& text, const std::string& sour
     e.feasible = true;
     e.time = p.value("time", 0.0), e.compute = p.value("compute", 0.0);
     e.communication = p.value("communication", 0.0), e.idle = p.value("idle", 0.0);
+  }
+  if (j.contains("pipeline")) {
+    const json& p = j["pipeline"];
+    auto count = [&](const char* key) {
+      if (!p.is_object() || !p.contains(key) || !p[key].is_number_integer() || p[key].get<int64_t>() < 1)
+        throw FileError(source, std::string("pipeline.") + key, "expected a positive integer");
+      return p[key].get<int64_t>();
+    };
+    s.pipeline_stages = count("stages"), s.micro_batches = count("micro_batches");
+    s.strategy.estimate.bubble = p.value("bubble", 0.0);
   }
   return s;
 }

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "explorer.h"
+#include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/graph_hash.h"
@@ -132,174 +133,6 @@ Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, i
   return best;
 }
 
-// --- graph splitting ----------------------------------------------------
-
-bool is_source(const Node& n) { return n.op->op_class == OpClass::kSource; }
-
-// Positions (in the order of non-source nodes) after which exactly one
-// tensor crosses, and that tensor.
-std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::vector<NodeId>& order) {
-  std::vector<size_t> pos(g.size(), SIZE_MAX);
-  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
-  // last_use[t]: the last position reading tensor t (graph outputs: the end).
-  std::map<TensorRef, size_t> last_use;
-  for (NodeId n : order)
-    for (const TensorRef& t : g.node(n).inputs)
-      if (!is_source(g.node(t.node))) last_use[t] = std::max(last_use[t], pos[static_cast<size_t>(n)]);
-  for (const TensorRef& t : g.outputs()) last_use[t] = order.size();
-  // Sweep: open tensors are those produced at or before i and read after i.
-  std::vector<std::vector<TensorRef>> closes(order.size() + 1);
-  for (const auto& [t, last] : last_use) closes[last].push_back(t);
-  std::vector<std::pair<size_t, TensorRef>> cuts;
-  std::set<TensorRef> open;
-  for (size_t i = 0; i + 1 < order.size(); ++i) {
-    const Node& n = g.node(order[i]);
-    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o)
-      if (last_use.count({n.id, o})) open.insert({n.id, o});
-    for (const TensorRef& t : closes[i]) open.erase(t);
-    if (open.size() == 1) cuts.push_back({i, *open.begin()});
-  }
-  return cuts;
-}
-
-struct Piece {
-  std::vector<NodeId> nodes;  // non-source nodes of the model
-  TensorRef in{-1, 0};        // boundary tensor read (none for the first)
-  TensorRef out{-1, 0};       // boundary tensor produced (none for the last)
-};
-
-std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k) {
-  std::vector<NodeId> order;
-  for (const Node& n : g.nodes())
-    if (!is_source(n)) order.push_back(n.id);
-  std::vector<Piece> pieces;
-  const auto cuts = valid_cuts(g, order);
-  if (static_cast<int64_t>(order.size()) < 2 * k || cuts.empty()) {
-    pieces.push_back({order, {-1, 0}, {-1, 0}});
-    return pieces;
-  }
-  // Matches that a cut would block: their nodes on both sides of it.
-  std::vector<size_t> pos(g.size(), 0);
-  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
-  std::vector<int64_t> blocked(order.size() + 1, 0);  // difference array
-  {
-    const auto by_op = nodes_by_op(g);
-    const auto consumers = g.consumers();
-    MatchOptions o;
-    o.limit = 8;
-    o.by_op = &by_op;
-    for (const auto& [op, nodes] : by_op)
-      for (const Rule* r : rules.rooted_at(op))
-        for (const Match& m : find_matches(g, *r, consumers, o)) {
-          size_t lo = SIZE_MAX, hi = 0;
-          for (NodeId n : m.nodes)
-            if (n >= 0) lo = std::min(lo, pos[static_cast<size_t>(n)]), hi = std::max(hi, pos[static_cast<size_t>(n)]);
-          if (lo < hi) ++blocked[lo], --blocked[hi];
-        }
-  }
-  for (size_t i = 1; i < blocked.size(); ++i) blocked[i] += blocked[i - 1];
-  size_t start = 0;
-  size_t c = 0;
-  Piece cur;
-  while (c < cuts.size()) {
-    // Among the cuts leaving at least k operators on each side, within a
-    // window of k past the first, take the one blocking the fewest matches.
-    size_t best = SIZE_MAX;
-    for (size_t j = c; j < cuts.size(); ++j) {
-      const size_t at = cuts[j].first;
-      if (at + 1 - start < static_cast<size_t>(k)) continue;
-      if (order.size() - at - 1 < static_cast<size_t>(k)) break;
-      if (best != SIZE_MAX && at + 1 - start >= 2 * static_cast<size_t>(k)) break;
-      if (best == SIZE_MAX || blocked[at] < blocked[cuts[best].first]) best = j;
-    }
-    if (best == SIZE_MAX) break;
-    const size_t at = cuts[best].first;
-    cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(at + 1));
-    cur.out = cuts[best].second;
-    pieces.push_back(cur);
-    cur = Piece{};
-    cur.in = cuts[best].second;
-    start = at + 1;
-    c = best + 1;
-  }
-  cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.end());
-  pieces.push_back(cur);
-  return pieces;
-}
-
-// A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
-ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree) {
-  ParallelTensorShape s = ParallelTensorShape::unpartitioned(logical.logical_shape(), logical.dtype);
-  if (degree > 1 && s.rank() > 0) s.dims[0].degree = degree;
-  return s;
-}
-
-// A piece as a graph of its own, with nodes renamed canonically (sources
-// s0, s1, ..., others c2, c3, ...) and random seeds (Dropout's `seed`) numbered canonically, so
-// identical layers give identical graphs; `names` and `seeds` map back.
-struct PieceGraph {
-  Graph graph;
-  std::map<std::string, std::string> names;  // canonical -> model name
-  std::map<int64_t, int64_t> seeds;          // canonical -> model seed
-};
-
-constexpr const char* kSeedAttr = "seed";
-
-PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout) {
-  PieceGraph pg{Graph(g.name()), {}};
-  Graph& out = pg.graph;
-  std::map<TensorRef, TensorRef> map;
-  std::map<NodeId, NodeId> sources;
-  if (p.in.node >= 0) {
-    const ParallelTensorShape s = layout(g.shape(p.in), din);
-    Attributes a{{"shape", IntList(s.logical_shape())}, {"dtype", std::string(to_string(s.dtype))}};
-    if (din > 1) {
-      IntList degrees(static_cast<size_t>(s.rank()), 1);
-      degrees[0] = din;
-      a.set("degrees", degrees);
-    }
-    TensorRef t{out.add("Input", a, {}, std::string(kPieceInputPrefix) + "in"), 0};
-    if (din > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", din}}, {t}), 0};
-    map[p.in] = t;
-  }
-  for (NodeId id : p.nodes) {
-    const Node& n = g.node(id);
-    std::vector<TensorRef> ins;
-    for (const TensorRef& i : n.inputs) {
-      const Node& src = g.node(i.node);
-      if (is_source(src)) {
-        auto it = sources.find(src.id);
-        if (it == sources.end()) {
-          const std::string canon = "s" + std::to_string(sources.size());
-          pg.names[canon] = src.name;
-          it = sources.emplace(src.id, out.add(*src.op, src.attrs, {}, canon)).first;
-        }
-        ins.push_back({it->second, i.output});
-      } else {
-        ins.push_back(map.at(i));
-      }
-    }
-    Attributes attrs = n.attrs;
-    if (attrs.has(kSeedAttr)) {
-      const int64_t canon = static_cast<int64_t>(pg.seeds.size());
-      pg.seeds[canon] = attrs.get_int(kSeedAttr);
-      attrs.set(kSeedAttr, canon);
-    }
-    const std::string canon = "c" + std::to_string(pg.names.size());
-    pg.names[canon] = n.name;
-    const NodeId nid = out.add(*n.op, attrs, ins, canon);
-    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{id, o}] = {nid, o};
-  }
-  if (p.out.node >= 0) {
-    TensorRef t = map.at(p.out);
-    if (dout > 1) t = {out.add("Repartition", {{"dim", int64_t{0}}, {"degree", dout}}, {t}), 0};
-    out.add_output(t);
-  } else {
-    for (const TensorRef& o : g.outputs()) out.add_output(map.at(o));
-  }
-  return pg;
-}
-
 // The graph and, for `unity`, the baselines built from it (a baseline that
 // cannot be built on a piece, e.g. for its boundary layout, is left out).
 // With `algebraic`, also the best PCG the algebraic rules alone reach
@@ -409,49 +242,14 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   for (size_t p = pieces.size(); p-- > 0;) chosen[p] = l, l = from[p][l];
 
   // Join the pieces' best graphs.
-  Graph joined(g.name());
-  std::map<std::string, NodeId> sources;
-  TensorRef carry{-1, 0};
+  std::vector<JoinPart> parts;
   std::vector<std::string> applied;
   for (size_t p = 0; p < pieces.size(); ++p) {
     const Candidate& c = *best[p][chosen[p]];
-    const auto& names = graphs[p][chosen[p]].names;
-    const auto& seeds = graphs[p][chosen[p]].seeds;
     for (const auto& a : c.applied) applied.push_back(a);
-    std::map<NodeId, std::vector<TensorRef>> map;
-    for (const Node& n : c.graph.nodes()) {
-      std::vector<TensorRef> outs;
-      if (is_source(n) && n.name.starts_with(kPieceInputPrefix)) {
-        TensorRef t = carry;
-        const ParallelTensorShape want = n.outputs[0];
-        const ParallelTensorShape have = joined.shape(t);
-        if (!(have == want)) {
-          if (have.dims[0].degree > 1) t = {joined.add("Combine", {{"dim", int64_t{0}}, {"degree", have.dims[0].degree}}, {t}), 0};
-          if (want.dims[0].degree > 1) t = {joined.add("Repartition", {{"dim", int64_t{0}}, {"degree", want.dims[0].degree}}, {t}), 0};
-        }
-        outs.push_back(t);
-      } else if (is_source(n)) {
-        const std::string& real = names.at(n.name);
-        auto it = sources.find(real);
-        if (it == sources.end()) it = sources.emplace(real, joined.add(*n.op, n.attrs, {}, real)).first;
-        outs.push_back({it->second, 0});
-      } else {
-        std::vector<TensorRef> ins;
-        for (const TensorRef& i : n.inputs) ins.push_back(map.at(i.node).at(static_cast<size_t>(i.output)));
-        Attributes attrs = n.attrs;
-        if (attrs.has(kSeedAttr)) attrs.set(kSeedAttr, seeds.at(attrs.get_int(kSeedAttr)));
-        const auto name = names.find(n.name);
-        const NodeId id = joined.add(*n.op, attrs, ins, name == names.end() ? "" : name->second);
-        for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) outs.push_back({id, o});
-      }
-      map[n.id] = outs;
-    }
-    if (p + 1 < pieces.size()) {
-      carry = map.at(c.graph.outputs().at(0).node).at(static_cast<size_t>(c.graph.outputs().at(0).output));
-    } else {
-      for (const TensorRef& o : c.graph.outputs()) joined.add_output(map.at(o.node).at(static_cast<size_t>(o.output)));
-    }
+    parts.push_back({&c.graph, &graphs[p][chosen[p]]});
   }
+  Graph joined = join_pieces(g.name(), parts);
   Candidate out = ex.make(std::move(joined), std::move(applied));
   // Whole-model baselines are in the space too (the split may not reach them).
   if (with_baselines)

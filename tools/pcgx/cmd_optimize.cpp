@@ -9,6 +9,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/search/baselines.h"
+#include "pcgx/search/pipeline.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/unity_search.h"
 
@@ -29,9 +30,9 @@ void add_optimize_command(CLI::App& app) {
   static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity",
                      out, dot, profile, efficiency;
   static std::vector<std::string> sets;
-  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000;
+  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0;
   static double alpha = 1.05;
-  static bool quiet = false, per_device_batch = true;
+  static bool quiet = false, per_device_batch = true, pipeline = false;
   cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all");
@@ -49,6 +50,10 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
   cmd->add_flag("!--global-batch", per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
+  cmd->add_flag("--pipeline", pipeline,
+                "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
+  cmd->add_option("--stages", stages, "pipeline stages (default: the best of 2, 4, 8)");
+  cmd->add_option("--micro-batches", micro_batches, "micro-batches per iteration (default: the best of 1, 2, 4, 8 x stages)");
   cmd->add_flag("-q,--quiet", quiet, "no per-operator table");
   cmd->callback([] {
     Machine m = search::find_machine(machine_name);
@@ -60,6 +65,10 @@ void add_optimize_command(CLI::App& app) {
     if (split < 2) throw Error("--split: must be at least 2");
     if (max_nodes < 0) throw Error("--max-nodes: must not be negative");
     if (exhaustive_limit < 1) throw Error("--limit: must be at least 1");
+    if (!pipeline && (stages != 0 || micro_batches != 0)) throw Error("--stages and --micro-batches need --pipeline");
+    if (stages < 0) throw Error("--stages: must be positive");
+    if (micro_batches < 0) throw Error("--micro-batches: must be positive");
+    if (pipeline && algorithm == "exhaustive") throw Error("--pipeline: stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
     const int64_t n = m.num_devices();
     std::vector<std::string> model_sets = sets;
     if (const ModelSpec* spec = find_model(model); spec && per_device_batch && spec->defaults.count("batch")) {
@@ -100,7 +109,10 @@ void add_optimize_command(CLI::App& app) {
       std::cerr << (tty ? "\r\033[K" : "") << "  " << p.phase << ": " << p.explored << " explored, " << p.evaluated
                 << " evaluated, best " << ms(p.best) << (tty ? "" : "\n") << std::flush;
     };
-    const search::SearchResult r = search::optimize(g, *rules, mapper, o);
+    search::PipelineResult pr;
+    if (pipeline) pr = search::optimize_pipeline(g, *rules, cm, o, {stages, micro_batches});
+    else pr.search = search::optimize(g, *rules, mapper, o);
+    const search::SearchResult& r = pr.search;
     if (tty) std::cerr << "\r\033[K";
     const search::Strategy dp = mapper.map(search::best_data_parallel(g, mapper));
     const search::Estimate& e = r.strategy.estimate;
@@ -113,7 +125,18 @@ void add_optimize_command(CLI::App& app) {
     std::cout << "iteration time        " << ms(e.time) << " predicted\n"
               << "  compute             " << ms(e.compute) << "\n"
               << "  communication       " << ms(e.communication) << "\n"
-              << "  idle (mean/device)  " << ms(e.idle) << "\n"
+              << "  idle (mean/device)  " << ms(e.idle) << "\n";
+    if (pipeline) {
+      std::cout << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
+                << " micro-batches, 1F1B with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
+      for (size_t i = 0; i < pr.stage.size(); ++i) {
+        const auto& st = pr.stage[i];
+        std::cout << "  stage " << i + 1 << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  "
+                  << st.operators << " operators (" << st.first << " .. " << st.last << ")  " << ms(st.micro_batch)
+                  << " per micro-batch, " << human_bytes(st.memory) << "\n";
+      }
+    }
+    std::cout
               << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(m.device.memory_capacity) << "\n"
               << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
     if (dp.estimate.feasible)
@@ -132,6 +155,7 @@ void add_optimize_command(CLI::App& app) {
       }
     }
     search::StrategyFile f{g.name(), m, n, algorithm, r.applied, r.strategy};
+    if (pipeline) f.search += "+pipeline", f.pipeline_stages = pr.stages, f.micro_batches = pr.micro_batches;
     search::save_strategy(f, out);
     std::cerr << "wrote " << out << "\n";
     if (!dot.empty()) {

@@ -95,6 +95,10 @@ void add_run_command(CLI::App& app) {
       for (const auto& v : f.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
       s.model = f.model, s.strategy = f.search + " (" + target + ")";
       machine = f.machine;
+      if (f.pipeline_stages > 0)
+        std::cerr << "note: " << target << " is pipelined (" << f.pipeline_stages << " stages, " << f.micro_batches
+                  << " micro-batches); the CPU runtime runs each stage on its devices but processes the micro-batches as one batch, "
+                     "without 1F1B overlap\n";
       const int need = runtime::devices_needed(graph, views);
       if (devices == 0) devices = need;
       if (devices < need)

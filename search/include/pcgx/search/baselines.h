@@ -21,7 +21,9 @@ using NodePlan = std::map<std::string, int64_t>;
 // `g` (unpartitioned) with every compute node run as plan(node). Before a
 // node, its inputs are converted to the layout it needs: partial sums are
 // reduced, surplus degrees combined, missing degrees repartitioned, replicas
-// made; conversions are shared between readers. An input needed as k
+// made; conversions are shared between readers. Repartition and Combine
+// nodes already in `g` only change layout, so they are dropped: their
+// readers convert from whatever layout the input has. An input needed as k
 // summands (the bias of a reduction-parallel Linear) becomes k replica
 // slots of x/k. A node whose plan is not legal for it runs unpartitioned. Graph outputs keep their original layout.
 Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan);

@@ -27,6 +27,10 @@
 // device start + i. A task whose input shard sits on another device first
 // receives it (send/recv over the link between the two).
 //
+// Pipelining (Pipeline/Batch, pipeline.h): a task whose shards are
+// processed in p micro-slices runs p times on slice shapes (so p launches),
+// and pipelined data moves as p messages of 1/p the bytes (p latencies).
+//
 // Memory per device: every weight shard it holds costs 4x its bytes (value,
 // gradient, Adam's two moments), every output shard of a compute operator
 // is kept for the backward pass. The optimizer update streams 7 words per
@@ -106,7 +110,12 @@ class CostModel {
   // The optimizer update of `bytes` of parameters on one device.
   double update_time(double bytes) const;
 
+  // The same model on the first n devices of the machine.
+  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_); }
+
  private:
+  Seconds parallel_slice_time(const Graph& g, const Node& n, int64_t start, bool weight_fed, double p) const;
+
   Machine machine_;
   Efficiency efficiency_;
   Profile profile_;

@@ -42,6 +42,9 @@ struct Estimate {
   double compute = 0;        // on the critical path
   double communication = 0;  // on the critical path
   double idle = 0;           // mean over devices of time not spent busy
+  double once = 0;           // of time: optimizer update and weight-gradient synchronization,
+                             // paid once per iteration however many micro-batches
+  double bubble = 0;         // of time: pipeline fill and drain (pipeline.h)
   std::vector<double> memory;  // bytes per device
   double max_memory() const;
 };
@@ -75,8 +78,11 @@ class MachineMapper {
   std::unique_ptr<Impl> impl_;
 };
 
-// Memory per device of a mapped graph (see cost_model.h for what counts).
-std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices);
+// Memory per device of a mapped graph (see cost_model.h for what counts);
+// `activations` scales the kept activations (a pipeline stage keeps only
+// the micro-batches in flight).
+std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
+                                      double activations = 1.0);
 
 // Nodes that exist only to lay out a source: parallel operators whose input
 // is an Input/Weight or another such node. They run with their reader.

@@ -7,7 +7,8 @@
 //                    "max_memory": bytes },
 //     "applied": [ "rule ids" ],
 //     "graph": { ...pcgx.graph... },
-//     "views": [ { "node": 5, "start": 0, "stride": 1 }, ... ] }
+//     "views": [ { "node": 5, "start": 0, "stride": 1 }, ... ],
+//     "pipeline": { "stages": 4, "micro_batches": 16, "bubble": s } }   (pipelined only)
 //
 // `views` lists every non-source node: its task (shard) i runs on device
 // start + i * stride.
@@ -26,6 +27,8 @@ struct StrategyFile {
   std::string search;
   std::vector<std::string> applied;
   Strategy strategy;
+  int64_t pipeline_stages = 0;  // 0: not pipelined (pipeline.h)
+  int64_t micro_batches = 0;
 };
 
 std::string strategy_to_json(const StrategyFile& s);

@@ -1,0 +1,88 @@
+#pragma once
+// Pipeline parallelism (Unity, Section 5.4; DESIGN.md "Search"): the model
+// cut into S sequential stages, each on its own D/S devices, every operator
+// staged, and each mini-batch processed as M micro-batches under the 1F1B
+// schedule (one forward, one backward, alternating once the pipeline is
+// full) with a flush at the end of the iteration: the micro-batches'
+// gradients are summed before the one optimizer step, so a pipelined run
+// computes exactly what an unpipelined one does (no stale weights, unlike
+// PipeDream-2BW, which Unity follows; we pay for the flush in the bubble).
+//
+// Stages. As in Unity, a stage talks only to the next one: stage boundaries
+// are cuts where exactly one tensor crosses (graph_splitting.h), chosen by
+// a DP over those cuts that minimizes the largest stage's single-device
+// forward + backward time. Each stage is searched as a graph of its own on
+// D/S devices with options.algorithm (`unity` by default; identical stages
+// are searched once), with its boundary tensors split along samples by D/S
+// where that divides them. It is then pipelined: a Pipeline(0, M) after each
+// of its inputs, so every operator runs M times on micro-batch slices
+// (cost_model.h costs each slice). An operator that cannot process its
+// samples in slices (BatchNorm, whose statistics span the whole batch)
+// makes the model unpipelinable.
+//
+// Time per iteration (1F1B with flush). With t_s the time of one
+// micro-batch's forward and backward on stage s, including receiving its
+// boundary tensor from stage s - 1 and sending back its gradient, and u_s
+// stage s's optimizer update and weight-gradient synchronization:
+//     T = (M + S - 1) * max_s t_s + max_s u_s
+// M slots of the slowest stage in the steady state, S - 1 more to fill and
+// drain the pipeline (the bubble). Memory: stage s keeps the activations of
+// at most min(S - s, M) micro-batches (s from 0), a fraction
+// min(S - s, M) / M of the whole mini-batch's.
+//
+// Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
+// one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
+//
+// The result is one PCG, the stages' PCGs joined (the layout change between
+// two stages runs on the receiving stage), with machine views offset to each
+// stage's devices: the runtime runs it like any strategy.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pcgx/search/unity_search.h"
+
+namespace pcgx::search {
+
+struct PipelineOptions {
+  int64_t stages = 0;         // 0: try 2, 4, 8
+  int64_t micro_batches = 0;  // 0: try S, 2S, 4S, 8S
+};
+
+struct PipelineStage {
+  int64_t first_device = 0;
+  int64_t devices = 0;
+  int64_t operators = 0;      // compute operators of the model in the stage
+  std::string first, last;    // the first and last of them (graph order)
+  double micro_batch = 0;     // t_s (seconds)
+  double update = 0;          // u_s (seconds)
+  double memory = 0;          // bytes on the stage's fullest device
+};
+
+struct PipelineResult {
+  SearchResult search;        // the joined strategy (estimate.bubble set), rules, counts, time
+  int64_t stages = 0;
+  int64_t micro_batches = 0;
+  std::vector<PipelineStage> stage;
+};
+
+// Searches pipelined strategies for `model` (unpartitioned) on every
+// device of `cost`'s machine. Throws pcgx::Error naming the option when
+// the stages or micro-batches asked for are impossible, or why no
+// pipelined strategy exists.
+PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost,
+                                 const SearchOptions& options, const PipelineOptions& pipeline);
+
+// `g` with a Pipeline(0, m) after every Input of rank >= 1 and, when
+// `last`, a Batch before every output still pipelined. Throws pcgx::Error
+// (naming the operator) when some operator cannot process slices.
+Graph pipelined(const Graph& g, int64_t m, bool last);
+
+// The stage boundaries: stages - 1 cuts (position in graph order of the
+// non-source nodes after which the cut falls, and the one tensor crossing
+// it) that minimize the largest stage's sum of per-node `weight` (indexed
+// by node id). Empty when the graph has too few single-tensor cuts.
+std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const std::vector<double>& weight, int64_t stages);
+
+}  // namespace pcgx::search

@@ -1,0 +1,243 @@
+// Graph splitting: cuts, pieces and their joining (see graph_splitting.h).
+#include "graph_splitting.h"
+
+#include <algorithm>
+#include <set>
+
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/substitution.h"
+
+namespace pcgx::search {
+namespace {
+
+constexpr const char* kSeedAttr = "seed";
+
+// A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
+ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree) {
+  ParallelTensorShape s = ParallelTensorShape::unpartitioned(logical.logical_shape(), logical.dtype);
+  if (degree > 1 && s.rank() > 0) s.dims[0].degree = degree;
+  return s;
+}
+
+
+}  // namespace
+
+std::vector<NodeId> compute_order(const Graph& g) {
+  std::vector<NodeId> order;
+  for (const Node& n : g.nodes())
+    if (!is_source(n)) order.push_back(n.id);
+  return order;
+}
+
+std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::vector<NodeId>& order) {
+  std::vector<size_t> pos(g.size(), SIZE_MAX);
+  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
+  // last_use[t]: the last position reading tensor t (graph outputs: the end).
+  std::map<TensorRef, size_t> last_use;
+  for (NodeId n : order)
+    for (const TensorRef& t : g.node(n).inputs)
+      if (!is_source(g.node(t.node))) last_use[t] = std::max(last_use[t], pos[static_cast<size_t>(n)]);
+  for (const TensorRef& t : g.outputs()) last_use[t] = order.size();
+  // Sweep: open tensors are those produced at or before i and read after i.
+  std::vector<std::vector<TensorRef>> closes(order.size() + 1);
+  for (const auto& [t, last] : last_use) closes[last].push_back(t);
+  std::vector<std::pair<size_t, TensorRef>> cuts;
+  std::set<TensorRef> open;
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    const Node& n = g.node(order[i]);
+    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o)
+      if (last_use.count({n.id, o})) open.insert({n.id, o});
+    for (const TensorRef& t : closes[i]) open.erase(t);
+    if (open.size() == 1) cuts.push_back({i, *open.begin()});
+  }
+  return cuts;
+}
+
+std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k) {
+  const std::vector<NodeId> order = compute_order(g);
+  std::vector<Piece> pieces;
+  const auto cuts = valid_cuts(g, order);
+  if (static_cast<int64_t>(order.size()) < 2 * k || cuts.empty()) {
+    pieces.push_back({order, {-1, 0}, {-1, 0}});
+    return pieces;
+  }
+  // Matches that a cut would block: their nodes on both sides of it.
+  std::vector<size_t> pos(g.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
+  std::vector<int64_t> blocked(order.size() + 1, 0);  // difference array
+  {
+    const auto by_op = nodes_by_op(g);
+    const auto consumers = g.consumers();
+    MatchOptions o;
+    o.limit = 8;
+    o.by_op = &by_op;
+    for (const auto& [op, nodes] : by_op)
+      for (const Rule* r : rules.rooted_at(op))
+        for (const Match& m : find_matches(g, *r, consumers, o)) {
+          size_t lo = SIZE_MAX, hi = 0;
+          for (NodeId n : m.nodes)
+            if (n >= 0) lo = std::min(lo, pos[static_cast<size_t>(n)]), hi = std::max(hi, pos[static_cast<size_t>(n)]);
+          if (lo < hi) ++blocked[lo], --blocked[hi];
+        }
+  }
+  for (size_t i = 1; i < blocked.size(); ++i) blocked[i] += blocked[i - 1];
+  size_t start = 0;
+  size_t c = 0;
+  Piece cur;
+  while (c < cuts.size()) {
+    // Among the cuts leaving at least k operators on each side, within a
+    // window of k past the first, take the one blocking the fewest matches.
+    size_t best = SIZE_MAX;
+    for (size_t j = c; j < cuts.size(); ++j) {
+      const size_t at = cuts[j].first;
+      if (at + 1 - start < static_cast<size_t>(k)) continue;
+      if (order.size() - at - 1 < static_cast<size_t>(k)) break;
+      if (best != SIZE_MAX && at + 1 - start >= 2 * static_cast<size_t>(k)) break;
+      if (best == SIZE_MAX || blocked[at] < blocked[cuts[best].first]) best = j;
+    }
+    if (best == SIZE_MAX) break;
+    const size_t at = cuts[best].first;
+    cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(at + 1));
+    cur.out = cuts[best].second;
+    pieces.push_back(cur);
+    cur = Piece{};
+    cur.in = cuts[best].second;
+    start = at + 1;
+    c = best + 1;
+  }
+  cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.end());
+  pieces.push_back(cur);
+  return pieces;
+}
+
+
+PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout) {
+  PieceGraph pg{Graph(g.name()), {}};
+  Graph& out = pg.graph;
+  std::map<TensorRef, TensorRef> map;
+  std::map<NodeId, NodeId> sources;
+  if (p.in.node >= 0) {
+    const ParallelTensorShape s = layout(g.shape(p.in), din);
+    Attributes a{{"shape", IntList(s.logical_shape())}, {"dtype", std::string(to_string(s.dtype))}};
+    if (din > 1) {
+      IntList degrees(static_cast<size_t>(s.rank()), 1);
+      degrees[0] = din;
+      a.set("degrees", degrees);
+    }
+    TensorRef t{out.add("Input", a, {}, std::string(kPieceInputPrefix) + "in"), 0};
+    if (din > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", din}}, {t}), 0};
+    map[p.in] = t;
+  }
+  for (NodeId id : p.nodes) {
+    const Node& n = g.node(id);
+    std::vector<TensorRef> ins;
+    for (const TensorRef& i : n.inputs) {
+      const Node& src = g.node(i.node);
+      if (is_source(src)) {
+        auto it = sources.find(src.id);
+        if (it == sources.end()) {
+          const std::string canon = "s" + std::to_string(sources.size());
+          pg.names[canon] = src.name;
+          it = sources.emplace(src.id, out.add(*src.op, src.attrs, {}, canon)).first;
+        }
+        ins.push_back({it->second, i.output});
+      } else {
+        ins.push_back(map.at(i));
+      }
+    }
+    Attributes attrs = n.attrs;
+    if (attrs.has(kSeedAttr)) {
+      const int64_t canon = static_cast<int64_t>(pg.seeds.size());
+      pg.seeds[canon] = attrs.get_int(kSeedAttr);
+      attrs.set(kSeedAttr, canon);
+    }
+    const std::string canon = "c" + std::to_string(pg.names.size());
+    pg.names[canon] = n.name;
+    const NodeId nid = out.add(*n.op, attrs, ins, canon);
+    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{id, o}] = {nid, o};
+  }
+  if (p.out.node >= 0) {
+    TensorRef t = map.at(p.out);
+    if (dout > 1) t = {out.add("Repartition", {{"dim", int64_t{0}}, {"degree", dout}}, {t}), 0};
+    out.add_output(t);
+  } else {
+    for (const TensorRef& o : g.outputs()) out.add_output(map.at(o));
+  }
+  return pg;
+}
+
+std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector<std::pair<size_t, TensorRef>>& cuts) {
+  std::vector<Piece> pieces;
+  Piece cur;
+  size_t start = 0;
+  for (const auto& [at, t] : cuts) {
+    cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(at + 1));
+    cur.out = t;
+    pieces.push_back(cur);
+    cur = Piece{};
+    cur.in = t;
+    start = at + 1;
+  }
+  cur.nodes.assign(order.begin() + static_cast<std::ptrdiff_t>(start), order.end());
+  pieces.push_back(cur);
+  return pieces;
+}
+
+Graph join_pieces(const std::string& name, std::span<const JoinPart> parts, std::vector<JoinOrigin>* origin) {
+  Graph joined(name);
+  std::map<std::string, NodeId> sources;
+  TensorRef carry{-1, 0};
+  // Nodes added since the last mark came from `node` of part p (the
+  // layout changes before it, too: they run with their reader).
+  auto mark = [&](int p, NodeId node) {
+    if (origin) origin->resize(joined.size(), {p, node});
+  };
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Graph& c = *parts[p].graph;
+    const auto& names = parts[p].piece->names;
+    const auto& seeds = parts[p].piece->seeds;
+    std::map<NodeId, std::vector<TensorRef>> map;
+    for (const Node& n : c.nodes()) {
+      std::vector<TensorRef> outs;
+      if (is_source(n) && n.name.starts_with(kPieceInputPrefix)) {
+        TensorRef t = carry;
+        const int64_t want = n.outputs[0].rank() > 0 ? n.outputs[0].dims[0].degree : 1;
+        const ParallelTensorShape& have = joined.shape(t);
+        const int64_t had = have.rank() > 0 ? have.dims[0].degree : 1;
+        if (had != want) {
+          if (had > 1) t = {joined.add("Combine", {{"dim", int64_t{0}}, {"degree", had}}, {t}), 0};
+          if (want > 1) t = {joined.add("Repartition", {{"dim", int64_t{0}}, {"degree", want}}, {t}), 0};
+        }
+        outs.push_back(t);
+      } else if (is_source(n)) {
+        const std::string& real = names.at(n.name);
+        auto it = sources.find(real);
+        if (it == sources.end()) it = sources.emplace(real, joined.add(*n.op, n.attrs, {}, real)).first;
+        outs.push_back({it->second, 0});
+      } else {
+        std::vector<TensorRef> ins;
+        for (const TensorRef& i : n.inputs) ins.push_back(map.at(i.node).at(static_cast<size_t>(i.output)));
+        if (n.op->name == "Pipeline" && joined.shape(ins[0]) == n.outputs[0]) {
+          map[n.id] = {ins[0]};
+          continue;
+        }
+        Attributes attrs = n.attrs;
+        if (attrs.has(kSeedAttr)) attrs.set(kSeedAttr, seeds.at(attrs.get_int(kSeedAttr)));
+        const auto nm = names.find(n.name);
+        const NodeId id = joined.add(*n.op, attrs, ins, nm == names.end() ? "" : nm->second);
+        for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) outs.push_back({id, o});
+      }
+      mark(static_cast<int>(p), n.id);
+      map[n.id] = outs;
+    }
+    if (p + 1 < parts.size()) {
+      const TensorRef o = c.outputs().at(0);
+      carry = map.at(o.node).at(static_cast<size_t>(o.output));
+    } else {
+      for (const TensorRef& o : c.outputs()) joined.add_output(map.at(o.node).at(static_cast<size_t>(o.output)));
+    }
+  }
+  return joined;
+}
+
+}  // namespace pcgx::search

@@ -1,0 +1,70 @@
+#pragma once
+// Graph splitting (internal; see unity_search.h): cutting a model into
+// sequential pieces at tensors every later operator reaches only through
+// them, a piece as a graph of its own, and joining the pieces' optimized
+// graphs back into one PCG. Also the stage boundaries of pipeline.h.
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/search/rule_library.h"
+
+namespace pcgx::search {
+
+inline bool is_source(const Node& n) { return n.op->op_class == OpClass::kSource; }
+
+// The non-source nodes of g in graph order.
+std::vector<NodeId> compute_order(const Graph& g);
+
+// Positions (in `order`, the non-source nodes) after which exactly one
+// tensor crosses, and that tensor.
+std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::vector<NodeId>& order);
+
+struct Piece {
+  std::vector<NodeId> nodes;  // non-source nodes of the model
+  TensorRef in{-1, 0};        // boundary tensor read (none for the first)
+  TensorRef out{-1, 0};       // boundary tensor produced (none for the last)
+};
+
+// Pieces of at least k operators, cut where the fewest rule matches of
+// `rules` are blocked; one piece when the graph has fewer than 2k.
+std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k);
+// The pieces of `order` cut after the given positions of valid_cuts().
+std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector<std::pair<size_t, TensorRef>>& cuts);
+
+// A piece as a graph of its own, with nodes renamed canonically (sources
+// s0, s1, ..., others c2, c3, ...) and random seeds (Dropout's `seed`)
+// numbered canonically, so identical layers give identical graphs; `names`
+// and `seeds` map back. Its boundary input is an Input named "piece:in"
+// whose sample dimension is split by `din` (then combined), and its
+// boundary output is repartitioned by `dout`.
+struct PieceGraph {
+  Graph graph;
+  std::map<std::string, std::string> names;  // canonical -> model name
+  std::map<int64_t, int64_t> seeds;          // canonical -> model seed
+};
+PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout);
+
+// One piece's optimized graph and the names it maps back with.
+struct JoinPart {
+  const Graph* graph;
+  const PieceGraph* piece;
+};
+// Joins pieces in order: each piece's "piece:in" input takes the previous
+// piece's (only) output, its sample dimension combined or repartitioned to
+// the degree the piece expects; sources are shared by model name; the last
+// piece's outputs are the graph's. A Pipeline whose input already has its
+// output's layout (the carried tensor was pipelined upstream) is dropped.
+// `origin` (optional) receives, per joined node, the part and the node of
+// that part's graph it came from (a layout change inserted before a piece
+// input counts as that input).
+struct JoinOrigin {
+  int part = 0;
+  NodeId node = -1;
+};
+Graph join_pieces(const std::string& name, std::span<const JoinPart> parts, std::vector<JoinOrigin>* origin = nullptr);
+
+}  // namespace pcgx::search

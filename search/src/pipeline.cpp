@@ -1,0 +1,255 @@
+// Pipeline parallelism: stages, micro-batches, 1F1B timing (see pipeline.h).
+#include "pcgx/search/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+
+#include "graph_splitting.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/search/graph_hash.h"
+
+namespace pcgx::search {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One stage of one candidate plan.
+struct StagePlan {
+  PieceGraph piece;       // the stage as a graph of its own (canonical names)
+  Graph graph;            // its searched and pipelined PCG
+  Strategy mapped;        // graph on the stage's devices (views from 0)
+  PipelineStage info;
+};
+
+struct Plan {
+  int64_t stages = 0, micro = 0;
+  double time = kInf, slowest = 0, update = 0;
+  std::vector<StagePlan> stage;
+  std::vector<std::string> applied;
+};
+
+std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
+  if (o.stages > 0) {
+    if (o.stages < 2) throw Error("--stages: a pipeline needs at least 2 stages (1 is no pipeline)");
+    if (devices % o.stages != 0)
+      throw Error("--stages: " + std::to_string(o.stages) + " stages do not divide the " + std::to_string(devices) + " devices");
+    if (static_cast<size_t>(o.stages) > cuts + 1)
+      throw Error("--stages: the model has " + std::to_string(cuts) + " places where exactly one tensor crosses, so at most " +
+                  std::to_string(cuts + 1) + " stages");
+    return {o.stages};
+  }
+  std::vector<int64_t> out;
+  for (int64_t s : {2, 4, 8})
+    if (devices % s == 0 && static_cast<size_t>(s) <= cuts + 1) out.push_back(s);
+  return out;
+}
+
+std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
+  if (o.micro_batches > 0) return {o.micro_batches};
+  return {stages, 2 * stages, 4 * stages, 8 * stages};
+}
+
+}  // namespace
+
+Graph pipelined(const Graph& g, int64_t m, bool last) {
+  Graph out(g.name());
+  std::map<TensorRef, TensorRef> map;
+  for (const Node& n : g.nodes()) {
+    std::vector<TensorRef> ins;
+    for (const TensorRef& i : n.inputs) ins.push_back(map.at(i));
+    const NodeId id = out.add(*n.op, n.attrs, ins, n.name);
+    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{n.id, o}] = {id, o};
+    if (n.op->name == "Input" && n.outputs[0].rank() > 0) {
+      try {
+        map[{n.id, 0}] = {out.add("Pipeline", {{"dim", int64_t{0}}, {"degree", m}}, {{id, 0}}), 0};
+      } catch (const Error& e) {
+        throw Error("input '" + n.name + "' cannot be cut into " + std::to_string(m) + " micro-batches: " + e.what());
+      }
+    }
+  }
+  for (const TensorRef& o : g.outputs()) {
+    TensorRef t = map.at(o);
+    if (last)
+      for (int64_t d = 0; d < out.shape(t).rank(); ++d)
+        if (const int64_t p = out.shape(t).dims[static_cast<size_t>(d)].pipeline; p > 1)
+          t = {out.add("Batch", {{"dim", d}, {"degree", p}}, {t}), 0};
+    out.add_output(t);
+  }
+  return out;
+}
+
+std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const std::vector<double>& weight, int64_t stages) {
+  const std::vector<NodeId> order = compute_order(g);
+  const auto cuts = valid_cuts(g, order);
+  const size_t c = cuts.size(), s = static_cast<size_t>(stages);
+  if (stages < 1 || c + 1 < s) return {};
+  std::vector<double> prefix(order.size() + 1, 0.0);
+  for (size_t i = 0; i < order.size(); ++i) prefix[i + 1] = prefix[i] + weight[static_cast<size_t>(order[i])];
+  // Stage boundaries b_0 = 0 < b_1 < ... < b_s = order.size(), b_j one past a cut.
+  auto end_of = [&](size_t j) { return cuts[j].first + 1; };
+  // best[k][j]: the smallest largest stage for k stages ending at cut j.
+  std::vector<std::vector<double>> best(s, std::vector<double>(c, kInf));
+  std::vector<std::vector<size_t>> from(s, std::vector<size_t>(c, 0));
+  for (size_t j = 0; j < c; ++j) best[1][j] = prefix[end_of(j)];
+  for (size_t k = 2; k < s; ++k)
+    for (size_t j = 0; j < c; ++j)
+      for (size_t i = 0; i < j; ++i) {
+        const double v = std::max(best[k - 1][i], prefix[end_of(j)] - prefix[end_of(i)]);
+        if (v < best[k][j]) best[k][j] = v, from[k][j] = i;
+      }
+  if (s == 1) return {};
+  size_t last = 0;
+  double top = kInf;
+  for (size_t j = 0; j < c; ++j) {
+    const double v = std::max(best[s - 1][j], prefix[order.size()] - prefix[end_of(j)]);
+    if (v < top) top = v, last = j;
+  }
+  if (top == kInf) return {};
+  std::vector<std::pair<size_t, TensorRef>> out(s - 1);
+  for (size_t k = s - 1; k-- > 0;) {
+    out[k] = cuts[last];
+    last = from[k + 1][last];
+  }
+  return out;
+}
+
+PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost, const SearchOptions& options,
+                                 const PipelineOptions& po) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (po.micro_batches < 0) throw Error("--micro-batches: must be positive");
+  const int64_t devices = cost.devices();
+  const std::vector<NodeId> order = compute_order(model);
+  const size_t cuts = valid_cuts(model, order).size();
+  const auto counts = stage_counts(devices, cuts, po);
+  try {  // an operator that cannot take micro-batches rules out every plan
+    pipelined(model, po.micro_batches > 0 ? po.micro_batches : 2, true);
+  } catch (const Error& e) {
+    throw Error(std::string("pipeline: ") + e.what());
+  }
+  if (counts.empty())
+    throw Error("pipeline: no stage count of 2, 4 or 8 divides the " + std::to_string(devices) + " devices and fits the model's " +
+                std::to_string(cuts) + " single-tensor cuts");
+  std::vector<double> weight(model.size(), 0.0);
+  for (NodeId id : order)
+    if (model.node(id).op->op_class == OpClass::kCompute) weight[static_cast<size_t>(id)] = cost.task_time(model, model.node(id)).total();
+
+  PipelineResult result;
+  Plan best;
+  std::string why = "no stage count tried";
+  for (const int64_t S : counts) {
+    const int64_t d = devices / S;
+    const CostModel sub = cost.with_devices(d);
+    const MachineMapper mapper(sub);
+    const auto pieces = pieces_at(order, balanced_cuts(model, weight, S));
+    // Search every stage once (unpipelined), identical stages once.
+    std::vector<PieceGraph> graphs;
+    std::vector<const SearchResult*> searched;
+    std::map<uint64_t, SearchResult> solved;
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      const Piece& pc = pieces[p];
+      auto split_by = [&](TensorRef t) { return t.node >= 0 && model.shape(t).rank() > 0 && model.shape(t).dims[0].size % d == 0 ? d : 1; };
+      graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out)));
+      const uint64_t h = graph_hash(graphs.back().graph);
+      auto it = solved.find(h);
+      if (it == solved.end()) {
+        SearchOptions o = options;
+        const std::string phase = "pipeline " + std::to_string(S) + " stages, stage " + std::to_string(p + 1);
+        if (options.progress)
+          o.progress = [&, phase](const SearchProgress& pr) {
+            SearchProgress q = pr;
+            q.phase = phase + ": " + pr.phase;
+            options.progress(q);
+          };
+        it = solved.emplace(h, optimize(graphs.back().graph, rules, mapper, o)).first;
+        result.search.explored += it->second.explored;
+        result.search.evaluated += it->second.evaluated;
+      }
+      searched.push_back(&it->second);
+    }
+    for (const int64_t M : micro_counts(S, po)) {
+      Plan plan;
+      plan.stages = S, plan.micro = M;
+      try {
+        for (size_t p = 0; p < pieces.size(); ++p) {
+          StagePlan sp{graphs[p], pipelined(searched[p]->strategy.graph, M, p + 1 == pieces.size()), {}, {}};
+          sp.mapped = mapper.map(sp.graph);
+          const Estimate& e = sp.mapped.estimate;
+          if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
+          PipelineStage& info = sp.info;
+          info.first_device = static_cast<int64_t>(p) * d, info.devices = d;
+          for (NodeId id : pieces[p].nodes) info.operators += model.node(id).op->op_class == OpClass::kCompute;
+          info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
+          info.update = e.once;
+          info.micro_batch = (e.time - e.once) / static_cast<double>(M);
+          if (pieces[p].in.node >= 0) {  // receive the boundary, send its gradient back
+            const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
+                                           [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
+            const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
+            info.micro_batch += 2 * cost.move_time(carried, info.first_device - d, info.first_device) / static_cast<double>(M);
+          }
+          const double kept = static_cast<double>(std::min<int64_t>(S - static_cast<int64_t>(p), M)) / static_cast<double>(M);
+          const auto mem = memory_per_device(sp.graph, sp.mapped.views, d, kept);
+          info.memory = *std::max_element(mem.begin(), mem.end());
+          if (info.memory > cost.machine().device.memory_capacity)
+            throw Error("stage " + std::to_string(p + 1) + " needs " + std::to_string(info.memory / 1073741824.0) + " GiB per device");
+          plan.slowest = std::max(plan.slowest, info.micro_batch);
+          plan.update = std::max(plan.update, info.update);
+          for (const auto& a : searched[p]->applied) plan.applied.push_back(a);
+          plan.stage.push_back(std::move(sp));
+        }
+      } catch (const Error& e) {
+        why = std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches: " + e.what();
+        continue;
+      }
+      plan.time = static_cast<double>(M + S - 1) * plan.slowest + plan.update;
+      if (plan.time < best.time) best = std::move(plan);
+    }
+  }
+  if (best.time == kInf) throw Error("pipeline: no feasible pipelined strategy (" + why + ")");
+
+  // One PCG: the stages joined, views offset to each stage's devices.
+  std::vector<JoinPart> parts;
+  for (const StagePlan& sp : best.stage) parts.push_back({&sp.graph, &sp.piece});
+  std::vector<JoinOrigin> origin;
+  Graph joined = join_pieces(model.name(), parts, &origin);
+  std::vector<MachineView> views(joined.size());
+  for (const Node& n : joined.nodes()) {
+    if (is_source(n)) continue;
+    const JoinOrigin o = origin[static_cast<size_t>(n.id)];
+    const StagePlan& sp = best.stage[static_cast<size_t>(o.part)];
+    MachineView v = sp.mapped.views[static_cast<size_t>(o.node)];
+    v.start = sp.info.first_device + std::max<int64_t>(v.start, 0);
+    views[static_cast<size_t>(n.id)] = v;
+  }
+  Estimate& e = result.search.strategy.estimate;
+  const double slots = static_cast<double>(best.micro + best.stages - 1), M = static_cast<double>(best.micro);
+  const auto bottleneck = std::max_element(best.stage.begin(), best.stage.end(),
+                                           [](const StagePlan& a, const StagePlan& b) { return a.info.micro_batch < b.info.micro_batch; });
+  const Estimate& b = bottleneck->mapped.estimate;
+  e.feasible = true;
+  e.time = best.time;
+  e.once = best.update;
+  e.bubble = static_cast<double>(best.stages - 1) * best.slowest;
+  e.compute = (b.compute - b.once) * slots / M;
+  e.communication = e.time - e.once - e.compute;
+  double busy = 0;
+  for (const StagePlan& sp : best.stage) {
+    busy += M * sp.info.micro_batch;
+    const auto mem = memory_per_device(sp.graph, sp.mapped.views, sp.info.devices,
+                                       static_cast<double>(std::min<int64_t>(best.stages - (sp.info.first_device / sp.info.devices), best.micro)) / M);
+    e.memory.insert(e.memory.end(), mem.begin(), mem.end());
+  }
+  e.idle = slots * best.slowest - busy / static_cast<double>(best.stages);
+  result.search.strategy.graph = std::move(joined);
+  result.search.strategy.views = std::move(views);
+  result.search.applied = std::move(best.applied);
+  result.search.pieces = best.stages;
+  result.stages = best.stages, result.micro_batches = best.micro;
+  for (const StagePlan& sp : best.stage) result.stage.push_back(sp.info);
+  result.search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace pcgx::search

@@ -1,0 +1,58 @@
+// `pcgx optimize --pipeline`: a pipelined strategy file the runner trains;
+// impossible stage and micro-batch counts are one error line, exit code 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_pcgx.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pcgx::testing::run;
+
+fs::path dir() {
+  static const fs::path d = [] {
+    fs::path p = fs::temp_directory_path() / ("pcgx_pipeline_test_" + std::to_string(::getpid()));
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
+  const std::string s = (dir() / "pipe.json").string();
+  const auto r = run("optimize mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 4 -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 stages x 2 devices, 4 micro-batches"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 2  devices 2..3"), std::string::npos) << r.out;
+  std::ifstream in(s);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["pipeline"]["stages"], 2);
+  EXPECT_EQ(j["pipeline"]["micro_batches"], 4);
+  EXPECT_EQ(j["search"], "unity+pipeline");
+  const auto t = run("run " + s + " --steps 3 --report " + (dir() / "r.json").string() + " --plot " + (dir() / "r.svg").string());
+  EXPECT_EQ(t.code, 0) << t.out;
+}
+
+TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
+  const std::string out = (dir() / "never.json").string();
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 3", "error: --stages: 3 stages do not divide the 4 devices"},
+           {"mlp-tiny --machine cpu-host --devices 4 --stages 2", "error: --stages and --micro-batches need --pipeline"},
+           {"mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 7", "7 micro-batches"},
+           {"resnext-50-tiny --machine cpu-host --devices 4 --pipeline", "BatchNorm cannot process that dimension in slices"},
+       }) {
+    const auto r = run("optimize " + args + " -o " + out);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    const size_t line = r.out.rfind("error: ");  // the last line, after the progress lines
+    ASSERT_NE(line, std::string::npos) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find('\n', line), r.out.size() - 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+}
+
+}  // namespace

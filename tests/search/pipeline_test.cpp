@@ -1,0 +1,153 @@
+// Pipeline parallelism: stage cuts, pipelined graphs, the 1F1B formula and
+// the joined strategy (pipeline.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/pipeline.h"
+#include "search/values.h"
+
+namespace pcgx::search {
+namespace {
+
+Graph chain(int64_t layers, int64_t batch = 64) {
+  Graph g("chain");
+  TensorRef x{g.add("Input", {{"shape", IntList{batch, 32}}}, {}, "x"), 0};
+  for (int64_t i = 0; i < layers; ++i) {
+    const NodeId w = g.add("Weight", {{"shape", IntList{32, 32}}}, {}, "w" + std::to_string(i));
+    x = {g.add("Linear", {{"activation", std::string("relu")}}, {x, {w, 0}}, "fc" + std::to_string(i)), 0};
+  }
+  g.add_output(x);
+  return g;
+}
+
+std::vector<int64_t> stage_sizes(const Graph& g, const std::vector<std::pair<size_t, TensorRef>>& cuts) {
+  std::vector<int64_t> sizes;
+  size_t start = 0;
+  for (const auto& c : cuts) sizes.push_back(static_cast<int64_t>(c.first + 1 - start)), start = c.first + 1;
+  int64_t computes = 0;
+  for (const Node& n : g.nodes()) computes += n.op->op_class != OpClass::kSource;
+  sizes.push_back(computes - static_cast<int64_t>(start));
+  return sizes;
+}
+
+TEST(Pipeline, CutsBalanceTheStages) {
+  const Graph g = chain(8);
+  std::vector<double> w(g.size(), 0.0);
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute) w[static_cast<size_t>(n.id)] = 1.0;
+  EXPECT_EQ(stage_sizes(g, balanced_cuts(g, w, 4)), (std::vector<int64_t>{2, 2, 2, 2}));
+  // One heavy layer gets a stage of its own: weights 5,1,1,1,1,1,1,1 in
+  // 3 stages are best split 5 | 1+1+1 | 1+1+1+1 (largest 5; no split does better).
+  for (const Node& n : g.nodes())
+    if (n.name == "fc0") w[static_cast<size_t>(n.id)] = 5.0;
+  const auto sizes = stage_sizes(g, balanced_cuts(g, w, 3));
+  ASSERT_EQ(sizes.size(), 3u);
+  EXPECT_EQ(sizes[0], 1);
+  // Too few single-tensor cuts for the stages asked.
+  EXPECT_TRUE(balanced_cuts(g, w, 9).empty());
+}
+
+TEST(Pipeline, PipelinedGraphComputesTheSame) {
+  for (const char* name : {"mlp-tiny", "bert-large-tiny", "dlrm-tiny"}) {
+    const Graph g = build_model(name);
+    const Graph p = pipelined(g, 2, true);
+    int64_t pipes = 0;
+    for (const Node& n : p.nodes()) pipes += n.op->name == "Pipeline";
+    EXPECT_GT(pipes, 0) << name;
+    EXPECT_LT(max_difference(g, p), 1e-6) << name;
+  }
+  // BatchNorm's statistics span the batch: no micro-batches.
+  try {
+    pipelined(build_model("resnext-50-tiny"), 2, true);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BatchNorm"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pipeline, SlicedTaskCostsEverySlice) {
+  // A Linear over 4 micro-slices runs 4 times on a quarter of the rows: the
+  // FLOPs are the same, but each slice re-reads the whole weight and pays a launch.
+  const Machine m = find_machine("dgx-h100").with_devices(1);
+  const CostModel cm(m, default_efficiency());
+  const Graph g = chain(1, 256);
+  const Graph p = pipelined(g, 4, true);
+  const Graph quarter = chain(1, 64);
+  auto linear = [](const Graph& x) { return *std::find_if(x.nodes().begin(), x.nodes().end(), [](const Node& n) { return n.op->name == "Linear"; }); };
+  EXPECT_NEAR(cm.task_time(p, linear(p)).forward, 4 * cm.task_time(quarter, linear(quarter)).forward, 1e-15);
+  EXPECT_GT(cm.task_time(p, linear(p)).forward, cm.task_time(g, linear(g)).forward);
+}
+
+class PipelineSearch : public ::testing::Test {
+ protected:
+  static PipelineResult run(const Graph& g, const CostModel& cm, PipelineOptions po, const std::string& algorithm = "data-parallel") {
+    static const Ruleset empty;
+    static const RuleLibrary rules(empty);
+    SearchOptions o;
+    o.algorithm = algorithm;
+    return optimize_pipeline(g, rules, cm, o, po);
+  }
+};
+
+TEST_F(PipelineSearch, StrategyFollowsTheOneFOneBFormula) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency());
+  const Graph g = build_model("mlp", {{"batch", 512}});
+  const PipelineResult r = run(g, cm, {});
+  ASSERT_TRUE(r.search.strategy.estimate.feasible);
+  ASSERT_EQ(static_cast<int64_t>(r.stage.size()), r.stages);
+  double slowest = 0, update = 0;
+  int64_t ops = 0;
+  for (const auto& s : r.stage) slowest = std::max(slowest, s.micro_batch), update = std::max(update, s.update), ops += s.operators;
+  const Estimate& e = r.search.strategy.estimate;
+  EXPECT_NEAR(e.time, static_cast<double>(r.micro_batches + r.stages - 1) * slowest + update, 1e-12);
+  EXPECT_NEAR(e.bubble, static_cast<double>(r.stages - 1) * slowest, 1e-12);
+  int64_t computes = 0;
+  for (const Node& n : g.nodes()) computes += n.op->op_class == OpClass::kCompute;
+  EXPECT_EQ(ops, computes);  // every operator staged
+  EXPECT_EQ(static_cast<int64_t>(e.memory.size()), 8);
+  // Fixed stages and micro-batches are honoured; the default picks the fastest of them.
+  for (int64_t s : {2, 4, 8})
+    for (int64_t m : {s, 4 * s}) {
+      const PipelineResult f = run(g, cm, {s, m});
+      EXPECT_EQ(f.stages, s);
+      EXPECT_EQ(f.micro_batches, m);
+      EXPECT_GE(f.search.strategy.estimate.time, e.time - 1e-12) << s << " stages, " << m << " micro-batches";
+    }
+}
+
+TEST_F(PipelineSearch, JoinedStrategyComputesTheModelOnItsStagesDevices) {
+  const CostModel cm(find_machine("cpu-host").with_devices(4), default_efficiency());
+  for (const char* name : {"mlp-tiny", "bert-large-tiny"}) {
+    const Graph g = build_model(name, {{"batch", 8}});
+    const PipelineResult r = run(g, cm, {2, 2});
+    const Strategy& s = r.search.strategy;
+    EXPECT_LT(max_difference(g, s.graph), 1e-5) << name;
+    // Stage k's operators run on its devices only, and both stages are used.
+    std::vector<int> used(4, 0);
+    for (const Node& n : s.graph.nodes()) {
+      if (n.op->op_class != OpClass::kCompute) continue;
+      const MachineView v = s.views[static_cast<size_t>(n.id)];
+      ASSERT_GE(v.start, 0) << n.name;
+      const int64_t stage = v.start / 2;
+      EXPECT_LE(v.start + (n.outputs[0].num_shards() - 1) * v.stride, 2 * stage + 1) << name << " " << n.name;
+      used[static_cast<size_t>(v.start)] = 1;
+    }
+    EXPECT_TRUE(used[0] && used[2]) << name;
+  }
+}
+
+TEST_F(PipelineSearch, ImpossibleRequestsAreErrors) {
+  const CostModel cm(find_machine("cpu-host").with_devices(4), default_efficiency());
+  const Graph g = build_model("mlp-tiny");
+  EXPECT_THROW(run(g, cm, {3, 0}), Error);   // 3 does not divide 4
+  EXPECT_THROW(run(g, cm, {1, 0}), Error);   // no pipeline
+  EXPECT_THROW(run(g, cm, {2, 7}), Error);   // 7 micro-batches do not divide the batch
+  EXPECT_THROW(run(build_model("resnext-50-tiny"), cm, {}), Error);
+}
+
+}  // namespace
+}  // namespace pcgx::search
