@@ -7,7 +7,11 @@
 // DLRM, XDL, CANDLE-Uno and the 8192-wide MLP. A second table gives the
 // search time against the device count.
 //
-// Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [MODEL...]
+// With --pipeline, a last column gives the best pipelined strategy
+// (pipeline.h, unity inside every stage), stages x micro-batches, and its
+// search time; pipelining is an option, not a baseline, so no goal reads it.
+//
+// Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [MODEL...]
 // (default: the nine full-size zoo models; the batch is the zoo's per-GPU
 // batch times the device count, as `pcgx optimize` does).
 #include <chrono>
@@ -22,6 +26,7 @@
 #include "pcgx/rulesets/ruleset.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/pipeline.h"
 #include "pcgx/search/unity_search.h"
 
 using namespace pcgx;
@@ -77,13 +82,15 @@ int main(int argc, char** argv) {
   std::vector<int64_t> devices{8, 64, 192};
   search::SearchOptions base;
   std::vector<std::string> models;
+  bool pipeline = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
+    if (a == "--pipeline") pipeline = true;
+    else if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
     else if (a == "--budget" && i + 1 < argc) base.budget = std::stoll(argv[++i]);
     else if (a == "--split" && i + 1 < argc) base.split_min_ops = std::stoll(argv[++i]);
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [MODEL...]\n");
+      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [MODEL...]\n");
       return 0;
     } else models.push_back(a);
   }
@@ -95,8 +102,8 @@ int main(int argc, char** argv) {
 
   std::printf("pcgx search on dgx-h100 (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n",
               static_cast<long long>(base.budget), static_cast<long long>(base.split_min_ops));
-  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s  %s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
-              "expert", "sequential", "dp/u", "exp/u", "seq/u", "goals");
+  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s  %s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
+              "expert", "sequential", "dp/u", "exp/u", "seq/u", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "");
   bool ok = true;
   std::map<std::string, std::map<int64_t, double>> search_time;
   for (const std::string& name : models) {
@@ -124,10 +131,23 @@ int main(int argc, char** argv) {
       for (const Run* b : {&dp, &ex, &seq})
         if (b->time > 0 && u.time > b->time * (1 + 1e-9)) fail("slower than a baseline");
       if (must_win.count(name) && !(dp.time <= 0 || u.time < dp.time * (1 - 1e-9))) fail("no win over data parallel");
-      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s  %s\n", name.c_str(), static_cast<long long>(n), g.size(),
+      std::string piped;
+      if (pipeline) {
+        try {
+          const search::PipelineResult pr = search::optimize_pipeline(g, rules, cm, base, {});
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "  | %s (%lldx%lld, %.2f s, %s)", ms(pr.search.strategy.estimate.time).c_str(),
+                        static_cast<long long>(pr.stages), static_cast<long long>(pr.micro_batches), pr.search.seconds,
+                        ratio(dp.time, pr.search.strategy.estimate.time).c_str());
+          piped = buf;
+        } catch (const Error& e) {
+          piped = std::string("  | - (") + e.what() + ")";
+        }
+      }
+      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s  %s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
                   u.search, ms(u.time).c_str(), ms(dp.time).c_str(), ms(ex.time).c_str(), ms(seq.time).c_str(),
                   ratio(dp.time, u.time).c_str(), ratio(ex.time, u.time).c_str(), ratio(seq.time, u.time).c_str(),
-                  goals.empty() ? "ok" : goals.c_str());
+                  goals.empty() ? "ok" : goals.c_str(), piped.c_str());
       std::fflush(stdout);
     }
   }

@@ -14,6 +14,13 @@ set -x
 "$pcgx" run mlp-tiny --optimize --devices 4 --steps 50 --report "$out/mlp-tiny.json" --plot "$out/mlp-tiny.svg"
 "$pcgx" run dlrm-tiny --optimize --devices 4 --steps 50 --optimizer adam --lr 0.003 \
   --report "$out/dlrm-tiny.json" --plot "$out/dlrm-tiny.svg"
+# The same MLP on 4 MPI processes (one device each). As root OpenMPI needs
+# --allow-run-as-root, with fewer cores than ranks --oversubscribe, and in
+# containers shared memory without single-copy (the --mca setting).
+mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none -np 4 "$pcgx" run mlp-tiny --optimize --steps 50 \
+  --report "$out/mlp-tiny-mpi.json" --plot "$out/mlp-tiny-mpi.svg"
 # The same search on the full models for a DGX-H100 cluster (predicted only).
 "$pcgx" optimize dlrm --machine dgx-h100 --devices 64 -q -o "$out/dlrm-64.json"
 "$pcgx" optimize bert-large --machine dgx-h100 --devices 64 -q -o "$out/bert-large-64.json"
+# Pipeline parallelism for the 8192-wide MLP on 8 GPUs (1F1B over micro-batches).
+"$pcgx" optimize mlp --machine dgx-h100 --devices 8 --pipeline -q -o "$out/mlp-8-pipeline.json"

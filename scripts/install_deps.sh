@@ -2,7 +2,8 @@
 # Installs the Debian packages pcgx builds against, skipping those already present.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libeigen3-dev libtbb-dev libz3-dev
-          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev ccache)
+          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev ccache
+          openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

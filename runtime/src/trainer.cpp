@@ -6,11 +6,22 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/in_process.h"
+#include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/synthetic_task.h"
 
 namespace pcgx::runtime {
 
-TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
+namespace {
+
+// What every device (thread or process) derives alike from the graph and seed.
+struct Setup {
+  std::vector<NodeId> weights, inputs;
+  ExecutionPlan plan;
+  SyntheticTask task;
+  std::map<NodeId, Tensor<float>> initial;
+};
+
+Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
   if (options.steps < 1) throw Error("--steps: must be at least 1");
   validate(options.optimizer);
   std::vector<NodeId> weights, inputs;
@@ -25,52 +36,97 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices
       inputs.push_back(n.id);
     }
   }
-  const ExecutionPlan plan = make_plan(g, views, devices);
-  const SyntheticTask task(g, options.seed, std::max<int64_t>(options.batches, 1));
-  std::map<NodeId, Tensor<float>> initial;
-  for (NodeId w : weights) initial[w] = initial_weight(g.node(w), options.seed);
+  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices),
+          SyntheticTask(g, options.seed, std::max<int64_t>(options.batches, 1)), {}};
+  for (NodeId w : s.weights) s.initial[w] = initial_weight(g.node(w), options.seed);
+  return s;
+}
 
+// One device's training loop; rank 0 records the losses and step times.
+std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Communicator& comm, const TrainOptions& options,
+                                           TrainResult& result) {
+  auto ex = std::make_unique<DeviceExecutor>(s.plan, comm);
+  std::vector<Tensor<float>*> params;
+  std::vector<const Tensor<float>*> grads;
+  for (NodeId w : s.weights) {
+    ex->set_source(w, s.initial.at(w));
+    for (int64_t k = 0; k < g.node(w).outputs[0].num_shards(); ++k)
+      if (ex->owns({w, 0}, k)) {
+        params.push_back(&ex->values({w, 0})[static_cast<size_t>(k)]);
+        grads.push_back(&ex->grads({w, 0})[static_cast<size_t>(k)]);
+      }
+  }
+  Optimizer opt(options.optimizer);
+  for (int64_t step = 0; step < options.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto& batch = s.task.batch(step);
+    for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
+    const double loss = ex->forward();
+    ex->backward();
+    opt.step(params, grads);
+    if (comm.rank() != 0) continue;
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    result.losses.push_back(loss);
+    result.step_seconds.push_back(dt);
+    if (options.progress) options.progress({step + 1, options.steps, loss, dt});
+  }
+  return ex;
+}
+
+// Tags of the final weight shards sent to rank 0: below every collective's.
+constexpr int64_t kParameterTag = -(int64_t{1} << 62);
+
+}  // namespace
+
+TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
+  const Setup setup = prepare(g, views, devices, options);
   TrainResult result;
   result.devices = devices;
-  result.target = task.target();
+  result.target = setup.task.target();
   InProcessWorld world(devices);
   std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
-  world.run([&](Communicator& comm) {
-    auto& ex = executors[static_cast<size_t>(comm.rank())];
-    ex = std::make_unique<DeviceExecutor>(plan, comm);
-    std::vector<Tensor<float>*> params;
-    std::vector<const Tensor<float>*> grads;
-    for (NodeId w : weights) {
-      ex->set_source(w, initial.at(w));
-      for (int64_t k = 0; k < g.node(w).outputs[0].num_shards(); ++k)
-        if (ex->owns({w, 0}, k)) {
-          params.push_back(&ex->values({w, 0})[static_cast<size_t>(k)]);
-          grads.push_back(&ex->grads({w, 0})[static_cast<size_t>(k)]);
-        }
-    }
-    Optimizer opt(options.optimizer);
-    for (int64_t step = 0; step < options.steps; ++step) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto& batch = task.batch(step);
-      for (NodeId i : inputs) ex->set_source(i, batch.at(g.node(i).name));
-      const double loss = ex->forward();
-      ex->backward();
-      opt.step(params, grads);
-      if (comm.rank() != 0) continue;
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      result.losses.push_back(loss);
-      result.step_seconds.push_back(dt);
-      if (options.progress) options.progress({step + 1, options.steps, loss, dt});
-    }
-  });
+  world.run([&](Communicator& comm) { executors[static_cast<size_t>(comm.rank())] = run_device(g, setup, comm, options, result); });
   result.bytes_sent = world.bytes_sent();
   // Final weights: every shard from the device that owns it.
-  for (NodeId w : weights) {
+  for (NodeId w : setup.weights) {
     const ParallelTensorShape& s = g.node(w).outputs[0];
     ShardedTensor<float> full{s, {}};
     for (int64_t k = 0; k < s.num_shards(); ++k)
-      full.shards.push_back(executors[static_cast<size_t>(plan.owner({w, 0}, k))]->values({w, 0})[static_cast<size_t>(k)]);
+      full.shards.push_back(executors[static_cast<size_t>(setup.plan.owner({w, 0}, k))]->values({w, 0})[static_cast<size_t>(k)]);
     result.parameters[g.node(w).name] = gather_slot(full, 0);
+  }
+  return result;
+}
+
+TrainResult train(const Graph& g, std::span<const DeviceView> views, MpiWorld& world, const TrainOptions& options) {
+  const Setup setup = prepare(g, views, world.size(), options);
+  TrainResult result;
+  result.devices = world.size();
+  result.target = setup.task.target();
+  Communicator& comm = world.communicator();
+  const auto ex = run_device(g, setup, comm, options, result);
+  result.bytes_sent = world.sum(world.bytes_sent());
+  // Final weights: shards owned elsewhere travel to rank 0.
+  int64_t tag = kParameterTag;
+  for (NodeId w : setup.weights) {
+    const ParallelTensorShape& s = g.node(w).outputs[0];
+    ShardedTensor<float> full{s, {}};
+    for (int64_t k = 0; k < s.num_shards(); ++k, --tag) {
+      const int owner = setup.plan.owner({w, 0}, k);
+      auto mine = [&]() -> const Tensor<float>& { return ex->values({w, 0})[static_cast<size_t>(k)]; };
+      if (comm.rank() == 0) {
+        if (owner == 0) {
+          full.shards.push_back(mine());
+        } else {
+          Tensor<float> t(s.shard_shape());
+          comm.recv(owner, tag, t.data);
+          full.shards.push_back(std::move(t));
+        }
+      } else if (owner == comm.rank()) {
+        comm.send(0, tag, mine().data);
+      }
+    }
+    if (comm.rank() == 0) result.parameters[g.node(w).name] = gather_slot(full, 0);
   }
   return result;
 }

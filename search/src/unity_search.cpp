@@ -330,9 +330,18 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     // own algebraic seeds cannot see) are then in place, and the joint
     // search can still undo any of them. Without this, `sequential` (which
     // does exactly that and then parallelizes) beat unity on CANDLE-Uno.
+    // When the unpartitioned model does not fit a device (Inception-v3's
+    // batch at 64 GPUs), no algebraic candidate is feasible, so there is
+    // nothing to compare: the joint search starts from the model.
     const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
     cx.algebraic = &algebraic;
-    Candidate pre = search_graph(model, algebraic, cx, false, false);
+    Candidate pre;
+    try {
+      pre = search_graph(model, algebraic, cx, false, false);
+    } catch (const Error&) {
+      pre.cost = kInf;
+    }
+    if (pre.cost == kInf) pre = Candidate{model, kInf, {}, 0};
     Candidate c = search_graph(pre.graph, rules, cx, true, true);
     if (!pre.applied.empty()) {  // the model's own baselines stay candidates
       const Explorer ex(rules, mapper, cx.degrees);

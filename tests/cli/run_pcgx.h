@@ -12,8 +12,9 @@ struct Result {
   std::string out;
 };
 
-inline Result run(const std::string& args) {
-  const std::string cmd = std::string(PCGX_BINARY) + " " + args + " 2>&1";
+// Any shell command line (stderr joins stdout).
+inline Result run_shell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -21,5 +22,7 @@ inline Result run(const std::string& args) {
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+inline Result run(const std::string& args) { return run_shell(std::string(PCGX_BINARY) + " " + args); }
 
 }  // namespace pcgx::testing

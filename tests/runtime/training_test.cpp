@@ -131,7 +131,9 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
       EXPECT_LT(relative_difference(it->second, w, 1e-2), 1e-4) << name << " (" << algorithm << ")";
     }
     EXPECT_GT(compared, 0u);
-    if (algorithm == "data-parallel") EXPECT_EQ(compared, one.parameters.size());
+    if (algorithm == "data-parallel") {
+      EXPECT_EQ(compared, one.parameters.size());
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/run_report.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/unity_search.h"
@@ -41,11 +42,33 @@ void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::
   std::cerr << (tty ? "\r\033[K" : "") << line << (tty && !final ? "" : "\n") << std::flush;
 }
 
+// Silences std::cout and std::cerr on MPI ranks other than 0 for the rest
+// of the process (every rank runs the same command and, given bad input,
+// fails the same way: rank 0 reports for all).
+class QuietRank {
+ public:
+  explicit QuietRank(bool quiet) {
+    static Null null;
+    if (quiet) out_ = std::cout.rdbuf(&null), err_ = std::cerr.rdbuf(&null);
+  }
+  // For an error of this rank alone.
+  void restore() {
+    if (out_) std::cout.rdbuf(out_), std::cerr.rdbuf(err_), out_ = err_ = nullptr;
+  }
+
+ private:
+  struct Null : std::streambuf {
+    int overflow(int c) override { return c; }
+  };
+  std::streambuf* out_ = nullptr;
+  std::streambuf* err_ = nullptr;
+};
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Train a model (or a strategy file from `pcgx optimize`) on N devices with the runtime");
-  static std::string target, backend = "cpu", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
+  static std::string target, backend = "auto", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
                      search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd";
   static std::vector<std::string> sets;
   static int64_t devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
@@ -54,7 +77,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
   cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)");
-  cmd->add_option("--backend", backend, "cpu (virtual devices in this process)")->capture_default_str();
+  cmd->add_option("--backend", backend,
+                  "cpu (virtual devices, one thread each, in this process) or mpi (one device per rank of mpirun -np N); "
+                  "auto: mpi when started by mpirun, else cpu")
+      ->capture_default_str();
   cmd->add_option("--steps", steps, "training steps")->capture_default_str();
   cmd->add_option("--batch", batch, "global batch size of a zoo model (default: the model's)");
   cmd->add_option("--lr", lr, "learning rate")->capture_default_str();
@@ -70,8 +96,21 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
   cmd->callback([] {
-    if (backend != "cpu")
-      throw Error("--backend: '" + backend + "' is not available (this build runs the cpu backend; the CUDA backend is not implemented yet)");
+    if (backend == "auto") backend = runtime::mpi_launched() ? "mpi" : "cpu";
+    if (backend == "cuda") throw Error("--backend: 'cuda' is not available (the CUDA backend is not implemented yet; use cpu or mpi)");
+    if (backend != "cpu" && backend != "mpi") throw Error("--backend: unknown backend '" + backend + "' (cpu, mpi)");
+    std::unique_ptr<runtime::MpiWorld> world;
+    if (backend == "mpi") world = std::make_unique<runtime::MpiWorld>();
+    const bool rank0 = !world || world->rank() == 0;
+    QuietRank quiet(!rank0);
+    if (world) {
+      if (devices != 0 && devices != world->size())
+        throw Error("--devices: " + std::to_string(devices) + " given, but there are " + std::to_string(world->size()) +
+                    " MPI ranks (one device per rank: use mpirun -np " + std::to_string(devices) + ")");
+      devices = world->size();
+    }
+    bool training = false;  // past this point an error on one rank must end them all
+    try {
     if (steps < 1) throw Error("--steps: must be at least 1");
     if (devices < 0) throw Error("--devices: must be positive");
     if (batches < 1) throw Error("--batches: must be at least 1");
@@ -117,19 +156,40 @@ void add_run_command(CLI::App& app) {
     cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency());
     mapper = std::make_unique<search::MachineMapper>(*cost);
     if (optimize) {
-      Ruleset rs;
-      if (search_kind == "unity" || search_kind == "sequential" || search_kind == "exhaustive") rs = load_ruleset(ruleset_path);
-      const search::RuleLibrary rules(rs);
-      search::SearchOptions so;
-      so.algorithm = search_kind, so.budget = budget;
-      std::cerr << "searching a strategy for " << graph.name() << " on " << devices << " devices of " << machine.name << " (--search "
-                << search_kind << ")\n";
-      search::SearchResult r = search::optimize(graph, rules, *mapper, so);
-      std::cerr << "  found in " << std::fixed << std::setprecision(2) << r.seconds << " s: " << r.applied.size()
-                << " substitutions, predicted " << r.strategy.estimate.time * 1e3 << " ms per step\n" << std::defaultfloat;
-      graph = std::move(r.strategy.graph);
-      views.clear();
-      for (const auto& v : r.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+      // Under MPI rank 0 searches and sends the strategy (or its error) to
+      // the others, so every rank runs the same plan.
+      std::string shared;
+      if (rank0) {
+        try {
+          Ruleset rs;
+          if (search_kind == "unity" || search_kind == "sequential" || search_kind == "exhaustive") rs = load_ruleset(ruleset_path);
+          const search::RuleLibrary rules(rs);
+          search::SearchOptions so;
+          so.algorithm = search_kind, so.budget = budget;
+          std::cerr << "searching a strategy for " << graph.name() << " on " << devices << " devices of " << machine.name
+                    << " (--search " << search_kind << ")\n";
+          search::SearchResult r = search::optimize(graph, rules, *mapper, so);
+          std::cerr << "  found in " << std::fixed << std::setprecision(2) << r.seconds << " s: " << r.applied.size()
+                    << " substitutions, predicted " << r.strategy.estimate.time * 1e3 << " ms per step\n" << std::defaultfloat;
+          if (world) shared = search::strategy_to_json({graph.name(), machine.with_devices(devices), devices, search_kind, r.applied, r.strategy});
+          graph = std::move(r.strategy.graph);
+          views.clear();
+          for (const auto& v : r.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+        } catch (const Error& e) {
+          if (!world) throw;
+          shared = std::string("error: ") + e.what();
+        }
+      }
+      if (world) {
+        world->broadcast_text(shared);
+        if (shared.rfind("error: ", 0) == 0) throw Error(shared.substr(7));
+        if (!rank0) {
+          search::StrategyFile f = search::strategy_from_json(shared, "the strategy from rank 0");
+          graph = std::move(f.strategy.graph);
+          views.clear();
+          for (const auto& v : f.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+        }
+      }
       s.strategy = search_kind;
     }
     {
@@ -144,16 +204,19 @@ void add_run_command(CLI::App& app) {
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
     o.progress = [&](const runtime::StepReport& r) { print_progress(r, s.batch, tty, last); };
-    std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << " cpu device" << (devices == 1 ? "" : "s")
+    std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << (world ? " MPI rank" : " cpu device") << (devices == 1 ? "" : "s")
               << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << "\n";
     s.options = o;
-    s.result = runtime::train(graph, views, static_cast<int>(devices), o);
+    training = true;
+    s.result = world ? runtime::train(graph, views, *world, o) : runtime::train(graph, views, static_cast<int>(devices), o);
+    training = false;
+    if (!rank0) return;
     s.options.progress = nullptr;
 
     const auto& L = s.result.losses;
     std::cout << "model                 " << s.model << "\n"
               << "strategy              " << s.strategy << "\n"
-              << "devices               " << devices << " (cpu, in-process)\n"
+              << "devices               " << devices << (world ? " (cpu, MPI: one rank each)" : " (cpu, in-process)") << "\n"
               << "loss                  " << L.front() << " -> " << L.back() << " (" << steps << " steps, teacher target '"
               << s.result.target << "')\n"
               << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
@@ -167,6 +230,14 @@ void add_run_command(CLI::App& app) {
     write_text_file_atomic(plot, runtime::loss_curve_svg(s));
     std::cerr << "wrote " << report << " and " << plot << "\n";
     if (!std::isfinite(L.back())) throw Error("training diverged (loss " + std::to_string(L.back()) + "); lower --lr");
+    } catch (const Error& e) {
+      if (world && training) {
+        quiet.restore();
+        std::cerr << "error: rank " << world->rank() << ": " << e.what() << "\n";
+        world->abort(2);
+      }
+      throw;
+    }
   });
 }
 
