@@ -28,7 +28,10 @@ std::string run_report_json(const RunSummary& s) {
   j["batch"] = s.batch;
   j["seed"] = s.options.seed;
   j["optimizer"] = {{"kind", s.options.optimizer.kind}, {"lr", s.options.optimizer.lr}, {"momentum", s.options.optimizer.momentum}};
-  j["task"] = {{"kind", "synthetic teacher"}, {"target", s.result.target}, {"batches", s.options.batches}};
+  if (s.result.target.empty())
+    j["task"] = {{"kind", "user data"}, {"data", s.result.data}};
+  else
+    j["task"] = {{"kind", "synthetic teacher"}, {"target", s.result.target}, {"batches", s.options.batches}};
   j["loss"] = s.result.losses;
   j["step_seconds"] = s.result.step_seconds;
   j["mean_step_seconds"] = s.mean_step_seconds();

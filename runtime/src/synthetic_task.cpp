@@ -41,10 +41,10 @@ SyntheticTask::SyntheticTask(const Graph& g, uint64_t seed, int64_t batches) {
   if (g.outputs().empty()) throw Error("model '" + g.name() + "' has no output");
   const Node& loss = g.node(through_layout(g, g.outputs()[0]).node);
   if (loss.op->name != "MSELoss" && loss.op->name != "SoftmaxCrossEntropy")
-    throw Error("model '" + g.name() + "': output 0 is " + describe(loss) + ", not a loss (MSELoss, SoftmaxCrossEntropy)");
+    throw Error("model '" + g.name() + "': output 0 is " + pcgx::describe(loss) + ", not a loss (MSELoss, SoftmaxCrossEntropy)");
   const TensorRef pred = loss.inputs[0];
   const Node& target = g.node(through_layout(g, loss.inputs[1]).node);
-  if (target.op->name != "Input") throw Error(describe(loss) + ": its target is not a graph input");
+  if (target.op->name != "Input") throw Error(pcgx::describe(loss) + ": its target is not a graph input");
   target_ = target.name;
   for (int64_t b = 0; b < batches; ++b) {
     std::map<std::string, Tensor<float>> batch;
@@ -76,6 +76,10 @@ SyntheticTask::SyntheticTask(const Graph& g, uint64_t seed, int64_t batches) {
 
 const std::map<std::string, Tensor<float>>& SyntheticTask::batch(int64_t step) const {
   return batches_[static_cast<size_t>(step % static_cast<int64_t>(batches_.size()))];
+}
+
+std::string SyntheticTask::describe() const {
+  return "synthetic teacher task (" + std::to_string(batches_.size()) + " batches, target '" + target_ + "')";
 }
 
 }  // namespace pcgx::runtime

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/runtime/device_executor.h"
@@ -17,8 +18,10 @@ namespace {
 struct Setup {
   std::vector<NodeId> weights, inputs;
   ExecutionPlan plan;
-  SyntheticTask task;
+  std::optional<SyntheticTask> synthetic;  // when no data is given
+  const BatchSource* data = nullptr;       // the user's
   std::map<NodeId, Tensor<float>> initial;
+  const BatchSource& source() const { return data ? *data : *synthetic; }
 };
 
 Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
@@ -36,8 +39,8 @@ Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, co
       inputs.push_back(n.id);
     }
   }
-  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices),
-          SyntheticTask(g, options.seed, std::max<int64_t>(options.batches, 1)), {}};
+  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices), std::nullopt, options.data, {}};
+  if (!s.data) s.synthetic.emplace(g, options.seed, std::max<int64_t>(options.batches, 1));
   for (NodeId w : s.weights) s.initial[w] = initial_weight(g.node(w), options.seed);
   return s;
 }
@@ -59,7 +62,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
   Optimizer opt(options.optimizer);
   for (int64_t step = 0; step < options.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto& batch = s.task.batch(step);
+    const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
     const double loss = ex->forward();
     ex->backward();
@@ -82,7 +85,8 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices
   const Setup setup = prepare(g, views, devices, options);
   TrainResult result;
   result.devices = devices;
-  result.target = setup.task.target();
+  result.target = setup.synthetic ? setup.synthetic->target() : "";
+  result.data = setup.source().describe();
   InProcessWorld world(devices);
   std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
   world.run([&](Communicator& comm) { executors[static_cast<size_t>(comm.rank())] = run_device(g, setup, comm, options, result); });
@@ -102,7 +106,8 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, MpiWorld& w
   const Setup setup = prepare(g, views, world.size(), options);
   TrainResult result;
   result.devices = world.size();
-  result.target = setup.task.target();
+  result.target = setup.synthetic ? setup.synthetic->target() : "";
+  result.data = setup.source().describe();
   Communicator& comm = world.communicator();
   const auto ex = run_device(g, setup, comm, options, result);
   result.bytes_sent = world.sum(world.bytes_sent());

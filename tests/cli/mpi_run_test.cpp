@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -17,11 +18,7 @@ using pcgx::testing::run;
 using pcgx::testing::run_shell;
 
 fs::path dir() {
-  static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("pcgx_mpi_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_mpi_test");
   return d;
 }
 

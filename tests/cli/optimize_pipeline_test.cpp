@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -14,11 +15,7 @@ namespace fs = std::filesystem;
 using pcgx::testing::run;
 
 fs::path dir() {
-  static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("pcgx_pipeline_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_pipeline_test");
   return d;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -14,11 +15,7 @@ namespace fs = std::filesystem;
 using pcgx::testing::run;
 
 fs::path dir() {
-  static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("pcgx_run_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_run_test");
   return d;
 }
 
@@ -50,7 +47,8 @@ TEST(RunCommand, StrategyFileNeedsItsDevices) {
 
 TEST(RunCommand, BadInputIsExitCode2) {
   for (const std::string args : {"run no-such-model", "run mlp-tiny --backend cuda", "run mlp-tiny --steps 0",
-                                 "run mlp-tiny --optimizer rmsprop", "run mlp-tiny --lr -1", "run mlp-tiny --devices 99"}) {
+                                 "run mlp-tiny --optimizer rmsprop", "run mlp-tiny --lr -1", "run mlp-tiny --devices 99",
+                                 "run mlp-tiny --data /nonexistent/data"}) {
     const auto r = run(args + " --report " + (dir() / "x.json").string());
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << args << "\n" << r.out;

@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/runtime/dataset.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/run_report.h"
 #include "pcgx/search/strategy_json.h"
@@ -69,7 +70,7 @@ class QuietRank {
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Train a model (or a strategy file from `pcgx optimize`) on N devices with the runtime");
   static std::string target, backend = "auto", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
-                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd";
+                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data;
   static std::vector<std::string> sets;
   static int64_t devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9;
@@ -88,6 +89,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--seed", seed, "seed of the initial weights and the synthetic task")->capture_default_str();
   cmd->add_option("--batches", batches, "distinct synthetic batches, cycled")->capture_default_str();
+  cmd->add_option("--data", data, "train on user data: a directory with NAME.npy per model input, [N, ...] each (default: a synthetic teacher task)");
   cmd->add_option("--machine", machine_name, "machine the search and the prediction assume")->capture_default_str();
   cmd->add_option("--ruleset", ruleset_path, "ruleset for --optimize")->capture_default_str();
   cmd->add_option("--search", search_kind, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
@@ -153,6 +155,8 @@ void add_run_command(CLI::App& app) {
     if (devices > machine.num_devices())
       throw Error("--devices: " + std::to_string(devices) + " exceeds the " + std::to_string(machine.num_devices()) + " devices of machine " +
                   machine.name + " (choose another --machine)");
+    std::unique_ptr<runtime::NpyDataset> dataset;  // read before any search, so a bad file fails fast
+    if (!data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, data)).get();
     cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency());
     mapper = std::make_unique<search::MachineMapper>(*cost);
     if (optimize) {
@@ -217,8 +221,8 @@ void add_run_command(CLI::App& app) {
     std::cout << "model                 " << s.model << "\n"
               << "strategy              " << s.strategy << "\n"
               << "devices               " << devices << (world ? " (cpu, MPI: one rank each)" : " (cpu, in-process)") << "\n"
-              << "loss                  " << L.front() << " -> " << L.back() << " (" << steps << " steps, teacher target '"
-              << s.result.target << "')\n"
+              << "loss                  " << L.front() << " -> " << L.back() << " (" << steps << " steps)\n"
+              << "data                  " << s.result.data << "\n"
               << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
               << (s.result.step_seconds.size() > 1 ? " (mean after the first step)" : "") << "\n";
     if (s.predicted_step_seconds > 0)

@@ -14,6 +14,7 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/tensor.h"
+#include "pcgx/runtime/dataset.h"
 
 namespace pcgx::runtime {
 
@@ -22,13 +23,14 @@ namespace pcgx::runtime {
 // the product of the other dimensions of a higher-rank kernel).
 Tensor<float> initial_weight(const Node& weight, uint64_t seed);
 
-class SyntheticTask {
+class SyntheticTask final : public BatchSource {
  public:
   // `batches` distinct batches, cycled by step. Throws pcgx::Error when the
   // graph's output 0 is not a loss the task knows.
   SyntheticTask(const Graph& g, uint64_t seed, int64_t batches);
   // Input values by Input node name.
-  const std::map<std::string, Tensor<float>>& batch(int64_t step) const;
+  const std::map<std::string, Tensor<float>>& batch(int64_t step) const override;
+  std::string describe() const override;
   const std::string& target() const { return target_; }
 
  private:

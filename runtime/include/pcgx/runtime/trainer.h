@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "pcgx/runtime/dataset.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/runtime/optimizer.h"
 
@@ -29,6 +30,7 @@ struct TrainOptions {
   OptimizerOptions optimizer;
   uint64_t seed = 1;
   int64_t batches = 8;  // distinct synthetic batches, cycled
+  const BatchSource* data = nullptr;  // the batches (dataset.h); null: the synthetic teacher task
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
 };
 
@@ -38,7 +40,8 @@ struct TrainResult {
   std::map<std::string, Tensor<float>> parameters;  // final weights by name (logical values)
   int64_t bytes_sent = 0;            // between devices, whole run
   int devices = 1;
-  std::string target;                // the input the teacher labels
+  std::string target;                // the input the teacher labels ("" with user data)
+  std::string data;                  // BatchSource::describe()
 };
 
 // Throws pcgx::Error for a graph the runtime cannot run (see make_plan), a
