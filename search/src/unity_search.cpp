@@ -341,7 +341,12 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     } catch (const Error&) {
       pre.cost = kInf;
     }
+    // Per-piece algebraic seeds repeat what the whole-model phase did, cost
+    // a search per piece and layout, and thin every seed's share of the
+    // budget (with them unity lost to `sequential` on CANDLE-Uno at 64 and
+    // 192 GPUs); they stay only when that phase found nothing feasible.
     if (pre.cost == kInf) pre = Candidate{model, kInf, {}, 0};
+    else cx.algebraic = nullptr;
     Candidate c = search_graph(pre.graph, rules, cx, true, true);
     if (!pre.applied.empty()) {  // the model's own baselines stay candidates
       const Explorer ex(rules, mapper, cx.degrees);
