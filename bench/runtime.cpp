@@ -1,0 +1,125 @@
+// Training speed of the CPU runtime (issue 6's table), all in one run:
+//   1. single-device training steps per second of pcgx and of PyTorch
+//      (CPU, float32, SGD with momentum, one thread each, same model and
+//      batch) for an MLP and a post-LN transformer encoder block, and their
+//      ratio (> 1: pcgx faster); PyTorch runs bench/runtime_torch.py with
+//      Debian's python3-torch and is skipped, saying so, without it;
+//   2. strong scaling of the in-process backend: the MLP data parallel on
+//      1, 2 and 4 virtual devices, steps per second and speedup over one.
+//
+// Usage: bench_runtime [--steps N]
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/unity_search.h"
+
+using namespace pcgx;
+
+namespace {
+
+constexpr int kWarmup = 3;
+
+// The encoder block bench/runtime_torch.py times (no dropout).
+Graph block(int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn) {
+  const int64_t dh = H / heads;
+  GraphBuilder b("block");
+  TensorRef x = b.input("x", {B, S, H});
+  auto split = [&](TensorRef t, const std::string& n, IntList perm) {
+    return b.transpose(b.reshape(t, {B, S, heads, dh}, n + "_heads"), perm, n + "_t");
+  };
+  TensorRef q = split(b.linear(x, H, "none", true, "q"), "q", {0, 2, 1, 3});
+  TensorRef k = split(b.linear(x, H, "none", true, "k"), "k", {0, 2, 3, 1});
+  TensorRef v = split(b.linear(x, H, "none", true, "v"), "v", {0, 2, 1, 3});
+  TensorRef p = b.softmax(b.scalar_mul(b.batch_matmul(q, k, "qk"), 1.0 / std::sqrt(static_cast<double>(dh)), "scale"), false, "p");
+  TensorRef ctx = b.reshape(b.transpose(b.batch_matmul(p, v, "pv"), {0, 2, 1, 3}, "pv_t"), {B, S, H}, "merge");
+  TensorRef x1 = b.layer_norm(b.binary("EwAdd", x, b.linear(ctx, H, "none", true, "o"), "res1"), "ln1");
+  TensorRef f = b.linear(b.linear(x1, ffn, "gelu", true, "f1"), H, "none", true, "f2");
+  TensorRef y = b.layer_norm(b.binary("EwAdd", x1, f, "res2"), "ln2");
+  b.graph().add_output(b.mse_loss(y, b.input("target", {B, S, H})));
+  return b.finish();
+}
+
+// Steps per second after the warm-up steps.
+double pcgx_steps_per_second(const Graph& g, std::span<const runtime::DeviceView> views, int devices, int steps) {
+  runtime::TrainOptions o;
+  o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1;
+  const runtime::TrainResult r = runtime::train(g, views, devices, o);
+  const double s = std::accumulate(r.step_seconds.begin() + kWarmup, r.step_seconds.end(), 0.0);
+  return steps / s;
+}
+
+struct Torch {
+  std::map<std::string, double> steps_per_second;
+  std::string blas;
+};
+
+Torch torch_steps_per_second(int steps) {
+  Torch out;
+  const std::string cmd = "/usr/bin/python3 " + std::string(PCGX_SOURCE_DIR) + "/bench/runtime_torch.py --steps " +
+                          std::to_string(steps) + " --mlp 64 256 4 --block 8 64 128 4 512 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char name[64], text[512];
+  while (std::fscanf(p, "%63s %511s", name, text) == 2) {
+    if (std::string(name) == "blas") out.blas = text;
+    else out.steps_per_second[name] = std::atof(text);
+  }
+  pclose(p);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else {
+      std::printf("usage: bench_runtime [--steps N]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  const Graph mlp = build_model("mlp", {{"batch", 64}, {"hidden", 256}, {"layers", 4}});
+  const Graph blk = block(8, 64, 128, 4, 512);
+  const Torch t = torch_steps_per_second(steps);
+  const auto& torch = t.steps_per_second;
+
+  std::printf("single device, one thread, %d steps after %d warm-up (steps/s; ratio = pcgx / PyTorch)\n", steps, kWarmup);
+  std::printf("%-34s %10s %10s %8s\n", "model", "pcgx", "PyTorch", "ratio");
+  for (const auto& [name, g, desc] : {std::tuple{"mlp", &mlp, "MLP 4 x 256, batch 64"},
+                                      std::tuple{"block", &blk, "encoder block h128 s64 b8"}}) {
+    const double ours = pcgx_steps_per_second(*g, {}, 1, steps);
+    if (torch.count(name)) {
+      std::printf("%-34s %10.1f %10.1f %7.2fx\n", desc, ours, torch.at(name), ours / torch.at(name));
+    } else {
+      std::printf("%-34s %10.1f %10s %8s\n", desc, ours, "-", "-");
+    }
+  }
+  if (torch.empty()) std::printf("(PyTorch not measured: /usr/bin/python3 with Debian's python3-torch is needed)\n");
+  else std::printf("(PyTorch %s BLAS: %s)\n", "1 thread,", t.blas.c_str());
+
+  std::printf("\nstrong scaling, in-process backend: the MLP data parallel on N virtual devices (cpu-host)\n");
+  std::printf("%8s %10s %9s\n", "devices", "steps/s", "speedup");
+  double one = 0;
+  for (int n : {1, 2, 4}) {
+    const search::CostModel cm(search::find_machine("cpu-host").with_devices(n), search::default_efficiency());
+    const search::MachineMapper mapper(cm);
+    const Graph dp = search::best_data_parallel(mlp, mapper);
+    const search::Strategy st = mapper.map(dp);
+    std::vector<runtime::DeviceView> views;
+    for (const auto& v : st.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+    const double r = pcgx_steps_per_second(dp, views, n, steps);
+    if (n == 1) one = r;
+    std::printf("%8d %10.1f %8.2fx\n", n, r, r / one);
+  }
+  return 0;
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""PyTorch's side of bench_runtime: training steps per second of the same
+models (bench/runtime.cpp builds them for pcgx), float32, CPU, SGD, one
+thread unless --threads. Prints one line per model: NAME STEPS_PER_SECOND."""
+import argparse
+import math
+import time
+
+import torch
+
+
+def mlp(batch, hidden, layers):
+    ws = [torch.nn.Parameter(torch.randn(hidden, hidden) / math.sqrt(hidden)) for _ in range(layers)]
+    x, target = torch.randn(batch, hidden), torch.randn(batch, hidden)
+
+    def loss():
+        h = x
+        for i, w in enumerate(ws):
+            h = h @ w
+            if i + 1 < layers:
+                h = torch.relu(h)
+        return torch.mean((h - target) ** 2)
+
+    return ws, loss
+
+
+def block(b, s, h, heads, ffn):
+    dh = h // heads
+    params = []
+
+    def lin(n_in, n_out):
+        w = torch.nn.Parameter(torch.randn(n_in, n_out) / math.sqrt(n_in))
+        bias = torch.nn.Parameter(torch.zeros(n_out))
+        params.extend([w, bias])
+        return lambda t: t @ w + bias
+
+    def ln(d):
+        g, beta = torch.nn.Parameter(torch.ones(d)), torch.nn.Parameter(torch.zeros(d))
+        params.extend([g, beta])
+        return lambda t: torch.nn.functional.layer_norm(t, (d,), g, beta, eps=1e-5)
+
+    q, k, v, o = lin(h, h), lin(h, h), lin(h, h), lin(h, h)
+    f1, f2 = lin(h, ffn), lin(ffn, h)
+    ln1, ln2 = ln(h), ln(h)
+    x, target = torch.randn(b, s, h), torch.randn(b, s, h)
+
+    def loss():
+        def split(t):
+            return t.reshape(b, s, heads, dh)
+        qq = split(q(x)).permute(0, 2, 1, 3)
+        kk = split(k(x)).permute(0, 2, 3, 1)
+        vv = split(v(x)).permute(0, 2, 1, 3)
+        p = torch.softmax((qq @ kk) * (1 / math.sqrt(dh)), dim=-1)
+        ctx = (p @ vv).permute(0, 2, 1, 3).reshape(b, s, h)
+        x1 = ln1(x + o(ctx))
+        y = ln2(x1 + f2(torch.nn.functional.gelu(f1(x1))))
+        return torch.mean((y - target) ** 2)
+
+    return params, loss
+
+
+def steps_per_second(params, loss, steps):
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    for _ in range(3):  # warm-up
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    return steps / (time.perf_counter() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--mlp", type=int, nargs=3, default=[64, 256, 4], metavar=("BATCH", "HIDDEN", "LAYERS"))
+    ap.add_argument("--block", type=int, nargs=5, default=[8, 64, 128, 4, 512], metavar=("B", "S", "H", "HEADS", "FFN"))
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    print("mlp", steps_per_second(*mlp(*a.mlp), a.steps))
+    print("block", steps_per_second(*block(*a.block), a.steps))
+    # Which BLAS PyTorch's matmuls went to (Debian's default is the slow
+    # reference one unless an optimized libblas.so.3 such as OpenBLAS is installed).
+    with open("/proc/self/maps") as maps:
+        libs = sorted({line.split()[-1] for line in maps if "blas" in line.split()[-1]})
+    print("blas", libs[0] if libs else "unknown")
+
+
+if __name__ == "__main__":
+    main()
