@@ -29,20 +29,8 @@ constexpr int kWarmup = 3;
 
 // The encoder block bench/runtime_torch.py times (no dropout).
 Graph block(int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn) {
-  const int64_t dh = H / heads;
   GraphBuilder b("block");
-  TensorRef x = b.input("x", {B, S, H});
-  auto split = [&](TensorRef t, const std::string& n, IntList perm) {
-    return b.transpose(b.reshape(t, {B, S, heads, dh}, n + "_heads"), perm, n + "_t");
-  };
-  TensorRef q = split(b.linear(x, H, "none", true, "q"), "q", {0, 2, 1, 3});
-  TensorRef k = split(b.linear(x, H, "none", true, "k"), "k", {0, 2, 3, 1});
-  TensorRef v = split(b.linear(x, H, "none", true, "v"), "v", {0, 2, 1, 3});
-  TensorRef p = b.softmax(b.scalar_mul(b.batch_matmul(q, k, "qk"), 1.0 / std::sqrt(static_cast<double>(dh)), "scale"), false, "p");
-  TensorRef ctx = b.reshape(b.transpose(b.batch_matmul(p, v, "pv"), {0, 2, 1, 3}, "pv_t"), {B, S, H}, "merge");
-  TensorRef x1 = b.layer_norm(b.binary("EwAdd", x, b.linear(ctx, H, "none", true, "o"), "res1"), "ln1");
-  TensorRef f = b.linear(b.linear(x1, ffn, "gelu", true, "f1"), H, "none", true, "f2");
-  TensorRef y = b.layer_norm(b.binary("EwAdd", x1, f, "res2"), "ln2");
+  TensorRef y = b.encoder_block(b.input("x", {B, S, H}), heads, ffn);
   b.graph().add_output(b.mse_loss(y, b.input("target", {B, S, H})));
   return b.finish();
 }

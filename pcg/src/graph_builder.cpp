@@ -1,5 +1,9 @@
 #include "pcgx/pcg/graph_builder.h"
 
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+
 namespace pcgx {
 
 int64_t GraphBuilder::dim(TensorRef t, int d) const {
@@ -112,6 +116,24 @@ TensorRef GraphBuilder::softmax_cross_entropy(TensorRef logits, TensorRef labels
 }
 TensorRef GraphBuilder::mse_loss(TensorRef pred, TensorRef target, const std::string& name) {
   return op("MSELoss", {}, {pred, target}, name.empty() ? "loss" : name);
+}
+
+TensorRef GraphBuilder::encoder_block(TensorRef x, int64_t heads, int64_t ffn, const std::string& prefix) {
+  const int64_t B = dim(x, 0), S = dim(x, 1), H = dim(x, 2), dh = H / heads;
+  if (H % heads != 0) throw Error("encoder_block: width " + std::to_string(H) + " is not a multiple of " + std::to_string(heads) + " heads");
+  const std::string& p = prefix;
+  auto split = [&](TensorRef t, const std::string& n, IntList perm) {
+    return transpose(reshape(t, {B, S, heads, dh}, p + n + "_heads"), perm, p + n + "_t");
+  };
+  TensorRef q = split(linear(x, H, "none", true, p + "attn.query"), "q", {0, 2, 1, 3});
+  TensorRef k = split(linear(x, H, "none", true, p + "attn.key"), "k", {0, 2, 3, 1});
+  TensorRef v = split(linear(x, H, "none", true, p + "attn.value"), "v", {0, 2, 1, 3});
+  TensorRef scores = scalar_mul(batch_matmul(q, k, p + "scores"), 1.0 / std::sqrt(static_cast<double>(dh)), p + "scale");
+  TensorRef ctx = batch_matmul(softmax(scores, false, p + "softmax"), v, p + "context");
+  ctx = reshape(transpose(ctx, {0, 2, 1, 3}, p + "context_t"), {B, S, H}, p + "context_merge");
+  TensorRef x1 = layer_norm(binary("EwAdd", x, linear(ctx, H, "none", true, p + "attn.output"), p + "attn_residual"), p + "attn_ln");
+  TensorRef f = linear(linear(x1, ffn, "gelu", true, p + "ffn.intermediate"), H, "none", true, p + "ffn.output");
+  return layer_norm(binary("EwAdd", x1, f, p + "ffn_residual"), p + "ffn_ln");
 }
 
 }  // namespace pcgx

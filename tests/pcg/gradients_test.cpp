@@ -79,8 +79,8 @@ TEST_P(ZooGradient, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Tiny, ZooGradient,
                          ::testing::Values("mlp-tiny", "bert-large-tiny", "gpt-tiny", "dlrm-tiny", "xdl-tiny",
                                            "candle-uno-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& test) {
+                           std::string s = test.param;
                            for (char& c : s)
                              if (c == '-') c = '_';
                            return s;

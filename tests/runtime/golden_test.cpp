@@ -32,22 +32,9 @@ Graph mlp() {
 }
 
 Graph transformer_block() {
-  const int64_t B = 2, S = 8, H = 16, heads = 4, ffn = 32, dh = H / heads;
   GraphBuilder b("golden-transformer-block");
-  TensorRef x = b.input("x", {B, S, H});
-  auto split = [&](TensorRef t, const std::string& n, IntList perm) {
-    return b.transpose(b.reshape(t, {B, S, heads, dh}, n + "_heads"), perm, n + "_t");
-  };
-  TensorRef q = split(b.linear(x, H, "none", true, "attn.query"), "q", {0, 2, 1, 3});
-  TensorRef k = split(b.linear(x, H, "none", true, "attn.key"), "k", {0, 2, 3, 1});
-  TensorRef v = split(b.linear(x, H, "none", true, "attn.value"), "v", {0, 2, 1, 3});
-  TensorRef probs = b.softmax(b.scalar_mul(b.batch_matmul(q, k, "scores"), 1.0 / std::sqrt(static_cast<double>(dh)), "scale"), false, "softmax");
-  TensorRef ctx = b.reshape(b.transpose(b.batch_matmul(probs, v, "context"), {0, 2, 1, 3}, "context_t"), {B, S, H}, "context_merge");
-  TensorRef a = b.linear(ctx, H, "none", true, "attn.output");
-  TensorRef x1 = b.layer_norm(b.binary("EwAdd", x, a, "attn_residual"), "attn_ln");
-  TensorRef f = b.linear(b.linear(x1, ffn, "gelu", true, "ffn.intermediate"), H, "none", true, "ffn.output");
-  TensorRef y = b.layer_norm(b.binary("EwAdd", x1, f, "ffn_residual"), "ffn_ln");
-  b.graph().add_output(b.mse_loss(y, b.input("target", {B, S, H})));
+  TensorRef y = b.encoder_block(b.input("x", {2, 8, 16}), 4, 32);
+  b.graph().add_output(b.mse_loss(y, b.input("target", {2, 8, 16})));
   return b.finish();
 }
 

@@ -47,6 +47,15 @@ class GraphBuilder {
   TensorRef softmax_cross_entropy(TensorRef logits, TensorRef labels, const std::string& name = "");
   TensorRef mse_loss(TensorRef pred, TensorRef target, const std::string& name = "");
 
+  // A post-LN transformer encoder block on x[b, s, h], without dropout:
+  // self-attention (query/key/value/output Linear with bias, heads split by
+  // reshape and transpose, softmax of q·k^T / sqrt(h / heads)), residual and
+  // LayerNorm, a gelu feed-forward of width `ffn`, residual and LayerNorm.
+  // Weights: prefix + "attn.query.W", ... "attn.output.b", "attn_ln.gamma",
+  // "ffn.intermediate.W", "ffn.output.b", "ffn_ln.beta" (the names
+  // scripts/golden.py gives PyTorch's copy).
+  TensorRef encoder_block(TensorRef x, int64_t heads, int64_t ffn, const std::string& prefix = "");
+
   // Any operator by name.
   TensorRef op(const std::string& op, Attributes attrs, std::vector<TensorRef> inputs,
                const std::string& name = "");
