@@ -101,17 +101,38 @@ void expect_step_matches_reference(const std::string& model) {
 }
 
 class Runtime : public ::testing::TestWithParam<std::string> {};
-class RuntimeOneStep : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) { expect_step_matches_reference(GetParam()); }
-TEST_P(RuntimeOneStep, GradientsMatchTheReferenceInterpreter) { expect_step_matches_reference(GetParam()); }
 
 // K steps of unity on 4 devices, data parallelism on 4 and the plain model
 // on one device reach the same weights; the loss goes down.
+//
+// The BatchNorm models need care, because comparing runs assumes training
+// that does not amplify rounding. At their default batch of 2, BatchNorm
+// normalizes over 2 samples and training is chaotic: on ONE device, changing
+// the learning rate by 1e-6 (relative) moved resnext-50-tiny's loss by 4e-6
+// after one update but 13% after three (lr 0.05), and the 4-device runs part
+// the same way. At batch 16 resnext-50-tiny trains smoothly and its 4-device
+// runs match one device to 4e-6 over 6 steps. inception-v3-tiny stays
+// chaotic even at batch 32 (a 1e-6 learning-rate change: 9e-5 after one
+// update, 3.6e-3 after two), so it is compared over 2 steps (one update).
+struct Setting {
+  int64_t batch = 0;  // 0: the zoo's
+  int64_t steps = 6;
+};
+Setting setting_for(const std::string& model) {
+  if (model == "resnext-50-tiny") return {16, 6};
+  if (model == "inception-v3-tiny") return {16, 2};
+  return {};
+}
+
 TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
-  const Graph model = build_model(GetParam());
+  const Setting st = setting_for(GetParam());
+  ModelParams params;
+  if (st.batch > 0) params["batch"] = st.batch;
+  const Graph model = build_model(GetParam(), params);
   TrainOptions o;
-  o.steps = 6;
+  o.steps = st.steps;
   o.seed = 5;
   o.optimizer.lr = 0.05;
   o.batches = 1;  // one batch: the loss must fall
@@ -139,14 +160,9 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, Runtime,
                          ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny", "bert-large-tiny",
-                                           "gpt-tiny", "vgg-13-tiny"),
+                                           "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
                          param_name);
 
-// The BatchNorm models: one step's values and gradients on 4 devices equal
-// the reference's. Their multi-step training is not compared with one
-// device: with 2 samples per BatchNorm the runs part after a few steps
-// (resnext-50-tiny: loss 0.73 vs 0.87), not yet explained.
-INSTANTIATE_TEST_SUITE_P(TinyBatchNorm, RuntimeOneStep, ::testing::Values("resnext-50-tiny", "inception-v3-tiny"), param_name);
 
 // A pipelined strategy (2 stages of 2 devices, unity inside each stage,
 // 2 micro-batches) is a PCG like any other: the runtime runs its stages'
