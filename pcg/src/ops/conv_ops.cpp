@@ -25,7 +25,7 @@ void conv_k(const KernelArgs<T>& a) {
   const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
   const int64_t groups = C / Cg, per_group = O / groups;
   const bool bias = a.attrs.get_bool("use_bias");
-  const std::string& act = a.attrs.get_string("activation");
+  const Act act = activation_kind(a.attrs.get_string("activation"));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       const int64_t g = o / per_group;
@@ -49,7 +49,7 @@ void conv_k(const KernelArgs<T>& a) {
       }
       if (bias)
         for (int64_t i = 0; i < HO * WO; ++i) out[i] += a.in[2]->data[static_cast<size_t>(o)];
-      if (act != "none")
+      if (act != Act::kNone)
         for (int64_t i = 0; i < HO * WO; ++i) out[i] = activate(act, out[i]);
     }
 }
@@ -99,15 +99,17 @@ void conv_grad(const GradArgs& a) {
   const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
   const int64_t per_group = O / (C / Cg);
   const bool bias = a.attrs.get_bool("use_bias");
-  const std::string& act = a.attrs.get_string("activation");
+  const Act act = activation_kind(a.attrs.get_string("activation"));
   std::vector<float> dz = a.out_grad[0]->data;
-  if (act != "none") {
-    // z is needed for relu and gelu: recompute it with the forward kernel, minus the activation.
-    Attributes linear = a.attrs;
-    linear.set("activation", std::string("none"));
-    std::vector<Tensor<float>> z{Tensor<float>(a.out[0]->shape)};
-    conv_k<float>(KernelArgs<float>{linear, a.in, z, a.ctx});
-    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z[0].data[i], a.out[0]->data[i]);
+  if (act != Act::kNone) {
+    std::vector<Tensor<float>> z;
+    if (derivative_needs_input(act)) {  // gelu: recompute z with the forward kernel, minus the activation
+      Attributes linear = a.attrs;
+      linear.set("activation", std::string("none"));
+      z.emplace_back(a.out[0]->shape);
+      conv_k<float>(KernelArgs<float>{linear, a.in, z, a.ctx});
+    }
+    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z.empty() ? 0.f : z[0].data[i], a.out[0]->data[i]);
   }
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {

@@ -57,7 +57,7 @@ void unary_grad(const GradArgs& a, F df) {
   for (size_t i = 0; i < dx.size(); ++i) dx[i] += dy[i] * df(x[i], y[i]);
 }
 void relu_grad(const GradArgs& a) { unary_grad(a, [](float x, float) { return x > 0.f ? 1.f : 0.f; }); }
-void gelu_grad(const GradArgs& a) { unary_grad(a, [](float x, float y) { return activation_derivative("gelu", x, y); }); }
+void gelu_grad(const GradArgs& a) { unary_grad(a, [](float x, float y) { return activation_derivative(Act::kGelu, x, y); }); }
 void sigmoid_grad(const GradArgs& a) { unary_grad(a, [](float, float y) { return y * (1.f - y); }); }
 void tanh_grad(const GradArgs& a) { unary_grad(a, [](float, float y) { return 1.f - y * y; }); }
 void scalar_mul_grad(const GradArgs& a) {

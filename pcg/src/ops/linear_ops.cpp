@@ -24,8 +24,8 @@ void linear_k(const KernelArgs<T>& a) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) y.data[static_cast<size_t>(i * n + j)] += b[static_cast<size_t>(j)];
   }
-  const std::string& act = a.attrs.get_string("activation");
-  if (act != "none")
+  const Act act = activation_kind(a.attrs.get_string("activation"));
+  if (act != Act::kNone)
     for (auto& v : y.data) v = activate(act, v);
 }
 
@@ -56,18 +56,19 @@ void linear_grad(const GradArgs& a) {
   const Tensor<float>& w = *a.in[1];
   const Tensor<float>& y = *a.out[0];
   const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
-  const std::string& act = a.attrs.get_string("activation");
+  const Act act = activation_kind(a.attrs.get_string("activation"));
   const bool bias = a.attrs.get_bool("use_bias");
   std::vector<float> dz = a.out_grad[0]->data;
-  if (act != "none") {
-    std::vector<float> z(static_cast<size_t>(m * n), 0.f);
-    if (act == "gelu" || act == "relu") {  // their derivative needs z, not y
+  if (act != Act::kNone) {
+    std::vector<float> z;
+    if (derivative_needs_input(act)) {  // gelu: recompute z = x W + b
+      z.assign(static_cast<size_t>(m * n), 0.f);
       gemm(x.data.data(), w.data.data(), z.data(), m, k, n, false);
       if (bias)
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) z[static_cast<size_t>(i * n + j)] += a.in[2]->data[static_cast<size_t>(j)];
     }
-    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z[i], y.data[i]);
+    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z.empty() ? 0.f : z[i], y.data[i]);
   }
   gemm_add(dz.data(), false, w.data.data(), true, a.in_grad[0].data.data(), m, n, k);
   gemm_add(x.data.data(), true, dz.data(), false, a.in_grad[1].data.data(), k, m, n);
