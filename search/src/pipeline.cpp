@@ -20,6 +20,7 @@ struct StagePlan {
   PieceGraph piece;       // the stage as a graph of its own (canonical names)
   Graph graph;            // its searched and pipelined PCG
   Strategy mapped;        // graph on the stage's devices (views from 0)
+  std::vector<double> memory;  // per device of the stage, activations of the micro-batches in flight only
   PipelineStage info;
 };
 
@@ -173,7 +174,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
       plan.stages = S, plan.micro = M;
       try {
         for (size_t p = 0; p < pieces.size(); ++p) {
-          StagePlan sp{graphs[p], pipelined(searched[p]->strategy.graph, M, p + 1 == pieces.size()), {}, {}};
+          StagePlan sp{graphs[p], pipelined(searched[p]->strategy.graph, M, p + 1 == pieces.size()), {}, {}, {}};
           sp.mapped = mapper.map(sp.graph);
           const Estimate& e = sp.mapped.estimate;
           if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
@@ -190,8 +191,8 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             info.micro_batch += 2 * cost.move_time(carried, info.first_device - d, info.first_device) / static_cast<double>(M);
           }
           const double kept = static_cast<double>(std::min<int64_t>(S - static_cast<int64_t>(p), M)) / static_cast<double>(M);
-          const auto mem = memory_per_device(sp.graph, sp.mapped.views, d, kept);
-          info.memory = *std::max_element(mem.begin(), mem.end());
+          sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, kept);
+          info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
           if (info.memory > cost.machine().device.memory_capacity)
             throw Error("stage " + std::to_string(p + 1) + " needs " + std::to_string(info.memory / 1073741824.0) + " GiB per device");
           plan.slowest = std::max(plan.slowest, info.micro_batch);
@@ -237,9 +238,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   double busy = 0;
   for (const StagePlan& sp : best.stage) {
     busy += M * sp.info.micro_batch;
-    const auto mem = memory_per_device(sp.graph, sp.mapped.views, sp.info.devices,
-                                       static_cast<double>(std::min<int64_t>(best.stages - (sp.info.first_device / sp.info.devices), best.micro)) / M);
-    e.memory.insert(e.memory.end(), mem.begin(), mem.end());
+    e.memory.insert(e.memory.end(), sp.memory.begin(), sp.memory.end());
   }
   e.idle = slots * best.slowest - busy / static_cast<double>(best.stages);
   result.search.strategy.graph = std::move(joined);
