@@ -7,7 +7,7 @@
 //   2. strong scaling of the in-process backend: the MLP data parallel on
 //      1, 2 and 4 virtual devices, steps per second and speedup over one.
 //
-// Usage: bench_runtime [--steps N]
+// Usage: bench_runtime [--steps N] [--only mlp|block|scaling]
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -68,23 +68,26 @@ Torch torch_steps_per_second(int steps) {
 
 int main(int argc, char** argv) {
   int steps = 30;
+  std::string only;  // one part, for profiling
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::printf("usage: bench_runtime [--steps N]\n");
+      std::printf("usage: bench_runtime [--steps N] [--only mlp|block|scaling]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   const Graph mlp = build_model("mlp", {{"batch", 64}, {"hidden", 256}, {"layers", 4}});
   const Graph blk = block(8, 64, 128, 4, 512);
-  const Torch t = torch_steps_per_second(steps);
+  const Torch t = only.empty() ? torch_steps_per_second(steps) : Torch{};
   const auto& torch = t.steps_per_second;
 
   std::printf("single device, one thread, %d steps after %d warm-up (steps/s; ratio = pcgx / PyTorch)\n", steps, kWarmup);
   std::printf("%-34s %10s %10s %8s\n", "model", "pcgx", "PyTorch", "ratio");
   for (const auto& [name, g, desc] : {std::tuple{"mlp", &mlp, "MLP 4 x 256, batch 64"},
                                       std::tuple{"block", &blk, "encoder block h128 s64 b8"}}) {
+    if (!only.empty() && only != name) continue;
     const double ours = pcgx_steps_per_second(*g, {}, 1, steps);
     if (torch.count(name)) {
       std::printf("%-34s %10.1f %10.1f %7.2fx\n", desc, ours, torch.at(name), ours / torch.at(name));
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
   if (torch.empty()) std::printf("(PyTorch not measured: /usr/bin/python3 with Debian's python3-torch is needed)\n");
   else std::printf("(PyTorch %s BLAS: %s)\n", "1 thread,", t.blas.c_str());
 
+  if (!only.empty() && only != "scaling") return 0;
   std::printf("\nstrong scaling, in-process backend: the MLP data parallel on N virtual devices (cpu-host)\n");
   std::printf("%8s %10s %9s\n", "devices", "steps/s", "speedup");
   double one = 0;

@@ -112,17 +112,24 @@ TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) { expect_step_matches_ref
 // normalizes over 2 samples and training is chaotic: on ONE device, changing
 // the learning rate by 1e-6 (relative) moved resnext-50-tiny's loss by 4e-6
 // after one update but 13% after three (lr 0.05), and the 4-device runs part
-// the same way. At batch 16 resnext-50-tiny trains smoothly and its 4-device
-// runs match one device to 4e-6 over 6 steps. inception-v3-tiny stays
-// chaotic even at batch 32 (a 1e-6 learning-rate change: 9e-5 after one
-// update, 3.6e-3 after two), so it is compared over 2 steps (one update).
+// the same way. Batch 16 is not enough at lr 0.05 either: there the same
+// 1e-6 change moves the loss 6e-4 after three updates and 7% after four
+// (measured with `pcgx run resnext-50-tiny --batch 16 --lr 0.05 --seed 5
+// --batches 1`), so whether a 4-device run stays within 1e-4 over 6 steps
+// depends on the last bits of the kernels' rounding. At lr 0.01 the same
+// change moves no step's loss by more than 2e-6, and data parallelism on 4
+// devices matches one device to 3e-6: resnext-50-tiny runs there.
+// inception-v3-tiny stays chaotic even at batch 32 (a 1e-6 learning-rate
+// change: 9e-5 after one update, 3.6e-3 after two) and at lr 0.01 (10%
+// after three updates), so it is compared over 2 steps (one update).
 struct Setting {
   int64_t batch = 0;  // 0: the zoo's
   int64_t steps = 6;
+  double lr = 0.05;
 };
 Setting setting_for(const std::string& model) {
-  if (model == "resnext-50-tiny") return {16, 6};
-  if (model == "inception-v3-tiny") return {16, 2};
+  if (model == "resnext-50-tiny") return {16, 6, 0.01};
+  if (model == "inception-v3-tiny") return {16, 2, 0.05};
   return {};
 }
 
@@ -134,7 +141,7 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
   TrainOptions o;
   o.steps = st.steps;
   o.seed = 5;
-  o.optimizer.lr = 0.05;
+  o.optimizer.lr = st.lr;
   o.batches = 1;  // one batch: the loss must fall
   const TrainResult one = train(model, {}, 1, o);
   EXPECT_LT(one.losses.back(), one.losses.front()) << "the loss does not decrease";

@@ -3,6 +3,8 @@
 // local-shard computation, so only batch and channel dimensions are split.
 #include "numeric.h"
 #include "op_helpers.h"
+#include "scratch.h"
+#include "vector_math.h"
 
 namespace pcgx::ops {
 namespace {
@@ -13,23 +15,22 @@ constexpr int kPartial = ParallelKind::kPartial;
 
 int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
 
+// The forward loop into y_data (shape of output 0, zeroed) with activation `act`.
 template <class T>
-void conv_k(const KernelArgs<T>& a) {
+void conv_into(const KernelArgs<T>& a, Act act, T* y_data, std::span<const int64_t> y_shape) {
   const Tensor<T>& x = *a.in[0];
   const Tensor<T>& w = *a.in[1];
-  Tensor<T>& y = a.out[0];
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
-  const int64_t HO = y.shape[2], WO = y.shape[3];
+  const int64_t HO = y_shape[2], WO = y_shape[3];
   const int64_t sh = a.attrs.get_int("stride_h"), sw = a.attrs.get_int("stride_w");
   const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
   const int64_t groups = C / Cg, per_group = O / groups;
   const bool bias = a.attrs.get_bool("use_bias");
-  const Act act = activation_kind(a.attrs.get_string("activation"));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       const int64_t g = o / per_group;
-      T* out = y.data.data() + (n * O + o) * HO * WO;
+      T* out = y_data + (n * O + o) * HO * WO;
       for (int64_t ic = 0; ic < Cg; ++ic) {
         const T* in = x.data.data() + (n * C + g * Cg + ic) * H * W;
         const T* ker = w.data.data() + (o * Cg + ic) * KH * KW;
@@ -52,6 +53,11 @@ void conv_k(const KernelArgs<T>& a) {
       if (act != Act::kNone)
         for (int64_t i = 0; i < HO * WO; ++i) out[i] = activate(act, out[i]);
     }
+}
+
+template <class T>
+void conv_k(const KernelArgs<T>& a) {
+  conv_into(a, activation_kind(a.attrs.get_string("activation")), a.out[0].data.data(), a.out[0].shape);
 }
 
 template <class T>
@@ -100,21 +106,23 @@ void conv_grad(const GradArgs& a) {
   const int64_t per_group = O / (C / Cg);
   const bool bias = a.attrs.get_bool("use_bias");
   const Act act = activation_kind(a.attrs.get_string("activation"));
-  std::vector<float> dz = a.out_grad[0]->data;
+  const float* dz = a.out_grad[0]->data.data();
   if (act != Act::kNone) {
-    std::vector<Tensor<float>> z;
-    if (derivative_needs_input(act)) {  // gelu: recompute z with the forward kernel, minus the activation
-      Attributes linear = a.attrs;
-      linear.set("activation", std::string("none"));
-      z.emplace_back(a.out[0]->shape);
-      conv_k<float>(KernelArgs<float>{linear, a.in, z, a.ctx});
+    const size_t size = a.out[0]->data.size();
+    float* z = nullptr;
+    if (derivative_needs_input(act)) {  // gelu: recompute z with the forward loop, minus the activation
+      z = scratch_floats(ScratchSlot::kB, size);
+      std::fill(z, z + size, 0.f);
+      conv_into(KernelArgs<float>{a.attrs, a.in, {}, a.ctx}, Act::kNone, z, a.out[0]->shape);
     }
-    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z.empty() ? 0.f : z[0].data[i], a.out[0]->data[i]);
+    float* d = scratch_floats(ScratchSlot::kA, size);
+    vec::activation_backward(act, z, a.out[0]->data.data(), dz, d, size);
+    dz = d;
   }
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       const int64_t g = o / per_group;
-      const float* d = dz.data() + (n * O + o) * HO * WO;
+      const float* d = dz + (n * O + o) * HO * WO;
       for (int64_t ic = 0; ic < Cg; ++ic) {
         const size_t in_base = static_cast<size_t>((n * C + g * Cg + ic) * H * W);
         const float* in = x.data.data() + in_base;

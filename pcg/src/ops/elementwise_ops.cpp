@@ -2,6 +2,7 @@
 // Dropout. Every dimension can be split; inputs must agree exactly.
 #include "numeric.h"
 #include "op_helpers.h"
+#include "vector_math.h"
 
 namespace pcgx::ops {
 namespace {
@@ -13,10 +14,20 @@ void unary_apply(const KernelArgs<T>& a, F f) {
   for (size_t i = 0; i < x.size(); ++i) y[i] = f(x[i]);
 }
 
-template <class T> void relu_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::relu(x); }); }
-template <class T> void gelu_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::gelu(x); }); }
-template <class T> void sigmoid_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::sigmoid(x); }); }
-template <class T> void tanh_k(const KernelArgs<T>& a) { unary_apply(a, [](T x) { return Num<T>::tanh(x); }); }
+// An activation: vectorized for float, the exact surrogate for ModP.
+template <Act act, class T>
+void activation_k(const KernelArgs<T>& a) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(a.in[0]->data.begin(), a.in[0]->data.end(), a.out[0].data.begin());
+    vec::activate(act, a.out[0].data.data(), a.out[0].data.size());
+  } else {
+    unary_apply(a, [](T x) { return activate(act, x); });
+  }
+}
+template <class T> void relu_k(const KernelArgs<T>& a) { activation_k<Act::kRelu>(a); }
+template <class T> void gelu_k(const KernelArgs<T>& a) { activation_k<Act::kGelu>(a); }
+template <class T> void sigmoid_k(const KernelArgs<T>& a) { activation_k<Act::kSigmoid>(a); }
+template <class T> void tanh_k(const KernelArgs<T>& a) { activation_k<Act::kTanh>(a); }
 template <class T>
 void scalar_mul_k(const KernelArgs<T>& a) {
   const T s = Num<T>::from_double(a.attrs.get_float("scalar"));
@@ -56,10 +67,15 @@ void unary_grad(const GradArgs& a, F df) {
   auto& dx = a.in_grad[0].data;
   for (size_t i = 0; i < dx.size(); ++i) dx[i] += dy[i] * df(x[i], y[i]);
 }
-void relu_grad(const GradArgs& a) { unary_grad(a, [](float x, float) { return x > 0.f ? 1.f : 0.f; }); }
-void gelu_grad(const GradArgs& a) { unary_grad(a, [](float x, float y) { return activation_derivative(Act::kGelu, x, y); }); }
-void sigmoid_grad(const GradArgs& a) { unary_grad(a, [](float, float y) { return y * (1.f - y); }); }
-void tanh_grad(const GradArgs& a) { unary_grad(a, [](float, float y) { return 1.f - y * y; }); }
+template <Act act>
+void activation_grad(const GradArgs& a) {
+  vec::activation_backward_add(act, a.in[0]->data.data(), a.out[0]->data.data(), a.out_grad[0]->data.data(),
+                               a.in_grad[0].data.data(), a.in_grad[0].data.size());
+}
+void relu_grad(const GradArgs& a) { activation_grad<Act::kRelu>(a); }
+void gelu_grad(const GradArgs& a) { activation_grad<Act::kGelu>(a); }
+void sigmoid_grad(const GradArgs& a) { activation_grad<Act::kSigmoid>(a); }
+void tanh_grad(const GradArgs& a) { activation_grad<Act::kTanh>(a); }
 void scalar_mul_grad(const GradArgs& a) {
   const auto s = static_cast<float>(a.attrs.get_float("scalar"));
   unary_grad(a, [s](float, float) { return s; });

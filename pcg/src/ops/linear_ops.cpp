@@ -4,6 +4,8 @@
 #include "gemm.h"
 #include "numeric.h"
 #include "op_helpers.h"
+#include "scratch.h"
+#include "vector_math.h"
 
 namespace pcgx::ops {
 namespace {
@@ -19,14 +21,20 @@ void linear_k(const KernelArgs<T>& a) {
   Tensor<T>& y = a.out[0];
   const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
   gemm(x.data.data(), w.data.data(), y.data.data(), m, k, n, false);
-  if (a.attrs.get_bool("use_bias")) {
-    const auto& b = a.in[2]->data;
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) y.data[static_cast<size_t>(i * n + j)] += b[static_cast<size_t>(j)];
-  }
+  const bool bias = a.attrs.get_bool("use_bias");
   const Act act = activation_kind(a.attrs.get_string("activation"));
-  if (act != Act::kNone)
-    for (auto& v : y.data) v = activate(act, v);
+  if constexpr (std::is_same_v<T, float>) {
+    if (bias) vec::add_bias(y.data.data(), a.in[2]->data.data(), m, n);
+    vec::activate(act, y.data.data(), y.data.size());
+  } else {
+    if (bias) {
+      const auto& b = a.in[2]->data;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) y.data[static_cast<size_t>(i * n + j)] += b[static_cast<size_t>(j)];
+    }
+    if (act != Act::kNone)
+      for (auto& v : y.data) v = activate(act, v);
+  }
 }
 
 template <class T>
@@ -58,23 +66,22 @@ void linear_grad(const GradArgs& a) {
   const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
   const Act act = activation_kind(a.attrs.get_string("activation"));
   const bool bias = a.attrs.get_bool("use_bias");
-  std::vector<float> dz = a.out_grad[0]->data;
+  const auto size = static_cast<size_t>(m * n);
+  const float* dz = a.out_grad[0]->data.data();
   if (act != Act::kNone) {
-    std::vector<float> z;
+    float* z = nullptr;
     if (derivative_needs_input(act)) {  // gelu: recompute z = x W + b
-      z.assign(static_cast<size_t>(m * n), 0.f);
-      gemm(x.data.data(), w.data.data(), z.data(), m, k, n, false);
-      if (bias)
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) z[static_cast<size_t>(i * n + j)] += a.in[2]->data[static_cast<size_t>(j)];
+      z = scratch_floats(ScratchSlot::kB, size);
+      gemm(x.data.data(), w.data.data(), z, m, k, n, false);
+      if (bias) vec::add_bias(z, a.in[2]->data.data(), m, n);
     }
-    for (size_t i = 0; i < dz.size(); ++i) dz[i] *= activation_derivative(act, z.empty() ? 0.f : z[i], y.data[i]);
+    float* d = scratch_floats(ScratchSlot::kA, size);
+    vec::activation_backward(act, z, y.data.data(), dz, d, size);
+    dz = d;
   }
-  gemm_add(dz.data(), false, w.data.data(), true, a.in_grad[0].data.data(), m, n, k);
-  gemm_add(x.data.data(), true, dz.data(), false, a.in_grad[1].data.data(), k, m, n);
-  if (bias)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) a.in_grad[2].data[static_cast<size_t>(j)] += dz[static_cast<size_t>(i * n + j)];
+  gemm_add(dz, false, w.data.data(), true, a.in_grad[0].data.data(), m, n, k);
+  gemm_add(x.data.data(), true, dz, false, a.in_grad[1].data.data(), k, m, n);
+  if (bias) vec::add_column_sums(dz, m, n, a.in_grad[2].data.data());
 }
 
 void matmul_grad(const GradArgs& a) {

@@ -3,6 +3,8 @@
 // shard would differ from statistics over the tensor.
 #include "numeric.h"
 #include "op_helpers.h"
+#include "scratch.h"
+#include "vector_math.h"
 
 namespace pcgx::ops {
 namespace {
@@ -24,6 +26,9 @@ void softmax_k(const KernelArgs<T>& a) {
   const int64_t len = x.shape[static_cast<size_t>(axis)];
   const int64_t inner = product(std::span(x.shape).subspan(static_cast<size_t>(axis) + 1));
   const int64_t outer = x.numel() / (len * inner);
+  if constexpr (std::is_same_v<T, float>) {
+    if (!causal && inner == 1) return vec::softmax_rows(x.data.data(), y.data.data(), outer, len);
+  }
   const int64_t rows_q = causal ? x.shape[rank - 2] : 1;
   const int64_t q_offset = causal ? a.ctx.output_offsets[0][rank - 2] : 0;
   for (int64_t o = 0; o < outer; ++o)
@@ -110,6 +115,7 @@ void softmax_grad(const GradArgs& a) {
   const int64_t len = y.shape[static_cast<size_t>(axis)];
   const int64_t inner = product(std::span(y.shape).subspan(static_cast<size_t>(axis) + 1));
   const int64_t outer = y.numel() / (len * inner);
+  if (inner == 1) return vec::softmax_rows_backward_add(y.data.data(), dy.data(), dx.data(), outer, len);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * len * inner + i;
@@ -154,12 +160,12 @@ void layer_norm_grad(const GradArgs& a) {
   const int64_t d = x.shape.back(), rows = x.numel() / d;
   const bool affine = a.attrs.get_bool("affine");
   const double eps = a.attrs.get_float("eps");
-  std::vector<float> g(static_cast<size_t>(d)), dxh(static_cast<size_t>(d));
+  float* g = scratch_floats(ScratchSlot::kA, static_cast<size_t>(d));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.data.data() + r * d;
     const float* dyr = a.out_grad[0]->data.data() + r * d;
     for (int64_t j = 0; j < d; ++j) g[static_cast<size_t>(j)] = affine ? dyr[j] * a.in[1]->data[static_cast<size_t>(j)] : dyr[j];
-    normalize_grad(xr, g.data(), a.in_grad[0].data.data() + r * d, d, 1, eps, 1.f, nullptr, nullptr);
+    normalize_grad(xr, g, a.in_grad[0].data.data() + r * d, d, 1, eps, 1.f, nullptr, nullptr);
     if (!affine) continue;
     double mean = 0, var = 0;
     for (int64_t j = 0; j < d; ++j) mean += xr[j];
@@ -179,14 +185,17 @@ void batch_norm_grad(const GradArgs& a) {
   const int64_t N = x.shape[0], C = x.shape[1], S = x.numel() / (N * C);
   const double eps = a.attrs.get_float("eps");
   // Gather each channel contiguously so normalize_grad sees one strided run.
-  std::vector<float> xc(static_cast<size_t>(N * S)), dyc(xc.size()), dxc(xc.size());
+  const auto count = static_cast<size_t>(N * S);
+  float* xc = scratch_floats(ScratchSlot::kA, count);
+  float* dyc = scratch_floats(ScratchSlot::kB, count);
+  float* dxc = scratch_floats(ScratchSlot::kC, count);
   for (int64_t c = 0; c < C; ++c) {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t s = 0; s < S; ++s) {
         const auto i = static_cast<size_t>((n * C + c) * S + s), j = static_cast<size_t>(n * S + s);
         xc[j] = x.data[i], dyc[j] = a.out_grad[0]->data[i], dxc[j] = 0.f;
       }
-    normalize_grad(xc.data(), dyc.data(), dxc.data(), N * S, 1, eps, a.in[1]->data[static_cast<size_t>(c)],
+    normalize_grad(xc, dyc, dxc, N * S, 1, eps, a.in[1]->data[static_cast<size_t>(c)],
                    &a.in_grad[1].data[static_cast<size_t>(c)], &a.in_grad[2].data[static_cast<size_t>(c)]);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t s = 0; s < S; ++s) a.in_grad[0].data[static_cast<size_t>((n * C + c) * S + s)] += dxc[static_cast<size_t>(n * S + s)];

@@ -111,17 +111,6 @@ inline double keep_draw(uint64_t seed, uint64_t index) {
 // backward need not recompute z.
 inline bool derivative_needs_input(Act act) { return act == Act::kGelu; }
 
-// d act(z) / dz for float, from the input z (gelu only) and the output y = act(z).
-inline float activation_derivative(Act act, float z, float y) {
-  switch (act) {
-    case Act::kNone: return 1.f;
-    case Act::kRelu: return y > 0.f ? 1.f : 0.f;
-    case Act::kSigmoid: return y * (1.f - y);
-    case Act::kTanh: return 1.f - y * y;
-    case Act::kGelu: break;
-  }
-  // gelu(z) = z * Phi(z): Phi(z) + z * phi(z)
-  return 0.5f * (1.f + std::erf(z * 0.70710678118654752f)) + z * 0.39894228040143268f * std::exp(-0.5f * z * z);
-}
+// The float derivatives themselves are vec::activation_backward (vector_math.h).
 
 }  // namespace pcgx::ops

@@ -1,5 +1,6 @@
 #pragma once
 // Shared vocabulary for writing operator definitions (pcg/src/ops/*.cpp).
+#include <array>
 #include <string>
 #include <vector>
 
@@ -56,17 +57,22 @@ std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs);
 
 // Calls f(i, g) for every element i of a local shard with extent `local` at
 // `offset` in a tensor of shape `global`, g being its row-major global index.
+// Runs without allocating (ranks up to 8).
 template <class F>
 void for_each_global_index(std::span<const int64_t> global, std::span<const int64_t> offset,
                            std::span<const int64_t> local, F f) {
-  const auto gstrides = strides_of(global);
-  std::vector<int64_t> idx(local.size(), 0);
+  constexpr size_t kMaxRank = 8;
+  const size_t r = local.size();
+  require(r <= kMaxRank, "rank " + std::to_string(r) + " is above " + std::to_string(kMaxRank));
+  std::array<int64_t, kMaxRank> gstrides{}, idx{};
+  int64_t stride = 1;
+  for (size_t j = r; j-- > 0;) gstrides[j] = stride, stride *= global[j];
   const int64_t n = product(local);
   for (int64_t i = 0; i < n; ++i) {
     int64_t g = 0;
-    for (size_t j = 0; j < idx.size(); ++j) g += (offset[j] + idx[j]) * gstrides[j];
+    for (size_t j = 0; j < r; ++j) g += (offset[j] + idx[j]) * gstrides[j];
     f(i, g);
-    for (size_t j = idx.size(); j-- > 0;) {
+    for (size_t j = r; j-- > 0;) {
       if (++idx[j] < local[j]) break;
       idx[j] = 0;
     }

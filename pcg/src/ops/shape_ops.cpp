@@ -3,6 +3,7 @@
 // makes Unity's hybrid rewrite Add(x, y) = Reduce(2)(Concat_replica(x, y))
 // expressible.
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "op_helpers.h"
@@ -66,26 +67,41 @@ void reshape_k(const KernelArgs<T>& a) {
   a.out[0].data = a.in[0]->data;
 }
 
+// y = x with its dimensions permuted (y's dimension d is x's perm[d]).
+// Walks y in order, one run of its last dimension at a time, with the
+// source offset kept incrementally; no allocation (ranks up to kMaxRank).
 template <class T>
-void transpose_k(const KernelArgs<T>& a) {
-  const Tensor<T>& x = *a.in[0];
-  Tensor<T>& y = a.out[0];
-  const IntList& perm = a.attrs.get_ints("perm");
-  const auto xs = strides_of(x.shape);
+void permute(const Tensor<T>& x, std::span<const int64_t> perm, Tensor<T>& y) {
+  constexpr size_t kMaxRank = 8;
   const size_t r = y.shape.size();
-  std::vector<int64_t> src_stride(r);
-  for (size_t d = 0; d < r; ++d) src_stride[d] = xs[static_cast<size_t>(perm[d])];
-  std::vector<int64_t> idx(r, 0);
-  int64_t src = 0;
-  for (size_t i = 0; i < y.data.size(); ++i) {
-    y.data[i] = x.data[static_cast<size_t>(src)];
-    for (size_t d = r; d-- > 0;) {
-      src += src_stride[d];
+  require(r <= kMaxRank, "Transpose: rank " + std::to_string(r) + " is above " + std::to_string(kMaxRank));
+  if (r == 0 || y.data.empty()) return;
+  std::array<int64_t, kMaxRank> xs{}, step{}, idx{};
+  int64_t stride = 1;
+  for (size_t d = r; d-- > 0;) xs[d] = stride, stride *= x.shape[d];
+  for (size_t d = 0; d < r; ++d) step[d] = xs[static_cast<size_t>(perm[d])];
+  const int64_t run = y.shape[r - 1], inner = step[r - 1];
+  const T* src = x.data.data();
+  T* dst = y.data.data();
+  const T* end = dst + y.data.size();
+  while (dst < end) {
+    if (inner == 1) {
+      dst = std::copy_n(src, run, dst);
+    } else {
+      for (int64_t i = 0; i < run; ++i) *dst++ = src[i * inner];
+    }
+    for (size_t d = r - 1; d-- > 0;) {  // next index of the outer dimensions
+      src += step[d];
       if (++idx[d] < y.shape[d]) break;
-      src -= src_stride[d] * y.shape[d];
+      src -= step[d] * y.shape[d];
       idx[d] = 0;
     }
   }
+}
+
+template <class T>
+void transpose_k(const KernelArgs<T>& a) {
+  permute(*a.in[0], a.attrs.get_ints("perm"), a.out[0]);
 }
 
 // Gradients: each operator's gradient is its inverse data movement.
@@ -96,13 +112,14 @@ void split_grad(const GradArgs& a) {
   concat_k<float>(KernelArgs<float>{a.attrs, a.out_grad, a.in_grad, a.ctx});
 }
 void reshape_grad(const GradArgs& a) { a.in_grad[0].data = a.out_grad[0]->data; }
+// dx is dy permuted back: dx's dimension perm[d] is dy's d.
 void transpose_grad(const GradArgs& a) {
   const IntList& perm = a.attrs.get_ints("perm");
-  IntList inverse(perm.size());
+  std::array<int64_t, 8> inverse{};
+  require(perm.size() <= inverse.size(), "Transpose: rank above 8");
   for (size_t d = 0; d < perm.size(); ++d) inverse[static_cast<size_t>(perm[d])] = static_cast<int64_t>(d);
-  Attributes attrs = a.attrs;
-  attrs.set("perm", inverse);
-  transpose_k<float>(KernelArgs<float>{attrs, a.out_grad, a.in_grad, a.ctx});
+  Tensor<float>& dx = a.in_grad[0];
+  permute(*a.out_grad[0], std::span<const int64_t>(inverse.data(), perm.size()), dx);
 }
 void concat_replica_grad(const Attributes& a, std::span<const ShardedTensor<float>* const> dy,
                          std::span<ShardedTensor<float>> dx) {

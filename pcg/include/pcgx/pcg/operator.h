@@ -74,8 +74,11 @@ using ShardEval = void (*)(const Attributes&, std::span<const ShardedTensor<T>* 
 
 // Reverse-mode rule of a compute operator, run per task like its kernel:
 // from the task's local input and output shards and the gradient of its
-// output shards, *adds* the gradient of each float input shard into
-// in_grad (pre-shaped; index inputs have no gradient and an empty entry).
+// output shards, the gradient of each float input shard into in_grad
+// (pre-shaped and zeroed; index inputs have no gradient and an empty
+// entry). Arithmetic rules add into it; data-movement rules (Reshape,
+// Transpose, Concat, Split) write it, which is the same on a zeroed
+// buffer. Callers sum contributions of several consumers themselves.
 // Gradients of a value several tasks read (replica slots) come out per slot;
 // summing them is the parallel operators' business (Replicate's dual is
 // Reduce), so a rule never looks beyond its task.
