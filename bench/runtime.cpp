@@ -27,14 +27,6 @@ namespace {
 
 constexpr int kWarmup = 3;
 
-// The encoder block bench/runtime_torch.py times (no dropout).
-Graph block(int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn) {
-  GraphBuilder b("block");
-  TensorRef y = b.encoder_block(b.input("x", {B, S, H}), heads, ffn);
-  b.graph().add_output(b.mse_loss(y, b.input("target", {B, S, H})));
-  return b.finish();
-}
-
 // Steps per second after the warm-up steps.
 double pcgx_steps_per_second(const Graph& g, std::span<const runtime::DeviceView> views, int devices, int steps) {
   runtime::TrainOptions o;
@@ -79,7 +71,7 @@ int main(int argc, char** argv) {
     }
   }
   const Graph mlp = build_model("mlp", {{"batch", 64}, {"hidden", 256}, {"layers", 4}});
-  const Graph blk = block(8, 64, 128, 4, 512);
+  const Graph blk = encoder_block_regression("block", 8, 64, 128, 4, 512);  // as bench/runtime_torch.py (no dropout)
   const Torch t = only.empty() ? torch_steps_per_second(steps) : Torch{};
   const auto& torch = t.steps_per_second;
 

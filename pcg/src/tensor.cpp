@@ -1,7 +1,10 @@
 #include "pcgx/pcg/tensor.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "pcgx/pcg/modular.h"
 
@@ -15,16 +18,20 @@ std::vector<int64_t> strides_of(std::span<const int64_t> shape) {
 
 // Visits every row (innermost contiguous run) of a block: calls
 // f(offset_in_full, offset_in_block) for each, rows of length extent.back().
+// Allocation-free (the runtime moves blocks every step), ranks up to 8.
 template <class F>
 static void for_each_row(std::span<const int64_t> full_shape, std::span<const int64_t> offset,
                          std::span<const int64_t> extent, F&& f) {
+  constexpr size_t kMaxRank = 8;
   const size_t k = full_shape.size();
   if (k == 0) {
     f(int64_t{0}, int64_t{0});
     return;
   }
-  auto fs = strides_of(full_shape);
-  std::vector<int64_t> idx(k, 0);
+  if (k > kMaxRank) throw std::invalid_argument("tensor rank " + std::to_string(k) + " is above 8");
+  std::array<int64_t, kMaxRank> fs{}, idx{};
+  fs[k - 1] = 1;
+  for (size_t j = k - 1; j-- > 0;) fs[j] = fs[j + 1] * full_shape[j + 1];
   const int64_t rows = product(extent.subspan(0, k - 1));
   for (int64_t r = 0, boff = 0; r < rows; ++r, boff += extent[k - 1]) {
     int64_t foff = 0;
@@ -40,12 +47,17 @@ static void for_each_row(std::span<const int64_t> full_shape, std::span<const in
 template <class T>
 Tensor<T> slice_block(const Tensor<T>& full, std::span<const int64_t> offset, std::span<const int64_t> extent) {
   Tensor<T> out(std::vector<int64_t>(extent.begin(), extent.end()));
-  if (out.numel() == 0) return out;
-  const int64_t len = extent.empty() ? 1 : extent.back();
-  for_each_row(full.shape, offset, extent, [&](int64_t foff, int64_t boff) {
+  read_block(full, offset, out);
+  return out;
+}
+
+template <class T>
+void read_block(const Tensor<T>& full, std::span<const int64_t> offset, Tensor<T>& out) {
+  if (out.numel() == 0) return;
+  const int64_t len = out.shape.empty() ? 1 : out.shape.back();
+  for_each_row(full.shape, offset, out.shape, [&](int64_t foff, int64_t boff) {
     std::copy_n(full.data.begin() + foff, len, out.data.begin() + boff);
   });
-  return out;
 }
 
 template <class T>
@@ -54,6 +66,24 @@ void write_block(Tensor<T>& full, std::span<const int64_t> offset, const Tensor<
   const int64_t len = block.shape.empty() ? 1 : block.shape.back();
   for_each_row(full.shape, offset, block.shape, [&](int64_t foff, int64_t boff) {
     std::copy_n(block.data.begin() + boff, len, full.data.begin() + foff);
+  });
+}
+
+template <class T>
+void add_block(Tensor<T>& full, std::span<const int64_t> offset, const Tensor<T>& block) {
+  if (block.numel() == 0) return;
+  const int64_t len = block.shape.empty() ? 1 : block.shape.back();
+  for_each_row(full.shape, offset, block.shape, [&](int64_t foff, int64_t boff) {
+    for (int64_t i = 0; i < len; ++i) full.data[static_cast<size_t>(foff + i)] += block.data[static_cast<size_t>(boff + i)];
+  });
+}
+
+template <class T>
+void add_from_block(Tensor<T>& out, const Tensor<T>& full, std::span<const int64_t> offset) {
+  if (out.numel() == 0) return;
+  const int64_t len = out.shape.empty() ? 1 : out.shape.back();
+  for_each_row(full.shape, offset, out.shape, [&](int64_t foff, int64_t boff) {
+    for (int64_t i = 0; i < len; ++i) out.data[static_cast<size_t>(boff + i)] += full.data[static_cast<size_t>(foff + i)];
   });
 }
 
@@ -90,6 +120,9 @@ Tensor<T> gather_slot(const ShardedTensor<T>& t, int64_t slot) {
 #define PCGX_INSTANTIATE(T)                                                                              \
   template Tensor<T> slice_block(const Tensor<T>&, std::span<const int64_t>, std::span<const int64_t>); \
   template void write_block(Tensor<T>&, std::span<const int64_t>, const Tensor<T>&);                   \
+  template void read_block(const Tensor<T>&, std::span<const int64_t>, Tensor<T>&);                    \
+  template void add_block(Tensor<T>&, std::span<const int64_t>, const Tensor<T>&);                     \
+  template void add_from_block(Tensor<T>&, const Tensor<T>&, std::span<const int64_t>);               \
   template ShardedTensor<T> distribute(const Tensor<T>&, const ParallelTensorShape&);                  \
   template Tensor<T> gather_slot(const ShardedTensor<T>&, int64_t);
 PCGX_INSTANTIATE(float)

@@ -13,11 +13,11 @@ void add_into(Tensor<float>& into, const Tensor<float>& x) {
   for (size_t i = 0; i < into.data.size(); ++i) into.data[i] += x.data[i];
 }
 
-// into[offset + block] += x
-void add_block(Tensor<float>& into, std::span<const int64_t> offset, const Tensor<float>& x) {
-  Tensor<float> cur = slice_block(into, offset, x.shape);
-  add_into(cur, x);
-  write_block(into, offset, cur);
+bool same_shape(const Tensor<float>& t, const ParallelTensorShape& s) {
+  if (t.shape.size() != s.dims.size()) return false;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d] != s.dims[d].size) return false;
+  return true;
 }
 
 }  // namespace
@@ -26,35 +26,67 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
   const Graph& g = *plan.graph;
   values_.resize(g.size());
   grads_.resize(g.size());
+  touched_.resize(g.size());
+  contexts_.resize(g.size());
+  source_offsets_.resize(g.size());
   received_.resize(g.size());
-  for (const Node& n : g.nodes())
+  move_buffers_.resize(g.size());
+  contributions_.resize(g.size());
+  size_t arity = 1, outputs = 1;
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       const ParallelTensorShape& s = n.outputs[o];
-      auto& v = values_[static_cast<size_t>(n.id)].emplace_back(static_cast<size_t>(s.num_shards()));
-      auto& d = grads_[static_cast<size_t>(n.id)].emplace_back(static_cast<size_t>(s.num_shards()));
+      auto& v = values_[id].emplace_back(static_cast<size_t>(s.num_shards()));
+      auto& d = grads_[id].emplace_back(static_cast<size_t>(s.num_shards()));
+      touched_[id].emplace_back(static_cast<size_t>(s.num_shards()), 0);
       for (int64_t k = 0; k < s.num_shards(); ++k)
         if (owns({n.id, static_cast<int32_t>(o)}, k)) {
           v[static_cast<size_t>(k)] = Tensor<float>(s.shard_shape());
           d[static_cast<size_t>(k)] = Tensor<float>(s.shard_shape());
         }
     }
+    if (n.op->op_class == OpClass::kSource) {  // inputs are set every step: their blocks, once
+      const ParallelTensorShape& s = n.outputs[0];
+      std::vector<int64_t> block;
+      int64_t slot = 0;
+      for (int64_t k = 0; k < s.num_shards(); ++k) {
+        s.shard_coords(k, slot, block);
+        source_offsets_[id].push_back(s.block_offset(block));
+      }
+    }
+    const TaskTable& tt = plan.nodes[id].tasks;
+    for (int64_t t = 0; t < tt.tasks; ++t) contexts_[id].push_back(tt.context(t));
+    arity = std::max(arity, n.inputs.size());
+    outputs = std::max(outputs, n.outputs.size());
+  }
+  in_.resize(arity), din_.resize(arity), direct_.resize(arity);
+  out_.resize(outputs), out_ptrs_.resize(outputs), dout_.resize(outputs);
 }
 
 int64_t DeviceExecutor::tag(const Node& n, int64_t index, bool backward) const {
   return ((static_cast<int64_t>(n.id) << 32) | index) * 2 + (backward ? 1 : 0);
 }
 
+Tensor<float>& DeviceExecutor::buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
+                                      const ParallelTensorShape& shape) {
+  auto& m = pool[static_cast<size_t>(node)];
+  auto it = m.find(slot);
+  if (it == m.end()) it = m.emplace(slot, Tensor<float>(shape.shard_shape())).first;
+  return it->second;
+}
+
+void DeviceExecutor::accumulate(TensorRef t, int64_t shard, const Tensor<float>& g) {
+  add_into(grads(t)[static_cast<size_t>(shard)], g);
+  touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)] = 1;
+}
+
 void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
   const ParallelTensorShape& s = plan_.graph->node(node).outputs[0];
-  if (logical.shape != s.logical_shape()) throw Error(describe(plan_.graph->node(node)) + ": value has the wrong shape");
-  const auto extent = s.shard_shape();
-  std::vector<int64_t> block;
-  int64_t slot = 0;
+  if (!same_shape(logical, s)) throw Error(describe(plan_.graph->node(node)) + ": value has the wrong shape");
+  const auto& offsets = source_offsets_[static_cast<size_t>(node)];
   for (int64_t k = 0; k < s.num_shards(); ++k)
-    if (owns({node, 0}, k)) {
-      s.shard_coords(k, slot, block);
-      values_[static_cast<size_t>(node)][0][static_cast<size_t>(k)] = slice_block(logical, s.block_offset(block), extent);
-    }
+    if (owns({node, 0}, k)) read_block(logical, offsets[static_cast<size_t>(k)], values_[static_cast<size_t>(node)][0][static_cast<size_t>(k)]);
 }
 
 double DeviceExecutor::forward() {
@@ -81,7 +113,7 @@ void DeviceExecutor::forward_compute(const Node& n) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const TaskTable& tt = np.tasks;
   const int me = comm_.rank();
-  const size_t ins = n.inputs.size();
+  const size_t ins = n.inputs.size(), outs = n.outputs.size();
   for (int64_t t = 0; t < tt.tasks; ++t) {
     const int dev = np.task_device[static_cast<size_t>(t)];
     if (dev == me) continue;
@@ -91,31 +123,28 @@ void DeviceExecutor::forward_compute(const Node& n) {
         comm_.send(dev, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), values(n.inputs[i])[static_cast<size_t>(s)].data);
     }
   }
-  std::vector<const Tensor<float>*> in(ins);
-  std::vector<Tensor<float>> out(n.outputs.size());
-  auto& received = received_[static_cast<size_t>(n.id)];
   for (int64_t t = 0; t < tt.tasks; ++t) {
     if (np.task_device[static_cast<size_t>(t)] != me) continue;
     for (size_t i = 0; i < ins; ++i) {
       const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
       const int from = plan_.owner(n.inputs[i], s);
       if (from == me) {
-        in[i] = &values(n.inputs[i])[static_cast<size_t>(s)];
+        in_[i] = &values(n.inputs[i])[static_cast<size_t>(s)];
         continue;
       }
-      Tensor<float>& r = received[{t, i}];
-      if (r.shape.empty() && r.data.empty()) r = Tensor<float>(plan_.graph->shape(n.inputs[i]).shard_shape());
+      Tensor<float>& r = buffer(received_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
       comm_.recv(from, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), r.data);
-      in[i] = &r;
+      in_[i] = &r;
     }
-    for (size_t o = 0; o < out.size(); ++o) {
-      out[o] = std::move(values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])]);
-      zero(out[o]);
+    // Outputs are moved into the argument array and back: no copy.
+    for (size_t o = 0; o < outs; ++o) {
+      out_[o] = std::move(values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])]);
+      zero(out_[o]);
     }
-    const TaskContext ctx = tt.context(t);
-    n.op->kernel_f32(KernelArgs<float>{n.attrs, in, out, ctx});
-    for (size_t o = 0; o < out.size(); ++o)
-      values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])] = std::move(out[o]);
+    n.op->kernel_f32(KernelArgs<float>{n.attrs, std::span(in_.data(), ins), std::span(out_.data(), outs),
+                                       contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
+    for (size_t o = 0; o < outs; ++o)
+      values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])] = std::move(out_[o]);
   }
 }
 
@@ -124,29 +153,40 @@ void DeviceExecutor::forward_moves(const Node& n) {
   const int me = comm_.rank();
   auto src_of = [&](const Move& m) { return plan_.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   auto dst_of = [&](const Move& m) { return np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)]; };
-  // What travels: a cut is made before sending, a placement after.
-  auto payload = [&](const Move& m) {
-    const Tensor<float>& x = values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
-    return m.kind == Move::Kind::kCut ? slice_block(x, m.offset, n.outputs[static_cast<size_t>(m.output)].shard_shape()) : x;
+  auto input = [&](const Move& m) -> const Tensor<float>& {
+    return values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
+  };
+  // What travels: a cut block, or a whole input shard. One buffer per move.
+  auto moved = [&](size_t k, const Move& m) -> Tensor<float>& {
+    return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
+                  m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
+                                             : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
   };
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
-    if (src_of(m) == me && dst_of(m) != me) comm_.send(dst_of(m), tag(n, static_cast<int64_t>(k), false), payload(m).data);
+    if (src_of(m) != me || dst_of(m) == me) continue;
+    if (m.kind == Move::Kind::kCut) {
+      Tensor<float>& b = moved(k, m);
+      read_block(input(m), m.offset, b);
+      comm_.send(dst_of(m), tag(n, static_cast<int64_t>(k), false), b.data);
+    } else {
+      comm_.send(dst_of(m), tag(n, static_cast<int64_t>(k), false), input(m).data);
+    }
   }
   for (size_t o = 0; o < n.outputs.size(); ++o)
     for (auto& t : values({n.id, static_cast<int32_t>(o)})) zero(t);
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (dst_of(m) != me) continue;
-    Tensor<float> x;
-    if (src_of(m) == me) {
-      x = payload(m);
-    } else {
-      x = Tensor<float>(m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)].shard_shape()
-                                                  : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]).shard_shape());
-      comm_.recv(src_of(m), tag(n, static_cast<int64_t>(k), false), x.data);
-    }
     Tensor<float>& y = values({n.id, m.output})[static_cast<size_t>(m.out_shard)];
+    if (src_of(m) == me) {
+      if (m.kind == Move::Kind::kCut) add_from_block(y, input(m), m.offset);
+      else if (m.kind == Move::Kind::kPlace) add_block(y, m.offset, input(m));
+      else add_into(y, input(m));
+      continue;
+    }
+    Tensor<float>& x = moved(k, m);
+    comm_.recv(src_of(m), tag(n, static_cast<int64_t>(k), false), x.data);
     if (m.kind == Move::Kind::kPlace) add_block(y, m.offset, x);
     else add_into(y, x);
   }
@@ -157,10 +197,15 @@ void DeviceExecutor::backward() {
   for (auto& node : grads_)
     for (auto& out : node)
       for (auto& t : out) zero(t);
+  for (auto& node : touched_)
+    for (auto& out : node) std::fill(out.begin(), out.end(), 0);
   const TensorRef out = g.outputs().at(0);
   const ParallelTensorShape& s = g.shape(out);
   for (int64_t b = 0; b < s.num_blocks(); ++b)  // replica slot 0 holds the loss
-    if (owns(out, b)) std::fill(grads(out)[static_cast<size_t>(b)].data.begin(), grads(out)[static_cast<size_t>(b)].data.end(), 1.f);
+    if (owns(out, b)) {
+      std::fill(grads(out)[static_cast<size_t>(b)].data.begin(), grads(out)[static_cast<size_t>(b)].data.end(), 1.f);
+      touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = 1;
+    }
   for (size_t k = g.size(); k-- > 0;) {
     const Node& n = g.node(static_cast<NodeId>(k));
     if (n.op->op_class == OpClass::kSource) continue;
@@ -173,32 +218,49 @@ void DeviceExecutor::backward_compute(const Node& n) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const TaskTable& tt = np.tasks;
   const int me = comm_.rank();
-  const size_t ins = n.inputs.size();
+  const size_t ins = n.inputs.size(), outs = n.outputs.size();
   auto is_float = [&](size_t i) { return plan_.graph->shape(n.inputs[i]).dtype == DataType::kFloat32; };
-  std::vector<const Tensor<float>*> in(ins), out(n.outputs.size()), dout(n.outputs.size());
-  std::vector<Tensor<float>> din(ins);
-  auto& received = received_[static_cast<size_t>(n.id)];
+  auto& contributions = contributions_[static_cast<size_t>(n.id)];
   for (int64_t t = 0; t < tt.tasks; ++t) {
     if (np.task_device[static_cast<size_t>(t)] != me) continue;
+    const auto& shards = tt.input_shard[static_cast<size_t>(t)];
     for (size_t i = 0; i < ins; ++i) {
-      const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
-      in[i] = plan_.owner(n.inputs[i], s) == me ? &values(n.inputs[i])[static_cast<size_t>(s)] : &received.at({t, i});
-      if (din[i].shape != in[i]->shape) din[i] = Tensor<float>(in[i]->shape);
-      else zero(din[i]);
+      const TensorRef x = n.inputs[i];
+      const int64_t s = shards[i];
+      const bool mine = plan_.owner(x, s) == me;
+      in_[i] = mine ? &values(x)[static_cast<size_t>(s)] : &received_[static_cast<size_t>(n.id)].at({t, i});
+      direct_[i] = 0;
+      if (!is_float(i)) continue;  // index inputs: an empty entry
+      // The first contribution to a gradient shard of this device is
+      // written in place (it is zero); later ones, and those for another
+      // device, go through a buffer of this task.
+      char& touched = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
+      if (mine && !touched) {
+        din_[i] = std::move(grads(x)[static_cast<size_t>(s)]);
+        direct_[i] = 1, touched = 1;
+      } else {
+        Tensor<float>& c = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
+        zero(c);
+        din_[i] = std::move(c);
+      }
     }
-    for (size_t o = 0; o < out.size(); ++o) {
+    for (size_t o = 0; o < outs; ++o) {
       const auto j = static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o]);
-      out[o] = &values({n.id, static_cast<int32_t>(o)})[j];
-      dout[o] = &grads({n.id, static_cast<int32_t>(o)})[j];
+      out_ptrs_[o] = &values({n.id, static_cast<int32_t>(o)})[j];
+      dout_[o] = &grads({n.id, static_cast<int32_t>(o)})[j];
     }
-    const TaskContext ctx = tt.context(t);
-    n.op->grad_f32(GradArgs{n.attrs, in, out, dout, din, ctx});
+    n.op->grad_f32(GradArgs{n.attrs, std::span(in_.data(), ins), std::span(out_ptrs_.data(), outs),
+                            std::span(dout_.data(), outs), std::span(din_.data(), ins),
+                            contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
+    for (size_t i = 0; i < ins; ++i)
+      if (direct_[i]) grads(n.inputs[i])[static_cast<size_t>(shards[i])] = std::move(din_[i]);
     for (size_t i = 0; i < ins; ++i) {
-      if (!is_float(i)) continue;
-      const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
-      const int owner = plan_.owner(n.inputs[i], s);
-      if (owner == me) add_into(grads(n.inputs[i])[static_cast<size_t>(s)], din[i]);
-      else comm_.send(owner, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), din[i].data);
+      if (!is_float(i) || direct_[i]) continue;
+      Tensor<float>& c = contributions.find({t, i})->second;
+      c = std::move(din_[i]);
+      const int owner = plan_.owner(n.inputs[i], shards[i]);
+      if (owner == me) accumulate(n.inputs[i], shards[i], c);
+      else comm_.send(owner, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), c.data);
     }
   }
   for (int64_t t = 0; t < tt.tasks; ++t) {
@@ -206,9 +268,9 @@ void DeviceExecutor::backward_compute(const Node& n) {
     for (size_t i = 0; i < ins; ++i) {
       const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
       if (!is_float(i) || plan_.owner(n.inputs[i], s) != me) continue;
-      Tensor<float> part(plan_.graph->shape(n.inputs[i]).shard_shape());
+      Tensor<float>& part = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
       comm_.recv(np.task_device[static_cast<size_t>(t)], tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), part.data);
-      add_into(grads(n.inputs[i])[static_cast<size_t>(s)], part);
+      accumulate(n.inputs[i], s, part);
     }
   }
 }
@@ -218,28 +280,46 @@ void DeviceExecutor::backward_moves(const Node& n) {
   const int me = comm_.rank();
   auto src_of = [&](const Move& m) { return plan_.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   auto dst_of = [&](const Move& m) { return np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)]; };
-  auto in_extent = [&](const Move& m) { return plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]).shard_shape(); };
+  // The same buffer as the forward move (a cut block or a whole input shard).
+  auto moved = [&](size_t k, const Move& m) -> Tensor<float>& {
+    return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
+                  m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
+                                             : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
+  };
+  auto mark = [&](const Move& m) {
+    const TensorRef x = n.inputs[static_cast<size_t>(m.input)];
+    touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
+  };
+  auto into = [&](const Move& m) -> Tensor<float>& {
+    return grads(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
+  };
   // The transpose of a move: a placement's gradient is cut before sending,
   // a cut's gradient is placed after receiving.
-  auto apply = [&](const Move& m, const Tensor<float>& g) {
-    Tensor<float>& into = grads(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
-    if (m.kind == Move::Kind::kCut) add_block(into, m.offset, g);
-    else add_into(into, g);
-  };
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (dst_of(m) != me) continue;
     const Tensor<float>& dy = grads({n.id, m.output})[static_cast<size_t>(m.out_shard)];
-    const Tensor<float> g = m.kind == Move::Kind::kPlace ? slice_block(dy, m.offset, in_extent(m)) : dy;
-    if (src_of(m) == me) apply(m, g);
-    else comm_.send(src_of(m), tag(n, static_cast<int64_t>(k), true), g.data);
+    if (src_of(m) == me) {
+      if (m.kind == Move::Kind::kPlace) add_from_block(into(m), dy, m.offset);
+      else if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, dy);
+      else add_into(into(m), dy);
+      mark(m);
+    } else if (m.kind == Move::Kind::kPlace) {
+      Tensor<float>& b = moved(k, m);
+      read_block(dy, m.offset, b);
+      comm_.send(src_of(m), tag(n, static_cast<int64_t>(k), true), b.data);
+    } else {
+      comm_.send(src_of(m), tag(n, static_cast<int64_t>(k), true), dy.data);
+    }
   }
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (src_of(m) != me || dst_of(m) == me) continue;
-    Tensor<float> g(m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)].shard_shape() : in_extent(m));
+    Tensor<float>& g = moved(k, m);
     comm_.recv(dst_of(m), tag(n, static_cast<int64_t>(k), true), g.data);
-    apply(m, g);
+    if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, g);
+    else add_into(into(m), g);
+    mark(m);
   }
 }
 

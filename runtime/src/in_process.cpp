@@ -15,7 +15,16 @@ class InProcessCommunicator final : public Communicator {
 
   void send(int to, int64_t tag, std::span<const float> data) override {
     std::lock_guard lock(world_.mutex_);
-    world_.mailboxes_[{rank_, to, tag}].emplace_back(data.begin(), data.end());
+    auto [it, created] = world_.mailboxes_.try_emplace({rank_, to, tag});
+    InProcessWorld::Mailbox& box = it->second;
+    if (created) {
+      box.queue.reserve(2), box.spare.reserve(2);
+      for (int i = 0; i < 2; ++i) box.spare.emplace_back().reserve(data.size());
+    }
+    std::vector<float> msg;
+    if (!box.spare.empty()) msg = std::move(box.spare.back()), box.spare.pop_back();
+    msg.assign(data.begin(), data.end());
+    box.queue.push_back(std::move(msg));
     world_.bytes_ += static_cast<int64_t>(data.size() * sizeof(float));
     world_.arrived_.notify_all();
   }
@@ -23,21 +32,23 @@ class InProcessCommunicator final : public Communicator {
   void recv(int from, int64_t tag, std::span<float> data) override {
     std::unique_lock lock(world_.mutex_);
     const InProcessWorld::Key key{from, rank_, tag};
+    InProcessWorld::Mailbox* box = nullptr;
     world_.arrived_.wait(lock, [&] {
       if (world_.aborted_) return true;
       auto it = world_.mailboxes_.find(key);
-      return it != world_.mailboxes_.end() && !it->second.empty();
+      if (it == world_.mailboxes_.end() || it->second.queue.empty()) return false;
+      box = &it->second;
+      return true;
     });
     if (world_.aborted_) throw std::runtime_error("another device failed");
-    auto it = world_.mailboxes_.find(key);
-    std::vector<float> msg = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) world_.mailboxes_.erase(it);
+    std::vector<float>& msg = box->queue.front();
     if (msg.size() != data.size())
       throw std::logic_error("message size mismatch: device " + std::to_string(from) + " sent " +
                              std::to_string(msg.size()) + " floats, device " + std::to_string(rank_) + " expected " +
                              std::to_string(data.size()));
     std::copy(msg.begin(), msg.end(), data.begin());
+    box->spare.push_back(std::move(msg));
+    box->queue.erase(box->queue.begin());  // a few buffers at most: shifting them moves pointers
   }
 
  private:

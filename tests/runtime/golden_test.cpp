@@ -31,12 +31,7 @@ Graph mlp() {
   return b.finish();
 }
 
-Graph transformer_block() {
-  GraphBuilder b("golden-transformer-block");
-  TensorRef y = b.encoder_block(b.input("x", {2, 8, 16}), 4, 32);
-  b.graph().add_output(b.mse_loss(y, b.input("target", {2, 8, 16})));
-  return b.finish();
-}
+Graph transformer_block() { return encoder_block_regression("golden-transformer-block", 2, 8, 16, 4, 32); }
 
 // max |a - b| / max(max |b|, floor).
 double relative(const Tensor<float>& a, const Tensor<float>& b, double floor) {

@@ -53,7 +53,7 @@ void dropout_k(const KernelArgs<T>& a) {
   const T scale = Num<T>::from_double(1.0 / (1.0 - rate));
   const auto& x = a.in[0]->data;
   auto& y = a.out[0].data;
-  for_each_global_index(a.ctx.output_shapes[0].logical_shape(), a.ctx.output_offsets[0], a.out[0].shape,
+  for_each_global_index(a.ctx.output_shapes[0], a.ctx.output_offsets[0], a.out[0].shape,
                         [&](int64_t i, int64_t g) {
                           const auto k = static_cast<size_t>(i);
                           y[k] = keep_draw(seed, static_cast<uint64_t>(g)) >= rate ? x[k] * scale : Num<T>::zero();
@@ -98,7 +98,7 @@ void dropout_grad(const GradArgs& a) {
   const auto scale = static_cast<float>(1.0 / (1.0 - rate));
   const auto& dy = a.out_grad[0]->data;
   auto& dx = a.in_grad[0].data;
-  for_each_global_index(a.ctx.output_shapes[0].logical_shape(), a.ctx.output_offsets[0], a.out[0]->shape,
+  for_each_global_index(a.ctx.output_shapes[0], a.ctx.output_offsets[0], a.out[0]->shape,
                         [&](int64_t i, int64_t g) {
                           const auto k = static_cast<size_t>(i);
                           if (keep_draw(seed, static_cast<uint64_t>(g)) >= rate) dx[k] += dy[k] * scale;

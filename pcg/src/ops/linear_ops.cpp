@@ -20,7 +20,8 @@ void linear_k(const KernelArgs<T>& a) {
   const Tensor<T>& w = *a.in[1];
   Tensor<T>& y = a.out[0];
   const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
-  gemm(x.data.data(), w.data.data(), y.data.data(), m, k, n, false);
+  // Outputs come zeroed (KernelArgs), so the products accumulate into them.
+  gemm(x.data.data(), w.data.data(), y.data.data(), m, k, n, true);
   const bool bias = a.attrs.get_bool("use_bias");
   const Act act = activation_kind(a.attrs.get_string("activation"));
   if constexpr (std::is_same_v<T, float>) {
@@ -42,7 +43,7 @@ void matmul_k(const KernelArgs<T>& a) {
   const Tensor<T>& x = *a.in[0];
   const Tensor<T>& w = *a.in[1];
   const int64_t k = w.shape[0], n = w.shape[1], m = x.numel() / k;
-  gemm(x.data.data(), w.data.data(), a.out[0].data.data(), m, k, n, false);
+  gemm(x.data.data(), w.data.data(), a.out[0].data.data(), m, k, n, true);
 }
 
 template <class T>
@@ -54,7 +55,7 @@ void batch_matmul_k(const KernelArgs<T>& a) {
                 n = w.shape[static_cast<size_t>(r - 1)];
   const int64_t batches = x.numel() / (m * k);
   for (int64_t b = 0; b < batches; ++b)
-    gemm(x.data.data() + b * m * k, w.data.data() + b * k * n, a.out[0].data.data() + b * m * n, m, k, n, false);
+    gemm(x.data.data() + b * m * k, w.data.data() + b * k * n, a.out[0].data.data() + b * m * n, m, k, n, true);
 }
 
 // Gradients. With z = x W + b and y = act(z): dz = dy * act'(z),

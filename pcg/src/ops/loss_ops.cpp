@@ -12,8 +12,8 @@ void cross_entropy_k(const KernelArgs<T>& a) {
   const Tensor<T>& x = *a.in[0];
   const Tensor<T>& labels = *a.in[1];
   const int64_t classes = x.shape.back(), rows = x.numel() / classes;
-  const auto global = a.ctx.input_shapes[0].logical_shape();
-  const int64_t global_rows = product(global) / global.back();
+  const ParallelTensorShape& global = a.ctx.input_shapes[0];
+  const int64_t global_rows = global.num_elements() / global.dims.back().size;
   T total = Num<T>::zero();
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = x.data.data() + r * classes;
@@ -42,8 +42,8 @@ void mse_k(const KernelArgs<T>& a) {
 void cross_entropy_grad(const GradArgs& a) {
   const Tensor<float>& x = *a.in[0];
   const int64_t classes = x.shape.back(), rows = x.numel() / classes;
-  const auto global = a.ctx.input_shapes[0].logical_shape();
-  const float scale = a.out_grad[0]->data[0] / static_cast<float>(product(global) / global.back());
+  const ParallelTensorShape& global = a.ctx.input_shapes[0];
+  const float scale = a.out_grad[0]->data[0] / static_cast<float>(global.num_elements() / global.dims.back().size);
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x.data.data() + r * classes;
     float* d = a.in_grad[0].data.data() + r * classes;

@@ -153,29 +153,40 @@ void normalize_grad(const float* x, const float* dy, float* dx, int64_t count, i
   if (dbeta) *dbeta += static_cast<float>(sum_dy);
 }
 
-// LayerNorm with gamma per feature: the rows share no statistics, so each
-// row is normalize_grad with gamma folded into dy.
+// LayerNorm: per row, with xh = (x - mean) * rstd and g = dy * gamma,
+// dx = rstd * (g - mean(g) - xh * mean(g * xh)), dgamma += dy * xh,
+// dbeta += dy (normalize_grad's formula, one pass per quantity: this is a
+// tenth of a transformer block's backward).
 void layer_norm_grad(const GradArgs& a) {
   const Tensor<float>& x = *a.in[0];
   const int64_t d = x.shape.back(), rows = x.numel() / d;
   const bool affine = a.attrs.get_bool("affine");
   const double eps = a.attrs.get_float("eps");
-  float* g = scratch_floats(ScratchSlot::kA, static_cast<size_t>(d));
+  const double n = static_cast<double>(d);
+  float* xh = scratch_floats(ScratchSlot::kA, static_cast<size_t>(d));
+  float* g = scratch_floats(ScratchSlot::kB, static_cast<size_t>(d));
+  const float* gamma = affine ? a.in[1]->data.data() : nullptr;
+  float* dgamma = affine ? a.in_grad[1].data.data() : nullptr;
+  float* dbeta = affine ? a.in_grad[2].data.data() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.data.data() + r * d;
     const float* dyr = a.out_grad[0]->data.data() + r * d;
-    for (int64_t j = 0; j < d; ++j) g[static_cast<size_t>(j)] = affine ? dyr[j] * a.in[1]->data[static_cast<size_t>(j)] : dyr[j];
-    normalize_grad(xr, g, a.in_grad[0].data.data() + r * d, d, 1, eps, 1.f, nullptr, nullptr);
-    if (!affine) continue;
+    float* dxr = a.in_grad[0].data.data() + r * d;
     double mean = 0, var = 0;
     for (int64_t j = 0; j < d; ++j) mean += xr[j];
-    mean /= static_cast<double>(d);
+    mean /= n;
     for (int64_t j = 0; j < d; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    const double rstd = 1.0 / std::sqrt(var / static_cast<double>(d) + eps);
+    const double rstd = 1.0 / std::sqrt(var / n + eps);
+    double sum_g = 0, sum_gx = 0;
     for (int64_t j = 0; j < d; ++j) {
-      a.in_grad[1].data[static_cast<size_t>(j)] += static_cast<float>(dyr[j] * (xr[j] - mean) * rstd);
-      a.in_grad[2].data[static_cast<size_t>(j)] += dyr[j];
+      xh[j] = static_cast<float>((xr[j] - mean) * rstd);
+      g[j] = affine ? dyr[j] * gamma[j] : dyr[j];
+      sum_g += g[j], sum_gx += static_cast<double>(g[j]) * xh[j];
     }
+    const auto mg = static_cast<float>(sum_g / n), mgx = static_cast<float>(sum_gx / n), rs = static_cast<float>(rstd);
+    for (int64_t j = 0; j < d; ++j) dxr[j] += rs * (g[j] - mg - xh[j] * mgx);
+    if (!affine) continue;
+    for (int64_t j = 0; j < d; ++j) dgamma[j] += dyr[j] * xh[j], dbeta[j] += dyr[j];
   }
 }
 

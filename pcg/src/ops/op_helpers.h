@@ -56,17 +56,17 @@ void require_same_shape(const TensorType& a, const TensorType& b, const std::str
 std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs);
 
 // Calls f(i, g) for every element i of a local shard with extent `local` at
-// `offset` in a tensor of shape `global`, g being its row-major global index.
-// Runs without allocating (ranks up to 8).
+// `offset` in the logical tensor of `global`, g being its row-major global
+// index. Runs without allocating (ranks up to 8).
 template <class F>
-void for_each_global_index(std::span<const int64_t> global, std::span<const int64_t> offset,
+void for_each_global_index(const ParallelTensorShape& global, std::span<const int64_t> offset,
                            std::span<const int64_t> local, F f) {
   constexpr size_t kMaxRank = 8;
   const size_t r = local.size();
-  require(r <= kMaxRank, "rank " + std::to_string(r) + " is above " + std::to_string(kMaxRank));
+  if (r > kMaxRank) throw Error("rank " + std::to_string(r) + " is above " + std::to_string(kMaxRank));
   std::array<int64_t, kMaxRank> gstrides{}, idx{};
   int64_t stride = 1;
-  for (size_t j = r; j-- > 0;) gstrides[j] = stride, stride *= global[j];
+  for (size_t j = r; j-- > 0;) gstrides[j] = stride, stride *= global.dims[j].size;
   const int64_t n = product(local);
   for (int64_t i = 0; i < n; ++i) {
     int64_t g = 0;

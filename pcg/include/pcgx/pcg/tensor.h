@@ -43,6 +43,15 @@ Tensor<T> slice_block(const Tensor<T>& full, std::span<const int64_t> offset, st
 // Writes `block` into `full` at `offset`.
 template <class T>
 void write_block(Tensor<T>& full, std::span<const int64_t> offset, const Tensor<T>& block);
+// The same without allocating, for the runtime's per-step data movement:
+// out (pre-shaped to the block's extent) = the block of `full` at `offset`;
+// full[offset + block] += block; out += the block of `full` at `offset`.
+template <class T>
+void read_block(const Tensor<T>& full, std::span<const int64_t> offset, Tensor<T>& out);
+template <class T>
+void add_block(Tensor<T>& full, std::span<const int64_t> offset, const Tensor<T>& block);
+template <class T>
+void add_from_block(Tensor<T>& out, const Tensor<T>& full, std::span<const int64_t> offset);
 
 // Lays a logical tensor out as `shape` prescribes, every replica slot a copy.
 template <class T>

@@ -2,8 +2,15 @@
 // One device's share of a training step (DESIGN.md "Runtime"). Every device
 // holds an executor over the same plan and runs the same sequence of
 // calls; each computes only its own tasks and moves, and exchanges shards
-// through its Communicator. Buffers for the shards it owns are allocated
-// once; a step reuses them.
+// through its Communicator.
+//
+// Memory. Every buffer a step needs (the shards it owns and their
+// gradients, shards received from other devices, blocks cut for sending,
+// gradient contributions on their way to another device) is allocated the
+// first time it is needed and reused by every later step; kernels take
+// their temporaries from per-thread scratch. After the first step a
+// single-device or data-parallel step allocates nothing
+// (tests/runtime/allocation_test.cpp counts).
 #include <map>
 #include <string>
 #include <vector>
@@ -34,17 +41,34 @@ class DeviceExecutor {
   Communicator& communicator() { return comm_; }
 
  private:
+  using Slot = std::pair<int64_t, size_t>;  // (task or move, input)
+
   void forward_compute(const Node& n);
   void forward_moves(const Node& n);
   void backward_compute(const Node& n);
   void backward_moves(const Node& n);
   int64_t tag(const Node& n, int64_t index, bool backward) const;
+  // A buffer of one shard of `shape`, kept for (node, slot) across steps.
+  Tensor<float>& buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
+                        const ParallelTensorShape& shape);
+  // Adds a gradient contribution into a shard this device owns.
+  void accumulate(TensorRef t, int64_t shard, const Tensor<float>& g);
 
   const ExecutionPlan& plan_;
   Communicator& comm_;
   std::vector<std::vector<std::vector<Tensor<float>>>> values_, grads_;  // [node][output][shard]
-  // Input shards a task received from another device, kept for backward.
-  std::vector<std::map<std::pair<int64_t, size_t>, Tensor<float>>> received_;
+  // Whether a gradient shard has received anything this backward pass; the
+  // first contribution is written into it directly (it is zero).
+  std::vector<std::vector<std::vector<char>>> touched_;
+  std::vector<std::vector<TaskContext>> contexts_;  // [node][task]
+  std::vector<std::vector<std::vector<int64_t>>> source_offsets_;  // [source node][shard]
+  // Input shards a task received from another device (kept for backward),
+  // blocks in transit for moves, and gradient contributions of a task.
+  std::vector<std::map<Slot, Tensor<float>>> received_, move_buffers_, contributions_;
+  // Per-call argument arrays, sized once to the largest arity.
+  std::vector<const Tensor<float>*> in_, out_ptrs_, dout_;
+  std::vector<Tensor<float>> out_, din_;
+  std::vector<char> direct_;
 };
 
 }  // namespace pcgx::runtime

@@ -2,8 +2,15 @@
 // N virtual devices in one process: each runs on its own thread with its own
 // Communicator; messages are copied through shared mailboxes, so a device
 // never reads another device's memory.
+//
+// A training step sends the same messages (same keys, same sizes) every
+// step, so each mailbox keeps its key and recycles its message buffers:
+// once every key has been used, sending allocates only when more messages
+// of one key are in flight than ever before (a device running more steps
+// ahead of its receiver than it did so far). A new mailbox starts with
+// two buffers: a device of a data-parallel step is never more than one
+// step ahead of the others, which needs at most two.
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,10 +39,14 @@ class InProcessWorld {
  private:
   friend class InProcessCommunicator;
   using Key = std::tuple<int, int, int64_t>;  // from, to, tag
+  struct Mailbox {
+    std::vector<std::vector<float>> queue;  // undelivered, oldest first
+    std::vector<std::vector<float>> spare;  // delivered buffers, for reuse
+  };
   int devices_;
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
-  std::map<Key, std::deque<std::vector<float>>> mailboxes_;
+  std::map<Key, Mailbox> mailboxes_;
   int64_t bytes_ = 0;
   bool aborted_ = false;
   std::vector<std::unique_ptr<Communicator>> comms_;
