@@ -4,9 +4,26 @@ models (bench/runtime.cpp builds them for pcgx), float32, CPU, SGD, one
 thread unless --threads. Prints one line per model: NAME STEPS_PER_SECOND."""
 import argparse
 import math
+import os
+import sys
 import time
 
-import torch
+
+def threads_arg():
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+    return "1"
+
+
+# torch.set_num_threads does not reach OpenBLAS's own thread pool (Debian's
+# PyTorch calls OpenBLAS for its products, which by default runs on every
+# core): its thread count is read from the environment when the library
+# loads, so it is set before torch is imported.
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = threads_arg()
+
+import torch  # noqa: E402
 
 
 def mlp(batch, hidden, layers):
