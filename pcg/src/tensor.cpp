@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/pcg/modular.h"
 
 namespace pcgx {
@@ -22,13 +22,12 @@ std::vector<int64_t> strides_of(std::span<const int64_t> shape) {
 template <class F>
 static void for_each_row(std::span<const int64_t> full_shape, std::span<const int64_t> offset,
                          std::span<const int64_t> extent, F&& f) {
-  constexpr size_t kMaxRank = 8;
   const size_t k = full_shape.size();
   if (k == 0) {
     f(int64_t{0}, int64_t{0});
     return;
   }
-  if (k > kMaxRank) throw std::invalid_argument("tensor rank " + std::to_string(k) + " is above 8");
+  if (k > kMaxRank) throw Error("tensor rank " + std::to_string(k) + " is above " + std::to_string(kMaxRank));
   std::array<int64_t, kMaxRank> fs{}, idx{};
   fs[k - 1] = 1;
   for (size_t j = k - 1; j-- > 0;) fs[j] = fs[j + 1] * full_shape[j + 1];

@@ -76,6 +76,13 @@ Tensor<float>& DeviceExecutor::buffer(std::vector<std::map<Slot, Tensor<float>>>
   return it->second;
 }
 
+Tensor<float>& DeviceExecutor::move_buffer(const Node& n, size_t k) {
+  const Move& m = plan_.nodes[static_cast<size_t>(n.id)].moves[k];
+  return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
+                m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
+                                           : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
+}
+
 void DeviceExecutor::accumulate(TensorRef t, int64_t shard, const Tensor<float>& g) {
   add_into(grads(t)[static_cast<size_t>(shard)], g);
   touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)] = 1;
@@ -156,17 +163,11 @@ void DeviceExecutor::forward_moves(const Node& n) {
   auto input = [&](const Move& m) -> const Tensor<float>& {
     return values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
   };
-  // What travels: a cut block, or a whole input shard. One buffer per move.
-  auto moved = [&](size_t k, const Move& m) -> Tensor<float>& {
-    return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
-                  m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
-                                             : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
-  };
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (src_of(m) != me || dst_of(m) == me) continue;
     if (m.kind == Move::Kind::kCut) {
-      Tensor<float>& b = moved(k, m);
+      Tensor<float>& b = move_buffer(n, k);
       read_block(input(m), m.offset, b);
       comm_.send(dst_of(m), tag(n, static_cast<int64_t>(k), false), b.data);
     } else {
@@ -185,7 +186,7 @@ void DeviceExecutor::forward_moves(const Node& n) {
       else add_into(y, input(m));
       continue;
     }
-    Tensor<float>& x = moved(k, m);
+    Tensor<float>& x = move_buffer(n, k);
     comm_.recv(src_of(m), tag(n, static_cast<int64_t>(k), false), x.data);
     if (m.kind == Move::Kind::kPlace) add_block(y, m.offset, x);
     else add_into(y, x);
@@ -280,12 +281,6 @@ void DeviceExecutor::backward_moves(const Node& n) {
   const int me = comm_.rank();
   auto src_of = [&](const Move& m) { return plan_.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   auto dst_of = [&](const Move& m) { return np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)]; };
-  // The same buffer as the forward move (a cut block or a whole input shard).
-  auto moved = [&](size_t k, const Move& m) -> Tensor<float>& {
-    return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
-                  m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
-                                             : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
-  };
   auto mark = [&](const Move& m) {
     const TensorRef x = n.inputs[static_cast<size_t>(m.input)];
     touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
@@ -305,7 +300,7 @@ void DeviceExecutor::backward_moves(const Node& n) {
       else add_into(into(m), dy);
       mark(m);
     } else if (m.kind == Move::Kind::kPlace) {
-      Tensor<float>& b = moved(k, m);
+      Tensor<float>& b = move_buffer(n, k);
       read_block(dy, m.offset, b);
       comm_.send(src_of(m), tag(n, static_cast<int64_t>(k), true), b.data);
     } else {
@@ -315,7 +310,7 @@ void DeviceExecutor::backward_moves(const Node& n) {
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (src_of(m) != me || dst_of(m) == me) continue;
-    Tensor<float>& g = moved(k, m);
+    Tensor<float>& g = move_buffer(n, k);
     comm_.recv(dst_of(m), tag(n, static_cast<int64_t>(k), true), g.data);
     if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, g);
     else add_into(into(m), g);

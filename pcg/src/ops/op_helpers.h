@@ -61,7 +61,6 @@ std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs);
 template <class F>
 void for_each_global_index(const ParallelTensorShape& global, std::span<const int64_t> offset,
                            std::span<const int64_t> local, F f) {
-  constexpr size_t kMaxRank = 8;
   const size_t r = local.size();
   if (r > kMaxRank) throw Error("rank " + std::to_string(r) + " is above " + std::to_string(kMaxRank));
   std::array<int64_t, kMaxRank> gstrides{}, idx{};

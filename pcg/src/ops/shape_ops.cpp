@@ -72,7 +72,6 @@ void reshape_k(const KernelArgs<T>& a) {
 // source offset kept incrementally; no allocation (ranks up to kMaxRank).
 template <class T>
 void permute(const Tensor<T>& x, std::span<const int64_t> perm, Tensor<T>& y) {
-  constexpr size_t kMaxRank = 8;
   const size_t r = y.shape.size();
   if (r > kMaxRank) throw Error("Transpose: rank " + std::to_string(r) + " is above " + std::to_string(kMaxRank));
   if (r == 0 || y.data.empty()) return;
@@ -115,8 +114,8 @@ void reshape_grad(const GradArgs& a) { a.in_grad[0].data = a.out_grad[0]->data; 
 // dx is dy permuted back: dx's dimension perm[d] is dy's d.
 void transpose_grad(const GradArgs& a) {
   const IntList& perm = a.attrs.get_ints("perm");
-  std::array<int64_t, 8> inverse{};
-  if (perm.size() > inverse.size()) throw Error("Transpose: rank above 8");
+  std::array<int64_t, kMaxRank> inverse{};
+  if (perm.size() > kMaxRank) throw Error("Transpose: rank " + std::to_string(perm.size()) + " is above " + std::to_string(kMaxRank));
   for (size_t d = 0; d < perm.size(); ++d) inverse[static_cast<size_t>(perm[d])] = static_cast<int64_t>(d);
   Tensor<float>& dx = a.in_grad[0];
   permute(*a.out_grad[0], std::span<const int64_t>(inverse.data(), perm.size()), dx);

@@ -12,6 +12,10 @@
 
 namespace pcgx {
 
+// The highest rank the allocation-free index walks (block copies, transpose,
+// global element indices) handle: they keep their indices in fixed arrays.
+inline constexpr size_t kMaxRank = 8;
+
 inline int64_t product(std::span<const int64_t> v) {
   return std::accumulate(v.begin(), v.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
 }

@@ -51,6 +51,9 @@ class DeviceExecutor {
   // A buffer of one shard of `shape`, kept for (node, slot) across steps.
   Tensor<float>& buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
                         const ParallelTensorShape& shape);
+  // What move k of shard-level node n carries between devices, in both
+  // passes: the cut block (Repartition) or the whole input shard.
+  Tensor<float>& move_buffer(const Node& n, size_t k);
   // Adds a gradient contribution into a shard this device owns.
   void accumulate(TensorRef t, int64_t shard, const Tensor<float>& g);
 
