@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch's side of bench_runtime: training steps per second of the same
 models (bench/runtime.cpp builds them for pcgx), float32, CPU, SGD, one
-thread unless --threads. Prints one line per model: NAME STEPS_PER_SECOND."""
+thread unless --threads (PyTorch's own threads) and --blas-threads (its
+BLAS's, default the same). Prints one line per model: NAME STEPS_PER_SECOND."""
 import argparse
 import math
 import os
@@ -9,19 +10,20 @@ import sys
 import time
 
 
-def threads_arg():
+def arg(name, default):
     for i, a in enumerate(sys.argv):
-        if a == "--threads" and i + 1 < len(sys.argv):
+        if a == name and i + 1 < len(sys.argv):
             return sys.argv[i + 1]
-    return "1"
+    return default
 
 
 # torch.set_num_threads does not reach OpenBLAS's own thread pool (Debian's
 # PyTorch calls OpenBLAS for its products, which by default runs on every
 # core): its thread count is read from the environment when the library
 # loads, so it is set before torch is imported.
-for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = threads_arg()
+os.environ["OMP_NUM_THREADS"] = arg("--threads", "1")
+for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = arg("--blas-threads", arg("--threads", "1"))
 
 import torch  # noqa: E402
 
@@ -94,6 +96,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--blas-threads", type=int)
     ap.add_argument("--mlp", type=int, nargs=3, default=[64, 256, 4], metavar=("BATCH", "HIDDEN", "LAYERS"))
     ap.add_argument("--block", type=int, nargs=5, default=[8, 64, 128, 4, 512], metavar=("B", "S", "H", "HEADS", "FFN"))
     a = ap.parse_args()
@@ -105,7 +108,7 @@ def main():
     # reference one unless an optimized libblas.so.3 such as OpenBLAS is installed).
     with open("/proc/self/maps") as maps:
         libs = sorted({line.split()[-1] for line in maps if "blas" in line.split()[-1]})
-    print("blas", libs[0] if libs else "unknown")
+    print("blas", libs[0] if libs else "unknown", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,12 @@ bool mpi_launched() {
   return false;
 }
 
+int mpi_local_ranks(int world_size) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* s = std::getenv(v); s && std::atoi(s) > 0) return std::atoi(s);
+  return world_size;
+}
+
 #ifdef PCGX_HAVE_MPI
 
 bool mpi_built() { return true; }

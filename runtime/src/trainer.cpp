@@ -1,10 +1,13 @@
 #include "pcgx/runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/kernel_threads.h"
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/mpi.h"
@@ -26,6 +29,7 @@ struct Setup {
 
 Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
   if (options.steps < 1) throw Error("--steps: must be at least 1");
+  if (options.threads < 1) throw Error("--threads: must be at least 1");
   validate(options.optimizer);
   std::vector<NodeId> weights, inputs;
   for (const Node& n : g.nodes()) {
@@ -48,6 +52,12 @@ Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, co
 // One device's training loop; rank 0 records the losses and step times.
 std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Communicator& comm, const TrainOptions& options,
                                            TrainResult& result) {
+  // One device runs on the caller's thread: its own setting comes back after.
+  struct KernelThreads {
+    int saved = kernel_threads();
+    explicit KernelThreads(int n) { set_kernel_threads(n); }
+    ~KernelThreads() { set_kernel_threads(saved); }
+  } threads(options.threads);
   auto ex = std::make_unique<DeviceExecutor>(s.plan, comm);
   std::vector<Tensor<float>*> params;
   std::vector<const Tensor<float>*> grads;
@@ -84,6 +94,11 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
 constexpr int64_t kParameterTag = -(int64_t{1} << 62);
 
 }  // namespace
+
+int default_kernel_threads(int local_devices) {
+  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(local_devices, 1));
+}
 
 TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
   const Setup setup = prepare(g, views, devices, options);

@@ -7,6 +7,7 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/gradients.h"
+#include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/in_process.h"
@@ -170,6 +171,27 @@ INSTANTIATE_TEST_SUITE_P(Tiny, Runtime,
                                            "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
                          param_name);
 
+// Kernel threads change who computes a piece, never how: data parallelism
+// on 2 devices with 1 and with 3 kernel threads each ends with the same
+// bits, with SGD and Adam, for an encoder block large enough that its
+// products are tiled and its loops run in pieces, and an MLP with enough
+// parameters (1.2 M) that the optimizer's update is shared.
+TEST(Runtime, KernelThreadsDoNotChangeTraining) {
+  for (const Graph& model : {encoder_block_regression("block", 8, 64, 128, 4, 512),
+                             build_model("mlp", {{"batch", 32}, {"hidden", 640}, {"layers", 3}})}) {
+    const Mapped dp = strategy(model, "data-parallel", 2);
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      SCOPED_TRACE(model.name() + " " + optimizer);
+      TrainOptions o;
+      o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = optimizer;
+      const TrainResult one = train(dp.graph, dp.views, 2, o);
+      o.threads = 3;
+      const TrainResult three = train(dp.graph, dp.views, 2, o);
+      EXPECT_EQ(three.losses, one.losses);
+      for (const auto& [name, w] : one.parameters) EXPECT_EQ(three.parameters.at(name).data, w.data) << name;
+    }
+  }
+}
 
 // A pipelined strategy (2 stages of 2 devices, unity inside each stage,
 // 2 micro-batches) is a PCG like any other: the runtime runs its stages'

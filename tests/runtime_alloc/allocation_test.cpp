@@ -69,9 +69,9 @@ constexpr int64_t kWarmup = 2, kSteps = 8;
 // 0 opens the window when it finishes step kWarmup and closes it after its
 // last step; the other devices of a data-parallel run are at most one step
 // apart from it).
-int64_t steady_state_allocations(const Graph& g, std::span<const DeviceView> views, int devices) {
+int64_t steady_state_allocations(const Graph& g, std::span<const DeviceView> views, int devices, int threads = 1) {
   TrainOptions o;
-  o.steps = kSteps, o.optimizer.lr = 0.01, o.batches = 1;
+  o.steps = kSteps, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads;
   o.progress = [](const StepReport& r) {
     if (r.step == kWarmup) allocations = 0, counting = true;
     if (r.step == kSteps) counting = false;
@@ -87,15 +87,27 @@ Graph model_for(const std::string& name) { return name == "encoder-block" ? enco
 
 TEST_P(NoAllocation, OneDevice) { EXPECT_EQ(steady_state_allocations(model_for(GetParam()), {}, 1), 0); }
 
-TEST_P(NoAllocation, DataParallelOnFourDevices) {
-  const Graph model = model_for(GetParam());
-  const search::CostModel cm(search::find_machine("cpu-host").with_devices(4), search::default_efficiency());
+int64_t data_parallel_allocations(const Graph& model, int devices, int threads = 1) {
+  const search::CostModel cm(search::find_machine("cpu-host").with_devices(devices), search::default_efficiency());
   const search::MachineMapper mapper(cm);
   const Graph dp = search::best_data_parallel(model, mapper);
   const search::Strategy st = mapper.map(dp);
   std::vector<DeviceView> views;
   for (const auto& v : st.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
-  EXPECT_EQ(steady_state_allocations(dp, views, 4), 0);
+  return steady_state_allocations(dp, views, devices, threads);
+}
+
+TEST_P(NoAllocation, DataParallelOnFourDevices) { EXPECT_EQ(data_parallel_allocations(model_for(GetParam()), 4), 0); }
+
+// Kernel threads (OpenMP) on models large enough that products are tiled
+// and loops run in pieces: the threads' teams and scratch settle in warm-up.
+TEST(NoAllocationWithKernelThreads, OneDeviceOnThreeThreads) {
+  EXPECT_EQ(steady_state_allocations(encoder_block_regression("block", 4, 64, 128, 4, 512), {}, 1, 3), 0);
+  EXPECT_EQ(steady_state_allocations(build_model("mlp", {{"batch", 96}, {"hidden", 640}, {"layers", 3}}), {}, 1, 3), 0);
+}
+
+TEST(NoAllocationWithKernelThreads, DataParallelOnTwoDevicesOfTwoThreads) {
+  EXPECT_EQ(data_parallel_allocations(encoder_block_regression("block", 8, 64, 128, 4, 512), 2, 2), 0);
 }
 
 std::string param_name(const ::testing::TestParamInfo<std::string>& info) {

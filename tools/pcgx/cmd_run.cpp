@@ -72,7 +72,7 @@ void add_run_command(CLI::App& app) {
   static std::string target, backend = "auto", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
                      search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data;
   static std::vector<std::string> sets;
-  static int64_t devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
+  static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9;
   static bool optimize = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
@@ -82,6 +82,9 @@ void add_run_command(CLI::App& app) {
                   "cpu (virtual devices, one thread each, in this process) or mpi (one device per rank of mpirun -np N); "
                   "auto: mpi when started by mpirun, else cpu")
       ->capture_default_str();
+  cmd->add_option("--threads", threads,
+                  "kernel threads per device (0, the default: this machine's cores divided among the devices on it); "
+                  "results do not depend on it");
   cmd->add_option("--steps", steps, "training steps")->capture_default_str();
   cmd->add_option("--batch", batch, "global batch size of a zoo model (default: the model's)");
   cmd->add_option("--lr", lr, "learning rate")->capture_default_str();
@@ -117,6 +120,7 @@ void add_run_command(CLI::App& app) {
     if (devices < 0) throw Error("--devices: must be positive");
     if (batches < 1) throw Error("--batches: must be at least 1");
     if (batch < 0) throw Error("--batch: must be positive");
+    if (threads < 0) throw Error("--threads: must be positive");
     runtime::TrainOptions o;
     o.steps = steps, o.seed = static_cast<uint64_t>(seed), o.batches = batches;
     o.optimizer.kind = optimizer, o.optimizer.lr = lr, o.optimizer.momentum = momentum;
@@ -208,8 +212,11 @@ void add_run_command(CLI::App& app) {
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
     o.progress = [&](const runtime::StepReport& r) { print_progress(r, s.batch, tty, last); };
+    const int local = world ? runtime::mpi_local_ranks(world->size()) : static_cast<int>(devices);
+    o.threads = threads > 0 ? static_cast<int>(threads) : runtime::default_kernel_threads(local);
     std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << (world ? " MPI rank" : " cpu device") << (devices == 1 ? "" : "s")
-              << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << "\n";
+              << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << ", "
+              << o.threads << " kernel thread" << (o.threads == 1 ? "" : "s") << " each\n";
     s.options = o;
     training = true;
     s.result = world ? runtime::train(graph, views, *world, o) : runtime::train(graph, views, static_cast<int>(devices), o);

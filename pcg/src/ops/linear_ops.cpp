@@ -2,6 +2,7 @@
 // Their parallel kinds are data (batch dims), model (output columns) and
 // reduction (the contraction dimension, output as partial sums).
 #include "gemm.h"
+#include "pcgx/pcg/kernel_threads.h"
 #include "numeric.h"
 #include "op_helpers.h"
 #include "scratch.h"
@@ -54,8 +55,10 @@ void batch_matmul_k(const KernelArgs<T>& a) {
   const int64_t m = x.shape[static_cast<size_t>(r - 2)], k = x.shape[static_cast<size_t>(r - 1)],
                 n = w.shape[static_cast<size_t>(r - 1)];
   const int64_t batches = x.numel() / (m * k);
-  for (int64_t b = 0; b < batches; ++b)
+  // One product per batch item, the items shared by the kernel threads.
+  parallel_pieces(batches, [&](int64_t b) {
     gemm(x.data.data() + b * m * k, w.data.data() + b * k * n, a.out[0].data.data() + b * m * n, m, k, n, true);
+  });
 }
 
 // Gradients. With z = x W + b and y = act(z): dz = dy * act'(z),
@@ -102,10 +105,10 @@ void batch_matmul_grad(const GradArgs& a) {
                 n = w.shape[static_cast<size_t>(r - 1)];
   const int64_t batches = x.numel() / (m * k);
   const float* dy = a.out_grad[0]->data.data();
-  for (int64_t b = 0; b < batches; ++b) {
+  parallel_pieces(batches, [&](int64_t b) {
     gemm_add(dy + b * m * n, false, w.data.data() + b * k * n, true, a.in_grad[0].data.data() + b * m * k, m, n, k);
     gemm_add(x.data.data() + b * m * k, true, dy + b * m * n, false, a.in_grad[1].data.data() + b * k * n, k, m, n);
-  }
+  });
 }
 
 double gemm_flops(std::span<const TensorType> in, std::span<const TensorType> out, int contraction_input, int dim) {

@@ -1,5 +1,7 @@
 #include "vector_math.h"
 
+#include "pcgx/pcg/kernel_threads.h"
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
@@ -73,9 +75,37 @@ float staged_sum(const float* x, size_t n) {
   return total;
 }
 
+// Kernel threads share a loop in pieces of whole staging blocks (or whole
+// rows), fixed by the sizes alone, so a piece boundary never changes how an
+// element is computed.
+constexpr size_t kPiece = 32 * kBlock;
+
+// f(begin, count) over [0, n) in pieces.
+template <class F>
+void over_elements(size_t n, F f) {
+  const auto pieces = static_cast<int64_t>((n + kPiece - 1) / kPiece);
+  parallel_pieces(pieces, [&](int64_t p) {
+    const size_t begin = static_cast<size_t>(p) * kPiece;
+    f(begin, std::min(kPiece, n - begin));
+  });
+}
+
+// f(first row, rows) over m rows of n in pieces of about kPiece elements.
+template <class F>
+void over_rows(int64_t m, int64_t n, F f) {
+  const int64_t per = std::max<int64_t>(1, static_cast<int64_t>(kPiece) / std::max<int64_t>(n, 1));
+  parallel_pieces((m + per - 1) / per, [&](int64_t p) { f(p * per, std::min(per, m - p * per)); });
+}
+
 }  // namespace
 
-void activate(Act act, float* y, size_t n) {
+void add(float* into, const float* x, size_t n) {
+  Arr(into, static_cast<Eigen::Index>(n)) += CArr(x, static_cast<Eigen::Index>(n));
+}
+
+namespace {
+
+void serial_activate(Act act, float* y, size_t n) {
   switch (act) {
     case Act::kNone: return;
     case Act::kRelu: Arr(y, static_cast<Eigen::Index>(n)) = Arr(y, static_cast<Eigen::Index>(n)).max(0.f); return;
@@ -87,7 +117,7 @@ void activate(Act act, float* y, size_t n) {
   }
 }
 
-void activation_backward(Act act, const float* z, const float* y, const float* dy, float* dz, size_t n) {
+void serial_activation_backward(Act act, const float* z, const float* y, const float* dy, float* dz, size_t n) {
   const auto len = static_cast<Eigen::Index>(n);
   CArr Y(y, len), DY(dy, len);
   Arr DZ(dz, len);
@@ -104,25 +134,20 @@ void activation_backward(Act act, const float* z, const float* y, const float* d
   });
 }
 
-void activation_backward_add(Act act, const float* x, const float* y, const float* dy, float* dx, size_t n) {
+void serial_activation_backward_add(Act act, const float* x, const float* y, const float* dy, float* dx, size_t n) {
   alignas(64) float buf[kBlock];
   for (size_t i = 0; i < n; i += kBlock) {
     const size_t len = std::min(kBlock, n - i);
-    activation_backward(act, x ? x + i : nullptr, y + i, dy + i, buf, len);
+    serial_activation_backward(act, x ? x + i : nullptr, y + i, dy + i, buf, len);
     add(dx + i, buf, len);
   }
 }
 
-void add_bias(float* y, const float* bias, int64_t m, int64_t n) {
+void serial_add_bias(float* y, const float* bias, int64_t m, int64_t n) {
   for (int64_t i = 0; i < m; ++i) add(y + i * n, bias, static_cast<size_t>(n));
 }
 
-void add_column_sums(const float* x, int64_t m, int64_t n, float* into) {
-  // Rows in order: each column's sum has one fixed order whatever the addresses.
-  for (int64_t i = 0; i < m; ++i) add(into, x + i * n, static_cast<size_t>(n));
-}
-
-void softmax_rows(const float* x, float* y, int64_t m, int64_t n) {
+void serial_softmax_rows(const float* x, float* y, int64_t m, int64_t n) {
   const auto len = static_cast<size_t>(n);
   for (int64_t r = 0; r < m; ++r) {
     const float* in = x + r * n;
@@ -134,15 +159,51 @@ void softmax_rows(const float* x, float* y, int64_t m, int64_t n) {
   }
 }
 
-void softmax_rows_backward_add(const float* y, const float* dy, float* dx, int64_t m, int64_t n) {
+void serial_softmax_rows_backward_add(const float* y, const float* dy, float* dx, int64_t m, int64_t n) {
   for (int64_t r = 0; r < m; ++r) {
     const float dot = staged_dot(y + r * n, dy + r * n, static_cast<size_t>(n));
     Arr(dx + r * n, n) += CArr(y + r * n, n) * (CArr(dy + r * n, n) - dot);
   }
 }
 
-void add(float* into, const float* x, size_t n) {
-  Arr(into, static_cast<Eigen::Index>(n)) += CArr(x, static_cast<Eigen::Index>(n));
+
+}  // namespace
+
+void activate(Act act, float* y, size_t n) {
+  over_elements(n, [&](size_t b, size_t len) { serial_activate(act, y + b, len); });
+}
+
+void activation_backward(Act act, const float* z, const float* y, const float* dy, float* dz, size_t n) {
+  over_elements(n, [&](size_t b, size_t len) {
+    serial_activation_backward(act, z ? z + b : nullptr, y + b, dy + b, dz + b, len);
+  });
+}
+
+void activation_backward_add(Act act, const float* x, const float* y, const float* dy, float* dx, size_t n) {
+  over_elements(n, [&](size_t b, size_t len) {
+    serial_activation_backward_add(act, x ? x + b : nullptr, y + b, dy + b, dx + b, len);
+  });
+}
+
+void add_bias(float* y, const float* bias, int64_t m, int64_t n) {
+  over_rows(m, n, [&](int64_t r, int64_t rows) { serial_add_bias(y + r * n, bias, rows, n); });
+}
+
+void add_column_sums(const float* x, int64_t m, int64_t n, float* into) {
+  // Pieces of columns: each column is still summed over all rows in order.
+  const int64_t per = std::max<int64_t>(256, static_cast<int64_t>(kPiece) / std::max<int64_t>(m, 1)) / 16 * 16;
+  parallel_pieces((n + per - 1) / per, [&](int64_t p) {
+    const int64_t j = p * per, w = std::min(per, n - j);
+    for (int64_t i = 0; i < m; ++i) add(into + j, x + i * n + j, static_cast<size_t>(w));
+  });
+}
+
+void softmax_rows(const float* x, float* y, int64_t m, int64_t n) {
+  over_rows(m, n, [&](int64_t r, int64_t rows) { serial_softmax_rows(x + r * n, y + r * n, rows, n); });
+}
+
+void softmax_rows_backward_add(const float* y, const float* dy, float* dx, int64_t m, int64_t n) {
+  over_rows(m, n, [&](int64_t r, int64_t rows) { serial_softmax_rows_backward_add(y + r * n, dy + r * n, dx + r * n, rows, n); });
 }
 
 }  // namespace pcgx::ops::vec

@@ -26,6 +26,9 @@ bool mpi_built();
 // Whether this process was started by an MPI launcher (mpirun / mpiexec /
 // srun set these variables), with more than one rank.
 bool mpi_launched();
+// Ranks of this job on this machine, as the launcher tells them (Open MPI,
+// MPICH), else `world_size`: the devices sharing this machine's cores.
+int mpi_local_ranks(int world_size);
 
 class MpiWorld {
  public:

@@ -1,7 +1,8 @@
 #pragma once
 // Optimizers: SGD with momentum (PyTorch's form: v = mu v + g; w -= lr v)
 // and Adam (bias-corrected). Each device updates the weight shards it owns;
-// state is kept per shard, allocated on the first step.
+// state is kept per shard, allocated on the first step. The update runs on
+// the kernel threads (kernel_threads.h) in pieces fixed by the shard sizes.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -30,7 +31,12 @@ class Optimizer {
  private:
   OptimizerOptions o_;
   int64_t steps_ = 0;
+  struct Piece {
+    size_t tensor, begin, size;
+  };
   std::vector<std::vector<float>> m_, v_;
+  std::vector<Piece> pieces_;
+  size_t total_ = 0;  // parameters
 };
 
 }  // namespace pcgx::runtime

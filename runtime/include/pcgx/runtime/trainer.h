@@ -31,6 +31,7 @@ struct TrainOptions {
   uint64_t seed = 1;
   int64_t batches = 8;  // distinct synthetic batches, cycled
   const BatchSource* data = nullptr;  // the batches (dataset.h); null: the synthetic teacher task
+  int threads = 1;  // kernel threads of each device (pcgx/pcg/kernel_threads.h); results do not depend on it
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
 };
 
@@ -43,6 +44,10 @@ struct TrainResult {
   std::string target;                // the input the teacher labels ("" with user data)
   std::string data;                  // BatchSource::describe()
 };
+
+// Kernel threads per device that share this machine's cores among
+// `local_devices` devices running on it: at least 1.
+int default_kernel_threads(int local_devices);
 
 // Throws pcgx::Error for a graph the runtime cannot run (see make_plan), a
 // weight whose source is itself replicated, or bad options.
