@@ -8,6 +8,9 @@
 namespace pcgx::search {
 namespace {
 
+// A depth-first search that binds rule nodes in place and undoes them on
+// backtracking (copying the bindings per candidate was most of the
+// search's allocations).
 struct Matcher {
   const Graph& g;
   const Rule& rule;
@@ -15,79 +18,117 @@ struct Matcher {
   bool generic;
   const MatchOptions& options;
 
-  struct State {
-    std::vector<NodeId> nodes;
-    std::map<std::string, TensorRef> vars;
-    std::vector<NodeId> used;  // graph nodes taken, to keep the match injective
-    int64_t k = 0;             // 0: unbound
+  std::vector<NodeId> nodes;    // per rule node: the graph node (-1: unbound; operators only)
+  std::vector<TensorRef> vars;  // per rule node: the bound tensor (node -1: unbound; variables only)
+  std::vector<NodeId> trail;    // rule nodes in binding order
+  std::vector<NodeId> used;     // graph nodes taken, to keep the match injective
+  int64_t k = 0;                // 0: unbound
+
+  struct Mark {
+    size_t trail;
+    int64_t k;
   };
+  Mark mark() const { return {trail.size(), k}; }
+  void undo(Mark m) {
+    while (trail.size() > m.trail) {
+      const NodeId p = trail.back();
+      trail.pop_back();
+      if (vars[static_cast<size_t>(p)].node != -1) {
+        vars[static_cast<size_t>(p)] = {-1, 0};
+      } else {
+        nodes[static_cast<size_t>(p)] = -1;
+        used.pop_back();
+      }
+    }
+    k = m.k;
+  }
 
-  bool degree_ok(int64_t rule_v, int64_t graph_v, State& s) const { return match_degree(rule_v, graph_v, generic, s.k); }
+  bool degree_ok(int64_t rule_v, int64_t graph_v) { return match_degree(rule_v, graph_v, generic, k); }
 
-  bool state_ok(const ParallelTensorShape& p, const ParallelTensorShape& t, State& s) const {
+  bool state_ok(const ParallelTensorShape& p, const ParallelTensorShape& t) {
     if (p.rank() != t.rank() || p.dtype != t.dtype) return false;
     for (int d = 0; d < p.rank(); ++d) {
       const auto &a = p.dims[static_cast<size_t>(d)], &b = t.dims[static_cast<size_t>(d)];
       if (a.pipeline != 1 || b.pipeline != 1) return false;
-      if (!degree_ok(a.degree, b.degree, s)) return false;
+      if (!degree_ok(a.degree, b.degree)) return false;
     }
-    return degree_ok(p.replica, t.replica, s);
+    return degree_ok(p.replica, t.replica);
   }
 
-  bool attrs_ok(const Node& pn, const Node& gn, State& s) const {
-    for (const auto& [name, v] : pn.attrs.values()) {
-      const AttrValue& w = gn.attrs.at(name);
-      if (pn.op->op_class == OpClass::kParallel && name == "degree") {
-        if (!degree_ok(std::get<int64_t>(v), std::get<int64_t>(w), s)) return false;
-      } else if (pn.op->name == "Split" && name == "sizes") {
-        const auto &a = std::get<IntList>(v), &b = std::get<IntList>(w);
-        if (a.size() != b.size()) return false;
-        for (size_t i = 0; i < a.size(); ++i)
-          if (a[i] * b[0] != b[i] * a[0]) return false;
-      } else if (!(v == w)) {
-        return false;
-      }
+  bool attr_ok(const Node& pn, const std::string& name, const AttrValue& v, const AttrValue& w) {
+    if (pn.op->op_class == OpClass::kParallel && name == "degree") return degree_ok(std::get<int64_t>(v), std::get<int64_t>(w));
+    if (pn.op->name == "Split" && name == "sizes") {
+      const auto &a = std::get<IntList>(v), &b = std::get<IntList>(w);
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] * b[0] != b[i] * a[0]) return false;
+      return true;
     }
+    return v == w;
+  }
+
+  bool attrs_ok(const Node& pn, const Node& gn) {
+    // Normalized attributes of one operator have the same names in the same
+    // order: walk both maps together, looking names up only if they differ.
+    const auto &pa = pn.attrs.values(), &ga = gn.attrs.values();
+    if (pa.size() == ga.size()) {
+      auto it = ga.begin();
+      bool aligned = true;
+      for (const auto& [name, v] : pa) {
+        if (it->first != name) {
+          aligned = false;
+          break;
+        }
+        if (!attr_ok(pn, name, v, it->second)) return false;
+        ++it;
+      }
+      if (aligned) return true;
+    }
+    for (const auto& [name, v] : pa)
+      if (!attr_ok(pn, name, v, gn.attrs.at(name))) return false;
     return true;
   }
 
-  bool match(TensorRef p, TensorRef t, State& s) const {
+  // Binds rule tensor p to graph tensor t and everything above it; on
+  // failure the bindings made are left for the caller's undo.
+  bool match(TensorRef p, TensorRef t) {
     const Node& pn = rule.source.node(p.node);
+    const auto pi = static_cast<size_t>(p.node);
     if (pn.op->op_class == OpClass::kSource) {
-      auto it = s.vars.find(pn.name);
-      if (it != s.vars.end()) return it->second == t;
-      if (!state_ok(pn.outputs[0], g.shape(t), s)) return false;
-      s.vars.emplace(pn.name, t);
+      if (vars[pi].node != -1) return vars[pi] == t;
+      if (!state_ok(pn.outputs[0], g.shape(t))) return false;
+      vars[pi] = t;
+      trail.push_back(p.node);
       return true;
     }
     if (p.output != t.output) return false;
-    NodeId& slot = s.nodes[static_cast<size_t>(p.node)];
-    if (slot != -1) return slot == t.node;
+    if (nodes[pi] != -1) return nodes[pi] == t.node;
     const Node& gn = g.node(t.node);
     if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size()) return false;
-    if (std::find(s.used.begin(), s.used.end(), t.node) != s.used.end()) return false;
-    if (!attrs_ok(pn, gn, s)) return false;
-    slot = t.node;
-    s.used.push_back(t.node);
+    if (std::find(used.begin(), used.end(), t.node) != used.end()) return false;
+    if (!attrs_ok(pn, gn)) return false;
+    nodes[pi] = t.node;
+    trail.push_back(p.node);
+    used.push_back(t.node);
     for (size_t i = 0; i < pn.inputs.size(); ++i)
-      if (!match(pn.inputs[i], gn.inputs[i], s)) return false;
+      if (!match(pn.inputs[i], gn.inputs[i])) return false;
     return true;
   }
 
   // No replaced node is read from outside except through the rule's outputs.
-  bool self_contained(const State& s) const {
+  bool self_contained() const {
     const auto& outs = rule.source.outputs();
     auto is_output = [&](TensorRef t) {
       for (const auto& o : outs) {
         const Node& pn = rule.source.node(o.node);
-        if (pn.op->op_class != OpClass::kSource && s.nodes[static_cast<size_t>(o.node)] == t.node && o.output == t.output)
+        if (pn.op->op_class != OpClass::kSource && nodes[static_cast<size_t>(o.node)] == t.node && o.output == t.output)
           return true;
       }
       return false;
     };
-    for (NodeId m : s.used) {
+    for (NodeId m : used) {
       for (const auto& [c, idx] : consumers[static_cast<size_t>(m)]) {
-        if (std::find(s.used.begin(), s.used.end(), c) != s.used.end()) continue;
+        if (std::find(used.begin(), used.end(), c) != used.end()) continue;
         if (!is_output(g.node(c).inputs[static_cast<size_t>(idx)])) return false;
       }
       for (const TensorRef& o : g.outputs())
@@ -96,43 +137,52 @@ struct Matcher {
     return true;
   }
 
-  void roots(size_t i, State s, std::vector<Match>& out, size_t limit) const {
+  void emit(std::vector<Match>& out) const {
+    std::map<std::string, TensorRef> bound;
+    for (const Node& pn : rule.source.nodes())
+      if (pn.op->op_class == OpClass::kSource && vars[static_cast<size_t>(pn.id)].node != -1)
+        bound.emplace(pn.name, vars[static_cast<size_t>(pn.id)]);
+    if (k == 0 && generic && !options.free_degrees.empty()) {
+      // The source fixes no degree: the target's degrees are free.
+      for (int64_t d : options.free_degrees) out.push_back({&rule, nodes, bound, d});
+    } else {
+      out.push_back({&rule, nodes, std::move(bound), k ? k : 2});
+    }
+  }
+
+  void roots(size_t i, std::vector<Match>& out, size_t limit) {
     if (out.size() >= limit) return;
     const auto& outs = rule.source.outputs();
     if (i == outs.size()) {
       for (const Node& pn : rule.source.nodes())
-        if (pn.op->op_class != OpClass::kSource && s.nodes[static_cast<size_t>(pn.id)] == -1) return;
-      if (!self_contained(s)) return;
-      if (s.k == 0 && generic && !options.free_degrees.empty()) {
-        // The source fixes no degree: the target's degrees are free.
-        for (int64_t d : options.free_degrees) out.push_back({&rule, s.nodes, s.vars, d});
-      } else {
-        out.push_back({&rule, s.nodes, s.vars, s.k ? s.k : 2});
-      }
+        if (pn.op->op_class != OpClass::kSource && nodes[static_cast<size_t>(pn.id)] == -1) return;
+      if (self_contained()) emit(out);
       return;
     }
     const TensorRef r = outs[i];
     const Node& pn = rule.source.node(r.node);
-    if (pn.op->op_class == OpClass::kSource || s.nodes[static_cast<size_t>(r.node)] != -1) {
-      roots(i + 1, std::move(s), out, limit);  // a variable, or reached from an earlier root
+    if (pn.op->op_class == OpClass::kSource || nodes[static_cast<size_t>(r.node)] != -1) {
+      roots(i + 1, out, limit);  // a variable, or reached from an earlier root
       return;
     }
-    std::vector<NodeId> scanned;
-    const std::vector<NodeId>* candidates = nullptr;
+    auto visit = [&](NodeId c) {
+      if (static_cast<size_t>(r.output) >= g.node(c).outputs.size()) return;
+      const Mark m = mark();
+      if (match(r, {c, r.output})) roots(i + 1, out, limit);
+      undo(m);
+    };
     if (options.by_op) {
       auto it = options.by_op->find(pn.op);
       if (it == options.by_op->end()) return;
-      candidates = &it->second;
+      for (NodeId c : it->second) {
+        visit(c);
+        if (out.size() >= limit) return;
+      }
     } else {
-      for (const Node& gn : g.nodes())
-        if (gn.op == pn.op) scanned.push_back(gn.id);
-      candidates = &scanned;
-    }
-    for (NodeId c : *candidates) {
-      if (static_cast<size_t>(r.output) >= g.node(c).outputs.size()) continue;
-      State next = s;
-      if (match(r, {c, r.output}, next)) roots(i + 1, std::move(next), out, limit);
-      if (out.size() >= limit) return;
+      for (const Node& gn : g.nodes()) {
+        if (gn.op == pn.op) visit(gn.id);
+        if (out.size() >= limit) return;
+      }
     }
   }
 };
@@ -154,11 +204,11 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
 std::vector<Match> find_matches(const Graph& g, const Rule& rule,
                                 const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
                                 const MatchOptions& options) {
-  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options};
-  Matcher::State s;
-  s.nodes.assign(rule.source.size(), -1);
+  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options, {}, {}, {}, {}, 0};
+  m.nodes.assign(rule.source.size(), -1);
+  m.vars.assign(rule.source.size(), TensorRef{-1, 0});
   std::vector<Match> out;
-  m.roots(0, std::move(s), out, options.limit);
+  m.roots(0, out, options.limit);
   return out;
 }
 
