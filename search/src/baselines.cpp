@@ -208,7 +208,14 @@ bool has_unsampled(const Graph& g) {
 std::string expert_family(const Graph& g) {
   if (has_op(g, "EmbeddingBag")) return "recommendation";
   if (has_op(g, "LayerNorm") && has_op(g, "BatchMatMul")) return "transformer";
-  return "";
+  // A stack of dense layers: Linears, activations and a loss, nothing else.
+  bool linear = false;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    if (n.op->name == "Linear") linear = true;
+    else if (!unary(n) && n.op->name != "MSELoss" && n.op->name != "SoftmaxCrossEntropy") return "";
+  }
+  return linear ? "mlp" : "";
 }
 
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree) {
@@ -219,7 +226,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
       return sample_plan(gr, n, devices);
     });
   }
-  if (family != "transformer") return std::nullopt;
+  if (family != "transformer" && family != "mlp") return std::nullopt;
   const int64_t t = tensor_degree > 0 ? tensor_degree : std::gcd(machine.devices_per_node, devices);
   if (devices % t != 0) throw Error("expert: tensor-parallel degree " + std::to_string(t) + " does not divide " + std::to_string(devices) + " devices");
   const int64_t d = devices / t;
@@ -231,11 +238,17 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
   // Column-parallel Linears: the first of a feed-forward pair (Linear ->
   // unary ops -> Linear without activation), and the query/key/value
   // projections (a Linear whose output is reshaped into heads).
+  // In a plain MLP every Linear is column-parallel (activations fused into
+  // a Linear rule out the row-parallel half, except where one has none).
   std::set<NodeId> column;
   for (const Node& n : g.nodes()) {
     if (n.op->name != "Linear") continue;
     const int64_t width = n.outputs[0].logical_shape().back();
     if (width % t) continue;
+    if (family == "mlp") {
+      column.insert(n.id);
+      continue;
+    }
     NodeId cur = n.id;
     while (const Node* c = sole_consumer(cur)) {
       if (unary(*c)) {

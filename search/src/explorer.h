@@ -2,6 +2,8 @@
 // The inner loop shared by the best-first and exhaustive searches
 // (internal; see unity_search.h): neighbours of a PCG under a rule library.
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -17,6 +19,17 @@ struct Candidate {
   double cost = 0;
   std::vector<std::string> applied;
   uint64_t hash = 0;
+  // The step that made this candidate from its parent, for repeat(): a
+  // rule at one match, or (with `intro`) an introducer at input `input` of
+  // an operator of kind `op` and then the rule at that operator. Null rule
+  // for seeds.
+  struct Step {
+    const Rule* rule = nullptr;
+    int64_t degree = 2;
+    const Rule* intro = nullptr;
+    const OpDef* op = nullptr;
+    int input = 0;
+  } step;
 };
 
 class Explorer {
@@ -34,10 +47,20 @@ class Explorer {
   // Every new neighbour of `c` (one rule application, then simplification)
   // whose hash `seen` does not hold yet; `seen` gains them. Thread-parallel.
   std::vector<Candidate> expand(const Candidate& c, std::unordered_set<uint64_t>& seen) const;
+  // Applies c's step again, at its best place each round, while that makes
+  // the PCG faster: a model of repeated layers (sixteen identical Linears)
+  // needs the same rewrite once per layer, which one exploration at a time
+  // would spend the whole budget on. Returns c itself when no round helps.
+  // The graphs it costs join `seen`.
+  Candidate repeat(const Candidate& c, std::unordered_set<uint64_t>& seen) const;
 
   mutable std::atomic<int64_t> evaluated{0};
 
  private:
+  // Simplifies and costs a neighbour, unless `seen` (guarded by mu) has it.
+  std::optional<Candidate> settle(Graph h, std::vector<std::string> applied, std::unordered_set<uint64_t>& seen,
+                                  std::mutex& mu) const;
+
   const RuleLibrary& rules_;
   const MachineMapper& mapper_;
   std::vector<int64_t> degrees_;

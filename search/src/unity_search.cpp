@@ -69,11 +69,23 @@ std::pair<Candidate, int64_t> best_first_from(Candidate seed, const Explorer& ex
       break;
     }
     ++explored, ++cx.result.explored;
+    const double before = best.cost;
     for (Candidate& ch : ex.expand(store[i], seen)) {
       if (ch.cost < best.cost) best = ch;
       store.push_back(std::move(ch));
       (store.back().cost < cx.options.alpha * best.cost ? queue : deferred).push(store.size() - 1);
     }
+    // A one-rule step that set a new best is tried again elsewhere in the
+    // graph (Explorer::repeat); the result is one more candidate.
+    if (best.cost < before && best.step.rule) {
+      Candidate r = ex.repeat(best, seen);
+      if (r.cost < best.cost) {
+        best = r;
+        store.push_back(std::move(r));
+        queue.push(store.size() - 1);
+      }
+    }
+
     cx.best_so_far = std::min(cx.best_so_far, best.cost);
     cx.report(ex.evaluated);
   }
@@ -103,7 +115,7 @@ std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
     if (!e) return std::nullopt;
     const double time = mapper.time(*e);
     if (!best || time < best_time) best = std::move(e), best_time = time;
-    if (expert_family(g) != "transformer") break;  // no tensor degree
+    if (expert_family(g) == "recommendation") break;  // no tensor degree
   }
   return best;
 }
@@ -322,7 +334,7 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     best = best_data_parallel(model, mapper);
   } else if (a == "expert") {
     auto e = tuned_expert(model, mapper);
-    if (!e) throw Error("--search expert: no expert strategy for '" + model.name() + "' (it covers transformers and recommendation models)");
+    if (!e) throw Error("--search expert: no expert strategy for '" + model.name() + "' (it covers transformers, recommendation models and plain MLPs)");
     best = std::move(*e);
   } else if (a == "unity") {
     // Start the joint search from the best the algebraic rules alone reach on

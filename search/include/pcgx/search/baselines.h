@@ -51,12 +51,16 @@ bool has_unsampled(const Graph& g);
 //     are split by output columns; the split follows through the attention
 //     (heads: reshape, transpose, batched matmuls, softmax) and the
 //     activation to the Linear that reads it on its reduction dimension,
-//     which produces partial sums, then a Reduce.
+//     which produces partial sums, then a Reduce;
+//   - plain MLPs (only Linears, activations and a loss): the same degrees,
+//     every Linear split by output columns (Megatron's MLP block); the
+//     split is gathered before the next Linear unless that one has no
+//     fused activation, which then runs row-parallel with a Reduce.
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0);
 // The tensor-parallel degrees worth trying: powers of two up to the
 // devices of a node (dividing the device count), and that count.
 std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices);
-// The family expert() recognized ("recommendation", "transformer") or "".
+// The family expert() recognized ("recommendation", "transformer", "mlp") or "".
 std::string expert_family(const Graph& g);
 
 }  // namespace pcgx::search
