@@ -93,7 +93,9 @@ std::optional<std::string> ParallelTensorShape::invalid_reason() const {
   if (replica < 1) return "replica degree " + std::to_string(replica) + " must be at least 1";
   for (size_t j = 0; j < dims.size(); ++j) {
     const auto& d = dims[j];
-    std::string where = "dimension " + std::to_string(j);
+    if (d.size >= 1 && d.degree >= 1 && d.pipeline >= 1 && d.size % d.degree == 0 && (d.size / d.degree) % d.pipeline == 0)
+      continue;  // valid: no message to build
+    const std::string where = "dimension " + std::to_string(j);
     if (d.size < 1) return where + " has size " + std::to_string(d.size) + " (must be positive)";
     if (d.degree < 1) return where + " has degree " + std::to_string(d.degree) + " (must be positive)";
     if (d.pipeline < 1) return where + " has pipeline degree " + std::to_string(d.pipeline);

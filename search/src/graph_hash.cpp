@@ -1,6 +1,9 @@
 // Structural hashes (see graph_hash.h).
 #include "pcgx/search/graph_hash.h"
 
+#include <bit>
+#include <type_traits>
+
 #include "pcgx/pcg/stable_hash.h"
 
 namespace pcgx::search {
@@ -13,11 +16,30 @@ uint64_t shape_hash(const ParallelTensorShape& s) {
   return h;
 }
 
+// An attribute's value, hashed directly (formatting it as text first was
+// 7% of a search).
+uint64_t value_hash(const AttrValue& v) {
+  return std::visit(
+      [](const auto& x) -> uint64_t {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, int64_t>) return hash_mix(1, static_cast<uint64_t>(x));
+        else if constexpr (std::is_same_v<T, double>) return hash_mix(2, std::bit_cast<uint64_t>(x));
+        else if constexpr (std::is_same_v<T, bool>) return hash_mix(3, x ? 1 : 0);
+        else if constexpr (std::is_same_v<T, std::string>) return hash_mix(4, hash_string(x));
+        else {
+          uint64_t h = hash_mix(5, x.size());
+          for (int64_t e : x) h = hash_mix(h, static_cast<uint64_t>(e));
+          return h;
+        }
+      },
+      v);
+}
+
 }  // namespace
 
 uint64_t local_hash(const Node& n, const Graph& g) {
   uint64_t h = hash_string(n.op->name);
-  for (const auto& [k, v] : n.attrs.values()) h = hash_mix(hash_mix(h, hash_string(k)), hash_string(to_string(v)));
+  for (const auto& [k, v] : n.attrs.values()) h = hash_mix(hash_mix(h, hash_string(k)), value_hash(v));
   for (const TensorRef& t : n.inputs) h = hash_mix(h, shape_hash(g.shape(t)));
   for (const auto& s : n.outputs) h = hash_mix(h, shape_hash(s));
   return h;

@@ -208,15 +208,15 @@ void register_conv_ops(OpRegistry& r) {
     require_float(in[0], "Conv2D input x");
     require_rank(in[1], 4, "Conv2D weight W");
     const int64_t C = in[0].shape[1], O = in[1].shape[0], g = a.get_int("groups");
-    require(C % g == 0 && O % g == 0, "groups " + std::to_string(g) + " must divide input channels " +
+    PCGX_REQUIRE(C % g == 0 && O % g == 0, "groups " + std::to_string(g) + " must divide input channels " +
                                           std::to_string(C) + " and output channels " + std::to_string(O));
-    require(in[1].shape[1] == C / g, "W must have " + std::to_string(C / g) + " input channels per group, got " +
+    PCGX_REQUIRE(in[1].shape[1] == C / g, "W must have " + std::to_string(C / g) + " input channels per group, got " +
                                          std::to_string(in[1].shape[1]));
     if (a.get_bool("use_bias"))
-      require(in[2].shape == std::vector<int64_t>{O}, "bias must have shape [" + std::to_string(O) + "]");
+      PCGX_REQUIRE(in[2].shape == std::vector<int64_t>{O}, "bias must have shape [" + std::to_string(O) + "]");
     const int64_t ho = out_extent(in[0].shape[2], in[1].shape[2], a.get_int("stride_h"), a.get_int("pad_h"));
     const int64_t wo = out_extent(in[0].shape[3], in[1].shape[3], a.get_int("stride_w"), a.get_int("pad_w"));
-    require(ho > 0 && wo > 0, "kernel larger than the padded input " + shape_str(in[0].shape));
+    PCGX_REQUIRE(ho > 0 && wo > 0, "kernel larger than the padded input " + shape_str(in[0].shape));
     return std::vector<TensorType>{{{in[0].shape[0], O, ho, wo}, DataType::kFloat32}};
   };
   conv.kinds = [](const Attributes& a, std::span<const TensorType>) {
@@ -263,7 +263,7 @@ void register_conv_ops(OpRegistry& r) {
     const int64_t sw = a.get_int("stride_w") ? a.get_int("stride_w") : kw;
     const int64_t ho = out_extent(in[0].shape[2], kh, sh, a.get_int("pad_h"));
     const int64_t wo = out_extent(in[0].shape[3], kw, sw, a.get_int("pad_w"));
-    require(ho > 0 && wo > 0, "window larger than the padded input " + shape_str(in[0].shape));
+    PCGX_REQUIRE(ho > 0 && wo > 0, "window larger than the padded input " + shape_str(in[0].shape));
     return std::vector<TensorType>{{{in[0].shape[0], in[0].shape[1], ho, wo}, DataType::kFloat32}};
   };
   pool.kinds = [](const Attributes&, std::span<const TensorType>) {

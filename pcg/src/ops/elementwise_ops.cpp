@@ -179,7 +179,7 @@ void register_elementwise_ops(OpRegistry& r) {
   auto base_types = drop.infer_types;
   drop.infer_types = [base_types](const Attributes& a, std::span<const TensorType> in) {
     const double rate = a.get_float("rate");
-    require(rate >= 0.0 && rate < 1.0, "attribute 'rate' must lie in [0, 1), got " + std::to_string(rate));
+    PCGX_REQUIRE(rate >= 0.0 && rate < 1.0, "attribute 'rate' must lie in [0, 1), got " + std::to_string(rate));
     return base_types(a, in);
   };
   PCGX_KERNELS(drop, dropout_k);

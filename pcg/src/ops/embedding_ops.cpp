@@ -61,7 +61,7 @@ void embedding_bag_grad(const GradArgs& a) {
 }
 
 void check_table(std::span<const TensorType> in, const std::string& op) {
-  require(in[0].dtype == DataType::kInt64, op + " indices must be int64, got " + std::string(to_string(in[0].dtype)));
+  PCGX_REQUIRE(in[0].dtype == DataType::kInt64, op + " indices must be int64, got " + std::string(to_string(in[0].dtype)));
   require_rank(in[1], 2, op + " table");
   require_float(in[1], op + " table");
 }

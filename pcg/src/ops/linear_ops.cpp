@@ -131,11 +131,11 @@ void register_linear_ops(OpRegistry& r) {
     require_min_rank(in[0], 1, "Linear input x");
     require_float(in[0], "Linear input x");
     require_rank(in[1], 2, "Linear weight W");
-    require(in[0].shape.back() == in[1].shape[0],
+    PCGX_REQUIRE(in[0].shape.back() == in[1].shape[0],
             "x's last dimension (" + std::to_string(in[0].shape.back()) + ") does not match W's rows (" +
                 std::to_string(in[1].shape[0]) + ")");
     if (a.get_bool("use_bias")) {
-      require(in[2].shape == std::vector<int64_t>{in[1].shape[1]},
+      PCGX_REQUIRE(in[2].shape == std::vector<int64_t>{in[1].shape[1]},
               "bias must have shape [" + std::to_string(in[1].shape[1]) + "], got " + shape_str(in[2].shape));
     }
     TensorType out = in[0];
@@ -176,7 +176,7 @@ void register_linear_ops(OpRegistry& r) {
     require_min_rank(in[0], 2, "MatMul input A");
     require_float(in[0], "MatMul input A");
     require_rank(in[1], 2, "MatMul input B");
-    require(in[0].shape.back() == in[1].shape[0], "inner dimensions differ: " + shape_str(in[0].shape) + " * " +
+    PCGX_REQUIRE(in[0].shape.back() == in[1].shape[0], "inner dimensions differ: " + shape_str(in[0].shape) + " * " +
                                                       shape_str(in[1].shape));
     TensorType out = in[0];
     out.shape.back() = in[1].shape[1];
@@ -205,13 +205,13 @@ void register_linear_ops(OpRegistry& r) {
   bmm.infer_types = [](const Attributes&, std::span<const TensorType> in) {
     require_min_rank(in[0], 3, "BatchMatMul input A");
     require_float(in[0], "BatchMatMul input A");
-    require(in[1].shape.size() == in[0].shape.size(), "inputs must have the same rank: " + shape_str(in[0].shape) +
+    PCGX_REQUIRE(in[1].shape.size() == in[0].shape.size(), "inputs must have the same rank: " + shape_str(in[0].shape) +
                                                           " * " + shape_str(in[1].shape));
     const size_t rank = in[0].shape.size();
     for (size_t d = 0; d + 2 < rank; ++d)
-      require(in[0].shape[d] == in[1].shape[d], "batch dimensions differ: " + shape_str(in[0].shape) + " * " +
+      PCGX_REQUIRE(in[0].shape[d] == in[1].shape[d], "batch dimensions differ: " + shape_str(in[0].shape) + " * " +
                                                     shape_str(in[1].shape));
-    require(in[0].shape[rank - 1] == in[1].shape[rank - 2],
+    PCGX_REQUIRE(in[0].shape[rank - 1] == in[1].shape[rank - 2],
             "inner dimensions differ: " + shape_str(in[0].shape) + " * " + shape_str(in[1].shape));
     TensorType out = in[0];
     out.shape[rank - 1] = in[1].shape[rank - 1];

@@ -74,9 +74,9 @@ void register_loss_ops(OpRegistry& r) {
   ce.infer_types = [](const Attributes&, std::span<const TensorType> in) {
     require_min_rank(in[0], 1, "SoftmaxCrossEntropy logits");
     require_float(in[0], "SoftmaxCrossEntropy logits");
-    require(in[1].dtype == DataType::kInt64, "labels must be int64");
+    PCGX_REQUIRE(in[1].dtype == DataType::kInt64, "labels must be int64");
     std::vector<int64_t> want(in[0].shape.begin(), in[0].shape.end() - 1);
-    require(in[1].shape == want, "labels must have shape " + shape_str(want) + ", got " + shape_str(in[1].shape));
+    PCGX_REQUIRE(in[1].shape == want, "labels must have shape " + shape_str(want) + ", got " + shape_str(in[1].shape));
     return std::vector<TensorType>{{{}, DataType::kFloat32}};
   };
   ce.kinds = [](const Attributes&, std::span<const TensorType> in) {

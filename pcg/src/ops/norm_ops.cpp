@@ -230,10 +230,10 @@ void register_norm_ops(OpRegistry& r) {
     require_float(in[0], "Softmax input x");
     const int rank = static_cast<int>(in[0].shape.size());
     const int axis = softmax_axis(a, in[0].shape.size());
-    require(axis >= 0 && axis < rank, "axis " + std::to_string(a.get_int("axis")) + " out of range for rank " +
+    PCGX_REQUIRE(axis >= 0 && axis < rank, "axis " + std::to_string(a.get_int("axis")) + " out of range for rank " +
                                           std::to_string(rank));
     if (a.get_bool("causal"))
-      require(rank >= 2 && axis == rank - 1, "a causal softmax needs rank >= 2 and the last axis");
+      PCGX_REQUIRE(rank >= 2 && axis == rank - 1, "a causal softmax needs rank >= 2 and the last axis");
     return std::vector<TensorType>{in[0]};
   };
   sm.kinds = [](const Attributes& a, std::span<const TensorType> in) {
@@ -259,7 +259,7 @@ void register_norm_ops(OpRegistry& r) {
     require_float(in[0], "LayerNorm input x");
     if (a.get_bool("affine"))
       for (size_t i = 1; i < 3; ++i)
-        require(in[i].shape == std::vector<int64_t>{in[0].shape.back()},
+        PCGX_REQUIRE(in[i].shape == std::vector<int64_t>{in[0].shape.back()},
                 std::string(i == 1 ? "gamma" : "beta") + " must have shape [" + std::to_string(in[0].shape.back()) +
                     "], got " + shape_str(in[i].shape));
     return std::vector<TensorType>{in[0]};
@@ -289,7 +289,7 @@ void register_norm_ops(OpRegistry& r) {
     require_min_rank(in[0], 2, "BatchNorm input x");
     require_float(in[0], "BatchNorm input x");
     for (size_t i = 1; i < 3; ++i)
-      require(in[i].shape == std::vector<int64_t>{in[0].shape[1]},
+      PCGX_REQUIRE(in[i].shape == std::vector<int64_t>{in[0].shape[1]},
               std::string(i == 1 ? "gamma" : "beta") + " must have shape [" + std::to_string(in[0].shape[1]) + "]");
     return std::vector<TensorType>{in[0]};
   };

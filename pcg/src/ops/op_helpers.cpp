@@ -9,21 +9,21 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 void require_float(const TensorType& t, const std::string& what) {
-  require(t.dtype == DataType::kFloat32, what + " must be float32, got " + std::string(to_string(t.dtype)));
+  PCGX_REQUIRE(t.dtype == DataType::kFloat32, what + " must be float32, got " + std::string(to_string(t.dtype)));
 }
 
 void require_rank(const TensorType& t, int rank, const std::string& what) {
-  require(static_cast<int>(t.shape.size()) == rank,
+  PCGX_REQUIRE(static_cast<int>(t.shape.size()) == rank,
           what + " must have rank " + std::to_string(rank) + ", got shape " + shape_str(t.shape));
 }
 
 void require_min_rank(const TensorType& t, int rank, const std::string& what) {
-  require(static_cast<int>(t.shape.size()) >= rank,
+  PCGX_REQUIRE(static_cast<int>(t.shape.size()) >= rank,
           what + " must have rank at least " + std::to_string(rank) + ", got shape " + shape_str(t.shape));
 }
 
 void require_same_shape(const TensorType& a, const TensorType& b, const std::string& what) {
-  require(a.shape == b.shape && a.dtype == b.dtype,
+  PCGX_REQUIRE(a.shape == b.shape && a.dtype == b.dtype,
           what + ": shapes differ: " + shape_str(a.shape) + " vs " + shape_str(b.shape));
 }
 

@@ -42,10 +42,14 @@ inline AttrSpec activation_attr() {
                      GenDomain::kChoices);
 }
 
-// Throws the reason as a pcgx::Error when `ok` is false.
-inline void require(bool ok, const std::string& reason) {
-  if (!ok) throw Error(reason);
-}
+// Throws the reason as a pcgx::Error when `ok` is false. A macro so that
+// the reason, usually built from shapes, is only formatted on failure:
+// shape inference runs for every node of every candidate the search
+// builds, and formatting its messages eagerly was a tenth of a search.
+#define PCGX_REQUIRE(ok, reason)                  \
+  do {                                            \
+    if (!(ok)) throw ::pcgx::Error(reason);       \
+  } while (0)
 std::string shape_str(const std::vector<int64_t>& s);
 void require_float(const TensorType& t, const std::string& what);
 void require_rank(const TensorType& t, int rank, const std::string& what);

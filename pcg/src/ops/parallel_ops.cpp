@@ -129,7 +129,7 @@ OpDef parallel_op(const std::string& name, const std::string& summary, bool has_
   d.min_inputs = d.max_inputs = 1;
   d.infer_types = [name, has_dim](const Attributes& a, std::span<const TensorType> in) {
     if (has_dim)
-      require(a.get_int("dim") < static_cast<int64_t>(in[0].shape.size()),
+      PCGX_REQUIRE(a.get_int("dim") < static_cast<int64_t>(in[0].shape.size()),
               "dim " + std::to_string(a.get_int("dim")) + " out of range for shape " + shape_str(in[0].shape));
     return std::vector<TensorType>{in[0]};
   };
@@ -151,7 +151,7 @@ void register_parallel_ops(OpRegistry& r) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
     const int64_t k = a.get_int("degree");
-    require(s.dims[dim].size % (s.dims[dim].degree * k * s.dims[dim].pipeline) == 0,
+    PCGX_REQUIRE(s.dims[dim].size % (s.dims[dim].degree * k * s.dims[dim].pipeline) == 0,
             "cannot split " + dim_label(s, dim) + " " + std::to_string(k) + " more ways");
     s.dims[dim].degree *= k;
     return std::vector<ParallelTensorShape>{s};
@@ -165,7 +165,7 @@ void register_parallel_ops(OpRegistry& r) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
     const int64_t k = a.get_int("degree");
-    require(s.dims[dim].degree % k == 0, "cannot combine " + dim_label(s, dim) + " by " + std::to_string(k));
+    PCGX_REQUIRE(s.dims[dim].degree % k == 0, "cannot combine " + dim_label(s, dim) + " by " + std::to_string(k));
     s.dims[dim].degree /= k;
     return std::vector<ParallelTensorShape>{s};
   };
@@ -186,7 +186,7 @@ void register_parallel_ops(OpRegistry& r) {
   auto reduce_shape = [](const Attributes& a, std::span<const ParallelTensorShape> in, bool keep) {
     ParallelTensorShape s = in[0];
     const int64_t k = a.get_int("degree");
-    require(s.replica % k == 0, "cannot reduce replica degree " + std::to_string(s.replica) + " by " + std::to_string(k));
+    PCGX_REQUIRE(s.replica % k == 0, "cannot reduce replica degree " + std::to_string(s.replica) + " by " + std::to_string(k));
     if (!keep) s.replica /= k;
     return std::vector<ParallelTensorShape>{s};
   };
@@ -211,7 +211,7 @@ void register_parallel_ops(OpRegistry& r) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
     const int64_t k = a.get_int("degree");
-    require((s.dims[dim].size / s.dims[dim].degree) % (s.dims[dim].pipeline * k) == 0,
+    PCGX_REQUIRE((s.dims[dim].size / s.dims[dim].degree) % (s.dims[dim].pipeline * k) == 0,
             "cannot pipeline " + dim_label(s, dim) + " in " + std::to_string(k) + " more slices");
     s.dims[dim].pipeline *= k;
     return std::vector<ParallelTensorShape>{s};
@@ -225,7 +225,7 @@ void register_parallel_ops(OpRegistry& r) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
     const int64_t k = a.get_int("degree");
-    require(s.dims[dim].pipeline % k == 0, "cannot batch " + dim_label(s, dim) + " by " + std::to_string(k));
+    PCGX_REQUIRE(s.dims[dim].pipeline % k == 0, "cannot batch " + dim_label(s, dim) + " by " + std::to_string(k));
     s.dims[dim].pipeline /= k;
     return std::vector<ParallelTensorShape>{s};
   };

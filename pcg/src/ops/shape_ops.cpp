@@ -131,7 +131,7 @@ void split_replica_grad(const Attributes& a, std::span<const ShardedTensor<float
 
 void check_axis(const Attributes& a, const TensorType& t) {
   const int64_t axis = a.get_int("axis");
-  require(axis == kReplicaAxis || (axis >= 0 && axis < static_cast<int64_t>(t.shape.size())),
+  PCGX_REQUIRE(axis == kReplicaAxis || (axis >= 0 && axis < static_cast<int64_t>(t.shape.size())),
           "axis " + std::to_string(axis) + " out of range for shape " + shape_str(t.shape) + " (-1: replica axis)");
 }
 
@@ -162,11 +162,11 @@ void register_shape_ops(OpRegistry& r) {
     TensorType out = in[0];
     const int64_t axis = a.get_int("axis");
     for (size_t i = 1; i < in.size(); ++i) {
-      require(in[i].dtype == in[0].dtype && in[i].shape.size() == in[0].shape.size(),
+      PCGX_REQUIRE(in[i].dtype == in[0].dtype && in[i].shape.size() == in[0].shape.size(),
               "input " + std::to_string(i) + " has shape " + shape_str(in[i].shape) + ", input 0 " + shape_str(in[0].shape));
       for (size_t d = 0; d < in[0].shape.size(); ++d) {
         if (static_cast<int64_t>(d) == axis) continue;
-        require(in[i].shape[d] == in[0].shape[d], "input " + std::to_string(i) + " has shape " +
+        PCGX_REQUIRE(in[i].shape[d] == in[0].shape[d], "input " + std::to_string(i) + " has shape " +
                                                       shape_str(in[i].shape) + ", input 0 " + shape_str(in[0].shape));
       }
       if (axis != kReplicaAxis) out.shape[static_cast<size_t>(axis)] += in[i].shape[static_cast<size_t>(axis)];
@@ -180,7 +180,7 @@ void register_shape_ops(OpRegistry& r) {
   cat.infer_parallel = [](const Attributes&, std::span<const ParallelTensorShape> in) {
     ParallelTensorShape out = in[0];
     for (size_t i = 1; i < in.size(); ++i) {
-      require(in[i].dims == in[0].dims, "replica concatenation needs identical partitioning: input " +
+      PCGX_REQUIRE(in[i].dims == in[0].dims, "replica concatenation needs identical partitioning: input " +
                                             std::to_string(i) + " is " + in[i].to_string() + ", input 0 " +
                                             in[0].to_string());
       out.replica += in[i].replica;
@@ -205,12 +205,12 @@ void register_shape_ops(OpRegistry& r) {
   split.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
     check_axis(a, in[0]);
     const IntList& sizes = a.get_ints("sizes");
-    require(!sizes.empty(), "attribute 'sizes' is empty");
+    PCGX_REQUIRE(!sizes.empty(), "attribute 'sizes' is empty");
     std::vector<TensorType> out(sizes.size(), in[0]);
     const int64_t axis = a.get_int("axis");
     if (axis != kReplicaAxis) {
       const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-      require(total == in[0].shape[static_cast<size_t>(axis)],
+      PCGX_REQUIRE(total == in[0].shape[static_cast<size_t>(axis)],
               "sizes sum to " + std::to_string(total) + ", dimension " + std::to_string(axis) + " has size " +
                   std::to_string(in[0].shape[static_cast<size_t>(axis)]));
       for (size_t i = 0; i < sizes.size(); ++i) out[i].shape[static_cast<size_t>(axis)] = sizes[i];
@@ -224,7 +224,7 @@ void register_shape_ops(OpRegistry& r) {
   split.infer_parallel = [](const Attributes& a, std::span<const ParallelTensorShape> in) {
     const IntList& sizes = a.get_ints("sizes");
     const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-    require(total == in[0].replica, "sizes sum to " + std::to_string(total) + ", the input has replica degree " +
+    PCGX_REQUIRE(total == in[0].replica, "sizes sum to " + std::to_string(total) + ", the input has replica degree " +
                                         std::to_string(in[0].replica));
     std::vector<ParallelTensorShape> out(sizes.size(), in[0]);
     for (size_t i = 0; i < sizes.size(); ++i) out[i].replica = sizes[i];
@@ -245,7 +245,7 @@ void register_shape_ops(OpRegistry& r) {
   reshape.min_inputs = reshape.max_inputs = 1;
   reshape.infer_types = [](const Attributes& a, std::span<const TensorType> in) {
     const IntList& shape = a.get_ints("shape");
-    require(product(shape) == product(in[0].shape),
+    PCGX_REQUIRE(product(shape) == product(in[0].shape),
             "cannot reshape " + shape_str(in[0].shape) + " into " + shape_str(shape) + ": element counts differ");
     return std::vector<TensorType>{{shape, in[0].dtype}};
   };
@@ -279,7 +279,7 @@ void register_shape_ops(OpRegistry& r) {
     std::sort(sorted.begin(), sorted.end());
     IntList iota(in[0].shape.size());
     std::iota(iota.begin(), iota.end(), 0);
-    require(sorted == iota, "perm " + shape_str(perm) + " is not a permutation of the " +
+    PCGX_REQUIRE(sorted == iota, "perm " + shape_str(perm) + " is not a permutation of the " +
                                 std::to_string(in[0].shape.size()) + " dimensions");
     TensorType out = in[0];
     for (size_t d = 0; d < perm.size(); ++d) out.shape[d] = in[0].shape[static_cast<size_t>(perm[d])];

@@ -14,7 +14,7 @@ std::vector<ParallelTensorShape> source_parallel(const Attributes& a, std::span<
   auto types = source_type(a, {});
   ParallelTensorShape s = ParallelTensorShape::unpartitioned(types[0].shape, types[0].dtype);
   const IntList& degrees = a.get_ints("degrees");
-  require(degrees.empty() || degrees.size() == s.dims.size(),
+  PCGX_REQUIRE(degrees.empty() || degrees.size() == s.dims.size(),
           "attribute 'degrees' has " + std::to_string(degrees.size()) + " entries for a tensor of rank " +
               std::to_string(s.dims.size()));
   for (size_t j = 0; j < degrees.size(); ++j) s.dims[j].degree = degrees[j];
