@@ -1,6 +1,7 @@
 #include "pcgx/runtime/device_executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "pcgx/pcg/error.h"
 
@@ -32,6 +33,7 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
   received_.resize(g.size());
   move_buffers_.resize(g.size());
   contributions_.resize(g.size());
+  kernel_times_.resize(g.size());
   size_t arity = 1, outputs = 1;
   for (const Node& n : g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
@@ -148,8 +150,14 @@ void DeviceExecutor::forward_compute(const Node& n) {
       out_[o] = std::move(values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])]);
       zero(out_[o]);
     }
+    const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     n.op->kernel_f32(KernelArgs<float>{n.attrs, std::span(in_.data(), ins), std::span(out_.data(), outs),
                                        contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
+    if (timing_) {
+      KernelTime& k = kernel_times_[static_cast<size_t>(n.id)];
+      k.forward += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++k.tasks;
+    }
     for (size_t o = 0; o < outs; ++o)
       values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])] = std::move(out_[o]);
   }
@@ -250,9 +258,12 @@ void DeviceExecutor::backward_compute(const Node& n) {
       out_ptrs_[o] = &values({n.id, static_cast<int32_t>(o)})[j];
       dout_[o] = &grads({n.id, static_cast<int32_t>(o)})[j];
     }
+    const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     n.op->grad_f32(GradArgs{n.attrs, std::span(in_.data(), ins), std::span(out_ptrs_.data(), outs),
                             std::span(dout_.data(), outs), std::span(din_.data(), ins),
                             contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
+    if (timing_)
+      kernel_times_[static_cast<size_t>(n.id)].backward += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < ins; ++i)
       if (direct_[i]) grads(n.inputs[i])[static_cast<size_t>(shards[i])] = std::move(din_[i]);
     for (size_t i = 0; i < ins; ++i) {

@@ -49,9 +49,14 @@ Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, co
   return s;
 }
 
+// What one device's optimizer did while timed.
+struct UpdateTime {
+  double seconds = 0, bytes = 0;
+};
+
 // One device's training loop; rank 0 records the losses and step times.
 std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Communicator& comm, const TrainOptions& options,
-                                           TrainResult& result) {
+                                           TrainResult& result, UpdateTime& update) {
   // One device runs on the caller's thread: its own setting comes back after.
   struct KernelThreads {
     int saved = kernel_threads();
@@ -75,12 +80,19 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
     result.step_seconds.reserve(static_cast<size_t>(options.steps));
   }
   for (int64_t step = 0; step < options.steps; ++step) {
+    // The first step (allocation, first touch) is not timed unless it is the only one.
+    if (options.time_kernels && step == std::min<int64_t>(1, options.steps - 1)) ex->set_timing(true);
     const auto t0 = std::chrono::steady_clock::now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
     const double loss = ex->forward();
     ex->backward();
+    const auto u0 = std::chrono::steady_clock::now();
     opt.step(params, grads);
+    if (options.time_kernels && step >= std::min<int64_t>(1, options.steps - 1)) {
+      update.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
+      for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
+    }
     if (comm.rank() != 0) continue;
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss);
@@ -108,8 +120,23 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices
   result.data = setup.source().describe();
   InProcessWorld world(devices);
   std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
-  world.run([&](Communicator& comm) { executors[static_cast<size_t>(comm.rank())] = run_device(g, setup, comm, options, result); });
+  std::vector<UpdateTime> updates(static_cast<size_t>(devices));
+  world.run([&](Communicator& comm) {
+    const auto r = static_cast<size_t>(comm.rank());
+    executors[r] = run_device(g, setup, comm, options, result, updates[r]);
+  });
   result.bytes_sent = world.bytes_sent();
+  if (options.time_kernels) {
+    result.kernel_times.assign(g.size(), {});
+    for (const auto& ex : executors)
+      for (size_t n = 0; n < g.size(); ++n) {
+        const KernelTime& k = ex->kernel_times()[n];
+        result.kernel_times[n].forward += k.forward, result.kernel_times[n].backward += k.backward;
+        result.kernel_times[n].tasks += k.tasks;
+      }
+    result.timed_steps = options.steps > 1 ? options.steps - 1 : 1;
+    for (const UpdateTime& u : updates) result.update_seconds += u.seconds, result.update_bytes += u.bytes;
+  }
   // Final weights: every shard from the device that owns it.
   for (NodeId w : setup.weights) {
     const ParallelTensorShape& s = g.node(w).outputs[0];
@@ -128,8 +155,14 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, MpiWorld& w
   result.target = setup.synthetic ? setup.synthetic->target() : "";
   result.data = setup.source().describe();
   Communicator& comm = world.communicator();
-  const auto ex = run_device(g, setup, comm, options, result);
+  UpdateTime update;
+  const auto ex = run_device(g, setup, comm, options, result, update);
   result.bytes_sent = world.sum(world.bytes_sent());
+  if (options.time_kernels) {
+    result.kernel_times = ex->kernel_times();
+    result.timed_steps = options.steps > 1 ? options.steps - 1 : 1;
+    result.update_seconds = update.seconds, result.update_bytes = update.bytes;
+  }
   // Final weights: shards owned elsewhere travel to rank 0.
   int64_t tag = kParameterTag;
   for (NodeId w : setup.weights) {

@@ -134,6 +134,11 @@ Profile profile_from_json(const std::string& text, const std::string& source) {
     p.times[profile_key(e["op"].get<std::string>(), shapes)] = {number(e["forward"], source, f + ".forward", false),
                                                                 number(e["backward"], source, f + ".backward", false)};
   }
+  if (j.contains("update")) {
+    const json& u = j["update"];
+    if (!u.is_object() || !u.contains("bytes_per_second")) throw FileError(source, "update.bytes_per_second", "missing");
+    p.update_bytes_per_second = number(u["bytes_per_second"], source, "update.bytes_per_second", true);
+  }
   return p;
 }
 
@@ -248,7 +253,9 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
 }
 
 double CostModel::update_time(double bytes) const {
-  return bytes <= 0 ? 0.0 : 7.0 * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
+  if (bytes <= 0) return 0.0;
+  if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;
+  return 7.0 * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
 }
 
 std::string data_dir() {

@@ -35,6 +35,24 @@ TEST(RunCommand, OptimizesAndTrainsOnFourDevices) {
   EXPECT_NE(text.find("<polyline"), std::string::npos);
 }
 
+// --profile-out writes the measured kernel times; optimize and run read them.
+TEST(RunCommand, MeasuredProfileFeedsTheCostModel) {
+  const std::string report = (dir() / "p-r.json").string(), plot = (dir() / "p-l.svg").string();
+  const std::string prof = (dir() / "profile.json").string(), s = (dir() / "p-s.json").string();
+  const auto r = run("run mlp-tiny --steps 4 --report " + report + " --plot " + plot + " --profile-out " + prof);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(prof);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["kind"], "pcgx.profile");
+  EXPECT_GE(j["entries"].size(), 2u);
+  EXPECT_GT(j["update"]["bytes_per_second"].get<double>(), 0);
+  const auto o = run("optimize mlp-tiny --machine cpu-host --devices 2 --profile " + prof + " -o " + s);
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto t = run("run " + s + " --steps 3 --profile " + prof + " --report " + report + " --plot " + plot);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("ms predicted"), std::string::npos) << t.out;
+}
+
 TEST(RunCommand, StrategyFileNeedsItsDevices) {
   const std::string s = (dir() / "dp.json").string();
   ASSERT_EQ(run("optimize mlp-tiny --machine cpu-host --devices 4 --search data-parallel -q -o " + s).code, 0);

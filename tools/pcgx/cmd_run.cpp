@@ -13,6 +13,7 @@
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runtime/dataset.h"
 #include "pcgx/runtime/mpi.h"
+#include "pcgx/runtime/op_profile.h"
 #include "pcgx/runtime/run_report.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/unity_search.h"
@@ -70,7 +71,7 @@ class QuietRank {
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Train a model (or a strategy file from `pcgx optimize`) on N devices with the runtime");
   static std::string target, backend = "auto", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
-                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data;
+                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data, profile_out, profile_in;
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9;
@@ -100,6 +101,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--set", sets, "override a size parameter of a zoo model: key=value (repeatable)");
   cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
+  cmd->add_option("--profile", profile_in, "measured operator times for the search and the prediction (pcgx.profile JSON, e.g. from --profile-out)");
+  cmd->add_option("--profile-out", profile_out,
+                  "write the kernel time of every operator measured during training, per task and shard shapes "
+                  "(pcgx.profile JSON, for pcgx optimize --profile)");
   cmd->callback([] {
     if (backend == "auto") backend = runtime::mpi_launched() ? "mpi" : "cpu";
     if (backend == "cuda") throw Error("--backend: 'cuda' is not available (the CUDA backend is not implemented yet; use cpu or mpi)");
@@ -161,7 +166,8 @@ void add_run_command(CLI::App& app) {
                   machine.name + " (choose another --machine)");
     std::unique_ptr<runtime::NpyDataset> dataset;  // read before any search, so a bad file fails fast
     if (!data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, data)).get();
-    cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency());
+    cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency(),
+                                               profile_in.empty() ? search::Profile{} : search::load_profile(profile_in));
     mapper = std::make_unique<search::MachineMapper>(*cost);
     if (optimize) {
       // Under MPI rank 0 searches and sends the strategy (or its error) to
@@ -217,6 +223,7 @@ void add_run_command(CLI::App& app) {
     std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << (world ? " MPI rank" : " cpu device") << (devices == 1 ? "" : "s")
               << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << ", "
               << o.threads << " kernel thread" << (o.threads == 1 ? "" : "s") << " each\n";
+    o.time_kernels = !profile_out.empty();
     s.options = o;
     training = true;
     s.result = world ? runtime::train(graph, views, *world, o) : runtime::train(graph, views, static_cast<int>(devices), o);
@@ -240,6 +247,14 @@ void add_run_command(CLI::App& app) {
     write_text_file_atomic(report, runtime::run_report_json(s));
     write_text_file_atomic(plot, runtime::loss_curve_svg(s));
     std::cerr << "wrote " << report << " and " << plot << "\n";
+    if (!profile_out.empty()) {
+      const runtime::RunProfile prof = runtime::profile_from_run(graph, s.result);
+      const std::string device = "cpu (" + std::to_string(devices) + (world ? " MPI ranks, " : " in-process devices, ") +
+                                 std::to_string(o.threads) + " kernel thread" + (o.threads == 1 ? "" : "s") + " each)";
+      write_text_file_atomic(profile_out, runtime::profile_json(prof, device));
+      std::cerr << "wrote " << profile_out << " (" << prof.times.size() << " operator shapes and the optimizer timed over "
+                << s.result.timed_steps << " step" << (s.result.timed_steps == 1 ? "" : "s") << ")\n";
+    }
     if (!std::isfinite(L.back())) throw Error("training diverged (loss " + std::to_string(L.back()) + "); lower --lr");
     } catch (const Error& e) {
       if (world && training) {

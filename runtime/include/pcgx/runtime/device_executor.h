@@ -20,6 +20,13 @@
 
 namespace pcgx::runtime {
 
+// Time spent in one compute node's kernels (seconds, summed over its tasks
+// run on a device while timing was on) and the number of those tasks.
+struct KernelTime {
+  double forward = 0, backward = 0;
+  int64_t tasks = 0;
+};
+
 class DeviceExecutor {
  public:
   DeviceExecutor(const ExecutionPlan& plan, Communicator& comm);
@@ -38,6 +45,12 @@ class DeviceExecutor {
   std::vector<Tensor<float>>& grads(TensorRef t) { return grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
   const ExecutionPlan& plan() const { return plan_; }
+
+  // Kernel timing (for measured cost-model profiles): the clock is read
+  // around each kernel and gradient-rule call only, so waiting for inputs
+  // and moving shards are not counted. Off by default.
+  void set_timing(bool on) { timing_ = on; }
+  const std::vector<KernelTime>& kernel_times() const { return kernel_times_; }
   Communicator& communicator() { return comm_; }
 
  private:
@@ -72,6 +85,8 @@ class DeviceExecutor {
   std::vector<const Tensor<float>*> in_, out_ptrs_, dout_;
   std::vector<Tensor<float>> out_, din_;
   std::vector<char> direct_;
+  bool timing_ = false;
+  std::vector<KernelTime> kernel_times_;  // [node]
 };
 
 }  // namespace pcgx::runtime

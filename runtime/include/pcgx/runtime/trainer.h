@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pcgx/runtime/dataset.h"
+#include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/runtime/optimizer.h"
 
@@ -32,6 +33,7 @@ struct TrainOptions {
   int64_t batches = 8;  // distinct synthetic batches, cycled
   const BatchSource* data = nullptr;  // the batches (dataset.h); null: the synthetic teacher task
   int threads = 1;  // kernel threads of each device (pcgx/pcg/kernel_threads.h); results do not depend on it
+  bool time_kernels = false;  // fill TrainResult::kernel_times (steps after the first)
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
 };
 
@@ -43,6 +45,12 @@ struct TrainResult {
   int devices = 1;
   std::string target;                // the input the teacher labels ("" with user data)
   std::string data;                  // BatchSource::describe()
+  // With TrainOptions::time_kernels: per node, kernel time summed over every
+  // device's tasks (under MPI, rank 0's tasks only) and the steps timed.
+  std::vector<KernelTime> kernel_times;
+  int64_t timed_steps = 0;
+  // The optimizer's updates over the timed steps, summed over devices.
+  double update_seconds = 0, update_bytes = 0;
 };
 
 // Kernel threads per device that share this machine's cores among

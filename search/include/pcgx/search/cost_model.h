@@ -69,11 +69,14 @@ Efficiency load_efficiency(const std::string& path);
 // Measured task times ("pcgx.profile"):
 //   { "format_version": 1, "kind": "pcgx.profile", "device": "...",
 //     "entries": [ { "op": "Linear", "inputs": [[64, 1024], [1024, 1024]],
-//                    "forward": 1.2e-4, "backward": 2.5e-4 } ] }
-// `inputs` are one task's input shard shapes.
+//                    "forward": 1.2e-4, "backward": 2.5e-4 } ],
+//     "update": { "bytes_per_second": 2.1e9 } }
+// `inputs` are one task's input shard shapes; `update` (optional) is the
+// optimizer's measured rate in parameter bytes per second on one device.
 struct Profile {
   std::string device;
   std::map<std::string, std::pair<double, double>> times;  // profile_key -> (forward, backward)
+  double update_bytes_per_second = 0;                       // 0: not measured
   bool empty() const { return times.empty(); }
 };
 std::string profile_key(const std::string& op, std::span<const std::vector<int64_t>> input_shapes);

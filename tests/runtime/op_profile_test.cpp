@@ -1,0 +1,75 @@
+// Measured operator times from a training run (op_profile.h) and their use
+// by the cost model (`pcgx run --profile-out`, then `pcgx optimize --profile`).
+#include <gtest/gtest.h>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/op_profile.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+
+namespace pcgx::runtime {
+namespace {
+
+TrainResult timed_run(const Graph& g, int devices, int64_t steps) {
+  TrainOptions o;
+  o.steps = steps, o.batches = 1, o.time_kernels = true;
+  std::vector<DeviceView> views;
+  return train(g, views, devices, o);
+}
+
+TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
+  const Graph g = search::data_parallel(build_model("mlp-tiny"), 2);
+  const TrainResult run = timed_run(g, 2, 4);
+  EXPECT_EQ(run.timed_steps, 3);
+  const RunProfile prof = profile_from_run(g, run);
+  ASSERT_FALSE(prof.times.empty());
+  EXPECT_GT(prof.update_bytes_per_second, 0);
+  for (const OpTime& t : prof.times) {
+    EXPECT_GT(t.forward, 0) << t.op;
+    EXPECT_GT(t.backward, 0) << t.op;
+  }
+  // Every compute operator has its entry at its shard shapes, and the cost
+  // model reads it back for that operator's tasks.
+  const search::Profile loaded = search::profile_from_json(profile_json(prof, "test cpu"), "p.json");
+  EXPECT_EQ(loaded.device, "test cpu");
+  EXPECT_DOUBLE_EQ(loaded.update_bytes_per_second, prof.update_bytes_per_second);
+  const search::CostModel cm(search::find_machine("cpu-host").with_devices(2), search::default_efficiency(), loaded);
+  int checked = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const TensorRef& t : n.inputs) shapes.push_back(g.shape(t).shard_shape());
+    const auto it = loaded.times.find(search::profile_key(n.op->name, shapes));
+    ASSERT_NE(it, loaded.times.end()) << describe(n);
+    const search::Seconds s = cm.task_time(g, n);
+    EXPECT_DOUBLE_EQ(s.forward, it->second.first) << describe(n);
+    EXPECT_DOUBLE_EQ(s.backward, it->second.second) << describe(n);
+    ++checked;
+  }
+  EXPECT_GT(checked, 3);
+  EXPECT_DOUBLE_EQ(cm.update_time(1e6), 1e6 / prof.update_bytes_per_second);
+}
+
+// 16 times the rows take longer (measured ~13x; 3x leaves room for noise).
+TEST(OpProfile, TimesGrowWithTheWork) {
+  auto linear = [](int64_t batch) {
+    const Graph g = build_model("mlp", {{"batch", batch}, {"hidden", 256}, {"layers", 1}});
+    for (const OpTime& t : profile_from_run(g, timed_run(g, 1, 12)).times)
+      if (t.op == "Linear") return t.forward + t.backward;
+    return 0.0;
+  };
+  const double small = linear(16), large = linear(256);
+  EXPECT_GT(small, 0);
+  EXPECT_GT(large, 3 * small);
+}
+
+TEST(OpProfile, AnUntimedRunIsAnError) {
+  const Graph g = build_model("mlp-tiny");
+  TrainOptions o;
+  o.steps = 2;
+  EXPECT_THROW(profile_from_run(g, train(g, {}, 1, o)), Error);
+}
+
+}  // namespace
+}  // namespace pcgx::runtime
