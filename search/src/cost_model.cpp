@@ -2,6 +2,7 @@
 #include "pcgx/search/cost_model.h"
 
 #include <algorithm>
+#include <numeric>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -245,7 +246,14 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
   const int64_t shards = s.num_shards();
   const double p = static_cast<double>(slices(s));
   const double bytes = shard_bytes(s) / p;
-  for (int64_t i = 0; i < shards; ++i) {
+  // Shard i goes from device from + i to to + i. Which link a pair crosses
+  // repeats with the period of the link spans (the lcm of the nonzero
+  // ones), so one period of shards covers every case: 8 pairs instead of
+  // 192 on a DGX machine (this loop was 60% of DLRM's search at 192 GPUs).
+  int64_t period = 1;
+  for (const LinkLevel& l : machine_.links)
+    if (l.span > 0) period = std::lcm(period, l.span);
+  for (int64_t i = 0; i < std::min(shards, period); ++i) {
     const int64_t a = from + i, b = to + i;
     if (a != b) worst = std::max(worst, p * send_time(bytes, group_link(machine_, std::min(a, b), std::max(a, b))));
   }

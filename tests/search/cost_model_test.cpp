@@ -47,6 +47,31 @@ TEST(Collectives, FormulasOnHandWorkedCases) {
   EXPECT_DOUBLE_EQ(broadcast_time(3, 3e6, c), 2e-6 + 2.0 * (2.0 / 3.0) * 3e6 * 1e-10);
 }
 
+// move_time looks at one period of the link spans; it must equal the
+// slowest of all shard pairs, here on a three-level machine (pairs of
+// devices, nodes of 6, the machine) at every pair of starts.
+TEST(CostModel, MoveTimeIsTheSlowestShardPair) {
+  Machine m;
+  m.name = "three-levels";
+  m.nodes = 4;
+  m.devices_per_node = 6;
+  m.device = {"toy", 1e12, 1e11, 1e9};
+  m.links = {{"pair", 2, 4e10, 1e-7}, {"node", 6, 1e10, 1e-6}, {"network", 0, 1e9, 1e-5}};
+  const CostModel cm(m, toy_efficiency());
+  for (int64_t degree : {1, 2, 3, 4, 6, 8}) {
+    const std::vector<int64_t> shape{24, 1000};
+    ParallelTensorShape s = ParallelTensorShape::unpartitioned(shape, DataType::kFloat32);
+    s.dims[0].degree = degree;
+    for (int64_t from = 0; from + degree <= 24; ++from)
+      for (int64_t to = 0; to + degree <= 24; ++to) {
+        double worst = 0;
+        for (int64_t i = 0; i < degree; ++i)
+          if (from != to) worst = std::max(worst, send_time(shard_bytes(s), group_link(m, std::min(from, to) + i, std::max(from, to) + i)));
+        EXPECT_DOUBLE_EQ(cm.move_time(s, from, to), worst) << "degree " << degree << " from " << from << " to " << to;
+      }
+  }
+}
+
 TEST(Collectives, GroupLinkFollowsTheHierarchy) {
   const Machine m = toy_machine();
   EXPECT_DOUBLE_EQ(group_link(m, 0, 3).beta, 1e-10);  // one node
