@@ -41,6 +41,13 @@ std::vector<int64_t> ParallelTensorShape::shard_shape() const {
   return v;
 }
 
+std::vector<int64_t> ParallelTensorShape::slice_shape() const {
+  std::vector<int64_t> v;
+  v.reserve(dims.size());
+  for (const auto& d : dims) v.push_back(d.size / d.degree / d.pipeline);
+  return v;
+}
+
 int64_t ParallelTensorShape::num_elements() const {
   int64_t n = 1;
   for (const auto& d : dims) n *= d.size;

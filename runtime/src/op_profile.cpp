@@ -17,14 +17,9 @@ RunProfile profile_from_run(const Graph& g, const TrainResult& run) {
   for (const Node& n : g.nodes()) {
     const KernelTime& k = run.kernel_times[static_cast<size_t>(n.id)];
     if (n.op->op_class != OpClass::kCompute || k.tasks == 0) continue;
-    // One task's input shards, per micro-slice as the cost model keys them.
+    // One task's input slices, as the cost model keys them.
     std::vector<std::vector<int64_t>> shapes;
-    for (const TensorRef& t : n.inputs) {
-      const ParallelTensorShape& s = g.shape(t);
-      std::vector<int64_t> shard = s.shard_shape();
-      for (size_t j = 0; j < shard.size(); ++j) shard[j] /= s.dims[j].pipeline;
-      shapes.push_back(std::move(shard));
-    }
+    for (const TensorRef& t : n.inputs) shapes.push_back(g.shape(t).slice_shape());
     Sum& x = sums[{n.op->name, shapes}];
     x.forward += k.forward, x.backward += k.backward, x.tasks += k.tasks;
   }

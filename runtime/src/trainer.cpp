@@ -54,6 +54,21 @@ struct UpdateTime {
   double seconds = 0, bytes = 0;
 };
 
+// The first step timed with time_kernels: the first (allocation, first
+// touch) is left out unless it is the only one.
+int64_t first_timed_step(const TrainOptions& o) { return std::min<int64_t>(1, o.steps - 1); }
+
+// Adds one device's timings into the result.
+void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const DeviceExecutor& ex, const UpdateTime& u) {
+  r.kernel_times.resize(g.size());
+  for (size_t n = 0; n < g.size(); ++n) {
+    const KernelTime& k = ex.kernel_times()[n];
+    r.kernel_times[n].forward += k.forward, r.kernel_times[n].backward += k.backward, r.kernel_times[n].tasks += k.tasks;
+  }
+  r.timed_steps = o.steps - first_timed_step(o);
+  r.update_seconds += u.seconds, r.update_bytes += u.bytes;
+}
+
 // One device's training loop; rank 0 records the losses and step times.
 std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Communicator& comm, const TrainOptions& options,
                                            TrainResult& result, UpdateTime& update) {
@@ -80,8 +95,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
     result.step_seconds.reserve(static_cast<size_t>(options.steps));
   }
   for (int64_t step = 0; step < options.steps; ++step) {
-    // The first step (allocation, first touch) is not timed unless it is the only one.
-    if (options.time_kernels && step == std::min<int64_t>(1, options.steps - 1)) ex->set_timing(true);
+    if (options.time_kernels && step == first_timed_step(options)) ex->set_timing(true);
     const auto t0 = std::chrono::steady_clock::now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
@@ -89,7 +103,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
     ex->backward();
     const auto u0 = std::chrono::steady_clock::now();
     opt.step(params, grads);
-    if (options.time_kernels && step >= std::min<int64_t>(1, options.steps - 1)) {
+    if (options.time_kernels && step >= first_timed_step(options)) {
       update.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
       for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
     }
@@ -126,17 +140,8 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices
     executors[r] = run_device(g, setup, comm, options, result, updates[r]);
   });
   result.bytes_sent = world.bytes_sent();
-  if (options.time_kernels) {
-    result.kernel_times.assign(g.size(), {});
-    for (const auto& ex : executors)
-      for (size_t n = 0; n < g.size(); ++n) {
-        const KernelTime& k = ex->kernel_times()[n];
-        result.kernel_times[n].forward += k.forward, result.kernel_times[n].backward += k.backward;
-        result.kernel_times[n].tasks += k.tasks;
-      }
-    result.timed_steps = options.steps > 1 ? options.steps - 1 : 1;
-    for (const UpdateTime& u : updates) result.update_seconds += u.seconds, result.update_bytes += u.bytes;
-  }
+  if (options.time_kernels)
+    for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r], updates[r]);
   // Final weights: every shard from the device that owns it.
   for (NodeId w : setup.weights) {
     const ParallelTensorShape& s = g.node(w).outputs[0];
@@ -158,11 +163,7 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, MpiWorld& w
   UpdateTime update;
   const auto ex = run_device(g, setup, comm, options, result, update);
   result.bytes_sent = world.sum(world.bytes_sent());
-  if (options.time_kernels) {
-    result.kernel_times = ex->kernel_times();
-    result.timed_steps = options.steps > 1 ? options.steps - 1 : 1;
-    result.update_seconds = update.seconds, result.update_bytes = update.bytes;
-  }
+  if (options.time_kernels) add_timing(result, g, options, *ex, update);
   // Final weights: shards owned elsewhere travel to rank 0.
   int64_t tag = kParameterTag;
   for (NodeId w : setup.weights) {

@@ -57,11 +57,6 @@ int64_t slices(const ParallelTensorShape& s) {
   for (const ParallelDim& d : s.dims) p *= d.pipeline;
   return p;
 }
-std::vector<int64_t> slice_shape(const ParallelTensorShape& s) {
-  std::vector<int64_t> v = s.shard_shape();
-  for (size_t j = 0; j < v.size(); ++j) v[j] /= s.dims[j].pipeline;
-  return v;
-}
 
 // Devices [lo, hi] of the group shard `first` of the partitioned side belongs
 // to, for a Repartition/Combine along `dim` by `k` (the group is the k blocks
@@ -155,11 +150,11 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   int64_t p = 1;
   for (const TensorRef& t : n.inputs) {
     const ParallelTensorShape& s = g.shape(t);
-    in_shapes.push_back(slice_shape(s));
+    in_shapes.push_back(s.slice_shape());
     in.push_back({in_shapes.back(), s.dtype});
     p = std::max(p, slices(s));
   }
-  for (const auto& s : n.outputs) out.push_back({slice_shape(s), s.dtype}), p = std::max(p, slices(s));
+  for (const auto& s : n.outputs) out.push_back({s.slice_shape(), s.dtype}), p = std::max(p, slices(s));
   const double k = static_cast<double>(p);
   if (!profile_.empty()) {
     auto it = profile_.times.find(profile_key(n.op->name, in_shapes));

@@ -4,10 +4,11 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <mutex>
+#include <deque>
 #include <map>
-#include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 
 #include "pcgx/search/common_subexpressions.h"
 #include "pcgx/search/graph_hash.h"
@@ -20,6 +21,31 @@ constexpr int kSimplifySteps = 1000;
 constexpr int kMaxRepeats = 256;
 
 std::string label(const Match& m) { return m.rule->id + (m.degree != 2 ? "@k" + std::to_string(m.degree) : ""); }
+std::string intro_label(const Rule& intro, int64_t degree) { return intro.id + "@k" + std::to_string(degree); }
+
+// The first half of a two-rule step: `g` with introducer `intro` at input
+// `input` of `node`, and the matches of `rules` at that node.
+struct Introduced {
+  Graph graph;
+  std::vector<Match> matches;
+};
+
+std::optional<Introduced> introduce_and_match(const Graph& g, const Rule& intro, NodeId node, int input, int64_t degree,
+                                              std::span<const Rule* const> rules) {
+  NodeId at = -1;
+  auto g1 = introduce(g, intro, node, input, degree, at);
+  if (!g1) return std::nullopt;
+  Introduced out{std::move(*g1), {}};
+  const std::map<const OpDef*, std::vector<NodeId>> only{{g.node(node).op, {at}}};
+  const auto consumers = out.graph.consumers();
+  MatchOptions o;
+  o.limit = kMatchesPerRule;
+  o.by_op = &only;
+  o.free_degrees = {degree};
+  for (const Rule* r : rules)
+    for (Match& m : find_matches(out.graph, *r, consumers, o)) out.matches.push_back(std::move(m));
+  return out;
+}
 
 }  // namespace
 
@@ -48,8 +74,8 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
   return g;
 }
 
-std::optional<Candidate> Explorer::settle(Graph h, std::vector<std::string> applied, std::unordered_set<uint64_t>& seen,
-                                          std::mutex& mu) const {
+std::optional<Candidate> Explorer::settle(Graph h, std::vector<std::string> applied, const Candidate::Step& step,
+                                          std::unordered_set<uint64_t>& seen, std::mutex& mu) const {
   Graph s = simplify(std::move(h), &applied);
   if (max_nodes_ > 0 && s.size() > max_nodes_) return std::nullopt;
   const uint64_t hash = graph_hash(s);
@@ -61,6 +87,7 @@ std::optional<Candidate> Explorer::settle(Graph h, std::vector<std::string> appl
   n.graph = std::move(s);
   n.applied = std::move(applied);
   n.hash = hash;
+  n.step = step;
   n.cost = mapper_.time(n.graph);
   ++evaluated;
   return n;
@@ -107,8 +134,8 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
 
   std::mutex mu;
   std::vector<std::vector<Candidate>> out(matches.size() + intros.size());
-  auto finish = [&](Graph h, std::vector<std::string> applied, std::vector<Candidate>& into) {
-    if (auto n = settle(std::move(h), std::move(applied), seen, mu)) into.push_back(std::move(*n));
+  auto finish = [&](Graph h, std::vector<std::string> applied, const Candidate::Step& step, std::vector<Candidate>& into) {
+    if (auto n = settle(std::move(h), std::move(applied), step, seen, mu)) into.push_back(std::move(*n));
   };
   tbb::parallel_for(size_t{0}, matches.size() + intros.size(), [&](size_t i) {
     if (i < matches.size()) {
@@ -116,31 +143,20 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
       if (!h) return;
       std::vector<std::string> applied = c.applied;
       applied.push_back(label(matches[i]));
-      finish(std::move(*h), std::move(applied), out[i]);
-      for (Candidate& n : out[i]) n.step = {matches[i].rule, matches[i].degree};
+      finish(std::move(*h), std::move(applied), {matches[i].rule, matches[i].degree}, out[i]);
       return;
     }
     const Intro& in = intros[i - matches.size()];
-    NodeId at = -1;
-    auto g1 = introduce(g, *in.rule, in.node, in.input, in.degree, at);
+    const OpDef* op = g.node(in.node).op;
+    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, rules_.rooted_at(op));
     if (!g1) return;
-    const std::map<const OpDef*, std::vector<NodeId>> only{{g.node(in.node).op, {at}}};
-    const auto cons = g1->consumers();
-    MatchOptions o1;
-    o1.limit = kMatchesPerRule;
-    o1.by_op = &only;
-    o1.free_degrees = {in.degree};
-    for (const Rule* r : rules_.rooted_at(g.node(in.node).op)) {
-      for (const Match& m : find_matches(*g1, *r, cons, o1)) {
-        auto h = apply_match(*g1, m);
-        if (!h) continue;
-        std::vector<std::string> applied = c.applied;
-        applied.push_back(in.rule->id + "@k" + std::to_string(in.degree));
-        applied.push_back(label(m));
-        const size_t before = out[i].size();
-        finish(std::move(*h), std::move(applied), out[i]);
-        if (out[i].size() > before) out[i].back().step = {m.rule, m.degree, in.rule, g.node(in.node).op, in.input};
-      }
+    for (const Match& m : g1->matches) {
+      auto h = apply_match(g1->graph, m);
+      if (!h) continue;
+      std::vector<std::string> applied = c.applied;
+      applied.push_back(intro_label(*in.rule, in.degree));
+      applied.push_back(label(m));
+      finish(std::move(*h), std::move(applied), {m.rule, m.degree, in.rule, op, in.input}, out[i]);
     }
   });
   std::vector<Candidate> result;
@@ -155,28 +171,26 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
   Candidate best = c;
   for (int round = 0; round < kMaxRepeats; ++round) {
     const Graph& g = best.graph;
-    // Every place the step applies: (graph after the introducer, match).
-    std::vector<std::pair<std::shared_ptr<const Graph>, Match>> places;
-    MatchOptions o;
-    o.limit = kMatchesPerRule;
-    o.free_degrees = {step.degree};
+    // Every place the step applies: the graph it applies to (g, or g after
+    // the introducer) and the match.
+    std::deque<Graph> introduced;
+    std::vector<std::pair<const Graph*, Match>> places;
     const auto by_op = nodes_by_op(g);
     if (!step.intro) {
       const auto consumers = g.consumers();
+      MatchOptions o;
+      o.limit = kMatchesPerRule;
       o.by_op = &by_op;
-      auto shared = std::shared_ptr<const Graph>(&g, [](const Graph*) {});
+      o.free_degrees = {step.degree};
       for (Match& m : find_matches(g, *step.rule, consumers, o))
-        if (m.degree == step.degree) places.emplace_back(shared, std::move(m));
+        if (m.degree == step.degree) places.emplace_back(&g, std::move(m));
     } else if (auto it = by_op.find(step.op); it != by_op.end()) {
       for (NodeId n : it->second) {
-        NodeId at = -1;
-        auto g1 = introduce(g, *step.intro, n, step.input, step.degree, at);
+        auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1));
         if (!g1) continue;
-        auto shared = std::make_shared<const Graph>(std::move(*g1));
-        const std::map<const OpDef*, std::vector<NodeId>> only{{step.op, {at}}};
-        o.by_op = &only;
-        for (Match& m : find_matches(*shared, *step.rule, shared->consumers(), o))
-          if (m.degree == step.degree) places.emplace_back(shared, std::move(m));
+        const Graph* at = &introduced.emplace_back(std::move(g1->graph));
+        for (Match& m : g1->matches)
+          if (m.degree == step.degree) places.emplace_back(at, std::move(m));
       }
     }
     std::vector<std::optional<Candidate>> next(places.size());
@@ -185,14 +199,13 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       auto h = apply_match(*places[i].first, places[i].second);
       if (!h) return;
       std::vector<std::string> applied = best.applied;
-      if (step.intro) applied.push_back(step.intro->id + "@k" + std::to_string(step.degree));
+      if (step.intro) applied.push_back(intro_label(*step.intro, step.degree));
       applied.push_back(label(places[i].second));
-      next[i] = settle(std::move(*h), std::move(applied), seen, mu);
+      next[i] = settle(std::move(*h), std::move(applied), step, seen, mu);
     });
     std::optional<Candidate> better;
     for (auto& n : next)  // in place order: the first of equally fast ones
       if (n && n->cost < best.cost && (!better || n->cost < better->cost)) better = std::move(n);
-    if (better) better->step = step;
     if (!better) break;
     best = std::move(*better);
   }

@@ -57,9 +57,10 @@ class Explorer {
   mutable std::atomic<int64_t> evaluated{0};
 
  private:
-  // Simplifies and costs a neighbour, unless `seen` (guarded by mu) has it.
-  std::optional<Candidate> settle(Graph h, std::vector<std::string> applied, std::unordered_set<uint64_t>& seen,
-                                  std::mutex& mu) const;
+  // Simplifies and costs a neighbour made by `step`, unless `seen`
+  // (guarded by mu) has it.
+  std::optional<Candidate> settle(Graph h, std::vector<std::string> applied, const Candidate::Step& step,
+                                  std::unordered_set<uint64_t>& seen, std::mutex& mu) const;
 
   const RuleLibrary& rules_;
   const MachineMapper& mapper_;

@@ -75,8 +75,8 @@ std::pair<Candidate, int64_t> best_first_from(Candidate seed, const Explorer& ex
       store.push_back(std::move(ch));
       (store.back().cost < cx.options.alpha * best.cost ? queue : deferred).push(store.size() - 1);
     }
-    // A one-rule step that set a new best is tried again elsewhere in the
-    // graph (Explorer::repeat); the result is one more candidate.
+    // The step that set a new best is tried again elsewhere in the graph
+    // (Explorer::repeat); the result is one more candidate.
     if (best.cost < before && best.step.rule) {
       Candidate r = ex.repeat(best, seen);
       if (r.cost < best.cost) {

@@ -120,8 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate,
                                            "EmbeddingBag,Repartition,Combine,Replicate,Reduce",
                                            "Pool2D(kernel_h=2,kernel_w=2),Repartition,Combine,Replicate",
                                            "SoftmaxCrossEntropy,Repartition,Combine,Reduce"),
-                         [](const auto& info) {
-                           std::string name = info.param.substr(0, info.param.find_first_of(",("));
+                         [](const auto& p) {
+                           std::string name = p.param.substr(0, p.param.find_first_of(",("));
                            return name;
                          });
 

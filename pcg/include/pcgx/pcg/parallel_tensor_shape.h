@@ -46,6 +46,9 @@ struct ParallelTensorShape {
   int rank() const { return static_cast<int>(dims.size()); }
   std::vector<int64_t> logical_shape() const;
   std::vector<int64_t> shard_shape() const;
+  // One pipeline micro-slice of a shard (the shard itself when no
+  // dimension is pipelined): what one task processes at a time.
+  std::vector<int64_t> slice_shape() const;
   int64_t num_elements() const;        // logical, one replica
   int64_t shard_elements() const;
   int64_t num_blocks() const;          // prod(d_j)
