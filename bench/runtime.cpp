@@ -28,7 +28,7 @@ namespace {
 constexpr int kWarmup = 3;
 
 // Steps per second after the warm-up steps.
-double pcgx_steps_per_second(const Graph& g, std::span<const runtime::DeviceView> views, int devices, int steps, int threads) {
+double pcgx_steps_per_second(const Graph& g, std::span<const MachineView> views, int devices, int steps, int threads) {
   runtime::TrainOptions o;
   o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads;
   const runtime::TrainResult r = runtime::train(g, views, devices, o);
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
     const search::MachineMapper mapper(cm);
     const Graph dp = search::best_data_parallel(mlp, mapper);
     const search::Strategy st = mapper.map(dp);
-    std::vector<runtime::DeviceView> views;
-    for (const auto& v : st.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+    std::vector<MachineView> views;
+    views.assign(st.views.begin(), st.views.end());
     const double r = pcgx_steps_per_second(dp, views, n, steps, 1);
     if (n == 1) one = r;
     std::printf("%8d %10.1f %8.2fx\n", n, r, r / one);

@@ -56,8 +56,11 @@ std::string machine_to_json(const Machine& m) {
                     {"memory_bandwidth", m.device.memory_bandwidth},
                     {"memory_capacity", m.device.memory_capacity}};
   json links = json::array();
-  for (const auto& l : m.links)
-    links.push_back({{"name", l.name}, {"span", l.span}, {"bandwidth", l.bandwidth}, {"latency", l.latency}});
+  for (const auto& l : m.links) {
+    json level = {{"name", l.name}, {"span", l.span}, {"bandwidth", l.bandwidth}, {"latency", l.latency}};
+    if (l.ports != 1) level["ports"] = l.ports;
+    links.push_back(level);
+  }
   root["links"] = links;
   return root.dump(2) + "\n";
 }
@@ -99,12 +102,13 @@ Machine machine_from_json(const std::string& text, const std::string& source) {
     const std::string path = index("links", i);
     const json& l = links[i];
     r.expect_object(l, path);
-    r.only_keys(l, {"name", "span", "bandwidth", "latency"}, path);
+    r.only_keys(l, {"name", "span", "bandwidth", "latency", "ports"}, path);
     LinkLevel level;
     level.name = r.get_string(r.field(l, "name", path), join(path, "name"));
     level.span = r.get_int(r.field(l, "span", path), join(path, "span"));
     level.bandwidth = positive_number(l, "bandwidth", path, false);
     level.latency = positive_number(l, "latency", path, true);
+    if (r.optional(l, "ports")) level.ports = positive_int(l, "ports", path);
     const bool last = i + 1 == links.size();
     if (level.span < 0) r.fail(join(path, "span"), "must not be negative");
     if (level.span == 0 && !last) r.fail(join(path, "span"), "only the last level may span the whole machine (0)");

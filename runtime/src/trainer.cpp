@@ -27,7 +27,7 @@ struct Setup {
   const BatchSource& source() const { return data ? *data : *synthetic; }
 };
 
-Setup prepare(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
+Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options) {
   if (options.steps < 1) throw Error("--steps: must be at least 1");
   if (options.threads < 1) throw Error("--threads: must be at least 1");
   validate(options.optimizer);
@@ -126,7 +126,7 @@ int default_kernel_threads(int local_devices) {
   return std::max(1, cores / std::max(local_devices, 1));
 }
 
-TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options) {
+TrainResult train(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options) {
   const Setup setup = prepare(g, views, devices, options);
   TrainResult result;
   result.devices = devices;
@@ -153,7 +153,7 @@ TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices
   return result;
 }
 
-TrainResult train(const Graph& g, std::span<const DeviceView> views, MpiWorld& world, const TrainOptions& options) {
+TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& world, const TrainOptions& options) {
   const Setup setup = prepare(g, views, world.size(), options);
   TrainResult result;
   result.devices = world.size();

@@ -1,32 +1,165 @@
-// Collective cost formulas (see collectives.h).
+// Collective times (see collectives.h).
 #include "pcgx/search/collectives.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+
+#include "pcgx/pcg/error.h"
 
 namespace pcgx::search {
 namespace {
 
-double log2_ceil(int64_t k) { return std::ceil(std::log2(static_cast<double>(k))); }
-double frac(int64_t k) { return static_cast<double>(k - 1) / static_cast<double>(k); }
+int64_t group_of(const LinkLevel& l, int64_t device) { return l.span == 0 ? 0 : device / l.span; }
+
+double log2_ceil(int64_t k) { return k <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(k))); }
+
+int64_t below(const GroupShape& g, size_t level) { return level == 0 ? g.size : g.groups[level - 1]; }
+
+// Links one group of the level below uses at once.
+int64_t parallel_links(const Machine& m, const GroupShape& g, size_t level) {
+  const int64_t ports = m.links[level].ports;
+  return level == 0 ? ports : std::min(ports, g.fewest[level]);
+}
+
+// The slowest crossed level for traffic that leaves each group of the
+// level below: `leaving(l)` bytes through `links(l)` links at once, plus
+// one latency of the top level (every transfer is posted at once).
+template <class Leaving, class Links>
+double crossing_time(const Machine& m, const GroupShape& g, Leaving leaving, Links links) {
+  double worst = 0;
+  for (size_t l = 0; l < m.links.size(); ++l)
+    if (g.crossed(l)) worst = std::max(worst, leaving(l) / (m.links[l].bandwidth * static_cast<double>(links(l))));
+  return m.links[g.top()].latency + worst;
+}
+
+double members_below(const GroupShape& g, size_t l) { return l == 0 ? 1.0 : static_cast<double>(g.fewest[l]); }
+
+// Each member sends (k-1)/k of n to the others, spread evenly: what leaves
+// a group of the level below is its members' traffic to the rest.
+double all_to_all_time(const Machine& m, const GroupShape& g, double n) {
+  const double k = static_cast<double>(g.size);
+  return crossing_time(
+      m, g, [&](size_t l) { return members_below(g, l) * n * (k - members_below(g, l)) / k; },
+      [&](size_t l) { return parallel_links(m, g, l); });
+}
+
+// One root sends (k-1)/k of n to the others (or receives it): its own link
+// at every level carries what leaves its group of the level below.
+double rooted_time(const Machine& m, const GroupShape& g, double n) {
+  const double k = static_cast<double>(g.size);
+  return crossing_time(
+      m, g, [&](size_t l) { return n * (k - members_below(g, l)) / k; }, [](size_t) { return int64_t{1}; });
+}
 
 }  // namespace
 
-double scatter_time(int64_t k, double n, LinkCost c) {
-  return k <= 1 ? 0.0 : log2_ceil(k) * c.alpha + frac(k) * n * c.beta;
+std::string_view to_string(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all-reduce";
+    case Collective::kReduceScatter: return "reduce-scatter";
+    case Collective::kAllGather: return "all-gather";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "all-to-all";
+    case Collective::kScatter: return "scatter";
+    case Collective::kGather: return "gather";
+  }
+  return "?";
 }
-double gather_time(int64_t k, double n, LinkCost c) { return scatter_time(k, n, c); }
-double broadcast_time(int64_t k, double n, LinkCost c) {
-  return k <= 1 ? 0.0 : log2_ceil(k) * c.alpha + 2.0 * frac(k) * n * c.beta;
-}
-double reduce_time(int64_t k, double n, LinkCost c) { return broadcast_time(k, n, c); }
-double allreduce_time(int64_t k, double n, LinkCost c) {
-  return k <= 1 ? 0.0 : 2.0 * static_cast<double>(k - 1) * c.alpha + 2.0 * frac(k) * n * c.beta;
-}
-double send_time(double n, LinkCost c) { return c.alpha + n * c.beta; }
 
-LinkCost group_link(const Machine& m, int64_t lo, int64_t hi) {
-  if (lo == hi) return {};
-  return LinkCost::of(m.link_between(lo, hi));
+bool GroupShape::crossed(size_t level) const { return size > 1 && (level == 0 ? size : groups[level - 1]) > groups[level]; }
+
+size_t GroupShape::top() const {
+  for (size_t l = groups.size(); l-- > 0;)
+    if (crossed(l)) return l;
+  return 0;
+}
+
+GroupShape group_shape(const Machine& m, std::span<const int64_t> devices) {
+  GroupShape g;
+  g.size = static_cast<int64_t>(devices.size());
+  const size_t levels = m.links.size();
+  g.groups.assign(levels, 1);
+  g.fewest.assign(levels, 1);
+  if (g.size <= 1) return g;
+  // Sorted keys per level make the counts one pass each.
+  std::vector<int64_t> ids(devices.begin(), devices.end());
+  std::vector<int64_t> lower(ids);  // group of the level below, per member
+  for (size_t l = 0; l < levels; ++l) {
+    std::vector<std::pair<int64_t, int64_t>> keys;  // (group here, group below)
+    keys.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) keys.emplace_back(group_of(m.links[l], ids[i]), lower[i]);
+    std::sort(keys.begin(), keys.end());
+    int64_t here = 0, fewest = std::numeric_limits<int64_t>::max(), run = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i == 0 || keys[i].first != keys[i - 1].first) ++here;
+      ++run;
+      if (i + 1 == keys.size() || keys[i + 1].second != keys[i].second || keys[i + 1].first != keys[i].first)
+        fewest = std::min(fewest, run), run = 0;
+    }
+    g.groups[l] = here;
+    g.fewest[l] = l == 0 ? 1 : fewest;
+    for (size_t i = 0; i < ids.size(); ++i) lower[i] = group_of(m.links[l], ids[i]);
+  }
+  g.groups[levels - 1] = 1;
+  return g;
+}
+
+GroupShape strided_group(const Machine& m, int64_t first, int64_t step, int64_t k) {
+  std::vector<int64_t> d(static_cast<size_t>(std::max<int64_t>(k, 0)));
+  for (int64_t i = 0; i < k; ++i) d[static_cast<size_t>(i)] = first + i * step;
+  return group_shape(m, d);
+}
+
+double bus_bandwidth(const Machine& m, const GroupShape& g) {
+  double b = std::numeric_limits<double>::infinity();
+  for (size_t l = 0; l < m.links.size(); ++l)
+    if (g.crossed(l)) b = std::min(b, m.links[l].bandwidth * static_cast<double>(parallel_links(m, g, l)));
+  return b;
+}
+
+double ring_pass_latency(const Machine& m, const GroupShape& g) {
+  double a = 0;
+  for (size_t l = 0; l < m.links.size(); ++l)
+    a += static_cast<double>(below(g, l) - g.groups[l]) * m.links[l].latency;
+  return a;
+}
+
+AllReduceTimes allreduce_times(const Machine& m, const GroupShape& g, double bytes) {
+  if (g.size <= 1) return {};
+  const double k = static_cast<double>(g.size);
+  const double b = bus_bandwidth(m, g);
+  AllReduceTimes t;
+  t.ring = 2 * ring_pass_latency(m, g) + 2 * (k - 1) / k * bytes / b;
+  const size_t top = g.top();
+  double lat = log2_ceil(below(g, top)) * m.links[top].latency;
+  for (size_t l = 0; l < top; ++l)
+    lat += static_cast<double>(below(g, l) - g.groups[l]) / static_cast<double>(g.groups[l]) * m.links[l].latency;
+  t.tree = 2 * lat + 2 * bytes / b;
+  return t;
+}
+
+double collective_time(const Machine& m, Collective c, const GroupShape& g, double bytes) {
+  if (g.size <= 1 || bytes <= 0) return 0.0;
+  const double k = static_cast<double>(g.size);
+  switch (c) {
+    case Collective::kAllReduce: return allreduce_times(m, g, bytes).best();
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: return ring_pass_latency(m, g) + (k - 1) / k * bytes / bus_bandwidth(m, g);
+    case Collective::kBroadcast:
+    case Collective::kReduce: return ring_pass_latency(m, g) + bytes / bus_bandwidth(m, g);
+    case Collective::kAllToAll: return all_to_all_time(m, g, bytes);
+    case Collective::kScatter:
+    case Collective::kGather: return rooted_time(m, g, bytes);
+  }
+  throw Error("collective_time: unknown collective");
+}
+
+double send_time(const Machine& m, int64_t from, int64_t to, double bytes) {
+  if (from == to) return 0.0;
+  const LinkLevel& l = m.link_between(from, to);
+  return l.latency + bytes / l.bandwidth;
 }
 
 }  // namespace pcgx::search

@@ -3,145 +3,70 @@
 
 #include <algorithm>
 #include <numeric>
-#include <filesystem>
-#include <nlohmann/json.hpp>
 
-#include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
-#include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/stable_hash.h"
 
 namespace pcgx::search {
 namespace {
 
-using nlohmann::json;
-
-double number(const json& v, const std::string& source, const std::string& field, bool positive) {
-  if (!v.is_number()) throw FileError(source, field, "expected a number");
-  const double x = v.get<double>();
-  if (x < 0 || (positive && x <= 0)) throw FileError(source, field, positive ? "must be positive" : "must not be negative");
-  return x;
-}
-
-json parse(const std::string& text, const std::string& source, const std::string& kind) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FileError(source, "", std::string("malformed JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  if (!j.contains("kind") || j["kind"] != kind) throw FileError(source, "kind", "expected \"" + kind + "\"");
-  if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
-  return j;
-}
-
-OpEfficiency read_efficiency(const json& v, const std::string& source, const std::string& field, OpEfficiency e) {
-  if (!v.is_object()) throw FileError(source, field, "expected an object");
-  for (const auto& [key, x] : v.items()) {
-    if (key == "compute") e.compute = number(x, source, field + ".compute", true);
-    else if (key == "memory") e.memory = number(x, source, field + ".memory", true);
-    else if (key == "backward") e.backward = number(x, source, field + ".backward", false);
-    else if (key == "view") {
-      if (!x.is_boolean()) throw FileError(source, field + ".view", "expected true or false");
-      e.view = x.get<bool>();
-    } else {
-      throw FileError(source, field + "." + key, "unknown field (compute, memory, backward, view)");
-    }
-  }
-  return e;
-}
-
-// The micro-slices a shard is processed in (Pipeline), and one slice's shape.
+// The micro-slices a shard is processed in (Pipeline).
 int64_t slices(const ParallelTensorShape& s) {
   int64_t p = 1;
   for (const ParallelDim& d : s.dims) p *= d.pipeline;
   return p;
 }
 
-// Devices [lo, hi] of the group shard `first` of the partitioned side belongs
-// to, for a Repartition/Combine along `dim` by `k` (the group is the k blocks
-// i*k .. i*k+k-1 along dim with every other coordinate fixed).
-std::pair<int64_t, int64_t> dim_group(const ParallelTensorShape& part, int dim, int64_t k, int64_t start) {
-  std::vector<int64_t> block(static_cast<size_t>(part.rank()), 0);
-  int64_t lo = INT64_MAX, hi = -1;
-  for (int64_t j = 0; j < k; ++j) {
-    block[static_cast<size_t>(dim)] = j;
-    const int64_t d = start + part.shard_index(0, block);
-    lo = std::min(lo, d), hi = std::max(hi, d);
+void add_member(std::vector<int64_t>& group, int64_t device) {
+  if (std::find(group.begin(), group.end(), device) == group.end()) group.push_back(device);
+}
+
+// Groups of devices keyed by a shard index, filled from moves.
+class Groups {
+ public:
+  explicit Groups(size_t keys) : members_(keys) {}
+  void add(size_t key, int64_t device) { add_member(members_[key], device); }
+  // The slowest group running collective `c` on `bytes`.
+  double slowest(const Machine& m, Collective c, double bytes) const {
+    double worst = 0;
+    for (const auto& g : members_)
+      if (g.size() > 1) worst = std::max(worst, collective_time(m, c, group_shape(m, g), bytes));
+    return worst;
   }
-  return {lo, hi};
+
+ private:
+  std::vector<std::vector<int64_t>> members_;
+};
+
+std::optional<Collective> layout_change(const std::string& first, const std::string& second) {
+  if (first == "Combine" && second == "Repartition") return Collective::kAllToAll;
+  if (first == "Combine" && second == "Replicate") return Collective::kAllGather;
+  if (first == "Reduce" && second == "Repartition") return Collective::kReduceScatter;
+  if (first == "Reduce" && second == "Replicate") return Collective::kAllReduce;
+  return std::nullopt;
+}
+
+Collective dual(Collective c) {
+  switch (c) {
+    case Collective::kAllGather: return Collective::kReduceScatter;
+    case Collective::kReduceScatter: return Collective::kAllGather;
+    case Collective::kBroadcast: return Collective::kReduce;
+    case Collective::kReduce: return Collective::kBroadcast;
+    case Collective::kScatter: return Collective::kGather;
+    case Collective::kGather: return Collective::kScatter;
+    default: return c;
+  }
 }
 
 }  // namespace
 
 double shard_bytes(const ParallelTensorShape& s) { return static_cast<double>(s.shard_elements() * byte_size(s.dtype)); }
 
-const OpEfficiency& Efficiency::of(const std::string& op) const {
-  auto it = ops.find(op);
-  return it == ops.end() ? fallback : it->second;
+CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm)
+    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm) {
+  for (const LinkLevel& l : machine_.links)
+    if (l.span > 0) period_ = std::lcm(period_, l.span);
 }
-
-Efficiency efficiency_from_json(const std::string& text, const std::string& source) {
-  const json j = parse(text, source, "pcgx.efficiency");
-  Efficiency e;
-  if (j.contains("launch")) e.launch = number(j["launch"], source, "launch", false);
-  if (j.contains("default")) e.fallback = read_efficiency(j["default"], source, "default", e.fallback);
-  if (j.contains("ops")) {
-    if (!j["ops"].is_object()) throw FileError(source, "ops", "expected an object");
-    for (const auto& [name, v] : j["ops"].items())
-      e.ops[name] = read_efficiency(v, source, "ops." + name, e.fallback);
-  }
-  return e;
-}
-
-Efficiency load_efficiency(const std::string& path) { return efficiency_from_json(read_text_file(path), path); }
-
-std::string profile_key(const std::string& op, std::span<const std::vector<int64_t>> input_shapes) {
-  std::string k = op;
-  for (const auto& s : input_shapes) {
-    k += '|';
-    for (size_t i = 0; i < s.size(); ++i) k += (i ? "x" : "") + std::to_string(s[i]);
-  }
-  return k;
-}
-
-Profile profile_from_json(const std::string& text, const std::string& source) {
-  const json j = parse(text, source, "pcgx.profile");
-  Profile p;
-  if (j.contains("device") && j["device"].is_string()) p.device = j["device"].get<std::string>();
-  if (!j.contains("entries") || !j["entries"].is_array()) throw FileError(source, "entries", "expected an array");
-  for (size_t i = 0; i < j["entries"].size(); ++i) {
-    const json& e = j["entries"][i];
-    const std::string f = "entries[" + std::to_string(i) + "]";
-    if (!e.is_object() || !e.contains("op") || !e["op"].is_string()) throw FileError(source, f + ".op", "expected an operator name");
-    if (!e.contains("inputs") || !e["inputs"].is_array()) throw FileError(source, f + ".inputs", "expected a list of shapes");
-    std::vector<std::vector<int64_t>> shapes;
-    for (const json& s : e["inputs"]) {
-      if (!s.is_array()) throw FileError(source, f + ".inputs", "expected a list of shapes");
-      std::vector<int64_t> shape;
-      for (const json& x : s) {
-        if (!x.is_number_integer() || x.get<int64_t>() <= 0) throw FileError(source, f + ".inputs", "sizes must be positive integers");
-        shape.push_back(x.get<int64_t>());
-      }
-      shapes.push_back(std::move(shape));
-    }
-    if (!e.contains("forward")) throw FileError(source, f + ".forward", "missing");
-    if (!e.contains("backward")) throw FileError(source, f + ".backward", "missing");
-    p.times[profile_key(e["op"].get<std::string>(), shapes)] = {number(e["forward"], source, f + ".forward", false),
-                                                                number(e["backward"], source, f + ".backward", false)};
-  }
-  if (j.contains("update")) {
-    const json& u = j["update"];
-    if (!u.is_object() || !u.contains("bytes_per_second")) throw FileError(source, "update.bytes_per_second", "missing");
-    p.update_bytes_per_second = number(u["bytes_per_second"], source, "update.bytes_per_second", true);
-  }
-  return p;
-}
-
-Profile load_profile(const std::string& path) { return profile_from_json(read_text_file(path), path); }
-
-CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile)
-    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)) {}
 
 Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   // A pipelined task runs once per micro-slice, on slice shapes.
@@ -169,70 +94,140 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   return {k * fwd, k * fwd * e.backward};
 }
 
-Seconds CostModel::parallel_time(const Graph& g, const Node& n, int64_t start, bool weight_fed) const {
+Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) const {
+  const Graph& g = p.graph();
+  const Node& n = g.node(id);
   const std::string& op = n.op->name;
-  const ParallelTensorShape& in = g.shape(n.inputs.at(0));
-  const ParallelTensorShape& out = n.outputs.at(0);
   if (op == "Pipeline" || op == "Batch") return {};
-  // Pipelined data moves once per micro-slice: p messages of 1/p the bytes.
-  const int64_t p = std::max(slices(in), slices(out));
-  const Seconds one = parallel_slice_time(g, n, start, weight_fed, static_cast<double>(p));
-  return {static_cast<double>(p) * one.forward, static_cast<double>(p) * one.backward};
-}
-
-Seconds CostModel::parallel_slice_time(const Graph& g, const Node& n, int64_t start, bool weight_fed, double p) const {
-  const std::string& op = n.op->name;
-  const ParallelTensorShape& in = g.shape(n.inputs.at(0));
   const ParallelTensorShape& out = n.outputs.at(0);
-  const int64_t k = n.attrs.get_int("degree");
-  if (op == "Repartition" || op == "Combine") {
-    const bool split = op == "Repartition";
-    const ParallelTensorShape& part = split ? out : in;
-    const auto [lo, hi] = dim_group(part, static_cast<int>(n.attrs.get_int("dim")), k, start);
-    const LinkCost c = group_link(machine_, std::min(lo, start), std::max(hi, start));
-    const double whole = shard_bytes(split ? in : out) / p;  // the unsplit shard
-    if (weight_fed) return {0.0, 0.0};
-    return {scatter_time(k, whole, c), gather_time(k, whole, c)};
+  int64_t pieces = slices(out);
+  for (const TensorRef& t : n.inputs) pieces = std::max(pieces, slices(g.shape(t)));
+  // Pipelined data moves once per micro-slice: p messages of 1/p the bytes.
+  const double P = static_cast<double>(pieces);
+  const auto& moves = p.moves(id);
+  auto src = [&](const Move& m) { return lo + p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
+  auto dst = [&](const Move& m) { return lo + p.owner({id, m.output}, m.out_shard); };
+  Seconds s;
+  if (op == "Replicate" || op == "Repartition") {  // one input shard feeds a group of outputs
+    const ParallelTensorShape& in = g.shape(n.inputs[0]);
+    Groups groups(static_cast<size_t>(in.num_shards()));
+    for (const Move& m : moves) groups.add(static_cast<size_t>(m.in_shard), src(m)), groups.add(static_cast<size_t>(m.in_shard), dst(m));
+    const double bytes = shard_bytes(in) / P;
+    const Collective c = op == "Replicate" ? Collective::kBroadcast : Collective::kScatter;
+    s = {groups.slowest(machine_, c, bytes), groups.slowest(machine_, dual(c), bytes)};
+  } else if (op == "Reduce" || op == "Combine") {  // a group of inputs feeds one output shard
+    Groups groups(static_cast<size_t>(out.num_shards()));
+    for (const Move& m : moves) groups.add(static_cast<size_t>(m.out_shard), dst(m)), groups.add(static_cast<size_t>(m.out_shard), src(m));
+    const double bytes = shard_bytes(op == "Reduce" ? g.shape(n.inputs[0]) : out) / P;
+    const Collective c = op == "Reduce" ? Collective::kReduce : Collective::kGather;
+    s = {groups.slowest(machine_, c, bytes), groups.slowest(machine_, dual(c), bytes)};
+  } else if (op == "AllReduce") {  // the outputs of one group read the same inputs; key: the first
+    const ParallelTensorShape& in = g.shape(n.inputs[0]);
+    Groups groups(static_cast<size_t>(in.num_shards()));
+    std::vector<int64_t> key(static_cast<size_t>(out.num_shards()), -1);
+    for (const Move& m : moves)
+      if (key[static_cast<size_t>(m.out_shard)] < 0) key[static_cast<size_t>(m.out_shard)] = m.in_shard;
+    for (const Move& m : moves) {
+      const auto k = static_cast<size_t>(key[static_cast<size_t>(m.out_shard)]);
+      groups.add(k, src(m)), groups.add(k, dst(m));
+    }
+    const double t = groups.slowest(machine_, Collective::kAllReduce, shard_bytes(in) / P);
+    s = {t, t};
+  } else if (n.op->is_shard_level(n.attrs)) {  // replica-axis Concat/Split: plain copies
+    double worst = 0;
+    for (const Move& m : moves)
+      worst = std::max(worst, send_time(machine_, src(m), dst(m), shard_bytes(g.shape(n.inputs[static_cast<size_t>(m.input)])) / P));
+    s = {worst, worst};
+  } else {
+    throw Error("cost model: " + op + " is not a parallel operator");
   }
-  // Replica groups: slots c*k .. c*k+k-1 of the side with more slots.
-  const ParallelTensorShape& many = (op == "Replicate") ? out : in;
-  const int64_t blocks = many.num_blocks();
-  const LinkCost c = group_link(machine_, start, start + (k - 1) * blocks);
-  const double bytes = shard_bytes(in) / p;
-  if (op == "Replicate") {
-    if (weight_fed) return {0.0, allreduce_time(k, bytes, c)};
-    return {broadcast_time(k, bytes, c), reduce_time(k, bytes, c)};
-  }
-  if (op == "Reduce") return {reduce_time(k, bytes, c), broadcast_time(k, bytes, c)};
-  if (op == "AllReduce") return {allreduce_time(k, bytes, c), allreduce_time(k, bytes, c)};
-  throw Error("cost model: unknown parallel operator " + op);
+  return {P * s.forward, P * s.backward};
 }
 
-Seconds CostModel::input_transfer_time(const Graph& g, const Node& n, int64_t start) const {
-  if (n.op->op_class != OpClass::kCompute) return {};
-  std::vector<ParallelTensorShape> ins;
-  for (const TensorRef& t : n.inputs) ins.push_back(g.shape(t));
-  std::vector<TensorType> types;
-  for (const auto& s : n.outputs) types.push_back({s.logical_shape(), s.dtype});
-  if (n.op->is_shard_level(n.attrs)) return {};
-  const DegreeInference di = infer_degrees(*n.op, n.attrs, ins, types);
-  const auto& ext = di.grid.extents;
-  const int64_t tasks = di.grid.num_tasks();
-  if (tasks <= 1) return {};
+std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId first, NodeId second, int64_t lo) const {
+  const Graph& g = p.graph();
+  const Node& a = g.node(first);
+  const Node& b = g.node(second);
+  const auto c = layout_change(a.op->name, b.op->name);
+  if (!c || b.inputs.size() != 1 || b.inputs[0] != TensorRef{first, 0}) return std::nullopt;
+  const int64_t k = a.attrs.get_int("degree");
+  if (b.attrs.get_int("degree") != k) return std::nullopt;
+  const TensorRef in = a.inputs[0], mid{first, 0}, out{second, 0};
+  const ParallelTensorShape& mid_shape = a.outputs[0];
+  const auto mids = static_cast<size_t>(mid_shape.num_shards());
+  std::vector<std::vector<int64_t>> from(mids), to(mids);
+  for (const Move& m : p.moves(first)) add_member(from[static_cast<size_t>(m.out_shard)], lo + p.owner(in, m.in_shard));
+  for (const Move& m : p.moves(second)) add_member(to[static_cast<size_t>(m.in_shard)], lo + p.owner(out, m.out_shard));
+  // The pieces that stay put (a Combine undone by a Repartition along the
+  // same dimension, every piece cut where it was): nothing moves.
+  bool identity = *c == Collective::kAllToAll && a.attrs.get_int("dim") == b.attrs.get_int("dim");
+  for (size_t j = 0; j < mids; ++j) {
+    std::vector<int64_t> x = from[j], y = to[j];
+    if (static_cast<int64_t>(x.size()) != k) return std::nullopt;
+    identity = identity && x == y;
+    std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
+    if (x != y) return std::nullopt;
+  }
+  if (identity) return Seconds{};
+  const ParallelTensorShape& s_in = g.shape(in);
+  const double P = static_cast<double>(std::max({slices(s_in), slices(mid_shape), slices(b.outputs[0])}));
+  // Bytes of one member's buffer: its input shard, or the gathered shard.
+  const double bytes = (*c == Collective::kAllGather ? shard_bytes(mid_shape) : shard_bytes(s_in)) / P;
+  double fwd = 0, bwd = 0;
+  for (size_t j = 0; j < mids; ++j) {
+    const GroupShape gs = group_shape(machine_, from[j]);
+    fwd = std::max(fwd, collective_time(machine_, *c, gs, bytes));
+    bwd = std::max(bwd, collective_time(machine_, dual(*c), gs, bytes));
+  }
+  return Seconds{P * fwd, P * bwd};
+}
+
+Seconds CostModel::input_transfer_time(const Placement& p, NodeId id, int64_t lo) const {
+  const Graph& g = p.graph();
+  const Node& n = g.node(id);
+  if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) return {};
+  const TaskTable& tt = p.tasks(id);
+  if (tt.tasks <= 1 && n.inputs.empty()) return {};
+  const auto& dev = p.task_devices(id);
   double worst = 0;
-  std::vector<int64_t> coords(ext.size(), 0);
-  for (int64_t t = 0; t < tasks; ++t) {
-    int64_t rest = t;
-    for (size_t d = ext.size(); d-- > 0;) coords[d] = rest % ext[d], rest /= ext[d];
+  for (int64_t t = 0; t < tt.tasks; ++t) {
     double mine = 0;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      const int64_t s = shard_for_task(di.grid.inputs[i], ins[i], coords, ext);
-      const double p = static_cast<double>(slices(ins[i]));
-      if (s != t) mine += p * send_time(shard_bytes(ins[i]) / p, group_link(machine_, std::min(start + s, start + t), std::max(start + s, start + t)));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ParallelTensorShape& s = g.shape(n.inputs[i]);
+      const int64_t from = p.owner(n.inputs[i], tt.input_shard[static_cast<size_t>(t)][i]);
+      const double pieces = static_cast<double>(slices(s));
+      if (from != dev[static_cast<size_t>(t)]) mine += pieces * send_time(machine_, lo + from, lo + dev[static_cast<size_t>(t)], shard_bytes(s) / pieces);
     }
     worst = std::max(worst, mine);
   }
   return {worst, worst};
+}
+
+std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, int64_t lo) const {
+  const ParallelTensorShape& s = p.graph().shape(t);
+  if (s.replica <= 1) return std::nullopt;
+  const int64_t blocks = s.num_blocks();
+  std::optional<SyncGroup> worst;
+  double worst_time = -1;
+  std::vector<int64_t> members;
+  for (int64_t b = 0; b < blocks; ++b) {
+    members.clear();
+    for (int64_t c = 0; c < s.replica; ++c) add_member(members, lo + p.owner(t, c * blocks + b));
+    if (members.size() < 2) continue;
+    SyncGroup sg{group_shape(machine_, members), shard_bytes(s), 0};
+    const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
+    if (time <= worst_time) continue;
+    std::sort(members.begin(), members.end());
+    sg.key = 0x5EC;
+    for (int64_t d : members) sg.key = hash_mix(sg.key, static_cast<uint64_t>(d));
+    worst = std::move(sg), worst_time = time;
+  }
+  return worst;
+}
+
+double CostModel::sync_share(const GroupShape& g, double bytes) const {
+  const double bucket = comm_.bucket_bytes;
+  return bytes * allreduce_times(machine_, g, bucket).best() / bucket;
 }
 
 double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const {
@@ -242,16 +237,10 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
   const double p = static_cast<double>(slices(s));
   const double bytes = shard_bytes(s) / p;
   // Shard i goes from device from + i to to + i. Which link a pair crosses
-  // repeats with the period of the link spans (the lcm of the nonzero
-  // ones), so one period of shards covers every case: 8 pairs instead of
-  // 192 on a DGX machine (this loop was 60% of DLRM's search at 192 GPUs).
-  int64_t period = 1;
-  for (const LinkLevel& l : machine_.links)
-    if (l.span > 0) period = std::lcm(period, l.span);
-  for (int64_t i = 0; i < std::min(shards, period); ++i) {
-    const int64_t a = from + i, b = to + i;
-    if (a != b) worst = std::max(worst, p * send_time(bytes, group_link(machine_, std::min(a, b), std::max(a, b))));
-  }
+  // repeats with the period of the link spans, so one period of shards
+  // covers every case (8 pairs instead of 192 on a DGX machine).
+  for (int64_t i = 0; i < std::min(shards, period_); ++i)
+    worst = std::max(worst, p * send_time(machine_, from + i, to + i, bytes));
   return worst;
 }
 
@@ -260,31 +249,5 @@ double CostModel::update_time(double bytes) const {
   if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;
   return 7.0 * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
 }
-
-std::string data_dir() {
-  if (const char* d = std::getenv("PCGX_DATA_DIR"); d && *d) return d;
-  return PCGX_DEFAULT_DATA_DIR;
-}
-
-std::vector<std::string> machine_names() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(data_dir() + "/machines", ec))
-    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-Machine find_machine(const std::string& name_or_path) {
-  std::error_code ec;
-  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) return load_machine(name_or_path);
-  const std::string path = data_dir() + "/machines/" + name_or_path + ".json";
-  if (std::filesystem::exists(path, ec)) return load_machine(path);
-  std::string known;
-  for (const auto& n : machine_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("--machine: unknown machine '" + name_or_path + "' (known: " + known + "; or a machine JSON file)");
-}
-
-Efficiency default_efficiency() { return load_efficiency(data_dir() + "/cost/efficiency.json"); }
 
 }  // namespace pcgx::search

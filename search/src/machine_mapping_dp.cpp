@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "pcgx/pcg/stable_hash.h"
+#include "pcgx/search/gradient_sync.h"
 #include "pcgx/search/graph_hash.h"
 #include "pcgx/search/machine_mapping.h"
 #include "sp_decomposition.h"
@@ -20,13 +21,17 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Result {
   double time = kInf;
-  double compute = 0;
+  double compute = 0;   // the optimizer update included
   double comm = 0;
-  double once = 0;  // of time: the optimizer update and weight-gradient synchronization
+  double sync = 0;      // gradient synchronization, as bucket shares
+  double update = 0;
+  double backward = 0;  // of compute + comm: the backward pass
 };
 
+Result zero() { return {0, 0, 0, 0, 0, 0}; }
+
 Result series(Result a, const Result& b) {
-  a.time += b.time, a.compute += b.compute, a.comm += b.comm, a.once += b.once;
+  a.time += b.time, a.compute += b.compute, a.comm += b.comm, a.sync += b.sync, a.update += b.update, a.backward += b.backward;
   return a;
 }
 
@@ -50,6 +55,19 @@ int64_t task_count(const Graph& g, const Node& n) {
   return n.outputs.empty() ? 1 : n.outputs[0].num_shards();
 }
 
+bool layout_change_pair(const std::string& a, const std::string& b) {
+  return (a == "Combine" || a == "Reduce") && (b == "Repartition" || b == "Replicate");
+}
+
+// Every compute operator at start 0, stride 1: the DP shifts whole
+// sub-graphs to the start of their resource.
+std::vector<MachineView> canonical_views(const Graph& g) {
+  std::vector<MachineView> v(g.size());
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) v[static_cast<size_t>(n.id)] = {0, 1, {}};
+  return v;
+}
+
 }  // namespace
 
 struct MachineMapper::Impl {
@@ -59,6 +77,8 @@ struct MachineMapper::Impl {
 
 namespace {
 
+using Memo = std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>>;
+
 // Everything about one graph the DP needs.
 struct Problem {
   const Graph& g;
@@ -66,24 +86,29 @@ struct Problem {
   std::unordered_map<Key, Result, KeyHash>& cache;
   std::shared_mutex& mu;
 
-  std::vector<char> layout;                // source_layout_nodes
+  SourceLayouts layouts;
+  Placement place;
   std::vector<char> active;
   std::vector<std::vector<NodeId>> feeders;  // per active node: layout nodes it pays for
-  std::vector<uint64_t> local;             // local hashes
+  std::vector<std::vector<std::pair<NodeId, int>>> consumers;
+  std::vector<NodeId> fused_tail;            // per node: the parallel node it forms one collective with, or -1
+  std::vector<char> is_tail;
+  std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
+  std::vector<uint64_t> local;               // local hashes
   SPTree tree;
   std::vector<uint64_t> tree_hash;
-  std::vector<std::vector<std::pair<NodeId, int>>> consumers;
 
   Problem(const Graph& graph, const CostModel& cm, std::unordered_map<Key, Result, KeyHash>& ca, std::shared_mutex& m)
-      : g(graph), cost(cm), cache(ca), mu(m) {
-    layout = source_layout_nodes(g);
+      : g(graph), cost(cm), cache(ca), mu(m), layouts(source_layouts(graph)), place(graph, canonical_views(graph), cm.devices()) {
     active.assign(g.size(), 0);
-    for (const Node& n : g.nodes()) active[static_cast<size_t>(n.id)] = n.op->op_class != OpClass::kSource && !layout[static_cast<size_t>(n.id)];
+    for (const Node& n : g.nodes())
+      active[static_cast<size_t>(n.id)] = n.op->op_class != OpClass::kSource && !layouts.is_layout(g, n.id);
     consumers = g.consumers();
+    for (auto& c : consumers) std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     // A layout node is paid for by its first active reader.
     std::vector<NodeId> owner(g.size(), -1);
     for (size_t i = g.size(); i-- > 0;) {
-      if (!layout[i]) continue;
+      if (!layouts.is_layout(g, static_cast<NodeId>(i))) continue;
       NodeId best = -1;
       for (const auto& [c, idx] : consumers[i]) {
         const NodeId o = active[static_cast<size_t>(c)] ? c : owner[static_cast<size_t>(c)];
@@ -93,19 +118,72 @@ struct Problem {
     }
     feeders.resize(g.size());
     for (size_t i = 0; i < g.size(); ++i)
-      if (layout[i] && owner[i] >= 0) feeders[static_cast<size_t>(owner[i])].push_back(static_cast<NodeId>(i));
-    local.resize(g.size());
+      if (owner[i] >= 0) feeders[static_cast<size_t>(owner[i])].push_back(static_cast<NodeId>(i));
+    // Layout changes priced as one collective: a parallel node whose only
+    // reader is the parallel node completing the pattern.
+    fused_tail.assign(g.size(), -1);
+    is_tail.assign(g.size(), 0);
     for (const Node& n : g.nodes()) {
-      uint64_t h = local_hash(n, g);
-      // Which inputs are weights decides the update time (leaf()).
-      for (const TensorRef& i : n.inputs) h = hash_mix(h, weight_behind(g, i) >= 0 ? 0x3E16 : 0xAC7);
-      for (NodeId f : feeders[static_cast<size_t>(n.id)]) h = hash_mix(h, local_hash(g.node(f), g) ^ (weight_behind(g, g.node(f).inputs[0]) >= 0));
-      local[static_cast<size_t>(n.id)] = h;
+      const auto& cs = consumers[static_cast<size_t>(n.id)];
+      if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kParallel || cs.size() != 1) continue;
+      const Node& r = g.node(cs[0].first);
+      if (!active[static_cast<size_t>(r.id)] || is_tail[static_cast<size_t>(n.id)] || !layout_change_pair(n.op->name, r.op->name)) continue;
+      fused_tail[static_cast<size_t>(n.id)] = r.id;
+      is_tail[static_cast<size_t>(r.id)] = 1;
     }
+    // A weight layout's gradient is synchronized by its first compute reader.
+    syncs.resize(g.size());
+    for (const Node& n : g.nodes()) {
+      if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kCompute) continue;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const TensorRef t = n.inputs[i];
+        if (!layouts.weight(t)) continue;
+        NodeId first = -1;
+        for (const auto& [c, idx] : consumers[static_cast<size_t>(t.node)])
+          if (g.node(c).inputs[static_cast<size_t>(idx)] == t && g.node(c).op->op_class == OpClass::kCompute) {
+            first = c;
+            break;
+          }
+        if (first == n.id && std::find_if(syncs[static_cast<size_t>(n.id)].begin(), syncs[static_cast<size_t>(n.id)].end(),
+                                          [&](size_t j) { return n.inputs[j] == t; }) == syncs[static_cast<size_t>(n.id)].end())
+          syncs[static_cast<size_t>(n.id)].push_back(i);
+      }
+    }
+    hash_nodes();
     std::vector<std::vector<NodeId>> readers(g.size());
     tree = decompose(g, active, readers);
     tree_hash.resize(tree.nodes.size());
     for (size_t i = 0; i < tree.nodes.size(); ++i) tree_hash[i] = hash_tree(static_cast<int>(i));
+  }
+
+  // What a leaf's cost depends on: its own shapes and attributes, where its
+  // inputs' and outputs' shards live (decided by their producers and first
+  // readers, placement.h), the layouts it pays for and the collective it
+  // forms with a neighbour.
+  void hash_nodes() {
+    std::vector<uint64_t> own(g.size()), where(g.size(), 0);
+    for (const Node& n : g.nodes()) own[static_cast<size_t>(n.id)] = local_hash(n, g);
+    // where[n]: the placement of n's outputs, from their producer (compute)
+    // or their first reader (everything else); readers come later in id order.
+    for (size_t i = g.size(); i-- > 0;) {
+      const Node& n = g.node(static_cast<NodeId>(i));
+      uint64_t h = own[i];
+      if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs))
+        for (const auto& [c, idx] : consumers[i]) h = hash_mix(hash_mix(h, static_cast<uint64_t>(idx)), hash_mix(own[static_cast<size_t>(c)], where[static_cast<size_t>(c)]));
+      where[i] = h;
+    }
+    local.resize(g.size());
+    for (const Node& n : g.nodes()) {
+      const auto id = static_cast<size_t>(n.id);
+      uint64_t h = hash_mix(own[id], where[id]);
+      for (const TensorRef& t : n.inputs)
+        h = hash_mix(hash_mix(h, where[static_cast<size_t>(t.node)]), layouts.weight(t) ? 0x3E16 : 0xAC7);
+      for (size_t i : syncs[id]) h = hash_mix(h, 0x5C + i);
+      for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
+      if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
+      if (is_tail[id]) h = hash_mix(h, 0x7A11);
+      local[id] = h;
+    }
   }
 
   uint64_t hash_tree(int t) const {
@@ -152,27 +230,45 @@ struct Problem {
     return 2 * s;
   }
 
+  // The synchronizations node `id` pays at `lo`.
+  std::vector<SyncGroup> sync_groups(NodeId id, int64_t lo) const {
+    std::vector<SyncGroup> out;
+    for (size_t i : syncs[static_cast<size_t>(id)])
+      if (auto s = cost.sync_group(place, g.node(id).inputs[i], lo)) out.push_back(*s);
+    return out;
+  }
+
   Result leaf(NodeId id, int64_t lo, int64_t size) const {
     const Node& n = g.node(id);
     if (task_count(g, n) > size) return {};
-    Result r{0, 0, 0, 0};
+    Result r = zero();
     if (n.op->op_class == OpClass::kParallel) {
-      r.comm = cost.parallel_time(g, n, lo, false).total();
+      Seconds s;
+      if (is_tail[static_cast<size_t>(id)]) {
+        s = {};
+      } else if (const NodeId tail = fused_tail[static_cast<size_t>(id)]; tail >= 0) {
+        if (auto one = cost.layout_change_time(place, id, tail, lo)) {
+          s = *one;
+        } else {
+          const Seconds a = cost.parallel_time(place, id, lo), b = cost.parallel_time(place, tail, lo);
+          s = {a.forward + b.forward, a.backward + b.backward};
+        }
+      } else {
+        s = cost.parallel_time(place, id, lo);
+      }
+      r.comm = s.total(), r.backward = s.backward;
     } else {
-      r.compute = cost.task_time(g, n).total();
-      r.comm = cost.input_transfer_time(g, n, lo).total();
+      const Seconds c = cost.task_time(g, n);
+      const Seconds t = cost.input_transfer_time(place, id, lo);
+      r.compute = c.total(), r.comm = t.total(), r.backward = c.backward + t.backward;
       double weight_bytes = 0;
       for (const TensorRef& i : n.inputs)
-        if (weight_behind(g, i) >= 0) weight_bytes += shard_bytes(g.shape(i));
-      r.once = cost.update_time(weight_bytes);
-      r.compute += r.once;
+        if (layouts.weight(i)) weight_bytes += shard_bytes(g.shape(i));
+      r.update = cost.update_time(weight_bytes);
+      r.compute += r.update;
+      for (const SyncGroup& s : sync_groups(id, lo)) r.sync += cost.sync_share(s.group, s.bytes);
     }
-    for (NodeId f : feeders[static_cast<size_t>(id)])
-      if (weight_behind(g, g.node(f).inputs[0]) >= 0) {
-        const double sync = cost.parallel_time(g, g.node(f), lo, true).total();
-        r.comm += sync, r.once += sync;
-      }
-    r.time = r.compute + r.comm;
+    r.time = r.compute + r.comm + r.sync;
     return r;
   }
 
@@ -186,11 +282,10 @@ struct Problem {
 
   // The best way to run children[a..b) (sorted) of a parallel node on [lo, lo+size);
   // `choice` receives (j, s): split before j with s devices for the first group, or (0, 0) sequential.
-  Result group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size,
-               std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>>& memo) const {
+  Result group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo) const {
     auto key = std::make_tuple(a, b, lo, size);
     if (auto it = memo.find(key); it != memo.end()) return it->second.first;
-    Result best{0, 0, 0, 0};
+    Result best = zero();
     for (size_t i = a; i < b; ++i) best = series(best, solve(kids[i], lo, size));
     std::pair<size_t, int64_t> choice{0, 0};
     if (b - a > 1 && size > 1) {
@@ -202,7 +297,7 @@ struct Problem {
           Result y = group(kids, j, b, lo + s, size - s, memo);
           double ymove = 0;
           for (size_t i = j; i < b; ++i) ymove += move(kids[i], lo, lo + s);
-          y.time += ymove, y.comm += ymove;
+          y.time += ymove, y.comm += ymove, y.backward += ymove / 2;
           Result m = x.time >= y.time ? x : y;
           if (m.time < best.time) best = m, choice = {j, s};
         }
@@ -231,11 +326,11 @@ struct Problem {
     if (s.kind == SPNode::kLeaf) {
       r = leaf(s.node, lo, size);
     } else if (s.kind == SPNode::kSeries) {
-      r = {0, 0, 0, 0};
+      r = zero();
       for (int c : s.children) r = series(r, solve(c, lo, size));
     } else {
       const auto kids = sorted_children(t, lo, size);
-      std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>> memo;
+      Memo memo;
       r = group(kids, 0, kids.size(), lo, size, memo);
     }
     std::unique_lock lock(mu);
@@ -243,46 +338,91 @@ struct Problem {
     return r;
   }
 
-  // Places the nodes of sub-tree t as the solution of solve(t, lo, size) does.
-  void assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& views) const {
+  // Places the nodes of sub-tree t as the solution of solve(t, lo, size)
+  // does; `at` receives each active node's resource.
+  void assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& views, std::vector<std::pair<int64_t, int64_t>>& at) const {
     const SPNode& s = tree.nodes[static_cast<size_t>(t)];
     if (s.kind == SPNode::kLeaf) {
-      views[static_cast<size_t>(s.node)] = {lo, 1};
-      for (NodeId f : feeders[static_cast<size_t>(s.node)]) views[static_cast<size_t>(f)] = {lo, 1};
+      views[static_cast<size_t>(s.node)] = {lo, 1, {}};
+      at[static_cast<size_t>(s.node)] = {lo, size};
+      for (NodeId f : feeders[static_cast<size_t>(s.node)]) views[static_cast<size_t>(f)] = {lo, 1, {}};
     } else if (s.kind == SPNode::kSeries) {
-      for (int c : s.children) assign(c, lo, size, views);
+      for (int c : s.children) assign(c, lo, size, views, at);
     } else {
       const auto kids = sorted_children(t, lo, size);
-      std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>> memo;
+      Memo memo;
       group(kids, 0, kids.size(), lo, size, memo);
-      assign_group(kids, 0, kids.size(), lo, size, memo, views);
+      assign_group(kids, 0, kids.size(), lo, size, memo, views, at);
     }
   }
-  void assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size,
-                    std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>>& memo,
-                    std::vector<MachineView>& views) const {
+  void assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo,
+                    std::vector<MachineView>& views, std::vector<std::pair<int64_t, int64_t>>& at) const {
     const auto [j, s] = memo.at(std::make_tuple(a, b, lo, size)).second;
     if (s == 0) {
-      for (size_t i = a; i < b; ++i) assign(kids[i], lo, size, views);
+      for (size_t i = a; i < b; ++i) assign(kids[i], lo, size, views, at);
       return;
     }
-    assign_group(kids, a, j, lo, s, memo, views);
-    assign_group(kids, j, b, lo + s, size - s, memo, views);
+    assign_group(kids, a, j, lo, s, memo, views, at);
+    assign_group(kids, j, b, lo + s, size - s, memo, views, at);
   }
 
-  // Busy seconds per device under `views`.
-  std::vector<double> busy(const std::vector<MachineView>& views) const {
+  // The gradient synchronization replayed against the backward pass: each
+  // gradient is ready when the backward pass has gone through its reader,
+  // in reverse topological order, scaled to the critical path's backward.
+  SyncTimeline replay(const Result& r, const std::vector<std::pair<int64_t, int64_t>>& at) const {
+    std::vector<ReadyGradient> grads;
+    double done = 0;
+    for (size_t i = g.size(); i-- > 0;) {
+      if (!active[i]) continue;
+      const auto [lo, size] = at[i];
+      done += solve_leaf(static_cast<NodeId>(i), lo, size).backward;
+      for (SyncGroup& s : sync_groups(static_cast<NodeId>(i), lo)) grads.push_back({done, std::move(s)});
+    }
+    if (done > 0)
+      for (ReadyGradient& x : grads) x.ready *= r.backward / done;
+    return replay_buckets(cost.machine(), std::move(grads), r.backward, cost.comm().bucket_bytes);
+  }
+  Result solve_leaf(NodeId id, int64_t lo, int64_t size) const {
+    const Key key{local[static_cast<size_t>(id)], lo, size};
+    {
+      std::shared_lock lock(mu);
+      if (auto it = cache.find(key); it != cache.end()) return it->second;
+    }
+    return leaf(id, lo, size);
+  }
+
+  // Busy seconds per device.
+  std::vector<double> busy(const std::vector<std::pair<int64_t, int64_t>>& at) const {
     std::vector<double> out(static_cast<size_t>(cost.devices()), 0.0);
     for (const Node& n : g.nodes()) {
       if (!active[static_cast<size_t>(n.id)]) continue;
-      const MachineView v = views[static_cast<size_t>(n.id)];
-      const Result r = leaf(n.id, v.start, cost.devices() - v.start);
+      const auto [lo, size] = at[static_cast<size_t>(n.id)];
+      const Result r = solve_leaf(n.id, lo, size);
       const int64_t t = task_count(g, n);
-      for (int64_t i = 0; i < t && v.start + i < cost.devices(); ++i) out[static_cast<size_t>(v.start + i)] += r.time;
+      for (int64_t i = 0; i < t && lo + i < cost.devices(); ++i) out[static_cast<size_t>(lo + i)] += r.time - r.sync;
     }
     return out;
   }
 };
+
+struct Mapped {
+  Result dp;
+  SyncTimeline sync;
+  std::vector<MachineView> views;
+  std::vector<std::pair<int64_t, int64_t>> at;
+  double time() const { return dp.time - dp.sync + sync.exposed; }
+};
+
+Mapped solve_all(const Problem& p, int64_t devices) {
+  Mapped m;
+  m.dp = p.solve(p.tree.root, 0, devices);
+  if (m.dp.time == kInf) return m;
+  m.views.assign(p.g.size(), MachineView{});
+  m.at.assign(p.g.size(), {0, devices});
+  p.assign(p.tree.root, 0, devices, m.views, m.at);
+  m.sync = p.replay(m.dp, m.at);
+  return m;
+}
 
 }  // namespace
 
@@ -297,14 +437,12 @@ size_t MachineMapper::cache_size() const {
 double MachineMapper::time(const Graph& g) const {
   Problem p(g, cost_, impl_->cache, impl_->mu);
   if (p.tree.root < 0) return 0;
-  const Result r = p.solve(p.tree.root, 0, cost_.devices());
-  if (r.time == kInf) return kInf;
-  std::vector<MachineView> views(g.size());
-  p.assign(p.tree.root, 0, cost_.devices(), views);
-  const auto mem = memory_per_device(g, views, cost_.devices());
-  for (double m : mem)
-    if (m > cost_.machine().device.memory_capacity) return kInf;
-  return r.time;
+  const Mapped m = solve_all(p, cost_.devices());
+  if (m.dp.time == kInf) return kInf;
+  const auto mem = memory_per_device(g, m.views, cost_.devices());
+  for (double x : mem)
+    if (x > cost_.machine().device.memory_capacity) return kInf;
+  return m.time();
 }
 
 Strategy MachineMapper::map(const Graph& g) const {
@@ -315,19 +453,23 @@ Strategy MachineMapper::map(const Graph& g) const {
     e.feasible = true, e.time = 0;
     return s;
   }
-  const Result r = p.solve(p.tree.root, 0, cost_.devices());
-  if (r.time == kInf) {
+  const Mapped m = solve_all(p, cost_.devices());
+  if (m.dp.time == kInf) {
     int64_t most = 0;
     for (const Node& n : g.nodes())
       if (p.active[static_cast<size_t>(n.id)]) most = std::max(most, task_count(g, n));
     e.infeasible = "an operator runs " + std::to_string(most) + " tasks but the machine has " + std::to_string(cost_.devices()) + " devices";
     return s;
   }
-  p.assign(p.tree.root, 0, cost_.devices(), s.views);
-  e.time = r.time, e.compute = r.compute, e.communication = r.comm, e.once = r.once;
+  s.views = m.views;
+  e.time = m.time();
+  e.compute = m.dp.compute;
+  e.communication = m.dp.comm + m.sync.exposed;
+  e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
+  e.once = m.dp.update + m.sync.exposed;
   e.memory = memory_per_device(g, s.views, cost_.devices());
-  const auto b = p.busy(s.views);
-  e.idle = std::max(0.0, r.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));
+  const auto b = p.busy(m.at);
+  e.idle = std::max(0.0, e.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));
   const double cap = cost_.machine().device.memory_capacity;
   if (e.max_memory() > cap) {
     e.infeasible = "a device needs " + std::to_string(e.max_memory() / 1073741824.0) + " GiB of " + std::to_string(cap / 1073741824.0) + " GiB";
@@ -339,46 +481,5 @@ Strategy MachineMapper::map(const Graph& g) const {
 }
 
 double Estimate::max_memory() const { return memory.empty() ? 0.0 : *std::max_element(memory.begin(), memory.end()); }
-
-std::vector<char> source_layout_nodes(const Graph& g) {
-  std::vector<char> out(g.size(), 0);
-  for (const Node& n : g.nodes()) {
-    if (n.op->op_class != OpClass::kParallel || n.inputs.size() != 1) continue;
-    const Node& in = g.node(n.inputs[0].node);
-    const bool source = in.op->op_class == OpClass::kSource && !in.name.starts_with(kPieceInputPrefix);
-    out[static_cast<size_t>(n.id)] = source || out[static_cast<size_t>(in.id)];
-  }
-  return out;
-}
-
-NodeId weight_behind(const Graph& g, TensorRef t) {
-  for (;;) {
-    const Node& n = g.node(t.node);
-    if (n.op->op_class == OpClass::kSource) return n.op->is_weight ? n.id : -1;
-    if (n.op->op_class != OpClass::kParallel || n.inputs.size() != 1) return -1;
-    t = n.inputs[0];
-  }
-}
-
-std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices, double activations) {
-  std::vector<double> mem(static_cast<size_t>(devices), 0.0);
-  std::set<std::pair<NodeId, int64_t>> weights_held;
-  for (const Node& n : g.nodes()) {
-    if (n.op->op_class != OpClass::kCompute) continue;
-    const MachineView v = views[static_cast<size_t>(n.id)];
-    if (v.start < 0) continue;
-    const int64_t tasks = task_count(g, n);
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t d = v.start + t * v.stride;
-      if (d >= devices) break;
-      for (const auto& o : n.outputs) mem[static_cast<size_t>(d)] += activations * shard_bytes(o);
-      for (const TensorRef& i : n.inputs) {
-        const NodeId w = weight_behind(g, i);
-        if (w >= 0 && weights_held.insert({w, d}).second) mem[static_cast<size_t>(d)] += 4 * shard_bytes(g.shape(i));
-      }
-    }
-  }
-  return mem;
-}
 
 }  // namespace pcgx::search

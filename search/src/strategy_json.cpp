@@ -29,7 +29,10 @@ std::string strategy_to_json(const StrategyFile& s) {
   for (const Node& n : s.strategy.graph.nodes()) {
     const MachineView v = s.strategy.views.at(static_cast<size_t>(n.id));
     if (n.op->op_class == OpClass::kSource || v.start < 0) continue;
-    views.push_back({{"node", n.id}, {"start", v.start}, {"stride", v.stride}});
+    json view = {{"node", n.id}, {"start", v.start}};
+    if (v.strides.empty()) view["stride"] = v.stride;
+    else view["strides"] = v.strides;
+    views.push_back(view);
   }
   j["views"] = views;
   if (s.pipeline_stages > 0) j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
@@ -67,9 +70,20 @@ StrategyFile strategy_from_json(const std::string& text, const std::string& sour
     if (!v.is_object() || !v.contains("node") || !v["node"].is_number_integer()) throw FileError(source, f + ".node", "expected a node id");
     const int64_t node = v["node"].get<int64_t>();
     if (node < 0 || node >= static_cast<int64_t>(s.strategy.graph.size())) throw FileError(source, f + ".node", "no such node");
+    if ((v.contains("start") && !v["start"].is_number_integer()) || (v.contains("stride") && !v["stride"].is_number_integer()))
+      throw FileError(source, f, "start and stride must be integers");
     const int64_t start = v.value("start", int64_t{-1}), stride = v.value("stride", int64_t{1});
     if (start < 0 || start >= s.devices || stride < 1) throw FileError(source, f, "start must lie in [0, devices) and stride be positive");
-    s.strategy.views[static_cast<size_t>(node)] = {start, stride};
+    MachineView view{start, stride, {}};
+    if (v.contains("strides")) {
+      if (!v["strides"].is_array()) throw FileError(source, f + ".strides", "expected a list of non-negative integers");
+      for (const json& x : v["strides"]) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= s.devices)
+          throw FileError(source, f + ".strides", "expected a list of non-negative integers below the device count");
+        view.strides.push_back(x.get<int64_t>());
+      }
+    }
+    s.strategy.views[static_cast<size_t>(node)] = view;
   }
   if (j.contains("predicted") && j["predicted"].is_object()) {
     const json& p = j["predicted"];

@@ -233,13 +233,13 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     if (a == b) return 0.0;
     const TensorRef bt = pieces[p].out;
     const ParallelTensorShape s = g.shape(bt);
-    // The moves: gather the old split, scatter the new one.
-    double c = 0;
+    // The boundary re-laid from one split to the other over the same first
+    // devices: an all-to-all, forward and backward (each member sends what
+    // the others need of its share).
     const CostModel& cm = cx.mapper.cost();
-    const LinkCost link = group_link(cm.machine(), 0, std::max<int64_t>(std::max(degrees[a], degrees[b]) - 1, 0));
-    const double bytes = static_cast<double>(s.total_bytes());
-    c += 2 * (gather_time(degrees[a], bytes, link) + scatter_time(degrees[b], bytes, link));
-    return c;
+    const int64_t k = std::max(degrees[a], degrees[b]);
+    const double share = static_cast<double>(s.total_bytes()) / static_cast<double>(std::min(degrees[a], degrees[b]));
+    return 2 * collective_time(cm.machine(), Collective::kAllToAll, strided_group(cm.machine(), 0, 1, k), share);
   };
   for (size_t l = 0; l < L; ++l) dp[0][l] = piece_cost(0, l);
   for (size_t p = 1; p < pieces.size(); ++p)

@@ -14,7 +14,7 @@ namespace {
 TrainResult timed_run(const Graph& g, int devices, int64_t steps) {
   TrainOptions o;
   o.steps = steps, o.batches = 1, o.time_kernels = true;
-  std::vector<DeviceView> views;
+  std::vector<MachineView> views;
   return train(g, views, devices, o);
 }
 

@@ -30,7 +30,7 @@ const search::RuleLibrary& library() {
 
 struct Mapped {
   Graph graph;
-  std::vector<DeviceView> views;
+  std::vector<MachineView> views;
 };
 
 Mapped strategy(const Graph& model, const std::string& algorithm, int devices) {
@@ -41,7 +41,7 @@ Mapped strategy(const Graph& model, const std::string& algorithm, int devices) {
   o.budget = 6;
   search::SearchResult r = search::optimize(model, library(), mapper, o);
   Mapped m{std::move(r.strategy.graph), {}};
-  for (const auto& v : r.strategy.views) m.views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+  m.views.assign(r.strategy.views.begin(), r.strategy.views.end());
   return m;
 }
 
@@ -204,8 +204,8 @@ TEST(Runtime, PipelinedStrategyTrainsLikeOneDevice) {
     search::SearchOptions so;
     so.budget = 4;
     const search::PipelineResult pr = search::optimize_pipeline(model, library(), cm, so, {2, 2});
-    std::vector<DeviceView> views;
-    for (const auto& v : pr.search.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+    std::vector<MachineView> views;
+    views.assign(pr.search.strategy.views.begin(), pr.search.strategy.views.end());
     TrainOptions o;
     o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
     const TrainResult one = train(model, {}, 1, o);

@@ -69,7 +69,7 @@ constexpr int64_t kWarmup = 2, kSteps = 8;
 // 0 opens the window when it finishes step kWarmup and closes it after its
 // last step; the other devices of a data-parallel run are at most one step
 // apart from it).
-int64_t steady_state_allocations(const Graph& g, std::span<const DeviceView> views, int devices, int threads = 1) {
+int64_t steady_state_allocations(const Graph& g, std::span<const MachineView> views, int devices, int threads = 1) {
   TrainOptions o;
   o.steps = kSteps, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads;
   o.progress = [](const StepReport& r) {
@@ -92,8 +92,8 @@ int64_t data_parallel_allocations(const Graph& model, int devices, int threads =
   const search::MachineMapper mapper(cm);
   const Graph dp = search::best_data_parallel(model, mapper);
   const search::Strategy st = mapper.map(dp);
-  std::vector<DeviceView> views;
-  for (const auto& v : st.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+  std::vector<MachineView> views;
+  views.assign(st.views.begin(), st.views.end());
   return steady_state_allocations(dp, views, devices, threads);
 }
 

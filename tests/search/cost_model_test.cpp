@@ -33,20 +33,6 @@ Efficiency toy_efficiency() {
   return e;
 }
 
-TEST(Collectives, FormulasOnHandWorkedCases) {
-  const LinkCost c{1e-6, 1e-10};  // 1 us, 10 GB/s
-  // 4 devices, 1 MB: log2(4) = 2 latencies; (k-1)/k = 3/4.
-  EXPECT_DOUBLE_EQ(scatter_time(4, 1e6, c), 2e-6 + 0.75e-4);
-  EXPECT_DOUBLE_EQ(gather_time(4, 1e6, c), 2e-6 + 0.75e-4);
-  EXPECT_DOUBLE_EQ(broadcast_time(4, 1e6, c), 2e-6 + 1.5e-4);
-  EXPECT_DOUBLE_EQ(reduce_time(4, 1e6, c), 2e-6 + 1.5e-4);
-  EXPECT_DOUBLE_EQ(allreduce_time(4, 1e6, c), 6e-6 + 1.5e-4);
-  EXPECT_DOUBLE_EQ(send_time(1e6, c), 1e-6 + 1e-4);
-  EXPECT_DOUBLE_EQ(allreduce_time(1, 1e6, c), 0.0);
-  // Non-power-of-two groups round the tree depth up: ceil(log2 3) = 2.
-  EXPECT_DOUBLE_EQ(broadcast_time(3, 3e6, c), 2e-6 + 2.0 * (2.0 / 3.0) * 3e6 * 1e-10);
-}
-
 // move_time looks at one period of the link spans; it must equal the
 // slowest of all shard pairs, here on a three-level machine (pairs of
 // devices, nodes of 6, the machine) at every pair of starts.
@@ -65,19 +51,10 @@ TEST(CostModel, MoveTimeIsTheSlowestShardPair) {
     for (int64_t from = 0; from + degree <= 24; ++from)
       for (int64_t to = 0; to + degree <= 24; ++to) {
         double worst = 0;
-        for (int64_t i = 0; i < degree; ++i)
-          if (from != to) worst = std::max(worst, send_time(shard_bytes(s), group_link(m, std::min(from, to) + i, std::max(from, to) + i)));
+        for (int64_t i = 0; i < degree; ++i) worst = std::max(worst, send_time(m, from + i, to + i, shard_bytes(s)));
         EXPECT_DOUBLE_EQ(cm.move_time(s, from, to), worst) << "degree " << degree << " from " << from << " to " << to;
       }
   }
-}
-
-TEST(Collectives, GroupLinkFollowsTheHierarchy) {
-  const Machine m = toy_machine();
-  EXPECT_DOUBLE_EQ(group_link(m, 0, 3).beta, 1e-10);  // one node
-  EXPECT_DOUBLE_EQ(group_link(m, 2, 5).beta, 1e-9);   // across nodes
-  EXPECT_DOUBLE_EQ(group_link(m, 4, 7).alpha, 1e-6);
-  EXPECT_DOUBLE_EQ(group_link(m, 3, 3).alpha, 0.0);
 }
 
 Graph linear_graph(int64_t batch, int64_t in, int64_t out) {
@@ -144,21 +121,30 @@ TEST(CostModel, DataParallelLinearByHand) {
   ASSERT_TRUE(one.estimate.feasible);
   EXPECT_NEAR(one.estimate.time, 6e-3 + 2.8e-4, 1e-9);
   EXPECT_NEAR(one.estimate.memory[0], 4 * 4e6 + 4e6, 1);  // weight x4 + output
+  EXPECT_EQ(one.estimate.buckets, 0);
 
   // Data parallel over 4 devices of one node: each task 1/4 of the FLOPs;
-  // the weight's gradient is all-reduced over the fast link; the output is
-  // gathered (forward) and scattered (backward) to device 0.
+  // the output is gathered to device 0 (forward) and scattered back
+  // (backward); the weight's gradient (4 MB, one bucket) is all-reduced
+  // when the backward pass ends, so none of it is hidden.
   const Graph dp = data_parallel(g, 4);
   const Strategy s = mapper.map(dp);
   ASSERT_TRUE(s.estimate.feasible);
-  const LinkCost fast{1e-6, 1e-10};
+  const GroupShape node = strided_group(m, 0, 1, 4);
   const double compute = 1.5e-3 + 2.8e-4;
-  const double comm = allreduce_time(4, 4e6, fast) + gather_time(4, 4e6, fast) + scatter_time(4, 4e6, fast);
+  const double gather = collective_time(m, Collective::kGather, node, 4e6);
+  EXPECT_DOUBLE_EQ(gather, 1e-6 + 3e-4);
+  const double sync = collective_time(m, Collective::kAllReduce, node, 4e6);
   EXPECT_NEAR(s.estimate.compute, compute, 1e-9);
-  EXPECT_NEAR(s.estimate.communication, comm, 1e-9);
-  EXPECT_NEAR(s.estimate.time, compute + comm, 1e-9);
-  // Every device holds the whole weight (x4) and a quarter of the output.
-  for (int d = 0; d < 4; ++d) EXPECT_NEAR(s.estimate.memory[static_cast<size_t>(d)], 16e6 + 1e6, 1);
+  EXPECT_NEAR(s.estimate.sync, sync, 1e-12);
+  EXPECT_NEAR(s.estimate.sync_hidden, 0.0, 1e-12);
+  EXPECT_EQ(s.estimate.buckets, 1);
+  EXPECT_NEAR(s.estimate.communication, 2 * gather + sync, 1e-9);
+  EXPECT_NEAR(s.estimate.time, compute + 2 * gather + sync, 1e-9);
+  // Every device holds the whole weight (x4) and a quarter of the output;
+  // device 0 also the gathered output.
+  EXPECT_NEAR(s.estimate.memory[0], 16e6 + 1e6 + 4e6, 1);
+  for (int d = 1; d < 4; ++d) EXPECT_NEAR(s.estimate.memory[static_cast<size_t>(d)], 16e6 + 1e6, 1);
   EXPECT_NEAR(s.estimate.memory[4], 0.0, 1e-9);
 }
 
@@ -169,9 +155,11 @@ TEST(CostModel, CrossingNodesUsesTheSlowLink) {
   const Graph dp = data_parallel(linear_graph(1000, 1000, 1000), 8);
   const Strategy s = mapper.map(dp);
   ASSERT_TRUE(s.estimate.feasible);
-  const LinkCost slow{1e-5, 1e-9};
-  const double comm = allreduce_time(8, 4e6, slow) + gather_time(8, 4e6, slow) + scatter_time(8, 4e6, slow);
+  const GroupShape all = strided_group(m, 0, 1, 8);
+  const double comm = 2 * collective_time(m, Collective::kGather, all, 4e6) + collective_time(m, Collective::kAllReduce, all, 4e6);
   EXPECT_NEAR(s.estimate.communication, comm, 1e-9);
+  // The network is the slowest crossed level: 1 GB/s, one adapter per node.
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, all), 1e9);
 }
 
 TEST(CostModel, OverCapacityIsRejected) {
@@ -213,7 +201,7 @@ TEST(MachineMapping, ParallelBranchesSplitTheDevices) {
   // (forward) and its gradient out again (backward). The input is a source,
   // loaded where it is read.
   const double branch = 6e-3 + 2.8e-4;
-  const double move = 2 * send_time(4e6, {1e-6, 1e-10});
+  const double move = 2 * send_time(toy_machine(), 0, 1, 4e6);
   EXPECT_NEAR(s.estimate.time, branch + move, 1e-9);
   EXPECT_NE(s.views[static_cast<size_t>(ya)].start, s.views[static_cast<size_t>(yb)].start);
   EXPECT_LT(std::max(s.views[static_cast<size_t>(ya)].start, s.views[static_cast<size_t>(yb)].start), 4);

@@ -23,6 +23,13 @@ std::string ms(double s) {
   return b;
 }
 
+std::string view_strides(const MachineView& v) {
+  if (v.strides.empty()) return std::to_string(v.stride);
+  std::string s = "[";
+  for (size_t i = 0; i < v.strides.size(); ++i) s += (i ? "," : "") + std::to_string(v.strides[i]);
+  return s + "]";
+}
+
 }  // namespace
 
 void add_optimize_command(CLI::App& app) {
@@ -124,7 +131,9 @@ void add_optimize_command(CLI::App& app) {
     if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
     std::cout << "iteration time        " << ms(e.time) << " predicted\n"
               << "  compute             " << ms(e.compute) << "\n"
-              << "  communication       " << ms(e.communication) << "\n"
+              << "  communication       " << ms(e.communication) << " exposed\n"
+              << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", "
+              << ms(e.sync_hidden) << " hidden behind the backward pass\n"
               << "  idle (mean/device)  " << ms(e.idle) << "\n";
     if (pipeline) {
       std::cout << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
@@ -145,13 +154,13 @@ void add_optimize_command(CLI::App& app) {
     for (size_t i = 0; i < r.applied.size() && i < 20; ++i) std::cout << "  " << r.applied[i] << "\n";
     if (r.applied.size() > 20) std::cout << "  ... (all in the strategy file)\n";
     if (!quiet) {
-      std::cout << "operators (tasks, output layout, machine view start:stride)\n";
+      std::cout << "operators (tasks, output layout, machine view start:stride or start:[strides])\n";
       for (const Node& nd : r.strategy.graph.nodes()) {
         if (nd.op->op_class == OpClass::kSource) continue;
         const auto v = r.strategy.views[static_cast<size_t>(nd.id)];
         std::cout << "  " << std::left << std::setw(28) << (nd.name.empty() ? "#" + std::to_string(nd.id) : nd.name) << std::setw(14)
                   << nd.op->name << std::right << std::setw(5) << nd.outputs[0].num_shards() << "  " << std::left << std::setw(30)
-                  << nd.outputs[0].to_string() << std::right << " " << v.start << ":" << v.stride << "\n";
+                  << nd.outputs[0].to_string() << std::right << " " << v.start << ":" << view_strides(v) << "\n";
       }
     }
     search::StrategyFile f{g.name(), m, n, algorithm, r.applied, r.strategy};

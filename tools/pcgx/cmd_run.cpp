@@ -133,7 +133,7 @@ void add_run_command(CLI::App& app) {
 
     runtime::RunSummary s;
     Graph graph;
-    std::vector<runtime::DeviceView> views;
+    std::vector<MachineView> views;
     std::unique_ptr<search::MachineMapper> mapper;
     std::unique_ptr<search::CostModel> cost;
     Machine machine = search::find_machine(machine_name);
@@ -142,7 +142,7 @@ void add_run_command(CLI::App& app) {
       if (batch > 0 || !sets.empty()) throw Error("--batch/--set: a strategy fixes the model's sizes (" + target + ")");
       search::StrategyFile f = search::load_strategy(target);
       graph = std::move(f.strategy.graph);
-      for (const auto& v : f.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+      views.assign(f.strategy.views.begin(), f.strategy.views.end());
       s.model = f.model, s.strategy = f.search + " (" + target + ")";
       machine = f.machine;
       if (f.pipeline_stages > 0)
@@ -187,8 +187,7 @@ void add_run_command(CLI::App& app) {
                     << " substitutions, predicted " << r.strategy.estimate.time * 1e3 << " ms per step\n" << std::defaultfloat;
           if (world) shared = search::strategy_to_json({graph.name(), machine.with_devices(devices), devices, search_kind, r.applied, r.strategy});
           graph = std::move(r.strategy.graph);
-          views.clear();
-          for (const auto& v : r.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+          views.assign(r.strategy.views.begin(), r.strategy.views.end());
         } catch (const Error& e) {
           if (!world) throw;
           shared = std::string("error: ") + e.what();
@@ -200,8 +199,7 @@ void add_run_command(CLI::App& app) {
         if (!rank0) {
           search::StrategyFile f = search::strategy_from_json(shared, "the strategy from rank 0");
           graph = std::move(f.strategy.graph);
-          views.clear();
-          for (const auto& v : f.strategy.views) views.push_back({std::max<int64_t>(v.start, 0), v.stride});
+          views.assign(f.strategy.views.begin(), f.strategy.views.end());
         }
       }
       s.strategy = search_kind;

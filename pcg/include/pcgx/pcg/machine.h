@@ -10,9 +10,15 @@
 //     "device": { "name": "H100 SXM", "peak_flops": 9.89e14,
 //                 "memory_bandwidth": 3.35e12, "memory_capacity": 8.59e10 },
 //     "links": [ { "name": "nvlink", "span": 8, "bandwidth": 4.5e11, "latency": 2e-6 },
-//                { "name": "infiniband", "span": 0, "bandwidth": 5e10, "latency": 5e-6 } ] }
+//                { "name": "infiniband", "span": 0, "bandwidth": 5e10, "latency": 5e-6,
+//                  "ports": 8 } ] }
 //
 // Units: FLOP/s, bytes/s, bytes, seconds. span 0 means the whole machine.
+// `bandwidth` is one link's, per direction. `ports` (default 1) is how many
+// such links each group of the level below has into this level (for the
+// first level, each device): a DGX node has 8 InfiniBand adapters, so a
+// collective whose members on a node are 8 GPUs crosses the network over 8
+// links at once (collectives.h says how each collective uses them).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +39,7 @@ struct LinkLevel {
   int64_t span = 0;        // devices per group at this level; 0: all devices
   double bandwidth = 0;    // bytes/s per direction between two devices
   double latency = 0;      // seconds
+  int64_t ports = 1;       // links into this level per group of the level below
 };
 
 struct Machine {

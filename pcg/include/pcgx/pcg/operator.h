@@ -138,6 +138,9 @@ struct OpDef {
   // every output" (e.g. an embedding reads only the rows it gathers).
   FlopCount bytes;
   bool is_weight = false;
+  // Its outputs are its inputs' elements rearranged (Concat, Split,
+  // Reshape, Transpose): applied to weights alone, it is their layout.
+  bool data_movement = false;
 
   bool is_shard_level(const Attributes& a) const {
     return op_class == OpClass::kParallel || (shard_level && shard_level(a));

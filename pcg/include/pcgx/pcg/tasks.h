@@ -14,6 +14,7 @@ namespace pcgx {
 
 struct TaskTable {
   int64_t tasks = 0;
+  std::vector<int64_t> extents;  // the task grid (degree_inference.h), row-major
   std::vector<ParallelTensorShape> input_shapes, output_shapes;
   std::vector<std::vector<int64_t>> input_shard;   // [task][input]
   std::vector<std::vector<int64_t>> output_shard;  // [task][output] (= task, see degree_inference.h)

@@ -4,41 +4,23 @@
 // how each shard-level operator (the parallel operators, replica-axis
 // Concat/Split) builds its output shards from input shards ("moves").
 //
-// Ownership. A compute operator's task t runs on device start + t * stride
-// of its machine view and owns output shard t (degree_inference.h). Every
-// other shard (sources, outputs of parallel operators) is owned by the
-// device of its first reader, so a weight lives where it is used and a
-// Repartition's pieces are cut where they are consumed. The backward pass
-// runs on the same devices: gradients live with the value they belong to.
-//
-// Moves. Output shard j of a shard-level operator is the sum of its moves;
-// a move takes one input shard and copies it, cuts a block out of it
-// (Repartition), or places it as a block of the output (Combine). Each is
-// linear, and its transpose is the backward move: copy <-> copy,
-// cut <-> place. Reduce is several copies into one shard; Replicate one
-// shard copied into several.
+// Where tasks run and shards live is the placement (pcg/placement.h): a
+// compute operator's tasks run on its machine view's devices, every other
+// shard lives with its first reader. The backward pass runs on the same
+// devices: gradients live with the value they belong to. Shard-level
+// operators (the parallel operators, replica-axis Concat/Split) build
+// their outputs from moves (pcg/shard_moves.h).
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine_view.h"
+#include "pcgx/pcg/shard_moves.h"
 #include "pcgx/pcg/tasks.h"
 
 namespace pcgx::runtime {
-
-struct DeviceView {
-  int64_t start = 0;
-  int64_t stride = 1;
-};
-
-struct Move {
-  enum class Kind : uint8_t { kCopy, kCut, kPlace };
-  int32_t output = 0, out_shard = 0;
-  int32_t input = 0, in_shard = 0;
-  Kind kind = Kind::kCopy;
-  std::vector<int64_t> offset;  // kCut: where in the input; kPlace: where in the output
-};
 
 struct NodePlan {
   TaskTable tasks;                         // compute operators
@@ -60,9 +42,9 @@ struct ExecutionPlan {
 // Throws pcgx::Error when a task would run beyond the last device, naming
 // the operator and the devices the strategy needs, or when the graph holds
 // an operator the runtime cannot execute.
-ExecutionPlan make_plan(const Graph& g, std::span<const DeviceView> views, int devices);
+ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices);
 
 // The devices a strategy needs: 1 + the highest device any task runs on.
-int devices_needed(const Graph& g, std::span<const DeviceView> views);
+int devices_needed(const Graph& g, std::span<const MachineView> views);
 
 }  // namespace pcgx::runtime

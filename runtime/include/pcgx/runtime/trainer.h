@@ -59,12 +59,12 @@ int default_kernel_threads(int local_devices);
 
 // Throws pcgx::Error for a graph the runtime cannot run (see make_plan), a
 // weight whose source is itself replicated, or bad options.
-TrainResult train(const Graph& g, std::span<const DeviceView> views, int devices, const TrainOptions& options);
+TrainResult train(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options);
 
 class MpiWorld;
 // The same with one device per MPI rank (mpi.h): every rank calls it with
 // the same arguments; the result (losses, step times, final parameters,
 // bytes moved by all ranks) is complete on rank 0 only.
-TrainResult train(const Graph& g, std::span<const DeviceView> views, MpiWorld& world, const TrainOptions& options);
+TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& world, const TrainOptions& options);
 
 }  // namespace pcgx::runtime

@@ -1,37 +1,94 @@
 #pragma once
-// Alpha-beta costs of the collectives pcgx's parallel operators perform
-// (DESIGN.md, "Search"). `n` is the bytes one device holds of the value the
-// collective moves (the whole value for broadcast/reduce/all-reduce, the
-// gathered result for gather/scatter), `k` the group size, and the link is
-// the slowest level the group spans (alpha = latency, beta = 1 / bandwidth):
+// Time of the collectives pcgx's parallel operators and gradient
+// synchronization perform, as NCCL runs them (DESIGN.md, "Search").
 //
-//   scatter, gather     ceil(log2 k) alpha +  (k-1)/k n beta   (tree latency, each byte crosses once)
-//   broadcast, reduce   ceil(log2 k) alpha + 2(k-1)/k n beta   (scatter + all-gather; reduce-scatter + gather)
-//   all-reduce (ring)       2(k-1)  alpha + 2(k-1)/k n beta   (reduce-scatter + all-gather rings)
-//   send/recv                      alpha +          n beta
+// Sources: NCCL's own tuning model (NVIDIA/nccl, src/graph/tuning.cc:
+// ncclTopoTuneModel and ncclTopoGetAlgoTime), which prices every collective
+// as latency + bytes / algorithm bandwidth, and the nccl-tests performance
+// notes (doc/PERFORMANCE.md: bus bandwidth = algorithm bandwidth x
+// 2(k-1)/k for all-reduce, (k-1)/k for reduce-scatter and all-gather, 1 for
+// broadcast and reduce).
 //
-// A group of one device costs nothing.
+// A collective's members spread over the machine's link levels
+// (machine.h). For level l, let G(l) be the number of level-l groups the
+// members touch (G(-1) = k, the members themselves; the last level: 1).
+// A ring through the members in device order crosses level l on
+// s(l) = G(l-1) - G(l) of its k - 1 steps (NCCL: nInterSteps = nNodes - 1).
+// Every crossed level carries the ring's whole flow, each of its groups
+// over C(l) links at once: C(0) = ports(0), and above it
+// C(l) = min(ports(l), fewest members in one group of the level below)
+// (NCCL runs one ring channel per network adapter, each driven by its own
+// GPU). The bus bandwidth is the slowest crossed level's:
+//     B = min over crossed l of bandwidth(l) x C(l).
+// With alpha(l) the level's latency per step and n the bytes of the whole
+// buffer on one member (the gathered buffer for all-gather and
+// reduce-scatter):
+//
+//   all-reduce, ring     2 sum_l s(l) alpha(l) + 2(k-1)/k n / B
+//   all-reduce, tree     2 (sum_{l<top} chain(l) alpha(l) + ceil(log2 G(top-1)) alpha(top)) + 2 n / B
+//                        (NCCL: a chain inside the lower levels, a double binary tree across
+//                         the top one; algorithm bandwidth B/2)
+//   all-reduce           the faster of the two (NCCL picks by the same model)
+//   reduce-scatter,
+//   all-gather             sum_l s(l) alpha(l) +  (k-1)/k n / B
+//   broadcast, reduce      sum_l s(l) alpha(l) +          n / B   (pipelined chain)
+//   all-to-all             alpha(top) + max over crossed l of the bytes leaving one
+//                          level-(l-1) group through its C(l) links
+//                          (grouped send/recv, every pair at once)
+//   scatter, gather        alpha(top) + max over crossed l of the bytes leaving (entering)
+//                          the root's level-(l-1) group through one link
+//   send/recv              alpha(l) + n / bandwidth(l), l the pair's level
+//
+// where chain(l) = (G(l-1) - G(l)) / G(l) is the length of the chain in one
+// level-l group and "top" the highest crossed level. A group of one device
+// costs nothing.
 #include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
 
 #include "pcgx/pcg/machine.h"
 
 namespace pcgx::search {
 
-struct LinkCost {
-  double alpha = 0;  // seconds
-  double beta = 0;   // seconds per byte
-  static LinkCost of(const LinkLevel& l) { return {l.latency, l.bandwidth > 0 ? 1.0 / l.bandwidth : 0.0}; }
+enum class Collective : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kScatter,
+  kGather,
+};
+std::string_view to_string(Collective c);
+
+// How a collective's members spread over the machine's link levels.
+struct GroupShape {
+  int64_t size = 1;
+  std::vector<int64_t> groups;   // per level: G(l), the level-l groups touched
+  std::vector<int64_t> fewest;   // per level: fewest members in one touched group of the level below
+  bool crossed(size_t level) const;
+  size_t top() const;  // highest crossed level (size > 1)
 };
 
-double scatter_time(int64_t k, double n, LinkCost c);
-double gather_time(int64_t k, double n, LinkCost c);
-double broadcast_time(int64_t k, double n, LinkCost c);
-double reduce_time(int64_t k, double n, LinkCost c);
-double allreduce_time(int64_t k, double n, LinkCost c);
-double send_time(double n, LinkCost c);
+// The members' devices must be distinct.
+GroupShape group_shape(const Machine& m, std::span<const int64_t> devices);
+// Devices first, first + step, ..., k of them.
+GroupShape strided_group(const Machine& m, int64_t first, int64_t step, int64_t k);
 
-// The link a group of devices in [lo, hi] talks over (a single device: none,
-// cost zero).
-LinkCost group_link(const Machine& m, int64_t lo, int64_t hi);
+struct AllReduceTimes {
+  double ring = 0, tree = 0;
+  double best() const { return ring < tree ? ring : tree; }
+};
+AllReduceTimes allreduce_times(const Machine& m, const GroupShape& g, double bytes);
+
+// Seconds for collective `c` over group `g` of `bytes` (see above).
+double collective_time(const Machine& m, Collective c, const GroupShape& g, double bytes);
+// One message between two devices (0 when they are the same).
+double send_time(const Machine& m, int64_t from, int64_t to, double bytes);
+// The bus bandwidth B and the latency of one ring pass of `g`.
+double bus_bandwidth(const Machine& m, const GroupShape& g);
+double ring_pass_latency(const Machine& m, const GroupShape& g);
 
 }  // namespace pcgx::search

@@ -11,30 +11,42 @@
 // one GEMM for each input's gradient). A measured profile (`--profile`)
 // replaces both times for the (operator, shard shapes) it lists.
 //
-// Parallel operators move data between the devices their shards sit on
-// (collectives.h gives the formulas); forward and backward are duals:
+// Communication follows the placement (pcg/placement.h: tasks on their
+// views' devices, every other shard with its first reader), the same one
+// the runtime executes, and each transfer is priced as the collective it is
+// (collectives.h):
 //     Repartition  scatter / gather      Combine    gather / scatter
 //     Replicate    broadcast / reduce    Reduce     reduce / broadcast
 //     AllReduce    all-reduce / all-reduce           Pipeline, Batch: free
-// Sources (Input, Weight) are materialized in the layout their first
-// parallel operators ask for: a data loader reads its own shard, a weight
-// shard lives where it is used. So parallel operators fed only by sources
-// cost nothing forward, except that a *replicated weight* synchronizes its
-// gradient: the backward of Replicate(k) on a weight is a ring all-reduce
-// of the gradient (replicas then apply the same update), not a reduce.
+// (forward / backward), each over the devices of one group of shards, the
+// slowest group counting. A layout change of one tensor over the same
+// devices is the collective it amounts to (layout_change_time):
+//     Combine(d, k) then Repartition(d', k)   all-to-all / all-to-all
+//     Combine(d, k) then Replicate(k)         all-gather / reduce-scatter
+//     Reduce(k) then Repartition(d, k)        reduce-scatter / all-gather
+//     Reduce(k) then Replicate(k)             all-reduce / all-reduce
+// A compute task whose input shard lives on another device receives it
+// (send/recv), and sends its gradient back.
 //
-// Placement: a node placed at device `start` keeps its shard (or task) i on
-// device start + i. A task whose input shard sits on another device first
-// receives it (send/recv over the link between the two).
+// Sources (source_layout.h). A batch is loaded where it is read. Whatever is
+// computed from weights alone is the weights' layout: no forward cost; per
+// iteration each group of its shards that hold the same block all-reduce
+// their gradients, in DDP's buckets (CommOptions::bucket_bytes, 25 MiB by
+// default) on a communication channel beside the backward pass. Inside the
+// machine-mapping DP a tensor's share of that synchronization is
+// bytes x allreduce(bucket) / bucket, so it does not depend on how the
+// layout was written; the final estimate replays the buckets against the
+// backward pass and charges only what is not hidden (gradient_sync.h).
 //
 // Pipelining (Pipeline/Batch, pipeline.h): a task whose shards are
 // processed in p micro-slices runs p times on slice shapes (so p launches),
 // and pipelined data moves as p messages of 1/p the bytes (p latencies).
 //
-// Memory per device: every weight shard it holds costs 4x its bytes (value,
-// gradient, Adam's two moments), every output shard of a compute operator
-// is kept for the backward pass. The optimizer update streams 7 words per
-// parameter (read w, g, m, v; write w, m, v).
+// Memory per device: every weight-layout shard it holds costs 4x its bytes
+// (value, gradient, Adam's two moments), every output shard of a compute or
+// parallel operator (moved copies included) is kept for the backward pass.
+// The optimizer update streams 7 words per parameter (read w, g, m, v;
+// write w, m, v).
 #include <map>
 #include <optional>
 #include <span>
@@ -44,6 +56,7 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
+#include "pcgx/pcg/placement.h"
 #include "pcgx/search/collectives.h"
 
 namespace pcgx::search {
@@ -83,6 +96,11 @@ std::string profile_key(const std::string& op, std::span<const std::vector<int64
 Profile profile_from_json(const std::string& text, const std::string& source);
 Profile load_profile(const std::string& path);
 
+// How gradients are synchronized.
+struct CommOptions {
+  double bucket_bytes = 25.0 * 1024 * 1024;  // PyTorch DDP's bucket_cap_mb = 25
+};
+
 // Bytes of one shard of a tensor.
 double shard_bytes(const ParallelTensorShape& s);
 
@@ -92,36 +110,57 @@ struct Seconds {
   double total() const { return forward + backward; }
 };
 
+// The gradient synchronization a weight layout needs: every group of its
+// shards holding the same block all-reduces `bytes` (one shard); `group` is
+// the slowest of those groups.
+struct SyncGroup {
+  GroupShape group;
+  double bytes = 0;
+  uint64_t key = 0;  // tells groups of different devices apart (buckets never mix them)
+};
+
 class CostModel {
  public:
-  CostModel(Machine machine, Efficiency efficiency, Profile profile = {});
+  CostModel(Machine machine, Efficiency efficiency, Profile profile = {}, CommOptions comm = {});
 
   const Machine& machine() const { return machine_; }
   int64_t devices() const { return machine_.num_devices(); }
+  const CommOptions& comm() const { return comm_; }
 
   // One task of compute node `n`.
   Seconds task_time(const Graph& g, const Node& n) const;
-  // Parallel node `n` with its shards (input and output) on start + index.
-  // `weight_fed`: its input is a weight seen through parallel operators only.
-  Seconds parallel_time(const Graph& g, const Node& n, int64_t start, bool weight_fed) const;
-  // Receiving the input shards compute node `n`'s tasks need, when the
-  // inputs' shards and its tasks both start at `start` (the slowest task;
-  // forward receive, backward send back the gradient).
-  Seconds input_transfer_time(const Graph& g, const Node& n, int64_t start) const;
-  // Moving a tensor's shards from start `from` to start `to`.
-  double move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const;
   // The optimizer update of `bytes` of parameters on one device.
   double update_time(double bytes) const;
 
+  // Communication under placement `p` with every device shifted by `lo`.
+  // Parallel node `n` on activations.
+  Seconds parallel_time(const Placement& p, NodeId n, int64_t lo) const;
+  // Parallel node `first` and its sole reader `second` as one collective,
+  // when they are one of the layout changes above over the same devices.
+  std::optional<Seconds> layout_change_time(const Placement& p, NodeId first, NodeId second, int64_t lo) const;
+  // Compute node `n` receiving input shards that live elsewhere (forward)
+  // and sending their gradients back (backward): the slowest device.
+  Seconds input_transfer_time(const Placement& p, NodeId n, int64_t lo) const;
+  // Weight layout `t` (read by compute operators): its synchronization, or
+  // nothing when no two devices hold the same block.
+  std::optional<SyncGroup> sync_group(const Placement& p, TensorRef t, int64_t lo) const;
+  // One tensor's share of the bucketed all-reduce of its group.
+  double sync_share(const GroupShape& g, double bytes) const;
+  // Moving a tensor's shards from start `from` to start `to` (shard i from
+  // device from + i to to + i).
+  double move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const;
+
   // The same model on the first n devices of the machine.
-  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_); }
+  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_); }
 
  private:
-  Seconds parallel_slice_time(const Graph& g, const Node& n, int64_t start, bool weight_fed, double p) const;
+  Seconds single_parallel_time(const Placement& p, NodeId n, int64_t lo) const;
 
   Machine machine_;
   Efficiency efficiency_;
   Profile profile_;
+  CommOptions comm_;
+  int64_t period_ = 1;  // lcm of the link spans: which link a device pair uses repeats with it
 };
 
 // Where data/ lives: $PCGX_DATA_DIR, else the source tree's data/ (compiled in).

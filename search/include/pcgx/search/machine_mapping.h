@@ -3,7 +3,8 @@
 // each operator of a PCG runs, chosen by dynamic programming over the
 // graph's series-parallel decomposition (sp_decomposition.h).
 //
-// A machine view places a node's shards (tasks) i on devices start + i. The
+// A compute operator's task i runs on device start + i (pcg/machine_view.h),
+// every other shard lives with its first reader (pcg/placement.h). The
 // DP assigns every sub-graph a *resource*, a contiguous range of devices
 // [lo, lo + size); a node runs at the start of its resource, and a node with
 // more tasks than its resource has devices cannot run there. Then
@@ -15,7 +16,10 @@
 //     or thirds) that run at the same time: max of the two, plus moving the
 //     branch's inputs and outputs between the ranges.
 // Times are per training iteration (forward + backward + optimizer update,
-// cost_model.h). Results are cached by (sub-graph structure, resource), and
+// cost_model.h). Gradient synchronization enters the DP as each weight's
+// share of the bucketed all-reduces; the final estimate replaces those
+// shares by the buckets replayed against the backward pass
+// (gradient_sync.h), so only the exposed part lengthens the iteration. Results are cached by (sub-graph structure, resource), and
 // the cache lives as long as the MachineMapper, so candidate PCGs that share
 // sub-graphs during a search share their solutions.
 #include <atomic>
@@ -25,24 +29,24 @@
 #include <string>
 #include <vector>
 
+#include "pcgx/pcg/machine_view.h"
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/source_layout.h"
 
 namespace pcgx::search {
-
-struct MachineView {
-  int64_t start = -1;  // -1: a source (it lives where its readers run)
-  int64_t stride = 1;
-  bool operator==(const MachineView&) const = default;
-};
 
 struct Estimate {
   bool feasible = false;
   std::string infeasible;    // why not, when not
   double time = std::numeric_limits<double>::infinity();  // seconds per iteration
-  double compute = 0;        // on the critical path
-  double communication = 0;  // on the critical path
+  double compute = 0;        // on the critical path (optimizer update included)
+  double communication = 0;  // on the critical path: activations' collectives and the exposed
+                             // part of the gradient synchronization
+  double sync = 0;           // gradient synchronization, all buckets
+  double sync_hidden = 0;    // of sync: behind the backward pass (not in time)
+  int64_t buckets = 0;       // gradient buckets
   double idle = 0;           // mean over devices of time not spent busy
-  double once = 0;           // of time: optimizer update and weight-gradient synchronization,
+  double once = 0;           // of time: optimizer update and exposed gradient synchronization,
                              // paid once per iteration however many micro-batches
   double bubble = 0;         // of time: pipeline fill and drain (pipeline.h)
   std::vector<double> memory;  // bytes per device
@@ -83,15 +87,5 @@ class MachineMapper {
 // the micro-batches in flight).
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       double activations = 1.0);
-
-// Nodes that exist only to lay out a source: parallel operators whose input
-// is an Input/Weight or another such node. They run with their reader.
-// An Input named "piece:..." is not such a source: it stands for the output
-// of the previous piece of a split graph (unity_search.h), and moving it
-// costs what moving any activation costs.
-inline constexpr const char* kPieceInputPrefix = "piece:";
-std::vector<char> source_layout_nodes(const Graph& g);
-// The Weight behind tensor t through parallel operators only, or -1.
-NodeId weight_behind(const Graph& g, TensorRef t);
 
 }  // namespace pcgx::search

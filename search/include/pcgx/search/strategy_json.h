@@ -7,11 +7,13 @@
 //                    "max_memory": bytes },
 //     "applied": [ "rule ids" ],
 //     "graph": { ...pcgx.graph... },
-//     "views": [ { "node": 5, "start": 0, "stride": 1 }, ... ],
+//     "views": [ { "node": 5, "start": 0, "stride": 1 },
+//                { "node": 9, "start": 0, "strides": [8, 1] }, ... ],
 //     "pipeline": { "stages": 4, "micro_batches": 16, "bubble": s } }   (pipelined only)
 //
-// `views` lists every non-source node: its task (shard) i runs on device
-// start + i * stride.
+// `views` lists every placed node (pcg/machine_view.h): its task i runs on
+// device start + i * stride, or with `strides` (one per task-grid
+// dimension) on start + sum_j coords_j * strides_j.
 #include <string>
 #include <vector>
 

@@ -1,0 +1,40 @@
+#pragma once
+// What lays out a source rather than computing (DESIGN.md, "Search").
+//
+//   - A parallel operator fed only by Inputs (or by their layouts) lays out
+//     a batch: a data loader reads its own shard, so it costs nothing.
+//   - Whatever is computed from weights alone by parallel operators and
+//     data movement (Concat, Split, Reshape, Transpose) is the weights'
+//     layout: a framework stores the weight in that layout. It costs
+//     nothing forward; per iteration it costs the synchronization of its
+//     gradient, which is the same however the layout was written
+//     (Split(Replicate(Concat(Wk, Wq))) synchronizes what
+//     Replicate(Wk) and Replicate(Wq) do).
+//
+// Layout nodes run with their readers. An Input named "piece:..." is not a
+// source: it stands for the output of the previous piece of a split graph
+// (unity_search.h), and moving it costs what moving any activation costs.
+#include <cstdint>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+
+namespace pcgx::search {
+
+inline constexpr const char* kPieceInputPrefix = "piece:";
+
+enum class Layout : uint8_t { kNone, kInput, kWeight };
+
+struct SourceLayouts {
+  std::vector<Layout> of;  // per node; sources: kInput or kWeight (piece inputs: kNone)
+  // A layout node (not a source itself).
+  bool is_layout(const Graph& g, NodeId n) const {
+    return of[static_cast<size_t>(n)] != Layout::kNone && g.node(n).op->op_class != OpClass::kSource;
+  }
+  // A Weight or a weight layout.
+  bool weight(TensorRef t) const { return of[static_cast<size_t>(t.node)] == Layout::kWeight; }
+};
+
+SourceLayouts source_layouts(const Graph& g);
+
+}  // namespace pcgx::search

@@ -1,0 +1,38 @@
+#include "pcgx/search/gradient_sync.h"
+
+#include <algorithm>
+#include <map>
+
+namespace pcgx::search {
+
+SyncTimeline replay_buckets(const Machine& m, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes) {
+  std::stable_sort(gradients.begin(), gradients.end(), [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready < b.ready; });
+  struct Open {
+    double bytes = 0, ready = 0;
+    GroupShape group;
+  };
+  // Buckets in the order they close: (ready, group, bytes).
+  std::vector<Open> closed;
+  std::map<uint64_t, Open> open;
+  for (const ReadyGradient& g : gradients) {
+    Open& b = open[g.sync.key];
+    if (b.bytes == 0) b.group = g.sync.group;
+    b.bytes += g.sync.bytes, b.ready = g.ready;
+    if (b.bytes >= bucket_bytes) closed.push_back(b), b = Open{};
+  }
+  for (auto& [key, b] : open)
+    if (b.bytes > 0) closed.push_back(b);
+  std::stable_sort(closed.begin(), closed.end(), [](const Open& a, const Open& b) { return a.ready < b.ready; });
+  SyncTimeline t;
+  double free = 0;
+  for (const Open& b : closed) {
+    const double time = allreduce_times(m, b.group, b.bytes).best();
+    free = std::max(free, b.ready) + time;
+    t.total += time;
+    ++t.buckets;
+  }
+  t.exposed = std::min(t.total, std::max(0.0, free - backward));
+  return t;
+}
+
+}  // namespace pcgx::search

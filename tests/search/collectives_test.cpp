@@ -1,0 +1,138 @@
+// Every collective formula (collectives.h) on hand-worked cases over two
+// link levels, and the bucket replay (gradient_sync.h).
+#include <gtest/gtest.h>
+
+#include "pcgx/search/collectives.h"
+#include "search/toy_machines.h"
+#include "pcgx/search/gradient_sync.h"
+
+namespace pcgx::search {
+namespace {
+
+Machine two_level() { return two_level_machine(); }
+
+TEST(Collectives, GroupShapeCountsTheLevels) {
+  const Machine m = two_level();
+  const GroupShape node = strided_group(m, 0, 1, 4);
+  EXPECT_EQ(node.size, 4);
+  EXPECT_EQ(node.groups, (std::vector<int64_t>{1, 1}));
+  EXPECT_TRUE(node.crossed(0));
+  EXPECT_FALSE(node.crossed(1));
+  const GroupShape all = strided_group(m, 0, 1, 8);
+  EXPECT_EQ(all.groups, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(all.fewest[1], 4);
+  EXPECT_TRUE(all.crossed(0) && all.crossed(1));
+  EXPECT_EQ(all.top(), 1u);
+  // One device per node: only the network is crossed, over one adapter each.
+  const GroupShape pair = strided_group(m, 0, 4, 2);
+  EXPECT_FALSE(pair.crossed(0));
+  EXPECT_TRUE(pair.crossed(1));
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, pair), 1e9);
+  // Three on one node and one on the other: the lone device drives one adapter.
+  const std::vector<int64_t> uneven{0, 1, 2, 4};
+  EXPECT_EQ(group_shape(m, uneven).fewest[1], 1);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, group_shape(m, uneven)), 1e9);
+}
+
+TEST(Collectives, AllReduceInsideANode) {
+  const Machine m = two_level();
+  const GroupShape g = strided_group(m, 0, 1, 4);
+  // Ring: 2 x 3 steps of 1 us + 2 x 3/4 x 1 MB / 10 GB/s.
+  // Tree: the node link is the top crossed level: 2 x ceil(log2 4) x 1 us
+  // + 2 x 1 MB / 10 GB/s.
+  const AllReduceTimes t = allreduce_times(m, g, 1e6);
+  EXPECT_DOUBLE_EQ(t.ring, 6e-6 + 1.5e-4);
+  EXPECT_DOUBLE_EQ(t.tree, 4e-6 + 2e-4);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllReduce, g, 1e6), t.ring);
+}
+
+TEST(Collectives, AllReduceAcrossNodesUsesEveryAdapter) {
+  const Machine m = two_level();
+  const GroupShape g = strided_group(m, 0, 1, 8);
+  // Bus bandwidth: min(10 GB/s, 2 adapters x 1 GB/s) = 2 GB/s. A ring pass
+  // crosses the node link on 8 - 2 = 6 steps and the network on 2 - 1 = 1.
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, g), 2e9);
+  EXPECT_DOUBLE_EQ(ring_pass_latency(m, g), 6e-6 + 1e-5);
+  const AllReduceTimes big = allreduce_times(m, g, 1e6);
+  EXPECT_DOUBLE_EQ(big.ring, 2 * 1.6e-5 + 2 * 7.0 / 8.0 * 1e6 / 2e9);
+  // Tree: a chain of 3 hops in each node, ceil(log2 2) = 1 across nodes.
+  EXPECT_DOUBLE_EQ(big.tree, 2 * (3e-6 + 1e-5) + 2 * 1e6 / 2e9);
+  EXPECT_LT(big.ring, big.tree);  // bandwidth-bound: the ring
+  const AllReduceTimes small = allreduce_times(m, g, 1e3);
+  EXPECT_LT(small.tree, small.ring);  // latency-bound: the tree
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllReduce, g, 1e3), small.tree);
+}
+
+TEST(Collectives, TheOtherCollectivesOnTwoLevels) {
+  const Machine m = two_level();
+  const GroupShape g = strided_group(m, 0, 1, 8);
+  const double pass = 6e-6 + 1e-5;
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kReduceScatter, g, 8e6), pass + 7.0 / 8.0 * 8e6 / 2e9);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllGather, g, 8e6), pass + 7.0 / 8.0 * 8e6 / 2e9);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kBroadcast, g, 1e6), pass + 1e6 / 2e9);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kReduce, g, 1e6), pass + 1e6 / 2e9);
+  // All-to-all of 8 MB per device: a device sends 7/8 of it over its own
+  // link (7e-4 s); a node sends 4 x 8 MB x 4/8 over its 2 adapters (8e-3 s).
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllToAll, g, 8e6), 1e-5 + 8e-3);
+  // Scatter of 8 MB from one root: 7/8 over its node link (7e-4 s), the
+  // other node's half over the root's one adapter (4e-3 s).
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kScatter, g, 8e6), 1e-5 + 4e-3);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kGather, g, 8e6), 1e-5 + 4e-3);
+  // Inside one node: only the node link.
+  const GroupShape node = strided_group(m, 4, 1, 4);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllToAll, node, 4e6), 1e-6 + 3e6 / 1e10);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kBroadcast, node, 1e6), 3e-6 + 1e6 / 1e10);
+  EXPECT_DOUBLE_EQ(send_time(m, 0, 5, 1e6), 1e-5 + 1e-3);
+  EXPECT_DOUBLE_EQ(send_time(m, 1, 2, 1e6), 1e-6 + 1e-4);
+  EXPECT_DOUBLE_EQ(send_time(m, 3, 3, 1e6), 0.0);
+  // A group of one costs nothing.
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllReduce, strided_group(m, 2, 1, 1), 1e6), 0.0);
+}
+
+TEST(Collectives, ThreeLevelsTakeTheSlowestCrossedLevel) {
+  // Summit-like: pairs on a fast link, sockets of 6... here nodes of 4 with
+  // pairs of 2, the network between nodes with 2 adapters.
+  Machine m;
+  m.name = "three";
+  m.nodes = 2;
+  m.devices_per_node = 4;
+  m.device = {"toy", 1e12, 1e11, 1e9};
+  m.links = {{"pair", 2, 4e10, 1e-7, 1}, {"socket", 4, 1e10, 1e-6, 1}, {"net", 0, 1e9, 1e-5, 2}};
+  const GroupShape g = strided_group(m, 0, 1, 8);
+  EXPECT_EQ(g.groups, (std::vector<int64_t>{4, 2, 1}));
+  // min(40, 10 x min(1, 2), 1 x min(2, 4)) GB/s.
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, g), 2e9);
+  EXPECT_DOUBLE_EQ(ring_pass_latency(m, g), 4 * 1e-7 + 2 * 1e-6 + 1 * 1e-5);
+  const GroupShape two = strided_group(m, 0, 1, 2);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, two), 4e10);
+}
+
+TEST(GradientSync, BucketsReplayAgainstTheBackwardPass) {
+  const Machine m = two_level();
+  const GroupShape g = strided_group(m, 0, 1, 4);
+  const double one = allreduce_times(m, g, 2e6).best();
+  // Two 1 MB gradients into a 2 MB bucket, ready at 1 ms and 2 ms of a
+  // 5 ms backward pass: the bucket runs at 2 ms, all hidden.
+  std::vector<ReadyGradient> grads{{1e-3, {g, 1e6, 7}}, {2e-3, {g, 1e6, 7}}};
+  SyncTimeline t = replay_buckets(m, grads, 5e-3, 2e6);
+  EXPECT_EQ(t.buckets, 1);
+  EXPECT_DOUBLE_EQ(t.total, one);
+  EXPECT_DOUBLE_EQ(t.exposed, 0.0);
+  // The same at the very end of the backward pass: all exposed.
+  grads = {{5e-3, {g, 1e6, 7}}, {5e-3, {g, 1e6, 7}}};
+  t = replay_buckets(m, grads, 5e-3, 2e6);
+  EXPECT_DOUBLE_EQ(t.exposed, one);
+  // Smaller buckets: two all-reduces back to back on one channel, the
+  // second starting when the first ends.
+  grads = {{4.9e-3, {g, 1e6, 7}}, {4.9e-3, {g, 1e6, 7}}};
+  const double half = allreduce_times(m, g, 1e6).best();
+  t = replay_buckets(m, grads, 5e-3, 1e6);
+  EXPECT_EQ(t.buckets, 2);
+  EXPECT_NEAR(t.exposed, 4.9e-3 + 2 * half - 5e-3, 1e-15);
+  // Different groups never share a bucket.
+  grads = {{1e-3, {g, 1e6, 7}}, {1e-3, {g, 1e6, 8}}};
+  EXPECT_EQ(replay_buckets(m, grads, 5e-3, 2e6).buckets, 2);
+}
+
+}  // namespace
+}  // namespace pcgx::search

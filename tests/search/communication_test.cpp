@@ -1,0 +1,182 @@
+// What the cost model charges for communication: one meaning of weight
+// synchronization, layout changes as collectives, overlap of the gradient
+// buckets with the backward pass.
+#include <gtest/gtest.h>
+
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "search/toy_machines.h"
+#include "search/values.h"
+
+namespace pcgx::search {
+namespace {
+
+Machine two_level() { return two_level_machine(); }
+
+Efficiency plain() {
+  Efficiency e;
+  e.launch = 0;
+  e.fallback = {1.0, 1.0, 2.0, false};
+  return e;
+}
+
+TensorRef add(Graph& g, const std::string& op, Attributes a, std::vector<TensorRef> in, const std::string& name = "") {
+  return {g.add(op, std::move(a), in, name), 0};
+}
+
+// q = x Wq and k = x Wk, data parallel over `k` devices, the two weights
+// replicated on their own (`concat` false) or as Split(Replicate(Concat(Wk, Wq)))
+// (unity's rule unity-c01085 applied in reverse).
+Graph projections(bool concat, int64_t k) {
+  Graph g("qk");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{64, 256}}}, {}, "x");
+  const TensorRef wq = add(g, "Weight", {{"shape", IntList{256, 512}}}, {}, "wq");
+  const TensorRef wk = add(g, "Weight", {{"shape", IntList{256, 512}}}, {}, "wk");
+  const TensorRef xs = add(g, "Repartition", {{"dim", int64_t{0}}, {"degree", k}}, {x});
+  TensorRef rq, rk;
+  if (concat) {
+    const TensorRef both = add(g, "Concat", {{"axis", int64_t{1}}}, {wk, wq});
+    const TensorRef rep = add(g, "Replicate", {{"degree", k}}, {both});
+    const NodeId split = g.add("Split", {{"axis", int64_t{1}}, {"sizes", IntList{512, 512}}}, {rep});
+    rk = {split, 0}, rq = {split, 1};
+  } else {
+    rq = add(g, "Replicate", {{"degree", k}}, {wq});
+    rk = add(g, "Replicate", {{"degree", k}}, {wk});
+  }
+  const TensorRef q = add(g, "Linear", {}, {xs, rq}, "q");
+  const TensorRef kk = add(g, "Linear", {}, {xs, rk}, "k");
+  g.add_output(add(g, "Combine", {{"dim", int64_t{0}}, {"degree", k}}, {q}));
+  g.add_output(add(g, "Combine", {{"dim", int64_t{0}}, {"degree", k}}, {kk}));
+  return g;
+}
+
+TEST(WeightSynchronization, OneMeaningWhateverTheLayoutsForm) {
+  for (int64_t k : {4, 8}) {
+    // As many devices as tasks: the DP has no room to run q and k apart.
+    const CostModel cm(two_level().with_devices(k), plain());
+    const MachineMapper mapper(cm);
+    const Graph a = projections(false, k), b = projections(true, k);
+    ASSERT_LT(max_difference(a, b), 1e-5);
+    const Strategy sa = mapper.map(a), sb = mapper.map(b);
+    ASSERT_TRUE(sa.estimate.feasible && sb.estimate.feasible);
+    EXPECT_GT(sa.estimate.sync, 0.0);
+    EXPECT_DOUBLE_EQ(sa.estimate.sync, sb.estimate.sync) << k;
+    EXPECT_DOUBLE_EQ(sa.estimate.time, sb.estimate.time) << k;
+    EXPECT_DOUBLE_EQ(sa.estimate.communication, sb.estimate.communication) << k;
+    EXPECT_EQ(sa.estimate.memory, sb.estimate.memory) << k;
+    EXPECT_DOUBLE_EQ(mapper.time(a), mapper.time(b)) << k;
+  }
+}
+
+TEST(WeightSynchronization, AWeightIsNeverBroadcastForward) {
+  // Replicating a weight costs only its gradient's all-reduce: the forward
+  // pass of the data-parallel Linear moves nothing but the output.
+  const Machine m = two_level().with_devices(4);
+  const CostModel cm(m, plain());
+  const Graph g = projections(false, 4);
+  const Strategy s = MachineMapper(cm).map(g);
+  const GroupShape node = strided_group(m, 0, 1, 4);
+  const double gathers = 2 * 2 * collective_time(m, Collective::kGather, node, 64 * 512 * 4);
+  const double sync = collective_time(m, Collective::kAllReduce, node, 2 * 256 * 512 * 4);  // one bucket
+  EXPECT_NEAR(s.estimate.sync, sync, 1e-12);
+  EXPECT_NEAR(s.estimate.communication, gathers + s.estimate.sync - s.estimate.sync_hidden, 1e-12);
+}
+
+// x [64, 64] split by rows over 4 devices, re-split by columns: one
+// all-to-all among the same 4 devices (forward and backward), not a gather
+// to one device and a scatter from it.
+TEST(LayoutChange, CombineThenRepartitionIsAnAllToAll) {
+  const Machine m = two_level();
+  const CostModel cm(m, plain());
+  Graph g("a2a");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{64, 64}}}, {}, "x");
+  const TensorRef a = add(g, "Relu", {}, {add(g, "Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{4}}}, {x})});
+  const TensorRef c = add(g, "Combine", {{"dim", int64_t{0}}, {"degree", int64_t{4}}}, {a});
+  const TensorRef r = add(g, "Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{4}}}, {c});
+  const TensorRef b = add(g, "Relu", {}, {r});
+  g.add_output(add(g, "Combine", {{"dim", int64_t{1}}, {"degree", int64_t{4}}}, {b}));
+  std::vector<MachineView> views(g.size());
+  views[static_cast<size_t>(a.node)] = views[static_cast<size_t>(b.node)] = {0, 1, {}};
+  const Placement p(g, views, 8);
+  const auto t = cm.layout_change_time(p, c.node, r.node, 0);
+  ASSERT_TRUE(t.has_value());
+  const double one = collective_time(m, Collective::kAllToAll, strided_group(m, 0, 1, 4), 16 * 64 * 4);
+  EXPECT_DOUBLE_EQ(t->forward, one);
+  EXPECT_DOUBLE_EQ(t->backward, one);
+  // Priced apart, the same pair gathers to one device and scatters again: slower.
+  const Seconds apart{cm.parallel_time(p, c.node, 0).forward + cm.parallel_time(p, r.node, 0).forward, 0};
+  EXPECT_LT(one, apart.forward);
+  // Shifted onto the second node, the same collective over its devices.
+  EXPECT_DOUBLE_EQ(cm.layout_change_time(p, c.node, r.node, 4)->forward,
+                   collective_time(m, Collective::kAllToAll, strided_group(m, 4, 1, 4), 16 * 64 * 4));
+  // The DP charges the collective, not the two operators.
+  const Strategy s = MachineMapper(cm).map(g);
+  const double out = 2 * collective_time(m, Collective::kGather, strided_group(m, 0, 1, 4), 64 * 64 * 4);
+  EXPECT_NEAR(s.estimate.communication, 2 * one + out, 1e-12);
+}
+
+// Partial sums of a reduction-parallel Linear reduced and replicated again
+// over the same devices: one all-reduce.
+TEST(LayoutChange, ReduceThenReplicateIsAnAllReduce) {
+  const Machine m = two_level();
+  const CostModel cm(m, plain());
+  Graph g("ar");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{32, 64}}}, {}, "x");
+  const TensorRef w = add(g, "Weight", {{"shape", IntList{64, 16}}}, {}, "w");
+  const TensorRef xs = add(g, "Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{8}}}, {x});
+  const TensorRef ws = add(g, "Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{8}}}, {w});
+  const TensorRef y = add(g, "Linear", {}, {xs, ws});
+  ASSERT_EQ(g.shape(y).replica, 8);
+  const TensorRef red = add(g, "Reduce", {{"degree", int64_t{8}}}, {y});
+  const TensorRef rep = add(g, "Replicate", {{"degree", int64_t{8}}}, {red});
+  const TensorRef z = add(g, "Relu", {}, {rep});
+  g.add_output(z);
+  std::vector<MachineView> views(g.size());
+  views[static_cast<size_t>(y.node)] = views[static_cast<size_t>(z.node)] = {0, 1, {}};
+  const Placement p(g, views, 8);
+  const auto t = cm.layout_change_time(p, red.node, rep.node, 0);
+  ASSERT_TRUE(t.has_value());
+  const double ar = collective_time(m, Collective::kAllReduce, strided_group(m, 0, 1, 8), 32 * 16 * 4);
+  EXPECT_DOUBLE_EQ(t->forward, ar);
+  EXPECT_DOUBLE_EQ(t->backward, ar);
+  // Not the same devices (the reader runs elsewhere): no single collective.
+  views[static_cast<size_t>(z.node)] = {4, 1, {}};
+  const Placement q(g, views, 8);
+  EXPECT_FALSE(cm.layout_change_time(q, red.node, rep.node, 0).has_value());
+}
+
+// A deep data-parallel MLP: the buckets of the last layers' gradients are
+// all-reduced while the backward pass goes on through the first layers.
+TEST(WeightSynchronization, BucketsOverlapTheBackwardPass) {
+  const Machine m = two_level();
+  Graph g("deep");
+  TensorRef h = add(g, "Input", {{"shape", IntList{512, 512}}}, {}, "x");
+  for (int i = 0; i < 8; ++i) {
+    const TensorRef w = add(g, "Weight", {{"shape", IntList{512, 512}}}, {}, "w" + std::to_string(i));
+    h = add(g, "Linear", {{"activation", std::string("relu")}}, {h, w}, "fc" + std::to_string(i));
+  }
+  g.add_output(h);
+  const Graph dp = data_parallel(g, 8);
+  CommOptions small;
+  small.bucket_bytes = 1 << 20;  // one weight per bucket
+  const CostModel cm(m, plain(), {}, small);
+  const Strategy s = MachineMapper(cm).map(dp);
+  ASSERT_TRUE(s.estimate.feasible);
+  EXPECT_EQ(s.estimate.buckets, 8);
+  EXPECT_GT(s.estimate.sync_hidden, 0.0);
+  EXPECT_LT(s.estimate.sync_hidden, s.estimate.sync);  // the first layer's bucket comes last
+  // Time = everything else + the exposed part only.
+  const double exposed = s.estimate.sync - s.estimate.sync_hidden;
+  EXPECT_NEAR(s.estimate.time, s.estimate.compute + s.estimate.communication, 1e-12);
+  EXPECT_GE(s.estimate.communication, exposed);
+  // One bucket for all: nothing can start before the backward pass ends.
+  const CostModel one(m, plain(), {}, CommOptions{1e12});
+  const Strategy t = MachineMapper(one).map(dp);
+  EXPECT_EQ(t.estimate.buckets, 1);
+  EXPECT_NEAR(t.estimate.sync_hidden, 0.0, 1e-15);
+}
+
+}  // namespace
+}  // namespace pcgx::search
