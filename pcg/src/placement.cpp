@@ -46,7 +46,7 @@ const std::vector<int64_t>& Placement::task_devices(NodeId n) const {
     const TaskTable& tt = tasks(n);
     auto& d = task_devices_[i];
     d.resize(static_cast<size_t>(tt.tasks));
-    for (int64_t t = 0; t < tt.tasks; ++t) d[static_cast<size_t>(t)] = views_[i].device(t, tt.extents);
+    for (int64_t t = 0; t < tt.tasks; ++t) d[static_cast<size_t>(t)] = views_[i].device(t, tt.grid.extents);
     have_devices_[i] = 1;
   }
   return task_devices_[i];
@@ -109,7 +109,7 @@ int64_t Placement::devices_needed() const {
   int64_t need = 1;
   for (const Node& n : g_.nodes()) {
     if (n.op->op_class == OpClass::kSource || n.op->is_shard_level(n.attrs)) continue;
-    need = std::max(need, views_[static_cast<size_t>(n.id)].last_device(tasks(n.id).extents) + 1);
+    need = std::max(need, views_[static_cast<size_t>(n.id)].last_device(tasks(n.id).grid.extents) + 1);
   }
   return need;
 }

@@ -11,9 +11,9 @@ TaskTable task_table(const OpDef& op, const Attributes& attrs, std::span<const P
   t.output_shapes.assign(outputs.begin(), outputs.end());
   std::vector<TensorType> out_types;
   for (const auto& s : outputs) out_types.push_back({s.logical_shape(), s.dtype});
-  const TaskGrid grid = infer_degrees(op, attrs, inputs, out_types).grid;
+  t.grid = infer_degrees(op, attrs, inputs, out_types).grid;
+  const TaskGrid& grid = t.grid;
   t.tasks = grid.num_tasks();
-  t.extents = grid.extents;
   std::vector<int64_t> coords(grid.extents.size(), 0);
   for (int64_t k = 0; k < t.tasks; ++k) {
     auto& in = t.input_shard.emplace_back(inputs.size());

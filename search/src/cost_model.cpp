@@ -152,7 +152,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   if (!c || b.inputs.size() != 1 || b.inputs[0] != TensorRef{first, 0}) return std::nullopt;
   const int64_t k = a.attrs.get_int("degree");
   if (b.attrs.get_int("degree") != k) return std::nullopt;
-  const TensorRef in = a.inputs[0], mid{first, 0}, out{second, 0};
+  const TensorRef in = a.inputs[0], out{second, 0};
   const ParallelTensorShape& mid_shape = a.outputs[0];
   const auto mids = static_cast<size_t>(mid_shape.num_shards());
   std::vector<std::vector<int64_t>> from(mids), to(mids);

@@ -13,7 +13,7 @@ SourceLayouts source_layouts(const Graph& g) {
       continue;
     }
     const bool parallel = n.op->is_shard_level(n.attrs);
-    if (!parallel && !n.op->data_movement) continue;
+    if (!parallel && !n.op->weight_layout) continue;
     if (n.inputs.empty()) continue;
     bool weights = true, inputs = parallel;
     for (const TensorRef& t : n.inputs) {

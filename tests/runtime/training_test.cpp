@@ -13,6 +13,7 @@
 #include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/synthetic_task.h"
 #include "pcgx/runtime/trainer.h"
+#include "pcgx/search/baselines.h"
 #include "pcgx/search/pipeline.h"
 #include "pcgx/search/unity_search.h"
 
@@ -220,6 +221,32 @@ TEST(Runtime, PipelinedStrategyTrainsLikeOneDevice) {
       }
     EXPECT_GT(compared, 0u);
   }
+}
+
+// Megatron on 2 nodes of 2 devices: tensor parallelism inside a node, data
+// parallelism across, through views with one stride per grid dimension.
+// The runtime runs those views as the cost model placed them and must reach
+// the one-device weights.
+TEST(Runtime, StridedViewsTrainLikeOneDevice) {
+  Machine m = search::find_machine("dgx-h100").with_devices(4);
+  m.nodes = 2, m.devices_per_node = 2;
+  m.links[0].span = 2;
+  m.links.push_back({"network", 0, 5e10, 5e-6, 2});
+  const Graph model = build_model("bert-large-tiny", {{"batch", 8}});
+  const Graph e = *search::expert(model, m, 4, 2);
+  const CostModel cm(m, search::default_efficiency());
+  const search::Strategy s = MachineMapper(cm).map(e);
+  ASSERT_TRUE(s.estimate.feasible);
+  int strided = 0;
+  for (const MachineView& v : s.views) strided += !v.strides.empty();
+  EXPECT_GT(strided, 0) << "no view with per-dimension strides: the test would not exercise them";
+  TrainOptions o;
+  o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
+  const TrainResult one = train(model, {}, 1, o);
+  const TrainResult par = train(s.graph, s.views, 4, o);
+  ASSERT_EQ(par.losses.size(), one.losses.size());
+  for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
+  for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
 }
 
 TEST(Runtime, RefusesAStrategyNeedingMoreDevices) {

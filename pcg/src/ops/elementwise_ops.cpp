@@ -171,6 +171,7 @@ void register_elementwise_ops(OpRegistry& r) {
   smul.attrs = {with_domain(float_attr("scalar", std::nullopt, "the constant factor"), GenDomain::kScalar)};
   PCGX_KERNELS(smul, scalar_mul_k);
   smul.grad_f32 = &scalar_mul_grad;
+  smul.weight_layout = true;
   r.add(smul);
 
   OpDef drop = unary("Dropout", "zeroes elements with probability rate, scales the rest by 1/(1-rate)");

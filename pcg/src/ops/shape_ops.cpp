@@ -151,7 +151,7 @@ double zero_flops(const Attributes&, std::span<const TensorType>, std::span<cons
 void register_shape_ops(OpRegistry& r) {
   OpDef cat;
   cat.name = "Concat";
-  cat.data_movement = true;
+  cat.weight_layout = true;
   cat.summary = "concatenates inputs along a dimension, or their replica slots (axis -1)";
   cat.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to concatenate; -1: the replica axis"),
                            GenDomain::kDimOrReplica)};
@@ -197,7 +197,7 @@ void register_shape_ops(OpRegistry& r) {
 
   OpDef split;
   split.name = "Split";
-  split.data_movement = true;
+  split.weight_layout = true;
   split.summary = "splits a dimension (or the replica slots, axis -1) into pieces of the given sizes";
   split.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to split; -1: the replica axis"),
                              GenDomain::kDimOrReplica),
@@ -241,7 +241,7 @@ void register_shape_ops(OpRegistry& r) {
 
   OpDef reshape;
   reshape.name = "Reshape";
-  reshape.data_movement = true;
+  reshape.weight_layout = true;
   reshape.summary = "reinterprets the row-major data with a new shape";
   reshape.attrs = {ints_attr("shape", std::nullopt, "the new shape", positive_int_list())};
   reshape.input_names = {"x"};
@@ -272,7 +272,7 @@ void register_shape_ops(OpRegistry& r) {
 
   OpDef tr;
   tr.name = "Transpose";
-  tr.data_movement = true;
+  tr.weight_layout = true;
   tr.summary = "permutes dimensions: output dimension d is input dimension perm[d]";
   tr.attrs = {with_domain(ints_attr("perm", std::nullopt, "the permutation"), GenDomain::kPermutation)};
   tr.input_names = {"x"};

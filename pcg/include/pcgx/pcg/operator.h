@@ -138,9 +138,10 @@ struct OpDef {
   // every output" (e.g. an embedding reads only the rows it gathers).
   FlopCount bytes;
   bool is_weight = false;
-  // Its outputs are its inputs' elements rearranged (Concat, Split,
-  // Reshape, Transpose): applied to weights alone, it is their layout.
-  bool data_movement = false;
+  // Applied to weights alone, its output is a stored form of them rather
+  // than a computation per step: data movement (Concat, Split, Reshape,
+  // Transpose) and scaling by a constant (ScalarMul).
+  bool weight_layout = false;
 
   bool is_shard_level(const Attributes& a) const {
     return op_class == OpClass::kParallel || (shard_level && shard_level(a));

@@ -8,13 +8,14 @@
 #include <span>
 #include <vector>
 
+#include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/operator.h"
 
 namespace pcgx {
 
 struct TaskTable {
   int64_t tasks = 0;
-  std::vector<int64_t> extents;  // the task grid (degree_inference.h), row-major
+  TaskGrid grid;  // the task grid (degree_inference.h): tasks are numbered row-major over grid.extents
   std::vector<ParallelTensorShape> input_shapes, output_shapes;
   std::vector<std::vector<int64_t>> input_shard;   // [task][input]
   std::vector<std::vector<int64_t>> output_shard;  // [task][output] (= task, see degree_inference.h)

@@ -4,7 +4,7 @@
 //   - A parallel operator fed only by Inputs (or by their layouts) lays out
 //     a batch: a data loader reads its own shard, so it costs nothing.
 //   - Whatever is computed from weights alone by parallel operators and
-//     data movement (Concat, Split, Reshape, Transpose) is the weights'
+//     data movement or scaling (Concat, Split, Reshape, Transpose, ScalarMul) is the weights'
 //     layout: a framework stores the weight in that layout. It costs
 //     nothing forward; per iteration it costs the synchronization of its
 //     gradient, which is the same however the layout was written

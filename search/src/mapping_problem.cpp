@@ -1,0 +1,229 @@
+// The machine-mapping problem: structure, hashes and per-node costs (see
+// mapping_problem.h).
+#include "mapping_problem.h"
+
+#include <algorithm>
+#include <set>
+
+#include "pcgx/search/graph_hash.h"
+
+namespace pcgx::search {
+namespace {
+
+bool layout_change_pair(const std::string& a, const std::string& b) {
+  return (a == "Combine" || a == "Reduce") && (b == "Repartition" || b == "Replicate");
+}
+
+// Every compute operator at start 0, stride 1: the DP shifts whole
+// sub-graphs to the start of their resource.
+std::vector<MachineView> canonical_views(const Graph& g) {
+  std::vector<MachineView> v(g.size());
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) v[static_cast<size_t>(n.id)] = {0, 1, {}};
+  return v;
+}
+
+}  // namespace
+
+int64_t task_count(const Graph& g, const Node& n) {
+  if (n.op->op_class == OpClass::kParallel) {
+    int64_t t = n.outputs[0].num_shards();
+    for (const TensorRef& i : n.inputs) t = std::max(t, g.shape(i).num_shards());
+    return t;
+  }
+  return n.outputs.empty() ? 1 : n.outputs[0].num_shards();
+}
+
+Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, std::shared_mutex& m)
+  : g(graph), cost(cm), cache(ca), mu(m), layouts(source_layouts(graph)), place(graph, canonical_views(graph), cm.devices()) {
+  active.assign(g.size(), 0);
+  for (const Node& n : g.nodes())
+    active[static_cast<size_t>(n.id)] = n.op->op_class != OpClass::kSource && !layouts.is_layout(g, n.id);
+  consumers = g.consumers();
+  for (auto& c : consumers) std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // A layout node is paid for by its first active reader.
+  std::vector<NodeId> owner(g.size(), -1);
+  for (size_t i = g.size(); i-- > 0;) {
+    if (!layouts.is_layout(g, static_cast<NodeId>(i))) continue;
+    NodeId best = -1;
+    for (const auto& [c, idx] : consumers[i]) {
+      const NodeId o = active[static_cast<size_t>(c)] ? c : owner[static_cast<size_t>(c)];
+      if (o >= 0 && (best < 0 || o < best)) best = o;
+    }
+    owner[i] = best;
+  }
+  feeders.resize(g.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    if (owner[i] >= 0) feeders[static_cast<size_t>(owner[i])].push_back(static_cast<NodeId>(i));
+  // Layout changes priced as one collective: a parallel node whose only
+  // reader is the parallel node completing the pattern.
+  fused_tail.assign(g.size(), -1);
+  is_tail.assign(g.size(), 0);
+  for (const Node& n : g.nodes()) {
+    const auto& cs = consumers[static_cast<size_t>(n.id)];
+    if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kParallel || cs.size() != 1) continue;
+    const Node& r = g.node(cs[0].first);
+    if (!active[static_cast<size_t>(r.id)] || is_tail[static_cast<size_t>(n.id)] || !layout_change_pair(n.op->name, r.op->name)) continue;
+    fused_tail[static_cast<size_t>(n.id)] = r.id;
+    is_tail[static_cast<size_t>(r.id)] = 1;
+  }
+  // A weight layout's gradient is synchronized by its first compute reader.
+  syncs.resize(g.size());
+  for (const Node& n : g.nodes()) {
+    if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kCompute) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const TensorRef t = n.inputs[i];
+      if (!layouts.weight(t)) continue;
+      NodeId first = -1;
+      for (const auto& [c, idx] : consumers[static_cast<size_t>(t.node)])
+        if (g.node(c).inputs[static_cast<size_t>(idx)] == t && g.node(c).op->op_class == OpClass::kCompute) {
+          first = c;
+          break;
+        }
+      if (first == n.id && std::find_if(syncs[static_cast<size_t>(n.id)].begin(), syncs[static_cast<size_t>(n.id)].end(),
+                                        [&](size_t j) { return n.inputs[j] == t; }) == syncs[static_cast<size_t>(n.id)].end())
+        syncs[static_cast<size_t>(n.id)].push_back(i);
+    }
+  }
+  hash_nodes();
+  std::vector<std::vector<NodeId>> readers(g.size());
+  tree = decompose(g, active, readers);
+  tree_hash.resize(tree.nodes.size());
+  for (size_t i = 0; i < tree.nodes.size(); ++i) tree_hash[i] = hash_tree(static_cast<int>(i));
+}
+
+// What a leaf's cost depends on: its own shapes and attributes, where its
+// inputs' and outputs' shards live (decided by their producers and first
+// readers, placement.h), the layouts it pays for and the collective it
+// forms with a neighbour.
+void Problem::hash_nodes() {
+  std::vector<uint64_t> own(g.size()), where(g.size(), 0);
+  for (const Node& n : g.nodes()) own[static_cast<size_t>(n.id)] = local_hash(n, g);
+  // where[n]: the placement of n's outputs, from their producer (compute)
+  // or their first reader (everything else); readers come later in id order.
+  for (size_t i = g.size(); i-- > 0;) {
+    const Node& n = g.node(static_cast<NodeId>(i));
+    uint64_t h = own[i];
+    if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs))
+      for (const auto& [c, idx] : consumers[i]) h = hash_mix(hash_mix(h, static_cast<uint64_t>(idx)), hash_mix(own[static_cast<size_t>(c)], where[static_cast<size_t>(c)]));
+    where[i] = h;
+  }
+  local.resize(g.size());
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
+    uint64_t h = hash_mix(own[id], where[id]);
+    for (const TensorRef& t : n.inputs)
+      h = hash_mix(hash_mix(h, where[static_cast<size_t>(t.node)]), layouts.weight(t) ? 0x3E16 : 0xAC7);
+    for (size_t i : syncs[id]) h = hash_mix(h, 0x5C + i);
+    for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
+    if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
+    if (is_tail[id]) h = hash_mix(h, 0x7A11);
+    local[id] = h;
+  }
+}
+
+uint64_t Problem::hash_tree(int t) const {
+  const SPNode& s = tree.nodes[static_cast<size_t>(t)];
+  if (s.kind == SPNode::kLeaf) return local[static_cast<size_t>(s.node)];
+  uint64_t h = s.kind == SPNode::kSeries ? 0x5E41E5 : 0x9A7A11E1;
+  if (s.kind == SPNode::kSeries) {
+    for (int c : s.children) h = hash_mix(h, hash_tree(c));
+  } else {
+    std::vector<uint64_t> hs;
+    for (int c : s.children) hs.push_back(hash_mix(hash_tree(c), boundary_hash(c)));
+    std::sort(hs.begin(), hs.end());
+    for (uint64_t x : hs) h = hash_mix(h, x);
+  }
+  return h;
+}
+
+// The tensors crossing the boundary of sub-tree t (produced outside by an
+// active node and read inside, or produced inside and read outside).
+std::vector<TensorRef> Problem::boundary(int t) const {
+  const auto& m = tree.nodes[static_cast<size_t>(t)].members;
+  auto inside = [&](NodeId n) { return std::binary_search(m.begin(), m.end(), n); };
+  std::set<TensorRef> out;
+  for (NodeId n : m) {
+    for (const TensorRef& i : g.node(n).inputs)
+      if (active[static_cast<size_t>(i.node)] && !inside(i.node)) out.insert(i);
+    for (const auto& [c, idx] : consumers[static_cast<size_t>(n)])
+      if (!inside(c)) out.insert(g.node(c).inputs[static_cast<size_t>(idx)]);
+  }
+  for (const TensorRef& o : g.outputs())
+    if (inside(o.node)) out.insert(o);
+  return {out.begin(), out.end()};
+}
+uint64_t Problem::boundary_hash(int t) const {
+  uint64_t h = 0xB0;
+  for (const TensorRef& r : boundary(t)) h = hash_mix(h, local[static_cast<size_t>(r.node)] + static_cast<uint64_t>(r.output));
+  return h;
+}
+// Forward and backward of moving sub-tree t's boundary from `from` to `to`.
+double Problem::move(int t, int64_t from, int64_t to) const {
+  if (from == to) return 0;
+  double s = 0;
+  for (const TensorRef& r : boundary(t)) s += cost.move_time(g.shape(r), from, to);
+  return 2 * s;
+}
+
+// The synchronizations node `id` pays under `p` shifted by `lo`.
+std::vector<SyncGroup> Problem::sync_groups(const Placement& p, NodeId id, int64_t lo) const {
+  std::vector<SyncGroup> out;
+  for (size_t i : syncs[static_cast<size_t>(id)])
+    if (auto s = cost.sync_group(p, g.node(id).inputs[i], lo)) out.push_back(*s);
+  return out;
+}
+
+Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
+  const Node& n = g.node(id);
+  Result r = zero();
+  Seconds s;
+  if (n.op->op_class == OpClass::kParallel) {
+    if (is_tail[static_cast<size_t>(id)]) {
+      s = {};
+    } else if (const NodeId tail = fused_tail[static_cast<size_t>(id)]; tail >= 0) {
+      if (auto one = cost.layout_change_time(p, id, tail, lo)) {
+        s = *one;
+      } else {
+        const Seconds a = cost.parallel_time(p, id, lo), b = cost.parallel_time(p, tail, lo);
+        s = {a.forward + b.forward, a.backward + b.backward};
+      }
+    } else {
+      s = cost.parallel_time(p, id, lo);
+    }
+  } else {
+    s = cost.input_transfer_time(p, id, lo);
+    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x.group, x.bytes);
+  }
+  r.comm = s.total(), r.backward = s.backward;
+  r.time = r.comm + r.sync;
+  return r;
+}
+
+Result Problem::leaf(NodeId id, int64_t lo, int64_t size) const {
+  const Node& n = g.node(id);
+  if (task_count(g, n) > size) return {};
+  Result r = comm(place, id, lo);
+  if (n.op->op_class != OpClass::kParallel) {
+    const Seconds c = cost.task_time(g, n);
+    double weight_bytes = 0;
+    for (const TensorRef& i : n.inputs)
+      if (layouts.weight(i)) weight_bytes += shard_bytes(g.shape(i));
+    r.update = cost.update_time(weight_bytes);
+    r.compute = c.total() + r.update;
+    r.backward += c.backward;
+  }
+  r.time = r.compute + r.comm + r.sync;
+  return r;
+}
+
+Result Problem::solve_leaf(NodeId id, int64_t lo, int64_t size) const {
+  const Key key{local[static_cast<size_t>(id)], lo, size};
+  {
+    std::shared_lock lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  return leaf(id, lo, size);
+}
+
+}  // namespace pcgx::search

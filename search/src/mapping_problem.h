@@ -1,0 +1,119 @@
+#pragma once
+// The machine-mapping problem of one graph (internal to search/): what the
+// DP (machine_mapping_dp.cpp) solves and the view refinement
+// (view_refinement.cpp) improves. See machine_mapping.h.
+#include <limits>
+#include <map>
+#include <shared_mutex>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/stable_hash.h"
+#include "pcgx/search/gradient_sync.h"
+#include "pcgx/search/machine_mapping.h"
+#include "sp_decomposition.h"
+
+namespace pcgx::search {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Result {
+  double time = kInf;
+  double compute = 0;   // the optimizer update included
+  double comm = 0;
+  double sync = 0;      // gradient synchronization, as bucket shares
+  double update = 0;
+  double backward = 0;  // of compute + comm: the backward pass
+};
+
+inline Result zero() { return {0, 0, 0, 0, 0, 0}; }
+
+inline Result series(Result a, const Result& b) {
+  a.time += b.time, a.compute += b.compute, a.comm += b.comm, a.sync += b.sync, a.update += b.update, a.backward += b.backward;
+  return a;
+}
+
+struct Key {
+  uint64_t hash;
+  int64_t lo, size;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return static_cast<size_t>(hash_mix(hash_mix(k.hash, static_cast<uint64_t>(k.lo)), static_cast<uint64_t>(k.size)));
+  }
+};
+
+
+int64_t task_count(const Graph& g, const Node& n);
+
+using Cache = std::unordered_map<Key, Result, KeyHash>;
+using Memo = std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>>;
+using Resources = std::vector<std::pair<int64_t, int64_t>>;  // per node: (lo, size) of its resource
+
+// Everything about one graph the DP needs.
+struct Problem {
+  const Graph& g;
+  const CostModel& cost;
+  Cache& cache;
+  std::shared_mutex& mu;
+
+  SourceLayouts layouts;
+  Placement place;                           // compute operators at start 0, stride 1
+  std::vector<char> active;
+  std::vector<std::vector<NodeId>> feeders;  // per active node: layout nodes it pays for
+  std::vector<std::vector<std::pair<NodeId, int>>> consumers;  // ascending reader id
+  std::vector<NodeId> fused_tail;            // per node: the parallel node it forms one collective with, or -1
+  std::vector<char> is_tail;
+  std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
+  std::vector<uint64_t> local;               // local hashes
+  SPTree tree;
+  std::vector<uint64_t> tree_hash;
+
+  Problem(const Graph& graph, const CostModel& cm, Cache& ca, std::shared_mutex& m);
+
+  // Structure and hashing (mapping_problem.cpp).
+  void hash_nodes();
+  uint64_t hash_tree(int t) const;
+  std::vector<TensorRef> boundary(int t) const;
+  uint64_t boundary_hash(int t) const;
+  double move(int t, int64_t from, int64_t to) const;
+
+  // Costs of one node under placement `p` shifted by `lo` (mapping_problem.cpp).
+  std::vector<SyncGroup> sync_groups(const Placement& p, NodeId id, int64_t lo) const;
+  Result comm(const Placement& p, NodeId id, int64_t lo) const;  // communication only (comm, sync, backward)
+  Result leaf(NodeId id, int64_t lo, int64_t size) const;
+  Result solve_leaf(NodeId id, int64_t lo, int64_t size) const;  // cached
+
+  // The DP (machine_mapping_dp.cpp).
+  std::vector<int64_t> splits(int64_t size) const;
+  Result group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo) const;
+  std::vector<int> sorted_children(int t, int64_t lo, int64_t size) const;
+  Result solve(int t, int64_t lo, int64_t size) const;
+  void assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& views, Resources& at) const;
+  void assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo,
+                    std::vector<MachineView>& views, Resources& at) const;
+  std::vector<double> busy(const Resources& at, const std::vector<Result>& leaves) const;
+};
+
+// A solved problem: the DP's result, its placement, and what the view
+// refinement and the bucket replay made of it.
+struct Mapped {
+  Result dp;
+  std::vector<MachineView> views;
+  Resources at;
+  std::vector<Result> leaves;  // per active node, under the final views
+  SyncTimeline sync;
+  double time() const { return dp.time - dp.sync + sync.exposed; }
+};
+
+// Solves, refines the views, replays the gradient buckets.
+Mapped solve_all(const Problem& p, int64_t devices);
+
+// Improves the views of compute operators that run on the whole machine
+// (view_refinement.cpp): changes `m.views`, `m.leaves` and `m.dp`.
+void refine_views(const Problem& p, Placement& where, Mapped& m);
+
+}  // namespace pcgx::search
