@@ -221,9 +221,17 @@ std::string expert_family(const Graph& g) {
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree) {
   const std::string family = expert_family(g);
   if (family == "recommendation") {
-    return parallelize(g, [devices](const Graph& gr, const Node& n) {
-      if (n.op->name == "EmbeddingBag" || n.op->name == "Embedding") return NodePlan{};
-      return sample_plan(gr, n, devices);
+    // Every table spread over `tensor_degree` devices (by default all of
+    // them): by its embedding columns where they divide, else by its rows
+    // (partial sums, reduce-scattered into the batch split the MLPs use).
+    return parallelize(g, [devices, tensor_degree](const Graph& gr, const Node& n) {
+      if (n.op->name != "EmbeddingBag" && n.op->name != "Embedding") return sample_plan(gr, n, devices);
+      const auto& table = gr.shape(n.inputs[1]).dims;
+      const int64_t want = tensor_degree > 0 ? tensor_degree : devices;
+      const int64_t by_columns = largest_dividing_degree(want, table[1].size);
+      const int64_t by_rows = largest_dividing_degree(want, table[0].size);
+      if (by_columns >= by_rows) return by_columns > 1 ? NodePlan{{"columns", by_columns}} : NodePlan{};
+      return NodePlan{{"rows", by_rows}};
     });
   }
   if (family != "transformer" && family != "mlp") return std::nullopt;
@@ -305,9 +313,9 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
   });
 }
 
-std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices) {
+std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices, const std::string& family) {
   std::vector<int64_t> out;
-  const int64_t most = std::gcd(machine.devices_per_node, devices);
+  const int64_t most = family == "recommendation" ? devices : std::gcd(machine.devices_per_node, devices);
   for (int64_t t = 1; t <= most; t *= 2)
     if (most % t == 0) out.push_back(t);
   if (out.back() != most) out.push_back(most);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "pcgx/pcg/error.h"
 
@@ -33,23 +34,30 @@ double crossing_time(const Machine& m, const GroupShape& g, Leaving leaving, Lin
   return m.links[g.top()].latency + worst;
 }
 
+// Members in one group of the level below l (1: a device), and in one
+// group of level l itself (the whole group at the top).
 double members_below(const GroupShape& g, size_t l) { return l == 0 ? 1.0 : static_cast<double>(g.fewest[l]); }
+double members_at(const GroupShape& g, size_t l) {
+  return l == g.top() ? static_cast<double>(g.size) : static_cast<double>(g.fewest[l + 1]);
+}
 
-// Each member sends (k-1)/k of n to the others, spread evenly: what leaves
-// a group of the level below is its members' traffic to the rest.
+// Each member sends n/k to every other; a transfer uses the links of the
+// level where its two ends first meet (inside a node NVLink, between nodes
+// the adapters), so what a group of the level below sends through level l
+// goes to the members of its level-l group outside it.
 double all_to_all_time(const Machine& m, const GroupShape& g, double n) {
   const double k = static_cast<double>(g.size);
   return crossing_time(
-      m, g, [&](size_t l) { return members_below(g, l) * n * (k - members_below(g, l)) / k; },
+      m, g, [&](size_t l) { return members_below(g, l) * n * (members_at(g, l) - members_below(g, l)) / k; },
       [&](size_t l) { return parallel_links(m, g, l); });
 }
 
-// One root sends (k-1)/k of n to the others (or receives it): its own link
-// at every level carries what leaves its group of the level below.
+// One root sends n/k to every other member (or receives it), over its own
+// link at each level.
 double rooted_time(const Machine& m, const GroupShape& g, double n) {
   const double k = static_cast<double>(g.size);
   return crossing_time(
-      m, g, [&](size_t l) { return n * (k - members_below(g, l)) / k; }, [](size_t) { return int64_t{1}; });
+      m, g, [&](size_t l) { return n * (members_at(g, l) - members_below(g, l)) / k; }, [](size_t) { return int64_t{1}; });
 }
 
 }  // namespace
@@ -154,6 +162,43 @@ double collective_time(const Machine& m, Collective c, const GroupShape& g, doub
     case Collective::kGather: return rooted_time(m, g, bytes);
   }
   throw Error("collective_time: unknown collective");
+}
+
+double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
+  const size_t levels = m.links.size();
+  // Per level: bytes out of and into each group of the level below, and
+  // how many of its devices send or receive them.
+  struct Side {
+    double bytes = 0;
+    std::vector<int64_t> devices;
+  };
+  std::vector<std::map<int64_t, std::pair<Side, Side>>> load(levels);
+  size_t top = 0;
+  bool any = false;
+  for (const Transfer& t : transfers) {
+    if (t.from == t.to || t.bytes <= 0) continue;
+    size_t l = 0;
+    while (l + 1 < levels && group_of(m.links[l], t.from) != group_of(m.links[l], t.to)) ++l;
+    const int64_t from = l == 0 ? t.from : group_of(m.links[l - 1], t.from);
+    const int64_t to = l == 0 ? t.to : group_of(m.links[l - 1], t.to);
+    auto& out = load[l][from].first;
+    auto& in = load[l][to].second;
+    out.bytes += t.bytes, in.bytes += t.bytes;
+    if (std::find(out.devices.begin(), out.devices.end(), t.from) == out.devices.end()) out.devices.push_back(t.from);
+    if (std::find(in.devices.begin(), in.devices.end(), t.to) == in.devices.end()) in.devices.push_back(t.to);
+    top = std::max(top, l), any = true;
+  }
+  if (!any) return 0.0;
+  double worst = 0;
+  for (size_t l = 0; l < levels; ++l) {
+    const LinkLevel& link = m.links[l];
+    auto time = [&](const Side& s) {
+      const int64_t links = l == 0 ? link.ports : std::min<int64_t>(link.ports, static_cast<int64_t>(s.devices.size()));
+      return s.bytes / (link.bandwidth * static_cast<double>(std::max<int64_t>(links, 1)));
+    };
+    for (const auto& [group, sides] : load[l]) worst = std::max({worst, time(sides.first), time(sides.second)});
+  }
+  return m.links[top].latency + worst;
 }
 
 double send_time(const Machine& m, int64_t from, int64_t to, double bytes) {

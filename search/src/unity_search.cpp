@@ -110,12 +110,11 @@ std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
   const int64_t n = mapper.cost().devices();
   std::optional<Graph> best;
   double best_time = kInf;
-  for (int64_t t : expert_tensor_degrees(m, n)) {
+  for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
     auto e = expert(g, m, n, t);
     if (!e) return std::nullopt;
     const double time = mapper.time(*e);
     if (!best || time < best_time) best = std::move(e), best_time = time;
-    if (expert_family(g) == "recommendation") break;  // no tensor degree
   }
   return best;
 }

@@ -71,11 +71,12 @@ TEST(Collectives, TheOtherCollectivesOnTwoLevels) {
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllGather, g, 8e6), pass + 7.0 / 8.0 * 8e6 / 2e9);
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kBroadcast, g, 1e6), pass + 1e6 / 2e9);
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kReduce, g, 1e6), pass + 1e6 / 2e9);
-  // All-to-all of 8 MB per device: a device sends 7/8 of it over its own
-  // link (7e-4 s); a node sends 4 x 8 MB x 4/8 over its 2 adapters (8e-3 s).
+  // All-to-all of 8 MB per device: a device sends 3/8 of it to its node
+  // mates over its own link (3e-4 s); a node sends 4 x 8 MB x 4/8 to the
+  // other node over its 2 adapters (8e-3 s).
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllToAll, g, 8e6), 1e-5 + 8e-3);
-  // Scatter of 8 MB from one root: 7/8 over its node link (7e-4 s), the
-  // other node's half over the root's one adapter (4e-3 s).
+  // Scatter of 8 MB from one root: 3/8 to its node mates over its node link
+  // (3e-4 s), the other node's half over the root's one adapter (4e-3 s).
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kScatter, g, 8e6), 1e-5 + 4e-3);
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kGather, g, 8e6), 1e-5 + 4e-3);
   // Inside one node: only the node link.
@@ -87,6 +88,28 @@ TEST(Collectives, TheOtherCollectivesOnTwoLevels) {
   EXPECT_DOUBLE_EQ(send_time(m, 3, 3, 1e6), 0.0);
   // A group of one costs nothing.
   EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllReduce, strided_group(m, 2, 1, 1), 1e6), 0.0);
+}
+
+TEST(Collectives, ExchangeChargesTheBusiestLinks) {
+  const Machine m = two_level();
+  // Nothing moves: free.
+  std::vector<Transfer> t{{3, 3, 1e6}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), 0.0);
+  // Inside a node: device 0's link carries both of its messages (2 MB).
+  t = {{0, 1, 1e6}, {0, 2, 1e6}, {3, 1, 5e5}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-6 + 2e6 / 1e10);
+  // Across nodes: node 0 sends 3 MB from two devices, over its two
+  // adapters; node 1 receives them on one device, over one adapter.
+  t = {{0, 4, 1e6}, {1, 4, 2e6}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-5 + 3e6 / 1e9);
+  t = {{0, 4, 1e6}, {1, 5, 2e6}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-5 + 3e6 / 2e9);
+  // An all-to-all is an exchange: the same time.
+  const GroupShape g = strided_group(m, 0, 1, 8);
+  t.clear();
+  for (int64_t a = 0; a < 8; ++a)
+    for (int64_t b = 0; b < 8; ++b) t.push_back({a, b, 8e6 / 8});
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), collective_time(m, Collective::kAllToAll, g, 8e6));
 }
 
 TEST(Collectives, ThreeLevelsTakeTheSlowestCrossedLevel) {

@@ -117,6 +117,32 @@ TEST(LayoutChange, CombineThenRepartitionIsAnAllToAll) {
   EXPECT_NEAR(s.estimate.communication, 2 * one + out, 1e-12);
 }
 
+// A tensor split by rows over 2 devices, re-split by columns over 4: no
+// collective of one group fits, so every device sends each other the blocks
+// they share.
+TEST(LayoutChange, ReSplittingToOtherDevicesIsAnExchange) {
+  const Machine m = two_level();
+  const CostModel cm(m, plain());
+  Graph g("exchange");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{64, 64}}}, {}, "x");
+  const TensorRef a = add(g, "Relu", {}, {add(g, "Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {x})});
+  const TensorRef c = add(g, "Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {a});
+  const TensorRef r = add(g, "Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{4}}}, {c});
+  g.add_output(add(g, "Relu", {}, {r}));
+  std::vector<MachineView> views(g.size());
+  views[static_cast<size_t>(a.node)] = {0, 1, {}};
+  views[static_cast<size_t>(g.outputs()[0].node)] = {4, 1, {}};  // the columns on the other node
+  const Placement p(g, views, 8);
+  const auto t = cm.layout_change_time(p, c.node, r.node, 0);
+  ASSERT_TRUE(t.has_value());
+  // Device 0 holds rows 0-31, device 1 rows 32-63; devices 4..7 want 16
+  // columns each: every pair shares 32 x 16 floats (2 KiB). Each side's 2
+  // (4) devices drive 2 adapters: 2 x 4 blocks = 16 KiB cross the network.
+  const double block = 32 * 16 * 4;
+  EXPECT_DOUBLE_EQ(t->forward, 1e-5 + 8 * block / 2e9);
+  EXPECT_DOUBLE_EQ(t->backward, t->forward);
+}
+
 // Partial sums of a reduction-parallel Linear reduced and replicated again
 // over the same devices: one all-reduce.
 TEST(LayoutChange, ReduceThenReplicateIsAnAllReduce) {

@@ -42,8 +42,11 @@ Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled = fals
 bool has_unsampled(const Graph& g);
 
 // Expert strategies, or nothing when the model is of no family they cover:
-//   - recommendation models (embedding bags): every embedding runs whole on
-//     one device (the machine mapping spreads them), the MLPs data parallel;
+//   - recommendation models (embedding bags): every table spread over t
+//     devices (`tensor_degree`, by default all of them) by its embedding
+//     columns, or where they do not divide by its rows (partial sums,
+//     reduce-scattered), the MLPs data parallel (TorchRec's column- and
+//     row-wise sharding);
 //   - transformers (LayerNorm + BatchMatMul): Megatron-style tensor
 //     parallelism of degree t (`tensor_degree`, by default the devices of
 //     one node) and data parallelism of degree devices / t everywhere. The
@@ -58,8 +61,9 @@ bool has_unsampled(const Graph& g);
 //     fused activation, which then runs row-parallel with a Reduce.
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0);
 // The tensor-parallel degrees worth trying: powers of two up to the
-// devices of a node (dividing the device count), and that count.
-std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices);
+// devices of a node (for recommendation models, up to all devices)
+// dividing the device count, and that count.
+std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices, const std::string& family = "");
 // The family expert() recognized ("recommendation", "transformer", "mlp") or "".
 std::string expert_family(const Graph& g);
 

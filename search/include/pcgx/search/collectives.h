@@ -32,12 +32,20 @@
 //   reduce-scatter,
 //   all-gather             sum_l s(l) alpha(l) +  (k-1)/k n / B
 //   broadcast, reduce      sum_l s(l) alpha(l) +          n / B   (pipelined chain)
-//   all-to-all             alpha(top) + max over crossed l of the bytes leaving one
-//                          level-(l-1) group through its C(l) links
-//                          (grouped send/recv, every pair at once)
-//   scatter, gather        alpha(top) + max over crossed l of the bytes leaving (entering)
-//                          the root's level-(l-1) group through one link
+//   all-to-all             alpha(top) + max over crossed l of the bytes one level-(l-1)
+//                          group sends to the rest of its level-l group, through its
+//                          C(l) links (grouped send/recv, every pair at once)
+//   scatter, gather        alpha(top) + max over crossed l of the bytes the root sends to
+//                          (receives from) the rest of its level-l group, through one link
+//   exchange               any set of transfers posted at once: alpha of the highest
+//                          level crossed + max over levels l and groups G of the level
+//                          below of the bytes G sends (receives) through level l, over
+//                          min(ports(l), devices of G sending (receiving)) links
 //   send/recv              alpha(l) + n / bandwidth(l), l the pair's level
+//
+// A transfer uses the links of the level where its two ends first meet:
+// inside a node NVLink, between nodes the network adapters (NCCL's p2p
+// transports), not both.
 //
 // where chain(l) = (G(l-1) - G(l)) / G(l) is the length of the chain in one
 // level-l group and "top" the highest crossed level. A group of one device
@@ -85,6 +93,12 @@ AllReduceTimes allreduce_times(const Machine& m, const GroupShape& g, double byt
 
 // Seconds for collective `c` over group `g` of `bytes` (see above).
 double collective_time(const Machine& m, Collective c, const GroupShape& g, double bytes);
+// Point-to-point transfers posted at once (see "exchange" above).
+struct Transfer {
+  int64_t from = 0, to = 0;
+  double bytes = 0;
+};
+double exchange_time(const Machine& m, std::span<const Transfer> transfers);
 // One message between two devices (0 when they are the same).
 double send_time(const Machine& m, int64_t from, int64_t to, double bytes);
 // The bus bandwidth B and the latency of one ring pass of `g`.
