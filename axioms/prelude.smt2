@@ -43,7 +43,10 @@
 (declare-fun reshape (Tensor Int) Tensor)            ; x, shape as 1 then 4 digits per size ([16,4] is 100160004)
 (declare-fun layer_norm (Tensor Int) Tensor)         ; x, eps (bits); no affine parameters
 (declare-fun layer_norm_affine (Tensor Tensor Tensor Int) Tensor)  ; x, gamma, beta, eps (bits)
-(declare-fun batch_norm (Tensor Tensor Tensor Int) Tensor)         ; x, gamma, beta, eps (bits)
+(declare-fun batch_norm (Tensor Tensor Tensor Int Int) Tensor)     ; x, gamma, beta, eps (bits), group (0: the batch)
+(declare-fun batch_sum (Tensor) Tensor)                            ; x: sum per channel
+(declare-fun batch_squares (Tensor Tensor) Tensor)                 ; x, sum: sum of (x - sum/n)^2 per channel
+(declare-fun batch_norm_apply (Tensor Tensor Tensor Tensor Tensor Int) Tensor)  ; x, sum, squares, gamma, beta, eps (bits)
 (declare-fun embedding (Tensor Tensor) Tensor)       ; indices, table[rows, columns]
 (declare-fun embedding_bag (Tensor Tensor) Tensor)   ; indices[batch, bag], table
 ; x[N,C,H,W], w[O,C/groups,kh,kw], stride_h, stride_w, pad_h, pad_w, groups, activation; no bias

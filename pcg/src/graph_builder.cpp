@@ -54,7 +54,9 @@ TensorRef GraphBuilder::conv2d(TensorRef x, int64_t out_channels, int64_t kh, in
 TensorRef GraphBuilder::batch_norm(TensorRef x, const std::string& name) {
   const std::string n = auto_name(name, "bn");
   const int64_t c = dim(x, 1);
-  return op("BatchNorm", {}, {x, weight(n + ".gamma", {c}, "ones"), weight(n + ".beta", {c}, "zeros")}, n);
+  Attributes a;
+  if (bn_group_ > 0) a.set("group", bn_group_);
+  return op("BatchNorm", std::move(a), {x, weight(n + ".gamma", {c}, "ones"), weight(n + ".beta", {c}, "zeros")}, n);
 }
 
 TensorRef GraphBuilder::layer_norm(TensorRef x, const std::string& name) {

@@ -13,6 +13,7 @@ const OpRegistry& OpRegistry::global() {
     ops::register_linear_ops(r);
     ops::register_conv_ops(r);
     ops::register_norm_ops(r);
+    ops::register_batch_norm_ops(r);
     ops::register_shape_ops(r);
     ops::register_embedding_ops(r);
     ops::register_loss_ops(r);

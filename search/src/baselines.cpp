@@ -55,14 +55,35 @@ struct Builder {
   Graph out;
   std::vector<std::vector<TensorRef>> map;  // old tensor -> new
   std::map<std::pair<TensorRef, std::string>, TensorRef> converted;
+  // Tensors whose innermost replica slots are partial sums, and how many
+  // add up to the value (a kind with a kPartial output produced them).
+  std::map<TensorRef, int64_t> partial;
 
   TensorRef add(const std::string& op, Attributes a, TensorRef in) { return {out.add(op, std::move(a), {in}), 0}; }
+
+  void note_partial_outputs(NodeId id, const NodePlan& plan) {
+    const Node& n = out.node(id);
+    if (plan.empty() || !n.op->kinds) return;
+    std::vector<TensorType> types;
+    for (const TensorRef& i : n.inputs) types.push_back(out.type(i));
+    const auto kinds = n.op->kinds(n.attrs, types);
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      int64_t p = 1;
+      for (const auto& [name, degree] : plan) {
+        auto k = std::find_if(kinds.begin(), kinds.end(), [&](const ParallelKind& x) { return x.name == name; });
+        if (k != kinds.end() && o < k->outputs.size() && k->outputs[o] == ParallelKind::kPartial) p *= degree;
+      }
+      if (p > 1) partial[{id, static_cast<int32_t>(o)}] = p;
+    }
+  }
 
   // `t` (new graph) converted to layout `want`.
   TensorRef convert(TensorRef t, const ParallelTensorShape& want) {
     const auto key = std::make_pair(t, want.to_string());
     if (auto it = converted.find(key); it != converted.end()) return it->second;
     TensorRef cur = t;
+    // Partial sums are summed first, whatever replicas the reader wants.
+    if (auto p = partial.find(t); p != partial.end() && p->second > 1) cur = add("Reduce", {{"degree", p->second}}, cur);
     ParallelTensorShape s = out.shape(cur);
     if (s.replica > 1 && s.replica != want.replica) cur = add("Reduce", {{"degree", s.replica}}, cur), s = out.shape(cur);
     for (int j = 0; j < s.rank(); ++j) {
@@ -90,13 +111,13 @@ bool has_op(const Graph& g, const std::string& name) {
   return false;
 }
 
-// The kind splitting a node's samples: output dimension 0, or (for losses)
-// partial sums over input 0's first dimension.
+// The kind splitting a node's samples: input 0's first dimension, into
+// output 0's first dimension or (losses, batch statistics) partial sums.
 const ParallelKind* sample_kind(const std::vector<ParallelKind>& kinds) {
   for (const auto& k : kinds) {
     if (std::find(k.inputs.begin(), k.inputs.end(), ParallelKind::kSum) != k.inputs.end()) continue;
-    if (!k.outputs.empty() && (k.outputs[0] == 0 || (k.outputs[0] == ParallelKind::kPartial && !k.inputs.empty() && k.inputs[0] == 0)))
-      return &k;
+    if (k.inputs.empty() || k.inputs[0] != 0 || k.outputs.empty()) continue;
+    if (k.outputs[0] == 0 || k.outputs[0] == ParallelKind::kPartial) return &k;
   }
   return nullptr;
 }
@@ -170,6 +191,7 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
         }
         try {
           id = b.out.add(*n.op, n.attrs, conv, n.name);
+          b.note_partial_outputs(id, plan(g, n));
         } catch (const Error&) {
           id = -1;
         }
@@ -195,11 +217,35 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
   return std::move(b.out);
 }
 
-Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled) {
-  return parallelize(g, [=](const Graph& gr, const Node& n) { return sample_plan(gr, n, devices, split_unsampled); });
+Graph synchronized_batch_norm(const Graph& g) {
+  if (!has_op(g, "BatchNorm")) return g;
+  Graph out(g.name());
+  std::vector<std::vector<TensorRef>> map(g.size());
+  for (const Node& n : g.nodes()) {
+    std::vector<TensorRef> ins;
+    for (const TensorRef& t : n.inputs) ins.push_back(map[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
+    NodeId id;
+    if (n.op->name == "BatchNorm" && n.attrs.get_int("group") == 0) {
+      const std::string base = n.name.empty() ? "" : n.name;
+      const TensorRef sum{out.add("BatchSum", {}, {ins[0]}, base.empty() ? "" : base + ".sum"), 0};
+      const TensorRef squares{out.add("BatchSquares", {}, {ins[0], sum}, base.empty() ? "" : base + ".squares"), 0};
+      id = out.add("BatchNormApply", {{"eps", n.attrs.get_float("eps")}}, {ins[0], sum, squares, ins[1], ins[2]}, n.name);
+    } else {
+      id = out.add(*n.op, n.attrs, ins, n.name);
+    }
+    for (size_t o = 0; o < out.node(id).outputs.size(); ++o) map[static_cast<size_t>(n.id)].push_back({id, static_cast<int32_t>(o)});
+  }
+  for (const TensorRef& o : g.outputs()) out.add_output(map[static_cast<size_t>(o.node)][static_cast<size_t>(o.output)]);
+  return out;
 }
 
-bool has_unsampled(const Graph& g) {
+Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled) {
+  return parallelize(synchronized_batch_norm(g),
+                     [=](const Graph& gr, const Node& n) { return sample_plan(gr, n, devices, split_unsampled); });
+}
+
+bool has_unsampled(const Graph& model) {
+  const Graph g = synchronized_batch_norm(model);
   for (const Node& n : g.nodes())
     if (n.op->op_class == OpClass::kCompute && n.op->kinds && !sample_kind(n.op->kinds(n.attrs, types_of(g, n)))) return true;
   return false;

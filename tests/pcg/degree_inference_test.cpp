@@ -170,7 +170,7 @@ TEST(Registry, EveryKindSplitsSomeInputAndEveryOperatorIsComplete) {
   }
   for (const char* name : {"Input", "Weight", "Linear", "MatMul", "BatchMatMul", "EwAdd", "EwMul", "ScalarMul", "Relu",
                            "Gelu", "Sigmoid", "Tanh", "Softmax", "LayerNorm", "Concat", "Split", "Reshape", "Transpose",
-                           "Embedding", "EmbeddingBag", "Conv2D", "Pool2D", "BatchNorm", "Dropout",
+                           "Embedding", "EmbeddingBag", "Conv2D", "Pool2D", "BatchNorm", "BatchSum", "BatchSquares", "BatchNormApply", "Dropout",
                            "SoftmaxCrossEntropy", "MSELoss", "Repartition", "Combine", "Replicate", "Reduce",
                            "AllReduce", "Pipeline", "Batch"})
     EXPECT_NE(OpRegistry::global().find(name), nullptr) << name;

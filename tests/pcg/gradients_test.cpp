@@ -113,6 +113,74 @@ TEST(Gradients, BatchNormAndMaxPool) {
   expect_gradient_matches_differences(b.finish(), 5, 1e-3);
 }
 
+// BatchNorm over groups of samples, and BatchNorm as its statistics applied
+// (BatchNormApply(x, BatchSum(x), BatchSquares(x, BatchSum(x)))), against
+// finite differences.
+TEST(Gradients, BatchNormGroupsAndStatistics) {
+  for (const bool grouped : {true, false}) {
+    GraphBuilder b(grouped ? "bn-groups" : "bn-stats");
+    // Through a sigmoid: statistics with a mean far from 0 exercise every term.
+    TensorRef x = b.unary("Sigmoid", b.input("x", {4, 2, 3, 3}));
+    TensorRef g = b.weight("g", {2}), beta = b.weight("b", {2});
+    TensorRef y;
+    if (grouped) {
+      y = b.op("BatchNorm", {{"group", int64_t{2}}}, {x, g, beta});
+    } else {
+      const TensorRef sum = b.op("BatchSum", {}, {x});
+      y = b.op("BatchNormApply", {}, {x, sum, b.op("BatchSquares", {}, {x, sum}), g, beta});
+    }
+    b.graph().add_output(b.mse_loss(b.unary("Tanh", y), b.input("t", {4, 2, 3, 3})));
+    SCOPED_TRACE(b.graph().name());
+    expect_gradient_matches_differences(b.finish(), 5, 1e-3);
+  }
+}
+
+// Synchronized BatchNorm data parallel over 2 devices (partial statistics,
+// Reduce, Replicate to both halves) gives BatchNorm's gradients of its input
+// and its weights.
+TEST(Gradients, SynchronizedBatchNormGivesBatchNormsGradients) {
+  auto build = [](bool parallel) {
+    GraphBuilder b(parallel ? "sync-bn" : "bn");
+    TensorRef x = b.unary("Sigmoid", b.input("x", {4, 2, 3, 3}));
+    TensorRef g = b.weight("g", {2}), beta = b.weight("b", {2});
+    TensorRef t = b.input("t", {4, 2, 3, 3});
+    auto attr = [](int64_t d, int64_t k) { return Attributes{{"dim", d}, {"degree", k}}; };
+    TensorRef y;
+    if (parallel) {
+      TensorRef xs = b.op("Repartition", attr(0, 2), {x});
+      auto all_reduced = [&](TensorRef partial) {
+        return b.op("Replicate", {{"degree", int64_t{2}}}, {b.op("Reduce", {{"degree", int64_t{2}}}, {partial})});
+      };
+      const TensorRef sum = all_reduced(b.op("BatchSum", {}, {xs}));
+      const TensorRef squares = all_reduced(b.op("BatchSquares", {}, {xs, sum}));
+      TensorRef ys = b.op("BatchNormApply", {}, {xs, sum, squares,
+                                                 b.op("Replicate", {{"degree", int64_t{2}}}, {g}),
+                                                 b.op("Replicate", {{"degree", int64_t{2}}}, {beta})});
+      y = b.op("Combine", attr(0, 2), {b.unary("Tanh", ys)});
+    } else {
+      y = b.unary("Tanh", b.op("BatchNorm", {}, {x, g, beta}));
+    }
+    b.graph().add_output(b.mse_loss(y, t));
+    return b.finish();
+  };
+  const Graph base = build(false), par = build(true);
+  const Values v = random_values(base, 9);
+  Values vp;
+  for (const Node& n : par.nodes())
+    if (n.op->op_class == OpClass::kSource)
+      for (const Node& m : base.nodes())
+        if (m.name == n.name) vp[n.id] = v.at(m.id);
+  EXPECT_NEAR(loss_of(par, vp), loss_of(base, v), 1e-5);
+  const Values want = gradient_of(base, v), got = gradient_of(par, vp);
+  for (const Node& n : par.nodes())
+    if (n.op->op_class == OpClass::kSource && n.name != "t")
+      for (const Node& m : base.nodes())
+        if (m.name == n.name) {
+          SCOPED_TRACE(n.name);
+          testing::expect_close(got.at(n.id), want.at(m.id), 1e-4, 1e-5);
+        }
+}
+
 // Data and reduction parallel forms of one Linear: the weight's gradient
 // (after the duals of Replicate and Repartition) equals the unpartitioned one.
 TEST(Gradients, ParallelFormsGiveTheSameWeightGradient) {

@@ -124,14 +124,30 @@ TEST_P(Runtime, GradientsMatchTheReferenceInterpreter) { expect_step_matches_ref
 // inception-v3-tiny stays chaotic even at batch 32 (a 1e-6 learning-rate
 // change: 9e-5 after one update, 3.6e-3 after two) and at lr 0.01 (10%
 // after three updates), so it is compared over 2 steps (one update).
+//
+// Data-parallel plans run BatchNorm synchronized (BatchSum, BatchSquares,
+// BatchNormApply split by samples). Its backward pass sums, over the shards,
+// terms that cancel exactly (each shard's sum of x - mean), in float: at
+// inception-v3-tiny's steep first step (gradients up to 105) the plan's
+// gradients part from BatchNorm's by 0.5% (measured with the reference
+// interpreter on both graphs), and its chaotic training amplifies that. So
+// such a plan is compared with the same PCG run on one device: the runtime
+// must distribute it without changing it. That the PCG computes the model
+// is the interpreter's business (Baselines tests, SynchronizedBatchNorm
+// gradient test, the axiom batch_norm_is_statistics_applied). Even so,
+// inception-v3-tiny's second update is chaotic: the same PCG on one device
+// and on four (partial sums added in another order) is 5e-5 apart in the
+// loss before it and 0.12 apart in a weight after it (lr 0.05; measured):
+// its losses, which span one update, are compared, not its final weights.
 struct Setting {
   int64_t batch = 0;  // 0: the zoo's
   int64_t steps = 6;
   double lr = 0.05;
+  bool final_weights = true;  // compare the weights after the last update too
 };
 Setting setting_for(const std::string& model) {
   if (model == "resnext-50-tiny") return {16, 6, 0.01};
-  if (model == "inception-v3-tiny") return {16, 2, 0.05};
+  if (model == "inception-v3-tiny") return {16, 2, 0.05, false};
   return {};
 }
 
@@ -145,14 +161,20 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
   o.seed = 5;
   o.optimizer.lr = st.lr;
   o.batches = 1;  // one batch: the loss must fall
-  const TrainResult one = train(model, {}, 1, o);
-  EXPECT_LT(one.losses.back(), one.losses.front()) << "the loss does not decrease";
+  const TrainResult plain = train(model, {}, 1, o);
+  EXPECT_LT(plain.losses.back(), plain.losses.front()) << "the loss does not decrease";
   for (const std::string algorithm : {"data-parallel", "unity"}) {
     SCOPED_TRACE(algorithm);
     const Mapped m = strategy(model, algorithm, 4);
+    bool statistics = false;
+    for (const Node& n : m.graph.nodes()) statistics |= n.op->name == "BatchSum";
+    // Every task of the plan on device 0: stride 0.
+    const std::vector<MachineView> together(m.graph.size(), MachineView{0, 0, {}});
+    const TrainResult one = statistics ? train(m.graph, together, 1, o) : plain;
     const TrainResult par = train(m.graph, m.views, 4, o);
     ASSERT_EQ(par.losses.size(), one.losses.size());
     for (size_t s = 0; s < one.losses.size(); ++s) EXPECT_NEAR(par.losses[s], one.losses[s], 1e-4 * std::fabs(one.losses[s]) + 1e-6) << "step " << s;
+    if (!st.final_weights) continue;
     size_t compared = 0;
     for (const auto& [name, w] : one.parameters) {
       auto it = par.parameters.find(name);

@@ -1,6 +1,6 @@
-// Softmax (optionally causal), LayerNorm and BatchNorm (training mode: batch
-// statistics). Normalized dimensions cannot be split: statistics over a
-// shard would differ from statistics over the tensor.
+// Softmax (optionally causal) and LayerNorm. Normalized dimensions cannot
+// be split: statistics over a shard would differ from statistics over the
+// tensor. BatchNorm is in batch_norm_ops.cpp.
 #include "numeric.h"
 #include "op_helpers.h"
 #include "scratch.h"
@@ -77,33 +77,6 @@ void layer_norm_k(const KernelArgs<T>& a) {
   }
 }
 
-template <class T>
-void batch_norm_k(const KernelArgs<T>& a) {
-  const Tensor<T>& x = *a.in[0];
-  Tensor<T>& y = a.out[0];
-  const int64_t N = x.shape[0], C = x.shape[1], S = x.numel() / (N * C);
-  const double eps = a.attrs.get_float("eps");
-  const T inv_n = Num<T>::div(Num<T>::one(), Num<T>::from_int(N * S));
-  for (int64_t c = 0; c < C; ++c) {
-    T mean = Num<T>::zero(), var = Num<T>::zero();
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) mean += x.data[static_cast<size_t>((n * C + c) * S + s)];
-    mean *= inv_n;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) {
-        const T dv = x.data[static_cast<size_t>((n * C + c) * S + s)] - mean;
-        var += dv * dv;
-      }
-    const T scale = Num<T>::rsqrt(var * inv_n, eps) * a.in[1]->data[static_cast<size_t>(c)];
-    const T shift = a.in[2]->data[static_cast<size_t>(c)];
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) {
-        const size_t i = static_cast<size_t>((n * C + c) * S + s);
-        y.data[i] = (x.data[i] - mean) * scale + shift;
-      }
-  }
-}
-
 // Gradients.
 // Softmax: dx_j = y_j (dy_j - sum_k dy_k y_k) along the axis (masked keys
 // have y = 0 and get none).
@@ -126,31 +99,6 @@ void softmax_grad(const GradArgs& a) {
         dx[e] += y.data[e] * (dy[e] - dot);
       }
     }
-}
-
-// Normalization over `count` elements at x[base + j * step], j < count, with
-// per-group scale gamma_g (1 when null): with xh = (x - mean) * rstd and
-// g = dy * gamma, dx = rstd * (g - mean(g) - xh * mean(g * xh)); adds
-// sum(dy * xh) and sum(dy) to dgamma and dbeta when given.
-void normalize_grad(const float* x, const float* dy, float* dx, int64_t count, int64_t step, double eps, float gamma,
-                    float* dgamma, float* dbeta) {
-  double mean = 0, var = 0;
-  for (int64_t j = 0; j < count; ++j) mean += x[j * step];
-  mean /= static_cast<double>(count);
-  for (int64_t j = 0; j < count; ++j) var += (x[j * step] - mean) * (x[j * step] - mean);
-  const double rstd = 1.0 / std::sqrt(var / static_cast<double>(count) + eps);
-  double sum_g = 0, sum_gx = 0, sum_dy = 0, sum_dyx = 0;
-  for (int64_t j = 0; j < count; ++j) {
-    const double xh = (x[j * step] - mean) * rstd, d = dy[j * step];
-    sum_g += d * gamma, sum_gx += d * gamma * xh, sum_dy += d, sum_dyx += d * xh;
-  }
-  const double n = static_cast<double>(count);
-  for (int64_t j = 0; j < count; ++j) {
-    const double xh = (x[j * step] - mean) * rstd;
-    dx[j * step] += static_cast<float>(rstd * (dy[j * step] * gamma - sum_g / n - xh * sum_gx / n));
-  }
-  if (dgamma) *dgamma += static_cast<float>(sum_dyx);
-  if (dbeta) *dbeta += static_cast<float>(sum_dy);
 }
 
 // LayerNorm: per row, with xh = (x - mean) * rstd and g = dy * gamma,
@@ -187,29 +135,6 @@ void layer_norm_grad(const GradArgs& a) {
     for (int64_t j = 0; j < d; ++j) dxr[j] += rs * (g[j] - mg - xh[j] * mgx);
     if (!affine) continue;
     for (int64_t j = 0; j < d; ++j) dgamma[j] += dyr[j] * xh[j], dbeta[j] += dyr[j];
-  }
-}
-
-// BatchNorm: one normalization per channel over batch and space.
-void batch_norm_grad(const GradArgs& a) {
-  const Tensor<float>& x = *a.in[0];
-  const int64_t N = x.shape[0], C = x.shape[1], S = x.numel() / (N * C);
-  const double eps = a.attrs.get_float("eps");
-  // Gather each channel contiguously so normalize_grad sees one strided run.
-  const auto count = static_cast<size_t>(N * S);
-  float* xc = scratch_floats(ScratchSlot::kA, count);
-  float* dyc = scratch_floats(ScratchSlot::kB, count);
-  float* dxc = scratch_floats(ScratchSlot::kC, count);
-  for (int64_t c = 0; c < C; ++c) {
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) {
-        const auto i = static_cast<size_t>((n * C + c) * S + s), j = static_cast<size_t>(n * S + s);
-        xc[j] = x.data[i], dyc[j] = a.out_grad[0]->data[i], dxc[j] = 0.f;
-      }
-    normalize_grad(xc, dyc, dxc, N * S, 1, eps, a.in[1]->data[static_cast<size_t>(c)],
-                   &a.in_grad[1].data[static_cast<size_t>(c)], &a.in_grad[2].data[static_cast<size_t>(c)]);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) a.in_grad[0].data[static_cast<size_t>((n * C + c) * S + s)] += dxc[static_cast<size_t>(n * S + s)];
   }
 }
 
@@ -279,27 +204,6 @@ void register_norm_ops(OpRegistry& r) {
   ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   r.add(ln);
 
-  OpDef bn;
-  bn.name = "BatchNorm";
-  bn.summary = "normalizes each channel (dimension 1) over batch and space, then * gamma + beta";
-  bn.attrs = {float_attr("eps", 1e-5, "added to the variance")};
-  bn.input_names = {"x", "gamma", "beta"};
-  bn.min_inputs = bn.max_inputs = 3;
-  bn.infer_types = [](const Attributes&, std::span<const TensorType> in) {
-    require_min_rank(in[0], 2, "BatchNorm input x");
-    require_float(in[0], "BatchNorm input x");
-    for (size_t i = 1; i < 3; ++i)
-      PCGX_REQUIRE(in[i].shape == std::vector<int64_t>{in[0].shape[1]},
-              std::string(i == 1 ? "gamma" : "beta") + " must have shape [" + std::to_string(in[0].shape[1]) + "]");
-    return std::vector<TensorType>{in[0]};
-  };
-  bn.kinds = [](const Attributes&, std::span<const TensorType>) {
-    return std::vector<ParallelKind>{{"channel", {1, 0, 0}, {1}, 0}};
-  };
-  PCGX_KERNELS(bn, batch_norm_k);
-  bn.grad_f32 = &batch_norm_grad;
-  bn.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
-  r.add(bn);
 }
 
 }  // namespace pcgx::ops

@@ -100,6 +100,7 @@ void register_elementwise_ops(OpRegistry& r);
 void register_linear_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_norm_ops(OpRegistry& r);
+void register_batch_norm_ops(OpRegistry& r);
 void register_shape_ops(OpRegistry& r);
 void register_embedding_ops(OpRegistry& r);
 void register_loss_ops(OpRegistry& r);

@@ -78,14 +78,16 @@ struct Inception {
 ModelSpec inception_v3(bool tiny) {
   ModelSpec s = named(tiny, "inception-v3", "Inception-v3 image classifier, no auxiliary head");
   s.source = "Szegedy et al. 2016 / torchvision inception_v3 without AuxLogits (23.8M parameters); Unity per-GPU batch 64";
-  s.defaults = tiny ? ModelParams{{"batch", 2}, {"image", 75}, {"classes", 10}, {"width_divisor", 8}}
-                    : ModelParams{{"batch", 64}, {"image", 299}, {"classes", 1000}, {"width_divisor", 1}};
+  s.defaults = tiny ? ModelParams{{"bn_group", 0}, {"batch", 2}, {"image", 75}, {"classes", 10}, {"width_divisor", 8}}
+                    : ModelParams{{"bn_group", 0}, {"batch", 64}, {"image", 299}, {"classes", 1000}, {"width_divisor", 1}};
   s.param_docs = {{"batch", "images per step"}, {"image", "image height and width (at least 75)"},
-                  {"classes", "output classes"}, {"width_divisor", "divides every channel count (a divisor of 16)"}};
+                  {"classes", "output classes"}, {"width_divisor", "divides every channel count (a divisor of 16)"},
+                  {"bn_group", "samples per BatchNorm statistics group: 0 the whole batch, N each N samples (DDP with N per device)"}};
   s.build = [](const ModelParams& p) {
     if (param(p, "image") < 75) throw Error("inception-v3 needs images of at least 75x75");
     if (16 % param(p, "width_divisor") != 0) throw Error("width_divisor must divide 16");
     GraphBuilder b("inception-v3");
+    b.set_bn_group(param(p, "bn_group"));
     Inception m{b, param(p, "width_divisor")};
     TensorRef x = b.input("images", {param(p, "batch"), 3, param(p, "image"), param(p, "image")});
     x = m.conv(x, 32, 3, 3, 2, 0, 0, "Conv2d_1a_3x3");

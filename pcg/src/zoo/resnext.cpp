@@ -6,16 +6,18 @@ namespace pcgx::zoo {
 ModelSpec resnext50(bool tiny) {
   ModelSpec s = named(tiny, "resnext-50", "ResNeXt-50 (32x4d) image classifier");
   s.source = "Xie et al. 2017 / torchvision resnext50_32x4d (25.0M parameters); Unity per-GPU batch 64";
-  s.defaults = tiny ? ModelParams{{"batch", 2}, {"image", 32}, {"classes", 10}, {"groups", 4}, {"width_per_group", 2},
+  s.defaults = tiny ? ModelParams{{"bn_group", 0}, {"batch", 2}, {"image", 32}, {"classes", 10}, {"groups", 4}, {"width_per_group", 2},
                                   {"base_planes", 8}, {"stage1", 1}, {"stage2", 1}, {"stage3", 1}, {"stage4", 1}}
-                    : ModelParams{{"batch", 64}, {"image", 224}, {"classes", 1000}, {"groups", 32},
+                    : ModelParams{{"bn_group", 0}, {"batch", 64}, {"image", 224}, {"classes", 1000}, {"groups", 32},
                                   {"width_per_group", 4}, {"base_planes", 64}, {"stage1", 3}, {"stage2", 4},
                                   {"stage3", 6}, {"stage4", 3}};
   s.param_docs = {{"batch", "images per step"}, {"image", "image height and width"}, {"classes", "output classes"},
                   {"groups", "cardinality"}, {"width_per_group", "bottleneck width per group at base_planes"},
-                  {"base_planes", "planes of the first stage"}, {"stage1", "blocks in stage 1 (likewise 2-4)"}};
+                  {"base_planes", "planes of the first stage"}, {"stage1", "blocks in stage 1 (likewise 2-4)"},
+                  {"bn_group", "samples per BatchNorm statistics group: 0 the whole batch, N each N samples (DDP with N per device)"}};
   s.build = [](const ModelParams& p) {
     GraphBuilder b("resnext-50");
+    b.set_bn_group(param(p, "bn_group"));
     const int64_t groups = param(p, "groups"), base = param(p, "base_planes");
     TensorRef x = b.input("images", {param(p, "batch"), 3, param(p, "image"), param(p, "image")});
     x = conv_bn(b, x, base, 7, 7, 2, 3, 3, 1, true, "stem");

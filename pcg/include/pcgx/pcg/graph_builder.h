@@ -27,7 +27,10 @@ class GraphBuilder {
                    int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t groups = 1,
                    bool bias = false, const std::string& activation = "none",
                    const std::string& name = "");
+  // BatchNorm over the whole batch, or over groups of `bn_group` samples
+  // when set_bn_group made it positive.
   TensorRef batch_norm(TensorRef x, const std::string& name = "");
+  void set_bn_group(int64_t samples) { bn_group_ = samples; }
   TensorRef layer_norm(TensorRef x, const std::string& name = "");
   TensorRef pool2d(TensorRef x, const std::string& mode, int64_t kh, int64_t kw, int64_t stride_h,
                    int64_t stride_w, int64_t pad_h, int64_t pad_w, const std::string& name = "");
@@ -64,6 +67,7 @@ class GraphBuilder {
   std::string auto_name(const std::string& given, const std::string& stem);
   Graph g_;
   int counter_ = 0;
+  int64_t bn_group_ = 0;
 };
 
 // One encoder block (GraphBuilder::encoder_block) on an input x[B, S, H]

@@ -31,13 +31,21 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
 // The largest divisor of `devices` that divides `n`.
 int64_t largest_dividing_degree(int64_t devices, int64_t n);
 
+// BatchNorm over the whole batch as its statistics applied:
+// BatchNormApply(x, s, BatchSquares(x, s)) with s = BatchSum(x), the same
+// values (axiom batch_norm_is_statistics_applied). Split by samples, each
+// statistic is a partial sum all-reduced across the shards (synchronized
+// BatchNorm: two all-reduces of C numbers, as two passes need).
+Graph synchronized_batch_norm(const Graph& g);
+
 // Data parallelism: every operator split along its first (sample)
 // dimension by the largest degree <= devices that divides it; weights
-// replicated (their gradients all-reduced). An operator that cannot split
-// its samples (BatchNorm, whose statistics span the batch) runs whole, or
-// with `split_unsampled` along the dimension that takes the largest degree
-// (its channels): slower where the whole batch fits one device, the only
-// way when it does not. has_unsampled() says whether the choice exists.
+// replicated (their gradients all-reduced); BatchNorm synchronized
+// (synchronized_batch_norm). An operator that still cannot split its
+// samples runs whole, or with `split_unsampled` along the dimension that
+// takes the largest degree: slower where the whole batch fits one device,
+// the only way when it does not. has_unsampled() says whether the choice
+// exists.
 Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled = false);
 bool has_unsampled(const Graph& g);
 
