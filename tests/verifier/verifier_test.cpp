@@ -2,6 +2,7 @@
 // are proved, and no corrupted rule is.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +92,54 @@ TEST(Prover, ProvesEveryReluRepartitionCombineCandidate) {
       EXPECT_FALSE(proof.axioms.empty()) << rule.id;
     }
   }
+}
+
+// Synchronized BatchNorm, data parallel on 2 shards, is BatchNorm: each
+// statistic summed per shard, reduced and replicated, the normalization
+// applied per shard. The substitution the data-parallel baseline makes is
+// proved, not only evaluated.
+TEST(Prover, ProvesSynchronizedBatchNorm) {
+  auto inputs = [](Graph& g) {
+    return std::array<TensorRef, 3>{TensorRef{g.add("Input", {{"shape", IntList{4, 4, 2, 2}}}, {}, "x"), 0},
+                                    TensorRef{g.add("Input", {{"shape", IntList{4}}}, {}, "g"), 0},
+                                    TensorRef{g.add("Input", {{"shape", IntList{4}}}, {}, "b"), 0}};
+  };
+  Graph source("bn");
+  {
+    const auto [x, g, b] = inputs(source);
+    source.add_output({source.add("BatchNorm", {}, {x, g, b}), 0});
+  }
+  Graph target("sync-bn");
+  {
+    const auto [x, g, b] = inputs(target);
+    auto op = [&](const std::string& name, Attributes a, std::vector<TensorRef> in) { return TensorRef{target.add(name, std::move(a), in), 0}; };
+    auto all_reduced = [&](TensorRef t) { return op("Replicate", {{"degree", int64_t{2}}}, {op("Reduce", {{"degree", int64_t{2}}}, {t})}); };
+    const TensorRef xs = op("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {x});
+    const TensorRef sum = all_reduced(op("BatchSum", {}, {xs}));
+    const TensorRef squares = all_reduced(op("BatchSquares", {}, {xs, sum}));
+    const TensorRef y = op("BatchNormApply", {}, {xs, sum, squares, op("Replicate", {{"degree", int64_t{2}}}, {g}),
+                                                  op("Replicate", {{"degree", int64_t{2}}}, {b})});
+    target.add_output(op("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {y}));
+  }
+  Prover p(load_axioms(default_axioms_dir()));
+  const Rule rule{"sync-bn", source, target, {{0, 0}}, std::nullopt};
+  const Proof proof = p.prove(rule);
+  EXPECT_EQ(proof.result, Result::kUnsat) << proof.reason;
+  bool decomposition = false;
+  for (const std::string& a : proof.axioms) decomposition |= a == "batch_norm_is_statistics_applied";
+  EXPECT_TRUE(decomposition);
+  // Without the Reduce of the sums the statistics are a shard's: refused.
+  Graph wrong("unreduced");
+  {
+    const auto [x, g, b] = inputs(wrong);
+    auto op = [&](const std::string& name, Attributes a, std::vector<TensorRef> in) { return TensorRef{wrong.add(name, std::move(a), in), 0}; };
+    const TensorRef xs = op("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {x});
+    const TensorRef sum = op("BatchSum", {}, {xs});
+    const TensorRef y = op("BatchNormApply", {}, {xs, sum, op("BatchSquares", {}, {xs, sum}), op("Replicate", {{"degree", int64_t{2}}}, {g}),
+                                                  op("Replicate", {{"degree", int64_t{2}}}, {b})});
+    wrong.add_output(op("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {y}));
+  }
+  EXPECT_NE(p.prove(Rule{"unreduced", source, wrong, {{0, 0}}, std::nullopt}).result, Result::kUnsat);
 }
 
 // Operator sets whose candidates (at 2 operators) the axioms prove in full:
