@@ -16,12 +16,16 @@ int index_in(std::span<const int> group, int rank) {
 }  // namespace
 
 void Communicator::reduce(std::span<const int> group, int root, std::span<float> data) {
-  const int64_t tag = next_collective_tag();
+  reduce_tagged(group, root, data, next_collective_tag());
+}
+
+void Communicator::reduce_tagged(std::span<const int> group, int root, std::span<float> data, int64_t tag) {
   if (rank() != root) {
     send(root, tag, data);
     return;
   }
-  std::vector<float> part(data.size());
+  if (scratch_.size() < data.size()) scratch_.resize(data.size());  // grows once: steps allocate nothing
+  const std::span<float> part(scratch_.data(), data.size());
   for (int m : group) {
     if (m == root) continue;
     recv(m, tag, part);
@@ -30,7 +34,10 @@ void Communicator::reduce(std::span<const int> group, int root, std::span<float>
 }
 
 void Communicator::broadcast(std::span<const int> group, int root, std::span<float> data) {
-  const int64_t tag = next_collective_tag();
+  broadcast_tagged(group, root, data, next_collective_tag());
+}
+
+void Communicator::broadcast_tagged(std::span<const int> group, int root, std::span<float> data, int64_t tag) {
   if (rank() == root) {
     for (int m : group)
       if (m != root) send(m, tag, data);
@@ -42,6 +49,12 @@ void Communicator::broadcast(std::span<const int> group, int root, std::span<flo
 void Communicator::all_reduce(std::span<const int> group, std::span<float> data) {
   reduce(group, group[0], data);
   broadcast(group, group[0], data);
+}
+
+void Communicator::all_reduce(std::span<const int> group, std::span<float> data, int64_t tag) {
+  // Two messages per member: the reduce's on tag, the broadcast's on tag - 1.
+  reduce_tagged(group, group[0], data, tag);
+  broadcast_tagged(group, group[0], data, tag - 1);
 }
 
 void Communicator::all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out) {

@@ -4,15 +4,10 @@
 #include <chrono>
 
 #include "pcgx/pcg/error.h"
+#include "shard_math.h"
 
 namespace pcgx::runtime {
 namespace {
-
-void zero(Tensor<float>& t) { std::fill(t.data.begin(), t.data.end(), 0.f); }
-
-void add_into(Tensor<float>& into, const Tensor<float>& x) {
-  for (size_t i = 0; i < into.data.size(); ++i) into.data[i] += x.data[i];
-}
 
 bool same_shape(const Tensor<float>& t, const ParallelTensorShape& s) {
   if (t.shape.size() != s.dims.size()) return false;
@@ -48,7 +43,7 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
           d[static_cast<size_t>(k)] = Tensor<float>(s.shard_shape());
         }
     }
-    if (n.op->op_class == OpClass::kSource) {  // inputs are set every step: their blocks, once
+    if (n.op->op_class == OpClass::kSource || plan.layouts.sliced(n.id)) {  // filled from a logical value: their blocks, once
       const ParallelTensorShape& s = n.outputs[0];
       std::vector<int64_t> block;
       int64_t slot = 0;
@@ -62,6 +57,9 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
     arity = std::max(arity, n.inputs.size());
     outputs = std::max(outputs, n.outputs.size());
   }
+  sliced_from_.resize(g.size());
+  for (const Node& n : g.nodes())
+    if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
   in_.resize(arity), din_.resize(arity), direct_.resize(arity);
   out_.resize(outputs), out_ptrs_.resize(outputs), dout_.resize(outputs);
 }
@@ -90,19 +88,79 @@ void DeviceExecutor::accumulate(TensorRef t, int64_t shard, const Tensor<float>&
   touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)] = 1;
 }
 
+Tensor<float>& DeviceExecutor::block_buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
+                                            const std::vector<int64_t>& extent) {
+  auto& m = pool[static_cast<size_t>(node)];
+  auto it = m.find(slot);
+  if (it == m.end()) it = m.emplace(slot, Tensor<float>(extent)).first;
+  return it->second;
+}
+
 void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
   const ParallelTensorShape& s = plan_.graph->node(node).outputs[0];
   if (!same_shape(logical, s)) throw Error(describe(plan_.graph->node(node)) + ": value has the wrong shape");
-  const auto& offsets = source_offsets_[static_cast<size_t>(node)];
-  for (int64_t k = 0; k < s.num_shards(); ++k)
-    if (owns({node, 0}, k)) read_block(logical, offsets[static_cast<size_t>(k)], values_[static_cast<size_t>(node)][0][static_cast<size_t>(k)]);
+  auto fill = [&](NodeId id) {
+    const auto& offsets = source_offsets_[static_cast<size_t>(id)];
+    const int64_t shards = plan_.graph->node(id).outputs[0].num_shards();
+    for (int64_t k = 0; k < shards; ++k)
+      if (owns({id, 0}, k)) read_block(logical, offsets[static_cast<size_t>(k)], values_[static_cast<size_t>(id)][0][static_cast<size_t>(k)]);
+  };
+  fill(node);
+  for (NodeId id : sliced_from_[static_cast<size_t>(node)]) fill(id);
+}
+
+std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() const {
+  std::vector<std::pair<TensorRef, int64_t>> out;
+  for (const Node& n : plan_.graph->nodes()) {
+    if (!n.op->is_weight) continue;
+    const TensorRef p = plan_.parameter[static_cast<size_t>(n.id)];
+    for (int64_t k = 0; k < plan_.graph->shape(p).num_shards(); ++k)
+      if (owns(p, k)) out.emplace_back(p, k);
+  }
+  return out;
+}
+
+void DeviceExecutor::synchronize_gradients() {
+  const int me = comm_.rank();
+  for (const Node& n : plan_.graph->nodes()) {
+    if (!n.op->is_weight) continue;
+    const TensorRef p = plan_.parameter[static_cast<size_t>(n.id)];
+    if (p.node == n.id) continue;  // not a stored layout
+    const ParallelTensorShape& s = plan_.graph->shape(p);
+    const int64_t blocks = s.num_blocks();
+    for (int64_t b = 0; b < blocks; ++b) {
+      // The devices holding a copy of block b, and this device's copies.
+      std::vector<int>& group = group_scratch_;
+      group.clear();
+      int64_t first = -1;
+      for (int64_t c = 0; c < s.replica; ++c) {
+        const int d = plan_.owner(p, c * blocks + b);
+        if (std::find(group.begin(), group.end(), d) == group.end()) group.push_back(d);
+        if (d == me) {
+          if (first < 0) first = c * blocks + b;
+          else add_into(grads(p)[static_cast<size_t>(first)], grads(p)[static_cast<size_t>(c * blocks + b)]);
+        }
+      }
+      if (first < 0) continue;
+      std::sort(group.begin(), group.end());
+      if (group.size() > 1) comm_.all_reduce(group, grads(p)[static_cast<size_t>(first)].data, collective_tag(n.id, b, true));
+      for (int64_t c = 0; c < s.replica; ++c)
+        if (plan_.owner(p, c * blocks + b) == me && c * blocks + b != first)
+          grads(p)[static_cast<size_t>(c * blocks + b)].data = grads(p)[static_cast<size_t>(first)].data;
+    }
+  }
 }
 
 double DeviceExecutor::forward() {
   for (const Node& n : plan_.graph->nodes()) {
-    if (n.op->op_class == OpClass::kSource) continue;
-    if (n.op->is_shard_level(n.attrs)) forward_moves(n);
-    else forward_compute(n);
+    switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
+      case NodePlan::Run::kTasks: forward_compute(n); break;
+      case NodePlan::Run::kMoves: forward_moves(n); break;
+      case NodePlan::Run::kPieces: run_pieces(n, false); break;
+      case NodePlan::Run::kAllReduce: forward_all_reduce(n); break;
+      case NodePlan::Run::kSliced:
+      case NodePlan::Run::kDone: break;
+    }
   }
   // The loss to device 0.
   const TensorRef out = plan_.graph->outputs().at(0);
@@ -218,8 +276,14 @@ void DeviceExecutor::backward() {
   for (size_t k = g.size(); k-- > 0;) {
     const Node& n = g.node(static_cast<NodeId>(k));
     if (n.op->op_class == OpClass::kSource) continue;
-    if (n.op->is_shard_level(n.attrs)) backward_moves(n);
-    else backward_compute(n);
+    switch (plan_.nodes[k].run) {
+      case NodePlan::Run::kTasks: backward_compute(n); break;
+      case NodePlan::Run::kMoves: backward_moves(n); break;
+      case NodePlan::Run::kPieces: run_pieces(n, true); break;
+      case NodePlan::Run::kAllReduce: backward_all_reduce(n); break;
+      case NodePlan::Run::kSliced:
+      case NodePlan::Run::kDone: break;
+    }
   }
 }
 

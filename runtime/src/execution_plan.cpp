@@ -3,6 +3,9 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace pcgx::runtime {
 
 int devices_needed(const Graph& g, std::span<const MachineView> views) {
@@ -14,24 +17,25 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
   plan.graph = &g;
   plan.devices = devices;
   plan.nodes.resize(g.size());
+  plan.layouts = source_layouts(g);
   const Placement place(g, views, devices);
+  std::vector<NodeRun> runs = node_runs(place, plan.layouts);
   for (const Node& n : g.nodes()) {
     NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
-    if (n.op->op_class != OpClass::kSource) {
-      if (n.op->is_shard_level(n.attrs)) {
-        np.moves = place.moves(n.id);
-      } else {
-        if (!n.op->kernel_f32 || !n.op->grad_f32) throw Error(describe(n) + ": the runtime has no kernel or gradient rule for it");
-        np.tasks = place.tasks(n.id);
-        const auto& dev = place.task_devices(n.id);
-        for (int64_t t = 0; t < np.tasks.tasks; ++t) {
-          const int64_t d = dev[static_cast<size_t>(t)];
-          if (d >= devices)
-            throw Error(describe(n) + ": task " + std::to_string(t) + " runs on device " + std::to_string(d) +
-                        ", but only " + std::to_string(devices) + " devices are available (the strategy needs " +
-                        std::to_string(place.devices_needed()) + ")");
-          np.task_device.push_back(static_cast<int>(d));
-        }
+    NodeRun& r = runs[static_cast<size_t>(n.id)];
+    np.run = r.kind, np.to = r.to, np.pieces = std::move(r.pieces), np.groups = std::move(r.groups);
+    if (np.run == NodePlan::Run::kMoves) np.moves = place.moves(n.id);
+    if (np.run == NodePlan::Run::kTasks) {
+      if (!n.op->kernel_f32 || !n.op->grad_f32) throw Error(describe(n) + ": the runtime has no kernel or gradient rule for it");
+      np.tasks = place.tasks(n.id);
+      const auto& dev = place.task_devices(n.id);
+      for (int64_t t = 0; t < np.tasks.tasks; ++t) {
+        const int64_t d = dev[static_cast<size_t>(t)];
+        if (d >= devices)
+          throw Error(describe(n) + ": task " + std::to_string(t) + " runs on device " + std::to_string(d) +
+                      ", but only " + std::to_string(devices) + " devices are available (the strategy needs " +
+                      std::to_string(place.devices_needed()) + ")");
+        np.task_device.push_back(static_cast<int>(d));
       }
     }
     for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -39,6 +43,7 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
       np.owner.emplace_back(own.begin(), own.end());
     }
   }
+  plan.parameter = parameter_tensors(g, plan.layouts);
   return plan;
 }
 

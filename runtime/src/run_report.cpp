@@ -39,6 +39,8 @@ std::string run_report_json(const RunSummary& s) {
   j["samples_per_second"] = s.samples_per_second();
   if (s.predicted_step_seconds > 0) j["predicted_step_seconds"] = s.predicted_step_seconds;
   j["bytes_between_devices"] = s.result.bytes_sent;
+  j["bytes_per_step"] = s.step_bytes();
+  j["predicted_bytes_per_step"] = s.predicted_step_bytes;
   return j.dump(2) + "\n";
 }
 

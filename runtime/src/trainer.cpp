@@ -81,13 +81,10 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
   auto ex = std::make_unique<DeviceExecutor>(s.plan, comm);
   std::vector<Tensor<float>*> params;
   std::vector<const Tensor<float>*> grads;
-  for (NodeId w : s.weights) {
-    ex->set_source(w, s.initial.at(w));
-    for (int64_t k = 0; k < g.node(w).outputs[0].num_shards(); ++k)
-      if (ex->owns({w, 0}, k)) {
-        params.push_back(&ex->values({w, 0})[static_cast<size_t>(k)]);
-        grads.push_back(&ex->grads({w, 0})[static_cast<size_t>(k)]);
-      }
+  for (NodeId w : s.weights) ex->set_source(w, s.initial.at(w));
+  for (const auto& [t, k] : ex->parameter_shards()) {
+    params.push_back(&ex->values(t)[static_cast<size_t>(k)]);
+    grads.push_back(&ex->grads(t)[static_cast<size_t>(k)]);
   }
   Optimizer opt(options.optimizer);
   if (comm.rank() == 0) {  // no allocation inside the loop
@@ -101,6 +98,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
     const double loss = ex->forward();
     ex->backward();
+    ex->synchronize_gradients();
     const auto u0 = std::chrono::steady_clock::now();
     opt.step(params, grads);
     if (options.time_kernels && step >= first_timed_step(options)) {
@@ -142,12 +140,15 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   result.bytes_sent = world.bytes_sent();
   if (options.time_kernels)
     for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r], updates[r]);
-  // Final weights: every shard from the device that owns it.
+  // Final weights: every shard of replica slot 0 of each parameter tensor
+  // from the device that owns it.
   for (NodeId w : setup.weights) {
-    const ParallelTensorShape& s = g.node(w).outputs[0];
+    const TensorRef p = setup.plan.parameter[static_cast<size_t>(w)];
+    const ParallelTensorShape& s = g.shape(p);
     ShardedTensor<float> full{s, {}};
     for (int64_t k = 0; k < s.num_shards(); ++k)
-      full.shards.push_back(executors[static_cast<size_t>(setup.plan.owner({w, 0}, k))]->values({w, 0})[static_cast<size_t>(k)]);
+      full.shards.push_back(k < s.num_blocks() ? executors[static_cast<size_t>(setup.plan.owner(p, k))]->values(p)[static_cast<size_t>(k)]
+                                               : Tensor<float>());
     result.parameters[g.node(w).name] = gather_slot(full, 0);
   }
   return result;
@@ -167,11 +168,16 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   // Final weights: shards owned elsewhere travel to rank 0.
   int64_t tag = kParameterTag;
   for (NodeId w : setup.weights) {
-    const ParallelTensorShape& s = g.node(w).outputs[0];
+    const TensorRef p = setup.plan.parameter[static_cast<size_t>(w)];
+    const ParallelTensorShape& s = g.shape(p);
     ShardedTensor<float> full{s, {}};
     for (int64_t k = 0; k < s.num_shards(); ++k, --tag) {
-      const int owner = setup.plan.owner({w, 0}, k);
-      auto mine = [&]() -> const Tensor<float>& { return ex->values({w, 0})[static_cast<size_t>(k)]; };
+      if (k >= s.num_blocks()) {  // replica slot 0 is enough
+        full.shards.emplace_back();
+        continue;
+      }
+      const int owner = setup.plan.owner(p, k);
+      auto mine = [&]() -> const Tensor<float>& { return ex->values(p)[static_cast<size_t>(k)]; };
       if (comm.rank() == 0) {
         if (owner == 0) {
           full.shards.push_back(mine());

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/stable_hash.h"
 
 namespace pcgx::search {
@@ -56,35 +57,6 @@ Collective dual(Collective c) {
     case Collective::kGather: return Collective::kScatter;
     default: return c;
   }
-}
-
-// The transfers that turn a tensor laid out as `from` (shard i on device
-// lo + src[i]) into layout `to` (shard j on lo + dst[j]): for every pair of
-// shards of the same replica slot, the bytes of their blocks' overlap,
-// divided by `pieces` micro-slices.
-std::vector<Transfer> relayout_transfers(const ParallelTensorShape& from, const std::vector<int64_t>& src,
-                                         const ParallelTensorShape& to, const std::vector<int64_t>& dst, int64_t lo, double pieces) {
-  std::vector<Transfer> out;
-  if (from.replica != to.replica || from.rank() != to.rank()) return out;
-  const double element = static_cast<double>(byte_size(from.dtype)) / pieces;
-  const size_t rank = static_cast<size_t>(from.rank());
-  std::vector<int64_t> a, b;
-  int64_t ca = 0, cb = 0;
-  for (int64_t i = 0; i < from.num_shards(); ++i) {
-    from.shard_coords(i, ca, a);
-    for (int64_t j = 0; j < to.num_shards(); ++j) {
-      to.shard_coords(j, cb, b);
-      if (ca != cb) continue;
-      double volume = 1;
-      for (size_t d = 0; d < rank && volume > 0; ++d) {
-        const int64_t n = from.dims[d].size, wa = n / from.dims[d].degree, wb = n / to.dims[d].degree;
-        const int64_t overlap = std::min((a[d] + 1) * wa, (b[d] + 1) * wb) - std::max(a[d] * wa, b[d] * wb);
-        volume *= static_cast<double>(std::max<int64_t>(overlap, 0));
-      }
-      if (volume > 0) out.push_back({lo + src[static_cast<size_t>(i)], lo + dst[static_cast<size_t>(j)], volume * element});
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -184,42 +156,39 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   const ParallelTensorShape& s_in = g.shape(in);
   const ParallelTensorShape& mid_shape = a.outputs[0];
   const double P = static_cast<double>(std::max({slices(s_in), slices(mid_shape), slices(b.outputs[0])}));
-  // A re-partitioning between any two layouts: every device sends each
-  // other the blocks they share, all at once.
-  auto exchange = [&]() {
-    const std::vector<Transfer> fwd = relayout_transfers(s_in, p.owners(in), b.outputs[0], p.owners(out), lo, P);
-    std::vector<Transfer> bwd = fwd;
-    for (Transfer& t : bwd) std::swap(t.from, t.to);
-    return Seconds{P * exchange_time(machine_, fwd), P * exchange_time(machine_, bwd)};
-  };
   const auto mids = static_cast<size_t>(mid_shape.num_shards());
   std::vector<std::vector<int64_t>> from(mids), to(mids);
   for (const Move& m : p.moves(first)) add_member(from[static_cast<size_t>(m.out_shard)], lo + p.owner(in, m.in_shard));
   for (const Move& m : p.moves(second)) add_member(to[static_cast<size_t>(m.in_shard)], lo + p.owner(out, m.out_shard));
-  // The pieces that stay put (a Combine undone by a Repartition along the
-  // same dimension, every piece cut where it was): nothing moves.
-  bool identity = *c == Collective::kAllToAll && a.attrs.get_int("dim") == b.attrs.get_int("dim");
   bool same_devices = b.attrs.get_int("degree") == k;
   for (size_t j = 0; j < mids && same_devices; ++j) {
     std::vector<int64_t> x = from[j], y = to[j];
-    identity = identity && x == y;
     std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
     same_devices = static_cast<int64_t>(x.size()) == k && x == y;
   }
-  if (!same_devices) {
-    if (*c == Collective::kAllToAll) return exchange();
-    return std::nullopt;
+  if (same_devices) {
+    // The collective within each group. Bytes of one member's buffer: its
+    // input shard, or the gathered shard.
+    const double bytes = (*c == Collective::kAllGather ? shard_bytes(mid_shape) : shard_bytes(s_in)) / P;
+    double fwd = 0, bwd = 0;
+    for (size_t j = 0; j < mids; ++j) {
+      const GroupShape gs = group_shape(machine_, from[j]);
+      fwd = std::max(fwd, collective_time(machine_, *c, gs, bytes));
+      bwd = std::max(bwd, collective_time(machine_, dual(*c), gs, bytes));
+    }
+    return Seconds{P * fwd, P * bwd};
   }
-  if (identity) return Seconds{};
-  // Bytes of one member's buffer: its input shard, or the gathered shard.
-  const double bytes = (*c == Collective::kAllGather ? shard_bytes(mid_shape) : shard_bytes(s_in)) / P;
-  double fwd = 0, bwd = 0;
-  for (size_t j = 0; j < mids; ++j) {
-    const GroupShape gs = group_shape(machine_, from[j]);
-    fwd = std::max(fwd, collective_time(machine_, *c, gs, bytes));
-    bwd = std::max(bwd, collective_time(machine_, dual(*c), gs, bytes));
+  // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once;
+  // the backward pass sends them the other way.
+  const auto [sum, copy] = relayout_factors(a, b);
+  const double element = static_cast<double>(byte_size(s_in.dtype)) / P;
+  std::vector<Transfer> fwd, bwd;
+  for (const Piece& pc : relayout_pieces(s_in, b.outputs[0], sum, copy)) {
+    const int64_t src = lo + p.owner(in, pc.in_shard), dst = lo + p.owner(out, pc.out_shard);
+    fwd.push_back({src, dst, static_cast<double>(pc.elements()) * element});
+    bwd.push_back({dst, src, static_cast<double>(pc.elements()) * element});
   }
-  return Seconds{P * fwd, P * bwd};
+  return Seconds{P * exchange_time(machine_, fwd), P * exchange_time(machine_, bwd)};
 }
 
 Seconds CostModel::input_transfer_time(const Placement& p, NodeId id, int64_t lo) const {

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "mapping_problem.h"
+#include "pcgx/pcg/step_communication.h"
 
 namespace pcgx::search {
 
@@ -219,6 +220,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
   e.once = m.dp.update + m.sync.exposed;
   e.memory = memory_per_device(g, s.views, cost_.devices());
+  e.bytes = step_bytes(*solved.where, p.layouts, node_runs(*solved.where, p.layouts));
   const auto b = busy(p, *solved.where, m);
   e.idle = std::max(0.0, e.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));
   const double cap = cost_.machine().device.memory_capacity;

@@ -5,14 +5,11 @@
 #include <algorithm>
 #include <set>
 
+#include "pcgx/pcg/relayout.h"
 #include "pcgx/search/graph_hash.h"
 
 namespace pcgx::search {
 namespace {
-
-bool layout_change_pair(const std::string& a, const std::string& b) {
-  return (a == "Combine" || a == "Reduce") && (b == "Repartition" || b == "Replicate");
-}
 
 // Every compute operator at start 0, stride 1: the DP shifts whole
 // sub-graphs to the start of their resource.
@@ -60,12 +57,11 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, std::shared
   fused_tail.assign(g.size(), -1);
   is_tail.assign(g.size(), 0);
   for (const Node& n : g.nodes()) {
-    const auto& cs = consumers[static_cast<size_t>(n.id)];
-    if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kParallel || cs.size() != 1) continue;
-    const Node& r = g.node(cs[0].first);
-    if (!active[static_cast<size_t>(r.id)] || is_tail[static_cast<size_t>(n.id)] || !layout_change_pair(n.op->name, r.op->name)) continue;
-    fused_tail[static_cast<size_t>(n.id)] = r.id;
-    is_tail[static_cast<size_t>(r.id)] = 1;
+    if (!active[static_cast<size_t>(n.id)] || is_tail[static_cast<size_t>(n.id)]) continue;
+    const auto tail = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+    if (!tail || !active[static_cast<size_t>(*tail)]) continue;
+    fused_tail[static_cast<size_t>(n.id)] = *tail;
+    is_tail[static_cast<size_t>(*tail)] = 1;
   }
   // A weight layout's gradient is synchronized by its first compute reader.
   syncs.resize(g.size());

@@ -54,6 +54,9 @@ TEST(MpiRun, FourRanksTrainLikeFourVirtualDevices) {
   for (size_t i = 0; i < 50; ++i) EXPECT_NEAR(a["loss"][i].get<double>(), b["loss"][i].get<double>(), 1e-6 * b["loss"][i].get<double>()) << i;
   EXPECT_LT(a["loss"][49].get<double>(), a["loss"][0].get<double>());
   EXPECT_EQ(a["bytes_between_devices"], b["bytes_between_devices"]);
+  // What the ranks sent per step is what the plan's count says.
+  EXPECT_GT(a["bytes_per_step"].get<double>(), 0);
+  EXPECT_EQ(a["bytes_per_step"].get<double>(), a["predicted_bytes_per_step"].get<double>());
 #endif
 }
 

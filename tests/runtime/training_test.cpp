@@ -67,7 +67,10 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
 }
 
 // One forward and backward on 4 devices: every value and gradient shard the
-// devices hold equals the reference interpreter's for the same PCG.
+// devices hold equals the reference interpreter's for the same PCG. Layouts
+// sliced from a source (execution_plan.h) take no backward pass of their
+// own: a stored weight layout's copies, after synchronize_gradients, hold
+// the weight's whole gradient, block by block.
 void expect_step_matches_reference(const std::string& model) {
   const Mapped m = strategy(build_model(model), "data-parallel", 4);
   const ExecutionPlan plan = make_plan(m.graph, m.views, 4);
@@ -85,17 +88,44 @@ void expect_step_matches_reference(const std::string& model) {
     const double l = ex.forward();
     if (c.rank() == 0) loss = l;
     ex.backward();
+    ex.synchronize_gradients();
+    int stored = 0;
     for (const Node& n : m.graph.nodes()) {
       if (n.op->op_class == OpClass::kSource && !n.op->is_weight) continue;
-      for (size_t o = 0; o < n.outputs.size(); ++o)
+      const bool sliced = plan.layouts.sliced(n.id);
+      const bool weight_moved = n.op->is_weight && plan.parameter[static_cast<size_t>(n.id)].node != n.id;
+      // The first operator of a layout change in one step produces nothing of its own.
+      const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
+      const bool intermediate = np.to >= 0 && np.to != n.id;
+      for (size_t o = 0; o < n.outputs.size() && !intermediate; ++o)
         for (int64_t k = 0; k < n.outputs[o].num_shards(); ++k) {
           const TensorRef t{n.id, static_cast<int32_t>(o)};
           if (!ex.owns(t, k)) continue;
           const auto& ref = want[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)];
-          EXPECT_LT(relative_difference(ex.grads(t)[static_cast<size_t>(k)], ref), 1e-5) << describe(n) << " shard " << k;
+          if (!sliced && !weight_moved) {
+            EXPECT_LT(relative_difference(ex.grads(t)[static_cast<size_t>(k)], ref), 1e-5) << describe(n) << " shard " << k;
+          }
           EXPECT_LT(relative_difference(ex.values(t)[static_cast<size_t>(k)], values[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)]), 1e-5)
               << describe(n) << " shard " << k;
         }
+      if (!weight_moved) continue;
+      // Every copy of the stored layout: the weight's gradient over its block.
+      const TensorRef p = plan.parameter[static_cast<size_t>(n.id)];
+      const ParallelTensorShape& ps = m.graph.shape(p);
+      const Tensor<float> whole = gather_slot(want[static_cast<size_t>(n.id)][0], 0);
+      std::vector<int64_t> block;
+      int64_t slot = 0;
+      for (int64_t k = 0; k < ps.num_shards(); ++k) {
+        if (!ex.owns(p, k)) continue;
+        ps.shard_coords(k, slot, block);
+        Tensor<float> expected(ps.shard_shape());
+        read_block(whole, ps.block_offset(block), expected);
+        EXPECT_LT(relative_difference(ex.grads(p)[static_cast<size_t>(k)], expected), 1e-5) << describe(n) << " copy " << k;
+        ++stored;
+      }
+    }
+    if (c.rank() == 0) {
+      EXPECT_GT(stored, 0) << "no stored weight layout: the test would not exercise them";
     }
   });
   const TensorRef out = m.graph.outputs()[0];
@@ -269,6 +299,41 @@ TEST(Runtime, StridedViewsTrainLikeOneDevice) {
   ASSERT_EQ(par.losses.size(), one.losses.size());
   for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
   for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
+}
+
+// The bytes a step sends between devices are the plan's count
+// (pcg/step_communication.h), which the cost model reports: gradient
+// all-reduces, layout changes in one step, inputs received by tasks.
+TEST(Runtime, BytesPerStepAreThePlansCount) {
+  int plans = 0, stored = 0;
+  std::map<NodePlan::Run, int> kinds;
+  for (const std::string name : {"mlp-tiny", "dlrm-tiny", "bert-large-tiny", "resnext-50-tiny", "candle-uno-tiny"}) {
+    const Graph model = build_model(name, {{"batch", 8}});
+    std::vector<Mapped> strategies = {strategy(model, "data-parallel", 4), strategy(model, "unity", 4)};
+    const CostModel cm(search::find_machine("dgx-h100").with_devices(4), search::default_efficiency());
+    if (auto e = search::expert(model, cm.machine(), 4, 2)) {
+      const search::Strategy st = MachineMapper(cm).map(*e);
+      strategies.push_back({st.graph, {st.views.begin(), st.views.end()}});
+    }
+    for (const Mapped& m : strategies) {
+      SCOPED_TRACE(name + " plan " + std::to_string(plans));
+      TrainOptions o;
+      o.steps = 3, o.seed = 2, o.batches = 1;
+      const TrainResult r = train(m.graph, m.views, 4, o);
+      const double predicted = step_bytes(m.graph, m.views, 4);
+      EXPECT_EQ(static_cast<double>(r.bytes_sent), 3 * predicted);
+      plans += predicted > 0;
+      const ExecutionPlan plan = make_plan(m.graph, m.views, 4);
+      for (const NodePlan& np : plan.nodes) ++kinds[np.run];
+      for (const Node& n : m.graph.nodes()) stored += plan.layouts.stored[static_cast<size_t>(n.id)];
+    }
+  }
+  EXPECT_GE(plans, 12) << "plans that communicate";
+  // Every way of running a layout ran somewhere.
+  EXPECT_GT(kinds[NodePlan::Run::kPieces], 0);
+  EXPECT_GT(kinds[NodePlan::Run::kAllReduce], 0);
+  EXPECT_GT(kinds[NodePlan::Run::kMoves], 0);
+  EXPECT_GT(stored, 0);
 }
 
 TEST(Runtime, RefusesAStrategyNeedingMoreDevices) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/relayout.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
@@ -167,10 +168,17 @@ TEST(LayoutChange, ReduceThenReplicateIsAnAllReduce) {
   const double ar = collective_time(m, Collective::kAllReduce, strided_group(m, 0, 1, 8), 32 * 16 * 4);
   EXPECT_DOUBLE_EQ(t->forward, ar);
   EXPECT_DOUBLE_EQ(t->backward, ar);
-  // Not the same devices (the reader runs elsewhere): no single collective.
+  // Not the same devices (the reader runs on devices 4..11): the pieces the
+  // runtime sends, each copy summing the 8 partial sums, all at once.
   views[static_cast<size_t>(z.node)] = {4, 1, {}};
   const Placement q(g, views, 8);
-  EXPECT_FALSE(cm.layout_change_time(q, red.node, rep.node, 0).has_value());
+  std::vector<Transfer> pieces;
+  for (const Piece& pc : relayout_pieces(g.shape(y), g.shape(rep), 8, 8))
+    pieces.push_back({q.owner(y, pc.in_shard), q.owner(rep, pc.out_shard), static_cast<double>(pc.elements() * 4)});
+  EXPECT_EQ(pieces.size(), 64u);
+  const auto other = cm.layout_change_time(q, red.node, rep.node, 0);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_DOUBLE_EQ(other->forward, exchange_time(m, pieces));
 }
 
 // A deep data-parallel MLP: the buckets of the last layers' gradients are

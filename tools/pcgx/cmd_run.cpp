@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runtime/dataset.h"
@@ -208,6 +209,7 @@ void add_run_command(CLI::App& app) {
       // The prediction for what runs: the mapping the runtime uses.
       const search::Strategy st = mapper->map(graph);
       if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
+      s.predicted_step_bytes = step_bytes(graph, views, devices);
     }
     for (const Node& n : graph.nodes())
       if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) {
@@ -241,7 +243,8 @@ void add_run_command(CLI::App& app) {
       std::cout << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << machine.name << " (ratio measured/predicted "
                 << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
     std::cout << std::setprecision(1) << "throughput            " << s.samples_per_second() << " samples/s\n"
-              << "between devices       " << human_bytes(static_cast<double>(s.result.bytes_sent)) << "\n";
+              << "between devices       " << human_bytes(s.step_bytes()) << " per step measured, " << human_bytes(s.predicted_step_bytes)
+              << " predicted (" << human_bytes(static_cast<double>(s.result.bytes_sent)) << " in all)\n";
     write_text_file_atomic(report, runtime::run_report_json(s));
     write_text_file_atomic(plot, runtime::loss_curve_svg(s));
     std::cerr << "wrote " << report << " and " << plot << "\n";

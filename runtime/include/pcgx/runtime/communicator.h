@@ -33,6 +33,11 @@ class Communicator {
 
   // Sum of every member's buffer, on every member.
   virtual void all_reduce(std::span<const int> group, std::span<float> data);
+  // The same where the members of a group call collectives in different
+  // sequences (each device takes part in other groups): `tag` names this
+  // call, the same on every member, at most kCollectiveTagBase.
+  static constexpr int64_t kCollectiveTagBase = -(int64_t{1} << 48);
+  void all_reduce(std::span<const int> group, std::span<float> data, int64_t tag);
   // Sum of every member's buffer, on `root` (other members' buffers are unchanged).
   virtual void reduce(std::span<const int> group, int root, std::span<float> data);
   // root's buffer, on every member.
@@ -49,7 +54,10 @@ class Communicator {
   int64_t next_collective_tag() { return -(++collectives_); }
 
  private:
+  void reduce_tagged(std::span<const int> group, int root, std::span<float> data, int64_t tag);
+  void broadcast_tagged(std::span<const int> group, int root, std::span<float> data, int64_t tag);
   int64_t collectives_ = 0;
+  std::vector<float> scratch_;  // reduce's receive buffer
 };
 
 }  // namespace pcgx::runtime

@@ -31,13 +31,20 @@ class DeviceExecutor {
  public:
   DeviceExecutor(const ExecutionPlan& plan, Communicator& comm);
 
-  // Sets this device's shards of a source node from its logical value.
+  // Sets this device's shards of a source node, and of the layouts sliced
+  // from it (execution_plan.h), from its logical value.
   void set_source(NodeId node, const Tensor<float>& logical);
   // Runs the forward pass; returns the loss (graph output 0, replica slot
   // 0) on device 0 and 0 elsewhere.
   double forward();
   // Runs the backward pass of graph output 0 (seeded with 1).
   void backward();
+  // The parameter shards this device holds (ExecutionPlan::parameter), for
+  // the optimizer: a weight's, or every copy of its stored layout.
+  std::vector<std::pair<TensorRef, int64_t>> parameter_shards() const;
+  // All-reduces the gradients of every stored layout's copies (each group
+  // of shards holding the same block), so every copy takes the same step.
+  void synchronize_gradients();
 
   // This device's shards of a node output and of its gradient (empty
   // tensors for shards it does not own).
@@ -60,7 +67,14 @@ class DeviceExecutor {
   void forward_moves(const Node& n);
   void backward_compute(const Node& n);
   void backward_moves(const Node& n);
+  // Layout changes in one step (layout_change.cpp).
+  void run_pieces(const Node& n, bool backward);
+  void forward_all_reduce(const Node& n);
+  void backward_all_reduce(const Node& n);
   int64_t tag(const Node& n, int64_t index, bool backward) const;
+  // The tag of a collective of node `node`'s group `group`, the same on
+  // every member.
+  static int64_t collective_tag(NodeId node, int64_t group, bool backward);
   // A buffer of one shard of `shape`, kept for (node, slot) across steps.
   Tensor<float>& buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
                         const ParallelTensorShape& shape);
@@ -81,6 +95,11 @@ class DeviceExecutor {
   // Input shards a task received from another device (kept for backward),
   // blocks in transit for moves, and gradient contributions of a task.
   std::vector<std::map<Slot, Tensor<float>>> received_, move_buffers_, contributions_;
+  std::vector<std::vector<NodeId>> sliced_from_;  // [source]: the layouts filled from it
+  std::vector<int> group_scratch_;
+  // A buffer of `extent`, kept for (node, slot) across steps.
+  Tensor<float>& block_buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
+                              const std::vector<int64_t>& extent);
   // Per-call argument arrays, sized once to the largest arity.
   std::vector<const Tensor<float>*> in_, out_ptrs_, dout_;
   std::vector<Tensor<float>> out_, din_;

@@ -7,9 +7,10 @@
 // Where tasks run and shards live is the placement (pcg/placement.h): a
 // compute operator's tasks run on its machine view's devices, every other
 // shard lives with its first reader. The backward pass runs on the same
-// devices: gradients live with the value they belong to. Shard-level
-// operators (the parallel operators, replica-axis Concat/Split) build
-// their outputs from moves (pcg/shard_moves.h).
+// devices: gradients live with the value they belong to.
+//
+// How each node runs, and what it sends, is pcg/step_communication.h's
+// decision: the cost model counts the same bytes.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,15 +18,23 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine_view.h"
+#include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/shard_moves.h"
+#include "pcgx/pcg/source_layout.h"
+#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/tasks.h"
 
 namespace pcgx::runtime {
 
 struct NodePlan {
-  TaskTable tasks;                         // compute operators
-  std::vector<int> task_device;            // per task
-  std::vector<Move> moves;                 // shard-level operators
+  using Run = NodeRun::Kind;
+  Run run = Run::kDone;
+  TaskTable tasks;                         // kTasks
+  std::vector<int> task_device;            // kTasks: per task
+  std::vector<Move> moves;                 // kMoves
+  std::vector<Piece> pieces;               // kPieces: this node's input 0 -> `to`'s output 0
+  std::vector<std::vector<AllReduceMember>> groups;  // kAllReduce: this node's input 0 -> `to`'s output 0
+  NodeId to = -1;                          // kPieces, kAllReduce: the node whose output is written
   std::vector<std::vector<int>> owner;     // [output][shard] -> device
 };
 
@@ -33,6 +42,10 @@ struct ExecutionPlan {
   const Graph* graph = nullptr;
   int devices = 1;
   std::vector<NodePlan> nodes;  // per node of graph
+  SourceLayouts layouts;
+  // Per Weight: the tensor holding its trained value (itself, or the end of
+  // its stored layout, whose replica slot 0 gathers to it).
+  std::vector<TensorRef> parameter;
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }

@@ -13,12 +13,14 @@ struct RunSummary {
   std::string backend = "cpu";
   int64_t batch = 0;            // samples per step (global)
   double predicted_step_seconds = 0;  // from the cost model; 0 when unknown
+  double predicted_step_bytes = 0;    // sent between devices per step, counted for the plan (pcg/step_communication.h)
   TrainOptions options;
   TrainResult result;
 
   // Mean step time without the first (warm-up) step, when there are more.
   double mean_step_seconds() const;
   double samples_per_second() const { return static_cast<double>(batch) / mean_step_seconds(); }
+  double step_bytes() const { return static_cast<double>(result.bytes_sent) / static_cast<double>(result.losses.size()); }
 };
 
 std::string run_report_json(const RunSummary& s);

@@ -135,8 +135,10 @@ class CostModel {
   // Communication under placement `p` with every device shifted by `lo`.
   // Parallel node `n` on activations.
   Seconds parallel_time(const Placement& p, NodeId n, int64_t lo) const;
-  // Parallel node `first` and its sole reader `second` as one collective,
-  // when they are one of the layout changes above over the same devices.
+  // Parallel node `first` and its sole reader `second` (pcg/relayout.h) as
+  // one step: the collective within each group over the same devices, or
+  // else the exchange of the pieces the runtime sends; nothing when they
+  // are not a layout change.
   std::optional<Seconds> layout_change_time(const Placement& p, NodeId first, NodeId second, int64_t lo) const;
   // Compute node `n` receiving input shards that live elsewhere (forward)
   // and sending their gradients back (backward): the slowest device.

@@ -31,7 +31,7 @@
 
 #include "pcgx/pcg/machine_view.h"
 #include "pcgx/search/cost_model.h"
-#include "pcgx/search/source_layout.h"
+#include "pcgx/pcg/source_layout.h"
 
 namespace pcgx::search {
 
@@ -45,6 +45,8 @@ struct Estimate {
   double sync = 0;           // gradient synchronization, all buckets
   double sync_hidden = 0;    // of sync: behind the backward pass (not in time)
   int64_t buckets = 0;       // gradient buckets
+  double bytes = 0;          // sent between devices per step, as the runtime runs the plan
+                             // (pcg/step_communication.h)
   double idle = 0;           // mean over devices of time not spent busy
   double once = 0;           // of time: optimizer update and exposed gradient synchronization,
                              // paid once per iteration however many micro-batches

@@ -11,6 +11,16 @@
 //     (Split(Replicate(Concat(Wk, Wq))) synchronizes what
 //     Replicate(Wk) and Replicate(Wq) do).
 //
+// A layout made only of value-preserving parallel operators (Replicate,
+// Repartition, Combine, Pipeline, Batch) from one source holds that
+// source's values, copied or cut ("sliced"): the runtime fills it straight
+// from the source instead of moving shards every step. For an Input that
+// is the data loader reading its own shard ("loaded"). For a Weight whose
+// layouts form one chain W -> ... -> L it is DDP's parameter: the runtime
+// keeps L itself, every shard on its device, updates every copy and
+// all-reduces the copies' gradients ("stored"). Other weight layouts
+// (Concat, ScalarMul, a weight laid out twice) are computed every step.
+//
 // Layout nodes run with their readers. An Input named "piece:..." is not a
 // source: it stands for the output of the previous piece of a split graph
 // (unity_search.h), and moving it costs what moving any activation costs.
@@ -19,7 +29,7 @@
 
 #include "pcgx/pcg/graph.h"
 
-namespace pcgx::search {
+namespace pcgx {
 
 inline constexpr const char* kPieceInputPrefix = "piece:";
 
@@ -33,8 +43,14 @@ struct SourceLayouts {
   }
   // A Weight or a weight layout.
   bool weight(TensorRef t) const { return of[static_cast<size_t>(t.node)] == Layout::kWeight; }
+  std::vector<char> loaded;   // per node: a sliced layout of an Input (above)
+  std::vector<char> stored;   // per node: a sliced layout of a Weight kept as its parameter (above)
+  // Filled from its source, not run: loaded or stored.
+  bool sliced(NodeId n) const { return loaded[static_cast<size_t>(n)] || stored[static_cast<size_t>(n)]; }
+  // The source a sliced node lays out.
+  std::vector<NodeId> root;   // per node; -1 when not sliced
 };
 
 SourceLayouts source_layouts(const Graph& g);
 
-}  // namespace pcgx::search
+}  // namespace pcgx

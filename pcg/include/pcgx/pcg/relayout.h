@@ -1,0 +1,47 @@
+#pragma once
+// Changing the layout of one tensor in one step (DESIGN.md "Search": a
+// tensor's layout change over the same devices is the matching
+// collective), shared by the runtime, which executes it, and the cost
+// model, which prices it and counts its bytes.
+//
+// A Combine or Reduce whose only reader is a Repartition or Replicate of
+// the same degree is such a change: Combine then Repartition is an
+// all-to-all, Combine then Replicate an all-gather, Reduce then
+// Repartition a reduce-scatter, Reduce then Replicate an all-reduce. It
+// runs as pieces: every block of an input shard that an output shard needs
+// goes straight to the output's device, and nothing of the intermediate
+// tensor exists.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+
+namespace pcgx {
+
+// The Repartition or Replicate that completes a layout change started by
+// node `n` (a Combine or Reduce), or nothing. `readers` are n's readers
+// (Graph::consumers()[n]).
+std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const std::vector<std::pair<NodeId, int>>& readers);
+
+// One block travelling from an input shard to an output shard.
+struct Piece {
+  int32_t in_shard = 0, out_shard = 0;
+  std::vector<int64_t> in_offset, out_offset, extent;  // within the shards
+  int64_t elements() const;
+};
+
+// The pieces that turn `from` into `to`, two layouts of the same logical
+// tensor, summing groups of `sum` replica slots and copying the result into
+// `copy` slots (Reduce(sum) then Replicate(copy): from.replica / sum * copy
+// = to.replica): output slot c adds input slots (c / copy) sum ... +
+// sum - 1. Every output shard is the sum of its pieces (placed in a zeroed
+// shard); the backward pass sends each piece's gradient the other way and
+// adds it.
+std::vector<Piece> relayout_pieces(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum = 1,
+                                   int64_t copy = 1);
+// The replica factors of the layout change node `first` and its partner
+// `second` make: (sum, copy).
+std::pair<int64_t, int64_t> relayout_factors(const Node& first, const Node& second);
+
+}  // namespace pcgx

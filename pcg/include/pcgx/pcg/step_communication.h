@@ -1,0 +1,62 @@
+#pragma once
+// How each node of a placed PCG runs in a training step, and what the step
+// sends between devices: one decision shared by the runtime, which executes
+// it (runtime/execution_plan.h), and the cost model, which counts its bytes
+// (a plan's predicted bytes per step equal what `pcgx run` measures).
+//
+//   kTasks      compute operators: their tasks; an input shard living on
+//               another device travels there, and its gradient back
+//   kSliced     layouts of a source made of value-preserving parallel
+//               operators (source_layout.h): filled from the source where
+//               they live, never moved; a stored weight layout's copies
+//               all-reduce their gradients once per step
+//   kAllReduce  a layout change (relayout.h) that sums groups of slots and
+//               copies the sums back onto the same devices (Reduce then
+//               Replicate, AllReduce): the communicator's all-reduce in
+//               each group, forward and backward
+//   kPieces     any other layout change: its pieces, each straight to its
+//               device (the second operator is kDone)
+//   kMoves      other shard-level operators: moves (shard_moves.h)
+//   kDone       sources, and the second operator of a layout change
+//
+// Bytes are counted as the runtime stores shards: 4 per element, whatever
+// the element type; an all-reduce of n bytes among k devices sends
+// 2 (k - 1) n (reduce to one member, broadcast back: a ring sends as much).
+#include <cstdint>
+#include <vector>
+
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/relayout.h"
+#include "pcgx/pcg/source_layout.h"
+
+namespace pcgx {
+
+// One group of an all-reduce: per member, its device, the input shard it
+// contributes and the output shard it receives.
+struct AllReduceMember {
+  int device = 0;
+  int32_t in_shard = 0, out_shard = 0;
+};
+
+struct NodeRun {
+  enum class Kind : uint8_t { kTasks, kMoves, kSliced, kPieces, kAllReduce, kDone };
+  Kind kind = Kind::kDone;
+  NodeId to = -1;                                     // kPieces, kAllReduce: the node whose output 0 is written
+  std::vector<Piece> pieces;                          // kPieces: input 0 -> to's output 0
+  std::vector<std::vector<AllReduceMember>> groups;   // kAllReduce
+};
+
+// Per node of p's graph.
+std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts);
+
+// Per Weight: the tensor holding its trained value (itself, or the end of
+// its stored layout, whose replica slot 0 gathers to it); {-1, 0} elsewhere.
+std::vector<TensorRef> parameter_tensors(const Graph& g, const SourceLayouts& layouts);
+
+// The bytes one training step sends between devices (forward, backward,
+// gradient synchronization, the loss to device 0).
+double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::vector<NodeRun>& runs);
+// The same for a graph with its machine views on `devices` devices.
+double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices);
+
+}  // namespace pcgx

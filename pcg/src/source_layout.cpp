@@ -1,0 +1,65 @@
+#include "pcgx/pcg/source_layout.h"
+
+namespace pcgx {
+
+SourceLayouts source_layouts(const Graph& g) {
+  SourceLayouts s;
+  s.of.assign(g.size(), Layout::kNone);
+  s.stored.assign(g.size(), 0);
+  s.loaded.assign(g.size(), 0);
+  s.root.assign(g.size(), -1);
+  for (const Node& n : g.nodes()) {
+    Layout& l = s.of[static_cast<size_t>(n.id)];
+    if (n.op->op_class == OpClass::kSource) {
+      if (n.op->is_weight) l = Layout::kWeight;
+      else if (!n.name.starts_with(kPieceInputPrefix)) l = Layout::kInput;
+      continue;
+    }
+    const bool parallel = n.op->is_shard_level(n.attrs);
+    if (!parallel && !n.op->weight_layout) continue;
+    if (n.inputs.empty()) continue;
+    bool weights = true, inputs = parallel;
+    for (const TensorRef& t : n.inputs) {
+      weights = weights && s.of[static_cast<size_t>(t.node)] == Layout::kWeight;
+      inputs = inputs && s.of[static_cast<size_t>(t.node)] == Layout::kInput;
+    }
+    l = weights ? Layout::kWeight : inputs ? Layout::kInput : Layout::kNone;
+    const std::string& op = n.op->name;
+    const bool preserving = op == "Replicate" || op == "Repartition" || op == "Combine" || op == "Pipeline" || op == "Batch";
+    if (l != Layout::kNone && n.inputs.size() == 1 && preserving) {
+      const Node& in = g.node(n.inputs[0].node);
+      if (in.op->op_class == OpClass::kSource) s.root[static_cast<size_t>(n.id)] = in.id;
+      else s.root[static_cast<size_t>(n.id)] = s.root[static_cast<size_t>(in.id)];
+    }
+  }
+  // Inputs: every sliced layout is loaded. Weights: one chain from the
+  // weight, each link read only by the next, or nothing is stored.
+  const auto consumers = g.consumers();
+  for (const Node& n : g.nodes()) {
+    const NodeId r = s.root[static_cast<size_t>(n.id)];
+    if (r < 0) continue;
+    if (s.of[static_cast<size_t>(n.id)] == Layout::kInput) s.loaded[static_cast<size_t>(n.id)] = 1;
+  }
+  for (const Node& w : g.nodes()) {
+    if (!w.op->is_weight) continue;
+    std::vector<NodeId> chain;
+    NodeId at = w.id;
+    bool single = true;
+    for (;;) {
+      const auto& cs = consumers[static_cast<size_t>(at)];
+      const bool next_sliced = cs.size() == 1 && s.root[static_cast<size_t>(cs[0].first)] == w.id;
+      if (!next_sliced) {
+        // The end of the chain: no reader of it may be sliced from this weight.
+        for (const auto& [c, idx] : cs) single = single && s.root[static_cast<size_t>(c)] != w.id;
+        break;
+      }
+      at = cs[0].first;
+      chain.push_back(at);
+    }
+    if (single)
+      for (NodeId c : chain) s.stored[static_cast<size_t>(c)] = 1;
+  }
+  return s;
+}
+
+}  // namespace pcgx

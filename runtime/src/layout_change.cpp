@@ -1,0 +1,103 @@
+// Layout changes in one step (execution_plan.h): pieces sent straight to
+// their devices, and all-reduces within groups of shards.
+#include <algorithm>
+
+#include "pcgx/runtime/device_executor.h"
+#include "shard_math.h"
+
+namespace pcgx::runtime {
+
+int64_t DeviceExecutor::collective_tag(NodeId node, int64_t group, bool backward) {
+  // Two tags per call (all_reduce's reduce and broadcast), below the base.
+  return Communicator::kCollectiveTagBase - 2 * (((static_cast<int64_t>(node) << 24) | group) * 2 + (backward ? 1 : 0));
+}
+
+// Forward, output shards start zeroed and add the pieces of input shards;
+// backward, each piece's gradient goes back and is added to the input
+// shard's. A piece moving between devices travels in a buffer of its
+// extent, kept across steps.
+void DeviceExecutor::run_pieces(const Node& n, bool backward) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
+  const TensorRef in = n.inputs[0], out{np.to, 0};
+  // Forward a piece goes from `in` to `out`, backward the other way.
+  auto from = [&](const Piece& p) { return backward ? plan_.owner(out, p.out_shard) : plan_.owner(in, p.in_shard); };
+  auto to = [&](const Piece& p) { return backward ? plan_.owner(in, p.in_shard) : plan_.owner(out, p.out_shard); };
+  auto source = [&](const Piece& p) -> const Tensor<float>& {
+    return backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)];
+  };
+  auto read = [&](const Piece& p, Tensor<float>& b) { read_block(source(p), backward ? p.out_offset : p.in_offset, b); };
+  for (size_t k = 0; k < np.pieces.size(); ++k) {
+    const Piece& p = np.pieces[k];
+    if (from(p) != me || to(p) == me) continue;
+    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
+    read(p, b);
+    comm_.send(to(p), tag(n, static_cast<int64_t>(k), backward), b.data);
+  }
+  if (!backward)
+    for (int64_t j = 0; j < plan_.graph->shape(out).num_shards(); ++j)
+      if (owns(out, j)) zero(values(out)[static_cast<size_t>(j)]);
+  for (size_t k = 0; k < np.pieces.size(); ++k) {
+    const Piece& p = np.pieces[k];
+    if (to(p) != me) continue;
+    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
+    if (from(p) == me) read(p, b);
+    else comm_.recv(from(p), tag(n, static_cast<int64_t>(k), backward), b.data);
+    if (!backward) {
+      add_block(values(out)[static_cast<size_t>(p.out_shard)], p.out_offset, b);
+    } else {
+      add_block(grads(in)[static_cast<size_t>(p.in_shard)], p.in_offset, b);
+      touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(p.in_shard)] = 1;
+    }
+  }
+}
+
+namespace {
+
+// This device's member of `group` (or null), with the group's devices,
+// sorted, in `devices`.
+const AllReduceMember* join(const std::vector<AllReduceMember>& group, int me, std::vector<int>& devices) {
+  const auto mine = std::find_if(group.begin(), group.end(), [&](const AllReduceMember& m) { return m.device == me; });
+  if (mine == group.end()) return nullptr;
+  devices.clear();
+  for (const AllReduceMember& m : group) devices.push_back(m.device);
+  std::sort(devices.begin(), devices.end());
+  return &*mine;
+}
+
+}  // namespace
+
+// Every member copies its input shard into its output shard and the group
+// all-reduces them.
+void DeviceExecutor::forward_all_reduce(const Node& n) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
+  const TensorRef in = n.inputs[0], out{np.to, 0};
+  for (size_t g = 0; g < np.groups.size(); ++g) {
+    const AllReduceMember* mine = join(np.groups[g], me, group_scratch_);
+    if (!mine) continue;
+    Tensor<float>& y = values(out)[static_cast<size_t>(mine->out_shard)];
+    y.data = values(in)[static_cast<size_t>(mine->in_shard)].data;
+    comm_.all_reduce(group_scratch_, y.data, collective_tag(n.id, static_cast<int64_t>(g), false));
+  }
+}
+
+// The dual of an all-reduce is an all-reduce of the outputs' gradients,
+// added to each input's.
+void DeviceExecutor::backward_all_reduce(const Node& n) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
+  const TensorRef in = n.inputs[0], out{np.to, 0};
+  for (size_t g = 0; g < np.groups.size(); ++g) {
+    const AllReduceMember* mine = join(np.groups[g], me, group_scratch_);
+    if (!mine) continue;
+    const Tensor<float>& dy = grads(out)[static_cast<size_t>(mine->out_shard)];
+    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(g), 2}, dy.shape);
+    b.data = dy.data;
+    comm_.all_reduce(group_scratch_, b.data, collective_tag(n.id, static_cast<int64_t>(g), true));
+    add_into(grads(in)[static_cast<size_t>(mine->in_shard)], b);
+    touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(mine->in_shard)] = 1;
+  }
+}
+
+}  // namespace pcgx::runtime
