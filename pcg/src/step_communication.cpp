@@ -154,4 +154,28 @@ double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t de
   return step_bytes(p, layouts, node_runs(p, layouts));
 }
 
+namespace {
+std::vector<double> bytes_by_device(const Placement& p) {
+  std::vector<double> held(static_cast<size_t>(p.devices()), 0.0);
+  const Graph& g = p.graph();
+  for (const Node& n : g.nodes())
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const double bytes = 4 * elements(n.outputs[o]);
+      for (const int64_t d : p.owners({n.id, static_cast<int32_t>(o)}))
+        if (d >= 0 && d < p.devices()) held[static_cast<size_t>(d)] += bytes;
+    }
+  return held;
+}
+}  // namespace
+
+double held_bytes(const Placement& p, int64_t device) {
+  const std::vector<double> held = bytes_by_device(p);
+  return device >= 0 && device < p.devices() ? held[static_cast<size_t>(device)] : 0.0;
+}
+
+double max_held_bytes(const Placement& p) {
+  const std::vector<double> held = bytes_by_device(p);
+  return held.empty() ? 0.0 : *std::max_element(held.begin(), held.end());
+}
+
 }  // namespace pcgx

@@ -46,15 +46,52 @@ void Communicator::broadcast_tagged(std::span<const int> group, int root, std::s
   }
 }
 
+void Communicator::ring_all_reduce(std::span<const int> group, std::span<float> data, int64_t tag) {
+  // Block b is [b n / k, (b+1) n / k). Step s of the reduce-scatter sends
+  // block me - s on and adds block me - s - 1 from the previous member,
+  // which leaves member me with block me + 1 summed; the all-gather then
+  // passes the summed blocks around. No block is written after it is sent.
+  const int k = static_cast<int>(group.size());
+  const int me = index_in(group, rank());
+  const int next = group[static_cast<size_t>((me + 1) % k)], prev = group[static_cast<size_t>((me + k - 1) % k)];
+  const size_t n = data.size();
+  auto block = [&](int b) {
+    b = ((b % k) + k) % k;
+    const size_t lo = n * static_cast<size_t>(b) / static_cast<size_t>(k), hi = n * static_cast<size_t>(b + 1) / static_cast<size_t>(k);
+    return data.subspan(lo, hi - lo);
+  };
+  if (scratch_.size() < n / static_cast<size_t>(k) + 1) scratch_.resize(n / static_cast<size_t>(k) + 1);
+  for (int s = 0; s + 1 < k; ++s) {
+    send(next, tag, block(me - s));
+    const std::span<float> into = block(me - s - 1);
+    const std::span<float> part(scratch_.data(), into.size());
+    recv(prev, tag, part);
+    for (size_t i = 0; i < into.size(); ++i) into[i] += part[i];
+  }
+  for (int s = 0; s + 1 < k; ++s) {
+    send(next, tag - 1, block(me + 1 - s));
+    recv(prev, tag - 1, block(me - s));
+  }
+}
+
+void Communicator::all_reduce_tagged(std::span<const int> group, std::span<float> data, int64_t tag) {
+  if (group.size() == 2 || static_cast<int64_t>(data.size_bytes()) >= kRingBytes) {
+    ring_all_reduce(group, data, tag);
+    return;
+  }
+  reduce_tagged(group, group[0], data, tag);
+  broadcast_tagged(group, group[0], data, tag - 1);
+}
+
 void Communicator::all_reduce(std::span<const int> group, std::span<float> data) {
-  reduce(group, group[0], data);
-  broadcast(group, group[0], data);
+  const int64_t tag = next_collective_tag();
+  next_collective_tag();
+  all_reduce_tagged(group, data, tag);
 }
 
 void Communicator::all_reduce(std::span<const int> group, std::span<float> data, int64_t tag) {
-  // Two messages per member: the reduce's on tag, the broadcast's on tag - 1.
-  reduce_tagged(group, group[0], data, tag);
-  broadcast_tagged(group, group[0], data, tag - 1);
+  // Two tags: the first phase's, then tag - 1.
+  all_reduce_tagged(group, data, tag);
 }
 
 void Communicator::all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out) {

@@ -57,6 +57,7 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
     arity = std::max(arity, n.inputs.size());
     outputs = std::max(outputs, n.outputs.size());
   }
+  bucket_buffers_.resize(plan.buckets.size());
   sliced_from_.resize(g.size());
   for (const Node& n : g.nodes())
     if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
@@ -122,31 +123,32 @@ std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() co
 
 void DeviceExecutor::synchronize_gradients() {
   const int me = comm_.rank();
-  for (const Node& n : plan_.graph->nodes()) {
-    if (!n.op->is_weight) continue;
-    const TensorRef p = plan_.parameter[static_cast<size_t>(n.id)];
-    if (p.node == n.id) continue;  // not a stored layout
-    const ParallelTensorShape& s = plan_.graph->shape(p);
-    const int64_t blocks = s.num_blocks();
-    for (int64_t b = 0; b < blocks; ++b) {
-      // The devices holding a copy of block b, and this device's copies.
-      std::vector<int>& group = group_scratch_;
-      group.clear();
-      int64_t first = -1;
-      for (int64_t c = 0; c < s.replica; ++c) {
-        const int d = plan_.owner(p, c * blocks + b);
-        if (std::find(group.begin(), group.end(), d) == group.end()) group.push_back(d);
-        if (d == me) {
-          if (first < 0) first = c * blocks + b;
-          else add_into(grads(p)[static_cast<size_t>(first)], grads(p)[static_cast<size_t>(c * blocks + b)]);
+  for (size_t k = 0; k < plan_.buckets.size(); ++k) {
+    const SyncBucket& bucket = plan_.buckets[k];
+    if (!std::binary_search(bucket.devices.begin(), bucket.devices.end(), me)) continue;
+    // This device's copies of each block, summed into the bucket.
+    std::vector<float>& flat = bucket_buffers_[k];
+    flat.resize(static_cast<size_t>(bucket.floats));  // once: the size never changes
+    size_t at = 0;
+    for (const SyncPart& part : bucket.parts) {
+      std::fill(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + part.floats), 0.f);
+      for (int64_t shard : part.shards)
+        if (owns(part.tensor, shard)) {
+          const auto& g = grads(part.tensor)[static_cast<size_t>(shard)].data;
+          for (size_t i = 0; i < g.size(); ++i) flat[at + i] += g[i];
         }
-      }
-      if (first < 0) continue;
-      std::sort(group.begin(), group.end());
-      if (group.size() > 1) comm_.all_reduce(group, grads(p)[static_cast<size_t>(first)].data, collective_tag(n.id, b, true));
-      for (int64_t c = 0; c < s.replica; ++c)
-        if (plan_.owner(p, c * blocks + b) == me && c * blocks + b != first)
-          grads(p)[static_cast<size_t>(c * blocks + b)].data = grads(p)[static_cast<size_t>(first)].data;
+      at += static_cast<size_t>(part.floats);
+    }
+    if (bucket.devices.size() > 1)
+      comm_.all_reduce(bucket.devices, flat, collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+    at = 0;
+    for (const SyncPart& part : bucket.parts) {
+      for (int64_t shard : part.shards)
+        if (owns(part.tensor, shard)) {
+          auto& g = grads(part.tensor)[static_cast<size_t>(shard)].data;
+          std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + part.floats), g.begin());
+        }
+      at += static_cast<size_t>(part.floats);
     }
   }
 }

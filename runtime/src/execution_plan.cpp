@@ -4,6 +4,7 @@
 #include "pcgx/pcg/placement.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 namespace pcgx::runtime {
@@ -12,7 +13,42 @@ int devices_needed(const Graph& g, std::span<const MachineView> views) {
   return static_cast<int>(Placement(g, views, 1).devices_needed());
 }
 
-ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices) {
+namespace {
+
+// Buckets of the stored layouts' blocks, in weight order, one open bucket
+// per group of devices.
+std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes) {
+  const Graph& g = *plan.graph;
+  std::vector<SyncBucket> closed;
+  std::map<std::vector<int>, SyncBucket> open;
+  for (const Node& n : g.nodes()) {
+    if (!n.op->is_weight || plan.parameter[static_cast<size_t>(n.id)].node == n.id) continue;
+    const TensorRef t = plan.parameter[static_cast<size_t>(n.id)];
+    const ParallelTensorShape& s = g.shape(t);
+    const int64_t blocks = s.num_blocks();
+    for (int64_t b = 0; b < blocks; ++b) {
+      SyncPart part{t, {}, s.shard_elements()};
+      std::vector<int> devices;
+      for (int64_t c = 0; c < s.replica; ++c) {
+        part.shards.push_back(c * blocks + b);
+        devices.push_back(plan.owner(t, c * blocks + b));
+      }
+      std::sort(devices.begin(), devices.end());
+      devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+      SyncBucket& bucket = open[devices];
+      bucket.devices = devices;
+      bucket.floats += part.floats;
+      bucket.parts.push_back(std::move(part));
+      if (static_cast<double>(bucket.floats) * sizeof(float) >= bucket_bytes) closed.push_back(std::move(bucket)), open.erase(devices);
+    }
+  }
+  for (auto& [devices, bucket] : open) closed.push_back(std::move(bucket));
+  return closed;
+}
+
+}  // namespace
+
+ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes) {
   ExecutionPlan plan;
   plan.graph = &g;
   plan.devices = devices;
@@ -44,6 +80,7 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
     }
   }
   plan.parameter = parameter_tensors(g, plan.layouts);
+  plan.buckets = sync_buckets(plan, bucket_bytes);
   return plan;
 }
 

@@ -1,13 +1,12 @@
 #include "pcgx/runtime/op_profile.h"
 
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "pcgx/pcg/error.h"
 
 namespace pcgx::runtime {
 
-RunProfile profile_from_run(const Graph& g, const TrainResult& run) {
+Profile profile_from_run(const Graph& g, const TrainResult& run) {
   if (run.kernel_times.size() != g.size()) throw Error("profile: the run timed no kernels (TrainOptions::time_kernels)");
   struct Sum {
     double forward = 0, backward = 0;
@@ -23,22 +22,13 @@ RunProfile profile_from_run(const Graph& g, const TrainResult& run) {
     Sum& x = sums[{n.op->name, shapes}];
     x.forward += k.forward, x.backward += k.backward, x.tasks += k.tasks;
   }
-  RunProfile out;
+  Profile out;
   for (const auto& [key, x] : sums) {
     const auto tasks = static_cast<double>(x.tasks);
-    out.times.push_back({key.first, key.second, x.forward / tasks, x.backward / tasks});
+    out.add({key.first, key.second, x.forward / tasks, x.backward / tasks});
   }
   if (run.update_seconds > 0 && run.update_bytes > 0) out.update_bytes_per_second = run.update_bytes / run.update_seconds;
   return out;
-}
-
-std::string profile_json(const RunProfile& p, const std::string& device) {
-  nlohmann::json entries = nlohmann::json::array();
-  for (const OpTime& t : p.times)
-    entries.push_back({{"op", t.op}, {"inputs", t.inputs}, {"forward", t.forward}, {"backward", t.backward}});
-  nlohmann::json j = {{"format_version", 1}, {"kind", "pcgx.profile"}, {"device", device}, {"entries", entries}};
-  if (p.update_bytes_per_second > 0) j["update"] = {{"bytes_per_second", p.update_bytes_per_second}};
-  return j.dump(2) + "\n";
 }
 
 }  // namespace pcgx::runtime

@@ -12,6 +12,7 @@
 #include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/synthetic_task.h"
+#include "timed_communicator.h"
 
 namespace pcgx::runtime {
 
@@ -43,15 +44,16 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
       inputs.push_back(n.id);
     }
   }
-  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices), std::nullopt, options.data, {}};
+  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
   if (!s.data) s.synthetic.emplace(g, options.seed, std::max<int64_t>(options.batches, 1));
   for (NodeId w : s.weights) s.initial[w] = initial_weight(g.node(w), options.seed);
   return s;
 }
 
-// What one device's optimizer did while timed.
+// What one device did while timed.
 struct UpdateTime {
   double seconds = 0, bytes = 0;
+  DeviceTime device;
 };
 
 // The first step timed with time_kernels: the first (allocation, first
@@ -67,10 +69,15 @@ void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const Dev
   }
   r.timed_steps = o.steps - first_timed_step(o);
   r.update_seconds += u.seconds, r.update_bytes += u.bytes;
+  DeviceTime d = u.device;
+  for (const KernelTime& k : ex.kernel_times()) d.kernels += k.forward + k.backward;
+  d.update = u.seconds;
+  r.device_times.push_back(d);
 }
 
 // One device's training loop; rank 0 records the losses and step times.
-std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Communicator& comm, const TrainOptions& options,
+// `comm` outlives the executor returned (it keeps a reference).
+std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const TrainOptions& options,
                                            TrainResult& result, UpdateTime& update) {
   // One device runs on the caller's thread: its own setting comes back after.
   struct KernelThreads {
@@ -92,7 +99,8 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
     result.step_seconds.reserve(static_cast<size_t>(options.steps));
   }
   for (int64_t step = 0; step < options.steps; ++step) {
-    if (options.time_kernels && step == first_timed_step(options)) ex->set_timing(true);
+    const bool timing = options.time_kernels && step >= first_timed_step(options);
+    if (options.time_kernels && step == first_timed_step(options)) ex->set_timing(true), comm.set_timing(true);
     const auto t0 = std::chrono::steady_clock::now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
@@ -101,16 +109,19 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Commu
     ex->synchronize_gradients();
     const auto u0 = std::chrono::steady_clock::now();
     opt.step(params, grads);
-    if (options.time_kernels && step >= first_timed_step(options)) {
-      update.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (timing) {
+      update.seconds += std::chrono::duration<double>(t1 - u0).count();
       for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
+      update.device.step += std::chrono::duration<double>(t1 - t0).count();
     }
     if (comm.rank() != 0) continue;
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = std::chrono::duration<double>(t1 - t0).count();
     result.losses.push_back(loss);
     result.step_seconds.push_back(dt);
     if (options.progress) options.progress({step + 1, options.steps, loss, dt});
   }
+  update.device.messages = comm.seconds(), update.device.sends = comm.sends();
   return ex;
 }
 
@@ -133,9 +144,11 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   InProcessWorld world(devices);
   std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
   std::vector<UpdateTime> updates(static_cast<size_t>(devices));
+  std::vector<std::unique_ptr<TimedCommunicator>> comms(static_cast<size_t>(devices));
   world.run([&](Communicator& comm) {
     const auto r = static_cast<size_t>(comm.rank());
-    executors[r] = run_device(g, setup, comm, options, result, updates[r]);
+    comms[r] = std::make_unique<TimedCommunicator>(comm);
+    executors[r] = run_device(g, setup, *comms[r], options, result, updates[r]);
   });
   result.bytes_sent = world.bytes_sent();
   if (options.time_kernels)
@@ -161,8 +174,9 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   result.target = setup.synthetic ? setup.synthetic->target() : "";
   result.data = setup.source().describe();
   Communicator& comm = world.communicator();
+  TimedCommunicator timed(comm);
   UpdateTime update;
-  const auto ex = run_device(g, setup, comm, options, result, update);
+  const auto ex = run_device(g, setup, timed, options, result, update);
   result.bytes_sent = world.sum(world.bytes_sent());
   if (options.time_kernels) add_timing(result, g, options, *ex, update);
   // Final weights: shards owned elsewhere travel to rank 0.

@@ -7,6 +7,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/stable_hash.h"
+#include "pcgx/pcg/step_communication.h"
 
 namespace pcgx::search {
 namespace {
@@ -67,6 +68,34 @@ CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, Co
     : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm) {
   for (const LinkLevel& l : machine_.links)
     if (l.span > 0) period_ = std::lcm(period_, l.span);
+  // Fitted figures replace the machine file's.
+  for (const ProfileLink& f : profile_.links)
+    for (LinkLevel& l : machine_.links)
+      if (l.name == f.name) l.latency = f.latency, l.bandwidth = f.bandwidth;
+  if (profile_.peak_flops > 0) machine_.device.peak_flops = profile_.peak_flops;
+  // A measured per-node overhead includes what a launch stands for.
+  if (profile_.node_overhead > 0) efficiency_.launch = 0;
+  if (profile_.memory_bandwidth > 0) machine_.device.memory_bandwidth = profile_.memory_bandwidth;
+}
+
+std::pair<int64_t, int64_t> CostModel::profile_coverage(const Graph& g) const {
+  int64_t covered = 0, total = 0;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) continue;
+    shapes.clear();
+    for (const TensorRef& t : n.inputs) shapes.push_back(g.shape(t).slice_shape());
+    ++total;
+    covered += profile_.find(n.op->name, shapes) != nullptr;
+  }
+  return {covered, total};
+}
+
+double CostModel::step_overhead(const Placement& p) const {
+  if (profile_.node_overhead <= 0 && profile_.byte_overhead <= 0) return 0;
+  int64_t nodes = 0;
+  for (const Node& n : p.graph().nodes()) nodes += n.op->op_class != OpClass::kSource;
+  return profile_.node_overhead * static_cast<double>(nodes) + profile_.byte_overhead * max_held_bytes(p);
 }
 
 Seconds CostModel::task_time(const Graph& g, const Node& n) const {
@@ -82,10 +111,7 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   }
   for (const auto& s : n.outputs) out.push_back({s.slice_shape(), s.dtype}), p = std::max(p, slices(s));
   const double k = static_cast<double>(p);
-  if (!profile_.empty()) {
-    auto it = profile_.times.find(profile_key(n.op->name, in_shapes));
-    if (it != profile_.times.end()) return {k * it->second.first, k * it->second.second};
-  }
+  if (const ProfileEntry* e = profile_.find(n.op->name, in_shapes)) return {k * e->forward, k * e->backward};
   const OpEfficiency& e = efficiency_.of(n.op->name);
   if (e.view) return {};
   const double flops = n.op->flops ? n.op->flops(n.attrs, in, out) : 0.0;

@@ -70,50 +70,6 @@ Efficiency efficiency_from_json(const std::string& text, const std::string& sour
 
 Efficiency load_efficiency(const std::string& path) { return efficiency_from_json(read_text_file(path), path); }
 
-std::string profile_key(const std::string& op, std::span<const std::vector<int64_t>> input_shapes) {
-  std::string k = op;
-  for (const auto& s : input_shapes) {
-    k += '|';
-    for (size_t i = 0; i < s.size(); ++i) k += (i ? "x" : "") + std::to_string(s[i]);
-  }
-  return k;
-}
-
-Profile profile_from_json(const std::string& text, const std::string& source) {
-  const json j = parse(text, source, "pcgx.profile");
-  Profile p;
-  if (j.contains("device") && j["device"].is_string()) p.device = j["device"].get<std::string>();
-  if (!j.contains("entries") || !j["entries"].is_array()) throw FileError(source, "entries", "expected an array");
-  for (size_t i = 0; i < j["entries"].size(); ++i) {
-    const json& e = j["entries"][i];
-    const std::string f = "entries[" + std::to_string(i) + "]";
-    if (!e.is_object() || !e.contains("op") || !e["op"].is_string()) throw FileError(source, f + ".op", "expected an operator name");
-    if (!e.contains("inputs") || !e["inputs"].is_array()) throw FileError(source, f + ".inputs", "expected a list of shapes");
-    std::vector<std::vector<int64_t>> shapes;
-    for (const json& s : e["inputs"]) {
-      if (!s.is_array()) throw FileError(source, f + ".inputs", "expected a list of shapes");
-      std::vector<int64_t> shape;
-      for (const json& x : s) {
-        if (!x.is_number_integer() || x.get<int64_t>() <= 0) throw FileError(source, f + ".inputs", "sizes must be positive integers");
-        shape.push_back(x.get<int64_t>());
-      }
-      shapes.push_back(std::move(shape));
-    }
-    if (!e.contains("forward")) throw FileError(source, f + ".forward", "missing");
-    if (!e.contains("backward")) throw FileError(source, f + ".backward", "missing");
-    p.times[profile_key(e["op"].get<std::string>(), shapes)] = {number(e["forward"], source, f + ".forward", false),
-                                                                number(e["backward"], source, f + ".backward", false)};
-  }
-  if (j.contains("update")) {
-    const json& u = j["update"];
-    if (!u.is_object() || !u.contains("bytes_per_second")) throw FileError(source, "update.bytes_per_second", "missing");
-    p.update_bytes_per_second = number(u["bytes_per_second"], source, "update.bytes_per_second", true);
-  }
-  return p;
-}
-
-Profile load_profile(const std::string& path) { return profile_from_json(read_text_file(path), path); }
-
 std::string data_dir() {
   if (const char* d = std::getenv("PCGX_DATA_DIR"); d && *d) return d;
   return PCGX_DEFAULT_DATA_DIR;

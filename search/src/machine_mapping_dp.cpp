@@ -170,6 +170,7 @@ Solved solve_and_place(const Problem& p, int64_t devices) {
   s.where = std::make_unique<Placement>(p.g, m.views, devices);
   refine_views(p, *s.where, m);
   m.sync = replay(p, *s.where, m);
+  m.overhead = p.cost.step_overhead(*s.where);
   return s;
 }
 
@@ -215,7 +216,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   }
   s.views = m.views;
   e.time = m.time();
-  e.compute = m.dp.compute;
+  e.compute = m.dp.compute + m.overhead, e.overhead = m.overhead, e.update = m.dp.update;
   e.communication = m.dp.comm + m.sync.exposed;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
   e.once = m.dp.update + m.sync.exposed;

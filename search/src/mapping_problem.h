@@ -106,7 +106,8 @@ struct Mapped {
   Resources at;
   std::vector<Result> leaves;  // per active node, under the final views
   SyncTimeline sync;
-  double time() const { return dp.time - dp.sync + sync.exposed; }
+  double overhead = 0;  // running the nodes, beyond kernels and messages (CostModel::step_overhead)
+  double time() const { return dp.time - dp.sync + sync.exposed + overhead; }
 };
 
 // Solves, refines the views, replays the gradient buckets.

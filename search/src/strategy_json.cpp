@@ -21,8 +21,9 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["devices"] = s.devices;
   j["search"] = s.search;
   const Estimate& e = s.strategy.estimate;
-  j["predicted"] = {{"time", e.time}, {"compute", e.compute}, {"communication", e.communication},
-                    {"idle", e.idle}, {"max_memory", e.max_memory()}};
+  j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
+                    {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"bytes", e.bytes},
+                    {"idle", e.idle},       {"max_memory", e.max_memory()}};
   j["applied"] = s.applied;
   j["graph"] = graph_to_value(s.strategy.graph);
   json views = json::array();
@@ -90,7 +91,10 @@ StrategyFile strategy_from_json(const std::string& text, const std::string& sour
     Estimate& e = s.strategy.estimate;
     e.feasible = true;
     e.time = p.value("time", 0.0), e.compute = p.value("compute", 0.0);
-    e.communication = p.value("communication", 0.0), e.idle = p.value("idle", 0.0);
+    e.communication = p.value("communication", 0.0), e.idle = p.value("idle", 0.0), e.overhead = p.value("overhead", 0.0);
+    e.update = p.value("update", 0.0);
+    e.sync = p.value("sync", 0.0), e.sync_hidden = p.value("sync_hidden", 0.0), e.buckets = p.value("buckets", int64_t{0});
+    e.bytes = p.value("bytes", 0.0);
   }
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];

@@ -41,6 +41,32 @@ TEST(InProcess, AllReduceReduceBroadcast) {
   }
 }
 
+// Every all-reduce form (ring on 2 members or from kRingBytes, reduce then
+// broadcast otherwise), sizes not divisible by the group, a buffer smaller
+// than the group: the sum on every member, 2(k-1) x size bytes sent.
+TEST(InProcess, AllReduceRingAndRootedSendTheSameSum) {
+  const size_t ring = static_cast<size_t>(Communicator::kRingBytes / 4);
+  for (const std::vector<int>& group : {std::vector<int>{1, 3}, kGroup, std::vector<int>{3, 0, 2, 1}})
+    for (const size_t n : {size_t{1}, size_t{7}, ring - 1, ring + 5}) {
+      InProcessWorld w(kDevices);
+      std::vector<std::vector<float>> got(kDevices);
+      w.run([&](Communicator& c) {
+        const int r = c.rank();
+        if (std::find(group.begin(), group.end(), r) == group.end()) return;
+        got[r] = own(r, n);
+        c.all_reduce(group, got[r], Communicator::kCollectiveTagBase - 10);
+      });
+      const auto k = static_cast<int64_t>(group.size());
+      EXPECT_EQ(w.bytes_sent(), 2 * (k - 1) * static_cast<int64_t>(n) * 4) << k << " members, " << n << " floats";
+      for (int r : group)
+        for (size_t i = 0; i < n; i += 1 + n / 17) {
+          float sum = 0;
+          for (int m : group) sum += own(m, n)[i];
+          ASSERT_EQ(got[r][i], sum) << k << " members, " << n << " floats, element " << i;
+        }
+    }
+}
+
 TEST(InProcess, GatherScatterAllToAll) {
   InProcessWorld w(kDevices);
   const size_t k = kGroup.size(), n = 2;

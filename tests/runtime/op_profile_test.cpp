@@ -22,16 +22,17 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
   const Graph g = search::data_parallel(build_model("mlp-tiny"), 2);
   const TrainResult run = timed_run(g, 2, 4);
   EXPECT_EQ(run.timed_steps, 3);
-  const RunProfile prof = profile_from_run(g, run);
-  ASSERT_FALSE(prof.times.empty());
+  Profile prof = profile_from_run(g, run);
+  prof.device = "test cpu";
+  ASSERT_FALSE(prof.entries.empty());
   EXPECT_GT(prof.update_bytes_per_second, 0);
-  for (const OpTime& t : prof.times) {
+  for (const ProfileEntry& t : prof.entries) {
     EXPECT_GT(t.forward, 0) << t.op;
     EXPECT_GT(t.backward, 0) << t.op;
   }
   // Every compute operator has its entry at its shard shapes, and the cost
   // model reads it back for that operator's tasks.
-  const search::Profile loaded = search::profile_from_json(profile_json(prof, "test cpu"), "p.json");
+  const Profile loaded = profile_from_json(profile_to_json(prof), "p.json");
   EXPECT_EQ(loaded.device, "test cpu");
   EXPECT_DOUBLE_EQ(loaded.update_bytes_per_second, prof.update_bytes_per_second);
   const search::CostModel cm(search::find_machine("cpu-host").with_devices(2), search::default_efficiency(), loaded);
@@ -40,11 +41,11 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
     if (n.op->op_class != OpClass::kCompute) continue;
     std::vector<std::vector<int64_t>> shapes;
     for (const TensorRef& t : n.inputs) shapes.push_back(g.shape(t).shard_shape());
-    const auto it = loaded.times.find(search::profile_key(n.op->name, shapes));
-    ASSERT_NE(it, loaded.times.end()) << describe(n);
+    const ProfileEntry* it = loaded.find(n.op->name, shapes);
+    ASSERT_NE(it, nullptr) << describe(n);
     const search::Seconds s = cm.task_time(g, n);
-    EXPECT_DOUBLE_EQ(s.forward, it->second.first) << describe(n);
-    EXPECT_DOUBLE_EQ(s.backward, it->second.second) << describe(n);
+    EXPECT_DOUBLE_EQ(s.forward, it->forward) << describe(n);
+    EXPECT_DOUBLE_EQ(s.backward, it->backward) << describe(n);
     ++checked;
   }
   EXPECT_GT(checked, 3);
@@ -55,7 +56,7 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
 TEST(OpProfile, TimesGrowWithTheWork) {
   auto linear = [](int64_t batch) {
     const Graph g = build_model("mlp", {{"batch", batch}, {"hidden", 256}, {"layers", 1}});
-    for (const OpTime& t : profile_from_run(g, timed_run(g, 1, 12)).times)
+    for (const ProfileEntry& t : profile_from_run(g, timed_run(g, 1, 12)).entries)
       if (t.op == "Linear") return t.forward + t.backward;
     return 0.0;
   };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "print_estimate.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/search/baselines.h"
@@ -15,13 +16,6 @@
 
 namespace pcgx::cli {
 namespace {
-
-std::string ms(double s) {
-  if (std::isinf(s)) return "infeasible";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f ms", s * 1e3);
-  return b;
-}
 
 std::string view_strides(const MachineView& v) {
   if (v.strides.empty()) return std::to_string(v.stride);
@@ -85,8 +79,8 @@ void add_optimize_command(CLI::App& app) {
     }
     const Graph g = load_model(model, model_sets);
     const search::Efficiency eff = efficiency.empty() ? search::default_efficiency() : search::load_efficiency(efficiency);
-    search::Profile prof;
-    if (!profile.empty()) prof = search::load_profile(profile);
+    Profile prof;
+    if (!profile.empty()) prof = load_profile(profile);
     const search::CostModel cm(m, eff, prof);
     const search::MachineMapper mapper(cm);
 
@@ -129,12 +123,9 @@ void add_optimize_command(CLI::App& app) {
               << "search                " << algorithm << " (" << std::fixed << std::setprecision(2) << r.seconds << " s, "
               << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
     if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
-    std::cout << "iteration time        " << ms(e.time) << " predicted\n"
-              << "  compute             " << ms(e.compute) << "\n"
-              << "  communication       " << ms(e.communication) << " exposed\n"
-              << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", "
-              << ms(e.sync_hidden) << " hidden behind the backward pass\n"
-              << "  idle (mean/device)  " << ms(e.idle) << "\n";
+    std::cout << "iteration time        " << ms(e.time) << " predicted\n";
+    print_terms(std::cout, e);
+    print_profile_coverage(std::cout, cm, r.strategy.graph);
     if (pipeline) {
       std::cout << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
                 << " micro-batches, 1F1B with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";

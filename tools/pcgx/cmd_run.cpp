@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "print_estimate.h"
+#include "pcgx/runner/step_terms.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
@@ -76,7 +78,7 @@ void add_run_command(CLI::App& app) {
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9;
-  static bool optimize = false;
+  static bool optimize = false, breakdown = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
   cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)");
@@ -103,6 +105,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
   cmd->add_option("--profile", profile_in, "measured operator times for the search and the prediction (pcgx.profile JSON, e.g. from --profile-out)");
+  cmd->add_flag("--breakdown", breakdown,
+               "time kernels, messages and the optimizer, and print the busiest device's step beside the prediction term by term");
   cmd->add_option("--profile-out", profile_out,
                   "write the kernel time of every operator measured during training, per task and shard shapes "
                   "(pcgx.profile JSON, for pcgx optimize --profile)");
@@ -137,6 +141,7 @@ void add_run_command(CLI::App& app) {
     std::vector<MachineView> views;
     std::unique_ptr<search::MachineMapper> mapper;
     std::unique_ptr<search::CostModel> cost;
+    search::Estimate predicted;
     Machine machine = search::find_machine(machine_name);
     if (is_strategy_file(target)) {
       if (optimize) throw Error("--optimize: " + target + " is already a strategy");
@@ -168,7 +173,7 @@ void add_run_command(CLI::App& app) {
     std::unique_ptr<runtime::NpyDataset> dataset;  // read before any search, so a bad file fails fast
     if (!data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, data)).get();
     cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency(),
-                                               profile_in.empty() ? search::Profile{} : search::load_profile(profile_in));
+                                               profile_in.empty() ? Profile{} : load_profile(profile_in));
     mapper = std::make_unique<search::MachineMapper>(*cost);
     if (optimize) {
       // Under MPI rank 0 searches and sends the strategy (or its error) to
@@ -208,6 +213,7 @@ void add_run_command(CLI::App& app) {
     {
       // The prediction for what runs: the mapping the runtime uses.
       const search::Strategy st = mapper->map(graph);
+      predicted = st.estimate;
       if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
       s.predicted_step_bytes = step_bytes(graph, views, devices);
     }
@@ -223,7 +229,7 @@ void add_run_command(CLI::App& app) {
     std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << (world ? " MPI rank" : " cpu device") << (devices == 1 ? "" : "s")
               << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << ", "
               << o.threads << " kernel thread" << (o.threads == 1 ? "" : "s") << " each\n";
-    o.time_kernels = !profile_out.empty();
+    o.time_kernels = !profile_out.empty() || breakdown;
     s.options = o;
     training = true;
     s.result = world ? runtime::train(graph, views, *world, o) : runtime::train(graph, views, static_cast<int>(devices), o);
@@ -239,9 +245,19 @@ void add_run_command(CLI::App& app) {
               << "data                  " << s.result.data << "\n"
               << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
               << (s.result.step_seconds.size() > 1 ? " (mean after the first step)" : "") << "\n";
-    if (s.predicted_step_seconds > 0)
+    if (s.predicted_step_seconds > 0) {
       std::cout << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << machine.name << " (ratio measured/predicted "
                 << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
+      print_terms(std::cout, predicted);
+      print_profile_coverage(std::cout, *cost, graph);
+      if (breakdown) {
+        const runner::StepTerms t = runner::step_terms(predicted, s.result);
+        std::cout << std::setprecision(3) << "step by term (ms)     predicted  measured on device " << t.device << "\n";
+        for (const runner::StepTerm& x : t.terms)
+          std::cout << "  " << std::left << std::setw(20) << x.name << std::right << std::setw(9) << x.predicted * 1e3 << std::setw(10)
+                    << x.measured * 1e3 << "\n";
+      }
+    }
     std::cout << std::setprecision(1) << "throughput            " << s.samples_per_second() << " samples/s\n"
               << "between devices       " << human_bytes(s.step_bytes()) << " per step measured, " << human_bytes(s.predicted_step_bytes)
               << " predicted (" << human_bytes(static_cast<double>(s.result.bytes_sent)) << " in all)\n";
@@ -249,11 +265,12 @@ void add_run_command(CLI::App& app) {
     write_text_file_atomic(plot, runtime::loss_curve_svg(s));
     std::cerr << "wrote " << report << " and " << plot << "\n";
     if (!profile_out.empty()) {
-      const runtime::RunProfile prof = runtime::profile_from_run(graph, s.result);
+      Profile prof = runtime::profile_from_run(graph, s.result);
       const std::string device = "cpu (" + std::to_string(devices) + (world ? " MPI ranks, " : " in-process devices, ") +
                                  std::to_string(o.threads) + " kernel thread" + (o.threads == 1 ? "" : "s") + " each)";
-      write_text_file_atomic(profile_out, runtime::profile_json(prof, device));
-      std::cerr << "wrote " << profile_out << " (" << prof.times.size() << " operator shapes and the optimizer timed over "
+      prof.device = device;
+      write_text_file_atomic(profile_out, profile_to_json(prof));
+      std::cerr << "wrote " << profile_out << " (" << prof.entries.size() << " operator shapes and the optimizer timed over "
                 << s.result.timed_steps << " step" << (s.result.timed_steps == 1 ? "" : "s") << ")\n";
     }
     if (!std::isfinite(L.back())) throw Error("training diverged (loss " + std::to_string(L.back()) + "); lower --lr");

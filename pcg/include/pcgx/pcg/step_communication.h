@@ -21,7 +21,7 @@
 //
 // Bytes are counted as the runtime stores shards: 4 per element, whatever
 // the element type; an all-reduce of n bytes among k devices sends
-// 2 (k - 1) n (reduce to one member, broadcast back: a ring sends as much).
+// 2 (k - 1) n in all (the communicator's ring, or its reduce then broadcast).
 #include <cstdint>
 #include <vector>
 
@@ -58,5 +58,11 @@ std::vector<TensorRef> parameter_tensors(const Graph& g, const SourceLayouts& la
 double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::vector<NodeRun>& runs);
 // The same for a graph with its machine views on `devices` devices.
 double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices);
+
+// The bytes of the tensor shards `device` owns (every node's outputs, as
+// stored): what a step clears and rewrites there beside its kernels, as
+// values and gradients. The most any device owns bounds the step.
+double held_bytes(const Placement& p, int64_t device);
+double max_held_bytes(const Placement& p);
 
 }  // namespace pcgx

@@ -12,10 +12,13 @@
 // same collective call with buffers of the same size; ranks outside the
 // group do not call.
 //
-// Collective cost (the search's cost model, collectives.h, assumes the same
-// algorithms): all_reduce is reduce-to-root then broadcast, 2(k-1) messages
-// of the whole buffer; reduce_scatter, all_gather and all_to_all exchange
-// k(k-1) blocks of size/k.
+// Algorithms, as the cost model prices them (search/collectives.h, NCCL's):
+// all_reduce is a ring (a reduce-scatter then an all-gather around the
+// members, 2(k-1) steps each moving size/k per member) on 2 members or
+// from kRingBytes; below that on more members, where the ring's 2(k-1)
+// latencies dominate, reduce-to-root then broadcast. Either way the
+// members send 2(k-1) x size bytes in all. reduce_scatter, all_gather and
+// all_to_all exchange k(k-1) blocks of size/k.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -37,6 +40,11 @@ class Communicator {
   // sequences (each device takes part in other groups): `tag` names this
   // call, the same on every member, at most kCollectiveTagBase.
   static constexpr int64_t kCollectiveTagBase = -(int64_t{1} << 48);
+  // From this size the ring's bandwidth outweighs its latencies: a ring
+  // costs about 2(k-1) (latency + size/k/bandwidth), the rooted form
+  // 2 latency + 2(k-1) size/bandwidth; on this CPU's threads (22 us,
+  // 10 GB/s, `pcgx calibrate`) they cross near 220 KB.
+  static constexpr int64_t kRingBytes = 256 * 1024;
   void all_reduce(std::span<const int> group, std::span<float> data, int64_t tag);
   // Sum of every member's buffer, on `root` (other members' buffers are unchanged).
   virtual void reduce(std::span<const int> group, int root, std::span<float> data);
@@ -55,9 +63,11 @@ class Communicator {
 
  private:
   void reduce_tagged(std::span<const int> group, int root, std::span<float> data, int64_t tag);
+  void ring_all_reduce(std::span<const int> group, std::span<float> data, int64_t tag);
+  void all_reduce_tagged(std::span<const int> group, std::span<float> data, int64_t tag);
   void broadcast_tagged(std::span<const int> group, int root, std::span<float> data, int64_t tag);
   int64_t collectives_ = 0;
-  std::vector<float> scratch_;  // reduce's receive buffer
+  std::vector<float> scratch_;  // receive buffer of reduce and the ring
 };
 
 }  // namespace pcgx::runtime

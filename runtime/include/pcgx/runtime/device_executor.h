@@ -43,7 +43,8 @@ class DeviceExecutor {
   // the optimizer: a weight's, or every copy of its stored layout.
   std::vector<std::pair<TensorRef, int64_t>> parameter_shards() const;
   // All-reduces the gradients of every stored layout's copies (each group
-  // of shards holding the same block), so every copy takes the same step.
+  // of shards holding the same block), bucket by bucket (the plan's), so
+  // every copy takes the same step.
   void synchronize_gradients();
 
   // This device's shards of a node output and of its gradient (empty
@@ -97,6 +98,7 @@ class DeviceExecutor {
   std::vector<std::map<Slot, Tensor<float>>> received_, move_buffers_, contributions_;
   std::vector<std::vector<NodeId>> sliced_from_;  // [source]: the layouts filled from it
   std::vector<int> group_scratch_;
+  std::vector<std::vector<float>> bucket_buffers_;  // per bucket of the plan
   // A buffer of `extent`, kept for (node, slot) across steps.
   Tensor<float>& block_buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
                               const std::vector<int64_t>& extent);

@@ -38,6 +38,22 @@ struct NodePlan {
   std::vector<std::vector<int>> owner;     // [output][shard] -> device
 };
 
+// Gradient synchronization of stored weight layouts in buckets (PyTorch
+// DDP's): blocks whose copies live on the same devices share a bucket up to
+// a size; each bucket is one all-reduce. Every device builds the same list.
+struct SyncPart {
+  TensorRef tensor;
+  std::vector<int64_t> shards;  // the copies of one block
+  int64_t floats = 0;           // of one copy
+};
+struct SyncBucket {
+  std::vector<int> devices;  // sorted
+  std::vector<SyncPart> parts;
+  int64_t floats = 0;
+};
+
+inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's bucket_cap_mb = 25
+
 struct ExecutionPlan {
   const Graph* graph = nullptr;
   int devices = 1;
@@ -46,6 +62,7 @@ struct ExecutionPlan {
   // Per Weight: the tensor holding its trained value (itself, or the end of
   // its stored layout, whose replica slot 0 gathers to it).
   std::vector<TensorRef> parameter;
+  std::vector<SyncBucket> buckets;
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }
@@ -55,7 +72,8 @@ struct ExecutionPlan {
 // Throws pcgx::Error when a task would run beyond the last device, naming
 // the operator and the devices the strategy needs, or when the graph holds
 // an operator the runtime cannot execute.
-ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices);
+// `bucket_bytes` caps the gradient buckets.
+ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
 
 // The devices a strategy needs: 1 + the highest device any task runs on.
 int devices_needed(const Graph& g, std::span<const MachineView> views);

@@ -34,7 +34,18 @@ struct TrainOptions {
   const BatchSource* data = nullptr;  // the batches (dataset.h); null: the synthetic teacher task
   int threads = 1;  // kernel threads of each device (pcgx/pcg/kernel_threads.h); results do not depend on it
   bool time_kernels = false;  // fill TrainResult::kernel_times (steps after the first)
+  double bucket_bytes = kDefaultBucketBytes;  // gradient buckets (execution_plan.h)
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
+};
+
+// Where one device's timed steps went (with TrainOptions::time_kernels,
+// summed over the timed steps): its kernels, sending and waiting for
+// messages, the optimizer; the rest of the step is running the nodes
+// (the executor's loops, zeroing, copies, a collective's sums).
+struct DeviceTime {
+  double step = 0, kernels = 0, messages = 0, update = 0;
+  int64_t sends = 0;  // messages sent
+  double other() const { return step - kernels - messages - update; }
 };
 
 struct TrainResult {
@@ -51,6 +62,8 @@ struct TrainResult {
   int64_t timed_steps = 0;
   // The optimizer's updates over the timed steps, summed over devices.
   double update_seconds = 0, update_bytes = 0;
+  // Per device (under MPI, rank 0 alone), with time_kernels.
+  std::vector<DeviceTime> device_times;
 };
 
 // Kernel threads per device that share this machine's cores among

@@ -8,8 +8,11 @@
 // with FLOPs and bytes from the operator's registry entry evaluated at shard
 // shapes, and per-operator efficiencies `e` kept in data/cost/efficiency.json
 // (not in code). Backward = e.backward x forward (2 for GEMM-like operators:
-// one GEMM for each input's gradient). A measured profile (`--profile`)
-// replaces both times for the (operator, shard shapes) it lists.
+// one GEMM for each input's gradient). A measured profile (pcg/profile.h,
+// `--profile`) replaces both times for the (operator, shard shapes) it
+// lists, its fitted device rates replace the machine's in the roofline of
+// the others, its fitted links replace the machine's link levels of the
+// same name, and its per-node overhead is charged once per node per step.
 //
 // Communication follows the placement (pcg/placement.h: tasks on their
 // views' devices, every other shard with its first reader), the same one
@@ -57,6 +60,7 @@
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/profile.h"
 #include "pcgx/search/collectives.h"
 
 namespace pcgx::search {
@@ -78,23 +82,6 @@ struct Efficiency {
 // data/cost/efficiency.json format (see that file); errors name the file and field.
 Efficiency efficiency_from_json(const std::string& text, const std::string& source);
 Efficiency load_efficiency(const std::string& path);
-
-// Measured task times ("pcgx.profile"):
-//   { "format_version": 1, "kind": "pcgx.profile", "device": "...",
-//     "entries": [ { "op": "Linear", "inputs": [[64, 1024], [1024, 1024]],
-//                    "forward": 1.2e-4, "backward": 2.5e-4 } ],
-//     "update": { "bytes_per_second": 2.1e9 } }
-// `inputs` are one task's input shard shapes; `update` (optional) is the
-// optimizer's measured rate in parameter bytes per second on one device.
-struct Profile {
-  std::string device;
-  std::map<std::string, std::pair<double, double>> times;  // profile_key -> (forward, backward)
-  double update_bytes_per_second = 0;                       // 0: not measured
-  bool empty() const { return times.empty(); }
-};
-std::string profile_key(const std::string& op, std::span<const std::vector<int64_t>> input_shapes);
-Profile profile_from_json(const std::string& text, const std::string& source);
-Profile load_profile(const std::string& path);
 
 // How gradients are synchronized.
 struct CommOptions {
@@ -151,6 +138,15 @@ class CostModel {
   // Moving a tensor's shards from start `from` to start `to` (shard i from
   // device from + i to to + i).
   double move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const;
+
+  // Compute nodes of `g` whose task shapes the profile lists, of all its
+  // compute nodes (the rest fall back to the roofline).
+  std::pair<int64_t, int64_t> profile_coverage(const Graph& g) const;
+  // What running a placed graph costs a step beyond kernels and messages,
+  // as calibrated (profile.h): per node, and per byte the busiest device
+  // holds (step_communication.h's held_bytes). Zero without a profile.
+  double step_overhead(const Placement& p) const;
+  const Profile& profile() const { return profile_; }
 
   // The same model on the first n devices of the machine.
   CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_); }

@@ -40,6 +40,9 @@ struct Estimate {
   std::string infeasible;    // why not, when not
   double time = std::numeric_limits<double>::infinity();  // seconds per iteration
   double compute = 0;        // on the critical path (optimizer update included)
+  double update = 0;         // of compute: the optimizer update
+  double overhead = 0;       // of compute: running the nodes beyond their kernels, as
+                             // calibrated (CostModel::step_overhead; 0 without a profile)
   double communication = 0;  // on the critical path: activations' collectives and the exposed
                              // part of the gradient synchronization
   double sync = 0;           // gradient synchronization, all buckets

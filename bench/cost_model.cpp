@@ -1,0 +1,143 @@
+// Is the cost model true on this CPU? In one run:
+//   1. `pcgx calibrate` (runner/calibrate.h) on N in-process devices with
+//      the 9 tiny zoo models: links, overhead, kernels, roofline;
+//   2. per tiny model and plan (data parallel, unity searched on the
+//      calibrated model, the expert's where one applies): the prediction
+//      of the calibrated cost model, then a timed training run of that
+//      plan; printed measured/predicted and the terms of both
+//      (runner/step_terms.h) for the busiest device.
+// Goal: every ratio within [0.8, 1.25]. The table in the README comes
+// from this program.
+//
+// Usage: bench_cost_model [--devices N] [--steps N] [--threads N]
+//                         [--model NAME]... [--profile-out FILE]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/profile.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runner/calibrate.h"
+#include "pcgx/runner/step_terms.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/search/unity_search.h"
+
+using namespace pcgx;
+
+namespace {
+
+const char* const kModels[] = {"mlp-tiny",        "xdl-tiny", "dlrm-tiny", "candle-uno-tiny",   "bert-large-tiny",
+                               "gpt-tiny",        "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"};
+
+struct Row {
+  std::string model, plan;
+  double median = 0, mean = 0;  // untimed run's step
+  runner::StepTerms terms;      // timed run's
+  int64_t covered = 0, total = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 2, threads = 1;
+  int64_t steps = 40;
+  std::vector<std::string> models;
+  std::string profile_out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--devices" && i + 1 < argc) devices = std::max(2, std::atoi(argv[++i]));
+    else if (a == "--steps" && i + 1 < argc) steps = std::max(3, std::atoi(argv[++i]));
+    else if (a == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--model" && i + 1 < argc) models.push_back(argv[++i]);
+    else if (a == "--profile-out" && i + 1 < argc) profile_out = argv[++i];
+    else {
+      std::printf("usage: bench_cost_model [--devices N] [--steps N] [--threads N] [--model NAME]... [--profile-out FILE]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  if (models.empty()) models.assign(std::begin(kModels), std::end(kModels));
+  const std::string ruleset = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json";
+
+  runner::CalibrationOptions co;
+  co.machine = search::find_machine("cpu-host");
+  co.devices = devices, co.threads = threads, co.models = models, co.ruleset = ruleset;
+  co.progress = [](const std::string& s) { std::fprintf(stderr, "  %s\n", s.c_str()); };
+  std::fprintf(stderr, "calibrating %d in-process devices\n", devices);
+  const runner::Calibration cal = runner::calibrate(co);
+  const Profile& prof = cal.profile;
+  if (!profile_out.empty()) {
+    std::FILE* f = std::fopen(profile_out.c_str(), "w");
+    if (f) std::fputs(profile_to_json(prof).c_str(), f), std::fclose(f);
+  }
+  std::printf("calibration on %d in-process devices, %d kernel thread%s each:\n", devices, threads, threads == 1 ? "" : "s");
+  for (const ProfileLink& l : prof.links)
+    std::printf("  link %s: latency %.2f us, bandwidth %.2f GB/s (residual %.0f%%)\n", l.name.c_str(), l.latency * 1e6, l.bandwidth / 1e9,
+                100 * l.residual);
+  std::printf("  overhead %.3f us per node + %.2f ns per KB held; %zu kernel shapes; roofline %.1f GFLOP/s, %.1f GB/s\n",
+              prof.node_overhead * 1e6, prof.byte_overhead * 1e12, prof.entries.size(), prof.peak_flops / 1e9, prof.memory_bandwidth / 1e9);
+
+  const Machine machine = co.machine.with_devices(devices);
+  const search::CostModel cost(machine, search::default_efficiency(), prof);
+  const search::MachineMapper mapper(cost);
+  const search::RuleLibrary rules(load_ruleset(ruleset));
+  std::vector<Row> rows;
+  for (const std::string& name : models) {
+    const Graph model = build_model(name);
+    std::vector<std::pair<std::string, Graph>> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
+    search::SearchOptions so;
+    so.budget = 6;
+    plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
+    for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
+      if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
+    for (const auto& [label, graph] : plans) {
+      const search::Strategy st = mapper.map(graph);
+      if (!st.estimate.feasible) {
+        std::fprintf(stderr, "  %s (%s): infeasible: %s\n", name.c_str(), label.c_str(), st.estimate.infeasible.c_str());
+        continue;
+      }
+      std::fprintf(stderr, "  training %s (%s)\n", name.c_str(), label.c_str());
+      // The step untimed; its terms from a second run, timed.
+      // Runs of at least ~0.2 s: a tiny model's 40 steps take under a
+      // millisecond, while the cores are still waking up.
+      runtime::TrainOptions t;
+      t.steps = std::clamp<int64_t>(static_cast<int64_t>(0.2 / st.estimate.time), steps, 20 * steps), t.batches = 1, t.threads = threads;
+      const runtime::TrainResult plain = runtime::train(st.graph, st.views, devices, t);
+      t.time_kernels = true;
+      const runtime::TrainResult timed = runtime::train(st.graph, st.views, devices, t);
+      double mean = 0;
+      for (size_t i = 1; i < plain.step_seconds.size(); ++i) mean += plain.step_seconds[i] / static_cast<double>(plain.step_seconds.size() - 1);
+      Row row{name, label, runner::median_step(plain), mean, runner::step_terms(st.estimate, timed), 0, 0};
+      std::tie(row.covered, row.total) = cost.profile_coverage(st.graph);
+      rows.push_back(std::move(row));
+    }
+  }
+
+  std::printf("\nmeasured (median step of %lld to %lld, as many as fit 0.2 s, the first left out; mean beside it) vs predicted\n"
+              "step time, ms; terms of the busiest device in a second, timed run (clock reads slow it a little): predicted/measured\n",
+              static_cast<long long>(steps), static_cast<long long>(20 * steps));
+  std::printf("%-18s %-14s %9s %9s %8s %6s   %-13s %-13s %-13s %-13s %s\n", "model", "plan", "predicted", "measured", "(mean)", "ratio",
+              "kernels", "update", "overhead", "messages", "profiled ops");
+  int within = 0;
+  double log_sum = 0, worst = 1;
+  for (const Row& r : rows) {
+    const double ratio = r.median / r.terms.predicted;
+    within += ratio >= 0.8 && ratio <= 1.25;
+    log_sum += std::log(ratio);
+    if (std::fabs(std::log(ratio)) > std::fabs(std::log(worst))) worst = ratio;
+    std::printf("%-18s %-14s %9.3f %9.3f %8.3f %6.2f", r.model.c_str(), r.plan.c_str(), r.terms.predicted * 1e3, r.median * 1e3, r.mean * 1e3,
+                ratio);
+    for (const runner::StepTerm& x : r.terms.terms) std::printf("   %5.3f/%-6.3f", x.predicted * 1e3, x.measured * 1e3);
+    std::printf("   %lld/%lld\n", static_cast<long long>(r.covered), static_cast<long long>(r.total));
+  }
+  if (!rows.empty())
+    std::printf("\n%d of %zu ratios within [0.8, 1.25] (goal: all); geometric mean %.2f, worst %.2f\n", within, rows.size(),
+                std::exp(log_sum / static_cast<double>(rows.size())), worst);
+  return 0;
+}

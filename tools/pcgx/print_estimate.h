@@ -1,0 +1,23 @@
+#pragma once
+// How `pcgx optimize` and `pcgx run` print a prediction: its terms, so
+// every predicted time reads as the sum it is (DESIGN.md "Search").
+#include <ostream>
+#include <string>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+
+namespace pcgx::cli {
+
+std::string ms(double seconds);  // "1.234 ms", or "infeasible"
+
+// "  compute ... communication ... gradient sync ... idle ... bytes", one
+// term a line, indented under a line naming the total.
+void print_terms(std::ostream& out, const search::Estimate& e);
+
+// With a profile: how many of g's compute operators it times, and the
+// count that fall back to the roofline. Nothing without one.
+void print_profile_coverage(std::ostream& out, const search::CostModel& cost, const Graph& g);
+
+}  // namespace pcgx::cli
