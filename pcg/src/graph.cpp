@@ -61,6 +61,26 @@ NodeId Graph::add(std::string_view op, Attributes attrs, std::vector<TensorRef> 
   return add(*def, std::move(attrs), std::move(inputs), std::move(name));
 }
 
+NodeId Graph::add_like(const Graph& src, NodeId id, std::vector<TensorRef> inputs) {
+  const Node& from = src.node(id);
+  bool same = inputs.size() == from.inputs.size();
+  for (size_t i = 0; i < inputs.size() && same; ++i) {
+    const TensorRef t = inputs[i];
+    same = t.node >= 0 && static_cast<size_t>(t.node) < nodes_.size() && t.output >= 0 &&
+           static_cast<size_t>(t.output) < nodes_[static_cast<size_t>(t.node)].outputs.size() && shape(t) == src.shape(from.inputs[i]);
+  }
+  if (!same) return add(*from.op, from.attrs, std::move(inputs), from.name);
+  Node n;
+  n.id = static_cast<NodeId>(nodes_.size());
+  n.op = from.op;
+  n.name = from.name;
+  n.attrs = from.attrs;
+  n.inputs = std::move(inputs);
+  n.outputs = from.outputs;
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
 NodeId Graph::add(const OpDef& op, Attributes attrs, std::vector<TensorRef> inputs, std::string name) {
   Node n;
   n.id = static_cast<NodeId>(nodes_.size());

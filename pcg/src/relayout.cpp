@@ -9,7 +9,6 @@ std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const std:
   if ((a.op->name != "Combine" && a.op->name != "Reduce") || readers.size() != 1) return std::nullopt;
   const Node& b = g.node(readers[0].first);
   if ((b.op->name != "Repartition" && b.op->name != "Replicate") || b.inputs.size() != 1) return std::nullopt;
-  if (b.attrs.get_int("degree") != a.attrs.get_int("degree")) return std::nullopt;
   return b.id;
 }
 
@@ -24,30 +23,71 @@ std::pair<int64_t, int64_t> relayout_factors(const Node& first, const Node& seco
           second.op->name == "Replicate" ? second.attrs.get_int("degree") : 1};
 }
 
+namespace {
+
+// Calls f(in_shard, out_shard, a, b) for every piece, with a and b the
+// input and output blocks' coordinates. Per output shard, only the input
+// blocks that overlap it are visited (their coordinates form a box), so the
+// work is the number of pieces, not the product of the shard counts
+// (192 x 192 at 192 devices).
+template <class F>
+void for_each_piece(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
+                    const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape, F&& f) {
+  const size_t rank = static_cast<size_t>(from.rank());
+  std::vector<int64_t> b, first(rank), last(rank), a(rank);
+  int64_t cb = 0;
+  for (int64_t j = 0; j < to.num_shards(); ++j) {
+    to.shard_coords(j, cb, b);
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t lo_b = b[d] * out_shape[d];
+      first[d] = lo_b / in_shape[d], last[d] = (lo_b + out_shape[d] - 1) / in_shape[d];
+    }
+    const int64_t slot0 = cb / copy * sum;
+    for (int64_t ca = slot0; ca < slot0 + sum && ca < from.replica; ++ca) {
+      a = first;
+      while (true) {
+        f(from.shard_index(ca, a), j, a, b);
+        size_t d = rank;  // the last dimension varies fastest: input shards in ascending order
+        while (d > 0 && a[d - 1] == last[d - 1]) a[d - 1] = first[d - 1], --d;
+        if (d == 0) break;
+        ++a[d - 1];
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Piece> relayout_pieces(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy) {
   std::vector<Piece> out;
   const size_t rank = static_cast<size_t>(from.rank());
   const auto in_shape = from.shard_shape(), out_shape = to.shard_shape();
-  std::vector<int64_t> a, b;
-  int64_t ca = 0, cb = 0;
-  for (int64_t j = 0; j < to.num_shards(); ++j) {
-    to.shard_coords(j, cb, b);
-    for (int64_t i = 0; i < from.num_shards(); ++i) {
-      from.shard_coords(i, ca, a);
-      if (ca / sum != cb / copy) continue;
-      Piece p{static_cast<int32_t>(i), static_cast<int32_t>(j), std::vector<int64_t>(rank), std::vector<int64_t>(rank),
-              std::vector<int64_t>(rank)};
-      bool overlap = true;
-      for (size_t d = 0; d < rank && overlap; ++d) {
-        const int64_t lo_a = a[d] * in_shape[d], lo_b = b[d] * out_shape[d];
-        const int64_t lo = std::max(lo_a, lo_b), hi = std::min(lo_a + in_shape[d], lo_b + out_shape[d]);
-        overlap = hi > lo;
-        p.in_offset[d] = lo - lo_a, p.out_offset[d] = lo - lo_b, p.extent[d] = hi - lo;
-      }
-      if (overlap) out.push_back(std::move(p));
+  for_each_piece(from, to, sum, copy, in_shape, out_shape, [&](int64_t i, int64_t j, const auto& a, const auto& b) {
+    Piece p{static_cast<int32_t>(i), static_cast<int32_t>(j), std::vector<int64_t>(rank), std::vector<int64_t>(rank),
+            std::vector<int64_t>(rank)};
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t lo_a = a[d] * in_shape[d], lo_b = b[d] * out_shape[d];
+      const int64_t lo = std::max(lo_a, lo_b), hi = std::min(lo_a + in_shape[d], lo_b + out_shape[d]);
+      p.in_offset[d] = lo - lo_a, p.out_offset[d] = lo - lo_b, p.extent[d] = hi - lo;
     }
-  }
+    out.push_back(std::move(p));
+  });
   return out;
+}
+
+void relayout_piece_sizes(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
+                          std::vector<PieceSize>& out) {
+  out.clear();
+  const size_t rank = static_cast<size_t>(from.rank());
+  const auto in_shape = from.shard_shape(), out_shape = to.shard_shape();
+  for_each_piece(from, to, sum, copy, in_shape, out_shape, [&](int64_t i, int64_t j, const auto& a, const auto& b) {
+    int64_t elements = 1;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t lo_a = a[d] * in_shape[d], lo_b = b[d] * out_shape[d];
+      elements *= std::min(lo_a + in_shape[d], lo_b + out_shape[d]) - std::max(lo_a, lo_b);
+    }
+    out.push_back({static_cast<int32_t>(i), static_cast<int32_t>(j), elements});
+  });
 }
 
 }  // namespace pcgx

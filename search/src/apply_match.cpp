@@ -99,7 +99,7 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
     const Node& n = g.node(id);
     std::vector<TensorRef> ins;
     for (const TensorRef& i : n.inputs) ins.push_back(ref(i));
-    const NodeId nid = out.add(*n.op, n.attrs, ins, n.name);
+    const NodeId nid = out.add_like(g, id, std::move(ins));
     for (size_t o = 0; o < n.outputs.size(); ++o) done[static_cast<size_t>(id)].push_back({nid, static_cast<int32_t>(o)});
     st = 2;
   };
@@ -152,7 +152,7 @@ std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer
         if (!(out.shape(t) == have)) return std::nullopt;
         ins[static_cast<size_t>(input)] = t;
       }
-      const NodeId id = out.add(*n.op, n.attrs, ins, n.name);
+      const NodeId id = out.add_like(g, n.id, std::move(ins));
       if (n.id == consumer) new_consumer = id;
       for (size_t o = 0; o < n.outputs.size(); ++o) map[static_cast<size_t>(n.id)].push_back({id, static_cast<int32_t>(o)});
     }

@@ -167,36 +167,40 @@ double collective_time(const Machine& m, Collective c, const GroupShape& g, doub
 double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
   const size_t levels = m.links.size();
   // Per level: bytes out of and into each group of the level below, and
-  // how many of its devices send or receive them.
-  struct Side {
-    double bytes = 0;
-    std::vector<int64_t> devices;
-  };
-  std::vector<std::map<int64_t, std::pair<Side, Side>>> load(levels);
+  // how many of its devices send or receive them. Groups and devices are
+  // indices below the highest device + 1, so flat arrays hold them (a
+  // layout change at 192 devices is 12,288 transfers, costed for every
+  // candidate of the search).
+  int64_t n = 0;
+  for (const Transfer& t : transfers) n = std::max({n, t.from + 1, t.to + 1});
+  if (n == 0) return 0.0;
+  const auto N = static_cast<size_t>(n);
+  std::vector<double> out_bytes(levels * N, 0.0), in_bytes(levels * N, 0.0);
+  std::vector<int64_t> out_devices(levels * N, 0), in_devices(levels * N, 0);
+  std::vector<char> sends(levels * N, 0), receives(levels * N, 0);  // [level][device]
   size_t top = 0;
   bool any = false;
   for (const Transfer& t : transfers) {
     if (t.from == t.to || t.bytes <= 0) continue;
     size_t l = 0;
     while (l + 1 < levels && group_of(m.links[l], t.from) != group_of(m.links[l], t.to)) ++l;
-    const int64_t from = l == 0 ? t.from : group_of(m.links[l - 1], t.from);
-    const int64_t to = l == 0 ? t.to : group_of(m.links[l - 1], t.to);
-    auto& out = load[l][from].first;
-    auto& in = load[l][to].second;
-    out.bytes += t.bytes, in.bytes += t.bytes;
-    if (std::find(out.devices.begin(), out.devices.end(), t.from) == out.devices.end()) out.devices.push_back(t.from);
-    if (std::find(in.devices.begin(), in.devices.end(), t.to) == in.devices.end()) in.devices.push_back(t.to);
+    const auto from = static_cast<size_t>(l == 0 ? t.from : group_of(m.links[l - 1], t.from));
+    const auto to = static_cast<size_t>(l == 0 ? t.to : group_of(m.links[l - 1], t.to));
+    out_bytes[l * N + from] += t.bytes, in_bytes[l * N + to] += t.bytes;
+    if (!sends[l * N + static_cast<size_t>(t.from)]) sends[l * N + static_cast<size_t>(t.from)] = 1, ++out_devices[l * N + from];
+    if (!receives[l * N + static_cast<size_t>(t.to)]) receives[l * N + static_cast<size_t>(t.to)] = 1, ++in_devices[l * N + to];
     top = std::max(top, l), any = true;
   }
   if (!any) return 0.0;
   double worst = 0;
   for (size_t l = 0; l < levels; ++l) {
     const LinkLevel& link = m.links[l];
-    auto time = [&](const Side& s) {
-      const int64_t links = l == 0 ? link.ports : std::min<int64_t>(link.ports, static_cast<int64_t>(s.devices.size()));
-      return s.bytes / (link.bandwidth * static_cast<double>(std::max<int64_t>(links, 1)));
+    auto time = [&](double bytes, int64_t devices) {
+      const int64_t links = l == 0 ? link.ports : std::min<int64_t>(link.ports, devices);
+      return bytes / (link.bandwidth * static_cast<double>(std::max<int64_t>(links, 1)));
     };
-    for (const auto& [group, sides] : load[l]) worst = std::max({worst, time(sides.first), time(sides.second)});
+    for (size_t g = 0; g < N; ++g)
+      worst = std::max({worst, time(out_bytes[l * N + g], out_devices[l * N + g]), time(in_bytes[l * N + g], in_devices[l * N + g])});
   }
   return m.links[top].latency + worst;
 }

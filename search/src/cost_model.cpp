@@ -208,11 +208,14 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   // the backward pass sends them the other way.
   const auto [sum, copy] = relayout_factors(a, b);
   const double element = static_cast<double>(byte_size(s_in.dtype)) / P;
+  std::vector<PieceSize> pieces;
+  relayout_piece_sizes(s_in, b.outputs[0], sum, copy, pieces);
   std::vector<Transfer> fwd, bwd;
-  for (const Piece& pc : relayout_pieces(s_in, b.outputs[0], sum, copy)) {
+  fwd.reserve(pieces.size()), bwd.reserve(pieces.size());
+  for (const PieceSize& pc : pieces) {
     const int64_t src = lo + p.owner(in, pc.in_shard), dst = lo + p.owner(out, pc.out_shard);
-    fwd.push_back({src, dst, static_cast<double>(pc.elements()) * element});
-    bwd.push_back({dst, src, static_cast<double>(pc.elements()) * element});
+    fwd.push_back({src, dst, static_cast<double>(pc.elements) * element});
+    bwd.push_back({dst, src, static_cast<double>(pc.elements) * element});
   }
   return Seconds{P * exchange_time(machine_, fwd), P * exchange_time(machine_, bwd)};
 }

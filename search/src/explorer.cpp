@@ -123,13 +123,27 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     int input;
     const Rule* rule;
     int64_t degree;
+    std::vector<const Rule*> followers;  // the rules that may match after it
   };
   std::vector<Intro> intros;
+  std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>> needs;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty()) continue;
-    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i)
-      for (const Rule* r : rules_.introducers())
-        for (int64_t d : degrees_) intros.push_back({n.id, i, r, d});
+    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
+      needs.clear();
+      for (const Rule* x : rules_.rooted_at(n.op))
+        if (auto need = root_needs(g, *x, n.id, i)) needs.emplace_back(x, *need);
+      if (needs.empty()) continue;
+      for (const Rule* r : rules_.introducers()) {
+        const TensorRef t = r->target.outputs()[0];
+        const std::pair<const OpDef*, int> made{r->target.node(t.node).op, t.output};
+        std::vector<const Rule*> followers;
+        for (const auto& [x, need] : needs)
+          if (!need.first || need == made) followers.push_back(x);
+        if (followers.empty()) continue;
+        for (int64_t d : degrees_) intros.push_back({n.id, i, r, d, followers});
+      }
+    }
   }
 
   std::mutex mu;
@@ -148,7 +162,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     }
     const Intro& in = intros[i - matches.size()];
     const OpDef* op = g.node(in.node).op;
-    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, rules_.rooted_at(op));
+    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, in.followers);
     if (!g1) return;
     for (const Match& m : g1->matches) {
       auto h = apply_match(g1->graph, m);
@@ -185,7 +199,10 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       for (Match& m : find_matches(g, *step.rule, consumers, o))
         if (m.degree == step.degree) places.emplace_back(&g, std::move(m));
     } else if (auto it = by_op.find(step.op); it != by_op.end()) {
+      const TensorRef t = step.intro->target.outputs()[0];
       for (NodeId n : it->second) {
+        const auto need = root_needs(g, *step.rule, n, step.input);
+        if (!need || (need->first && *need != std::make_pair(step.intro->target.node(t.node).op, t.output))) continue;
         auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1));
         if (!g1) continue;
         const Graph* at = &introduced.emplace_back(std::move(g1->graph));

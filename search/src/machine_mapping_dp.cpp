@@ -189,9 +189,10 @@ size_t MachineMapper::cache_size() const {
 double MachineMapper::time(const Graph& g) const {
   Problem p(g, cost_, impl_->cache, impl_->mu);
   if (p.tree.root < 0) return 0;
-  const Mapped m = solve_all(p, cost_.devices());
+  const Solved solved = solve_and_place(p, cost_.devices());
+  const Mapped& m = solved.m;
   if (m.dp.time == kInf) return kInf;
-  const auto mem = memory_per_device(g, m.views, cost_.devices());
+  const auto mem = memory_per_device(*solved.where);
   for (double x : mem)
     if (x > cost_.machine().device.memory_capacity) return kInf;
   return m.time();
@@ -220,7 +221,13 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.communication = m.dp.comm + m.sync.exposed;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
   e.once = m.dp.update + m.sync.exposed;
-  e.memory = memory_per_device(g, s.views, cost_.devices());
+  e.memory = memory_per_device(*solved.where);
+  std::vector<char> computes(static_cast<size_t>(cost_.devices()), 0);
+  for (const Node& n : g.nodes())
+    if (p.active[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs))
+      for (int64_t d : solved.where->task_devices(n.id))
+        if (d >= 0 && d < cost_.devices()) computes[static_cast<size_t>(d)] = 1;
+  e.devices_used = std::count(computes.begin(), computes.end(), 1);
   e.bytes = step_bytes(*solved.where, p.layouts, node_runs(*solved.where, p.layouts));
   const auto b = busy(p, *solved.where, m);
   e.idle = std::max(0.0, e.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));

@@ -6,16 +6,20 @@
 namespace pcgx::search {
 
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices, double activations) {
-  std::vector<double> mem(static_cast<size_t>(devices), 0.0);
-  const SourceLayouts layouts = source_layouts(g);
   std::vector<MachineView> placed(views);
   placed.resize(g.size());
-  const Placement p(g, placed, devices);
+  return memory_per_device(Placement(g, placed, devices), activations);
+}
+
+std::vector<double> memory_per_device(const Placement& p, double activations) {
+  const Graph& g = p.graph();
+  const int64_t devices = p.devices();
+  std::vector<double> mem(static_cast<size_t>(devices), 0.0);
+  const SourceLayouts layouts = source_layouts(g);
   auto add = [&](int64_t d, double bytes) {
     if (d >= 0 && d < devices) mem[static_cast<size_t>(d)] += bytes;
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
-  const auto consumers = g.consumers();
   for (const Node& n : g.nodes()) {
     if (n.op->op_class == OpClass::kSource || layouts.is_layout(g, n.id)) continue;
     if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) {

@@ -212,6 +212,34 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
   return out;
 }
 
+std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rule& rule, NodeId node, int input) {
+  static const std::vector<std::vector<std::pair<NodeId, int>>> no_consumers;
+  static const MatchOptions no_options;
+  for (const TensorRef& o : rule.source.outputs()) {
+    const Node& pn = rule.source.node(o.node);
+    if (pn.op->op_class == OpClass::kSource) continue;
+    const Node& gn = g.node(node);
+    if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size() ||
+        input < 0 || static_cast<size_t>(input) >= gn.inputs.size())
+      return std::nullopt;
+    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0};
+    if (!m.attrs_ok(pn, gn)) return std::nullopt;
+    std::pair<const OpDef*, int> need{nullptr, 0};
+    for (size_t j = 0; j < pn.inputs.size(); ++j) {
+      const TensorRef p = pn.inputs[j];
+      const Node& feeder = rule.source.node(p.node);
+      if (feeder.op->op_class == OpClass::kSource) continue;
+      if (static_cast<int>(j) == input) {
+        need = {feeder.op, p.output};
+        continue;
+      }
+      if (feeder.op != g.node(gn.inputs[j].node).op || p.output != gn.inputs[j].output) return std::nullopt;
+    }
+    return need;
+  }
+  return std::nullopt;
+}
+
 std::map<const OpDef*, std::vector<NodeId>> nodes_by_op(const Graph& g) {
   std::map<const OpDef*, std::vector<NodeId>> out;
   for (const Node& n : g.nodes()) out[n.op].push_back(n.id);

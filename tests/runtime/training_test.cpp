@@ -301,6 +301,34 @@ TEST(Runtime, StridedViewsTrainLikeOneDevice) {
   for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
 }
 
+// DLRM's expert plan with every table split by columns over 2 of the 4
+// devices that split the samples: each table's output changes layout
+// between degrees (Combine 2 then Repartition 4), which runs as the pieces
+// each pair of devices shares (pcg/relayout.h), and must train like one
+// device.
+TEST(Runtime, LayoutChangeBetweenDegreesTrainsLikeOneDevice) {
+  const Graph model = build_model("dlrm-tiny", {{"batch", 8}});
+  const CostModel cm(search::find_machine("dgx-h100").with_devices(4), search::default_efficiency());
+  const search::Strategy s = MachineMapper(cm).map(*search::expert(model, cm.machine(), 4, 2));
+  ASSERT_TRUE(s.estimate.feasible);
+  const ExecutionPlan plan = make_plan(s.graph, {s.views.begin(), s.views.end()}, 4);
+  int between = 0;
+  for (const Node& n : s.graph.nodes()) {
+    const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
+    if (np.run == NodePlan::Run::kPieces && n.attrs.get_int("degree") != s.graph.node(np.to).attrs.get_int("degree")) ++between;
+  }
+  std::printf("%d layout changes between degrees\n", between);
+  EXPECT_GT(between, 0) << "no layout change between degrees: the test would not exercise one";
+  TrainOptions o;
+  o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
+  const TrainResult one = train(model, {}, 1, o);
+  const TrainResult par = train(s.graph, {s.views.begin(), s.views.end()}, 4, o);
+  ASSERT_EQ(par.losses.size(), one.losses.size());
+  for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
+  for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
+  EXPECT_EQ(static_cast<double>(par.bytes_sent), 4 * step_bytes(s.graph, {s.views.begin(), s.views.end()}, 4));
+}
+
 // The bytes a step sends between devices are the plan's count
 // (pcg/step_communication.h), which the cost model reports: gradient
 // all-reduces, layout changes in one step, inputs received by tasks.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "pcgx/pcg/interpreter.h"
 #include "pcgx/pcg/zoo.h"
@@ -47,6 +48,59 @@ TEST(RankAdaptation, EveryAdaptedRuleHoldsByEvaluation) {
   }
   std::printf("%zu adapted rules checked\n", adapted);
   EXPECT_GT(adapted, shipped().rules.size());  // both directions
+}
+
+// The search builds an introduction (x => Combine(Repartition(x)) at one
+// input of an operator) only when root_needs lets some rule follow it:
+// every rule that matches there after the introduction passes root_needs.
+TEST(RootNeeds, NeverRefusesARuleThatMatchesAfterAnIntroduction) {
+  std::vector<const Rule*> intros;
+  std::map<const OpDef*, std::vector<const Rule*>> by_root;
+  for (const Rule& r : all_ranks()) {
+    if (r.source.size() == 1 && r.target.size() > 1) {
+      intros.push_back(&r);
+      continue;
+    }
+    for (const TensorRef& o : r.source.outputs())
+      if (r.source.node(o.node).op->op_class != OpClass::kSource) {
+        by_root[r.source.node(o.node).op].push_back(&r);
+        break;
+      }
+  }
+  ASSERT_FALSE(intros.empty());
+  size_t matched = 0, skipped = 0;
+  for (const char* model : {"mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "vgg-13-tiny"}) {
+    const Graph g = build_model(model);
+    for (const Node& n : g.nodes()) {
+      if (n.op->op_class != OpClass::kCompute || !by_root.count(n.op)) continue;
+      for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i)
+        for (const Rule* in : intros) {
+          NodeId at = -1;
+          const auto h = introduce(g, *in, n.id, i, 2, at);
+          if (!h) continue;
+          const TensorRef t = in->target.outputs()[0];
+          const std::pair<const OpDef*, int> made{in->target.node(t.node).op, t.output};
+          const std::map<const OpDef*, std::vector<NodeId>> only{{n.op, {at}}};
+          MatchOptions o;
+          o.by_op = &only;
+          o.free_degrees = {2};
+          const auto consumers = h->consumers();
+          for (const Rule* r : by_root.at(n.op)) {
+            const auto need = root_needs(g, *r, n.id, i);
+            const bool may = need && (!need->first || *need == made);
+            if (!find_matches(*h, *r, consumers, o).empty()) {
+              ++matched;
+              EXPECT_TRUE(may) << model << ": " << r->id << " after " << in->id << " at input " << i << " of " << describe(n);
+            } else if (!may) {
+              ++skipped;
+            }
+          }
+        }
+    }
+  }
+  std::printf("%zu matches after an introduction, %zu rules skipped without trying\n", matched, skipped);
+  EXPECT_GT(matched, 0u);
+  EXPECT_GT(skipped, 0u);
 }
 
 class EveryRuleAtEveryMatch : public ::testing::TestWithParam<std::string> {};

@@ -21,7 +21,7 @@ void print_terms(std::ostream& out, const search::Estimate& e) {
       << "  communication       " << ms(e.communication) << " exposed\n"
       << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", "
       << ms(e.sync_hidden) << " hidden behind the backward pass\n"
-      << "  idle (mean/device)  " << ms(e.idle) << "\n"
+      << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
       << "  between devices     " << human_bytes(e.bytes) << " per step\n";
 }
 

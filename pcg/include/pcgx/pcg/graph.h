@@ -45,6 +45,11 @@ class Graph {
              std::string name = "");
   NodeId add(const OpDef& op, Attributes attrs, std::vector<TensorRef> inputs,
              std::string name = "");
+  // Appends a copy of node `id` of `src` reading `inputs`. When they have
+  // the shapes its inputs have in `src`, the node was validated there and
+  // its output shapes are reused (rewriting a graph copies most of it, and
+  // inference was most of the copy's time); otherwise as add().
+  NodeId add_like(const Graph& src, NodeId id, std::vector<TensorRef> inputs);
 
   const Node& node(NodeId id) const { return nodes_.at(static_cast<size_t>(id)); }
   std::span<const Node> nodes() const { return nodes_; }

@@ -4,13 +4,14 @@
 // collective), shared by the runtime, which executes it, and the cost
 // model, which prices it and counts its bytes.
 //
-// A Combine or Reduce whose only reader is a Repartition or Replicate of
-// the same degree is such a change: Combine then Repartition is an
-// all-to-all, Combine then Replicate an all-gather, Reduce then
-// Repartition a reduce-scatter, Reduce then Replicate an all-reduce. It
-// runs as pieces: every block of an input shard that an output shard needs
-// goes straight to the output's device, and nothing of the intermediate
-// tensor exists.
+// A Combine or Reduce whose only reader is a Repartition or Replicate is
+// such a change: of the same degree over the same devices, Combine then
+// Repartition is an all-to-all, Combine then Replicate an all-gather,
+// Reduce then Repartition a reduce-scatter, Reduce then Replicate an
+// all-reduce; of other degrees (a table split by columns over 64 devices
+// read by 192 sample shards) it is a general exchange. It runs as pieces:
+// every block of an input shard that an output shard needs goes straight
+// to the output's device, and nothing of the intermediate tensor exists.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -40,6 +41,14 @@ struct Piece {
 // adds it.
 std::vector<Piece> relayout_pieces(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum = 1,
                                    int64_t copy = 1);
+// The same pieces' shards and sizes only (what pricing them needs), into
+// `out`, which is cleared first.
+struct PieceSize {
+  int32_t in_shard = 0, out_shard = 0;
+  int64_t elements = 0;
+};
+void relayout_piece_sizes(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
+                          std::vector<PieceSize>& out);
 // The replica factors of the layout change node `first` and its partner
 // `second` make: (sum, copy).
 std::pair<int64_t, int64_t> relayout_factors(const Node& first, const Node& second);

@@ -51,6 +51,7 @@ struct Estimate {
   double bytes = 0;          // sent between devices per step, as the runtime runs the plan
                              // (pcg/step_communication.h)
   double idle = 0;           // mean over devices of time not spent busy
+  int64_t devices_used = 0;  // devices that run at least one compute task
   double once = 0;           // of time: optimizer update and exposed gradient synchronization,
                              // paid once per iteration however many micro-batches
   double bubble = 0;         // of time: pipeline fill and drain (pipeline.h)
@@ -92,5 +93,7 @@ class MachineMapper {
 // the micro-batches in flight).
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       double activations = 1.0);
+// The same for a placement already made (its task tables are reused).
+std::vector<double> memory_per_device(const Placement& p, double activations = 1.0);
 
 }  // namespace pcgx::search

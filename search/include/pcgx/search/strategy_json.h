@@ -3,8 +3,9 @@
 //
 //   { "format_version": 1, "kind": "pcgx.strategy", "model": "bert-large",
 //     "machine": { ...machine JSON... }, "devices": 64, "search": "unity",
-//     "predicted": { "time": s, "compute": s, "communication": s, "idle": s,
-//                    "max_memory": bytes },
+//     "predicted": { "time": s, "compute": s, "overhead": s, "update": s,
+//                    "communication": s, "sync": s, "sync_hidden": s, "buckets": n,
+//                    "bytes": n, "idle": s, "devices_used": n, "max_memory": bytes },
 //     "applied": [ "rule ids" ],
 //     "graph": { ...pcgx.graph... },
 //     "views": [ { "node": 5, "start": 0, "stride": 1 },

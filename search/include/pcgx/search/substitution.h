@@ -66,6 +66,15 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
                                 const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
                                 const MatchOptions& options);
 
+// A necessary condition, cheap to test, for `rule` to match with its first
+// root at `node` once input `input` of `node` reads a new node (an
+// introducer's, see below): the root's operator and attributes, and the
+// operator feeding each other input. Nothing when it cannot; otherwise
+// what must feed `input`: an operator and its output, or (nullptr, 0) for
+// anything (a variable in the rule). The search skips the introductions
+// no rule can follow.
+std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rule& rule, NodeId node, int input);
+
 // Rules whose source is a bare tensor (x => Combine(Repartition(x))) match
 // everywhere; the search uses them only at one operator's input, as the
 // first half of a two-rule step. This rewrites input `input` of node
