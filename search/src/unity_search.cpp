@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <unordered_set>
@@ -163,6 +164,21 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
       if (auto e = tuned_expert(from, cx.mapper)) seeds.push_back({ex.simplify(*e), applied});
     } catch (const Error&) {
     }
+    // Data parallelism over fewer devices than the machine's: the mapping
+    // DP then runs parallel branches side by side, one group of devices
+    // each (branch parallelism across groups, data parallelism inside).
+    // The fastest such degree is the seed.
+    std::optional<Graph> grouped;
+    double grouped_time = kInf;
+    for (int64_t d : cx.degrees) {
+      if (d >= cx.mapper.cost().devices()) continue;
+      try {
+        Graph dp = data_parallel(from, d);
+        if (const double t = cx.mapper.time(dp); t < grouped_time) grouped = std::move(dp), grouped_time = t;
+      } catch (const Error&) {
+      }
+    }
+    if (grouped) seeds.push_back({ex.simplify(std::move(*grouped)), applied});
   };
   add_baselines(g, {});
   if (algebraic && cx.algebraic && cx.algebraic->size() > 0) {

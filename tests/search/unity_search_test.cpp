@@ -40,6 +40,9 @@ TEST_P(UnitySearch, PreservesValuesAndBeatsTheBaselines) {
     const SearchResult base = optimize(g, library(), mapper, ob);
     EXPECT_LE(r.strategy.estimate.time, base.strategy.estimate.time * (1 + 1e-9)) << b;
   }
+  // Data parallelism over a group of fewer devices (parallel branches side
+  // by side, one group each) is a seed of the search too.
+  for (int64_t d : {2, 1}) EXPECT_LE(r.strategy.estimate.time, mapper.time(data_parallel(g, d)) * (1 + 1e-9)) << "data parallel on " << d;
   // Round trip through the strategy file.
   StrategyFile f{g.name(), cm.machine(), 4, "unity", r.applied, r.strategy};
   const StrategyFile back = strategy_from_json(strategy_to_json(f), "s.json");
@@ -52,7 +55,7 @@ TEST_P(UnitySearch, PreservesValuesAndBeatsTheBaselines) {
   EXPECT_NEAR(mapper.map(back.strategy.graph).estimate.time, r.strategy.estimate.time, 1e-12);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, UnitySearch, ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny"),
+INSTANTIATE_TEST_SUITE_P(Tiny, UnitySearch, ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny"),
                          [](const auto& p) {
                            std::string s = p.param;
                            for (char& c : s)

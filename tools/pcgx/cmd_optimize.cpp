@@ -32,7 +32,7 @@ void add_optimize_command(CLI::App& app) {
                      out, dot, profile, efficiency;
   static std::vector<std::string> sets;
   static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0;
-  static double alpha = 1.05;
+  static double alpha = 1.05, bucket_mb = 25;
   static bool quiet = false, per_device_batch = true, pipeline = false;
   cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
@@ -48,6 +48,8 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--limit", exhaustive_limit, "exhaustive search: give up above this many candidate PCGs")->capture_default_str();
   cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
+  cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
+      ->capture_default_str();
   cmd->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
   cmd->add_flag("!--global-batch", per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
@@ -64,6 +66,7 @@ void add_optimize_command(CLI::App& app) {
     if (budget < 1) throw Error("--budget: must be at least 1");
     if (alpha < 1) throw Error("--alpha: must be at least 1");
     if (split < 2) throw Error("--split: must be at least 2");
+    if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
     if (max_nodes < 0) throw Error("--max-nodes: must not be negative");
     if (exhaustive_limit < 1) throw Error("--limit: must be at least 1");
     if (!pipeline && (stages != 0 || micro_batches != 0)) throw Error("--stages and --micro-batches need --pipeline");
@@ -81,7 +84,9 @@ void add_optimize_command(CLI::App& app) {
     const search::Efficiency eff = efficiency.empty() ? search::default_efficiency() : search::load_efficiency(efficiency);
     Profile prof;
     if (!profile.empty()) prof = load_profile(profile);
-    const search::CostModel cm(m, eff, prof);
+    search::CommOptions comm;
+    comm.bucket_bytes = bucket_mb * 1024 * 1024;
+    const search::CostModel cm(m, eff, prof, comm);
     const search::MachineMapper mapper(cm);
 
     const bool needs_rules = algorithm == "unity" || algorithm == "sequential" || algorithm == "exhaustive";

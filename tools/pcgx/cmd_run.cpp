@@ -77,7 +77,7 @@ void add_run_command(CLI::App& app) {
                      search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data, profile_out, profile_in;
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
-  static double lr = 0.01, momentum = 0.9;
+  static double lr = 0.01, momentum = 0.9, bucket_mb = 25;
   static bool optimize = false, breakdown = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
@@ -101,6 +101,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--ruleset", ruleset_path, "ruleset for --optimize")->capture_default_str();
   cmd->add_option("--search", search_kind, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
   cmd->add_option("--budget", budget, "search budget for --optimize")->capture_default_str();
+  cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB, all-reduced as they fill (PyTorch DDP's bucket_cap_mb)")
+      ->capture_default_str();
   cmd->add_option("--set", sets, "override a size parameter of a zoo model: key=value (repeatable)");
   cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
@@ -118,14 +120,14 @@ void add_run_command(CLI::App& app) {
     if (backend == "mpi") world = std::make_unique<runtime::MpiWorld>();
     const bool rank0 = !world || world->rank() == 0;
     QuietRank quiet(!rank0);
+    bool training = false;  // past this point an error on one rank must end them all
+    try {
     if (world) {
       if (devices != 0 && devices != world->size())
         throw Error("--devices: " + std::to_string(devices) + " given, but there are " + std::to_string(world->size()) +
                     " MPI ranks (one device per rank: use mpirun -np " + std::to_string(devices) + ")");
       devices = world->size();
     }
-    bool training = false;  // past this point an error on one rank must end them all
-    try {
     if (steps < 1) throw Error("--steps: must be at least 1");
     if (devices < 0) throw Error("--devices: must be positive");
     if (batches < 1) throw Error("--batches: must be at least 1");
@@ -135,6 +137,8 @@ void add_run_command(CLI::App& app) {
     o.steps = steps, o.seed = static_cast<uint64_t>(seed), o.batches = batches;
     o.optimizer.kind = optimizer, o.optimizer.lr = lr, o.optimizer.momentum = momentum;
     runtime::validate(o.optimizer);
+    if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
+    o.bucket_bytes = bucket_mb * 1024 * 1024;
 
     runtime::RunSummary s;
     Graph graph;
@@ -172,8 +176,10 @@ void add_run_command(CLI::App& app) {
                   machine.name + " (choose another --machine)");
     std::unique_ptr<runtime::NpyDataset> dataset;  // read before any search, so a bad file fails fast
     if (!data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, data)).get();
+    search::CommOptions comm;
+    comm.bucket_bytes = o.bucket_bytes;
     cost = std::make_unique<search::CostModel>(machine.with_devices(devices), search::default_efficiency(),
-                                               profile_in.empty() ? Profile{} : load_profile(profile_in));
+                                               profile_in.empty() ? Profile{} : load_profile(profile_in), comm);
     mapper = std::make_unique<search::MachineMapper>(*cost);
     if (optimize) {
       // Under MPI rank 0 searches and sends the strategy (or its error) to
@@ -279,6 +285,15 @@ void add_run_command(CLI::App& app) {
         quiet.restore();
         std::cerr << "error: rank " << world->rank() << ": " << e.what() << "\n";
         world->abort(2);
+      }
+      if (world) {
+        // Before training every rank fails alike (arguments, files, the
+        // search's broadcast result). mpirun ends the job at the first
+        // non-zero exit and may drop what a rank prints after that, so
+        // rank 0 says why before any rank can leave (the sum is collective).
+        if (rank0) std::cerr << "error: " << e.what() << std::endl;
+        world->sum(0);
+        throw CLI::RuntimeError(2);
       }
       throw;
     }
