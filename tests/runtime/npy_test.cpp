@@ -88,6 +88,48 @@ TEST(Npy, MalformedFilesNameTheField) {
   EXPECT_NE(error_of([&] { read_npy((dir() / "absent.npy").string()); }).find("absent.npy"), std::string::npos);
 }
 
+// Headers made to break a reader: each is an error naming the file and
+// the field, never a crash or a huge allocation (issue 17's reproducers).
+TEST(Npy, HostileHeadersAreErrors) {
+  const std::string p = (dir() / "hostile.npy").string();
+  auto says = [&](const std::string& field_and_why) {
+    const std::string e = error_of([&] { read_npy(p); });
+    EXPECT_NE(e.find(p + ": " + field_and_why), std::string::npos) << e;
+  };
+  // A 40 KB header (std::regex recursed per character here).
+  {
+    std::string header = "{'descr': '<f4', 'comment': '" + std::string(40000, 'x') + "', 'fortran_order': False, 'shape': (2,), }\n";
+    std::string out = "\x93NUMPY";
+    out += '\x02', out += '\0';
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+    std::ofstream(p, std::ios::binary) << out + header + raw<float>({1, 2});
+    EXPECT_EQ(read_npy(p).data, (std::vector<float>{1, 2}));
+  }
+  // Element counts that overflow, or that the file cannot hold: refused
+  // before anything is allocated.
+  write_raw(p, 1, "<f4", "(1152921504606846976, 16)", raw<float>({1, 2}));
+  says("shape: the element count overflows");
+  write_raw(p, 1, "<f4", "(20000000, 16)", raw<float>({1, 2}));
+  says("data: 8 bytes of data, the shape needs 1280000000");
+  write_raw(p, 1, "<f4", "(99999999999999999999, 16)", raw<float>({1, 2}));
+  says("shape: a dimension is too large");
+  write_raw(p, 1, "<f4", "(16, -16)", raw<float>({1, 2}));
+  says("shape: a negative dimension");
+  write_raw(p, 1, "<f4", "(2; 2)", raw<float>({1, 2}));
+  says("shape: expected ',' or ')'");
+  write_raw(p, 1, "<f4", "[2]", raw<float>({1, 2}));
+  says("shape: expected '('");
+  write_raw(p, 1, "<f4", "(2,)", raw<float>({1, 2}), "Maybe");
+  says("fortran_order: expected True or False");
+  std::ofstream(p, std::ios::binary) << std::string("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}", 26);
+  says("fortran_order: missing");
+  // Empty and scalar shapes are fine.
+  write_raw(p, 1, "<f4", "(0, 3)", "");
+  EXPECT_EQ(read_npy(p).shape, (std::vector<int64_t>{0, 3}));
+  write_raw(p, 1, "<f4", "()", raw<float>({7}));
+  EXPECT_EQ(read_npy(p).data, (std::vector<float>{7}));
+}
+
 // mlp-tiny (x [8, 16], target [8, 16]) on 16 samples: two batches, cycled.
 TEST(NpyDataset, TrainsOnFilesAndCyclesThem) {
   const Graph g = build_model("mlp-tiny");
