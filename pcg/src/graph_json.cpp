@@ -79,6 +79,9 @@ json graph_to_value(const Graph& g) {
   return root;
 }
 
+json parse_json_document(const std::string& text, const std::string& source) { return json_fields::Reader(source).parse(text); }
+std::string json_message(const json::exception& e) { return json_fields::without_prefix(e); }
+
 Graph graph_from_value(const json& root, const std::string& source, const std::string& prefix) {
   const Reader r(source, prefix);
   r.expect_object(root, "");

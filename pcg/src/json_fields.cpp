@@ -5,12 +5,16 @@ namespace pcgx::json_fields {
 json Reader::parse(const std::string& text) const {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // nlohmann prefixes "[json.exception.parse_error.101] parse error at ...".
-    const auto pos = what.find("] ");
-    fail("", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+  } catch (const json::exception& e) {
+    fail("", "malformed JSON: " + without_prefix(e));
   }
+}
+
+std::string without_prefix(const json::exception& e) {
+  // nlohmann prefixes "[json.exception.parse_error.101] parse error at ...".
+  const std::string what = e.what();
+  const auto pos = what.find("] ");
+  return pos == std::string::npos ? what : what.substr(pos + 2);
 }
 
 const json& Reader::field(const json& obj, const std::string& key, const std::string& path) const {

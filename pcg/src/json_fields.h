@@ -10,6 +10,9 @@ namespace pcgx::json_fields {
 
 using nlohmann::json;
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string without_prefix(const json::exception& e);
+
 class Reader {
  public:
   // `prefix` is prepended to every field path (a graph inside a ruleset).

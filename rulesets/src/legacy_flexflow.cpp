@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json_value.h"
 
 namespace pcgx {
 
@@ -122,12 +123,7 @@ Graph build_side(const json& ops, const std::vector<std::pair<int, int>>& output
 }  // namespace
 
 LegacyImport import_flexflow(const std::string& text, const std::string& source, LegacyDims dims, int64_t size) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FileError(source, "", std::string("malformed JSON: ") + e.what());
-  }
+  const json root = parse_json_document(text, source);
   if (!root.is_object() || !root.contains("rule") || !root["rule"].is_array())
     throw FileError(source, "rule", "expected a RuleCollection with a \"rule\" array");
   LegacyImport out;

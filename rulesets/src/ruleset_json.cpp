@@ -79,14 +79,7 @@ std::string ruleset_to_json(const Ruleset& r) {
 }
 
 Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const auto pos = what.find("] ");
-    fail(source, "", "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
-  }
+  const json root = parse_json_document(text, source);
   if (!root.is_object()) fail(source, "", "must be an object");
   const json& version = field(root, "format_version", source, "");
   if (!version.is_number_integer()) fail(source, "format_version", "must be an integer");

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json_value.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/search/cost_model.h"
 
@@ -20,12 +21,7 @@ double number(const json& v, const std::string& source, const std::string& field
 }
 
 json parse(const std::string& text, const std::string& source, const std::string& kind) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FileError(source, "", std::string("malformed JSON: ") + e.what());
-  }
+  const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   if (!j.contains("kind") || j["kind"] != kind) throw FileError(source, "kind", "expected \"" + kind + "\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");

@@ -40,13 +40,21 @@ std::string strategy_to_json(const StrategyFile& s) {
   return j.dump(1) + "\n";
 }
 
+namespace {
+StrategyFile strategy_from_value(const json& j, const std::string& source);
+}  // namespace
+
 StrategyFile strategy_from_json(const std::string& text, const std::string& source) {
-  json j;
+  const json j = parse_json_document(text, source);
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FileError(source, "", std::string("malformed JSON: ") + e.what());
+    return strategy_from_value(j, source);
+  } catch (const json::exception& e) {  // a field of another JSON type than it should be
+    throw FileError(source, "", json_message(e));
   }
+}
+
+namespace {
+StrategyFile strategy_from_value(const json& j, const std::string& source) {
   if (!j.is_object() || j.value("kind", "") != "pcgx.strategy") throw FileError(source, "kind", "expected \"pcgx.strategy\"");
   if (j.value("format_version", 0) != 1) throw FileError(source, "format_version", "expected 1");
   StrategyFile s;
@@ -108,6 +116,7 @@ StrategyFile strategy_from_json(const std::string& text, const std::string& sour
   }
   return s;
 }
+}  // namespace
 
 StrategyFile load_strategy(const std::string& path) { return strategy_from_json(read_text_file(path), path); }
 void save_strategy(const StrategyFile& s, const std::string& path) { write_text_file_atomic(path, strategy_to_json(s)); }

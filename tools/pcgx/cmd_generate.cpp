@@ -41,6 +41,7 @@ void add_generate_command(CLI::App& app) {
     c.degrees = parse_degrees(degrees);
     c.ndims = ndims > 0 ? ndims : c.opset.default_ndims;
     if (threads < 0) throw Error("--threads " + std::to_string(threads) + ": must not be negative");
+    if (threads > 1024) throw Error("--threads " + std::to_string(threads) + ": at most 1024");
     c.threads = threads;
     c.seed = seed;
     gen::GenerateReport rep;

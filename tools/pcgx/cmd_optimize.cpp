@@ -64,7 +64,7 @@ void add_optimize_command(CLI::App& app) {
       throw Error("--devices: " + std::to_string(devices) + " is not in 1.." + std::to_string(m.num_devices()) + " for machine " + m.name);
     if (devices > 0) m = m.with_devices(devices);
     if (budget < 1) throw Error("--budget: must be at least 1");
-    if (alpha < 1) throw Error("--alpha: must be at least 1");
+    if (!(alpha >= 1) || !std::isfinite(alpha)) throw Error("--alpha: must be a number of at least 1");
     if (split < 2) throw Error("--split: must be at least 2");
     if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
     if (max_nodes < 0) throw Error("--max-nodes: must not be negative");

@@ -129,6 +129,7 @@ void add_run_command(CLI::App& app) {
       devices = world->size();
     }
     if (steps < 1) throw Error("--steps: must be at least 1");
+    if (budget < 1) throw Error("--budget: must be at least 1");
     if (devices < 0) throw Error("--devices: must be positive");
     if (batches < 1) throw Error("--batches: must be at least 1");
     if (batch < 0) throw Error("--batch: must be positive");

@@ -1,0 +1,99 @@
+// Issue 17's reproducers that are fixed, fed through the pcgx binary: each
+// is exit code 2 with one `error:` line naming the file (and field), never
+// a crash.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_pcgx.h"
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pcgx::testing::run;
+
+fs::path dir() {
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_reproducers_test");
+  return d;
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  const fs::path p = dir() / name;
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+void expect_error(const std::string& args, const std::string& starts) {
+  const auto r = run(args);
+  EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+  EXPECT_EQ(r.out.rfind(starts, 0), 0u) << args << ": " << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << ": more than one line: " << r.out;
+}
+
+// mlp-tiny exported, with its first Input's shape replaced.
+std::string graph_with_input_shape(const std::string& name, const std::string& shape) {
+  const std::string exported = (dir() / "mlp.json").string();
+  EXPECT_EQ(run("export mlp-tiny -o " + exported).code, 0);
+  std::ifstream in(exported);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The text is edited (a number like 1e400 has no JSON value to write).
+  const auto key = text.find("\"shape\"");
+  const auto open = text.find('[', key), close = text.find(']', key);
+  EXPECT_TRUE(key != std::string::npos && open < close && close != std::string::npos) << text;
+  return write(name, text.replace(open, close - open + 1, shape));
+}
+
+TEST(BadInput, ElementCountsThatWrapAreRefused) {
+  const std::string g = graph_with_input_shape("wrap.json", "[4611686018427387905, 4]");
+  expect_error("info " + g, "error: " + g + ": nodes[0]: ");
+  expect_error("run " + g + " --steps 1", "error: " + g + ": nodes[0]: ");
+}
+
+TEST(BadInput, NumbersOutOfRangeNameTheFile) {
+  const std::string g = graph_with_input_shape("big_number.json", "[8, 1e400]");
+  expect_error("info " + g, "error: " + g + ": malformed JSON: number overflow");
+}
+
+TEST(BadInput, AStrategyFieldOfTheWrongTypeNamesTheFile) {
+  const std::string s = (dir() / "s.json").string();
+  ASSERT_EQ(run("optimize mlp-tiny --machine cpu-host --devices 2 -q -o " + s).code, 0);
+  std::ifstream in(s);
+  auto j = nlohmann::json::parse(in);
+  j["predicted"]["time"] = "fast";
+  const std::string bad = write("s_bad.json", j.dump());
+  expect_error("run " + bad + " --steps 1", "error: " + bad + ": ");
+}
+
+TEST(BadInput, FlagsOutOfRange) {
+  const std::string out = (dir() / "never.json").string();
+  expect_error("generate --threads 65537 -o " + out, "error: --threads 65537: ");
+  expect_error("optimize mlp-tiny --machine cpu-host --alpha nan -o " + out, "error: --alpha: ");
+  expect_error("run mlp-tiny --optimize --budget -1 --steps 1", "error: --budget: ");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// A .npy whose header is 40 KB (std::regex recursed per character) and one
+// whose shape's element count wraps.
+TEST(BadInput, HostileNpyHeaders) {
+  const fs::path data = dir() / "npy";
+  fs::create_directories(data);
+  auto npy = [&](const std::string& name, const std::string& shape, size_t data_bytes) {
+    const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }\n";
+    std::string out = "\x93NUMPY";
+    out += '\x02', out += '\0';
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+    std::ofstream(data / name, std::ios::binary) << out + header + std::string(data_bytes, '\0');
+  };
+  npy("x.npy", "(" + std::string(40000, '1') + ", 16)", 64);
+  npy("target.npy", "(8, 16)", 8 * 16 * 4);
+  const std::string x = (data / "x.npy").string();
+  expect_error("run mlp-tiny --steps 1 --data " + data.string(), "error: " + x + ": shape: ");
+  npy("x.npy", "(1152921504606846976, 16)", 64);
+  expect_error("run mlp-tiny --steps 1 --data " + data.string(), "error: " + x + ": shape: the element count overflows");
+}
+
+}  // namespace
