@@ -73,6 +73,12 @@ TEST(BadInput, FlagsOutOfRange) {
   expect_error("generate --threads 65537 -o " + out, "error: --threads 65537: ");
   expect_error("optimize mlp-tiny --machine cpu-host --alpha nan -o " + out, "error: --alpha: ");
   expect_error("run mlp-tiny --optimize --budget -1 --steps 1", "error: --budget: ");
+  // 0 used to mean "the default" silently.
+  expect_error("run mlp-tiny --devices 0 --steps 1", "error: --devices: must be a positive integer, got '0'");
+  expect_error("run mlp-tiny --batch 0 --steps 1", "error: --batch: must be a positive integer, got '0'");
+  expect_error("optimize mlp-tiny --machine cpu-host --devices 0 -o " + out, "error: --devices: must be a positive integer");
+  expect_error("optimize mlp-tiny --machine cpu-host --pipeline --stages 0 -o " + out, "error: --stages: must be a positive integer");
+  expect_error("generate --ndims 0 -o " + out, "error: --ndims: must be a positive integer");
   EXPECT_FALSE(fs::exists(out));
 }
 

@@ -82,4 +82,19 @@ std::string with_commas(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        return used == value.size() && v > 0 ? "" : "must be a positive integer, got '" + value + "'";
+      },
+      "POSITIVE");
+}
+
 }  // namespace pcgx::cli

@@ -30,7 +30,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--ops", ops, "explicit operators instead of --opset, e.g. 'Linear(activation=none|relu),Relu,Repartition'");
   cmd->add_option("--max-ops", max_ops, "operators per graph (0-4)")->capture_default_str();
   cmd->add_option("--degrees", degrees, "parallel degrees, comma-separated")->capture_default_str();
-  cmd->add_option("--ndims", ndims, "rank of the activation tensors (default: the opset's, 3; conv 4)");
+  cmd->add_option("--ndims", ndims, "rank of the activation tensors (default: the opset's, 3; conv 4)")->check(positive());
   cmd->add_option("--threads", threads, "worker threads (default: every core); the output does not depend on it");
   cmd->add_option("--seed", seed, "seed of the fingerprint inputs")->capture_default_str();
   cmd->add_option("-o,--output", out, "candidates file to write")->required();

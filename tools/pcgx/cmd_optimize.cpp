@@ -36,7 +36,7 @@ void add_optimize_command(CLI::App& app) {
   static bool quiet = false, per_device_batch = true, pipeline = false;
   cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
-  cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all");
+  cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all")->check(positive());
   cmd->add_option("--ruleset", ruleset_path, "ruleset to apply")->capture_default_str();
   cmd->add_option("--search", algorithm, "unity, data-parallel, expert, sequential or exhaustive")->capture_default_str();
   cmd->add_option("-o,--output", out, "strategy file to write (optimized PCG + machine mapping)")->required();
@@ -55,8 +55,9 @@ void add_optimize_command(CLI::App& app) {
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   cmd->add_flag("--pipeline", pipeline,
                 "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
-  cmd->add_option("--stages", stages, "pipeline stages (default: the best of 2, 4, 8)");
-  cmd->add_option("--micro-batches", micro_batches, "micro-batches per iteration (default: the best of 1, 2, 4, 8 x stages)");
+  cmd->add_option("--stages", stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
+  cmd->add_option("--micro-batches", micro_batches, "micro-batches per iteration (default: the best of 1, 2, 4, 8 x stages)")
+      ->check(positive());
   cmd->add_flag("-q,--quiet", quiet, "no per-operator table");
   cmd->callback([] {
     Machine m = search::find_machine(machine_name);

@@ -81,7 +81,7 @@ void add_run_command(CLI::App& app) {
   static bool optimize = false, breakdown = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
-  cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)");
+  cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)")->check(positive());
   cmd->add_option("--backend", backend,
                   "cpu (virtual devices, one thread each, in this process) or mpi (one device per rank of mpirun -np N); "
                   "auto: mpi when started by mpirun, else cpu")
@@ -90,7 +90,7 @@ void add_run_command(CLI::App& app) {
                   "kernel threads per device (0, the default: this machine's cores divided among the devices on it); "
                   "results do not depend on it");
   cmd->add_option("--steps", steps, "training steps")->capture_default_str();
-  cmd->add_option("--batch", batch, "global batch size of a zoo model (default: the model's)");
+  cmd->add_option("--batch", batch, "global batch size of a zoo model (default: the model's)")->check(positive());
   cmd->add_option("--lr", lr, "learning rate")->capture_default_str();
   cmd->add_option("--optimizer", optimizer, "sgd (with --momentum) or adam")->capture_default_str();
   cmd->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
