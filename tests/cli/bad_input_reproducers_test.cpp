@@ -82,6 +82,21 @@ TEST(BadInput, FlagsOutOfRange) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// Outputs go to regular files only: a directory or a device is an error
+// naming it (as root, --plot /dev/null replaced the device with a file),
+// and "-" is standard output.
+TEST(BadInput, OutputsAreRegularFilesOrStandardOutput) {
+  const fs::path d = dir() / "a_directory";
+  fs::create_directories(d);
+  expect_error("export mlp-tiny -o " + d.string(), "error: " + d.string() + ": is a directory, not a file");
+  EXPECT_TRUE(fs::is_directory(d));
+  expect_error("export mlp-tiny -o /dev/null", "error: /dev/null: is not a regular file");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  const auto r = run("export mlp-tiny -o -");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"kind\": \"pcgx.graph\""), std::string::npos) << r.out;
+}
+
 // A .npy whose header is 40 KB (std::regex recursed per character) and one
 // whose shape's element count wraps.
 TEST(BadInput, HostileNpyHeaders) {

@@ -74,7 +74,9 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   ASSERT_EQ(c.links.size(), 1u);
   EXPECT_EQ(c.links[0].level, "shared-memory");
   EXPECT_EQ(c.links[0].messages.size(), 6u);
-  EXPECT_GT(c.profile.links[0].latency, 0);
+  // Latency is kept non-negative by the fit and may come out zero when the
+  // machine is busy (in-process messages cost well under a microsecond).
+  EXPECT_GE(c.profile.links[0].latency, 0);
   EXPECT_GT(c.profile.links[0].bandwidth, 0);
   EXPECT_FALSE(c.all_reduces.empty());
   for (const auto& x : c.all_reduces) EXPECT_GT(x.measured, 0);
@@ -82,8 +84,12 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   ASSERT_EQ(c.overhead_samples.size(), 8u + static_cast<size_t>(c.runs));
   EXPECT_GT(c.overhead_samples[7].bytes, c.overhead_samples[0].bytes);  // wider and longer chains hold more
   EXPECT_GT(c.overhead_samples[7].nodes, c.overhead_samples[0].nodes);
-  EXPECT_GT(c.profile.node_overhead, 0);
+  // Costs per unit, never negative; on a loaded machine one slope may fit
+  // as zero (fit_plane keeps them non-negative), not both: longer chains
+  // of wider tensors take longer.
+  EXPECT_GE(c.profile.node_overhead, 0);
   EXPECT_GE(c.profile.byte_overhead, 0);
+  EXPECT_TRUE(c.profile.node_overhead > 0 || c.profile.byte_overhead > 0);
   EXPECT_GE(c.runs, 1);
   EXPECT_FALSE(c.profile.entries.empty());
   EXPECT_GT(c.profile.update_bytes_per_second, 0);

@@ -28,7 +28,10 @@ void save_graph(const Graph& g, const std::string& path);  // atomic
 
 // Reads a whole file; throws FileError when it cannot be read.
 std::string read_text_file(const std::string& path);
-// Writes a file atomically (temporary file, then rename).
+// Writes a file atomically (temporary file, then rename), so a failed
+// command leaves no partial file. "-" is standard output. Refuses to
+// replace anything but a regular file (a directory, device, pipe or
+// symbolic link at `path` is an error naming it).
 void write_text_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace pcgx
