@@ -21,35 +21,66 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-void write_text_file_atomic(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text << std::flush;
-    if (!std::cout) throw FileError("-", "", "cannot write to standard output");
-    return;
-  }
-  // The rename below replaces whatever `path` names; only a regular file
-  // may be replaced (as root, --plot /dev/null replaced the device).
+namespace {
+
+// Refuses to replace anything but a regular file (as root, --plot
+// /dev/null replaced the device).
+void check_replaceable(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::symlink_status(path, ec);
   if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
     throw FileError(path, "", std::filesystem::is_directory(st) ? "is a directory, not a file"
                                                                 : "is not a regular file (a device, pipe, socket or link); not replacing it");
+}
+
+// Writes `text` next to `path`; returns the temporary file's name.
+std::string write_temporary(const std::string& path, const std::string& text) {
+  check_replaceable(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw FileError(path, "", std::string("cannot write: ") + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      throw FileError(path, "", "write failed");
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();  // before remove() reuses ec
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw FileError(path, "", std::string("cannot write: ") + std::strerror(errno));
+  out << text;
+  out.flush();
+  if (!out) {
+    out.close();
+    std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw FileError(path, "", "cannot replace: " + why);
+    throw FileError(path, "", "write failed");
+  }
+  return tmp;
+}
+
+void to_stdout(const std::string& text) {
+  std::cout << text << std::flush;
+  if (!std::cout) throw FileError("-", "", "cannot write to standard output");
+}
+
+}  // namespace
+
+void write_text_file_atomic(const std::string& path, const std::string& text) { write_text_files_atomic({{path, text}}); }
+
+void write_text_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> tmps;
+  std::error_code ec;
+  try {
+    for (const auto& [path, text] : files) tmps.push_back(path == "-" ? "" : write_temporary(path, text));
+  } catch (const Error&) {
+    for (const std::string& t : tmps)
+      if (!t.empty()) std::filesystem::remove(t, ec);
+    throw;
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (tmps[i].empty()) {
+      to_stdout(files[i].second);
+      continue;
+    }
+    std::filesystem::rename(tmps[i], files[i].first, ec);
+    if (ec) {
+      const std::string why = ec.message();  // before remove() reuses ec
+      for (size_t j = i; j < tmps.size(); ++j)
+        if (!tmps[j].empty()) std::filesystem::remove(tmps[j], ec);
+      throw FileError(files[i].first, "", "cannot replace: " + why);
+    }
   }
 }
 

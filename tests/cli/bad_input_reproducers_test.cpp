@@ -97,6 +97,23 @@ TEST(BadInput, OutputsAreRegularFilesOrStandardOutput) {
   EXPECT_NE(r.out.find("\"kind\": \"pcgx.graph\""), std::string::npos) << r.out;
 }
 
+// A run's outputs are written all or none: a plot path that cannot be
+// written leaves no report behind; --no-report and --no-plot write none.
+TEST(BadInput, RunOutputsAllOrNone) {
+  const fs::path report = dir() / "run_report.json";
+  fs::remove(report);
+  const std::string bad_plot = (dir() / "no_such_dir" / "loss.svg").string();
+  const auto failed = run("run mlp-tiny --steps 2 --report " + report.string() + " --plot " + bad_plot);
+  EXPECT_EQ(failed.code, 2) << failed.out;
+  EXPECT_NE(failed.out.find("\nerror: " + bad_plot + ": cannot write"), std::string::npos) << failed.out;
+  EXPECT_FALSE(fs::exists(report));
+  const fs::path quiet = dir() / "quiet";
+  fs::create_directories(quiet);
+  const auto r = pcgx::testing::run_shell("cd " + quiet.string() + " && " + PCGX_BINARY + " run mlp-tiny --steps 2 --no-report --no-plot");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::is_empty(quiet));
+}
+
 // A .npy whose header is 40 KB (std::regex recursed per character) and one
 // whose shape's element count wraps.
 TEST(BadInput, HostileNpyHeaders) {

@@ -78,7 +78,7 @@ void add_run_command(CLI::App& app) {
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9, bucket_mb = 25;
-  static bool optimize = false, breakdown = false;
+  static bool optimize = false, breakdown = false, no_report = false, no_plot = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
   cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)")->check(positive());
@@ -106,6 +106,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--set", sets, "override a size parameter of a zoo model: key=value (repeatable)");
   cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
+  cmd->add_flag("--no-report", no_report, "write no run report");
+  cmd->add_flag("--no-plot", no_plot, "write no loss curve");
   cmd->add_option("--profile", profile_in, "measured operator times for the search and the prediction (pcgx.profile JSON, e.g. from --profile-out)");
   cmd->add_flag("--breakdown", breakdown,
                "time kernels, messages and the optimizer, and print the busiest device's step beside the prediction term by term");
@@ -268,19 +270,26 @@ void add_run_command(CLI::App& app) {
     std::cout << std::setprecision(1) << "throughput            " << s.samples_per_second() << " samples/s\n"
               << "between devices       " << human_bytes(s.step_bytes()) << " per step measured, " << human_bytes(s.predicted_step_bytes)
               << " predicted (" << human_bytes(static_cast<double>(s.result.bytes_sent)) << " in all)\n";
-    write_text_file_atomic(report, runtime::run_report_json(s));
-    write_text_file_atomic(plot, runtime::loss_curve_svg(s));
-    std::cerr << "wrote " << report << " and " << plot << "\n";
+    // A diverged run writes nothing; the outputs are written all or none.
+    if (!std::isfinite(L.back())) throw Error("training diverged (loss " + std::to_string(L.back()) + "); lower --lr");
+    std::vector<std::pair<std::string, std::string>> outputs;
+    if (!no_report) outputs.emplace_back(report, runtime::run_report_json(s));
+    if (!no_plot) outputs.emplace_back(plot, runtime::loss_curve_svg(s));
+    size_t profiled = 0;
     if (!profile_out.empty()) {
       Profile prof = runtime::profile_from_run(graph, s.result);
       const std::string device = "cpu (" + std::to_string(devices) + (world ? " MPI ranks, " : " in-process devices, ") +
                                  std::to_string(o.threads) + " kernel thread" + (o.threads == 1 ? "" : "s") + " each)";
       prof.device = device;
-      write_text_file_atomic(profile_out, profile_to_json(prof));
-      std::cerr << "wrote " << profile_out << " (" << prof.entries.size() << " operator shapes and the optimizer timed over "
-                << s.result.timed_steps << " step" << (s.result.timed_steps == 1 ? "" : "s") << ")\n";
+      profiled = prof.entries.size();
+      outputs.emplace_back(profile_out, profile_to_json(prof));
     }
-    if (!std::isfinite(L.back())) throw Error("training diverged (loss " + std::to_string(L.back()) + "); lower --lr");
+    write_text_files_atomic(outputs);
+    if (!no_report) std::cerr << "wrote " << report << "\n";
+    if (!no_plot) std::cerr << "wrote " << plot << "\n";
+    if (!profile_out.empty())
+      std::cerr << "wrote " << profile_out << " (" << profiled << " operator shapes and the optimizer timed over " << s.result.timed_steps
+                << " step" << (s.result.timed_steps == 1 ? "" : "s") << ")\n";
     } catch (const Error& e) {
       if (world && training) {
         quiet.restore();

@@ -12,6 +12,8 @@
 // reported. Shapes are not stored: they are re-inferred and validated on load.
 // Errors read "FILE: FIELD: reason", e.g. "m.json: nodes[3].attrs.dim: ...".
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "pcgx/pcg/graph.h"
 
@@ -33,5 +35,9 @@ std::string read_text_file(const std::string& path);
 // replace anything but a regular file (a directory, device, pipe or
 // symbolic link at `path` is an error naming it).
 void write_text_file_atomic(const std::string& path, const std::string& text);
+// Several files, all or none: each is written to a temporary file first,
+// and only when every one is written are they renamed into place (a bad
+// --plot path no longer leaves the run report behind). Paths as above.
+void write_text_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace pcgx
