@@ -2,7 +2,37 @@
 
 namespace pcgx::json_fields {
 
+namespace {
+
+// Deeper documents are refused before parsing: nlohmann's dump() and
+// some of its copies recurse once per level, and the loaders dump
+// documents to hash them (70,000 levels overflowed the stack). No pcgx
+// file comes near this.
+constexpr int kMaxDepth = 256;
+
+bool too_deep(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 json Reader::parse(const std::string& text) const {
+  if (too_deep(text)) fail("", "malformed JSON: nested more than " + std::to_string(kMaxDepth) + " levels deep");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {

@@ -53,6 +53,18 @@ TEST(BadInput, ElementCountsThatWrapAreRefused) {
   expect_error("run " + g + " --steps 1", "error: " + g + ": nodes[0]: ");
 }
 
+// 70,000 levels of nesting inside an unknown field crashed the ruleset
+// loader (it dumps the document to hash it) and the strategy loader.
+TEST(BadInput, DeepNestingIsRefused) {
+  const std::string deep = std::string(70000, '[') + std::string(70000, ']');
+  const std::string rules = write("deep_rules.json", R"({"junk": )" + deep + R"(, "kind": "pcgx.ruleset", "format_version": 1})");
+  expect_error("ruleset show " + rules, "error: " + rules + ": malformed JSON: nested more than 256 levels deep");
+  const std::string strategy = write("deep_strategy.json", R"({"kind": "pcgx.strategy", "machine": {"junk": )" + deep + "}}");
+  expect_error("run " + strategy + " --steps 1", "error: " + strategy + ": malformed JSON: nested more than 256 levels deep");
+  const std::string graph = write("deep_graph.json", R"({"kind": "pcgx.graph", "nodes": [], "junk": )" + deep + "}");
+  expect_error("info " + graph, "error: " + graph + ": malformed JSON: nested more than 256 levels deep");
+}
+
 TEST(BadInput, NumbersOutOfRangeNameTheFile) {
   const std::string g = graph_with_input_shape("big_number.json", "[8, 1e400]");
   expect_error("info " + g, "error: " + g + ": malformed JSON: number overflow");
