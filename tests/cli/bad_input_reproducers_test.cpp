@@ -65,6 +65,12 @@ TEST(BadInput, DeepNestingIsRefused) {
   expect_error("info " + graph, "error: " + graph + ": malformed JSON: nested more than 256 levels deep");
 }
 
+// A name with a newline and a terminal escape code is echoed escaped, on
+// one line (it printed two lines and coloured the terminal).
+TEST(BadInput, ControlCharactersAreEscaped) {
+  expect_error("info 'bad\nname\033[31m.json'", "error: bad\\nname\\x1b[31m.json: ");
+}
+
 TEST(BadInput, NumbersOutOfRangeNameTheFile) {
   const std::string g = graph_with_input_shape("big_number.json", "[8, 1e400]");
   expect_error("info " + g, "error: " + g + ": malformed JSON: number overflow");

@@ -82,6 +82,24 @@ std::string with_commas(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string one_line(const std::string& message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char ch : message) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 CLI::Validator positive() {
   return CLI::Validator(
       [](std::string& value) -> std::string {

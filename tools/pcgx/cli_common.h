@@ -28,6 +28,10 @@ std::string human_bytes(double b);   // 1.25 GiB
 std::string human_flops(double f);   // 3.21 TFLOP
 std::string with_commas(int64_t n);  // 335,143,936
 
+// An error message as one printable line: control characters (newlines,
+// terminal escape codes from a file name or a field) are shown escaped.
+std::string one_line(const std::string& message);
+
 // An integer option that must be positive when given (0 must not
 // silently mean "the default").
 CLI::Validator positive();

@@ -293,7 +293,7 @@ void add_run_command(CLI::App& app) {
     } catch (const Error& e) {
       if (world && training) {
         quiet.restore();
-        std::cerr << "error: rank " << world->rank() << ": " << e.what() << "\n";
+        std::cerr << "error: rank " << world->rank() << ": " << one_line(e.what()) << "\n";
         world->abort(2);
       }
       if (world) {
@@ -301,7 +301,7 @@ void add_run_command(CLI::App& app) {
         // search's broadcast result). mpirun ends the job at the first
         // non-zero exit and may drop what a rank prints after that, so
         // rank 0 says why before any rank can leave (the sum is collective).
-        if (rank0) std::cerr << "error: " << e.what() << std::endl;
+        if (rank0) std::cerr << "error: " << one_line(e.what()) << std::endl;
         world->sum(0);
         throw CLI::RuntimeError(2);
       }

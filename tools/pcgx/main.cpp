@@ -35,16 +35,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // a check failed; the command printed why
   } catch (const CLI::ParseError& e) {
-    std::cerr << "error: " << e.what() << " (see `pcgx --help`)\n";
+    std::cerr << "error: " << pcgx::cli::one_line(e.what()) << " (see `pcgx --help`)\n";
     return 2;
   } catch (const pcgx::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << pcgx::cli::one_line(e.what()) << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "error: out of memory\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << pcgx::cli::one_line(e.what()) << "\n";
     return 2;
   }
   return 0;
