@@ -142,27 +142,35 @@ std::vector<SmallCase> small_cases() {
   return cases;
 }
 
-TEST(ExhaustiveSearch, UnityFindsTheExhaustiveOptimum) {
-  for (const SmallCase& c : small_cases()) {
-    SCOPED_TRACE(c.name + " on " + std::to_string(c.devices) + " devices");
-    const CostModel cm(find_machine("dgx-h100").with_devices(c.devices), default_efficiency());
-    const MachineMapper mapper(cm);
-    SearchOptions ex;
-    ex.algorithm = "exhaustive";
-    ex.exhaustive_max_nodes = c.max_nodes;
-    const SearchResult best = optimize(c.graph, library(), mapper, ex);
-    ASSERT_TRUE(best.strategy.estimate.feasible);
-    EXPECT_GT(best.explored, 1);
-    EXPECT_LT(max_difference(c.graph, best.strategy.graph), 1e-3);
-    SearchOptions uo;
-    uo.budget = c.budget;
-    const SearchResult u = optimize(c.graph, library(), mapper, uo);  // the cache the exhaustive search filled
-    EXPECT_LE(u.strategy.estimate.time, best.strategy.estimate.time * (1 + 1e-9));
-    EXPECT_LT(u.explored, best.explored);
-  }
+// One test per case, so each stays well under a minute on a busy machine
+// (together they took 142 s under ctest -j2).
+class ExhaustiveSearch : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(ExhaustiveSearch, UnityFindsTheExhaustiveOptimum) {
+  const SmallCase c = small_cases().at(GetParam());
+  SCOPED_TRACE(c.name + " on " + std::to_string(c.devices) + " devices");
+  const CostModel cm(find_machine("dgx-h100").with_devices(c.devices), default_efficiency());
+  const MachineMapper mapper(cm);
+  SearchOptions ex;
+  ex.algorithm = "exhaustive";
+  ex.exhaustive_max_nodes = c.max_nodes;
+  const SearchResult best = optimize(c.graph, library(), mapper, ex);
+  ASSERT_TRUE(best.strategy.estimate.feasible);
+  EXPECT_GT(best.explored, 1);
+  EXPECT_LT(max_difference(c.graph, best.strategy.graph), 1e-3);
+  SearchOptions uo;
+  uo.budget = c.budget;
+  const SearchResult u = optimize(c.graph, library(), mapper, uo);  // the cache the exhaustive search filled
+  EXPECT_LE(u.strategy.estimate.time, best.strategy.estimate.time * (1 + 1e-9));
+  EXPECT_LT(u.explored, best.explored);
 }
 
-TEST(ExhaustiveSearch, RefusesASpaceOverItsLimit) {
+INSTANTIATE_TEST_SUITE_P(Small, ExhaustiveSearch, ::testing::Range(size_t{0}, small_cases().size()), [](const auto& p) {
+  const SmallCase c = small_cases().at(p.param);
+  return c.name + "_on_" + std::to_string(c.devices);
+});
+
+TEST(ExhaustiveLimit, RefusesASpaceOverItsLimit) {
   const Graph g = build_model("mlp", {{"layers", 2}, {"batch", 128}});
   const CostModel cm(find_machine("dgx-h100").with_devices(2), default_efficiency());
   const MachineMapper mapper(cm);
