@@ -123,9 +123,10 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     int input;
     const Rule* rule;
     int64_t degree;
-    std::vector<const Rule*> followers;  // the rules that may match after it
+    const std::vector<const Rule*>* followers;  // the rules that may match after it
   };
   std::vector<Intro> intros;
+  std::deque<std::vector<const Rule*>> follower_lists;  // stable addresses
   std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>> needs;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty()) continue;
@@ -141,7 +142,8 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
         for (const auto& [x, need] : needs)
           if (!need.first || need == made) followers.push_back(x);
         if (followers.empty()) continue;
-        for (int64_t d : degrees_) intros.push_back({n.id, i, r, d, followers});
+        const auto* list = &follower_lists.emplace_back(std::move(followers));
+        for (int64_t d : degrees_) intros.push_back({n.id, i, r, d, list});
       }
     }
   }
@@ -162,7 +164,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     }
     const Intro& in = intros[i - matches.size()];
     const OpDef* op = g.node(in.node).op;
-    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, in.followers);
+    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
     if (!g1) return;
     for (const Match& m : g1->matches) {
       auto h = apply_match(g1->graph, m);
