@@ -38,10 +38,18 @@ AttrValue attr_from_json(const Reader& r, const AttrSpec& spec, const json& v, c
   r.fail(path, "unsupported attribute type");
 }
 
+// Node ids and output indices are 32-bit: a larger number is an error, not
+// an id that wraps onto another node.
+int32_t get_index(const Reader& r, const json& v, const std::string& path) {
+  const int64_t i = r.get_int(v, path);
+  if (i < 0 || i > INT32_MAX) r.fail(path, "must be a non-negative 32-bit integer, got " + std::to_string(i));
+  return static_cast<int32_t>(i);
+}
+
 TensorRef ref_from_json(const Reader& r, const json& v, const std::string& path) {
-  if (v.is_number_integer()) return {static_cast<NodeId>(v.get<int64_t>()), 0};
+  if (v.is_number_integer()) return {static_cast<NodeId>(get_index(r, v, path)), 0};
   if (!v.is_array() || v.size() != 2) r.fail(path, "must be a node id or a [node id, output] pair");
-  return {static_cast<NodeId>(r.get_int(v[0], index(path, 0))), static_cast<int32_t>(r.get_int(v[1], index(path, 1)))};
+  return {static_cast<NodeId>(get_index(r, v[0], index(path, 0))), get_index(r, v[1], index(path, 1))};
 }
 
 }  // namespace
@@ -109,9 +117,8 @@ Graph graph_from_value(const json& root, const std::string& source, const std::s
     r.expect_object(n, path);
     r.only_keys(n, {"id", "op", "name", "attrs", "inputs"}, path);
     Pending p;
-    const int64_t id = r.get_int(r.field(n, "id", path), join(path, "id"));
-    if (id < 0 || id > INT32_MAX) r.fail(join(path, "id"), "must be a non-negative 32-bit integer");
-    p.file_id = static_cast<NodeId>(id);
+    const NodeId id = get_index(r, r.field(n, "id", path), join(path, "id"));
+    p.file_id = id;
     if (!by_id.emplace(p.file_id, i).second) r.fail(join(path, "id"), "duplicate node id " + std::to_string(id));
     const std::string op = r.get_string(r.field(n, "op", path), join(path, "op"));
     p.op = OpRegistry::global().find(op);

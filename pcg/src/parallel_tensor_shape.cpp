@@ -96,6 +96,10 @@ std::vector<int64_t> ParallelTensorShape::block_offset(std::span<const int64_t> 
   return off;
 }
 
+namespace {
+std::string too_large() { return "the tensor is too large (over 2^62 bytes or 2^20 shards)"; }
+}  // namespace
+
 std::optional<std::string> ParallelTensorShape::invalid_reason() const {
   if (replica < 1) return "replica degree " + std::to_string(replica) + " must be at least 1";
   for (size_t j = 0; j < dims.size(); ++j) {
@@ -112,14 +116,13 @@ std::optional<std::string> ParallelTensorShape::invalid_reason() const {
       return where + ": pipeline degree " + std::to_string(d.pipeline) + " does not divide block size " +
              std::to_string(d.size / d.degree);
   }
-  // Counts every consumer computes in 64 bits (bytes of all copies) and
-  // shard numbers in 32 (pcg/relayout.h) must not wrap.
+  // Counts every consumer computes in 64 bits (bytes of all copies) must
+  // not wrap; shard numbers are bounded too (kMaxShards).
   int64_t bytes = byte_size(dtype), shards = replica;
   for (const auto& d : dims)
     if (__builtin_mul_overflow(bytes, d.size, &bytes) || __builtin_mul_overflow(shards, d.degree, &shards))
-      return "the tensor is too large (over 2^62 bytes or 2^31 shards)";
-  if (__builtin_mul_overflow(bytes, replica, &bytes) || bytes > (int64_t{1} << 62) || shards > (int64_t{1} << 31))
-    return "the tensor is too large (over 2^62 bytes or 2^31 shards)";
+      return too_large();
+  if (__builtin_mul_overflow(bytes, replica, &bytes) || bytes > (int64_t{1} << 62) || shards > kMaxShards) return too_large();
   return std::nullopt;
 }
 

@@ -20,6 +20,16 @@ int map_dim(int64_t legacy, int rank, LegacyDims dims) {
   return dims == LegacyDims::kReversed ? rank - 1 - static_cast<int>(legacy) : static_cast<int>(legacy);
 }
 
+// An operator or tensor number of a legacy file: 32-bit, never wrapped
+// (2^32 would read as operator 0).
+int legacy_id(const json& t, const char* key) {
+  const json& v = t.at(key);
+  if (!v.is_number_integer()) throw Error(std::string(key) + " must be an integer");
+  const int64_t i = v.get<int64_t>();
+  if (i < INT32_MIN || i > INT32_MAX) throw Error(std::string(key) + " " + std::to_string(i) + " is not a 32-bit integer");
+  return static_cast<int>(i);
+}
+
 int64_t param(const json& op, const char* key) {
   for (const auto& p : op.at("para"))
     if (p.at("key") == key) return p.at("value").get<int64_t>();
@@ -38,8 +48,8 @@ void infer_input_states(const json& ops, std::map<int, InputState>& states) {
   for (const json& op : ops) {
     const std::string type = op.at("type").get<std::string>();
     const json& in = op.at("input");
-    if (in.empty() || in[0].at("opId").get<int>() >= 0) continue;
-    InputState& s = states[in[0].at("opId").get<int>()];
+    if (in.empty() || legacy_id(in[0], "opId") >= 0) continue;
+    InputState& s = states[legacy_id(in[0], "opId")];
     if (type == "OP_REDUCE") s.replica = std::max(s.replica, param(op, "PM_PARALLEL_DEGREE"));
     if (type == "OP_COMBINE") {
       int64_t& d = s.degree[static_cast<int>(param(op, "PM_PARALLEL_DIM"))];
@@ -72,7 +82,7 @@ Graph build_side(const json& ops, const std::vector<std::pair<int, int>>& output
     return {it->second, 0};
   };
   auto tensor = [&](const json& t) -> TensorRef {
-    const int op = t.at("opId").get<int>(), ts = t.at("tsId").get<int>();
+    const int op = legacy_id(t, "opId"), ts = legacy_id(t, "tsId");
     if (op < 0) return input(op);
     if (op >= static_cast<int>(node_of_op.size())) throw Error("refers to operator " + std::to_string(op) + " before it exists");
     return {node_of_op[static_cast<size_t>(op)], ts};
@@ -143,8 +153,8 @@ LegacyImport import_flexflow(const std::string& text, const std::string& source,
       lr.name = r.value("name", "rule" + std::to_string(i));
       std::vector<std::pair<int, int>> src_out, dst_out;
       for (const json& m : r.at("mappedOutput")) {
-        src_out.emplace_back(m.at("srcOpId").get<int>(), m.at("srcTsId").get<int>());
-        dst_out.emplace_back(m.at("dstOpId").get<int>(), m.at("dstTsId").get<int>());
+        src_out.emplace_back(legacy_id(m, "srcOpId"), legacy_id(m, "srcTsId"));
+        dst_out.emplace_back(legacy_id(m, "dstOpId"), legacy_id(m, "dstTsId"));
       }
       Rule rule;
       rule.id = lr.name;

@@ -120,11 +120,11 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
       const std::string mp = path + ".output_map[" + std::to_string(k) + "]";
       if (!map[k].is_array() || map[k].size() != 2 || !map[k][0].is_number_integer() || !map[k][1].is_number_integer())
         fail(source, mp, "must be a [source output, target output] pair");
-      const int a = map[k][0].get<int>(), b = map[k][1].get<int>();
-      if (a < 0 || a >= static_cast<int>(rule.source.outputs().size()) || b < 0 ||
-          b >= static_cast<int>(rule.target.outputs().size()))
+      const int64_t a = map[k][0].get<int64_t>(), b = map[k][1].get<int64_t>();  // 2^32 must not wrap to 0
+      if (a < 0 || a >= static_cast<int64_t>(rule.source.outputs().size()) || b < 0 ||
+          b >= static_cast<int64_t>(rule.target.outputs().size()))
         fail(source, mp, "refers to a missing graph output");
-      rule.output_map.emplace_back(a, b);
+      rule.output_map.emplace_back(static_cast<int>(a), static_cast<int>(b));
     }
     if (auto p = j.find("proof"); p != j.end()) {
       ProofRecord rec;

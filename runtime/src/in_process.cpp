@@ -8,7 +8,11 @@
 #include <chrono>
 #include <exception>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
+
+#include "pcgx/pcg/error.h"
 
 namespace pcgx::runtime {
 namespace {
@@ -156,6 +160,9 @@ class InProcessCommunicator final : public Communicator {
 
 InProcessWorld::InProcessWorld(int devices)
     : devices_(devices), spin_(devices > 1 && static_cast<unsigned>(devices) <= std::thread::hardware_concurrency()) {
+  if (devices < 1 || devices > kMaxInProcessDevices)
+    throw Error("the in-process runtime runs 1 to " + std::to_string(kMaxInProcessDevices) + " devices (one thread each), not " +
+                std::to_string(devices) + ": run more on MPI ranks");
   for (int r = 0; r < devices; ++r) {
     inboxes_.push_back(std::make_unique<Inbox>());
     comms_.push_back(std::make_unique<InProcessCommunicator>(*this, r));
@@ -171,16 +178,19 @@ int64_t InProcessWorld::bytes_sent() const {
 
 void InProcessWorld::run(const std::function<void(Communicator&)>& body) {
   std::vector<std::exception_ptr> errors(static_cast<size_t>(devices_));
+  auto release_all = [&] {
+    aborted_ = true;
+    for (auto& in : inboxes_) {
+      std::lock_guard lock(in->mutex);  // a receiver between its check and its wait sees it
+      in->arrived.notify_all();
+    }
+  };
   auto one = [&](int r) {
     try {
       body(*comms_[static_cast<size_t>(r)]);
     } catch (...) {
       errors[static_cast<size_t>(r)] = std::current_exception();
-      aborted_ = true;
-      for (auto& in : inboxes_) {
-        std::lock_guard lock(in->mutex);  // a receiver between its check and its wait sees it
-        in->arrived.notify_all();
-      }
+      release_all();
     }
   };
   if (devices_ == 1) {
@@ -188,11 +198,20 @@ void InProcessWorld::run(const std::function<void(Communicator&)>& body) {
   } else {
     const std::vector<std::vector<int>> cores = core_slices(devices_);
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(devices_));
+    std::string not_started;
     for (int r = 0; r < devices_; ++r) {
-      threads.emplace_back(one, r);
+      try {
+        threads.emplace_back(one, r);
+      } catch (const std::system_error& e) {
+        not_started = "cannot start the thread of device " + std::to_string(r) + " of " + std::to_string(devices_) + ": " + e.what();
+        release_all();
+        break;
+      }
       if (!cores.empty()) pin(threads.back(), cores[static_cast<size_t>(r)]);
     }
     for (auto& t : threads) t.join();
+    if (!not_started.empty()) throw Error(not_started + " (fewer devices, or MPI ranks)");
   }
   // The root cause first: a device that failed on its own, not one released by the abort.
   for (auto& e : errors)

@@ -46,6 +46,13 @@ SyntheticTask::SyntheticTask(const Graph& g, uint64_t seed, int64_t batches) {
   const Node& target = g.node(through_layout(g, loss.inputs[1]).node);
   if (target.op->name != "Input") throw Error(pcgx::describe(loss) + ": its target is not a graph input");
   target_ = target.name;
+  int64_t batch_bytes = 0;
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kSource && !n.op->is_weight) batch_bytes += n.outputs[0].num_elements() * int64_t{sizeof(float)};
+  if (batches > kMaxSyntheticBatchBytes / std::max<int64_t>(batch_bytes, 1))
+    throw Error("synthetic data: " + std::to_string(batches) + " batches of " + std::to_string(batch_bytes) + " bytes exceed the " +
+                std::to_string(kMaxSyntheticBatchBytes >> 30) + " GiB kept in memory: use fewer batches");
+  batches_.reserve(static_cast<size_t>(batches));
   for (int64_t b = 0; b < batches; ++b) {
     std::map<std::string, Tensor<float>> batch;
     const uint64_t bseed = hash_mix(seed, static_cast<uint64_t>(b) + 1);

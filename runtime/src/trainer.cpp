@@ -45,7 +45,9 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
     }
   }
   Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
-  if (!s.data) s.synthetic.emplace(g, options.seed, std::max<int64_t>(options.batches, 1));
+  // Batch k of a run serves steps k, k + batches, ...: more batches than
+  // steps would never be read, so they are not made (--batches 10^9).
+  if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));
   for (NodeId w : s.weights) s.initial[w] = initial_weight(g.node(w), options.seed);
   return s;
 }
@@ -94,9 +96,10 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     grads.push_back(&ex->grads(t)[static_cast<size_t>(k)]);
   }
   Optimizer opt(options.optimizer);
-  if (comm.rank() == 0) {  // no allocation inside the loop
-    result.losses.reserve(static_cast<size_t>(options.steps));
-    result.step_seconds.reserve(static_cast<size_t>(options.steps));
+  if (comm.rank() == 0) {  // no allocation inside the loop of any usual length
+    const auto records = static_cast<size_t>(std::min<int64_t>(options.steps, int64_t{1} << 20));
+    result.losses.reserve(records);
+    result.step_seconds.reserve(records);
   }
   for (int64_t step = 0; step < options.steps; ++step) {
     const bool timing = options.time_kernels && step >= first_timed_step(options);

@@ -7,6 +7,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/graph_json_value.h"
+#include "pcgx/pcg/placement.h"
 
 namespace pcgx::search {
 
@@ -65,6 +66,8 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   if (!j.contains("devices") || !j["devices"].is_number_integer() || j["devices"].get<int64_t>() < 1)
     throw FileError(source, "devices", "expected a positive integer");
   s.devices = j["devices"].get<int64_t>();
+  if (s.devices > s.machine.num_devices())
+    throw FileError(source, "devices", std::to_string(s.devices) + " exceeds the machine's " + std::to_string(s.machine.num_devices()));
   s.search = j.value("search", "");
   if (j.contains("applied") && j["applied"].is_array())
     for (const json& a : j["applied"])
@@ -73,6 +76,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   s.strategy.graph = graph_from_value(j["graph"], source, "graph");
   s.strategy.views.assign(s.strategy.graph.size(), MachineView{});
   if (!j.contains("views") || !j["views"].is_array()) throw FileError(source, "views", "expected an array");
+  std::vector<std::string> view_field(s.strategy.graph.size());
   for (size_t i = 0; i < j["views"].size(); ++i) {
     const json& v = j["views"][i];
     const std::string f = "views[" + std::to_string(i) + "]";
@@ -82,7 +86,8 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     if ((v.contains("start") && !v["start"].is_number_integer()) || (v.contains("stride") && !v["stride"].is_number_integer()))
       throw FileError(source, f, "start and stride must be integers");
     const int64_t start = v.value("start", int64_t{-1}), stride = v.value("stride", int64_t{1});
-    if (start < 0 || start >= s.devices || stride < 1) throw FileError(source, f, "start must lie in [0, devices) and stride be positive");
+    if (start < 0 || start >= s.devices || stride < 1 || stride > s.devices)
+      throw FileError(source, f, "start must lie in [0, devices) and stride in [1, devices]");
     MachineView view{start, stride, {}};
     if (v.contains("strides")) {
       if (!v["strides"].is_array()) throw FileError(source, f + ".strides", "expected a list of non-negative integers");
@@ -93,6 +98,19 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
       }
     }
     s.strategy.views[static_cast<size_t>(node)] = view;
+    view_field[static_cast<size_t>(node)] = f;
+  }
+  // Every task on one of the strategy's devices: found here, a wrong view
+  // names its field rather than failing in the runtime.
+  const Placement place(s.strategy.graph, s.strategy.views, s.devices);
+  for (const Node& n : s.strategy.graph.nodes()) {
+    const MachineView& v = s.strategy.views[static_cast<size_t>(n.id)];
+    if (!v.placed() || n.op->op_class == OpClass::kSource || n.op->is_shard_level(n.attrs)) continue;
+    const int64_t last = v.last_device(place.tasks(n.id).grid.extents);
+    if (last >= s.devices)
+      throw FileError(source, view_field[static_cast<size_t>(n.id)],
+                      "node " + std::to_string(n.id) + "'s tasks reach device " + std::to_string(last) + ", beyond the " +
+                          std::to_string(s.devices) + " devices");
   }
   if (j.contains("predicted") && j["predicted"].is_object()) {
     const json& p = j["predicted"];

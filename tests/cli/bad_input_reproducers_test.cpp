@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
@@ -32,6 +33,24 @@ void expect_error(const std::string& args, const std::string& starts) {
   EXPECT_EQ(r.code, 2) << args << ": " << r.out;
   EXPECT_EQ(r.out.rfind(starts, 0), 0u) << args << ": " << r.out;
   EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << ": more than one line: " << r.out;
+}
+
+// mlp-tiny as `pcgx export` writes it.
+nlohmann::json exported_mlp() {
+  const std::string exported = (dir() / "mlp_exported.json").string();
+  EXPECT_EQ(run("export mlp-tiny -o " + exported).code, 0);
+  std::ifstream in(exported);
+  return nlohmann::json::parse(in);
+}
+
+// The shipped ruleset cut to its first rule, edited.
+std::string shipped_rule_edited(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
+  auto rs = nlohmann::json::parse(in);
+  auto rule = rs["rules"][0];
+  edit(rule);
+  rs["rules"] = nlohmann::json::array({rule});
+  return write(name, rs.dump());
 }
 
 // mlp-tiny exported, with its first Input's shape replaced.
@@ -150,6 +169,101 @@ TEST(BadInput, HostileNpyHeaders) {
   expect_error("run mlp-tiny --steps 1 --data " + data.string(), "error: " + x + ": shape: ");
   npy("x.npy", "(1152921504606846976, 16)", 64);
   expect_error("run mlp-tiny --steps 1 --data " + data.string(), "error: " + x + ": shape: the element count overflows");
+}
+
+
+// cpu-host with 100,000 nodes of 8 devices.
+std::string huge_machine() {
+  std::ifstream in(std::string(PCGX_SOURCE_DIR) + "/data/machines/cpu-host.json");
+  auto m = nlohmann::json::parse(in);
+  m["name"] = "huge", m["nodes"] = 100000;
+  return write("huge_machine.json", m.dump());
+}
+
+// One thread per in-process device: 2000 devices aborted the process when
+// the system refused a thread, and a strategy whose views start at device
+// 799,990 asked for 800,000 threads.
+TEST(BadInput, InProcessDevicesAreBounded) {
+  const std::string m = huge_machine();
+  expect_error("run mlp-tiny --machine " + m + " --devices 5000 --steps 1 --no-report --no-plot",
+               "error: --devices: 5000 devices, more than the 4096 the in-process runtime runs");
+  const std::string s = (dir() / "s2.json").string();
+  ASSERT_EQ(run("optimize mlp-tiny --machine " + m + " --devices 2 -q -o " + s).code, 0);
+  std::ifstream in(s);
+  auto j = nlohmann::json::parse(in);
+  for (auto& v : j["views"]) v["start"] = 799990;
+  j["devices"] = 800000;
+  j["machine"]["nodes"] = 100000, j["machine"]["devices_per_node"] = 8;
+  const std::string far = write("s_far.json", j.dump());
+  expect_error("run " + far + " --steps 1 --no-report --no-plot", "error: " + far + ": 799992 devices, more than the 4096");
+  expect_error("calibrate --devices 5000 -o " + (dir() / "never.json").string(), "error: --devices: at most 4096");
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "a sanitized pcgx reserves terabytes of address space: an address-space limit cannot refuse only threads";
+#else
+  // 1000 threads' stacks do not fit in 2 GB of address space: the threads
+  // already started are released and the run ends with one error.
+  const auto r = pcgx::testing::run_shell("ulimit -v 2000000 && " + std::string(PCGX_BINARY) + " run mlp-tiny --machine " + m +
+                                          " --devices 1000 --steps 1 --no-report --no-plot");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("\nerror: cannot start the thread of device "), std::string::npos) << r.out;
+#endif
+}
+
+
+// Replica degrees of 10^8 (a graph) and 2^31 - 1 (a rule) are over the
+// documented 2^20 shards: refused on loading, where they made `run` hang
+// and `ruleset check` grow past 3.6 GB.
+TEST(BadInput, ShardCountsAreBounded) {
+  auto g = exported_mlp();
+  g["nodes"][0]["attrs"]["replica"] = 100000000;
+  const std::string graph = write("replica_graph.json", g.dump());
+  expect_error("run " + graph + " --steps 1 --no-report --no-plot", "error: " + graph + ": nodes[0]: node 0 'x' (Input): the tensor is too large");
+
+  const std::string rules = shipped_rule_edited("replica_rules.json", [](nlohmann::json& rule) {
+    for (const char* side : {"source", "target"}) rule[side]["nodes"][0]["attrs"]["replica"] = 2147483647;
+  });
+  expect_error("ruleset check " + rules, "error: " + rules + ": rules[0].source.nodes[0]: ");
+}
+
+// Synthetic batches are made up front: no more than the steps read, and
+// no more than 4 GiB of them (10^9 batches were all generated).
+TEST(BadInput, SyntheticBatchesAreBounded) {
+  const auto many = run("run mlp-tiny --steps 2 --batches 1000000000 --no-report --no-plot");
+  EXPECT_EQ(many.code, 0) << many.out;
+  const auto big = run("run mlp-tiny --set batch=100000 --steps 5000 --batches 5000 --no-report --no-plot");
+  EXPECT_EQ(big.code, 2) << big.out;
+  EXPECT_NE(big.out.find("\nerror: synthetic data: 5000 batches of 12800000 bytes exceed the 4 GiB kept in memory"), std::string::npos) << big.out;
+}
+
+
+// Node ids, output indices and output-map entries of 2^32 wrapped to 0
+// (another node, another output); a view's stride of 2^62 wrapped the
+// device number. Each is now an error naming its field.
+TEST(BadInput, NumbersThatWrappedAreRefused) {
+  const auto g = exported_mlp();
+  auto bad_id = g;
+  bad_id["nodes"][0]["id"] = int64_t{1} << 32;
+  const std::string id_file = write("id_2_32.json", bad_id.dump());
+  expect_error("info " + id_file, "error: " + id_file + ": nodes[0].id: must be a non-negative 32-bit integer");
+  auto bad_output = g;
+  bad_output["nodes"][2]["inputs"][0][1] = int64_t{1} << 32;
+  const std::string out_file = write("output_2_32.json", bad_output.dump());
+  expect_error("info " + out_file, "error: " + out_file + ": nodes[2].inputs[0][1]: must be a non-negative 32-bit integer");
+
+  const std::string rules =
+      shipped_rule_edited("output_map_2_32.json", [](nlohmann::json& rule) { rule["output_map"][0][0] = int64_t{1} << 32; });
+  expect_error("ruleset check " + rules, "error: " + rules + ": rules[0].output_map[0]: refers to a missing graph output");
+
+  const std::string s = (dir() / "dp4.json").string();
+  ASSERT_EQ(run("optimize mlp-tiny --machine cpu-host --devices 4 --search data-parallel -q -o " + s).code, 0);
+  std::ifstream sin(s);
+  auto st = nlohmann::json::parse(sin);
+  for (auto& v : st["views"]) v["stride"] = int64_t{1} << 62;
+  const std::string huge_stride = write("stride_2_62.json", st.dump());
+  expect_error("run " + huge_stride + " --steps 1", "error: " + huge_stride + ": views[0]: start must lie in [0, devices) and stride in [1, devices]");
+  for (auto& v : st["views"]) v["stride"] = 3;
+  const std::string off_machine = write("stride_3.json", st.dump());
+  expect_error("run " + off_machine + " --steps 1", "error: " + off_machine + ": views[");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runner/calibrate.h"
+#include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/search/cost_model.h"
 
@@ -41,6 +42,9 @@ void add_calibrate_command(CLI::App& app) {
     if (backend == "auto") backend = runtime::mpi_launched() ? "mpi" : "cpu";
     if (backend != "cpu" && backend != "mpi") throw Error("--backend: unknown backend '" + backend + "' (cpu, mpi)");
     if (devices < 2) throw Error("--devices: must be at least 2 (messages are timed between two devices)");
+    if (devices > runtime::kMaxInProcessDevices)
+      throw Error("--devices: at most " + std::to_string(runtime::kMaxInProcessDevices) + " in-process devices (one thread each), got " +
+                  std::to_string(devices));
     if (threads < 1) throw Error("--threads: must be at least 1");
     if (steps < 2) throw Error("--steps: must be at least 2");
     if (repeats < 1) throw Error("--repeats: must be at least 1");

@@ -15,6 +15,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runtime/dataset.h"
+#include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/op_profile.h"
 #include "pcgx/runtime/run_report.h"
@@ -150,6 +151,7 @@ void add_run_command(CLI::App& app) {
     std::unique_ptr<search::CostModel> cost;
     search::Estimate predicted;
     Machine machine = search::find_machine(machine_name);
+    std::string devices_from = "--devices";  // or the strategy file, when it decided
     if (is_strategy_file(target)) {
       if (optimize) throw Error("--optimize: " + target + " is already a strategy");
       if (batch > 0 || !sets.empty()) throw Error("--batch/--set: a strategy fixes the model's sizes (" + target + ")");
@@ -163,7 +165,7 @@ void add_run_command(CLI::App& app) {
                   << " micro-batches); the CPU runtime runs each stage on its devices but processes the micro-batches as one batch, "
                      "without 1F1B overlap\n";
       const int need = runtime::devices_needed(graph, views);
-      if (devices == 0) devices = need;
+      if (devices == 0) devices = need, devices_from = target;
       if (devices < need)
         throw Error("--devices: " + target + " needs " + std::to_string(need) + " devices, " + std::to_string(devices) + " given");
     } else {
@@ -177,6 +179,9 @@ void add_run_command(CLI::App& app) {
     if (devices > machine.num_devices())
       throw Error("--devices: " + std::to_string(devices) + " exceeds the " + std::to_string(machine.num_devices()) + " devices of machine " +
                   machine.name + " (choose another --machine)");
+    if (!world && devices > runtime::kMaxInProcessDevices)
+      throw Error(devices_from + ": " + std::to_string(devices) + " devices, more than the " +
+                  std::to_string(runtime::kMaxInProcessDevices) + " the in-process runtime runs (one thread each): run it on MPI ranks (--backend mpi)");
     std::unique_ptr<runtime::NpyDataset> dataset;  // read before any search, so a bad file fails fast
     if (!data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, data)).get();
     search::CommOptions comm;

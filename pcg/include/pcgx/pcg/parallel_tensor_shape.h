@@ -35,6 +35,11 @@ struct ParallelDim {
   bool operator==(const ParallelDim&) const = default;
 };
 
+// The most shards one tensor may have: a million devices' worth. More is
+// a malformed file, not a plan, and would make every consumer that keeps a
+// record per shard (the interpreter, the runtime) allocate without bound.
+inline constexpr int64_t kMaxShards = int64_t{1} << 20;
+
 struct ParallelTensorShape {
   std::vector<ParallelDim> dims;
   int64_t replica = 1;
@@ -63,7 +68,8 @@ struct ParallelTensorShape {
   std::vector<int64_t> block_offset(std::span<const int64_t> block) const;
 
   // Why this shape is inconsistent (a degree that does not divide its size,
-  // a non-positive size, ...), or nothing when it is valid.
+  // a non-positive size, over 2^62 bytes or kMaxShards shards, ...), or
+  // nothing when it is valid.
   std::optional<std::string> invalid_reason() const;
 
   // e.g. "f32[8/2, 16, 4|p2] r2": size/degree, |p for pipelined, r replica.

@@ -23,8 +23,13 @@
 
 namespace pcgx::runtime {
 
+// Each device is a thread of this process; more than this many belong on
+// MPI ranks (a thread's stack alone reserves megabytes of address space).
+inline constexpr int kMaxInProcessDevices = 4096;
+
 class InProcessWorld {
  public:
+  // Throws pcgx::Error unless 1 <= devices <= kMaxInProcessDevices.
   explicit InProcessWorld(int devices);
   ~InProcessWorld();
   int size() const { return devices_; }
@@ -32,6 +37,8 @@ class InProcessWorld {
 
   // Runs body(comm) on every device, one thread each; rethrows the first
   // exception any device raised (the others are released, not left waiting).
+  // A thread the system cannot start is an error too: the devices already
+  // started are released and joined first.
   void run(const std::function<void(Communicator&)>& body);
 
   // Bytes sent between devices since construction.

@@ -23,10 +23,14 @@ namespace pcgx::runtime {
 // the product of the other dimensions of a higher-rank kernel).
 Tensor<float> initial_weight(const Node& weight, uint64_t seed);
 
+// The batches are made up front and kept: at most this many bytes of them.
+inline constexpr int64_t kMaxSyntheticBatchBytes = int64_t{4} << 30;
+
 class SyntheticTask final : public BatchSource {
  public:
   // `batches` distinct batches, cycled by step. Throws pcgx::Error when the
-  // graph's output 0 is not a loss the task knows.
+  // graph's output 0 is not a loss the task knows, or when the batches
+  // would take more than kMaxSyntheticBatchBytes.
   SyntheticTask(const Graph& g, uint64_t seed, int64_t batches);
   // Input values by Input node name.
   const std::map<std::string, Tensor<float>>& batch(int64_t step) const override;

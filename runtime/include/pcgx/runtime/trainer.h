@@ -30,7 +30,7 @@ struct TrainOptions {
   int64_t steps = 50;
   OptimizerOptions optimizer;
   uint64_t seed = 1;
-  int64_t batches = 8;  // distinct synthetic batches, cycled
+  int64_t batches = 8;  // distinct synthetic batches, cycled (at most `steps` are made)
   const BatchSource* data = nullptr;  // the batches (dataset.h); null: the synthetic teacher task
   int threads = 1;  // kernel threads of each device (pcgx/pcg/kernel_threads.h); results do not depend on it
   bool time_kernels = false;  // fill TrainResult::kernel_times (steps after the first)
