@@ -18,10 +18,10 @@ void add_axioms_command(CLI::App& app) {
   auto* ax = app.add_subcommand("axioms", "Operator axioms");
   ax->require_subcommand(1);
   static std::string dir;
-  static int attempts = 50;
+  static int attempts = verify::kDefaultAxiomInstances;
   auto* check = ax->add_subcommand("check", "Instantiate every axiom on random shapes and evaluate both sides; exit 1 on any mismatch");
   check->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
-  check->add_option("--instances", attempts, "legal random instances wanted per axiom")->capture_default_str();
+  check->add_option("--instances", attempts, "distinct legal instances wanted per axiom")->capture_default_str()->check(positive());
   check->callback([] {
     const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
     const auto rows = verify::check_axioms(set, attempts, 7);

@@ -128,7 +128,7 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
 
 std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
   auto it = shapes_.find(t.id());
-  if (it != shapes_.end()) return it->second;
+  if (it != shapes_.end()) return it->second.second;
   std::optional<ParallelTensorShape> result;
   if (t.is_app() && t.num_args() == 0) {
     auto in = inputs_.find(t.decl().name().str());
@@ -148,20 +148,33 @@ std::optional<ParallelTensorShape> Terms::shape(const z3::expr& t) {
         ok = t.arg(k).is_numeral();
         if (ok) ints.push_back(t.arg(k).get_numeral_int64());
       }
-      std::optional<Attributes> a;
-      if (ok) a = decode_attrs(*enc, ints);
-      if (a && std::string(enc->op) == "Split" && !set_halves(*a, ins[0])) a.reset();
-      if (a) {
-        try {
-          const OpDef& op = OpRegistry::global().get(enc->op);
-          const auto outs = infer_output_shapes(op, normalize_attributes(op.attrs, *a, enc->op), ins, enc->op);
-          result = outs.at(static_cast<size_t>(enc->output));
-        } catch (const Error&) {
+      // Degree inference reports an illegal operator by throwing, which
+      // costs more than the rest of a check: its verdicts are kept by
+      // operator, attributes and input shapes, which decide it.
+      std::string key;
+      if (ok) {
+        key = enc->symbol;
+        for (int64_t v : ints) key += ' ' + std::to_string(v);
+        for (const auto& s : ins) key += ' ' + s.to_string();
+      }
+      if (auto known = ok ? op_shapes_.find(key) : op_shapes_.end(); known != op_shapes_.end()) {
+        result = known->second;
+      } else if (ok) {
+        std::optional<Attributes> a = decode_attrs(*enc, ints);
+        if (a && std::string(enc->op) == "Split" && !set_halves(*a, ins[0])) a.reset();
+        if (a) {
+          try {
+            const OpDef& op = OpRegistry::global().get(enc->op);
+            const auto outs = infer_output_shapes(op, normalize_attributes(op.attrs, *a, enc->op), ins, enc->op);
+            result = outs.at(static_cast<size_t>(enc->output));
+          } catch (const Error&) {
+          }
         }
+        op_shapes_.emplace(std::move(key), result);
       }
     }
   }
-  shapes_.emplace(t.id(), result);
+  shapes_.emplace(t.id(), std::make_pair(t, result));
   return result;
 }
 

@@ -42,9 +42,12 @@ class Terms {
   // pcgx::Error for an operator without an encoding.
   std::vector<z3::expr> encode(const Graph& g, const std::vector<TensorRef>& outs);
   // An input's state; int64 inputs hold indices in [0, index_range).
+  // (Shapes computed before depend on the old state: they are forgotten.)
   void set_input(const std::string& name, const ParallelTensorShape& s, int64_t index_range = 0) {
     inputs_[name] = s;
     if (index_range > 0) index_ranges_[name] = index_range;
+    else index_ranges_.erase(name);
+    shapes_.clear();
   }
   void clear_inputs() {
     inputs_.clear();
@@ -69,8 +72,13 @@ class Terms {
   z3::sort tensor_;
   std::map<std::string, ParallelTensorShape> inputs_;
   std::map<std::string, int64_t> index_ranges_;
-  std::unordered_map<unsigned, std::optional<ParallelTensorShape>> shapes_;
+  // By term id; the term is kept so that its id is not reused by another
+  // term while the entry lives (Z3 recycles the ids of freed terms).
+  std::unordered_map<unsigned, std::pair<z3::expr, std::optional<ParallelTensorShape>>> shapes_;
   std::vector<std::pair<z3::expr, int64_t>> deferred_;
+  // An operator's output shape (or illegality) by symbol, integer arguments
+  // and input shapes: a pure function, kept across inputs.
+  std::unordered_map<std::string, std::optional<ParallelTensorShape>> op_shapes_;
 };
 
 }  // namespace pcgx::verify

@@ -74,15 +74,22 @@ class Prover {
   std::unique_ptr<Impl> impl_;
 };
 
-// `pcgx axioms check`: every axiom instantiated on random small shapes,
-// degrees and attributes until `attempts` instances are legal (precondition
-// true, both sides legal PCGs of one parallel shape) or 200 x `attempts`
-// were tried; both sides evaluated by the reference interpreter (exact and
-// float) on independent random shards.
+// `pcgx axioms check`: every axiom instantiated on small shapes, degrees
+// and attributes until `attempts` distinct instances are legal
+// (precondition true, both sides legal PCGs of one parallel shape); both
+// sides evaluated by the reference interpreter (exact and float) on
+// independent random shards. Instances are built (axiom_instances.h): a
+// randomized search binds one variable at a time and checks each subterm
+// and each conjunct of the precondition as soon as it can, taking turns
+// with independent draws. A draw ends the check after 200 x `attempts`
+// (1,000 x while none was legal), or once 4 x `attempts` legal draws in a
+// row were repeats (an axiom with fewer legal instances). Axioms are
+// checked in parallel, each with its own random stream.
+inline constexpr int kDefaultAxiomInstances = 50;
 struct AxiomCheck {
   std::string name;
-  int tried = 0;       // instantiations attempted
-  int legal = 0;       // with a true precondition and both sides legal
+  int tried = 0;       // draws
+  int legal = 0;       // distinct legal instances
   int mismatches = 0;
   std::string counterexample;
 };
