@@ -1,3 +1,4 @@
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "pcgx/pcg/error.h"
@@ -78,6 +79,26 @@ std::string ruleset_to_json(const Ruleset& r) {
   return root.dump() + "\n";
 }
 
+// A rule's variables are its Input and Weight nodes, matched by name across
+// the two sides: an unnamed one would be one constant "" to the prover
+// whatever it stands for, and one declared differently on each side (another
+// shape, another index_range) is two variables under one name. Z3 "proved"
+// such rules and evaluation then refuted them, blaming the axioms.
+namespace {
+void check_rule_variables(const Rule& rule, const std::string& source, const std::string& path) {
+  std::map<std::string, const Node*> seen;
+  for (const auto& [side, g] : {std::pair<const char*, const Graph*>{"source", &rule.source}, {"target", &rule.target}})
+    for (const Node& n : g->nodes()) {
+      if (n.op->op_class != OpClass::kSource) continue;
+      const std::string where = path + "." + side + ".nodes[" + std::to_string(n.id) + "]";
+      if (n.name.empty()) fail(source, where, "a rule's " + n.op->name + " node needs a name (its variable)");
+      auto [it, fresh] = seen.emplace(n.name, &n);
+      if (!fresh && (it->second->op != n.op || !(it->second->attrs == n.attrs)))
+        fail(source, where, "variable '" + n.name + "' is declared differently on the two sides");
+    }
+}
+}  // namespace
+
 Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
   const json root = parse_json_document(text, source);
   if (!root.is_object()) fail(source, "", "must be an object");
@@ -114,6 +135,7 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
     rule.id = str(field(j, "id", source, path), source, path + ".id");
     rule.source = graph_from_value(field(j, "source", source, path), source, path + ".source");
     rule.target = graph_from_value(field(j, "target", source, path), source, path + ".target");
+    check_rule_variables(rule, source, path);
     const json& map = field(j, "output_map", source, path);
     if (!map.is_array()) fail(source, path + ".output_map", "must be an array of [source, target] pairs");
     for (size_t k = 0; k < map.size(); ++k) {
@@ -148,5 +170,18 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
 Ruleset load_ruleset(const std::string& path) { return ruleset_from_json(read_text_file(path), path); }
 
 void save_ruleset(const Ruleset& r, const std::string& path) { write_text_file_atomic(path, ruleset_to_json(r)); }
+
+std::optional<std::string> unverified_reason(const Ruleset& r) {
+  if (r.kind != kRulesetKind) return "kind: \"" + r.kind + "\" holds candidates, not proved rules";
+  if (r.stored_hash.empty()) return "content_hash: missing";
+  if (r.stored_hash != r.computed_hash) return "content_hash: stored " + r.stored_hash + ", but the content hashes to " + r.computed_hash;
+  for (size_t i = 0; i < r.rules.size(); ++i) {
+    const Rule& rule = r.rules[i];
+    if (!rule.proof) return "rules[" + std::to_string(i) + "] (" + rule.id + "): no proof record";
+    if (rule.proof->result != "proved")
+      return "rules[" + std::to_string(i) + "] (" + rule.id + "): proof result \"" + rule.proof->result + "\", not \"proved\"";
+  }
+  return std::nullopt;
+}
 
 }  // namespace pcgx

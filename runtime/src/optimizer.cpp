@@ -60,7 +60,10 @@ void Optimizer::step(std::span<Tensor<float>* const> params, std::span<const Ten
   }
   const double c1 = 1.0 - std::pow(o_.beta1, static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(o_.beta2, static_cast<double>(steps_));
+  // 1 - beta in double, then rounded, as PyTorch computes it from Python
+  // floats: 1 - float(0.999) is 9.9999e-4, a drift of 1e-5 in 20 steps.
   const auto b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+  const auto a1 = static_cast<float>(1.0 - o_.beta1), a2 = static_cast<float>(1.0 - o_.beta2);
   const auto step = static_cast<float>(o_.lr / c1), eps = static_cast<float>(o_.eps);
   const auto root_c2 = static_cast<float>(std::sqrt(c2));
   pieces([&](int64_t p) {
@@ -70,8 +73,8 @@ void Optimizer::step(std::span<Tensor<float>* const> params, std::span<const Ten
     float* m = m_[piece.tensor].data() + piece.begin;
     float* v = v_[piece.tensor].data() + piece.begin;
     for (size_t e = 0; e < piece.size; ++e) {
-      m[e] = b1 * m[e] + (1 - b1) * g[e];
-      v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];
+      m[e] = b1 * m[e] + a1 * g[e];
+      v[e] = b2 * v[e] + a2 * g[e] * g[e];
       w[e] -= step * m[e] / (std::sqrt(v[e]) / root_c2 + eps);
     }
   });

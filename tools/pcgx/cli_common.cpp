@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
@@ -98,6 +99,15 @@ std::string one_line(const std::string& message) {
     }
   }
   return out;
+}
+
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified) {
+  Ruleset r = load_ruleset(path);
+  if (const auto why = unverified_reason(r)) {
+    if (!allow_unverified) throw Error(path + ": not a verified ruleset: " + *why + " (--allow-unverified to search with it anyway)");
+    std::cerr << "warning: " << one_line(path + ": searching with an unverified ruleset (--allow-unverified): " + *why) << "\n";
+  }
+  return r;
 }
 
 CLI::Validator positive() {

@@ -8,6 +8,7 @@
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/legacy_flexflow.h"
+#include "pcgx/rulesets/ruleset.h"
 
 namespace pcgx::cli {
 
@@ -31,6 +32,12 @@ std::string with_commas(int64_t n);  // 335,143,936
 // An error message as one printable line: control characters (newlines,
 // terminal escape codes from a file name or a field) are shown escaped.
 std::string one_line(const std::string& message);
+
+// A ruleset for the search: refused unless verified (unverified_reason),
+// or, with --allow-unverified, used with a warning on standard error.
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified);
+inline constexpr const char* kAllowUnverifiedHelp =
+    "search with a ruleset that is not a verified one (a content-hash mismatch, a rule without a proof); reported as a warning";
 
 // An integer option that must be positive when given (0 must not
 // silently mean "the default").

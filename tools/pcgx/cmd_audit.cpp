@@ -9,7 +9,7 @@
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/rulesets/legacy_flexflow.h"
 #include "pcgx/rulesets/rule_form.h"
-#include "pcgx/verifier/batch.h"
+#include "pcgx/verifier/audit.h"
 
 namespace pcgx::cli {
 
@@ -35,24 +35,19 @@ void add_audit_command(CLI::App& app) {
     bool failed = false;
     if (format == "pcgx") {
       const Ruleset r = load_ruleset(file);
-      const bool hash_ok = !r.stored_hash.empty() && r.stored_hash == r.computed_hash;
-      std::cout << "content hash   " << (hash_ok ? "ok" : "MISMATCH: stored " + r.stored_hash + ", content " + r.computed_hash) << "\n";
-      std::cout << "axioms         " << (r.axioms_hash == axioms.hash ? "the ones it was proved with" : "changed since it was proved (re-proving now)") << "\n";
-      failed = !hash_ok;
-      const auto verdicts = verify::prove_all(r.rules, axioms, verify::ProverOptions{timeout_ms}, threads, progress);
+      const verify::AuditResult a = verify::audit_ruleset(r, axioms, verify::ProverOptions{timeout_ms}, threads, progress);
+      std::cout << "content hash   " << (a.hash_ok ? "ok" : "MISMATCH: stored " + r.stored_hash + ", content " + r.computed_hash) << "\n";
+      std::cout << "axioms         " << (a.same_axioms ? "the ones it was proved with" : "changed since it was proved (re-proving now)") << "\n";
+      failed = a.failed();
+      const auto& verdicts = a.verdicts;
       for (size_t i = 0; i < r.rules.size(); ++i) {
-        const auto& v = verdicts[i];
-        std::string verdict = v.proof.result != verify::Result::kUnsat ? std::string(verify::to_string(v.proof.result))
-                              : !v.check.holds                         ? "proved but refuted by evaluation"
-                                                                       : "ok";
-        ++tally[verdict];
-        if (verdict != "ok") {
-          failed = true;
-          std::cout << "FAIL " << r.rules[i].id << ": " << verdict << ": "
-                    << (v.check.holds ? v.proof.reason : v.check.counterexample) << "\n    " << rule_text(r.rules[i]) << "\n";
+        const verify::RuleAudit& ra = a.rules[i];
+        ++tally[ra.verdict];
+        if (ra.verdict != "ok") {
+          std::cout << "FAIL " << r.rules[i].id << ": " << ra.verdict << ": " << ra.detail << "\n    " << rule_text(r.rules[i]) << "\n";
         } else if (list) {
-          const auto d = v.check.at_degree_4;
-          std::cout << "ok   " << r.rules[i].id << " (" << v.proof.axioms.size() << " axioms"
+          const auto d = verdicts[i].check.at_degree_4;
+          std::cout << "ok   " << r.rules[i].id << " (" << verdicts[i].proof.axioms.size() << " axioms"
                     << (d == DegreeCheck::kHolds ? "; holds at degree 4" : d == DegreeCheck::kDegreeSpecific ? "; degree-specific" : "")
                     << ")  " << rule_text(r.rules[i]) << "\n";
         }

@@ -33,7 +33,7 @@ void add_optimize_command(CLI::App& app) {
   static std::vector<std::string> sets;
   static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0;
   static double alpha = 1.05, bucket_mb = 25;
-  static bool quiet = false, per_device_batch = true, pipeline = false;
+  static bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
   cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all")->check(positive());
@@ -59,6 +59,7 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--micro-batches", micro_batches, "micro-batches per iteration (default: the best of 1, 2, 4, 8 x stages)")
       ->check(positive());
   cmd->add_flag("-q,--quiet", quiet, "no per-operator table");
+  cmd->add_flag("--allow-unverified", allow_unverified, kAllowUnverifiedHelp);
   cmd->callback([] {
     Machine m = search::find_machine(machine_name);
     if (devices < 0 || devices > m.num_devices())
@@ -94,7 +95,7 @@ void add_optimize_command(CLI::App& app) {
     std::unique_ptr<search::RuleLibrary> rules;
     Ruleset rs;
     if (needs_rules) {
-      rs = load_ruleset(ruleset_path);
+      rs = load_search_ruleset(ruleset_path, allow_unverified);
       rules = std::make_unique<search::RuleLibrary>(rs);
     } else {
       rules = std::make_unique<search::RuleLibrary>(rs);

@@ -35,6 +35,10 @@ void add_regenerate_command(CLI::App& app) {
     if (version < 1) throw Error("--version " + std::to_string(version) + ": must be positive");
     if (!fs::is_directory(out_dir)) throw Error("--out-dir " + out_dir + ": not a directory");
     const verify::AxiomSet axioms = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    // One wrong axiom proves anything: a ruleset is proved only with axioms that pass their check.
+    std::cerr << "checking the axioms in " << axioms.dir << " (pcgx axioms check)\n";
+    if (const auto failure = verify::axiom_check_failure(axioms))
+      throw Error(axioms.dir + ": " + *failure + "; nothing was generated (see pcgx axioms check)");
     gen::GeneratorConfig c;
     c.opset = gen::find_opset(opset);
     c.max_ops = max_ops;

@@ -79,7 +79,7 @@ void add_run_command(CLI::App& app) {
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9, bucket_mb = 25;
-  static bool optimize = false, breakdown = false, no_report = false, no_plot = false;
+  static bool optimize = false, breakdown = false, no_report = false, no_plot = false, allow_unverified = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
   cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)")->check(positive());
@@ -107,6 +107,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--set", sets, "override a size parameter of a zoo model: key=value (repeatable)");
   cmd->add_option("--report", report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", plot, "loss curve to write (SVG)")->capture_default_str();
+  cmd->add_flag("--allow-unverified", allow_unverified, kAllowUnverifiedHelp);
   cmd->add_flag("--no-report", no_report, "write no run report");
   cmd->add_flag("--no-plot", no_plot, "write no loss curve");
   cmd->add_option("--profile", profile_in, "measured operator times for the search and the prediction (pcgx.profile JSON, e.g. from --profile-out)");
@@ -196,7 +197,7 @@ void add_run_command(CLI::App& app) {
       if (rank0) {
         try {
           Ruleset rs;
-          if (search_kind == "unity" || search_kind == "sequential" || search_kind == "exhaustive") rs = load_ruleset(ruleset_path);
+          if (search_kind == "unity" || search_kind == "sequential" || search_kind == "exhaustive") rs = load_search_ruleset(ruleset_path, allow_unverified);
           const search::RuleLibrary rules(rs);
           search::SearchOptions so;
           so.algorithm = search_kind, so.budget = budget;

@@ -24,7 +24,7 @@ void add_axioms_command(CLI::App& app) {
   check->add_option("--instances", attempts, "distinct legal instances wanted per axiom")->capture_default_str()->check(positive());
   check->callback([] {
     const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
-    const auto rows = verify::check_axioms(set, attempts, 7);
+    const auto rows = verify::check_axioms(set, attempts, verify::kAxiomCheckSeed);
     int bad = 0, untested = 0;
     std::cout << std::left << std::setw(34) << "axiom" << std::right << std::setw(8) << "tried" << std::setw(8) << "legal"
               << "  result\n";

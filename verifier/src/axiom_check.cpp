@@ -98,4 +98,12 @@ std::vector<AxiomCheck> check_axioms(const AxiomSet& set, int attempts, uint64_t
   return rows;
 }
 
+std::optional<std::string> axiom_check_failure(const AxiomSet& axioms) {
+  for (const AxiomCheck& row : check_axioms(axioms, kDefaultAxiomInstances, kAxiomCheckSeed)) {
+    if (row.mismatches) return "axiom " + row.name + " is wrong: " + row.counterexample;
+    if (row.legal == 0) return "axiom " + row.name + " has no legal instance (untested)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace pcgx::verify

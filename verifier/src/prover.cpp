@@ -30,7 +30,10 @@ Prover::Prover(const AxiomSet& set, ProverOptions options) : impl_(std::make_uni
 
 Prover::~Prover() = default;
 
-Proof Prover::prove(const Rule& rule) {
+Proof Prover::prove(const Rule& rule) { return prove_with(rule, {}); }
+
+Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only) {
+  const std::set<std::string> allowed(only.begin(), only.end());
   const auto start = std::chrono::steady_clock::now();
   Proof proof;
   auto done = [&](Result r, std::string reason) {
@@ -113,6 +116,7 @@ Proof Prover::prove(const Rule& rule) {
       if (heads == m.by_head.end()) continue;
       for (const auto& [a, side] : heads->second) {
         const Axiom& ax = m.axioms[a];
+        if (!allowed.empty() && !allowed.count(ax.name)) continue;
         {
           Bindings b(ax.tensor_var.size());
           if (!T.match(side == 0 ? ax.lhs : ax.rhs, t, b)) continue;

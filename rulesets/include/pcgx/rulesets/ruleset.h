@@ -65,6 +65,12 @@ struct Ruleset {
   std::string computed_hash;
 };
 
+// Why the search should not trust `r`, or nothing: it must be a verified
+// ruleset (kind pcgx.ruleset) whose stored content hash matches its content
+// and whose every rule carries a proof record with result "proved". This
+// is what a file can promise by itself; `pcgx audit` re-proves it.
+std::optional<std::string> unverified_reason(const Ruleset& r);
+
 std::string ruleset_to_json(const Ruleset& r);          // with a fresh content hash
 Ruleset ruleset_from_json(const std::string& text, const std::string& source);
 Ruleset load_ruleset(const std::string& path);

@@ -14,6 +14,7 @@
 // (source = target)" is a proof, and its unsat core names the axioms used.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ class Prover {
   Prover& operator=(const Prover&) = delete;
 
   Proof prove(const Rule& rule);
+  // The same with only the axioms named (a stored unsat core): a proof
+  // shows the core suffices.
+  Proof prove_with(const Rule& rule, const std::vector<std::string>& only);
 
  private:
   struct Impl;
@@ -94,5 +98,10 @@ struct AxiomCheck {
   std::string counterexample;
 };
 std::vector<AxiomCheck> check_axioms(const AxiomSet& axioms, int attempts, uint64_t seed);
+inline constexpr uint64_t kAxiomCheckSeed = 7;  // `pcgx axioms check`'s
+// The default check (kDefaultAxiomInstances, kAxiomCheckSeed): the first
+// axiom that is wrong or has no legal instance, with its counterexample,
+// or nothing when every axiom passes.
+std::optional<std::string> axiom_check_failure(const AxiomSet& axioms);
 
 }  // namespace pcgx::verify

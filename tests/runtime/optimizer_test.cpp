@@ -1,0 +1,42 @@
+// The optimizers against the same updates computed in double precision.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "pcgx/runtime/optimizer.h"
+
+namespace pcgx::runtime {
+namespace {
+
+// Adam drifted 1.1e-5 (relative) from PyTorch in 20 steps: it computed
+// 1 - beta2 in float (9.9999e-4): 6e-6 here. In double the drift over 20
+// steps is a few float roundings.
+TEST(Optimizer, AdamFollowsTheDoublePrecisionUpdate) {
+  OptimizerOptions o;
+  o.kind = "adam", o.lr = 1e-3;
+  Optimizer opt(o);
+  const size_t n = 64;
+  Tensor<float> w({static_cast<int64_t>(n)}), g({static_cast<int64_t>(n)});
+  std::vector<double> ref(n), m(n, 0), v(n, 0);
+  // Weights from 0: their rounding stays far below the updates compared.
+  Tensor<float>* params[] = {&w};
+  const Tensor<float>* grads[] = {&g};
+  for (int step = 1; step <= 20; ++step) {
+    for (size_t e = 0; e < n; ++e) g.data[e] = static_cast<float>(std::sin(0.1 * static_cast<double>(step * 64 + static_cast<int>(e))));
+    opt.step(params, grads);
+    for (size_t e = 0; e < n; ++e) {
+      const double ge = g.data[e];
+      m[e] = o.beta1 * m[e] + (1 - o.beta1) * ge;
+      v[e] = o.beta2 * v[e] + (1 - o.beta2) * ge * ge;
+      const double mh = m[e] / (1 - std::pow(o.beta1, step)), vh = v[e] / (1 - std::pow(o.beta2, step));
+      ref[e] -= o.lr * mh / (std::sqrt(vh) + o.eps);
+    }
+  }
+  double worst = 0;
+  for (size_t e = 0; e < n; ++e) worst = std::max(worst, std::fabs(w.data[e] - ref[e]) / std::fabs(ref[e]));
+  EXPECT_LT(worst, 2e-6);
+}
+
+}  // namespace
+}  // namespace pcgx::runtime
