@@ -8,8 +8,9 @@ find_package(TBB REQUIRED)
 # inception-v3 on 192 devices: 78 s -> 42 s with TBB's scalable
 # allocator). Executables that search replace malloc with it; the proxy
 # exports no symbol they use, hence --no-as-needed.
+# (Not under the sanitizers: AddressSanitizer replaces malloc itself.)
 function(pcgx_scalable_malloc target)
-  if(TARGET TBB::tbbmalloc_proxy)
+  if(TARGET TBB::tbbmalloc_proxy AND NOT PCGX_SANITIZE)
     target_link_libraries(${target} PRIVATE "-Wl,--push-state,--no-as-needed" TBB::tbbmalloc_proxy "-Wl,--pop-state")
   endif()
 endfunction()

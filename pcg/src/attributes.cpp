@@ -62,7 +62,7 @@ Attributes normalize_attributes(const std::vector<AttrSpec>& specs, const Attrib
                                 const std::string& what) {
   Attributes out;
   for (const auto& [name, value] : given.values()) {
-    auto it = std::find_if(specs.begin(), specs.end(), [&](const AttrSpec& s) { return s.name == name; });
+    auto it = std::find_if(specs.begin(), specs.end(), [&name = name](const AttrSpec& s) { return s.name == name; });
     if (it == specs.end()) {
       std::string known;
       for (const auto& s : specs) known += (known.empty() ? "" : ", ") + s.name;

@@ -57,6 +57,16 @@ void to_stdout(const std::string& text) {
 
 }  // namespace
 
+void check_output_path(const std::string& path) {
+  if (path == "-") return;
+  check_replaceable(path);
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path dir = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw FileError(path, "", "cannot write: " + dir.string() + " is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) throw FileError(path, "", std::string("cannot write: ") + std::strerror(errno));
+}
+
 void write_text_file_atomic(const std::string& path, const std::string& text) { write_text_files_atomic({{path, text}}); }
 
 void write_text_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {

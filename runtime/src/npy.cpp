@@ -125,8 +125,9 @@ void convert(const char* raw, std::vector<float>& out) {
 
 }  // namespace
 
-Tensor<float> read_npy(const std::string& path) {
-  const std::string bytes = read_text_file(path);
+Tensor<float> read_npy(const std::string& path) { return npy_from_bytes(read_text_file(path), path); }
+
+Tensor<float> npy_from_bytes(const std::string& bytes, const std::string& path) {
   if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0) throw FileError(path, "magic", "not a NumPy .npy file");
   const auto major = static_cast<unsigned char>(bytes[6]);
   if (major < 1 || major > 3) throw FileError(path, "version", "unsupported .npy version " + std::to_string(major));

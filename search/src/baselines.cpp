@@ -36,7 +36,7 @@ std::optional<Required> required_inputs(const Graph& g, const Node& n, const Nod
   const auto kinds = n.op->kinds(n.attrs, types);
   for (const auto& [name, degree] : plan) {
     if (degree <= 1) continue;
-    auto k = std::find_if(kinds.begin(), kinds.end(), [&](const ParallelKind& x) { return x.name == name; });
+    auto k = std::find_if(kinds.begin(), kinds.end(), [&name = name](const ParallelKind& x) { return x.name == name; });
     if (k == kinds.end()) return std::nullopt;
     for (size_t i = 0; i < req.layout.size() && i < k->inputs.size(); ++i) {
       const int d = k->inputs[i];
@@ -70,7 +70,7 @@ struct Builder {
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       int64_t p = 1;
       for (const auto& [name, degree] : plan) {
-        auto k = std::find_if(kinds.begin(), kinds.end(), [&](const ParallelKind& x) { return x.name == name; });
+        auto k = std::find_if(kinds.begin(), kinds.end(), [&name = name](const ParallelKind& x) { return x.name == name; });
         if (k != kinds.end() && o < k->outputs.size() && k->outputs[o] == ParallelKind::kPartial) p *= degree;
       }
       if (p > 1) partial[{id, static_cast<int32_t>(o)}] = p;

@@ -142,6 +142,13 @@ void add_run_command(CLI::App& app) {
     o.steps = steps, o.seed = static_cast<uint64_t>(seed), o.batches = batches;
     o.optimizer.kind = optimizer, o.optimizer.lr = lr, o.optimizer.momentum = momentum;
     runtime::validate(o.optimizer);
+    // The outputs are written after training: a path that cannot be
+    // written fails now, not after the work.
+    if (rank0) {
+      if (!no_report) check_output_path(report);
+      if (!no_plot) check_output_path(plot);
+      if (!profile_out.empty()) check_output_path(profile_out);
+    }
     if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
     o.bucket_bytes = bucket_mb * 1024 * 1024;
 

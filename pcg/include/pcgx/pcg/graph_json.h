@@ -39,5 +39,9 @@ void write_text_file_atomic(const std::string& path, const std::string& text);
 // and only when every one is written are they renamed into place (a bad
 // --plot path no longer leaves the run report behind). Paths as above.
 void write_text_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
+// Throws the FileError writing `path` would (not a regular file, no such
+// directory, no permission) without writing: for outputs of long work,
+// checked before the work starts.
+void check_output_path(const std::string& path);
 
 }  // namespace pcgx

@@ -12,6 +12,8 @@
 namespace pcgx::runtime {
 
 Tensor<float> read_npy(const std::string& path);
+// The same from a file's bytes; errors name `source`.
+Tensor<float> npy_from_bytes(const std::string& bytes, const std::string& source);
 // Writes a float32 .npy (version 1.0) atomically.
 void write_npy(const std::string& path, const Tensor<float>& t);
 
