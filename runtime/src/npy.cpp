@@ -158,9 +158,16 @@ Tensor<float> npy_from_bytes(const std::string& bytes, const std::string& path) 
   // The data's size, checked against the file before anything is
   // allocated (a 128-byte file may claim any shape).
   const size_t have = bytes.size() - at;
-  size_t need = item;
-  for (int64_t d : shape)
-    if (__builtin_mul_overflow(need, static_cast<size_t>(d), &need)) throw FileError(path, "shape", "the element count overflows");
+  // Zero dimensions are left out of the overflow check: (0, 2^40, 2^40) has
+  // no elements, but its other dimensions' product would still wrap in
+  // every later count (the fuzzer found that).
+  size_t need = item, nonzero = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && (__builtin_mul_overflow(nonzero, static_cast<size_t>(d), &nonzero) || nonzero > size_t{INT64_MAX}))
+      throw FileError(path, "shape", "the element count overflows");
+    need = d == 0 ? 0 : need;
+  }
+  if (need != 0 && __builtin_mul_overflow(nonzero, item, &need)) throw FileError(path, "shape", "the element count overflows");
   if (have != need) throw FileError(path, "data", std::to_string(have) + " bytes of data, the shape needs " + std::to_string(need));
   Tensor<float> t(shape);
   conv(bytes.data() + at, t.data);

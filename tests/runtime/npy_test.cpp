@@ -109,6 +109,9 @@ TEST(Npy, HostileHeadersAreErrors) {
   // before anything is allocated.
   write_raw(p, 1, "<f4", "(1152921504606846976, 16)", raw<float>({1, 2}));
   says("shape: the element count overflows");
+  // A zero dimension hid the overflow of the others (fuzz_npy found it).
+  write_raw(p, 1, "<f4", "(4, 0, 4303684769121936, 2222)", "");
+  says("shape: the element count overflows");
   write_raw(p, 1, "<f4", "(20000000, 16)", raw<float>({1, 2}));
   says("data: 8 bytes of data, the shape needs 1280000000");
   write_raw(p, 1, "<f4", "(99999999999999999999, 16)", raw<float>({1, 2}));
