@@ -247,11 +247,12 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   const int64_t blocks = s.num_blocks();
   std::optional<SyncGroup> worst;
   double worst_time = -1;
-  std::vector<int64_t> members;
+  std::vector<int64_t> members, all;
   for (int64_t b = 0; b < blocks; ++b) {
     members.clear();
     for (int64_t c = 0; c < s.replica; ++c) add_member(members, lo + p.owner(t, c * blocks + b));
     if (members.size() < 2) continue;
+    all.insert(all.end(), members.begin(), members.end());
     SyncGroup sg{group_shape(machine_, members), shard_bytes(s), 0};
     const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
     if (time <= worst_time) continue;
@@ -259,6 +260,11 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
     sg.key = 0x5EC;
     for (int64_t d : members) sg.key = hash_mix(sg.key, static_cast<uint64_t>(d));
     worst = std::move(sg), worst_time = time;
+  }
+  if (worst) {
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    worst->devices = std::move(all);
   }
   return worst;
 }

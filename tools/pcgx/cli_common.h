@@ -56,5 +56,6 @@ void add_regenerate_command(CLI::App& app);
 void add_optimize_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
 
 }  // namespace pcgx::cli

@@ -104,6 +104,7 @@ struct SyncGroup {
   GroupShape group;
   double bytes = 0;
   uint64_t key = 0;  // tells groups of different devices apart (buckets never mix them)
+  std::vector<int64_t> devices;  // every device taking part (all the groups), ascending
 };
 
 class CostModel {

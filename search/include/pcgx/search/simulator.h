@@ -1,0 +1,124 @@
+#pragma once
+// The execution simulator (FlexFlow, Jia et al. 2019, Section 5): the task
+// graph of one training iteration of a mapped PCG, simulated on the
+// machine (timeline.h), and re-simulated incrementally when one operator's
+// machine view changes (delta simulation).
+//
+// Where the machine-mapping DP adds times along series compositions, the
+// simulator runs every task on the resource it occupies, so it sees a
+// device waiting for a message, two transfers sharing a link, and gradient
+// synchronization running beside the backward pass.
+//
+// The tasks, per node of the graph (the nodes the DP prices, with the same
+// cost-model terms, cost_model.h):
+//   compute operator   per task: forward and backward on its device's
+//                      compute stream; per task and input whose shard lives
+//                      on another device, a transfer (forward) and the
+//                      gradient sent back (backward) on the link ports the
+//                      two devices meet through;
+//   parallel operator  one collective forward and one backward (a layout
+//                      change with its partner as one, cost_model.h) on
+//                      the link ports of every device it moves data
+//                      between, waiting for every shard it reads;
+//   gradient sync      DDP's buckets (CommOptions::bucket_bytes) of the
+//                      weight gradients of one device group, in the order
+//                      the backward pass produces them; a bucket starts
+//                      when its last gradient is ready, on the sync channel
+//                      of each member (beside the compute stream) and the
+//                      link ports its all-reduce crosses;
+//   update             per device, after its backward pass and the buckets
+//                      it takes part in.
+// Link ports: for each link level l of the machine, each group of the
+// level below (a device for the first level, a node for the second) has
+// one port resource; a transfer holds the ports of both ends at the level
+// where they meet, a collective the ports of every member at every level it
+// crosses. Transfers through one port run one after the other (contention).
+//
+// Layout nodes (source_layout.h) run no tasks, as in the DP. Pipelined
+// graphs (Pipeline/Batch degrees) are simulated with each task's
+// micro-slices run back to back, as the cost model prices them.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine_view.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/timeline.h"
+
+namespace pcgx::search {
+
+enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate };
+const char* to_string(SimKind k);
+
+// What a simulated task stands for.
+struct SimTaskInfo {
+  SimKind kind = SimKind::kForward;
+  NodeId node = -1;     // -1: a bucket or an update
+  int64_t index = -1;   // task index within the node, the bucket, or the updating device
+  int64_t device = -1;  // the device of a compute task or update; -1 otherwise
+  bool communication() const { return kind == SimKind::kTransfer || kind == SimKind::kGradientTransfer || kind == SimKind::kCollective || kind == SimKind::kSync; }
+};
+
+struct DeviceSummary {
+  double compute = 0;        // busy on its compute stream (forward, backward, update)
+  double sync = 0;           // busy on its sync channel (the buckets it takes part in)
+  double idle = 0;           // iteration time not spent computing
+};
+
+struct SimulationSummary {
+  double time = 0;           // the iteration: the end of the last task
+  // Along the critical path (they add up to time):
+  double compute = 0;        // forward, backward and update
+  double communication = 0;  // activations' transfers and collectives: exposed
+  double sync = 0;           // gradient buckets: exposed
+  // Over every task:
+  double communication_total = 0, sync_total = 0;
+  double communication_hidden() const { return communication_total - communication; }
+  double sync_hidden() const { return sync_total - sync; }
+  int64_t buckets = 0;
+  int64_t tasks = 0;
+  int64_t devices_used = 0;  // devices that run at least one forward task
+  std::vector<DeviceSummary> devices;
+  std::vector<TaskId> critical_path;
+};
+
+class Simulator {
+ public:
+  // Builds the task graph of `g` under `views` (one per node; as in a
+  // strategy file) on the cost model's machine and simulates it.
+  // Throws pcgx::Error when a task runs on a device the machine lacks.
+  Simulator(const Graph& g, std::vector<MachineView> views, const CostModel& cost);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // Delta simulation: node `n` runs under view `v`; rebuilds the tasks
+  // whose cost that changes and re-simulates what they affect.
+  void set_view(NodeId n, const MachineView& v);
+  // Rebuilds and re-simulates every task (what set_view avoids).
+  void rebuild();
+
+  double time() const { return timeline_.makespan(); }
+  const Timeline& timeline() const { return timeline_; }
+  const SimTaskInfo& info(TaskId t) const { return info_[static_cast<size_t>(t)]; }
+  const Graph& graph() const;
+  const std::vector<MachineView>& views() const;
+  // "device 3", "nvlink port of device 3", "infiniband port of group 1", "sync channel of device 3".
+  std::string resource_name(ResourceId r) const;
+  // Resources 0 .. devices-1 are the devices' compute streams.
+  int64_t devices() const;
+  SimulationSummary summary() const;
+  // Tasks rebuilt by the last set_view or rebuild.
+  int64_t rebuilt() const { return rebuilt_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Timeline timeline_;
+  std::vector<SimTaskInfo> info_;
+  int64_t rebuilt_ = 0;
+};
+
+}  // namespace pcgx::search

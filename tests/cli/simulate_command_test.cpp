@@ -1,0 +1,57 @@
+// `pcgx simulate`: prints the simulated iteration and its terms, writes a
+// trace that parses; bad input is one error line and exit code 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_pcgx.h"
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pcgx::testing::run;
+
+fs::path dir() {
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_simulate_test");
+  return d;
+}
+
+std::string strategy() {
+  static const std::string s = [] {
+    const std::string path = (dir() / "dp.json").string();
+    const auto r = run("optimize mlp-tiny --machine dgx-h100 --devices 8 --search data-parallel -q -o " + path);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return path;
+  }();
+  return s;
+}
+
+TEST(SimulateCommand, PrintsTheIterationAndWritesATrace) {
+  const std::string trace = (dir() / "trace.json").string();
+  const auto r = run("simulate " + strategy() + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"ms simulated", "the search's estimate", "along the critical path", "gradient sync", "longest tasks"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in);
+  int complete = 0;
+  for (const auto& e : j.at("traceEvents")) complete += e.at("ph") == "X";
+  EXPECT_GT(complete, 8);
+}
+
+TEST(SimulateCommand, BadInputIsOneErrorLine) {
+  const auto missing = run("simulate " + (dir() / "missing.json").string());
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.out.find("error: "), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("missing.json"), std::string::npos) << missing.out;
+  const auto bucket = run("simulate " + strategy() + " --bucket-mb 0");
+  EXPECT_EQ(bucket.code, 2);
+  EXPECT_NE(bucket.out.find("--bucket-mb"), std::string::npos) << bucket.out;
+  const auto trace_dir = run("simulate " + strategy() + " --trace " + dir().string());
+  EXPECT_EQ(trace_dir.code, 2) << trace_dir.out;
+}
+
+}  // namespace

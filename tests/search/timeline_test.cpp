@@ -1,0 +1,170 @@
+// The task-graph timeline (search/timeline.h): hand-built graphs whose
+// timelines are worked out by hand, and delta simulation against full
+// simulation on random graphs and random changes.
+#include "pcgx/search/timeline.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::search {
+namespace {
+
+// Resources of the hand-built cases.
+constexpr ResourceId kGpu0 = 0, kGpu1 = 1, kLink = 2, kSync0 = 3;
+
+TEST(Timeline, TasksOnDifferentResourcesOverlap) {
+  Timeline tl;
+  const TaskId a = tl.add(1, {}, 2.0, {kGpu0});
+  const TaskId b = tl.add(2, {}, 3.0, {kGpu1});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(a).start, 0.0);
+  EXPECT_EQ(tl.task(b).start, 0.0);
+  EXPECT_EQ(tl.makespan(), 3.0);
+}
+
+TEST(Timeline, TransfersThroughOnePortContend) {
+  // Two messages leave device 0 at once through its one port: the second
+  // waits for the first, although neither depends on the other.
+  Timeline tl;
+  const TaskId x = tl.add(1, {}, 1.5, {kLink});
+  const TaskId y = tl.add(2, {}, 1.0, {kLink});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(x).end, 1.5);
+  EXPECT_EQ(tl.task(y).start, 1.5);
+  EXPECT_EQ(tl.makespan(), 2.5);
+}
+
+TEST(Timeline, CommunicationOverlapsIndependentCompute) {
+  // a (gpu0, 2) -> send (link, 3) -> c (gpu1, 1); b (gpu0, 4) runs while the
+  // message travels; c waits for the message, not for b.
+  Timeline tl;
+  const TaskId a = tl.add(1, {}, 2.0, {kGpu0});
+  const TaskId send = tl.add(2, {a}, 3.0, {kLink});
+  const TaskId b = tl.add(3, {}, 4.0, {kGpu0});
+  const TaskId c = tl.add(4, {send}, 1.0, {kGpu1});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(b).start, 2.0);
+  EXPECT_EQ(tl.task(b).end, 6.0);
+  EXPECT_EQ(tl.task(c).start, 5.0);
+  EXPECT_EQ(tl.makespan(), 6.0);
+  // The critical path is a then b, on gpu0.
+  EXPECT_EQ(tl.critical_path(), (std::vector<TaskId>{a, b}));
+}
+
+TEST(Timeline, ABucketThatCannotHideIsExposed) {
+  // Backward: b1 (0-5), b2 (5-10) on gpu0. Bucket 1 (3 s) waits for b1 and
+  // hides behind b2; bucket 2 (4 s) waits for b2, the last gradient, and
+  // nothing is left to hide it: the iteration ends at 14.
+  Timeline tl;
+  const TaskId b1 = tl.add(1, {}, 5.0, {kGpu0});
+  const TaskId s1 = tl.add(2, {b1}, 3.0, {kSync0, kLink});
+  const TaskId b2 = tl.add(3, {}, 5.0, {kGpu0});
+  const TaskId s2 = tl.add(4, {b2}, 4.0, {kSync0, kLink});
+  const TaskId update = tl.add(5, {s1, s2}, 0.5, {kGpu0});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(s1).start, 5.0);
+  EXPECT_EQ(tl.task(s1).end, 8.0);
+  EXPECT_EQ(tl.task(s2).start, 10.0);
+  EXPECT_EQ(tl.task(update).start, 14.0);
+  EXPECT_EQ(tl.makespan(), 14.5);
+  EXPECT_EQ(tl.critical_path(), (std::vector<TaskId>{b1, b2, s2, update}));
+}
+
+TEST(Timeline, ABucketThatFollowsAnotherOnItsChannelWaits) {
+  // Two buckets ready at once share the sync channel: they run back to back.
+  Timeline tl;
+  const TaskId b = tl.add(1, {}, 1.0, {kGpu0});
+  const TaskId s1 = tl.add(2, {b}, 2.0, {kSync0});
+  const TaskId s2 = tl.add(3, {b}, 2.0, {kSync0});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(s1).end, 3.0);
+  EXPECT_EQ(tl.task(s2).start, 3.0);
+}
+
+TEST(Timeline, RejectsAPredecessorThatDoesNotComeFirst) {
+  Timeline tl;
+  tl.add(5, {}, 1.0, {kGpu0});
+  EXPECT_THROW(tl.add(3, {0}, 1.0, {kGpu0}), Error);
+  EXPECT_THROW(tl.add(5, {}, 1.0, {kGpu0}), Error);
+  EXPECT_EQ(tl.size(), 1u);
+}
+
+// A random layered task graph over `resources` resources.
+Timeline random_graph(std::mt19937_64& rng, int tasks, int resources) {
+  Timeline tl;
+  std::uniform_real_distribution<double> dur(0.0, 2.0);
+  for (int i = 0; i < tasks; ++i) {
+    std::vector<TaskId> preds;
+    for (int k = 0; k < 3 && i > 0; ++k)
+      if (rng() % 2) preds.push_back(static_cast<TaskId>(rng() % static_cast<uint64_t>(i)));
+    std::vector<ResourceId> res;
+    for (ResourceId r = 0; r < resources; ++r)
+      if (rng() % 4 == 0) res.push_back(r);
+    tl.add(static_cast<uint64_t>(10 * i), preds, rng() % 5 == 0 ? 0.0 : dur(rng), res);
+  }
+  return tl;
+}
+
+void expect_same_timeline(const Timeline& delta, const Timeline& full) {
+  ASSERT_EQ(delta.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    ASSERT_EQ(delta.task(static_cast<TaskId>(i)).start, full.task(static_cast<TaskId>(i)).start) << "task " << i;
+    ASSERT_EQ(delta.task(static_cast<TaskId>(i)).end, full.task(static_cast<TaskId>(i)).end) << "task " << i;
+  }
+}
+
+TEST(Timeline, DeltaSimulationEqualsFullSimulation) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> dur(0.0, 2.0);
+  int64_t visited = 0, changes = 0;
+  for (int graph = 0; graph < 20; ++graph) {
+    Timeline tl = random_graph(rng, 200, 6);
+    tl.simulate_full();
+    for (int step = 0; step < 50; ++step, ++changes) {
+      // Change a few tasks' durations and resources, as a new operator
+      // configuration does.
+      const int k = 1 + static_cast<int>(rng() % 3);
+      for (int j = 0; j < k; ++j) {
+        const auto t = static_cast<TaskId>(rng() % tl.size());
+        std::vector<ResourceId> res;
+        for (ResourceId r = 0; r < 6; ++r)
+          if (rng() % 4 == 0) res.push_back(r);
+        tl.set_cost(t, rng() % 3 == 0 ? tl.task(t).duration : dur(rng), rng() % 2 ? tl.task(t).resources : res);
+      }
+      tl.simulate_delta();
+      visited += tl.recomputed();
+      Timeline full;
+      for (const TimedTask& t : tl.tasks()) full.add(t.order, t.preds, t.duration, t.resources);
+      full.simulate_full();
+      expect_same_timeline(tl, full);
+      ASSERT_EQ(tl.makespan(), full.makespan());
+    }
+  }
+  // Delta simulation visits a fraction of the tasks.
+  EXPECT_LT(visited, changes * 200);
+}
+
+TEST(Timeline, TruncateAndRebuildTheTailEqualsFullSimulation) {
+  std::mt19937_64 rng(5);
+  Timeline tl = random_graph(rng, 120, 4);
+  tl.simulate_full();
+  for (int step = 0; step < 30; ++step) {
+    tl.truncate(100);
+    const int extra = static_cast<int>(rng() % 30);
+    for (int i = 0; i < extra; ++i) {
+      std::vector<TaskId> preds{static_cast<TaskId>(rng() % 100)};
+      tl.add(static_cast<uint64_t>(2000 + i), preds, 0.5 + static_cast<double>(rng() % 4), {static_cast<ResourceId>(rng() % 4)});
+    }
+    tl.simulate_delta();
+    Timeline full;
+    for (const TimedTask& t : tl.tasks()) full.add(t.order, t.preds, t.duration, t.resources);
+    full.simulate_full();
+    expect_same_timeline(tl, full);
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::search

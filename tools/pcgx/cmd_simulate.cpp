@@ -1,0 +1,95 @@
+// pcgx simulate: the execution simulator on a strategy file (search/simulator.h).
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+
+#include "cli_common.h"
+#include "print_estimate.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/search/simulator.h"
+#include "pcgx/search/strategy_json.h"
+#include "pcgx/search/trace.h"
+
+namespace pcgx::cli {
+namespace {
+
+std::string task_label(const search::Simulator& s, search::TaskId t) {
+  const search::SimTaskInfo& k = s.info(t);
+  if (k.kind == search::SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
+  if (k.kind == search::SimKind::kUpdate) return "update on device " + std::to_string(k.device);
+  return describe(s.graph().node(k.node)) + " " + to_string(k.kind) + " " + std::to_string(k.index);
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("simulate",
+                                 "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
+                                 "overlap, link contention and gradient buckets beside the backward pass");
+  static std::string strategy, trace, profile, efficiency;
+  static double bucket_mb = 25;
+  static int64_t show = 8;
+  cmd->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();
+  cmd->add_option("--trace", trace, "write the timeline as Chrome trace-event JSON (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
+  cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
+  cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB (PyTorch DDP's bucket_cap_mb)")->capture_default_str();
+  cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->callback([] {
+    if (!(bucket_mb > 0) || bucket_mb > 1e6) throw Error("--bucket-mb: must be a positive number of MiB (at most 1e6)");
+    if (!trace.empty()) check_output_path(trace);
+    const search::StrategyFile f = search::load_strategy(strategy);
+    const Machine m = f.machine.with_devices(f.devices);
+    const search::Efficiency eff = efficiency.empty() ? search::default_efficiency() : search::load_efficiency(efficiency);
+    search::CommOptions comm;
+    comm.bucket_bytes = bucket_mb * 1024 * 1024;
+    const search::CostModel cm(m, eff, profile.empty() ? Profile{} : load_profile(profile), comm);
+    std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
+    const search::Simulator sim(f.strategy.graph, views, cm);
+    const search::SimulationSummary s = sim.summary();
+
+    std::cout << "model                 " << f.model << "\n"
+              << "machine               " << m.name << ", " << f.devices << " devices\n"
+              << "strategy              " << f.search << " (" << strategy << ")\n";
+    if (f.pipeline_stages > 0)
+      std::cout << "note                  pipelined: each task's micro-slices run back to back, without the 1F1B schedule\n";
+    std::cout << "iteration time        " << ms(s.time) << " simulated";
+    if (f.strategy.estimate.feasible && f.strategy.estimate.time > 0)
+      std::cout << " (the search's estimate: " << ms(f.strategy.estimate.time) << ", ratio " << std::fixed << std::setprecision(2)
+                << s.time / f.strategy.estimate.time << ")";
+    std::cout << "\n  along the critical path (" << s.critical_path.size() << " tasks)\n"
+              << "    compute           " << ms(s.compute) << "\n"
+              << "    communication     " << ms(s.communication) << " exposed, " << ms(s.communication_hidden()) << " hidden\n"
+              << "    gradient sync     " << ms(s.sync) << " exposed, " << ms(s.sync_hidden()) << " hidden, in " << s.buckets << " bucket"
+              << (s.buckets == 1 ? "" : "s") << "\n";
+    double idle = 0, most = 0;
+    for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);
+    std::cout << "  devices             " << s.devices_used << " of " << f.devices << " compute; idle " << ms(idle / static_cast<double>(s.devices.size()))
+              << " mean, " << ms(most) << " most\n"
+              << "  tasks               " << s.tasks << "\n";
+    if (show > 0) {
+      std::cout << "per device (compute, gradient sync channel, idle)\n";
+      for (size_t d = 0; d < s.devices.size() && static_cast<int64_t>(d) < show; ++d)
+        std::cout << "  device " << std::left << std::setw(6) << d << std::right << std::setw(12) << ms(s.devices[d].compute) << std::setw(12)
+                  << ms(s.devices[d].sync) << std::setw(12) << ms(s.devices[d].idle) << "\n";
+      if (static_cast<int64_t>(s.devices.size()) > show) std::cout << "  ... (" << s.devices.size() << " devices; --show N lists more)\n";
+      std::vector<search::TaskId> longest = s.critical_path;
+      std::stable_sort(longest.begin(), longest.end(),
+                       [&](search::TaskId a, search::TaskId b) { return sim.timeline().task(a).duration > sim.timeline().task(b).duration; });
+      std::cout << "longest tasks on the critical path\n";
+      for (size_t i = 0; i < longest.size() && static_cast<int64_t>(i) < show; ++i) {
+        const search::TimedTask& t = sim.timeline().task(longest[i]);
+        std::cout << "  " << std::setw(12) << ms(t.duration) << "  at " << std::setw(12) << ms(t.start) << "  " << one_line(task_label(sim, longest[i]));
+        if (!t.resources.empty()) std::cout << " on " << sim.resource_name(t.resources.front()) << (t.resources.size() > 1 ? " and more" : "");
+        std::cout << "\n";
+      }
+    }
+    if (!trace.empty()) {
+      write_text_file_atomic(trace, search::simulation_trace_json(sim));
+      std::cerr << "wrote " << trace << "\n";
+    }
+  });
+}
+
+}  // namespace pcgx::cli
