@@ -103,30 +103,19 @@ Candidate Explorer::make(Graph g, std::vector<std::string> applied) const {
   return c;
 }
 
-std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<uint64_t>& seen) const {
-  const Graph& g = c.graph;
+void Explorer::steps(const Graph& g, Steps& out) const {
   const auto by_op = nodes_by_op(g);
   const auto consumers = g.consumers();
   MatchOptions o;
   o.limit = kMatchesPerRule;
   o.by_op = &by_op;
   o.free_degrees = degrees_;
-  std::vector<Match> matches;
   for (const auto& [op, nodes] : by_op)
     for (const Rule* r : rules_.rooted_at(op))
-      for (Match& m : find_matches(g, *r, consumers, o)) matches.push_back(std::move(m));
+      for (Match& m : find_matches(g, *r, consumers, o)) out.matches.push_back(std::move(m));
 
   // Two-rule steps: an introducer at one input of a compute operator, then
   // a rule matching at that operator.
-  struct Intro {
-    NodeId node;
-    int input;
-    const Rule* rule;
-    int64_t degree;
-    const std::vector<const Rule*>* followers;  // the rules that may match after it
-  };
-  std::vector<Intro> intros;
-  std::deque<std::vector<const Rule*>> follower_lists;  // stable addresses
   std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>> needs;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty()) continue;
@@ -142,11 +131,41 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
         for (const auto& [x, need] : needs)
           if (!need.first || need == made) followers.push_back(x);
         if (followers.empty()) continue;
-        const auto* list = &follower_lists.emplace_back(std::move(followers));
-        for (int64_t d : degrees_) intros.push_back({n.id, i, r, d, list});
+        const auto* list = &out.follower_lists.emplace_back(std::move(followers));
+        for (int64_t d : degrees_) out.intros.push_back({n.id, i, r, d, list});
       }
     }
   }
+}
+
+std::optional<Graph> Explorer::random_neighbour(const Graph& g, uint64_t draw, std::vector<std::string>& applied) const {
+  Steps st;
+  steps(g, st);
+  const size_t total = st.matches.size() + st.intros.size();
+  if (total == 0) return std::nullopt;
+  const size_t i = static_cast<size_t>(draw % total);
+  std::optional<Graph> h;
+  if (i < st.matches.size()) {
+    h = apply_match(g, st.matches[i]);
+    if (h) applied.push_back(label(st.matches[i]));
+  } else {
+    const Intro& in = st.intros[i - st.matches.size()];
+    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
+    if (!g1 || g1->matches.empty()) return std::nullopt;
+    const Match& m = g1->matches[static_cast<size_t>((draw / total) % g1->matches.size())];
+    h = apply_match(g1->graph, m);
+    if (h) applied.push_back(intro_label(*in.rule, in.degree)), applied.push_back(label(m));
+  }
+  if (!h) return std::nullopt;
+  return simplify(std::move(*h), &applied);
+}
+
+std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<uint64_t>& seen) const {
+  const Graph& g = c.graph;
+  Steps st;
+  steps(g, st);
+  const std::vector<Match>& matches = st.matches;
+  const std::vector<Intro>& intros = st.intros;
 
   std::mutex mu;
   std::vector<std::vector<Candidate>> out(matches.size() + intros.size());

@@ -2,6 +2,7 @@
 // The inner loop shared by the best-first and exhaustive searches
 // (internal; see unity_search.h): neighbours of a PCG under a rule library.
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -54,9 +55,31 @@ class Explorer {
   // The graphs it costs join `seen`.
   Candidate repeat(const Candidate& c, std::unordered_set<uint64_t>& seen) const;
 
+  // One neighbour of `g` drawn at random among expand()'s steps (a rule at
+  // one match, or an introducer and a rule), simplified and not costed;
+  // nothing when the drawn step does not apply there. `draw` picks the
+  // step. The step's ids are appended to `applied`.
+  std::optional<Graph> random_neighbour(const Graph& g, uint64_t draw, std::vector<std::string>& applied) const;
+
   mutable std::atomic<int64_t> evaluated{0};
 
  private:
+  // An introducer at input `input` of `node`, then one of `followers`.
+  struct Intro {
+    NodeId node;
+    int input;
+    const Rule* rule;
+    int64_t degree;
+    const std::vector<const Rule*>* followers;  // the rules that may match after it
+  };
+  // Every step from `g`: single-rule matches and introductions.
+  struct Steps {
+    std::vector<Match> matches;
+    std::vector<Intro> intros;
+    std::deque<std::vector<const Rule*>> follower_lists;  // stable addresses
+  };
+  void steps(const Graph& g, Steps& out) const;
+
   // Simplifies and costs a neighbour made by `step`, unless `seen`
   // (guarded by mu) has it.
   std::optional<Candidate> settle(Graph h, std::vector<std::string> applied, const Candidate::Step& step,

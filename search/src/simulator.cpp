@@ -10,6 +10,7 @@
 #include "mapping_problem.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/step_communication.h"
 
 namespace pcgx::search {
 namespace {
@@ -394,6 +395,7 @@ Simulator::~Simulator() = default;
 const std::vector<MachineView>& Simulator::views() const { return impl_->views; }
 const Graph& Simulator::graph() const { return impl_->g; }
 int64_t Simulator::devices() const { return impl_->D; }
+double Simulator::capacity() const { return impl_->cost.machine().device.memory_capacity; }
 
 void Simulator::rebuild() {
   Impl& x = *impl_;
@@ -469,8 +471,32 @@ SimulationSummary Simulator::summary() const {
     if (k == SimKind::kSync) s.sync += d;
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
+    if (k == SimKind::kUpdate) s.update += d;
   }
   return s;
+}
+
+Estimate simulated_estimate(const Simulator& s) {
+  const SimulationSummary sum = s.summary();
+  Estimate e;
+  e.time = sum.time;
+  e.compute = sum.compute, e.update = sum.update, e.once = sum.update + sum.sync;
+  e.communication = sum.communication + sum.sync;
+  e.sync = sum.sync_total, e.sync_hidden = sum.sync_hidden(), e.buckets = sum.buckets;
+  double idle = 0;
+  for (const DeviceSummary& d : sum.devices) idle += d.idle;
+  e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());
+  e.devices_used = sum.devices_used;
+  e.memory = memory_per_device(s.graph(), s.views(), s.devices());
+  e.bytes = step_bytes(s.graph(), s.views(), s.devices());
+  const double cap = s.capacity();
+  if (e.max_memory() > cap) {
+    e.infeasible = "a device needs " + std::to_string(e.max_memory() / 1073741824.0) + " GiB of " + std::to_string(cap / 1073741824.0) + " GiB";
+    e.time = std::numeric_limits<double>::infinity();
+    return e;
+  }
+  e.feasible = true;
+  return e;
 }
 
 }  // namespace pcgx::search

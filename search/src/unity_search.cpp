@@ -15,6 +15,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/graph_hash.h"
+#include "pcgx/search/mcmc_search.h"
 
 namespace pcgx::search {
 namespace {
@@ -103,9 +104,6 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
   return mapper.time(split) < mapper.time(whole) ? split : whole;
 }
 
-namespace {
-
-// The expert strategy with its fastest tensor-parallel degree.
 std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
@@ -119,6 +117,8 @@ std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
   }
   return best;
 }
+
+namespace {
 
 struct Seed {
   Graph graph;
@@ -396,8 +396,15 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
   } else if (a == "exhaustive") {
     Candidate c = exhaustive(model, rules, cx);
     best = std::move(c.graph), result.applied = std::move(c.applied);
+  } else if (a == "mcmc") {
+    // Its views are its own (chosen by proposals, costed by simulation).
+    McmcResult r = mcmc_search(model, rules, mapper, options);
+    result.strategy = std::move(r.strategy), result.applied = std::move(r.applied);
+    result.explored = r.stats.proposals, result.evaluated = r.stats.full_simulations + r.stats.delta_simulations;
+    result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return result;
   } else {
-    throw Error("--search: unknown algorithm '" + a + "' (unity, data-parallel, expert, sequential, exhaustive)");
+    throw Error("--search: unknown algorithm '" + a + "' (unity, data-parallel, expert, sequential, exhaustive, mcmc)");
   }
   result.strategy = mapper.map(best);
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -11,16 +11,13 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/unity_search.h"
+#include "search/shipped_library.h"
 #include "search/values.h"
 
 namespace pcgx::search {
 namespace {
 
-const RuleLibrary& library() {
-  static const Ruleset rs = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
-  static const RuleLibrary lib(rs);
-  return lib;
-}
+const RuleLibrary& library() { return shipped_library(); }
 
 class UnitySearch : public ::testing::TestWithParam<std::string> {};
 

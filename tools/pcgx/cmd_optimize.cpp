@@ -11,6 +11,7 @@
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/pipeline.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/unity_search.h"
 
@@ -31,14 +32,15 @@ void add_optimize_command(CLI::App& app) {
   static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity",
                      out, dot, profile, efficiency;
   static std::vector<std::string> sets;
-  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0;
+  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0, proposals = 2000;
+  static uint64_t seed = 1;
   static double alpha = 1.05, bucket_mb = 25;
   static bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
   cmd->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all")->check(positive());
   cmd->add_option("--ruleset", ruleset_path, "ruleset to apply")->capture_default_str();
-  cmd->add_option("--search", algorithm, "unity, data-parallel, expert, sequential or exhaustive")->capture_default_str();
+  cmd->add_option("--search", algorithm, "unity, data-parallel, expert, sequential, exhaustive or mcmc (FlexFlow's MCMC, costed by simulation)")->capture_default_str();
   cmd->add_option("-o,--output", out, "strategy file to write (optimized PCG + machine mapping)")->required();
   cmd->add_option("--dot", dot, "also draw the optimized PCG (Graphviz)");
   cmd->add_option("--budget", budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
@@ -46,6 +48,8 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--split", split, "graph splitting: pieces of at least this many operators")->capture_default_str();
   cmd->add_option("--max-nodes", max_nodes, "exhaustive search: PCGs of at most this many nodes (default: model nodes + inputs and weights + 1)");
   cmd->add_option("--limit", exhaustive_limit, "exhaustive search: give up above this many candidate PCGs")->capture_default_str();
+  cmd->add_option("--proposals", proposals, "mcmc: proposals in all, shared by its chains")->capture_default_str()->check(positive());
+  cmd->add_option("--seed", seed, "mcmc: random seed")->capture_default_str();
   cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
   cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
@@ -91,7 +95,7 @@ void add_optimize_command(CLI::App& app) {
     const search::CostModel cm(m, eff, prof, comm);
     const search::MachineMapper mapper(cm);
 
-    const bool needs_rules = algorithm == "unity" || algorithm == "sequential" || algorithm == "exhaustive";
+    const bool needs_rules = algorithm == "unity" || algorithm == "sequential" || algorithm == "exhaustive" || algorithm == "mcmc";
     std::unique_ptr<search::RuleLibrary> rules;
     Ruleset rs;
     if (needs_rules) {
@@ -107,7 +111,7 @@ void add_optimize_command(CLI::App& app) {
 
     search::SearchOptions o;
     o.algorithm = algorithm, o.alpha = alpha, o.budget = budget, o.split_min_ops = split;
-    o.exhaustive_max_nodes = max_nodes, o.exhaustive_limit = exhaustive_limit;
+    o.exhaustive_max_nodes = max_nodes, o.exhaustive_limit = exhaustive_limit, o.proposals = proposals, o.seed = seed;
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now();
     o.progress = [&](const search::SearchProgress& p) {
@@ -130,8 +134,15 @@ void add_optimize_command(CLI::App& app) {
               << "search                " << algorithm << " (" << std::fixed << std::setprecision(2) << r.seconds << " s, "
               << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
     if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
-    std::cout << "iteration time        " << ms(e.time) << " predicted\n";
+    std::cout << "iteration time        " << ms(e.time) << (algorithm == "mcmc" ? " predicted (simulated)" : " predicted") << "\n";
     print_terms(std::cout, e);
+    if (!pipeline && algorithm != "mcmc") {
+      // The same plan run task by task (pcgx simulate): overlap, link
+      // contention and buckets beside the backward pass, which the DP's sums do not see.
+      const search::Simulator sim(r.strategy.graph, r.strategy.views, cm);
+      std::cout << "simulated             " << ms(sim.time()) << " (pcgx simulate: the plan task by task; ratio to the prediction "
+                << std::setprecision(2) << sim.time() / e.time << ")\n";
+    }
     print_profile_coverage(std::cout, cm, r.strategy.graph);
     if (pipeline) {
       std::cout << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches

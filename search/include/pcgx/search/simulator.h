@@ -45,6 +45,7 @@
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine_view.h"
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/timeline.h"
 
 namespace pcgx::search {
@@ -71,6 +72,7 @@ struct SimulationSummary {
   double time = 0;           // the iteration: the end of the last task
   // Along the critical path (they add up to time):
   double compute = 0;        // forward, backward and update
+  double update = 0;         // of compute: the optimizer update
   double communication = 0;  // activations' transfers and collectives: exposed
   double sync = 0;           // gradient buckets: exposed
   // Over every task:
@@ -109,6 +111,8 @@ class Simulator {
   std::string resource_name(ResourceId r) const;
   // Resources 0 .. devices-1 are the devices' compute streams.
   int64_t devices() const;
+  // Memory of one device (the machine's).
+  double capacity() const;
   SimulationSummary summary() const;
   // Tasks rebuilt by the last set_view or rebuild.
   int64_t rebuilt() const { return rebuilt_; }
@@ -120,5 +124,12 @@ class Simulator {
   std::vector<SimTaskInfo> info_;
   int64_t rebuilt_ = 0;
 };
+
+// The simulation as the search's estimate (machine_mapping.h), for a plan
+// whose views the DP did not choose: time, the critical path's compute and
+// exposed communication (activations' and gradient buckets'), the buckets,
+// idle time, memory per device and bytes moved; infeasible when a device's
+// memory does not fit.
+Estimate simulated_estimate(const Simulator& s);
 
 }  // namespace pcgx::search

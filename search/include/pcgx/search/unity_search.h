@@ -41,6 +41,7 @@
 // step is a verified rule or a layout change that is an identity).
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <string>
 #include <vector>
@@ -58,12 +59,14 @@ struct SearchProgress {
 };
 
 struct SearchOptions {
-  std::string algorithm = "unity";  // unity, data-parallel, expert, sequential, exhaustive
+  std::string algorithm = "unity";  // unity, data-parallel, expert, sequential, exhaustive, mcmc
   double alpha = 1.05;
   int64_t budget = 12;              // candidates explored per search (per piece and layout), shared by the seeds
   int64_t split_min_ops = 10;       // k of graph splitting
   std::vector<int64_t> degrees;     // empty: powers of two below the device count, and the count
   int64_t exhaustive_limit = 5000;  // candidates the exhaustive search may visit
+  int64_t proposals = 2000;         // mcmc: proposals in all (mcmc_search.h)
+  uint64_t seed = 1;                // mcmc: random seed
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see optimize)
   std::function<void(const SearchProgress&)> progress;
 };
@@ -81,6 +84,10 @@ struct SearchResult {
 // split their samples run whole or split otherwise, whichever `mapper`
 // predicts faster.
 Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
+
+// The expert strategy (baselines.h) with its fastest tensor-parallel
+// degree; nothing for a model of no family it covers.
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper);
 
 // The degrees tried for a free degree on `devices` devices.
 std::vector<int64_t> candidate_degrees(int64_t devices);
