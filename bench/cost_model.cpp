@@ -5,7 +5,9 @@
 //      calibrated model, the expert's where one applies): the prediction
 //      of the calibrated cost model, then a timed training run of that
 //      plan; printed measured/predicted and the terms of both
-//      (runner/step_terms.h) for the busiest device.
+//      (runner/step_terms.h) for the busiest device; beside it the
+//      execution simulator's time for the same plan (search/simulator.h)
+//      and measured/simulated.
 // Goal: every ratio within [0.8, 1.25]. The table in the README comes
 // from this program.
 //
@@ -27,6 +29,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/rule_library.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/unity_search.h"
 
 using namespace pcgx;
@@ -41,6 +44,7 @@ struct Row {
   double median = 0, mean = 0;  // untimed run's step
   runner::StepTerms terms;      // timed run's
   int64_t covered = 0, total = 0;
+  double simulated = 0;
 };
 
 }  // namespace
@@ -115,6 +119,7 @@ int main(int argc, char** argv) {
       for (size_t i = 1; i < plain.step_seconds.size(); ++i) mean += plain.step_seconds[i] / static_cast<double>(plain.step_seconds.size() - 1);
       Row row{name, label, runner::median_step(plain), mean, runner::step_terms(st.estimate, timed), 0, 0};
       std::tie(row.covered, row.total) = cost.profile_coverage(st.graph);
+      row.simulated = search::Simulator(st.graph, st.views, cost).time();
       rows.push_back(std::move(row));
     }
   }
@@ -122,22 +127,29 @@ int main(int argc, char** argv) {
   std::printf("\nmeasured (median step of %lld to %lld, as many as fit 0.2 s, the first left out; mean beside it) vs predicted\n"
               "step time, ms; terms of the busiest device in a second, timed run (clock reads slow it a little): predicted/measured\n",
               static_cast<long long>(steps), static_cast<long long>(20 * steps));
-  std::printf("%-18s %-14s %9s %9s %8s %6s   %-13s %-13s %-13s %-13s %s\n", "model", "plan", "predicted", "measured", "(mean)", "ratio",
-              "kernels", "update", "overhead", "messages", "profiled ops");
-  int within = 0;
-  double log_sum = 0, worst = 1;
+  std::printf("%-18s %-14s %9s %9s %8s %6s %9s %6s   %-13s %-13s %-13s %-13s %s\n", "model", "plan", "predicted", "measured", "(mean)", "ratio",
+              "simulated", "ratio", "kernels", "update", "overhead", "messages", "profiled ops");
+  int within = 0, sim_within = 0;
+  double log_sum = 0, worst = 1, sim_log_sum = 0, sim_worst = 1;
   for (const Row& r : rows) {
     const double ratio = r.median / r.terms.predicted;
     within += ratio >= 0.8 && ratio <= 1.25;
     log_sum += std::log(ratio);
     if (std::fabs(std::log(ratio)) > std::fabs(std::log(worst))) worst = ratio;
-    std::printf("%-18s %-14s %9.3f %9.3f %8.3f %6.2f", r.model.c_str(), r.plan.c_str(), r.terms.predicted * 1e3, r.median * 1e3, r.mean * 1e3,
-                ratio);
+    const double sim_ratio = r.median / r.simulated;
+    sim_within += sim_ratio >= 0.8 && sim_ratio <= 1.25;
+    sim_log_sum += std::log(sim_ratio);
+    if (std::fabs(std::log(sim_ratio)) > std::fabs(std::log(sim_worst))) sim_worst = sim_ratio;
+    std::printf("%-18s %-14s %9.3f %9.3f %8.3f %6.2f %9.3f %6.2f", r.model.c_str(), r.plan.c_str(), r.terms.predicted * 1e3, r.median * 1e3,
+                r.mean * 1e3, ratio, r.simulated * 1e3, sim_ratio);
     for (const runner::StepTerm& x : r.terms.terms) std::printf("   %5.3f/%-6.3f", x.predicted * 1e3, x.measured * 1e3);
     std::printf("   %lld/%lld\n", static_cast<long long>(r.covered), static_cast<long long>(r.total));
   }
   if (!rows.empty())
     std::printf("\n%d of %zu ratios within [0.8, 1.25] (goal: all); geometric mean %.2f, worst %.2f\n", within, rows.size(),
                 std::exp(log_sum / static_cast<double>(rows.size())), worst);
+  if (!rows.empty())
+    std::printf("simulator: %d of %zu measured/simulated ratios within [0.8, 1.25]; geometric mean %.2f, worst %.2f\n", sim_within, rows.size(),
+                std::exp(sim_log_sum / static_cast<double>(rows.size())), sim_worst);
   return 0;
 }

@@ -14,7 +14,15 @@
 // (pipeline.h, unity inside every stage), stages x micro-batches, and its
 // search time; pipelining is an option, not a baseline, so no goal reads it.
 //
-// Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [MODEL...]
+// With --mcmc, FlexFlow's MCMC (mcmc_search.h, --proposals of them) runs
+// too, and both unity's plan and mcmc's are costed by the execution
+// simulator (simulator.h), which is what mcmc optimizes: the columns give
+// both simulated times, mcmc's search time and mcmc / unity (> 1: unity's
+// plan is faster in simulation). Reported, not a goal: mcmc may win by
+// placing operators the DP's resource ranges cannot express.
+//
+// Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline]
+//                     [--mcmc] [--proposals N] [MODEL...]
 // (default: the nine full-size zoo models; the batch is the zoo's per-GPU
 // batch times the device count, as `pcgx optimize` does).
 #include <chrono>
@@ -30,6 +38,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/pipeline.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/unity_search.h"
 
 using namespace pcgx;
@@ -53,6 +62,7 @@ struct Run {
   double search = 0;
   double idle = 0;  // mean time a device is not busy (s)
   int64_t used = 0;  // devices running compute tasks
+  double simulated = 0;  // the plan's simulated iteration time (s), with --mcmc
 };
 
 Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineMapper& mapper, search::SearchOptions o,
@@ -60,8 +70,9 @@ Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineM
   o.algorithm = algorithm;
   try {
     const search::SearchResult r = search::optimize(g, rules, mapper, o);
-    if (!r.strategy.estimate.feasible) return {0, r.seconds, 0, 0};
-    return {r.strategy.estimate.time, r.seconds, r.strategy.estimate.idle, r.strategy.estimate.devices_used};
+    if (!r.strategy.estimate.feasible) return {0, r.seconds, 0, 0, 0};
+    const double sim = search::Simulator(r.strategy.graph, r.strategy.views, mapper.cost()).time();
+    return {r.strategy.estimate.time, r.seconds, r.strategy.estimate.idle, r.strategy.estimate.devices_used, sim};
   } catch (const Error&) {
     return {};
   }
@@ -87,15 +98,17 @@ int main(int argc, char** argv) {
   std::vector<int64_t> devices{8, 64, 192};
   search::SearchOptions base;
   std::vector<std::string> models;
-  bool pipeline = false;
+  bool pipeline = false, mcmc = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--pipeline") pipeline = true;
+    else if (a == "--mcmc") mcmc = true;
+    else if (a == "--proposals" && i + 1 < argc) base.proposals = std::stoll(argv[++i]);
     else if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
     else if (a == "--budget" && i + 1 < argc) base.budget = std::stoll(argv[++i]);
     else if (a == "--split" && i + 1 < argc) base.split_min_ops = std::stoll(argv[++i]);
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [MODEL...]\n");
+      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [MODEL...]\n");
       return 0;
     } else models.push_back(a);
   }
@@ -107,8 +120,9 @@ int main(int argc, char** argv) {
 
   std::printf("pcgx search on dgx-h100 (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n",
               static_cast<long long>(base.budget), static_cast<long long>(base.split_min_ops));
-  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s  %s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
-              "expert", "sequential", "dp/u", "exp/u", "seq/u", "used", "idle", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "");
+  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s  %s%s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
+              "expert", "sequential", "dp/u", "exp/u", "seq/u", "used", "idle", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "",
+              mcmc ? "  | simulated ms: unity, mcmc (search s, mcmc/u)" : "");
   bool ok = true;
   std::map<std::string, std::map<int64_t, double>> search_time;
   for (const std::string& name : models) {
@@ -153,10 +167,18 @@ int main(int argc, char** argv) {
           piped = std::string("  | - (") + e.what() + ")";
         }
       }
-      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%%  %s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
+      std::string chain;
+      if (mcmc) {
+        const Run mc = run(g, rules, mapper, base, "mcmc");
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "  | %s, %s (%.2f s, %s)", ms(u.simulated).c_str(), ms(mc.simulated).c_str(), mc.search,
+                      ratio(mc.simulated, u.simulated).c_str());
+        chain = buf;
+      }
+      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%%  %s%s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
                   u.search, ms(u.time).c_str(), ms(dp.time).c_str(), ms(ex.time).c_str(), ms(seq.time).c_str(),
                   ratio(dp.time, u.time).c_str(), ratio(ex.time, u.time).c_str(), ratio(seq.time, u.time).c_str(), static_cast<long long>(u.used), 100 * idle,
-                  goals.empty() ? "ok" : goals.c_str(), piped.c_str());
+                  goals.empty() ? "ok" : goals.c_str(), piped.c_str(), chain.c_str());
       std::fflush(stdout);
     }
   }

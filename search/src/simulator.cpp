@@ -37,6 +37,7 @@ const char* to_string(SimKind k) {
     case SimKind::kCollective: return "collective";
     case SimKind::kSync: return "gradient sync";
     case SimKind::kUpdate: return "update";
+    case SimKind::kOverhead: return "overhead";
   }
   return "?";
 }
@@ -354,6 +355,11 @@ struct Simulator::Impl {
       tl.add(order_of(2, 0, static_cast<uint64_t>(d)), of_device[static_cast<size_t>(d)], update[static_cast<size_t>(d)],
              {static_cast<ResourceId>(d)});
     }
+    if (const double overhead = cost.step_overhead(*place); overhead > 0)
+      for (int64_t d = 0; d < D; ++d) {
+        info.push_back({SimKind::kOverhead, -1, d, d});
+        tl.add(order_of(3, 0, static_cast<uint64_t>(d)), {}, overhead, {static_cast<ResourceId>(d)});
+      }
   }
 
   // The nodes whose tasks' costs depend on node n's view (placement.h):
@@ -472,6 +478,7 @@ SimulationSummary Simulator::summary() const {
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
     if (k == SimKind::kUpdate) s.update += d;
+    if (k == SimKind::kOverhead) s.overhead += d;
   }
   return s;
 }
@@ -480,7 +487,7 @@ Estimate simulated_estimate(const Simulator& s) {
   const SimulationSummary sum = s.summary();
   Estimate e;
   e.time = sum.time;
-  e.compute = sum.compute, e.update = sum.update, e.once = sum.update + sum.sync;
+  e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync;
   e.communication = sum.communication + sum.sync;
   e.sync = sum.sync_total, e.sync_hidden = sum.sync_hidden(), e.buckets = sum.buckets;
   double idle = 0;

@@ -23,6 +23,7 @@ TaskId Timeline::add(uint64_t order, std::vector<TaskId> preds, double duration,
   TimedTask t;
   t.order = order, t.duration = duration, t.resources = std::move(resources), t.preds = std::move(preds);
   tasks_.push_back(std::move(t));
+  links_.emplace_back();
   succs_.emplace_back();
   is_dirty_.push_back(0);
   join(id);
@@ -36,23 +37,40 @@ void Timeline::mark(TaskId t) {
   dirty_.push_back(t);
 }
 
+Timeline::Link& Timeline::link(TaskId t, ResourceId r) {
+  const auto& res = tasks_[static_cast<size_t>(t)].resources;
+  const auto i = static_cast<size_t>(std::find(res.begin(), res.end(), r) - res.begin());
+  return links_[static_cast<size_t>(t)][i];
+}
+
 void Timeline::join(TaskId t) {
   const TimedTask& x = tasks_[static_cast<size_t>(t)];
-  for (ResourceId r : x.resources) {
+  links_[static_cast<size_t>(t)].assign(x.resources.size(), Link{});
+  for (size_t i = 0; i < x.resources.size(); ++i) {
+    const ResourceId r = x.resources[i];
     if (r < 0) throw Error("timeline: negative resource id");
     if (static_cast<size_t>(r) >= on_.size()) on_.resize(static_cast<size_t>(r) + 1);
-    on_[static_cast<size_t>(r)].emplace(x.order, t);
-    // Whoever now follows t on r has a new predecessor there.
-    if (TaskId n = resource_next(t, r); n >= 0) mark(n);
+    auto& set = on_[static_cast<size_t>(r)];
+    const auto it = set.emplace(x.order, t).first;
+    Link& me = links_[static_cast<size_t>(t)][i];
+    if (it != set.begin()) me.prev = std::prev(it)->second, link(me.prev, r).next = t;
+    if (auto after = std::next(it); after != set.end()) {
+      me.next = after->second, link(me.next, r).prev = t;
+      mark(me.next);  // it has a new predecessor on r
+    }
   }
 }
 
 void Timeline::leave(TaskId t) {
   const TimedTask& x = tasks_[static_cast<size_t>(t)];
-  for (ResourceId r : x.resources) {
-    if (TaskId n = resource_next(t, r); n >= 0) mark(n);
+  for (size_t i = 0; i < x.resources.size(); ++i) {
+    const ResourceId r = x.resources[i];
+    const Link me = links_[static_cast<size_t>(t)][i];
+    if (me.prev >= 0) link(me.prev, r).next = me.next;
+    if (me.next >= 0) link(me.next, r).prev = me.prev, mark(me.next);
     on_[static_cast<size_t>(r)].erase({x.order, t});
   }
+  links_[static_cast<size_t>(t)].clear();
 }
 
 void Timeline::set_cost(TaskId t, double duration, std::vector<ResourceId> resources) {
@@ -77,29 +95,23 @@ void Timeline::truncate(TaskId first) {
     }
   }
   tasks_.resize(static_cast<size_t>(first));
+  links_.resize(static_cast<size_t>(first));
   succs_.resize(static_cast<size_t>(first));
   is_dirty_.resize(static_cast<size_t>(first));
   std::erase_if(dirty_, [&](TaskId t) { return t >= first; });
 }
 
 TaskId Timeline::resource_prev(TaskId t, ResourceId r) const {
-  const auto& s = on_[static_cast<size_t>(r)];
-  auto it = s.find({tasks_[static_cast<size_t>(t)].order, t});
-  return it == s.begin() ? -1 : std::prev(it)->second;
-}
-
-TaskId Timeline::resource_next(TaskId t, ResourceId r) const {
-  const auto& s = on_[static_cast<size_t>(r)];
-  auto it = s.find({tasks_[static_cast<size_t>(t)].order, t});
-  return it == s.end() || ++it == s.end() ? -1 : it->second;
+  const auto& res = tasks_[static_cast<size_t>(t)].resources;
+  return links_[static_cast<size_t>(t)][static_cast<size_t>(std::find(res.begin(), res.end(), r) - res.begin())].prev;
 }
 
 void Timeline::compute(TaskId t, double& start) const {
   const TimedTask& x = tasks_[static_cast<size_t>(t)];
   start = 0;
   for (TaskId p : x.preds) start = std::max(start, tasks_[static_cast<size_t>(p)].end);
-  for (ResourceId r : x.resources)
-    if (TaskId p = resource_prev(t, r); p >= 0) start = std::max(start, tasks_[static_cast<size_t>(p)].end);
+  for (const Link& l : links_[static_cast<size_t>(t)])
+    if (l.prev >= 0) start = std::max(start, tasks_[static_cast<size_t>(l.prev)].end);
 }
 
 void Timeline::simulate_full() {
@@ -142,8 +154,8 @@ void Timeline::simulate_delta() {
     x.start = start, x.end = start + x.duration;
     if (!changed && !is_dirty_[static_cast<size_t>(t)]) continue;
     for (TaskId s : succs_[static_cast<size_t>(t)]) push(s);
-    for (ResourceId r : x.resources)
-      if (TaskId n = resource_next(t, r); n >= 0) push(n);
+    for (const Link& l : links_[static_cast<size_t>(t)])
+      if (l.next >= 0) push(l.next);
   }
   for (TaskId t : dirty_) is_dirty_[static_cast<size_t>(t)] = 0;
   dirty_.clear();

@@ -11,7 +11,7 @@ enum Track : int { kDevices = 1, kLinks = 2, kChannels = 3 };
 std::string task_name(const Simulator& s, TaskId t) {
   const SimTaskInfo& k = s.info(t);
   if (k.kind == SimKind::kSync) return "bucket " + std::to_string(k.index);
-  if (k.kind == SimKind::kUpdate) return "update";
+  if (k.kind == SimKind::kUpdate || k.kind == SimKind::kOverhead) return to_string(k.kind);
   const Node& n = s.graph().node(k.node);
   return (n.name.empty() ? "node " + std::to_string(n.id) : n.name) + " (" + n.op->name + ") " + to_string(k.kind);
 }

@@ -17,7 +17,8 @@ namespace {
 std::string task_label(const search::Simulator& s, search::TaskId t) {
   const search::SimTaskInfo& k = s.info(t);
   if (k.kind == search::SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
-  if (k.kind == search::SimKind::kUpdate) return "update on device " + std::to_string(k.device);
+  if (k.kind == search::SimKind::kUpdate || k.kind == search::SimKind::kOverhead)
+    return std::string(to_string(k.kind)) + " on device " + std::to_string(k.device);
   return describe(s.graph().node(k.node)) + " " + to_string(k.kind) + " " + std::to_string(k.index);
 }
 

@@ -27,7 +27,10 @@
 //                      of each member (beside the compute stream) and the
 //                      link ports its all-reduce crosses;
 //   update             per device, after its backward pass and the buckets
-//                      it takes part in.
+//                      it takes part in;
+//   overhead           with a calibrated profile (profile.h), what running
+//                      the nodes costs a step beyond kernels and messages
+//                      (CostModel::step_overhead), last on every device.
 // Link ports: for each link level l of the machine, each group of the
 // level below (a device for the first level, a node for the second) has
 // one port resource; a transfer holds the ports of both ends at the level
@@ -50,7 +53,7 @@
 
 namespace pcgx::search {
 
-enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate };
+enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead };
 const char* to_string(SimKind k);
 
 // What a simulated task stands for.
@@ -73,6 +76,7 @@ struct SimulationSummary {
   // Along the critical path (they add up to time):
   double compute = 0;        // forward, backward and update
   double update = 0;         // of compute: the optimizer update
+  double overhead = 0;       // of compute: the calibrated per-step overhead
   double communication = 0;  // activations' transfers and collectives: exposed
   double sync = 0;           // gradient buckets: exposed
   // Over every task:

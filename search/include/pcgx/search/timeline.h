@@ -79,13 +79,20 @@ class Timeline {
  private:
   using Slot = std::pair<uint64_t, TaskId>;
   TaskId resource_prev(TaskId t, ResourceId r) const;
-  TaskId resource_next(TaskId t, ResourceId r) const;
   void mark(TaskId t);
   void leave(TaskId t);  // takes t off its resources, marking who followed it
   void join(TaskId t);
   void compute(TaskId t, double& start) const;
 
+  // The neighbours of task t on its i-th resource (-1: none), kept with the
+  // sets so that a simulation finds them without a search.
+  struct Link {
+    TaskId prev = -1, next = -1;
+  };
+  Link& link(TaskId t, ResourceId r);
+
   std::vector<TimedTask> tasks_;
+  std::vector<std::vector<Link>> links_;    // per task, per resource of it
   std::vector<std::vector<TaskId>> succs_;  // ascending ids
   std::vector<std::set<Slot>> on_;          // per resource, its tasks by order
   std::map<uint64_t, TaskId> by_order_;
