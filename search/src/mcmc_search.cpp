@@ -119,11 +119,13 @@ McmcResult mcmc_search(const Graph& model, const RuleLibrary& rules, const Machi
     int64_t since = 0;
     for (int64_t k = 0; k < share; ++k) {
       // FlexFlow's stopping rule: half the proposals without improvement.
-      if (k >= 64 && since > k / 2) break;
+      if (k >= share / 4 && since > k / 2) break;
       ++st.proposals, ++since;
-      if (!cur->movable.empty() && rng() % 4 != 0) {
+      // An operator whose tasks fill the machine has one 1-d view: a
+      // substitution is the only move it has.
+      const NodeId n = cur->movable.empty() ? -1 : cur->movable[rng() % cur->movable.size()];
+      if (n >= 0 && cur->tasks[static_cast<size_t>(n)] < D && rng() % 4 != 0) {
         ++st.view_proposals;
-        const NodeId n = cur->movable[rng() % cur->movable.size()];
         const MachineView old = cur->sim->views()[static_cast<size_t>(n)];
         const MachineView v = random_view(rng, cur->tasks[static_cast<size_t>(n)], D);
         if (v == old) continue;

@@ -9,7 +9,8 @@
 // by the machine-mapping DP, and share the proposal budget. A proposal is
 //   - with probability 3/4, a new machine view for one random operator
 //     (start and stride, anywhere its tasks fit): re-simulated by delta
-//     simulation, and undone the same way when rejected; or
+//     simulation, and undone the same way when rejected (an operator whose
+//     tasks fill the machine has no other view: it gets the other move); or
 //   - a random substitution at a random match (explorer.h's steps: a rule,
 //     or an introducer and a rule, which is how an operator's parallel
 //     degrees change in a PCG), mapped by the DP and simulated in full.
@@ -17,8 +18,8 @@
 // always when faster, else with probability exp(-beta (t' - t) / t)
 // (beta = 20: a 5% slower state is taken about one time in three), and
 // only when every device's memory fits. A chain stops at its share of the
-// budget or when it has gone half of its proposals without improving its
-// best (FlexFlow's stopping rule).
+// budget or, past a quarter of it, when it has gone half of its proposals
+// without improving its best (FlexFlow's stopping rule).
 #include <cstdint>
 #include <string>
 #include <vector>
