@@ -77,7 +77,7 @@ struct Simulator::Impl {
     int32_t next = static_cast<int32_t>(D);
     for (size_t l = 0; l < m.links.size(); ++l) {
       port_base.push_back(next);
-      next += static_cast<int32_t>(groups_below(l));
+      next += static_cast<int32_t>(groups_below(l) * adapters(l));
     }
     sync_base = next;
   }
@@ -87,6 +87,10 @@ struct Simulator::Impl {
     const int64_t span = cost.machine().links[level - 1].span;
     return span <= 0 ? 1 : (D + span - 1) / span;
   }
+  // Links of a level-l group into the level above it (a node's network
+  // adapters): device d uses adapter (d's place in its group) mod their
+  // count, as a GPU uses the adapter next to it. The first level: one per device.
+  int64_t adapters(size_t level) const { return level == 0 ? 1 : std::max<int64_t>(1, cost.machine().links[level].ports); }
   int64_t group_below(size_t level, int64_t device) const {
     if (level == 0) return device;
     const int64_t span = cost.machine().links[level - 1].span;
@@ -99,7 +103,12 @@ struct Simulator::Impl {
     return links.size() - 1;
   }
   ResourceId port(size_t level, int64_t device) const {
-    return port_base[level] + static_cast<ResourceId>(group_below(level, device));
+    int64_t local = 0;
+    if (level > 0) {
+      const int64_t span = cost.machine().links[level - 1].span;
+      local = (span <= 0 ? device : device % span) % adapters(level);
+    }
+    return port_base[level] + static_cast<ResourceId>(group_below(level, device) * adapters(level) + local);
   }
   void check_device(int64_t d, NodeId n) const {
     if (d < 0 || d >= D)
@@ -440,10 +449,12 @@ std::string Simulator::resource_name(ResourceId r) const {
   const auto& links = x.cost.machine().links;
   size_t l = links.size() - 1;
   while (l > 0 && r < x.port_base[l]) --l;
-  const int64_t group = r - x.port_base[l];
-  if (l == 0) return links[0].name + " port of device " + std::to_string(group);
+  const int64_t index = r - x.port_base[l];
+  if (l == 0) return links[0].name + " port of device " + std::to_string(index);
+  const int64_t group = index / x.adapters(l), adapter = index % x.adapters(l);
   const int64_t span = links[l - 1].span <= 0 ? x.D : links[l - 1].span;
-  return links[l].name + " ports of devices " + std::to_string(group * span) + "-" + std::to_string(std::min(x.D, (group + 1) * span) - 1);
+  return links[l].name + " adapter " + std::to_string(adapter) + " of devices " + std::to_string(group * span) + "-" +
+         std::to_string(std::min(x.D, (group + 1) * span) - 1);
 }
 
 SimulationSummary Simulator::summary() const {

@@ -158,8 +158,10 @@ TEST(Simulator, NamesItsResources) {
   const Simulator sim(g, mapper.map(g).views, cm);
   EXPECT_EQ(sim.resource_name(3), "device 3");
   EXPECT_EQ(sim.resource_name(8 + 2), "fast port of device 2");
-  EXPECT_EQ(sim.resource_name(8 + 8 + 1), "slow ports of devices 4-7");
-  EXPECT_EQ(sim.resource_name(8 + 8 + 2 + 6), "sync channel of device 6");
+  // Two adapters per node into the slow level.
+  EXPECT_EQ(sim.resource_name(8 + 8 + 0), "slow adapter 0 of devices 0-3");
+  EXPECT_EQ(sim.resource_name(8 + 8 + 3), "slow adapter 1 of devices 4-7");
+  EXPECT_EQ(sim.resource_name(8 + 8 + 4 + 6), "sync channel of device 6");
 }
 
 TEST(Simulator, TheTraceHoldsEveryTaskOnEveryResourceItHolds) {

@@ -33,9 +33,12 @@
 //                      (CostModel::step_overhead), last on every device.
 // Link ports: for each link level l of the machine, each group of the
 // level below (a device for the first level, a node for the second) has
-// one port resource; a transfer holds the ports of both ends at the level
-// where they meet, a collective the ports of every member at every level it
-// crosses. Transfers through one port run one after the other (contention).
+// `ports` port resources (machine.h: a DGX node's eight network adapters),
+// and a device reaches the level through adapter (its place in the group
+// mod ports), as a GPU uses the adapter next to it; a transfer holds the
+// ports of both ends at the level where they meet, a collective the ports
+// of every member at every level it crosses. Transfers through one port
+// run one after the other (contention).
 //
 // Layout nodes (source_layout.h) run no tasks, as in the DP. Pipelined
 // graphs (Pipeline/Batch degrees) are simulated with each task's
@@ -111,7 +114,7 @@ class Simulator {
   const SimTaskInfo& info(TaskId t) const { return info_[static_cast<size_t>(t)]; }
   const Graph& graph() const;
   const std::vector<MachineView>& views() const;
-  // "device 3", "nvlink port of device 3", "infiniband port of group 1", "sync channel of device 3".
+  // "device 3", "nvlink port of device 3", "infiniband adapter 2 of devices 8-15", "sync channel of device 3".
   std::string resource_name(ResourceId r) const;
   // Resources 0 .. devices-1 are the devices' compute streams.
   int64_t devices() const;
