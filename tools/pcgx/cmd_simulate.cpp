@@ -61,9 +61,10 @@ void add_simulate_command(CLI::App& app) {
                 << s.time / f.strategy.estimate.time << ")";
     std::cout << "\n  along the critical path (" << s.critical_path.size() << " tasks)\n"
               << "    compute           " << ms(s.compute) << "\n"
-              << "    communication     " << ms(s.communication) << " exposed, " << ms(s.communication_hidden()) << " hidden\n"
-              << "    gradient sync     " << ms(s.sync) << " exposed, " << ms(s.sync_hidden()) << " hidden, in " << s.buckets << " bucket"
-              << (s.buckets == 1 ? "" : "s") << "\n";
+              << "    communication     " << ms(s.communication) << " exposed (transfers and collectives: " << ms(s.communication_total)
+              << " in all, summed over links)\n"
+              << "    gradient sync     " << ms(s.sync) << " exposed of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
+              << (s.buckets == 1 ? "" : "s") << " (" << ms(s.sync_hidden()) << " hidden)\n";
     double idle = 0, most = 0;
     for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);
     std::cout << "  devices             " << s.devices_used << " of " << f.devices << " compute; idle " << ms(idle / static_cast<double>(s.devices.size()))
