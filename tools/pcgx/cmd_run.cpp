@@ -54,8 +54,11 @@ void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::
 class QuietRank {
  public:
   explicit QuietRank(bool quiet) {
-    static Null null;
-    if (quiet) out_ = std::cout.rdbuf(&null), err_ = std::cerr.rdbuf(&null);
+    // Never destroyed: std::cout is flushed at exit after function-local
+    // statics are gone, and flushing into a destroyed buffer crashed every
+    // rank but 0 at exit (found by AddressSanitizer).
+    static Null* const null = new Null;
+    if (quiet) out_ = std::cout.rdbuf(null), err_ = std::cerr.rdbuf(null);
   }
   // For an error of this rank alone.
   void restore() {
