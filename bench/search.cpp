@@ -21,8 +21,13 @@
 // plan is faster in simulation). Reported, not a goal: mcmc may win by
 // placing operators the DP's resource ranges cannot express.
 //
+// With --gaps, only the small graphs where `--search exhaustive` finishes
+// (the 1- and 2-layer MLPs on 2 to 8 devices): each algorithm's gap to
+// the exhaustive optimum, predicted by the DP (what exhaustive and unity
+// minimize) and simulated (what mcmc minimizes).
+//
 // Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline]
-//                     [--mcmc] [--proposals N] [MODEL...]
+//                     [--mcmc] [--proposals N] [--gaps] [MODEL...]
 // (default: the nine full-size zoo models; the batch is the zoo's per-GPU
 // batch times the device count, as `pcgx optimize` does).
 #include <chrono>
@@ -92,29 +97,56 @@ std::string ms(double s) {
   return buf;
 }
 
+// Gaps to the exhaustive optimum on graphs small enough for it.
+int gaps(const search::RuleLibrary& rules, search::SearchOptions base) {
+  std::printf("gap to the exhaustive optimum (dgx-h100); DP = predicted by the machine-mapping DP, sim = simulated; microseconds\n");
+  auto us = [](double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, s > 0 ? "%.1f" : "-", s * 1e6);
+    return std::string(buf);
+  };
+  std::printf("%-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "model", "devs", "opt DP", "unity DP", "unity/opt", "opt sim",
+              "unity sim", "mcmc sim", "unity/opt", "mcmc/opt", "mcmc s");
+  for (const auto& [layers, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}}) {
+    const Graph g = build_model("mlp", {{"layers", layers}, {"batch", 64 * n}});
+    const search::CostModel cm(search::find_machine("dgx-h100").with_devices(n), search::default_efficiency());
+    const search::MachineMapper mapper(cm);
+    const Run opt = run(g, rules, mapper, base, "exhaustive");
+    const Run u = run(g, rules, mapper, base, "unity");
+    const Run mc = run(g, rules, mapper, base, "mcmc");
+    std::printf("mlp%-3lld %5lld %9s %9s %9s %9s %9s %9s %9s %9s %9.2f\n", static_cast<long long>(layers), static_cast<long long>(n),
+                us(opt.time).c_str(), us(u.time).c_str(), ratio(u.time, opt.time).c_str(), us(opt.simulated).c_str(), us(u.simulated).c_str(),
+                us(mc.simulated).c_str(), ratio(u.simulated, opt.simulated).c_str(), ratio(mc.simulated, opt.simulated).c_str(), mc.search);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> devices{8, 64, 192};
   search::SearchOptions base;
   std::vector<std::string> models;
-  bool pipeline = false, mcmc = false;
+  bool pipeline = false, mcmc = false, gap = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--pipeline") pipeline = true;
     else if (a == "--mcmc") mcmc = true;
+    else if (a == "--gaps") gap = true;
     else if (a == "--proposals" && i + 1 < argc) base.proposals = std::stoll(argv[++i]);
     else if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
     else if (a == "--budget" && i + 1 < argc) base.budget = std::stoll(argv[++i]);
     else if (a == "--split" && i + 1 < argc) base.split_min_ops = std::stoll(argv[++i]);
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [MODEL...]\n");
+      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [--gaps] [MODEL...]\n");
       return 0;
     } else models.push_back(a);
   }
   if (models.empty()) models = {"resnext-50", "inception-v3", "bert-large", "dlrm", "xdl", "candle-uno", "mlp", "gpt", "vgg-13"};
   const Ruleset rs = load_ruleset(std::string(PCGX_RULESETS_DIR) + "/unity-v1.json");
   const search::RuleLibrary rules(rs);
+  if (gap) return gaps(rules, base);
   const Machine full = search::find_machine("dgx-h100");
   const std::map<std::string, bool> must_win{{"dlrm", true}, {"xdl", true}, {"candle-uno", true}, {"mlp", true}};
 
