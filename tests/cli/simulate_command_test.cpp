@@ -42,6 +42,20 @@ TEST(SimulateCommand, PrintsTheIterationAndWritesATrace) {
   EXPECT_GT(complete, 8);
 }
 
+// mcmc's prediction is its simulation: pcgx simulate reads it back at ratio 1.
+TEST(SimulateCommand, AnMcmcStrategySimulatesAtItsPrediction) {
+  const std::string s = (dir() / "mcmc.json").string();
+  const auto o = run("optimize mlp-tiny --machine dgx-h100 --devices 4 --search mcmc --proposals 100 --seed 3 -q -o " + s);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("predicted (simulated)"), std::string::npos) << o.out;
+  const auto r = run("simulate " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ratio 1.00)"), std::string::npos) << r.out;
+  const auto bad = run("optimize mlp-tiny --machine dgx-h100 --devices 4 --search mcmc --proposals 0 -o " + s);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--proposals"), std::string::npos) << bad.out;
+}
+
 TEST(SimulateCommand, BadInputIsOneErrorLine) {
   const auto missing = run("simulate " + (dir() / "missing.json").string());
   EXPECT_EQ(missing.code, 2);
