@@ -41,6 +41,12 @@ std::vector<int64_t> ParallelTensorShape::shard_shape() const {
   return v;
 }
 
+int64_t ParallelTensorShape::slices() const {
+  int64_t p = 1;
+  for (const auto& d : dims) p *= d.pipeline;
+  return p;
+}
+
 std::vector<int64_t> ParallelTensorShape::slice_shape() const {
   std::vector<int64_t> v;
   v.reserve(dims.size());

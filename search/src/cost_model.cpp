@@ -12,13 +12,6 @@
 namespace pcgx::search {
 namespace {
 
-// The micro-slices a shard is processed in (Pipeline).
-int64_t slices(const ParallelTensorShape& s) {
-  int64_t p = 1;
-  for (const ParallelDim& d : s.dims) p *= d.pipeline;
-  return p;
-}
-
 void add_member(std::vector<int64_t>& group, int64_t device) {
   if (std::find(group.begin(), group.end(), device) == group.end()) group.push_back(device);
 }
@@ -107,9 +100,9 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
     const ParallelTensorShape& s = g.shape(t);
     in_shapes.push_back(s.slice_shape());
     in.push_back({in_shapes.back(), s.dtype});
-    p = std::max(p, slices(s));
+    p = std::max(p, s.slices());
   }
-  for (const auto& s : n.outputs) out.push_back({s.slice_shape(), s.dtype}), p = std::max(p, slices(s));
+  for (const auto& s : n.outputs) out.push_back({s.slice_shape(), s.dtype}), p = std::max(p, s.slices());
   const double k = static_cast<double>(p);
   if (const ProfileEntry* e = profile_.find(n.op->name, in_shapes)) return {k * e->forward, k * e->backward};
   const OpEfficiency& e = efficiency_.of(n.op->name);
@@ -127,8 +120,8 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
   const std::string& op = n.op->name;
   if (op == "Pipeline" || op == "Batch") return {};
   const ParallelTensorShape& out = n.outputs.at(0);
-  int64_t pieces = slices(out);
-  for (const TensorRef& t : n.inputs) pieces = std::max(pieces, slices(g.shape(t)));
+  int64_t pieces = out.slices();
+  for (const TensorRef& t : n.inputs) pieces = std::max(pieces, g.shape(t).slices());
   // Pipelined data moves once per micro-slice: p messages of 1/p the bytes.
   const double P = static_cast<double>(pieces);
   const auto& moves = p.moves(id);
@@ -181,7 +174,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   const TensorRef in = a.inputs[0], out{second, 0};
   const ParallelTensorShape& s_in = g.shape(in);
   const ParallelTensorShape& mid_shape = a.outputs[0];
-  const double P = static_cast<double>(std::max({slices(s_in), slices(mid_shape), slices(b.outputs[0])}));
+  const double P = static_cast<double>(std::max({s_in.slices(), mid_shape.slices(), b.outputs[0].slices()}));
   const auto mids = static_cast<size_t>(mid_shape.num_shards());
   std::vector<std::vector<int64_t>> from(mids), to(mids);
   for (const Move& m : p.moves(first)) add_member(from[static_cast<size_t>(m.out_shard)], lo + p.owner(in, m.in_shard));
@@ -233,7 +226,7 @@ Seconds CostModel::input_transfer_time(const Placement& p, NodeId id, int64_t lo
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ParallelTensorShape& s = g.shape(n.inputs[i]);
       const int64_t from = p.owner(n.inputs[i], tt.input_shard[static_cast<size_t>(t)][i]);
-      const double pieces = static_cast<double>(slices(s));
+      const double pieces = static_cast<double>(s.slices());
       if (from != dev[static_cast<size_t>(t)]) mine += pieces * send_time(machine_, lo + from, lo + dev[static_cast<size_t>(t)], shard_bytes(s) / pieces);
     }
     worst = std::max(worst, mine);
@@ -278,7 +271,7 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
   if (from == to) return 0.0;
   double worst = 0;
   const int64_t shards = s.num_shards();
-  const double p = static_cast<double>(slices(s));
+  const double p = static_cast<double>(s.slices());
   const double bytes = shard_bytes(s) / p;
   // Shard i goes from device from + i to to + i. Which link a pair crosses
   // repeats with the period of the link spans, so one period of shards

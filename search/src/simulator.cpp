@@ -20,12 +20,6 @@ constexpr int kSubBits = 28;
 constexpr uint64_t kRegion = uint64_t{1} << 26;  // sub-indices of one kind of task in a unit
 uint64_t order_of(uint64_t phase, uint64_t position, uint64_t sub) { return phase << 62 | position << kSubBits | sub; }
 
-int64_t slices_of(const ParallelTensorShape& s) {
-  int64_t p = 1;
-  for (const ParallelDim& d : s.dims) p *= d.pipeline;
-  return p;
-}
-
 }  // namespace
 
 const char* to_string(SimKind k) {
@@ -265,7 +259,7 @@ struct Simulator::Impl {
             tl.set_cost(u.bwd_transfer + slot, 0.0, {});
             continue;
           }
-          const double pieces = static_cast<double>(slices_of(s));
+          const double pieces = static_cast<double>(s.slices());
           const double time = pieces * send_time(cost.machine(), from, d, shard_bytes(s) / pieces);
           tl.set_cost(u.fwd_transfer + slot, time, transfer_ports(from, d));
           tl.set_cost(u.bwd_transfer + slot, time, transfer_ports(d, from));

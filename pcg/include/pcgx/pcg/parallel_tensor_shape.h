@@ -54,6 +54,9 @@ struct ParallelTensorShape {
   // One pipeline micro-slice of a shard (the shard itself when no
   // dimension is pipelined): what one task processes at a time.
   std::vector<int64_t> slice_shape() const;
+  // How many micro-slices a shard is processed in (the product of the
+  // pipeline degrees; 1 when nothing is pipelined).
+  int64_t slices() const;
   int64_t num_elements() const;        // logical, one replica
   int64_t shard_elements() const;
   int64_t num_blocks() const;          // prod(d_j)
