@@ -63,6 +63,50 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
     if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
   in_.resize(arity), din_.resize(arity), direct_.resize(arity);
   out_.resize(outputs), out_ptrs_.resize(outputs), dout_.resize(outputs);
+  // Forward, a node's inputs are final once its last producer has run
+  // (sources and the layouts sliced from them before the step: those sends
+  // go first); backward, a node's output gradient once its first reader
+  // (the last to run backward) has, or at once when nothing reads it.
+  const auto consumers = g.consumers();
+  for (auto& v : sends_after_) v.resize(g.size() + 1);
+  for (auto& v : early_) v.assign(g.size(), 0);
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
+    const NodePlan::Run run = plan.nodes[id].run;
+    if (run == NodePlan::Run::kTasks || run == NodePlan::Run::kMoves || run == NodePlan::Run::kPieces) {
+      NodeId last = -1;
+      for (const TensorRef& in : n.inputs) {
+        const Node& p = g.node(in.node);
+        if (p.op->op_class != OpClass::kSource && !plan.layouts.sliced(p.id)) last = std::max(last, in.node);
+      }
+      sends_after_[0][last < 0 ? g.size() : static_cast<size_t>(last)].push_back(n.id), early_[0][id] = 1;
+    }
+    if (run == NodePlan::Run::kMoves || run == NodePlan::Run::kPieces) {
+      const NodeId out = run == NodePlan::Run::kPieces ? plan.nodes[id].to : n.id;
+      NodeId first = static_cast<NodeId>(g.size());
+      for (const auto& [reader, input] : consumers[static_cast<size_t>(out)]) first = std::min(first, reader);
+      if (first > out) sends_after_[1][static_cast<size_t>(first)].push_back(n.id), early_[1][id] = 1;
+    }
+  }
+}
+
+void DeviceExecutor::forward_sends(const Node& n) {
+  at(n.id, false);
+  switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
+    case NodePlan::Run::kTasks: forward_compute_sends(n); break;
+    case NodePlan::Run::kMoves: move_sends(n, false); break;
+    case NodePlan::Run::kPieces: piece_sends(n, false); break;
+    default: break;
+  }
+}
+
+void DeviceExecutor::backward_sends(const Node& n) {
+  at(n.id, true);
+  switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
+    case NodePlan::Run::kMoves: move_sends(n, true); break;
+    case NodePlan::Run::kPieces: piece_sends(n, true); break;
+    default: break;
+  }
 }
 
 int64_t DeviceExecutor::tag(const Node& n, int64_t index, bool backward) const {
@@ -140,7 +184,9 @@ void DeviceExecutor::synchronize_gradients() {
       at += static_cast<size_t>(part.floats);
     }
     if (bucket.devices.size() > 1)
-      comm_.all_reduce(bucket.devices, flat, collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+      collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), [&] {
+        comm_.all_reduce(bucket.devices, flat, collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+      });
     at = 0;
     for (const SyncPart& part : bucket.parts) {
       for (int64_t shard : part.shards)
@@ -154,7 +200,10 @@ void DeviceExecutor::synchronize_gradients() {
 }
 
 double DeviceExecutor::forward() {
-  for (const Node& n : plan_.graph->nodes()) {
+  const Graph& g = *plan_.graph;
+  for (NodeId c : sends_after_[0][g.size()]) forward_sends(g.node(c));
+  for (const Node& n : g.nodes()) {
+    at(n.id, false);
     switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
       case NodePlan::Run::kTasks: forward_compute(n); break;
       case NodePlan::Run::kMoves: forward_moves(n); break;
@@ -163,6 +212,7 @@ double DeviceExecutor::forward() {
       case NodePlan::Run::kSliced:
       case NodePlan::Run::kDone: break;
     }
+    for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
   }
   // The loss to device 0.
   const TensorRef out = plan_.graph->outputs().at(0);
@@ -178,11 +228,11 @@ double DeviceExecutor::forward() {
   return comm_.rank() == 0 ? loss : 0.0;
 }
 
-void DeviceExecutor::forward_compute(const Node& n) {
+void DeviceExecutor::forward_compute_sends(const Node& n) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const TaskTable& tt = np.tasks;
   const int me = comm_.rank();
-  const size_t ins = n.inputs.size(), outs = n.outputs.size();
+  const size_t ins = n.inputs.size();
   for (int64_t t = 0; t < tt.tasks; ++t) {
     const int dev = np.task_device[static_cast<size_t>(t)];
     if (dev == me) continue;
@@ -192,6 +242,14 @@ void DeviceExecutor::forward_compute(const Node& n) {
         comm_.send(dev, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), values(n.inputs[i])[static_cast<size_t>(s)].data);
     }
   }
+}
+
+void DeviceExecutor::forward_compute(const Node& n) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const TaskTable& tt = np.tasks;
+  const int me = comm_.rank();
+  const size_t ins = n.inputs.size(), outs = n.outputs.size();
+  if (!early_[0][static_cast<size_t>(n.id)]) forward_compute_sends(n);
   for (int64_t t = 0; t < tt.tasks; ++t) {
     if (np.task_device[static_cast<size_t>(t)] != me) continue;
     for (size_t i = 0; i < ins; ++i) {
@@ -210,16 +268,45 @@ void DeviceExecutor::forward_compute(const Node& n) {
       out_[o] = std::move(values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])]);
       zero(out_[o]);
     }
-    const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const bool clock = timing_ || tracing();
+    const auto t0 = clock ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     n.op->kernel_f32(KernelArgs<float>{n.attrs, std::span(in_.data(), ins), std::span(out_.data(), outs),
                                        contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
-    if (timing_) {
-      KernelTime& k = kernel_times_[static_cast<size_t>(n.id)];
-      k.forward += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ++k.tasks;
+    if (clock) {
+      const auto t1 = std::chrono::steady_clock::now();
+      if (timing_) {
+        KernelTime& k = kernel_times_[static_cast<size_t>(n.id)];
+        k.forward += std::chrono::duration<double>(t1 - t0).count();
+        ++k.tasks;
+      }
+      if (tracing()) recorder_->record(StepEventKind::kForward, t, -1, t0, t1);
     }
     for (size_t o = 0; o < outs; ++o)
       values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])] = std::move(out_[o]);
+  }
+}
+
+// Forward a move sends its input shard (a cut: the block) from the source
+// device; backward the transpose: the output gradient (a placement's: the
+// block) back from the destination.
+void DeviceExecutor::move_sends(const Node& n, bool backward) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
+  for (size_t k = 0; k < np.moves.size(); ++k) {
+    const Move& m = np.moves[k];
+    const int src = plan_.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard);
+    const int dst = np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)];
+    const int from = backward ? dst : src, to = backward ? src : dst;
+    if (from != me || to == me) continue;
+    const Tensor<float>& x = backward ? grads({n.id, m.output})[static_cast<size_t>(m.out_shard)]
+                                      : values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
+    if (m.kind == (backward ? Move::Kind::kPlace : Move::Kind::kCut)) {
+      Tensor<float>& b = move_buffer(n, k);
+      read_block(x, m.offset, b);
+      comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.data);
+    } else {
+      comm_.send(to, tag(n, static_cast<int64_t>(k), backward), x.data);
+    }
   }
 }
 
@@ -231,17 +318,7 @@ void DeviceExecutor::forward_moves(const Node& n) {
   auto input = [&](const Move& m) -> const Tensor<float>& {
     return values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
   };
-  for (size_t k = 0; k < np.moves.size(); ++k) {
-    const Move& m = np.moves[k];
-    if (src_of(m) != me || dst_of(m) == me) continue;
-    if (m.kind == Move::Kind::kCut) {
-      Tensor<float>& b = move_buffer(n, k);
-      read_block(input(m), m.offset, b);
-      comm_.send(dst_of(m), tag(n, static_cast<int64_t>(k), false), b.data);
-    } else {
-      comm_.send(dst_of(m), tag(n, static_cast<int64_t>(k), false), input(m).data);
-    }
-  }
+  if (!early_[0][static_cast<size_t>(n.id)]) move_sends(n, false);
   for (size_t o = 0; o < n.outputs.size(); ++o)
     for (auto& t : values({n.id, static_cast<int32_t>(o)})) zero(t);
   for (size_t k = 0; k < np.moves.size(); ++k) {
@@ -275,9 +352,11 @@ void DeviceExecutor::backward() {
       std::fill(grads(out)[static_cast<size_t>(b)].data.begin(), grads(out)[static_cast<size_t>(b)].data.end(), 1.f);
       touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = 1;
     }
+  for (NodeId c : sends_after_[1][g.size()]) backward_sends(g.node(c));
   for (size_t k = g.size(); k-- > 0;) {
     const Node& n = g.node(static_cast<NodeId>(k));
     if (n.op->op_class == OpClass::kSource) continue;
+    at(n.id, true);
     switch (plan_.nodes[k].run) {
       case NodePlan::Run::kTasks: backward_compute(n); break;
       case NodePlan::Run::kMoves: backward_moves(n); break;
@@ -286,6 +365,7 @@ void DeviceExecutor::backward() {
       case NodePlan::Run::kSliced:
       case NodePlan::Run::kDone: break;
     }
+    for (NodeId c : sends_after_[1][k]) backward_sends(g.node(c));
   }
 }
 
@@ -324,12 +404,16 @@ void DeviceExecutor::backward_compute(const Node& n) {
       out_ptrs_[o] = &values({n.id, static_cast<int32_t>(o)})[j];
       dout_[o] = &grads({n.id, static_cast<int32_t>(o)})[j];
     }
-    const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const bool clock = timing_ || tracing();
+    const auto t0 = clock ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     n.op->grad_f32(GradArgs{n.attrs, std::span(in_.data(), ins), std::span(out_ptrs_.data(), outs),
                             std::span(dout_.data(), outs), std::span(din_.data(), ins),
                             contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
-    if (timing_)
-      kernel_times_[static_cast<size_t>(n.id)].backward += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (clock) {
+      const auto t1 = std::chrono::steady_clock::now();
+      if (timing_) kernel_times_[static_cast<size_t>(n.id)].backward += std::chrono::duration<double>(t1 - t0).count();
+      if (tracing()) recorder_->record(StepEventKind::kBackward, t, -1, t0, t1);
+    }
     for (size_t i = 0; i < ins; ++i)
       if (direct_[i]) grads(n.inputs[i])[static_cast<size_t>(shards[i])] = std::move(din_[i]);
     for (size_t i = 0; i < ins; ++i) {
@@ -365,25 +449,17 @@ void DeviceExecutor::backward_moves(const Node& n) {
   auto into = [&](const Move& m) -> Tensor<float>& {
     return grads(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
   };
-  // The transpose of a move: a placement's gradient is cut before sending,
-  // a cut's gradient is placed after receiving.
+  // The transpose of a move: a cut's gradient is placed after receiving.
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
-    if (dst_of(m) != me) continue;
+    if (dst_of(m) != me || src_of(m) != me) continue;
     const Tensor<float>& dy = grads({n.id, m.output})[static_cast<size_t>(m.out_shard)];
-    if (src_of(m) == me) {
-      if (m.kind == Move::Kind::kPlace) add_from_block(into(m), dy, m.offset);
-      else if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, dy);
-      else add_into(into(m), dy);
-      mark(m);
-    } else if (m.kind == Move::Kind::kPlace) {
-      Tensor<float>& b = move_buffer(n, k);
-      read_block(dy, m.offset, b);
-      comm_.send(src_of(m), tag(n, static_cast<int64_t>(k), true), b.data);
-    } else {
-      comm_.send(src_of(m), tag(n, static_cast<int64_t>(k), true), dy.data);
-    }
+    if (m.kind == Move::Kind::kPlace) add_from_block(into(m), dy, m.offset);
+    else if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, dy);
+    else add_into(into(m), dy);
+    mark(m);
   }
+  if (!early_[1][static_cast<size_t>(n.id)]) move_sends(n, true);
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (src_of(m) != me || dst_of(m) == me) continue;

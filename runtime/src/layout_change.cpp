@@ -12,6 +12,25 @@ int64_t DeviceExecutor::collective_tag(NodeId node, int64_t group, bool backward
   return Communicator::kCollectiveTagBase - 2 * (((static_cast<int64_t>(node) << 24) | group) * 2 + (backward ? 1 : 0));
 }
 
+// The pieces this device sends: forward its input shards' blocks, backward
+// its output gradient's, each through a buffer of its extent kept across
+// steps.
+void DeviceExecutor::piece_sends(const Node& n, bool backward) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
+  const TensorRef in = n.inputs[0], out{np.to, 0};
+  for (size_t k = 0; k < np.pieces.size(); ++k) {
+    const Piece& p = np.pieces[k];
+    const int from = backward ? plan_.owner(out, p.out_shard) : plan_.owner(in, p.in_shard);
+    const int to = backward ? plan_.owner(in, p.in_shard) : plan_.owner(out, p.out_shard);
+    if (from != me || to == me) continue;
+    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
+    read_block(backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)],
+               backward ? p.out_offset : p.in_offset, b);
+    comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.data);
+  }
+}
+
 // Forward, output shards start zeroed and add the pieces of input shards;
 // backward, each piece's gradient goes back and is added to the input
 // shard's. A piece moving between devices travels in a buffer of its
@@ -27,13 +46,7 @@ void DeviceExecutor::run_pieces(const Node& n, bool backward) {
     return backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)];
   };
   auto read = [&](const Piece& p, Tensor<float>& b) { read_block(source(p), backward ? p.out_offset : p.in_offset, b); };
-  for (size_t k = 0; k < np.pieces.size(); ++k) {
-    const Piece& p = np.pieces[k];
-    if (from(p) != me || to(p) == me) continue;
-    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
-    read(p, b);
-    comm_.send(to(p), tag(n, static_cast<int64_t>(k), backward), b.data);
-  }
+  if (!early_[backward ? 1 : 0][static_cast<size_t>(n.id)]) piece_sends(n, backward);
   if (!backward)
     for (int64_t j = 0; j < plan_.graph->shape(out).num_shards(); ++j)
       if (owns(out, j)) zero(values(out)[static_cast<size_t>(j)]);
@@ -78,7 +91,8 @@ void DeviceExecutor::forward_all_reduce(const Node& n) {
     if (!mine) continue;
     Tensor<float>& y = values(out)[static_cast<size_t>(mine->out_shard)];
     y.data = values(in)[static_cast<size_t>(mine->in_shard)].data;
-    comm_.all_reduce(group_scratch_, y.data, collective_tag(n.id, static_cast<int64_t>(g), false));
+    collective(StepEventKind::kCollective, static_cast<int64_t>(g),
+               [&] { comm_.all_reduce(group_scratch_, y.data, collective_tag(n.id, static_cast<int64_t>(g), false)); });
   }
 }
 
@@ -94,7 +108,8 @@ void DeviceExecutor::backward_all_reduce(const Node& n) {
     const Tensor<float>& dy = grads(out)[static_cast<size_t>(mine->out_shard)];
     Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(g), 2}, dy.shape);
     b.data = dy.data;
-    comm_.all_reduce(group_scratch_, b.data, collective_tag(n.id, static_cast<int64_t>(g), true));
+    collective(StepEventKind::kCollective, static_cast<int64_t>(g),
+               [&] { comm_.all_reduce(group_scratch_, b.data, collective_tag(n.id, static_cast<int64_t>(g), true)); });
     add_into(grads(in)[static_cast<size_t>(mine->in_shard)], b);
     touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(mine->in_shard)] = 1;
   }

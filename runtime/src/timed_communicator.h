@@ -1,10 +1,12 @@
 #pragma once
 // A communicator that counts the time its device spends sending and
 // waiting for messages (the collectives' own arithmetic aside), for a
-// measured step breakdown (trainer.h's DeviceTime). Forwards to another.
+// measured step breakdown (trainer.h's DeviceTime), and records each
+// message into a step's trace (step_trace.h). Forwards to another.
 #include <chrono>
 
 #include "pcgx/runtime/communicator.h"
+#include "pcgx/runtime/step_trace.h"
 
 namespace pcgx::runtime {
 
@@ -14,26 +16,34 @@ class TimedCommunicator final : public Communicator {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   void send(int to, int64_t tag, std::span<const float> data) override {
-    if (!on_) return inner_.send(to, tag, data);
+    if (!on_ && !tracing()) return inner_.send(to, tag, data);
     const auto t0 = Clock::now();
     inner_.send(to, tag, data);
-    ++sends_;
-    seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    done(StepEventKind::kSend, to, t0);
+    if (on_) ++sends_;
   }
   void recv(int from, int64_t tag, std::span<float> data) override {
-    if (!on_) return inner_.recv(from, tag, data);
+    if (!on_ && !tracing()) return inner_.recv(from, tag, data);
     const auto t0 = Clock::now();
     inner_.recv(from, tag, data);
-    seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    done(StepEventKind::kRecv, from, t0);
   }
   void set_timing(bool on) { on_ = on; }
+  void set_recorder(StepRecorder* r) { recorder_ = r; }
   double seconds() const { return seconds_; }
   int64_t sends() const { return sends_; }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = StepRecorder::Clock;
+  bool tracing() const { return recorder_ && recorder_->on(); }
+  void done(StepEventKind kind, int peer, Clock::time_point t0) {
+    const auto t1 = Clock::now();
+    if (on_) seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    if (tracing()) recorder_->record(kind, -1, peer, t0, t1);
+  }
   Communicator& inner_;
   bool on_ = false;
+  StepRecorder* recorder_ = nullptr;
   double seconds_ = 0;
   int64_t sends_ = 0;
 };

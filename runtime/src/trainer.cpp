@@ -31,6 +31,7 @@ struct Setup {
 Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options) {
   if (options.steps < 1) throw Error("--steps: must be at least 1");
   if (options.threads < 1) throw Error("--threads: must be at least 1");
+  if (options.trace_step >= options.steps) throw Error("the traced step " + std::to_string(options.trace_step) + " is beyond the run's " + std::to_string(options.steps) + " steps");
   validate(options.optimizer);
   std::vector<NodeId> weights, inputs;
   for (const Node& n : g.nodes()) {
@@ -80,7 +81,8 @@ void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const Dev
 // One device's training loop; rank 0 records the losses and step times.
 // `comm` outlives the executor returned (it keeps a reference).
 std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const TrainOptions& options,
-                                           TrainResult& result, UpdateTime& update) {
+                                           TrainResult& result, UpdateTime& update, StepRecorder& recorder,
+                                           StepRecorder::Clock::time_point origin) {
   // One device runs on the caller's thread: its own setting comes back after.
   struct KernelThreads {
     int saved = kernel_threads();
@@ -88,6 +90,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     ~KernelThreads() { set_kernel_threads(saved); }
   } threads(options.threads);
   auto ex = std::make_unique<DeviceExecutor>(s.plan, comm);
+  if (options.trace_step >= 0) ex->set_recorder(&recorder), comm.set_recorder(&recorder);
   std::vector<Tensor<float>*> params;
   std::vector<const Tensor<float>*> grads;
   for (NodeId w : s.weights) ex->set_source(w, s.initial.at(w));
@@ -104,6 +107,8 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
   for (int64_t step = 0; step < options.steps; ++step) {
     const bool timing = options.time_kernels && step >= first_timed_step(options);
     if (options.time_kernels && step == first_timed_step(options)) ex->set_timing(true), comm.set_timing(true);
+    const bool traced = step == options.trace_step;
+    if (traced) recorder.start(origin);
     const auto t0 = std::chrono::steady_clock::now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
@@ -113,6 +118,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     const auto u0 = std::chrono::steady_clock::now();
     opt.step(params, grads);
     const auto t1 = std::chrono::steady_clock::now();
+    if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, t1), recorder.stop();
     if (timing) {
       update.seconds += std::chrono::duration<double>(t1 - u0).count();
       for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
@@ -148,11 +154,18 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
   std::vector<UpdateTime> updates(static_cast<size_t>(devices));
   std::vector<std::unique_ptr<TimedCommunicator>> comms(static_cast<size_t>(devices));
+  std::vector<StepRecorder> recorders(static_cast<size_t>(devices));
+  const auto origin = StepRecorder::Clock::now();
   world.run([&](Communicator& comm) {
     const auto r = static_cast<size_t>(comm.rank());
     comms[r] = std::make_unique<TimedCommunicator>(comm);
-    executors[r] = run_device(g, setup, *comms[r], options, result, updates[r]);
+    executors[r] = run_device(g, setup, *comms[r], options, result, updates[r], recorders[r], origin);
   });
+  if (options.trace_step >= 0) {
+    std::vector<StepRecorder*> all;
+    for (StepRecorder& r : recorders) all.push_back(&r);
+    result.trace = collect_trace(options.trace_step, std::move(all));
+  }
   result.bytes_sent = world.bytes_sent();
   if (options.time_kernels)
     for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r], updates[r]);
@@ -179,7 +192,9 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   Communicator& comm = world.communicator();
   TimedCommunicator timed(comm);
   UpdateTime update;
-  const auto ex = run_device(g, setup, timed, options, result, update);
+  StepRecorder recorder;
+  const auto ex = run_device(g, setup, timed, options, result, update, recorder, StepRecorder::Clock::now());
+  if (options.trace_step >= 0 && comm.rank() == 0) result.trace = collect_trace(options.trace_step, {&recorder});
   result.bytes_sent = world.sum(world.bytes_sent());
   if (options.time_kernels) add_timing(result, g, options, *ex, update);
   // Final weights: shards owned elsewhere travel to rank 0.

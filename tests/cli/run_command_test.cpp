@@ -53,6 +53,29 @@ TEST(RunCommand, MeasuredProfileFeedsTheCostModel) {
   EXPECT_NE(t.out.find("ms predicted"), std::string::npos) << t.out;
 }
 
+// --trace writes the last step's measured timeline, a track per device.
+TEST(RunCommand, TraceWritesTheMeasuredTimeline) {
+  const std::string trace = (dir() / "trace.json").string();
+  const auto r = run("run mlp-tiny --optimize --devices 2 --steps 3 --no-report --no-plot --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote " + trace + " (step 3:"), std::string::npos) << r.out;
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in);
+  int tracks = 0, kernels = 0, updates = 0;
+  for (const auto& e : j["traceEvents"]) {
+    tracks += e["ph"] == "M" && e["name"] == "thread_name";
+    kernels += e["ph"] == "X" && (e["cat"] == "forward" || e["cat"] == "backward");
+    updates += e["ph"] == "X" && e["cat"] == "update";
+  }
+  EXPECT_EQ(tracks, 2);
+  EXPECT_GT(kernels, 0);
+  EXPECT_EQ(updates, 2);
+  // A trace path that cannot be written fails before training.
+  const auto bad = run("run mlp-tiny --steps 2 --no-report --no-plot --trace /nonexistent/dir/t.json");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_EQ(bad.out.rfind("error: ", 0), 0u) << bad.out;
+}
+
 TEST(RunCommand, StrategyFileNeedsItsDevices) {
   const std::string s = (dir() / "dp.json").string();
   ASSERT_EQ(run("optimize mlp-tiny --machine cpu-host --devices 4 --search data-parallel -q -o " + s).code, 0);

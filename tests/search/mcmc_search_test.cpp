@@ -43,8 +43,8 @@ TEST_P(Mcmc, PreservesValuesAndNeverLosesToItsDataParallelStart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyZoo, Mcmc, ::testing::Values("mlp-tiny", "bert-large-tiny", "dlrm-tiny"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& param_info) {
+                           std::string s = param_info.param;
                            for (char& c : s)
                              if (c == '-') c = '_';
                            return s;

@@ -78,7 +78,7 @@ class QuietRank {
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Train a model (or a strategy file from `pcgx optimize`) on N devices with the runtime");
   static std::string target, backend = "auto", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
-                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data, profile_out, profile_in;
+                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data, profile_out, profile_in, trace;
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9, bucket_mb = 25;
@@ -119,6 +119,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--profile-out", profile_out,
                   "write the kernel time of every operator measured during training, per task and shard shapes "
                   "(pcgx.profile JSON, for pcgx optimize --profile)");
+  cmd->add_option("--trace", trace,
+                  "write the last step's measured timeline on every device: kernels, messages sent and waited for, collectives "
+                  "(Chrome trace-event JSON, as pcgx simulate --trace writes; under MPI, rank 0's)");
   cmd->callback([] {
     if (backend == "auto") backend = runtime::mpi_launched() ? "mpi" : "cpu";
     if (backend == "cuda") throw Error("--backend: 'cuda' is not available (the CUDA backend is not implemented yet; use cpu or mpi)");
@@ -151,6 +154,7 @@ void add_run_command(CLI::App& app) {
       if (!no_report) check_output_path(report);
       if (!no_plot) check_output_path(plot);
       if (!profile_out.empty()) check_output_path(profile_out);
+      if (!trace.empty()) check_output_path(trace);
     }
     if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
     o.bucket_bytes = bucket_mb * 1024 * 1024;
@@ -255,6 +259,7 @@ void add_run_command(CLI::App& app) {
               << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << ", "
               << o.threads << " kernel thread" << (o.threads == 1 ? "" : "s") << " each\n";
     o.time_kernels = !profile_out.empty() || breakdown;
+    if (!trace.empty()) o.trace_step = steps - 1;
     s.options = o;
     training = true;
     s.result = world ? runtime::train(graph, views, *world, o) : runtime::train(graph, views, static_cast<int>(devices), o);
@@ -300,12 +305,17 @@ void add_run_command(CLI::App& app) {
       profiled = prof.entries.size();
       outputs.emplace_back(profile_out, profile_to_json(prof));
     }
+    if (!trace.empty()) outputs.emplace_back(trace, runtime::step_trace_json(graph, s.result.trace));
     write_text_files_atomic(outputs);
     if (!no_report) std::cerr << "wrote " << report << "\n";
     if (!no_plot) std::cerr << "wrote " << plot << "\n";
     if (!profile_out.empty())
       std::cerr << "wrote " << profile_out << " (" << profiled << " operator shapes and the optimizer timed over " << s.result.timed_steps
                 << " step" << (s.result.timed_steps == 1 ? "" : "s") << ")\n";
+    if (!trace.empty())
+      std::cerr << "wrote " << trace << " (step " << steps << ": " << std::fixed << std::setprecision(3) << s.result.trace.seconds() * 1e3
+                << " ms on " << s.result.trace.devices.size() << " device" << (s.result.trace.devices.size() == 1 ? "" : "s") << ")\n"
+                << std::defaultfloat;
     } catch (const Error& e) {
       if (world && training) {
         quiet.restore();

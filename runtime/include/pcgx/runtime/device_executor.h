@@ -4,6 +4,16 @@
 // calls; each computes only its own tasks and moves, and exchanges shards
 // through its Communicator.
 //
+// Order. Nodes run in graph order forward and in reverse backward, but a
+// shard is sent as soon as it is final, not when its reader's turn comes:
+// forward, right after its producer; backward, a layout change's gradient
+// right after the last reader of its output (a compute node's input
+// gradients already go out right after its kernel). Sends never block, so
+// this is always safe, and a device running a branch beside another's
+// (a ResNeXt downsample beside the block's convolutions) starts when its
+// input exists, as the cost model and the simulator assume; sent in graph
+// order, it waited for the whole block.
+//
 // Memory. Every buffer a step needs (the shards it owns and their
 // gradients, shards received from other devices, blocks cut for sending,
 // gradient contributions on their way to another device) is allocated the
@@ -17,6 +27,7 @@
 
 #include "pcgx/runtime/communicator.h"
 #include "pcgx/runtime/execution_plan.h"
+#include "pcgx/runtime/step_trace.h"
 
 namespace pcgx::runtime {
 
@@ -58,6 +69,9 @@ class DeviceExecutor {
   // around each kernel and gradient-rule call only, so waiting for inputs
   // and moving shards are not counted. Off by default.
   void set_timing(bool on) { timing_ = on; }
+  // Records every kernel and collective of this device into `r` while it is
+  // on (step_trace.h); the communicator records the messages. Null: none.
+  void set_recorder(StepRecorder* r) { recorder_ = r; }
   const std::vector<KernelTime>& kernel_times() const { return kernel_times_; }
   Communicator& communicator() { return comm_; }
 
@@ -68,8 +82,16 @@ class DeviceExecutor {
   void forward_moves(const Node& n);
   void backward_compute(const Node& n);
   void backward_moves(const Node& n);
+  // What a node sends from this device (forward: its inputs' shards to the
+  // devices that read them; backward: a layout change's gradient), run
+  // early where sends_after_ says, else at the node's own turn.
+  void forward_sends(const Node& n);
+  void backward_sends(const Node& n);
+  void forward_compute_sends(const Node& n);
+  void move_sends(const Node& n, bool backward);
   // Layout changes in one step (layout_change.cpp).
   void run_pieces(const Node& n, bool backward);
+  void piece_sends(const Node& n, bool backward);
   void forward_all_reduce(const Node& n);
   void backward_all_reduce(const Node& n);
   int64_t tag(const Node& n, int64_t index, bool backward) const;
@@ -108,6 +130,27 @@ class DeviceExecutor {
   std::vector<char> direct_;
   bool timing_ = false;
   std::vector<KernelTime> kernel_times_;  // [node]
+  StepRecorder* recorder_ = nullptr;
+  // [pass][node]: the nodes whose sends run right after it (at index
+  // size(): before any node); [pass][node]: 1 when its sends run there
+  // rather than at its own turn.
+  std::vector<std::vector<NodeId>> sends_after_[2];
+  std::vector<char> early_[2];
+  bool tracing() const { return recorder_ && recorder_->on(); }
+  // Where the executor is, for the messages the recorder charges to it.
+  void at(NodeId node, bool backward) {
+    if (recorder_) recorder_->at(node, backward);
+  }
+  // Runs `f` (a collective) as one recorded event.
+  template <class F>
+  void collective(StepEventKind kind, int64_t index, F&& f) {
+    if (!tracing()) return f();
+    const auto t0 = StepRecorder::Clock::now();
+    recorder_->enter();
+    f();
+    recorder_->leave();
+    recorder_->record(kind, index, -1, t0, StepRecorder::Clock::now());
+  }
 };
 
 }  // namespace pcgx::runtime

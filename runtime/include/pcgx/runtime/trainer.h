@@ -16,6 +16,7 @@
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/runtime/optimizer.h"
+#include "pcgx/runtime/step_trace.h"
 
 namespace pcgx::runtime {
 
@@ -35,6 +36,7 @@ struct TrainOptions {
   int threads = 1;  // kernel threads of each device (pcgx/pcg/kernel_threads.h); results do not depend on it
   bool time_kernels = false;  // fill TrainResult::kernel_times (steps after the first)
   double bucket_bytes = kDefaultBucketBytes;  // gradient buckets (execution_plan.h)
+  int64_t trace_step = -1;  // 0-based: record this step's timeline into TrainResult::trace; -1: none
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
 };
 
@@ -64,6 +66,8 @@ struct TrainResult {
   double update_seconds = 0, update_bytes = 0;
   // Per device (under MPI, rank 0 alone), with time_kernels.
   std::vector<DeviceTime> device_times;
+  // With TrainOptions::trace_step: that step's timeline (step_trace.h).
+  StepTrace trace;
 };
 
 // Kernel threads per device that share this machine's cores among

@@ -1,14 +1,15 @@
 #pragma once
 // A simulated timeline (simulator.h) in the Chrome trace-event format
-// (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),
-// which Perfetto (ui.perfetto.dev) and chrome://tracing open.
+// (pcg/chrome_trace.h), which Perfetto and chrome://tracing open; a
+// measured step (runtime/step_trace.h, `pcgx run --trace`) is written the
+// same way, its devices on the same tracks.
 //
 // One process per kind of resource ("devices", "links", "sync channels"),
 // one track (thread) per resource, named as Simulator::resource_name does.
 // Every task that runs for a while is one complete event ("ph": "X", times
 // in microseconds) on each resource it holds, named after its node and
-// kind ("fc1 (Linear) forward", "bucket 2"), with its task index, device
-// and node id in "args". A task of no duration (a message that did not
+// kind ("fc1 (Linear) forward", "bucket 2"), its kind as the category, and
+// its task index, device and node id in "args". A task of no duration (a message that did not
 // have to move) is left out.
 #include <string>
 
