@@ -13,10 +13,15 @@
 //
 // Usage: bench_cost_model [--devices N] [--steps N] [--threads N]
 //                         [--model NAME]... [--profile-out FILE]
+//                         [--trace-dir DIR]
+// --trace-dir writes, per model and plan, the last timed step's measured
+// timeline (MODEL-PLAN.measured.json, runtime/step_trace.h) and the
+// simulated one (MODEL-PLAN.simulated.json), to open side by side.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +35,7 @@
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/rule_library.h"
 #include "pcgx/search/simulator.h"
+#include "pcgx/search/trace.h"
 #include "pcgx/search/unity_search.h"
 
 using namespace pcgx;
@@ -47,13 +53,19 @@ struct Row {
   double simulated = 0;
 };
 
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  if (!f) std::fprintf(stderr, "warning: could not write %s\n", path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int devices = 2, threads = 1;
   int64_t steps = 40;
   std::vector<std::string> models;
-  std::string profile_out;
+  std::string profile_out, trace_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--devices" && i + 1 < argc) devices = std::max(2, std::atoi(argv[++i]));
@@ -61,8 +73,9 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
     else if (a == "--model" && i + 1 < argc) models.push_back(argv[++i]);
     else if (a == "--profile-out" && i + 1 < argc) profile_out = argv[++i];
+    else if (a == "--trace-dir" && i + 1 < argc) trace_dir = argv[++i];
     else {
-      std::printf("usage: bench_cost_model [--devices N] [--steps N] [--threads N] [--model NAME]... [--profile-out FILE]\n");
+      std::printf("usage: bench_cost_model [--devices N] [--steps N] [--threads N] [--model NAME]... [--profile-out FILE] [--trace-dir DIR]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -82,8 +95,8 @@ int main(int argc, char** argv) {
   }
   std::printf("calibration on %d in-process devices, %d kernel thread%s each:\n", devices, threads, threads == 1 ? "" : "s");
   for (const ProfileLink& l : prof.links)
-    std::printf("  link %s: latency %.2f us, bandwidth %.2f GB/s (residual %.0f%%)\n", l.name.c_str(), l.latency * 1e6, l.bandwidth / 1e9,
-                100 * l.residual);
+    std::printf("  link %s: latency %.2f us, step latency %.2f us, bandwidth %.2f GB/s (residual %.0f%%)\n", l.name.c_str(), l.latency * 1e6,
+                (l.step_latency > 0 ? l.step_latency : l.latency) * 1e6, l.bandwidth / 1e9, 100 * l.residual);
   std::printf("  overhead %.3f us per node + %.2f ns per KB held; %zu kernel shapes; roofline %.1f GFLOP/s, %.1f GB/s\n",
               prof.node_overhead * 1e6, prof.byte_overhead * 1e12, prof.entries.size(), prof.peak_flops / 1e9, prof.memory_bandwidth / 1e9);
 
@@ -114,12 +127,20 @@ int main(int argc, char** argv) {
       t.steps = std::clamp<int64_t>(static_cast<int64_t>(0.2 / st.estimate.time), steps, 20 * steps), t.batches = 1, t.threads = threads;
       const runtime::TrainResult plain = runtime::train(st.graph, st.views, devices, t);
       t.time_kernels = true;
+      if (!trace_dir.empty()) t.trace_step = t.steps - 1;
       const runtime::TrainResult timed = runtime::train(st.graph, st.views, devices, t);
       double mean = 0;
       for (size_t i = 1; i < plain.step_seconds.size(); ++i) mean += plain.step_seconds[i] / static_cast<double>(plain.step_seconds.size() - 1);
       Row row{name, label, runner::median_step(plain), mean, runner::step_terms(st.estimate, timed), 0, 0};
       std::tie(row.covered, row.total) = cost.profile_coverage(st.graph);
-      row.simulated = search::Simulator(st.graph, st.views, cost).time();
+      const search::Simulator sim(st.graph, st.views, cost);
+      row.simulated = sim.time();
+      if (!trace_dir.empty()) {
+        std::string stem = trace_dir + "/" + name + "-" + label;
+        std::replace(stem.begin(), stem.end(), ' ', '-');
+        write_file(stem + ".measured.json", runtime::step_trace_json(st.graph, timed.trace));
+        write_file(stem + ".simulated.json", search::simulation_trace_json(sim));
+      }
       rows.push_back(std::move(row));
     }
   }

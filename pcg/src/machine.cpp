@@ -59,6 +59,7 @@ std::string machine_to_json(const Machine& m) {
   for (const auto& l : m.links) {
     json level = {{"name", l.name}, {"span", l.span}, {"bandwidth", l.bandwidth}, {"latency", l.latency}};
     if (l.ports != 1) level["ports"] = l.ports;
+    if (l.step_latency > 0) level["step_latency"] = l.step_latency;
     links.push_back(level);
   }
   root["links"] = links;
@@ -102,13 +103,14 @@ Machine machine_from_json(const std::string& text, const std::string& source) {
     const std::string path = index("links", i);
     const json& l = links[i];
     r.expect_object(l, path);
-    r.only_keys(l, {"name", "span", "bandwidth", "latency", "ports"}, path);
+    r.only_keys(l, {"name", "span", "bandwidth", "latency", "ports", "step_latency"}, path);
     LinkLevel level;
     level.name = r.get_string(r.field(l, "name", path), join(path, "name"));
     level.span = r.get_int(r.field(l, "span", path), join(path, "span"));
     level.bandwidth = positive_number(l, "bandwidth", path, false);
     level.latency = positive_number(l, "latency", path, true);
     if (r.optional(l, "ports")) level.ports = positive_int(l, "ports", path);
+    if (r.optional(l, "step_latency")) level.step_latency = positive_number(l, "step_latency", path, true);
     const bool last = i + 1 == links.size();
     if (level.span < 0) r.fail(join(path, "span"), "must not be negative");
     if (level.span == 0 && !last) r.fail(join(path, "span"), "only the last level may span the whole machine (0)");

@@ -89,6 +89,7 @@ Profile profile_from_json(const std::string& text, const std::string& source) {
       x.name = r.get_string(r.field(l, "name", f), join(f, "name"));
       x.latency = number(l, "latency", f, false);
       x.bandwidth = number(l, "bandwidth", f, true);
+      if (r.optional(l, "step_latency")) x.step_latency = number(l, "step_latency", f, false);
       if (r.optional(l, "residual")) x.residual = number(l, "residual", f, false);
       if (r.optional(l, "samples")) x.samples = r.get_int(l["samples"], join(f, "samples"));
       p.links.push_back(std::move(x));
@@ -117,8 +118,10 @@ std::string profile_to_json(const Profile& p) {
   if (p.update_bytes_per_second > 0) j["update"] = {{"bytes_per_second", p.update_bytes_per_second}};
   if (!p.links.empty()) {
     json links = json::array();
-    for (const ProfileLink& l : p.links)
+    for (const ProfileLink& l : p.links) {
       links.push_back({{"name", l.name}, {"latency", l.latency}, {"bandwidth", l.bandwidth}, {"residual", l.residual}, {"samples", l.samples}});
+      if (l.step_latency > 0) links.back()["step_latency"] = l.step_latency;
+    }
     j["links"] = links;
   }
   if (p.node_overhead > 0 || p.byte_overhead > 0) j["overhead"] = {{"node", p.node_overhead}, {"byte", p.byte_overhead}};

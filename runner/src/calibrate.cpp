@@ -163,12 +163,16 @@ std::pair<double, double> work_of(const ProfileEntry& e) {
   }
 }
 
-// Each level's latency and bandwidth from its messages and the
-// all-reduces whose widest crossed level it is, by least squares on the
-// model's own formula (collectives.h) linearized at the current figures:
-// a collective's time is piecewise linear in one level's latency and
-// inverse bandwidth, so its slopes in them are its hops and bytes there.
-// Levels are refitted in turn, a few rounds, from the messages' fit.
+// Each level's figures by least squares on the model's own formulas
+// (collectives.h): the message latency and the bandwidth from its
+// messages; then, that bandwidth kept, the step latency (a collective
+// step: every member sends and receives at once) from the all-reduces
+// whose widest crossed level it is, linearized at the current figures (a
+// collective's time is piecewise linear in one level's step latency, so
+// its slope in it is its steps there). The bandwidth is not refitted to
+// the all-reduces: a large one also adds what it receives, at the speed of
+// memory rather than of the link, and would pull the link's figures away
+// from the messages the runtime sends. Levels in turn, a few rounds.
 void fit_links(const Machine& m, Calibration& cal) {
   Machine fitted = m;
   auto level_of = [&](const std::string& name) {
@@ -176,34 +180,46 @@ void fit_links(const Machine& m, Calibration& cal) {
       if (fitted.links[l].name == name) return l;
     return fitted.links.size();
   };
-  auto time_at = [&](const CollectiveCheck& x, size_t l, double latency, double inverse_bandwidth) {
+  auto time_at = [&](const CollectiveCheck& x, size_t l, double step_latency, double inverse_bandwidth) {
     Machine probe = fitted;
-    probe.links[l].latency = latency, probe.links[l].bandwidth = inverse_bandwidth > 0 ? 1.0 / inverse_bandwidth : 1e30;
+    probe.links[l].step_latency = step_latency, probe.links[l].bandwidth = inverse_bandwidth > 0 ? 1.0 / inverse_bandwidth : 1e30;
     return search::collective_time(probe, search::Collective::kAllReduce, search::strided_group(probe, 0, 1, x.group), x.bytes);
   };
   for (LinkSamples& s : cal.links) {
     s.fit = fit_link(s.messages);
     const size_t l = level_of(s.level);
-    if (s.fit.bandwidth > 0) fitted.links[l].latency = s.fit.latency, fitted.links[l].bandwidth = s.fit.bandwidth;
+    if (s.fit.bandwidth > 0)
+      fitted.links[l].latency = s.fit.latency, fitted.links[l].step_latency = s.fit.latency, fitted.links[l].bandwidth = s.fit.bandwidth;
   }
   for (int round = 0; round < 4; ++round)
     for (LinkSamples& s : cal.links) {
       const size_t l = level_of(s.level);
-      std::vector<MessageSample> samples = s.messages;
+      if (fitted.links[l].bandwidth <= 0) continue;
+      std::vector<MessageSample> steps;  // the all-reduces, less what the fitted bandwidth prices
       s.collectives = 0;
       for (const CollectiveCheck& x : cal.all_reduces) {
         const search::GroupShape g = search::strided_group(fitted, 0, 1, x.group);
         if (g.top() != l || x.measured <= 0) continue;
-        const double a = fitted.links[l].latency, b = 1.0 / fitted.links[l].bandwidth;
-        const double t = time_at(x, l, a, b), da = std::max(a, 1e-9) * 1e-4, db = std::max(b, 1e-15) * 1e-4;
-        const double hops = (time_at(x, l, a + da, b) - t) / da, bytes = (time_at(x, l, a, b + db) - t) / db;
-        samples.push_back({bytes, x.measured, hops, std::max(0.0, t - hops * a - bytes * b)});
+        const double a = fitted.links[l].collective_latency(), b = 1.0 / fitted.links[l].bandwidth;
+        const double t = time_at(x, l, a, b), da = std::max(a, 1e-9) * 1e-4;
+        const double n = (time_at(x, l, a + da, b) - t) / da;
+        steps.push_back({0, x.measured, 0, std::max(0.0, t - n * a), n});
         ++s.collectives;
       }
-      const LinkFit f = fit_link(samples);
-      if (f.bandwidth <= 0) continue;
-      s.fit = f;
-      fitted.links[l].latency = f.latency, fitted.links[l].bandwidth = f.bandwidth;
+      const LinkFit f = fit_link(steps);
+      if (f.step_latency <= 0) continue;
+      fitted.links[l].step_latency = s.fit.step_latency = f.step_latency;
+      // The residual over every sample, messages and all-reduces.
+      double sq = 0;
+      for (const MessageSample& x : s.messages) {
+        const double e = (s.fit.latency + x.bytes / s.fit.bandwidth - x.seconds) / x.seconds;
+        sq += e * e;
+      }
+      for (const MessageSample& x : steps) {
+        const double e = (x.other + x.steps * f.step_latency - x.seconds) / x.seconds;
+        sq += e * e;
+      }
+      s.fit.residual = std::sqrt(sq / static_cast<double>(s.messages.size() + steps.size()));
     }
   for (CollectiveCheck& x : cal.all_reduces)
     x.predicted = search::collective_time(fitted, search::Collective::kAllReduce, search::strided_group(fitted, 0, 1, x.group), x.bytes);
@@ -251,7 +267,8 @@ Calibration calibrate(const CalibrationOptions& o) {
   });
   if (root) fit_links(m, cal);
   for (const LinkSamples& s : cal.links)
-    p.links.push_back({s.level, s.fit.latency, s.fit.bandwidth, s.fit.residual, static_cast<int64_t>(s.messages.size() + s.collectives)});
+    p.links.push_back({s.level, s.fit.latency, s.fit.bandwidth, s.fit.step_latency, s.fit.residual,
+                       static_cast<int64_t>(s.messages.size() + s.collectives)});
 
   // Overhead per node and per byte held: chains of two widths on one
   // device (no messages), under MPI on rank 0 alone.

@@ -6,32 +6,77 @@
 namespace pcgx::runner {
 
 LinkFit fit_link(std::span<const MessageSample> samples) {
-  // Relative error (o_i + h_i alpha + n_i beta - t_i) / t_i: weighted least
-  // squares with weights 1 / t_i^2 on the 2x2 normal equations.
-  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  // Relative error (o_i + h_i alpha + s_i gamma + n_i beta - t_i) / t_i:
+  // weighted least squares with weights 1 / t_i^2. Physical figures are
+  // never negative: the best fit over the subsets of the three unknowns
+  // whose solution is non-negative (an active-set search, 7 subsets).
+  auto column = [](const MessageSample& m, int c) { return c == 0 ? m.hops : c == 1 ? m.steps : m.bytes; };
+  double a[3][3] = {}, r[3] = {};
+  bool present[3] = {};
   for (const MessageSample& m : samples) {
     if (m.seconds <= 0) continue;
     const double w = 1.0 / (m.seconds * m.seconds), y = m.seconds - m.other;
-    s00 += w * m.hops * m.hops, s01 += w * m.hops * m.bytes, s11 += w * m.bytes * m.bytes;
-    r0 += w * m.hops * y, r1 += w * m.bytes * y;
+    for (int i = 0; i < 3; ++i) {
+      present[i] = present[i] || column(m, i) > 0;
+      r[i] += w * column(m, i) * y;
+      for (int j = 0; j < 3; ++j) a[i][j] += w * column(m, i) * column(m, j);
+    }
+  }
+  auto error = [&](const double x[3]) {
+    double sq = 0;
+    int n = 0;
+    for (const MessageSample& m : samples) {
+      if (m.seconds <= 0) continue;
+      const double e = (m.other + m.hops * x[0] + m.steps * x[1] + m.bytes * x[2] - m.seconds) / m.seconds;
+      sq += e * e, ++n;
+    }
+    return n ? std::sqrt(sq / n) : 0.0;
+  };
+  double best[3] = {}, best_error = -1;
+  for (int subset = 1; subset < 8; ++subset) {
+    int idx[3], k = 0;
+    bool usable = true;
+    for (int i = 0; i < 3; ++i)
+      if (subset >> i & 1) usable = usable && present[i], idx[k++] = i;
+    if (!usable) continue;
+    // Gaussian elimination on the k x k system (k <= 3).
+    double m[3][4];
+    for (int i = 0; i < k; ++i) {
+      for (int j = 0; j < k; ++j) m[i][j] = a[idx[i]][idx[j]];
+      m[i][k] = r[idx[i]];
+    }
+    bool singular = false;
+    for (int c = 0; c < k && !singular; ++c) {
+      int p = c;
+      for (int i = c + 1; i < k; ++i)
+        if (std::abs(m[i][c]) > std::abs(m[p][c])) p = i;
+      if (std::abs(m[p][c]) < 1e-300) {
+        singular = true;
+        break;
+      }
+      for (int j = 0; j <= k; ++j) std::swap(m[c][j], m[p][j]);
+      for (int i = 0; i < k; ++i) {
+        if (i == c) continue;
+        const double f = m[i][c] / m[c][c];
+        for (int j = c; j <= k; ++j) m[i][j] -= f * m[c][j];
+      }
+    }
+    if (singular) continue;
+    double x[3] = {};
+    bool feasible = true;
+    for (int i = 0; i < k; ++i) {
+      x[idx[i]] = m[i][k] / m[i][i];
+      feasible = feasible && x[idx[i]] >= 0;
+    }
+    if (!feasible) continue;
+    const double e = error(x);
+    if (best_error < 0 || e < best_error) best_error = e, std::copy(x, x + 3, best);
   }
   LinkFit f;
-  const double det = s00 * s11 - s01 * s01;
-  if (det <= 0) return f;
-  double alpha = (r0 * s11 - r1 * s01) / det, beta = (s00 * r1 - s01 * r0) / det;
-  // Physical figures: neither may be negative (refit the other alone).
-  if (beta <= 0) beta = 0, alpha = s00 > 0 ? std::max(r0 / s00, 0.0) : 0;
-  if (alpha < 0) alpha = 0, beta = s11 > 0 ? std::max(r1 / s11, 0.0) : 0;
-  f.latency = alpha;
-  f.bandwidth = beta > 0 ? 1.0 / beta : 0;
-  double sq = 0;
-  int n = 0;
-  for (const MessageSample& m : samples) {
-    if (m.seconds <= 0) continue;
-    const double e = (m.other + m.hops * alpha + beta * m.bytes - m.seconds) / m.seconds;
-    sq += e * e, ++n;
-  }
-  f.residual = n ? std::sqrt(sq / n) : 0;
+  if (best_error < 0) return f;
+  f.latency = best[0], f.step_latency = best[1];
+  f.bandwidth = best[2] > 0 ? 1.0 / best[2] : 0;
+  f.residual = best_error;
   return f;
 }
 

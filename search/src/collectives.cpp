@@ -23,15 +23,19 @@ int64_t parallel_links(const Machine& m, const GroupShape& g, size_t level) {
   return level == 0 ? ports : std::min(ports, g.fewest[level]);
 }
 
+// The latency of one step at a level: a collective step (every member
+// sends and receives at once) or a lone message (chains, trees, roots).
+double step_latency(const LinkLevel& l, bool both_ways) { return both_ways ? l.collective_latency() : l.latency; }
+
 // The slowest crossed level for traffic that leaves each group of the
 // level below: `leaving(l)` bytes through `links(l)` links at once, plus
 // one latency of the top level (every transfer is posted at once).
 template <class Leaving, class Links>
-double crossing_time(const Machine& m, const GroupShape& g, Leaving leaving, Links links) {
+double crossing_time(const Machine& m, const GroupShape& g, bool both_ways, Leaving leaving, Links links) {
   double worst = 0;
   for (size_t l = 0; l < m.links.size(); ++l)
     if (g.crossed(l)) worst = std::max(worst, leaving(l) / (m.links[l].bandwidth * static_cast<double>(links(l))));
-  return m.links[g.top()].latency + worst;
+  return step_latency(m.links[g.top()], both_ways) + worst;
 }
 
 // Members in one group of the level below l (1: a device), and in one
@@ -48,7 +52,7 @@ double members_at(const GroupShape& g, size_t l) {
 double all_to_all_time(const Machine& m, const GroupShape& g, double n) {
   const double k = static_cast<double>(g.size);
   return crossing_time(
-      m, g, [&](size_t l) { return members_below(g, l) * n * (members_at(g, l) - members_below(g, l)) / k; },
+      m, g, true, [&](size_t l) { return members_below(g, l) * n * (members_at(g, l) - members_below(g, l)) / k; },
       [&](size_t l) { return parallel_links(m, g, l); });
 }
 
@@ -57,7 +61,7 @@ double all_to_all_time(const Machine& m, const GroupShape& g, double n) {
 double rooted_time(const Machine& m, const GroupShape& g, double n) {
   const double k = static_cast<double>(g.size);
   return crossing_time(
-      m, g, [&](size_t l) { return n * (members_at(g, l) - members_below(g, l)) / k; }, [](size_t) { return int64_t{1}; });
+      m, g, false, [&](size_t l) { return n * (members_at(g, l) - members_below(g, l)) / k; }, [](size_t) { return int64_t{1}; });
 }
 
 }  // namespace
@@ -127,10 +131,9 @@ double bus_bandwidth(const Machine& m, const GroupShape& g) {
   return b;
 }
 
-double ring_pass_latency(const Machine& m, const GroupShape& g) {
+double ring_pass_latency(const Machine& m, const GroupShape& g, bool both_ways) {
   double a = 0;
-  for (size_t l = 0; l < m.links.size(); ++l)
-    a += static_cast<double>(below(g, l) - g.groups[l]) * m.links[l].latency;
+  for (size_t l = 0; l < m.links.size(); ++l) a += static_cast<double>(below(g, l) - g.groups[l]) * step_latency(m.links[l], both_ways);
   return a;
 }
 
@@ -139,12 +142,14 @@ AllReduceTimes allreduce_times(const Machine& m, const GroupShape& g, double byt
   const double k = static_cast<double>(g.size);
   const double b = bus_bandwidth(m, g);
   AllReduceTimes t;
-  t.ring = 2 * ring_pass_latency(m, g) + 2 * (k - 1) / k * bytes / b;
+  t.ring = 2 * ring_pass_latency(m, g, true) + 2 * (k - 1) / k * bytes / b;
   const size_t top = g.top();
-  double lat = log2_ceil(below(g, top)) * m.links[top].latency;
-  for (size_t l = 0; l < top; ++l)
-    lat += static_cast<double>(below(g, l) - g.groups[l]) / static_cast<double>(g.groups[l]) * m.links[l].latency;
+  double lat = log2_ceil(below(g, top)) * m.links[top].latency;  // a tree's messages go one way at a time
+  for (size_t l = 0; l < top; ++l) lat += static_cast<double>(below(g, l) - g.groups[l]) / static_cast<double>(g.groups[l]) * m.links[l].latency;
   t.tree = 2 * lat + 2 * bytes / b;
+  // Two members: a tree would be the same exchange as the ring, each
+  // sending its half once each way (the runtime runs the ring).
+  if (g.size == 2) t.tree = t.ring;
   return t;
 }
 
@@ -154,9 +159,9 @@ double collective_time(const Machine& m, Collective c, const GroupShape& g, doub
   switch (c) {
     case Collective::kAllReduce: return allreduce_times(m, g, bytes).best();
     case Collective::kReduceScatter:
-    case Collective::kAllGather: return ring_pass_latency(m, g) + (k - 1) / k * bytes / bus_bandwidth(m, g);
+    case Collective::kAllGather: return ring_pass_latency(m, g, true) + (k - 1) / k * bytes / bus_bandwidth(m, g);
     case Collective::kBroadcast:
-    case Collective::kReduce: return ring_pass_latency(m, g) + bytes / bus_bandwidth(m, g);
+    case Collective::kReduce: return ring_pass_latency(m, g, false) + bytes / bus_bandwidth(m, g);
     case Collective::kAllToAll: return all_to_all_time(m, g, bytes);
     case Collective::kScatter:
     case Collective::kGather: return rooted_time(m, g, bytes);
@@ -178,6 +183,7 @@ double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
   std::vector<double> out_bytes(levels * N, 0.0), in_bytes(levels * N, 0.0);
   std::vector<int64_t> out_devices(levels * N, 0), in_devices(levels * N, 0);
   std::vector<char> sends(levels * N, 0), receives(levels * N, 0);  // [level][device]
+  std::vector<char> role(N, 0);  // per device: 1 sends, 2 receives
   size_t top = 0;
   bool any = false;
   for (const Transfer& t : transfers) {
@@ -189,9 +195,13 @@ double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
     out_bytes[l * N + from] += t.bytes, in_bytes[l * N + to] += t.bytes;
     if (!sends[l * N + static_cast<size_t>(t.from)]) sends[l * N + static_cast<size_t>(t.from)] = 1, ++out_devices[l * N + from];
     if (!receives[l * N + static_cast<size_t>(t.to)]) receives[l * N + static_cast<size_t>(t.to)] = 1, ++in_devices[l * N + to];
+    role[static_cast<size_t>(t.from)] |= 1, role[static_cast<size_t>(t.to)] |= 2;
     top = std::max(top, l), any = true;
   }
   if (!any) return 0.0;
+  // A device that sends and receives makes it a collective step; else
+  // every message goes one way, each a lone message.
+  const bool both_ways = std::find(role.begin(), role.end(), 3) != role.end();
   double worst = 0;
   for (size_t l = 0; l < levels; ++l) {
     const LinkLevel& link = m.links[l];
@@ -202,7 +212,7 @@ double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
     for (size_t g = 0; g < N; ++g)
       worst = std::max({worst, time(out_bytes[l * N + g], out_devices[l * N + g]), time(in_bytes[l * N + g], in_devices[l * N + g])});
   }
-  return m.links[top].latency + worst;
+  return step_latency(m.links[top], both_ways) + worst;
 }
 
 double send_time(const Machine& m, int64_t from, int64_t to, double bytes) {

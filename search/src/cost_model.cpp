@@ -64,7 +64,7 @@ CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, Co
   // Fitted figures replace the machine file's.
   for (const ProfileLink& f : profile_.links)
     for (LinkLevel& l : machine_.links)
-      if (l.name == f.name) l.latency = f.latency, l.bandwidth = f.bandwidth;
+      if (l.name == f.name) l.latency = f.latency, l.bandwidth = f.bandwidth, l.step_latency = f.step_latency;
   if (profile_.peak_flops > 0) machine_.device.peak_flops = profile_.peak_flops;
   // A measured per-node overhead includes what a launch stands for.
   if (profile_.node_overhead > 0) efficiency_.launch = 0;

@@ -64,5 +64,29 @@ TEST(Machine, ErrorsNameTheField) {
   EXPECT_EQ(message(R"({"format_version": 1, "name": "x"})"), "m.json: nodes: missing required field");
 }
 
+// A level may give a collective step its own latency (machine.h); without
+// one a step costs the message latency, and the JSON keeps it only when set.
+TEST(Machine, StepLatencyIsOptionalAndRoundTrips) {
+  const std::string text = R"({"format_version": 1, "name": "x", "nodes": 1, "devices_per_node": 2,
+    "device": {"name": "d", "peak_flops": 1, "memory_bandwidth": 1, "memory_capacity": 1},
+    "links": [{"name": "a", "span": 0, "bandwidth": 1e9, "latency": 1e-6, "step_latency": 3e-6}]})";
+  const Machine m = machine_from_json(text, "m.json");
+  EXPECT_DOUBLE_EQ(m.links[0].step_latency, 3e-6);
+  EXPECT_DOUBLE_EQ(m.links[0].collective_latency(), 3e-6);
+  EXPECT_DOUBLE_EQ(machine_from_json(machine_to_json(m), "again").links[0].step_latency, 3e-6);
+  Machine plain = m;
+  plain.links[0].step_latency = 0;
+  EXPECT_DOUBLE_EQ(plain.links[0].collective_latency(), 1e-6);
+  EXPECT_EQ(machine_to_json(plain).find("step_latency"), std::string::npos);
+  std::string bad = text;
+  bad.replace(bad.find("3e-6"), 4, "-1");
+  try {
+    machine_from_json(bad, "m.json");
+    FAIL() << "a negative step latency was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("links[0].step_latency"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pcgx

@@ -7,6 +7,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/profile.h"
 #include "pcgx/runner/calibrate.h"
+#include "pcgx/search/collectives.h"
 #include "pcgx/search/cost_model.h"
 
 namespace pcgx::runner {
@@ -33,6 +34,32 @@ TEST(Fit, LinkRecoversLatencyAndBandwidth) {
   const LinkFit flat = fit_link(s);
   EXPECT_NEAR(flat.latency, 1e-5, 1e-12);
   EXPECT_GE(flat.bandwidth, 0);
+}
+
+// Messages price the message latency, collectives their steps' latency;
+// both fitted at once with the bandwidth, none negative.
+TEST(Fit, StepLatencyApartFromTheMessageLatency) {
+  std::vector<MessageSample> s;
+  for (double bytes : {4.0, 1e3, 1e5, 1e7}) {
+    s.push_back({bytes, 1e-6 + bytes / 5e9, 1, 0, 0});
+    s.push_back({bytes, 2e-7 + 2 * 3e-6 + bytes / 5e9, 0, 2e-7, 2});
+  }
+  const LinkFit f = fit_link(s);
+  EXPECT_NEAR(f.latency, 1e-6, 1e-12);
+  EXPECT_NEAR(f.step_latency, 3e-6, 1e-12);
+  EXPECT_NEAR(f.bandwidth, 5e9, 1);
+  EXPECT_LT(f.residual, 1e-9);
+  // Messages alone: no step latency to fit.
+  s.resize(0);
+  for (double bytes : {4.0, 1e3, 1e5, 1e7}) s.push_back({bytes, 1e-6 + bytes / 5e9, 1, 0, 0});
+  EXPECT_EQ(fit_link(s).step_latency, 0);
+  // Steps faster than messages would fit a negative latency: clamped, the
+  // others refitted.
+  s.push_back({4, 1e-9, 0, 0, 1});
+  const LinkFit c = fit_link(s);
+  EXPECT_GE(c.latency, 0);
+  EXPECT_GE(c.step_latency, 0);
+  EXPECT_GT(c.bandwidth, 0);
 }
 
 TEST(Fit, LineAndMedian) {
@@ -111,6 +138,15 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   const search::CostModel cm(o.machine.with_devices(2), search::default_efficiency(), back);
   EXPECT_DOUBLE_EQ(cm.machine().links[0].latency, c.profile.links[0].latency);
   EXPECT_DOUBLE_EQ(cm.machine().links[0].bandwidth, c.profile.links[0].bandwidth);
+  // The step latency of collectives too, and every all-reduce is reported
+  // beside what the cost model on this profile predicts for it.
+  EXPECT_GE(c.profile.links[0].step_latency, 0);
+  EXPECT_DOUBLE_EQ(back.links[0].step_latency, c.profile.links[0].step_latency);
+  EXPECT_DOUBLE_EQ(cm.machine().links[0].step_latency, c.profile.links[0].step_latency);
+  for (const auto& x : c.all_reduces)
+    EXPECT_DOUBLE_EQ(x.predicted, search::collective_time(cm.machine(), search::Collective::kAllReduce,
+                                                          search::strided_group(cm.machine(), 0, 1, x.group), x.bytes))
+        << x.group << " devices, " << x.bytes << " B";
 }
 
 TEST(Calibrate, NeedsTwoDevicesAndKnownModels) {

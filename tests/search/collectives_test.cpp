@@ -112,6 +112,37 @@ TEST(Collectives, ExchangeChargesTheBusiestLinks) {
   EXPECT_DOUBLE_EQ(exchange_time(m, t), collective_time(m, Collective::kAllToAll, g, 8e6));
 }
 
+// With a step latency (machine.h) the steps where every member sends and
+// receives at once cost it; messages that go one way at a time (a chain's
+// broadcast and reduce, a tree, scatter, gather, one-way exchanges, a
+// lone send) keep the message latency.
+TEST(Collectives, StepLatencyPricesTheTwoWaySteps) {
+  Machine m = two_level();
+  m.links[0].step_latency = 4e-6, m.links[1].step_latency = 3e-5;
+  const GroupShape g = strided_group(m, 0, 1, 8);
+  // A ring pass: 6 node-link steps and 1 network step, both ways.
+  EXPECT_DOUBLE_EQ(ring_pass_latency(m, g), 6 * 4e-6 + 3e-5);
+  EXPECT_DOUBLE_EQ(ring_pass_latency(m, g, false), 6e-6 + 1e-5);
+  const AllReduceTimes big = allreduce_times(m, g, 1e6);
+  EXPECT_DOUBLE_EQ(big.ring, 2 * (6 * 4e-6 + 3e-5) + 2 * 7.0 / 8.0 * 1e6 / 2e9);
+  EXPECT_DOUBLE_EQ(big.tree, 2 * (3e-6 + 1e-5) + 2 * 1e6 / 2e9);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kReduceScatter, g, 8e6), 6 * 4e-6 + 3e-5 + 7.0 / 8.0 * 8e6 / 2e9);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kBroadcast, g, 1e6), 6e-6 + 1e-5 + 1e6 / 2e9);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllToAll, g, 8e6), 3e-5 + 8e-3);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kScatter, g, 8e6), 1e-5 + 4e-3);
+  EXPECT_DOUBLE_EQ(send_time(m, 0, 5, 1e6), 1e-5 + 1e-3);
+  // Exchanges: device 1 sends and receives (two-way), or all go one way.
+  std::vector<Transfer> both{{0, 1, 1e6}, {1, 2, 1e6}}, one{{0, 1, 1e6}, {2, 1, 1e6}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, both), 4e-6 + 1e6 / 1e10);
+  EXPECT_DOUBLE_EQ(exchange_time(m, one), 1e-6 + 2e6 / 1e10);
+  // Two members: the tree is the ring (one exchange each way), even where
+  // the tree's one-way latencies would price it lower.
+  const GroupShape pair = strided_group(m, 0, 1, 2);
+  const AllReduceTimes p = allreduce_times(m, pair, 4);
+  EXPECT_DOUBLE_EQ(p.ring, 2 * 4e-6 + 4 / 1e10);
+  EXPECT_DOUBLE_EQ(p.tree, p.ring);
+}
+
 TEST(Collectives, ThreeLevelsTakeTheSlowestCrossedLevel) {
   // Summit-like: pairs on a fast link, sockets of 6... here nodes of 4 with
   // pairs of 2, the network between nodes with 2 adapters.

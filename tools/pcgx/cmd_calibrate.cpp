@@ -62,10 +62,11 @@ void add_calibrate_command(CLI::App& app) {
     c.profile.device = machine_name + " (" + std::to_string(o.devices) + (world ? " MPI ranks, " : " in-process devices, ") +
                        std::to_string(threads) + " kernel thread" + (threads == 1 ? "" : "s") + " each)";
     std::cout << std::fixed << std::setprecision(2);
-    std::cout << "links (latency and bandwidth fitted to one message, half a ping-pong, and to the all-reduces below)\n";
+    std::cout << "links (latency fitted to one message, half a ping-pong; step latency to a collective's step, where every member\n"
+                 "sends and receives at once, from the all-reduces below; bandwidth to the messages)\n";
     for (const auto& l : c.links) {
-      std::cout << "  " << std::left << std::setw(16) << l.level << std::right << " latency " << us(l.fit.latency) << ", bandwidth "
-                << l.fit.bandwidth / 1e9 << " GB/s, residual " << 100 * l.fit.residual << "% over " << l.messages.size() << " messages and " << l.collectives << " all-reduces\n";
+      std::cout << "  " << std::left << std::setw(16) << l.level << std::right << " latency " << us(l.fit.latency) << ", step latency "
+                << us(l.fit.step_latency > 0 ? l.fit.step_latency : l.fit.latency) << ", bandwidth " << l.fit.bandwidth / 1e9 << " GB/s, residual " << 100 * l.fit.residual << "% over " << l.messages.size() << " messages and " << l.collectives << " all-reduces\n";
       for (const auto& m : l.messages)
         std::cout << "      " << std::setw(10) << static_cast<int64_t>(m.bytes) << " B  " << us(m.seconds) << "\n";
     }

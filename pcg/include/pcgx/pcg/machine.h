@@ -38,8 +38,14 @@ struct LinkLevel {
   std::string name;
   int64_t span = 0;        // devices per group at this level; 0: all devices
   double bandwidth = 0;    // bytes/s per direction between two devices
-  double latency = 0;      // seconds
+  double latency = 0;      // seconds, one message
   int64_t ports = 1;       // links into this level per group of the level below
+  // Seconds per step of a collective, where every member sends and receives
+  // at once (0: `latency`). On a CPU's threads such a step costs about twice
+  // a lone message (`pcgx calibrate` fits both); NCCL's tuning model has one
+  // figure for both.
+  double step_latency = 0;
+  double collective_latency() const { return step_latency > 0 ? step_latency : latency; }
 };
 
 struct Machine {

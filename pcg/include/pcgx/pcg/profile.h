@@ -38,6 +38,7 @@ struct ProfileEntry {
 struct ProfileLink {
   std::string name;
   double latency = 0, bandwidth = 0;  // seconds, bytes per second
+  double step_latency = 0;            // seconds per collective step (machine.h); 0: latency
   double residual = 0;                // relative RMS of the fit
   int64_t samples = 0;
 };

@@ -6,11 +6,14 @@
 //
 //   - Links: one message between device 0 and a device of each link level,
 //     4 B to 4 MiB, timed as half a ping-pong, and the communicator's
-//     all-reduce of 4 B to 4 MiB over 2 ... N devices; latency and
-//     bandwidth fitted per level to both by least squares on relative
-//     error, each all-reduce through collectives.h's formula for it (the
-//     level it crosses widest), and every all-reduce reported beside the
-//     fitted formula's time.
+//     all-reduce of 4 B to 4 MiB over 2 ... N devices; per level, by
+//     least squares on relative error, the message latency (from the
+//     messages), the step latency of a collective (machine.h: every
+//     member sends and receives at once, about twice a lone message on
+//     threads; from the all-reduces, each through collectives.h's formula
+//     for the level it crosses widest) and the bandwidth (from the
+//     messages); every all-reduce reported beside the fitted formula's
+//     time.
 //   - Overhead: chains of L elementwise operators on 16x16 and 128x128
 //     tensors, L = 8 ... 64, trained on one device, and every timed model
 //     run below: the median step (untimed) less the kernels, messages and

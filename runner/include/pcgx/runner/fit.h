@@ -8,20 +8,24 @@
 namespace pcgx::runner {
 
 // A timed exchange, as the model prices it with one link level's figures:
-// t = other + hops x latency + bytes / bandwidth. One message: hops 1,
-// its bytes. A collective: its latency count and bytes on the critical
-// path, `other` the part priced on other levels (collectives.h).
+// t = other + hops x latency + steps x step latency + bytes / bandwidth.
+// One message: hops 1, steps 0, its bytes. A collective: hops 0, its
+// steps and bytes on the critical path, `other` the part priced on other
+// levels (collectives.h).
 struct MessageSample {
   double bytes = 0, seconds = 0;
   double hops = 1, other = 0;
+  double steps = 0;
 };
 
-// The link's latency and bandwidth minimizing the squared relative error
-// of the samples (they span six orders of magnitude: plain least squares
-// would fit the largest alone); neither negative. `residual`: RMS of
+// The link's latency, step latency and bandwidth minimizing the squared
+// relative error of the samples (they span six orders of magnitude: plain
+// least squares would fit the largest alone); none negative, the step
+// latency 0 when no sample has steps. `residual`: RMS of
 // (fitted - measured) / measured.
 struct LinkFit {
   double latency = 0, bandwidth = 0, residual = 0;
+  double step_latency = 0;
 };
 LinkFit fit_link(std::span<const MessageSample> samples);
 

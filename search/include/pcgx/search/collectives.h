@@ -28,7 +28,7 @@
 //   all-reduce, tree     2 (sum_{l<top} chain(l) alpha(l) + ceil(log2 G(top-1)) alpha(top)) + 2 n / B
 //                        (NCCL: a chain inside the lower levels, a double binary tree across
 //                         the top one; algorithm bandwidth B/2)
-//   all-reduce           the faster of the two (NCCL picks by the same model)
+//   all-reduce           the faster of the two (NCCL picks by the same model); the ring on 2 members
 //   reduce-scatter,
 //   all-gather             sum_l s(l) alpha(l) +  (k-1)/k n / B
 //   broadcast, reduce      sum_l s(l) alpha(l) +          n / B   (pipelined chain)
@@ -41,7 +41,7 @@
 //                          level crossed + max over levels l and groups G of the level
 //                          below of the bytes G sends (receives) through level l, over
 //                          min(ports(l), devices of G sending (receiving)) links
-//   send/recv              alpha(l) + n / bandwidth(l), l the pair's level
+//   send/recv              latency(l) + n / bandwidth(l), l the pair's level (a lone message)
 //
 // A transfer uses the links of the level where its two ends first meet:
 // inside a node NVLink, between nodes the network adapters (NCCL's p2p
@@ -50,6 +50,15 @@
 // where chain(l) = (G(l-1) - G(l)) / G(l) is the length of the chain in one
 // level-l group and "top" the highest crossed level. A group of one device
 // costs nothing.
+//
+// alpha(l) is one of two latencies (machine.h): where every member sends
+// and receives at once (a ring's steps, all-to-all, an exchange in which
+// some device both sends and receives) the level's step latency
+// (LinkLevel::collective_latency); where messages go one way at a time
+// (a tree, a chain's broadcast and reduce, scatter, gather, a one-way
+// exchange) its message latency. Measured on this CPU's threads
+// (`pcgx calibrate`) the first is about 3x the second; NCCL's tuning model
+// and the shipped machine files have one figure for both.
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -103,6 +112,8 @@ double exchange_time(const Machine& m, std::span<const Transfer> transfers);
 double send_time(const Machine& m, int64_t from, int64_t to, double bytes);
 // The bus bandwidth B and the latency of one ring pass of `g`.
 double bus_bandwidth(const Machine& m, const GroupShape& g);
-double ring_pass_latency(const Machine& m, const GroupShape& g);
+// both_ways: a step where every member sends and receives at once (a ring's
+// reduce-scatter and all-gather); else a chain's lone messages.
+double ring_pass_latency(const Machine& m, const GroupShape& g, bool both_ways = true);
 
 }  // namespace pcgx::search
