@@ -33,17 +33,6 @@ constexpr int64_t kChainWidths[] = {16, 128};
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// What one read of the clock costs (timed runs read it around every
-// kernel call and message).
-double clock_read_seconds() {
-  constexpr int kReads = 1 << 16;
-  int64_t sink = 0;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < kReads; ++i) sink += Clock::now().time_since_epoch().count() & 1;
-  const double s = seconds_since(t0) / kReads;
-  return sink >= 0 ? s : 0;  // keeps the loop
-}
-
 // Runs `body` on every device: threads in process, or this MPI rank.
 void on_devices(const CalibrationOptions& o, const std::function<void(runtime::Communicator&)>& body) {
   if (o.world) {
@@ -61,18 +50,21 @@ runtime::TrainResult train_on_devices(const CalibrationOptions& o, const Graph& 
 }
 
 // Half a ping-pong between device 0 and `peer`, per message size (device 0
-// records; `repeats` round trips after two for warm-up).
+// records the median of `repeats` round trips after two for warm-up, each
+// less its clock read: one stalled round trip must not move the figure).
 std::vector<MessageSample> ping_pong(runtime::Communicator& c, int peer, int64_t repeats) {
   std::vector<MessageSample> out;
   if (c.rank() != 0 && c.rank() != peer) return out;
   const int other = c.rank() == 0 ? peer : 0;
+  const double read = runtime::clock_read_seconds();
   std::vector<float> buffer(static_cast<size_t>(kMessageBytes[std::size(kMessageBytes) - 1] / 4));
   int64_t tag = 1;
   for (const int64_t bytes : kMessageBytes) {
     const std::span<float> data(buffer.data(), static_cast<size_t>(std::max<int64_t>(bytes / 4, 1)));
-    Clock::time_point t0;
+    std::vector<double> round_trips;
+    round_trips.reserve(static_cast<size_t>(std::max<int64_t>(repeats, 0)));
     for (int64_t r = -2; r < repeats; ++r) {
-      if (r == 0) t0 = Clock::now();
+      const auto t0 = Clock::now();
       if (c.rank() == 0) {
         c.send(other, tag, data);
         c.recv(other, tag, data);
@@ -80,18 +72,20 @@ std::vector<MessageSample> ping_pong(runtime::Communicator& c, int peer, int64_t
         c.recv(other, tag, data);
         c.send(other, tag, data);
       }
+      if (r >= 0) round_trips.push_back(seconds_since(t0) - read);
     }
-    if (c.rank() == 0) out.push_back({static_cast<double>(data.size() * sizeof(float)), seconds_since(t0) / (2.0 * static_cast<double>(repeats))});
+    if (c.rank() == 0) out.push_back({static_cast<double>(data.size() * sizeof(float)), std::max(0.0, median(round_trips)) / 2.0});
     ++tag;
   }
   return out;
 }
 
 // The communicator's all-reduce over devices 0 .. k-1, per size; device 0
-// records the mean of `repeats` calls.
+// records the median of `repeats` calls, each less its clock read.
 std::vector<CollectiveCheck> all_reduces(runtime::Communicator& c, int devices, int64_t repeats) {
   std::vector<CollectiveCheck> out;
   std::vector<int> group;
+  const double read = runtime::clock_read_seconds();
   std::vector<float> buffer(static_cast<size_t>(kAllReduceBytes[std::size(kAllReduceBytes) - 1] / 4), 1.f);
   // One tag per (group, size), alike on every device, members or not (the
   // untagged all_reduce's counter would drift on devices sitting out a
@@ -102,13 +96,15 @@ std::vector<CollectiveCheck> all_reduces(runtime::Communicator& c, int devices, 
     for (int i = 0; i < k; ++i) group.push_back(i);
     for (const int64_t bytes : kAllReduceBytes) {
       const std::span<float> data(buffer.data(), static_cast<size_t>(std::max<int64_t>(bytes / 4, 1)));
-      Clock::time_point t0;
+      std::vector<double> calls;
+      calls.reserve(static_cast<size_t>(std::max<int64_t>(repeats, 0)));
       ++call;
       for (int64_t r = -2; r < repeats && c.rank() < k; ++r) {
-        if (r == 0) t0 = Clock::now();
+        const auto t0 = Clock::now();
         c.all_reduce(group, data, runtime::Communicator::kCollectiveTagBase - 2 * call);
+        if (r >= 0) calls.push_back(seconds_since(t0) - read);
       }
-      if (c.rank() == 0) out.push_back({k, static_cast<double>(bytes), seconds_since(t0) / static_cast<double>(repeats), 0});
+      if (c.rank() == 0) out.push_back({k, static_cast<double>(bytes), std::max(0.0, median(calls)), 0});
     }
   }
   return out;
@@ -134,12 +130,10 @@ double median_step(const runtime::TrainResult& r) {
 
 namespace {
 
-// Kernel seconds per step of a timed run (every device's tasks, so the
-// busiest device's share is this over the devices that ran them).
+// Kernel seconds per step of a timed run on one device.
 double kernel_seconds(const runtime::TrainResult& r) {
-  double s = 0;
-  for (const runtime::KernelTime& k : r.kernel_times) s += k.forward + k.backward;
-  return r.timed_steps > 0 ? s / static_cast<double>(r.timed_steps) : 0;
+  if (r.device_times.empty() || r.device_times[0].steps <= 0) return 0;
+  return r.device_times[0].kernels / static_cast<double>(r.device_times[0].steps);
 }
 
 Graph load(const std::string& model) {
@@ -291,7 +285,7 @@ Calibration calibrate(const CalibrationOptions& o) {
   }
 
   // Kernels of the models, under each plan the search would start from.
-  const double clock_read = clock_read_seconds();
+  const double clock_read = runtime::clock_read_seconds();
   const search::CostModel cost(m, search::default_efficiency());
   const search::MachineMapper mapper(cost);
   const search::RuleLibrary rules(rs);
@@ -328,7 +322,7 @@ Calibration calibrate(const CalibrationOptions& o) {
         // Within the timed run (two runs differ by more than the overhead),
         // less its own clock reads: two around each kernel call (forward
         // and backward) and each message.
-        const double steps = static_cast<double>(r.timed_steps);
+        const double steps = static_cast<double>(std::max<int64_t>(x.steps, 1));
         const int64_t device = o.world ? 0 : static_cast<int64_t>(d);
         int64_t nodes = 0;
         for (const Node& n : st.graph.nodes()) nodes += n.op->op_class != OpClass::kSource;
@@ -352,10 +346,12 @@ Calibration calibrate(const CalibrationOptions& o) {
     p.add({key.first, key.second, x.forward / static_cast<double>(x.runs), x.backward / static_cast<double>(x.runs)});
   if (updates > 0) p.update_bytes_per_second = update_sum / static_cast<double>(updates);
   if (root) {
-    // Weighted by 1 / step: an error matters relative to the step it is in.
+    // Weighted by 1 / step^2: an error matters relative to the step it is
+    // in (the error reported below), so a 5 us step weighs as much as a
+    // 5 ms one.
     std::vector<double> nodes, bytes, beyond, weights;
     for (const Calibration::OverheadSample& x : cal.overhead_samples)
-      nodes.push_back(x.nodes), bytes.push_back(x.bytes), beyond.push_back(x.beyond), weights.push_back(x.step > 0 ? 1 / x.step : 0);
+      nodes.push_back(x.nodes), bytes.push_back(x.bytes), beyond.push_back(x.beyond), weights.push_back(x.step > 0 ? 1 / (x.step * x.step) : 0);
     cal.overhead = fit_plane(nodes, bytes, beyond, weights);
     double sq = 0;
     for (const Calibration::OverheadSample& x : cal.overhead_samples) {

@@ -1,5 +1,7 @@
 #include "pcgx/runner/step_terms.h"
 
+#include <algorithm>
+
 #include "pcgx/pcg/error.h"
 
 namespace pcgx::runner {
@@ -13,7 +15,7 @@ StepTerms step_terms(const search::Estimate& e, const runtime::TrainResult& r) {
     if (x.step - x.messages > most) most = x.step - x.messages, t.device = static_cast<int>(d);
   }
   const runtime::DeviceTime& m = r.device_times[static_cast<size_t>(t.device)];
-  const double steps = static_cast<double>(r.timed_steps);
+  const double steps = static_cast<double>(std::max<int64_t>(m.steps, 1));
   t.predicted = e.time, t.measured = m.step / steps;
   t.terms = {{"kernels", e.compute - e.update - e.overhead, m.kernels / steps},
              {"update", e.update, m.update / steps},

@@ -70,6 +70,36 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
   const auto consumers = g.consumers();
   for (auto& v : sends_after_) v.resize(g.size() + 1);
   for (auto& v : early_) v.assign(g.size(), 0);
+  // Backward, a receive into a tensor's gradient waits until just before
+  // the next of the tensor's readers to run backward: nothing writes that
+  // gradient in between, so the contributions add up in the same order as
+  // at the sender's turn (the same floats), and the device runs the nodes
+  // in between meanwhile. Not where a node reads one tensor twice (its
+  // inputs' receives would interleave differently).
+  std::vector<std::vector<std::vector<NodeId>>> readers(g.size());  // [node][output]: ascending
+  for (const Node& n : g.nodes()) readers[static_cast<size_t>(n.id)].resize(n.outputs.size());
+  for (const Node& n : g.nodes())
+    for (const TensorRef& in : n.inputs) {
+      auto& r = readers[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)];
+      if (r.empty() || r.back() != n.id) r.push_back(n.id);
+    }
+  deferred_.resize(g.size());
+  receives_before_.resize(g.size());
+  for (size_t id = g.size(); id-- > 0;) {  // descending: each list in the order receives ran before
+    const Node& n = g.node(static_cast<NodeId>(id));
+    deferred_[id].assign(n.inputs.size(), 0);
+    const NodePlan::Run run = plan.nodes[id].run;
+    if (run != NodePlan::Run::kTasks && run != NodePlan::Run::kMoves && run != NodePlan::Run::kPieces) continue;
+    for (size_t i = 0; i < (run == NodePlan::Run::kPieces ? 1 : n.inputs.size()); ++i) {
+      const TensorRef x = n.inputs[i];
+      if (std::count(n.inputs.begin(), n.inputs.end(), x) > 1) continue;
+      const auto& r = readers[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)];
+      const auto at = std::lower_bound(r.begin(), r.end(), n.id);
+      if (at == r.begin()) continue;  // the last reader to run backward: nothing to go on with
+      deferred_[id][i] = 1;
+      receives_before_[static_cast<size_t>(*(at - 1))].emplace_back(n.id, i);
+    }
+  }
   for (const Node& n : g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
     const NodePlan::Run run = plan.nodes[id].run;
@@ -356,6 +386,7 @@ void DeviceExecutor::backward() {
   for (size_t k = g.size(); k-- > 0;) {
     const Node& n = g.node(static_cast<NodeId>(k));
     if (n.op->op_class == OpClass::kSource) continue;
+    for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
     at(n.id, true);
     switch (plan_.nodes[k].run) {
       case NodePlan::Run::kTasks: backward_compute(n); break;
@@ -425,15 +456,33 @@ void DeviceExecutor::backward_compute(const Node& n) {
       else comm_.send(owner, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), c.data);
     }
   }
-  for (int64_t t = 0; t < tt.tasks; ++t) {
-    if (np.task_device[static_cast<size_t>(t)] == me) continue;
-    for (size_t i = 0; i < ins; ++i) {
-      const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
-      if (!is_float(i) || plan_.owner(n.inputs[i], s) != me) continue;
-      Tensor<float>& part = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
-      comm_.recv(np.task_device[static_cast<size_t>(t)], tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), part.data);
-      accumulate(n.inputs[i], s, part);
+  for (size_t i = 0; i < ins; ++i)
+    if (is_float(i) && !deferred_[static_cast<size_t>(n.id)][i]) backward_receives(n, i);
+}
+
+void DeviceExecutor::backward_receives(const Node& n, size_t i) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
+  switch (np.run) {
+    case NodePlan::Run::kTasks: {
+      // Contributions of the tasks run elsewhere to input shards this
+      // device owns (index inputs have none).
+      if (plan_.graph->shape(n.inputs[i]).dtype != DataType::kFloat32) break;
+      const TaskTable& tt = np.tasks;
+      const auto ins = static_cast<int64_t>(n.inputs.size());
+      for (int64_t t = 0; t < tt.tasks; ++t) {
+        if (np.task_device[static_cast<size_t>(t)] == me) continue;
+        const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
+        if (plan_.owner(n.inputs[i], s) != me) continue;
+        Tensor<float>& part = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
+        comm_.recv(np.task_device[static_cast<size_t>(t)], tag(n, t * ins + static_cast<int64_t>(i), true), part.data);
+        accumulate(n.inputs[i], s, part);
+      }
+      break;
     }
+    case NodePlan::Run::kMoves: move_receives(n, i); break;
+    case NodePlan::Run::kPieces: piece_receives(n, true); break;
+    default: break;
   }
 }
 
@@ -460,14 +509,27 @@ void DeviceExecutor::backward_moves(const Node& n) {
     mark(m);
   }
   if (!early_[1][static_cast<size_t>(n.id)]) move_sends(n, true);
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (!deferred_[static_cast<size_t>(n.id)][i]) move_receives(n, i);
+}
+
+// The transpose of a move into input i: a cut's gradient is placed after
+// receiving.
+void DeviceExecutor::move_receives(const Node& n, size_t i) {
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
+  const int me = comm_.rank();
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
-    if (src_of(m) != me || dst_of(m) == me) continue;
+    if (static_cast<size_t>(m.input) != i) continue;
+    const TensorRef x = n.inputs[i];
+    const int src = plan_.owner(x, m.in_shard), dst = np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)];
+    if (src != me || dst == me) continue;
     Tensor<float>& g = move_buffer(n, k);
-    comm_.recv(dst_of(m), tag(n, static_cast<int64_t>(k), true), g.data);
-    if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, g);
-    else add_into(into(m), g);
-    mark(m);
+    comm_.recv(dst, tag(n, static_cast<int64_t>(k), true), g.data);
+    Tensor<float>& into = grads(x)[static_cast<size_t>(m.in_shard)];
+    if (m.kind == Move::Kind::kCut) add_block(into, m.offset, g);
+    else add_into(into, g);
+    touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
   }
 }
 

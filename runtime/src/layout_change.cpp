@@ -33,29 +33,37 @@ void DeviceExecutor::piece_sends(const Node& n, bool backward) {
 
 // Forward, output shards start zeroed and add the pieces of input shards;
 // backward, each piece's gradient goes back and is added to the input
-// shard's. A piece moving between devices travels in a buffer of its
-// extent, kept across steps.
+// shard's (possibly later: deferred_ in device_executor.h).
 void DeviceExecutor::run_pieces(const Node& n, bool backward) {
+  const int b = backward ? 1 : 0;
+  if (!early_[b][static_cast<size_t>(n.id)]) piece_sends(n, backward);
+  if (!backward) {
+    const TensorRef out{plan_.nodes[static_cast<size_t>(n.id)].to, 0};
+    for (int64_t j = 0; j < plan_.graph->shape(out).num_shards(); ++j)
+      if (owns(out, j)) zero(values(out)[static_cast<size_t>(j)]);
+  }
+  if (!backward || !deferred_[static_cast<size_t>(n.id)][0]) piece_receives(n, backward);
+}
+
+// The pieces this device receives (or cuts from its own shards) and adds;
+// a piece moving between devices travels in a buffer of its extent, kept
+// across steps.
+void DeviceExecutor::piece_receives(const Node& n, bool backward) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const int me = comm_.rank();
   const TensorRef in = n.inputs[0], out{np.to, 0};
   // Forward a piece goes from `in` to `out`, backward the other way.
   auto from = [&](const Piece& p) { return backward ? plan_.owner(out, p.out_shard) : plan_.owner(in, p.in_shard); };
   auto to = [&](const Piece& p) { return backward ? plan_.owner(in, p.in_shard) : plan_.owner(out, p.out_shard); };
-  auto source = [&](const Piece& p) -> const Tensor<float>& {
-    return backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)];
-  };
-  auto read = [&](const Piece& p, Tensor<float>& b) { read_block(source(p), backward ? p.out_offset : p.in_offset, b); };
-  if (!early_[backward ? 1 : 0][static_cast<size_t>(n.id)]) piece_sends(n, backward);
-  if (!backward)
-    for (int64_t j = 0; j < plan_.graph->shape(out).num_shards(); ++j)
-      if (owns(out, j)) zero(values(out)[static_cast<size_t>(j)]);
   for (size_t k = 0; k < np.pieces.size(); ++k) {
     const Piece& p = np.pieces[k];
     if (to(p) != me) continue;
     Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
-    if (from(p) == me) read(p, b);
-    else comm_.recv(from(p), tag(n, static_cast<int64_t>(k), backward), b.data);
+    if (from(p) == me)
+      read_block(backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)],
+                 backward ? p.out_offset : p.in_offset, b);
+    else
+      comm_.recv(from(p), tag(n, static_cast<int64_t>(k), backward), b.data);
     if (!backward) {
       add_block(values(out)[static_cast<size_t>(p.out_shard)], p.out_offset, b);
     } else {

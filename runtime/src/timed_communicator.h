@@ -20,18 +20,26 @@ class TimedCommunicator final : public Communicator {
     const auto t0 = Clock::now();
     inner_.send(to, tag, data);
     done(StepEventKind::kSend, to, t0);
-    if (on_) ++sends_;
+    if (on_) ++sends_, ++calls_;
   }
   void recv(int from, int64_t tag, std::span<float> data) override {
     if (!on_ && !tracing()) return inner_.recv(from, tag, data);
     const auto t0 = Clock::now();
     inner_.recv(from, tag, data);
     done(StepEventKind::kRecv, from, t0);
+    if (on_) ++calls_;
   }
   void set_timing(bool on) { on_ = on; }
   void set_recorder(StepRecorder* r) { recorder_ = r; }
+  struct Totals {
+    double seconds = 0;
+    int64_t sends = 0, calls = 0;
+  };
+  Totals totals() const { return {seconds_, sends_, calls_}; }
+  void restore(const Totals& t) { seconds_ = t.seconds, sends_ = t.sends, calls_ = t.calls; }
   double seconds() const { return seconds_; }
   int64_t sends() const { return sends_; }
+  int64_t calls() const { return calls_; }  // sends and recvs timed
 
  private:
   using Clock = StepRecorder::Clock;
@@ -45,7 +53,7 @@ class TimedCommunicator final : public Communicator {
   bool on_ = false;
   StepRecorder* recorder_ = nullptr;
   double seconds_ = 0;
-  int64_t sends_ = 0;
+  int64_t sends_ = 0, calls_ = 0;
 };
 
 }  // namespace pcgx::runtime

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -57,23 +58,30 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
 struct UpdateTime {
   double seconds = 0, bytes = 0;
   DeviceTime device;
+  int64_t calls = 0;  // sends and recvs timed
 };
 
 // The first step timed with time_kernels: the first (allocation, first
 // touch) is left out unless it is the only one.
 int64_t first_timed_step(const TrainOptions& o) { return std::min<int64_t>(1, o.steps - 1); }
 
-// Adds one device's timings into the result.
+// Adds one device's timings into the result, less what reading the clock
+// added to each timed interval (a kernel's forward, its backward, a send or
+// a recv).
 void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const DeviceExecutor& ex, const UpdateTime& u) {
+  const double read = clock_read_seconds();
   r.kernel_times.resize(g.size());
+  DeviceTime d = u.device;
   for (size_t n = 0; n < g.size(); ++n) {
     const KernelTime& k = ex.kernel_times()[n];
-    r.kernel_times[n].forward += k.forward, r.kernel_times[n].backward += k.backward, r.kernel_times[n].tasks += k.tasks;
+    const double forward = std::max(0.0, k.forward - read * static_cast<double>(k.tasks));
+    const double backward = std::max(0.0, k.backward - read * static_cast<double>(k.tasks));
+    r.kernel_times[n].forward += forward, r.kernel_times[n].backward += backward, r.kernel_times[n].tasks += k.tasks;
+    d.kernels += forward + backward;
   }
   r.timed_steps = o.steps - first_timed_step(o);
   r.update_seconds += u.seconds, r.update_bytes += u.bytes;
-  DeviceTime d = u.device;
-  for (const KernelTime& k : ex.kernel_times()) d.kernels += k.forward + k.backward;
+  d.messages = std::max(0.0, d.messages - read * static_cast<double>(u.calls));
   d.update = u.seconds;
   r.device_times.push_back(d);
 }
@@ -104,8 +112,17 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     result.losses.reserve(records);
     result.step_seconds.reserve(records);
   }
+  // Timings before each timed step, put back when it stalls; sized once.
+  std::vector<KernelTime> saved_kernels(options.time_kernels ? g.size() : 0);
+  TimedCommunicator::Totals saved_comm;
+  UpdateTime saved_update;
+  double fastest = std::numeric_limits<double>::infinity();
   for (int64_t step = 0; step < options.steps; ++step) {
     const bool timing = options.time_kernels && step >= first_timed_step(options);
+    if (timing) {
+      std::copy(ex->kernel_times().begin(), ex->kernel_times().end(), saved_kernels.begin());
+      saved_comm = comm.totals(), saved_update = update;
+    }
     if (options.time_kernels && step == first_timed_step(options)) ex->set_timing(true), comm.set_timing(true);
     const bool traced = step == options.trace_step;
     if (traced) recorder.start(origin);
@@ -120,9 +137,17 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     const auto t1 = std::chrono::steady_clock::now();
     if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, t1), recorder.stop();
     if (timing) {
-      update.seconds += std::chrono::duration<double>(t1 - u0).count();
-      for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
-      update.device.step += std::chrono::duration<double>(t1 - t0).count();
+      const double dt = std::chrono::duration<double>(t1 - t0).count();
+      if (dt > kStalledStep * fastest) {
+        ex->restore_kernel_times(saved_kernels), comm.restore(saved_comm), update = saved_update;
+        ++update.device.stalled;
+      } else {
+        update.seconds += std::chrono::duration<double>(t1 - u0).count();
+        for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
+        update.device.step += dt;
+        ++update.device.steps;
+      }
+      fastest = std::min(fastest, dt);
     }
     if (comm.rank() != 0) continue;
     const double dt = std::chrono::duration<double>(t1 - t0).count();
@@ -130,7 +155,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     result.step_seconds.push_back(dt);
     if (options.progress) options.progress({step + 1, options.steps, loss, dt});
   }
-  update.device.messages = comm.seconds(), update.device.sends = comm.sends();
+  update.device.messages = comm.seconds(), update.device.sends = comm.sends(), update.calls = comm.calls();
   return ex;
 }
 
@@ -138,6 +163,20 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
 constexpr int64_t kParameterTag = -(int64_t{1} << 62);
 
 }  // namespace
+
+double clock_read_seconds() {
+  static const double seconds = [] {
+    using Clock = std::chrono::steady_clock;
+    std::vector<double> d(2001);
+    for (double& x : d) {
+      const auto a = Clock::now();
+      x = std::chrono::duration<double>(Clock::now() - a).count();
+    }
+    std::nth_element(d.begin(), d.begin() + 1000, d.end());
+    return d[1000];
+  }();
+  return seconds;
+}
 
 int default_kernel_threads(int local_devices) {
   const auto cores = static_cast<int>(std::thread::hardware_concurrency());

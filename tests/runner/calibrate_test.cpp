@@ -120,7 +120,7 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   std::vector<double> nodes, bytes, beyond, weights;
   for (const auto& x : c.overhead_samples) {
     EXPECT_GT(x.step, 0) << x.what;
-    nodes.push_back(x.nodes), bytes.push_back(x.bytes), beyond.push_back(x.beyond), weights.push_back(1 / x.step);
+    nodes.push_back(x.nodes), bytes.push_back(x.bytes), beyond.push_back(x.beyond), weights.push_back(1 / (x.step * x.step));
   }
   const PlaneFit refit = fit_plane(nodes, bytes, beyond, weights);
   EXPECT_DOUBLE_EQ(c.profile.node_overhead, refit.b);

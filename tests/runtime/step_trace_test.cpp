@@ -1,6 +1,7 @@
 // The measured timeline of a step (runtime/step_trace.h, `pcgx run
-// --trace`), and the order it shows: a device sends a shard as soon as it
-// is final (device_executor.h), not when the reader's turn comes.
+// --trace`), and the order it shows (device_executor.h): a device sends a
+// shard as soon as it is final, not when the reader's turn comes, and
+// waits for a gradient contribution only where the gradient is needed.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -142,6 +143,24 @@ TEST(StepTrace, ShardsAreSentAsSoonAsTheyAreFinal) {
   bool side = false;
   for (const StepEvent& e : r.trace.devices[1]) side = side || (e.kind == StepEventKind::kForward && e.node == b.side);
   EXPECT_TRUE(side);
+}
+
+// Backward, device 0 receives the branch's contribution to x's gradient
+// just before the next reader of x (chain0) runs backward, not at the
+// branch's turn: it runs chain2 and chain1 backward meanwhile.
+TEST(StepTrace, ContributionsAreReceivedWhereTheyAreNeeded) {
+  const Branches b = branches();
+  const TrainResult r = traced(b.graph, b.views, 2);
+  const auto& d0 = r.trace.devices[0];
+  auto position = [&](StepEventKind kind, const std::string& name) {
+    for (size_t i = 0; i < d0.size(); ++i)
+      if (d0[i].kind == kind && d0[i].backward && d0[i].node >= 0 && b.graph.node(d0[i].node).name == name) return i;
+    return d0.size();
+  };
+  const size_t recv = position(StepEventKind::kRecv, "side");
+  ASSERT_LT(recv, d0.size()) << "device 0 never received the branch's gradient";
+  EXPECT_GT(recv, position(StepEventKind::kBackward, "chain1"));
+  EXPECT_LT(recv, position(StepEventKind::kBackward, "chain0"));
 }
 
 }  // namespace

@@ -310,8 +310,14 @@ void add_run_command(CLI::App& app) {
     if (!no_report) std::cerr << "wrote " << report << "\n";
     if (!no_plot) std::cerr << "wrote " << plot << "\n";
     if (!profile_out.empty())
+    {
+      int64_t stalled = 0;
+      for (const runtime::DeviceTime& d : s.result.device_times) stalled += d.stalled;
       std::cerr << "wrote " << profile_out << " (" << profiled << " operator shapes and the optimizer timed over " << s.result.timed_steps
-                << " step" << (s.result.timed_steps == 1 ? "" : "s") << ")\n";
+                << " step" << (s.result.timed_steps == 1 ? "" : "s");
+      if (stalled > 0) std::cerr << "; " << stalled << " device step" << (stalled == 1 ? "" : "s") << " that stalled left out";
+      std::cerr << ")\n";
+    }
     if (!trace.empty())
       std::cerr << "wrote " << trace << " (step " << steps << ": " << std::fixed << std::setprecision(3) << s.result.trace.seconds() * 1e3
                 << " ms on " << s.result.trace.devices.size() << " device" << (s.result.trace.devices.size() == 1 ? "" : "s") << ")\n"

@@ -12,7 +12,11 @@
 // this is always safe, and a device running a branch beside another's
 // (a ResNeXt downsample beside the block's convolutions) starts when its
 // input exists, as the cost model and the simulator assume; sent in graph
-// order, it waited for the whole block.
+// order, it waited for the whole block. Backward, receiving a gradient
+// contribution waits until just before the next reader of its tensor runs
+// backward, not at the sender's turn, so a device goes on with the block's
+// other convolutions meanwhile; the contributions still add up in the same
+// order.
 //
 // Memory. Every buffer a step needs (the shards it owns and their
 // gradients, shards received from other devices, blocks cut for sending,
@@ -32,7 +36,9 @@
 namespace pcgx::runtime {
 
 // Time spent in one compute node's kernels (seconds, summed over its tasks
-// run on a device while timing was on) and the number of those tasks.
+// run on a device while timing was on) and the number of those tasks. As
+// TrainResult holds them, each task's clock read is taken off
+// (clock_read_seconds in trainer.h).
 struct KernelTime {
   double forward = 0, backward = 0;
   int64_t tasks = 0;
@@ -73,6 +79,8 @@ class DeviceExecutor {
   // on (step_trace.h); the communicator records the messages. Null: none.
   void set_recorder(StepRecorder* r) { recorder_ = r; }
   const std::vector<KernelTime>& kernel_times() const { return kernel_times_; }
+  // Puts back totals saved before a step (a stalled one, trainer.h).
+  void restore_kernel_times(const std::vector<KernelTime>& saved) { std::copy(saved.begin(), saved.end(), kernel_times_.begin()); }
   Communicator& communicator() { return comm_; }
 
  private:
@@ -89,6 +97,11 @@ class DeviceExecutor {
   void backward_sends(const Node& n);
   void forward_compute_sends(const Node& n);
   void move_sends(const Node& n, bool backward);
+  // What a node receives backward into the gradient of its input i (and
+  // adds), at its own turn or deferred (deferred_).
+  void backward_receives(const Node& n, size_t i);
+  void move_receives(const Node& n, size_t i);
+  void piece_receives(const Node& n, bool backward);
   // Layout changes in one step (layout_change.cpp).
   void run_pieces(const Node& n, bool backward);
   void piece_sends(const Node& n, bool backward);
@@ -136,6 +149,11 @@ class DeviceExecutor {
   // rather than at its own turn.
   std::vector<std::vector<NodeId>> sends_after_[2];
   std::vector<char> early_[2];
+  // Backward: [node][input] 1 when what the node receives into that
+  // input's gradient waits until just before the tensor's next reader to
+  // run backward, which receives_before_[reader] lists as (node, input).
+  std::vector<std::vector<char>> deferred_;
+  std::vector<std::vector<std::pair<NodeId, size_t>>> receives_before_;
   bool tracing() const { return recorder_ && recorder_->on(); }
   // Where the executor is, for the messages the recorder charges to it.
   void at(NodeId node, bool backward) {

@@ -44,9 +44,17 @@ struct TrainOptions {
 // summed over the timed steps): its kernels, sending and waiting for
 // messages, the optimizer; the rest of the step is running the nodes
 // (the executor's loops, zeroing, copies, a collective's sums).
+//
+// A timed step that took more than kStalledStep times the fastest timed
+// step before it stalled (on a shared machine another thread had the core
+// for a while): its timings are left out, so that one stall does not
+// inflate a profile built from a dozen steps.
+inline constexpr double kStalledStep = 1.5;
 struct DeviceTime {
   double step = 0, kernels = 0, messages = 0, update = 0;
-  int64_t sends = 0;  // messages sent
+  int64_t sends = 0;    // messages sent
+  int64_t steps = 0;    // timed steps summed (those that did not stall)
+  int64_t stalled = 0;  // timed steps left out
   double other() const { return step - kernels - messages - update; }
 };
 
@@ -59,9 +67,10 @@ struct TrainResult {
   std::string target;                // the input the teacher labels ("" with user data)
   std::string data;                  // BatchSource::describe()
   // With TrainOptions::time_kernels: per node, kernel time summed over every
-  // device's tasks (under MPI, rank 0's tasks only) and the steps timed.
+  // device's tasks (under MPI, rank 0's tasks only) in the steps timed
+  // (each device's that did not stall: DeviceTime::steps).
   std::vector<KernelTime> kernel_times;
-  int64_t timed_steps = 0;
+  int64_t timed_steps = 0;  // steps timed, stalled ones included
   // The optimizer's updates over the timed steps, summed over devices.
   double update_seconds = 0, update_bytes = 0;
   // Per device (under MPI, rank 0 alone), with time_kernels.
@@ -69,6 +78,13 @@ struct TrainResult {
   // With TrainOptions::trace_step: that step's timeline (step_trace.h).
   StepTrace trace;
 };
+
+// What reading the clock around a call adds to the interval it measures
+// (the median of empty intervals, measured once per process: about 20 ns
+// here). Timed kernels and messages have it taken off (add_timing in
+// trainer.cpp): a tiny model's kernels last 100-300 ns, and timing them
+// inflated the profile by 10-20%.
+double clock_read_seconds();
 
 // Kernel threads per device that share this machine's cores among
 // `local_devices` devices running on it: at least 1.
