@@ -118,6 +118,8 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
       if (first > out) sends_after_[1][static_cast<size_t>(first)].push_back(n.id), early_[1][id] = 1;
     }
   }
+  // Backward, the readers run in descending order: send what they need first, first.
+  for (auto& v : sends_after_[1]) std::reverse(v.begin(), v.end());
 }
 
 void DeviceExecutor::forward_sends(const Node& n) {

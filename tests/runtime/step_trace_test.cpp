@@ -4,7 +4,9 @@
 // waits for a gradient contribution only where the gradient is needed.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -13,6 +15,7 @@
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/runtime/step_trace.h"
+#include "pcgx/runtime/synthetic_task.h"
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
@@ -161,6 +164,29 @@ TEST(StepTrace, ContributionsAreReceivedWhereTheyAreNeeded) {
   ASSERT_LT(recv, d0.size()) << "device 0 never received the branch's gradient";
   EXPECT_GT(recv, position(StepEventKind::kBackward, "chain1"));
   EXPECT_LT(recv, position(StepEventKind::kBackward, "chain0"));
+}
+
+// A timed step that stalls (here: its batch takes 200 ms to arrive) is
+// left out of the timings, so one stall does not inflate a profile.
+TEST(Timing, AStalledStepIsLeftOut) {
+  const Graph g = build_model("mlp-tiny");
+  struct Slow final : BatchSource {
+    SyntheticTask task;
+    explicit Slow(const Graph& graph) : task(graph, 1, 1) {}
+    const std::map<std::string, Tensor<float>>& batch(int64_t step) const override {
+      if (step == 6) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return task.batch(0);
+    }
+    std::string describe() const override { return "slow"; }
+  } slow(g);
+  TrainOptions o;
+  o.steps = 10, o.time_kernels = true, o.data = &slow;
+  const TrainResult r = train(g, {}, 1, o);
+  ASSERT_EQ(r.device_times.size(), 1u);
+  const DeviceTime& d = r.device_times[0];
+  EXPECT_GE(d.stalled, 1);
+  EXPECT_EQ(d.steps + d.stalled, r.timed_steps);
+  EXPECT_LT(d.step / static_cast<double>(d.steps), 0.1) << "the stalled step was summed";
 }
 
 }  // namespace
