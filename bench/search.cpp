@@ -2,8 +2,9 @@
 // model and device count, the search time of `unity` and the predicted
 // iteration time of `unity`, `data-parallel`, `expert` (where it applies)
 // and `sequential`, with each baseline's time over unity's (> 1: unity is
-// faster), the devices unity's plan computes on and the share of its
-// iteration a device spends idle on average (waiting included). Goals
+// faster), the devices unity's plan computes on, the share of its
+// iteration a device spends idle on average (waiting included), and which
+// finalist the simulator chose as unity's result (final_ranking.h). Goals
 // checked: unity's search under 60 s, unity never predicted slower than a
 // baseline, a strict win over data parallelism for DLRM, XDL, CANDLE-Uno
 // and the 8192-wide MLP, and no plan that leaves most devices unused
@@ -68,6 +69,7 @@ struct Run {
   double idle = 0;  // mean time a device is not busy (s)
   int64_t used = 0;  // devices running compute tasks
   double simulated = 0;  // the plan's simulated iteration time (s), with --mcmc
+  std::string chosen;    // unity: the finalist chosen by simulation (final_ranking.h)
 };
 
 Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineMapper& mapper, search::SearchOptions o,
@@ -75,9 +77,11 @@ Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineM
   o.algorithm = algorithm;
   try {
     const search::SearchResult r = search::optimize(g, rules, mapper, o);
-    if (!r.strategy.estimate.feasible) return {0, r.seconds, 0, 0, 0};
+    if (!r.strategy.estimate.feasible) return {0, r.seconds, 0, 0, 0, ""};
     const double sim = search::Simulator(r.strategy.graph, r.strategy.views, mapper.cost()).time();
-    return {r.strategy.estimate.time, r.seconds, r.strategy.estimate.idle, r.strategy.estimate.devices_used, sim};
+    const auto& ranked = r.ranking;
+    return {r.strategy.estimate.time, r.seconds, r.strategy.estimate.idle, r.strategy.estimate.devices_used, sim,
+            ranked.chosen >= 0 ? ranked.finalists[static_cast<size_t>(ranked.chosen)].label : ""};
   } catch (const Error&) {
     return {};
   }
@@ -152,8 +156,8 @@ int main(int argc, char** argv) {
 
   std::printf("pcgx search on dgx-h100 (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n",
               static_cast<long long>(base.budget), static_cast<long long>(base.split_min_ops));
-  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s  %s%s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
-              "expert", "sequential", "dp/u", "exp/u", "seq/u", "used", "idle", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "",
+  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s %-13s  %s%s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
+              "expert", "sequential", "dp/u", "exp/u", "seq/u", "used", "idle", "chosen", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "",
               mcmc ? "  | simulated ms: unity, mcmc (search s, mcmc/u)" : "");
   bool ok = true;
   std::map<std::string, std::map<int64_t, double>> search_time;
@@ -207,9 +211,10 @@ int main(int argc, char** argv) {
                       ratio(mc.simulated, u.simulated).c_str());
         chain = buf;
       }
-      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%%  %s%s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
+      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%% %-13s  %s%s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
                   u.search, ms(u.time).c_str(), ms(dp.time).c_str(), ms(ex.time).c_str(), ms(seq.time).c_str(),
                   ratio(dp.time, u.time).c_str(), ratio(ex.time, u.time).c_str(), ratio(seq.time, u.time).c_str(), static_cast<long long>(u.used), 100 * idle,
+                  u.chosen.empty() ? "-" : u.chosen.c_str(),
                   goals.empty() ? "ok" : goals.c_str(), piped.c_str(), chain.c_str());
       std::fflush(stdout);
     }

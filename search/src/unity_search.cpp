@@ -385,6 +385,20 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     best = std::move(c.graph);
     result.applied = std::move(pre.applied);
     for (auto& x : c.applied) result.applied.push_back(std::move(x));
+    if (options.rank == SearchOptions::Rank::kSimulation) {
+      std::vector<Finalist> finalists{{"search", std::move(best), std::move(result.applied)}};
+      try {
+        finalists.push_back({"data parallel", best_data_parallel(model, mapper), {}});
+      } catch (const Error&) {
+      }
+      try {
+        if (auto e = tuned_expert(model, mapper)) finalists.push_back({"expert", std::move(*e), {}});
+      } catch (const Error&) {
+      }
+      result.ranking = rank_by_simulation(finalists, mapper);
+      Finalist& f = finalists[static_cast<size_t>(std::max(result.ranking.chosen, 0))];
+      best = std::move(f.graph), result.applied = std::move(f.applied);
+    }
   } else if (a == "sequential") {
     const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
     const RuleLibrary parallel = rules.filtered(RuleFilter::kParallel);

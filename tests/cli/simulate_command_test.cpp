@@ -56,6 +56,22 @@ TEST(SimulateCommand, AnMcmcStrategySimulatesAtItsPrediction) {
   EXPECT_NE(bad.out.find("--proposals"), std::string::npos) << bad.out;
 }
 
+// unity chooses among its best and the baselines by simulation, and says
+// so; --rank estimate keeps the DP's choice.
+TEST(SimulateCommand, OptimizeRanksTheFinalistsBySimulation) {
+  const std::string out = (dir() / "u.json").string();
+  const auto r = run("optimize mlp-tiny --machine dgx-h100 --devices 8 --budget 4 -q -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("chosen by simulation  search "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data parallel "), std::string::npos) << r.out;
+  const auto e = run("optimize mlp-tiny --machine dgx-h100 --devices 8 --budget 4 --rank estimate -q -o " + out);
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_EQ(e.out.find("chosen by simulation"), std::string::npos) << e.out;
+  const auto bad = run("optimize mlp-tiny --machine dgx-h100 --devices 8 --rank fastest -o " + out);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --rank: unknown 'fastest' (simulation, estimate)"), std::string::npos) << bad.out;
+}
+
 TEST(SimulateCommand, BadInputIsOneErrorLine) {
   const auto missing = run("simulate " + (dir() / "missing.json").string());
   EXPECT_EQ(missing.code, 2);

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "model_param_name.h"
 #include "pcgx/pcg/gradients.h"
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/zoo.h"
@@ -79,12 +80,7 @@ TEST_P(ZooGradient, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Tiny, ZooGradient,
                          ::testing::Values("mlp-tiny", "bert-large-tiny", "gpt-tiny", "dlrm-tiny", "xdl-tiny",
                                            "candle-uno-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
-                         [](const auto& test) {
-                           std::string s = test.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         pcgx::testing::model_param_name);
 
 // Operators and attribute values the zoo does not use.
 TEST(Gradients, OperatorsOutsideTheZoo) {

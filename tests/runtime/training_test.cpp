@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "model_param_name.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/gradients.h"
 #include "pcgx/pcg/graph_builder.h"
@@ -57,13 +58,6 @@ double relative_difference(const Tensor<float>& a, const Tensor<float>& b, doubl
     den = std::max(den, static_cast<double>(std::fabs(b.data[i])));
   }
   return num / den;
-}
-
-std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
-  std::string s = p.param;
-  for (char& c : s)
-    if (c == '-') c = '_';
-  return s;
 }
 
 // One forward and backward on 4 devices: every value and gradient shard the
@@ -222,7 +216,7 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
 INSTANTIATE_TEST_SUITE_P(Tiny, Runtime,
                          ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny", "bert-large-tiny",
                                            "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
-                         param_name);
+                         pcgx::testing::model_param_name);
 
 // Kernel threads change who computes a piece, never how: data parallelism
 // on 2 devices with 1 and with 3 kernel threads each ends with the same

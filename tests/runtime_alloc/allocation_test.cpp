@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "model_param_name.h"
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/trainer.h"
@@ -112,18 +113,11 @@ TEST(NoAllocationWithKernelThreads, DataParallelOnTwoDevicesOfTwoThreads) {
   EXPECT_EQ(data_parallel_allocations(encoder_block_regression("block", 8, 64, 128, 4, 512), 2, 2), 0);
 }
 
-std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = info.param;
-  for (char& c : s)
-    if (c == '-') c = '_';
-  return s;
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, NoAllocation,
                          ::testing::Values("encoder-block", "mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny",
                                            "bert-large-tiny", "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny",
                                            "inception-v3-tiny"),
-                         param_name);
+                         pcgx::testing::model_param_name);
 
 // The counter itself: a step that does allocate is seen.
 TEST(AllocationCounter, SeesAllocations) {

@@ -2,6 +2,7 @@
 // the model computes, is costed by simulation, is never slower in
 // simulation than the data-parallel chain it starts from, and is
 // reproducible from its seed.
+#include "model_param_name.h"
 #include "pcgx/search/mcmc_search.h"
 
 #include <gtest/gtest.h>
@@ -43,12 +44,7 @@ TEST_P(Mcmc, PreservesValuesAndNeverLosesToItsDataParallelStart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyZoo, Mcmc, ::testing::Values("mlp-tiny", "bert-large-tiny", "dlrm-tiny"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         pcgx::testing::model_param_name);
 
 }  // namespace
 }  // namespace pcgx::search

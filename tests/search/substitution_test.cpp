@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "model_param_name.h"
 #include "pcgx/pcg/interpreter.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/rule_form.h"
@@ -128,12 +129,7 @@ TEST_P(EveryRuleAtEveryMatch, PreservesTheOutputs) {
 INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryMatch,
                          ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "xdl-tiny", "bert-large-tiny",
                                            "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
-                         [](const auto& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         pcgx::testing::model_param_name);
 
 }  // namespace
 }  // namespace pcgx::search

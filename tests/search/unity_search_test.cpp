@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "model_param_name.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/zoo.h"
@@ -53,12 +54,7 @@ TEST_P(UnitySearch, PreservesValuesAndBeatsTheBaselines) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, UnitySearch, ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny"),
-                         [](const auto& p) {
-                           std::string s = p.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         pcgx::testing::model_param_name);
 
 // The zoo's MLP (8192 wide, batch 2048) with a softmax before the loss,
 // which keeps it outside the expert's families: no seed starts from

@@ -29,7 +29,7 @@ std::string view_strides(const MachineView& v) {
 
 void add_optimize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("optimize", "Find the fastest parallel strategy for a model on a machine (Unity's search)");
-  static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity",
+  static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity", rank = "simulation",
                      out, dot, profile, efficiency;
   static std::vector<std::string> sets;
   static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0, proposals = 2000;
@@ -48,6 +48,10 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--split", split, "graph splitting: pieces of at least this many operators")->capture_default_str();
   cmd->add_option("--max-nodes", max_nodes, "exhaustive search: PCGs of at most this many nodes (default: model nodes + inputs and weights + 1)");
   cmd->add_option("--limit", exhaustive_limit, "exhaustive search: give up above this many candidate PCGs")->capture_default_str();
+  cmd->add_option("--rank", rank,
+                  "unity: choose the result among the search's best and the data-parallel and expert baselines by simulation "
+                  "(each mapped, then run task by task as pcgx simulate does) or by the DP's estimate")
+      ->capture_default_str();
   cmd->add_option("--proposals", proposals, "mcmc: proposals in all, shared by its chains")->capture_default_str()->check(positive());
   cmd->add_option("--seed", seed, "mcmc: random seed")->capture_default_str();
   cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
@@ -74,6 +78,7 @@ void add_optimize_command(CLI::App& app) {
     if (split < 2) throw Error("--split: must be at least 2");
     if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
     if (max_nodes < 0) throw Error("--max-nodes: must not be negative");
+    if (rank != "simulation" && rank != "estimate") throw Error("--rank: unknown '" + rank + "' (simulation, estimate)");
     if (exhaustive_limit < 1) throw Error("--limit: must be at least 1");
     if (!pipeline && (stages != 0 || micro_batches != 0)) throw Error("--stages and --micro-batches need --pipeline");
     if (stages < 0) throw Error("--stages: must be positive");
@@ -112,6 +117,7 @@ void add_optimize_command(CLI::App& app) {
     search::SearchOptions o;
     o.algorithm = algorithm, o.alpha = alpha, o.budget = budget, o.split_min_ops = split;
     o.exhaustive_max_nodes = max_nodes, o.exhaustive_limit = exhaustive_limit, o.proposals = proposals, o.seed = seed;
+    o.rank = rank == "estimate" ? search::SearchOptions::Rank::kEstimate : search::SearchOptions::Rank::kSimulation;
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now();
     o.progress = [&](const search::SearchProgress& p) {
@@ -142,6 +148,16 @@ void add_optimize_command(CLI::App& app) {
       const search::Simulator sim(r.strategy.graph, r.strategy.views, cm);
       std::cout << "simulated             " << ms(sim.time()) << " (pcgx simulate: the plan task by task; ratio to the prediction "
                 << std::setprecision(2) << sim.time() / e.time << ")\n";
+    }
+    if (!pipeline && r.ranking.chosen >= 0) {
+      std::cout << "chosen by simulation  ";
+      for (size_t i = 0; i < r.ranking.finalists.size(); ++i) {
+        const search::RankedFinalist& f = r.ranking.finalists[i];
+        std::cout << (i ? ", " : "") << f.label << " "
+                  << (f.feasible ? ms(f.simulated) + " (predicted " + ms(f.estimate) + ")" : std::string("infeasible"))
+                  << (static_cast<int>(i) == r.ranking.chosen ? " *" : "");
+      }
+      std::cout << "\n";
     }
     print_profile_coverage(std::cout, cm, r.strategy.graph);
     if (pipeline) {

@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "pcgx/search/final_ranking.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/rule_library.h"
 
@@ -68,6 +69,11 @@ struct SearchOptions {
   int64_t proposals = 2000;         // mcmc: proposals in all (mcmc_search.h)
   uint64_t seed = 1;                // mcmc: random seed
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see optimize)
+  // unity: how the result is chosen among the search's best and the
+  // model's baselines (final_ranking.h): by simulation, or by the DP's
+  // estimate alone (the search itself always costs candidates by the DP).
+  enum class Rank : uint8_t { kSimulation, kEstimate };
+  Rank rank = Rank::kSimulation;
   std::function<void(const SearchProgress&)> progress;
 };
 
@@ -78,6 +84,7 @@ struct SearchResult {
   int64_t evaluated = 0;
   int64_t pieces = 1;
   double seconds = 0;
+  Ranking ranking;  // unity with Rank::kSimulation: the finalists and the chosen one
 };
 
 // The data-parallel baseline (baselines.h), with operators that cannot
