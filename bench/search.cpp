@@ -22,13 +22,19 @@
 // plan is faster in simulation). Reported, not a goal: mcmc may win by
 // placing operators the DP's resource ranges cannot express.
 //
+// With --autoddl, AutoDDL's coordinate descent (autoddl_search.h,
+// --evaluations PCGs costed in all) runs too: its plan's DP prediction and
+// simulated time, its search time, and its simulated time over unity's
+// (> 1: unity's plan is faster in simulation). Reported, not a goal.
+//
 // With --gaps, only the small graphs where `--search exhaustive` finishes
 // (the 1- and 2-layer MLPs on 2 to 8 devices): each algorithm's gap to
 // the exhaustive optimum, predicted by the DP (what exhaustive and unity
 // minimize) and simulated (what mcmc minimizes).
 //
 // Usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline]
-//                     [--mcmc] [--proposals N] [--gaps] [MODEL...]
+//                     [--mcmc] [--proposals N] [--autoddl] [--evaluations N]
+//                     [--gaps] [MODEL...]
 // (default: the nine full-size zoo models; the batch is the zoo's per-GPU
 // batch times the device count, as `pcgx optimize` does).
 #include <chrono>
@@ -109,8 +115,8 @@ int gaps(const search::RuleLibrary& rules, search::SearchOptions base) {
     std::snprintf(buf, sizeof buf, s > 0 ? "%.1f" : "-", s * 1e6);
     return std::string(buf);
   };
-  std::printf("%-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "model", "devs", "opt DP", "unity DP", "unity/opt", "opt sim",
-              "unity sim", "mcmc sim", "unity/opt", "mcmc/opt", "mcmc s");
+  std::printf("%-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "model", "devs", "opt DP", "unity DP", "unity/opt",
+              "autoddl DP", "ddl/opt", "opt sim", "unity sim", "mcmc sim", "ddl sim", "unity/opt", "mcmc/opt", "ddl/opt", "mcmc s");
   for (const auto& [layers, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}}) {
     const Graph g = build_model("mlp", {{"layers", layers}, {"batch", 64 * n}});
     const search::CostModel cm(search::find_machine("dgx-h100").with_devices(n), search::default_efficiency());
@@ -118,9 +124,12 @@ int gaps(const search::RuleLibrary& rules, search::SearchOptions base) {
     const Run opt = run(g, rules, mapper, base, "exhaustive");
     const Run u = run(g, rules, mapper, base, "unity");
     const Run mc = run(g, rules, mapper, base, "mcmc");
-    std::printf("mlp%-3lld %5lld %9s %9s %9s %9s %9s %9s %9s %9s %9.2f\n", static_cast<long long>(layers), static_cast<long long>(n),
-                us(opt.time).c_str(), us(u.time).c_str(), ratio(u.time, opt.time).c_str(), us(opt.simulated).c_str(), us(u.simulated).c_str(),
-                us(mc.simulated).c_str(), ratio(u.simulated, opt.simulated).c_str(), ratio(mc.simulated, opt.simulated).c_str(), mc.search);
+    const Run ad = run(g, rules, mapper, base, "autoddl");
+    std::printf("mlp%-3lld %5lld %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9.2f\n", static_cast<long long>(layers), static_cast<long long>(n),
+                us(opt.time).c_str(), us(u.time).c_str(), ratio(u.time, opt.time).c_str(), us(ad.time).c_str(), ratio(ad.time, opt.time).c_str(),
+                us(opt.simulated).c_str(), us(u.simulated).c_str(), us(mc.simulated).c_str(), us(ad.simulated).c_str(),
+                ratio(u.simulated, opt.simulated).c_str(), ratio(mc.simulated, opt.simulated).c_str(), ratio(ad.simulated, opt.simulated).c_str(),
+                mc.search);
     std::fflush(stdout);
   }
   return 0;
@@ -132,18 +141,20 @@ int main(int argc, char** argv) {
   std::vector<int64_t> devices{8, 64, 192};
   search::SearchOptions base;
   std::vector<std::string> models;
-  bool pipeline = false, mcmc = false, gap = false;
+  bool pipeline = false, mcmc = false, autoddl = false, gap = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--pipeline") pipeline = true;
     else if (a == "--mcmc") mcmc = true;
+    else if (a == "--autoddl") autoddl = true;
     else if (a == "--gaps") gap = true;
     else if (a == "--proposals" && i + 1 < argc) base.proposals = std::stoll(argv[++i]);
+    else if (a == "--evaluations" && i + 1 < argc) base.evaluations = std::stoll(argv[++i]);
     else if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
     else if (a == "--budget" && i + 1 < argc) base.budget = std::stoll(argv[++i]);
     else if (a == "--split" && i + 1 < argc) base.split_min_ops = std::stoll(argv[++i]);
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [--gaps] [MODEL...]\n");
+      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [--autoddl] [--evaluations N] [--gaps] [MODEL...]\n");
       return 0;
     } else models.push_back(a);
   }
@@ -156,9 +167,9 @@ int main(int argc, char** argv) {
 
   std::printf("pcgx search on dgx-h100 (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n",
               static_cast<long long>(base.budget), static_cast<long long>(base.split_min_ops));
-  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s %-13s  %s%s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
+  std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s %-13s  %s%s%s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
               "expert", "sequential", "dp/u", "exp/u", "seq/u", "used", "idle", "chosen", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "",
-              mcmc ? "  | simulated ms: unity, mcmc (search s, mcmc/u)" : "");
+              mcmc ? "  | simulated ms: unity, mcmc (search s, mcmc/u)" : "", autoddl ? "  | autoddl ms: predicted, simulated (search s, sim ddl/u)" : "");
   bool ok = true;
   std::map<std::string, std::map<int64_t, double>> search_time;
   for (const std::string& name : models) {
@@ -203,19 +214,22 @@ int main(int argc, char** argv) {
           piped = std::string("  | - (") + e.what() + ")";
         }
       }
-      std::string chain;
-      if (mcmc) {
-        const Run mc = run(g, rules, mapper, base, "mcmc");
+      // A peer search's column: two times (ms), its search time and its
+      // simulated time over unity's.
+      auto peer = [&](const char* algorithm, bool predicted) {
+        const Run r = run(g, rules, mapper, base, algorithm);
         char buf[160];
-        std::snprintf(buf, sizeof buf, "  | %s, %s (%.2f s, %s)", ms(u.simulated).c_str(), ms(mc.simulated).c_str(), mc.search,
-                      ratio(mc.simulated, u.simulated).c_str());
-        chain = buf;
-      }
-      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%% %-13s  %s%s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
+        std::snprintf(buf, sizeof buf, "  | %s, %s (%.2f s, %s)", ms(predicted ? r.time : u.simulated).c_str(), ms(r.simulated).c_str(), r.search,
+                      ratio(r.simulated, u.simulated).c_str());
+        return std::string(buf);
+      };
+      const std::string chain = mcmc ? peer("mcmc", false) : "";
+      const std::string ddl = autoddl ? peer("autoddl", true) : "";
+      std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%% %-13s  %s%s%s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
                   u.search, ms(u.time).c_str(), ms(dp.time).c_str(), ms(ex.time).c_str(), ms(seq.time).c_str(),
                   ratio(dp.time, u.time).c_str(), ratio(ex.time, u.time).c_str(), ratio(seq.time, u.time).c_str(), static_cast<long long>(u.used), 100 * idle,
                   u.chosen.empty() ? "-" : u.chosen.c_str(),
-                  goals.empty() ? "ok" : goals.c_str(), piped.c_str(), chain.c_str());
+                  goals.empty() ? "ok" : goals.c_str(), piped.c_str(), chain.c_str(), ddl.c_str());
       std::fflush(stdout);
     }
   }

@@ -111,8 +111,8 @@ bool has_op(const Graph& g, const std::string& name) {
   return false;
 }
 
-// The kind splitting a node's samples: input 0's first dimension, into
-// output 0's first dimension or (losses, batch statistics) partial sums.
+}  // namespace
+
 const ParallelKind* sample_kind(const std::vector<ParallelKind>& kinds) {
   for (const auto& k : kinds) {
     if (std::find(k.inputs.begin(), k.inputs.end(), ParallelKind::kSum) != k.inputs.end()) continue;
@@ -121,6 +121,8 @@ const ParallelKind* sample_kind(const std::vector<ParallelKind>& kinds) {
   }
   return nullptr;
 }
+
+namespace {
 
 int64_t sample_size(const Graph& g, const Node& n, const ParallelKind& k) {
   if (k.outputs[0] == 0) return n.outputs[0].dims.at(0).size;

@@ -13,6 +13,7 @@
 #include "explorer.h"
 #include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/autoddl_search.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/graph_hash.h"
 #include "pcgx/search/mcmc_search.h"
@@ -417,8 +418,14 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     result.explored = r.stats.proposals, result.evaluated = r.stats.full_simulations + r.stats.delta_simulations;
     result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return result;
+  } else if (a == "autoddl") {
+    AutoddlResult r = autoddl_search(model, mapper, options);
+    result.strategy = std::move(r.strategy);
+    result.explored = r.stats.rounds, result.evaluated = r.stats.evaluations;
+    result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return result;
   } else {
-    throw Error("--search: unknown algorithm '" + a + "' (unity, data-parallel, expert, sequential, exhaustive, mcmc)");
+    throw Error("--search: unknown algorithm '" + a + "' (unity, data-parallel, expert, sequential, exhaustive, mcmc, autoddl)");
   }
   result.strategy = mapper.map(best);
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

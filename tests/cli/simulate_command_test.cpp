@@ -72,6 +72,19 @@ TEST(SimulateCommand, OptimizeRanksTheFinalistsBySimulation) {
   EXPECT_NE(bad.out.find("error: --rank: unknown 'fastest' (simulation, estimate)"), std::string::npos) << bad.out;
 }
 
+// --search autoddl writes a strategy that simulates; --evaluations bounds it.
+TEST(SimulateCommand, AutoddlStrategySimulates) {
+  const std::string out = (dir() / "ddl.json").string();
+  const auto r = run("optimize mlp-tiny --machine dgx-h100 --devices 4 --search autoddl --evaluations 60 -q -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("search                autoddl ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("60 evaluated"), std::string::npos) << r.out;
+  const auto s = run("simulate " + out);
+  EXPECT_EQ(s.code, 0) << s.out;
+  const auto bad = run("optimize mlp-tiny --machine dgx-h100 --devices 4 --search autoddl --evaluations 0 -o " + out);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+}
+
 TEST(SimulateCommand, BadInputIsOneErrorLine) {
   const auto missing = run("simulate " + (dir() / "missing.json").string());
   EXPECT_EQ(missing.code, 2);

@@ -32,7 +32,8 @@ void add_optimize_command(CLI::App& app) {
   static std::string model, machine_name, ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json", algorithm = "unity", rank = "simulation",
                      out, dot, profile, efficiency;
   static std::vector<std::string> sets;
-  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0, proposals = 2000;
+  static int64_t devices = 0, budget = 12, split = 10, max_nodes = 0, exhaustive_limit = 5000, stages = 0, micro_batches = 0, proposals = 2000,
+                 evaluations = 3000;
   static uint64_t seed = 1;
   static double alpha = 1.05, bucket_mb = 25;
   static bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
@@ -40,7 +41,8 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--machine", machine_name, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", devices, "use the first N devices (whole nodes first); default: all")->check(positive());
   cmd->add_option("--ruleset", ruleset_path, "ruleset to apply")->capture_default_str();
-  cmd->add_option("--search", algorithm, "unity, data-parallel, expert, sequential, exhaustive or mcmc (FlexFlow's MCMC, costed by simulation)")->capture_default_str();
+  cmd->add_option("--search", algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation) or "
+                  "autoddl (AutoDDL's coordinate descent over SBP signatures)")->capture_default_str();
   cmd->add_option("-o,--output", out, "strategy file to write (optimized PCG + machine mapping)")->required();
   cmd->add_option("--dot", dot, "also draw the optimized PCG (Graphviz)");
   cmd->add_option("--budget", budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
@@ -53,7 +55,10 @@ void add_optimize_command(CLI::App& app) {
                   "(each mapped, then run task by task as pcgx simulate does) or by the DP's estimate")
       ->capture_default_str();
   cmd->add_option("--proposals", proposals, "mcmc: proposals in all, shared by its chains")->capture_default_str()->check(positive());
-  cmd->add_option("--seed", seed, "mcmc: random seed")->capture_default_str();
+  cmd->add_option("--evaluations", evaluations, "autoddl: PCGs costed in all, shared by its starting points")
+      ->capture_default_str()
+      ->check(positive());
+  cmd->add_option("--seed", seed, "mcmc and autoddl: random seed")->capture_default_str();
   cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
   cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
@@ -117,6 +122,7 @@ void add_optimize_command(CLI::App& app) {
     search::SearchOptions o;
     o.algorithm = algorithm, o.alpha = alpha, o.budget = budget, o.split_min_ops = split;
     o.exhaustive_max_nodes = max_nodes, o.exhaustive_limit = exhaustive_limit, o.proposals = proposals, o.seed = seed;
+    o.evaluations = evaluations;
     o.rank = rank == "estimate" ? search::SearchOptions::Rank::kEstimate : search::SearchOptions::Rank::kSimulation;
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now();

@@ -28,6 +28,11 @@ using NodePlan = std::map<std::string, int64_t>;
 // slots of x/k. A node whose plan is not legal for it runs unpartitioned. Graph outputs keep their original layout.
 Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan);
 
+// The kind splitting an operator's samples: input 0's first dimension,
+// into output 0's first dimension or (losses, batch statistics) partial
+// sums; null when it has none.
+const ParallelKind* sample_kind(const std::vector<ParallelKind>& kinds);
+
 // The largest divisor of `devices` that divides `n`.
 int64_t largest_dividing_degree(int64_t devices, int64_t n);
 

@@ -60,13 +60,15 @@ struct SearchProgress {
 };
 
 struct SearchOptions {
-  std::string algorithm = "unity";  // unity, data-parallel, expert, sequential, exhaustive, mcmc
+  std::string algorithm = "unity";  // unity, data-parallel, expert, sequential, exhaustive, mcmc, autoddl
   double alpha = 1.05;
   int64_t budget = 12;              // candidates explored per search (per piece and layout), shared by the seeds
   int64_t split_min_ops = 10;       // k of graph splitting
   std::vector<int64_t> degrees;     // empty: powers of two below the device count, and the count
   int64_t exhaustive_limit = 5000;  // candidates the exhaustive search may visit
   int64_t proposals = 2000;         // mcmc: proposals in all (mcmc_search.h)
+  int64_t evaluations = 3000;       // autoddl: PCGs costed in all, shared by its starts (autoddl_search.h)
+  int64_t restarts = 4;             // autoddl: random starting points beside data parallelism and one task each
   uint64_t seed = 1;                // mcmc: random seed
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see optimize)
   // unity: how the result is chosen among the search's best and the
