@@ -131,6 +131,12 @@ TensorType Graph::type(TensorRef t) const {
   return {s.logical_shape(), s.dtype};
 }
 
+std::vector<TensorType> Graph::input_types(const Node& n) const {
+  std::vector<TensorType> t;
+  for (const TensorRef& i : n.inputs) t.push_back(type(i));
+  return t;
+}
+
 void Graph::add_output(TensorRef t) {
   if (t.node < 0 || t.node >= static_cast<NodeId>(nodes_.size()) ||
       t.output >= static_cast<int>(nodes_[static_cast<size_t>(t.node)].outputs.size()) || t.output < 0)

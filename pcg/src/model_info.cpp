@@ -14,8 +14,8 @@ ModelInfo model_info(const Graph& g) {
     } else {
       ++info.operators;
       ++info.op_counts[n.op->name];
-      std::vector<TensorType> in, out;
-      for (const TensorRef& t : n.inputs) in.push_back(g.type(t));
+      const std::vector<TensorType> in = g.input_types(n);
+      std::vector<TensorType> out;
       for (const auto& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
       info.forward_flops += n.op->flops(n.attrs, in, out);
       info.forward_bytes += memory_bytes(*n.op, n.attrs, in, out);

@@ -12,21 +12,27 @@ int64_t DeviceExecutor::collective_tag(NodeId node, int64_t group, bool backward
   return Communicator::kCollectiveTagBase - 2 * (((static_cast<int64_t>(node) << 24) | group) * 2 + (backward ? 1 : 0));
 }
 
-// The pieces this device sends: forward its input shards' blocks, backward
-// its output gradient's, each through a buffer of its extent kept across
-// steps.
+std::pair<int, int> DeviceExecutor::piece_ends(const Node& n, const Piece& p, bool backward) const {
+  const int a = plan_.owner(n.inputs[0], p.in_shard), b = plan_.owner({plan_.nodes[static_cast<size_t>(n.id)].to, 0}, p.out_shard);
+  return backward ? std::pair{b, a} : std::pair{a, b};
+}
+
+const Tensor<float>& DeviceExecutor::piece_source(const Node& n, const Piece& p, bool backward) {
+  const TensorRef out{plan_.nodes[static_cast<size_t>(n.id)].to, 0};
+  return backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(n.inputs[0])[static_cast<size_t>(p.in_shard)];
+}
+
+// The pieces this device sends, each through a buffer of its extent kept
+// across steps.
 void DeviceExecutor::piece_sends(const Node& n, bool backward) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const int me = comm_.rank();
-  const TensorRef in = n.inputs[0], out{np.to, 0};
   for (size_t k = 0; k < np.pieces.size(); ++k) {
     const Piece& p = np.pieces[k];
-    const int from = backward ? plan_.owner(out, p.out_shard) : plan_.owner(in, p.in_shard);
-    const int to = backward ? plan_.owner(in, p.in_shard) : plan_.owner(out, p.out_shard);
+    const auto [from, to] = piece_ends(n, p, backward);
     if (from != me || to == me) continue;
     Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
-    read_block(backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)],
-               backward ? p.out_offset : p.in_offset, b);
+    read_block(piece_source(n, p, backward), backward ? p.out_offset : p.in_offset, b);
     comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.data);
   }
 }
@@ -52,18 +58,13 @@ void DeviceExecutor::piece_receives(const Node& n, bool backward) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const int me = comm_.rank();
   const TensorRef in = n.inputs[0], out{np.to, 0};
-  // Forward a piece goes from `in` to `out`, backward the other way.
-  auto from = [&](const Piece& p) { return backward ? plan_.owner(out, p.out_shard) : plan_.owner(in, p.in_shard); };
-  auto to = [&](const Piece& p) { return backward ? plan_.owner(in, p.in_shard) : plan_.owner(out, p.out_shard); };
   for (size_t k = 0; k < np.pieces.size(); ++k) {
     const Piece& p = np.pieces[k];
-    if (to(p) != me) continue;
+    const auto [from, to] = piece_ends(n, p, backward);
+    if (to != me) continue;
     Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
-    if (from(p) == me)
-      read_block(backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(in)[static_cast<size_t>(p.in_shard)],
-                 backward ? p.out_offset : p.in_offset, b);
-    else
-      comm_.recv(from(p), tag(n, static_cast<int64_t>(k), backward), b.data);
+    if (from == me) read_block(piece_source(n, p, backward), backward ? p.out_offset : p.in_offset, b);
+    else comm_.recv(from, tag(n, static_cast<int64_t>(k), backward), b.data);
     if (!backward) {
       add_block(values(out)[static_cast<size_t>(p.out_shard)], p.out_offset, b);
     } else {

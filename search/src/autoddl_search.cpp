@@ -3,7 +3,6 @@
 
 #include <tbb/parallel_for.h>
 
-#include <chrono>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -15,12 +14,6 @@ namespace pcgx::search {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<TensorType> types_of(const Graph& g, const Node& n) {
-  std::vector<TensorType> t;
-  for (const TensorRef& i : n.inputs) t.push_back(g.type(i));
-  return t;
-}
 
 // Per compute node: its signatures, [0] one task; and which of them splits
 // its samples (-1: none).
@@ -38,7 +31,7 @@ Signatures signatures(const Graph& g, int64_t devices) {
     auto& out = s.of[static_cast<size_t>(n.id)];
     out.push_back({});
     if (!n.op->kinds) continue;
-    const auto types = types_of(g, n);
+    const auto types = g.input_types(n);
     const auto kinds = n.op->kinds(n.attrs, types);
     const ParallelKind* sample = sample_kind(kinds);
     for (const ParallelKind& k : kinds) {
@@ -56,8 +49,16 @@ Signatures signatures(const Graph& g, int64_t devices) {
   return s;
 }
 
+// The PCG of one signature per node (`choice`: an index into each node's).
+Graph assign(const Graph& g, const Signatures& sig, const std::vector<int>& choice) {
+  return parallelize(g, [&](const Graph&, const Node& n) {
+    const auto& options = sig.of[static_cast<size_t>(n.id)];
+    return options.empty() ? NodePlan{} : options[static_cast<size_t>(choice[static_cast<size_t>(n.id)])];
+  });
+}
+
 // One descent from `choice` (an index into each node's signatures), to a
-// fixed point or until the shared budget runs out.
+// fixed point or until this start's budget runs out.
 struct Descent {
   const Graph& g;
   const Signatures& sig;
@@ -68,10 +69,7 @@ struct Descent {
   double cost(const std::vector<int>& choice) {
     --budget, ++evaluations;
     try {
-      return mapper.time(parallelize(g, [&](const Graph&, const Node& n) {
-        const auto& options = sig.of[static_cast<size_t>(n.id)];
-        return options.empty() ? NodePlan{} : options[static_cast<size_t>(choice[static_cast<size_t>(n.id)])];
-      }));
+      return mapper.time(assign(g, sig, choice));
     } catch (const Error&) {
       return kInf;
     }
@@ -135,11 +133,7 @@ AutoddlResult autoddl_search(const Graph& model, const MachineMapper& mapper, co
   for (size_t s = 1; s < starts.size(); ++s)
     if (best[s] < best[winner]) winner = s;
   AutoddlResult r;
-  const std::vector<int>& choice = starts[winner];
-  r.strategy = mapper.map(parallelize(g, [&](const Graph&, const Node& n) {
-    const auto& o = sig.of[static_cast<size_t>(n.id)];
-    return o.empty() ? NodePlan{} : o[static_cast<size_t>(choice[static_cast<size_t>(n.id)])];
-  }));
+  r.strategy = mapper.map(assign(g, sig, starts[winner]));
   r.stats.starts = static_cast<int64_t>(starts.size());
   r.stats.rounds = std::accumulate(rounds.begin(), rounds.end(), int64_t{0});
   r.stats.evaluations = std::accumulate(evaluations.begin(), evaluations.end(), int64_t{0});

@@ -11,12 +11,6 @@
 namespace pcgx::search {
 namespace {
 
-std::vector<TensorType> types_of(const Graph& g, const Node& n) {
-  std::vector<TensorType> t;
-  for (const TensorRef& i : n.inputs) t.push_back(g.type(i));
-  return t;
-}
-
 // The layout a plan asks of each input, or nothing when the plan names an
 // unknown kind. An input a kind needs as summands (kSum: the bias of a
 // reduction-parallel Linear, added once in total) gets replica slots, and
@@ -27,7 +21,7 @@ struct Required {
 };
 
 std::optional<Required> required_inputs(const Graph& g, const Node& n, const NodePlan& plan) {
-  const auto types = types_of(g, n);
+  const auto types = g.input_types(n);
   Required req;
   for (const TensorType& t : types) req.layout.push_back(ParallelTensorShape::unpartitioned(t.shape, t.dtype));
   req.summands.assign(types.size(), 1);
@@ -131,7 +125,7 @@ int64_t sample_size(const Graph& g, const Node& n, const ParallelKind& k) {
 
 NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices, bool split_unsampled = false) {
   if (!n.op->kinds) return {};
-  const auto kinds = n.op->kinds(n.attrs, types_of(g, n));
+  const auto kinds = n.op->kinds(n.attrs, g.input_types(n));
   if (const ParallelKind* k = sample_kind(kinds)) {
     const int64_t d = largest_dividing_degree(devices, sample_size(g, n, *k));
     return d > 1 ? NodePlan{{k->name, d}} : NodePlan{};
@@ -249,7 +243,7 @@ Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled) {
 bool has_unsampled(const Graph& model) {
   const Graph g = synchronized_batch_norm(model);
   for (const Node& n : g.nodes())
-    if (n.op->op_class == OpClass::kCompute && n.op->kinds && !sample_kind(n.op->kinds(n.attrs, types_of(g, n)))) return true;
+    if (n.op->op_class == OpClass::kCompute && n.op->kinds && !sample_kind(n.op->kinds(n.attrs, g.input_types(n)))) return true;
   return false;
 }
 
@@ -343,7 +337,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
       continue;
     }
     if (std::all_of(in.begin(), in.end(), [](int x) { return x < 0; }) || !n.op->kinds) continue;
-    for (const ParallelKind& k : n.op->kinds(n.attrs, types_of(g, n))) {
+    for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n))) {
       bool keeps = !k.outputs.empty() && k.outputs[0] >= 0 && k.must_divide == 0;
       for (size_t i = 0; keeps && i < in.size(); ++i) keeps = in[i] < 0 || (i < k.inputs.size() && k.inputs[i] == in[i]);
       if (keeps && n.outputs[0].dims[static_cast<size_t>(k.outputs[0])].size % t == 0) {

@@ -56,6 +56,8 @@ class Graph {
   size_t size() const { return nodes_.size(); }
   const ParallelTensorShape& shape(TensorRef t) const;
   TensorType type(TensorRef t) const;
+  // The logical types of a node's inputs, as its operator's inference reads them.
+  std::vector<TensorType> input_types(const Node& n) const;
 
   void add_output(TensorRef t);
   const std::vector<TensorRef>& outputs() const { return outputs_; }

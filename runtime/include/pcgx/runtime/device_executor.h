@@ -27,6 +27,7 @@
 // (tests/runtime/allocation_test.cpp counts).
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pcgx/runtime/communicator.h"
@@ -102,6 +103,11 @@ class DeviceExecutor {
   void backward_receives(const Node& n, size_t i);
   void move_receives(const Node& n, size_t i);
   void piece_receives(const Node& n, bool backward);
+  // A piece's devices in a pass (forward from its input shard's owner to its
+  // output shard's, backward the other way), and its block's shard: the
+  // input value forward, the output gradient backward.
+  std::pair<int, int> piece_ends(const Node& n, const Piece& p, bool backward) const;
+  const Tensor<float>& piece_source(const Node& n, const Piece& p, bool backward);
   // Layout changes in one step (layout_change.cpp).
   void run_pieces(const Node& n, bool backward);
   void piece_sends(const Node& n, bool backward);
