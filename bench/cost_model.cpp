@@ -172,5 +172,22 @@ int main(int argc, char** argv) {
   if (!rows.empty())
     std::printf("simulator: %d of %zu measured/simulated ratios within [0.8, 1.25]; geometric mean %.2f, worst %.2f\n", sim_within, rows.size(),
                 std::exp(sim_log_sum / static_cast<double>(rows.size())), sim_worst);
+
+  // The links again: on a VM the host can move the two cores between the
+  // calibration and the measurements, and every message term then rests
+  // on figures the machine no longer has (docs/performance.md).
+  runner::Calibration after;
+  co.progress = nullptr;
+  runner::measure_links(co, after);
+  for (size_t i = 0; i < after.links.size() && i < prof.links.size(); ++i) {
+    const runner::LinkFit& f = after.links[i].fit;
+    const ProfileLink& l = prof.links[i];
+    std::printf("link %s after the measurements: latency %.2f us, step latency %.2f us, bandwidth %.2f GB/s", l.name.c_str(), f.latency * 1e6,
+                f.step_latency * 1e6, f.bandwidth / 1e9);
+    auto moved = [](double a, double b) { return a > 0 && b > 0 && std::max(a / b, b / a) > 1.5; };
+    if (moved(f.latency, l.latency) || moved(f.bandwidth, l.bandwidth) || moved(f.step_latency, l.step_latency))
+      std::printf(" (changed by more than 1.5x since the calibration: message terms are off by as much)");
+    std::printf("\n");
+  }
   return 0;
 }

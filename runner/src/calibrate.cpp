@@ -221,22 +221,15 @@ void fit_links(const Machine& m, Calibration& cal) {
 
 }  // namespace
 
-Calibration calibrate(const CalibrationOptions& o) {
-  Calibration cal;
-  Profile& p = cal.profile;
+void measure_links(const CalibrationOptions& o, Calibration& cal) {
   const int devices = o.world ? o.world->size() : o.devices;
   if (devices < 2) throw Error("calibrate: needs at least 2 devices to time messages");
   const bool root = !o.world || o.world->rank() == 0;
   auto say = [&](const std::string& s) {
     if (root && o.progress) o.progress(s);
   };
-
-  // Inputs first: a bad name fails before minutes of timing.
-  Ruleset rs;
-  if (!o.models.empty() && !o.ruleset.empty()) rs = load_ruleset(o.ruleset);
-  std::vector<std::pair<std::string, Graph>> models;
-  for (const std::string& name : o.models) models.emplace_back(name, load(name));
-
+  cal.links.clear();
+  cal.all_reduces.clear();
   // Links: device 0 and the first device it reaches over each level.
   const Machine m = o.machine.num_devices() >= devices ? o.machine.with_devices(devices) : o.machine;
   for (size_t l = 0; l < m.links.size(); ++l) {
@@ -260,6 +253,26 @@ Calibration calibrate(const CalibrationOptions& o) {
     if (c.rank() == 0) cal.all_reduces = std::move(got);
   });
   if (root) fit_links(m, cal);
+}
+
+Calibration calibrate(const CalibrationOptions& o) {
+  Calibration cal;
+  Profile& p = cal.profile;
+  const int devices = o.world ? o.world->size() : o.devices;
+  if (devices < 2) throw Error("calibrate: needs at least 2 devices to time messages");
+  const bool root = !o.world || o.world->rank() == 0;
+  auto say = [&](const std::string& s) {
+    if (root && o.progress) o.progress(s);
+  };
+
+  // Inputs first: a bad name fails before minutes of timing.
+  Ruleset rs;
+  if (!o.models.empty() && !o.ruleset.empty()) rs = load_ruleset(o.ruleset);
+  std::vector<std::pair<std::string, Graph>> models;
+  for (const std::string& name : o.models) models.emplace_back(name, load(name));
+
+  const Machine m = o.machine.num_devices() >= devices ? o.machine.with_devices(devices) : o.machine;
+  measure_links(o, cal);
   for (const LinkSamples& s : cal.links)
     p.links.push_back({s.level, s.fit.latency, s.fit.bandwidth, s.fit.step_latency, s.fit.residual,
                        static_cast<int64_t>(s.messages.size() + s.collectives)});

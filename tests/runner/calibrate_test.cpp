@@ -149,6 +149,27 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
         << x.group << " devices, " << x.bytes << " B";
 }
 
+// The links alone (bench_cost_model's second look): a fresh fit that
+// replaces whatever the calibration held, the same samples as calibrate's.
+TEST(Calibrate, MeasureLinksAgainReplacesTheFits) {
+  CalibrationOptions o;
+  o.machine = search::find_machine("cpu-host");
+  o.devices = 2, o.repeats = 4;
+  Calibration c;
+  c.links.resize(3);
+  c.all_reduces.resize(5);
+  measure_links(o, c);
+  ASSERT_EQ(c.links.size(), 1u);
+  EXPECT_EQ(c.links[0].level, "shared-memory");
+  EXPECT_EQ(c.links[0].messages.size(), 6u);
+  EXPECT_GT(c.links[0].fit.bandwidth, 0);
+  EXPECT_GE(c.links[0].fit.latency, 0);
+  EXPECT_FALSE(c.all_reduces.empty());
+  for (const auto& x : c.all_reduces) EXPECT_GT(x.measured, 0);
+  o.devices = 1;
+  EXPECT_THROW(measure_links(o, c), Error);
+}
+
 TEST(Calibrate, NeedsTwoDevicesAndKnownModels) {
   CalibrationOptions o;
   o.machine = search::find_machine("cpu-host");

@@ -96,6 +96,12 @@ struct Calibration {
 // mean would carry them.
 double median_step(const runtime::TrainResult& r);
 
+// The links alone, as calibrate() measures them first: messages and
+// all-reduces timed and fitted into cal.links and cal.all_reduces. A bench
+// calls it again after its measurements to see whether the machine stayed
+// what the calibration saw (a VM's cores can be moved by its host).
+void measure_links(const CalibrationOptions& options, Calibration& cal);
+
 // Throws pcgx::Error for a model that cannot be loaded or trained. Under
 // MPI every rank calls it; the result is complete on rank 0.
 Calibration calibrate(const CalibrationOptions& options);
