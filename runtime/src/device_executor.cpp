@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "pcgx/pcg/error.h"
-#include "shard_math.h"
+#include "pcgx/runtime/host_backend.h"
 
 namespace pcgx::runtime {
 namespace {
@@ -18,8 +18,25 @@ bool same_shape(const Tensor<float>& t, const ParallelTensorShape& s) {
 
 }  // namespace
 
-DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : plan_(plan), comm_(comm) {
+DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm)
+    : plan_(plan), comm_(comm), owned_(std::make_unique<HostBackend>()), backend_(*owned_) {
+  init();
+}
+
+DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm, Backend& backend)
+    : plan_(plan), comm_(comm), backend_(backend) {
+  init();
+}
+
+DeviceExecutor::~DeviceExecutor() = default;
+
+void DeviceExecutor::init() {
+  const ExecutionPlan& plan = plan_;
   const Graph& g = *plan.graph;
+  for (const Node& n : g.nodes())
+    if (plan.nodes[static_cast<size_t>(n.id)].run == NodePlan::Run::kTasks)
+      if (const std::string why = backend_.unsupported(n); !why.empty())
+        throw Error(describe(n) + ": the " + backend_.name() + " backend cannot run it: " + why);
   values_.resize(g.size());
   grads_.resize(g.size());
   touched_.resize(g.size());
@@ -39,8 +56,8 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
       touched_[id].emplace_back(static_cast<size_t>(s.num_shards()), 0);
       for (int64_t k = 0; k < s.num_shards(); ++k)
         if (owns({n.id, static_cast<int32_t>(o)}, k)) {
-          v[static_cast<size_t>(k)] = Tensor<float>(s.shard_shape());
-          d[static_cast<size_t>(k)] = Tensor<float>(s.shard_shape());
+          v[static_cast<size_t>(k)] = backend_.allocate(s.shard_shape());
+          d[static_cast<size_t>(k)] = backend_.allocate(s.shard_shape());
         }
     }
     if (n.op->op_class == OpClass::kSource || plan.layouts.sliced(n.id)) {  // filled from a logical value: their blocks, once
@@ -62,7 +79,7 @@ DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm) : 
   for (const Node& n : g.nodes())
     if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
   in_.resize(arity), din_.resize(arity), direct_.resize(arity);
-  out_.resize(outputs), out_ptrs_.resize(outputs), dout_.resize(outputs);
+  out_.resize(outputs), dout_.resize(outputs);
   // Forward, a node's inputs are final once its last producer has run
   // (sources and the layouts sliced from them before the step: those sends
   // go first); backward, a node's output gradient once its first reader
@@ -145,32 +162,47 @@ int64_t DeviceExecutor::tag(const Node& n, int64_t index, bool backward) const {
   return ((static_cast<int64_t>(n.id) << 32) | index) * 2 + (backward ? 1 : 0);
 }
 
-Tensor<float>& DeviceExecutor::buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
-                                      const ParallelTensorShape& shape) {
+const Buffer& DeviceExecutor::buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot, const ParallelTensorShape& shape) {
   auto& m = pool[static_cast<size_t>(node)];
   auto it = m.find(slot);
-  if (it == m.end()) it = m.emplace(slot, Tensor<float>(shape.shard_shape())).first;
+  if (it == m.end()) it = m.emplace(slot, backend_.allocate(shape.shard_shape())).first;
   return it->second;
 }
 
-Tensor<float>& DeviceExecutor::move_buffer(const Node& n, size_t k) {
+const Buffer& DeviceExecutor::move_buffer(const Node& n, size_t k) {
   const Move& m = plan_.nodes[static_cast<size_t>(n.id)].moves[k];
   return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
                 m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
                                            : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
 }
 
-void DeviceExecutor::accumulate(TensorRef t, int64_t shard, const Tensor<float>& g) {
-  add_into(grads(t)[static_cast<size_t>(shard)], g);
+void DeviceExecutor::accumulate(TensorRef t, int64_t shard, const Buffer& g) {
+  backend_.add(grads(t)[static_cast<size_t>(shard)], g);
   touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)] = 1;
 }
 
-Tensor<float>& DeviceExecutor::block_buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
-                                            const std::vector<int64_t>& extent) {
+const Buffer& DeviceExecutor::block_buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot,
+                                           std::span<const int64_t> extent) {
   auto& m = pool[static_cast<size_t>(node)];
   auto it = m.find(slot);
-  if (it == m.end()) it = m.emplace(slot, Tensor<float>(extent)).first;
+  if (it == m.end()) it = m.emplace(slot, backend_.allocate(extent)).first;
   return it->second;
+}
+
+Tensor<float> DeviceExecutor::download(const Buffer& b) const {
+  if (!b) return {};
+  const std::span<const int64_t> shape = backend_.shape(b);
+  Tensor<float> t(std::vector<int64_t>(shape.begin(), shape.end()));
+  backend_.download(b, t.data);
+  return t;
+}
+
+Tensor<float> DeviceExecutor::value(TensorRef t, int64_t shard) const {
+  return download(values_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)]);
+}
+
+Tensor<float> DeviceExecutor::gradient(TensorRef t, int64_t shard) const {
+  return download(grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)]);
 }
 
 void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
@@ -180,7 +212,7 @@ void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
     const auto& offsets = source_offsets_[static_cast<size_t>(id)];
     const int64_t shards = plan_.graph->node(id).outputs[0].num_shards();
     for (int64_t k = 0; k < shards; ++k)
-      if (owns({id, 0}, k)) read_block(logical, offsets[static_cast<size_t>(k)], values_[static_cast<size_t>(id)][0][static_cast<size_t>(k)]);
+      if (owns({id, 0}, k)) backend_.upload_block(logical, offsets[static_cast<size_t>(k)], values_[static_cast<size_t>(id)][0][static_cast<size_t>(k)]);
   };
   fill(node);
   for (NodeId id : sliced_from_[static_cast<size_t>(node)]) fill(id);
@@ -203,30 +235,24 @@ void DeviceExecutor::synchronize_gradients() {
     const SyncBucket& bucket = plan_.buckets[k];
     if (!std::binary_search(bucket.devices.begin(), bucket.devices.end(), me)) continue;
     // This device's copies of each block, summed into the bucket.
-    std::vector<float>& flat = bucket_buffers_[k];
-    flat.resize(static_cast<size_t>(bucket.floats));  // once: the size never changes
-    size_t at = 0;
+    Buffer& flat = bucket_buffers_[k];
+    if (!flat) flat = backend_.allocate(std::vector<int64_t>{bucket.floats});  // once: the size never changes
+    backend_.fill(flat, 0.f);
+    int64_t at = 0;
     for (const SyncPart& part : bucket.parts) {
-      std::fill(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + part.floats), 0.f);
       for (int64_t shard : part.shards)
-        if (owns(part.tensor, shard)) {
-          const auto& g = grads(part.tensor)[static_cast<size_t>(shard)].data;
-          for (size_t i = 0; i < g.size(); ++i) flat[at + i] += g[i];
-        }
-      at += static_cast<size_t>(part.floats);
+        if (owns(part.tensor, shard)) backend_.add_range(flat, at, grads(part.tensor)[static_cast<size_t>(shard)]);
+      at += part.floats;
     }
     if (bucket.devices.size() > 1)
       collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), [&] {
-        comm_.all_reduce(bucket.devices, flat, collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+        comm_.all_reduce(bucket.devices, flat.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
       });
     at = 0;
     for (const SyncPart& part : bucket.parts) {
       for (int64_t shard : part.shards)
-        if (owns(part.tensor, shard)) {
-          auto& g = grads(part.tensor)[static_cast<size_t>(shard)].data;
-          std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + part.floats), g.begin());
-        }
-      at += static_cast<size_t>(part.floats);
+        if (owns(part.tensor, shard)) backend_.copy_range(grads(part.tensor)[static_cast<size_t>(shard)], flat, at);
+      at += part.floats;
     }
   }
 }
@@ -252,7 +278,7 @@ double DeviceExecutor::forward() {
   const int64_t loss_tag = -(int64_t{1} << 62);
   float loss = 0.f;
   if (holder == comm_.rank()) {
-    loss = values(out)[0].data.at(0);
+    loss = backend_.element(values(out)[0], 0);
     if (holder != 0) comm_.send(0, loss_tag, std::span<const float>(&loss, 1));
   } else if (comm_.rank() == 0) {
     comm_.recv(holder, loss_tag, std::span<float>(&loss, 1));
@@ -271,7 +297,7 @@ void DeviceExecutor::forward_compute_sends(const Node& n) {
     for (size_t i = 0; i < ins; ++i) {
       const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
       if (plan_.owner(n.inputs[i], s) == me)
-        comm_.send(dev, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), values(n.inputs[i])[static_cast<size_t>(s)].data);
+        comm_.send(dev, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), values(n.inputs[i])[static_cast<size_t>(s)].span());
     }
   }
 }
@@ -291,21 +317,17 @@ void DeviceExecutor::forward_compute(const Node& n) {
         in_[i] = &values(n.inputs[i])[static_cast<size_t>(s)];
         continue;
       }
-      Tensor<float>& r = buffer(received_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
-      comm_.recv(from, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), r.data);
+      const Buffer& r = buffer(received_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
+      comm_.recv(from, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), r.span());
       in_[i] = &r;
     }
-    // Outputs are moved into the argument array and back: no copy.
-    for (size_t o = 0; o < outs; ++o) {
-      out_[o] = std::move(values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])]);
-      zero(out_[o]);
-    }
+    for (size_t o = 0; o < outs; ++o)
+      out_[o] = &values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])];
     const bool clock = timing_ || tracing();
-    const auto t0 = clock ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    n.op->kernel_f32(KernelArgs<float>{n.attrs, std::span(in_.data(), ins), std::span(out_.data(), outs),
-                                       contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
+    const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
+    backend_.forward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins), std::span(out_.data(), outs));
     if (clock) {
-      const auto t1 = std::chrono::steady_clock::now();
+      const auto t1 = backend_.now();
       if (timing_) {
         KernelTime& k = kernel_times_[static_cast<size_t>(n.id)];
         k.forward += std::chrono::duration<double>(t1 - t0).count();
@@ -313,8 +335,6 @@ void DeviceExecutor::forward_compute(const Node& n) {
       }
       if (tracing()) recorder_->record(StepEventKind::kForward, t, -1, t0, t1);
     }
-    for (size_t o = 0; o < outs; ++o)
-      values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])] = std::move(out_[o]);
   }
 }
 
@@ -330,14 +350,14 @@ void DeviceExecutor::move_sends(const Node& n, bool backward) {
     const int dst = np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)];
     const int from = backward ? dst : src, to = backward ? src : dst;
     if (from != me || to == me) continue;
-    const Tensor<float>& x = backward ? grads({n.id, m.output})[static_cast<size_t>(m.out_shard)]
-                                      : values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
+    const Buffer& x = backward ? grads({n.id, m.output})[static_cast<size_t>(m.out_shard)]
+                               : values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
     if (m.kind == (backward ? Move::Kind::kPlace : Move::Kind::kCut)) {
-      Tensor<float>& b = move_buffer(n, k);
-      read_block(x, m.offset, b);
-      comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.data);
+      const Buffer& b = move_buffer(n, k);
+      backend_.read_block(x, m.offset, b);
+      comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.span());
     } else {
-      comm_.send(to, tag(n, static_cast<int64_t>(k), backward), x.data);
+      comm_.send(to, tag(n, static_cast<int64_t>(k), backward), x.span());
     }
   }
 }
@@ -347,26 +367,27 @@ void DeviceExecutor::forward_moves(const Node& n) {
   const int me = comm_.rank();
   auto src_of = [&](const Move& m) { return plan_.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   auto dst_of = [&](const Move& m) { return np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)]; };
-  auto input = [&](const Move& m) -> const Tensor<float>& {
+  auto input = [&](const Move& m) -> const Buffer& {
     return values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
   };
   if (!early_[0][static_cast<size_t>(n.id)]) move_sends(n, false);
   for (size_t o = 0; o < n.outputs.size(); ++o)
-    for (auto& t : values({n.id, static_cast<int32_t>(o)})) zero(t);
+    for (const Buffer& t : values({n.id, static_cast<int32_t>(o)}))
+      if (t) backend_.fill(t, 0.f);
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (dst_of(m) != me) continue;
-    Tensor<float>& y = values({n.id, m.output})[static_cast<size_t>(m.out_shard)];
+    const Buffer& y = values({n.id, m.output})[static_cast<size_t>(m.out_shard)];
     if (src_of(m) == me) {
-      if (m.kind == Move::Kind::kCut) add_from_block(y, input(m), m.offset);
-      else if (m.kind == Move::Kind::kPlace) add_block(y, m.offset, input(m));
-      else add_into(y, input(m));
+      if (m.kind == Move::Kind::kCut) backend_.add_from_block(y, input(m), m.offset);
+      else if (m.kind == Move::Kind::kPlace) backend_.add_block(y, m.offset, input(m));
+      else backend_.add(y, input(m));
       continue;
     }
-    Tensor<float>& x = move_buffer(n, k);
-    comm_.recv(src_of(m), tag(n, static_cast<int64_t>(k), false), x.data);
-    if (m.kind == Move::Kind::kPlace) add_block(y, m.offset, x);
-    else add_into(y, x);
+    const Buffer& x = move_buffer(n, k);
+    comm_.recv(src_of(m), tag(n, static_cast<int64_t>(k), false), x.span());
+    if (m.kind == Move::Kind::kPlace) backend_.add_block(y, m.offset, x);
+    else backend_.add(y, x);
   }
 }
 
@@ -374,14 +395,15 @@ void DeviceExecutor::backward() {
   const Graph& g = *plan_.graph;
   for (auto& node : grads_)
     for (auto& out : node)
-      for (auto& t : out) zero(t);
+      for (const Buffer& t : out)
+        if (t) backend_.fill(t, 0.f);
   for (auto& node : touched_)
     for (auto& out : node) std::fill(out.begin(), out.end(), 0);
   const TensorRef out = g.outputs().at(0);
   const ParallelTensorShape& s = g.shape(out);
   for (int64_t b = 0; b < s.num_blocks(); ++b)  // replica slot 0 holds the loss
     if (owns(out, b)) {
-      std::fill(grads(out)[static_cast<size_t>(b)].data.begin(), grads(out)[static_cast<size_t>(b)].data.end(), 1.f);
+      backend_.fill(grads(out)[static_cast<size_t>(b)], 1.f);
       touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = 1;
     }
   for (NodeId c : sends_after_[1][g.size()]) backward_sends(g.node(c));
@@ -418,44 +440,41 @@ void DeviceExecutor::backward_compute(const Node& n) {
       const bool mine = plan_.owner(x, s) == me;
       in_[i] = mine ? &values(x)[static_cast<size_t>(s)] : &received_[static_cast<size_t>(n.id)].at({t, i});
       direct_[i] = 0;
-      if (!is_float(i)) continue;  // index inputs: an empty entry
+      din_[i] = nullptr;
+      if (!is_float(i)) continue;  // index inputs: no gradient
       // The first contribution to a gradient shard of this device is
       // written in place (it is zero); later ones, and those for another
       // device, go through a buffer of this task.
       char& touched = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
       if (mine && !touched) {
-        din_[i] = std::move(grads(x)[static_cast<size_t>(s)]);
+        din_[i] = &grads(x)[static_cast<size_t>(s)];
         direct_[i] = 1, touched = 1;
       } else {
-        Tensor<float>& c = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
-        zero(c);
-        din_[i] = std::move(c);
+        const Buffer& c = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
+        backend_.fill(c, 0.f);
+        din_[i] = &c;
       }
     }
     for (size_t o = 0; o < outs; ++o) {
       const auto j = static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o]);
-      out_ptrs_[o] = &values({n.id, static_cast<int32_t>(o)})[j];
+      out_[o] = &values({n.id, static_cast<int32_t>(o)})[j];
       dout_[o] = &grads({n.id, static_cast<int32_t>(o)})[j];
     }
     const bool clock = timing_ || tracing();
-    const auto t0 = clock ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    n.op->grad_f32(GradArgs{n.attrs, std::span(in_.data(), ins), std::span(out_ptrs_.data(), outs),
-                            std::span(dout_.data(), outs), std::span(din_.data(), ins),
-                            contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)]});
+    const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
+    backend_.backward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins),
+                      std::span(out_.data(), outs), std::span(dout_.data(), outs), std::span(din_.data(), ins));
     if (clock) {
-      const auto t1 = std::chrono::steady_clock::now();
+      const auto t1 = backend_.now();
       if (timing_) kernel_times_[static_cast<size_t>(n.id)].backward += std::chrono::duration<double>(t1 - t0).count();
       if (tracing()) recorder_->record(StepEventKind::kBackward, t, -1, t0, t1);
     }
-    for (size_t i = 0; i < ins; ++i)
-      if (direct_[i]) grads(n.inputs[i])[static_cast<size_t>(shards[i])] = std::move(din_[i]);
     for (size_t i = 0; i < ins; ++i) {
       if (!is_float(i) || direct_[i]) continue;
-      Tensor<float>& c = contributions.find({t, i})->second;
-      c = std::move(din_[i]);
+      const Buffer& c = contributions.find({t, i})->second;
       const int owner = plan_.owner(n.inputs[i], shards[i]);
       if (owner == me) accumulate(n.inputs[i], shards[i], c);
-      else comm_.send(owner, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), c.data);
+      else comm_.send(owner, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), c.span());
     }
   }
   for (size_t i = 0; i < ins; ++i)
@@ -476,8 +495,8 @@ void DeviceExecutor::backward_receives(const Node& n, size_t i) {
         if (np.task_device[static_cast<size_t>(t)] == me) continue;
         const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
         if (plan_.owner(n.inputs[i], s) != me) continue;
-        Tensor<float>& part = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
-        comm_.recv(np.task_device[static_cast<size_t>(t)], tag(n, t * ins + static_cast<int64_t>(i), true), part.data);
+        const Buffer& part = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
+        comm_.recv(np.task_device[static_cast<size_t>(t)], tag(n, t * ins + static_cast<int64_t>(i), true), part.span());
         accumulate(n.inputs[i], s, part);
       }
       break;
@@ -497,17 +516,17 @@ void DeviceExecutor::backward_moves(const Node& n) {
     const TensorRef x = n.inputs[static_cast<size_t>(m.input)];
     touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
   };
-  auto into = [&](const Move& m) -> Tensor<float>& {
+  auto into = [&](const Move& m) -> const Buffer& {
     return grads(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
   };
   // The transpose of a move: a cut's gradient is placed after receiving.
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (dst_of(m) != me || src_of(m) != me) continue;
-    const Tensor<float>& dy = grads({n.id, m.output})[static_cast<size_t>(m.out_shard)];
-    if (m.kind == Move::Kind::kPlace) add_from_block(into(m), dy, m.offset);
-    else if (m.kind == Move::Kind::kCut) add_block(into(m), m.offset, dy);
-    else add_into(into(m), dy);
+    const Buffer& dy = grads({n.id, m.output})[static_cast<size_t>(m.out_shard)];
+    if (m.kind == Move::Kind::kPlace) backend_.add_from_block(into(m), dy, m.offset);
+    else if (m.kind == Move::Kind::kCut) backend_.add_block(into(m), m.offset, dy);
+    else backend_.add(into(m), dy);
     mark(m);
   }
   if (!early_[1][static_cast<size_t>(n.id)]) move_sends(n, true);
@@ -526,11 +545,11 @@ void DeviceExecutor::move_receives(const Node& n, size_t i) {
     const TensorRef x = n.inputs[i];
     const int src = plan_.owner(x, m.in_shard), dst = np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)];
     if (src != me || dst == me) continue;
-    Tensor<float>& g = move_buffer(n, k);
-    comm_.recv(dst, tag(n, static_cast<int64_t>(k), true), g.data);
-    Tensor<float>& into = grads(x)[static_cast<size_t>(m.in_shard)];
-    if (m.kind == Move::Kind::kCut) add_block(into, m.offset, g);
-    else add_into(into, g);
+    const Buffer& g = move_buffer(n, k);
+    comm_.recv(dst, tag(n, static_cast<int64_t>(k), true), g.span());
+    const Buffer& into = grads(x)[static_cast<size_t>(m.in_shard)];
+    if (m.kind == Move::Kind::kCut) backend_.add_block(into, m.offset, g);
+    else backend_.add(into, g);
     touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
   }
 }

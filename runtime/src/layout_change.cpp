@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "pcgx/runtime/device_executor.h"
-#include "shard_math.h"
 
 namespace pcgx::runtime {
 
@@ -17,7 +16,7 @@ std::pair<int, int> DeviceExecutor::piece_ends(const Node& n, const Piece& p, bo
   return backward ? std::pair{b, a} : std::pair{a, b};
 }
 
-const Tensor<float>& DeviceExecutor::piece_source(const Node& n, const Piece& p, bool backward) {
+const Buffer& DeviceExecutor::piece_source(const Node& n, const Piece& p, bool backward) {
   const TensorRef out{plan_.nodes[static_cast<size_t>(n.id)].to, 0};
   return backward ? grads(out)[static_cast<size_t>(p.out_shard)] : values(n.inputs[0])[static_cast<size_t>(p.in_shard)];
 }
@@ -31,9 +30,9 @@ void DeviceExecutor::piece_sends(const Node& n, bool backward) {
     const Piece& p = np.pieces[k];
     const auto [from, to] = piece_ends(n, p, backward);
     if (from != me || to == me) continue;
-    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
-    read_block(piece_source(n, p, backward), backward ? p.out_offset : p.in_offset, b);
-    comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.data);
+    const Buffer& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
+    backend_.read_block(piece_source(n, p, backward), backward ? p.out_offset : p.in_offset, b);
+    comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.span());
   }
 }
 
@@ -46,7 +45,7 @@ void DeviceExecutor::run_pieces(const Node& n, bool backward) {
   if (!backward) {
     const TensorRef out{plan_.nodes[static_cast<size_t>(n.id)].to, 0};
     for (int64_t j = 0; j < plan_.graph->shape(out).num_shards(); ++j)
-      if (owns(out, j)) zero(values(out)[static_cast<size_t>(j)]);
+      if (owns(out, j)) backend_.fill(values(out)[static_cast<size_t>(j)], 0.f);
   }
   if (!backward || !deferred_[static_cast<size_t>(n.id)][0]) piece_receives(n, backward);
 }
@@ -62,13 +61,13 @@ void DeviceExecutor::piece_receives(const Node& n, bool backward) {
     const Piece& p = np.pieces[k];
     const auto [from, to] = piece_ends(n, p, backward);
     if (to != me) continue;
-    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
-    if (from == me) read_block(piece_source(n, p, backward), backward ? p.out_offset : p.in_offset, b);
-    else comm_.recv(from, tag(n, static_cast<int64_t>(k), backward), b.data);
+    const Buffer& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(k), backward}, p.extent);
+    if (from == me) backend_.read_block(piece_source(n, p, backward), backward ? p.out_offset : p.in_offset, b);
+    else comm_.recv(from, tag(n, static_cast<int64_t>(k), backward), b.span());
     if (!backward) {
-      add_block(values(out)[static_cast<size_t>(p.out_shard)], p.out_offset, b);
+      backend_.add_block(values(out)[static_cast<size_t>(p.out_shard)], p.out_offset, b);
     } else {
-      add_block(grads(in)[static_cast<size_t>(p.in_shard)], p.in_offset, b);
+      backend_.add_block(grads(in)[static_cast<size_t>(p.in_shard)], p.in_offset, b);
       touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(p.in_shard)] = 1;
     }
   }
@@ -98,10 +97,10 @@ void DeviceExecutor::forward_all_reduce(const Node& n) {
   for (size_t g = 0; g < np.groups.size(); ++g) {
     const AllReduceMember* mine = join(np.groups[g], me, group_scratch_);
     if (!mine) continue;
-    Tensor<float>& y = values(out)[static_cast<size_t>(mine->out_shard)];
-    y.data = values(in)[static_cast<size_t>(mine->in_shard)].data;
+    const Buffer& y = values(out)[static_cast<size_t>(mine->out_shard)];
+    backend_.copy(y, values(in)[static_cast<size_t>(mine->in_shard)]);
     collective(StepEventKind::kCollective, static_cast<int64_t>(g),
-               [&] { comm_.all_reduce(group_scratch_, y.data, collective_tag(n.id, static_cast<int64_t>(g), false)); });
+               [&] { comm_.all_reduce(group_scratch_, y.span(), collective_tag(n.id, static_cast<int64_t>(g), false)); });
   }
 }
 
@@ -114,12 +113,12 @@ void DeviceExecutor::backward_all_reduce(const Node& n) {
   for (size_t g = 0; g < np.groups.size(); ++g) {
     const AllReduceMember* mine = join(np.groups[g], me, group_scratch_);
     if (!mine) continue;
-    const Tensor<float>& dy = grads(out)[static_cast<size_t>(mine->out_shard)];
-    Tensor<float>& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(g), 2}, dy.shape);
-    b.data = dy.data;
+    const Buffer& dy = grads(out)[static_cast<size_t>(mine->out_shard)];
+    const Buffer& b = block_buffer(move_buffers_, n.id, {static_cast<int64_t>(g), 2}, backend_.shape(dy));
+    backend_.copy(b, dy);
     collective(StepEventKind::kCollective, static_cast<int64_t>(g),
-               [&] { comm_.all_reduce(group_scratch_, b.data, collective_tag(n.id, static_cast<int64_t>(g), true)); });
-    add_into(grads(in)[static_cast<size_t>(mine->in_shard)], b);
+               [&] { comm_.all_reduce(group_scratch_, b.span(), collective_tag(n.id, static_cast<int64_t>(g), true)); });
+    backend_.add(grads(in)[static_cast<size_t>(mine->in_shard)], b);
     touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(mine->in_shard)] = 1;
   }
 }

@@ -10,9 +10,11 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/kernel_threads.h"
 #include "pcgx/runtime/device_executor.h"
+#include "pcgx/runtime/host_backend.h"
 #include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/synthetic_task.h"
+#include "staging_communicator.h"
 #include "timed_communicator.h"
 
 namespace pcgx::runtime {
@@ -86,27 +88,39 @@ void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const Dev
   r.device_times.push_back(d);
 }
 
+// One device after its run: the executor holds its trained shards, in its
+// backend's memory. Destroyed in reverse: the executor first.
+struct Device {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<StagingCommunicator> staging;  // when the backend's memory is not the host's
+  std::unique_ptr<DeviceExecutor> ex;
+};
+
 // One device's training loop; rank 0 records the losses and step times.
-// `comm` outlives the executor returned (it keeps a reference).
-std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const TrainOptions& options,
-                                           TrainResult& result, UpdateTime& update, StepRecorder& recorder,
-                                           StepRecorder::Clock::time_point origin) {
+// `comm` outlives the device returned (its executor keeps a reference).
+Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const TrainOptions& options, TrainResult& result,
+                  UpdateTime& update, StepRecorder& recorder, StepRecorder::Clock::time_point origin) {
   // One device runs on the caller's thread: its own setting comes back after.
   struct KernelThreads {
     int saved = kernel_threads();
     explicit KernelThreads(int n) { set_kernel_threads(n); }
     ~KernelThreads() { set_kernel_threads(saved); }
   } threads(options.threads);
-  auto ex = std::make_unique<DeviceExecutor>(s.plan, comm);
+  Device d;
+  d.backend = options.backend ? options.backend(comm.rank()) : std::make_unique<HostBackend>();
+  Backend& backend = *d.backend;
+  Communicator* executor_comm = &comm;
+  if (!backend.host_memory()) executor_comm = (d.staging = std::make_unique<StagingCommunicator>(comm, backend)).get();
+  d.ex = std::make_unique<DeviceExecutor>(s.plan, *executor_comm, backend);
+  DeviceExecutor* ex = d.ex.get();
   if (options.trace_step >= 0) ex->set_recorder(&recorder), comm.set_recorder(&recorder);
-  std::vector<Tensor<float>*> params;
-  std::vector<const Tensor<float>*> grads;
+  std::vector<Buffer> params, grads;
   for (NodeId w : s.weights) ex->set_source(w, s.initial.at(w));
   for (const auto& [t, k] : ex->parameter_shards()) {
-    params.push_back(&ex->values(t)[static_cast<size_t>(k)]);
-    grads.push_back(&ex->grads(t)[static_cast<size_t>(k)]);
+    params.push_back(ex->values(t)[static_cast<size_t>(k)]);
+    grads.push_back(ex->grads(t)[static_cast<size_t>(k)]);
   }
-  Optimizer opt(options.optimizer);
+  Optimizer opt(options.optimizer, ex->backend());
   if (comm.rank() == 0) {  // no allocation inside the loop of any usual length
     const auto records = static_cast<size_t>(std::min<int64_t>(options.steps, int64_t{1} << 20));
     result.losses.reserve(records);
@@ -126,15 +140,15 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     if (options.time_kernels && step == first_timed_step(options)) ex->set_timing(true), comm.set_timing(true);
     const bool traced = step == options.trace_step;
     if (traced) recorder.start(origin);
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = backend.now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
     const double loss = ex->forward();
     ex->backward();
     ex->synchronize_gradients();
-    const auto u0 = std::chrono::steady_clock::now();
+    const auto u0 = backend.now();
     opt.step(params, grads);
-    const auto t1 = std::chrono::steady_clock::now();
+    const auto t1 = backend.now();
     if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, t1), recorder.stop();
     if (timing) {
       const double dt = std::chrono::duration<double>(t1 - t0).count();
@@ -143,7 +157,7 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
         ++update.device.stalled;
       } else {
         update.seconds += std::chrono::duration<double>(t1 - u0).count();
-        for (const Tensor<float>* p : params) update.bytes += static_cast<double>(p->data.size() * sizeof(float));
+        for (const Buffer& p : params) update.bytes += static_cast<double>(p.numel) * sizeof(float);
         update.device.step += dt;
         ++update.device.steps;
       }
@@ -156,7 +170,8 @@ std::unique_ptr<DeviceExecutor> run_device(const Graph& g, const Setup& s, Timed
     if (options.progress) options.progress({step + 1, options.steps, loss, dt});
   }
   update.device.messages = comm.seconds(), update.device.sends = comm.sends(), update.calls = comm.calls();
-  return ex;
+  if (comm.rank() == 0) result.backend = backend.name(), result.backend_remarks = backend.remarks();
+  return d;
 }
 
 // Tags of the final weight shards sent to rank 0: below every collective's.
@@ -190,7 +205,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   result.target = setup.synthetic ? setup.synthetic->target() : "";
   result.data = setup.source().describe();
   InProcessWorld world(devices);
-  std::vector<std::unique_ptr<DeviceExecutor>> executors(static_cast<size_t>(devices));
+  std::vector<Device> executors(static_cast<size_t>(devices));
   std::vector<UpdateTime> updates(static_cast<size_t>(devices));
   std::vector<std::unique_ptr<TimedCommunicator>> comms(static_cast<size_t>(devices));
   std::vector<StepRecorder> recorders(static_cast<size_t>(devices));
@@ -207,7 +222,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   }
   result.bytes_sent = world.bytes_sent();
   if (options.time_kernels)
-    for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r], updates[r]);
+    for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r].ex, updates[r]);
   // Final weights: every shard of replica slot 0 of each parameter tensor
   // from the device that owns it.
   for (NodeId w : setup.weights) {
@@ -215,8 +230,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
     const ParallelTensorShape& s = g.shape(p);
     ShardedTensor<float> full{s, {}};
     for (int64_t k = 0; k < s.num_shards(); ++k)
-      full.shards.push_back(k < s.num_blocks() ? executors[static_cast<size_t>(setup.plan.owner(p, k))]->values(p)[static_cast<size_t>(k)]
-                                               : Tensor<float>());
+      full.shards.push_back(k < s.num_blocks() ? executors[static_cast<size_t>(setup.plan.owner(p, k))].ex->value(p, k) : Tensor<float>());
     result.parameters[g.node(w).name] = gather_slot(full, 0);
   }
   return result;
@@ -232,7 +246,8 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   TimedCommunicator timed(comm);
   UpdateTime update;
   StepRecorder recorder;
-  const auto ex = run_device(g, setup, timed, options, result, update, recorder, StepRecorder::Clock::now());
+  const Device device = run_device(g, setup, timed, options, result, update, recorder, StepRecorder::Clock::now());
+  const DeviceExecutor* ex = device.ex.get();
   if (options.trace_step >= 0 && comm.rank() == 0) result.trace = collect_trace(options.trace_step, {&recorder});
   result.bytes_sent = world.sum(world.bytes_sent());
   if (options.time_kernels) add_timing(result, g, options, *ex, update);
@@ -248,7 +263,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
         continue;
       }
       const int owner = setup.plan.owner(p, k);
-      auto mine = [&]() -> const Tensor<float>& { return ex->values(p)[static_cast<size_t>(k)]; };
+      auto mine = [&] { return ex->value(p, k); };
       if (comm.rank() == 0) {
         if (owner == 0) {
           full.shards.push_back(mine());

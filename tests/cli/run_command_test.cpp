@@ -2,6 +2,8 @@
 // bad input is one error line and exit code 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,7 +89,7 @@ TEST(RunCommand, StrategyFileNeedsItsDevices) {
 }
 
 TEST(RunCommand, BadInputIsExitCode2) {
-  for (const std::string args : {"run no-such-model", "run mlp-tiny --backend cuda", "run mlp-tiny --steps 0",
+  for (const std::string args : {"run no-such-model", "run mlp-tiny --backend gpu", "run mlp-tiny --steps 0",
                                  "run mlp-tiny --optimizer rmsprop", "run mlp-tiny --lr -1", "run mlp-tiny --devices 99",
                                  "run mlp-tiny --data /nonexistent/data"}) {
     const auto r = run(args + " --report " + (dir() / "x.json").string());
@@ -95,6 +97,25 @@ TEST(RunCommand, BadInputIsExitCode2) {
     EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << args << "\n" << r.out;
     EXPECT_FALSE(fs::exists(dir() / "x.json")) << args;
   }
+}
+
+// --backend cuda trains on a GPU where one is visible; elsewhere it is one
+// error line saying why, exit 2, and nothing written.
+TEST(RunCommand, CudaBackendTrainsOrSaysWhyNot) {
+  const std::string report = (dir() / "cuda.json").string();
+  const auto r = run("run mlp-tiny --backend cuda --steps 3 --batches 1 --no-plot --report " + report);
+  if (r.code == 0) {
+    std::ifstream in(report);
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["backend"], "cuda");
+    EXPECT_EQ(j["loss"].size(), 3u);
+    return;
+  }
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.rfind("error: --backend: cuda needs a GPU, and there is none: ", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_FALSE(fs::exists(report));
+  std::printf("no GPU here: %s", r.out.c_str());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "pcgx/runtime/host_backend.h"
 #include "pcgx/runtime/optimizer.h"
 
 namespace pcgx::runtime {
@@ -15,13 +16,15 @@ namespace {
 TEST(Optimizer, AdamFollowsTheDoublePrecisionUpdate) {
   OptimizerOptions o;
   o.kind = "adam", o.lr = 1e-3;
-  Optimizer opt(o);
+  HostBackend backend;
+  Optimizer opt(o, backend);
   const size_t n = 64;
-  Tensor<float> w({static_cast<int64_t>(n)}), g({static_cast<int64_t>(n)});
+  const Buffer params[] = {backend.allocate(std::vector<int64_t>{static_cast<int64_t>(n)})};
+  const Buffer grads[] = {backend.allocate(std::vector<int64_t>{static_cast<int64_t>(n)})};
+  Tensor<float>& w = backend.tensor(params[0]);
+  Tensor<float>& g = backend.tensor(grads[0]);
   std::vector<double> ref(n), m(n, 0), v(n, 0);
   // Weights from 0: their rounding stays far below the updates compared.
-  Tensor<float>* params[] = {&w};
-  const Tensor<float>* grads[] = {&g};
   for (int step = 1; step <= 20; ++step) {
     for (size_t e = 0; e < n; ++e) g.data[e] = static_cast<float>(std::sin(0.1 * static_cast<double>(step * 64 + static_cast<int>(e))));
     opt.step(params, grads);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model_param_name.h"
+#include "tensor_compare.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/gradients.h"
 #include "pcgx/pcg/graph_builder.h"
@@ -47,18 +48,7 @@ Mapped strategy(const Graph& model, const std::string& algorithm, int devices) {
   return m;
 }
 
-// max |a - b| / max |b|, with max |b| at least `floor`: a weight whose
-// gradient is zero in exact arithmetic (an attention key's bias: softmax
-// ignores a shift per row) holds rounding noise near zero after training,
-// different in every run order.
-double relative_difference(const Tensor<float>& a, const Tensor<float>& b, double floor = 1e-12) {
-  double num = 0, den = floor;
-  for (size_t i = 0; i < a.data.size(); ++i) {
-    num = std::max(num, static_cast<double>(std::fabs(a.data[i] - b.data[i])));
-    den = std::max(den, static_cast<double>(std::fabs(b.data[i])));
-  }
-  return num / den;
-}
+using pcgx::testing::relative_difference;
 
 // One forward and backward on 4 devices: every value and gradient shard the
 // devices hold equals the reference interpreter's for the same PCG. Layouts
@@ -97,9 +87,9 @@ void expect_step_matches_reference(const std::string& model) {
           if (!ex.owns(t, k)) continue;
           const auto& ref = want[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)];
           if (!sliced && !weight_moved) {
-            EXPECT_LT(relative_difference(ex.grads(t)[static_cast<size_t>(k)], ref), 1e-5) << describe(n) << " shard " << k;
+            EXPECT_LT(relative_difference(ex.gradient(t, k), ref), 1e-5) << describe(n) << " shard " << k;
           }
-          EXPECT_LT(relative_difference(ex.values(t)[static_cast<size_t>(k)], values[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)]), 1e-5)
+          EXPECT_LT(relative_difference(ex.value(t, k), values[static_cast<size_t>(n.id)][o].shards[static_cast<size_t>(k)]), 1e-5)
               << describe(n) << " shard " << k;
         }
       if (!weight_moved) continue;
@@ -114,7 +104,7 @@ void expect_step_matches_reference(const std::string& model) {
         ps.shard_coords(k, slot, block);
         Tensor<float> expected(ps.shard_shape());
         read_block(whole, ps.block_offset(block), expected);
-        EXPECT_LT(relative_difference(ex.grads(p)[static_cast<size_t>(k)], expected), 1e-5) << describe(n) << " copy " << k;
+        EXPECT_LT(relative_difference(ex.gradient(p, k), expected), 1e-5) << describe(n) << " copy " << k;
         ++stored;
       }
     }

@@ -6,10 +6,12 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unistd.h>
 
 #include "cli_common.h"
 #include "print_estimate.h"
+#include "pcgx/runner/backend_choice.h"
 #include "pcgx/runner/step_terms.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/error.h"
@@ -82,14 +84,16 @@ void add_run_command(CLI::App& app) {
   static std::vector<std::string> sets;
   static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
   static double lr = 0.01, momentum = 0.9, bucket_mb = 25;
-  static bool optimize = false, breakdown = false, no_report = false, no_plot = false, allow_unverified = false;
+  static bool optimize = false, breakdown = false, no_report = false, no_plot = false, allow_unverified = false, strict_fp32 = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
   cmd->add_flag("--optimize", optimize, "search a strategy first (with --ruleset, --search, --machine)");
   cmd->add_option("--devices", devices, "devices to train on (default: 1, or what the strategy needs)")->check(positive());
   cmd->add_option("--backend", backend,
-                  "cpu (virtual devices, one thread each, in this process) or mpi (one device per rank of mpirun -np N); "
-                  "auto: mpi when started by mpirun, else cpu")
+                  "cpu (virtual devices, one thread each, in this process), mpi (one device per rank of mpirun -np N) or "
+                  "cuda (GPUs: device d on GPU d mod the GPUs visible; one rank per GPU under mpirun); "
+                  "auto: cuda when a GPU is visible, else mpi when started by mpirun, else cpu")
       ->capture_default_str();
+  cmd->add_flag("--strict-fp32", strict_fp32, "cuda: products in strict FP32 (default: TF32 tensor cores, as PyTorch with allow_tf32)");
   cmd->add_option("--threads", threads,
                   "kernel threads per device (0, the default: this machine's cores divided among the devices on it); "
                   "results do not depend on it");
@@ -123,11 +127,17 @@ void add_run_command(CLI::App& app) {
                   "write the last step's measured timeline on every device: kernels, messages sent and waited for, collectives "
                   "(Chrome trace-event JSON, as pcgx simulate --trace writes; under MPI, rank 0's)");
   cmd->callback([] {
-    if (backend == "auto") backend = runtime::mpi_launched() ? "mpi" : "cpu";
-    if (backend == "cuda") throw Error("--backend: 'cuda' is not available (the CUDA backend is not implemented yet; use cpu or mpi)");
-    if (backend != "cpu" && backend != "mpi") throw Error("--backend: unknown backend '" + backend + "' (cpu, mpi)");
+    const std::optional<runner::BackendKind> chosen = runner::backend_kind(backend);
+    if (!chosen) throw Error("--backend: unknown backend '" + backend + "' (auto, cpu, mpi, cuda)");
+    const bool under_mpi = runtime::mpi_launched();
+    const runner::BackendKind kind = runner::resolve(*chosen, under_mpi);
+    if (kind == runner::BackendKind::kCuda) {
+      std::string why;
+      if (runner::cuda_devices(&why) == 0) throw Error("--backend: cuda needs a GPU, and there is none: " + why);
+    }
+    const bool gpu = kind == runner::BackendKind::kCuda;
     std::unique_ptr<runtime::MpiWorld> world;
-    if (backend == "mpi") world = std::make_unique<runtime::MpiWorld>();
+    if (kind == runner::BackendKind::kMpi || (gpu && under_mpi)) world = std::make_unique<runtime::MpiWorld>();
     const bool rank0 = !world || world->rank() == 0;
     QuietRank quiet(!rank0);
     bool training = false;  // past this point an error on one rank must end them all
@@ -145,6 +155,7 @@ void add_run_command(CLI::App& app) {
     if (batch < 0) throw Error("--batch: must be positive");
     if (threads < 0) throw Error("--threads: must be positive");
     runtime::TrainOptions o;
+    o.backend = runner::backend_factory({kind, world != nullptr, !strict_fp32});
     o.steps = steps, o.seed = static_cast<uint64_t>(seed), o.batches = batches;
     o.optimizer.kind = optimizer, o.optimizer.lr = lr, o.optimizer.momentum = momentum;
     runtime::validate(o.optimizer);
@@ -160,6 +171,7 @@ void add_run_command(CLI::App& app) {
     o.bucket_bytes = bucket_mb * 1024 * 1024;
 
     runtime::RunSummary s;
+    s.backend = runner::backend_name(kind);
     Graph graph;
     std::vector<MachineView> views;
     std::unique_ptr<search::MachineMapper> mapper;
@@ -255,7 +267,8 @@ void add_run_command(CLI::App& app) {
     o.progress = [&](const runtime::StepReport& r) { print_progress(r, s.batch, tty, last); };
     const int local = world ? runtime::mpi_local_ranks(world->size()) : static_cast<int>(devices);
     o.threads = threads > 0 ? static_cast<int>(threads) : runtime::default_kernel_threads(local);
-    std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << (world ? " MPI rank" : " cpu device") << (devices == 1 ? "" : "s")
+    std::cerr << "training " << s.model << " (" << s.strategy << ") on " << devices << (world ? " MPI rank" : gpu ? " cuda device" : " cpu device")
+              << (devices == 1 ? "" : "s")
               << ": " << steps << " steps, batch " << s.batch << ", " << optimizer << " lr " << lr << ", "
               << o.threads << " kernel thread" << (o.threads == 1 ? "" : "s") << " each\n";
     o.time_kernels = !profile_out.empty() || breakdown;
@@ -266,11 +279,12 @@ void add_run_command(CLI::App& app) {
     training = false;
     if (!rank0) return;
     s.options.progress = nullptr;
+    if (!s.result.backend_remarks.empty()) std::cerr << "note: the " << s.result.backend << " backend " << s.result.backend_remarks << "\n";
 
     const auto& L = s.result.losses;
     std::cout << "model                 " << s.model << "\n"
               << "strategy              " << s.strategy << "\n"
-              << "devices               " << devices << (world ? " (cpu, MPI: one rank each)" : " (cpu, in-process)") << "\n"
+              << "devices               " << devices << (gpu ? " (cuda" : " (cpu") << (world ? ", MPI: one rank each)" : ", in-process)") << "\n"
               << "loss                  " << L.front() << " -> " << L.back() << " (" << steps << " steps)\n"
               << "data                  " << s.result.data << "\n"
               << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
@@ -299,7 +313,7 @@ void add_run_command(CLI::App& app) {
     size_t profiled = 0;
     if (!profile_out.empty()) {
       Profile prof = runtime::profile_from_run(graph, s.result);
-      const std::string device = "cpu (" + std::to_string(devices) + (world ? " MPI ranks, " : " in-process devices, ") +
+      const std::string device = std::string(gpu ? "cuda" : "cpu") + " (" + std::to_string(devices) + (world ? " MPI ranks, " : " in-process devices, ") +
                                  std::to_string(o.threads) + " kernel thread" + (o.threads == 1 ? "" : "s") + " each)";
       prof.device = device;
       profiled = prof.entries.size();

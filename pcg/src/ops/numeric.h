@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "pcgx/pcg/dropout_draw.h"
 #include "pcgx/pcg/modular.h"
 
 namespace pcgx::ops {
@@ -96,15 +97,7 @@ T activate(Act act, T x) {
   return Num<T>::tanh(x);
 }
 
-// The dropout mask is a hash of (seed, global element index), so every
-// partitioning of the tensor drops the same elements.
-inline double keep_draw(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + index + 0x632BE59BD9B4E019ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+// keep_draw: pcgx/pcg/dropout_draw.h.
 
 // Whether d act(z) / dz needs the input z; the others follow from the
 // output y = act(z) (relu: y > 0 exactly when z > 0), so a fused kernel's

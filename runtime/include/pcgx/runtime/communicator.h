@@ -45,7 +45,7 @@ class Communicator {
   // 2 latency + 2(k-1) size/bandwidth; on this CPU's threads (22 us,
   // 10 GB/s, `pcgx calibrate`) they cross near 220 KB.
   static constexpr int64_t kRingBytes = 256 * 1024;
-  void all_reduce(std::span<const int> group, std::span<float> data, int64_t tag);
+  virtual void all_reduce(std::span<const int> group, std::span<float> data, int64_t tag);
   // Sum of every member's buffer, on `root` (other members' buffers are unchanged).
   virtual void reduce(std::span<const int> group, int root, std::span<float> data);
   // root's buffer, on every member.

@@ -25,11 +25,18 @@
 // their temporaries from per-thread scratch. After the first step a
 // single-device or data-parallel step allocates nothing
 // (tests/runtime/allocation_test.cpp counts).
+//
+// Hardware. Every buffer is the backend's (backend.h) and every kernel,
+// block copy and optimizer update runs there; the executor itself only
+// orders the work and the messages, so the same executor drives the CPU
+// and a GPU.
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pcgx/runtime/backend.h"
 #include "pcgx/runtime/communicator.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/runtime/step_trace.h"
@@ -47,7 +54,12 @@ struct KernelTime {
 
 class DeviceExecutor {
  public:
+  // On the host (host_backend.h), or on `backend`, which must outlive the
+  // executor and whose memory `comm` must take. Throws pcgx::Error naming
+  // the first operator the backend cannot run.
   DeviceExecutor(const ExecutionPlan& plan, Communicator& comm);
+  DeviceExecutor(const ExecutionPlan& plan, Communicator& comm, Backend& backend);
+  ~DeviceExecutor();
 
   // Sets this device's shards of a source node, and of the layouts sliced
   // from it (execution_plan.h), from its logical value.
@@ -65,10 +77,14 @@ class DeviceExecutor {
   // every copy takes the same step.
   void synchronize_gradients();
 
-  // This device's shards of a node output and of its gradient (empty
-  // tensors for shards it does not own).
-  std::vector<Tensor<float>>& values(TensorRef t) { return values_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
-  std::vector<Tensor<float>>& grads(TensorRef t) { return grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
+  // This device's shards of a node output and of its gradient (no buffer
+  // for shards it does not own), in the backend's memory.
+  std::vector<Buffer>& values(TensorRef t) { return values_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
+  std::vector<Buffer>& grads(TensorRef t) { return grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
+  // The same copied to the host (an empty tensor for a shard it does not own).
+  Tensor<float> value(TensorRef t, int64_t shard) const;
+  Tensor<float> gradient(TensorRef t, int64_t shard) const;
+  Backend& backend() { return backend_; }
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
   const ExecutionPlan& plan() const { return plan_; }
 
@@ -86,6 +102,9 @@ class DeviceExecutor {
 
  private:
   using Slot = std::pair<int64_t, size_t>;  // (task or move, input)
+
+  // Buffers, send and receive order: what both constructors share.
+  void init();
 
   void forward_compute(const Node& n);
   void forward_moves(const Node& n);
@@ -107,7 +126,7 @@ class DeviceExecutor {
   // output shard's, backward the other way), and its block's shard: the
   // input value forward, the output gradient backward.
   std::pair<int, int> piece_ends(const Node& n, const Piece& p, bool backward) const;
-  const Tensor<float>& piece_source(const Node& n, const Piece& p, bool backward);
+  const Buffer& piece_source(const Node& n, const Piece& p, bool backward);
   // Layout changes in one step (layout_change.cpp).
   void run_pieces(const Node& n, bool backward);
   void piece_sends(const Node& n, bool backward);
@@ -118,17 +137,19 @@ class DeviceExecutor {
   // every member.
   static int64_t collective_tag(NodeId node, int64_t group, bool backward);
   // A buffer of one shard of `shape`, kept for (node, slot) across steps.
-  Tensor<float>& buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
-                        const ParallelTensorShape& shape);
+  const Buffer& buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot, const ParallelTensorShape& shape);
   // What move k of shard-level node n carries between devices, in both
   // passes: the cut block (Repartition) or the whole input shard.
-  Tensor<float>& move_buffer(const Node& n, size_t k);
+  const Buffer& move_buffer(const Node& n, size_t k);
   // Adds a gradient contribution into a shard this device owns.
-  void accumulate(TensorRef t, int64_t shard, const Tensor<float>& g);
+  void accumulate(TensorRef t, int64_t shard, const Buffer& g);
+  Tensor<float> download(const Buffer& b) const;
 
   const ExecutionPlan& plan_;
   Communicator& comm_;
-  std::vector<std::vector<std::vector<Tensor<float>>>> values_, grads_;  // [node][output][shard]
+  std::unique_ptr<Backend> owned_;  // the host's, when none was given
+  Backend& backend_;
+  std::vector<std::vector<std::vector<Buffer>>> values_, grads_;  // [node][output][shard]
   // Whether a gradient shard has received anything this backward pass; the
   // first contribution is written into it directly (it is zero).
   std::vector<std::vector<std::vector<char>>> touched_;
@@ -136,16 +157,14 @@ class DeviceExecutor {
   std::vector<std::vector<std::vector<int64_t>>> source_offsets_;  // [source node][shard]
   // Input shards a task received from another device (kept for backward),
   // blocks in transit for moves, and gradient contributions of a task.
-  std::vector<std::map<Slot, Tensor<float>>> received_, move_buffers_, contributions_;
+  std::vector<std::map<Slot, Buffer>> received_, move_buffers_, contributions_;
   std::vector<std::vector<NodeId>> sliced_from_;  // [source]: the layouts filled from it
   std::vector<int> group_scratch_;
-  std::vector<std::vector<float>> bucket_buffers_;  // per bucket of the plan
+  std::vector<Buffer> bucket_buffers_;  // per bucket of the plan, allocated on first use
   // A buffer of `extent`, kept for (node, slot) across steps.
-  Tensor<float>& block_buffer(std::vector<std::map<Slot, Tensor<float>>>& pool, NodeId node, Slot slot,
-                              const std::vector<int64_t>& extent);
+  const Buffer& block_buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot, std::span<const int64_t> extent);
   // Per-call argument arrays, sized once to the largest arity.
-  std::vector<const Tensor<float>*> in_, out_ptrs_, dout_;
-  std::vector<Tensor<float>> out_, din_;
+  std::vector<const Buffer*> in_, out_, dout_, din_;
   std::vector<char> direct_;
   bool timing_ = false;
   std::vector<KernelTime> kernel_times_;  // [node]
@@ -169,11 +188,11 @@ class DeviceExecutor {
   template <class F>
   void collective(StepEventKind kind, int64_t index, F&& f) {
     if (!tracing()) return f();
-    const auto t0 = StepRecorder::Clock::now();
+    const auto t0 = backend_.now();
     recorder_->enter();
     f();
     recorder_->leave();
-    recorder_->record(kind, index, -1, t0, StepRecorder::Clock::now());
+    recorder_->record(kind, index, -1, t0, backend_.now());
   }
 };
 

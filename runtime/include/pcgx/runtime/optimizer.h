@@ -1,14 +1,14 @@
 #pragma once
 // Optimizers: SGD with momentum (PyTorch's form: v = mu v + g; w -= lr v)
 // and Adam (bias-corrected). Each device updates the weight shards it owns;
-// state is kept per shard, allocated on the first step. The update runs on
-// the kernel threads (kernel_threads.h) in pieces fixed by the shard sizes.
+// state is kept per shard in the device's backend, allocated on the first
+// step, and the backend runs the update (backend.h, UpdateRule).
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "pcgx/pcg/tensor.h"
+#include "pcgx/runtime/backend.h"
 
 namespace pcgx::runtime {
 
@@ -24,19 +24,15 @@ void validate(const OptimizerOptions& o);
 
 class Optimizer {
  public:
-  explicit Optimizer(OptimizerOptions options);
+  Optimizer(OptimizerOptions options, Backend& backend);
   // One update of params[i] by grads[i]; the list must be the same every step.
-  void step(std::span<Tensor<float>* const> params, std::span<const Tensor<float>* const> grads);
+  void step(std::span<const Buffer> params, std::span<const Buffer> grads);
 
  private:
   OptimizerOptions o_;
+  Backend& backend_;
   int64_t steps_ = 0;
-  struct Piece {
-    size_t tensor, begin, size;
-  };
-  std::vector<std::vector<float>> m_, v_;
-  std::vector<Piece> pieces_;
-  size_t total_ = 0;  // parameters
+  std::vector<ParameterSlot> slots_;
 };
 
 }  // namespace pcgx::runtime

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "pcgx/runtime/backend.h"
 #include "pcgx/runtime/dataset.h"
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/execution_plan.h"
@@ -38,6 +40,10 @@ struct TrainOptions {
   double bucket_bytes = kDefaultBucketBytes;  // gradient buckets (execution_plan.h)
   int64_t trace_step = -1;  // 0-based: record this step's timeline into TrainResult::trace; -1: none
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
+  // Each device's backend (backend.h), made on the device's own thread
+  // from its rank; null: the host's. A backend whose memory is not the
+  // host's exchanges messages through host copies (staging_communicator.h).
+  std::function<std::unique_ptr<Backend>(int device)> backend;
 };
 
 // Where one device's timed steps went (with TrainOptions::time_kernels,
@@ -66,6 +72,8 @@ struct TrainResult {
   int devices = 1;
   std::string target;                // the input the teacher labels ("" with user data)
   std::string data;                  // BatchSource::describe()
+  std::string backend = "cpu";       // Backend::name() of device 0
+  std::string backend_remarks;       // Backend::remarks() of device 0
   // With TrainOptions::time_kernels: per node, kernel time summed over every
   // device's tasks (under MPI, rank 0's tasks only) in the steps timed
   // (each device's that did not stall: DeviceTime::steps).

@@ -1,0 +1,41 @@
+#pragma once
+// Which backend trains a plan (DESIGN.md "Runtime"): the CPU's virtual
+// devices in this process, MPI ranks (one device each, host memory), or
+// CUDA GPUs (runtime/cuda; in this process or one rank per GPU under
+// mpirun). `auto` takes CUDA when a GPU is visible, else MPI when started
+// by mpirun, else the CPU.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pcgx/runtime/backend.h"
+
+namespace pcgx::runner {
+
+enum class BackendKind : uint8_t { kAuto, kCpu, kMpi, kCuda };
+
+// From its name (auto, cpu, mpi, cuda); nullopt for any other.
+std::optional<BackendKind> backend_kind(std::string_view name);
+const char* backend_name(BackendKind k);
+
+// The GPUs this build's CUDA backend sees: 0, with the reason in `why`,
+// when there are none or pcgx was built without CUDA.
+int cuda_devices(std::string* why = nullptr);
+
+// `auto` made concrete for this process (the others stay as they are).
+BackendKind resolve(BackendKind k, bool under_mpi);
+
+struct BackendSetup {
+  BackendKind kind = BackendKind::kCpu;
+  bool under_mpi = false;  // one device per MPI rank
+  bool tf32 = true;        // CUDA products on TF32 tensor cores
+};
+// Each device's backend, as runtime::TrainOptions::backend takes it:
+// empty for the host; for CUDA, device d (a virtual device, or an MPI
+// rank) on GPU d mod the GPUs visible, so several virtual devices can
+// share one. Throws pcgx::Error for CUDA without a GPU, saying why.
+std::function<std::unique_ptr<runtime::Backend>(int)> backend_factory(const BackendSetup& setup);
+
+}  // namespace pcgx::runner

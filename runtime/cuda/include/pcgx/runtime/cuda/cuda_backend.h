@@ -1,0 +1,78 @@
+#pragma once
+// The GPU's backend (pcgx/runtime/backend.h) on one CUDA device: shards in
+// device memory from a caching arena (cudaMalloc only while the first step
+// asks for buffers), products on cuBLAS (TF32 tensor cores by default,
+// strict FP32 as an option), elementwise, block, dropout and optimizer
+// kernels of its own (kernels.cu), and every operator it has no kernel
+// for run by the CPU's kernel on host copies of its shards (correct, and
+// slow: `host_fallbacks()` names them, and `pcgx run` prints them). All
+// work is queued on one stream; now() waits for it.
+//
+// This header needs no CUDA header: the tools include it whether or not
+// the toolkit is installed (PCGX_HAVE_CUDA says whether it was built).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pcgx/runtime/backend.h"
+
+namespace pcgx::runtime::cuda {
+
+struct CudaOptions {
+  int device = 0;     // CUDA device ordinal
+  bool tf32 = true;   // cuBLAS on TF32 tensor cores; false: strict FP32
+};
+
+// How many CUDA devices this process sees; 0 with the reason in `why`
+// (no driver, no device, CUDA_VISIBLE_DEVICES empty).
+int device_count(std::string* why = nullptr);
+
+class CudaBackend final : public Backend {
+ public:
+  // Throws pcgx::Error when the device cannot be used.
+  explicit CudaBackend(const CudaOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  Buffer allocate(std::span<const int64_t> shape) override;
+  std::span<const int64_t> shape(const Buffer& b) const override;
+  void fill(const Buffer& b, float value) override;
+  void copy(const Buffer& to, const Buffer& from) override;
+  void add(const Buffer& into, const Buffer& x) override;
+  void read_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& out) override;
+  void add_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& block) override;
+  void add_from_block(const Buffer& out, const Buffer& full, std::span<const int64_t> offset) override;
+  void add_range(const Buffer& flat, int64_t at, const Buffer& x) override;
+  void copy_range(const Buffer& to, const Buffer& flat, int64_t at) override;
+  void upload_block(const Tensor<float>& logical, std::span<const int64_t> offset, const Buffer& out) override;
+  void download(const Buffer& b, std::span<float> host) override;
+  float element(const Buffer& b, int64_t index) override;
+  bool host_memory() const override { return false; }
+  void to_host(std::span<const float> from, std::span<float> to) override;
+  void from_host(std::span<const float> from, std::span<float> to) override;
+  std::string unsupported(const Node& n) const override;
+  void forward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
+               std::span<const Buffer* const> out) override;
+  void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
+                std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
+                std::span<const Buffer* const> in_grad) override;
+  void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override;
+  Clock::time_point now() override;
+  std::string remarks() const override;
+
+  // Whether an operator runs on the device's own kernels (else on the
+  // host fallback).
+  static bool native(const OpDef& op);
+  // The operators this backend has run on the host fallback, by name.
+  std::vector<std::string> host_fallbacks() const;
+  // cudaMalloc calls so far (the arena's chunks and scratch growth).
+  int64_t device_allocations() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace pcgx::runtime::cuda

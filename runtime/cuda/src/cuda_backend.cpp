@@ -1,0 +1,440 @@
+#include "pcgx/runtime/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <deque>
+#include <set>
+
+#include "cublas_loader.h"
+#include "kernels.h"
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::runtime::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
+}
+void check(cublasStatus_t e, const char* what) {
+  if (e != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cublas: ") + what + ": status " + std::to_string(static_cast<int>(e)));
+}
+
+// The operators with kernels of this backend; the rest run on the host.
+enum class Kind : uint8_t { kHost, kEwAdd, kEwMul, kScalarMul, kRelu, kGelu, kSigmoid, kTanh, kDropout, kLinear, kMatMul, kBatchMatMul };
+
+Kind kind_of(const OpDef& op) {
+  static const std::pair<const char*, Kind> kinds[] = {
+      {"EwAdd", Kind::kEwAdd}, {"EwMul", Kind::kEwMul},   {"ScalarMul", Kind::kScalarMul}, {"Relu", Kind::kRelu},
+      {"Gelu", Kind::kGelu},   {"Sigmoid", Kind::kSigmoid}, {"Tanh", Kind::kTanh},         {"Dropout", Kind::kDropout},
+      {"Linear", Kind::kLinear}, {"MatMul", Kind::kMatMul}, {"BatchMatMul", Kind::kBatchMatMul}};
+  for (const auto& [name, k] : kinds)
+    if (op.name == name) return k;
+  return Kind::kHost;
+}
+
+Act act_of(Kind k) {
+  switch (k) {
+    case Kind::kRelu: return Act::kRelu;
+    case Kind::kGelu: return Act::kGelu;
+    case Kind::kSigmoid: return Act::kSigmoid;
+    case Kind::kTanh: return Act::kTanh;
+    default: return Act::kNone;
+  }
+}
+
+// Linear's "activation" attribute (the registry's names).
+Act act_named(const std::string& a) {
+  if (a == "relu") return Act::kRelu;
+  if (a == "gelu") return Act::kGelu;
+  if (a == "sigmoid") return Act::kSigmoid;
+  if (a == "tanh") return Act::kTanh;
+  return Act::kNone;
+}
+
+constexpr size_t kChunk = size_t{64} << 20;  // the arena's cudaMalloc granule
+constexpr size_t kAlign = 256;
+
+}  // namespace
+
+struct CudaBackend::State {
+  int device = 0;
+  bool tf32 = true;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  // Arena: buffers live as long as the backend, so a bump allocator over
+  // chunks is the whole caching allocator; nothing is freed before the end.
+  std::vector<void*> chunks;
+  char* next = nullptr;
+  size_t left = 0;
+  int64_t mallocs = 0;
+  std::deque<std::vector<int64_t>> shapes;  // per buffer id
+  std::deque<Tensor<float>> host;           // per buffer id: its host copy, made when first needed
+  float* scratch[2] = {nullptr, nullptr};
+  size_t scratch_size[2] = {0, 0};
+  std::set<std::string> fallbacks;
+  // The host fallback's argument arrays (host_backend.cpp's).
+  std::vector<const Tensor<float>*> in, out_ptrs, dout;
+  std::vector<Tensor<float>> out, din;
+
+  void* raw(size_t bytes) {
+    bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (bytes > left) {
+      const size_t size = std::max(bytes, kChunk);
+      void* p = nullptr;
+      check(cudaMalloc(&p, size), "cudaMalloc");
+      ++mallocs;
+      chunks.push_back(p);
+      next = static_cast<char*>(p), left = size;
+    }
+    void* p = next;
+    next += bytes, left -= bytes;
+    return p;
+  }
+  float* scratch_floats(int slot, size_t n) {
+    if (scratch_size[slot] < n) {
+      if (scratch[slot]) check(cudaFree(scratch[slot]), "cudaFree");
+      check(cudaMalloc(reinterpret_cast<void**>(&scratch[slot]), n * sizeof(float)), "cudaMalloc");
+      ++mallocs;
+      scratch_size[slot] = n;
+    }
+    return scratch[slot];
+  }
+  // The host copy of a buffer, shaped; with its device values when `fetch`.
+  Tensor<float>& staged(const Buffer& b, bool fetch) {
+    Tensor<float>& t = host[static_cast<size_t>(b.id)];
+    if (t.data.size() != static_cast<size_t>(b.numel)) t = Tensor<float>(shapes[static_cast<size_t>(b.id)]);
+    if (fetch) {
+      check(cudaMemcpyAsync(t.data.data(), b.data, static_cast<size_t>(b.numel) * sizeof(float), cudaMemcpyDeviceToHost, stream), "copy to host");
+      check(cudaStreamSynchronize(stream), "synchronize");
+    }
+    return t;
+  }
+  void put(const Buffer& b) {
+    const Tensor<float>& t = host[static_cast<size_t>(b.id)];
+    check(cudaMemcpyAsync(b.data, t.data.data(), static_cast<size_t>(b.numel) * sizeof(float), cudaMemcpyHostToDevice, stream), "copy to device");
+  }
+  BlockGeometry geometry(const Buffer& full, std::span<const int64_t> offset, const Buffer& blk) const {
+    const auto& fs = shapes[static_cast<size_t>(full.id)];
+    const auto& bs = shapes[static_cast<size_t>(blk.id)];
+    BlockGeometry g;
+    g.rank = static_cast<int>(fs.size());
+    if (g.rank > kMaxRank) throw Error("cuda: rank " + std::to_string(g.rank) + " is above " + std::to_string(kMaxRank));
+    int64_t stride = 1;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      g.extent[d] = std::min(bs[static_cast<size_t>(d)], fs[static_cast<size_t>(d)]);
+      g.offset[d] = offset.empty() ? 0 : offset[static_cast<size_t>(d)];
+      g.full_strides[d] = stride;
+      stride *= fs[static_cast<size_t>(d)];
+    }
+    g.numel = 1;
+    for (int d = 0; d < g.rank; ++d) g.numel *= g.extent[d];
+    return g;
+  }
+  // Row-major y[m, n] (+)= x[m, k] w[k, n], batched with strides.
+  void gemm(bool tx, bool tw, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
+            int64_t batches = 1) {
+    // Column-major: y^T = op(w)^T op(x)^T; a row-major [r, c] matrix is a
+    // column-major [c, r] one with leading dimension c.
+    const float alpha = 1.f;
+    const int lx = static_cast<int>(tx ? m : k), lw = static_cast<int>(tw ? k : n);
+    const cublasOperation_t ow = tw ? CUBLAS_OP_T : CUBLAS_OP_N, ox = tx ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (batches == 1) {
+      check(cublas().sgemm(blas, ow, ox, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, w, lw, x, lx, &beta, y,
+                        static_cast<int>(n)),
+            "sgemm");
+    } else {
+      check(cublas().sgemm_strided_batched(blas, ow, ox, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, w, lw, k * n,
+                                      x, lx, m * k, &beta, y, static_cast<int>(n), m * n, static_cast<int>(batches)),
+            "sgemm (batched)");
+    }
+  }
+};
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) {
+      if (e == cudaErrorNoDevice) *why = "no CUDA device is visible";
+      else if (e == cudaErrorInsufficientDriver) *why = std::string("no NVIDIA driver is loaded, or it is older than this CUDA runtime (") + cudaGetErrorString(e) + ")";
+      else *why = cudaGetErrorString(e);
+    }
+    cudaGetLastError();  // clear it
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device is visible";
+  return n;
+}
+
+CudaBackend::CudaBackend(const CudaOptions& o) : s_(std::make_unique<State>()) {
+  std::string why;
+  const int n = device_count(&why);
+  if (n == 0) throw Error("cuda: no GPU (" + why + ")");
+  if (o.device < 0 || o.device >= n)
+    throw Error("cuda: device " + std::to_string(o.device) + " is not one of the " + std::to_string(n) + " visible");
+  s_->device = o.device, s_->tf32 = o.tf32;
+  check(cudaSetDevice(o.device), "cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&s_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cublas().create(&s_->blas), "cublasCreate");
+  check(cublas().set_stream(s_->blas, s_->stream), "cublasSetStream");
+  check(cublas().set_math_mode(s_->blas, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(s_->device);
+  if (s_->stream) cudaStreamSynchronize(s_->stream);
+  if (s_->blas) cublas().destroy(s_->blas);
+  for (float* p : s_->scratch)
+    if (p) cudaFree(p);
+  for (void* p : s_->chunks) cudaFree(p);
+  if (s_->stream) cudaStreamDestroy(s_->stream);
+}
+
+Buffer CudaBackend::allocate(std::span<const int64_t> shape) {
+  const int64_t n = product(shape);
+  auto* p = static_cast<float*>(s_->raw(static_cast<size_t>(n) * sizeof(float)));
+  check(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * sizeof(float), s_->stream), "cudaMemset");
+  s_->shapes.emplace_back(shape.begin(), shape.end());
+  s_->host.emplace_back();
+  return {p, n, static_cast<int32_t>(s_->shapes.size() - 1)};
+}
+
+std::span<const int64_t> CudaBackend::shape(const Buffer& b) const { return s_->shapes[static_cast<size_t>(b.id)]; }
+
+void CudaBackend::fill(const Buffer& b, float value) {
+  if (value == 0.f) check(cudaMemsetAsync(b.data, 0, static_cast<size_t>(b.numel) * sizeof(float), s_->stream), "cudaMemset");
+  else cuda::fill(b.data, b.numel, value, s_->stream);
+}
+
+void CudaBackend::copy(const Buffer& to, const Buffer& from) {
+  check(cudaMemcpyAsync(to.data, from.data, static_cast<size_t>(to.numel) * sizeof(float), cudaMemcpyDeviceToDevice, s_->stream), "copy");
+}
+
+void CudaBackend::add(const Buffer& into, const Buffer& x) { cuda::add(into.data, x.data, into.numel, s_->stream); }
+
+void CudaBackend::read_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& out) {
+  block(BlockOp::kRead, s_->geometry(full, offset, out), full.data, out.data, s_->stream);
+}
+
+void CudaBackend::add_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& blk) {
+  block(BlockOp::kAdd, s_->geometry(full, offset, blk), full.data, blk.data, s_->stream);
+}
+
+void CudaBackend::add_from_block(const Buffer& out, const Buffer& full, std::span<const int64_t> offset) {
+  block(BlockOp::kAddFrom, s_->geometry(full, offset, out), full.data, out.data, s_->stream);
+}
+
+void CudaBackend::add_range(const Buffer& flat, int64_t at, const Buffer& x) { cuda::add(flat.data + at, x.data, x.numel, s_->stream); }
+
+void CudaBackend::copy_range(const Buffer& to, const Buffer& flat, int64_t at) {
+  check(cudaMemcpyAsync(to.data, flat.data + at, static_cast<size_t>(to.numel) * sizeof(float), cudaMemcpyDeviceToDevice, s_->stream),
+        "copy");
+}
+
+void CudaBackend::upload_block(const Tensor<float>& logical, std::span<const int64_t> offset, const Buffer& out) {
+  Tensor<float>& t = s_->staged(out, false);
+  // The previous upload from this host copy must be done before it is overwritten.
+  check(cudaStreamSynchronize(s_->stream), "synchronize");
+  pcgx::read_block(logical, offset, t);
+  s_->put(out);
+}
+
+void CudaBackend::download(const Buffer& b, std::span<float> host) {
+  check(cudaSetDevice(s_->device), "cudaSetDevice");
+  to_host(b.span().first(std::min(host.size(), static_cast<size_t>(b.numel))), host);
+}
+
+float CudaBackend::element(const Buffer& b, int64_t index) {
+  float v = 0;
+  to_host(std::span<const float>(b.data + index, 1), std::span<float>(&v, 1));
+  return v;
+}
+
+void CudaBackend::to_host(std::span<const float> from, std::span<float> to) {
+  check(cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyDeviceToHost, s_->stream), "copy to host");
+  check(cudaStreamSynchronize(s_->stream), "synchronize");
+}
+
+void CudaBackend::from_host(std::span<const float> from, std::span<float> to) {
+  // Synchronous: the caller reuses its host buffer at once.
+  check(cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyHostToDevice, s_->stream), "copy to device");
+  check(cudaStreamSynchronize(s_->stream), "synchronize");
+}
+
+bool CudaBackend::native(const OpDef& op) { return kind_of(op) != Kind::kHost; }
+
+std::string CudaBackend::unsupported(const Node& n) const {
+  if (native(*n.op)) return "";
+  // The host fallback runs the CPU's kernels.
+  if (!n.op->kernel_f32) return n.op->name + " has no CPU kernel to fall back on";
+  if (!n.op->grad_f32) return n.op->name + " has no CPU gradient to fall back on";
+  return "";
+}
+
+std::vector<std::string> CudaBackend::host_fallbacks() const { return {s_->fallbacks.begin(), s_->fallbacks.end()}; }
+
+std::string CudaBackend::remarks() const {
+  if (s_->fallbacks.empty()) return "";
+  std::string r = "ran on the CPU's kernels through host copies (no CUDA kernel yet):";
+  for (const std::string& f : s_->fallbacks) r += " " + f;
+  return r;
+}
+
+int64_t CudaBackend::device_allocations() const { return s_->mallocs; }
+
+void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out) {
+  State& s = *s_;
+  const Kind k = kind_of(*n.op);
+  float* y = out[0]->data;
+  switch (k) {
+    case Kind::kEwAdd: return ew_add(in[0]->data, in[1]->data, y, out[0]->numel, s.stream);
+    case Kind::kEwMul: return ew_mul(in[0]->data, in[1]->data, y, out[0]->numel, s.stream);
+    case Kind::kScalarMul:
+      return scale(in[0]->data, static_cast<float>(n.attrs.get_float("scalar")), y, out[0]->numel, s.stream);
+    case Kind::kRelu:
+    case Kind::kGelu:
+    case Kind::kSigmoid:
+    case Kind::kTanh: return activate(act_of(k), in[0]->data, y, out[0]->numel, s.stream);
+    case Kind::kDropout: {
+      BlockGeometry g = s.geometry(*out[0], ctx.output_offsets[0], *out[0]);
+      int64_t stride = 1;  // of the whole tensor: the draws follow global indices
+      for (int d = g.rank - 1; d >= 0; --d) g.full_strides[d] = stride, stride *= ctx.output_shapes[0].dims[static_cast<size_t>(d)].size;
+      return dropout(in[0]->data, y, g, static_cast<uint64_t>(n.attrs.get_int("seed")), n.attrs.get_float("rate"), false, s.stream);
+    }
+    case Kind::kLinear:
+    case Kind::kMatMul: {
+      const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
+      const int64_t kk = ws[0], nn = ws[1], m = in[0]->numel / kk;
+      s.gemm(false, false, m, nn, kk, in[0]->data, in[1]->data, y, 0.f);
+      if (k == Kind::kLinear) {
+        const bool bias = n.attrs.get_bool("use_bias");
+        const Act act = act_named(n.attrs.get_string("activation"));
+        if (bias || act != Act::kNone) bias_activate(act, y, bias ? in[2]->data : nullptr, m, nn, s.stream);
+      }
+      return;
+    }
+    case Kind::kBatchMatMul: {
+      const auto& xs = s.shapes[static_cast<size_t>(in[0]->id)];
+      const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
+      const size_t r = xs.size();
+      const int64_t m = xs[r - 2], kk = xs[r - 1], nn = ws[r - 1];
+      return s.gemm(false, false, m, nn, kk, in[0]->data, in[1]->data, y, 0.f, in[0]->numel / (m * kk));
+    }
+    case Kind::kHost: break;
+  }
+  // The host fallback: the CPU's kernel on host copies.
+  s.fallbacks.insert(n.op->name);
+  if (s.in.size() < in.size()) s.in.resize(in.size());
+  if (s.out.size() < out.size()) s.out.resize(out.size());
+  for (size_t i = 0; i < in.size(); ++i) s.in[i] = &s.staged(*in[i], true);
+  for (size_t o = 0; o < out.size(); ++o) {
+    s.out[o] = std::move(s.staged(*out[o], false));
+    std::fill(s.out[o].data.begin(), s.out[o].data.end(), 0.f);
+  }
+  n.op->kernel_f32(KernelArgs<float>{n.attrs, std::span(s.in.data(), in.size()), std::span(s.out.data(), out.size()), ctx});
+  for (size_t o = 0; o < out.size(); ++o) s.host[static_cast<size_t>(out[o]->id)] = std::move(s.out[o]), s.put(*out[o]);
+  check(cudaStreamSynchronize(s.stream), "synchronize");
+}
+
+void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out,
+                           std::span<const Buffer* const> out_grad, std::span<const Buffer* const> in_grad) {
+  State& s = *s_;
+  const Kind k = kind_of(*n.op);
+  const float* dy = out_grad[0]->data;
+  const int64_t size = out_grad[0]->numel;
+  switch (k) {
+    case Kind::kEwAdd:
+      for (int i = 0; i < 2; ++i) cuda::add(in_grad[static_cast<size_t>(i)]->data, dy, size, s.stream);
+      return;
+    case Kind::kEwMul:
+      mul_add(dy, in[1]->data, in_grad[0]->data, size, s.stream);
+      mul_add(dy, in[0]->data, in_grad[1]->data, size, s.stream);
+      return;
+    case Kind::kScalarMul:
+      return scale_add(dy, static_cast<float>(n.attrs.get_float("scalar")), in_grad[0]->data, size, s.stream);
+    case Kind::kRelu:
+    case Kind::kGelu:
+    case Kind::kSigmoid:
+    case Kind::kTanh:
+      return activation_backward_add(act_of(k), in[0]->data, out[0]->data, dy, in_grad[0]->data, size, s.stream);
+    case Kind::kDropout: {
+      BlockGeometry g = s.geometry(*out[0], ctx.output_offsets[0], *out[0]);
+      int64_t stride = 1;
+      for (int d = g.rank - 1; d >= 0; --d) g.full_strides[d] = stride, stride *= ctx.output_shapes[0].dims[static_cast<size_t>(d)].size;
+      return dropout(dy, in_grad[0]->data, g, static_cast<uint64_t>(n.attrs.get_int("seed")), n.attrs.get_float("rate"), true, s.stream);
+    }
+    case Kind::kLinear:
+    case Kind::kMatMul: {
+      const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
+      const int64_t kk = ws[0], nn = ws[1], m = in[0]->numel / kk;
+      const float* dz = dy;
+      if (k == Kind::kLinear) {
+        const bool bias = n.attrs.get_bool("use_bias");
+        const Act act = act_named(n.attrs.get_string("activation"));
+        if (act != Act::kNone) {
+          const auto elems = static_cast<size_t>(m * nn);
+          float* z = nullptr;
+          if (act == Act::kGelu) {  // recompute z = x W + b
+            z = s.scratch_floats(1, elems);
+            s.gemm(false, false, m, nn, kk, in[0]->data, in[1]->data, z, 0.f);
+            if (bias) bias_activate(Act::kNone, z, in[2]->data, m, nn, s.stream);
+          }
+          float* d = s.scratch_floats(0, elems);
+          check(cudaMemsetAsync(d, 0, elems * sizeof(float), s.stream), "cudaMemset");
+          activation_backward_add(act, z, out[0]->data, dy, d, m * nn, s.stream);
+          dz = d;
+        }
+        if (bias) add_column_sums(dz, m, nn, in_grad[2]->data, s.stream);
+      }
+      s.gemm(false, true, m, kk, nn, dz, in[1]->data, in_grad[0]->data, 1.f);  // dx += dz W^T
+      s.gemm(true, false, kk, nn, m, in[0]->data, dz, in_grad[1]->data, 1.f);  // dW += x^T dz
+      return;
+    }
+    case Kind::kBatchMatMul: {
+      const auto& xs = s.shapes[static_cast<size_t>(in[0]->id)];
+      const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
+      const size_t r = xs.size();
+      const int64_t m = xs[r - 2], kk = xs[r - 1], nn = ws[r - 1], batches = in[0]->numel / (m * kk);
+      s.gemm(false, true, m, kk, nn, dy, in[1]->data, in_grad[0]->data, 1.f, batches);  // dx += dy w^T per item
+      s.gemm(true, false, kk, nn, m, in[0]->data, dy, in_grad[1]->data, 1.f, batches);  // dw += x^T dy per item
+      return;
+    }
+    case Kind::kHost: break;
+  }
+  s.fallbacks.insert(n.op->name);
+  if (s.in.size() < in.size()) s.in.resize(in.size());
+  if (s.din.size() < in.size()) s.din.resize(in.size());
+  if (s.out_ptrs.size() < out.size()) s.out_ptrs.resize(out.size()), s.dout.resize(out.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    s.in[i] = &s.staged(*in[i], true);
+    if (in_grad[i]) {
+      s.din[i] = std::move(s.staged(*in_grad[i], false));
+      std::fill(s.din[i].data.begin(), s.din[i].data.end(), 0.f);  // in_grad holds zeros on entry
+    } else {
+      s.din[i] = Tensor<float>();
+    }
+  }
+  for (size_t o = 0; o < out.size(); ++o) s.out_ptrs[o] = &s.staged(*out[o], true), s.dout[o] = &s.staged(*out_grad[o], true);
+  n.op->grad_f32(GradArgs{n.attrs, std::span(s.in.data(), in.size()), std::span(s.out_ptrs.data(), out.size()),
+                          std::span(s.dout.data(), out.size()), std::span(s.din.data(), in.size()), ctx});
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in_grad[i]) s.host[static_cast<size_t>(in_grad[i]->id)] = std::move(s.din[i]), s.put(*in_grad[i]);
+  check(cudaStreamSynchronize(s.stream), "synchronize");
+}
+
+void CudaBackend::update(const UpdateRule& r, std::span<const ParameterSlot> slots) {
+  for (const ParameterSlot& p : slots) {
+    if (r.kind == UpdateRule::Kind::kSgd) sgd(p.w.data, p.g.data, p.m.data, p.w.numel, r.lr, r.momentum, s_->stream);
+    else adam(p.w.data, p.g.data, p.m.data, p.v.data, p.w.numel, r.beta1, r.beta2, r.one_minus_beta1, r.one_minus_beta2, r.step, r.eps,
+              r.root_c2, s_->stream);
+  }
+}
+
+Backend::Clock::time_point CudaBackend::now() {
+  check(cudaStreamSynchronize(s_->stream), "synchronize");
+  return Clock::now();
+}
+
+}  // namespace pcgx::runtime::cuda

@@ -1,0 +1,54 @@
+#pragma once
+// The CUDA backend's own kernels (kernels.cu), as plain launchers on a
+// stream: the backend (cuda_backend.cpp) calls them; cuBLAS does the
+// products. Every launcher returns at once (the work is queued).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pcgx::runtime::cuda {
+
+inline constexpr int kMaxRank = 8;  // as pcg/tensor.h's
+
+// A block of a row-major shard: `extent` elements along each of `rank`
+// dimensions, at `offset` in a tensor with `full_strides`.
+struct BlockGeometry {
+  int rank = 0;
+  int64_t extent[kMaxRank] = {};
+  int64_t offset[kMaxRank] = {};
+  int64_t full_strides[kMaxRank] = {};
+  int64_t numel = 0;  // of the block
+};
+enum class BlockOp : int { kRead, kAdd, kAddFrom };  // out = full[b]; full[b] += block; out += full[b]
+void block(BlockOp op, const BlockGeometry& g, float* full, float* blk, cudaStream_t s);
+
+void fill(float* x, int64_t n, float value, cudaStream_t s);
+void add(float* into, const float* x, int64_t n, cudaStream_t s);  // into += x
+
+enum class Act : int { kNone, kRelu, kGelu, kSigmoid, kTanh };  // pcg/src/ops/numeric.h's
+// y = act(x) (in place allowed).
+void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s);
+// dx += dy * act'(z), from z (gelu) or y = act(z) (the others).
+void activation_backward_add(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s);
+// y = act(y + bias[j]) over rows of n columns.
+void bias_activate(Act act, float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s);
+// db[j] += sum over rows of d[i, j].
+void add_column_sums(const float* d, int64_t rows, int64_t n, float* db, cudaStream_t s);
+
+void ew_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
+void ew_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
+void scale(const float* x, float k, float* y, int64_t n, cudaStream_t s);              // y = k x
+void scale_add(const float* x, float k, float* y, int64_t n, cudaStream_t s);          // y += k x
+void mul_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);     // y += a b
+
+// Dropout with the CPU's counter-based draws (pcgx/pcg/dropout_draw.h): each
+// element's draw comes from its index in the whole (logical) tensor,
+// `global_strides` of it and this shard's `offset`. add: y += (grad).
+void dropout(const float* x, float* y, const BlockGeometry& shard, uint64_t seed, double rate, bool add, cudaStream_t s);
+
+// Optimizer updates (backend.h UpdateRule).
+void sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, cudaStream_t s);
+void adam(float* w, const float* g, float* m, float* v, int64_t n, float beta1, float beta2, float one_minus_beta1,
+          float one_minus_beta2, float step, float eps, float root_c2, cudaStream_t s);
+
+}  // namespace pcgx::runtime::cuda

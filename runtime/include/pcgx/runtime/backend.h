@@ -1,0 +1,112 @@
+#pragma once
+// Where a device's shards live and its kernels run: the seam between the
+// one executor (device_executor.h) and the hardware. The executor decides
+// what runs where and when, and what travels between devices; a Backend
+// owns the memory, runs each operator's forward and gradient kernels and
+// the optimizer's update, and reads its clock. host_backend.h is the CPU's
+// (the registry's kernels on the kernel threads); runtime/cuda holds the
+// GPU's.
+//
+// Buffers are handles: the executor never reads a buffer's floats, it
+// hands them to the backend and to its Communicator, which must take the
+// backend's memory (host memory for the in-process and MPI communicators,
+// device memory for NCCL's).
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/operator.h"
+#include "pcgx/pcg/tensor.h"
+
+namespace pcgx::runtime {
+
+// One shard in a backend's memory, valid until the backend goes. A
+// default Buffer is no buffer (a shard this device does not hold, or an
+// index input's gradient).
+struct Buffer {
+  float* data = nullptr;  // host or device memory, as the backend's
+  int64_t numel = 0;
+  int32_t id = -1;        // the backend's own handle
+  explicit operator bool() const { return id >= 0; }
+  std::span<float> span() const { return {data, static_cast<size_t>(numel)}; }
+};
+
+// One optimizer step's constants (optimizer.cpp derives them): SGD with
+// momentum (v = mu v + g; w -= lr v) or bias-corrected Adam
+// (w -= step m / (sqrt(v) / root_c2 + eps)).
+struct UpdateRule {
+  enum class Kind : uint8_t { kSgd, kAdam };
+  Kind kind = Kind::kSgd;
+  float lr = 0, momentum = 0;
+  float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0;
+  float step = 0, eps = 0, root_c2 = 1;
+};
+// A parameter shard, its gradient and its optimizer state (v: Adam only).
+struct ParameterSlot {
+  Buffer w, g, m, v;
+};
+
+class Backend {
+ public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Memory. allocate returns a zeroed buffer of `shape`; after a step has
+  // run, a backend allocates nothing more for the same plan (the executor
+  // keeps every buffer it asked for).
+  virtual Buffer allocate(std::span<const int64_t> shape) = 0;
+  virtual std::span<const int64_t> shape(const Buffer& b) const = 0;
+  virtual void fill(const Buffer& b, float value) = 0;
+  virtual void copy(const Buffer& to, const Buffer& from) = 0;  // same size
+  virtual void add(const Buffer& into, const Buffer& x) = 0;    // into += x
+  // Blocks of a shard (tensor.h's read_block, add_block, add_from_block):
+  // out = full's block at offset; full's block at offset += block;
+  // out += full's block at offset. Blocks take the extent of the smaller.
+  virtual void read_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& out) = 0;
+  virtual void add_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& block) = 0;
+  virtual void add_from_block(const Buffer& out, const Buffer& full, std::span<const int64_t> offset) = 0;
+  // Flat ranges of a bucket: flat[at, at + |x|) += x; to = flat[at, at + |to|).
+  virtual void add_range(const Buffer& flat, int64_t at, const Buffer& x) = 0;
+  virtual void copy_range(const Buffer& to, const Buffer& flat, int64_t at) = 0;
+  // From and to the host: out = the block of a logical host tensor at
+  // `offset`; the whole buffer into `host` (its size); one element.
+  virtual void upload_block(const Tensor<float>& logical, std::span<const int64_t> offset, const Buffer& out) = 0;
+  virtual void download(const Buffer& b, std::span<float> host) = 0;
+  virtual float element(const Buffer& b, int64_t index) = 0;
+  // Whether buffers are host memory, which any Communicator takes as it
+  // is; where not, the trainer stages messages through the host
+  // (staging_communicator.h) unless the communicator is the device's own.
+  virtual bool host_memory() const = 0;
+  // Raw copies between the backend's memory and the host's (same sizes).
+  virtual void to_host(std::span<const float> from, std::span<float> to) = 0;
+  virtual void from_host(std::span<const float> from, std::span<float> to) = 0;
+
+  // Why this backend cannot run node `n` (an operator it has no kernels
+  // for), or empty. The executor asks before the first step.
+  virtual std::string unsupported(const Node& n) const = 0;
+  // One task of a compute node: `out` is overwritten with its outputs.
+  virtual void forward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
+                       std::span<const Buffer* const> out) = 0;
+  // Its gradient (operator.h, GradKernel): `in_grad` holds zeros on entry
+  // (a null entry for an index input) and the task's gradient of each
+  // input on return.
+  virtual void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
+                        std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
+                        std::span<const Buffer* const> in_grad) = 0;
+  // One optimizer update of every slot; the list is the same every call.
+  virtual void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) = 0;
+
+  // The time once the work queued so far has finished (the host's clock
+  // after waiting, for a device that runs asynchronously): kernel timings
+  // and step traces read it.
+  virtual Clock::time_point now() = 0;
+
+  // What a user should know about how a run used this backend (operators
+  // it ran on a slow path), one line; empty when nothing.
+  virtual std::string remarks() const { return {}; }
+};
+
+}  // namespace pcgx::runtime

@@ -1,0 +1,182 @@
+// The CUDA backend against the CPU's: every operator of every tiny zoo
+// model, one step node by node; 20 training steps per model; two virtual
+// devices sharing one GPU; no device allocation after the first step; the
+// block moves and the optimizer's update. Each test skips, saying why,
+// where no GPU is visible (CI compiles them; scripts/gpu_check.sh runs them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model_param_name.h"
+#include "tensor_compare.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/cuda/cuda_backend.h"
+#include "pcgx/runtime/device_executor.h"
+#include "pcgx/runtime/host_backend.h"
+#include "pcgx/runtime/in_process.h"
+#include "pcgx/runtime/synthetic_task.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/machine_mapping.h"
+
+namespace pcgx::runtime::cuda {
+namespace {
+
+#define PCGX_REQUIRE_GPU()                                        \
+  do {                                                            \
+    std::string why_;                                             \
+    if (device_count(&why_) == 0) GTEST_SKIP() << "no GPU: " << why_; \
+  } while (0)
+
+using pcgx::testing::relative_difference;
+
+std::unique_ptr<Backend> gpu(bool tf32) {
+  CudaOptions o;
+  o.tf32 = tf32;
+  return std::make_unique<CudaBackend>(o);
+}
+
+class CudaZoo : public ::testing::TestWithParam<std::string> {};
+
+// One step of the unpartitioned model, strict FP32: every node's output and
+// gradient (native kernels and the host fallback alike) within 1e-5 of the
+// CPU's, relative to the tensor's largest value.
+TEST_P(CudaZoo, OneStepMatchesTheCpuNodeByNode) {
+  PCGX_REQUIRE_GPU();
+  const Graph g = build_model(GetParam(), {});
+  const ExecutionPlan plan = make_plan(g, {}, 1);
+  const SyntheticTask task(g, 7, 1);
+  InProcessWorld world(1);
+  world.run([&](Communicator& comm) {
+    HostBackend host;
+    CudaBackend device(CudaOptions{0, false});
+    DeviceExecutor cpu(plan, comm, host), cuda(plan, comm, device);
+    for (DeviceExecutor* ex : {&cpu, &cuda}) {
+      for (const Node& n : g.nodes()) {
+        if (n.op->is_weight) ex->set_source(n.id, initial_weight(n, 7));
+        else if (n.op->op_class == OpClass::kSource) ex->set_source(n.id, task.batch(0).at(n.name));
+      }
+      ex->forward();
+      ex->backward();
+    }
+    for (const Node& n : g.nodes())
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        const TensorRef t{n.id, static_cast<int32_t>(o)};
+        EXPECT_LT(relative_difference(cuda.value(t, 0), cpu.value(t, 0), 1e-6), 1e-5) << describe(n) << " value";
+        if (n.outputs[o].dtype == DataType::kFloat32) {
+          EXPECT_LT(relative_difference(cuda.gradient(t, 0), cpu.gradient(t, 0), 1e-6), 1e-5) << describe(n) << " gradient";
+        }
+      }
+    const auto fallbacks = device.host_fallbacks();
+    std::printf("%s: %zu operator types on the host fallback%s%s\n", GetParam().c_str(), fallbacks.size(), fallbacks.empty() ? "" : ": ",
+                device.remarks().c_str());
+  });
+}
+
+// 20 steps on one GPU against the CPU: strict FP32 within 1e-4 of the CPU's
+// losses; TF32 (10 mantissa bits in the products) within 2e-2.
+TEST_P(CudaZoo, TwentyStepsTrainLikeTheCpu) {
+  PCGX_REQUIRE_GPU();
+  const Graph g = build_model(GetParam(), {});
+  TrainOptions o;
+  o.steps = 20, o.seed = 3, o.batches = 1;
+  const TrainResult cpu = train(g, {}, 1, o);
+  for (const bool tf32 : {false, true}) {
+    SCOPED_TRACE(tf32 ? "tf32" : "strict fp32");
+    o.backend = [tf32](int) { return gpu(tf32); };
+    const TrainResult cuda = train(g, {}, 1, o);
+    EXPECT_EQ(cuda.backend, "cuda");
+    const double tolerance = tf32 ? 2e-2 : 1e-4;
+    for (size_t s = 0; s < cpu.losses.size(); ++s)
+      EXPECT_NEAR(cuda.losses[s], cpu.losses[s], tolerance * std::fabs(cpu.losses[s]) + 1e-6) << "step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, CudaZoo,
+                         ::testing::Values("mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny", "bert-large-tiny", "gpt-tiny",
+                                           "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
+                         pcgx::testing::model_param_name);
+
+// Two virtual devices on one GPU (data parallel, messages staged through
+// the host) train like one device on it.
+TEST(Cuda, TwoVirtualDevicesShareOneGpu) {
+  PCGX_REQUIRE_GPU();
+  const Graph model = build_model("mlp-tiny", {});
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(2), search::default_efficiency());
+  const search::Strategy s = search::MachineMapper(cm).map(search::data_parallel(model, 2));
+  TrainOptions o;
+  o.steps = 5, o.seed = 3, o.batches = 1;
+  o.backend = [](int) { return gpu(false); };
+  const TrainResult one = train(model, {}, 1, o);
+  const TrainResult two = train(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+  for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(two.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << k;
+  for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(two.parameters.at(name), w, 1e-2), 1e-4) << name;
+}
+
+// Every buffer comes from the arena while the first step asks for it.
+TEST(Cuda, NoDeviceAllocationAfterTheFirstStep) {
+  PCGX_REQUIRE_GPU();
+  const Graph g = build_model("bert-large-tiny", {});
+  const ExecutionPlan plan = make_plan(g, {}, 1);
+  const SyntheticTask task(g, 1, 2);
+  InProcessWorld world(1);
+  world.run([&](Communicator& comm) {
+    CudaBackend device(CudaOptions{});
+    DeviceExecutor ex(plan, comm, device);
+    std::vector<Buffer> params, grads;
+    for (const auto& [t, k] : ex.parameter_shards()) params.push_back(ex.values(t)[static_cast<size_t>(k)]), grads.push_back(ex.grads(t)[static_cast<size_t>(k)]);
+    Optimizer opt(OptimizerOptions{}, device);
+    int64_t after_first = -1;
+    for (int step = 0; step < 4; ++step) {
+      for (const Node& n : g.nodes())
+        if (n.op->op_class == OpClass::kSource) ex.set_source(n.id, n.op->is_weight ? initial_weight(n, 1) : task.batch(step).at(n.name));
+      ex.forward();
+      ex.backward();
+      opt.step(params, grads);
+      device.now();
+      if (step == 0) after_first = device.device_allocations();
+    }
+    EXPECT_GT(after_first, 0);
+    EXPECT_EQ(device.device_allocations(), after_first);
+  });
+}
+
+// Block moves and flat ranges on the GPU equal the host's.
+TEST(Cuda, BlockMovesMatchTheHost) {
+  PCGX_REQUIRE_GPU();
+  HostBackend host;
+  CudaBackend device(CudaOptions{});
+  const std::vector<int64_t> full_shape{4, 6, 5}, block_shape{2, 3, 5}, offset{1, 2, 0};
+  Tensor<float> full(full_shape), blk(block_shape);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& x : full.data) x = u(rng);
+  for (float& x : blk.data) x = u(rng);
+  const std::vector<int64_t> zero(3, 0);
+  auto both = [&](auto&& f) {
+    Tensor<float> out[2];
+    int i = 0;
+    for (Backend* b : {static_cast<Backend*>(&host), static_cast<Backend*>(&device)}) {
+      const Buffer F = b->allocate(full_shape), B = b->allocate(block_shape);
+      b->upload_block(full, zero, F);
+      b->upload_block(blk, zero, B);
+      f(*b, F, B);
+      out[i] = Tensor<float>(full_shape);
+      Tensor<float> bo(block_shape);
+      b->download(F, out[i].data);
+      b->download(B, bo.data);
+      out[i].data.insert(out[i].data.end(), bo.data.begin(), bo.data.end());
+      ++i;
+    }
+    EXPECT_EQ(out[1].data, out[0].data);
+  };
+  both([&](Backend& b, const Buffer& F, const Buffer& B) { b.read_block(F, offset, B); });
+  both([&](Backend& b, const Buffer& F, const Buffer& B) { b.add_block(F, offset, B); });
+  both([&](Backend& b, const Buffer& F, const Buffer& B) { b.add_from_block(B, F, offset); });
+  both([&](Backend& b, const Buffer& F, const Buffer& B) { b.add_range(F, 7, B); });
+  both([&](Backend& b, const Buffer& F, const Buffer& B) { b.copy_range(B, F, 11); });
+}
+
+}  // namespace
+}  // namespace pcgx::runtime::cuda

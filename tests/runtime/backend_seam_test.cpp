@@ -1,0 +1,113 @@
+// The executor, the optimizer and the trainer reach a device's memory only
+// through its Backend (backend.h): the host's backend with every buffer's
+// address disguised (its top bit flipped, an address no process can read)
+// trains to the same bits as the plain host backend, its messages staged
+// through the host (staging_communicator.h). A stray read of a buffer's
+// floats anywhere outside the backend would crash this test.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/host_backend.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/machine_mapping.h"
+
+namespace pcgx::runtime {
+namespace {
+
+class DisguisedBackend final : public Backend {
+ public:
+  std::string name() const override { return "disguised"; }
+  Buffer allocate(std::span<const int64_t> shape) override { return hide(host_.allocate(shape)); }
+  std::span<const int64_t> shape(const Buffer& b) const override { return host_.shape(b); }
+  void fill(const Buffer& b, float v) override { host_.fill(real(b), v); }
+  void copy(const Buffer& to, const Buffer& from) override { host_.copy(real(to), real(from)); }
+  void add(const Buffer& into, const Buffer& x) override { host_.add(real(into), real(x)); }
+  void read_block(const Buffer& full, std::span<const int64_t> o, const Buffer& out) override { host_.read_block(real(full), o, real(out)); }
+  void add_block(const Buffer& full, std::span<const int64_t> o, const Buffer& b) override { host_.add_block(real(full), o, real(b)); }
+  void add_from_block(const Buffer& out, const Buffer& full, std::span<const int64_t> o) override {
+    host_.add_from_block(real(out), real(full), o);
+  }
+  void add_range(const Buffer& flat, int64_t at, const Buffer& x) override { host_.add_range(real(flat), at, real(x)); }
+  void copy_range(const Buffer& to, const Buffer& flat, int64_t at) override { host_.copy_range(real(to), real(flat), at); }
+  void upload_block(const Tensor<float>& logical, std::span<const int64_t> o, const Buffer& out) override {
+    host_.upload_block(logical, o, real(out));
+  }
+  void download(const Buffer& b, std::span<float> h) override { host_.download(real(b), h); }
+  float element(const Buffer& b, int64_t i) override { return host_.element(real(b), i); }
+  bool host_memory() const override { return false; }
+  void to_host(std::span<const float> from, std::span<float> to) override { host_.to_host({reveal(from.data()), from.size()}, to); }
+  void from_host(std::span<const float> from, std::span<float> to) override { host_.from_host(from, {reveal(to.data()), to.size()}); }
+  std::string unsupported(const Node& n) const override { return host_.unsupported(n); }
+  void forward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out) override {
+    auto i = reals(in), o = reals(out);
+    host_.forward(n, ctx, pointers(i), pointers(o));
+  }
+  void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out,
+                std::span<const Buffer* const> out_grad, std::span<const Buffer* const> in_grad) override {
+    auto i = reals(in), o = reals(out), d = reals(out_grad), g = reals(in_grad);
+    host_.backward(n, ctx, pointers(i), pointers(o), pointers(d), pointers(g));
+  }
+  void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override {
+    std::vector<ParameterSlot> r(slots.begin(), slots.end());
+    for (ParameterSlot& s : r) s.w = real(s.w), s.g = real(s.g), s.m = real(s.m), s.v = real(s.v);
+    host_.update(rule, r);
+  }
+  Clock::time_point now() override { return host_.now(); }
+
+ private:
+  static constexpr uintptr_t kBit = uintptr_t{1} << 63;
+  static float* flip(const float* p) { return p ? reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(p) ^ kBit) : nullptr; }
+  static float* reveal(const float* p) { return flip(p); }
+  static Buffer hide(Buffer b) { return b.data = flip(b.data), b; }
+  static Buffer real(Buffer b) { return b.data = flip(b.data), b; }
+  // Real buffers for a call, and pointers to them (a null entry stays null).
+  static std::vector<Buffer> reals(std::span<const Buffer* const> bs) {
+    std::vector<Buffer> r;
+    for (const Buffer* b : bs) r.push_back(b ? real(*b) : Buffer{});
+    return r;
+  }
+  static std::vector<const Buffer*> pointers(const std::vector<Buffer>& bs) {
+    std::vector<const Buffer*> p;
+    for (const Buffer& b : bs) p.push_back(b ? &b : nullptr);
+    return p;
+  }
+  HostBackend host_;
+};
+
+void expect_same_training(const Graph& g, const std::vector<MachineView>& views, int devices, TrainOptions o) {
+  const TrainResult plain = train(g, views, devices, o);
+  o.backend = [](int) { return std::make_unique<DisguisedBackend>(); };
+  const TrainResult hidden = train(g, views, devices, o);
+  EXPECT_EQ(hidden.backend, "disguised");
+  EXPECT_EQ(hidden.losses, plain.losses);
+  ASSERT_EQ(hidden.parameters.size(), plain.parameters.size());
+  for (const auto& [name, w] : plain.parameters) EXPECT_EQ(hidden.parameters.at(name).data, w.data) << name;
+  EXPECT_EQ(hidden.bytes_sent, plain.bytes_sent);
+}
+
+// Data parallelism: gradient buckets all-reduced, Adam's two moments.
+TEST(BackendSeam, DataParallelTrainsTheSameBits) {
+  const Graph model = build_model("mlp-tiny", {});
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(2), search::default_efficiency());
+  const search::Strategy s = search::MachineMapper(cm).map(search::data_parallel(model, 2));
+  TrainOptions o;
+  o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = "adam";
+  expect_same_training(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+}
+
+// The expert's DLRM plan: tasks on other devices, moves, layout changes
+// between degrees (blocks cut and placed), all-reduces of activations.
+TEST(BackendSeam, LayoutChangesTrainTheSameBits) {
+  const Graph model = build_model("dlrm-tiny", {{"batch", 8}});
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(4), search::default_efficiency());
+  const search::Strategy s = search::MachineMapper(cm).map(*search::expert(model, cm.machine(), 4, 2));
+  TrainOptions o;
+  o.steps = 3, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
+  expect_same_training(s.graph, {s.views.begin(), s.views.end()}, 4, o);
+}
+
+}  // namespace
+}  // namespace pcgx::runtime

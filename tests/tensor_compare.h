@@ -1,0 +1,22 @@
+#pragma once
+// Tensors compared at their own scale: max |a - b| / max |b|, with max |b|
+// at least `floor`. The floor matters where a value is zero in exact
+// arithmetic and holds rounding noise after training (an attention key's
+// bias: softmax ignores a shift per row), different in every run order.
+#include <algorithm>
+#include <cmath>
+
+#include "pcgx/pcg/tensor.h"
+
+namespace pcgx::testing {
+
+inline double relative_difference(const Tensor<float>& a, const Tensor<float>& b, double floor = 1e-12) {
+  double num = 0, den = floor;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(a.data[i] - b.data[i])));
+    den = std::max(den, static_cast<double>(std::fabs(b.data[i])));
+  }
+  return num / den;
+}
+
+}  // namespace pcgx::testing
