@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch's side of bench_runtime: training steps per second of the same
-models (bench/runtime.cpp builds them for pcgx), float32, CPU, SGD, one
-thread unless --threads (PyTorch's own threads) and --blas-threads (its
-BLAS's, default the same). Prints one line per model: NAME STEPS_PER_SECOND."""
+"""PyTorch's side of bench_runtime and bench_runtime_gpu: training steps per
+second of the same models (bench/runtime.cpp and runtime_gpu.cpp build them
+for pcgx), float32, SGD, eager. On the CPU (the default) one thread unless
+--threads (PyTorch's own threads) and --blas-threads (its BLAS's, default
+the same); --device cuda on a GPU, with TF32 products unless --strict-fp32.
+Prints one line per model: NAME STEPS_PER_SECOND."""
 import argparse
 import math
 import os
@@ -28,9 +30,16 @@ for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import torch  # noqa: E402
 
 
+DEVICE = "cpu"
+
+
+def tensor(*shape):
+    return torch.randn(*shape, device=DEVICE)
+
+
 def mlp(batch, hidden, layers):
-    ws = [torch.nn.Parameter(torch.randn(hidden, hidden) / math.sqrt(hidden)) for _ in range(layers)]
-    x, target = torch.randn(batch, hidden), torch.randn(batch, hidden)
+    ws = [torch.nn.Parameter(tensor(hidden, hidden) / math.sqrt(hidden)) for _ in range(layers)]
+    x, target = tensor(batch, hidden), tensor(batch, hidden)
 
     def loss():
         h = x
@@ -43,36 +52,45 @@ def mlp(batch, hidden, layers):
     return ws, loss
 
 
-def block(b, s, h, heads, ffn):
+def block(b, s, h, heads, ffn, layers=1):
     dh = h // heads
     params = []
 
     def lin(n_in, n_out):
-        w = torch.nn.Parameter(torch.randn(n_in, n_out) / math.sqrt(n_in))
-        bias = torch.nn.Parameter(torch.zeros(n_out))
+        w = torch.nn.Parameter(tensor(n_in, n_out) / math.sqrt(n_in))
+        bias = torch.nn.Parameter(torch.zeros(n_out, device=DEVICE))
         params.extend([w, bias])
         return lambda t: t @ w + bias
 
     def ln(d):
-        g, beta = torch.nn.Parameter(torch.ones(d)), torch.nn.Parameter(torch.zeros(d))
+        g, beta = torch.nn.Parameter(torch.ones(d, device=DEVICE)), torch.nn.Parameter(torch.zeros(d, device=DEVICE))
         params.extend([g, beta])
         return lambda t: torch.nn.functional.layer_norm(t, (d,), g, beta, eps=1e-5)
 
-    q, k, v, o = lin(h, h), lin(h, h), lin(h, h), lin(h, h)
-    f1, f2 = lin(h, ffn), lin(ffn, h)
-    ln1, ln2 = ln(h), ln(h)
-    x, target = torch.randn(b, s, h), torch.randn(b, s, h)
+    def one_block():
+        q, k, v, o = lin(h, h), lin(h, h), lin(h, h), lin(h, h)
+        f1, f2 = lin(h, ffn), lin(ffn, h)
+        ln1, ln2 = ln(h), ln(h)
+
+        def run(x):
+            def split(t):
+                return t.reshape(b, s, heads, dh)
+            qq = split(q(x)).permute(0, 2, 1, 3)
+            kk = split(k(x)).permute(0, 2, 3, 1)
+            vv = split(v(x)).permute(0, 2, 1, 3)
+            p = torch.softmax((qq @ kk) * (1 / math.sqrt(dh)), dim=-1)
+            ctx = (p @ vv).permute(0, 2, 1, 3).reshape(b, s, h)
+            x1 = ln1(x + o(ctx))
+            return ln2(x1 + f2(torch.nn.functional.gelu(f1(x1))))
+        return run
+
+    blocks = [one_block() for _ in range(layers)]
+    x, target = tensor(b, s, h), tensor(b, s, h)
 
     def loss():
-        def split(t):
-            return t.reshape(b, s, heads, dh)
-        qq = split(q(x)).permute(0, 2, 1, 3)
-        kk = split(k(x)).permute(0, 2, 3, 1)
-        vv = split(v(x)).permute(0, 2, 1, 3)
-        p = torch.softmax((qq @ kk) * (1 / math.sqrt(dh)), dim=-1)
-        ctx = (p @ vv).permute(0, 2, 1, 3).reshape(b, s, h)
-        x1 = ln1(x + o(ctx))
-        y = ln2(x1 + f2(torch.nn.functional.gelu(f1(x1))))
+        y = x
+        for run in blocks:
+            y = run(y)
         return torch.mean((y - target) ** 2)
 
     return params, loss
@@ -89,6 +107,8 @@ def steps_per_second(params, loss, steps):
         opt.zero_grad()
         loss().backward()
         opt.step()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
     return steps / (time.perf_counter() - t0)
 
 
@@ -99,11 +119,22 @@ def main():
     ap.add_argument("--blas-threads", type=int)
     ap.add_argument("--mlp", type=int, nargs=3, default=[64, 256, 4], metavar=("BATCH", "HIDDEN", "LAYERS"))
     ap.add_argument("--block", type=int, nargs=5, default=[8, 64, 128, 4, 512], metavar=("B", "S", "H", "HEADS", "FFN"))
+    ap.add_argument("--layers", type=int, default=1, help="encoder blocks stacked")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--strict-fp32", action="store_true", help="cuda: no TF32 in products")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
+    if DEVICE == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = not a.strict_fp32
+        torch.backends.cudnn.allow_tf32 = not a.strict_fp32
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     print("mlp", steps_per_second(*mlp(*a.mlp), a.steps))
-    print("block", steps_per_second(*block(*a.block), a.steps))
+    print("block", steps_per_second(*block(*a.block, a.layers), a.steps))
+    if DEVICE == "cuda":
+        print("blas", "cuBLAS on " + torch.cuda.get_device_name(), flush=True)
+        return
     # Which BLAS PyTorch's matmuls went to (Debian's default is the slow
     # reference one unless an optimized libblas.so.3 such as OpenBLAS is installed).
     with open("/proc/self/maps") as maps:

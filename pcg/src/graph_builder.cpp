@@ -138,9 +138,10 @@ TensorRef GraphBuilder::encoder_block(TensorRef x, int64_t heads, int64_t ffn, c
   return layer_norm(binary("EwAdd", x1, f, p + "ffn_residual"), p + "ffn_ln");
 }
 
-Graph encoder_block_regression(const std::string& name, int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn) {
+Graph encoder_block_regression(const std::string& name, int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn, int64_t layers) {
   GraphBuilder b(name);
-  TensorRef y = b.encoder_block(b.input("x", {B, S, H}), heads, ffn);
+  TensorRef y = b.input("x", {B, S, H});
+  for (int64_t l = 0; l < layers; ++l) y = b.encoder_block(y, heads, ffn);
   b.graph().add_output(b.mse_loss(y, b.input("target", {B, S, H})));
   return b.finish();
 }

@@ -22,13 +22,18 @@ void check(cublasStatus_t e, const char* what) {
 }
 
 // The operators with kernels of this backend; the rest run on the host.
-enum class Kind : uint8_t { kHost, kEwAdd, kEwMul, kScalarMul, kRelu, kGelu, kSigmoid, kTanh, kDropout, kLinear, kMatMul, kBatchMatMul };
+enum class Kind : uint8_t {
+  kHost, kEwAdd, kEwMul, kScalarMul, kRelu, kGelu, kSigmoid, kTanh, kDropout, kLinear, kMatMul, kBatchMatMul,
+  kSoftmax, kLayerNorm, kMSELoss, kCrossEntropy, kReshape, kTranspose
+};
 
 Kind kind_of(const OpDef& op) {
   static const std::pair<const char*, Kind> kinds[] = {
       {"EwAdd", Kind::kEwAdd}, {"EwMul", Kind::kEwMul},   {"ScalarMul", Kind::kScalarMul}, {"Relu", Kind::kRelu},
       {"Gelu", Kind::kGelu},   {"Sigmoid", Kind::kSigmoid}, {"Tanh", Kind::kTanh},         {"Dropout", Kind::kDropout},
-      {"Linear", Kind::kLinear}, {"MatMul", Kind::kMatMul}, {"BatchMatMul", Kind::kBatchMatMul}};
+      {"Linear", Kind::kLinear}, {"MatMul", Kind::kMatMul}, {"BatchMatMul", Kind::kBatchMatMul},
+      {"Softmax", Kind::kSoftmax}, {"LayerNorm", Kind::kLayerNorm}, {"MSELoss", Kind::kMSELoss},
+      {"SoftmaxCrossEntropy", Kind::kCrossEntropy}, {"Reshape", Kind::kReshape}, {"Transpose", Kind::kTranspose}};
   for (const auto& [name, k] : kinds)
     if (op.name == name) return k;
   return Kind::kHost;
@@ -51,6 +56,34 @@ Act act_named(const std::string& a) {
   if (a == "sigmoid") return Act::kSigmoid;
   if (a == "tanh") return Act::kTanh;
   return Act::kNone;
+}
+
+// Softmax's geometry (pcg/src/ops/norm_ops.cpp): the axis's length, the
+// elements after it, the rows before it.
+struct Axis {
+  int64_t outer = 1, len = 1, inner = 1;
+  size_t axis = 0;
+};
+Axis softmax_axis(const Attributes& a, const std::vector<int64_t>& shape) {
+  const int64_t ax = a.get_int("axis");
+  Axis r;
+  r.axis = static_cast<size_t>(ax < 0 ? ax + static_cast<int64_t>(shape.size()) : ax);
+  r.len = shape[r.axis];
+  for (size_t d = r.axis + 1; d < shape.size(); ++d) r.inner *= shape[d];
+  r.outer = product(shape) / (r.len * r.inner);
+  return r;
+}
+
+// Transpose's: y's shape and, per y dimension, x's stride of perm[d].
+PermuteGeometry permute_geometry(const std::vector<int64_t>& x, const std::vector<int64_t>& y, const IntList& perm) {
+  PermuteGeometry g;
+  g.rank = static_cast<int>(y.size());
+  if (g.rank > kMaxRank) throw Error("cuda: Transpose of rank " + std::to_string(g.rank) + " is above " + std::to_string(kMaxRank));
+  std::vector<int64_t> xs(x.size(), 1);
+  for (size_t d = x.size(); d-- > 1;) xs[d - 1] = xs[d] * x[d];
+  g.numel = 1;
+  for (size_t d = 0; d < y.size(); ++d) g.extent[d] = y[d], g.x_strides[d] = xs[static_cast<size_t>(perm[d])], g.numel *= y[d];
+  return g;
 }
 
 constexpr size_t kChunk = size_t{64} << 20;  // the arena's cudaMalloc granule
@@ -179,7 +212,7 @@ CudaBackend::CudaBackend(const CudaOptions& o) : s_(std::make_unique<State>()) {
   check(cudaStreamCreateWithFlags(&s_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublas().create(&s_->blas), "cublasCreate");
   check(cublas().set_stream(s_->blas, s_->stream), "cublasSetStream");
-  check(cublas().set_math_mode(s_->blas, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  check(cublas().set_math_mode(s_->blas, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 }
 
 CudaBackend::~CudaBackend() {
@@ -253,6 +286,7 @@ float CudaBackend::element(const Buffer& b, int64_t index) {
 }
 
 void CudaBackend::to_host(std::span<const float> from, std::span<float> to) {
+  check(cudaGetLastError(), "a kernel's launch");
   check(cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyDeviceToHost, s_->stream), "copy to host");
   check(cudaStreamSynchronize(s_->stream), "synchronize");
 }
@@ -322,6 +356,34 @@ void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
       const int64_t m = xs[r - 2], kk = xs[r - 1], nn = ws[r - 1];
       return s.gemm(false, false, m, nn, kk, in[0]->data, in[1]->data, y, 0.f, in[0]->numel / (m * kk));
     }
+    case Kind::kSoftmax: {
+      const auto& xs = s.shapes[static_cast<size_t>(in[0]->id)];
+      const Axis ax = softmax_axis(n.attrs, xs);
+      const bool causal = n.attrs.get_bool("causal");
+      const size_t r = xs.size();
+      return softmax(in[0]->data, y, ax.outer, ax.len, ax.inner, causal, causal ? xs[r - 2] : 1, causal ? ctx.output_offsets[0][r - 2] : 0,
+                     s.stream);
+    }
+    case Kind::kLayerNorm: {
+      const int64_t d = s.shapes[static_cast<size_t>(in[0]->id)].back();
+      const bool affine = n.attrs.get_bool("affine");
+      return layer_norm(in[0]->data, affine ? in[1]->data : nullptr, affine ? in[2]->data : nullptr, y, in[0]->numel / d, d,
+                        static_cast<float>(n.attrs.get_float("eps")), s.stream);
+    }
+    case Kind::kMSELoss: return mse(in[0]->data, in[1]->data, y, in[0]->numel, ctx.input_shapes[0].num_elements(), s.stream);
+    case Kind::kCrossEntropy: {
+      const int64_t classes = s.shapes[static_cast<size_t>(in[0]->id)].back();
+      const ParallelTensorShape& global = ctx.input_shapes[0];
+      return cross_entropy(in[0]->data, in[1]->data, y, in[0]->numel / classes, classes, global.num_elements() / global.dims.back().size,
+                           s.stream);
+    }
+    case Kind::kReshape:
+      check(cudaMemcpyAsync(y, in[0]->data, static_cast<size_t>(out[0]->numel) * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "copy");
+      return;
+    case Kind::kTranspose:
+      return permute(permute_geometry(s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)],
+                                      n.attrs.get_ints("perm")),
+                     in[0]->data, y, false, s.stream);
     case Kind::kHost: break;
   }
   // The host fallback: the CPU's kernel on host copies.
@@ -401,6 +463,31 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
       s.gemm(true, false, kk, nn, m, in[0]->data, dy, in_grad[1]->data, 1.f, batches);  // dw += x^T dy per item
       return;
     }
+    case Kind::kSoftmax: {
+      const Axis ax = softmax_axis(n.attrs, s.shapes[static_cast<size_t>(out[0]->id)]);
+      return softmax_backward_add(out[0]->data, dy, in_grad[0]->data, ax.outer, ax.len, ax.inner, s.stream);
+    }
+    case Kind::kLayerNorm: {
+      const int64_t d = s.shapes[static_cast<size_t>(in[0]->id)].back(), rows = in[0]->numel / d;
+      const bool affine = n.attrs.get_bool("affine");
+      float* stats = s.scratch_floats(0, static_cast<size_t>(2 * rows));
+      return layer_norm_backward_add(in[0]->data, affine ? in[1]->data : nullptr, dy, in_grad[0]->data, affine ? in_grad[1]->data : nullptr,
+                                     affine ? in_grad[2]->data : nullptr, stats, rows, d, static_cast<float>(n.attrs.get_float("eps")), s.stream);
+    }
+    case Kind::kMSELoss:
+      return mse_backward_add(in[0]->data, in[1]->data, dy, in_grad[0]->data, in_grad[1]->data, in[0]->numel,
+                              ctx.input_shapes[0].num_elements(), s.stream);
+    case Kind::kCrossEntropy: {
+      const int64_t classes = s.shapes[static_cast<size_t>(in[0]->id)].back();
+      const ParallelTensorShape& global = ctx.input_shapes[0];
+      return cross_entropy_backward_add(in[0]->data, in[1]->data, dy, in_grad[0]->data, in[0]->numel / classes, classes,
+                                        global.num_elements() / global.dims.back().size, s.stream);
+    }
+    case Kind::kReshape: return cuda::add(in_grad[0]->data, dy, in_grad[0]->numel, s.stream);
+    case Kind::kTranspose:
+      return permute(permute_geometry(s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)],
+                                      n.attrs.get_ints("perm")),
+                     in_grad[0]->data, const_cast<float*>(dy), true, s.stream);
     case Kind::kHost: break;
   }
   s.fallbacks.insert(n.op->name);
@@ -433,6 +520,7 @@ void CudaBackend::update(const UpdateRule& r, std::span<const ParameterSlot> slo
 }
 
 Backend::Clock::time_point CudaBackend::now() {
+  check(cudaGetLastError(), "a kernel's launch");
   check(cudaStreamSynchronize(s_->stream), "synchronize");
   return Clock::now();
 }

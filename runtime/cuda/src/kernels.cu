@@ -176,3 +176,214 @@ void adam(float* w, const float* g, float* m, float* v, int64_t n, float beta1, 
 }
 
 }  // namespace pcgx::runtime::cuda
+
+// Rows: softmax, LayerNorm and losses. One block of kRowThreads per row,
+// sums in shared memory.
+namespace pcgx::runtime::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+// The block's sum (or max) of v; every thread gets it.
+template <bool kMax>
+__device__ float block_reduce(float v, float* shared) {
+  const int t = threadIdx.x;
+  shared[t] = v;
+  __syncthreads();
+  for (int step = blockDim.x / 2; step > 0; step /= 2) {
+    if (t < step) shared[t] = kMax ? fmaxf(shared[t], shared[t + step]) : shared[t] + shared[t + step];
+    __syncthreads();
+  }
+  const float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+int row_blocks(int64_t rows) { return static_cast<int>(rows < 1 ? 1 : (rows > 2147483647 ? 2147483647 : rows)); }
+
+__global__ void softmax_k(const float* x, float* y, int64_t len, int64_t inner, bool causal, int64_t rows_q, int64_t q_offset) {
+  __shared__ float shared[kRowThreads];
+  const int64_t row = blockIdx.x, o = row / inner, i = row % inner;
+  const float* in = x + o * len * inner + i;
+  float* out = y + o * len * inner + i;
+  const int64_t visible = causal ? q_offset + (o % rows_q) + 1 : len;
+  const int64_t shown = visible < len ? visible : len;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < shown; j += blockDim.x) m = fmaxf(m, in[j * inner]);
+  m = block_reduce<true>(m, shared);
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const float e = j < visible ? expf(in[j * inner] - m) : 0.f;
+    out[j * inner] = e;
+    sum += e;
+  }
+  sum = block_reduce<false>(sum, shared);
+  const float inv = 1.f / sum;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) out[j * inner] *= inv;
+}
+
+__global__ void softmax_backward_k(const float* y, const float* dy, float* dx, int64_t len, int64_t inner) {
+  __shared__ float shared[kRowThreads];
+  const int64_t row = blockIdx.x, base = (row / inner) * len * inner + row % inner;
+  float dot = 0.f;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) dot += dy[base + j * inner] * y[base + j * inner];
+  dot = block_reduce<false>(dot, shared);
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const int64_t e = base + j * inner;
+    dx[e] += y[e] * (dy[e] - dot);
+  }
+}
+
+__global__ void layer_norm_k(const float* x, const float* gamma, const float* beta, float* y, int64_t d, float eps) {
+  __shared__ float shared[kRowThreads];
+  const float* in = x + blockIdx.x * d;
+  float* out = y + blockIdx.x * d;
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += in[j];
+  const float mean = block_reduce<false>(sum, shared) / static_cast<float>(d);
+  float var = 0.f;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) var += (in[j] - mean) * (in[j] - mean);
+  const float scale = 1.f / sqrtf(block_reduce<false>(var, shared) / static_cast<float>(d) + eps);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float v = (in[j] - mean) * scale;
+    out[j] = gamma ? v * gamma[j] + beta[j] : v;
+  }
+}
+
+__global__ void layer_norm_backward_k(const float* x, const float* gamma, const float* dy, float* dx, float* stats, int64_t d, float eps) {
+  __shared__ float shared[kRowThreads];
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * d;
+  const float* dyr = dy + r * d;
+  float* dxr = dx + r * d;
+  const float n = static_cast<float>(d);
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += xr[j];
+  const float mean = block_reduce<false>(sum, shared) / n;
+  float var = 0.f;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) var += (xr[j] - mean) * (xr[j] - mean);
+  const float rstd = 1.f / sqrtf(block_reduce<false>(var, shared) / n + eps);
+  float sg = 0.f, sgx = 0.f;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float g = gamma ? dyr[j] * gamma[j] : dyr[j];
+    sg += g, sgx += g * (xr[j] - mean) * rstd;
+  }
+  const float mg = block_reduce<false>(sg, shared) / n, mgx = block_reduce<false>(sgx, shared) / n;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float g = gamma ? dyr[j] * gamma[j] : dyr[j];
+    dxr[j] += rstd * (g - mg - (xr[j] - mean) * rstd * mgx);
+  }
+  if (threadIdx.x == 0) stats[2 * r] = mean, stats[2 * r + 1] = rstd;
+}
+
+// Per column: the sums over rows for gamma's and beta's gradients.
+__global__ void layer_norm_affine_k(const float* x, const float* dy, const float* stats, float* dgamma, float* dbeta, int64_t rows, int64_t d) {
+  PCGX_GRID_LOOP(j, d) {
+    float sg = 0.f, sb = 0.f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float xh = (x[r * d + j] - stats[2 * r]) * stats[2 * r + 1];
+      sg += dy[r * d + j] * xh, sb += dy[r * d + j];
+    }
+    dgamma[j] += sg, dbeta[j] += sb;
+  }
+}
+
+__global__ void mse_k(const float* p, const float* t, float* out, int64_t n, int64_t total) {
+  __shared__ float shared[kRowThreads];
+  float sum = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += (p[i] - t[i]) * (p[i] - t[i]);
+  sum = block_reduce<false>(sum, shared);
+  if (threadIdx.x == 0) out[0] = sum / static_cast<float>(total);
+}
+
+__global__ void mse_backward_k(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total) {
+  const float k = 2.f * dy[0] / static_cast<float>(total);
+  PCGX_GRID_LOOP(i, n) {
+    const float d = k * (p[i] - t[i]);
+    dp[i] += d, dt[i] -= d;
+  }
+}
+
+// The row's log-sum-exp: max, then sum, by one thread.
+__device__ float row_lse(const float* row, int64_t classes, float& shift) {
+  shift = -INFINITY;
+  for (int64_t c = 0; c < classes; ++c) shift = fmaxf(shift, row[c]);
+  float sum = 0.f;
+  for (int64_t c = 0; c < classes; ++c) sum += expf(row[c] - shift);
+  return sum;
+}
+
+__global__ void cross_entropy_k(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows) {
+  __shared__ float shared[kRowThreads];
+  float total = 0.f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const float* row = x + r * classes;
+    float shift;
+    const float sum = row_lse(row, classes, shift);
+    const auto label = static_cast<int64_t>(labels[r]);
+    total += logf(sum) + shift - (label >= 0 && label < classes ? row[label] : 0.f);
+  }
+  total = block_reduce<false>(total, shared);
+  if (threadIdx.x == 0) out[0] = total / static_cast<float>(total_rows);
+}
+
+__global__ void cross_entropy_backward_k(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
+                                         int64_t total_rows) {
+  const float scale = dy[0] / static_cast<float>(total_rows);
+  PCGX_GRID_LOOP(r, rows) {
+    const float* row = x + r * classes;
+    float shift;
+    const float sum = row_lse(row, classes, shift);
+    const auto label = static_cast<int64_t>(labels[r]);
+    for (int64_t c = 0; c < classes; ++c) dx[r * classes + c] += scale * (expf(row[c] - shift) / sum - (c == label ? 1.f : 0.f));
+  }
+}
+
+__global__ void permute_k(PermuteGeometry g, float* x, float* y, bool add) {
+  PCGX_GRID_LOOP(i, g.numel) {
+    int64_t rest = i, at = 0;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      at += (rest % g.extent[d]) * g.x_strides[d];
+      rest /= g.extent[d];
+    }
+    if (add) x[at] += y[i];
+    else y[i] = x[at];
+  }
+}
+
+}  // namespace
+
+void softmax(const float* x, float* y, int64_t outer, int64_t len, int64_t inner, bool causal, int64_t rows_q, int64_t q_offset,
+             cudaStream_t s) {
+  if (outer * inner > 0) softmax_k<<<row_blocks(outer * inner), kRowThreads, 0, s>>>(x, y, len, inner, causal, rows_q, q_offset);
+}
+void softmax_backward_add(const float* y, const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner, cudaStream_t s) {
+  if (outer * inner > 0) softmax_backward_k<<<row_blocks(outer * inner), kRowThreads, 0, s>>>(y, dy, dx, len, inner);
+}
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t d, float eps, cudaStream_t s) {
+  if (rows > 0) layer_norm_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, gamma, beta, y, d, eps);
+}
+void layer_norm_backward_add(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
+                             int64_t rows, int64_t d, float eps, cudaStream_t s) {
+  if (rows == 0) return;
+  layer_norm_backward_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, gamma, dy, dx, stats, d, eps);
+  if (gamma) layer_norm_affine_k<<<blocks_for(d), kThreads, 0, s>>>(x, dy, stats, dgamma, dbeta, rows, d);
+}
+void mse(const float* p, const float* t, float* out, int64_t n, int64_t total, cudaStream_t s) {
+  mse_k<<<1, kRowThreads, 0, s>>>(p, t, out, n, total);
+}
+void mse_backward_add(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s) {
+  if (n > 0) mse_backward_k<<<blocks_for(n), kThreads, 0, s>>>(p, t, dy, dp, dt, n, total);
+}
+void cross_entropy(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows, cudaStream_t s) {
+  cross_entropy_k<<<1, kRowThreads, 0, s>>>(x, labels, out, rows, classes, total_rows);
+}
+void cross_entropy_backward_add(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
+                                int64_t total_rows, cudaStream_t s) {
+  if (rows > 0) cross_entropy_backward_k<<<blocks_for(rows), kThreads, 0, s>>>(x, labels, dy, dx, rows, classes, total_rows);
+}
+void permute(const PermuteGeometry& g, float* x, float* y, bool add, cudaStream_t s) {
+  if (g.numel > 0) permute_k<<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, add);
+}
+
+}  // namespace pcgx::runtime::cuda

@@ -46,6 +46,40 @@ void mul_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s
 // `global_strides` of it and this shard's `offset`. add: y += (grad).
 void dropout(const float* x, float* y, const BlockGeometry& shard, uint64_t seed, double rate, bool add, cudaStream_t s);
 
+// Softmax along an axis of `len` elements `inner` apart, `outer` times
+// (pcg/src/ops/norm_ops.cpp): with `causal`, key j is visible to query q
+// iff j <= q, q = q_offset + (o mod rows_q).
+void softmax(const float* x, float* y, int64_t outer, int64_t len, int64_t inner, bool causal, int64_t rows_q, int64_t q_offset,
+             cudaStream_t s);
+// dx += y (dy - sum(dy y)) along the axis.
+void softmax_backward_add(const float* y, const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner, cudaStream_t s);
+// Rows of d: y = (x - mean) rstd (* gamma + beta); gamma null: not affine.
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t d, float eps, cudaStream_t s);
+// dx += rstd (g - mean(g) - xh mean(g xh)), g = dy gamma; dgamma += sum over
+// rows of dy xh, dbeta += sum of dy (gamma null: neither). `stats` holds 2
+// floats per row of scratch.
+void layer_norm_backward_add(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
+                             int64_t rows, int64_t d, float eps, cudaStream_t s);
+// out[0] = sum (p - t)^2 / total; dp += k (p - t), dt -= k (p - t) with
+// k = 2 dy[0] / total.
+void mse(const float* p, const float* t, float* out, int64_t n, int64_t total, cudaStream_t s);
+void mse_backward_add(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s);
+// out[0] = sum over rows of (logsumexp(row) - row[label]) / total_rows;
+// dx += dy[0] / total_rows (softmax(row) - onehot(label)).
+void cross_entropy(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows, cudaStream_t s);
+void cross_entropy_backward_add(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
+                                int64_t total_rows, cudaStream_t s);
+// y = x with dimensions permuted: for y's element at index (i_0, ...),
+// x's element at sum i_d x_strides[d] (x's stride of dimension perm[d]).
+// add: the transpose, x[...] += y[i] (a gradient).
+struct PermuteGeometry {
+  int rank = 0;
+  int64_t extent[kMaxRank] = {};     // y's shape
+  int64_t x_strides[kMaxRank] = {};  // per y dimension
+  int64_t numel = 0;
+};
+void permute(const PermuteGeometry& g, float* x, float* y, bool add, cudaStream_t s);
+
 // Optimizer updates (backend.h UpdateRule).
 void sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, cudaStream_t s);
 void adam(float* w, const float* g, float* m, float* v, int64_t n, float beta1, float beta2, float one_minus_beta1,

@@ -70,10 +70,12 @@ class GraphBuilder {
   int64_t bn_group_ = 0;
 };
 
-// One encoder block (GraphBuilder::encoder_block) on an input x[B, S, H]
-// regressing an input "target" of the same shape with MSELoss: the small
-// transformer model of the PyTorch golden test, bench_runtime and the
-// runtime's allocation test.
-Graph encoder_block_regression(const std::string& name, int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn);
+// `layers` encoder blocks (GraphBuilder::encoder_block) on an input
+// x[B, S, H] regressing an input "target" of the same shape with MSELoss:
+// the small transformer model of the PyTorch golden test, bench_runtime
+// and the runtime's allocation test (one block), and bench_runtime_gpu's
+// BERT-Large layers.
+Graph encoder_block_regression(const std::string& name, int64_t B, int64_t S, int64_t H, int64_t heads, int64_t ffn,
+                               int64_t layers = 1);
 
 }  // namespace pcgx

@@ -2,11 +2,12 @@
 // The GPU's backend (pcgx/runtime/backend.h) on one CUDA device: shards in
 // device memory from a caching arena (cudaMalloc only while the first step
 // asks for buffers), products on cuBLAS (TF32 tensor cores by default,
-// strict FP32 as an option), elementwise, block, dropout and optimizer
-// kernels of its own (kernels.cu), and every operator it has no kernel
-// for run by the CPU's kernel on host copies of its shards (correct, and
-// slow: `host_fallbacks()` names them, and `pcgx run` prints them). All
-// work is queued on one stream; now() waits for it.
+// strict FP32 as an option), kernels of its own (kernels.cu) for the
+// elementwise operators, Dropout, Softmax, LayerNorm, the losses, Reshape,
+// Transpose, block moves and the optimizer's update, and every other
+// operator run by the CPU's kernel on host copies of its shards (correct,
+// and slow: `host_fallbacks()` and `remarks()` name them, and `pcgx run`
+// prints them). All work is queued on one stream; now() waits for it.
 //
 // This header needs no CUDA header: the tools include it whether or not
 // the toolkit is installed (PCGX_HAVE_CUDA says whether it was built).

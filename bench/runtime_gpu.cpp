@@ -1,0 +1,132 @@
+// Training speed of the CUDA backend on one GPU against PyTorch eager
+// (issue 18's benchmark), all in one run, for the 16 x 8192 MLP (batch
+// 256), four BERT-Large encoder layers (hidden 1024, 16 heads, ffn 4096,
+// sequence 512, batch 8) and ResNeXt-50 (batch 64): pcgx's steps per
+// second, PyTorch's (bench/runtime_torch.py --device cuda, same model,
+// batch, SGD with momentum, TF32 as pcgx uses it), their ratio, the model
+// FLOP utilisation (3 x forward FLOPs per step over the H100's peak) and
+// the cost model's predicted step on one dgx-h100 GPU (roofline, and with
+// the profile measured in this run) against the measured one.
+//
+// A model with operators on the host fallback (cuda_backend.h) is not
+// timed unless --all: the figure would measure host copies. Without a GPU
+// it prints why and exits 0.
+//
+// Usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all]
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/cuda/cuda_backend.h"
+#include "pcgx/runtime/op_profile.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+
+using namespace pcgx;
+
+namespace {
+
+constexpr int kWarmup = 3;
+// H100 SXM dense peaks (NVIDIA's datasheet): TF32 tensor cores, and FP32
+// on the CUDA cores.
+constexpr double kPeakTf32 = 494.7e12, kPeakFp32 = 66.9e12;
+
+double forward_flops(const Graph& g) {
+  double f = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || !n.op->flops) continue;
+    std::vector<TensorType> out;
+    for (size_t o = 0; o < n.outputs.size(); ++o) out.push_back(g.type({n.id, static_cast<int32_t>(o)}));
+    f += n.op->flops(n.attrs, g.input_types(n), out);
+  }
+  return f;
+}
+
+std::set<std::string> host_fallbacks(const Graph& g) {
+  std::set<std::string> r;
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute && !runtime::cuda::CudaBackend::native(*n.op)) r.insert(n.op->name);
+  return r;
+}
+
+std::map<std::string, double> torch_steps_per_second(int steps, bool strict) {
+  std::map<std::string, double> r;
+  const std::string cmd = "python3 " + std::string(PCGX_SOURCE_DIR) + "/bench/runtime_torch.py --device cuda --steps " + std::to_string(steps) +
+                          " --mlp 256 8192 16 --block 8 512 1024 16 4096 --layers 4" + (strict ? " --strict-fp32" : "") + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char name[64], value[256];
+  while (std::fscanf(p, "%63s %255s", name, value) == 2) r[name] = std::atof(value);
+  pclose(p);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 20;
+  bool strict = false, all = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (a == "--strict-fp32") strict = true;
+    else if (a == "--all") all = true;
+    else {
+      std::printf("usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  std::string why;
+  if (runtime::cuda::device_count(&why) == 0) {
+    std::printf("bench_runtime_gpu: not run: no GPU (%s)\n", why.c_str());
+    return 0;
+  }
+  const Graph mlp = build_model("mlp", {});
+  const Graph bert = encoder_block_regression("bert-large-4-layers", 8, 512, 1024, 16, 4096, 4);
+  const Graph resnext = build_model("resnext-50", {{"batch", 64}});
+  const auto torch = torch_steps_per_second(steps, strict);
+  const double peak = strict ? kPeakFp32 : kPeakTf32;
+  std::printf("one GPU, %s, %d steps after %d warm-up; MFU = 3 x forward FLOPs per step / %.1f TFLOP/s\n", strict ? "strict FP32" : "TF32",
+              steps, kWarmup, peak / 1e12);
+  std::printf("%-28s %9s %9s %7s %6s %12s %12s %12s\n", "model", "pcgx/s", "torch/s", "ratio", "MFU", "measured ms", "roofline ms",
+              "profiled ms");
+  for (const auto& [name, g, key] : {std::tuple{"MLP 16 x 8192, batch 256", &mlp, "mlp"},
+                                     std::tuple{"BERT-Large 4 layers, s512 b8", &bert, "block"},
+                                     std::tuple{"ResNeXt-50, batch 64", &resnext, "resnext"}}) {
+    const auto fallback = host_fallbacks(*g);
+    if (!fallback.empty() && !all) {
+      std::string ops;
+      for (const std::string& o : fallback) ops += " " + o;
+      std::printf("%-28s not measured: on the host fallback:%s\n", name, ops.c_str());
+      continue;
+    }
+    runtime::TrainOptions o;
+    o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1, o.time_kernels = true;
+    o.backend = [strict](int) {
+      runtime::cuda::CudaOptions c;
+      c.tf32 = !strict;
+      return std::make_unique<runtime::cuda::CudaBackend>(c);
+    };
+    const runtime::TrainResult r = runtime::train(*g, {}, 1, o);
+    const double step = std::accumulate(r.step_seconds.begin() + kWarmup, r.step_seconds.end(), 0.0) / steps;
+    const Machine m = search::find_machine("dgx-h100").with_devices(1);
+    const double roofline = search::MachineMapper(search::CostModel(m, search::default_efficiency())).map(*g).estimate.time;
+    const double profiled =
+        search::MachineMapper(search::CostModel(m, search::default_efficiency(), runtime::profile_from_run(*g, r))).map(*g).estimate.time;
+    const double mfu = 3 * forward_flops(*g) / step / peak;
+    const auto t = torch.find(key);
+    std::printf("%-28s %9.2f %9s %6s %5.1f%% %12.2f %12.2f %12.2f\n", name, 1 / step,
+                t == torch.end() ? "-" : std::to_string(t->second).substr(0, 8).c_str(),
+                t == torch.end() ? "-" : (std::to_string(1 / step / t->second).substr(0, 5) + "x").c_str(), 100 * mfu, step * 1e3,
+                roofline * 1e3, profiled * 1e3);
+  }
+  if (torch.empty()) std::printf("(PyTorch not measured: python3 with torch and CUDA is needed)\n");
+  return 0;
+}
