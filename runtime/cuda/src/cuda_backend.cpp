@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <set>
 
@@ -24,7 +25,7 @@ void check(cublasStatus_t e, const char* what) {
 // The operators with kernels of this backend; the rest run on the host.
 enum class Kind : uint8_t {
   kHost, kEwAdd, kEwMul, kScalarMul, kRelu, kGelu, kSigmoid, kTanh, kDropout, kLinear, kMatMul, kBatchMatMul,
-  kSoftmax, kLayerNorm, kMSELoss, kCrossEntropy, kReshape, kTranspose
+  kSoftmax, kLayerNorm, kMSELoss, kCrossEntropy, kReshape, kTranspose, kConcat, kSplit, kEmbedding, kEmbeddingBag
 };
 
 Kind kind_of(const OpDef& op) {
@@ -33,7 +34,8 @@ Kind kind_of(const OpDef& op) {
       {"Gelu", Kind::kGelu},   {"Sigmoid", Kind::kSigmoid}, {"Tanh", Kind::kTanh},         {"Dropout", Kind::kDropout},
       {"Linear", Kind::kLinear}, {"MatMul", Kind::kMatMul}, {"BatchMatMul", Kind::kBatchMatMul},
       {"Softmax", Kind::kSoftmax}, {"LayerNorm", Kind::kLayerNorm}, {"MSELoss", Kind::kMSELoss},
-      {"SoftmaxCrossEntropy", Kind::kCrossEntropy}, {"Reshape", Kind::kReshape}, {"Transpose", Kind::kTranspose}};
+      {"SoftmaxCrossEntropy", Kind::kCrossEntropy}, {"Reshape", Kind::kReshape}, {"Transpose", Kind::kTranspose},
+      {"Concat", Kind::kConcat}, {"Split", Kind::kSplit}, {"Embedding", Kind::kEmbedding}, {"EmbeddingBag", Kind::kEmbeddingBag}};
   for (const auto& [name, k] : kinds)
     if (op.name == name) return k;
   return Kind::kHost;
@@ -84,6 +86,20 @@ PermuteGeometry permute_geometry(const std::vector<int64_t>& x, const std::vecto
   g.numel = 1;
   for (size_t d = 0; d < y.size(); ++d) g.extent[d] = y[d], g.x_strides[d] = xs[static_cast<size_t>(perm[d])], g.numel *= y[d];
   return g;
+}
+
+// Concat and Split along a data axis: piece i of the whole (Concat's
+// output, Split's input) starts at the sum of the earlier pieces' extents.
+// `f(piece, offset)` per piece.
+template <class F>
+void along_axis(const Attributes& a, std::span<const Buffer* const> pieces, const std::deque<std::vector<int64_t>>& shapes, F&& f) {
+  const auto axis = static_cast<size_t>(a.get_int("axis"));
+  std::array<int64_t, kMaxRank> offset{};
+  for (const Buffer* p : pieces) {
+    const auto& ps = shapes[static_cast<size_t>(p->id)];
+    f(*p, std::span<const int64_t>(offset.data(), ps.size()));
+    offset[axis] += ps[axis];
+  }
 }
 
 constexpr size_t kChunk = size_t{64} << 20;  // the arena's cudaMalloc granule
@@ -384,6 +400,21 @@ void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
       return permute(permute_geometry(s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)],
                                       n.attrs.get_ints("perm")),
                      in[0]->data, y, false, s.stream);
+    case Kind::kConcat:
+      return along_axis(n.attrs, in, s.shapes, [&](const Buffer& x, std::span<const int64_t> at) {
+        block(BlockOp::kWrite, s.geometry(*out[0], at, x), y, x.data, s.stream);
+      });
+    case Kind::kSplit:
+      return along_axis(n.attrs, out, s.shapes, [&](const Buffer& piece, std::span<const int64_t> at) {
+        block(BlockOp::kRead, s.geometry(*in[0], at, piece), in[0]->data, piece.data, s.stream);
+      });
+    case Kind::kEmbedding:
+    case Kind::kEmbeddingBag: {
+      const auto& is = s.shapes[static_cast<size_t>(in[0]->id)];
+      const auto& ts = s.shapes[static_cast<size_t>(in[1]->id)];
+      const int64_t bag = k == Kind::kEmbeddingBag ? is[1] : 1;
+      return gather_rows(in[0]->data, in[1]->data, y, in[0]->numel / bag, bag, ts[0], ts[1], ctx.input_offsets[1][0], s.stream);
+    }
     case Kind::kHost: break;
   }
   // The host fallback: the CPU's kernel on host copies.
@@ -488,6 +519,21 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
       return permute(permute_geometry(s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)],
                                       n.attrs.get_ints("perm")),
                      in_grad[0]->data, const_cast<float*>(dy), true, s.stream);
+    case Kind::kConcat:  // each input's gradient is its piece of dy
+      return along_axis(n.attrs, in_grad, s.shapes, [&](const Buffer& dx, std::span<const int64_t> at) {
+        block(BlockOp::kAddFrom, s.geometry(*out_grad[0], at, dx), out_grad[0]->data, dx.data, s.stream);
+      });
+    case Kind::kSplit:  // dx gathers the pieces' gradients
+      return along_axis(n.attrs, out_grad, s.shapes, [&](const Buffer& piece, std::span<const int64_t> at) {
+        block(BlockOp::kAdd, s.geometry(*in_grad[0], at, piece), in_grad[0]->data, piece.data, s.stream);
+      });
+    case Kind::kEmbedding:
+    case Kind::kEmbeddingBag: {
+      const auto& is = s.shapes[static_cast<size_t>(in[0]->id)];
+      const auto& ts = s.shapes[static_cast<size_t>(in[1]->id)];
+      const int64_t bag = k == Kind::kEmbeddingBag ? is[1] : 1;
+      return scatter_rows_add(in[0]->data, dy, in_grad[1]->data, in[0]->numel / bag, bag, ts[0], ts[1], ctx.input_offsets[1][0], s.stream);
+    }
     case Kind::kHost: break;
   }
   s.fallbacks.insert(n.op->name);

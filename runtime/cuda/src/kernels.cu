@@ -32,7 +32,8 @@ __global__ void block_k(BlockOp op, BlockGeometry g, float* full, float* blk) {
     const int64_t f = full_index(g, i);
     if (op == BlockOp::kRead) blk[i] = full[f];
     else if (op == BlockOp::kAdd) full[f] += blk[i];
-    else blk[i] += full[f];
+    else if (op == BlockOp::kAddFrom) blk[i] += full[f];
+    else full[f] = blk[i];
   }
 }
 
@@ -384,6 +385,46 @@ void cross_entropy_backward_add(const float* x, const float* labels, const float
 }
 void permute(const PermuteGeometry& g, float* x, float* y, bool add, cudaStream_t s) {
   if (g.numel > 0) permute_k<<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, add);
+}
+
+}  // namespace pcgx::runtime::cuda
+
+// Embedding rows.
+namespace pcgx::runtime::cuda {
+namespace {
+
+__global__ void gather_rows_k(const float* idx, const float* table, float* out, int64_t items, int64_t bag, int64_t rows, int64_t cols,
+                              int64_t row0) {
+  PCGX_GRID_LOOP(e, items * cols) {
+    const int64_t i = e / cols, c = e % cols;
+    float sum = 0.f;
+    for (int64_t b = 0; b < bag; ++b) {
+      const int64_t v = static_cast<int64_t>(idx[i * bag + b]) - row0;
+      if (v >= 0 && v < rows) sum += table[v * cols + c];
+    }
+    out[e] = sum;
+  }
+}
+
+__global__ void scatter_rows_k(const float* idx, const float* dy, float* dtable, int64_t items, int64_t bag, int64_t rows, int64_t cols,
+                               int64_t row0) {
+  PCGX_GRID_LOOP(e, items * bag * cols) {
+    const int64_t j = e / cols, c = e % cols;  // j: the j-th index, of item j / bag
+    const int64_t v = static_cast<int64_t>(idx[j]) - row0;
+    if (v >= 0 && v < rows) atomicAdd(dtable + v * cols + c, dy[(j / bag) * cols + c]);
+  }
+}
+
+}  // namespace
+
+void gather_rows(const float* idx, const float* table, float* out, int64_t items, int64_t bag, int64_t rows, int64_t cols, int64_t row0,
+                 cudaStream_t s) {
+  if (items * cols > 0) gather_rows_k<<<blocks_for(items * cols), kThreads, 0, s>>>(idx, table, out, items, bag, rows, cols, row0);
+}
+void scatter_rows_add(const float* idx, const float* dy, float* dtable, int64_t items, int64_t bag, int64_t rows, int64_t cols,
+                      int64_t row0, cudaStream_t s) {
+  if (items * bag * cols > 0)
+    scatter_rows_k<<<blocks_for(items * bag * cols), kThreads, 0, s>>>(idx, dy, dtable, items, bag, rows, cols, row0);
 }
 
 }  // namespace pcgx::runtime::cuda

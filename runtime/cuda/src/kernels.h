@@ -19,7 +19,8 @@ struct BlockGeometry {
   int64_t full_strides[kMaxRank] = {};
   int64_t numel = 0;  // of the block
 };
-enum class BlockOp : int { kRead, kAdd, kAddFrom };  // out = full[b]; full[b] += block; out += full[b]
+// out = full[b]; full[b] += block; out += full[b]; full[b] = block.
+enum class BlockOp : int { kRead, kAdd, kAddFrom, kWrite };
 void block(BlockOp op, const BlockGeometry& g, float* full, float* blk, cudaStream_t s);
 
 void fill(float* x, int64_t n, float value, cudaStream_t s);
@@ -79,6 +80,15 @@ struct PermuteGeometry {
   int64_t numel = 0;
 };
 void permute(const PermuteGeometry& g, float* x, float* y, bool add, cudaStream_t s);
+
+// Embedding rows (pcg/src/ops/embedding_ops.cpp): out[i, c] = the sum over
+// the `bag` indices of item i of table[index - row0, c], rows outside this
+// shard's [0, rows) skipped; the gradient adds dy's rows back (atomically:
+// an index can repeat).
+void gather_rows(const float* idx, const float* table, float* out, int64_t items, int64_t bag, int64_t rows, int64_t cols, int64_t row0,
+                 cudaStream_t s);
+void scatter_rows_add(const float* idx, const float* dy, float* dtable, int64_t items, int64_t bag, int64_t rows, int64_t cols,
+                      int64_t row0, cudaStream_t s);
 
 // Optimizer updates (backend.h UpdateRule).
 void sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, cudaStream_t s);

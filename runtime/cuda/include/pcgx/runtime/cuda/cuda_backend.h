@@ -4,7 +4,8 @@
 // asks for buffers), products on cuBLAS (TF32 tensor cores by default,
 // strict FP32 as an option), kernels of its own (kernels.cu) for the
 // elementwise operators, Dropout, Softmax, LayerNorm, the losses, Reshape,
-// Transpose, block moves and the optimizer's update, and every other
+// Transpose, Concat, Split, the embeddings, block moves and the
+// optimizer's update, and every other
 // operator run by the CPU's kernel on host copies of its shards (correct,
 // and slow: `host_fallbacks()` and `remarks()` name them, and `pcgx run`
 // prints them). All work is queued on one stream; now() waits for it.
