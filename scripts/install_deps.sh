@@ -4,14 +4,33 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libeigen3-dev libtbb-dev libz3-dev
           nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev ccache
           openmpi-bin libopenmpi-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "pcgx: installing ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+
+# The packages of "$@" not installed yet, one per line.
+missing() {
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+# Installs "$@" (quietly, without recommends).
+install() {
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+mapfile -t need < <(missing "${packages[@]}")
+if [ ${#need[@]} -gt 0 ]; then
+  echo "pcgx: installing ${need[*]}" >&2
+  install "${need[@]}"
+fi
+# The tests' own needs (scripts/test.sh sets PCGX_TEST_DEPS=1): PyTorch, for
+# the tests that check pcgx's weights files against it. Best effort: where
+# they cannot be installed those tests skip, saying why.
+if [ "${PCGX_TEST_DEPS:-}" = 1 ]; then
+  mapfile -t need < <(missing python3-numpy python3-torch)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "pcgx: installing ${need[*]} for the tests" >&2
+    install "${need[@]}" || echo "pcgx: could not install ${need[*]}: the tests that need PyTorch will skip" >&2
+  fi
 fi

@@ -13,6 +13,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 fi
+export PCGX_TEST_DEPS=1  # PyTorch for the weights-file tests (install_deps.sh)
 scripts/build.sh
 build_dir=${PCGX_BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"

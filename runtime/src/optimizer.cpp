@@ -14,16 +14,22 @@ void validate(const OptimizerOptions& o) {
 
 Optimizer::Optimizer(OptimizerOptions options, Backend& backend) : o_(std::move(options)), backend_(backend) { validate(o_); }
 
-void Optimizer::step(std::span<const Buffer> params, std::span<const Buffer> grads) {
-  const bool adam = o_.kind == "adam";
+std::span<const ParameterSlot> Optimizer::state(std::span<const Buffer> params) {
   if (slots_.empty()) {
     for (const Buffer& p : params) {
       ParameterSlot& s = slots_.emplace_back();
       s.m = backend_.allocate(backend_.shape(p));
-      if (adam) s.v = backend_.allocate(backend_.shape(p));
+      if (o_.kind == "adam") s.v = backend_.allocate(backend_.shape(p));
     }
   }
-  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].w = params[i], slots_[i].g = grads[i];
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].w = params[i];
+  return slots_;
+}
+
+void Optimizer::step(std::span<const Buffer> params, std::span<const Buffer> grads) {
+  const bool adam = o_.kind == "adam";
+  state(params);
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].g = grads[i];
   ++steps_;
   UpdateRule r;
   r.lr = static_cast<float>(o_.lr);

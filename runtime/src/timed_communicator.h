@@ -30,6 +30,7 @@ class TimedCommunicator final : public Communicator {
     if (on_) ++calls_;
   }
   void set_timing(bool on) { on_ = on; }
+  bool timing() const { return on_; }
   void set_recorder(StepRecorder* r) { recorder_ = r; }
   struct Totals {
     double seconds = 0;

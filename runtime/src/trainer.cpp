@@ -28,6 +28,7 @@ struct Setup {
   std::optional<SyntheticTask> synthetic;  // when no data is given
   const BatchSource* data = nullptr;       // the user's
   std::map<NodeId, Tensor<float>> initial;
+  int64_t first = 0;  // the first step to run (a resumed run's checkpoint step)
   const BatchSource& source() const { return data ? *data : *synthetic; }
 };
 
@@ -52,7 +53,17 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
   if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));
-  for (NodeId w : s.weights) s.initial[w] = initial_weight(g.node(w), options.seed);
+  if (options.initial_weights) check_weights(*options.initial_weights, g, s.weights, "initial weights");
+  if (options.resume) {
+    check_state(*options.resume, g, s.weights, options.optimizer.kind, "checkpoint");
+    s.first = options.resume->step;
+    if (s.first >= options.steps)
+      throw Error("--steps: the checkpoint is at step " + std::to_string(s.first) + ", so " + std::to_string(options.steps) +
+                  " steps leave nothing to run");
+  }
+  if (options.trace_step >= 0 && options.trace_step < s.first) throw Error("the traced step is before the checkpoint's");
+  for (NodeId w : s.weights)
+    s.initial[w] = options.initial_weights ? options.initial_weights->at(g.node(w).name) : initial_weight(g.node(w), options.seed);
   return s;
 }
 
@@ -61,11 +72,15 @@ struct UpdateTime {
   double seconds = 0, bytes = 0;
   DeviceTime device;
   int64_t calls = 0;  // sends and recvs timed
+  int64_t state_bytes = 0;  // sent gathering checkpoints and the final weights (not the plan's)
 };
 
 // The first step timed with time_kernels: the first (allocation, first
 // touch) is left out unless it is the only one.
-int64_t first_timed_step(const TrainOptions& o) { return std::min<int64_t>(1, o.steps - 1); }
+int64_t first_timed_step(const TrainOptions& o) {
+  const int64_t first = o.resume ? o.resume->step : 0;
+  return std::min<int64_t>(first + 1, o.steps - 1);
+}
 
 // Adds one device's timings into the result, less what reading the clock
 // added to each timed interval (a kernel's forward, its backward, a send or
@@ -121,6 +136,19 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     grads.push_back(ex->grads(t)[static_cast<size_t>(k)]);
   }
   Optimizer opt(options.optimizer, ex->backend());
+  if (options.resume) {
+    restore_state(*options.resume, s.plan, s.weights, *ex, opt.state(params));
+    opt.set_steps(options.resume->step);
+  }
+  // The state onto device 0, through the host communicator, untimed.
+  auto gather = [&](int64_t done, bool moments) {
+    const bool timed = comm.timing();
+    comm.set_timing(false);
+    TrainState st = gather_state(s.plan, s.weights, *ex, moments ? opt.state(params) : std::span<const ParameterSlot>{}, comm, done,
+                                 options.optimizer.kind, &update.state_bytes);
+    comm.set_timing(timed);
+    return st;
+  };
   if (comm.rank() == 0) {  // no allocation inside the loop of any usual length
     const auto records = static_cast<size_t>(std::min<int64_t>(options.steps, int64_t{1} << 20));
     result.losses.reserve(records);
@@ -131,7 +159,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   TimedCommunicator::Totals saved_comm;
   UpdateTime saved_update;
   double fastest = std::numeric_limits<double>::infinity();
-  for (int64_t step = 0; step < options.steps; ++step) {
+  for (int64_t step = s.first; step < options.steps; ++step) {
     const bool timing = options.time_kernels && step >= first_timed_step(options);
     if (timing) {
       std::copy(ex->kernel_times().begin(), ex->kernel_times().end(), saved_kernels.begin());
@@ -163,6 +191,11 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
       }
       fastest = std::min(fastest, dt);
     }
+    const int64_t done = step + 1;
+    if (options.checkpoint_every > 0 && (done % options.checkpoint_every == 0 || done == options.steps)) {
+      const TrainState st = gather(done, true);
+      if (comm.rank() == 0 && options.checkpoint) options.checkpoint(st);
+    }
     if (comm.rank() != 0) continue;
     const double dt = std::chrono::duration<double>(t1 - t0).count();
     result.losses.push_back(loss);
@@ -170,12 +203,14 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     if (options.progress) options.progress({step + 1, options.steps, loss, dt});
   }
   update.device.messages = comm.seconds(), update.device.sends = comm.sends(), update.calls = comm.calls();
-  if (comm.rank() == 0) result.backend = backend.name(), result.backend_remarks = backend.remarks();
+  // The trained weights onto device 0.
+  TrainState final_state = gather(options.steps, false);
+  if (comm.rank() == 0) {
+    result.backend = backend.name(), result.backend_remarks = backend.remarks();
+    result.parameters = std::move(final_state.weights);
+  }
   return d;
 }
-
-// Tags of the final weight shards sent to rank 0: below every collective's.
-constexpr int64_t kParameterTag = -(int64_t{1} << 62);
 
 }  // namespace
 
@@ -221,18 +256,9 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
     result.trace = collect_trace(options.trace_step, std::move(all));
   }
   result.bytes_sent = world.bytes_sent();
+  for (const UpdateTime& u : updates) result.bytes_sent -= u.state_bytes;
   if (options.time_kernels)
     for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r].ex, updates[r]);
-  // Final weights: every shard of replica slot 0 of each parameter tensor
-  // from the device that owns it.
-  for (NodeId w : setup.weights) {
-    const TensorRef p = setup.plan.parameter[static_cast<size_t>(w)];
-    const ParallelTensorShape& s = g.shape(p);
-    ShardedTensor<float> full{s, {}};
-    for (int64_t k = 0; k < s.num_shards(); ++k)
-      full.shards.push_back(k < s.num_blocks() ? executors[static_cast<size_t>(setup.plan.owner(p, k))].ex->value(p, k) : Tensor<float>());
-    result.parameters[g.node(w).name] = gather_slot(full, 0);
-  }
   return result;
 }
 
@@ -249,35 +275,8 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   const Device device = run_device(g, setup, timed, options, result, update, recorder, StepRecorder::Clock::now());
   const DeviceExecutor* ex = device.ex.get();
   if (options.trace_step >= 0 && comm.rank() == 0) result.trace = collect_trace(options.trace_step, {&recorder});
-  result.bytes_sent = world.sum(world.bytes_sent());
+  result.bytes_sent = world.sum(world.bytes_sent() - update.state_bytes);
   if (options.time_kernels) add_timing(result, g, options, *ex, update);
-  // Final weights: shards owned elsewhere travel to rank 0.
-  int64_t tag = kParameterTag;
-  for (NodeId w : setup.weights) {
-    const TensorRef p = setup.plan.parameter[static_cast<size_t>(w)];
-    const ParallelTensorShape& s = g.shape(p);
-    ShardedTensor<float> full{s, {}};
-    for (int64_t k = 0; k < s.num_shards(); ++k, --tag) {
-      if (k >= s.num_blocks()) {  // replica slot 0 is enough
-        full.shards.emplace_back();
-        continue;
-      }
-      const int owner = setup.plan.owner(p, k);
-      auto mine = [&] { return ex->value(p, k); };
-      if (comm.rank() == 0) {
-        if (owner == 0) {
-          full.shards.push_back(mine());
-        } else {
-          Tensor<float> t(s.shard_shape());
-          comm.recv(owner, tag, t.data);
-          full.shards.push_back(std::move(t));
-        }
-      } else if (owner == comm.rank()) {
-        comm.send(0, tag, mine().data);
-      }
-    }
-    if (comm.rank() == 0) result.parameters[g.node(w).name] = gather_slot(full, 0);
-  }
   return result;
 }
 

@@ -99,6 +99,54 @@ TEST(RunCommand, BadInputIsExitCode2) {
   }
 }
 
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// 10 steps with a checkpoint, then --resume to 20, save the same weights
+// file as 20 steps straight, on 1 device and on 4; --init-weights takes a
+// saved file back.
+TEST(RunCommand, CheckpointResumeAndWeightsFiles) {
+  for (const std::string devices : {"", " --optimize --search data-parallel --devices 4"}) {
+    SCOPED_TRACE(devices);
+    const fs::path d = dir() / (devices.empty() ? "ck1" : "ck4");
+    fs::create_directories(d);
+    const std::string common = "run mlp-tiny --batches 3 --optimizer adam --no-report --no-plot" + devices;
+    const auto whole = run(common + " --steps 20 --save-weights " + (d / "whole.safetensors").string());
+    ASSERT_EQ(whole.code, 0) << whole.out;
+    const auto first = run(common + " --steps 10 --checkpoint " + (d / "ck").string() + " --checkpoint-every 5");
+    ASSERT_EQ(first.code, 0) << first.out;
+    EXPECT_NE(first.out.find("wrote checkpoint " + (d / "ck").string() + " (step 5)"), std::string::npos) << first.out;
+    EXPECT_NE(first.out.find("(step 10)"), std::string::npos) << first.out;
+    const auto rest = run(common + " --steps 20 --resume " + (d / "ck").string() + " --save-weights " + (d / "resumed.safetensors").string());
+    ASSERT_EQ(rest.code, 0) << rest.out;
+    EXPECT_NE(rest.out.find("(steps 11-20, resumed)"), std::string::npos) << rest.out;
+    EXPECT_EQ(file_bytes(d / "resumed.safetensors"), file_bytes(d / "whole.safetensors"));
+    const auto again = run("run mlp-tiny --steps 2 --no-report --no-plot --init-weights " + (d / "whole.safetensors").string());
+    EXPECT_EQ(again.code, 0) << again.out;
+  }
+}
+
+TEST(RunCommand, WeightsAndCheckpointErrorsAreOneLine) {
+  const fs::path d = dir() / "bad";
+  fs::create_directories(d);
+  ASSERT_EQ(run("run mlp-tiny --steps 2 --no-report --no-plot --save-weights " + (d / "w.st").string()).code, 0);
+  { std::ofstream(d / "junk.st") << "junk"; }
+  const std::string w = (d / "w.st").string();
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"run mlp-tiny --checkpoint-every 3", "error: --checkpoint-every: needs --checkpoint DIR"},
+           {"run gpt-tiny --init-weights " + w, "error: " + w + ": no tensor "},
+           {"run mlp-tiny --init-weights " + (d / "junk.st").string(), "error: " + (d / "junk.st").string() + ": not a safetensors file"},
+           {"run mlp-tiny --resume " + (d / "none").string(), "error: " + (d / "none").string() + ": no such checkpoint directory"},
+           {"run mlp-tiny --init-weights " + w + " --resume " + d.string(), "error: --init-weights: a resumed run"},
+           {"run mlp-tiny --checkpoint /nonexistent/dir/ck", "error: --checkpoint: /nonexistent/dir: no such directory"}}) {
+    const auto r = run(args + " --steps 2 --no-report --no-plot");
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.rfind(want, 0), 0u) << args << "\n" << r.out;
+  }
+}
+
 // --backend cuda trains on a GPU where one is visible; elsewhere it is one
 // error line saying why, exit 2, and nothing written.
 TEST(RunCommand, CudaBackendTrainsOrSaysWhyNot) {

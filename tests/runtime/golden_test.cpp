@@ -9,6 +9,7 @@
 #include <map>
 
 #include "pcgx/pcg/gradients.h"
+#include "golden_mlp.h"
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/interpreter.h"
 #include "pcgx/runtime/npy.h"
@@ -20,17 +21,8 @@ namespace fs = std::filesystem;
 
 fs::path golden(const std::string& name) { return fs::path(PCGX_SOURCE_DIR) / "data" / "golden" / name; }
 
-// The graphs scripts/golden.py computes, node for node and name for name.
-Graph mlp() {
-  GraphBuilder b("golden-mlp");
-  TensorRef x = b.input("x", {8, 16});
-  x = b.linear(x, 32, "relu", true, "dense0");
-  x = b.linear(x, 32, "relu", false, "dense1");
-  x = b.linear(x, 16, "none", true, "dense2");
-  b.graph().add_output(b.mse_loss(x, b.input("target", {8, 16})));
-  return b.finish();
-}
-
+// The graphs scripts/golden.py computes, node for node and name for name
+// (the MLP: golden_mlp.h).
 Graph transformer_block() { return encoder_block_regression("golden-transformer-block", 2, 8, 16, 4, 32); }
 
 // max |a - b| / max(max |b|, floor).
@@ -88,7 +80,7 @@ void expect_matches_pytorch(const std::string& name, const Graph& g) {
   EXPECT_GT(pairs.size(), 3u);
 }
 
-TEST(PyTorchGolden, Mlp) { expect_matches_pytorch("mlp", mlp()); }
+TEST(PyTorchGolden, Mlp) { expect_matches_pytorch("mlp", pcgx::testing::golden_mlp()); }
 TEST(PyTorchGolden, TransformerBlock) { expect_matches_pytorch("transformer_block", transformer_block()); }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/op_profile.h"
 #include "pcgx/runtime/run_report.h"
+#include "pcgx/runtime/safetensors.h"
+#include "pcgx/runtime/train_state.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/unity_search.h"
 
@@ -80,9 +83,10 @@ class QuietRank {
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Train a model (or a strategy file from `pcgx optimize`) on N devices with the runtime");
   static std::string target, backend = "auto", machine_name = "cpu-host", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json",
-                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data, profile_out, profile_in, trace;
+                     search_kind = "unity", report = "run-report.json", plot = "loss.svg", optimizer = "sgd", data, profile_out, profile_in, trace,
+                     init_weights, save_weights, checkpoint_dir, resume_dir;
   static std::vector<std::string> sets;
-  static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12;
+  static int64_t threads = 0, devices = 0, steps = 50, batch = 0, seed = 1, batches = 8, budget = 12, checkpoint_every = 0;
   static double lr = 0.01, momentum = 0.9, bucket_mb = 25;
   static bool optimize = false, breakdown = false, no_report = false, no_plot = false, allow_unverified = false, strict_fp32 = false;
   cmd->add_option("MODEL|STRATEGY", target, "zoo model name, graph JSON file, or strategy file")->required();
@@ -123,6 +127,17 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--profile-out", profile_out,
                   "write the kernel time of every operator measured during training, per task and shard shapes "
                   "(pcgx.profile JSON, for pcgx optimize --profile)");
+  cmd->add_option("--init-weights", init_weights,
+                  "start from these weights: a safetensors file whose names are the model's Weight names (pcgx info lists them; "
+                  "--save-weights writes one, PyTorch's safetensors.torch.save_file too)");
+  cmd->add_option("--save-weights", save_weights, "write the trained weights to a safetensors file (float32, by Weight name)");
+  cmd->add_option("--checkpoint", checkpoint_dir,
+                  "write a checkpoint directory (weights.safetensors, optimizer.safetensors, state.json) every --checkpoint-every "
+                  "steps and after the last, replacing the previous one whole");
+  cmd->add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints (default: only after the last step)");
+  cmd->add_option("--resume", resume_dir,
+                  "go on from a checkpoint directory: its step is the first to run and --steps the total, so 10 steps, then "
+                  "--resume with --steps 20, train as 20 steps do");
   cmd->add_option("--trace", trace,
                   "write the last step's measured timeline on every device: kernels, messages sent and waited for, collectives "
                   "(Chrome trace-event JSON, as pcgx simulate --trace writes; under MPI, rank 0's)");
@@ -168,6 +183,19 @@ void add_run_command(CLI::App& app) {
       if (!trace.empty()) check_output_path(trace);
     }
     if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) throw Error("--bucket-mb: must be a positive number");
+    if (checkpoint_every < 0) throw Error("--checkpoint-every: must be positive");
+    if (checkpoint_every > 0 && checkpoint_dir.empty()) throw Error("--checkpoint-every: needs --checkpoint DIR");
+    if (!init_weights.empty() && !resume_dir.empty()) throw Error("--init-weights: a resumed run takes its weights from --resume");
+    if (rank0 && !save_weights.empty()) check_output_path(save_weights);
+    if (!checkpoint_dir.empty()) {
+      const std::filesystem::path parent = std::filesystem::path(checkpoint_dir).parent_path();
+      if (!parent.empty() && !std::filesystem::is_directory(parent)) throw Error("--checkpoint: " + parent.string() + ": no such directory");
+    }
+    // Read before any search: a bad file fails fast.
+    static runtime::NamedTensors given;
+    static runtime::TrainState resumed;
+    if (!init_weights.empty()) given = runtime::read_safetensors(init_weights), o.initial_weights = &given;
+    if (!resume_dir.empty()) resumed = runtime::read_checkpoint(resume_dir), o.resume = &resumed;
     o.bucket_bytes = bucket_mb * 1024 * 1024;
 
     runtime::RunSummary s;
@@ -262,6 +290,13 @@ void add_run_command(CLI::App& app) {
       if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) {
         s.batch = std::max(s.batch, n.outputs[0].dims[0].size);
       }
+    {  // given weights and checkpoints checked against the model, naming the file
+      std::vector<NodeId> weight_nodes;
+      for (const Node& n : graph.nodes())
+        if (n.op->is_weight) weight_nodes.push_back(n.id);
+      if (o.initial_weights) runtime::check_weights(*o.initial_weights, graph, weight_nodes, init_weights);
+      if (o.resume) runtime::check_state(*o.resume, graph, weight_nodes, optimizer, resume_dir);
+    }
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
     o.progress = [&](const runtime::StepReport& r) { print_progress(r, s.batch, tty, last); };
@@ -273,6 +308,13 @@ void add_run_command(CLI::App& app) {
               << o.threads << " kernel thread" << (o.threads == 1 ? "" : "s") << " each\n";
     o.time_kernels = !profile_out.empty() || breakdown;
     if (!trace.empty()) o.trace_step = steps - 1;
+    if (!checkpoint_dir.empty()) {
+      o.checkpoint_every = checkpoint_every > 0 ? checkpoint_every : steps;
+      o.checkpoint = [model = s.model](const runtime::TrainState& st) {
+        runtime::write_checkpoint(checkpoint_dir, st, model);
+        std::cerr << "\nwrote checkpoint " << checkpoint_dir << " (step " << st.step << ")\n";
+      };
+    }
     s.options = o;
     training = true;
     s.result = world ? runtime::train(graph, views, *world, o) : runtime::train(graph, views, static_cast<int>(devices), o);
@@ -285,7 +327,9 @@ void add_run_command(CLI::App& app) {
     std::cout << "model                 " << s.model << "\n"
               << "strategy              " << s.strategy << "\n"
               << "devices               " << devices << (gpu ? " (cuda" : " (cpu") << (world ? ", MPI: one rank each)" : ", in-process)") << "\n"
-              << "loss                  " << L.front() << " -> " << L.back() << " (" << steps << " steps)\n"
+              << "loss                  " << L.front() << " -> " << L.back() << " ("
+              << (o.resume ? "steps " + std::to_string(o.resume->step + 1) + "-" + std::to_string(steps) + ", resumed" : std::to_string(steps) + " steps")
+              << ")\n"
               << "data                  " << s.result.data << "\n"
               << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
               << (s.result.step_seconds.size() > 1 ? " (mean after the first step)" : "") << "\n";
@@ -320,9 +364,11 @@ void add_run_command(CLI::App& app) {
       outputs.emplace_back(profile_out, profile_to_json(prof));
     }
     if (!trace.empty()) outputs.emplace_back(trace, runtime::step_trace_json(graph, s.result.trace));
+    if (!save_weights.empty()) outputs.emplace_back(save_weights, runtime::safetensors_bytes(s.result.parameters, {{"format", "pt"}}));
     write_text_files_atomic(outputs);
     if (!no_report) std::cerr << "wrote " << report << "\n";
     if (!no_plot) std::cerr << "wrote " << plot << "\n";
+    if (!save_weights.empty()) std::cerr << "wrote " << save_weights << " (" << s.result.parameters.size() << " weights)\n";
     if (!profile_out.empty())
     {
       int64_t stalled = 0;

@@ -27,6 +27,13 @@ class Optimizer {
   Optimizer(OptimizerOptions options, Backend& backend);
   // One update of params[i] by grads[i]; the list must be the same every step.
   void step(std::span<const Buffer> params, std::span<const Buffer> grads);
+  // The moments of params[i] (zero until the first step; allocated here,
+  // so a resumed run can set them before it), the same list.
+  std::span<const ParameterSlot> state(std::span<const Buffer> params);
+  const OptimizerOptions& options() const { return o_; }
+  // Updates taken: Adam's bias correction depends on it.
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t n) { steps_ = n; }
 
  private:
   OptimizerOptions o_;

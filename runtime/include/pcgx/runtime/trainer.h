@@ -19,6 +19,7 @@
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/runtime/optimizer.h"
 #include "pcgx/runtime/step_trace.h"
+#include "pcgx/runtime/train_state.h"
 
 namespace pcgx::runtime {
 
@@ -40,6 +41,16 @@ struct TrainOptions {
   double bucket_bytes = kDefaultBucketBytes;  // gradient buckets (execution_plan.h)
   int64_t trace_step = -1;  // 0-based: record this step's timeline into TrainResult::trace; -1: none
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
+  // Initial weights by Weight name (safetensors.h); null: initial_weight()'s
+  // from `seed`. Every weight must be there with its shape, and no other.
+  const NamedTensors* initial_weights = nullptr;
+  // Goes on from a state (train_state.h): steps resume->step .. steps-1 run,
+  // with its weights and optimizer moments; null: from step 0.
+  const TrainState* resume = nullptr;
+  // Called on device 0 with the state after every `checkpoint_every`-th
+  // step and after the last (0: never).
+  int64_t checkpoint_every = 0;
+  std::function<void(const TrainState&)> checkpoint;
   // Each device's backend (backend.h), made on the device's own thread
   // from its rank; null: the host's. A backend whose memory is not the
   // host's exchanges messages through host copies (staging_communicator.h).
