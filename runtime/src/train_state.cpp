@@ -6,15 +6,12 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/runtime/gather.h"
 
 namespace pcgx::runtime {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Tags of the state's shards sent to rank 0: below every collective's and
-// apart from the executor's loss (-2^62).
-constexpr int64_t kStateTag = -(int64_t{1} << 61);
 
 std::string shape_string(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -38,7 +35,6 @@ TrainState gather_state(const ExecutionPlan& plan, std::span<const NodeId> weigh
                         std::span<const ParameterSlot> slots, Communicator& comm, int64_t step, const std::string& optimizer,
                         int64_t* bytes_sent) {
   const Graph& g = *plan.graph;
-  const int me = comm.rank();
   TrainState st;
   st.step = step, st.optimizer = optimizer;
   const auto shards = ex.parameter_shards();
@@ -48,37 +44,17 @@ TrainState gather_state(const ExecutionPlan& plan, std::span<const NodeId> weigh
     throw Error("gather_state: shard " + std::to_string(k) + " of a parameter is not this device's");
   };
   const int kinds = slots.empty() ? 1 : (slots.front().v ? 3 : 2);
-  int64_t tag = kStateTag;
+  int64_t tag = kGatherTag;
   for (NodeId w : weights) {
     const TensorRef p = plan.parameter[static_cast<size_t>(w)];
-    const ParallelTensorShape& s = g.shape(p);
-    for (int kind = 0; kind < kinds; ++kind) {
-      ShardedTensor<float> full{s, {}};
-      for (int64_t k = 0; k < s.num_shards(); ++k, --tag) {
-        if (k >= s.num_blocks()) {  // replica slot 0 holds the value
-          if (me == 0) full.shards.emplace_back();
-          continue;
-        }
-        const int owner = plan.owner(p, k);
-        if (owner != me && me != 0) continue;
-        Tensor<float> t(s.shard_shape());
-        if (owner == me) {
-          const Buffer& b = kind == 0 ? ex.values(p)[static_cast<size_t>(k)] : kind == 1 ? slot_of(p, k).m : slot_of(p, k).v;
-          ex.backend().download(b, t.data);
-          if (me != 0) {
-            comm.send(0, tag, t.data);
-            if (bytes_sent) *bytes_sent += static_cast<int64_t>(t.data.size() * sizeof(float));
-          }
-        } else {
-          comm.recv(owner, tag, t.data);
-        }
-        if (me == 0) full.shards.push_back(std::move(t));
-      }
-      if (me != 0) continue;
-      const std::string& name = g.node(w).name;
-      (kind == 0 ? st.weights : st.moments)[kind == 0 ? name : moment_prefix(kind) + name] = gather_slot(full, 0);
-    }
+    const std::string& name = g.node(w).name;
+    st.weights[name] = gather_tensor(ex, p, comm, tag, bytes_sent);
+    for (int kind = 1; kind < kinds; ++kind)
+      st.moments[moment_prefix(kind) + name] = gather_tensor(ex, p, comm, tag, bytes_sent, [&](int64_t k) {
+        return kind == 1 ? slot_of(p, k).m : slot_of(p, k).v;
+      });
   }
+  if (comm.rank() != 0) st.weights.clear(), st.moments.clear();
   return st;
 }
 

@@ -14,7 +14,7 @@
 #include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/runtime/synthetic_task.h"
-#include "staging_communicator.h"
+#include "device_setup.h"
 #include "timed_communicator.h"
 
 namespace pcgx::runtime {
@@ -103,30 +103,13 @@ void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const Dev
   r.device_times.push_back(d);
 }
 
-// One device after its run: the executor holds its trained shards, in its
-// backend's memory. Destroyed in reverse: the executor first.
-struct Device {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<StagingCommunicator> staging;  // when the backend's memory is not the host's
-  std::unique_ptr<DeviceExecutor> ex;
-};
-
 // One device's training loop; rank 0 records the losses and step times.
 // `comm` outlives the device returned (its executor keeps a reference).
 Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const TrainOptions& options, TrainResult& result,
                   UpdateTime& update, StepRecorder& recorder, StepRecorder::Clock::time_point origin) {
-  // One device runs on the caller's thread: its own setting comes back after.
-  struct KernelThreads {
-    int saved = kernel_threads();
-    explicit KernelThreads(int n) { set_kernel_threads(n); }
-    ~KernelThreads() { set_kernel_threads(saved); }
-  } threads(options.threads);
-  Device d;
-  d.backend = options.backend ? options.backend(comm.rank()) : std::make_unique<HostBackend>();
+  const KernelThreadsScope threads(options.threads);
+  Device d = open_device(s.plan, comm, options.backend);
   Backend& backend = *d.backend;
-  Communicator* executor_comm = &comm;
-  if (!backend.host_memory()) executor_comm = (d.staging = std::make_unique<StagingCommunicator>(comm, backend)).get();
-  d.ex = std::make_unique<DeviceExecutor>(s.plan, *executor_comm, backend);
   DeviceExecutor* ex = d.ex.get();
   if (options.trace_step >= 0) ex->set_recorder(&recorder), comm.set_recorder(&recorder);
   std::vector<Buffer> params, grads;

@@ -178,6 +178,7 @@ TEST(Timing, AStalledStepIsLeftOut) {
       return task.batch(0);
     }
     std::string describe() const override { return "slow"; }
+    int64_t batches() const override { return 1; }
   } slow(g);
   TrainOptions o;
   o.steps = 10, o.time_kernels = true, o.data = &slow;

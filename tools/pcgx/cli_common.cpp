@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
@@ -123,6 +126,28 @@ CLI::Validator positive() {
         return used == value.size() && v > 0 ? "" : "must be a positive integer, got '" + value + "'";
       },
       "POSITIVE");
+}
+
+bool is_strategy_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return false;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
+}
+
+ChosenBackend choose_backend(const std::string& name) {
+  const std::optional<runner::BackendKind> chosen = runner::backend_kind(name);
+  if (!chosen) throw Error("--backend: unknown backend '" + name + "' (auto, cpu, mpi, cuda)");
+  const bool under_mpi = runtime::mpi_launched();
+  ChosenBackend c;
+  c.kind = runner::resolve(*chosen, under_mpi);
+  c.gpu = c.kind == runner::BackendKind::kCuda;
+  if (c.gpu) {
+    std::string why;
+    if (runner::cuda_devices(&why) == 0) throw Error("--backend: cuda needs a GPU, and there is none: " + why);
+  }
+  if (c.kind == runner::BackendKind::kMpi || (c.gpu && under_mpi)) c.world = std::make_unique<runtime::MpiWorld>();
+  return c;
 }
 
 }  // namespace pcgx::cli

@@ -2,9 +2,14 @@
 // What the subcommands share: model loading by zoo name or file, and number
 // formatting. No logic of its own beyond argument handling.
 #include <CLI/CLI.hpp>
+#include <iostream>
+#include <streambuf>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "pcgx/runner/backend_choice.h"
+#include "pcgx/runtime/mpi.h"
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/legacy_flexflow.h"
@@ -43,6 +48,44 @@ inline constexpr const char* kAllowUnverifiedHelp =
 // silently mean "the default").
 CLI::Validator positive();
 
+// --backend made concrete (runner/backend_choice.h): the kind, and the MPI
+// world when it runs on MPI ranks. Throws the one-line errors for an
+// unknown name or CUDA without a GPU.
+struct ChosenBackend {
+  runner::BackendKind kind = runner::BackendKind::kCpu;
+  bool gpu = false;
+  std::unique_ptr<runtime::MpiWorld> world;
+};
+ChosenBackend choose_backend(const std::string& name);
+
+// A strategy file is JSON whose "kind" says so; anything else is a model.
+bool is_strategy_file(const std::string& path);
+
+// Silences std::cout and std::cerr on MPI ranks other than 0 for the rest
+// of the process (every rank runs the same command and, given bad input,
+// fails the same way: rank 0 reports for all).
+class QuietRank {
+ public:
+  explicit QuietRank(bool quiet) {
+    // Never destroyed: std::cout is flushed at exit after function-local
+    // statics are gone, and flushing into a destroyed buffer crashed every
+    // rank but 0 at exit (found by AddressSanitizer).
+    static Null* const null = new Null;
+    if (quiet) out_ = std::cout.rdbuf(null), err_ = std::cerr.rdbuf(null);
+  }
+  // For an error of this rank alone.
+  void restore() {
+    if (out_) std::cout.rdbuf(out_), std::cerr.rdbuf(err_), out_ = err_ = nullptr;
+  }
+
+ private:
+  struct Null : std::streambuf {
+    int overflow(int c) override { return c; }
+  };
+  std::streambuf* out_ = nullptr;
+  std::streambuf* err_ = nullptr;
+};
+
 void add_models_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_export_command(CLI::App& app);
@@ -55,6 +98,7 @@ void add_audit_command(CLI::App& app);
 void add_regenerate_command(CLI::App& app);
 void add_optimize_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 

@@ -30,13 +30,6 @@
 namespace pcgx::cli {
 namespace {
 
-// A strategy file is JSON whose "kind" says so; anything else is a model.
-bool is_strategy_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return false;
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
-}
 
 void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::chrono::steady_clock::time_point& last) {
   const auto now = std::chrono::steady_clock::now();
@@ -53,30 +46,6 @@ void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::
   std::cerr << (tty ? "\r\033[K" : "") << line << (tty && !final ? "" : "\n") << std::flush;
 }
 
-// Silences std::cout and std::cerr on MPI ranks other than 0 for the rest
-// of the process (every rank runs the same command and, given bad input,
-// fails the same way: rank 0 reports for all).
-class QuietRank {
- public:
-  explicit QuietRank(bool quiet) {
-    // Never destroyed: std::cout is flushed at exit after function-local
-    // statics are gone, and flushing into a destroyed buffer crashed every
-    // rank but 0 at exit (found by AddressSanitizer).
-    static Null* const null = new Null;
-    if (quiet) out_ = std::cout.rdbuf(null), err_ = std::cerr.rdbuf(null);
-  }
-  // For an error of this rank alone.
-  void restore() {
-    if (out_) std::cout.rdbuf(out_), std::cerr.rdbuf(err_), out_ = err_ = nullptr;
-  }
-
- private:
-  struct Null : std::streambuf {
-    int overflow(int c) override { return c; }
-  };
-  std::streambuf* out_ = nullptr;
-  std::streambuf* err_ = nullptr;
-};
 
 }  // namespace
 
@@ -142,17 +111,10 @@ void add_run_command(CLI::App& app) {
                   "write the last step's measured timeline on every device: kernels, messages sent and waited for, collectives "
                   "(Chrome trace-event JSON, as pcgx simulate --trace writes; under MPI, rank 0's)");
   cmd->callback([] {
-    const std::optional<runner::BackendKind> chosen = runner::backend_kind(backend);
-    if (!chosen) throw Error("--backend: unknown backend '" + backend + "' (auto, cpu, mpi, cuda)");
-    const bool under_mpi = runtime::mpi_launched();
-    const runner::BackendKind kind = runner::resolve(*chosen, under_mpi);
-    if (kind == runner::BackendKind::kCuda) {
-      std::string why;
-      if (runner::cuda_devices(&why) == 0) throw Error("--backend: cuda needs a GPU, and there is none: " + why);
-    }
-    const bool gpu = kind == runner::BackendKind::kCuda;
-    std::unique_ptr<runtime::MpiWorld> world;
-    if (kind == runner::BackendKind::kMpi || (gpu && under_mpi)) world = std::make_unique<runtime::MpiWorld>();
+    ChosenBackend chosen = choose_backend(backend);
+    const runner::BackendKind kind = chosen.kind;
+    const bool gpu = chosen.gpu;
+    std::unique_ptr<runtime::MpiWorld> world = std::move(chosen.world);
     const bool rank0 = !world || world->rank() == 0;
     QuietRank quiet(!rank0);
     bool training = false;  // past this point an error on one rank must end them all

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   pcgx::cli::add_optimize_command(app);
   pcgx::cli::add_simulate_command(app);
   pcgx::cli::add_run_command(app);
+  pcgx::cli::add_eval_command(app);
   pcgx::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);

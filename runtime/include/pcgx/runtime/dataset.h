@@ -25,6 +25,9 @@ class BatchSource {
   virtual const std::map<std::string, Tensor<float>>& batch(int64_t step) const = 0;
   // What the run report says about the data.
   virtual std::string describe() const = 0;
+  // Distinct batches: step s reads batch s mod batches() (an evaluation
+  // reads each once).
+  virtual int64_t batches() const = 0;
 };
 
 class NpyDataset final : public BatchSource {
@@ -35,6 +38,7 @@ class NpyDataset final : public BatchSource {
   NpyDataset(const Graph& g, const std::string& dir);
   const std::map<std::string, Tensor<float>>& batch(int64_t step) const override;
   std::string describe() const override;
+  int64_t batches() const override { return static_cast<int64_t>(batches_.size()); }
   int64_t samples() const { return samples_; }
 
  private:

@@ -35,6 +35,7 @@ class SyntheticTask final : public BatchSource {
   // Input values by Input node name.
   const std::map<std::string, Tensor<float>>& batch(int64_t step) const override;
   std::string describe() const override;
+  int64_t batches() const override { return static_cast<int64_t>(batches_.size()); }
   const std::string& target() const { return target_; }
 
  private:
