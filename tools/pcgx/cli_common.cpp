@@ -8,12 +8,23 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "pcgx/importer/onnx_import.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 
 namespace pcgx::cli {
 
-Graph load_model(const std::string& model, const std::vector<std::string>& sets) {
+Graph load_model(const std::string& model, const std::vector<std::string>& sets, std::map<std::string, Tensor<float>>* weights) {
+  if (model.size() > 5 && model.ends_with(".onnx") && std::filesystem::exists(model)) {
+    importer::ImportOptions o;
+    for (const auto& s : sets) {
+      if (s.rfind("batch=", 0) != 0) throw Error("--set " + s + ": an ONNX model takes only batch=N (its symbolic batch dimension)");
+      o.batch = parse_int(s.substr(6), "--set " + s + ": value");
+    }
+    importer::ImportedModel m = importer::import_onnx(model, o);
+    if (weights) *weights = std::move(m.weights);
+    return std::move(m.graph);
+  }
   if (find_model(model)) {
     ModelParams overrides;
     for (const auto& s : sets) {

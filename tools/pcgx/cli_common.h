@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <streambuf>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +20,11 @@ namespace pcgx::cli {
 
 // A zoo name ("bert-large") or a graph JSON file; `sets` are "key=value"
 // size overrides, only valid for zoo models.
-Graph load_model(const std::string& model, const std::vector<std::string>& sets);
+// A zoo model, a graph JSON file or an ONNX model (.onnx, imported with a
+// loss head; `batch=N` in `sets` sizes a symbolic batch dimension). An
+// ONNX model's initializers go to `weights` when given.
+Graph load_model(const std::string& model, const std::vector<std::string>& sets,
+                 std::map<std::string, Tensor<float>>* weights = nullptr);
 
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.
@@ -99,6 +104,7 @@ void add_regenerate_command(CLI::App& app);
 void add_optimize_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_import_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 

@@ -188,7 +188,10 @@ void add_run_command(CLI::App& app) {
     } else {
       std::vector<std::string> model_sets = sets;
       if (batch > 0) model_sets.push_back("batch=" + std::to_string(batch));
-      graph = load_model(target, model_sets);
+      std::map<std::string, Tensor<float>> onnx_weights;
+      graph = load_model(target, model_sets, &onnx_weights);
+      // An ONNX model trains from its initializers unless told otherwise.
+      if (!onnx_weights.empty() && !o.initial_weights && !o.resume) given = std::move(onnx_weights), o.initial_weights = &given;
       s.model = graph.name();
       if (devices == 0) devices = 1;
       s.strategy = "unpartitioned";

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "pcgx 0.1.0");
   pcgx::cli::add_models_command(app);
   pcgx::cli::add_info_command(app);
+  pcgx::cli::add_import_command(app);
   pcgx::cli::add_export_command(app);
   pcgx::cli::add_ops_command(app);
   pcgx::cli::add_generate_command(app);

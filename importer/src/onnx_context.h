@@ -1,0 +1,89 @@
+#pragma once
+// The state of one import (internal to importer/): the graph being built,
+// what each ONNX value name stands for, and the weights made so far.
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pcgx/importer/onnx_import.h"
+#include "pcgx/pcg/graph_builder.h"
+
+namespace pcgx::importer {
+
+// An initializer or Constant: its values, kept as doubles (float32 and
+// int64 both fit the uses: weights, shapes, scalars).
+struct Constant {
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+  bool integer = false;
+  Tensor<float> as_tensor() const;
+};
+
+class Context {
+ public:
+  Context(std::string path, const ImportOptions& options, const onnx::GraphProto& graph)
+      : path_(std::move(path)), options_(options), graph_(graph), b_(graph.name().empty() ? "onnx" : graph.name()) {}
+
+  // The ONNX graph, for a handler's look-ahead (a bias Add to fold).
+  const onnx::GraphProto& graph() const { return graph_; }
+  GraphBuilder& builder() { return b_; }
+  const ImportOptions& options() const { return options_; }
+  // "FILE: node NAME (TYPE)", for errors.
+  std::string where(const onnx::NodeProto& n) const;
+  std::string where() const { return path_; }
+
+  void add_constant(const std::string& name, Constant c) { constants_[name] = std::move(c); }
+  void add_input(const onnx::ValueInfoProto& v) { inputs_[v.name()] = v; }
+  void bind(const std::string& name, TensorRef t) { refs_[name] = t; }
+  void alias(const std::string& to, const std::string& from);
+
+  const Constant* constant(const std::string& name) const;
+  // The value as a graph tensor: a bound result, an input (made on first
+  // use; `index_range` for an index input), or a float initializer made a
+  // Weight named after it.
+  TensorRef tensor(const std::string& name, int64_t index_range = 0);
+  // A Weight named `name` holding `value` (an initializer reshaped or
+  // transposed as the operator takes it).
+  TensorRef weight(const std::string& name, const Tensor<float>& value);
+  bool is_constant(const std::string& name) const { return constants_.count(name) && !refs_.count(name); }
+  int consumers(const std::string& name) const {
+    const auto it = consumers_.find(name);
+    return it == consumers_.end() ? 0 : it->second;
+  }
+  void count_consumer(const std::string& name) { ++consumers_[name]; }
+  // Nodes a handler took over (a bias Add folded into its Linear).
+  void skip(const std::string& output) { skipped_.push_back(output); }
+  bool skipped(const onnx::NodeProto& n) const;
+  std::map<std::string, Tensor<float>>& weights() { return weights_; }
+
+ private:
+  std::string path_;
+  ImportOptions options_;
+  const onnx::GraphProto& graph_;
+  GraphBuilder b_;
+  std::map<std::string, Constant> constants_;
+  std::map<std::string, onnx::ValueInfoProto> inputs_;
+  std::map<std::string, TensorRef> refs_;
+  std::map<std::string, int> consumers_;
+  std::vector<std::string> skipped_;
+  std::map<std::string, Tensor<float>> weights_;
+};
+
+// Attributes of a node, by name, with defaults.
+int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t fallback);
+double attr_float(const onnx::NodeProto& n, const std::string& name, double fallback);
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name, std::vector<int64_t> fallback = {});
+
+// A TensorProto's values (raw or typed fields); throws naming `where`.
+Constant constant_of(const onnx::TensorProto& t, const std::string& where);
+
+// One ONNX operator onto the builder; throws pcgx::Error naming the node
+// for attribute values pcgx cannot take.
+using Handler = void (*)(Context&, const onnx::NodeProto&);
+// The handler of an operator type of the default domain, or null.
+Handler handler_of(const std::string& op_type);
+
+}  // namespace pcgx::importer

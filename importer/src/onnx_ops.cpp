@@ -1,0 +1,265 @@
+// The ONNX operators pcgx imports, each onto registry operators. Opsets 7
+// to 17 of the default domain (attributes as those opsets define them).
+#include <cmath>
+#include <map>
+
+#include "onnx_context.h"
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::importer {
+namespace {
+
+std::string out(const onnx::NodeProto& n) { return n.output(0); }
+
+int64_t normalize_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+// A scalar constant operand (a one-element initializer or Constant), or null.
+const Constant* scalar(Context& c, const std::string& name) {
+  const Constant* k = c.constant(name);
+  return k && k->values.size() == 1 && c.is_constant(name) ? k : nullptr;
+}
+
+Tensor<float> transposed(const Tensor<float>& w) {  // [r, c] -> [c, r]
+  Tensor<float> t({w.shape[1], w.shape[0]});
+  for (int64_t i = 0; i < w.shape[0]; ++i)
+    for (int64_t j = 0; j < w.shape[1]; ++j) t.data[static_cast<size_t>(j * w.shape[0] + i)] = w.data[static_cast<size_t>(i * w.shape[1] + j)];
+  return t;
+}
+
+// A Linear of x by weight value `w` [in, out] (named `w_name`), with the
+// bias initializer `bias` when given.
+void linear(Context& c, const onnx::NodeProto& n, const std::string& result, TensorRef x, const std::string& w_name, const Tensor<float>& w,
+            const std::string& bias) {
+  GraphBuilder& b = c.builder();
+  if (b.shape(x).dims.back().size != w.shape[0])
+    throw Error(c.where(n) + ": input width " + std::to_string(b.shape(x).dims.back().size) + " against weight rows " + std::to_string(w.shape[0]));
+  std::vector<TensorRef> ins{x, c.weight(w_name, w)};
+  if (!bias.empty()) ins.push_back(c.weight(bias, c.constant(bias)->as_tensor()));
+  c.bind(result, b.op("Linear", {{"activation", std::string("none")}, {"use_bias", !bias.empty()}}, std::move(ins), result));
+}
+
+// The bias Add that follows a product into `product`, when it is the
+// product's only reader and adds a 1-D initializer of `width`: its output
+// name and the bias's, folded into the Linear.
+std::pair<std::string, std::string> bias_add_after(Context& c, const std::string& product, int64_t width) {
+  if (c.consumers(product) != 1) return {};
+  for (const auto& m : c.graph().node()) {
+    if (m.op_type() != "Add" || m.input_size() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      if (m.input(side) != product) continue;
+      const std::string& other = m.input(1 - side);
+      const Constant* k = c.constant(other);
+      if (k && c.is_constant(other) && !k->integer && k->shape == std::vector<int64_t>{width}) return {m.output(0), other};
+    }
+  }
+  return {};
+}
+
+void gemm(Context& c, const onnx::NodeProto& n) {
+  if (attr_int(n, "transA", 0) != 0 || attr_float(n, "alpha", 1) != 1.0 || attr_float(n, "beta", 1) != 1.0)
+    throw Error(c.where(n) + ": only transA = 0, alpha = beta = 1 are imported");
+  const Constant* w = c.constant(n.input(1));
+  if (!w || !c.is_constant(n.input(1)) || w->shape.size() != 2) throw Error(c.where(n) + ": B must be a 2-D initializer (a weight)");
+  Tensor<float> wt = w->as_tensor();
+  if (attr_int(n, "transB", 0)) wt = transposed(wt);  // PyTorch's nn.Linear: weight [out, in]
+  std::string bias;
+  if (n.input_size() > 2 && !n.input(2).empty()) {
+    const Constant* k = c.constant(n.input(2));
+    if (!k || k->shape != std::vector<int64_t>{wt.shape[1]}) throw Error(c.where(n) + ": C must be a 1-D initializer of the output width");
+    bias = n.input(2);
+  }
+  linear(c, n, out(n), c.tensor(n.input(0)), n.input(1), wt, bias);
+}
+
+void matmul(Context& c, const onnx::NodeProto& n) {
+  GraphBuilder& b = c.builder();
+  const Constant* w = c.constant(n.input(1));
+  if (w && c.is_constant(n.input(1)) && w->shape.size() == 2) {
+    const auto [add, bias] = bias_add_after(c, out(n), w->shape[1]);
+    if (!add.empty()) {
+      c.skip(add);
+      linear(c, n, add, c.tensor(n.input(0)), n.input(1), w->as_tensor(), bias);
+      return;
+    }
+    linear(c, n, out(n), c.tensor(n.input(0)), n.input(1), w->as_tensor(), "");
+    return;
+  }
+  const TensorRef x = c.tensor(n.input(0)), y = c.tensor(n.input(1));
+  const bool batched = b.shape(x).rank() > 2;
+  c.bind(out(n), batched ? b.batch_matmul(x, y, out(n)) : b.matmul(x, y, out(n)));
+}
+
+// Add, Sub, Mul, Div: same-shape tensors, or a tensor and a scalar constant.
+void arithmetic(Context& c, const onnx::NodeProto& n) {
+  GraphBuilder& b = c.builder();
+  const std::string& t = n.op_type();
+  const Constant* ka = scalar(c, n.input(0));
+  const Constant* kb = scalar(c, n.input(1));
+  if (kb || ka) {
+    const double k = (kb ? kb : ka)->values[0];
+    const TensorRef x = c.tensor(n.input(kb ? 0 : 1));
+    if (t == "Mul") return c.bind(out(n), b.scalar_mul(x, k, out(n)));
+    if (t == "Div" && kb) return c.bind(out(n), b.scalar_mul(x, 1.0 / k, out(n)));
+    throw Error(c.where(n) + ": " + t + " with a scalar is imported for Mul and Div by a constant only");
+  }
+  const TensorRef x = c.tensor(n.input(0)), y = c.tensor(n.input(1));
+  if (b.shape(x).logical_shape() != b.shape(y).logical_shape())
+    throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported");
+  if (t == "Add") return c.bind(out(n), b.binary("EwAdd", x, y, out(n)));
+  if (t == "Mul") return c.bind(out(n), b.binary("EwMul", x, y, out(n)));
+  if (t == "Sub") return c.bind(out(n), b.binary("EwAdd", x, b.scalar_mul(y, -1.0, out(n) + ".neg"), out(n)));
+  throw Error(c.where(n) + ": Div of two tensors is not imported");
+}
+
+template <const char* kOp>
+void unary(Context& c, const onnx::NodeProto& n) {
+  c.bind(out(n), c.builder().unary(kOp, c.tensor(n.input(0)), out(n)));
+}
+constexpr char kRelu[] = "Relu", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid", kGelu[] = "Gelu";
+
+void passthrough(Context& c, const onnx::NodeProto& n) { c.alias(out(n), n.input(0)); }
+
+void softmax(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const size_t rank = static_cast<size_t>(c.builder().shape(x).rank());
+  const int64_t axis = normalize_axis(attr_int(n, "axis", -1), rank);
+  c.bind(out(n), c.builder().op("Softmax", {{"axis", axis}, {"causal", false}}, {x}, out(n)));
+}
+
+void layer_norm(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const size_t rank = static_cast<size_t>(c.builder().shape(x).rank());
+  if (normalize_axis(attr_int(n, "axis", -1), rank) != static_cast<int64_t>(rank) - 1)
+    throw Error(c.where(n) + ": only normalization over the last axis is imported");
+  if (n.input_size() < 3 || n.input(2).empty()) throw Error(c.where(n) + ": a LayerNormalization without bias is not imported");
+  c.bind(out(n), c.builder().op("LayerNorm", {{"eps", attr_float(n, "epsilon", 1e-5)}, {"affine", true}},
+                                {x, c.tensor(n.input(1)), c.tensor(n.input(2))}, out(n)));
+}
+
+void reshape_to(Context& c, const onnx::NodeProto& n, TensorRef x, IntList shape) {
+  c.bind(out(n), c.builder().reshape(x, std::move(shape), out(n)));
+}
+
+void flatten(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const auto s = c.builder().shape(x).logical_shape();
+  const auto axis = static_cast<size_t>(normalize_axis(attr_int(n, "axis", 1), s.size()));
+  int64_t lead = 1, rest = 1;
+  for (size_t d = 0; d < s.size(); ++d) (d < axis ? lead : rest) *= s[d];
+  reshape_to(c, n, x, {lead, rest});
+}
+
+void reshape(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const Constant* k = c.constant(n.input(1));
+  if (!k || !k->integer) throw Error(c.where(n) + ": the shape must be a constant");
+  const auto s = c.builder().shape(x).logical_shape();
+  IntList shape;
+  int64_t known = 1, unknown = -1;
+  for (size_t d = 0; d < k->values.size(); ++d) {
+    auto v = static_cast<int64_t>(k->values[d]);
+    if (v == 0) v = s.at(d);  // ONNX: copy the input's dimension
+    if (v == -1) unknown = static_cast<int64_t>(d), v = 1;
+    else known *= v;
+    shape.push_back(v);
+  }
+  if (unknown >= 0) shape[static_cast<size_t>(unknown)] = product(s) / known;
+  reshape_to(c, n, x, std::move(shape));
+}
+
+void transpose(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const auto rank = static_cast<int64_t>(c.builder().shape(x).rank());
+  std::vector<int64_t> reverse;
+  for (int64_t d = rank - 1; d >= 0; --d) reverse.push_back(d);
+  c.bind(out(n), c.builder().transpose(x, attr_ints(n, "perm", reverse), out(n)));
+}
+
+void concat(Context& c, const onnx::NodeProto& n) {
+  std::vector<TensorRef> xs;
+  for (const auto& i : n.input()) xs.push_back(c.tensor(i));
+  const auto rank = static_cast<size_t>(c.builder().shape(xs.front()).rank());
+  c.bind(out(n), c.builder().concat(std::move(xs), normalize_axis(attr_int(n, "axis", 0), rank), out(n)));
+}
+
+void constant(Context& c, const onnx::NodeProto& n) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "value") return c.add_constant(out(n), constant_of(a.t(), c.where(n)));
+    if (a.name() == "value_float") return c.add_constant(out(n), Constant{{}, {a.f()}, false});
+    if (a.name() == "value_int") return c.add_constant(out(n), Constant{{}, {static_cast<double>(a.i())}, true});
+  }
+  throw Error(c.where(n) + ": a Constant without a value pcgx reads");
+}
+
+// Spatial attributes of Conv and the pools: 2-D, symmetric padding.
+struct Window {
+  int64_t kh, kw, sh, sw, ph, pw;
+};
+Window window(Context& c, const onnx::NodeProto& n, std::vector<int64_t> kernel) {
+  kernel = attr_ints(n, "kernel_shape", kernel);
+  if (kernel.size() != 2) throw Error(c.where(n) + ": only 2-D windows are imported");
+  const auto strides = attr_ints(n, "strides", {1, 1});
+  const auto pads = attr_ints(n, "pads", {0, 0, 0, 0});
+  for (int64_t d : attr_ints(n, "dilations", {1, 1}))
+    if (d != 1) throw Error(c.where(n) + ": dilations other than 1 are not imported");
+  if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) throw Error(c.where(n) + ": only symmetric padding is imported");
+  const auto* auto_pad = [&]() -> const onnx::AttributeProto* {
+    for (const auto& a : n.attribute())
+      if (a.name() == "auto_pad") return &a;
+    return nullptr;
+  }();
+  if (auto_pad && auto_pad->s() != "NOTSET" && auto_pad->s() != "VALID") throw Error(c.where(n) + ": auto_pad " + auto_pad->s() + " is not imported");
+  if (attr_int(n, "ceil_mode", 0) != 0) throw Error(c.where(n) + ": ceil_mode is not imported");
+  return {kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1]};
+}
+
+void conv(Context& c, const onnx::NodeProto& n) {
+  const Constant* w = c.constant(n.input(1));
+  if (!w || !c.is_constant(n.input(1)) || w->shape.size() != 4) throw Error(c.where(n) + ": W must be a 4-D initializer");
+  const Window k = window(c, n, {w->shape[2], w->shape[3]});
+  const bool bias = n.input_size() > 2 && !n.input(2).empty();
+  std::vector<TensorRef> ins{c.tensor(n.input(0)), c.weight(n.input(1), w->as_tensor())};
+  if (bias) ins.push_back(c.tensor(n.input(2)));
+  c.bind(out(n), c.builder().op("Conv2D",
+                                {{"stride_h", k.sh}, {"stride_w", k.sw}, {"pad_h", k.ph}, {"pad_w", k.pw},
+                                 {"groups", attr_int(n, "group", 1)}, {"use_bias", bias}, {"activation", std::string("none")}},
+                                std::move(ins), out(n)));
+}
+
+void pool(Context& c, const onnx::NodeProto& n) {
+  const Window k = window(c, n, {});
+  const bool avg = n.op_type() == "AveragePool";
+  if (avg && (k.ph || k.pw)) throw Error(c.where(n) + ": a padded AveragePool is not imported");
+  c.bind(out(n), c.builder().pool2d(c.tensor(n.input(0)), avg ? "avg" : "max", k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, out(n)));
+}
+
+void global_average_pool(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const auto s = c.builder().shape(x).logical_shape();
+  if (s.size() != 4) throw Error(c.where(n) + ": only NCHW inputs are imported");
+  c.bind(out(n), c.builder().pool2d(x, "avg", s[2], s[3], s[2], s[3], 0, 0, out(n)));
+}
+
+void gather(Context& c, const onnx::NodeProto& n) {
+  const Constant* table = c.constant(n.input(0));
+  if (!table || !c.is_constant(n.input(0)) || table->shape.size() != 2 || attr_int(n, "axis", 0) != 0)
+    throw Error(c.where(n) + ": only Gather of rows of a 2-D initializer (an embedding) is imported");
+  const TensorRef idx = c.tensor(n.input(1), table->shape[0]);
+  c.bind(out(n), c.builder().op("Embedding", {}, {idx, c.weight(n.input(0), table->as_tensor())}, out(n)));
+}
+
+}  // namespace
+
+Handler handler_of(const std::string& op_type) {
+  static const std::map<std::string, Handler> handlers = {
+      {"Gemm", gemm},         {"MatMul", matmul},   {"Add", arithmetic},     {"Sub", arithmetic},
+      {"Mul", arithmetic},    {"Div", arithmetic},  {"Relu", unary<kRelu>},  {"Tanh", unary<kTanh>},
+      {"Sigmoid", unary<kSigmoid>}, {"Gelu", unary<kGelu>}, {"Softmax", softmax}, {"LayerNormalization", layer_norm},
+      {"Identity", passthrough}, {"Dropout", passthrough}, {"Flatten", flatten}, {"Reshape", reshape},
+      {"Transpose", transpose}, {"Concat", concat}, {"Constant", constant}, {"Conv", conv},
+      {"MaxPool", pool},      {"AveragePool", pool}, {"GlobalAveragePool", global_average_pool}, {"Gather", gather}};
+  const auto it = handlers.find(op_type);
+  return it == handlers.end() ? nullptr : it->second;
+}
+
+}  // namespace pcgx::importer

@@ -1,0 +1,103 @@
+// ONNX models exported by PyTorch (tests/python/onnx_models.py): imported,
+// their parameter counts are PyTorch's and their outputs through the
+// reference interpreter, with the imported weights, are PyTorch's to 1e-4;
+// the loss heads; every unsupported operator listed in one error. Skips,
+// saying why, without /usr/bin/python3 and python3-torch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "pcgx/importer/onnx_import.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/model_info.h"
+#include "pcgx/runtime/npy.h"
+#include "tensor_compare.h"
+#include "temp_dir.h"
+
+namespace pcgx::importer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The exported models, made once per test process.
+const fs::path* exported() {
+  static const fs::path dir = pcgx::testing::temp_dir("pcgx_onnx_import");
+  static const bool ok = std::system(("/usr/bin/python3 " + std::string(PCGX_SOURCE_DIR) + "/tests/python/onnx_models.py " + dir.string() +
+                                      " > /dev/null 2>&1").c_str()) == 0;
+  return ok ? &dir : nullptr;
+}
+
+#define PCGX_REQUIRE_EXPORTS()                                                                                             \
+  const fs::path* dir = exported();                                                                                        \
+  if (!dir) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is needed to export the models (scripts/test.sh installs it)"
+
+void expect_matches_pytorch(const fs::path& dir, const std::string& name) {
+  SCOPED_TRACE(name);
+  ImportOptions o;
+  o.loss = LossHead::kNone;
+  const ImportedModel m = import_onnx((dir / (name + ".onnx")).string(), o);
+  std::ifstream params(dir / (name + "_params.txt"));
+  int64_t want = 0;
+  params >> want;
+  EXPECT_EQ(model_info(m.graph).parameters, want);
+  const Tensor<float> x = runtime::read_npy((dir / (name + "_x.npy")).string());
+  const Tensor<float> y = runtime::read_npy((dir / (name + "_y.npy")).string());
+  const auto values = evaluate<float>(m.graph, [&](const Node& n) { return n.op->is_weight ? m.weights.at(n.name) : x; });
+  const TensorRef out = m.graph.outputs().at(0);
+  const Tensor<float> got = gather_slot(values[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)], 0);
+  ASSERT_EQ(got.shape, y.shape);
+  EXPECT_LT(pcgx::testing::relative_difference(got, y, 1e-6), 1e-4);
+}
+
+TEST(OnnxImport, MlpMatchesPyTorch) {
+  PCGX_REQUIRE_EXPORTS();
+  expect_matches_pytorch(*dir, "mlp");
+}
+
+TEST(OnnxImport, GroupedCnnWithPoolsMatchesPyTorch) {
+  PCGX_REQUIRE_EXPORTS();
+  expect_matches_pytorch(*dir, "cnn");
+}
+
+TEST(OnnxImport, AttentionWithEmbeddingAndLayerNormMatchesPyTorch) {
+  PCGX_REQUIRE_EXPORTS();
+  expect_matches_pytorch(*dir, "attention");
+}
+
+TEST(OnnxImport, LossHeads) {
+  PCGX_REQUIRE_EXPORTS();
+  const ImportedModel ce = import_onnx((*dir / "mlp.onnx").string());  // auto: [8, 10] -> cross-entropy
+  const Node& loss = ce.graph.node(ce.graph.outputs().at(0).node);
+  EXPECT_EQ(loss.op->name, "SoftmaxCrossEntropy");
+  EXPECT_EQ(ce.graph.node(loss.inputs[1].node).name, "labels");
+  ImportOptions o;
+  o.loss = LossHead::kMse;
+  const ImportedModel mse = import_onnx((*dir / "attention.onnx").string(), o);
+  EXPECT_EQ(mse.graph.node(mse.graph.outputs().at(0).node).op->name, "MSELoss");
+}
+
+TEST(OnnxImport, UnsupportedOperatorsAreListedInOneError) {
+  PCGX_REQUIRE_EXPORTS();
+  try {
+    import_onnx((*dir / "unsupported.onnx").string());
+    ADD_FAILURE() << "imported";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind((*dir / "unsupported.onnx").string() + ": operators pcgx does not import: BatchNormalization x1 (first: ", 0), 0u) << m;
+    EXPECT_NE(m.find("LeakyRelu x1 (first: "), std::string::npos) << m;
+  }
+}
+
+TEST(OnnxImport, NotAModelIsAnError) {
+  const fs::path bad = pcgx::testing::temp_dir("pcgx_onnx_import") / "bad.onnx";
+  std::ofstream(bad) << "not a protobuf";
+  EXPECT_THROW(import_onnx(bad.string()), Error);
+  EXPECT_THROW(import_onnx("/nonexistent/x.onnx"), Error);
+}
+
+}  // namespace
+}  // namespace pcgx::importer
