@@ -19,6 +19,7 @@ struct Constant {
   std::vector<int64_t> shape;
   std::vector<double> values;
   bool integer = false;
+  std::string source;  // the initializer it was computed from by data movement alone (a transposed weight)
   Tensor<float> as_tensor() const;
 };
 
@@ -48,12 +49,28 @@ class Context {
   // A Weight named `name` holding `value` (an initializer reshaped or
   // transposed as the operator takes it).
   TensorRef weight(const std::string& name, const Tensor<float>& value);
+  // The name a weight made of constant `name` takes: its initializer's.
+  std::string weight_name(const std::string& name) const {
+    const Constant* k = constant(name);
+    return k && !k->source.empty() ? k->source : name;
+  }
   bool is_constant(const std::string& name) const { return constants_.count(name) && !refs_.count(name); }
   int consumers(const std::string& name) const {
     const auto it = consumers_.find(name);
     return it == consumers_.end() ? 0 : it->second;
   }
   void count_consumer(const std::string& name) { ++consumers_[name]; }
+  // A zero Pad of the spatial dimensions, kept for the Conv or
+  // AveragePool that reads it to take as its own padding.
+  struct Padding {
+    std::string input;
+    int64_t h = 0, w = 0;
+  };
+  void add_padding(const std::string& output, Padding p) { paddings_[output] = std::move(p); }
+  const Padding* padding(const std::string& name) const {
+    const auto it = paddings_.find(name);
+    return it == paddings_.end() ? nullptr : &it->second;
+  }
   // Nodes a handler took over (a bias Add folded into its Linear).
   void skip(const std::string& output) { skipped_.push_back(output); }
   bool skipped(const onnx::NodeProto& n) const;
@@ -69,6 +86,7 @@ class Context {
   std::map<std::string, TensorRef> refs_;
   std::map<std::string, int> consumers_;
   std::vector<std::string> skipped_;
+  std::map<std::string, Padding> paddings_;
   std::map<std::string, Tensor<float>> weights_;
 };
 
@@ -79,6 +97,10 @@ std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name
 
 // A TensorProto's values (raw or typed fields); throws naming `where`.
 Constant constant_of(const onnx::TensorProto& t, const std::string& where);
+
+// Computes a node of constants (and Shape of any tensor) into a constant,
+// when it can: true when it did.
+bool fold_constant(Context& c, const onnx::NodeProto& n);
 
 // One ONNX operator onto the builder; throws pcgx::Error naming the node
 // for attribute values pcgx cannot take.

@@ -55,9 +55,10 @@ TensorRef Context::tensor(const std::string& name, int64_t index_range) {
     if (dtype == DataType::kInt64 && index_range <= 0) throw Error(path_ + ": input " + name + ": an integer input pcgx can only take as indices");
     return refs_[name] = b_.input(name, shape, dtype, dtype == DataType::kInt64 ? index_range : 0);
   }
+  if (paddings_.count(name)) throw Error(path_ + ": " + name + ": pcgx folds a Pad only into the Conv or AveragePool that reads it");
   if (const auto c = constants_.find(name); c != constants_.end()) {
     if (c->second.integer) throw Error(path_ + ": " + name + ": an integer constant used as a tensor");
-    return refs_[name] = weight(name, c->second.as_tensor());
+    return refs_[name] = weight(weight_name(name), c->second.as_tensor());
   }
   throw Error(path_ + ": value " + name + " is used before anything produces it");
 }
@@ -122,7 +123,8 @@ Constant constant_of(const onnx::TensorProto& t, const std::string& where) {
     case onnx::TensorProto::DOUBLE: read_values<double>(t, t.double_data(), c.values, where); break;
     case onnx::TensorProto::INT64: read_values<int64_t>(t, t.int64_data(), c.values, where), c.integer = true; break;
     case onnx::TensorProto::INT32: read_values<int32_t>(t, t.int32_data(), c.values, where), c.integer = true; break;
-    default: throw Error(where + ": element type " + std::to_string(t.data_type()) + " (pcgx reads float, double, int64 and int32)");
+    case onnx::TensorProto::BOOL: read_values<uint8_t>(t, t.int32_data(), c.values, where), c.integer = true; break;
+    default: throw Error(where + ": element type " + std::to_string(t.data_type()) + " (pcgx reads float, double, int64, int32 and bool)");
   }
   return c;
 }
@@ -154,13 +156,17 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
   }
 
   Context ctx(path, options, g);
-  for (const auto& t : g.initializer()) ctx.add_constant(t.name(), constant_of(t, path + ": initializer " + t.name()));
+  for (const auto& t : g.initializer()) {
+    Constant k = constant_of(t, path + ": initializer " + t.name());
+    k.source = t.name();
+    ctx.add_constant(t.name(), std::move(k));
+  }
   for (const auto& v : g.input())
     if (!ctx.constant(v.name())) ctx.add_input(v);
   for (const auto& n : g.node())
     for (const auto& i : n.input()) ctx.count_consumer(i);
   for (const auto& n : g.node()) {
-    if (ctx.skipped(n)) continue;
+    if (ctx.skipped(n) || fold_constant(ctx, n)) continue;
     handler_of(n.op_type())(ctx, n);
   }
   if (g.output_size() == 0) throw Error(path + ": the graph has no output");

@@ -1,5 +1,6 @@
 // The ONNX operators pcgx imports, each onto registry operators. Opsets 7
 // to 17 of the default domain (attributes as those opsets define them).
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -68,7 +69,7 @@ void gemm(Context& c, const onnx::NodeProto& n) {
     if (!k || k->shape != std::vector<int64_t>{wt.shape[1]}) throw Error(c.where(n) + ": C must be a 1-D initializer of the output width");
     bias = n.input(2);
   }
-  linear(c, n, out(n), c.tensor(n.input(0)), n.input(1), wt, bias);
+  linear(c, n, out(n), c.tensor(n.input(0)), c.weight_name(n.input(1)), wt, bias);
 }
 
 void matmul(Context& c, const onnx::NodeProto& n) {
@@ -78,10 +79,10 @@ void matmul(Context& c, const onnx::NodeProto& n) {
     const auto [add, bias] = bias_add_after(c, out(n), w->shape[1]);
     if (!add.empty()) {
       c.skip(add);
-      linear(c, n, add, c.tensor(n.input(0)), n.input(1), w->as_tensor(), bias);
+      linear(c, n, add, c.tensor(n.input(0)), c.weight_name(n.input(1)), w->as_tensor(), bias);
       return;
     }
-    linear(c, n, out(n), c.tensor(n.input(0)), n.input(1), w->as_tensor(), "");
+    linear(c, n, out(n), c.tensor(n.input(0)), c.weight_name(n.input(1)), w->as_tensor(), "");
     return;
   }
   const TensorRef x = c.tensor(n.input(0)), y = c.tensor(n.input(1));
@@ -213,12 +214,22 @@ Window window(Context& c, const onnx::NodeProto& n, std::vector<int64_t> kernel)
   return {kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1]};
 }
 
+// The input of a Conv or AveragePool, through a zero Pad it takes over
+// (its padding added to `k`'s).
+TensorRef padded_input(Context& c, const onnx::NodeProto& n, Window& k) {
+  const Context::Padding* p = c.padding(n.input(0));
+  if (!p) return c.tensor(n.input(0));
+  k.ph += p->h, k.pw += p->w;
+  return c.tensor(p->input);
+}
+
 void conv(Context& c, const onnx::NodeProto& n) {
   const Constant* w = c.constant(n.input(1));
   if (!w || !c.is_constant(n.input(1)) || w->shape.size() != 4) throw Error(c.where(n) + ": W must be a 4-D initializer");
-  const Window k = window(c, n, {w->shape[2], w->shape[3]});
+  Window k = window(c, n, {w->shape[2], w->shape[3]});
   const bool bias = n.input_size() > 2 && !n.input(2).empty();
-  std::vector<TensorRef> ins{c.tensor(n.input(0)), c.weight(n.input(1), w->as_tensor())};
+  const TensorRef x = padded_input(c, n, k);
+  std::vector<TensorRef> ins{x, c.weight(n.input(1), w->as_tensor())};
   if (bias) ins.push_back(c.tensor(n.input(2)));
   c.bind(out(n), c.builder().op("Conv2D",
                                 {{"stride_h", k.sh}, {"stride_w", k.sw}, {"pad_h", k.ph}, {"pad_w", k.pw},
@@ -226,11 +237,36 @@ void conv(Context& c, const onnx::NodeProto& n) {
                                 std::move(ins), out(n)));
 }
 
+// pcgx's average counts padding as area (count_include_pad = 1); a zero
+// Pad before an unpadded AveragePool is the same.
 void pool(Context& c, const onnx::NodeProto& n) {
-  const Window k = window(c, n, {});
+  Window k = window(c, n, {});
   const bool avg = n.op_type() == "AveragePool";
-  if (avg && (k.ph || k.pw)) throw Error(c.where(n) + ": a padded AveragePool is not imported");
-  c.bind(out(n), c.builder().pool2d(c.tensor(n.input(0)), avg ? "avg" : "max", k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, out(n)));
+  if (avg && (k.ph || k.pw) && attr_int(n, "count_include_pad", 0) == 0)
+    throw Error(c.where(n) + ": a padded AveragePool that leaves the padding out of the average is not imported");
+  if (!avg && c.padding(n.input(0))) throw Error(c.where(n) + ": a MaxPool of a zero Pad is not imported");
+  const TensorRef x = padded_input(c, n, k);
+  c.bind(out(n), c.builder().pool2d(x, avg ? "avg" : "max", k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, out(n)));
+}
+
+// A zero Pad of the spatial dimensions of NCHW, symmetric: taken over by
+// the Conv or AveragePool that reads it.
+void pad(Context& c, const onnx::NodeProto& n) {
+  for (const auto& a : n.attribute())
+    if (a.name() == "mode" && a.s() != "constant") throw Error(c.where(n) + ": mode " + a.s() + " is not imported");
+  std::vector<int64_t> pads = attr_ints(n, "pads");
+  if (n.input_size() > 1 && !n.input(1).empty()) {
+    const Constant* k = c.constant(n.input(1));
+    if (!k) throw Error(c.where(n) + ": the pads must be a constant");
+    pads.assign(k->values.begin(), k->values.end());
+  }
+  if (n.input_size() > 2 && !n.input(2).empty()) {
+    const Constant* v = c.constant(n.input(2));
+    if (!v || v->values.size() != 1 || v->values[0] != 0) throw Error(c.where(n) + ": only zero padding is imported");
+  }
+  if (pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5] || pads[2] != pads[6] || pads[3] != pads[7])
+    throw Error(c.where(n) + ": only symmetric padding of the spatial dimensions of NCHW is imported");
+  c.add_padding(out(n), {n.input(0), pads[2], pads[3]});
 }
 
 void global_average_pool(Context& c, const onnx::NodeProto& n) {
@@ -248,6 +284,67 @@ void gather(Context& c, const onnx::NodeProto& n) {
   c.bind(out(n), c.builder().op("Embedding", {}, {idx, c.weight(n.input(0), table->as_tensor())}, out(n)));
 }
 
+// BatchNormalization as pcgx trains it: statistics of the batch (PyTorch's
+// training mode); the running mean and variance inputs are inference's and
+// are not read.
+void batch_norm(Context& c, const onnx::NodeProto& n) {
+  c.bind(out(n), c.builder().op("BatchNorm", {{"eps", attr_float(n, "epsilon", 1e-5)}},
+                                {c.tensor(n.input(0)), c.tensor(n.input(1)), c.tensor(n.input(2))}, out(n)));
+}
+
+// Split into the sizes given (opset 13: an input; before: an attribute) or
+// equal parts.
+void split(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const auto s = c.builder().shape(x).logical_shape();
+  const int64_t axis = normalize_axis(attr_int(n, "axis", 0), s.size());
+  std::vector<int64_t> sizes = attr_ints(n, "split");
+  if (n.input_size() > 1 && !n.input(1).empty()) {
+    const Constant* k = c.constant(n.input(1));
+    if (!k) throw Error(c.where(n) + ": the split sizes must be a constant");
+    sizes.assign(k->values.begin(), k->values.end());
+  }
+  const auto parts = static_cast<int64_t>(n.output_size());
+  if (sizes.empty()) {
+    if (s[static_cast<size_t>(axis)] % parts != 0) throw Error(c.where(n) + ": " + std::to_string(parts) + " equal parts do not divide the axis");
+    sizes.assign(static_cast<size_t>(parts), s[static_cast<size_t>(axis)] / parts);
+  }
+  const TensorRef first = c.builder().op("Split", {{"axis", axis}, {"sizes", sizes}}, {x}, out(n));
+  for (int i = 0; i < n.output_size(); ++i) c.bind(n.output(i), {first.node, static_cast<int32_t>(i)});
+}
+
+// Slice of a tensor along one axis, step 1 (a packed projection's
+// pieces): the middle piece of a Split.
+void slice(Context& c, const onnx::NodeProto& n) {
+  const TensorRef x = c.tensor(n.input(0));
+  const auto s = c.builder().shape(x).logical_shape();
+  auto one = [&](int i, int64_t fallback) -> int64_t {
+    if (n.input_size() <= i || n.input(i).empty()) return fallback;
+    const Constant* k = c.constant(n.input(i));
+    if (!k || k->values.size() != 1) throw Error(c.where(n) + ": only a slice along one axis with constant bounds is imported");
+    return static_cast<int64_t>(k->values[0]);
+  };
+  const int64_t axis = normalize_axis(one(3, 0), s.size());
+  if (one(4, 1) != 1) throw Error(c.where(n) + ": only slices of step 1 are imported");
+  const int64_t len = s.at(static_cast<size_t>(axis));
+  auto bound = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
+  const int64_t start = bound(one(1, 0)), end = bound(one(2, len));
+  if (end <= start) throw Error(c.where(n) + ": an empty slice");
+  if (start == 0 && end == len) return c.alias(out(n), n.input(0));
+  std::vector<int64_t> sizes;
+  if (start > 0) sizes.push_back(start);
+  sizes.push_back(end - start);
+  if (end < len) sizes.push_back(len - end);
+  const TensorRef pieces = c.builder().op("Split", {{"axis", axis}, {"sizes", sizes}}, {x}, out(n) + ".split");
+  c.bind(out(n), {pieces.node, start > 0 ? 1 : 0});
+}
+
+// Shape arithmetic left after folding (onnx_fold.cpp): its inputs are
+// tensor values, which pcgx does not compute at import.
+void shape_only(Context& c, const onnx::NodeProto& n) {
+  throw Error(c.where(n) + ": computes from tensor values; pcgx imports " + n.op_type() + " only where it folds into a constant shape");
+}
+
 }  // namespace
 
 Handler handler_of(const std::string& op_type) {
@@ -257,7 +354,10 @@ Handler handler_of(const std::string& op_type) {
       {"Sigmoid", unary<kSigmoid>}, {"Gelu", unary<kGelu>}, {"Softmax", softmax}, {"LayerNormalization", layer_norm},
       {"Identity", passthrough}, {"Dropout", passthrough}, {"Flatten", flatten}, {"Reshape", reshape},
       {"Transpose", transpose}, {"Concat", concat}, {"Constant", constant}, {"Conv", conv},
-      {"MaxPool", pool},      {"AveragePool", pool}, {"GlobalAveragePool", global_average_pool}, {"Gather", gather}};
+      {"MaxPool", pool},      {"AveragePool", pool}, {"GlobalAveragePool", global_average_pool}, {"Gather", gather},
+      {"BatchNormalization", batch_norm}, {"Split", split}, {"Pad", pad},
+      {"Shape", shape_only}, {"Unsqueeze", shape_only}, {"Squeeze", shape_only}, {"Slice", slice}, {"Cast", shape_only},
+      {"Equal", shape_only}, {"Where", shape_only}, {"ConstantOfShape", shape_only}};
   const auto it = handlers.find(op_type);
   return it == handlers.end() ? nullptr : it->second;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch's side of tests/importer/onnx_import_test.cpp: small models of
 the kinds the importer maps (an MLP, a CNN with grouped convolution and
-pooling, an attention block with LayerNorm), exported to ONNX by
+pooling, an attention block with LayerNorm, a BatchNorm and Split
+exported in training mode), exported to ONNX by
 torch.onnx.export with one fixed input, that input and PyTorch's output as
 .npy, and the parameter count; and a model with operators pcgx does not
 import. Usage: onnx_models.py DIR"""
@@ -47,19 +48,34 @@ class Attention(torch.nn.Module):
         return self.ln(x + self.o(ctx))
 
 
+class Normalized(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(3, 4, 3, bias=False)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 6)
+
+    def forward(self, x):
+        a, b = torch.split(torch.relu(self.bn(self.c(x))), [1, 3], dim=1)
+        return self.fc(torch.flatten(torch.cat([b, a], 1), 1))
+
+
 class Unsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.c = torch.nn.Conv2d(3, 4, 3)
-        self.bn1, self.bn2 = torch.nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4)
 
     def forward(self, x):
-        return self.bn2(torch.nn.functional.leaky_relu(self.bn1(self.c(x))))
+        return torch.abs(torch.nn.functional.leaky_relu(torch.nn.functional.leaky_relu(self.c(x))))
 
 
-def export(d, name, model, x, opset):
-    model.eval()
-    torch.onnx.export(model, x, os.path.join(d, name + ".onnx"), opset_version=opset, input_names=["x"], output_names=["y"])
+def export(d, name, model, x, opset, training=False):
+    # Training mode keeps BatchNorm as pcgx trains it (batch statistics),
+    # not folded into the convolution as an inference export does.
+    model.train(training)
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    torch.onnx.export(model, x, os.path.join(d, name + ".onnx"), opset_version=opset, input_names=["x"], output_names=["y"],
+                      training=mode, do_constant_folding=not training)
     np.save(os.path.join(d, name + "_x.npy"), x.numpy())
     with torch.no_grad():
         np.save(os.path.join(d, name + "_y.npy"), model(x).numpy())
@@ -74,6 +90,7 @@ def main():
                                          torch.nn.Linear(32, 10), torch.nn.Sigmoid()), torch.randn(8, 16), 13)
     export(d, "cnn", CNN(), torch.randn(2, 3, 16, 16), 13)
     export(d, "attention", Attention(), torch.randint(0, 50, (2, 6)), 17)
+    export(d, "normalized", Normalized(), torch.randn(4, 3, 8, 8), 13, training=True)
     export(d, "unsupported", Unsupported(), torch.randn(1, 3, 8, 8), 13)
 
 
