@@ -24,3 +24,12 @@ mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism
 "$pcgx" optimize bert-large --machine dgx-h100 --devices 64 -q -o "$out/bert-large-64.json"
 # Pipeline parallelism for the 8192-wide MLP on 8 GPUs (1F1B over micro-batches).
 "$pcgx" optimize mlp --machine dgx-h100 --devices 8 --pipeline -q -o "$out/mlp-8-pipeline.json"
+# An ONNX model (data/onnx/small-cnn.onnx, exported by PyTorch): import it,
+# optimize it for 2 devices (its export fixed the batch at 2), train it from
+# its own initializers with checkpoints, save the trained weights and
+# evaluate them.
+"$pcgx" import data/onnx/small-cnn.onnx -o "$out/small-cnn.json" --weights-out "$out/small-cnn-initial.safetensors"
+"$pcgx" run data/onnx/small-cnn.onnx --optimize --devices 2 --steps 30 --batches 1 \
+  --report "$out/small-cnn-run.json" --plot "$out/small-cnn.svg" --save-weights "$out/small-cnn-trained.safetensors" \
+  --checkpoint "$out/small-cnn-checkpoint" --checkpoint-every 10
+"$pcgx" eval data/onnx/small-cnn.onnx --weights "$out/small-cnn-trained.safetensors" --batches 1

@@ -25,8 +25,10 @@ struct Constant {
 
 class Context {
  public:
-  Context(std::string path, const ImportOptions& options, const onnx::GraphProto& graph)
-      : path_(std::move(path)), options_(options), graph_(graph), b_(graph.name().empty() ? "onnx" : graph.name()) {}
+  // The model is named after its file: exporters name graphs "torch_jit"
+  // or "main_graph".
+  Context(std::string path, const ImportOptions& options, const onnx::GraphProto& graph, std::string name)
+      : path_(std::move(path)), options_(options), graph_(graph), b_(std::move(name)) {}
 
   // The ONNX graph, for a handler's look-ahead (a bias Add to fold).
   const onnx::GraphProto& graph() const { return graph_; }
@@ -75,6 +77,8 @@ class Context {
   void skip(const std::string& output) { skipped_.push_back(output); }
   bool skipped(const onnx::NodeProto& n) const;
   std::map<std::string, Tensor<float>>& weights() { return weights_; }
+  // Whether some input dimension was symbolic (and took options().batch).
+  bool used_batch() const { return used_batch_; }
 
  private:
   std::string path_;
@@ -87,6 +91,7 @@ class Context {
   std::map<std::string, int> consumers_;
   std::vector<std::string> skipped_;
   std::map<std::string, Padding> paddings_;
+  bool used_batch_ = false;
   std::map<std::string, Tensor<float>> weights_;
 };
 

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "onnx_context.h"
@@ -44,6 +45,7 @@ TensorRef Context::tensor(const std::string& name, int64_t index_range) {
         shape.push_back(d.dim_value());
       } else if (options_.batch > 0) {
         shape.push_back(options_.batch);
+        used_batch_ = true;
       } else {
         throw Error(path_ + ": input " + name + ": dimension '" + d.dim_param() + "' is symbolic: give its size (--batch N)");
       }
@@ -155,7 +157,7 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
     throw Error(path + ": operators pcgx does not import: " + list);
   }
 
-  Context ctx(path, options, g);
+  Context ctx(path, options, g, std::filesystem::path(path).stem().string());
   for (const auto& t : g.initializer()) {
     Constant k = constant_of(t, path + ": initializer " + t.name());
     k.source = t.name();
@@ -170,6 +172,8 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
     handler_of(n.op_type())(ctx, n);
   }
   if (g.output_size() == 0) throw Error(path + ": the graph has no output");
+  if (options.batch > 0 && !ctx.used_batch())
+    throw Error(path + ": a batch of " + std::to_string(options.batch) + " given, but no input dimension is symbolic (the export fixed them)");
   GraphBuilder& b = ctx.builder();
   const TensorRef y = ctx.tensor(g.output(0).name());
   const auto& ys = b.shape(y);

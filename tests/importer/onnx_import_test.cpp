@@ -59,6 +59,7 @@ TEST(OnnxImport, BatchNormAndSplitMatchPyTorchInTrainingMode) {
 TEST(OnnxImport, LossHeads) {
   PCGX_REQUIRE_EXPORTS();
   const ImportedModel ce = import_onnx((*dir / "mlp.onnx").string());  // auto: [8, 10] -> cross-entropy
+  EXPECT_EQ(ce.graph.name(), "mlp") << "named after the file";
   const Node& loss = ce.graph.node(ce.graph.outputs().at(0).node);
   EXPECT_EQ(loss.op->name, "SoftmaxCrossEntropy");
   EXPECT_EQ(ce.graph.node(loss.inputs[1].node).name, "labels");
@@ -77,6 +78,18 @@ TEST(OnnxImport, UnsupportedOperatorsAreListedInOneError) {
     const std::string m = e.what();
     EXPECT_EQ(m.rfind((*dir / "unsupported.onnx").string() + ": operators pcgx does not import: Abs x1 (first: ", 0), 0u) << m;
     EXPECT_NE(m.find(", LeakyRelu x2 (first: "), std::string::npos) << m;
+  }
+}
+
+TEST(OnnxImport, ABatchForAFixedExportIsAnError) {
+  PCGX_REQUIRE_EXPORTS();
+  ImportOptions o;
+  o.batch = 4;
+  try {
+    import_onnx((*dir / "mlp.onnx").string(), o);
+    ADD_FAILURE() << "imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no input dimension is symbolic"), std::string::npos) << e.what();
   }
 }
 
