@@ -120,6 +120,24 @@ constexpr char kRelu[] = "Relu", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid", kGelu
 
 void passthrough(Context& c, const onnx::NodeProto& n) { c.alias(out(n), n.input(0)); }
 
+// Dropout: in training mode (opset 12's training_mode input true) pcgx's
+// Dropout of the ratio (its own draws: the same elements on every
+// partitioning, not ONNX's); otherwise the identity, as in inference.
+void dropout(Context& c, const onnx::NodeProto& n) {
+  auto constant_input = [&](int i, double fallback) {
+    if (n.input_size() <= i || n.input(i).empty()) return fallback;
+    const Constant* k = c.constant(n.input(i));
+    if (!k || k->values.size() != 1) throw Error(c.where(n) + ": the ratio and training mode must be constants");
+    return k->values[0];
+  };
+  const double ratio = constant_input(1, attr_float(n, "ratio", 0.5));
+  const bool training = constant_input(2, 0) != 0;
+  for (int i = 1; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && c.consumers(n.output(i)) > 0) throw Error(c.where(n) + ": its mask output is not imported");
+  if (!training || ratio <= 0) return c.alias(out(n), n.input(0));
+  c.bind(out(n), c.builder().dropout(c.tensor(n.input(0)), ratio, out(n)));
+}
+
 void softmax(Context& c, const onnx::NodeProto& n) {
   const TensorRef x = c.tensor(n.input(0));
   const size_t rank = static_cast<size_t>(c.builder().shape(x).rank());
@@ -352,7 +370,7 @@ Handler handler_of(const std::string& op_type) {
       {"Gemm", gemm},         {"MatMul", matmul},   {"Add", arithmetic},     {"Sub", arithmetic},
       {"Mul", arithmetic},    {"Div", arithmetic},  {"Relu", unary<kRelu>},  {"Tanh", unary<kTanh>},
       {"Sigmoid", unary<kSigmoid>}, {"Gelu", unary<kGelu>}, {"Softmax", softmax}, {"LayerNormalization", layer_norm},
-      {"Identity", passthrough}, {"Dropout", passthrough}, {"Flatten", flatten}, {"Reshape", reshape},
+      {"Identity", passthrough}, {"Dropout", dropout}, {"Flatten", flatten}, {"Reshape", reshape},
       {"Transpose", transpose}, {"Concat", concat}, {"Constant", constant}, {"Conv", conv},
       {"MaxPool", pool},      {"AveragePool", pool}, {"GlobalAveragePool", global_average_pool}, {"Gather", gather},
       {"BatchNormalization", batch_norm}, {"Split", split}, {"Pad", pad},
