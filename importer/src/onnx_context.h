@@ -23,6 +23,13 @@ struct Constant {
   Tensor<float> as_tensor() const;
 };
 
+// An operator put back whole from an exporter's pieces (onnx_patterns.cpp).
+struct Fused {
+  std::string op;  // "Gelu" or "LayerNorm"
+  std::string x, gamma, beta;  // ONNX value names (gamma empty: no affine)
+  double eps = 0;
+};
+
 class Context {
  public:
   // The model is named after its file: exporters name graphs "torch_jit"
@@ -76,6 +83,11 @@ class Context {
   // Nodes a handler took over (a bias Add folded into its Linear).
   void skip(const std::string& output) { skipped_.push_back(output); }
   bool skipped(const onnx::NodeProto& n) const;
+  void fuse(const std::string& output, Fused f) { fused_[output] = std::move(f); }
+  const Fused* fused(const std::string& output) const {
+    const auto it = fused_.find(output);
+    return it == fused_.end() ? nullptr : &it->second;
+  }
   std::map<std::string, Tensor<float>>& weights() { return weights_; }
   // Whether some input dimension was symbolic (and took options().batch).
   bool used_batch() const { return used_batch_; }
@@ -91,6 +103,7 @@ class Context {
   std::map<std::string, int> consumers_;
   std::vector<std::string> skipped_;
   std::map<std::string, Padding> paddings_;
+  std::map<std::string, Fused> fused_;
   bool used_batch_ = false;
   std::map<std::string, Tensor<float>> weights_;
 };
@@ -106,6 +119,11 @@ Constant constant_of(const onnx::TensorProto& t, const std::string& where);
 // Computes a node of constants (and Shape of any tensor) into a constant,
 // when it can: true when it did.
 bool fold_constant(Context& c, const onnx::NodeProto& n);
+
+// Finds the pieces of fused operators (before any node is mapped), and
+// maps the last piece of one.
+void fuse_patterns(Context& c);
+void emit_fused(Context& c, const onnx::NodeProto& n);
 
 // One ONNX operator onto the builder; throws pcgx::Error naming the node
 // for attribute values pcgx cannot take.

@@ -143,9 +143,12 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") out.opset = o.version();
 
+  Context ctx(path, options, g, std::filesystem::path(path).stem().string());
+  fuse_patterns(ctx);
   // Every unsupported operator first: one error lists them all.
   std::map<std::string, std::pair<int, std::string>> missing;  // type -> (count, first node)
   for (const auto& n : g.node()) {
+    if (ctx.skipped(n) || (n.output_size() && ctx.fused(n.output(0)))) continue;
     const bool ours = n.domain().empty() || n.domain() == "ai.onnx";
     if (ours && handler_of(n.op_type())) continue;
     auto& m = missing[(ours ? "" : n.domain() + ".") + n.op_type()];
@@ -157,7 +160,6 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
     throw Error(path + ": operators pcgx does not import: " + list);
   }
 
-  Context ctx(path, options, g, std::filesystem::path(path).stem().string());
   for (const auto& t : g.initializer()) {
     Constant k = constant_of(t, path + ": initializer " + t.name());
     k.source = t.name();
@@ -168,7 +170,12 @@ ImportedModel import_onnx(const std::string& path, const ImportOptions& options)
   for (const auto& n : g.node())
     for (const auto& i : n.input()) ctx.count_consumer(i);
   for (const auto& n : g.node()) {
-    if (ctx.skipped(n) || fold_constant(ctx, n)) continue;
+    if (ctx.skipped(n)) continue;
+    if (n.output_size() && ctx.fused(n.output(0))) {
+      emit_fused(ctx, n);
+      continue;
+    }
+    if (fold_constant(ctx, n)) continue;
     handler_of(n.op_type())(ctx, n);
   }
   if (g.output_size() == 0) throw Error(path + ": the graph has no output");

@@ -56,6 +56,19 @@ TEST(OnnxImport, BatchNormAndSplitMatchPyTorchInTrainingMode) {
   expect_import_matches_pytorch(*dir, "normalized");
 }
 
+// Gelu's erf formula and LayerNorm's pieces are put back whole.
+TEST(OnnxImport, DecomposedGeluAndLayerNormAreFused) {
+  PCGX_REQUIRE_EXPORTS();
+  expect_import_matches_pytorch(*dir, "decomposed");
+  ImportOptions o;
+  o.loss = LossHead::kNone;
+  const ImportedModel m = import_onnx((*dir / "decomposed.onnx").string(), o);
+  std::vector<std::string> ops;
+  for (const Node& n : m.graph.nodes())
+    if (n.op->op_class == OpClass::kCompute) ops.push_back(n.op->name);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Linear", "Gelu", "LayerNorm"}));
+}
+
 TEST(OnnxImport, LossHeads) {
   PCGX_REQUIRE_EXPORTS();
   const ImportedModel ce = import_onnx((*dir / "mlp.onnx").string());  // auto: [8, 10] -> cross-entropy

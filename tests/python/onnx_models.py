@@ -2,7 +2,8 @@
 """PyTorch's side of tests/importer/onnx_import_test.cpp: small models of
 the kinds the importer maps (an MLP, a CNN with grouped convolution and
 pooling, an attention block with LayerNorm, a BatchNorm and Split
-exported in training mode), exported to ONNX by
+exported in training mode, Gelu and LayerNorm in the pieces opset 13
+writes them in), exported to ONNX by
 torch.onnx.export with one fixed input, that input and PyTorch's output as
 .npy, and the parameter count; and a model with operators pcgx does not
 import. Usage: onnx_models.py DIR"""
@@ -60,6 +61,18 @@ class Normalized(torch.nn.Module):
         return self.fc(torch.flatten(torch.cat([b, a], 1), 1))
 
 
+class Decomposed(torch.nn.Module):
+    # Opset 13 writes Gelu as its erf formula and LayerNorm as
+    # ReduceMean/Sub/Pow/Sqrt/Div pieces.
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.ln = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return self.ln(torch.nn.functional.gelu(self.fc(x)))
+
+
 class Unsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -91,6 +104,7 @@ def main():
     export(d, "cnn", CNN(), torch.randn(2, 3, 16, 16), 13)
     export(d, "attention", Attention(), torch.randint(0, 50, (2, 6)), 17)
     export(d, "normalized", Normalized(), torch.randn(4, 3, 8, 8), 13, training=True)
+    export(d, "decomposed", Decomposed(), torch.randn(4, 8), 13)
     export(d, "unsupported", Unsupported(), torch.randn(1, 3, 8, 8), 13)
 
 
