@@ -24,11 +24,12 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "pcgx: installing ${need[*]}" >&2
   install "${need[@]}"
 fi
-# The tests' own needs (scripts/test.sh sets PCGX_TEST_DEPS=1): PyTorch, for
-# the tests that check pcgx's weights files against it. Best effort: where
-# they cannot be installed those tests skip, saying why.
+# The tests' own needs (scripts/test.sh sets PCGX_TEST_DEPS=1): PyTorch and
+# torchvision, for the tests that check weights files and imported ONNX
+# models against them, and ONNX's test data for bench_onnx_testdata. Best
+# effort: where they cannot be installed those tests skip, saying why.
 if [ "${PCGX_TEST_DEPS:-}" = 1 ]; then
-  mapfile -t need < <(missing python3-numpy python3-torch)
+  mapfile -t need < <(missing python3-numpy python3-torch python3-torchvision libonnx-testdata)
   if [ ${#need[@]} -gt 0 ]; then
     echo "pcgx: installing ${need[*]} for the tests" >&2
     install "${need[@]}" || echo "pcgx: could not install ${need[*]}: the tests that need PyTorch will skip" >&2

@@ -34,6 +34,9 @@ TEST(ImportCommand, WritesTheGraphAndWeightsAndTrainsTheOnnxFile) {
   EXPECT_TRUE(fs::exists(w));
   const auto info = run("info " + onnx);
   EXPECT_EQ(info.code, 0) << info.out;
+  const auto optimized = run("optimize " + onnx + " --machine dgx-h100 --devices 8 --budget 2 -q -o " + (*dir / "cnn-8.json").string());
+  EXPECT_EQ(optimized.code, 0) << optimized.out;
+  EXPECT_TRUE(fs::exists(*dir / "cnn-8.json"));
   const auto train = run("run " + onnx + " --steps 3 --batches 1 --no-report --no-plot --save-weights " + (*dir / "trained.safetensors").string());
   ASSERT_EQ(train.code, 0) << train.out;
   // The imported graph file with the imported weights trains the same.

@@ -3,7 +3,9 @@
 ResNeXt-50 (32x4d), Inception-v3 and VGG-13 and a transformer encoder built
 from torch.nn modules, exported to ONNX in training mode (BatchNorm on
 batch statistics, as pcgx trains; dropout off) with one fixed input, that
-input and PyTorch's output as .npy, and the parameter count.
+input and PyTorch's output as .npy, and the parameter count. Dropout is
+0: a training export keeps dropout, which pcgx imports as its own Dropout
+(other draws than PyTorch's).
 Usage: torchvision_models.py DIR NAME"""
 import os
 import sys
@@ -17,9 +19,9 @@ def build(name):
     if name == "resnext-50":
         return torchvision.models.resnext50_32x4d(), torch.randn(1, 3, 224, 224), 13
     if name == "inception-v3":
-        return torchvision.models.inception_v3(aux_logits=False, init_weights=True), torch.randn(2, 3, 299, 299), 13
+        return torchvision.models.inception_v3(aux_logits=False, init_weights=True, dropout=0.0), torch.randn(2, 3, 299, 299), 13
     if name == "vgg-13":
-        return torchvision.models.vgg13(), torch.randn(1, 3, 224, 224), 13
+        return torchvision.models.vgg13(dropout=0.0), torch.randn(1, 3, 224, 224), 13
     # dropout 0: attention dropout is no module, so training mode would apply it
     layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
     return torch.nn.TransformerEncoder(layer, num_layers=2), torch.randn(2, 8, 64), 17
