@@ -1,8 +1,11 @@
 #include "pcgx/generator/opset.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/registry.h"
 
 namespace pcgx::gen {
@@ -101,21 +104,59 @@ std::string to_string(const OpChoice& c) {
   return s + ")";
 }
 
+namespace {
+
+// What an opset's operators need from the input pool.
+void derive_pools(Opset& s) {
+  for (const auto& c : s.ops) {
+    s.index_inputs = s.index_inputs || c.op == "Embedding" || c.op == "EmbeddingBag";
+    s.conv_kernels = s.conv_kernels || c.op == "Conv2D";
+  }
+}
+
+}  // namespace
+
+std::string opsets_dir() { return PCGX_OPSETS_DIR; }
+
+Opset load_opset(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object() || j.value("format", "") != "pcgx.opset") throw Error(path + ": format: not \"pcgx.opset\"");
+  Opset s;
+  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty()) throw Error(path + ": name: missing");
+  s.name = j["name"].get<std::string>();
+  s.description = j.value("description", "");
+  if (j.contains("ndims")) {
+    if (!j["ndims"].is_number_integer() || j["ndims"].get<int>() < 1) throw Error(path + ": ndims: not a positive integer");
+    s.default_ndims = j["ndims"].get<int>();
+  }
+  if (!j.contains("ops") || !j["ops"].is_array()) throw Error(path + ": ops: missing (a list of operators, as --ops writes them)");
+  std::string list;
+  for (const auto& op : j["ops"]) {
+    if (!op.is_string()) throw Error(path + ": ops: not a list of strings");
+    list += (list.empty() ? "" : ",") + op.get<std::string>();
+  }
+  s.ops = parse_list(list, path + ": ops");
+  derive_pools(s);
+  return s;
+}
+
 const std::vector<Opset>& named_opsets() {
   static const std::vector<Opset> sets = [] {
-    const std::string parallel = "Repartition,Combine,Replicate,Reduce";
-    const std::string unity = "Linear(activation=none|relu),Relu,EwAdd,EwMul,Concat,Split," + parallel;
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(opsets_dir(), ec))
+      if (f.path().extension() == ".json") files.push_back(f.path());
+    std::sort(files.begin(), files.end());
     std::vector<Opset> v;
-    v.push_back({"unity", "the operator set of the original Unity generator", parse_list(unity, "opset unity"), 3,
-                 false, false});
-    v.push_back({"attention", "unity plus MatMul, BatchMatMul, Transpose, Softmax, ScalarMul",
-                 parse_list(unity + ",MatMul,BatchMatMul,Transpose,Softmax,ScalarMul", "opset attention"), 3, false,
-                 false});
-    v.push_back({"recsys", "unity plus Embedding, EmbeddingBag", parse_list(unity + ",Embedding,EmbeddingBag", "opset recsys"),
-                 3, true, false});
-    v.push_back({"conv", "unity plus Conv2D (3x3, padding 1) and Pool2D (2x2)",
-                 parse_list(unity + ",Conv2D(pad_h=1,pad_w=1),Pool2D(kernel_h=2,kernel_w=2,mode=max|avg)", "opset conv"),
-                 4, false, true});
+    for (const auto& f : files) {
+      v.push_back(load_opset(f.string()));
+      if (v.back().name != f.stem().string()) throw Error(f.string() + ": name: '" + v.back().name + "', not the file's");
+    }
     return v;
   }();
   return sets;
@@ -128,11 +169,15 @@ const Opset* find_opset_or_null(const std::string& name) {
 }
 
 const Opset& find_opset(const std::string& name) {
-  for (const auto& s : named_opsets())
-    if (s.name == name) return s;
+  if (const Opset* s = find_opset_or_null(name)) return *s;
   std::string known;
   for (const auto& s : named_opsets()) known += (known.empty() ? "" : ", ") + s.name;
-  throw Error("--opset " + name + ": unknown operator set (known: " + known + ")");
+  throw Error("--opset " + name + ": unknown operator set (known: " + known + "; or give an opset file)");
+}
+
+Opset resolve_opset(const std::string& name_or_file) {
+  if (name_or_file.find('/') != std::string::npos || name_or_file.ends_with(".json")) return load_opset(name_or_file);
+  return find_opset(name_or_file);
 }
 
 Opset parse_ops(const std::string& list) {
@@ -140,10 +185,7 @@ Opset parse_ops(const std::string& list) {
   s.name = "custom";
   s.description = "operators given with --ops";
   s.ops = parse_list(list, "--ops");
-  for (const auto& c : s.ops) {
-    s.index_inputs = s.index_inputs || c.op == "Embedding" || c.op == "EmbeddingBag";
-    s.conv_kernels = s.conv_kernels || c.op == "Conv2D";
-  }
+  derive_pools(s);
   return s;
 }
 

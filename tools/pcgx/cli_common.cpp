@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "pcgx/generator/opset.h"
 #include "pcgx/importer/onnx_import.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
@@ -159,6 +160,16 @@ ChosenBackend choose_backend(const std::string& name) {
   }
   if (c.kind == runner::BackendKind::kMpi || (c.gpu && under_mpi)) c.world = std::make_unique<runtime::MpiWorld>();
   return c;
+}
+
+std::string opset_help() {
+  std::string names;
+  try {
+    for (const auto& o : gen::named_opsets()) names += (names.empty() ? "" : ", ") + o.name;
+  } catch (const Error& e) {
+    names = "unreadable: " + std::string(e.what());
+  }
+  return "operator set: a shipped one (" + names + ", in " + gen::opsets_dir() + ") or an opset file (pcgx.opset JSON)";
 }
 
 }  // namespace pcgx::cli

@@ -63,6 +63,9 @@ struct ChosenBackend {
 };
 ChosenBackend choose_backend(const std::string& name);
 
+// --opset's help: the shipped operator sets (rulesets/opsets) by name.
+std::string opset_help();
+
 // A strategy file is JSON whose "kind" says so; anything else is a model.
 bool is_strategy_file(const std::string& path);
 

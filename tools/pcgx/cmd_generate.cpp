@@ -26,7 +26,7 @@ void add_generate_command(CLI::App& app) {
   static std::string opset = "unity", ops, degrees = "2", out;
   static int max_ops = 3, ndims = 0, threads = 0;
   static uint64_t seed = 1;
-  cmd->add_option("--opset", opset, "operator set: unity, attention, recsys, conv")->capture_default_str();
+  cmd->add_option("--opset", opset, opset_help())->capture_default_str();
   cmd->add_option("--ops", ops, "explicit operators instead of --opset, e.g. 'Linear(activation=none|relu),Relu,Repartition'");
   cmd->add_option("--max-ops", max_ops, "operators per graph (0-4)")->capture_default_str();
   cmd->add_option("--degrees", degrees, "parallel degrees, comma-separated")->capture_default_str();
@@ -36,7 +36,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-o,--output", out, "candidates file to write")->required();
   cmd->callback([] {
     gen::GeneratorConfig c;
-    c.opset = ops.empty() ? gen::find_opset(opset) : gen::parse_ops(ops);
+    c.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
     c.max_ops = max_ops;
     c.degrees = parse_degrees(degrees);
     c.ndims = ndims > 0 ? ndims : c.opset.default_ndims;

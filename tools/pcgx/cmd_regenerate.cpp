@@ -20,10 +20,11 @@ namespace pcgx::cli {
 
 void add_regenerate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("regenerate", "Generate and verify a ruleset; write rulesets/<opset>-v<N>.json and MANIFEST.json");
-  static std::string opset = "unity", out_dir = PCGX_RULESETS_DIR, dir;
+  static std::string opset = "unity", ops, out_dir = PCGX_RULESETS_DIR, dir;
   static int max_ops = 3, version = 1, threads = 0;
   static unsigned timeout_ms = 2000;
-  cmd->add_option("--opset", opset, "operator set")->capture_default_str();
+  cmd->add_option("--opset", opset, opset_help())->capture_default_str();
+  cmd->add_option("--ops", ops, "explicit operators instead of --opset (as pcgx generate takes them); writes custom-v<N>.json");
   cmd->add_option("--max-ops", max_ops, "operators per graph")->capture_default_str();
   cmd->add_option("--version", version, "ruleset version N in <opset>-v<N>.json")->capture_default_str();
   cmd->add_option("--out-dir", out_dir, "where rulesets live")->capture_default_str();
@@ -40,7 +41,7 @@ void add_regenerate_command(CLI::App& app) {
     if (const auto failure = verify::axiom_check_failure(axioms))
       throw Error(axioms.dir + ": " + *failure + "; nothing was generated (see pcgx axioms check)");
     gen::GeneratorConfig c;
-    c.opset = gen::find_opset(opset);
+    c.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
     c.max_ops = max_ops;
     c.ndims = c.opset.default_ndims;
     c.threads = threads;
@@ -59,7 +60,7 @@ void add_regenerate_command(CLI::App& app) {
     Ruleset& r = result.ruleset;
     r.version = version;
     const std::string& unproved = result.unproved;
-    const std::string base = opset + "-v" + std::to_string(version);
+    const std::string base = c.opset.name + "-v" + std::to_string(version);
     const fs::path path = fs::path(out_dir) / (base + ".json");
     save_ruleset(r, path.string());
     write_text_file_atomic((fs::path(out_dir) / (base + ".unproved.txt")).string(), unproved);
@@ -71,14 +72,14 @@ void add_regenerate_command(CLI::App& app) {
     m["rulesets"][base] = {{"file", base + ".json"},
                            {"name", r.name},
                            {"version", version},
-                           {"opset", opset},
+                           {"opset", c.opset.name},
                            {"candidates", cands.rules.size()},
                            {"rules", r.rules.size()},
                            {"content_hash", written.stored_hash},
                            {"axioms_hash", axioms.hash},
                            {"axioms", axioms.names.size()},
                            {"generator", nlohmann::json::parse(r.generator_json)},
-                           {"command", "pcgx regenerate --opset " + opset + " --max-ops " + std::to_string(max_ops) +
+                           {"command", "pcgx regenerate " + (ops.empty() ? "--opset " + opset : "--ops '" + ops + "'") + " --max-ops " + std::to_string(max_ops) +
                                            " --version " + std::to_string(version)},
                            {"seconds", {{"generate", gen_s}, {"verify", ver_s}}}};
     write_text_file_atomic(manifest.string(), m.dump(2) + "\n");

@@ -1,9 +1,12 @@
 #pragma once
-// Operator sets for the generator (data). An opset names operators, may
-// restrict attribute values ("Linear(activation=none|relu)"), and says which
-// tensor families its input pool needs. Adding an operator to an opset is a
-// one-line change here; the generator enumerates its attributes from the
-// registry entry's GenDomain hints.
+// Operator sets for the generator, as data: rulesets/opsets/NAME.json
+// ({"format": "pcgx.opset", "name", "description", "ndims", "ops": [..]},
+// each op as --ops writes one). An opset names operators, may restrict
+// attribute values ("Linear(activation=none|relu)"), and says which tensor
+// families its input pool needs (index tensors for the embeddings, 4-d
+// kernels for Conv2D: derived from its operators). Adding an operator to
+// an opset is one line of its file, or a new file; the generator
+// enumerates attributes from the registry entry's GenDomain hints.
 #include <map>
 #include <string>
 #include <vector>
@@ -26,10 +29,18 @@ struct Opset {
   bool conv_kernels = false;   // 4-d convolution weights
 };
 
+// The shipped opsets (every file of the opsets directory), by name.
 const std::vector<Opset>& named_opsets();
-// Throws pcgx::Error for an unknown name.
+// Throws pcgx::Error for an unknown name, listing the known ones.
 const Opset& find_opset(const std::string& name);
 const Opset* find_opset_or_null(const std::string& name);
+// An opset file; throws pcgx::Error naming the file and field.
+Opset load_opset(const std::string& path);
+// A shipped opset by name, or an opset file by path (a name with '/' or
+// ending in .json).
+Opset resolve_opset(const std::string& name_or_file);
+// Where the shipped opsets are (rulesets/opsets of the source tree).
+std::string opsets_dir();
 
 // Parses "--ops": comma-separated operators, each optionally restricted,
 // e.g. "Linear(activation=none|relu),Relu,Repartition". Unknown operators,
