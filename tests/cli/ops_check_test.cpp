@@ -1,0 +1,29 @@
+// `pcgx ops check NAME`: what one operator has and lacks, and the exit code
+// saying whether anything is missing.
+#include <gtest/gtest.h>
+
+#include "cli/run_pcgx.h"
+
+namespace {
+
+using pcgx::testing::run;
+
+TEST(OpsCheck, AWhollyCoveredOperator) {
+  const auto r = run("ops check Relu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const std::string line : {"kernels         float yes, exact (mod p) yes", "gradient        yes", "encoding        relu",
+                                 "every one holds on its instances", "opsets          attention, conv, recsys, unity",
+                                 "missing         nothing"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+}
+
+TEST(OpsCheck, WhatIsMissingIsNamedAndExitsOne) {
+  const auto r = run("ops check Pipeline --no-check");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("missing         an SMT encoding: no rule of it can be proved"), std::string::npos) << r.out;
+  const auto unknown = run("ops check Frob");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(unknown.out, "error: ops check: unknown operator 'Frob' (`pcgx ops` lists them)\n");
+}
+
+}  // namespace
