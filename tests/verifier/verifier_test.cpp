@@ -13,6 +13,7 @@
 #include "pcgx/pcg/registry.h"
 #include "pcgx/rulesets/numeric_check.h"
 #include "pcgx/rulesets/rule_form.h"
+#include "pcgx/verifier/batch.h"
 #include "pcgx/verifier/verifier.h"
 
 namespace pcgx::verify {
@@ -171,6 +172,31 @@ TEST(Prover, ProvesSynchronizedBatchNorm) {
     wrong.add_output(op("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {y}));
   }
   EXPECT_NE(p.prove(Rule{"unreduced", source, wrong, {{0, 0}}, std::nullopt}).result, Result::kUnsat);
+}
+
+// A rule over an operator with no SMT encoding at all is unproved, and the
+// proof names the operator (pcgx verify then exits 1 naming it) rather
+// than failing like a rule that does not hold.
+TEST(Prover, AnOperatorWithoutAnEncodingIsNamed) {
+  auto graph = [](bool pipelined) {
+    Graph g(pipelined ? "pipelined" : "plain");
+    TensorRef x{g.add("Input", {{"shape", IntList{4, 4}}}, {}, "x"), 0};
+    if (pipelined) {
+      x = {g.add("Pipeline", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {x}), 0};
+      x = {g.add("Batch", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {x}), 0};
+    }
+    g.add_output({g.add("Relu", {}, {x}), 0});
+    return g;
+  };
+  Prover p(load_axioms(default_axioms_dir()));
+  const Rule rule{"pipelined-relu", graph(true), graph(false), {{0, 0}}, std::nullopt};
+  const Proof proof = p.prove(rule);
+  EXPECT_NE(proof.result, Result::kUnsat);
+  EXPECT_EQ(proof.unencoded, "Batch") << proof.reason;  // the first met, from the output
+  Ruleset candidates;
+  candidates.rules.push_back(rule);
+  const ProvedSet set = collect_proved(candidates, {Verdict{proof, {}}}, load_axioms(default_axioms_dir()));
+  EXPECT_EQ(set.unencoded, (std::map<std::string, int>{{"Batch", 1}}));
 }
 
 // Operator sets whose candidates (at 2 operators) the axioms prove in full:

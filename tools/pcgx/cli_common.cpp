@@ -172,4 +172,14 @@ std::string opset_help() {
   return "operator set: a shipped one (" + names + ", in " + gen::opsets_dir() + ") or an opset file (pcgx.opset JSON)";
 }
 
+bool report_unencoded(const std::map<std::string, int>& unencoded) {
+  if (unencoded.empty()) return false;
+  std::string list;
+  int n = 0;
+  for (const auto& [op, count] : unencoded) list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + ")", n += count;
+  std::cerr << n << " candidates are unproved because their operators have no SMT encoding: " << list
+            << "; add the rows to verifier/src/encoding.cpp and axioms/prelude.smt2 (pcgx ops check NAME)\n";
+  return true;
+}
+
 }  // namespace pcgx::cli

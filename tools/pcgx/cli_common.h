@@ -63,6 +63,10 @@ struct ChosenBackend {
 };
 ChosenBackend choose_backend(const std::string& name);
 
+// Candidates left unproved because an operator has no SMT encoding at all
+// (operator -> count): one line on stderr naming them, and true when any.
+bool report_unencoded(const std::map<std::string, int>& unencoded);
+
 // --opset's help: the shipped operator sets (rulesets/opsets) by name.
 std::string opset_help();
 

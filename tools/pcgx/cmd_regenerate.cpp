@@ -86,6 +86,7 @@ void add_regenerate_command(CLI::App& app) {
     std::cout << "candidates " << cands.rules.size() << ", proved " << r.rules.size() << " (generation " << std::fixed
               << std::setprecision(1) << gen_s << " s, verification " << ver_s << " s)\nwrote " << path.string() << " ("
               << written.stored_hash << ") and " << manifest.string() << "\n";
+    if (report_unencoded(result.unencoded)) throw CLI::RuntimeError(1);
   });
 }
 

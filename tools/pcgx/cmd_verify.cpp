@@ -43,7 +43,7 @@ void add_axioms_command(CLI::App& app) {
 }
 
 void add_verify_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("verify", "Prove candidates against the axioms and write the proved ones as a ruleset");
+  auto* cmd = app.add_subcommand("verify", "Prove candidates against the axioms and write the proved ones as a ruleset; exit 1 when an axiom is refuted or an operator has no SMT encoding");
   static std::string file, out, dir, report;
   static unsigned timeout_ms = 2000;
   static int threads = 0;
@@ -71,7 +71,7 @@ void add_verify_command(CLI::App& app) {
     std::cout << "cross-check of the proved rules " << verify::to_string(verify::tally_degrees(verdicts)) << "\n";
     std::cout << std::fixed << std::setprecision(1) << "verified " << in.rules.size() << " candidates in " << secs << " s; wrote "
               << out << " (" << outset.rules.size() << " rules) and " << report_path << "\n";
-    if (result.refuted) throw CLI::RuntimeError(1);
+    if (report_unencoded(result.unencoded) || result.refuted) throw CLI::RuntimeError(1);
   });
 }
 

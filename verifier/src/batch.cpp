@@ -59,6 +59,7 @@ ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& 
       out.ruleset.rules.push_back(std::move(r));
     } else {
       out.unproved += rule.id + ": " + verdict + ": " + p.reason + "\n    " + rule_text(rule) + "\n";
+      if (!p.unencoded.empty()) ++out.unencoded[p.unencoded];
     }
     ++out.tally[verdict];
   }

@@ -54,6 +54,9 @@ Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only)
     }
     src = T.encode(rule.source, so);
     dst = T.encode(rule.target, to);
+  } catch (const MissingEncoding& e) {
+    proof.unencoded = e.op;
+    return done(Result::kError, e.what());
   } catch (const Error& e) {
     return done(Result::kError, e.what());
   }

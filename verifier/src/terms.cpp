@@ -101,7 +101,11 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
       e = ctx_.constant(n.name.c_str(), tensor_);
     } else {
       const Encoding* enc = encoding_for(n.op->name, n.attrs, t.output, static_cast<int>(n.inputs.size()));
-      if (!enc) throw Error("operator " + n.op->name + " with these attributes has no SMT encoding");
+      if (!enc) {
+        const bool any_row = std::any_of(encodings().begin(), encodings().end(), [&](const Encoding& r) { return n.op->name == r.op; });
+        if (!any_row) throw MissingEncoding(n.op->name);
+        throw Error("operator " + n.op->name + " with these attributes has no SMT encoding");
+      }
       if (n.op->name == "Split") {
         const IntList& s = n.attrs.get_ints("sizes");
         if (s.size() != 2 || s[0] != s[1]) throw Error("Split into other than two halves has no SMT encoding");

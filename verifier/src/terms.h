@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph.h"
 #include "pcgx/verifier/verifier.h"
 
@@ -15,6 +16,14 @@ namespace pcgx::verify {
 
 // An axiom "forall vars. pre => lhs = rhs" (pre may be absent). Variables
 // are Z3 de Bruijn indices; `tensor_var[i]` tells the sort of index i.
+// An operator with no row in the encoding table at all (not merely
+// attributes the table does not code): no rule of it can be proved.
+struct MissingEncoding : Error {
+  std::string op;
+  explicit MissingEncoding(const std::string& name)
+      : Error("operator " + name + " has no SMT encoding (verifier/src/encoding.cpp, axioms/prelude.smt2)"), op(name) {}
+};
+
 struct Axiom {
   std::string name;
   std::vector<bool> tensor_var;

@@ -31,6 +31,9 @@ struct ProvedSet {
   std::string unproved;
   std::map<std::string, int> tally;
   size_t refuted = 0;
+  // Operators without an SMT encoding, with the candidates left unproved
+  // for that alone: a gap to fill, not a verdict on the rules.
+  std::map<std::string, int> unencoded;
 };
 ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& verdicts, const AxiomSet& axioms);
 

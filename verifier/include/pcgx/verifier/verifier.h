@@ -31,6 +31,7 @@ struct Proof {
   std::vector<std::string> axioms;  // names in the unsat core
   size_t instances = 0;             // axiom instances admitted
   std::string reason;               // why not proved
+  std::string unencoded;            // an operator of the rule with no SMT encoding at all, when that is why
 };
 
 struct AxiomSet {
