@@ -104,6 +104,34 @@ TEST(Axioms, LoadingReportsProblems) {
   fs::remove_all(dir);
 }
 
+// An axiom of an operator whose encoding row is missing (a new operator's
+// axioms written before its row) names the symbol, instead of passing as
+// "no legal instance".
+TEST(Axioms, AMissingEncodingRowIsNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("pcgx_axioms_unencoded_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& f : fs::directory_iterator(default_axioms_dir())) fs::copy_file(f.path(), dir / f.path().filename());
+  std::ofstream(dir / "prelude.smt2", std::ios::app) << "\n(declare-fun square (Tensor) Tensor)\n";
+  std::ofstream(dir / "square.smt2")
+      << "(assert (! (forall ((x Tensor) (k Int)) (= (square (replicate x k)) (replicate (square x) k))) :named square_replicate))\n";
+  const AxiomSet set = load_axioms(dir.string());
+  bool found = false;
+  for (const AxiomCheck& row : check_axioms(set, 5, kAxiomCheckSeed)) {
+    if (row.name != "square_replicate") {
+      EXPECT_TRUE(row.unencoded.empty()) << row.name << " uses " << row.unencoded;
+      continue;
+    }
+    found = true;
+    EXPECT_EQ(row.unencoded, "square");
+  }
+  EXPECT_TRUE(found);
+  const auto failure = axiom_check_failure(set);
+  ASSERT_TRUE(failure);
+  EXPECT_NE(failure->find("uses 'square', which has no row in verifier/src/encoding.cpp"), std::string::npos) << *failure;
+  fs::remove_all(dir);
+}
+
 Ruleset candidates(const std::string& ops, int max_ops) {
   gen::GeneratorConfig c;
   c.opset = ops == "unity" ? gen::find_opset("unity") : gen::parse_ops(ops);

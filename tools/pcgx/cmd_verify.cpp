@@ -29,7 +29,10 @@ void add_axioms_command(CLI::App& app) {
     std::cout << std::left << std::setw(34) << "axiom" << std::right << std::setw(8) << "tried" << std::setw(8) << "legal"
               << "  result\n";
     for (const auto& r : rows) {
-      std::string result = r.mismatches ? "MISMATCH" : r.legal == 0 ? "UNTESTED (no legal instance)" : "ok";
+      std::string result = r.mismatches          ? "MISMATCH"
+                           : !r.unencoded.empty() ? "NO ENCODING ROW for '" + r.unencoded + "' (verifier/src/encoding.cpp)"
+                           : r.legal == 0         ? "UNTESTED (no legal instance)"
+                                                  : "ok";
       bad += r.mismatches > 0;
       untested += r.legal == 0;
       std::cout << std::left << std::setw(34) << r.name << std::right << std::setw(8) << r.tried << std::setw(8) << r.legal

@@ -14,8 +14,6 @@
 
 namespace pcgx::verify {
 
-// An axiom "forall vars. pre => lhs = rhs" (pre may be absent). Variables
-// are Z3 de Bruijn indices; `tensor_var[i]` tells the sort of index i.
 // An operator with no row in the encoding table at all (not merely
 // attributes the table does not code): no rule of it can be proved.
 struct MissingEncoding : Error {
@@ -24,6 +22,8 @@ struct MissingEncoding : Error {
       : Error("operator " + name + " has no SMT encoding (verifier/src/encoding.cpp, axioms/prelude.smt2)"), op(name) {}
 };
 
+// An axiom "forall vars. pre => lhs = rhs" (pre may be absent). Variables
+// are Z3 de Bruijn indices; `tensor_var[i]` tells the sort of index i.
 struct Axiom {
   std::string name;
   std::vector<bool> tensor_var;

@@ -97,6 +97,9 @@ struct AxiomCheck {
   int legal = 0;       // distinct legal instances
   int mismatches = 0;
   std::string counterexample;
+  // A Tensor-valued function of the axiom with no row in the encoding
+  // table: why it has no legal instance (the row is missing, not the axiom wrong).
+  std::string unencoded;
 };
 std::vector<AxiomCheck> check_axioms(const AxiomSet& axioms, int attempts, uint64_t seed);
 inline constexpr uint64_t kAxiomCheckSeed = 7;  // `pcgx axioms check`'s
