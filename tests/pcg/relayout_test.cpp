@@ -59,13 +59,13 @@ TEST(Relayout, PiecesAreEveryOverlapOfMatchingSlots) {
       EXPECT_EQ(got[k].out_offset, want[k].out_offset);
       EXPECT_EQ(got[k].extent, want[k].extent);
     }
-    std::vector<PieceSize> sizes;
-    relayout_piece_sizes(from, to, sum, copy, sizes);
-    ASSERT_EQ(sizes.size(), got.size());
+    std::vector<PieceSize> piece_sizes;
+    relayout_piece_sizes(from, to, sum, copy, piece_sizes);
+    ASSERT_EQ(piece_sizes.size(), got.size());
     for (size_t k = 0; k < got.size(); ++k) {
-      EXPECT_EQ(sizes[k].in_shard, got[k].in_shard);
-      EXPECT_EQ(sizes[k].out_shard, got[k].out_shard);
-      EXPECT_EQ(sizes[k].elements, got[k].elements());
+      EXPECT_EQ(piece_sizes[k].in_shard, got[k].in_shard);
+      EXPECT_EQ(piece_sizes[k].out_shard, got[k].out_shard);
+      EXPECT_EQ(piece_sizes[k].elements, got[k].elements());
     }
     // Every output shard's pieces cover it exactly `sum` times.
     int64_t elements = 0;
