@@ -67,7 +67,7 @@ void HostBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
 void HostBackend::backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
                            std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
                            std::span<const Buffer* const> in_grad) {
-  if (in_.size() < in.size()) in_.resize(in.size()), din_.resize(in.size());
+  if (in_.size() < in.size()) in_.resize(in.size());
   if (din_.size() < in.size()) din_.resize(in.size());
   if (out_ptrs_.size() < out.size()) out_ptrs_.resize(out.size()), dout_.resize(out.size());
   for (size_t i = 0; i < in.size(); ++i) {

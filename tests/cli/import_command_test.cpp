@@ -4,11 +4,11 @@
 // saying why, without /usr/bin/python3 and python3-torch to export models.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "cli/run_pcgx.h"
+#include "onnx_exports.h"
 #include "temp_dir.h"
 
 namespace {
@@ -16,15 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using pcgx::testing::run;
 
-const fs::path* exported() {
-  static const fs::path dir = pcgx::testing::temp_dir("pcgx_import_cli");
-  static const bool ok = std::system(("/usr/bin/python3 " + std::string(PCGX_SOURCE_DIR) + "/tests/python/onnx_models.py " + dir.string() +
-                                      " > /dev/null 2>&1").c_str()) == 0;
-  return ok ? &dir : nullptr;
-}
+using pcgx::testing::onnx_exports;
 
 TEST(ImportCommand, WritesTheGraphAndWeightsAndTrainsTheOnnxFile) {
-  const fs::path* dir = exported();
+  const fs::path* dir = onnx_exports();
   if (!dir) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is needed to export the models (scripts/test.sh installs it)";
   const std::string onnx = (*dir / "cnn.onnx").string(), graph = (*dir / "cnn.json").string(), w = (*dir / "cnn.safetensors").string();
   const auto r = run("import " + onnx + " -o " + graph + " --weights-out " + w);
@@ -53,7 +48,7 @@ TEST(ImportCommand, BadModelsAreOneErrorLine) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(r.out, "error: " + (d / "junk.onnx").string() + ": not an ONNX model (the protobuf does not parse)\n");
   EXPECT_FALSE(fs::exists(d / "j.json"));
-  if (const fs::path* dir = exported()) {
+  if (const fs::path* dir = onnx_exports()) {
     const auto u = run("import " + (*dir / "unsupported.onnx").string() + " -o " + (d / "u.json").string());
     EXPECT_EQ(u.code, 2) << u.out;
     EXPECT_NE(u.out.find("operators pcgx does not import: Abs x1"), std::string::npos) << u.out;

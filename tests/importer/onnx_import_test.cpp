@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "matches_pytorch.h"
 #include "pcgx/importer/onnx_import.h"
 #include "pcgx/pcg/error.h"
+#include "onnx_exports.h"
 #include "temp_dir.h"
 
 namespace pcgx::importer {
@@ -20,16 +20,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The exported models, made once per test process.
-const fs::path* exported() {
-  static const fs::path dir = pcgx::testing::temp_dir("pcgx_onnx_import");
-  static const bool ok = std::system(("/usr/bin/python3 " + std::string(PCGX_SOURCE_DIR) + "/tests/python/onnx_models.py " + dir.string() +
-                                      " > /dev/null 2>&1").c_str()) == 0;
-  return ok ? &dir : nullptr;
-}
+using pcgx::testing::onnx_exports;
 
 #define PCGX_REQUIRE_EXPORTS()                                                                                             \
-  const fs::path* dir = exported();                                                                                        \
+  const fs::path* dir = onnx_exports();                                                                                        \
   if (!dir) GTEST_SKIP() << "/usr/bin/python3 with python3-torch is needed to export the models (scripts/test.sh installs it)"
 
 using pcgx::testing::expect_import_matches_pytorch;

@@ -181,6 +181,14 @@ struct CudaBackend::State {
     for (int d = 0; d < g.rank; ++d) g.numel *= g.extent[d];
     return g;
   }
+  // A dropout shard's elements with the strides of the whole (logical)
+  // tensor: the draws follow global indices, as the CPU's.
+  BlockGeometry dropout_geometry(const Buffer& shard, const TaskContext& ctx) const {
+    BlockGeometry g = geometry(shard, ctx.output_offsets[0], shard);
+    int64_t stride = 1;
+    for (int d = g.rank - 1; d >= 0; --d) g.full_strides[d] = stride, stride *= ctx.output_shapes[0].dims[static_cast<size_t>(d)].size;
+    return g;
+  }
   // Row-major y[m, n] (+)= x[m, k] w[k, n], batched with strides.
   void gemm(bool tx, bool tw, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
             int64_t batches = 1) {
@@ -347,12 +355,9 @@ void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
     case Kind::kGelu:
     case Kind::kSigmoid:
     case Kind::kTanh: return activate(act_of(k), in[0]->data, y, out[0]->numel, s.stream);
-    case Kind::kDropout: {
-      BlockGeometry g = s.geometry(*out[0], ctx.output_offsets[0], *out[0]);
-      int64_t stride = 1;  // of the whole tensor: the draws follow global indices
-      for (int d = g.rank - 1; d >= 0; --d) g.full_strides[d] = stride, stride *= ctx.output_shapes[0].dims[static_cast<size_t>(d)].size;
-      return dropout(in[0]->data, y, g, static_cast<uint64_t>(n.attrs.get_int("seed")), n.attrs.get_float("rate"), false, s.stream);
-    }
+    case Kind::kDropout:
+      return dropout(in[0]->data, y, s.dropout_geometry(*out[0], ctx), static_cast<uint64_t>(n.attrs.get_int("seed")),
+                     n.attrs.get_float("rate"), false, s.stream);
     case Kind::kLinear:
     case Kind::kMatMul: {
       const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
@@ -452,12 +457,9 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
     case Kind::kSigmoid:
     case Kind::kTanh:
       return activation_backward_add(act_of(k), in[0]->data, out[0]->data, dy, in_grad[0]->data, size, s.stream);
-    case Kind::kDropout: {
-      BlockGeometry g = s.geometry(*out[0], ctx.output_offsets[0], *out[0]);
-      int64_t stride = 1;
-      for (int d = g.rank - 1; d >= 0; --d) g.full_strides[d] = stride, stride *= ctx.output_shapes[0].dims[static_cast<size_t>(d)].size;
-      return dropout(dy, in_grad[0]->data, g, static_cast<uint64_t>(n.attrs.get_int("seed")), n.attrs.get_float("rate"), true, s.stream);
-    }
+    case Kind::kDropout:
+      return dropout(dy, in_grad[0]->data, s.dropout_geometry(*out[0], ctx), static_cast<uint64_t>(n.attrs.get_int("seed")),
+                     n.attrs.get_float("rate"), true, s.stream);
     case Kind::kLinear:
     case Kind::kMatMul: {
       const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
