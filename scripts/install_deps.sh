@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libeigen3-dev libtbb-dev libz3-dev
           nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev ccache
-          openmpi-bin libopenmpi-dev libonnx-dev libprotobuf-dev)
+          openmpi-bin libopenmpi-dev libonnx-dev libprotobuf-dev protobuf-compiler)
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 
