@@ -102,8 +102,7 @@ Ruleset generate(const GeneratorConfig& config, GenerateReport& report,
   r.name = config.opset.name;
   r.version = 1;
   r.opset = config.opset.name;
-  for (const auto& c : config.opset.ops)
-    if (std::find(r.operators.begin(), r.operators.end(), c.op) == r.operators.end()) r.operators.push_back(c.op);
+  r.operators = config.opset.operators();
   r.generator_json = config.to_json();
   const StageCounts& c = report.counts;
   r.stats = {{"graphs", static_cast<double>(c.graphs)},

@@ -111,6 +111,7 @@ void derive_pools(Opset& s) {
   for (const auto& c : s.ops) {
     s.index_inputs = s.index_inputs || c.op == "Embedding" || c.op == "EmbeddingBag";
     s.conv_kernels = s.conv_kernels || c.op == "Conv2D";
+    s.vector_weights = s.vector_weights || c.op == "RMSNorm";
   }
 }
 
@@ -187,6 +188,13 @@ Opset parse_ops(const std::string& list) {
   s.ops = parse_list(list, "--ops");
   derive_pools(s);
   return s;
+}
+
+std::vector<std::string> Opset::operators() const {
+  std::vector<std::string> out;
+  for (const OpChoice& c : ops)
+    if (std::find(out.begin(), out.end(), c.op) == out.end()) out.push_back(c.op);
+  return out;
 }
 
 }  // namespace pcgx::gen

@@ -22,6 +22,11 @@ json to_value(const Ruleset& r) {
   root["opset"] = r.opset;
   root["operators"] = r.operators;
   root["generator"] = json::parse(r.generator_json);
+  if (!r.axiom_digests.empty()) {
+    json digests = json::object();
+    for (const auto& [name, d] : r.axiom_digests) digests[name] = d;
+    root["axioms"] = std::move(digests);
+  }
   if (!r.axioms_hash.empty()) root["axioms_hash"] = r.axioms_hash;
   json stats = json::object();
   for (const auto& [k, v] : r.stats) stats[k] = v;
@@ -99,6 +104,12 @@ void check_rule_variables(const Rule& rule, const std::string& source, const std
 }
 }  // namespace
 
+std::string axioms_hash_of(const std::vector<std::pair<std::string, std::string>>& digests) {
+  std::string lines;
+  for (const auto& [name, d] : digests) lines += name + " " + d + "\n";
+  return sha256_hex(lines);
+}
+
 Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
   const json root = parse_json_document(text, source);
   if (!root.is_object()) fail(source, "", "must be an object");
@@ -121,7 +132,13 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
     for (size_t i = 0; i < it->size(); ++i) r.operators.push_back(str((*it)[i], source, "operators[" + std::to_string(i) + "]"));
   }
   if (auto it = root.find("generator"); it != root.end()) r.generator_json = it->dump();
+  if (auto it = root.find("axioms"); it != root.end()) {
+    if (!it->is_object()) fail(source, "axioms", "must be an object of axiom name -> content digest");
+    for (auto a = it->begin(); a != it->end(); ++a) r.axiom_digests.emplace_back(a.key(), str(a.value(), source, "axioms." + a.key()));
+  }
   if (auto it = root.find("axioms_hash"); it != root.end()) r.axioms_hash = str(*it, source, "axioms_hash");
+  if (!r.axiom_digests.empty() && r.axioms_hash != axioms_hash_of(r.axiom_digests))
+    fail(source, "axioms_hash", "is not the hash of the axioms listed in \"axioms\"");
   if (auto it = root.find("stats"); it != root.end() && it->is_object())
     for (auto s = it->begin(); s != it->end(); ++s)
       if (s.value().is_number()) r.stats.emplace_back(s.key(), s.value().get<double>());

@@ -145,10 +145,8 @@ NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices, bool split_
   return best;
 }
 
-bool unary(const Node& n) {
-  static const std::set<std::string> ops = {"Relu", "Gelu", "Sigmoid", "Tanh", "Dropout"};
-  return ops.count(n.op->name) != 0;
-}
+// One input, elementwise (the registry says which): an activation, Dropout, a scaling.
+bool unary(const Node& n) { return n.op->elementwise && n.inputs.size() == 1; }
 
 }  // namespace
 
@@ -249,7 +247,7 @@ bool has_unsampled(const Graph& model) {
 
 std::string expert_family(const Graph& g) {
   if (has_op(g, "EmbeddingBag")) return "recommendation";
-  if (has_op(g, "LayerNorm") && has_op(g, "BatchMatMul")) return "transformer";
+  if ((has_op(g, "LayerNorm") || has_op(g, "RMSNorm")) && has_op(g, "BatchMatMul")) return "transformer";
   // A stack of dense layers: Linears, activations and a loss, nothing else.
   bool linear = false;
   for (const Node& n : g.nodes()) {
@@ -286,7 +284,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     return cs.size() == 1 ? &g.node(cs[0].first) : nullptr;
   };
   // Column-parallel Linears: the first of a feed-forward pair (Linear ->
-  // unary ops -> Linear without activation), and the query/key/value
+  // elementwise ops -> Linear without activation), and the query/key/value
   // projections (a Linear whose output is reshaped into heads).
   // In a plain MLP every Linear is column-parallel (activations fused into
   // a Linear rule out the row-parallel half, except where one has none).
@@ -301,7 +299,9 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     }
     NodeId cur = n.id;
     while (const Node* c = sole_consumer(cur)) {
-      if (unary(*c)) {
+      // Through activations, and through a gate (SwiGLU's silu(gate) * up):
+      // both Linears feeding it are the column half.
+      if (c->op->elementwise) {
         cur = c->id;
         continue;
       }

@@ -1,18 +1,11 @@
 #include "pcgx/search/rank_adapt.h"
 
-#include <set>
 
 #include "pcgx/pcg/error.h"
 
 namespace pcgx::search {
 namespace {
 
-const std::set<std::string>& adaptable_ops() {
-  static const std::set<std::string> ops = {"Linear", "Relu",    "Gelu",      "Sigmoid", "Tanh",   "EwAdd",
-                                            "EwMul",  "ScalarMul", "Concat",  "Split",   "Softmax", "Repartition",
-                                            "Combine", "Replicate", "Reduce",  "AllReduce"};
-  return ops;
-}
 
 // Dimension d of a rank-3 tensor in the adapted rule; throws when it is the
 // passive dimension being removed.
@@ -46,7 +39,7 @@ Graph adapt_graph(const Graph& g, int to) {
         a.set("degrees", degrees);
       }
     } else {
-      if (!adaptable_ops().count(n.op->name)) throw Error(n.op->name + " is not adapted across ranks");
+      if (!n.op->any_rank) throw Error(n.op->name + " is not adapted across ranks");
       const int rank = g.shape(n.inputs[0]).rank();
       if (rank == 3) {
         for (const char* key : {"dim", "axis"}) {

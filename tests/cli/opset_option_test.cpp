@@ -24,7 +24,7 @@ TEST(OpsetOption, HelpListsTheShippedOpsets) {
   for (const std::string cmd : {"generate", "regenerate"}) {
     const auto r = run(cmd + " --help");
     EXPECT_EQ(r.code, 0);
-    EXPECT_NE(r.out.find("attention, conv, recsys, unity"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("attention, conv, llama, recsys, unity"), std::string::npos) << r.out;
   }
 }
 

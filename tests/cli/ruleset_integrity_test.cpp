@@ -67,12 +67,16 @@ TEST(Integrity, AuditRecomputesDegreeGenericity) {
 TEST(Integrity, AuditReprovesTheStoredCore) {
   std::string id;
   const std::string unknown = forged("core_unknown.json", any_rule, [](Rule& r) { r.proof->axioms = {"no_such_axiom"}; }, id);
-  expect_audit_fails(unknown, "FAIL " + id + ": stored unsat core names no axiom: no_such_axiom");
-  // A real axiom, but one that proves nothing about this rule.
+  expect_audit_fails(unknown, "FAIL " + id + ": stored unsat core names no axiom of its operators: no_such_axiom");
+  // A real axiom of the ruleset's operators, but one that proves nothing about this rule.
   const std::string wrong = forged("core_wrong.json", [](const Rule& r) {
-    return r.proof && std::find(r.proof->axioms.begin(), r.proof->axioms.end(), "gelu_replicate") == r.proof->axioms.end();
-  }, [](Rule& r) { r.proof->axioms = {"gelu_replicate"}; }, id);
+    return r.proof && std::find(r.proof->axioms.begin(), r.proof->axioms.end(), "ew_mul_distributes") == r.proof->axioms.end();
+  }, [](Rule& r) { r.proof->axioms = {"ew_mul_distributes"}; }, id);
   expect_audit_fails(wrong, "FAIL " + id + ": stored unsat core does not prove it: ");
+  // An axiom of an operator the ruleset does not have (Gelu is not in unity):
+  // proofs may use only the axioms of the ruleset's own operators.
+  const std::string foreign = forged("core_foreign.json", any_rule, [](Rule& r) { r.proof->axioms = {"gelu_replicate"}; }, id);
+  expect_audit_fails(foreign, "FAIL " + id + ": stored unsat core names no axiom of its operators: gelu_replicate");
 }
 
 // An unproved rule's FAIL line gave an empty reason.

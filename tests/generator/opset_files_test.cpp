@@ -24,7 +24,7 @@ std::string listed(const Opset& s) {
 TEST(OpsetFiles, ShippedSetsAreTheGeneratorsOwn) {
   std::vector<std::string> names;
   for (const Opset& s : named_opsets()) names.push_back(s.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"attention", "conv", "recsys", "unity"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"attention", "conv", "llama", "recsys", "unity"}));
   const std::string unity = "Linear(activation=none|relu),Relu,EwAdd,EwMul,Concat,Split,Repartition,Combine,Replicate,Reduce";
   EXPECT_EQ(listed(find_opset("unity")), unity);
   EXPECT_EQ(listed(find_opset("attention")), unity + ",MatMul,BatchMatMul,Transpose,Softmax,ScalarMul");

@@ -79,7 +79,8 @@ TEST_P(ZooGradient, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, ZooGradient,
                          ::testing::Values("mlp-tiny", "bert-large-tiny", "gpt-tiny", "dlrm-tiny", "xdl-tiny",
-                                           "candle-uno-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
+                                           "candle-uno-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny",
+                                           "llama-tiny"),
                          pcgx::testing::model_param_name);
 
 // Operators and attribute values the zoo does not use.
@@ -99,6 +100,21 @@ TEST(Gradients, OperatorsOutsideTheZoo) {
   TensorRef flat = b.reshape(p, {1, 4 * 2 * 3});
   b.graph().add_output(b.mse_loss(b.linear(flat, 3, "none", false, "head"), b.input("y", {1, 3})));
   expect_gradient_matches_differences(b.finish(), 11);
+}
+
+// A new operator's gradient in a graph of its own: in a shared graph one
+// operator's curvature (a Gelu's, a saturated Sigmoid's) can hide another's
+// error or fail a correct rule at the shared step size.
+TEST(Gradients, SiluAndRMSNorm) {
+  GraphBuilder b("llama-ops");
+  TensorRef x = b.input("x", {3, 8});
+  TensorRef g = b.weight("gamma", {8});
+  Attributes eps;
+  eps.set("eps", 1e-6);
+  TensorRef h = b.op("RMSNorm", eps, {x, g});
+  TensorRef s = b.binary("EwMul", b.unary("Silu", b.linear(h, 8, "none", false, "gate")), b.linear(h, 8, "none", false, "up"));
+  b.graph().add_output(b.mse_loss(s, b.input("y", {3, 8})));
+  expect_gradient_matches_differences(b.finish(), 13, 1e-3);
 }
 
 TEST(Gradients, BatchNormAndMaxPool) {

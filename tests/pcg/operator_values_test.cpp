@@ -42,6 +42,8 @@ TEST(OperatorValues, Elementwise) {
   expect_close(run_op("Sigmoid", {}, {a})[0], tensor({3}, {1 / (1 + std::exp(1.f)), 0.5, 1 / (1 + std::exp(-2.f))}));
   // gelu(x) = x * Phi(x): Phi(-1) = 0.158655, Phi(2) = 0.977250.
   expect_close(run_op("Gelu", {}, {a})[0], tensor({3}, {-0.158655f, 0, 1.954500f}));
+  // silu(x) = x * sigmoid(x): sigmoid(-1) = 0.268941, sigmoid(2) = 0.880797.
+  expect_close(run_op("Silu", {}, {a})[0], tensor({3}, {-0.268941f, 0, 1.761594f}));
 }
 
 TEST(OperatorValues, DropoutKeepsOrZeroesAndScales) {
@@ -75,6 +77,10 @@ TEST(OperatorValues, LayerNormAndBatchNorm) {
   auto bx = tensor({2, 1, 1, 1}, {1, 3});
   expect_close(run_op("BatchNorm", {{"eps", 0.0}}, {bx, tensor({1}, {1}), tensor({1}, {0})})[0],
                tensor({2, 1, 1, 1}, {-1, 1}));
+  // RMSNorm of (3, 4): mean square 12.5, so x / sqrt(12.5) * gamma.
+  auto rx = tensor({1, 2}, {3, 4});
+  const float r = 1.f / std::sqrt(12.5f);
+  expect_close(run_op("RMSNorm", {{"eps", 0.0}}, {rx, tensor({2}, {2, 1})})[0], tensor({1, 2}, {6 * r, 4 * r}));
 }
 
 TEST(OperatorValues, ConcatSplitReshapeTranspose) {

@@ -32,13 +32,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Published{"inception-v3", 23.8e6, "Inception-v3 without the auxiliary head, 23.8M"},
                       Published{"gpt", 124.4e6, "GPT-2 small, 124M"},
                       Published{"vgg-13", 133.0e6, "VGG-13, 133M"},
-                      Published{"mlp", 16 * 8192.0 * 8192.0, "16 dense layers of 8192, no bias"}),
+                      Published{"mlp", 16 * 8192.0 * 8192.0, "16 dense layers of 8192, no bias"},
+                      Published{"llama", 6738415616.0, "LLaMA 7B, 6,738,415,616"}),
     [](const auto& param_info) {
       std::string n = param_info.param.model;
       for (auto& c : n)
         if (c == '-') c = '_';
       return n;
     });
+
+// Not merely close: LLaMA 7B's count is known to the parameter (Hugging
+// Face's LlamaForCausalLM, 32 layers of 4096 with SwiGLU 11008, untied head).
+TEST(Zoo, LlamaHasLlama7BsExactParameterCount) {
+  EXPECT_EQ(model_info(build_model("llama")).parameters, int64_t{6738415616});
+}
 
 TEST(Zoo, EveryModelHasATinyVariantThatTrainsOneForwardPass) {
   int models = 0;
@@ -54,7 +61,7 @@ TEST(Zoo, EveryModelHasATinyVariantThatTrainsOneForwardPass) {
     EXPECT_TRUE(std::isfinite(loss[0].data[0]));
     EXPECT_GT(model_info(g).forward_flops, 0);
   }
-  EXPECT_EQ(models, 9);
+  EXPECT_EQ(models, 10);
 }
 
 TEST(Zoo, SizeParametersOverride) {

@@ -178,7 +178,7 @@ bool report_unencoded(const std::map<std::string, int>& unencoded) {
   int n = 0;
   for (const auto& [op, count] : unencoded) list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + ")", n += count;
   std::cerr << n << " candidates are unproved because their operators have no SMT encoding: " << list
-            << "; add the rows to verifier/src/encoding.cpp and axioms/prelude.smt2 (pcgx ops check NAME)\n";
+            << "; give each registry entry its SMT forms, OpDef::smt (pcgx ops check NAME)\n";
   return true;
 }
 

@@ -33,7 +33,8 @@ int check_op(const std::string& name, bool run_checks) {
   const verify::OpCoverage c = verify::op_coverage(op->name, axioms, run_checks);
   std::string symbols;
   for (const auto& s : c.symbols) symbols += (symbols.empty() ? "" : ", ") + s;
-  std::cout << "  encoding        " << (symbols.empty() ? "NO (verifier/src/encoding.cpp and axioms/prelude.smt2)" : symbols) << "\n";
+  std::cout << "  encoding        " << (symbols.empty() ? "NO (its registry entry has no OpDef::smt)" : symbols) << "\n";
+  for (const auto& d : c.declarations) std::cout << "                  " << d << "\n";
   if (c.symbols.empty()) missing.push_back("an SMT encoding: no rule of it can be proved");
   std::map<std::string, int> per_file;
   int failing = 0, untested = 0;

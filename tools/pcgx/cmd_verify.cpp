@@ -30,7 +30,7 @@ void add_axioms_command(CLI::App& app) {
               << "  result\n";
     for (const auto& r : rows) {
       std::string result = r.mismatches          ? "MISMATCH"
-                           : !r.unencoded.empty() ? "NO ENCODING ROW for '" + r.unencoded + "' (verifier/src/encoding.cpp)"
+                           : !r.unencoded.empty() ? "NO OPERATOR HAS SYMBOL '" + r.unencoded + "' (declare it in the registry entry's OpDef::smt, not in an axiom file)"
                            : r.legal == 0         ? "UNTESTED (no legal instance)"
                                                   : "ok";
       bad += r.mismatches > 0;
@@ -57,8 +57,9 @@ void add_verify_command(CLI::App& app) {
   cmd->add_option("--report", report, "where to write the unproved candidates (default: OUT.unproved.txt)");
   cmd->add_option("-o,--output", out, "ruleset to write")->required();
   cmd->callback([] {
-    const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
     const Ruleset in = load_ruleset(file);
+    // Proofs use the axioms of the candidates' own operators alone.
+    const verify::AxiomSet set = verify::axioms_for(verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir), in);
     const auto start = std::chrono::steady_clock::now();
     const auto verdicts = verify::prove_all(in.rules, set, verify::ProverOptions{timeout_ms}, threads,
                                             [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });

@@ -1,5 +1,7 @@
 #include "pcgx/verifier/audit.h"
 
+#include "pcgx/pcg/error.h"
+
 #include <algorithm>
 #include <memory>
 #include <tbb/enumerable_thread_specific.h>
@@ -12,11 +14,23 @@ bool AuditResult::failed() const {
   return !hash_ok || std::any_of(rules.begin(), rules.end(), [](const RuleAudit& a) { return a.verdict != "ok"; });
 }
 
-AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& axioms, ProverOptions options, int threads,
+AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOptions options, int threads,
                           const std::function<void(size_t, size_t)>& progress) {
   AuditResult out;
   out.hash_ok = !r.stored_hash.empty() && r.stored_hash == r.computed_hash;
-  out.same_axioms = r.axioms_hash == axioms.hash;
+  // Proofs may use the axioms of the ruleset's own operators only.
+  const AxiomSet axioms = axioms_for(all_axioms, r);
+  if (!r.axiom_digests.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, digest] : r.axiom_digests) names.push_back(name);
+    try {
+      out.same_axioms = axiom_digests(axioms, names) == r.axiom_digests;
+    } catch (const Error&) {
+      out.same_axioms = false;  // one of them is gone, or is not of the ruleset's operators
+    }
+  } else {
+    out.same_axioms = r.axioms_hash == all_axioms.hash;  // a file from before per-axiom digests
+  }
   out.verdicts = prove_all(r.rules, axioms, options, threads, progress);
   out.rules.resize(r.rules.size());
   // The stored cores, each proved alone (a second pass: it needs the
@@ -57,7 +71,7 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& axioms, ProverOption
                                              return std::find(axioms.names.begin(), axioms.names.end(), n) == axioms.names.end();
                                            });
                unknown != rule.proof->axioms.end()) {
-      fail("stored unsat core names no axiom", *unknown);
+      fail("stored unsat core names no axiom of its operators", *unknown);
     } else if (core[i].result != Result::kUnsat) {
       fail("stored unsat core does not prove it", std::string(to_string(core[i].result)) + ": " + core[i].reason);
     } else if (rule.proof->degree_generic != generic_now) {

@@ -116,7 +116,7 @@ std::optional<std::string> axiom_check_failure(const AxiomSet& axioms) {
   for (const AxiomCheck& row : check_axioms(axioms, kDefaultAxiomInstances, kAxiomCheckSeed)) {
     if (row.mismatches) return "axiom " + row.name + " is wrong: " + row.counterexample;
     if (!row.unencoded.empty())
-      return "axiom " + row.name + " uses '" + row.unencoded + "', which has no row in verifier/src/encoding.cpp";
+      return "axiom " + row.name + " uses '" + row.unencoded + "', which no registry operator declares (OpDef::smt)";
     if (row.legal == 0) return "axiom " + row.name + " has no legal instance (untested)";
   }
   return std::nullopt;

@@ -21,12 +21,12 @@ void integer_roles(const z3::expr& e, std::map<unsigned, std::string>& roles) {
   std::vector<std::string> slot(e.num_args());
   if (enc) {
     size_t k = static_cast<size_t>(enc->tensors);
-    for (const char* a : enc->attrs) {
-      if (std::string(a) == "scalar") {
+    for (const SmtArg& a : enc->attrs) {
+      if (a.code == SmtCode::kFraction) {
         if (k < slot.size()) slot[k++] = "scalar_num";
         if (k < slot.size()) slot[k++] = "scalar_den";
       } else if (k < slot.size()) {
-        slot[k++] = a;
+        slot[k++] = a.code == SmtCode::kPermDigits ? "perm" : a.code == SmtCode::kShapeDigits ? "shape" : a.attr;
       }
     }
   } else if (f == "perm_at" || f == "perm_pos" || f == "perm_compose" || f == "perm_is_identity") {

@@ -43,7 +43,6 @@ ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& 
   ProvedSet out;
   out.ruleset = candidates;
   out.ruleset.kind = kRulesetKind;
-  out.ruleset.axioms_hash = axioms.hash;
   out.ruleset.rules.clear();
   for (size_t i = 0; i < candidates.rules.size(); ++i) {
     const Rule& rule = candidates.rules[i];
@@ -63,6 +62,11 @@ ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& 
     }
     ++out.tally[verdict];
   }
+  // The axioms the proofs use, by content: what the ruleset's hash depends on.
+  std::vector<std::string> used;
+  for (const Rule& r : out.ruleset.rules) used.insert(used.end(), r.proof->axioms.begin(), r.proof->axioms.end());
+  out.ruleset.axiom_digests = axiom_digests(axioms, used);
+  out.ruleset.axioms_hash = axioms_hash_of(out.ruleset.axiom_digests);
   out.ruleset.stats.push_back({"candidates", static_cast<double>(candidates.rules.size())});
   out.ruleset.stats.push_back({"proved", static_cast<double>(out.ruleset.rules.size())});
   const DegreeTally d = tally_degrees(verdicts);

@@ -14,7 +14,7 @@ const AttrSpec& spec_of(const Encoding& e, const std::string& name) {
   const OpDef& op = OpRegistry::global().get(e.op);
   for (const AttrSpec& s : op.attrs)
     if (s.name == name) return s;
-  throw Error(std::string(e.op) + " has no attribute " + name);
+  throw Error(e.op + " has no attribute " + name);
 }
 
 // d == num / den exactly, with den a power of two (every finite double is).
@@ -30,43 +30,36 @@ std::pair<int64_t, int64_t> exact_fraction(double d) {
 }  // namespace
 
 const std::vector<Encoding>& encodings() {
-  static const std::vector<Encoding> table = {
-      {"Repartition", "repartition", 1, {"dim", "degree"}},
-      {"Combine", "combine", 1, {"dim", "degree"}},
-      {"Replicate", "replicate", 1, {"degree"}},
-      {"Reduce", "reduce", 1, {"degree"}},
-      {"AllReduce", "all_reduce", 1, {"degree"}},
-      {"Relu", "relu", 1, {}},
-      {"Gelu", "gelu", 1, {}},
-      {"Sigmoid", "sigmoid", 1, {}},
-      {"Tanh", "tanh", 1, {}},
-      {"Dropout", "dropout", 1, {"rate", "seed"}},
-      {"EwAdd", "ew_add", 2, {}},
-      {"EwMul", "ew_mul", 2, {}},
-      {"ScalarMul", "scalar_mul", 1, {"scalar"}},
-      {"Linear", "linear", 2, {"activation"}, 0, {{"use_bias", false}}},
-      {"MatMul", "matmul", 2, {}},
-      {"BatchMatMul", "batch_matmul", 2, {}},
-      {"Concat", "concat", 2, {"axis"}},
-      {"Split", "split0", 1, {"axis"}, 0},
-      {"Split", "split1", 1, {"axis"}, 1},
-      {"Softmax", "softmax", 1, {"axis"}, 0, {{"causal", false}}},
-      {"Transpose", "transpose", 1, {"perm"}},
-      {"Reshape", "reshape", 1, {"shape"}},
-      {"LayerNorm", "layer_norm", 1, {"eps"}, 0, {{"affine", false}}},
-      {"LayerNorm", "layer_norm_affine", 3, {"eps"}, 0, {{"affine", true}}},
-      {"BatchNorm", "batch_norm", 3, {"eps", "group"}},
-      {"BatchSum", "batch_sum", 1, {}},
-      {"BatchSquares", "batch_squares", 2, {}},
-      {"BatchNormApply", "batch_norm_apply", 5, {"eps"}},
-      {"Embedding", "embedding", 2, {}},
-      {"EmbeddingBag", "embedding_bag", 2, {}},
-      {"Conv2D", "conv2d", 2, {"stride_h", "stride_w", "pad_h", "pad_w", "groups", "activation"}, 0, {{"use_bias", false}}},
-      {"Pool2D", "pool2d", 1, {"kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "mode"}},
-      {"SoftmaxCrossEntropy", "softmax_cross_entropy", 2, {}},
-      {"MSELoss", "mse_loss", 2, {}},
-  };
+  static const std::vector<Encoding> table = [] {
+    std::vector<Encoding> out;
+    for (const OpDef* op : OpRegistry::global().all())
+      for (const SmtForm& f : op->smt) out.push_back({op->name, f.symbol, f.tensors, f.args, f.output, f.fixed});
+    return out;
+  }();
   return table;
+}
+
+std::string declaration(const Encoding& e) {
+  std::string s = "(declare-fun " + e.symbol + " (";
+  const int n = e.tensors + int_args(e);
+  for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + (i < e.tensors ? "Tensor" : "Int");
+  return s + ") Tensor)";
+}
+
+std::string operator_declarations() {
+  std::string out = "; The operators' symbols, derived from the registry's SmtForm entries:\n";
+  for (const Encoding& e : encodings()) {
+    const OpDef& op = OpRegistry::global().get(e.op);
+    std::string args;
+    for (int i = 0; i < e.tensors; ++i) args += (args.empty() ? "" : ", ") + op.input_name(i);
+    for (const SmtArg& a : e.attrs) args += (args.empty() ? "" : ", ") + a.attr;
+    std::string form = e.op;
+    for (const auto& [name, value] : e.fixed) form += std::string(" ") + name + "=" + (value ? "true" : "false");
+    if (e.output > 0 || std::count_if(encodings().begin(), encodings().end(), [&](const Encoding& o) { return o.op == e.op; }) > 1)
+      form += ", output " + std::to_string(e.output);
+    out += declaration(e) + "  ; " + form + ": " + args + "\n";
+  }
+  return out;
 }
 
 const Encoding* encoding_by_symbol(const std::string& symbol) {
@@ -88,26 +81,26 @@ const Encoding* encoding_for(const std::string& op, const Attributes& attrs, int
 
 int int_args(const Encoding& e) {
   int n = 0;
-  for (const char* a : e.attrs) n += std::string(a) == "scalar" ? 2 : 1;
+  for (const SmtArg& a : e.attrs) n += a.code == SmtCode::kFraction ? 2 : 1;
   return n;
 }
 
 std::vector<int64_t> encode_attrs(const Encoding& e, const Attributes& attrs, int64_t rank0) {
   std::vector<int64_t> out;
-  for (const char* name : e.attrs) {
-    const std::string a = name;
+  for (const SmtArg& arg : e.attrs) {
+    const std::string& a = arg.attr;
     const AttrSpec& spec = spec_of(e, a);
-    if (a == "scalar") {
+    if (arg.code == SmtCode::kFraction) {
       const auto [num, den] = exact_fraction(attrs.get_float(a));
       out.push_back(num);
       out.push_back(den);
-    } else if (a == "perm") {
+    } else if (arg.code == SmtCode::kPermDigits) {
       const IntList& p = attrs.get_ints(a);
-      if (p.size() > 9) throw Error("Transpose of more than 9 dimensions has no SMT encoding");
+      if (p.size() > 9) throw Error(e.op + " of more than 9 dimensions has no SMT encoding");
       out.push_back(perm_code(p));
-    } else if (a == "shape") {
+    } else if (arg.code == SmtCode::kShapeDigits) {
       const auto code = shape_code(attrs.get_ints(a));
-      if (!code) throw Error("Reshape to more than 4 dimensions or a size of 10000 or more has no SMT encoding");
+      if (!code) throw Error(e.op + " to more than 4 dimensions or a size of 10000 or more has no SMT encoding");
       out.push_back(*code);
     } else if (spec.type == AttrType::kString) {
       const auto pos = std::find(spec.choices.begin(), spec.choices.end(), attrs.get_string(a));
@@ -119,10 +112,10 @@ std::vector<int64_t> encode_attrs(const Encoding& e, const Attributes& attrs, in
       out.push_back(attrs.get_bool(a) ? 1 : 0);
     } else if (spec.type == AttrType::kInt) {
       int64_t v = attrs.get_int(a);
-      if (std::string(e.op) == "Softmax" && v < 0) v += rank0;
+      if (arg.code == SmtCode::kAxis && v < 0) v += rank0;
       out.push_back(v);
     } else {
-      throw Error(std::string(e.op) + "." + a + " has no SMT encoding");
+      throw Error(e.op + "." + a + " has no SMT encoding");
     }
   }
   return out;
@@ -133,19 +126,19 @@ std::optional<Attributes> decode_attrs(const Encoding& e, const std::vector<int6
   Attributes out;
   for (const auto& [name, value] : e.fixed) out.set(name, value);
   size_t i = 0;
-  for (const char* name : e.attrs) {
-    const std::string a = name;
+  for (const SmtArg& arg : e.attrs) {
+    const std::string& a = arg.attr;
     const AttrSpec& spec = spec_of(e, a);
     const int64_t x = ints[i++];
-    if (a == "scalar") {
+    if (arg.code == SmtCode::kFraction) {
       const int64_t den = ints[i++];
       if (den <= 0) return std::nullopt;
       out.set(a, static_cast<double>(x) / static_cast<double>(den));
-    } else if (a == "perm") {
+    } else if (arg.code == SmtCode::kPermDigits) {
       const auto p = perm_of(x);
       if (!p) return std::nullopt;
       out.set(a, *p);
-    } else if (a == "shape") {
+    } else if (arg.code == SmtCode::kShapeDigits) {
       const auto s = shape_of(x);
       if (!s) return std::nullopt;
       out.set(a, *s);

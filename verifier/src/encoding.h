@@ -1,20 +1,9 @@
 #pragma once
-// The operator table: pcgx operators <-> SMT function symbols (internal).
-//
-// A symbol takes the operator's tensor arguments first, then its attributes
-// as integers, in the order listed. Attribute codecs:
-//   - integers as themselves (a negative Softmax axis is counted from the front);
-//   - strings as their index in the attribute's choices (activation: 0 none,
-//     1 relu, 2 gelu, 3 sigmoid, 4 tanh; pooling mode: 0 max, 1 avg);
-//   - `scalar` as two integers, an exact fraction num/den;
-//   - other numbers (eps, rate) as their IEEE-754 bit pattern, so that equal
-//     codes mean equal values;
-//   - `perm` as 1 followed by its digits ([2, 0, 1] is 1201);
-//   - Reshape's `shape` as 1 followed by each size in four decimal digits
-//     ([16, 4] is 100160004): at most four dimensions below 10000.
-// Some operators have one symbol per value of a boolean attribute (LayerNorm
-// with and without affine parameters); those attributes are `fixed`.
-// The same table is spelled out in axioms/prelude.smt2.
+// The operator table: pcgx operators <-> SMT function symbols (internal),
+// gathered from the registry's SmtForm entries (pcg/operator.h), where each
+// attribute's code is stated. The declarations of the symbols are derived
+// from the same entries (operator_declarations()), so axioms/prelude.smt2
+// declares only the sort and the shape functions.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,19 +11,27 @@
 #include <vector>
 
 #include "pcgx/pcg/attributes.h"
+#include "pcgx/pcg/operator.h"
 
 namespace pcgx::verify {
 
 struct Encoding {
-  const char* op;
-  const char* symbol;
-  int tensors;
-  std::vector<const char*> attrs;
+  std::string op;
+  std::string symbol;
+  int tensors = 1;
+  std::vector<SmtArg> attrs;
   int output = 0;
-  std::vector<std::pair<const char*, bool>> fixed = {};
+  std::vector<std::pair<std::string, bool>> fixed;
 };
 
+// Every registry operator's forms, in registry order.
 const std::vector<Encoding>& encodings();
+// "(declare-fun SYMBOL (Tensor ... Int ...) Tensor)" for one form: what an
+// axiom file may use.
+std::string declaration(const Encoding& e);
+// The declarations of every form, one per line, each with a comment naming
+// its arguments.
+std::string operator_declarations();
 const Encoding* encoding_by_symbol(const std::string& symbol);
 // The encoding of a node (operator, attributes, output index, input count), or nothing.
 const Encoding* encoding_for(const std::string& op, const Attributes& attrs, int output, int inputs);

@@ -11,8 +11,8 @@ namespace pcgx::verify {
 AxiomSet axioms_from_rules(const Ruleset& rules, const AxiomSet& base, std::vector<std::string>& skipped) {
   AxiomSet out;
   out.dir = base.dir + " + rules of " + rules.name;
-  // The declarations: the prelude, the first file of every axiom set.
-  out.text = read_text_file(base.files.at(0)) + "\n";
+  out.declarations = base.declarations;
+  out.text = base.declarations;
   z3::context ctx;
   Terms T(ctx);
   for (const Rule& rule : rules.rules) {

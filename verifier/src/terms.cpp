@@ -120,7 +120,7 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
         args.push_back(ctx_.int_val(v));
         domain.push_back(ctx_.int_sort());
       }
-      e = ctx_.function(enc->symbol, domain, tensor_)(args);
+      e = ctx_.function(enc->symbol.c_str(), domain, tensor_)(args);
     }
     memo.emplace(std::make_pair(t.node, t.output), *e);
     return *e;

@@ -19,7 +19,7 @@ namespace pcgx::verify {
 struct MissingEncoding : Error {
   std::string op;
   explicit MissingEncoding(const std::string& name)
-      : Error("operator " + name + " has no SMT encoding (verifier/src/encoding.cpp, axioms/prelude.smt2)"), op(name) {}
+      : Error("operator " + name + " has no SMT encoding (its registry entry has no OpDef::smt)"), op(name) {}
 };
 
 // An axiom "forall vars. pre => lhs = rhs" (pre may be absent). Variables

@@ -241,6 +241,7 @@ void register_conv_ops(OpRegistry& r) {
     const auto& w = in[1].shape;
     return 2.0 * static_cast<double>(product(out[0].shape)) * static_cast<double>(w[1] * w[2] * w[3]);
   };
+  conv.smt = {{"conv2d", 2, {"stride_h", "stride_w", "pad_h", "pad_w", "groups", "activation"}, 0, {{"use_bias", false}}}};
   r.add(conv);
 
   OpDef pool;
@@ -274,6 +275,7 @@ void register_conv_ops(OpRegistry& r) {
   pool.flops = [](const Attributes& a, std::span<const TensorType>, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * a.get_int("kernel_h") * a.get_int("kernel_w"));
   };
+  pool.smt = {{"pool2d", 1, {"kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "mode"}}};
   r.add(pool);
 }
 

@@ -1,5 +1,5 @@
 // Elementwise operators: EwAdd, EwMul, ScalarMul, Relu, Gelu, Sigmoid, Tanh,
-// Dropout. Every dimension can be split; inputs must agree exactly.
+// Silu, Dropout. Every dimension can be split; inputs must agree exactly.
 #include "numeric.h"
 #include "op_helpers.h"
 #include "vector_math.h"
@@ -28,6 +28,19 @@ template <class T> void relu_k(const KernelArgs<T>& a) { activation_k<Act::kRelu
 template <class T> void gelu_k(const KernelArgs<T>& a) { activation_k<Act::kGelu>(a); }
 template <class T> void sigmoid_k(const KernelArgs<T>& a) { activation_k<Act::kSigmoid>(a); }
 template <class T> void tanh_k(const KernelArgs<T>& a) { activation_k<Act::kTanh>(a); }
+// SiLU (swish): x * sigmoid(x), LLaMA's gate activation.
+template <class T>
+void silu_k(const KernelArgs<T>& a) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto& x = a.in[0]->data;
+    auto& y = a.out[0].data;
+    std::copy(x.begin(), x.end(), y.begin());
+    vec::activate(Act::kSigmoid, y.data(), y.size());
+    for (size_t i = 0; i < y.size(); ++i) y[i] *= x[i];
+  } else {
+    unary_apply(a, [](T x) { return x * Num<T>::sigmoid(x); });
+  }
+}
 template <class T>
 void scalar_mul_k(const KernelArgs<T>& a) {
   const T s = Num<T>::from_double(a.attrs.get_float("scalar"));
@@ -76,6 +89,13 @@ void relu_grad(const GradArgs& a) { activation_grad<Act::kRelu>(a); }
 void gelu_grad(const GradArgs& a) { activation_grad<Act::kGelu>(a); }
 void sigmoid_grad(const GradArgs& a) { activation_grad<Act::kSigmoid>(a); }
 void tanh_grad(const GradArgs& a) { activation_grad<Act::kTanh>(a); }
+// silu'(x) = s + x s (1 - s), s = sigmoid(x).
+void silu_grad(const GradArgs& a) {
+  unary_grad(a, [](float x, float) {
+    const float s = Num<float>::sigmoid(x);
+    return s * (1.f + x * (1.f - s));
+  });
+}
 void scalar_mul_grad(const GradArgs& a) {
   const auto s = static_cast<float>(a.attrs.get_float("scalar"));
   unary_grad(a, [s](float, float) { return s; });
@@ -141,37 +161,67 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef add = binary("EwAdd", "elementwise sum of two tensors of one shape");
   PCGX_KERNELS(add, add_k);
   add.grad_f32 = &add_grad;
+  add.smt = {{"ew_add", 2}};
+  add.elementwise = true;
+  add.any_rank = true;
   r.add(add);
   OpDef mul = binary("EwMul", "elementwise product of two tensors of one shape");
   PCGX_KERNELS(mul, mul_k);
   mul.grad_f32 = &mul_grad;
+  mul.smt = {{"ew_mul", 2}};
+  mul.elementwise = true;
+  mul.any_rank = true;
   r.add(mul);
 
   OpDef relu = unary("Relu", "max(x, 0)");
   PCGX_KERNELS(relu, relu_k);
   relu.grad_f32 = &relu_grad;
+  relu.smt = {{"relu", 1}};
+  relu.elementwise = true;
+  relu.any_rank = true;
   r.add(relu);
   OpDef gelu = unary("Gelu", "x * Phi(x)");
   PCGX_KERNELS(gelu, gelu_k);
   gelu.grad_f32 = &gelu_grad;
   gelu.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 8.0 * static_cast<double>(product(in[0].shape)); };
+  gelu.smt = {{"gelu", 1}};
+  gelu.elementwise = true;
+  gelu.any_rank = true;
   r.add(gelu);
   OpDef sigmoid = unary("Sigmoid", "1 / (1 + exp(-x))");
   PCGX_KERNELS(sigmoid, sigmoid_k);
   sigmoid.grad_f32 = &sigmoid_grad;
   sigmoid.flops = gelu.flops;
+  sigmoid.smt = {{"sigmoid", 1}};
+  sigmoid.elementwise = true;
+  sigmoid.any_rank = true;
   r.add(sigmoid);
   OpDef tanh = unary("Tanh", "hyperbolic tangent");
   PCGX_KERNELS(tanh, tanh_k);
   tanh.grad_f32 = &tanh_grad;
   tanh.flops = gelu.flops;
+  tanh.smt = {{"tanh", 1}};
+  tanh.elementwise = true;
+  tanh.any_rank = true;
   r.add(tanh);
+
+  OpDef silu = unary("Silu", "x * sigmoid(x) (SiLU, swish)");
+  PCGX_KERNELS(silu, silu_k);
+  silu.grad_f32 = &silu_grad;
+  silu.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 5.0 * static_cast<double>(product(in[0].shape)); };
+  silu.smt = {{"silu", 1}};
+  silu.elementwise = true;
+  silu.any_rank = true;
+  r.add(silu);
 
   OpDef smul = unary("ScalarMul", "x * scalar");
   smul.attrs = {with_domain(float_attr("scalar", std::nullopt, "the constant factor"), GenDomain::kScalar)};
   PCGX_KERNELS(smul, scalar_mul_k);
   smul.grad_f32 = &scalar_mul_grad;
   smul.weight_layout = true;
+  smul.smt = {{"scalar_mul", 1, {{"scalar", SmtCode::kFraction}}}};
+  smul.elementwise = true;
+  smul.any_rank = true;
   r.add(smul);
 
   OpDef drop = unary("Dropout", "zeroes elements with probability rate, scales the rest by 1/(1-rate)");
@@ -185,6 +235,8 @@ void register_elementwise_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(drop, dropout_k);
   drop.grad_f32 = &dropout_grad;
+  drop.smt = {{"dropout", 1, {"rate", "seed"}}};
+  drop.elementwise = true;
   r.add(drop);
 }
 

@@ -98,6 +98,7 @@ void register_embedding_ops(OpRegistry& r) {
   emb.grad_f32 = &embedding_grad;
   emb.bytes = gather_bytes;
   emb.flops = [](const Attributes&, auto, std::span<const TensorType> out) { return static_cast<double>(product(out[0].shape)); };
+  emb.smt = {{"embedding", 2}};
   r.add(emb);
 
   OpDef bag;
@@ -122,6 +123,7 @@ void register_embedding_ops(OpRegistry& r) {
   bag.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * in[0].shape[1]);
   };
+  bag.smt = {{"embedding_bag", 2}};
   r.add(bag);
 }
 

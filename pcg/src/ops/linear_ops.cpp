@@ -165,6 +165,8 @@ void register_linear_ops(OpRegistry& r) {
     if (a.get_string("activation") != "none") f += n;
     return f;
   };
+  lin.smt = {{"linear", 2, {"activation"}, 0, {{"use_bias", false}}}};
+  lin.any_rank = true;
   r.add(lin);
 
   OpDef mm;
@@ -195,6 +197,7 @@ void register_linear_ops(OpRegistry& r) {
   mm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return gemm_flops(in, out, 1, 0);
   };
+  mm.smt = {{"matmul", 2}};
   r.add(mm);
 
   OpDef bmm;
@@ -231,6 +234,7 @@ void register_linear_ops(OpRegistry& r) {
   bmm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return gemm_flops(in, out, 0, static_cast<int>(in[0].shape.size()) - 1);
   };
+  bmm.smt = {{"batch_matmul", 2}};
   r.add(bmm);
 }
 

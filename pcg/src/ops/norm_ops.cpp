@@ -1,4 +1,4 @@
-// Softmax (optionally causal) and LayerNorm. Normalized dimensions cannot
+// Softmax (optionally causal), LayerNorm and RMSNorm. Normalized dimensions cannot
 // be split: statistics over a shard would differ from statistics over the
 // tensor. BatchNorm is in batch_norm_ops.cpp.
 #include "numeric.h"
@@ -77,6 +77,26 @@ void layer_norm_k(const KernelArgs<T>& a) {
   }
 }
 
+// RMSNorm (Zhang & Sennrich 2019; LLaMA's norm): y = x * rsqrt(mean(x^2) + eps) * gamma
+// over the last dimension, no centring and no bias.
+template <class T>
+void rms_norm_k(const KernelArgs<T>& a) {
+  const Tensor<T>& x = *a.in[0];
+  const T* gamma = a.in[1]->data.data();
+  Tensor<T>& y = a.out[0];
+  const int64_t d = x.shape.back(), rows = x.numel() / d;
+  const double eps = a.attrs.get_float("eps");
+  const T inv_d = Num<T>::div(Num<T>::one(), Num<T>::from_int(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* in = x.data.data() + r * d;
+    T* out = y.data.data() + r * d;
+    T ms = Num<T>::zero();
+    for (int64_t j = 0; j < d; ++j) ms += in[j] * in[j];
+    const T scale = Num<T>::rsqrt(ms * inv_d, eps);
+    for (int64_t j = 0; j < d; ++j) out[j] = in[j] * scale * gamma[j];
+  }
+}
+
 // Gradients.
 // Softmax: dx_j = y_j (dy_j - sum_k dy_k y_k) along the axis (masked keys
 // have y = 0 and get none).
@@ -138,6 +158,33 @@ void layer_norm_grad(const GradArgs& a) {
   }
 }
 
+// RMSNorm: per row, with r = rsqrt(mean(x^2) + eps), xh = x * r and
+// g = dy * gamma: dx = r * (g - xh * mean(g * xh)), dgamma += dy * xh.
+void rms_norm_grad(const GradArgs& a) {
+  const Tensor<float>& x = *a.in[0];
+  const int64_t d = x.shape.back(), rows = x.numel() / d;
+  const double eps = a.attrs.get_float("eps");
+  const double n = static_cast<double>(d);
+  const float* gamma = a.in[1]->data.data();
+  float* dgamma = a.in_grad[1].data.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data.data() + r * d;
+    const float* dyr = a.out_grad[0]->data.data() + r * d;
+    float* dxr = a.in_grad[0].data.data() + r * d;
+    double ms = 0;
+    for (int64_t j = 0; j < d; ++j) ms += static_cast<double>(xr[j]) * xr[j];
+    const double rstd = 1.0 / std::sqrt(ms / n + eps);
+    double sum_gx = 0;
+    for (int64_t j = 0; j < d; ++j) sum_gx += static_cast<double>(dyr[j]) * gamma[j] * xr[j] * rstd;
+    const auto mgx = static_cast<float>(sum_gx / n), rs = static_cast<float>(rstd);
+    for (int64_t j = 0; j < d; ++j) {
+      const float xh = xr[j] * rs;
+      dxr[j] += rs * (dyr[j] * gamma[j] - xh * mgx);
+      dgamma[j] += dyr[j] * xh;
+    }
+  }
+}
+
 double per_element(std::span<const TensorType> in, double f) { return f * static_cast<double>(product(in[0].shape)); }
 
 }  // namespace
@@ -169,6 +216,8 @@ void register_norm_ops(OpRegistry& r) {
   PCGX_KERNELS(sm, softmax_k);
   sm.grad_f32 = &softmax_grad;
   sm.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 5); };
+  sm.smt = {{"softmax", 1, {{"axis", SmtCode::kAxis}}, 0, {{"causal", false}}}};
+  sm.any_rank = true;
   r.add(sm);
 
   OpDef ln;
@@ -202,7 +251,32 @@ void register_norm_ops(OpRegistry& r) {
   PCGX_KERNELS(ln, layer_norm_k);
   ln.grad_f32 = &layer_norm_grad;
   ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
+  ln.smt = {{"layer_norm", 1, {"eps"}, 0, {{"affine", false}}}, {"layer_norm_affine", 3, {"eps"}, 0, {{"affine", true}}}};
   r.add(ln);
+
+  OpDef rms;
+  rms.name = "RMSNorm";
+  rms.summary = "x / sqrt(mean(x^2) + eps) * gamma over the last dimension (LLaMA's norm)";
+  rms.attrs = {float_attr("eps", 1e-6, "added to the mean square")};
+  rms.input_names = {"x", "gamma"};
+  rms.min_inputs = rms.max_inputs = 2;
+  rms.infer_types = [](const Attributes&, std::span<const TensorType> in) {
+    require_min_rank(in[0], 1, "RMSNorm input x");
+    require_float(in[0], "RMSNorm input x");
+    PCGX_REQUIRE(in[1].shape == std::vector<int64_t>{in[0].shape.back()},
+                 "gamma must have shape [" + std::to_string(in[0].shape.back()) + "], got " + shape_str(in[1].shape));
+    return std::vector<TensorType>{in[0]};
+  };
+  rms.kinds = [](const Attributes&, std::span<const TensorType> in) {
+    std::vector<ParallelKind> kinds;
+    for (int d = 0; d + 1 < static_cast<int>(in[0].shape.size()); ++d) kinds.push_back({"dim" + std::to_string(d), {d, kCopy}, {d}, 0});
+    return kinds;
+  };
+  PCGX_KERNELS(rms, rms_norm_k);
+  rms.grad_f32 = &rms_norm_grad;
+  rms.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 4); };
+  rms.smt = {{"rms_norm", 2, {"eps"}}};
+  r.add(rms);
 
 }
 

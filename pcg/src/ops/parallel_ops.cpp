@@ -158,6 +158,8 @@ void register_parallel_ops(OpRegistry& r) {
   };
   PCGX_SHARD_EVAL(rep, repartition);
   rep.shard_grad_f32 = &repartition_grad;
+  rep.smt = {{"repartition", 1, {"dim", "degree"}}};
+  rep.any_rank = true;
   r.add(rep);
 
   OpDef comb = parallel_op("Combine", "concatenates groups of k shards of a dimension", true);
@@ -171,6 +173,8 @@ void register_parallel_ops(OpRegistry& r) {
   };
   PCGX_SHARD_EVAL(comb, combine);
   comb.shard_grad_f32 = &combine_grad;
+  comb.smt = {{"combine", 1, {"dim", "degree"}}};
+  comb.any_rank = true;
   r.add(comb);
 
   OpDef repl = parallel_op("Replicate", "copies every replica slot k times", false);
@@ -181,6 +185,8 @@ void register_parallel_ops(OpRegistry& r) {
   };
   PCGX_SHARD_EVAL(repl, replicate);
   repl.shard_grad_f32 = &replicate_grad;
+  repl.smt = {{"replicate", 1, {"degree"}}};
+  repl.any_rank = true;
   r.add(repl);
 
   auto reduce_shape = [](const Attributes& a, std::span<const ParallelTensorShape> in, bool keep) {
@@ -196,6 +202,8 @@ void register_parallel_ops(OpRegistry& r) {
   };
   PCGX_SHARD_EVAL(red, reduce);
   red.shard_grad_f32 = &reduce_grad;
+  red.smt = {{"reduce", 1, {"degree"}}};
+  red.any_rank = true;
   r.add(red);
 
   OpDef ar = parallel_op("AllReduce", "sums groups of k replica slots into each of them", false);
@@ -204,6 +212,8 @@ void register_parallel_ops(OpRegistry& r) {
   };
   PCGX_SHARD_EVAL(ar, all_reduce);
   ar.shard_grad_f32 = &all_reduce_grad;
+  ar.smt = {{"all_reduce", 1, {"degree"}}};
+  ar.any_rank = true;
   r.add(ar);
 
   OpDef pipe = parallel_op("Pipeline", "processes a dimension in k sequential micro-slices", true);

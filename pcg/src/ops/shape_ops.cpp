@@ -193,6 +193,8 @@ void register_shape_ops(OpRegistry& r) {
   cat.grad_f32 = &concat_grad;
   cat.shard_grad_f32 = &concat_replica_grad;
   cat.flops = zero_flops;
+  cat.smt = {{"concat", 2, {"axis"}}};
+  cat.any_rank = true;
   r.add(cat);
 
   OpDef split;
@@ -237,6 +239,8 @@ void register_shape_ops(OpRegistry& r) {
   split.grad_f32 = &split_grad;
   split.shard_grad_f32 = &split_replica_grad;
   split.flops = zero_flops;
+  split.smt = {{"split0", 1, {"axis"}, 0}, {"split1", 1, {"axis"}, 1}};
+  split.any_rank = true;
   r.add(split);
 
   OpDef reshape;
@@ -268,6 +272,7 @@ void register_shape_ops(OpRegistry& r) {
   PCGX_KERNELS(reshape, reshape_k);
   reshape.grad_f32 = &reshape_grad;
   reshape.flops = zero_flops;
+  reshape.smt = {{"reshape", 1, {{"shape", SmtCode::kShapeDigits}}}};
   r.add(reshape);
 
   OpDef tr;
@@ -299,6 +304,7 @@ void register_shape_ops(OpRegistry& r) {
   PCGX_KERNELS(tr, transpose_k);
   tr.grad_f32 = &transpose_grad;
   tr.flops = zero_flops;
+  tr.smt = {{"transpose", 1, {{"perm", SmtCode::kPermDigits}}}};
   r.add(tr);
 }
 

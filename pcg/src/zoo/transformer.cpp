@@ -1,6 +1,7 @@
 // Transformer encoders and decoders: BERT-Large (post-LN encoder, MLM head
-// tied to the word embeddings, no pooler) and a GPT-style decoder (pre-LN,
-// causal attention, tied LM head).
+// tied to the word embeddings, no pooler), a GPT-style decoder (pre-LN,
+// causal attention, tied LM head) and a LLaMA-style decoder (pre-RMSNorm,
+// SwiGLU feed-forward, no biases, untied LM head).
 #include <cmath>
 
 #include "builders.h"
@@ -13,22 +14,25 @@ struct Dims {
 };
 
 // Multi-head self-attention on x[b, s, h]; returns the output projection.
-TensorRef attention(GraphBuilder& b, TensorRef x, const Dims& d, bool causal, const std::string& n) {
+// `bias`: the projections have biases; `dropout`: on the attention weights.
+TensorRef attention(GraphBuilder& b, TensorRef x, const Dims& d, bool causal, const std::string& n, bool bias = true,
+                    double dropout = 0.1) {
   const int64_t dh = d.hidden / d.heads;
   auto heads = [&](TensorRef t, const std::string& what, std::vector<int64_t> perm) {
     TensorRef r = b.reshape(t, {d.batch, d.seq, d.heads, dh}, n + "." + what + "_heads");
     return b.transpose(r, perm, n + "." + what + "_t");
   };
-  TensorRef q = heads(b.linear(x, d.hidden, "none", true, n + ".query"), "q", {0, 2, 1, 3});
-  TensorRef k = heads(b.linear(x, d.hidden, "none", true, n + ".key"), "k", {0, 2, 3, 1});
-  TensorRef v = heads(b.linear(x, d.hidden, "none", true, n + ".value"), "v", {0, 2, 1, 3});
+  TensorRef q = heads(b.linear(x, d.hidden, "none", bias, n + ".query"), "q", {0, 2, 1, 3});
+  TensorRef k = heads(b.linear(x, d.hidden, "none", bias, n + ".key"), "k", {0, 2, 3, 1});
+  TensorRef v = heads(b.linear(x, d.hidden, "none", bias, n + ".value"), "v", {0, 2, 1, 3});
   TensorRef scores = b.batch_matmul(q, k, n + ".scores");
   scores = b.scalar_mul(scores, 1.0 / std::sqrt(static_cast<double>(dh)), n + ".scale");
-  TensorRef probs = b.dropout(b.softmax(scores, causal, n + ".softmax"), 0.1, n + ".attn_dropout");
+  TensorRef probs = b.softmax(scores, causal, n + ".softmax");
+  if (dropout > 0) probs = b.dropout(probs, dropout, n + ".attn_dropout");
   TensorRef ctx = b.batch_matmul(probs, v, n + ".context");
   ctx = b.transpose(ctx, {0, 2, 1, 3}, n + ".context_t");
   ctx = b.reshape(ctx, {d.batch, d.seq, d.hidden}, n + ".context_merge");
-  return b.linear(ctx, d.hidden, "none", true, n + ".output");
+  return b.linear(ctx, d.hidden, "none", bias, n + ".output");
 }
 
 TensorRef feed_forward(GraphBuilder& b, TensorRef x, const Dims& d, const std::string& n) {
@@ -122,6 +126,50 @@ ModelSpec gpt(bool tiny) {
     x = b.layer_norm(x, "ln_f");
     TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
     b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
+    return b.finish();
+  };
+  return s;
+}
+
+ModelSpec llama(bool tiny) {
+  ModelSpec s = named(tiny, "llama", "LLaMA-style decoder (pre-RMSNorm, SwiGLU feed-forward, causal attention, no biases, untied LM head)");
+  s.source = "LLaMA 7B (Touvron et al. 2023, Table 2): 32 layers, hidden 4096, 32 heads, SwiGLU FFN 11008, vocab 32000, "
+             "context 2048; 6,738,415,616 parameters. Rotary position embeddings are not modelled (no parameters: an "
+             "elementwise rotation of q and k per position)";
+  s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
+                                  {"ffn", 64}, {"vocab", 100}}
+                    : ModelParams{{"batch", 1}, {"seq", 2048}, {"layers", 32}, {"hidden", 4096}, {"heads", 32},
+                                  {"ffn", 11008}, {"vocab", 32000}};
+  s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
+                  {"hidden", "model width"}, {"heads", "attention heads"}, {"ffn", "SwiGLU hidden width"},
+                  {"vocab", "vocabulary size"}};
+  s.build = [](const ModelParams& p) {
+    const Dims d = dims_of(p);
+    check_heads(d);
+    const int64_t vocab = param(p, "vocab");
+    GraphBuilder b("llama");
+    Attributes eps;
+    eps.set("eps", 1e-6);
+    auto rms_norm = [&](TensorRef x, const std::string& n) {
+      return b.op("RMSNorm", eps, {x, b.weight(n + ".weight", {d.hidden}, "ones")}, n);
+    };
+    TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
+    TensorRef x = b.embedding(tokens, vocab, d.hidden, "embed_tokens");
+    for (int64_t l = 0; l < param(p, "layers"); ++l) {
+      const std::string n = "layers" + std::to_string(l);
+      TensorRef a = attention(b, rms_norm(x, n + ".input_norm"), d, true, n + ".self_attn", false, 0.0);
+      x = b.binary("EwAdd", x, a, n + ".attn_residual");
+      // SwiGLU: down(silu(gate(h)) * up(h)).
+      TensorRef h = rms_norm(x, n + ".post_attention_norm");
+      TensorRef gate = b.unary("Silu", b.linear(h, d.ffn, "none", false, n + ".mlp.gate_proj"), n + ".mlp.silu");
+      TensorRef up = b.linear(h, d.ffn, "none", false, n + ".mlp.up_proj");
+      TensorRef f = b.linear(b.binary("EwMul", gate, up, n + ".mlp.gated"), d.hidden, "none", false, n + ".mlp.down_proj");
+      x = b.binary("EwAdd", x, f, n + ".mlp_residual");
+    }
+    x = rms_norm(x, "norm");
+    TensorRef logits = b.linear(x, vocab, "none", false, "lm_head");
+    TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
+    b.graph().add_output(b.softmax_cross_entropy(logits, labels));
     return b.finish();
   };
   return s;

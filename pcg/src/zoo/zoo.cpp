@@ -27,6 +27,7 @@ const std::vector<ModelSpec>& model_zoo() {
       v.push_back(zoo::mlp(tiny));
       v.push_back(zoo::gpt(tiny));
       v.push_back(zoo::vgg13(tiny));
+      v.push_back(zoo::llama(tiny));
     }
     return v;
   }();

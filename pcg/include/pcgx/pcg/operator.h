@@ -1,8 +1,10 @@
 #pragma once
 // One operator = one OpDef in the registry: its attributes, arity, shape and
-// degree inference, reference kernels (float and modular) and FLOP count.
-// Adding an operator means writing one OpDef (pcg/src/ops/), its axioms and
-// its runtime kernels; nothing else in pcg/ changes.
+// degree inference, reference kernels (float and modular), gradient, FLOP
+// count, the properties other layers ask about (elementwise, any_rank) and
+// its SMT forms (the symbols its axioms use). Adding an operator means
+// writing one OpDef (pcg/src/ops/) and one axiom file; docs/adding-an-operator.md
+// lists every step.
 #include <functional>
 #include <span>
 #include <string>
@@ -107,6 +109,34 @@ using ParallelInference = std::function<std::vector<ParallelTensorShape>(
 using FlopCount = std::function<double(const Attributes&, std::span<const TensorType> in,
                                        std::span<const TensorType> out)>;
 
+// How an attribute becomes an integer argument of an SMT symbol.
+enum class SmtCode : uint8_t {
+  kPlain,       // an int as itself, a string as its index in the choices, a
+                // bool as 0/1, a float as its IEEE-754 bits (equal codes, equal values)
+  kFraction,    // a float as two integers, an exact fraction num/den
+  kAxis,        // an int axis, a negative one counted from the front
+  kPermDigits,  // a permutation as 1 followed by its digits ([2, 0, 1] is 1201)
+  kShapeDigits, // a shape as 1 then four decimal digits per size ([16, 4] is 100160004)
+};
+struct SmtArg {
+  SmtArg(const char* a, SmtCode c = SmtCode::kPlain) : attr(a), code(c) {}  // NOLINT: {"dim", "degree"} reads best
+  std::string attr;
+  SmtCode code;
+};
+// The operator as the verifier sees it (axioms/*.smt2): one uninterpreted
+// function symbol per form, taking the tensor inputs first and then `args`
+// as integers; it returns output `output`. An operator whose boolean
+// attribute changes its arity (LayerNorm's `affine`) has a form per value,
+// chosen by `fixed`. The prelude's declaration of each symbol is derived
+// from this (`pcgx ops check NAME` prints it).
+struct SmtForm {
+  std::string symbol;
+  int tensors = 1;
+  std::vector<SmtArg> args = {};
+  int output = 0;
+  std::vector<std::pair<std::string, bool>> fixed = {};
+};
+
 struct OpDef {
   std::string name;
   OpClass op_class = OpClass::kCompute;
@@ -142,6 +172,15 @@ struct OpDef {
   // than a computation per step: data movement (Concat, Split, Reshape,
   // Transpose) and scaling by a constant (ScalarMul).
   bool weight_layout = false;
+  // Output element i depends on element i of each input alone, and every
+  // input has the output's shape (Relu, EwAdd, Dropout, ...).
+  bool elementwise = false;
+  // The same meaning at any rank, with `dim`/`axis` its only rank-dependent
+  // attributes: a rule over such operators holds at rank 2 and 4 when it
+  // holds at rank 3 (search/rank_adapt.h adapts the shipped rules).
+  bool any_rank = false;
+  // Empty: no SMT encoding, so no rule of the operator can be proved.
+  std::vector<SmtForm> smt;
 
   bool is_shard_level(const Attributes& a) const {
     return op_class == OpClass::kParallel || (shard_level && shard_level(a));

@@ -6,7 +6,8 @@
 //   { "format_version": 1, "kind": "pcgx.ruleset", "name": "unity", "version": 1,
 //     "opset": "unity", "operators": ["Linear", ...],
 //     "generator": { ...the configuration that produced the candidates... },
-//     "axioms_hash": "sha256 of the axiom files" (rulesets only),
+//     "axioms": { "linear_replicate": "sha256 of its content", ... } (rulesets only),
+//     "axioms_hash": "sha256 of that list" (rulesets only),
 //     "stats": { "graphs": 123, ... },
 //     "rules": [ { "id": "unity-0001",
 //                  "source": <pcgx.graph>, "target": <pcgx.graph>,
@@ -18,6 +19,16 @@
 //
 // A rule's two graphs use Input/Weight nodes for the rule's variables; nodes
 // with the same name on both sides are the same variable.
+//
+// What the hashes promise. A ruleset records, by content, exactly the axioms
+// its proofs use: the union of the rules' unsat cores, each with the digest
+// of its assertion and of the declarations of the symbols it mentions
+// (verify::AxiomInfo). Its proofs were found with only the axioms of its own
+// operators (verify::restrict_to), so an axiom of another operator can
+// neither enter a proof nor the file. The content hash therefore changes
+// only when the rules, their proofs, or one of the axioms they use changes:
+// adding an operator and its axioms leaves every existing ruleset
+// byte-identical.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,7 +68,9 @@ struct Ruleset {
   std::string opset;
   std::vector<std::string> operators;
   std::string generator_json = "{}";   // generator configuration, a JSON object
-  std::string axioms_hash;
+  // (name, digest) of every axiom a proof uses, sorted by name.
+  std::vector<std::pair<std::string, std::string>> axiom_digests;
+  std::string axioms_hash;  // axioms_hash_of(axiom_digests)
   std::vector<std::pair<std::string, double>> stats;
   std::vector<Rule> rules;
   // Set by load: the hash stored in the file and the one its content has.
@@ -70,6 +83,9 @@ struct Ruleset {
 // and whose every rule carries a proof record with result "proved". This
 // is what a file can promise by itself; `pcgx audit` re-proves it.
 std::optional<std::string> unverified_reason(const Ruleset& r);
+
+// sha256 of "name digest" lines in the given (sorted) order.
+std::string axioms_hash_of(const std::vector<std::pair<std::string, std::string>>& digests);
 
 std::string ruleset_to_json(const Ruleset& r);          // with a fresh content hash
 Ruleset ruleset_from_json(const std::string& text, const std::string& source);

@@ -19,6 +19,7 @@ struct OpAxiom {
 
 struct OpCoverage {
   std::vector<std::string> symbols;  // empty: no encoding, so no rule of it can be proved
+  std::vector<std::string> declarations;  // per symbol, as axiom files see it (derived from OpDef::smt)
   std::vector<OpAxiom> axioms;       // mentioning a symbol, in file order
 };
 

@@ -34,19 +34,51 @@ struct Proof {
   std::string unencoded;            // an operator of the rule with no SMT encoding at all, when that is why
 };
 
+// One axiom: where it is written, the registry operators whose symbols it
+// uses, and a digest of its content: the assertion and the declaration of
+// every symbol it uses, comments and layout aside. A ruleset records the
+// digests of the axioms its proofs use (Ruleset::axiom_digests).
+struct AxiomInfo {
+  std::string name;
+  std::string file;
+  int line = 0;
+  std::vector<std::string> operators;
+  std::string digest;
+  std::string text;  // the assertion
+  bool foreign = false;  // uses a tensor function of no registry operator (kept out of every restriction)
+};
+
 struct AxiomSet {
   std::string dir;
-  std::string text;                 // prelude first, then the files in name order
-  std::vector<std::string> files;
+  // prelude.smt2, then a declaration of every operator's symbols derived
+  // from the registry (OpDef::smt), then declarations in other files.
+  std::string declarations;
+  std::string text;                 // the declarations, then every assertion in `names` order
+  std::vector<std::string> files;   // prelude first, then the files in name order
   std::vector<std::string> names;   // :named labels, in order
+  std::vector<AxiomInfo> axioms;    // per name (empty for axioms_from_rules)
   std::string hash;                 // sha256 of `text`
 };
 
 // Reads DIR/prelude.smt2 and every other DIR/*.smt2; throws pcgx::Error on
-// a missing directory, an unparsable file or an unnamed assertion.
+// a missing directory, an unnamed assertion, a name used twice, a prelude
+// that declares an operator's symbol itself, or a file Z3 cannot parse
+// (named with its own line number; an unknown symbol is said to come from
+// a registry entry).
 AxiomSet load_axioms(const std::string& dir);
 // The axioms shipped with pcgx (the source tree's axioms/, or $PCGX_AXIOMS).
 std::string default_axioms_dir();
+
+// The axioms every operator of which is in `operators` (axioms of the
+// shape functions alone included, foreign ones not): all that a proof of a rule over those
+// operators may use, so that an unrelated operator's axioms never enter
+// it. An empty list keeps every axiom.
+AxiomSet restrict_to(const AxiomSet& set, const std::vector<std::string>& operators);
+// `set` restricted to the operators `r` declares (Ruleset::operators).
+AxiomSet axioms_for(const AxiomSet& set, const Ruleset& r);
+// (name, digest) of the named axioms, sorted by name, each once; throws
+// pcgx::Error for a name not in `set`.
+std::vector<std::pair<std::string, std::string>> axiom_digests(const AxiomSet& set, const std::vector<std::string>& names);
 
 // A ruleset's rules as axioms (after the prelude of `base`): each rule is an
 // equality over its inputs, guarded by their parallel state (rank, degree of

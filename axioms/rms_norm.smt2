@@ -1,0 +1,14 @@
+; RMSNorm: statistics over the last dimension only, so every other
+; dimension splits (and the replica slots copy) with gamma copied to each
+; task. The last dimension cannot split: a shard's mean square is not the
+; row's. Domain: gamma unreplicated where it is replicated by the rule.
+
+(assert (! (forall ((x Tensor) (g Tensor) (e Int) (d Int) (k Int))
+  (=> (and (< d (- (rank x) 1)) (= (rep g) 1))
+      (= (repartition (rms_norm x g e) d k) (rms_norm (repartition x d k) (replicate g k) e)))) :named rms_norm_data_parallel_split))
+(assert (! (forall ((x Tensor) (g Tensor) (e Int) (d Int) (k Int))
+  (=> (and (< d (- (rank x) 1)) (= (rep g) 1))
+      (= (rms_norm (combine x d k) g e) (combine (rms_norm x (replicate g k) e) d k)))) :named rms_norm_data_parallel))
+(assert (! (forall ((x Tensor) (g Tensor) (e Int) (k Int))
+  (=> (and (= (rep x) 1) (= (rep g) 1))
+      (= (replicate (rms_norm x g e) k) (rms_norm (replicate x k) (replicate g k) e)))) :named rms_norm_replicate))
