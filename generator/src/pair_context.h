@@ -129,16 +129,10 @@ class Context {
 
   // Stage 2.
   bool common_subgraph(const Member& a, const Member& b) const {
-    // An identical operator (with identical inputs) on both sides: the pair
-    // follows from the smaller one with that operator's output made a fresh
-    // input, provided that one holds for every value of it. When the shared
-    // operator is an output of one side only, the smaller pair is F(y) = y, which
-    // holds only if F is an identity: Relu(Relu(x)) = Relu(x) holds on
-    // Relu's range alone, not as Relu(y) = y, so such a pair is kept (stage
-    // 3 still drops it when a kept identity F(y) = y implies it).
-    for (size_t i = 0; i < a.keys.size(); ++i)
-      for (size_t j = 0; j < b.keys.size(); ++j)
-        if (a.keys[i] == b.keys[j] && is_output(a.g, static_cast<int>(i)) == is_output(b.g, static_cast<int>(j))) return true;
+    // An identical operator (with identical inputs) on both sides.
+    for (uint64_t ka : a.keys)
+      for (uint64_t kb : b.keys)
+        if (ka == kb) return true;
     // Every output is the same operator on fingerprint-equal inputs.
     const auto map = output_map(a, b);
     bool all_suffix = !map.empty();
@@ -165,10 +159,6 @@ class Context {
     std::multiset<std::vector<uint64_t>> sa(pa.begin(), pa.end()), sb(pb.begin(), pb.end());
     if (pa.size() != pb.size()) return false;
     return sa == sb;
-  }
-
-  static bool is_output(const SmallGraph& g, int op) {
-    return std::any_of(g.outputs.begin(), g.outputs.end(), [op](const Ref& r) { return r.op == op; });
   }
 
   // The sorted output hashes of each piece (operators joined by internal edges).

@@ -234,26 +234,41 @@ void DeviceExecutor::synchronize_gradients() {
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
     if (!std::binary_search(bucket.devices.begin(), bucket.devices.end(), me)) continue;
-    // This device's copies of each block, summed into the bucket.
     Buffer& flat = bucket_buffers_[k];
     if (!flat) flat = backend_.allocate(std::vector<int64_t>{bucket.floats});  // once: the size never changes
-    backend_.fill(flat, 0.f);
-    int64_t at = 0;
-    for (const SyncPart& part : bucket.parts) {
-      for (int64_t shard : part.shards)
-        if (owns(part.tensor, shard)) backend_.add_range(flat, at, grads(part.tensor)[static_cast<size_t>(shard)]);
-      at += part.floats;
-    }
-    if (bucket.devices.size() > 1)
-      collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), [&] {
-        comm_.all_reduce(bucket.devices, flat.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+    // Packing, the all-reduce and unpacking are one recorded event: what
+    // CostModel::bucket_time prices.
+    auto sync = [&] {
+      // This device's copies of each block, summed into the bucket: the
+      // first copied, the others added (a block with one copy here, the
+      // usual case, costs a copy in and a copy out).
+      const bool every_part_here = std::all_of(bucket.parts.begin(), bucket.parts.end(), [&](const SyncPart& part) {
+        return std::any_of(part.shards.begin(), part.shards.end(), [&](int64_t s) { return owns(part.tensor, s); });
       });
-    at = 0;
-    for (const SyncPart& part : bucket.parts) {
-      for (int64_t shard : part.shards)
-        if (owns(part.tensor, shard)) backend_.copy_range(grads(part.tensor)[static_cast<size_t>(shard)], flat, at);
-      at += part.floats;
-    }
+      if (!every_part_here) backend_.fill(flat, 0.f);
+      int64_t at = 0;
+      for (const SyncPart& part : bucket.parts) {
+        bool first = every_part_here;
+        for (int64_t shard : part.shards) {
+          if (!owns(part.tensor, shard)) continue;
+          const Buffer& g = grads(part.tensor)[static_cast<size_t>(shard)];
+          if (first) backend_.set_range(flat, at, g);
+          else backend_.add_range(flat, at, g);
+          first = false;
+        }
+        at += part.floats;
+      }
+      if (bucket.devices.size() > 1)
+        comm_.all_reduce(bucket.devices, flat.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+      at = 0;
+      for (const SyncPart& part : bucket.parts) {
+        for (int64_t shard : part.shards)
+          if (owns(part.tensor, shard)) backend_.copy_range(grads(part.tensor)[static_cast<size_t>(shard)], flat, at);
+        at += part.floats;
+      }
+    };
+    if (bucket.devices.size() > 1) collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), sync);
+    else sync();
   }
 }
 

@@ -37,6 +37,8 @@ void HostBackend::add_range(const Buffer& flat, int64_t at, const Buffer& x) {
   for (int64_t i = 0; i < x.numel; ++i) f[i] += x.data[i];
 }
 
+void HostBackend::set_range(const Buffer& flat, int64_t at, const Buffer& x) { std::copy_n(x.data, x.numel, flat.data + at); }
+
 void HostBackend::copy_range(const Buffer& to, const Buffer& flat, int64_t at) { std::copy_n(flat.data + at, to.numel, to.data); }
 
 void HostBackend::upload_block(const Tensor<float>& logical, std::span<const int64_t> offset, const Buffer& out) {

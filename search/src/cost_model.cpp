@@ -281,6 +281,15 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
   return worst;
 }
 
+double CostModel::bucket_pack_time(double bytes) const {
+  if (bytes <= 0) return 0.0;
+  return 4.0 * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory);
+}
+
+double CostModel::bucket_time(const GroupShape& group, double bytes) const {
+  return allreduce_times(machine_, group, bytes).best() + bucket_pack_time(bytes);
+}
+
 double CostModel::update_time(double bytes) const {
   if (bytes <= 0) return 0.0;
   if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;

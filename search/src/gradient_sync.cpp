@@ -5,7 +5,7 @@
 
 namespace pcgx::search {
 
-SyncTimeline replay_buckets(const Machine& m, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes) {
+SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes) {
   std::stable_sort(gradients.begin(), gradients.end(), [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready < b.ready; });
   struct Open {
     double bytes = 0, ready = 0;
@@ -26,7 +26,7 @@ SyncTimeline replay_buckets(const Machine& m, std::vector<ReadyGradient> gradien
   SyncTimeline t;
   double free = 0;
   for (const Open& b : closed) {
-    const double time = allreduce_times(m, b.group, b.bytes).best();
+    const double time = cost.bucket_time(b.group, b.bytes);
     free = std::max(free, b.ready) + time;
     t.total += time;
     ++t.buckets;

@@ -123,7 +123,7 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   }
   if (done > 0)
     for (ReadyGradient& x : grads) x.ready *= m.dp.backward / done;
-  return replay_buckets(p.cost.machine(), std::move(grads), m.dp.backward, p.cost.comm().bucket_bytes);
+  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.comm().bucket_bytes);
 }
 
 // Busy seconds per device: each active node's time on the devices it runs on.

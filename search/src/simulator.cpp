@@ -324,7 +324,7 @@ struct Simulator::Impl {
       }
       info.push_back({SimKind::kSync, -1, buckets, -1});
       const TaskId t = tl.add(order_of(1, position, 2 * kRegion + static_cast<uint64_t>(buckets)), std::move(preds),
-                              allreduce_times(m, b.sync.group, b.bytes).best(), {res.begin(), res.end()});
+                              cost.bucket_time(b.sync.group, b.bytes), {res.begin(), res.end()});
       for (int64_t d : b.sync.devices) of_device[static_cast<size_t>(d)].push_back(t);
       ++buckets;
       b = Open{};

@@ -175,6 +175,7 @@ TEST(Cuda, BlockMovesMatchTheHost) {
   both([&](Backend& b, const Buffer& F, const Buffer& B) { b.add_block(F, offset, B); });
   both([&](Backend& b, const Buffer& F, const Buffer& B) { b.add_from_block(B, F, offset); });
   both([&](Backend& b, const Buffer& F, const Buffer& B) { b.add_range(F, 7, B); });
+  both([&](Backend& b, const Buffer& F, const Buffer& B) { b.set_range(F, 5, B); });
   both([&](Backend& b, const Buffer& F, const Buffer& B) { b.copy_range(B, F, 11); });
 }
 

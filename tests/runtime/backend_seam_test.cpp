@@ -31,6 +31,7 @@ class DisguisedBackend final : public Backend {
     host_.add_from_block(real(out), real(full), o);
   }
   void add_range(const Buffer& flat, int64_t at, const Buffer& x) override { host_.add_range(real(flat), at, real(x)); }
+  void set_range(const Buffer& flat, int64_t at, const Buffer& x) override { host_.set_range(real(flat), at, real(x)); }
   void copy_range(const Buffer& to, const Buffer& flat, int64_t at) override { host_.copy_range(real(to), real(flat), at); }
   void upload_block(const Tensor<float>& logical, std::span<const int64_t> o, const Buffer& out) override {
     host_.upload_block(logical, o, real(out));

@@ -163,29 +163,33 @@ TEST(Collectives, ThreeLevelsTakeTheSlowestCrossedLevel) {
 
 TEST(GradientSync, BucketsReplayAgainstTheBackwardPass) {
   const Machine m = two_level();
+  const CostModel cost(m, Efficiency{});
   const GroupShape g = strided_group(m, 0, 1, 4);
-  const double one = allreduce_times(m, g, 2e6).best();
+  // A bucket: copy in and copy out (4 bytes moved per byte, at the toy's
+  // 100 GB/s times the default memory efficiency 0.7), and the all-reduce.
+  EXPECT_DOUBLE_EQ(cost.bucket_pack_time(2e6), 4 * 2e6 / (1e11 * 0.7));
+  const double one = allreduce_times(m, g, 2e6).best() + 4 * 2e6 / (1e11 * 0.7);
   // Two 1 MB gradients into a 2 MB bucket, ready at 1 ms and 2 ms of a
   // 5 ms backward pass: the bucket runs at 2 ms, all hidden.
   std::vector<ReadyGradient> grads{{1e-3, {g, 1e6, 7}}, {2e-3, {g, 1e6, 7}}};
-  SyncTimeline t = replay_buckets(m, grads, 5e-3, 2e6);
+  SyncTimeline t = replay_buckets(cost, grads, 5e-3, 2e6);
   EXPECT_EQ(t.buckets, 1);
   EXPECT_DOUBLE_EQ(t.total, one);
   EXPECT_DOUBLE_EQ(t.exposed, 0.0);
   // The same at the very end of the backward pass: all exposed.
   grads = {{5e-3, {g, 1e6, 7}}, {5e-3, {g, 1e6, 7}}};
-  t = replay_buckets(m, grads, 5e-3, 2e6);
+  t = replay_buckets(cost, grads, 5e-3, 2e6);
   EXPECT_DOUBLE_EQ(t.exposed, one);
   // Smaller buckets: two all-reduces back to back on one channel, the
   // second starting when the first ends.
   grads = {{4.9e-3, {g, 1e6, 7}}, {4.9e-3, {g, 1e6, 7}}};
-  const double half = allreduce_times(m, g, 1e6).best();
-  t = replay_buckets(m, grads, 5e-3, 1e6);
+  const double half = allreduce_times(m, g, 1e6).best() + 4 * 1e6 / (1e11 * 0.7);
+  t = replay_buckets(cost, grads, 5e-3, 1e6);
   EXPECT_EQ(t.buckets, 2);
   EXPECT_NEAR(t.exposed, 4.9e-3 + 2 * half - 5e-3, 1e-15);
   // Different groups never share a bucket.
   grads = {{1e-3, {g, 1e6, 7}}, {1e-3, {g, 1e6, 8}}};
-  EXPECT_EQ(replay_buckets(m, grads, 5e-3, 2e6).buckets, 2);
+  EXPECT_EQ(replay_buckets(cost, grads, 5e-3, 2e6).buckets, 2);
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 // are proved, and no corrupted rule is.
 #include <gtest/gtest.h>
 
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "pcgx/generator/generate.h"
 #include "pcgx/pcg/error.h"
@@ -243,21 +245,55 @@ TEST_P(ProvesEveryCandidate, Of) {
 }
 
 // Every compute operator's parallel forms, one family at a time.
-INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate,
-                         ::testing::Values("ScalarMul,EwAdd,Repartition,Combine,Replicate,Reduce",
-                                           "Transpose,Relu,Repartition,Combine",
-                                           "Gelu,Sigmoid,Tanh,Repartition,Combine,Replicate",
-                                           "Dropout,Repartition,Combine,Replicate,Reduce",
-                                           "LayerNorm,Repartition,Combine,Replicate",
-                                           "BatchNorm,Repartition,Combine",
-                                           "Embedding,Repartition,Combine,Replicate,Reduce",
-                                           "EmbeddingBag,Repartition,Combine,Replicate,Reduce",
-                                           "Pool2D(kernel_h=2,kernel_w=2),Repartition,Combine,Replicate",
-                                           "SoftmaxCrossEntropy,Repartition,Combine,Reduce"),
-                         [](const auto& p) {
-                           std::string name = p.param.substr(0, p.param.find_first_of(",("));
-                           return name;
-                         });
+const std::vector<std::string> kFamilies = {"ScalarMul,EwAdd,Repartition,Combine,Replicate,Reduce",
+                                            "Transpose,Relu,Repartition,Combine",
+                                            "Gelu,Sigmoid,Tanh,Repartition,Combine,Replicate",
+                                            "Silu,Repartition,Combine,Replicate",
+                                            "RMSNorm,Repartition,Combine",
+                                            "Softmax,Repartition,Combine,Replicate",
+                                            "Dropout,Repartition,Combine,Replicate,Reduce",
+                                            "LayerNorm,Repartition,Combine,Replicate",
+                                            "BatchNorm,Repartition,Combine",
+                                            "Embedding,Repartition,Combine,Replicate,Reduce",
+                                            "EmbeddingBag,Repartition,Combine,Replicate,Reduce",
+                                            "Pool2D(kernel_h=2,kernel_w=2),Repartition,Combine,Replicate",
+                                            "SoftmaxCrossEntropy,Repartition,Combine,Reduce"};
+std::string family_name(const std::string& ops) { return ops.substr(0, ops.find_first_of(",(")); }
+
+INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate, ::testing::ValuesIn(kFamilies),
+                         [](const auto& p) { return family_name(p.param); });
+
+// Each compute operator's parallel forms are proved: by a family above, or
+// by the shipped unity ruleset (Linear, Relu, EwAdd, EwMul, Concat, Split:
+// ShippedRuleset regenerates it; its unproved candidates are listed in
+// rulesets/unity-v1.unproved.txt). The exceptions are gaps in the axioms:
+// at two operators with Repartition, Combine, Replicate and Reduce, some
+// candidates are not proved (2026-11-25: MatMul 17 of 105, BatchMatMul 11
+// of 103, MSELoss 42 of 104, the BatchNorm statistics 2 of 66, Conv2D 1 of
+// 111; Reshape has no generator domain for its shape). A new operator must
+// join a family (docs/adding-an-operator.md).
+TEST(ProvesEveryCandidate, CoverEveryComputeOperator) {
+  std::set<std::string> covered = {"Linear", "Relu", "EwAdd", "EwMul", "Concat", "Split"};
+  for (const std::string& f : kFamilies) {  // every operator of the family, attributes aside
+    int depth = 0;
+    std::string name;
+    for (const char c : f + ",") {
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (c == ',' && depth == 0) covered.insert(name.substr(0, name.find('('))), name.clear();
+      else name += c;
+    }
+  }
+  const std::set<std::string> gaps = {"MatMul",   "BatchMatMul",  "MSELoss",        "BatchSum",
+                                      "BatchSquares", "BatchNormApply", "Conv2D", "Reshape"};
+  for (const OpDef* op : OpRegistry::global().all()) {
+    if (op->op_class != OpClass::kCompute) continue;
+    if (gaps.count(op->name))
+      EXPECT_FALSE(covered.count(op->name)) << op->name << ": now proved by a family, take it off the gaps";
+    else
+      EXPECT_TRUE(covered.count(op->name)) << op->name << ": no family proves its parallel forms (kFamilies)";
+  }
+}
 
 // Mutants of proved rules: a changed dimension or degree, swapped operands,
 // an added or dropped parallel operator, a changed activation.

@@ -25,8 +25,16 @@ std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& a
     tbb::parallel_for(size_t{0}, rules.size(), [&](size_t i) {
       auto& p = provers.local();
       if (!p) p = std::make_unique<Prover>(axioms, options);
-      out[i].proof = p->prove(rules[i]);
-      if (out[i].proof.result == Result::kUnsat) out[i].check = check_at_other_shapes(rules[i]);
+      Proof& proof = out[i].proof;
+      proof = p->prove(rules[i]);
+      if (proof.result == Result::kUnsat) {
+        // The stored core must prove the rule alone, as `pcgx audit` checks.
+        // A minimal core may not: an axiom outside it can be what created a
+        // term the core's instances match. Then the record names every axiom
+        // the proof instantiated, with which the same saturation recurs.
+        if (p->prove_with(rules[i], proof.axioms).result != Result::kUnsat) proof.axioms = proof.instantiated;
+        out[i].check = check_at_other_shapes(rules[i]);
+      }
       const size_t n = ++done;
       if (!progress) return;
       std::lock_guard<std::mutex> lock(mu);

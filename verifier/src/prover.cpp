@@ -168,6 +168,9 @@ Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only)
         for (unsigned k = 0; k < core.size(); ++k)
           used.insert(m.axioms[instances[std::stoul(core[k].decl().name().str().substr(1))].axiom].name);
         proof.axioms.assign(used.begin(), used.end());
+        std::set<std::string> any;
+        for (const Instance& in : instances) any.insert(m.axioms[in.axiom].name);
+        proof.instantiated.assign(any.begin(), any.end());
         return done(Result::kUnsat, "");
       }
       case z3::sat:

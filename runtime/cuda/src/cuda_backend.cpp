@@ -285,6 +285,11 @@ void CudaBackend::add_from_block(const Buffer& out, const Buffer& full, std::spa
 
 void CudaBackend::add_range(const Buffer& flat, int64_t at, const Buffer& x) { cuda::add(flat.data + at, x.data, x.numel, s_->stream); }
 
+void CudaBackend::set_range(const Buffer& flat, int64_t at, const Buffer& x) {
+  check(cudaMemcpyAsync(flat.data + at, x.data, static_cast<size_t>(x.numel) * sizeof(float), cudaMemcpyDeviceToDevice, s_->stream),
+        "copy");
+}
+
 void CudaBackend::copy_range(const Buffer& to, const Buffer& flat, int64_t at) {
   check(cudaMemcpyAsync(to.data, flat.data + at, static_cast<size_t>(to.numel) * sizeof(float), cudaMemcpyDeviceToDevice, s_->stream),
         "copy");

@@ -68,8 +68,10 @@ class Backend {
   virtual void read_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& out) = 0;
   virtual void add_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& block) = 0;
   virtual void add_from_block(const Buffer& out, const Buffer& full, std::span<const int64_t> offset) = 0;
-  // Flat ranges of a bucket: flat[at, at + |x|) += x; to = flat[at, at + |to|).
+  // Flat ranges of a bucket: flat[at, at + |x|) += x; flat[at, at + |x|) = x;
+  // to = flat[at, at + |to|).
   virtual void add_range(const Buffer& flat, int64_t at, const Buffer& x) = 0;
+  virtual void set_range(const Buffer& flat, int64_t at, const Buffer& x) = 0;
   virtual void copy_range(const Buffer& to, const Buffer& flat, int64_t at) = 0;
   // From and to the host: out = the block of a logical host tensor at
   // `offset`; the whole buffer into `host` (its size); one element.

@@ -24,6 +24,7 @@ class HostBackend final : public Backend {
   void add_block(const Buffer& full, std::span<const int64_t> offset, const Buffer& block) override;
   void add_from_block(const Buffer& out, const Buffer& full, std::span<const int64_t> offset) override;
   void add_range(const Buffer& flat, int64_t at, const Buffer& x) override;
+  void set_range(const Buffer& flat, int64_t at, const Buffer& x) override;
   void copy_range(const Buffer& to, const Buffer& flat, int64_t at) override;
   void upload_block(const Tensor<float>& logical, std::span<const int64_t> offset, const Buffer& out) override;
   void download(const Buffer& b, std::span<float> host) override;

@@ -119,6 +119,12 @@ class CostModel {
   Seconds task_time(const Graph& g, const Node& n) const;
   // The optimizer update of `bytes` of parameters on one device.
   double update_time(double bytes) const;
+  // One gradient bucket of `bytes` on `group`: its gradients copied into
+  // the bucket, the all-reduce, and the sum copied back (a read and a write
+  // of every byte each way, as PyTorch DDP copies gradients into its bucket
+  // views and pcgx's runtime does), one after another on the sync channel.
+  double bucket_time(const GroupShape& group, double bytes) const;
+  double bucket_pack_time(double bytes) const;  // the two copies alone
 
   // Communication under placement `p` with every device shifted by `lo`.
   // Parallel node `n` on activations.

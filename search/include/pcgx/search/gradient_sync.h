@@ -26,7 +26,8 @@ struct SyncTimeline {
   int64_t buckets = 0;
 };
 
-// `gradients` in any order; `backward` is when the backward pass ends.
-SyncTimeline replay_buckets(const Machine& m, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes);
+// `gradients` in any order; `backward` is when the backward pass ends. A
+// bucket costs CostModel::bucket_time (packing, all-reduce, unpacking).
+SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes);
 
 }  // namespace pcgx::search

@@ -29,6 +29,7 @@ struct Proof {
   Result result = Result::kError;  // kUnsat: proved
   double seconds = 0;
   std::vector<std::string> axioms;  // names in the unsat core
+  std::vector<std::string> instantiated;  // proved: every axiom with an admitted instance
   size_t instances = 0;             // axiom instances admitted
   std::string reason;               // why not proved
   std::string unencoded;            // an operator of the rule with no SMT encoding at all, when that is why
