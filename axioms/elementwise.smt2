@@ -23,3 +23,6 @@
 
 ; Relu is positively homogeneous: relu(x + x) = relu(x) + relu(x).
 (assert (! (forall ((x Tensor)) (= (relu (ew_add x x)) (ew_add (relu x) (relu x)))) :named relu_double))
+
+; Relu is idempotent (TASO's rule): relu(x) is never negative.
+(assert (! (forall ((x Tensor)) (= (relu (relu x)) (relu x))) :named relu_idempotent))

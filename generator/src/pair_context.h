@@ -129,10 +129,15 @@ class Context {
 
   // Stage 2.
   bool common_subgraph(const Member& a, const Member& b) const {
-    // An identical operator (with identical inputs) on both sides.
-    for (uint64_t ka : a.keys)
-      for (uint64_t kb : b.keys)
-        if (ka == kb) return true;
+    // An identical operator (with identical inputs) on both sides: the pair
+    // follows from the smaller one with that operator's output made a fresh
+    // input, provided that one holds for every value of it. For F(s) = s it
+    // would be F(y) = y, which holds only if F is an identity:
+    // Relu(Relu(x)) = Relu(x) holds on Relu's range alone, so such a pair is
+    // kept (stage 3 still drops it when a kept identity implies it).
+    for (size_t i = 0; i < a.keys.size(); ++i)
+      for (size_t j = 0; j < b.keys.size(); ++j)
+        if (a.keys[i] == b.keys[j] && !one_more_operator(a, b, static_cast<int>(i), static_cast<int>(j))) return true;
     // Every output is the same operator on fingerprint-equal inputs.
     const auto map = output_map(a, b);
     bool all_suffix = !map.empty();
@@ -159,6 +164,21 @@ class Context {
     std::multiset<std::vector<uint64_t>> sa(pa.begin(), pa.end()), sb(pb.begin(), pb.end());
     if (pa.size() != pb.size()) return false;
     return sa == sb;
+  }
+
+  static bool is_output(const SmallGraph& g, int op) {
+    return std::any_of(g.outputs.begin(), g.outputs.end(), [op](const Ref& r) { return r.op == op; });
+  }
+  // F(s) = s: one single-output side is the shared operator's output s, the
+  // other one more operator applied to it. Larger pairs of this kind
+  // (Combine(Repartition(Concat(x, y))) = Concat(x, y), replica reshuffles
+  // with several outputs) stay pruned: they gave the search no plan.
+  static bool one_more_operator(const Member& a, const Member& b, int i, int j) {
+    if (a.g.outputs.size() != 1 || b.g.outputs.size() != 1) return false;
+    if (is_output(a.g, i) == is_output(b.g, j)) return false;
+    const Member& inner = is_output(a.g, i) ? b : a;  // s internal here
+    const Member& outer = is_output(a.g, i) ? a : b;  // s the output here
+    return inner.g.ops.size() == outer.g.ops.size() + 1;
   }
 
   // The sorted output hashes of each piece (operators joined by internal edges).

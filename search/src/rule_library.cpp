@@ -1,6 +1,7 @@
 // Preparing a ruleset for the search (see rule_library.h).
 #include "pcgx/search/rule_library.h"
 
+#include "pcgx/rulesets/rule_form.h"
 #include "pcgx/search/rank_adapt.h"
 #include "pcgx/search/substitution.h"
 
@@ -19,9 +20,43 @@ Shape count(const Graph& g) {
   return s;
 }
 
+// `g` with node `skip` (one input, one output) left out, its readers
+// reading its input instead.
+Graph without(const Graph& g, NodeId skip) {
+  Graph out(g.name());
+  std::vector<std::vector<TensorRef>> at(g.size());
+  for (const Node& n : g.nodes()) {
+    std::vector<TensorRef> ins;
+    for (const TensorRef& t : n.inputs) ins.push_back(at[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
+    if (n.id == skip) {
+      at[static_cast<size_t>(n.id)] = {ins.at(0)};
+      continue;
+    }
+    const NodeId id = out.add_like(g, n.id, std::move(ins));
+    for (size_t o = 0; o < n.outputs.size(); ++o) at[static_cast<size_t>(n.id)].push_back({id, static_cast<int32_t>(o)});
+  }
+  for (const TensorRef& t : g.outputs()) out.add_output(at[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
+  return out;
+}
+
+// The target is the source with one more single-input operator somewhere
+// (Relu(x) -> Relu(Relu(x)), the reverse of an idempotence): applying it
+// only grows the graph, and the search explored twice the graphs with such
+// rules in its library.
+bool inflating(const Rule& r, const Shape& a, const Shape& b) {
+  if (b.compute != a.compute + 1 || b.parallel != a.parallel) return false;
+  const std::string source = graph_text(r.source);
+  for (const Node& n : r.target.nodes())
+    if (n.op->op_class == OpClass::kCompute && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+        graph_text(without(r.target, n.id)) == source)
+      return true;
+  return false;
+}
+
 bool keep(const Rule& r, RuleFilter f) {  // in the index
   const Shape a = count(r.source), b = count(r.target);
   if (a.compute + a.parallel == 0) return false;  // bare source
+  if (inflating(r, a, b)) return false;
   if (a.compute == 0 && b.compute == 0 && b.parallel >= a.parallel) return false;
   if (f == RuleFilter::kAlgebraic) return a.parallel == 0 && b.parallel == 0;
   if (f == RuleFilter::kParallel) return a.parallel + b.parallel > 0;

@@ -12,6 +12,7 @@
 #include "pcgx/rulesets/rule_form.h"
 #include "pcgx/rulesets/numeric_check.h"
 #include "pcgx/search/rank_adapt.h"
+#include "pcgx/search/rule_library.h"
 #include "pcgx/search/substitution.h"
 #include "search/values.h"
 
@@ -130,6 +131,30 @@ INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryMatch,
                          ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "xdl-tiny", "bert-large-tiny",
                                            "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
                          pcgx::testing::model_param_name);
+
+}  // namespace
+}  // namespace pcgx::search
+
+namespace pcgx::search {
+namespace {
+
+// Relu(Relu(x)) => Relu(x) is indexed; its reverse, which only grows the
+// graph by one operator, is not (with it the search explored twice the
+// graphs for the same plans).
+TEST(RuleLibraryIndex, LeavesOutRulesThatOnlyAddAnOperator) {
+  auto relus = [](int n) {
+    Graph g;
+    TensorRef t{g.add("Input", {{"shape", IntList{4, 4, 4}}}, {}, "x"), 0};
+    for (int i = 0; i < n; ++i) t = {g.add("Relu", {}, {t}), 0};
+    g.add_output(t);
+    return g;
+  };
+  Ruleset rs;
+  rs.rules.push_back({"idempotent", relus(2), relus(1), {{0, 0}}, std::nullopt});
+  const RuleLibrary lib(rs);
+  ASSERT_GE(lib.rules().size(), 1u);
+  for (const Rule& r : lib.rules()) EXPECT_EQ(r.id.find('~'), std::string::npos) << rule_text(r);
+}
 
 }  // namespace
 }  // namespace pcgx::search

@@ -5,8 +5,10 @@
 //
 // Left out of the index, because they match everywhere and only grow the
 // graph: rules whose source is a bare tensor (x => Combine(Repartition(x)),
-// kept apart as *introducers*), and rules made of parallel operators only
-// whose target is not smaller than their source. Parallel-only rules whose target is smaller (Combine(Repartition
+// kept apart as *introducers*), rules made of parallel operators only
+// whose target is not smaller than their source, and rules whose target is
+// their source with one more single-input operator (Relu(x) =>
+// Relu(Relu(x)), the reverse of an idempotence). Parallel-only rules whose target is smaller (Combine(Repartition
 // x) => x) are the *simplifiers*, applied after every substitution until
 // none matches.
 #include <map>
