@@ -43,7 +43,7 @@ Profile profile_from_json(const std::string& text, const std::string& source) {
   const Reader r(source);
   const json root = r.parse(text);
   r.expect_object(root, "");
-  r.only_keys(root, {"format_version", "kind", "device", "entries", "update", "links", "overhead", "roofline"}, "");
+  r.only_keys(root, {"format_version", "kind", "device", "entries", "update", "bucket_copy", "links", "overhead", "roofline"}, "");
   r.check_version(root, 1, "pcgx.profile");
   auto number = [&](const json& obj, const std::string& key, const std::string& path, bool positive) {
     const double v = r.get_number(r.field(obj, key, path), join(path, key));
@@ -78,6 +78,10 @@ Profile profile_from_json(const std::string& text, const std::string& source) {
   if (const json* u = r.optional(root, "update")) {
     r.expect_object(*u, "update");
     p.update_bytes_per_second = number(*u, "bytes_per_second", "update", true);
+  }
+  if (const json* u = r.optional(root, "bucket_copy")) {
+    r.expect_object(*u, "bucket_copy");
+    p.bucket_copy_bytes_per_second = number(*u, "bytes_per_second", "bucket_copy", true);
   }
   if (const json* links = r.optional(root, "links")) {
     if (!links->is_array()) r.fail("links", "expected an array");
@@ -116,6 +120,7 @@ std::string profile_to_json(const Profile& p) {
     entries.push_back({{"op", e.op}, {"inputs", e.inputs}, {"forward", e.forward}, {"backward", e.backward}});
   json j = {{"format_version", 1}, {"kind", "pcgx.profile"}, {"device", p.device}, {"entries", entries}};
   if (p.update_bytes_per_second > 0) j["update"] = {{"bytes_per_second", p.update_bytes_per_second}};
+  if (p.bucket_copy_bytes_per_second > 0) j["bucket_copy"] = {{"bytes_per_second", p.bucket_copy_bytes_per_second}};
   if (!p.links.empty()) {
     json links = json::array();
     for (const ProfileLink& l : p.links) {

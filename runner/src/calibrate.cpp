@@ -304,6 +304,8 @@ Calibration calibrate(const CalibrationOptions& o) {
   const search::RuleLibrary rules(rs);
   double update_sum = 0;
   int64_t updates = 0;
+  double copy_sum = 0;  // bucket copies, bytes per second, per run
+  int64_t copies = 0;
   struct Timed {
     double forward = 0, backward = 0;
     int64_t runs = 0;
@@ -350,6 +352,7 @@ Calibration calibrate(const CalibrationOptions& o) {
         x.forward += e.forward, x.backward += e.backward, ++x.runs;
       }
       if (run.update_bytes_per_second > 0) update_sum += run.update_bytes_per_second, ++updates;
+      if (run.bucket_copy_bytes_per_second > 0) copy_sum += run.bucket_copy_bytes_per_second, ++copies;
       ++cal.runs;
     }
   }
@@ -358,6 +361,7 @@ Calibration calibrate(const CalibrationOptions& o) {
   for (const auto& [key, x] : timed)
     p.add({key.first, key.second, x.forward / static_cast<double>(x.runs), x.backward / static_cast<double>(x.runs)});
   if (updates > 0) p.update_bytes_per_second = update_sum / static_cast<double>(updates);
+  if (copies > 0) p.bucket_copy_bytes_per_second = copy_sum / static_cast<double>(copies);
   if (root) {
     // Weighted by 1 / step^2: an error matters relative to the step it is
     // in (the error reported below), so a 5 us step weighs as much as a

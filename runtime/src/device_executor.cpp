@@ -245,6 +245,7 @@ void DeviceExecutor::synchronize_gradients() {
       const bool every_part_here = std::all_of(bucket.parts.begin(), bucket.parts.end(), [&](const SyncPart& part) {
         return std::any_of(part.shards.begin(), part.shards.end(), [&](int64_t s) { return owns(part.tensor, s); });
       });
+      const auto t0 = timing_ ? backend_.now() : Backend::Clock::time_point{};
       if (!every_part_here) backend_.fill(flat, 0.f);
       int64_t at = 0;
       for (const SyncPart& part : bucket.parts) {
@@ -258,13 +259,19 @@ void DeviceExecutor::synchronize_gradients() {
         }
         at += part.floats;
       }
+      const auto t1 = timing_ ? backend_.now() : Backend::Clock::time_point{};
       if (bucket.devices.size() > 1)
         comm_.all_reduce(bucket.devices, flat.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+      const auto t2 = timing_ ? backend_.now() : Backend::Clock::time_point{};
       at = 0;
       for (const SyncPart& part : bucket.parts) {
         for (int64_t shard : part.shards)
           if (owns(part.tensor, shard)) backend_.copy_range(grads(part.tensor)[static_cast<size_t>(shard)], flat, at);
         at += part.floats;
+      }
+      if (timing_) {
+        bucket_copy_seconds_ += std::chrono::duration<double>((t1 - t0) + (backend_.now() - t2)).count();
+        bucket_copy_bytes_ += static_cast<double>(bucket.floats) * sizeof(float);
       }
     };
     if (bucket.devices.size() > 1) collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), sync);

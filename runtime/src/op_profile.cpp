@@ -28,6 +28,8 @@ Profile profile_from_run(const Graph& g, const TrainResult& run) {
     out.add({key.first, key.second, x.forward / tasks, x.backward / tasks});
   }
   if (run.update_seconds > 0 && run.update_bytes > 0) out.update_bytes_per_second = run.update_bytes / run.update_seconds;
+  if (run.bucket_copy_seconds > 0 && run.bucket_copy_bytes > 0)
+    out.bucket_copy_bytes_per_second = run.bucket_copy_bytes / run.bucket_copy_seconds;
   return out;
 }
 

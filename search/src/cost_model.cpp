@@ -283,6 +283,7 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
 
 double CostModel::bucket_pack_time(double bytes) const {
   if (bytes <= 0) return 0.0;
+  if (profile_.bucket_copy_bytes_per_second > 0) return bytes / profile_.bucket_copy_bytes_per_second;
   return 4.0 * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory);
 }
 

@@ -26,6 +26,10 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
   prof.device = "test cpu";
   ASSERT_FALSE(prof.entries.empty());
   EXPECT_GT(prof.update_bytes_per_second, 0);
+  // Data parallel: each device copies its gradients into a bucket and the
+  // sum back, every timed step.
+  EXPECT_GT(prof.bucket_copy_bytes_per_second, 0);
+  EXPECT_GT(run.bucket_copy_bytes, 0);
   for (const ProfileEntry& t : prof.entries) {
     EXPECT_GT(t.forward, 0) << t.op;
     EXPECT_GT(t.backward, 0) << t.op;
@@ -35,6 +39,7 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
   const Profile loaded = profile_from_json(profile_to_json(prof), "p.json");
   EXPECT_EQ(loaded.device, "test cpu");
   EXPECT_DOUBLE_EQ(loaded.update_bytes_per_second, prof.update_bytes_per_second);
+  EXPECT_DOUBLE_EQ(loaded.bucket_copy_bytes_per_second, prof.bucket_copy_bytes_per_second);
   const search::CostModel cm(search::find_machine("cpu-host").with_devices(2), search::default_efficiency(), loaded);
   int checked = 0;
   for (const Node& n : g.nodes()) {
@@ -50,6 +55,7 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
   }
   EXPECT_GT(checked, 3);
   EXPECT_DOUBLE_EQ(cm.update_time(1e6), 1e6 / prof.update_bytes_per_second);
+  EXPECT_DOUBLE_EQ(cm.bucket_pack_time(1e6), 1e6 / prof.bucket_copy_bytes_per_second);
 }
 
 // 16 times the rows take longer (measured ~13x; 3x leaves room for noise).

@@ -7,6 +7,7 @@
 //     "entries": [ { "op": "Linear", "inputs": [[64, 1024], [1024, 1024]],
 //                    "forward": 1.2e-4, "backward": 2.5e-4 } ],
 //     "update": { "bytes_per_second": 2.1e9 },
+//     "bucket_copy": { "bytes_per_second": 1.5e10 },
 //     "links": [ { "name": "shared-memory", "latency": 8e-6, "bandwidth": 3e9,
 //                  "residual": 0.12, "samples": 40 } ],
 //     "overhead": { "node": 2.1e-6, "byte": 1e-11 },
@@ -15,7 +16,8 @@
 // `entries`: one task's forward and backward time, keyed by the operator
 // and that task's input shard shapes (all optional sections below):
 // `update`: the optimizer's rate in parameter bytes per second on one
-// device. `links`: latency and bandwidth fitted per link level of the
+// device. `bucket_copy`: gradient bytes per second a device copies into a
+// gradient bucket and back (the all-reduce aside). `links`: latency and bandwidth fitted per link level of the
 // machine (by name), with the fit's relative RMS residual. `overhead`: what
 // running a PCG costs a step beyond its kernels and messages, per node
 // (the runtime's bookkeeping, launch) and per byte of the tensors a device
@@ -47,6 +49,9 @@ struct Profile {
   std::string device;
   std::vector<ProfileEntry> entries;
   double update_bytes_per_second = 0;  // 0: not measured
+  // Gradient bytes a device copies into a bucket and back per second (a
+  // bucket's copies, the all-reduce aside); 0: not measured.
+  double bucket_copy_bytes_per_second = 0;
   std::vector<ProfileLink> links;
   double node_overhead = 0;                     // seconds per node per step
   double byte_overhead = 0;                     // seconds per byte held per step

@@ -27,8 +27,8 @@
 // operators (verify::restrict_to), so an axiom of another operator can
 // neither enter a proof nor the file. The content hash therefore changes
 // only when the rules, their proofs, or one of the axioms they use changes:
-// adding an operator and its axioms leaves every existing ruleset
-// byte-identical.
+// adding an operator and its axioms leaves every existing ruleset's hash,
+// and its file but for the solver times, as they were.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -96,6 +96,10 @@ class DeviceExecutor {
   // on (step_trace.h); the communicator records the messages. Null: none.
   void set_recorder(StepRecorder* r) { recorder_ = r; }
   const std::vector<KernelTime>& kernel_times() const { return kernel_times_; }
+  // With timing on: seconds spent copying gradients into buckets and the
+  // sums back (the all-reduce aside), and the gradient bytes so copied.
+  double bucket_copy_seconds() const { return bucket_copy_seconds_; }
+  double bucket_copy_bytes() const { return bucket_copy_bytes_; }
   // Puts back totals saved before a step (a stalled one, trainer.h).
   void restore_kernel_times(const std::vector<KernelTime>& saved) { std::copy(saved.begin(), saved.end(), kernel_times_.begin()); }
   Communicator& communicator() { return comm_; }
@@ -167,6 +171,7 @@ class DeviceExecutor {
   std::vector<const Buffer*> in_, out_, dout_, din_;
   std::vector<char> direct_;
   bool timing_ = false;
+  double bucket_copy_seconds_ = 0, bucket_copy_bytes_ = 0;
   std::vector<KernelTime> kernel_times_;  // [node]
   StepRecorder* recorder_ = nullptr;
   // [pass][node]: the nodes whose sends run right after it (at index

@@ -92,6 +92,9 @@ struct TrainResult {
   int64_t timed_steps = 0;  // steps timed, stalled ones included
   // The optimizer's updates over the timed steps, summed over devices.
   double update_seconds = 0, update_bytes = 0;
+  // Gradient buckets' copies in and out over the timed steps (the
+  // all-reduces aside), summed over devices; bytes of gradient copied.
+  double bucket_copy_seconds = 0, bucket_copy_bytes = 0;
   // Per device (under MPI, rank 0 alone), with time_kernels.
   std::vector<DeviceTime> device_times;
   // With TrainOptions::trace_step: that step's timeline (step_trace.h).

@@ -124,7 +124,9 @@ class CostModel {
   // of every byte each way, as PyTorch DDP copies gradients into its bucket
   // views and pcgx's runtime does), one after another on the sync channel.
   double bucket_time(const GroupShape& group, double bytes) const;
-  double bucket_pack_time(double bytes) const;  // the two copies alone
+  // The two copies alone: as a profile measured them (pcgx calibrate), else
+  // at the device's memory bandwidth.
+  double bucket_pack_time(double bytes) const;
 
   // Communication under placement `p` with every device shifted by `lo`.
   // Parallel node `n` on activations.
