@@ -64,6 +64,11 @@
   (= (repartition (batch_sum x) 0 k) (batch_sum (repartition x 1 k)))) :named batch_sum_channel_split))
 (assert (! (forall ((x Tensor) (s Tensor) (k Int))
   (= (repartition (batch_squares x s) 0 k) (batch_squares (repartition x 1 k) (repartition s 0 k)))) :named batch_squares_channel_split))
+; The same, gathering the channels back.
+(assert (! (forall ((x Tensor) (k Int))
+  (= (batch_sum (combine x 1 k)) (combine (batch_sum x) 0 k))) :named batch_sum_channel_combine))
+(assert (! (forall ((x Tensor) (s Tensor) (k Int))
+  (= (batch_squares (combine x 1 k) (combine s 0 k)) (combine (batch_squares x s) 0 k))) :named batch_squares_channel_combine))
 ; Applying given statistics: any dimension but the channels splits with the
 ; statistics, gamma and beta copied; the channels split with all of them.
 (assert (! (forall ((x Tensor) (s Tensor) (q Tensor) (g Tensor) (b Tensor) (e Int) (d Int) (k Int))
