@@ -12,6 +12,7 @@
 
 #include "pcgx/generator/generate.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/registry.h"
 #include "pcgx/rulesets/numeric_check.h"
 #include "pcgx/rulesets/rule_form.h"
@@ -103,6 +104,52 @@ TEST(Axioms, LoadingReportsProblems) {
   fs::create_directories(dir);
   std::ofstream(dir / "prelude.smt2") << "(declare-sort Tensor 0)\n(assert true)\n";
   EXPECT_THROW(load_axioms(dir.string()), Error);  // an unnamed assertion
+  fs::remove_all(dir);
+}
+
+// Operators' symbols come from the registry (OpDef::smt): an axiom file
+// uses them undeclared, a symbol no entry declares is reported in the file
+// and at the line that uses it, and a prelude declaring an operator's
+// symbol itself is refused. Each axiom's digest ignores comments and
+// layout, and names the operators it mentions.
+TEST(Axioms, SymbolsComeFromTheRegistry) {
+  const fs::path dir = fs::temp_directory_path() / ("pcgx_axioms_symbols_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string prelude = read_text_file((fs::path(default_axioms_dir()) / "prelude.smt2").string());
+  std::ofstream(dir / "prelude.smt2") << prelude;
+  const std::string axiom = "(assert (! (forall ((x Tensor) (k Int)) (= (relu (replicate x k)) (replicate (relu x) k))) :named r))\n";
+  std::ofstream(dir / "a.smt2") << axiom;
+  const AxiomSet ok = load_axioms(dir.string());
+  ASSERT_EQ(ok.axioms.size(), 1u);
+  EXPECT_EQ(ok.axioms[0].operators, (std::vector<std::string>{"Relu", "Replicate"}));
+  EXPECT_EQ(ok.axioms[0].line, 1);
+  // The same axiom spread over lines with comments: the same digest.
+  std::ofstream(dir / "a.smt2") << "; a comment\n(assert (! (forall ((x Tensor) (k Int))\n   (= (relu (replicate x k)) ; why\n"
+                                   "      (replicate (relu x) k))) :named r))\n";
+  const AxiomSet spaced = load_axioms(dir.string());
+  EXPECT_EQ(spaced.axioms[0].digest, ok.axioms[0].digest);
+  EXPECT_EQ(spaced.axioms[0].line, 2);
+  // An undeclared symbol: the file and line that use it.
+  std::ofstream(dir / "a.smt2") << "\n\n(assert (! (forall ((x Tensor)) (= (square x) (relu x))) :named s))\n";
+  try {
+    load_axioms(dir.string());
+    ADD_FAILURE() << "an undeclared symbol was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a.smt2: line 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("square"), std::string::npos) << what;
+    EXPECT_NE(what.find("OpDef::smt"), std::string::npos) << what;
+  }
+  // A prelude declaring an operator's symbol.
+  std::ofstream(dir / "a.smt2") << axiom;
+  std::ofstream(dir / "prelude.smt2") << prelude << "(declare-fun relu (Tensor) Tensor)\n";
+  try {
+    load_axioms(dir.string());
+    ADD_FAILURE() << "a redeclared operator symbol was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("declares 'relu', which Relu's registry entry declares"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 
