@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
@@ -52,9 +53,10 @@ int check_op(const std::string& name, bool run_checks) {
   if (failing) missing.push_back(std::to_string(failing) + " wrong axiom(s)");
   if (untested) missing.push_back(std::to_string(untested) + " axiom(s) without a legal instance");
   std::string sets;
-  for (const auto& s : gen::named_opsets())
-    for (const auto& choice : s.ops)
-      if (choice.op == op->name) sets += (sets.empty() ? "" : ", ") + s.name;
+  for (const auto& s : gen::named_opsets()) {
+    const auto ops = s.operators();
+    if (std::find(ops.begin(), ops.end(), op->name) != ops.end()) sets += (sets.empty() ? "" : ", ") + s.name;
+  }
   std::cout << "  opsets          " << (sets.empty() ? "none (rulesets/opsets/*.json; or pcgx generate --ops)" : sets) << "\n";
   if (missing.empty()) {
     std::cout << "  missing         nothing\n";
