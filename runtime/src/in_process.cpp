@@ -52,7 +52,24 @@ void pin(std::thread& t, const std::vector<int>& cpus) {
 #endif
 }
 
+void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 }  // namespace
+
+void InProcessWorld::InboxMutex::lock() {
+  if (spin_)
+    for (int i = 0; i < 4096; ++i) {
+      if (mutex_.try_lock()) return;
+      pause();
+    }
+  mutex_.lock();
+}
 
 class InProcessCommunicator final : public Communicator {
  public:
@@ -82,8 +99,10 @@ class InProcessCommunicator final : public Communicator {
     {
       std::lock_guard lock(in.mutex);
       box->queue.push_back(std::move(msg));
-      in.arrivals.fetch_add(1, std::memory_order_release);
     }
+    // Counted after the lock is let go: a polling receiver takes the lock
+    // as soon as it sees the count move, and would find it held.
+    in.arrivals.fetch_add(1, std::memory_order_release);
     in.arrived.notify_one();  // one receiver per inbox
     world_.bytes_.fetch_add(static_cast<int64_t>(data.size() * sizeof(float)), std::memory_order_relaxed);
   }
@@ -124,7 +143,7 @@ class InProcessCommunicator final : public Communicator {
   // Until `ready` or kSpin has passed: releases the lock, watches this
   // inbox's arrivals, and looks again under the lock when one came.
   template <class Ready>
-  void poll(InProcessWorld::Inbox& in, std::unique_lock<std::mutex>& lock, Ready& ready) {
+  void poll(InProcessWorld::Inbox& in, std::unique_lock<InProcessWorld::InboxMutex>& lock, Ready& ready) {
     using Clock = std::chrono::steady_clock;
     // 1 ms, not the 50 us it was: a sender still copying a 4 MiB message
     // (300-400 us here) or finishing a kernel the receiver did not have
@@ -153,13 +172,6 @@ class InProcessCommunicator final : public Communicator {
       if (ready() || late) return;
     }
   }
-  static void pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#else
-    std::this_thread::yield();
-#endif
-  }
 
   InProcessWorld& world_;
   int rank_;
@@ -171,7 +183,7 @@ InProcessWorld::InProcessWorld(int devices)
     throw Error("the in-process runtime runs 1 to " + std::to_string(kMaxInProcessDevices) + " devices (one thread each), not " +
                 std::to_string(devices) + ": run more on MPI ranks");
   for (int r = 0; r < devices; ++r) {
-    inboxes_.push_back(std::make_unique<Inbox>());
+    inboxes_.push_back(std::make_unique<Inbox>(spin_));
     comms_.push_back(std::make_unique<InProcessCommunicator>(*this, r));
   }
 }

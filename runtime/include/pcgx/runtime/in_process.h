@@ -50,11 +50,29 @@ class InProcessWorld {
     std::vector<std::vector<float>> queue;  // undelivered, oldest first
     std::vector<std::vector<float>> spare;  // delivered buffers, for reuse
   };
+  // A mutex that, when devices have cores of their own, tries again for a
+  // few microseconds before it sleeps: its holders keep it for a map lookup
+  // or a vector move, while a thread put to sleep on it costs 30-50 us to
+  // wake on this kind of machine (a virtual CPU's wake-up). Sleeping on a
+  // sender's lock was what made one exchange in ten of a 2-device
+  // all-reduce take 30-50 us instead of 3-4 (measured in a loop of 3,000).
+  class InboxMutex {
+   public:
+    explicit InboxMutex(const bool& spin) : spin_(spin) {}
+    void lock();
+    bool try_lock() { return mutex_.try_lock(); }
+    void unlock() { mutex_.unlock(); }
+
+   private:
+    std::mutex mutex_;
+    const bool& spin_;
+  };
   // What one device receives: its own lock, so senders to different
   // devices never wait on each other, and its own arrival count to poll.
   struct Inbox {
-    std::mutex mutex;
-    std::condition_variable arrived;
+    explicit Inbox(const bool& spin) : mutex(spin) {}
+    InboxMutex mutex;
+    std::condition_variable_any arrived;
     std::map<std::pair<int, int64_t>, Mailbox> boxes;  // (from, tag)
     std::atomic<uint64_t> arrivals{0};
   };
