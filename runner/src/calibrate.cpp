@@ -31,6 +31,21 @@ constexpr int64_t kAllReduceBytes[] = {4, 4 * 1024, 256 * 1024, 4 * 1024 * 1024}
 constexpr int64_t kChainLengths[] = {8, 16, 32, 64};
 constexpr int64_t kChainWidths[] = {16, 128};
 
+// Timed runs last about this long at least: a tiny model's 12 steps take
+// ~0.1 ms, timed kernels of 0.2-0.5 us then came out 0.6x-1.6x what the
+// same kernels take over the 0.2 s a measured run lasts (caches, branch
+// predictors and the core's clock still warming up), from one calibration
+// to the next.
+constexpr double kTimedRunSeconds = 0.05;
+
+// Steps for a run of a graph predicted (roughly: the roofline, before the
+// calibration exists) at `step` seconds: at least `least`, enough to last
+// kTimedRunSeconds, at most 100x `least`.
+int64_t steps_lasting(double step, int64_t least) {
+  if (!(step > 0)) return least;
+  return std::clamp<int64_t>(static_cast<int64_t>(kTimedRunSeconds / step), least, 100 * least);
+}
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Runs `body` on every device: threads in process, or this MPI rank.
@@ -277,6 +292,9 @@ Calibration calibrate(const CalibrationOptions& o) {
     p.links.push_back({s.level, s.fit.latency, s.fit.bandwidth, s.fit.step_latency, s.fit.residual,
                        static_cast<int64_t>(s.messages.size() + s.collectives)});
 
+  const search::CostModel cost(m, search::default_efficiency());
+  const search::MachineMapper mapper(cost);
+
   // Overhead per node and per byte held: chains of two widths on one
   // device (no messages), under MPI on rank 0 alone.
   if (root) {
@@ -286,7 +304,7 @@ Calibration calibrate(const CalibrationOptions& o) {
         const Graph g = chain(length, width);
         // The step untimed (timing kernels costs clock reads), the kernels timed.
         runtime::TrainOptions t;
-        t.steps = 3 * o.steps, t.batches = 1, t.threads = o.threads;
+        t.steps = steps_lasting(mapper.map(g).estimate.time, 3 * o.steps), t.batches = 1, t.threads = o.threads;
         const runtime::TrainResult plain = runtime::train(g, {}, 1, t);
         t.time_kernels = true;
         const runtime::TrainResult timed = runtime::train(g, {}, 1, t);
@@ -299,8 +317,6 @@ Calibration calibrate(const CalibrationOptions& o) {
 
   // Kernels of the models, under each plan the search would start from.
   const double clock_read = runtime::clock_read_seconds();
-  const search::CostModel cost(m, search::default_efficiency());
-  const search::MachineMapper mapper(cost);
   const search::RuleLibrary rules(rs);
   double update_sum = 0;
   int64_t updates = 0;
@@ -325,7 +341,7 @@ Calibration calibrate(const CalibrationOptions& o) {
       const search::Strategy st = mapper.map(graph);
       if (!st.estimate.feasible) continue;
       runtime::TrainOptions t;
-      t.steps = o.steps, t.batches = 1, t.time_kernels = true;
+      t.steps = steps_lasting(st.estimate.time, o.steps), t.batches = 1, t.time_kernels = true;
       const runtime::TrainResult r = train_on_devices(o, st.graph, st.views, t);
       if (!root) continue;
       if (!r.device_times.empty()) {
