@@ -24,9 +24,7 @@ AttrValue attr_from_json(const Reader& r, const AttrSpec& spec, const json& v, c
   switch (spec.type) {
     case AttrType::kInt: return r.get_int(v, path);
     case AttrType::kFloat: return r.get_number(v, path);
-    case AttrType::kBool:
-      if (!v.is_boolean()) r.fail(path, std::string("must be a boolean, got ") + v.type_name());
-      return v.get<bool>();
+    case AttrType::kBool: return r.get_bool(v, path);
     case AttrType::kString: return r.get_string(v, path);
     case AttrType::kIntList: {
       if (!v.is_array()) r.fail(path, std::string("must be a list of integers, got ") + v.type_name());

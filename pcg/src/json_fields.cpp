@@ -89,6 +89,11 @@ std::string Reader::get_string(const json& v, const std::string& path) const {
   return v.get<std::string>();
 }
 
+bool Reader::get_bool(const json& v, const std::string& path) const {
+  if (!v.is_boolean()) fail(path, std::string("must be a boolean, got ") + v.type_name());
+  return v.get<bool>();
+}
+
 void Reader::check_version(const json& root, int supported, const std::string& kind) const {
   const int64_t v = get_int(field(root, "format_version", ""), "format_version");
   if (v != supported)

@@ -30,6 +30,7 @@ class Reader {
   int64_t get_int(const json& v, const std::string& path) const;
   double get_number(const json& v, const std::string& path) const;
   std::string get_string(const json& v, const std::string& path) const;
+  bool get_bool(const json& v, const std::string& path) const;
   void check_version(const json& root, int supported, const std::string& kind) const;
   const std::string& source() const { return source_; }
 

@@ -55,6 +55,7 @@ std::string machine_to_json(const Machine& m) {
                     {"peak_flops", m.device.peak_flops},
                     {"memory_bandwidth", m.device.memory_bandwidth},
                     {"memory_capacity", m.device.memory_capacity}};
+  if (!m.device.overlaps_communication) root["device"]["overlaps_communication"] = false;
   json links = json::array();
   for (const auto& l : m.links) {
     json level = {{"name", l.name}, {"span", l.span}, {"bandwidth", l.bandwidth}, {"latency", l.latency}};
@@ -90,11 +91,12 @@ Machine machine_from_json(const std::string& text, const std::string& source) {
 
   const json& dev = r.field(root, "device", "");
   r.expect_object(dev, "device");
-  r.only_keys(dev, {"name", "peak_flops", "memory_bandwidth", "memory_capacity"}, "device");
+  r.only_keys(dev, {"name", "peak_flops", "memory_bandwidth", "memory_capacity", "overlaps_communication"}, "device");
   m.device.name = r.get_string(r.field(dev, "name", "device"), "device.name");
   m.device.peak_flops = positive_number(dev, "peak_flops", "device", false);
   m.device.memory_bandwidth = positive_number(dev, "memory_bandwidth", "device", false);
   m.device.memory_capacity = positive_number(dev, "memory_capacity", "device", false);
+  if (const json* o = r.optional(dev, "overlaps_communication")) m.device.overlaps_communication = r.get_bool(*o, "device.overlaps_communication");
 
   const json& links = r.field(root, "links", "");
   if (!links.is_array() || links.empty()) r.fail("links", "must be a non-empty array of link levels");

@@ -24,14 +24,16 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     if (b.bytes > 0) closed.push_back(b);
   std::stable_sort(closed.begin(), closed.end(), [](const Open& a, const Open& b) { return a.ready < b.ready; });
   SyncTimeline t;
-  double free = 0;
+  // A device that does its own communication starts once its backward
+  // pass is done (machine.h): everything is exposed.
+  double free = cost.machine().device.overlaps_communication ? 0 : backward;
   for (const Open& b : closed) {
     const double time = cost.bucket_time(b.group, b.bytes);
     free = std::max(free, b.ready) + time;
     t.total += time;
     ++t.buckets;
   }
-  t.exposed = std::min(t.total, std::max(0.0, free - backward));
+  t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
   return t;
 }
 

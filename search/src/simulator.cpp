@@ -316,14 +316,18 @@ struct Simulator::Impl {
         for (int64_t t = 0; t < u.tasks; ++t) preds.push_back(u.bwd_compute + static_cast<TaskId>(t));
       }
       std::set<ResourceId> res;
+      // A device that does its own communication runs the bucket itself,
+      // after its backward pass (program order: the end of phase 1).
+      const bool inline_sync = !m.device.overlaps_communication;
       for (int64_t d : b.sync.devices) {
         check_device(d, b.nodes.front());
         res.insert(sync_base + static_cast<ResourceId>(d));
+        if (inline_sync) res.insert(static_cast<ResourceId>(d));
         for (size_t l = 0; l < m.links.size(); ++l)
           if (b.sync.group.crossed(l)) res.insert(port(l, d));
       }
       info.push_back({SimKind::kSync, -1, buckets, -1});
-      const TaskId t = tl.add(order_of(1, position, 2 * kRegion + static_cast<uint64_t>(buckets)), std::move(preds),
+      const TaskId t = tl.add(order_of(1, inline_sync ? N : position, 2 * kRegion + static_cast<uint64_t>(buckets)), std::move(preds),
                               cost.bucket_time(b.sync.group, b.bytes), {res.begin(), res.end()});
       for (int64_t d : b.sync.devices) of_device[static_cast<size_t>(d)].push_back(t);
       ++buckets;

@@ -88,5 +88,31 @@ TEST(Machine, StepLatencyIsOptionalAndRoundTrips) {
   }
 }
 
+// Whether a device computes while it communicates is the device's: true
+// unless the file says otherwise, kept in the JSON only when false, and a
+// boolean or an error naming the field.
+TEST(Machine, OverlappingCommunicationIsOptionalAndRoundTrips) {
+  const std::string text = R"({"format_version": 1, "name": "x", "nodes": 1, "devices_per_node": 2,
+    "device": {"name": "d", "peak_flops": 1, "memory_bandwidth": 1, "memory_capacity": 1, "overlaps_communication": false},
+    "links": [{"name": "a", "span": 0, "bandwidth": 1e9, "latency": 1e-6}]})";
+  const Machine m = machine_from_json(text, "m.json");
+  EXPECT_FALSE(m.device.overlaps_communication);
+  EXPECT_FALSE(machine_from_json(machine_to_json(m), "again").device.overlaps_communication);
+  Machine plain = m;
+  plain.device.overlaps_communication = true;
+  EXPECT_EQ(machine_to_json(plain).find("overlaps_communication"), std::string::npos);
+  EXPECT_TRUE(machine_from_json(machine_to_json(plain), "again").device.overlaps_communication);
+  EXPECT_FALSE(load_machine(kMachines + "cpu-host.json").device.overlaps_communication);
+  EXPECT_TRUE(load_machine(kMachines + "dgx-h100.json").device.overlaps_communication);
+  std::string bad = text;
+  bad.replace(bad.find("false"), 5, "\"no\"");
+  try {
+    machine_from_json(bad, "m.json");
+    FAIL() << "a string was accepted for a boolean";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "m.json: device.overlaps_communication: must be a boolean, got string");
+  }
+}
+
 }  // namespace
 }  // namespace pcgx

@@ -192,5 +192,25 @@ TEST(GradientSync, BucketsReplayAgainstTheBackwardPass) {
   EXPECT_EQ(replay_buckets(cost, grads, 5e-3, 2e6).buckets, 2);
 }
 
+// A device that does its own communication (pcgx's CPU runtime) runs its
+// buckets after its backward pass: nothing is hidden, however early the
+// gradients are ready.
+TEST(GradientSync, DevicesThatDoNotOverlapExposeEveryBucket) {
+  Machine m = two_level();
+  m.device.overlaps_communication = false;
+  const CostModel cost(m, Efficiency{});
+  const GroupShape g = strided_group(m, 0, 1, 4);
+  const double one = allreduce_times(m, g, 2e6).best() + cost.bucket_pack_time(2e6);
+  std::vector<ReadyGradient> grads{{1e-3, {g, 1e6, 7}}, {2e-3, {g, 1e6, 7}}};
+  SyncTimeline t = replay_buckets(cost, grads, 5e-3, 2e6);
+  EXPECT_EQ(t.buckets, 1);
+  EXPECT_DOUBLE_EQ(t.total, one);
+  EXPECT_DOUBLE_EQ(t.exposed, one);
+  // Two buckets: both after the backward pass, one after the other.
+  t = replay_buckets(cost, grads, 5e-3, 1e6);
+  EXPECT_EQ(t.buckets, 2);
+  EXPECT_DOUBLE_EQ(t.exposed, t.total);
+}
+
 }  // namespace
 }  // namespace pcgx::search

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include "pcgx/pcg/error.h"
@@ -137,6 +139,42 @@ TEST(Simulator, DataParallelismSynchronizesGradientsBesideTheBackwardPass) {
     if (sim.info(static_cast<TaskId>(i)).kind != SimKind::kSync && sim.timeline().task(static_cast<TaskId>(i)).resources == std::vector<ResourceId>{0})
       compute_only += sim.timeline().task(static_cast<TaskId>(i)).duration;
   EXPECT_GE(sum.time, compute_only);
+}
+
+// On devices that do their own communication the buckets hold the device
+// itself and start after its last backward task; the DP's estimate hides
+// none of them either.
+TEST(Simulator, DevicesThatDoNotOverlapSynchronizeAfterTheBackwardPass) {
+  Machine m = two_level_machine();
+  m.device.overlaps_communication = false;
+  CommOptions small;  // a bucket per layer or so: the first are ready early
+  small.bucket_bytes = 1024;
+  const CostModel cm(m, default_efficiency(), {}, small);
+  const MachineMapper mapper(cm);
+  const Graph g = data_parallel(build_model("mlp-tiny", {{"batch", 64}}), 8);
+  const Strategy s = mapper.map(g);
+  ASSERT_TRUE(s.estimate.feasible) << s.estimate.infeasible;
+  EXPECT_GT(s.estimate.sync, 0.0);
+  EXPECT_EQ(s.estimate.sync_hidden, 0.0);
+  const Simulator sim(g, s.views, cm);
+  const SimulationSummary sum = sim.summary();
+  EXPECT_GT(sum.buckets, 1);
+  EXPECT_DOUBLE_EQ(sum.sync, sum.sync_total);
+  const Timeline& tl = sim.timeline();
+  double last_backward = 0, first_sync = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < tl.size(); ++i) {
+    const auto t = static_cast<TaskId>(i);
+    const auto& r = tl.task(t).resources;
+    if (std::find(r.begin(), r.end(), ResourceId{0}) == r.end()) continue;  // device 0's own
+    if (sim.info(t).kind == SimKind::kBackward) last_backward = std::max(last_backward, tl.task(t).end);
+    if (sim.info(t).kind == SimKind::kSync) first_sync = std::min(first_sync, tl.task(t).start);
+  }
+  ASSERT_GT(last_backward, 0.0);
+  EXPECT_GE(first_sync, last_backward);
+  // Overlapping devices start the first buckets during the backward pass:
+  // the same plan takes less time.
+  const CostModel overlapping(two_level_machine(), default_efficiency(), {}, small);
+  EXPECT_LT(Simulator(g, s.views, overlapping).summary().time, sum.time);
 }
 
 TEST(Simulator, RefusesATaskOnADeviceTheMachineLacks) {

@@ -8,7 +8,8 @@
 //   { "format_version": 1, "kind": "pcgx.machine", "name": "dgx-h100",
 //     "nodes": 1, "devices_per_node": 8,
 //     "device": { "name": "H100 SXM", "peak_flops": 9.89e14,
-//                 "memory_bandwidth": 3.35e12, "memory_capacity": 8.59e10 },
+//                 "memory_bandwidth": 3.35e12, "memory_capacity": 8.59e10,
+//                 "overlaps_communication": true },
 //     "links": [ { "name": "nvlink", "span": 8, "bandwidth": 4.5e11, "latency": 2e-6 },
 //                { "name": "infiniband", "span": 0, "bandwidth": 5e10, "latency": 5e-6,
 //                  "ports": 8 } ] }
@@ -32,6 +33,12 @@ struct DeviceSpec {
   double peak_flops = 0;        // FLOP/s at the precision pcgx trains in
   double memory_bandwidth = 0;  // bytes/s
   double memory_capacity = 0;   // bytes
+  // Whether the device computes while its gradient buckets are all-reduced
+  // (JSON "overlaps_communication", default true). A GPU does: NCCL runs on
+  // a stream of its own, as PyTorch DDP overlaps buckets with the backward
+  // pass. A CPU core of pcgx's runtime does not: its one thread copies and
+  // adds every message itself, after its backward pass (cpu-host).
+  bool overlaps_communication = true;
 };
 
 struct LinkLevel {

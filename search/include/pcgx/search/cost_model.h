@@ -39,7 +39,9 @@
 // machine-mapping DP a tensor's share of that synchronization is
 // bytes x allreduce(bucket) / bucket, so it does not depend on how the
 // layout was written; the final estimate replays the buckets against the
-// backward pass and charges only what is not hidden (gradient_sync.h).
+// backward pass and charges only what is not hidden (gradient_sync.h);
+// nothing is hidden on a device that does not overlap communication with
+// computation (DeviceSpec::overlaps_communication).
 //
 // Pipelining (Pipeline/Batch, pipeline.h): a task whose shards are
 // processed in p micro-slices runs p times on slice shapes (so p launches),

@@ -6,7 +6,9 @@
 // ready (and the communication channel is free), and buckets of different
 // process groups never mix. One channel serves every bucket, in the order
 // they become ready, beside the backward pass; what runs past the end of
-// the backward pass is exposed, the rest is hidden behind it.
+// the backward pass is exposed, the rest is hidden behind it. On devices
+// that do not overlap communication (DeviceSpec::overlaps_communication,
+// pcgx's CPU runtime), the buckets run after the backward pass.
 #include <cstdint>
 #include <vector>
 
