@@ -7,7 +7,11 @@
 //      plan; printed measured/predicted and the terms of both
 //      (runner/step_terms.h) for the busiest device; beside it the
 //      execution simulator's time for the same plan (search/simulator.h)
-//      and measured/simulated.
+//      and measured/simulated;
+//   3. every plan's untimed run again, after all of step 2: the measured
+//      step is the lower of the two medians. Another tenant of this VM
+//      slowing it for a fraction of a second moved a plan's median by up
+//      to 1.5x (a different plan in every run); it only ever slows.
 // Goal: every ratio within [0.8, 1.25]. The table in the README comes
 // from this program.
 //
@@ -47,7 +51,8 @@ const char* const kModels[] = {"mlp-tiny",        "xdl-tiny", "dlrm-tiny", "cand
 
 struct Row {
   std::string model, plan;
-  double median = 0, mean = 0;  // untimed run's step
+  double median = 0, mean = 0;  // untimed run's step (the faster of two)
+  double other = 0;             // the other run's median
   runner::StepTerms terms;      // timed run's
   int64_t covered = 0, total = 0;
   double simulated = 0;
@@ -105,6 +110,11 @@ int main(int argc, char** argv) {
   const search::MachineMapper mapper(cost);
   const search::RuleLibrary rules(load_ruleset(ruleset));
   std::vector<Row> rows;
+  struct Again {
+    search::Strategy strategy;
+    runtime::TrainOptions options;
+  };
+  std::vector<Again> again;  // per row
   for (const std::string& name : models) {
     const Graph model = build_model(name);
     std::vector<std::pair<std::string, Graph>> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
@@ -131,7 +141,7 @@ int main(int argc, char** argv) {
       const runtime::TrainResult timed = runtime::train(st.graph, st.views, devices, t);
       double mean = 0;
       for (size_t i = 1; i < plain.step_seconds.size(); ++i) mean += plain.step_seconds[i] / static_cast<double>(plain.step_seconds.size() - 1);
-      Row row{name, label, runner::median_step(plain), mean, runner::step_terms(st.estimate, timed), 0, 0};
+      Row row{name, label, runner::median_step(plain), mean, 0, runner::step_terms(st.estimate, timed), 0, 0};
       std::tie(row.covered, row.total) = cost.profile_coverage(st.graph);
       const search::Simulator sim(st.graph, st.views, cost);
       row.simulated = sim.time();
@@ -142,14 +152,29 @@ int main(int argc, char** argv) {
         write_file(stem + ".simulated.json", search::simulation_trace_json(sim));
       }
       rows.push_back(std::move(row));
+      t.time_kernels = false, t.trace_step = -1;
+      again.push_back({st, t});
+    }
+  }
+  std::fprintf(stderr, "  training every plan again\n");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const runtime::TrainResult plain = runtime::train(again[i].strategy.graph, again[i].strategy.views, devices, again[i].options);
+    const double median = runner::median_step(plain);
+    Row& r = rows[i];
+    if (median < r.median) {
+      r.other = r.median, r.median = median, r.mean = 0;
+      for (size_t k = 1; k < plain.step_seconds.size(); ++k) r.mean += plain.step_seconds[k] / static_cast<double>(plain.step_seconds.size() - 1);
+    } else {
+      r.other = median;
     }
   }
 
-  std::printf("\nmeasured (median step of %lld to %lld, as many as fit 0.2 s, the first left out; mean beside it) vs predicted\n"
-              "step time, ms; terms of the busiest device in a second, timed run (clock reads slow it a little): predicted/measured\n",
+  std::printf("\nmeasured (median step of %lld to %lld, as many as fit 0.2 s, the first left out; the lower of two such runs, mean and\n"
+              "the other run's median beside it) vs predicted step time, ms; terms of the busiest device in a timed run between them\n"
+              "(clock reads slow it a little): predicted/measured\n",
               static_cast<long long>(steps), static_cast<long long>(20 * steps));
-  std::printf("%-18s %-14s %9s %9s %8s %6s %9s %6s   %-13s %-13s %-13s %-13s %s\n", "model", "plan", "predicted", "measured", "(mean)", "ratio",
-              "simulated", "ratio", "kernels", "update", "overhead", "messages", "profiled ops");
+  std::printf("%-18s %-14s %9s %9s %8s %8s %6s %9s %6s   %-13s %-13s %-13s %-13s %s\n", "model", "plan", "predicted", "measured", "(mean)",
+              "(other)", "ratio", "simulated", "ratio", "kernels", "update", "overhead", "messages", "profiled ops");
   int within = 0, sim_within = 0;
   double log_sum = 0, worst = 1, sim_log_sum = 0, sim_worst = 1;
   for (const Row& r : rows) {
@@ -161,8 +186,8 @@ int main(int argc, char** argv) {
     sim_within += sim_ratio >= 0.8 && sim_ratio <= 1.25;
     sim_log_sum += std::log(sim_ratio);
     if (std::fabs(std::log(sim_ratio)) > std::fabs(std::log(sim_worst))) sim_worst = sim_ratio;
-    std::printf("%-18s %-14s %9.3f %9.3f %8.3f %6.2f %9.3f %6.2f", r.model.c_str(), r.plan.c_str(), r.terms.predicted * 1e3, r.median * 1e3,
-                r.mean * 1e3, ratio, r.simulated * 1e3, sim_ratio);
+    std::printf("%-18s %-14s %9.3f %9.3f %8.3f %8.3f %6.2f %9.3f %6.2f", r.model.c_str(), r.plan.c_str(), r.terms.predicted * 1e3,
+                r.median * 1e3, r.mean * 1e3, r.other * 1e3, ratio, r.simulated * 1e3, sim_ratio);
     for (const runner::StepTerm& x : r.terms.terms) std::printf("   %5.3f/%-6.3f", x.predicted * 1e3, x.measured * 1e3);
     std::printf("   %lld/%lld\n", static_cast<long long>(r.covered), static_cast<long long>(r.total));
   }
