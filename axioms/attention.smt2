@@ -5,6 +5,23 @@
 ; MatMul is Linear without bias or activation: same semantics, same parallel
 ; forms, so it inherits every Linear axiom.
 (assert (! (forall ((x Tensor) (w Tensor)) (= (matmul x w) (linear x w 0))) :named matmul_is_linear))
+; Unsplit operands with equal slots (none, or as many of their own): every
+; task is one slot's product, so copying commutes with it. Split operands
+; are left to the forms above: their tasks' slots are not ordered as
+; Replicate orders its copies.
+(assert (! (forall ((x Tensor) (w Tensor) (k Int))
+  (=> (and (= (deg_after x (- 1)) 1) (= (deg_after w (- 1)) 1) (= (rep w) (rep x)) (= (rep (matmul x w)) (rep x)))
+      (= (replicate (matmul x w) k) (matmul (replicate x k) (replicate w k))))) :named matmul_replicate_slotwise))
+; Products of three associate when two neighbours are unsplit with equal
+; slots: the third's tasks meet the same slot of both on either side. (With
+; every operand split both ways, `pcgx axioms check` finds a guard-free
+; associativity wrong: partial sums land in other slots.)
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (deg_after y (- 1)) 1) (= (deg_after z (- 1)) 1) (= (rep z) (rep y)))
+      (= (matmul (matmul x y) z) (matmul x (matmul y z))))) :named matmul_associative_unsplit_right))
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (deg_after x (- 1)) 1) (= (deg_after y (- 1)) 1) (= (rep y) (rep x)))
+      (= (matmul (matmul x y) z) (matmul x (matmul y z))))) :named matmul_associative_unsplit_left))
 
 ; BatchMatMul: batch dimensions split on both operands.
 (assert (! (forall ((x Tensor) (y Tensor) (d Int) (k Int))
@@ -16,6 +33,20 @@
   (=> (= (rep y) 1) (= (batch_matmul (combine x (- (rank x) 2) k) y) (combine (batch_matmul x (replicate y k)) (- (rank x) 2) k)))) :named bmm_rows_parallel))
 (assert (! (forall ((x Tensor) (y Tensor) (k Int))
   (=> (= (rep x) 1) (= (batch_matmul x (combine y (- (rank y) 1) k)) (combine (batch_matmul (replicate x k) y) (- (rank x) 1) k)))) :named bmm_columns_parallel))
+; Copies and products of three, as for MatMul above; and copies of
+; unreplicated operands, as for Linear (linear_replicate).
+(assert (! (forall ((x Tensor) (y Tensor) (k Int))
+  (=> (and (= (rep x) 1) (= (rep y) 1) (= (rep (batch_matmul x y)) 1))
+      (= (replicate (batch_matmul x y) k) (batch_matmul (replicate x k) (replicate y k))))) :named bmm_replicate))
+(assert (! (forall ((x Tensor) (y Tensor) (k Int))
+  (=> (and (= (deg_after x (- 1)) 1) (= (deg_after y (- 1)) 1) (= (rep y) (rep x)) (= (rep (batch_matmul x y)) (rep x)))
+      (= (replicate (batch_matmul x y) k) (batch_matmul (replicate x k) (replicate y k))))) :named bmm_replicate_slotwise))
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (deg_after y (- 1)) 1) (= (deg_after z (- 1)) 1) (= (rep z) (rep y)))
+      (= (batch_matmul (batch_matmul x y) z) (batch_matmul x (batch_matmul y z))))) :named bmm_associative_unsplit_right))
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (deg_after x (- 1)) 1) (= (deg_after y (- 1)) 1) (= (rep y) (rep x)))
+      (= (batch_matmul (batch_matmul x y) z) (batch_matmul x (batch_matmul y z))))) :named bmm_associative_unsplit_left))
 ; The contraction dimension split on both: partial sums, reduced.
 (assert (! (forall ((x Tensor) (y Tensor) (k Int))
   (= (batch_matmul (combine x (- (rank x) 1) k) (combine y (- (rank y) 2) k)) (reduce (batch_matmul x y) k))) :named bmm_reduction_parallel))

@@ -39,6 +39,11 @@
 (assert (! (forall ((x Tensor) (w Tensor) (sh Int) (sw Int) (ph Int) (pw Int) (g Int) (a Int) (k Int))
   (=> (and (= (rep x) 1) (= (rep w) 1) (= (rep (conv2d x w sh sw ph pw g a)) 1))
       (= (replicate (conv2d x w sh sw ph pw g a) k) (conv2d (replicate x k) (replicate w k) sh sw ph pw g a)))) :named conv_replicate))
+; The same for operands with equal slots of their own and no dimension
+; split: every task is one slot's convolution, whatever the slots' order.
+(assert (! (forall ((x Tensor) (w Tensor) (sh Int) (sw Int) (ph Int) (pw Int) (g Int) (a Int) (k Int))
+  (=> (and (= (deg_after x (- 1)) 1) (= (deg_after w (- 1)) 1) (= (rep w) (rep x)) (= (rep (conv2d x w sh sw ph pw g a)) (rep x)))
+      (= (replicate (conv2d x w sh sw ph pw g a) k) (conv2d (replicate x k) (replicate w k) sh sw ph pw g a)))) :named conv_replicate_slotwise))
 
 ; Pool2D: batch and channels split; slots pooled one by one; average
 ; pooling is linear.

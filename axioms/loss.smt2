@@ -18,3 +18,14 @@
 (assert (! (forall ((x Tensor) (y Tensor) (k Int))
   (=> (and (= (rep x) 1) (= (rep y) 1) (= (rep (mse_loss x y)) 1)) (= (replicate (mse_loss x y) k) (mse_loss (replicate x k) (replicate y k))))) :named mse_replicate))
 (assert (! (forall ((x Tensor) (y Tensor)) (= (mse_loss x y) (mse_loss y x))) :named mse_symmetric))
+; A tensor's distance to itself is 0 in every shard (a share of a mean of
+; zeros, or a copy of one) however the tensor is laid out: the zero losses
+; of one tensor's layouts equal (sides of one parallel shape, as always).
+(assert (! (forall ((x Tensor) (k Int))
+  (= (mse_loss (replicate x k) (replicate x k)) (replicate (mse_loss x x) k))) :named mse_self_replicate))
+(assert (! (forall ((x Tensor) (d Int) (k Int))
+  (= (mse_loss (repartition x d k) (repartition x d k)) (replicate (mse_loss x x) k))) :named mse_self_repartition))
+(assert (! (forall ((x Tensor) (k Int))
+  (= (mse_loss (reduce x k) (reduce x k)) (reduce (mse_loss x x) k))) :named mse_self_reduce))
+(assert (! (forall ((x Tensor) (y Tensor))
+  (= (mse_loss (mse_loss x y) (mse_loss x y)) (mse_loss x x))) :named mse_self_of_a_loss))

@@ -14,7 +14,7 @@
 (declare-fun deg (Tensor Int) Int)      ; degree of a dimension
 (declare-fun rank (Tensor) Int)         ; number of dimensions
 (declare-fun extent (Tensor Int) Int)   ; size of a dimension; axis -1: the replica degree
-(declare-fun deg_after (Tensor Int) Int) ; product of the degrees of the dimensions after d
+(declare-fun deg_after (Tensor Int) Int) ; product of the degrees of the dimensions after d (d = -1: of all)
 
 ; Permutation helpers, evaluated by pcgx like the shape functions:
 (declare-fun perm_at (Int Int) Int)       ; p[d]: the input dimension behind output dimension d

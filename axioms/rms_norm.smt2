@@ -12,3 +12,8 @@
 (assert (! (forall ((x Tensor) (g Tensor) (e Int) (k Int))
   (=> (and (= (rep x) 1) (= (rep g) 1))
       (= (replicate (rms_norm x g e) k) (rms_norm (replicate x k) (replicate g k) e)))) :named rms_norm_replicate))
+; The same for unsplit operands with equal slots of their own: each task
+; is one slot's norm, however Replicate orders the copies.
+(assert (! (forall ((x Tensor) (g Tensor) (e Int) (k Int))
+  (=> (and (= (deg_after x (- 1)) 1) (= (deg_after g (- 1)) 1) (= (rep g) (rep x)) (= (rep (rms_norm x g e)) (rep x)))
+      (= (replicate (rms_norm x g e) k) (rms_norm (replicate x k) (replicate g k) e)))) :named rms_norm_replicate_slotwise))

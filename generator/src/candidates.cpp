@@ -4,6 +4,7 @@
 #include "pcgx/generator/candidates.h"
 
 #include <algorithm>
+#include <bitset>
 #include <map>
 #include <numeric>
 #include <set>
@@ -54,6 +55,27 @@ struct Copy {
   int a, b;
 };
 
+// The pool tensors a graph reads.
+std::bitset<256> inputs_read(const SmallGraph& g) {
+  std::bitset<256> s;
+  for (const SmallOp& op : g.ops)
+    for (uint8_t i = 0; i < op.n_in; ++i)
+      if (op.in[i].op < 0) s.set(op.in[i].index);
+  for (const Ref& r : g.outputs)
+    if (r.op < 0) s.set(r.index);
+  return s;
+}
+
+// Whether the side with fewer operators (the target) reads only inputs the
+// other reads, and sides of one size read the same: otherwise no match of
+// the source binds every input of the target. Only functions that ignore
+// an input meet here (MSELoss(x, x) and MSELoss(y, y), both 0).
+bool binds_every_input(const SmallGraph& a, const SmallGraph& b) {
+  const std::bitset<256> x = inputs_read(a), y = inputs_read(b);
+  if (a.ops.size() == b.ops.size()) return x == y;
+  return a.ops.size() > b.ops.size() ? (y & ~x).none() : (x & ~y).none();
+}
+
 size_t refs(const SmallGraph& g) {
   size_t n = 0;
   for (const SmallOp& op : g.ops) n += op.n_in;
@@ -90,6 +112,7 @@ std::vector<CandidatePair> find_candidates(const Enumerator& e, std::vector<Grap
       // Stage 1: a common subgraph makes a pair derivable from smaller ones.
       for (size_t a = 0; a < m; ++a)
         for (size_t b = a + 1; b < m; ++b) {
+          if (!binds_every_input(members[a].g, members[b].g)) continue;
           if (ctx.common_subgraph(members[a], members[b])) {
             oc.derived[members[a].g.ops.size() + members[b].g.ops.size()].emplace_back(static_cast<int>(a), static_cast<int>(b));
           } else {

@@ -113,6 +113,31 @@ TEST(Generator, ReluWithRepartitionAndCombineGivesTheCommutationRules) {
   EXPECT_TRUE(has_rule(rules, "Relu(Relu(x1)) == Relu(x1)"));
 }
 
+// Names of the inputs a graph reads.
+std::set<std::string> inputs_read(const Graph& g) {
+  std::set<std::string> out;
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kSource) out.insert(n.name);
+  return out;
+}
+
+// MSELoss(x, x) is 0 for every x: such losses share a fingerprint whatever
+// they read, but a target reading an input its source does not is no
+// substitution (matching the source binds nothing to it). None is proposed;
+// the zero losses of one tensor's layouts still are.
+TEST(Generator, TargetsReadOnlyWhatTheirSourceReads) {
+  const Ruleset r = run(config("MSELoss,Repartition,Replicate,Reduce", 2));
+  ASSERT_FALSE(r.rules.empty());
+  for (const Rule& rule : r.rules) {
+    const std::set<std::string> src = inputs_read(rule.source), dst = inputs_read(rule.target);
+    EXPECT_TRUE(std::includes(src.begin(), src.end(), dst.begin(), dst.end()))
+        << text(rule.source, rule.source.outputs()[0]) << " => " << text(rule.target, rule.target.outputs()[0]);
+  }
+  const auto rules = rule_texts(r);
+  EXPECT_FALSE(has_rule(rules, "MSELoss(x2,x2) == MSELoss(x1,x1)"));
+  EXPECT_TRUE(has_rule(rules, "MSELoss(Replicate(x1),Replicate(x1)) == Replicate(MSELoss(x1,x1))"));
+}
+
 TEST(Generator, RulesWithOneOperatorEachSideAreExactlyTheCommutations) {
   // With at most one operator per graph, equal fingerprints need two
   // different single operators computing the same thing: none exist among

@@ -335,7 +335,7 @@ std::optional<int64_t> Terms::eval_int(const z3::expr& e, const Bindings& b) {
       if (!d) return std::nullopt;
       if (f == "extent" && *d == -1) return s->replica;
       if (f == "deg_after") {
-        if (*d < 0 || *d >= s->rank()) return std::nullopt;
+        if (*d < -1 || *d >= s->rank()) return std::nullopt;  // -1: the replica axis, before every dimension
         int64_t p = 1;
         for (int j = static_cast<int>(*d) + 1; j < s->rank(); ++j) p *= s->dims[static_cast<size_t>(j)].degree;
         return p;

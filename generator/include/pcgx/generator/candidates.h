@@ -1,7 +1,11 @@
 #pragma once
 // From fingerprinted graphs to candidate substitutions. Graphs with equal
 // fingerprints form a class, and every two members of a class are a raw
-// pair. Three pruning stages drop redundant pairs, each counted:
+// pair. A pair whose side with fewer operators reads an input the other
+// does not (sides of one size: reads other inputs) is no substitution, since
+// matching its source binds no tensor to that input; only functions that
+// ignore an input pair so (MSELoss(x, x) and MSELoss(y, y), both 0). Then
+// three pruning stages drop redundant pairs, each counted:
 //   1. common subgraph: the sides share an identical operator (it can be
 //      cut out and replaced by an input), or every output is the same
 //      operator applied to inputs that are equal by fingerprint, or the
