@@ -106,12 +106,16 @@ std::string to_string(const OpChoice& c) {
 
 namespace {
 
-// What an opset's operators need from the input pool.
+// What an opset's operators need from the input pool (OpDef::pool_inputs).
 void derive_pools(Opset& s) {
   for (const auto& c : s.ops) {
-    s.index_inputs = s.index_inputs || c.op == "Embedding" || c.op == "EmbeddingBag";
-    s.conv_kernels = s.conv_kernels || c.op == "Conv2D";
-    s.vector_weights = s.vector_weights || c.op == "RMSNorm";
+    const OpDef* def = OpRegistry::global().find(c.op);
+    if (!def) continue;  // parsing names the unknown operator
+    for (const PoolInput p : def->pool_inputs) {
+      s.index_inputs = s.index_inputs || p == PoolInput::kIndices;
+      s.conv_kernels = s.conv_kernels || p == PoolInput::kConvKernels;
+      s.vector_weights = s.vector_weights || p == PoolInput::kVectorWeights;
+    }
   }
 }
 

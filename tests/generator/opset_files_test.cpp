@@ -3,10 +3,12 @@
 // --ops, and a bad file is an error naming the file and field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "pcgx/generator/opset.h"
+#include "pcgx/pcg/registry.h"
 #include "pcgx/pcg/error.h"
 #include "temp_dir.h"
 
@@ -35,6 +37,27 @@ TEST(OpsetFiles, ShippedSetsAreTheGeneratorsOwn) {
   EXPECT_TRUE(find_opset("conv").conv_kernels);
   EXPECT_TRUE(find_opset("recsys").index_inputs);
   EXPECT_FALSE(find_opset("unity").index_inputs || find_opset("unity").conv_kernels);
+}
+
+// The pool's extra tensors follow the registry (OpDef::pool_inputs): every
+// shipped opset holding an operator that declares one has it, and an opset
+// without such operators has none.
+TEST(OpsetFiles, PoolInputsComeFromTheRegistry) {
+  int checked = 0;
+  for (const OpDef* op : OpRegistry::global().all())
+    for (const Opset& s : named_opsets()) {
+      const std::vector<std::string> names = s.operators();
+      if (op->pool_inputs.empty() || std::find(names.begin(), names.end(), op->name) == names.end()) continue;
+      ++checked;
+      for (const PoolInput p : op->pool_inputs) {
+        EXPECT_TRUE(p != PoolInput::kIndices || s.index_inputs) << op->name << " in " << s.name;
+        EXPECT_TRUE(p != PoolInput::kConvKernels || s.conv_kernels) << op->name << " in " << s.name;
+        EXPECT_TRUE(p != PoolInput::kVectorWeights || s.vector_weights) << op->name << " in " << s.name;
+      }
+    }
+  EXPECT_GE(checked, 4);  // Embedding, EmbeddingBag, Conv2D, RMSNorm
+  const Opset plain = parse_ops("Relu,Linear,Repartition");
+  EXPECT_FALSE(plain.index_inputs || plain.conv_kernels || plain.vector_weights);
 }
 
 TEST(OpsetFiles, AFileOfOnesOwnIsLikeOps) {

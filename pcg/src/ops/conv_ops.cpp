@@ -242,6 +242,7 @@ void register_conv_ops(OpRegistry& r) {
     return 2.0 * static_cast<double>(product(out[0].shape)) * static_cast<double>(w[1] * w[2] * w[3]);
   };
   conv.smt = {{"conv2d", 2, {"stride_h", "stride_w", "pad_h", "pad_w", "groups", "activation"}, 0, {{"use_bias", false}}}};
+  conv.pool_inputs = {PoolInput::kConvKernels};
   r.add(conv);
 
   OpDef pool;

@@ -99,6 +99,7 @@ void register_embedding_ops(OpRegistry& r) {
   emb.bytes = gather_bytes;
   emb.flops = [](const Attributes&, auto, std::span<const TensorType> out) { return static_cast<double>(product(out[0].shape)); };
   emb.smt = {{"embedding", 2}};
+  emb.pool_inputs = {PoolInput::kIndices};
   r.add(emb);
 
   OpDef bag;
@@ -124,6 +125,7 @@ void register_embedding_ops(OpRegistry& r) {
     return static_cast<double>(product(out[0].shape) * in[0].shape[1]);
   };
   bag.smt = {{"embedding_bag", 2}};
+  bag.pool_inputs = {PoolInput::kIndices};
   r.add(bag);
 }
 

@@ -276,6 +276,7 @@ void register_norm_ops(OpRegistry& r) {
   rms.grad_f32 = &rms_norm_grad;
   rms.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 4); };
   rms.smt = {{"rms_norm", 2, {"eps"}}};
+  rms.pool_inputs = {PoolInput::kVectorWeights};
   r.add(rms);
 
 }

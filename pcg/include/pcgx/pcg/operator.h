@@ -137,6 +137,15 @@ struct SmtForm {
   std::vector<std::pair<std::string, bool>> fixed = {};
 };
 
+// Tensors an operator reads that the generator's input pool holds only for
+// the operators that need them (generator/src/input_pool.cpp), besides its
+// activations and square 2-d weights.
+enum class PoolInput : uint8_t {
+  kIndices,        // int64 indices (Embedding's rows)
+  kConvKernels,    // 4-d convolution weights
+  kVectorWeights,  // 1-d weights (a norm's gamma)
+};
+
 struct OpDef {
   std::string name;
   OpClass op_class = OpClass::kCompute;
@@ -181,6 +190,8 @@ struct OpDef {
   bool any_rank = false;
   // Empty: no SMT encoding, so no rule of the operator can be proved.
   std::vector<SmtForm> smt;
+  // What the generator's input pool must hold for the operator to apply.
+  std::vector<PoolInput> pool_inputs;
 
   bool is_shard_level(const Attributes& a) const {
     return op_class == OpClass::kParallel || (shard_level && shard_level(a));
