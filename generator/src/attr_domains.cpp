@@ -50,6 +50,21 @@ std::vector<AttrValue> domain(const AttrSpec& spec, const Attributes& partial, c
     case GenDomain::kScalar:
       v.push_back(2.0);
       break;
+    case GenDomain::kRegroup:  // same rank: the operators after it see the ranks they were written for
+      for (int64_t d = 0; d + 1 < rank; ++d) {
+        IntList s;
+        for (const auto& dim : x.dims) s.push_back(dim.size);
+        const size_t i = static_cast<size_t>(d);
+        for (const bool left : {true, false}) {
+          IntList t = s;
+          int64_t& from = left ? t[i + 1] : t[i];
+          int64_t& to = left ? t[i] : t[i + 1];
+          if (from % 2 != 0) continue;
+          from /= 2, to *= 2;
+          v.push_back(t);
+        }
+      }
+      break;
   }
   return v;
 }

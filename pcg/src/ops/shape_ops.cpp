@@ -247,7 +247,7 @@ void register_shape_ops(OpRegistry& r) {
   reshape.name = "Reshape";
   reshape.weight_layout = true;
   reshape.summary = "reinterprets the row-major data with a new shape";
-  reshape.attrs = {ints_attr("shape", std::nullopt, "the new shape", positive_int_list())};
+  reshape.attrs = {with_domain(ints_attr("shape", std::nullopt, "the new shape", positive_int_list()), GenDomain::kRegroup)};
   reshape.input_names = {"x"};
   reshape.min_inputs = reshape.max_inputs = 1;
   reshape.infer_types = [](const Attributes& a, std::span<const TensorType> in) {

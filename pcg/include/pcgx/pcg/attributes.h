@@ -31,6 +31,7 @@ enum class GenDomain : uint8_t {
   kHalves,         // two equal pieces of the extent named by attribute "axis"
   kPermutation,    // every permutation of input 0's dimensions
   kScalar,         // small exact constants
+  kRegroup,        // input 0's shape with a factor 2 moved between two neighbouring dimensions
 };
 
 struct AttrSpec {
