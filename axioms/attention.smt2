@@ -22,6 +22,18 @@
 (assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
   (=> (and (= (deg_after x (- 1)) 1) (= (deg_after y (- 1)) 1) (= (rep y) (rep x)))
       (= (matmul (matmul x y) z) (matmul x (matmul y z))))) :named matmul_associative_unsplit_left))
+; And through a reduction-parallel product: the contraction split k ways
+; and nothing else, the third operand unsplit with k slots (or the first,
+; the other two splitting the second product's contraction). Partial sum s
+; meets slot s on both sides.
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (rep x) 1) (= (rep y) 1) (= (deg_after x (- 1)) (deg x (- (rank x) 1))) (= (deg_after y (- 1)) (deg y (- (rank y) 2)))
+           (= (deg y (- (rank y) 2)) (deg x (- (rank x) 1))) (= (deg_after z (- 1)) 1) (= (rep z) (deg x (- (rank x) 1))))
+      (= (matmul (matmul x y) z) (matmul x (matmul y z))))) :named matmul_associative_reduction_right))
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (rep y) 1) (= (rep z) 1) (= (deg_after y (- 1)) (deg y (- (rank y) 1))) (= (deg_after z (- 1)) (deg z (- (rank z) 2)))
+           (= (deg z (- (rank z) 2)) (deg y (- (rank y) 1))) (= (deg_after x (- 1)) 1) (= (rep x) (deg y (- (rank y) 1))))
+      (= (matmul (matmul x y) z) (matmul x (matmul y z))))) :named matmul_associative_reduction_left))
 
 ; BatchMatMul: batch dimensions split on both operands.
 (assert (! (forall ((x Tensor) (y Tensor) (d Int) (k Int))
@@ -47,6 +59,14 @@
 (assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
   (=> (and (= (deg_after x (- 1)) 1) (= (deg_after y (- 1)) 1) (= (rep y) (rep x)))
       (= (batch_matmul (batch_matmul x y) z) (batch_matmul x (batch_matmul y z))))) :named bmm_associative_unsplit_left))
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (rep x) 1) (= (rep y) 1) (= (deg_after x (- 1)) (deg x (- (rank x) 1))) (= (deg_after y (- 1)) (deg y (- (rank y) 2)))
+           (= (deg y (- (rank y) 2)) (deg x (- (rank x) 1))) (= (deg_after z (- 1)) 1) (= (rep z) (deg x (- (rank x) 1))))
+      (= (batch_matmul (batch_matmul x y) z) (batch_matmul x (batch_matmul y z))))) :named bmm_associative_reduction_right))
+(assert (! (forall ((x Tensor) (y Tensor) (z Tensor))
+  (=> (and (= (rep y) 1) (= (rep z) 1) (= (deg_after y (- 1)) (deg y (- (rank y) 1))) (= (deg_after z (- 1)) (deg z (- (rank z) 2)))
+           (= (deg z (- (rank z) 2)) (deg y (- (rank y) 1))) (= (deg_after x (- 1)) 1) (= (rep x) (deg y (- (rank y) 1))))
+      (= (batch_matmul (batch_matmul x y) z) (batch_matmul x (batch_matmul y z))))) :named bmm_associative_reduction_left))
 ; The contraction dimension split on both: partial sums, reduced.
 (assert (! (forall ((x Tensor) (y Tensor) (k Int))
   (= (batch_matmul (combine x (- (rank x) 1) k) (combine y (- (rank y) 2) k)) (reduce (batch_matmul x y) k))) :named bmm_reduction_parallel))

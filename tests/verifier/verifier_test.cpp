@@ -308,7 +308,9 @@ const std::vector<std::string> kFamilies = {"ScalarMul,EwAdd,Repartition,Combine
                                             "SoftmaxCrossEntropy,Repartition,Combine,Reduce",
                                             "MSELoss,Repartition,Combine,Replicate,Reduce",
                                             "Conv2D,Repartition,Combine,Replicate,Reduce",
-                                            "Reshape,Repartition,Combine,Replicate,Reduce"};
+                                            "Reshape,Repartition,Combine,Replicate,Reduce",
+                                            "MatMul,Repartition,Combine,Replicate,Reduce",
+                                            "BatchMatMul,Repartition,Combine,Replicate,Reduce"};
 std::string family_name(const std::string& ops) { return ops.substr(0, ops.find_first_of(",(")); }
 
 INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate, ::testing::ValuesIn(kFamilies),
@@ -317,12 +319,8 @@ INSTANTIATE_TEST_SUITE_P(Opsets, ProvesEveryCandidate, ::testing::ValuesIn(kFami
 // Each compute operator's parallel forms are proved: by a family above, or
 // by the shipped unity ruleset (Linear, Relu, EwAdd, EwMul, Concat, Split:
 // ShippedRuleset regenerates it; its unproved candidates are listed in
-// rulesets/unity-v1.unproved.txt). The exceptions are gaps in the axioms:
-// at two operators with Repartition, Combine, Replicate and Reduce, some
-// candidates are not proved (2026-11-25: MatMul 4 of 105, BatchMatMul 2 of
-// 103, each a product of three through a reduction-parallel one, whose
-// partial sums meet a replicated third operand). A new operator must join a
-// family (docs/adding-an-operator.md).
+// rulesets/unity-v1.unproved.txt). A new operator must join a family
+// (docs/adding-an-operator.md).
 TEST(ProvesEveryCandidate, CoverEveryComputeOperator) {
   std::set<std::string> covered = {"Linear", "Relu", "EwAdd", "EwMul", "Concat", "Split"};
   for (const std::string& f : kFamilies) {  // every operator of the family, attributes aside
@@ -335,14 +333,9 @@ TEST(ProvesEveryCandidate, CoverEveryComputeOperator) {
       else name += c;
     }
   }
-  const std::set<std::string> gaps = {"MatMul", "BatchMatMul"};
-  for (const OpDef* op : OpRegistry::global().all()) {
-    if (op->op_class != OpClass::kCompute) continue;
-    if (gaps.count(op->name))
-      EXPECT_FALSE(covered.count(op->name)) << op->name << ": now proved by a family, take it off the gaps";
-    else
+  for (const OpDef* op : OpRegistry::global().all())
+    if (op->op_class == OpClass::kCompute)
       EXPECT_TRUE(covered.count(op->name)) << op->name << ": no family proves its parallel forms (kFamilies)";
-  }
 }
 
 // Mutants of proved rules: a changed dimension or degree, swapped operands,
