@@ -4,6 +4,25 @@
 #include "pcgx/pcg/error.h"
 
 namespace pcgx {
+namespace {
+
+// Function-local statics: registrations from other translation units run
+// during static initialization, in no particular order relative to this one.
+std::vector<void (*)(OpRegistry&)>& registrars() {
+  static std::vector<void (*)(OpRegistry&)> v;
+  return v;
+}
+bool& registry_built() {
+  static bool built = false;
+  return built;
+}
+
+}  // namespace
+
+OpRegistration::OpRegistration(void (*registrar)(OpRegistry&)) {
+  if (registry_built()) throw Error("an operator registration after the operator registry was first used");
+  registrars().push_back(registrar);
+}
 
 const OpRegistry& OpRegistry::global() {
   static const OpRegistry registry = [] {
@@ -18,6 +37,8 @@ const OpRegistry& OpRegistry::global() {
     ops::register_embedding_ops(r);
     ops::register_loss_ops(r);
     ops::register_parallel_ops(r);
+    for (auto* registrar : registrars()) registrar(r);
+    registry_built() = true;
     return r;
   }();
   return registry;

@@ -333,9 +333,11 @@ TEST(ProvesEveryCandidate, CoverEveryComputeOperator) {
       else name += c;
     }
   }
-  for (const OpDef* op : OpRegistry::global().all())
-    if (op->op_class == OpClass::kCompute)
+  for (const OpDef* op : OpRegistry::global().all()) {
+    if (op->op_class == OpClass::kCompute) {
       EXPECT_TRUE(covered.count(op->name)) << op->name << ": no family proves its parallel forms (kFamilies)";
+    }
+  }
 }
 
 // Mutants of proved rules: a changed dimension or degree, swapped operands,

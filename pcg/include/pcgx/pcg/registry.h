@@ -24,4 +24,17 @@ class OpRegistry {
   std::vector<std::unique_ptr<OpDef>> ops_;
 };
 
+// An operator defined outside pcgx's sources (a user's library, a test)
+// joins the global registry through a namespace-scope registration in its
+// own translation unit, run before main:
+//
+//   static const pcgx::OpRegistration mine([](pcgx::OpRegistry& r) { r.add(my_op()); });
+//
+// Its SMT forms then declare its symbols for axiom files like any other's.
+// A registration made after the registry's first use throws pcgx::Error.
+class OpRegistration {
+ public:
+  explicit OpRegistration(void (*registrar)(OpRegistry&));
+};
+
 }  // namespace pcgx
