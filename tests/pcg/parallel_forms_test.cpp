@@ -10,73 +10,11 @@
 
 #include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
+#include "op_cases.h"
 #include "test_util.h"
 
 namespace pcgx {
 namespace {
-
-struct OpCase {
-  std::string label;
-  std::string op;
-  Attributes attrs;
-  std::vector<TensorType> inputs;
-  std::vector<int64_t> index_range;  // per input, for int64 inputs
-};
-
-void PrintTo(const OpCase& c, std::ostream* os) { *os << c.label; }
-
-TensorType f32(std::vector<int64_t> s) { return {std::move(s), DataType::kFloat32}; }
-TensorType i64(std::vector<int64_t> s) { return {std::move(s), DataType::kInt64}; }
-
-std::vector<OpCase> cases() {
-  return {
-      {"linear", "Linear", {}, {f32({4, 6}), f32({6, 4})}, {}},
-      {"linear_relu", "Linear", {{"activation", std::string("relu")}}, {f32({4, 6}), f32({6, 4})}, {}},
-      {"linear_bias_3d", "Linear", {{"use_bias", true}}, {f32({2, 4, 6}), f32({6, 4}), f32({4})}, {}},
-      {"linear_bias_gelu", "Linear", {{"use_bias", true}, {"activation", std::string("gelu")}},
-       {f32({4, 6}), f32({6, 4}), f32({4})}, {}},
-      {"matmul", "MatMul", {}, {f32({2, 4, 6}), f32({6, 4})}, {}},
-      {"batch_matmul", "BatchMatMul", {}, {f32({2, 4, 6}), f32({2, 6, 4})}, {}},
-      {"ew_add", "EwAdd", {}, {f32({4, 6}), f32({4, 6})}, {}},
-      {"ew_mul", "EwMul", {}, {f32({4, 6}), f32({4, 6})}, {}},
-      {"scalar_mul", "ScalarMul", {{"scalar", 0.375}}, {f32({4, 6})}, {}},
-      {"relu", "Relu", {}, {f32({4, 6})}, {}},
-      {"gelu", "Gelu", {}, {f32({4, 6})}, {}},
-      {"sigmoid", "Sigmoid", {}, {f32({4, 6})}, {}},
-      {"tanh", "Tanh", {}, {f32({4, 6})}, {}},
-      {"silu", "Silu", {}, {f32({4, 6})}, {}},
-      {"dropout", "Dropout", {{"rate", 0.5}, {"seed", int64_t{7}}}, {f32({4, 6})}, {}},
-      {"softmax", "Softmax", {}, {f32({4, 6})}, {}},
-      {"softmax_axis0", "Softmax", {{"axis", int64_t{0}}}, {f32({4, 6})}, {}},
-      {"softmax_causal", "Softmax", {{"causal", true}}, {f32({2, 4, 4})}, {}},
-      {"layer_norm", "LayerNorm", {}, {f32({4, 6}), f32({6}), f32({6})}, {}},
-      {"rms_norm", "RMSNorm", {}, {f32({4, 2, 6}), f32({6})}, {}},
-      {"batch_norm", "BatchNorm", {}, {f32({4, 4, 2, 2}), f32({4}), f32({4})}, {}},
-      {"batch_norm_groups", "BatchNorm", {{"group", int64_t{2}}}, {f32({4, 4, 2, 2}), f32({4}), f32({4})}, {}},
-      {"batch_sum", "BatchSum", {}, {f32({4, 4, 2, 2})}, {}},
-      {"batch_squares", "BatchSquares", {}, {f32({4, 4, 2, 2}), f32({4})}, {}},
-      {"batch_norm_apply", "BatchNormApply", {}, {f32({4, 4, 2, 2}), f32({4}), f32({4}), f32({4}), f32({4})}, {}},
-      {"concat", "Concat", {{"axis", int64_t{1}}}, {f32({4, 2}), f32({4, 4})}, {}},
-      {"split", "Split", {{"axis", int64_t{1}}, {"sizes", IntList{2, 4}}}, {f32({4, 6})}, {}},
-      {"reshape_split_last", "Reshape", {{"shape", IntList{4, 2, 3}}}, {f32({4, 6})}, {}},
-      {"reshape_merge", "Reshape", {{"shape", IntList{8, 6}}}, {f32({2, 4, 6})}, {}},
-      {"transpose", "Transpose", {{"perm", IntList{2, 0, 1}}}, {f32({2, 4, 6})}, {}},
-      {"embedding", "Embedding", {}, {i64({4, 2}), f32({8, 4})}, {8, 0}},
-      {"embedding_bag", "EmbeddingBag", {}, {i64({4, 2}), f32({8, 4})}, {8, 0}},
-      {"conv", "Conv2D", {{"pad_h", int64_t{1}}, {"pad_w", int64_t{1}}}, {f32({2, 4, 5, 5}), f32({4, 4, 3, 3})}, {}},
-      {"conv_bias_relu_stride", "Conv2D",
-       {{"use_bias", true}, {"activation", std::string("relu")}, {"stride_h", int64_t{2}}, {"stride_w", int64_t{2}}},
-       {f32({2, 4, 5, 5}), f32({4, 4, 3, 3}), f32({4})}, {}},
-      {"conv_groups", "Conv2D", {{"groups", int64_t{2}}}, {f32({2, 4, 4, 4}), f32({4, 2, 3, 3})}, {}},
-      {"pool_max", "Pool2D", {{"kernel_h", int64_t{2}}, {"kernel_w", int64_t{2}}}, {f32({2, 4, 6, 6})}, {}},
-      {"pool_avg_pad", "Pool2D",
-       {{"kernel_h", int64_t{3}}, {"kernel_w", int64_t{3}}, {"stride_h", int64_t{1}}, {"stride_w", int64_t{1}},
-        {"pad_h", int64_t{1}}, {"pad_w", int64_t{1}}, {"mode", std::string("avg")}},
-       {f32({2, 4, 4, 4})}, {}},
-      {"cross_entropy", "SoftmaxCrossEntropy", {}, {f32({4, 6}), i64({4})}, {0, 6}},
-      {"mse", "MSELoss", {}, {f32({4, 6}), f32({4, 6})}, {}},
-  };
-}
 
 // The slot coordinates of a tensor's replica slot along its replica task
 // dimensions (outermost first).
@@ -211,13 +149,13 @@ TEST_P(ParallelForms, ModularMatchesUnpartitionedExactly) {
   EXPECT_GT(t.active, 0) << "no parallel form was exercised";
 }
 
-INSTANTIATE_TEST_SUITE_P(AllComputeOps, ParallelForms, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(AllComputeOps, ParallelForms, ::testing::ValuesIn(op_cases()),
                          [](const auto& param_info) { return param_info.param.label; });
 
 // Every compute operator in the registry has at least one case above.
 TEST(ParallelForms, CoverEveryComputeOperator) {
   std::set<std::string> covered;
-  for (const auto& c : cases()) covered.insert(c.op);
+  for (const auto& c : op_cases()) covered.insert(c.op);
   for (const OpDef* op : OpRegistry::global().all())
     if (op->op_class == OpClass::kCompute) {
       EXPECT_TRUE(covered.count(op->name)) << op->name << " has no parallel-form case";

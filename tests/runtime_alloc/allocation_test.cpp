@@ -10,7 +10,9 @@
 #include <cstring>
 
 #include "model_param_name.h"
+#include "op_cases.h"
 #include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/registry.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/cost_model.h"
@@ -116,8 +118,49 @@ TEST(NoAllocationWithKernelThreads, DataParallelOnTwoDevicesOfTwoThreads) {
 INSTANTIATE_TEST_SUITE_P(Models, NoAllocation,
                          ::testing::Values("encoder-block", "mlp-tiny", "dlrm-tiny", "xdl-tiny", "candle-uno-tiny",
                                            "bert-large-tiny", "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny",
-                                           "inception-v3-tiny"),
+                                           "inception-v3-tiny", "llama-tiny"),
                          pcgx::testing::model_param_name);
+
+// Every compute operator, not only those a zoo model uses: each case of
+// tests/op_cases.h trained alone, its float inputs as weights (so its
+// gradient rule runs), its output (or the first of several) against a
+// target by MSELoss unless it is a loss itself.
+Graph alone(const OpCase& c) {
+  Graph g(c.label);
+  std::vector<TensorRef> ins;
+  // A loss (a scalar) compares its first input with targets the data gives.
+  const OpDef& op = OpRegistry::global().get(c.op);
+  const bool loss = op.infer_types(normalize_attributes(op.attrs, c.attrs, op.name), c.inputs)[0].shape.empty();
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorType& t = c.inputs[i];
+    IntList shape(t.shape.begin(), t.shape.end());
+    if (loss && i > 0 && t.dtype == DataType::kFloat32)
+      ins.push_back({g.add("Input", {{"shape", shape}}, {}, "target"), 0});
+    else if (t.dtype == DataType::kInt64)
+      ins.push_back({g.add("Input", {{"shape", shape}, {"dtype", std::string("int64")}, {"index_range", c.index_range[i]}}, {},
+                           "in" + std::to_string(i)),
+                     0});
+    else
+      ins.push_back({g.add("Weight", {{"shape", shape}}, {}, "w" + std::to_string(i)), 0});
+  }
+  const TensorRef y{g.add(c.op, c.attrs, ins, "op"), 0};
+  if (g.shape(y).rank() == 0) {
+    g.add_output(y);
+    return g;
+  }
+  IntList shape;
+  for (const auto& d : g.shape(y).dims) shape.push_back(d.size);
+  const TensorRef target{g.add("Input", {{"shape", shape}}, {}, "target"), 0};
+  g.add_output({g.add("MSELoss", {}, {y, target}, "loss"), 0});
+  return g;
+}
+
+class EveryOperator : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(EveryOperator, NoAllocationAfterWarmUp) { EXPECT_EQ(steady_state_allocations(alone(GetParam()), {}, 1), 0); }
+
+INSTANTIATE_TEST_SUITE_P(Cases, EveryOperator, ::testing::ValuesIn(op_cases()),
+                         [](const auto& param_info) { return param_info.param.label; });
 
 // The counter itself: a step that does allocate is seen.
 TEST(AllocationCounter, SeesAllocations) {
