@@ -13,8 +13,4 @@ std::vector<Attributes> attribute_combinations(const OpDef& op, const OpChoice& 
                                                const ParallelTensorShape& input0,
                                                const std::vector<int64_t>& degrees);
 
-// Throws pcgx::Error when an operator of the opset has a required attribute
-// that neither a default, a domain nor the opset gives values for.
-void check_enumerable(const OpChoice& choice);
-
 }  // namespace pcgx::gen

@@ -12,7 +12,9 @@ TEST(OpsCheck, AWhollyCoveredOperator) {
   const auto r = run("ops check Relu");
   EXPECT_EQ(r.code, 0) << r.out;
   for (const std::string line : {"kernels         float yes, exact (mod p) yes", "gradient        yes", "encoding        relu",
-                                 "every one holds on its instances", "opsets          attention, conv, recsys, unity",
+                                 "every one holds on its instances",
+                                 "two-operator candidates with Repartition,Combine,Replicate,Reduce proved",
+                                 "opsets          attention, conv, recsys, unity",
                                  "missing         nothing"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
 }
@@ -24,6 +26,14 @@ TEST(OpsCheck, WhatIsMissingIsNamedAndExitsOne) {
   const auto unknown = run("ops check Frob");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_EQ(unknown.out, "error: ops check: unknown operator 'Frob' (`pcgx ops` lists them)\n");
+}
+
+// An operator whose attributes need values for the generator takes them
+// as --ops does (without them it says so: Rulegen.ParallelFormsOfOneOperator).
+TEST(OpsCheck, ParallelFormsOfAnOperatorWithRequiredAttributes) {
+  const auto given = run("ops check 'Pool2D(kernel_h=2,kernel_w=2)'");
+  EXPECT_EQ(given.code, 0) << given.out;
+  EXPECT_NE(given.out.find("parallel forms  88 of 88 two-operator candidates"), std::string::npos) << given.out;
 }
 
 }  // namespace

@@ -6,13 +6,17 @@
 #include "pcgx/generator/opset.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/registry.h"
+#include "pcgx/rulegen/regenerate.h"
 #include "pcgx/verifier/op_coverage.h"
 
 namespace pcgx::cli {
 namespace {
 
 // `pcgx ops check NAME`: what one operator has and lacks, for whoever adds it.
-int check_op(const std::string& name, bool run_checks) {
+// `choice`: a name, or a name with attribute values for the generator, as
+// --ops takes it ("Pool2D(kernel_h=2,kernel_w=2)").
+int check_op(const std::string& choice, bool run_checks) {
+  const std::string name = choice.substr(0, choice.find('('));
   const OpDef* op = OpRegistry::global().find(name);
   if (!op) throw Error("ops check: unknown operator '" + name + "' (`pcgx ops` lists them)");
   std::vector<std::string> missing;
@@ -52,6 +56,19 @@ int check_op(const std::string& name, bool run_checks) {
   if (c.axioms.empty() && !c.symbols.empty()) missing.push_back("axioms (an axioms/*.smt2 file): its parallel forms cannot be proved");
   if (failing) missing.push_back(std::to_string(failing) + " wrong axiom(s)");
   if (untested) missing.push_back(std::to_string(untested) + " axiom(s) without a legal instance");
+  if (compute && run_checks && !c.symbols.empty() && failing == 0) {
+    const rulegen::ParallelForms pf = rulegen::prove_parallel_forms(choice, axioms);
+    const std::string family = "'" + choice + "," + rulegen::kParallelOperators + "'";
+    if (!pf.not_generated.empty()) {
+      std::cout << "  parallel forms  not generated: " << pf.not_generated << "\n";
+    } else {
+      std::cout << "  parallel forms  " << pf.proved << " of " << pf.candidates << " two-operator candidates with " << rulegen::kParallelOperators
+                << " proved\n";
+      if (pf.proved < pf.candidates)
+        missing.push_back(std::to_string(pf.candidates - pf.proved) + " parallel form(s) unproved: pcgx regenerate --ops " + family +
+                          " --max-ops 2 lists them");
+    }
+  }
   std::string sets;
   for (const auto& s : gen::named_opsets()) {
     const auto ops = s.operators();
@@ -70,11 +87,12 @@ int check_op(const std::string& name, bool run_checks) {
 
 void add_ops_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("ops", "List the operator registry with attributes; `ops check NAME`: what one operator has and lacks");
-  auto* check = cmd->add_subcommand("check", "What one operator has and lacks: kernels, gradient, SMT encoding, axioms and their check, opsets");
+  auto* check = cmd->add_subcommand(
+      "check", "What one operator has and lacks: kernels, gradient, SMT encoding, axioms and their check, parallel forms proved, opsets");
   static std::string name;
   static bool no_check = false;
-  check->add_option("NAME", name, "operator name (`pcgx ops` lists them)")->required();
-  check->add_flag("--no-check", no_check, "list the axioms without checking them (the check takes seconds)");
+  check->add_option("NAME", name, "operator name (`pcgx ops` lists them), with attribute values where the generator needs them: 'Pool2D(kernel_h=2,kernel_w=2)'")->required();
+  check->add_flag("--no-check", no_check, "list the axioms without checking them or proving the parallel forms (seconds)");
   check->callback([] {
     if (const int rc = check_op(name, !no_check); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -1,5 +1,5 @@
-// pcgx regenerate: generate + verify, and write the shipped ruleset and its
-// manifest entry.
+// pcgx regenerate: rulegen::regenerate, then the ruleset, its unproved list
+// and its manifest entry written.
 #include <chrono>
 #include <filesystem>
 #include <iomanip>
@@ -7,10 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "pcgx/generator/generate.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
-#include "pcgx/verifier/batch.h"
+#include "pcgx/rulegen/regenerate.h"
 
 #ifndef PCGX_RULESETS_DIR
 #define PCGX_RULESETS_DIR "rulesets"
@@ -35,35 +34,19 @@ void add_regenerate_command(CLI::App& app) {
     namespace fs = std::filesystem;
     if (version < 1) throw Error("--version " + std::to_string(version) + ": must be positive");
     if (!fs::is_directory(out_dir)) throw Error("--out-dir " + out_dir + ": not a directory");
-    gen::GeneratorConfig c;
-    c.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
-    // Proofs use the axioms of the opset's own operators alone (ruleset.h, "What the hashes promise").
-    const verify::AxiomSet all = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
-    const verify::AxiomSet axioms = verify::restrict_to(all, c.opset.operators());
-    // One wrong axiom proves anything: a ruleset is proved only with axioms that pass their check.
-    std::cerr << "checking the " << axioms.names.size() << " axioms of its operators (of " << all.names.size() << " in "
-              << axioms.dir << "; pcgx axioms check)\n";
-    if (const auto failure = verify::axiom_check_failure(axioms))
-      throw Error(axioms.dir + ": " + *failure + "; nothing was generated (see pcgx axioms check)");
-    c.max_ops = max_ops;
-    c.ndims = c.opset.default_ndims;
-    c.threads = threads;
-    gen::GenerateReport rep;
-    const auto t0 = std::chrono::steady_clock::now();
-    const Ruleset cands = gen::generate(c, rep, [](const std::string& s) { std::cerr << s << "\n"; });
-    const auto t1 = std::chrono::steady_clock::now();
-    const auto verdicts = verify::prove_all(cands.rules, axioms, verify::ProverOptions{timeout_ms}, threads,
-                                            [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });
-    const double gen_s = std::chrono::duration<double>(t1 - t0).count();
-    const double ver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    verify::ProvedSet result = verify::collect_proved(cands, verdicts, axioms);
-    if (result.refuted)
-      throw Error(std::to_string(result.refuted) +
-                  " rules were proved but refuted by evaluation: an axiom is wrong (run `pcgx axioms check`)");
+    rulegen::RegenerateOptions o;
+    o.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
+    o.max_ops = max_ops, o.threads = threads, o.timeout_ms = timeout_ms;
+    o.progress = [](const std::string& s) { std::cerr << s << "\n"; };
+    rulegen::Regenerated out = rulegen::regenerate(o, verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir));
+    const gen::Opset& opset_used = o.opset;
+    const Ruleset& cands = out.candidates;
+    const double gen_s = out.generate_seconds, ver_s = out.verify_seconds;
+    verify::ProvedSet& result = out.proved;
     Ruleset& r = result.ruleset;
     r.version = version;
     const std::string& unproved = result.unproved;
-    const std::string base = c.opset.name + "-v" + std::to_string(version);
+    const std::string base = opset_used.name + "-v" + std::to_string(version);
     const fs::path path = fs::path(out_dir) / (base + ".json");
     save_ruleset(r, path.string());
     write_text_file_atomic((fs::path(out_dir) / (base + ".unproved.txt")).string(), unproved);
@@ -75,7 +58,7 @@ void add_regenerate_command(CLI::App& app) {
     m["rulesets"][base] = {{"file", base + ".json"},
                            {"name", r.name},
                            {"version", version},
-                           {"opset", c.opset.name},
+                           {"opset", opset_used.name},
                            {"candidates", cands.rules.size()},
                            {"rules", r.rules.size()},
                            {"content_hash", written.stored_hash},

@@ -52,4 +52,9 @@ Opset parse_ops(const std::string& list);
 
 std::string to_string(const OpChoice& c);
 
+// Throws pcgx::Error when an operator of the opset has a required attribute
+// that neither a default, a domain nor the opset gives values for (the
+// generator could not enumerate it).
+void check_enumerable(const OpChoice& choice);
+
 }  // namespace pcgx::gen
