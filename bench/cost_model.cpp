@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
       // Runs of at least ~0.2 s: a tiny model's 40 steps take under a
       // millisecond, while the cores are still waking up.
       runtime::TrainOptions t;
-      t.steps = std::clamp<int64_t>(static_cast<int64_t>(0.2 / st.estimate.time), steps, 20 * steps), t.batches = 1, t.threads = threads;
+      t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads;
       const runtime::TrainResult plain = runtime::train(st.graph, st.views, devices, t);
       t.time_kernels = true;
       if (!trace_dir.empty()) t.trace_step = t.steps - 1;

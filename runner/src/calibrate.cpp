@@ -38,14 +38,6 @@ constexpr int64_t kChainWidths[] = {16, 128};
 // to the next.
 constexpr double kTimedRunSeconds = 0.05;
 
-// Steps for a run of a graph predicted (roughly: the roofline, before the
-// calibration exists) at `step` seconds: at least `least`, enough to last
-// kTimedRunSeconds, at most 100x `least`.
-int64_t steps_lasting(double step, int64_t least) {
-  if (!(step > 0)) return least;
-  return std::clamp<int64_t>(static_cast<int64_t>(kTimedRunSeconds / step), least, 100 * least);
-}
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Runs `body` on every device: threads in process, or this MPI rank.
@@ -137,6 +129,11 @@ Graph chain(int64_t length, int64_t width) {
 }
 
 }  // namespace
+
+int64_t steps_lasting(double seconds, double step, int64_t least, int64_t most) {
+  if (!(step > 0)) return least;
+  return std::clamp<int64_t>(static_cast<int64_t>(seconds / step), least, most);
+}
 
 double median_step(const runtime::TrainResult& r) {
   const std::vector<double>& v = r.step_seconds;
@@ -304,7 +301,7 @@ Calibration calibrate(const CalibrationOptions& o) {
         const Graph g = chain(length, width);
         // The step untimed (timing kernels costs clock reads), the kernels timed.
         runtime::TrainOptions t;
-        t.steps = steps_lasting(mapper.map(g).estimate.time, 3 * o.steps), t.batches = 1, t.threads = o.threads;
+        t.steps = steps_lasting(kTimedRunSeconds, mapper.map(g).estimate.time, 3 * o.steps, 300 * o.steps), t.batches = 1, t.threads = o.threads;
         const runtime::TrainResult plain = runtime::train(g, {}, 1, t);
         t.time_kernels = true;
         const runtime::TrainResult timed = runtime::train(g, {}, 1, t);
@@ -341,7 +338,7 @@ Calibration calibrate(const CalibrationOptions& o) {
       const search::Strategy st = mapper.map(graph);
       if (!st.estimate.feasible) continue;
       runtime::TrainOptions t;
-      t.steps = steps_lasting(st.estimate.time, o.steps), t.batches = 1, t.time_kernels = true;
+      t.steps = steps_lasting(kTimedRunSeconds, st.estimate.time, o.steps, 100 * o.steps), t.batches = 1, t.time_kernels = true;
       const runtime::TrainResult r = train_on_devices(o, st.graph, st.views, t);
       if (!root) continue;
       if (!r.device_times.empty()) {

@@ -91,6 +91,11 @@ struct Calibration {
   int64_t compute_bound = 0, memory_bound = 0;  // entries behind the fitted rates
 };
 
+// Steps for a run of a graph predicted at `step` seconds each (roughly: the
+// roofline's before a calibration exists) to last `seconds`, within
+// [least, most]: short runs time caches and clocks still warming up.
+int64_t steps_lasting(double seconds, double step, int64_t least, int64_t most);
+
 // The median step of a run, its first left out: on a machine whose cores
 // are shared (a VM), a step now and then stalls for milliseconds, and the
 // mean would carry them.
