@@ -1,4 +1,4 @@
-; Identities among the parallelization operators (DESIGN.md table).
+; Identities among the parallelization operators (docs/design.md table).
 ; Domain: any tensor on which both sides are legal.
 
 ; Combine undoes Repartition, and Repartition undoes Combine.
@@ -23,5 +23,5 @@
   (=> (and (= (rep x) 1) (= (rep y) 1)) (= (reduce (concat x y (- 1)) 2) (ew_add x y)))) :named reduce_replica_concat))
 ; Replicating an unreplicated tensor twice is concatenating it with itself on the replica axis.
 (assert (! (forall ((x Tensor)) (=> (= (rep x) 1) (= (replicate x 2) (concat x x (- 1))))) :named replicate_as_replica_concat))
-; AllReduce is Reduce then Replicate (DESIGN.md table).
+; AllReduce is Reduce then Replicate (docs/design.md table).
 (assert (! (forall ((x Tensor) (k Int)) (= (all_reduce x k) (replicate (reduce x k) k))) :named all_reduce_definition))

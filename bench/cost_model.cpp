@@ -12,7 +12,7 @@
 //      step is the lower of the two medians. Another tenant of this VM
 //      slowing it for a fraction of a second moved a plan's median by up
 //      to 1.5x (a different plan in every run); it only ever slows.
-// Goal: every ratio within [0.8, 1.25]. The table in the README comes
+// Goal: every ratio within [0.8, 1.25]. The table in docs/results.md comes
 // from this program.
 //
 // Usage: bench_cost_model [--devices N] [--steps N] [--threads N]
@@ -40,7 +40,7 @@
 #include "pcgx/search/rule_library.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/trace.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 
 using namespace pcgx;
 

@@ -1,6 +1,6 @@
 // How much of ONNX's own test data pcgx takes (Debian's libonnx-testdata):
 // per folder, the cases, how many import, and of those how many reproduce
-// the reference output through pcgx's interpreter. The README's table.
+// the reference output through pcgx's interpreter. docs/results.md's table.
 //
 // Usage: bench_onnx_testdata [DIR] [--why]   (DIR default: Debian's)
 #include <cstdio>

@@ -27,7 +27,8 @@
 #include "pcgx/runtime/in_process.h"
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/cost_model.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/search.h"
 
 using namespace pcgx;
 
@@ -90,6 +91,18 @@ Torch torch_steps_per_second(int steps, int threads) {
   return best;
 }
 
+// Whether PyTorch's BLAS (the library file its products loaded) is an
+// optimized one. Debian's python3-torch calls whatever libblas.so.3 the
+// system's alternatives point at: the reference BLAS unless OpenBLAS (or
+// BLIS, MKL, ATLAS) is installed, and a ratio against the reference BLAS
+// measured pcgx at 14.9x PyTorch where OpenBLAS gave 1.0-1.3x.
+bool optimized_blas(const std::string &path) {
+  for (const char *name : {"openblas", "blis", "mkl", "atlas"})
+    if (path.find(name) != std::string::npos)
+      return true;
+  return false;
+}
+
 // Microseconds each all-reduce call took, every call of every device.
 std::vector<double> all_reduce_calls(int calls, double work_us) {
   using Clock = std::chrono::steady_clock;
@@ -142,6 +155,7 @@ int main(int argc, char **argv) {
   const Torch t =
       only.empty() ? torch_steps_per_second(steps, threads) : Torch{};
   const auto &torch = t.steps_per_second;
+  const bool fair = !torch.empty() && optimized_blas(t.blas);
 
   if (only.empty() || only == "mlp" || only == "block") {
     std::printf("single device, %d thread%s, %d steps after %d warm-up "
@@ -154,7 +168,7 @@ int main(int argc, char **argv) {
       if (!only.empty() && only != name)
         continue;
       const double ours = pcgx_steps_per_second(*g, {}, 1, steps, threads);
-      if (torch.count(name)) {
+      if (torch.count(name) && fair) {
         std::printf("%-34s %10.1f %10.1f %7.2fx\n", desc, ours, torch.at(name),
                     ours / torch.at(name));
       } else {
@@ -164,6 +178,12 @@ int main(int argc, char **argv) {
     if (torch.empty())
       std::printf("(PyTorch not measured: /usr/bin/python3 with Debian's "
                   "python3-torch is needed)\n");
+    else if (!fair)
+      std::printf("(no ratio: PyTorch's products ran on %s, not an optimized "
+                  "BLAS; install OpenBLAS (apt-get install libopenblas0-pthread, "
+                  "as scripts/install_deps.sh does with PCGX_TEST_DEPS=1) and "
+                  "run again)\n",
+                  t.blas.empty() ? "an unknown BLAS" : t.blas.c_str());
     else
       std::printf("(PyTorch %d thread%s, BLAS: %s)\n", threads,
                   threads == 1 ? "" : "s", t.blas.c_str());

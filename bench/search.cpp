@@ -79,7 +79,7 @@ struct Run {
 };
 
 Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineMapper& mapper, search::SearchOptions o,
-        const std::string& algorithm) {
+        search::Algorithm algorithm) {
   o.algorithm = algorithm;
   try {
     const search::SearchResult r = search::optimize(g, rules, mapper, o);
@@ -121,10 +121,10 @@ int gaps(const search::RuleLibrary& rules, search::SearchOptions base) {
     const Graph g = build_model("mlp", {{"layers", layers}, {"batch", 64 * n}});
     const search::CostModel cm(search::find_machine("dgx-h100").with_devices(n), search::default_efficiency());
     const search::MachineMapper mapper(cm);
-    const Run opt = run(g, rules, mapper, base, "exhaustive");
-    const Run u = run(g, rules, mapper, base, "unity");
-    const Run mc = run(g, rules, mapper, base, "mcmc");
-    const Run ad = run(g, rules, mapper, base, "autoddl");
+    const Run opt = run(g, rules, mapper, base, search::Algorithm::kExhaustive);
+    const Run u = run(g, rules, mapper, base, search::Algorithm::kUnity);
+    const Run mc = run(g, rules, mapper, base, search::Algorithm::kMcmc);
+    const Run ad = run(g, rules, mapper, base, search::Algorithm::kAutoddl);
     std::printf("mlp%-3lld %5lld %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9.2f\n", static_cast<long long>(layers), static_cast<long long>(n),
                 us(opt.time).c_str(), us(u.time).c_str(), ratio(u.time, opt.time).c_str(), us(ad.time).c_str(), ratio(ad.time, opt.time).c_str(),
                 us(opt.simulated).c_str(), us(u.simulated).c_str(), us(mc.simulated).c_str(), us(ad.simulated).c_str(),
@@ -185,10 +185,10 @@ int main(int argc, char** argv) {
       const Graph g = build_model(name, p);
       const search::CostModel cm(full.with_devices(n), search::default_efficiency());
       const search::MachineMapper mapper(cm);
-      const Run u = run(g, rules, mapper, base, "unity");
-      const Run dp = run(g, rules, mapper, base, "data-parallel");
-      const Run ex = search::expert_family(g).empty() ? Run{} : run(g, rules, mapper, base, "expert");
-      const Run seq = run(g, rules, mapper, base, "sequential");
+      const Run u = run(g, rules, mapper, base, search::Algorithm::kUnity);
+      const Run dp = run(g, rules, mapper, base, search::Algorithm::kDataParallel);
+      const Run ex = search::expert_family(g).empty() ? Run{} : run(g, rules, mapper, base, search::Algorithm::kExpert);
+      const Run seq = run(g, rules, mapper, base, search::Algorithm::kSequential);
       search_time[name][n] = u.search;
       std::string goals;
       auto fail = [&](const std::string& why) { goals += (goals.empty() ? "" : ", ") + why, ok = false; };
@@ -216,15 +216,15 @@ int main(int argc, char** argv) {
       }
       // A peer search's column: two times (ms), its search time and its
       // simulated time over unity's.
-      auto peer = [&](const char* algorithm, bool predicted) {
+      auto peer = [&](search::Algorithm algorithm, bool predicted) {
         const Run r = run(g, rules, mapper, base, algorithm);
         char buf[160];
         std::snprintf(buf, sizeof buf, "  | %s, %s (%.2f s, %s)", ms(predicted ? r.time : u.simulated).c_str(), ms(r.simulated).c_str(), r.search,
                       ratio(r.simulated, u.simulated).c_str());
         return std::string(buf);
       };
-      const std::string chain = mcmc ? peer("mcmc", false) : "";
-      const std::string ddl = autoddl ? peer("autoddl", true) : "";
+      const std::string chain = mcmc ? peer(search::Algorithm::kMcmc, false) : "";
+      const std::string ddl = autoddl ? peer(search::Algorithm::kAutoddl, true) : "";
       std::printf("%-13s %5lld %6zu %9.2f %10s %10s %10s %10s %8s %8s %8s %5lld %4.0f%% %-13s  %s%s%s%s\n", name.c_str(), static_cast<long long>(n), g.size(),
                   u.search, ms(u.time).c_str(), ms(dp.time).c_str(), ms(ex.time).c_str(), ms(seq.time).c_str(),
                   ratio(dp.time, u.time).c_str(), ratio(ex.time, u.time).c_str(), ratio(seq.time, u.time).c_str(), static_cast<long long>(u.used), 100 * idle,

@@ -26,10 +26,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # The tests' own needs (scripts/test.sh sets PCGX_TEST_DEPS=1): PyTorch and
 # torchvision, for the tests that check weights files and imported ONNX
-# models against them, and ONNX's test data for bench_onnx_testdata. Best
+# models against them, ONNX's test data for bench_onnx_testdata, and
+# OpenBLAS, so that PyTorch's products in bench_runtime run on an optimized
+# BLAS (Debian's python3-torch otherwise uses the reference libblas.so.3,
+# 10-15x slower, and the bench refuses to print a ratio against it). Best
 # effort: where they cannot be installed those tests skip, saying why.
 if [ "${PCGX_TEST_DEPS:-}" = 1 ]; then
-  mapfile -t need < <(missing python3-numpy python3-torch python3-torchvision libonnx-testdata)
+  mapfile -t need < <(missing python3-numpy python3-torch python3-torchvision libonnx-testdata libopenblas0-pthread)
   if [ ${#need[@]} -gt 0 ]; then
     echo "pcgx: installing ${need[*]} for the tests" >&2
     install "${need[@]}" || echo "pcgx: could not install ${need[*]}: the tests that need PyTorch will skip" >&2

@@ -104,7 +104,7 @@ void check_enumerable(const OpChoice& choice) {
   for (const AttrSpec& spec : op.attrs)
     if (!spec.default_value && spec.gen == GenDomain::kDefault && !choice.values.count(spec.name))
       throw Error("operator " + op.name + ": attribute '" + spec.name +
-                  "' has no default; give its values, e.g. --ops '" + op.name + "(" + spec.name + "=...)'");
+                  "' has no default; give its values in the operator list, e.g. '" + op.name + "(" + spec.name + "=...)'");
 }
 
 }  // namespace pcgx::gen

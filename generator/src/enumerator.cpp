@@ -328,7 +328,7 @@ class Enumerator::Worker {
 Enumerator::Enumerator(const GeneratorConfig& config, std::vector<PoolTensor> pool)
     : config_(config), pool_(std::move(pool)), shared_(std::make_unique<Shared>()) {
   if (config_.max_ops < 0 || config_.max_ops > kMaxOps)
-    throw Error("--max-ops " + std::to_string(config_.max_ops) + ": must lie in 0.." + std::to_string(kMaxOps));
+    throw FieldError("GeneratorConfig.max_ops", std::to_string(config_.max_ops) + " is not in 0.." + std::to_string(kMaxOps));
   for (const PoolTensor& t : pool_) {
     uint64_t h = 0;
     shared_->pool_shape.push_back(shared_->intern(t.shape, &h));

@@ -71,10 +71,10 @@ Ruleset generate(const GeneratorConfig& config, GenerateReport& report,
     if (log) log(s);
   };
   for (const auto& c : config.opset.ops) check_enumerable(c);
-  if (config.degrees.empty()) throw Error("--degrees: give at least one degree");
+  if (config.degrees.empty()) throw FieldError("GeneratorConfig.degrees", "give at least one degree");
   for (int64_t d : config.degrees)
-    if (d < 2) throw Error("--degrees: " + std::to_string(d) + " is not a parallel degree (at least 2)");
-  if (config.ndims < 1 || config.ndims > 4) throw Error("--ndims " + std::to_string(config.ndims) + ": must lie in 1..4");
+    if (d < 2) throw FieldError("GeneratorConfig.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
+  if (config.ndims < 1 || config.ndims > 4) throw FieldError("GeneratorConfig.ndims", std::to_string(config.ndims) + " is not in 1..4");
 
   Enumerator e(config, build_pool(config));
   const auto t0 = std::chrono::steady_clock::now();

@@ -139,7 +139,7 @@ Opset load_opset(const std::string& path) {
     if (!j["ndims"].is_number_integer() || j["ndims"].get<int>() < 1) throw Error(path + ": ndims: not a positive integer");
     s.default_ndims = j["ndims"].get<int>();
   }
-  if (!j.contains("ops") || !j["ops"].is_array()) throw Error(path + ": ops: missing (a list of operators, as --ops writes them)");
+  if (!j.contains("ops") || !j["ops"].is_array()) throw Error(path + ": ops: missing (a list of operators, e.g. [\"Relu\", \"Pool2D(kernel_h=2,kernel_w=2)\"])");
   std::string list;
   for (const auto& op : j["ops"]) {
     if (!op.is_string()) throw Error(path + ": ops: not a list of strings");
@@ -177,7 +177,7 @@ const Opset& find_opset(const std::string& name) {
   if (const Opset* s = find_opset_or_null(name)) return *s;
   std::string known;
   for (const auto& s : named_opsets()) known += (known.empty() ? "" : ", ") + s.name;
-  throw Error("--opset " + name + ": unknown operator set (known: " + known + "; or give an opset file)");
+  throw FieldError("Opset.name", "unknown operator set '" + name + "' (known: " + known + "; or give an opset file)");
 }
 
 Opset resolve_opset(const std::string& name_or_file) {
@@ -188,8 +188,8 @@ Opset resolve_opset(const std::string& name_or_file) {
 Opset parse_ops(const std::string& list) {
   Opset s;
   s.name = "custom";
-  s.description = "operators given with --ops";
-  s.ops = parse_list(list, "--ops");
+  s.description = "operators given as a list";
+  s.ops = parse_list(list, "Opset.ops");
   derive_pools(s);
   return s;
 }

@@ -47,7 +47,7 @@ TensorRef Context::tensor(const std::string& name, int64_t index_range) {
         shape.push_back(options_.batch);
         used_batch_ = true;
       } else {
-        throw Error(path_ + ": input " + name + ": dimension '" + d.dim_param() + "' is symbolic: give its size (--batch N)");
+        throw Error(path_ + ": input " + name + ": dimension '" + d.dim_param() + "' is symbolic: give its size (ImportOptions.batch)");
       }
     }
     DataType dtype = DataType::kFloat32;

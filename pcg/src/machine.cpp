@@ -19,16 +19,16 @@ const LinkLevel& Machine::link_between(int64_t a, int64_t b) const {
 
 Machine Machine::with_devices(int64_t n) const {
   if (n < 1 || n > num_devices())
-    throw Error("--devices " + std::to_string(n) + ": machine '" + name + "' has " + std::to_string(num_devices()) +
-                " devices");
+    throw FieldError("Machine.devices", std::to_string(n) + " is not in 1.." + std::to_string(num_devices()) + " (machine '" + name + "' has " +
+                                            std::to_string(num_devices()) + " devices)");
   Machine m = *this;
   if (n <= devices_per_node) {
     m.nodes = 1;
     m.devices_per_node = n;
   } else {
     if (n % devices_per_node != 0)
-      throw Error("--devices " + std::to_string(n) + ": not a whole number of " + std::to_string(devices_per_node) +
-                  "-device nodes of machine '" + name + "'");
+      throw FieldError("Machine.devices", std::to_string(n) + " is not a whole number of " + std::to_string(devices_per_node) +
+                                              "-device nodes of machine '" + name + "'");
     m.nodes = n / devices_per_node;
   }
   // The first level as wide as the machine now spans all of it, and the

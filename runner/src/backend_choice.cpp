@@ -66,4 +66,17 @@ std::function<std::unique_ptr<runtime::Backend>(int)> backend_factory(const Back
 #endif
 }
 
+ChosenBackend choose_backend(BackendKind requested) {
+  const bool under_mpi = runtime::mpi_launched();
+  ChosenBackend c;
+  c.kind = resolve(requested, under_mpi);
+  c.gpu = c.kind == BackendKind::kCuda;
+  if (c.gpu) {
+    std::string why;
+    if (cuda_devices(&why) == 0) throw FieldError("BackendKind", "cuda needs a GPU, and there is none: " + why);
+  }
+  if (c.kind == BackendKind::kMpi || (c.gpu && under_mpi)) c.world = std::make_unique<runtime::MpiWorld>();
+  return c;
+}
+
 }  // namespace pcgx::runner

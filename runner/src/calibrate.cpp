@@ -19,7 +19,7 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/collectives.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 
 namespace pcgx::runner {
 namespace {

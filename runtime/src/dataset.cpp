@@ -10,7 +10,7 @@
 namespace pcgx::runtime {
 
 NpyDataset::NpyDataset(const Graph& g, const std::string& dir) : dir_(dir) {
-  if (!std::filesystem::is_directory(dir)) throw FileError(dir, "", "not a directory (--data takes a directory of NAME.npy files)");
+  if (!std::filesystem::is_directory(dir)) throw FileError(dir, "", "not a directory (a data set is a directory of NAME.npy files, one per model input)");
   std::map<std::string, Tensor<float>> all;
   int64_t batch = 0;
   std::string first;

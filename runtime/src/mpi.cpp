@@ -182,7 +182,7 @@ struct MpiWorld::Impl {};
 
 namespace {
 [[noreturn]] void unavailable() {
-  throw Error("--backend mpi: this pcgx was built without MPI (install Debian's libopenmpi-dev and rebuild)");
+  throw Error("mpi: this pcgx was built without MPI (install Debian's libopenmpi-dev and rebuild)");
 }
 }  // namespace
 

@@ -6,10 +6,11 @@
 
 namespace pcgx::runtime {
 
+const char* name(OptimizerKind kind) { return kind == OptimizerKind::kAdam ? "adam" : "sgd"; }
+
 void validate(const OptimizerOptions& o) {
-  if (o.kind != "sgd" && o.kind != "adam") throw Error("--optimizer: unknown optimizer '" + o.kind + "' (sgd, adam)");
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw Error("--lr: the learning rate must be positive");
-  if (o.momentum < 0 || o.momentum >= 1) throw Error("--momentum: must lie in [0, 1)");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw FieldError("OptimizerOptions.lr", "the learning rate must be positive");
+  if (o.momentum < 0 || o.momentum >= 1) throw FieldError("OptimizerOptions.momentum", "must lie in [0, 1)");
 }
 
 Optimizer::Optimizer(OptimizerOptions options, Backend& backend) : o_(std::move(options)), backend_(backend) { validate(o_); }
@@ -19,7 +20,7 @@ std::span<const ParameterSlot> Optimizer::state(std::span<const Buffer> params) 
     for (const Buffer& p : params) {
       ParameterSlot& s = slots_.emplace_back();
       s.m = backend_.allocate(backend_.shape(p));
-      if (o_.kind == "adam") s.v = backend_.allocate(backend_.shape(p));
+      if (o_.kind == OptimizerKind::kAdam) s.v = backend_.allocate(backend_.shape(p));
     }
   }
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].w = params[i];
@@ -27,7 +28,7 @@ std::span<const ParameterSlot> Optimizer::state(std::span<const Buffer> params) 
 }
 
 void Optimizer::step(std::span<const Buffer> params, std::span<const Buffer> grads) {
-  const bool adam = o_.kind == "adam";
+  const bool adam = o_.kind == OptimizerKind::kAdam;
   state(params);
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].g = grads[i];
   ++steps_;

@@ -7,6 +7,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runtime/gather.h"
+#include "pcgx/runtime/optimizer.h"
 
 namespace pcgx::runtime {
 namespace {
@@ -32,11 +33,11 @@ std::vector<int64_t> offset_of(const ParallelTensorShape& s, int64_t k) {
 }  // namespace
 
 TrainState gather_state(const ExecutionPlan& plan, std::span<const NodeId> weights, DeviceExecutor& ex,
-                        std::span<const ParameterSlot> slots, Communicator& comm, int64_t step, const std::string& optimizer,
+                        std::span<const ParameterSlot> slots, Communicator& comm, int64_t step, OptimizerKind optimizer,
                         int64_t* bytes_sent) {
   const Graph& g = *plan.graph;
   TrainState st;
-  st.step = step, st.optimizer = optimizer;
+  st.step = step, st.optimizer = name(optimizer);
   const auto shards = ex.parameter_shards();
   auto slot_of = [&](TensorRef p, int64_t k) -> const ParameterSlot& {
     for (size_t i = 0; i < shards.size(); ++i)
@@ -76,12 +77,12 @@ void check_weights(const NamedTensors& w, const Graph& g, std::span<const NodeId
   }
 }
 
-void check_state(const TrainState& s, const Graph& g, std::span<const NodeId> weights, const std::string& optimizer,
+void check_state(const TrainState& s, const Graph& g, std::span<const NodeId> weights, OptimizerKind optimizer,
                  const std::string& source) {
   check_weights(s.weights, g, weights, source);
-  if (s.optimizer != optimizer)
-    throw Error(source + ": optimizer '" + s.optimizer + "' in the checkpoint, '" + optimizer + "' asked for");
-  const int kinds = optimizer == "adam" ? 2 : 1;
+  if (s.optimizer != name(optimizer))
+    throw Error(source + ": optimizer '" + s.optimizer + "' in the checkpoint, '" + name(optimizer) + "' asked for");
+  const int kinds = optimizer == OptimizerKind::kAdam ? 2 : 1;
   for (NodeId id : weights)
     for (int kind = 1; kind <= kinds; ++kind) {
       const std::string name = moment_prefix(kind) + g.node(id).name;

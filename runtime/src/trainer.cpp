@@ -33,8 +33,8 @@ struct Setup {
 };
 
 Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options) {
-  if (options.steps < 1) throw Error("--steps: must be at least 1");
-  if (options.threads < 1) throw Error("--threads: must be at least 1");
+  if (options.steps < 1) throw FieldError("TrainOptions.steps", "must be at least 1");
+  if (options.threads < 1) throw FieldError("TrainOptions.threads", "must be at least 1");
   if (options.trace_step >= options.steps) throw Error("the traced step " + std::to_string(options.trace_step) + " is beyond the run's " + std::to_string(options.steps) + " steps");
   validate(options.optimizer);
   std::vector<NodeId> weights, inputs;
@@ -58,8 +58,8 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
     check_state(*options.resume, g, s.weights, options.optimizer.kind, "checkpoint");
     s.first = options.resume->step;
     if (s.first >= options.steps)
-      throw Error("--steps: the checkpoint is at step " + std::to_string(s.first) + ", so " + std::to_string(options.steps) +
-                  " steps leave nothing to run");
+      throw FieldError("TrainOptions.steps", "the checkpoint is at step " + std::to_string(s.first) + ", so " +
+                                                 std::to_string(options.steps) + " steps leave nothing to run");
   }
   if (options.trace_step >= 0 && options.trace_step < s.first) throw Error("the traced step is before the checkpoint's");
   for (NodeId w : s.weights)

@@ -2,6 +2,7 @@
 #include "pcgx/search/baselines.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -362,6 +363,28 @@ std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devic
     if (most % t == 0) out.push_back(t);
   if (out.back() != most) out.push_back(most);
   return out;
+}
+
+Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
+  const int64_t n = mapper.cost().devices();
+  Graph whole = data_parallel(g, n);
+  if (!has_unsampled(g)) return whole;
+  Graph split = data_parallel(g, n, true);
+  return mapper.time(split) < mapper.time(whole) ? split : whole;
+}
+
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
+  const Machine& m = mapper.cost().machine();
+  const int64_t n = mapper.cost().devices();
+  std::optional<Graph> best;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
+    auto e = expert(g, m, n, t);
+    if (!e) return std::nullopt;
+    const double time = mapper.time(*e);
+    if (!best || time < best_time) best = std::move(e), best_time = time;
+  }
+  return best;
 }
 
 }  // namespace pcgx::search

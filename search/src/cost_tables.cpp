@@ -87,7 +87,7 @@ Machine find_machine(const std::string& name_or_path) {
   if (std::filesystem::exists(path, ec)) return load_machine(path);
   std::string known;
   for (const auto& n : machine_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("--machine: unknown machine '" + name_or_path + "' (known: " + known + "; or a machine JSON file)");
+  throw FieldError("Machine.name", "unknown machine '" + name_or_path + "' (known: " + known + "; or a machine JSON file)");
 }
 
 Efficiency default_efficiency() { return load_efficiency(data_dir() + "/cost/efficiency.json"); }

@@ -1,5 +1,6 @@
 // FlexFlow's MCMC search over PCGs and machine views (see mcmc_search.h).
 #include "pcgx/search/mcmc_search.h"
+#include "pcgx/search/baselines.h"
 
 #include <chrono>
 #include <cmath>
@@ -157,7 +158,7 @@ McmcResult mcmc_search(const Graph& model, const RuleLibrary& rules, const Machi
         options.progress({"mcmc chain " + std::to_string(st.chains), st.proposals, st.full_simulations + st.delta_simulations, best_time});
     }
   }
-  if (!best) throw Error("--search mcmc: no starting point has a feasible mapping on " + std::to_string(D) + " devices");
+  if (!best) throw Error("mcmc: no starting point has a feasible mapping on " + std::to_string(D) + " devices");
   const Simulator final_sim(best->graph, best_views, mapper.cost());
   out.strategy = Strategy{best->graph, best_views, simulated_estimate(final_sim)};
   out.applied = best->applied;

@@ -33,11 +33,11 @@ struct Plan {
 
 std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
   if (o.stages > 0) {
-    if (o.stages < 2) throw Error("--stages: a pipeline needs at least 2 stages (1 is no pipeline)");
+    if (o.stages < 2) throw FieldError("PipelineOptions.stages", "a pipeline needs at least 2 stages (1 is no pipeline)");
     if (devices % o.stages != 0)
-      throw Error("--stages: " + std::to_string(o.stages) + " stages do not divide the " + std::to_string(devices) + " devices");
+      throw FieldError("PipelineOptions.stages", std::to_string(o.stages) + " stages do not divide the " + std::to_string(devices) + " devices");
     if (static_cast<size_t>(o.stages) > cuts + 1)
-      throw Error("--stages: the model has " + std::to_string(cuts) + " places where exactly one tensor crosses, so at most " +
+      throw FieldError("PipelineOptions.stages", "the model has " + std::to_string(cuts) + " places where exactly one tensor crosses, so at most " +
                   std::to_string(cuts + 1) + " stages");
     return {o.stages};
   }
@@ -119,7 +119,7 @@ std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const st
 PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost, const SearchOptions& options,
                                  const PipelineOptions& po) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (po.micro_batches < 0) throw Error("--micro-batches: must be positive");
+  if (po.micro_batches < 0) throw FieldError("PipelineOptions.micro_batches", "must be positive");
   const int64_t devices = cost.devices();
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();

@@ -181,13 +181,13 @@ TEST(CliGenerate, BadArgumentsAreExitCode2WithOneLine) {
   struct Case {
     std::string args, expect;
   };
-  for (const Case& c : std::vector<Case>{{"--opset nope", "--opset nope: unknown operator set"},
+  for (const Case& c : std::vector<Case>{{"--opset nope", "--opset: unknown operator set 'nope'"},
                                          {"--ops Relu,Frob", "--ops: unknown operator 'Frob'"},
                                          {"--ops 'Linear(activation=swish)'", "expected one of"},
                                          {"--ops 'Linear(colour=red)'", "Linear has no attribute 'colour'"},
                                          {"--degrees 1", "--degrees: 1 is not a parallel degree"},
                                          {"--degrees two", "--degrees two: 'two' is not an integer"},
-                                         {"--max-ops 9", "--max-ops 9: must lie in 0..4"},
+                                         {"--max-ops 9", "--max-ops: 9 is not in 0..4"},
                                          {"--ops Pool2D", "attribute 'kernel_h' has no default"}}) {
     fs::remove(out);
     const Result r = run("generate " + c.args + " -o " + out);

@@ -135,7 +135,7 @@ TEST(RunCommand, WeightsAndCheckpointErrorsAreOneLine) {
   { std::ofstream(d / "junk.st") << "junk"; }
   const std::string w = (d / "w.st").string();
   for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
-           {"run mlp-tiny --checkpoint-every 3", "error: --checkpoint-every: needs --checkpoint DIR"},
+           {"run mlp-tiny --checkpoint-every 3", "error: --checkpoint-every: needs a checkpoint directory (--checkpoint)"},
            {"run gpt-tiny --init-weights " + w, "error: " + w + ": no tensor "},
            {"run mlp-tiny --init-weights " + (d / "junk.st").string(), "error: " + (d / "junk.st").string() + ": not a safetensors file"},
            {"run mlp-tiny --resume " + (d / "none").string(), "error: " + (d / "none").string() + ": no such checkpoint directory"},
@@ -164,6 +164,38 @@ TEST(RunCommand, CudaBackendTrainsOrSaysWhyNot) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_FALSE(fs::exists(report));
   std::printf("no GPU here: %s", r.out.c_str());
+}
+
+// `run --optimize` and `optimize` take one search path (runner::optimize):
+// every algorithm loads the same rules and finds the same plan through
+// both. mcmc once loaded no rules under `run` ("0 substitutions").
+TEST(RunCommand, OptimizeAndRunOptimizeSearchAlike) {
+  for (const char* search : {"mcmc", "unity"}) {
+    SCOPED_TRACE(search);
+    const std::string a = (dir() / (std::string(search) + "-optimize.json")).string();
+    const std::string b = (dir() / (std::string(search) + "-run.json")).string();
+    const std::string common = std::string(" --search ") + search + " --machine cpu-host --devices 2";
+    const auto o = run("optimize mlp-tiny --global-batch -q" + common + " -o " + a);
+    ASSERT_EQ(o.code, 0) << o.out;
+    const auto r = run("run mlp-tiny --optimize --steps 1 --no-report --no-plot --save-strategy " + b + common);
+    ASSERT_EQ(r.code, 0) << r.out;
+    // The same rules, said the same way by both.
+    const auto rules_line = [](const std::string& out) {
+      const size_t at = out.find(" rules (both directions");
+      if (at == std::string::npos) return std::string();
+      const size_t start = out.rfind('\n', at);
+      return out.substr(start + 1, out.find('\n', at) - start - 1);
+    };
+    ASSERT_FALSE(rules_line(o.out).empty()) << o.out;
+    EXPECT_EQ(rules_line(o.out), rules_line(r.out)) << r.out;
+    EXPECT_EQ(rules_line(r.out).rfind("  0 rules", 0), std::string::npos) << r.out;
+    std::ifstream fa(a), fb(b);
+    const auto ja = nlohmann::json::parse(fa), jb = nlohmann::json::parse(fb);
+    EXPECT_EQ(ja["search"], jb["search"]);
+    EXPECT_EQ(ja["applied"], jb["applied"]);
+    EXPECT_EQ(ja["graph"], jb["graph"]);
+    EXPECT_EQ(ja["views"], jb["views"]);
+  }
 }
 
 }  // namespace

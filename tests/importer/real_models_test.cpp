@@ -15,7 +15,7 @@
 #include "model_param_name.h"
 #include "pcgx/importer/onnx_import.h"
 #include "pcgx/rulesets/ruleset.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 #include "temp_dir.h"
 
 namespace pcgx::importer {

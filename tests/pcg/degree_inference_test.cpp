@@ -1,4 +1,4 @@
-// The degree rules DESIGN.md and the core issue name, one by one, plus the
+// The degree rules docs/design.md and the core issue name, one by one, plus the
 // error messages for illegal combinations.
 #include <gtest/gtest.h>
 

@@ -141,7 +141,7 @@ TEST(OperatorValues, Losses) {
 namespace pcgx {
 namespace {
 
-// The parallel operators move shards exactly as the DESIGN.md table says.
+// The parallel operators move shards exactly as the docs/design.md table says.
 ShardedTensor<float> run_parallel(const std::string& op, const Attributes& given, const ShardedTensor<float>& x) {
   const OpDef& def = OpRegistry::global().get(op);
   const Attributes a = normalize_attributes(def.attrs, given, op);

@@ -1,4 +1,4 @@
-// The parallel operators' identities (DESIGN.md), evaluated as graphs by the
+// The parallel operators' identities (docs/design.md), evaluated as graphs by the
 // interpreter in both number systems, and graph-level parallel forms built
 // from them.
 #include <gtest/gtest.h>

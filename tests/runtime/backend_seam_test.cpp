@@ -95,7 +95,7 @@ TEST(BackendSeam, DataParallelTrainsTheSameBits) {
   const search::CostModel cm(search::find_machine("dgx-h100").with_devices(2), search::default_efficiency());
   const search::Strategy s = search::MachineMapper(cm).map(search::data_parallel(model, 2));
   TrainOptions o;
-  o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = "adam";
+  o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = OptimizerKind::kAdam;
   expect_same_training(s.graph, {s.views.begin(), s.views.end()}, 2, o);
 }
 

@@ -36,7 +36,7 @@ Plan four_devices(const Graph& model) {
   return {s.graph, {s.views.begin(), s.views.end()}, 4};
 }
 
-void expect_resume_is_exact(const Plan& p, const std::string& optimizer) {
+void expect_resume_is_exact(const Plan& p, OptimizerKind optimizer) {
   TrainOptions o;
   o.steps = 20, o.seed = 4, o.batches = 3, o.optimizer.kind = optimizer, o.optimizer.lr = 0.02;
   const TrainResult whole = train(p.graph, p.views, p.devices, o);
@@ -50,7 +50,7 @@ void expect_resume_is_exact(const Plan& p, const std::string& optimizer) {
   EXPECT_EQ(saved.weights.size(), first.parameters.size());
   for (const auto& [name, w] : first.parameters) EXPECT_EQ(saved.weights.at(name).data, w.data) << name;
   // Through the disk.
-  const fs::path dir = pcgx::testing::temp_dir("pcgx_checkpoint_test") / (optimizer + std::to_string(p.devices));
+  const fs::path dir = pcgx::testing::temp_dir("pcgx_checkpoint_test") / (std::string(name(optimizer)) + std::to_string(p.devices));
   write_checkpoint(dir.string(), saved, "m");
   const TrainState loaded = read_checkpoint(dir.string());
   o.steps = 20, o.checkpoint_every = 0, o.checkpoint = nullptr, o.resume = &loaded;
@@ -63,16 +63,16 @@ void expect_resume_is_exact(const Plan& p, const std::string& optimizer) {
 
 TEST(Checkpoint, ResumeIsBitForBitOnOneDevice) {
   const Graph model = build_model("dlrm-tiny", {{"batch", 8}});
-  for (const char* opt : {"sgd", "adam"}) {
-    SCOPED_TRACE(opt);
+  for (const OptimizerKind opt : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+    SCOPED_TRACE(name(opt));
     expect_resume_is_exact(one_device(model), opt);
   }
 }
 
 TEST(Checkpoint, ResumeIsBitForBitOnFourDevices) {
   const Graph model = build_model("dlrm-tiny", {{"batch", 8}});
-  for (const char* opt : {"sgd", "adam"}) {
-    SCOPED_TRACE(opt);
+  for (const OptimizerKind opt : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+    SCOPED_TRACE(name(opt));
     expect_resume_is_exact(four_devices(model), opt);
   }
 }
@@ -83,7 +83,7 @@ TEST(Checkpoint, ResumesOnAnotherPlan) {
   const Graph model = build_model("dlrm-tiny", {{"batch", 8}});
   const Plan four = four_devices(model);
   TrainOptions o;
-  o.steps = 6, o.seed = 4, o.batches = 1, o.optimizer.kind = "adam", o.optimizer.lr = 0.02;
+  o.steps = 6, o.seed = 4, o.batches = 1, o.optimizer.kind = OptimizerKind::kAdam, o.optimizer.lr = 0.02;
   const TrainResult whole = train(model, {}, 1, o);
   TrainState saved;
   o.steps = 3, o.checkpoint_every = 3, o.checkpoint = [&](const TrainState& s) { saved = s; };
@@ -101,7 +101,7 @@ TEST(Checkpoint, StateMustFitTheModel) {
   o.checkpoint = [&](const TrainState& s) { saved = s; };
   train(model, {}, 1, o);
   o.checkpoint_every = 0, o.checkpoint = nullptr;
-  auto message = [&](const TrainState& s, const std::string& optimizer, int64_t steps) -> std::string {
+  auto message = [&](const TrainState& s, OptimizerKind optimizer, int64_t steps) -> std::string {
     TrainOptions r = o;
     r.resume = &s, r.steps = steps, r.optimizer.kind = optimizer;
     try {
@@ -111,15 +111,15 @@ TEST(Checkpoint, StateMustFitTheModel) {
     }
     return "accepted";
   };
-  EXPECT_NE(message(saved, "adam", 4).find("optimizer 'sgd' in the checkpoint, 'adam' asked for"), std::string::npos);
-  EXPECT_NE(message(saved, "sgd", 2).find("the checkpoint is at step 2"), std::string::npos);
+  EXPECT_NE(message(saved, OptimizerKind::kAdam, 4).find("optimizer 'sgd' in the checkpoint, 'adam' asked for"), std::string::npos);
+  EXPECT_NE(message(saved, OptimizerKind::kSgd, 2).find("the checkpoint is at step 2"), std::string::npos);
   TrainState bad = saved;
   bad.weights.begin()->second = Tensor<float>({1});
-  EXPECT_NE(message(bad, "sgd", 4).find("shape [1]"), std::string::npos) << message(bad, "sgd", 4);
+  EXPECT_NE(message(bad, OptimizerKind::kSgd, 4).find("shape [1]"), std::string::npos) << message(bad, OptimizerKind::kSgd, 4);
   bad = saved;
   bad.moments.erase(bad.moments.begin());
-  EXPECT_NE(message(bad, "sgd", 4).find("no optimizer tensor"), std::string::npos);
-  EXPECT_EQ(message(saved, "sgd", 4), "accepted");
+  EXPECT_NE(message(bad, OptimizerKind::kSgd, 4).find("no optimizer tensor"), std::string::npos);
+  EXPECT_EQ(message(saved, OptimizerKind::kSgd, 4), "accepted");
 }
 
 TEST(Checkpoint, DirectoryIsReplacedWholeAndCheckedOnRead) {

@@ -15,7 +15,7 @@ namespace {
 // steps is a few float roundings.
 TEST(Optimizer, AdamFollowsTheDoublePrecisionUpdate) {
   OptimizerOptions o;
-  o.kind = "adam", o.lr = 1e-3;
+  o.kind = OptimizerKind::kAdam, o.lr = 1e-3;
   HostBackend backend;
   Optimizer opt(o, backend);
   const size_t n = 64;

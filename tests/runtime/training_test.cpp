@@ -17,7 +17,7 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/pipeline.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 
 namespace pcgx::runtime {
 namespace {
@@ -36,7 +36,7 @@ struct Mapped {
   std::vector<MachineView> views;
 };
 
-Mapped strategy(const Graph& model, const std::string& algorithm, int devices) {
+Mapped strategy(const Graph& model, search::Algorithm algorithm, int devices) {
   const CostModel cm(search::find_machine("dgx-h100").with_devices(devices), search::default_efficiency());
   const MachineMapper mapper(cm);
   search::SearchOptions o;
@@ -56,7 +56,7 @@ using pcgx::testing::relative_difference;
 // own: a stored weight layout's copies, after synchronize_gradients, hold
 // the weight's whole gradient, block by block.
 void expect_step_matches_reference(const std::string& model) {
-  const Mapped m = strategy(build_model(model), "data-parallel", 4);
+  const Mapped m = strategy(build_model(model), search::Algorithm::kDataParallel, 4);
   const ExecutionPlan plan = make_plan(m.graph, m.views, 4);
   const SyntheticTask task(m.graph, 3, 1);
   auto source = [&](const Node& n) { return n.op->is_weight ? initial_weight(n, 3) : task.batch(0).at(n.name); };
@@ -177,8 +177,8 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
   o.batches = 1;  // one batch: the loss must fall
   const TrainResult plain = train(model, {}, 1, o);
   EXPECT_LT(plain.losses.back(), plain.losses.front()) << "the loss does not decrease";
-  for (const std::string algorithm : {"data-parallel", "unity"}) {
-    SCOPED_TRACE(algorithm);
+  for (const search::Algorithm algorithm : {search::Algorithm::kDataParallel, search::Algorithm::kUnity}) {
+    SCOPED_TRACE(search::name(algorithm));
     const Mapped m = strategy(model, algorithm, 4);
     bool statistics = false;
     for (const Node& n : m.graph.nodes()) statistics |= n.op->name == "BatchSum";
@@ -194,10 +194,10 @@ TEST_P(Runtime, ParallelTrainingMatchesOneDevice) {
       auto it = par.parameters.find(name);
       if (it == par.parameters.end()) continue;  // rewritten by an algebraic rule
       ++compared;
-      EXPECT_LT(relative_difference(it->second, w, 1e-2), 1e-4) << name << " (" << algorithm << ")";
+      EXPECT_LT(relative_difference(it->second, w, 1e-2), 1e-4) << name << " (" << search::name(algorithm) << ")";
     }
     EXPECT_GT(compared, 0u);
-    if (algorithm == "data-parallel") {
+    if (algorithm == search::Algorithm::kDataParallel) {
       EXPECT_EQ(compared, one.parameters.size());
     }
   }
@@ -216,9 +216,9 @@ INSTANTIATE_TEST_SUITE_P(Tiny, Runtime,
 TEST(Runtime, KernelThreadsDoNotChangeTraining) {
   for (const Graph& model : {encoder_block_regression("block", 8, 64, 128, 4, 512),
                              build_model("mlp", {{"batch", 32}, {"hidden", 640}, {"layers", 3}})}) {
-    const Mapped dp = strategy(model, "data-parallel", 2);
-    for (const std::string optimizer : {"sgd", "adam"}) {
-      SCOPED_TRACE(model.name() + " " + optimizer);
+    const Mapped dp = strategy(model, search::Algorithm::kDataParallel, 2);
+    for (const OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+      SCOPED_TRACE(model.name() + " " + name(optimizer));
       TrainOptions o;
       o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = optimizer;
       const TrainResult one = train(dp.graph, dp.views, 2, o);
@@ -321,7 +321,7 @@ TEST(Runtime, BytesPerStepAreThePlansCount) {
   std::map<NodePlan::Run, int> kinds;
   for (const std::string name : {"mlp-tiny", "dlrm-tiny", "bert-large-tiny", "resnext-50-tiny", "candle-uno-tiny"}) {
     const Graph model = build_model(name, {{"batch", 8}});
-    std::vector<Mapped> strategies = {strategy(model, "data-parallel", 4), strategy(model, "unity", 4)};
+    std::vector<Mapped> strategies = {strategy(model, search::Algorithm::kDataParallel, 4), strategy(model, search::Algorithm::kUnity, 4)};
     const CostModel cm(search::find_machine("dgx-h100").with_devices(4), search::default_efficiency());
     if (auto e = search::expert(model, cm.machine(), 4, 2)) {
       const search::Strategy st = MachineMapper(cm).map(*e);
@@ -349,7 +349,7 @@ TEST(Runtime, BytesPerStepAreThePlansCount) {
 }
 
 TEST(Runtime, RefusesAStrategyNeedingMoreDevices) {
-  const Mapped m = strategy(build_model("mlp-tiny"), "data-parallel", 4);
+  const Mapped m = strategy(build_model("mlp-tiny"), search::Algorithm::kDataParallel, 4);
   EXPECT_EQ(devices_needed(m.graph, m.views), 4);
   try {
     make_plan(m.graph, m.views, 2);

@@ -16,7 +16,8 @@
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/cost_model.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/search.h"
 
 extern "C" {
 void* __libc_malloc(size_t);

@@ -22,7 +22,7 @@ TEST_P(Autoddl, PreservesValuesAndNeverLosesToDataParallelism) {
   const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions o;
-  o.algorithm = "autoddl";
+  o.algorithm = Algorithm::kAutoddl;
   o.evaluations = 600;
   const SearchResult r = optimize(g, shipped_library(), mapper, o);
   ASSERT_TRUE(r.strategy.estimate.feasible) << r.strategy.estimate.infeasible;
@@ -47,7 +47,7 @@ TEST(Autoddl, BeatsDataParallelismWhereWeightsDominate) {
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions o;
-  o.algorithm = "autoddl";
+  o.algorithm = Algorithm::kAutoddl;
   o.evaluations = 400;
   const SearchResult r = optimize(g, shipped_library(), mapper, o);
   ASSERT_TRUE(r.strategy.estimate.feasible);

@@ -8,7 +8,8 @@
 
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/simulator.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/search.h"
 #include "search/shipped_library.h"
 #include "search/values.h"
 

@@ -4,6 +4,7 @@
 // reproducible from its seed.
 #include "model_param_name.h"
 #include "pcgx/search/mcmc_search.h"
+#include "pcgx/search/baselines.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +25,7 @@ TEST_P(Mcmc, PreservesValuesAndNeverLosesToItsDataParallelStart) {
   const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions o;
-  o.algorithm = "mcmc";
+  o.algorithm = Algorithm::kMcmc;
   o.proposals = 300;
   const SearchResult r = optimize(g, library(), mapper, o);
   ASSERT_TRUE(r.strategy.estimate.feasible) << r.strategy.estimate.infeasible;

@@ -84,7 +84,7 @@ TEST(Pipeline, SlicedTaskCostsEverySlice) {
 
 class PipelineSearch : public ::testing::Test {
  protected:
-  static PipelineResult run(const Graph& g, const CostModel& cm, PipelineOptions po, const std::string& algorithm = "data-parallel") {
+  static PipelineResult run(const Graph& g, const CostModel& cm, PipelineOptions po, Algorithm algorithm = Algorithm::kDataParallel) {
     static const Ruleset empty;
     static const RuleLibrary rules(empty);
     SearchOptions o;

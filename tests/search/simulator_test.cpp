@@ -16,7 +16,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/trace.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::search {

@@ -31,12 +31,12 @@ TEST_P(UnitySearch, PreservesValuesAndBeatsTheBaselines) {
   const SearchResult r = optimize(g, library(), mapper, o);
   ASSERT_TRUE(r.strategy.estimate.feasible) << r.strategy.estimate.infeasible;
   EXPECT_LT(max_difference(g, r.strategy.graph), 1e-3);
-  for (const std::string b : {"data-parallel", "expert"}) {
-    if (b == "expert" && expert_family(g).empty()) continue;
+  for (const Algorithm b : {Algorithm::kDataParallel, Algorithm::kExpert}) {
+    if (b == Algorithm::kExpert && expert_family(g).empty()) continue;
     SearchOptions ob;
     ob.algorithm = b;
     const SearchResult base = optimize(g, library(), mapper, ob);
-    EXPECT_LE(r.strategy.estimate.time, base.strategy.estimate.time * (1 + 1e-9)) << b;
+    EXPECT_LE(r.strategy.estimate.time, base.strategy.estimate.time * (1 + 1e-9)) << name(b);
   }
   // Data parallelism over a group of fewer devices (parallel branches side
   // by side, one group each) is a seed of the search too.
@@ -145,7 +145,7 @@ TEST_P(ExhaustiveSearch, UnityFindsTheExhaustiveOptimum) {
   const CostModel cm(find_machine("dgx-h100").with_devices(c.devices), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions ex;
-  ex.algorithm = "exhaustive";
+  ex.algorithm = Algorithm::kExhaustive;
   ex.exhaustive_max_nodes = c.max_nodes;
   const SearchResult best = optimize(c.graph, library(), mapper, ex);
   ASSERT_TRUE(best.strategy.estimate.feasible);
@@ -168,7 +168,7 @@ TEST(ExhaustiveLimit, RefusesASpaceOverItsLimit) {
   const CostModel cm(find_machine("dgx-h100").with_devices(2), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions o;
-  o.algorithm = "exhaustive";
+  o.algorithm = Algorithm::kExhaustive;
   o.exhaustive_limit = 20;
   EXPECT_THROW(optimize(g, library(), mapper, o), Error);
 }
@@ -178,7 +178,7 @@ TEST(SequentialSearch, AlgebraicThenParallelPreservesValuesAndBeatsDataParallel)
   const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions o;
-  o.algorithm = "sequential";
+  o.algorithm = Algorithm::kSequential;
   o.budget = 6;
   const SearchResult r = optimize(g, library(), mapper, o);
   ASSERT_TRUE(r.strategy.estimate.feasible);
@@ -198,14 +198,20 @@ TEST(SequentialSearch, AlgebraicThenParallelPreservesValuesAndBeatsDataParallel)
   }
 }
 
-TEST(UnitySearch, UnknownAlgorithmAndUncoveredExpertAreErrors) {
+TEST(UnitySearch, BadOptionsAndUncoveredExpertAreErrors) {
   const Graph g = build_model("vgg-13-tiny");
   const CostModel cm(find_machine("dgx-h100").with_devices(2), default_efficiency());
   const MachineMapper mapper(cm);
   SearchOptions o;
-  o.algorithm = "magic";
-  EXPECT_THROW(optimize(g, library(), mapper, o), Error);
-  o.algorithm = "expert";
+  o.budget = 0;
+  try {
+    optimize(g, library(), mapper, o);
+    ADD_FAILURE() << "a budget of 0 was accepted";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "SearchOptions.budget");
+  }
+  o.budget = 12;
+  o.algorithm = Algorithm::kExpert;
   EXPECT_THROW(optimize(g, library(), mapper, o), Error);
 }
 

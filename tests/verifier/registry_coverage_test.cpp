@@ -1,7 +1,7 @@
 // Every registry operator has what the pipeline needs of it: a compute
 // operator its float and exact kernels, a gradient rule, an SMT encoding
 // and axioms mentioning it; a parallel operator its shard-level evaluation
-// and gradient, and an encoding. The only gaps are the ones the README
+// and gradient, and an encoding. The only gaps are the ones docs/status.md
 // states (Pipeline and Batch have no encoding). A new operator missing any
 // piece fails here, named, as `pcgx ops check NAME` would name it.
 #include <gtest/gtest.h>
@@ -23,7 +23,7 @@ namespace {
 
 TEST(RegistryCoverage, EveryOperatorHasItsPieces) {
   const AxiomSet axioms = load_axioms(default_axioms_dir());
-  const std::set<std::string> not_encoded = {"Pipeline", "Batch"};  // README, "Status": not encoded
+  const std::set<std::string> not_encoded = {"Pipeline", "Batch"};  // docs/status.md: not encoded
   int compute = 0, parallel = 0;
   for (const OpDef* op : OpRegistry::global().all()) {
     if (op->op_class == OpClass::kSource) continue;
@@ -40,7 +40,7 @@ TEST(RegistryCoverage, EveryOperatorHasItsPieces) {
       EXPECT_TRUE(op->shard_grad_f32) << "no shard-level gradient";
     }
     if (not_encoded.count(op->name)) {
-      EXPECT_TRUE(c.symbols.empty()) << "now encoded: take it off the list (and the README's)";
+      EXPECT_TRUE(c.symbols.empty()) << "now encoded: take it off the list (and docs/status.md's)";
       continue;
     }
     EXPECT_FALSE(c.symbols.empty()) << "no SMT encoding (OpDef::smt in its registry entry)";

@@ -1,5 +1,8 @@
 #include "cli_common.h"
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -9,36 +12,82 @@
 #include <optional>
 
 #include "pcgx/generator/opset.h"
-#include "pcgx/importer/onnx_import.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 
 namespace pcgx::cli {
 
+ModelParams parse_sets(const std::vector<std::string>& sets) {
+  ModelParams sizes;
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--set " + s + ": expected key=value");
+    sizes[s.substr(0, eq)] = parse_int(s.substr(eq + 1), "--set " + s + ": value");
+  }
+  return sizes;
+}
+
 Graph load_model(const std::string& model, const std::vector<std::string>& sets, std::map<std::string, Tensor<float>>* weights) {
-  if (model.size() > 5 && model.ends_with(".onnx") && std::filesystem::exists(model)) {
-    importer::ImportOptions o;
-    for (const auto& s : sets) {
-      if (s.rfind("batch=", 0) != 0) throw Error("--set " + s + ": an ONNX model takes only batch=N (its symbolic batch dimension)");
-      o.batch = parse_int(s.substr(6), "--set " + s + ": value");
-    }
-    importer::ImportedModel m = importer::import_onnx(model, o);
-    if (weights) *weights = std::move(m.weights);
-    return std::move(m.graph);
+  runner::LoadedModel m = runner::load_model(model, parse_sets(sets));
+  if (weights) *weights = std::move(m.weights);
+  return std::move(m.graph);
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>>& flag_names() {
+  static std::vector<std::pair<std::string, std::string>> names;
+  return names;
+}
+
+template <typename E, typename Range, typename NameOf>
+E parse_choice(const std::string& text, const std::string& flag, const char* what, const Range& all, NameOf name_of) {
+  std::string choices;
+  for (const E e : all) {
+    if (text == name_of(e)) return e;
+    choices += (choices.empty() ? "" : ", ") + std::string(name_of(e));
   }
-  if (find_model(model)) {
-    ModelParams overrides;
-    for (const auto& s : sets) {
-      const auto eq = s.find('=');
-      if (eq == std::string::npos || eq == 0) throw Error("--set " + s + ": expected key=value");
-      overrides[s.substr(0, eq)] = parse_int(s.substr(eq + 1), "--set " + s + ": value");
+  throw Error(flag + ": unknown " + what + " '" + text + "' (" + choices + ")");
+}
+
+}  // namespace
+
+void name_flags(std::initializer_list<std::pair<const char*, const char*>> fields) {
+  // A command's own names go before the common ones (a later registration
+  // wins), and longest first, so "ModelParams.batch" is replaced before
+  // "ModelParams".
+  flag_names().insert(flag_names().begin(), fields.begin(), fields.end());
+  std::stable_sort(flag_names().begin(), flag_names().end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+std::string with_flags(const std::string& message) {
+  std::string out = message;
+  for (const auto& [field, flag] : flag_names())
+    for (size_t at = out.find(field); at != std::string::npos; at = out.find(field, at + flag.size())) {
+      // A field name ends at a character that cannot continue it.
+      const size_t end = at + field.size();
+      if (field.back() != '.' && end < out.size() && (std::isalnum(static_cast<unsigned char>(out[end])) || out[end] == '_')) {
+        at += 1;
+        continue;
+      }
+      out.replace(at, field.size(), flag);
     }
-    return build_model(model, overrides);
-  }
-  if (!std::filesystem::exists(model))
-    throw Error(model + ": neither a zoo model (`pcgx models` lists them) nor an existing file");
-  if (!sets.empty()) throw Error("--set applies to zoo models only, not to the file " + model);
-  return load_graph(model);
+  return out;
+}
+
+search::Algorithm parse_algorithm(const std::string& text, const std::string& flag) {
+  return parse_choice<search::Algorithm>(text, flag, "algorithm", search::kAlgorithms, [](search::Algorithm a) { return search::name(a); });
+}
+
+runtime::OptimizerKind parse_optimizer(const std::string& text) {
+  static constexpr std::array kinds{runtime::OptimizerKind::kSgd, runtime::OptimizerKind::kAdam};
+  return parse_choice<runtime::OptimizerKind>(text, "--optimizer", "optimizer", kinds, [](runtime::OptimizerKind k) { return runtime::name(k); });
+}
+
+runner::BackendKind parse_backend(const std::string& text) {
+  const std::optional<runner::BackendKind> k = runner::backend_kind(text);
+  if (!k) throw Error("--backend: unknown backend '" + text + "' (auto, cpu, mpi, cuda)");
+  return *k;
 }
 
 LegacyDims parse_dims(const std::string& s) {
@@ -116,15 +165,6 @@ std::string one_line(const std::string& message) {
   return out;
 }
 
-Ruleset load_search_ruleset(const std::string& path, bool allow_unverified) {
-  Ruleset r = load_ruleset(path);
-  if (const auto why = unverified_reason(r)) {
-    if (!allow_unverified) throw Error(path + ": not a verified ruleset: " + *why + " (--allow-unverified to search with it anyway)");
-    std::cerr << "warning: " << one_line(path + ": searching with an unverified ruleset (--allow-unverified): " + *why) << "\n";
-  }
-  return r;
-}
-
 CLI::Validator positive() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
@@ -140,26 +180,9 @@ CLI::Validator positive() {
       "POSITIVE");
 }
 
-bool is_strategy_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return false;
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
-}
-
-ChosenBackend choose_backend(const std::string& name) {
-  const std::optional<runner::BackendKind> chosen = runner::backend_kind(name);
-  if (!chosen) throw Error("--backend: unknown backend '" + name + "' (auto, cpu, mpi, cuda)");
-  const bool under_mpi = runtime::mpi_launched();
-  ChosenBackend c;
-  c.kind = runner::resolve(*chosen, under_mpi);
-  c.gpu = c.kind == runner::BackendKind::kCuda;
-  if (c.gpu) {
-    std::string why;
-    if (runner::cuda_devices(&why) == 0) throw Error("--backend: cuda needs a GPU, and there is none: " + why);
-  }
-  if (c.kind == runner::BackendKind::kMpi || (c.gpu && under_mpi)) c.world = std::make_unique<runtime::MpiWorld>();
-  return c;
+runner::ChosenBackend choose_backend(const std::string& name) {
+  name_flags({{"BackendKind", "--backend"}});
+  return runner::choose_backend(parse_backend(name));
 }
 
 std::string opset_help() {

@@ -4,12 +4,16 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <streambuf>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "pcgx/runner/backend_choice.h"
+#include "pcgx/runner/model_source.h"
+#include "pcgx/runtime/optimizer.h"
+#include "pcgx/search/search.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/zoo.h"
@@ -18,13 +22,30 @@
 
 namespace pcgx::cli {
 
-// A zoo name ("bert-large") or a graph JSON file; `sets` are "key=value"
-// size overrides, only valid for zoo models.
-// A zoo model, a graph JSON file or an ONNX model (.onnx, imported with a
-// loss head; `batch=N` in `sets` sizes a symbolic batch dimension). An
-// ONNX model's initializers go to `weights` when given.
+using runner::ChosenBackend;
+using runner::is_strategy_file;
+
+// A model as runner::load_model takes it, with `sets` ("key=value" size
+// overrides, --set) parsed into its sizes. An ONNX model's initializers go
+// to `weights` when given.
 Graph load_model(const std::string& model, const std::vector<std::string>& sets,
                  std::map<std::string, Tensor<float>>* weights = nullptr);
+// --set's "key=value" list as a model's sizes; errors name --set.
+ModelParams parse_sets(const std::vector<std::string>& sets);
+
+// Library errors name the field at fault (pcgx::FieldError,
+// "SearchOptions.budget: must be at least 1"); a command says which of its
+// flags sets which field, and main() prints the message with the flags
+// ("--budget: must be at least 1"). A field of no registered flag is
+// printed as the library names it. Registered when the command runs.
+void name_flags(std::initializer_list<std::pair<const char*, const char*>> fields);
+std::string with_flags(const std::string& message);
+
+// Text into the libraries' enums, in one place; an unknown value is an
+// error naming `flag`, the value and the choices.
+search::Algorithm parse_algorithm(const std::string& text, const std::string& flag = "--search");
+runtime::OptimizerKind parse_optimizer(const std::string& text);
+runner::BackendKind parse_backend(const std::string& text);
 
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.
@@ -43,9 +64,6 @@ std::string with_commas(int64_t n);  // 335,143,936
 // terminal escape codes from a file name or a field) are shown escaped.
 std::string one_line(const std::string& message);
 
-// A ruleset for the search: refused unless verified (unverified_reason),
-// or, with --allow-unverified, used with a warning on standard error.
-Ruleset load_search_ruleset(const std::string& path, bool allow_unverified);
 inline constexpr const char* kAllowUnverifiedHelp =
     "search with a ruleset that is not a verified one (a content-hash mismatch, a rule without a proof); reported as a warning";
 
@@ -53,15 +71,8 @@ inline constexpr const char* kAllowUnverifiedHelp =
 // silently mean "the default").
 CLI::Validator positive();
 
-// --backend made concrete (runner/backend_choice.h): the kind, and the MPI
-// world when it runs on MPI ranks. Throws the one-line errors for an
-// unknown name or CUDA without a GPU.
-struct ChosenBackend {
-  runner::BackendKind kind = runner::BackendKind::kCpu;
-  bool gpu = false;
-  std::unique_ptr<runtime::MpiWorld> world;
-};
-ChosenBackend choose_backend(const std::string& name);
+// --backend made concrete for this process (runner::choose_backend).
+runner::ChosenBackend choose_backend(const std::string& name);
 
 // Candidates left unproved because an operator has no SMT encoding at all
 // (operator -> count): one line on stderr naming them, and true when any.
@@ -69,9 +80,6 @@ bool report_unencoded(const std::map<std::string, int>& unencoded);
 
 // --opset's help: the shipped operator sets (rulesets/opsets) by name.
 std::string opset_help();
-
-// A strategy file is JSON whose "kind" says so; anything else is a model.
-bool is_strategy_file(const std::string& path);
 
 // Silences std::cout and std::cerr on MPI ranks other than 0 for the rest
 // of the process (every rank runs the same command and, given bad input,

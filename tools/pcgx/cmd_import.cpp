@@ -30,6 +30,7 @@ void add_import_command(CLI::App& app) {
     else if (loss == "mse") o.loss = importer::LossHead::kMse;
     else if (loss == "cross-entropy") o.loss = importer::LossHead::kCrossEntropy;
     else throw Error("--loss: unknown loss head '" + loss + "' (auto, cross-entropy, mse, none)");
+    name_flags({{"ImportOptions.batch", "--batch"}});
     o.batch = batch;
     check_output_path(output);
     if (!weights_out.empty()) check_output_path(weights_out);

@@ -27,6 +27,17 @@ int main(int argc, char** argv) {
   pcgx::cli::add_run_command(app);
   pcgx::cli::add_eval_command(app);
   pcgx::cli::add_calibrate_command(app);
+  // Fields every command that takes a model and a machine sets the same way.
+  pcgx::cli::name_flags({{"ModelParams.", "--set "},
+                         {"ModelParams", "--set"},
+                         {"Machine.name", "--machine"},
+                         {"Machine.devices", "--devices"},
+                         {"GeneratorConfig.max_ops", "--max-ops"},
+                         {"GeneratorConfig.degrees", "--degrees"},
+                         {"GeneratorConfig.ndims", "--ndims"},
+                         {"Opset.name", "--opset"},
+                         {"Opset.ops", "--ops"},
+                         {"ImportOptions.batch", "--set batch=N"}});
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -41,7 +52,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << pcgx::cli::one_line(e.what()) << " (see `pcgx --help`)\n";
     return 2;
   } catch (const pcgx::Error& e) {
-    std::cerr << "error: " << pcgx::cli::one_line(e.what()) << "\n";
+    std::cerr << "error: " << pcgx::cli::one_line(pcgx::cli::with_flags(e.what())) << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "error: out of memory\n";

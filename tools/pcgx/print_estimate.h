@@ -1,6 +1,6 @@
 #pragma once
 // How `pcgx optimize` and `pcgx run` print a prediction: its terms, so
-// every predicted time reads as the sum it is (DESIGN.md "Search").
+// every predicted time reads as the sum it is (docs/design.md "Search").
 #include <ostream>
 #include <string>
 

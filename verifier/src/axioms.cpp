@@ -63,7 +63,7 @@ void parse_check(const std::string& decls, const std::string& text, const std::s
 
 AxiomSet load_axioms(const std::string& dir) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) throw Error("--axioms " + dir + ": not a directory");
+  if (!fs::is_directory(dir)) throw FileError(dir, "", "not a directory (the axioms are a directory of .smt2 files)");
   const fs::path prelude = fs::path(dir) / "prelude.smt2";
   if (!fs::exists(prelude)) throw FileError(prelude.string(), "", "missing: the axioms need their declarations");
   AxiomSet s;

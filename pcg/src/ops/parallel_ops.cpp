@@ -1,4 +1,4 @@
-// The parallelization operators (DESIGN.md table). They change how a tensor
+// The parallelization operators (docs/design.md table). They change how a tensor
 // is distributed, never the logical value it stands for, except Reduce and
 // AllReduce, which sum replica slots.
 //

@@ -136,7 +136,7 @@ ModelSpec llama(bool tiny) {
   s.source = "LLaMA 7B (Touvron et al. 2023, Table 2): 32 layers, hidden 4096, 32 heads, SwiGLU FFN 11008, vocab 32000, "
              "context 2048; 6,738,415,616 parameters. Here the context is 512 by default: pcgx keeps every float32 "
              "activation (no recomputation), 77 GiB per 2048-token sequence, so no plan fits 80 GiB devices at 2048 "
-             "(--set seq=2048 restores it). Rotary position embeddings are not modelled (no parameters: an "
+             "(seq=2048 restores it). Rotary position embeddings are not modelled (no parameters: an "
              "elementwise rotation of q and k per position)";
   s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
                                   {"ffn", 64}, {"vocab", 100}}

@@ -48,11 +48,11 @@ Graph build_model(const std::string& name, const ModelParams& overrides) {
     if (!p.count(k)) {
       std::string known;
       for (const auto& [pk, pv] : spec->defaults) known += (known.empty() ? "" : ", ") + pk;
-      throw Error("--set " + k + ": model '" + name + "' has no parameter '" + k + "' (parameters: " + known + ")");
+      throw FieldError("ModelParams." + k, "model '" + name + "' has no parameter '" + k + "' (parameters: " + known + ")");
     }
     // A parameter whose default is 0 means "off" at 0 (bn_group).
     const int64_t least = spec->defaults.at(k) == 0 ? 0 : 1;
-    if (v < least) throw Error("--set " + k + "=" + std::to_string(v) + (least ? ": must be positive" : ": must not be negative"));
+    if (v < least) throw FieldError("ModelParams." + k, std::to_string(v) + (least ? " must be positive" : " must not be negative"));
     p[k] = v;
   }
   Graph g = spec->build(p);

@@ -1,5 +1,5 @@
 #pragma once
-// Degree inference for compute operators (DESIGN.md, "Parallel tensors").
+// Degree inference for compute operators (docs/design.md, "Parallel tensors").
 //
 // A compute operator runs as T tasks, a grid of task dimensions:
 //   - the slot dimension s: replica slots every input carries alike

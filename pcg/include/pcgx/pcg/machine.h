@@ -1,5 +1,5 @@
 #pragma once
-// A machine description (DESIGN.md, "Search"; data/machines/*.json):
+// A machine description (docs/design.md, "Search"; data/machines/*.json):
 // identical devices grouped into nodes, and a hierarchy of link levels.
 // Level i connects devices whose ids agree when divided by its `span`; two
 // devices talk over the first level whose group contains both. The last

@@ -1,5 +1,5 @@
 #pragma once
-// A machine view (Unity, Section 3.2; DESIGN.md "Machine mapping"): which
+// A machine view (Unity, Section 3.2; docs/design.md "Machine mapping"): which
 // device runs each task of an operator. The tasks form a grid
 // (degree_inference.h: slot dimension, partial-sum kinds, then the kinds
 // that split the output), and a view gives a start device and one stride

@@ -30,7 +30,7 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
-// One way a compute operator can be split across tasks (DESIGN.md, degree
+// One way a compute operator can be split across tasks (docs/design.md, degree
 // inference). Along a task dimension of this kind, each input is split on
 // one of its dimensions (index >= 0) or replicated: kCopy when each task
 // needs the whole value, kSum when the replicas are summands of the value
@@ -96,7 +96,7 @@ using GradKernel = void (*)(const GradArgs&);
 
 // Reverse rule of a shard-level operator: gradients of its inputs from
 // gradients of its outputs, every shard at once. For a parallel operator
-// this is its dual (DESIGN.md table): the gradient of Replicate is Reduce.
+// this is its dual (docs/design.md table): the gradient of Replicate is Reduce.
 using ShardGrad = void (*)(const Attributes&, std::span<const ShardedTensor<float>* const> out_grad,
                            std::span<ShardedTensor<float>> in_grad);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Parallel tensor shapes (DESIGN.md, "Parallel tensors").
+// Parallel tensor shapes (docs/design.md, "Parallel tensors").
 //
 // A parallel tensor has a logical shape [n_0..n_{k-1}], a degree d_j per
 // dimension (d_j divides n_j) and a replica degree r. It is stored as

@@ -1,5 +1,5 @@
 #pragma once
-// Changing the layout of one tensor in one step (DESIGN.md "Search": a
+// Changing the layout of one tensor in one step (docs/design.md "Search": a
 // tensor's layout change over the same devices is the matching
 // collective), shared by the runtime, which executes it, and the cost
 // model, which prices it and counts its bytes.

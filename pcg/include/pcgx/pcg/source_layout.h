@@ -1,5 +1,5 @@
 #pragma once
-// What lays out a source rather than computing (DESIGN.md, "Search").
+// What lays out a source rather than computing (docs/design.md, "Search").
 //
 //   - A parallel operator fed only by Inputs (or by their layouts) lays out
 //     a batch: a data loader reads its own shard, so it costs nothing.

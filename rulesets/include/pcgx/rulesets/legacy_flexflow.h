@@ -1,7 +1,7 @@
 #pragma once
 // The legacy FlexFlow/TASO rule format ("RuleCollection": rule[] of srcOp[],
 // dstOp[], mappedOutput[]), as written by the original Unity generator
-// (../shared/reference/graph_subst_3_v2.json).
+// (FlexFlow's substitutions/graph_subst_3_v2.json, a 640-rule database).
 //
 // Mapping to pcgx:
 //   OP_PARTITION(dim, k) -> Repartition(dim', k)   OP_COMBINE(dim, k) -> Combine(dim', k)

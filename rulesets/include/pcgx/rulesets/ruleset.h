@@ -1,5 +1,5 @@
 #pragma once
-// Rule databases (DESIGN.md, "Rulesets"). One JSON format serves both the
+// Rule databases (docs/design.md, "Rulesets"). One JSON format serves both the
 // generator's candidates ("pcgx.candidates": rules without proofs) and
 // verified rulesets ("pcgx.ruleset": every rule with its proof record).
 //

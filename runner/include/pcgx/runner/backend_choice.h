@@ -1,5 +1,5 @@
 #pragma once
-// Which backend trains a plan (DESIGN.md "Runtime"): the CPU's virtual
+// Which backend trains a plan (docs/design.md "Runtime"): the CPU's virtual
 // devices in this process, MPI ranks (one device each, host memory), or
 // CUDA GPUs (runtime/cuda; in this process or one rank per GPU under
 // mpirun). `auto` takes CUDA when a GPU is visible, else MPI when started
@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "pcgx/runtime/backend.h"
+#include "pcgx/runtime/mpi.h"
 
 namespace pcgx::runner {
 
@@ -37,5 +38,15 @@ struct BackendSetup {
 // rank) on GPU d mod the GPUs visible, so several virtual devices can
 // share one. Throws pcgx::Error for CUDA without a GPU, saying why.
 std::function<std::unique_ptr<runtime::Backend>(int)> backend_factory(const BackendSetup& setup);
+
+// A requested backend made concrete for this process: the kind, and the
+// MPI world when it runs on MPI ranks (or on GPUs under mpirun). Throws
+// pcgx::Error for CUDA without a GPU, saying why.
+struct ChosenBackend {
+  BackendKind kind = BackendKind::kCpu;
+  bool gpu = false;
+  std::unique_ptr<runtime::MpiWorld> world;
+};
+ChosenBackend choose_backend(BackendKind requested);
 
 }  // namespace pcgx::runner

@@ -1,5 +1,5 @@
 #pragma once
-// `pcgx calibrate` (AutoDDL, Section 3; DESIGN.md "Search": constants come
+// `pcgx calibrate` (AutoDDL, Section 3; docs/design.md "Search": constants come
 // from the machine file or from `pcgx calibrate` on the machine at hand):
 // measures the machine as the runtime uses it and fits the profile
 // (pcg/profile.h) the cost model reads.

@@ -36,8 +36,9 @@ struct Buffer {
 // One optimizer step's constants (optimizer.cpp derives them): SGD with
 // momentum (v = mu v + g; w -= lr v) or bias-corrected Adam
 // (w -= step m / (sqrt(v) / root_c2 + eps)).
+enum class OptimizerKind : uint8_t { kSgd, kAdam };
 struct UpdateRule {
-  enum class Kind : uint8_t { kSgd, kAdam };
+  using Kind = OptimizerKind;
   Kind kind = Kind::kSgd;
   float lr = 0, momentum = 0;
   float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// How devices exchange data (DESIGN.md "Runtime"): one interface, with an
+// How devices exchange data (docs/design.md "Runtime"): one interface, with an
 // in-process implementation for virtual devices (in_process.h) and room for
 // MPI and NCCL ones. Every device runs the same execution plan (SPMD), so
 // both ends of every exchange know it is coming: a message is identified by

@@ -1,5 +1,5 @@
 #pragma once
-// One device's share of a training step (DESIGN.md "Runtime"). Every device
+// One device's share of a training step (docs/design.md "Runtime"). Every device
 // holds an executor over the same plan and runs the same sequence of
 // calls; each computes only its own tasks and moves, and exchanges shards
 // through its Communicator.

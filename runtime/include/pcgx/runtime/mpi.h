@@ -1,5 +1,5 @@
 #pragma once
-// The MPI backend (DESIGN.md "Runtime"): one process per device, started by
+// The MPI backend (docs/design.md "Runtime"): one process per device, started by
 // `mpirun -np N`, on one machine or several. Each rank runs the same plan
 // (SPMD) and exchanges shards through an MpiCommunicator.
 //

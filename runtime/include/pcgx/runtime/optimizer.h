@@ -12,14 +12,17 @@
 
 namespace pcgx::runtime {
 
+// "sgd", "adam": the name run reports and checkpoints record.
+const char* name(OptimizerKind kind);
+
 struct OptimizerOptions {
-  std::string kind = "sgd";  // sgd | adam
+  OptimizerKind kind = OptimizerKind::kSgd;
   double lr = 0.01;
   double momentum = 0.9;     // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
 };
 
-// Throws pcgx::Error for an unknown kind or a non-positive rate.
+// Throws FieldError (OptimizerOptions.lr, .momentum) for a value out of range.
 void validate(const OptimizerOptions& o);
 
 class Optimizer {

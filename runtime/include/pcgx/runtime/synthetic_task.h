@@ -1,5 +1,5 @@
 #pragma once
-// Learnable synthetic data for any model (DESIGN.md "Runtime"): a teacher,
+// Learnable synthetic data for any model (docs/design.md "Runtime"): a teacher,
 // the same model with other weights, labels random inputs. The loss's
 // target input (MSELoss's target, SoftmaxCrossEntropy's labels) gets the
 // teacher's prediction (its argmax for labels); every other input is

@@ -34,14 +34,14 @@ struct TrainState {
 // order, or empty for the weights alone (the end of a run). Adds the bytes
 // this device sent to `bytes_sent`: they are not the plan's traffic.
 TrainState gather_state(const ExecutionPlan& plan, std::span<const NodeId> weights, DeviceExecutor& ex,
-                        std::span<const ParameterSlot> slots, Communicator& comm, int64_t step, const std::string& optimizer,
+                        std::span<const ParameterSlot> slots, Communicator& comm, int64_t step, OptimizerKind optimizer,
                         int64_t* bytes_sent = nullptr);
 
 // Checks weights against the graph's (every one present with its logical
 // shape, no other name), naming `source` and the tensor in the error.
 void check_weights(const NamedTensors& w, const Graph& g, std::span<const NodeId> weights, const std::string& source);
 // The same for a whole state, and its moments for `optimizer`.
-void check_state(const TrainState& s, const Graph& g, std::span<const NodeId> weights, const std::string& optimizer,
+void check_state(const TrainState& s, const Graph& g, std::span<const NodeId> weights, OptimizerKind optimizer,
                  const std::string& source);
 
 // Sets this device's shards of the weights and of the optimizer's moments.

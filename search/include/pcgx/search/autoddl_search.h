@@ -1,5 +1,6 @@
 #pragma once
-// AutoDDL's search (Chen et al., Sections 3-4; shared/papers/autoddl.md),
+// AutoDDL's search (Chen et al., "AutoDDL: Automatic Distributed Deep
+// Learning with Near-Optimal Bandwidth Cost", Sections 3-4),
 // in pcgx's terms, beside unity's and FlexFlow's:
 //
 //   - SBP states. A tensor is split along one of its dimensions over the
@@ -35,7 +36,7 @@
 #include <cstdint>
 
 #include "pcgx/search/machine_mapping.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 
 namespace pcgx::search {
 

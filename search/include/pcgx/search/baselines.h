@@ -11,6 +11,7 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
+#include "pcgx/search/machine_mapping.h"
 
 namespace pcgx::search {
 
@@ -79,5 +80,14 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
 std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices, const std::string& family = "");
 // The family expert() recognized ("recommendation", "transformer", "mlp") or "".
 std::string expert_family(const Graph& g);
+
+// The data-parallel baseline, with operators that cannot split their
+// samples run whole or split otherwise, whichever `mapper` predicts faster
+// (`--search data-parallel`).
+Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
+
+// The expert strategy with its fastest tensor-parallel degree under
+// `mapper`; nothing for a model of no family it covers (`--search expert`).
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper);
 
 }  // namespace pcgx::search

@@ -1,6 +1,6 @@
 #pragma once
 // Time of the collectives pcgx's parallel operators and gradient
-// synchronization perform, as NCCL runs them (DESIGN.md, "Search").
+// synchronization perform, as NCCL runs them (docs/design.md, "Search").
 //
 // Sources: NCCL's own tuning model (NVIDIA/nccl, src/graph/tuning.cc:
 // ncclTopoTuneModel and ncclTopoGetAlgoTime), which prices every collective

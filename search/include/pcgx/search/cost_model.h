@@ -1,5 +1,5 @@
 #pragma once
-// The cost model (DESIGN.md, "Search"): how long one training iteration of
+// The cost model (docs/design.md, "Search"): how long one training iteration of
 // each node of a PCG takes on a machine, and what it keeps in memory.
 //
 // Compute operators. All T tasks of an operator are alike; one task's

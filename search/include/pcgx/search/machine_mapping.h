@@ -1,5 +1,5 @@
 #pragma once
-// Machine-mapping selection (Unity, Section 5; DESIGN.md "Search"): where
+// Machine-mapping selection (Unity, Section 5; docs/design.md "Search"): where
 // each operator of a PCG runs, chosen by dynamic programming over the
 // graph's series-parallel decomposition (sp_decomposition.h).
 //

@@ -26,7 +26,7 @@
 
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/rule_library.h"
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 
 namespace pcgx::search {
 

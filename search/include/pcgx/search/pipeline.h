@@ -1,5 +1,5 @@
 #pragma once
-// Pipeline parallelism (Unity, Section 5.4; DESIGN.md "Search"): the model
+// Pipeline parallelism (Unity, Section 5.4; docs/design.md "Search"): the model
 // cut into S sequential stages, each on its own D/S devices, every operator
 // staged, and each mini-batch processed as M micro-batches under the 1F1B
 // schedule (one forward, one backward, alternating once the pipeline is
@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "pcgx/search/unity_search.h"
+#include "pcgx/search/search.h"
 
 namespace pcgx::search {
 

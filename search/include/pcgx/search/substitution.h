@@ -1,6 +1,6 @@
 #pragma once
 // The substitution engine: find a rule's source pattern in a PCG and replace
-// it with the rule's target (DESIGN.md, "Search"). A rule is data; this file
+// it with the rule's target (docs/design.md, "Search"). A rule is data; this file
 // knows nothing of any one rule.
 //
 // What a match means. The pattern's Input/Weight nodes are variables: each

@@ -1,7 +1,9 @@
 #pragma once
-// Unity's joint optimization (Unity, Sections 4-6; DESIGN.md "Search"):
+// Unity's joint optimization (Unity, Sections 4-6; docs/design.md "Search"):
 // substitution selection by best-first search over PCGs, each candidate
-// costed by the machine-mapping DP (machine_mapping.h).
+// costed by the machine-mapping DP (machine_mapping.h); and the two
+// searches built from its machinery, `sequential` and `exhaustive`. Each is
+// one algorithm behind search.h's optimize().
 //
 // `unity` first runs the algebraic rules alone on the whole model (as
 // `sequential` does) and starts the joint search below from the result, so
@@ -39,85 +41,35 @@
 //
 // What it preserves: every candidate computes the model's outputs (each
 // step is a verified rule or a layout change that is an identity).
-#include <chrono>
 #include <cstdint>
-#include <optional>
-#include <functional>
-#include <string>
 #include <vector>
 
-#include "pcgx/search/final_ranking.h"
-#include "pcgx/search/machine_mapping.h"
-#include "pcgx/search/rule_library.h"
+#include "pcgx/search/search.h"
 
 namespace pcgx::search {
 
-struct SearchProgress {
-  std::string phase;      // "piece 3/12", "search", ...
-  int64_t explored = 0;   // candidates expanded so far
-  int64_t evaluated = 0;  // candidates costed so far
-  double best = 0;        // best predicted time so far (seconds)
-};
+// Algorithm::kUnity: the best-first search above from the model, its
+// algebraic rewrite and the baselines, the result chosen as
+// options.rank says.
+SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options);
 
-struct SearchOptions {
-  std::string algorithm = "unity";  // unity, data-parallel, expert, sequential, exhaustive, mcmc, autoddl
-  double alpha = 1.05;
-  int64_t budget = 12;              // candidates explored per search (per piece and layout), shared by the seeds
-  int64_t split_min_ops = 10;       // k of graph splitting
-  std::vector<int64_t> degrees;     // empty: powers of two below the device count, and the count
-  int64_t exhaustive_limit = 5000;  // candidates the exhaustive search may visit
-  int64_t proposals = 2000;         // mcmc: proposals in all (mcmc_search.h)
-  int64_t evaluations = 3000;       // autoddl: PCGs costed in all, shared by its starts (autoddl_search.h)
-  int64_t restarts = 4;             // autoddl: random starting points beside data parallelism and one task each
-  uint64_t seed = 1;                // mcmc: random seed
-  int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see optimize)
-  // unity: how the result is chosen among the search's best and the
-  // model's baselines (final_ranking.h): by simulation, or by the DP's
-  // estimate alone (the search itself always costs candidates by the DP).
-  enum class Rank : uint8_t { kSimulation, kEstimate };
-  Rank rank = Rank::kSimulation;
-  std::function<void(const SearchProgress&)> progress;
-};
+// Algorithm::kSequential: the algebraic rules alone, then the parallel ones
+// from the best algebraic PCG (TASO then FlexFlow, as Unity's evaluation
+// compares).
+SearchResult sequential_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options);
 
-struct SearchResult {
-  Strategy strategy;
-  std::vector<std::string> applied;  // rule ids, in order (pieces concatenated)
-  int64_t explored = 0;
-  int64_t evaluated = 0;
-  int64_t pieces = 1;
-  double seconds = 0;
-  Ranking ranking;  // unity with Rank::kSimulation: the finalists and the chosen one
-};
-
-// The data-parallel baseline (baselines.h), with operators that cannot
-// split their samples run whole or split otherwise, whichever `mapper`
-// predicts faster.
-Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
-
-// The expert strategy (baselines.h) with its fastest tensor-parallel
-// degree; nothing for a model of no family it covers.
-std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper);
-
-// The degrees tried for a free degree on `devices` devices.
-std::vector<int64_t> candidate_degrees(int64_t devices);
-
-// Runs options.algorithm on `model` (unpartitioned). Throws pcgx::Error
-// for an unknown algorithm, an exhaustive search over its limit, or an
-// expert strategy for a model of no family it covers.
-SearchResult optimize(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper,
-                      const SearchOptions& options);
-
-// The exhaustive search's space: every PCG reachable from the model and
-// the baselines by steps of the unity search (one rule, or an introducer
-// and a rule, then simplification) that has at most
-// options.exhaustive_max_nodes nodes, by default the model's nodes plus
-// one per input or weight plus one (room for the data-parallel strategy:
-// a parallel operator on every source and a Reduce of the loss). Without
-// a bound the space is infinite (introducers grow a graph without end),
-// and each extra node multiplies it: for a 2-layer MLP on 2 devices the
-// default 12 holds 117 PCGs, 13 about 5,000. It visits the space
-// breadth-first and throws if it holds more than options.exhaustive_limit
-// PCGs.
+// Algorithm::kExhaustive: every PCG reachable from the model and the
+// baselines by steps of the unity search (one rule, or an introducer and a
+// rule, then simplification) that has at most options.exhaustive_max_nodes
+// nodes, by default the model's nodes plus one per input or weight plus one
+// (room for the data-parallel strategy: a parallel operator on every source
+// and a Reduce of the loss). Without a bound the space is infinite
+// (introducers grow a graph without end), and each extra node multiplies
+// it: for a 2-layer MLP on 2 devices the default 12 holds 117 PCGs, 13
+// about 5,000. It visits the space breadth-first and throws FieldError
+// (SearchOptions.exhaustive_limit) if it holds more than
+// options.exhaustive_limit PCGs.
+SearchResult exhaustive_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options);
 
 // The pieces graph splitting cuts `g` into (node ids of g per piece, in
 // order), for tests and reports.

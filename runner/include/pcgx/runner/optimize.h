@@ -1,0 +1,62 @@
+#pragma once
+// Finding a strategy (the driver behind `pcgx optimize` and `pcgx run
+// --optimize`): one request, one report, the same search path for both, so
+// every algorithm gets the same rules whichever front end asks.
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine.h"
+#include "pcgx/pcg/profile.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/search.h"
+#include "pcgx/search/strategy_json.h"
+
+namespace pcgx::runner {
+
+struct OptimizeRequest {
+  Graph model;      // unpartitioned (load_model)
+  Machine machine;  // with the devices the plan may use (Machine::with_devices)
+  search::SearchOptions search;
+  // The rules of an algorithm that uses them (search::uses_rules): a
+  // verified ruleset, or any with allow_unverified (the report says why it
+  // is not verified).
+  std::string ruleset;  // empty: default_ruleset_path()
+  bool allow_unverified = false;
+  // Pipeline parallelism: stages on disjoint devices, 1F1B over
+  // micro-batches, each stage searched with `search`.
+  std::optional<search::PipelineOptions> pipeline;
+  search::CommOptions comm;
+  std::optional<search::Efficiency> efficiency;  // default: search::default_efficiency()
+  Profile profile;                               // measured operator times; empty: the roofline
+};
+
+struct OptimizeReport {
+  search::PipelineResult result;  // .search: strategy, rules applied, counts, seconds
+  bool pipelined = false;
+  // The rules searched with: none for an algorithm that uses no rules.
+  std::string ruleset;
+  size_t rules = 0;
+  std::optional<std::string> unverified;  // why the ruleset is not a verified one (allowed by the request)
+  // The plan run task by task (search/simulator.h), beside the DP's
+  // estimate; 0 where the search's own figure is a simulation (mcmc) or the
+  // plan is pipelined.
+  double simulated = 0;
+  search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
+  search::StrategyFile file;       // what `optimize -o` writes
+};
+
+// Loads the rules the request's algorithm needs, searches, and compares
+// with data parallelism. Throws Error when no rule file can be read or
+// trusted, FieldError for options out of range; an infeasible result is
+// returned (result.search.strategy.estimate.feasible false), not thrown.
+OptimizeReport optimize(const OptimizeRequest& request);
+
+// The ruleset the search uses: refused unless verified (unverified_reason)
+// or `allow_unverified`, when `why` receives the reason.
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why);
+
+}  // namespace pcgx::runner

@@ -1,0 +1,39 @@
+#include "pcgx/runner/model_source.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "pcgx/importer/onnx_import.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+
+namespace pcgx::runner {
+
+LoadedModel load_model(const std::string& source, const ModelParams& sizes) {
+  if (source.size() > 5 && source.ends_with(".onnx") && std::filesystem::exists(source)) {
+    importer::ImportOptions o;
+    for (const auto& [k, v] : sizes) {
+      if (k != "batch") throw FieldError("ModelParams." + k, "an ONNX model takes only batch (its symbolic batch dimension)");
+      o.batch = v;
+    }
+    importer::ImportedModel m = importer::import_onnx(source, o);
+    return {std::move(m.graph), std::move(m.weights)};
+  }
+  if (find_model(source)) return {build_model(source, sizes), {}};
+  if (!std::filesystem::exists(source))
+    throw Error(source + ": neither a zoo model (`pcgx models` lists them) nor an existing file");
+  if (!sizes.empty()) throw FieldError("ModelParams", "sizes apply to zoo models only, not to the file " + source);
+  return {load_graph(source), {}};
+}
+
+bool is_strategy_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return false;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
+}
+
+std::string default_ruleset_path() { return std::string(PCGX_RULESETS_DIR) + "/unity-v1.json"; }
+
+}  // namespace pcgx::runner

@@ -1,0 +1,232 @@
+// The best-first search, its seeds and graph splitting's chain DP (see
+// best_first.h and unity_search.h).
+#include "best_first.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <unordered_set>
+
+#include "graph_splitting.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/collectives.h"
+#include "pcgx/search/graph_hash.h"
+
+namespace pcgx::search {
+namespace {
+
+// One best-first search from one seed. Candidates within alpha x the best
+// found from this seed are explored cheapest first; those beyond it are
+// deferred, and explored (cheapest first) only when none within it is left
+// and budget remains: the way from a rewrite to its payoff often passes
+// through a slower graph (x·(A + B) is parallelized in two steps, and the
+// first one costs more than the alternatives). Returns the best found and
+// the budget used.
+std::pair<Candidate, int64_t> best_first_from(Candidate seed, const Explorer& ex, Context& cx, int64_t budget,
+                                              std::unordered_set<uint64_t>& seen) {
+  std::vector<Candidate> store;
+  auto cmp = [&](size_t a, size_t b) { return store[a].cost > store[b].cost; };
+  using Queue = std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)>;
+  Queue queue(cmp), deferred(cmp);
+  Candidate best = seed;
+  store.push_back(std::move(seed));
+  queue.push(0);
+  int64_t explored = 0;
+  while (explored < budget) {
+    size_t i;
+    if (!queue.empty()) {
+      i = queue.top();
+      queue.pop();
+      if (store[i].cost > cx.options.alpha * best.cost) {
+        deferred.push(i);
+        continue;
+      }
+    } else if (!deferred.empty()) {
+      i = deferred.top();
+      deferred.pop();
+    } else {
+      break;
+    }
+    ++explored, ++cx.result.explored;
+    const double before = best.cost;
+    for (Candidate& ch : ex.expand(store[i], seen)) {
+      if (ch.cost < best.cost) best = ch;
+      store.push_back(std::move(ch));
+      (store.back().cost < cx.options.alpha * best.cost ? queue : deferred).push(store.size() - 1);
+    }
+    // The step that set a new best is tried again elsewhere in the graph
+    // (Explorer::repeat); the result is one more candidate.
+    if (best.cost < before && best.step.rule) {
+      Candidate r = ex.repeat(best, seen);
+      if (r.cost < best.cost) {
+        best = r;
+        store.push_back(std::move(r));
+        queue.push(store.size() - 1);
+      }
+    }
+
+    cx.best_so_far = std::min(cx.best_so_far, best.cost);
+    cx.report(ex.evaluated);
+  }
+  return {best, explored};
+}
+
+}  // namespace
+
+Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, int64_t budget) {
+  std::unordered_set<uint64_t> seen;
+  std::vector<Candidate> starts;
+  for (Seed& s : seeds) {
+    Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
+    if (seen.insert(c.hash).second) starts.push_back(std::move(c));
+  }
+  cx.best_so_far = kInf;
+  Candidate best;
+  best.cost = kInf;
+  int64_t left = budget;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t share = std::max<int64_t>(1, left / static_cast<int64_t>(starts.size() - k));
+    auto [c, used] = best_first_from(std::move(starts[k]), ex, cx, share, seen);
+    left -= used;
+    if (best.graph.size() == 0 || c.cost < best.cost) best = std::move(c);
+  }
+  return best;
+}
+
+std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, bool with_baselines, bool algebraic) {
+  std::vector<Seed> seeds{{g, {}}};
+  if (!with_baselines) return seeds;
+  auto add_baselines = [&](const Graph& from, const std::vector<std::string>& applied) {
+    try {
+      seeds.push_back({ex.simplify(best_data_parallel(from, cx.mapper)), applied});
+    } catch (const Error&) {
+    }
+    try {
+      if (auto e = tuned_expert(from, cx.mapper)) seeds.push_back({ex.simplify(*e), applied});
+    } catch (const Error&) {
+    }
+    // Data parallelism over fewer devices than the machine's: the mapping
+    // DP then runs parallel branches side by side, one group of devices
+    // each (branch parallelism across groups, data parallelism inside).
+    // The fastest such degree is the seed.
+    std::optional<Graph> grouped;
+    double grouped_time = kInf;
+    for (int64_t d : cx.degrees) {
+      if (d >= cx.mapper.cost().devices()) continue;
+      try {
+        Graph dp = data_parallel(from, d);
+        if (const double t = cx.mapper.time(dp); t < grouped_time) grouped = std::move(dp), grouped_time = t;
+      } catch (const Error&) {
+      }
+    }
+    if (grouped) seeds.push_back({ex.simplify(std::move(*grouped)), applied});
+  };
+  add_baselines(g, {});
+  if (algebraic && cx.algebraic && cx.algebraic->size() > 0) {
+    const Explorer ax(*cx.algebraic, cx.mapper, cx.degrees);
+    Candidate a = best_first({{g, {}}}, ax, cx, cx.options.budget);
+    ex.evaluated += ax.evaluated.load();
+    if (!a.applied.empty()) {
+      seeds.push_back({a.graph, a.applied});
+      add_baselines(a.graph, a.applied);
+    }
+  }
+  return seeds;
+}
+
+Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bool with_baselines, bool layouts) {
+  const Explorer ex(rules, cx.mapper, cx.degrees);
+  const auto pieces = split(g, rules, cx.options.split_min_ops);
+  cx.result.pieces = static_cast<int64_t>(pieces.size());
+  if (pieces.size() == 1) {
+    cx.phase = "search";
+    Candidate c = best_first(seeds_for(g, ex, cx, with_baselines, true), ex, cx, cx.options.budget);
+    cx.result.evaluated = ex.evaluated;
+    return c;
+  }
+  // Boundary layouts: unpartitioned and the sample dimension split by each degree.
+  // To bound the work, the layouts are unpartitioned, split by the whole
+  // machine, and by one eighth of it.
+  std::vector<int64_t> degrees{1};
+  const int64_t devs = cx.mapper.cost().devices();
+  if (layouts && devs > 1) {
+    if (devs % 8 == 0 && devs / 8 > 1) degrees.push_back(devs / 8);
+    degrees.push_back(devs);
+  }
+  const size_t L = degrees.size();
+  std::map<std::pair<uint64_t, int64_t>, Candidate> solved;  // (piece hash, degree) -> best
+  std::vector<std::vector<const Candidate*>> best(pieces.size(), std::vector<const Candidate*>(L, nullptr));
+  std::vector<std::vector<PieceGraph>> graphs(pieces.size());
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    for (size_t l = 0; l < L; ++l) {
+      const int64_t d = degrees[l];
+      const Piece& pc = pieces[p];
+      const TensorRef boundary = pc.in.node >= 0 ? pc.in : pc.out;
+      if (d > 1 && g.shape(boundary).dims.empty()) break;
+      const int64_t din = pc.in.node >= 0 ? d : 1, dout = pc.out.node >= 0 ? d : 1;
+      if ((pc.in.node >= 0 && g.shape(pc.in).dims.at(0).size % d) || (pc.out.node >= 0 && g.shape(pc.out).dims.at(0).size % d)) {
+        graphs[p].push_back({});
+        continue;
+      }
+      graphs[p].push_back(piece_graph(g, pc, din, dout));
+      const uint64_t h = graph_hash(graphs[p].back().graph);
+      auto it = solved.find({h, d});
+      if (it == solved.end()) {
+        cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d);
+        std::vector<Seed> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines, true);
+        it = solved.emplace(std::make_pair(h, d), best_first(std::move(seeds), ex, cx, cx.options.budget)).first;
+      }
+      best[p][l] = &it->second;
+    }
+  }
+  cx.result.evaluated = ex.evaluated;
+  // Chain DP over layouts: piece costs plus the layout change between pieces.
+  std::vector<std::vector<double>> dp(pieces.size(), std::vector<double>(L, kInf));
+  std::vector<std::vector<size_t>> from(pieces.size(), std::vector<size_t>(L, 0));
+  auto piece_cost = [&](size_t p, size_t l) { return l < best[p].size() && best[p][l] ? best[p][l]->cost : kInf; };
+  auto change = [&](size_t p, size_t a, size_t b) {
+    if (a == b) return 0.0;
+    const TensorRef bt = pieces[p].out;
+    const ParallelTensorShape s = g.shape(bt);
+    // The boundary re-laid from one split to the other over the same first
+    // devices: an all-to-all, forward and backward (each member sends what
+    // the others need of its share).
+    const CostModel& cm = cx.mapper.cost();
+    const int64_t k = std::max(degrees[a], degrees[b]);
+    const double share = static_cast<double>(s.total_bytes()) / static_cast<double>(std::min(degrees[a], degrees[b]));
+    return 2 * collective_time(cm.machine(), Collective::kAllToAll, strided_group(cm.machine(), 0, 1, k), share);
+  };
+  for (size_t l = 0; l < L; ++l) dp[0][l] = piece_cost(0, l);
+  for (size_t p = 1; p < pieces.size(); ++p)
+    for (size_t l = 0; l < L; ++l)
+      for (size_t q = 0; q < L; ++q) {
+        const double v = dp[p - 1][q] + change(p - 1, q, l) + piece_cost(p, l);
+        if (v < dp[p][l]) dp[p][l] = v, from[p][l] = q;
+      }
+  size_t l = static_cast<size_t>(std::min_element(dp.back().begin(), dp.back().end()) - dp.back().begin());
+  if (dp.back()[l] == kInf) throw Error("search: no feasible layout for some piece of the model");
+  std::vector<size_t> chosen(pieces.size());
+  for (size_t p = pieces.size(); p-- > 0;) chosen[p] = l, l = from[p][l];
+
+  // Join the pieces' best graphs.
+  std::vector<JoinPart> parts;
+  std::vector<std::string> applied;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    const Candidate& c = *best[p][chosen[p]];
+    for (const auto& a : c.applied) applied.push_back(a);
+    parts.push_back({&c.graph, &graphs[p][chosen[p]]});
+  }
+  Graph joined = join_pieces(g.name(), parts);
+  Candidate out = ex.make(std::move(joined), std::move(applied));
+  // Whole-model baselines are in the space too (the split may not reach them).
+  if (with_baselines)
+    for (Seed& s : seeds_for(g, ex, cx, true)) {
+      Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
+      if (c.cost < out.cost) out = std::move(c);
+    }
+  cx.result.evaluated = ex.evaluated;
+  return out;
+}
+
+}  // namespace pcgx::search

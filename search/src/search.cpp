@@ -1,0 +1,97 @@
+// The search's entry point (see search.h): options checked, then the chosen
+// algorithm, each in its own unit.
+#include "pcgx/search/search.h"
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/search/autoddl_search.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/mcmc_search.h"
+#include "pcgx/search/unity_search.h"
+
+namespace pcgx::search {
+
+std::string_view name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kUnity: return "unity";
+    case Algorithm::kDataParallel: return "data-parallel";
+    case Algorithm::kExpert: return "expert";
+    case Algorithm::kSequential: return "sequential";
+    case Algorithm::kExhaustive: return "exhaustive";
+    case Algorithm::kMcmc: return "mcmc";
+    case Algorithm::kAutoddl: return "autoddl";
+  }
+  return "?";
+}
+
+bool uses_rules(Algorithm a) {
+  switch (a) {
+    case Algorithm::kUnity:
+    case Algorithm::kSequential:
+    case Algorithm::kExhaustive:
+    case Algorithm::kMcmc: return true;
+    case Algorithm::kDataParallel:
+    case Algorithm::kExpert:
+    case Algorithm::kAutoddl: return false;
+  }
+  return false;
+}
+
+bool predicts_by_simulation(Algorithm a) { return a == Algorithm::kMcmc; }
+
+void validate(const SearchOptions& o) {
+  if (o.budget < 1) throw FieldError("SearchOptions.budget", "must be at least 1");
+  if (!(o.alpha >= 1) || !std::isfinite(o.alpha)) throw FieldError("SearchOptions.alpha", "must be a number of at least 1");
+  if (o.split_min_ops < 2) throw FieldError("SearchOptions.split_min_ops", "must be at least 2");
+  if (o.exhaustive_limit < 1) throw FieldError("SearchOptions.exhaustive_limit", "must be at least 1");
+  if (o.exhaustive_max_nodes < 0) throw FieldError("SearchOptions.exhaustive_max_nodes", "must not be negative");
+  if (o.proposals < 1) throw FieldError("SearchOptions.proposals", "must be at least 1");
+  if (o.evaluations < 1) throw FieldError("SearchOptions.evaluations", "must be at least 1");
+  if (o.restarts < 0) throw FieldError("SearchOptions.restarts", "must not be negative");
+  for (const int64_t d : o.degrees)
+    if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
+}
+
+std::vector<int64_t> candidate_degrees(int64_t devices) {
+  std::vector<int64_t> out;
+  for (int64_t d = 2; d <= devices; d *= 2)
+    if (devices % d == 0) out.push_back(d);
+  if (devices > 1 && (out.empty() || out.back() != devices)) out.push_back(devices);
+  return out;
+}
+
+SearchResult optimize(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
+  validate(options);
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult result;
+  switch (options.algorithm) {
+    case Algorithm::kUnity: result = unity_search(model, rules, mapper, options); break;
+    case Algorithm::kSequential: result = sequential_search(model, rules, mapper, options); break;
+    case Algorithm::kExhaustive: result = exhaustive_search(model, rules, mapper, options); break;
+    case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;
+    case Algorithm::kExpert: {
+      auto e = tuned_expert(model, mapper);
+      if (!e) throw Error("expert: no expert strategy for '" + model.name() + "' (it covers transformers, recommendation models and plain MLPs)");
+      result.strategy = mapper.map(*e);
+      break;
+    }
+    case Algorithm::kMcmc: {
+      // Its views are its own (chosen by proposals, costed by simulation).
+      McmcResult r = mcmc_search(model, rules, mapper, options);
+      result.strategy = std::move(r.strategy), result.applied = std::move(r.applied);
+      result.explored = r.stats.proposals, result.evaluated = r.stats.full_simulations + r.stats.delta_simulations;
+      break;
+    }
+    case Algorithm::kAutoddl: {
+      AutoddlResult r = autoddl_search(model, mapper, options);
+      result.strategy = std::move(r.strategy);
+      result.explored = r.stats.rounds, result.evaluated = r.stats.evaluations;
+      break;
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace pcgx::search

@@ -1,0 +1,122 @@
+#include "print_reports.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <string>
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::cli {
+namespace {
+
+std::string view_strides(const MachineView& v) {
+  if (v.strides.empty()) return std::to_string(v.stride);
+  std::string s = "[";
+  for (size_t i = 0; i < v.strides.size(); ++i) s += (i ? "," : "") + std::to_string(v.strides[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, bool quiet) {
+  const search::SearchResult& r = rep.result.search;
+  const search::Estimate& e = r.strategy.estimate;
+  const int64_t n = q.machine.num_devices();
+  out << "model                 " << q.model.name() << "\n"
+            << "machine               " << q.machine.name << ", " << n << " devices\n"
+            << "search                " << search::name(q.search.algorithm) << " (" << std::fixed << std::setprecision(2) << r.seconds << " s, "
+            << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
+  if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
+  out << "iteration time        " << ms(e.time) << (search::predicts_by_simulation(q.search.algorithm) ? " predicted (simulated)" : " predicted") << "\n";
+  print_terms(out, e);
+  if (rep.simulated > 0)
+    out << "simulated             " << ms(rep.simulated) << " (pcgx simulate: the plan task by task; ratio to the prediction "
+              << std::setprecision(2) << rep.simulated / e.time << ")\n";
+  if (!rep.pipelined && r.ranking.chosen >= 0) {
+    out << "chosen by simulation  ";
+    for (size_t i = 0; i < r.ranking.finalists.size(); ++i) {
+      const search::RankedFinalist& f = r.ranking.finalists[i];
+      out << (i ? ", " : "") << f.label << " " << (f.feasible ? ms(f.simulated) + " (predicted " + ms(f.estimate) + ")" : std::string("infeasible"))
+                << (static_cast<int>(i) == r.ranking.chosen ? " *" : "");
+    }
+    out << "\n";
+  }
+  print_profile_coverage(out, search::CostModel(q.machine, q.efficiency ? *q.efficiency : search::default_efficiency(), q.profile, q.comm),
+                         r.strategy.graph);
+  if (rep.pipelined) {
+    const search::PipelineResult& pr = rep.result;
+    out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
+              << " micro-batches, 1F1B with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
+    for (size_t i = 0; i < pr.stage.size(); ++i) {
+      const auto& st = pr.stage[i];
+      out << "  stage " << i + 1 << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  " << st.operators
+                << " operators (" << st.first << " .. " << st.last << ")  " << ms(st.micro_batch) << " per micro-batch, " << human_bytes(st.memory) << "\n";
+    }
+  }
+  const search::Strategy& dp = rep.data_parallel;
+  out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity) << "\n"
+            << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
+  if (dp.estimate.feasible) out << "speedup over data parallel  " << std::setprecision(2) << dp.estimate.time / e.time << "x\n";
+  out << "substitutions applied " << r.applied.size() << "\n";
+  for (size_t i = 0; i < r.applied.size() && i < 20; ++i) out << "  " << r.applied[i] << "\n";
+  if (r.applied.size() > 20) out << "  ... (all in the strategy file)\n";
+  if (quiet) return;
+  out << "operators (tasks, output layout, machine view start:stride or start:[strides])\n";
+  for (const Node& nd : r.strategy.graph.nodes()) {
+    if (nd.op->op_class == OpClass::kSource) continue;
+    const auto v = r.strategy.views[static_cast<size_t>(nd.id)];
+    out << "  " << std::left << std::setw(28) << (nd.name.empty() ? "#" + std::to_string(nd.id) : nd.name) << std::setw(14) << nd.op->name
+              << std::right << std::setw(5) << nd.outputs[0].num_shards() << "  " << std::left << std::setw(30) << nd.outputs[0].to_string()
+              << std::right << " " << v.start << ":" << view_strides(v) << "\n";
+  }
+}
+
+void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
+  const runtime::RunSummary& s = rep.summary;
+  const auto& L = s.result.losses;
+  const runtime::TrainOptions& o = s.options;
+  const int64_t steps = o.steps;
+  const int64_t first = steps - static_cast<int64_t>(L.size()) + 1;  // a resumed run's first step
+  out << "model                 " << s.model << "\n"
+      << "strategy              " << s.strategy << "\n"
+      << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n"
+      << "loss                  " << L.front() << " -> " << L.back() << " ("
+      << (first > 1 ? "steps " + std::to_string(first) + "-" + std::to_string(steps) + ", resumed" : std::to_string(steps) + " steps") << ")\n"
+      << "data                  " << s.result.data << "\n"
+      << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
+      << (s.result.step_seconds.size() > 1 ? " (mean after the first step)" : "") << "\n";
+  if (s.predicted_step_seconds > 0) {
+    out << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << rep.machine.name << " (ratio measured/predicted "
+        << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
+    print_terms(out, rep.predicted);
+    print_profile_coverage(out, *rep.cost, rep.graph);
+    if (rep.terms) {
+      out << std::setprecision(3) << "step by term (ms)     predicted  measured on device " << rep.terms->device << "\n";
+      for (const runner::StepTerm& x : rep.terms->terms)
+        out << "  " << std::left << std::setw(20) << x.name << std::right << std::setw(9) << x.predicted * 1e3 << std::setw(10) << x.measured * 1e3 << "\n";
+    }
+  }
+  out << std::setprecision(1) << "throughput            " << s.samples_per_second() << " samples/s\n"
+      << "between devices       " << human_bytes(s.step_bytes()) << " per step measured, " << human_bytes(s.predicted_step_bytes) << " predicted ("
+      << human_bytes(static_cast<double>(s.result.bytes_sent)) << " in all)\n"
+      << std::defaultfloat;
+}
+
+void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::chrono::steady_clock::time_point& last) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool final = r.step == r.steps;
+  if (!final && now - last < std::chrono::milliseconds(tty ? 100 : 1000)) return;
+  last = now;
+  const int width = 30;
+  std::string bar(static_cast<size_t>(width * r.step / r.steps), '#');
+  bar.resize(width, '.');
+  char line[160];
+  std::snprintf(line, sizeof line, "  [%s] step %lld/%lld  loss %.6g  %.1f samples/s", bar.c_str(), static_cast<long long>(r.step),
+                static_cast<long long>(r.steps), r.loss, static_cast<double>(batch) / std::max(r.seconds, 1e-9));
+  std::cerr << (tty ? "\r\033[K" : "") << line << (tty && !final ? "" : "\n") << std::flush;
+}
+
+}  // namespace pcgx::cli
