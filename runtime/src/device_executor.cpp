@@ -19,12 +19,12 @@ bool same_shape(const Tensor<float>& t, const ParallelTensorShape& s) {
 }  // namespace
 
 DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm)
-    : plan_(plan), comm_(comm), owned_(std::make_unique<HostBackend>()), backend_(*owned_) {
+    : plan_(plan), comm_(comm), host_comm_(comm), owned_(std::make_unique<HostBackend>()), backend_(*owned_) {
   init();
 }
 
-DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm, Backend& backend)
-    : plan_(plan), comm_(comm), backend_(backend) {
+DeviceExecutor::DeviceExecutor(const ExecutionPlan& plan, Communicator& comm, Backend& backend, Communicator* host)
+    : plan_(plan), comm_(comm), host_comm_(host ? *host : comm), backend_(backend) {
   init();
 }
 
@@ -294,16 +294,17 @@ double DeviceExecutor::forward() {
     }
     for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
   }
-  // The loss to device 0.
+  // The loss to device 0: a host float, so through the host communicator
+  // (a staging one would treat its address as device memory).
   const TensorRef out = plan_.graph->outputs().at(0);
   const int holder = plan_.owner(out, 0);
   const int64_t loss_tag = -(int64_t{1} << 62);
   float loss = 0.f;
   if (holder == comm_.rank()) {
     loss = backend_.element(values(out)[0], 0);
-    if (holder != 0) comm_.send(0, loss_tag, std::span<const float>(&loss, 1));
+    if (holder != 0) host_comm_.send(0, loss_tag, std::span<const float>(&loss, 1));
   } else if (comm_.rank() == 0) {
-    comm_.recv(holder, loss_tag, std::span<float>(&loss, 1));
+    host_comm_.recv(holder, loss_tag, std::span<float>(&loss, 1));
   }
   return comm_.rank() == 0 ? loss : 0.0;
 }

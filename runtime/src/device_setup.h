@@ -26,7 +26,7 @@ inline Device open_device(const ExecutionPlan& plan, Communicator& comm, const s
   d.backend = make ? make(comm.rank()) : std::make_unique<HostBackend>();
   Communicator* c = &comm;
   if (!d.backend->host_memory()) c = (d.staging = std::make_unique<StagingCommunicator>(comm, *d.backend)).get();
-  d.ex = std::make_unique<DeviceExecutor>(plan, *c, *d.backend);
+  d.ex = std::make_unique<DeviceExecutor>(plan, *c, *d.backend, &comm);
   return d;
 }
 

@@ -110,5 +110,20 @@ TEST(BackendSeam, LayoutChangesTrainTheSameBits) {
   expect_same_training(s.graph, {s.views.begin(), s.views.end()}, 4, o);
 }
 
+// A plan whose loss lives off device 0 (the whole model on device 1): the
+// loss crosses to device 0 as a host value. Staged through the backend as
+// if it were device memory, its host address was handed to the device copy
+// ("cuda: copy to host: invalid argument" on a GPU; here a read of an
+// unreadable address).
+TEST(BackendSeam, ALossOffDeviceZeroReachesDeviceZero) {
+  const Graph model = build_model("mlp-tiny", {});
+  std::vector<MachineView> views(model.size());
+  for (const Node& n : model.nodes())
+    if (n.op->op_class != OpClass::kSource) views[static_cast<size_t>(n.id)].start = 1;
+  TrainOptions o;
+  o.steps = 3, o.seed = 3, o.batches = 1;
+  expect_same_training(model, views, 2, o);
+}
+
 }  // namespace
 }  // namespace pcgx::runtime

@@ -55,10 +55,12 @@ struct KernelTime {
 class DeviceExecutor {
  public:
   // On the host (host_backend.h), or on `backend`, which must outlive the
-  // executor and whose memory `comm` must take. Throws pcgx::Error naming
-  // the first operator the backend cannot run.
+  // executor and whose memory `comm` must take. Values that live in host
+  // memory whatever the backend (the loss sent to device 0) go through
+  // `host` (default: `comm`, right when the backend's memory is the host's).
+  // Throws pcgx::Error naming the first operator the backend cannot run.
   DeviceExecutor(const ExecutionPlan& plan, Communicator& comm);
-  DeviceExecutor(const ExecutionPlan& plan, Communicator& comm, Backend& backend);
+  DeviceExecutor(const ExecutionPlan& plan, Communicator& comm, Backend& backend, Communicator* host = nullptr);
   ~DeviceExecutor();
 
   // Sets this device's shards of a source node, and of the layouts sliced
@@ -151,6 +153,7 @@ class DeviceExecutor {
 
   const ExecutionPlan& plan_;
   Communicator& comm_;
+  Communicator& host_comm_;  // for host memory (the loss)
   std::unique_ptr<Backend> owned_;  // the host's, when none was given
   Backend& backend_;
   std::vector<std::vector<std::vector<Buffer>>> values_, grads_;  // [node][output][shard]
