@@ -33,7 +33,8 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   }
   const search::RuleLibrary rules(rs);
   out.rules = rules.size();
-  const search::CostModel cm(q.machine, q.efficiency ? *q.efficiency : search::default_efficiency(), q.profile, q.comm);
+  out.cost = std::make_shared<const search::CostModel>(q.machine, q.efficiency ? *q.efficiency : search::default_efficiency(), q.profile, q.comm);
+  const search::CostModel& cm = *out.cost;
   const search::MachineMapper mapper(cm);
   out.pipelined = q.pipeline.has_value();
   if (q.pipeline) out.result = search::optimize_pipeline(q.model, rules, cm, q.search, *q.pipeline);

@@ -141,7 +141,6 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
         OptimizeReport r = optimize(oq);
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
-        rep.unverified = r.unverified;
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);
         adopt(r.file, graph, views);

@@ -28,6 +28,13 @@ struct Context {
   }
 };
 
+// A context for one search of `options` (its degrees: options.degrees, or
+// candidate_degrees of the mapper's devices), reporting into `result`.
+inline Context make_context(const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options, SearchResult& result) {
+  return Context{rules, nullptr, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees,
+                 result, "", kInf};
+}
+
 struct Seed {
   Graph graph;
   std::vector<std::string> applied;  // rules that led to it from the model

@@ -50,7 +50,7 @@ Candidate exhaustive(const Graph& g, const RuleLibrary& rules, Context& cx) {
 
 SearchResult exhaustive_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
   SearchResult result;
-  Context cx{rules, nullptr, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees, result, "", kInf};
+  Context cx = make_context(rules, mapper, options, result);
   Candidate c = exhaustive(model, rules, cx);
   result.applied = std::move(c.applied);
   result.strategy = mapper.map(c.graph);

@@ -9,18 +9,9 @@
 #include "pcgx/search/baselines.h"
 
 namespace pcgx::search {
-namespace {
-
-Context context_for(const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options, SearchResult& result) {
-  return Context{rules, nullptr, mapper, options, options.degrees.empty() ? candidate_degrees(mapper.cost().devices()) : options.degrees,
-                 result, "", kInf};
-}
-
-}  // namespace
-
 SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
   SearchResult result;
-  Context cx = context_for(rules, mapper, options, result);
+  Context cx = make_context(rules, mapper, options, result);
   // Start the joint search from the best the algebraic rules alone reach on
   // the whole model: rewrites across piece boundaries (which the pieces'
   // own algebraic seeds cannot see) are then in place, and the joint
@@ -74,7 +65,7 @@ SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const Ma
 
 SearchResult sequential_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
   SearchResult result;
-  Context cx = context_for(rules, mapper, options, result);
+  Context cx = make_context(rules, mapper, options, result);
   const RuleLibrary algebraic = rules.filtered(RuleFilter::kAlgebraic);
   const RuleLibrary parallel = rules.filtered(RuleFilter::kParallel);
   Candidate c = search_graph(model, algebraic, cx, false, false);

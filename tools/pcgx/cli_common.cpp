@@ -14,6 +14,7 @@
 #include "pcgx/generator/opset.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/runner/train.h"
 
 namespace pcgx::cli {
 
@@ -96,8 +97,10 @@ LegacyDims parse_dims(const std::string& s) {
   throw Error("--dims " + s + ": expected reversed or forward");
 }
 
-void check_format(const std::string& f) {
-  if (f != "pcgx" && f != "flexflow") throw Error("--format " + f + ": expected pcgx or flexflow");
+RuleFormat parse_rule_format(const std::string& f) {
+  if (f == "pcgx") return RuleFormat::kPcgx;
+  if (f == "flexflow") return RuleFormat::kFlexflow;
+  throw Error("--format " + f + ": expected pcgx or flexflow");
 }
 
 int64_t parse_int(const std::string& text, const std::string& what) {
@@ -183,6 +186,26 @@ CLI::Validator positive() {
 runner::ChosenBackend choose_backend(const std::string& name) {
   name_flags({{"BackendKind", "--backend"}});
   return runner::choose_backend(parse_backend(name));
+}
+
+void on_every_rank(runtime::MpiWorld* world, const std::function<void()>& work) {
+  QuietRank quiet(world && world->rank() != 0);
+  try {
+    work();
+  } catch (const Error& e) {
+    if (!world) throw;
+    if (dynamic_cast<const runner::TrainingError*>(&e)) {
+      quiet.restore();
+      std::cerr << "error: rank " << world->rank() << ": " << one_line(with_flags(e.what())) << "\n";
+      world->abort(2);
+    }
+    // mpirun ends the job at the first non-zero exit and may drop what a
+    // rank prints after that, so rank 0 says why before any rank can leave
+    // (the sum is collective).
+    if (world->rank() == 0) std::cerr << "error: " << one_line(with_flags(e.what())) << std::endl;
+    world->sum(0);
+    throw CLI::RuntimeError(2);
+  }
 }
 
 std::string opset_help() {

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <streambuf>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/legacy_flexflow.h"
 #include "pcgx/rulesets/ruleset.h"
+#include "pcgx/rulesets/ruleset_compare.h"
 
 namespace pcgx::cli {
 
@@ -50,7 +52,7 @@ runner::BackendKind parse_backend(const std::string& text);
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.
 LegacyDims parse_dims(const std::string& s);
-void check_format(const std::string& f);
+RuleFormat parse_rule_format(const std::string& f);
 
 // Parses a whole string as an integer; `what` names it in the error.
 int64_t parse_int(const std::string& text, const std::string& what);
@@ -105,6 +107,14 @@ class QuietRank {
   std::streambuf* out_ = nullptr;
   std::streambuf* err_ = nullptr;
 };
+
+// Runs a command's work on every MPI rank of `world` (or once, without
+// one), rank 0 alone speaking. An error of every rank alike (before
+// training: arguments, files, the search's broadcast result) is said once
+// by rank 0 before any rank leaves, exit code 2; a runner::TrainingError of
+// one rank (the others may be waiting on it) is said by that rank, which
+// then aborts the job.
+void on_every_rank(runtime::MpiWorld* world, const std::function<void()>& work);
 
 void add_models_command(CLI::App& app);
 void add_info_command(CLI::App& app);

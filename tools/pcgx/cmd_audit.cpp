@@ -27,13 +27,13 @@ void add_audit_command(CLI::App& app) {
   cmd->add_option("--threads", threads, "worker threads (default: every core)");
   cmd->add_flag("--list", list, "print every rule's verdict");
   cmd->callback([] {
-    check_format(format);
+    const RuleFormat rule_format = parse_rule_format(format);
     const LegacyDims legacy_dims = parse_dims(dims);
     const verify::AxiomSet axioms = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
     auto progress = [](size_t n, size_t total) { std::cerr << "auditing: " << n << "/" << total << "\n"; };
     std::map<std::string, int> tally;
     bool failed = false;
-    if (format == "pcgx") {
+    if (rule_format == RuleFormat::kPcgx) {
       const Ruleset r = load_ruleset(file);
       const verify::AuditResult a = verify::audit_ruleset(r, axioms, verify::ProverOptions{timeout_ms}, threads, progress);
       std::cout << "content hash   " << (a.hash_ok ? "ok" : "MISMATCH: stored " + r.stored_hash + ", content " + r.computed_hash) << "\n";

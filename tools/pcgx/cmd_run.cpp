@@ -105,9 +105,8 @@ void add_run_command(CLI::App& app) {
                   "(Chrome trace-event JSON, as pcgx simulate --trace writes; under MPI, rank 0's)");
   cmd->callback([] {
     runner::ChosenBackend chosen = choose_backend(f.backend);
-    QuietRank quiet(chosen.world && chosen.world->rank() != 0);
     runtime::MpiWorld* world = chosen.world.get();
-    try {
+    on_every_rank(world, [&] {
       runner::TrainRequest& q = request(f, chosen.kind);
       const bool tty = isatty(2);
       auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
@@ -117,21 +116,7 @@ void add_run_command(CLI::App& app) {
       if (!rep.rank0) return;
       print_train_report(std::cout, rep);
       for (const auto& [path, what] : rep.written) std::cerr << "wrote " << path << (what.empty() ? "" : " (" + what + ")") << "\n";
-    } catch (const Error& e) {
-      if (!world) throw;
-      if (dynamic_cast<const runner::TrainingError*>(&e)) {  // this rank alone: the others may wait on it
-        quiet.restore();
-        std::cerr << "error: rank " << world->rank() << ": " << one_line(with_flags(e.what())) << "\n";
-        world->abort(2);
-      }
-      // Before training every rank fails alike (arguments, files, the
-      // search's broadcast result). mpirun ends the job at the first
-      // non-zero exit and may drop what a rank prints after that, so rank 0
-      // says why before any rank can leave (the sum is collective).
-      if (world->rank() == 0) std::cerr << "error: " << one_line(with_flags(e.what())) << std::endl;
-      world->sum(0);
-      throw CLI::RuntimeError(2);
-    }
+    });
   });
 }
 

@@ -44,8 +44,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     }
     out << "\n";
   }
-  print_profile_coverage(out, search::CostModel(q.machine, q.efficiency ? *q.efficiency : search::default_efficiency(), q.profile, q.comm),
-                         r.strategy.graph);
+  print_profile_coverage(out, *rep.cost, r.strategy.graph);
   if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
     out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches

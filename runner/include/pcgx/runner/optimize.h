@@ -3,6 +3,7 @@
 // --optimize`): one request, one report, the same search path for both, so
 // every algorithm gets the same rules whichever front end asks.
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -46,6 +47,7 @@ struct OptimizeReport {
   // plan is pipelined.
   double simulated = 0;
   search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
+  std::shared_ptr<const search::CostModel> cost;  // what priced the plan
   search::StrategyFile file;       // what `optimize -o` writes
 };
 

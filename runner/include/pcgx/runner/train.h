@@ -85,7 +85,6 @@ struct TrainReport {
   std::shared_ptr<const search::CostModel> cost;
   search::Estimate predicted;          // term by term (feasible or not)
   std::optional<search::SearchResult> search;  // when it searched first
-  std::optional<std::string> unverified;       // why the searched ruleset is not a verified one (allowed)
   std::optional<StepTerms> terms;      // with breakdown, when a prediction exists
   std::vector<std::pair<std::string, std::string>> written;  // path, and what it holds beyond its kind (may be empty)
 };
