@@ -58,12 +58,18 @@ bool Attributes::get_bool(const std::string& n) const { return get_as<bool>(*thi
 const std::string& Attributes::get_string(const std::string& n) const { return get_as<std::string>(*this, n); }
 const IntList& Attributes::get_ints(const std::string& n) const { return get_as<IntList>(*this, n); }
 
+const AttrSpec* find_spec(const std::vector<AttrSpec>& specs, const std::string& name) {
+  for (const AttrSpec& s : specs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
 Attributes normalize_attributes(const std::vector<AttrSpec>& specs, const Attributes& given,
                                 const std::string& what) {
   Attributes out;
   for (const auto& [name, value] : given.values()) {
-    auto it = std::find_if(specs.begin(), specs.end(), [&name = name](const AttrSpec& s) { return s.name == name; });
-    if (it == specs.end()) {
+    const AttrSpec* it = find_spec(specs, name);
+    if (!it) {
       std::string known;
       for (const auto& s : specs) known += (known.empty() ? "" : ", ") + s.name;
       throw Error(what + ": unknown attribute '" + name + "'" +

@@ -6,6 +6,17 @@
 
 namespace pcgx {
 
+bool keeps_value(DataMove m) {
+  switch (m) {
+    case DataMove::kRepartition:
+    case DataMove::kCombine:
+    case DataMove::kReplicate:
+    case DataMove::kPipeline:
+    case DataMove::kBatch: return true;
+    default: return false;
+  }
+}
+
 std::string OpDef::input_name(int i) const {
   if (i < static_cast<int>(input_names.size())) return input_names[static_cast<size_t>(i)];
   std::string name = input_names.empty() ? std::string("x") : input_names.back();
@@ -16,11 +27,14 @@ std::string OpDef::input_name(int i) const {
 int64_t tensor_bytes(const TensorType& t) { return product(t.shape) * byte_size(t.dtype); }
 
 double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
-                    std::span<const TensorType> out) {
-  if (op.bytes) return op.bytes(attrs, in, out);
+                    std::span<const TensorType> out, int64_t float_bytes) {
+  if (op.bytes) return op.bytes(attrs, in, out) * static_cast<double>(float_bytes) / 4.0;
+  auto bytes = [&](const TensorType& t) {
+    return static_cast<double>(product(t.shape) * (t.dtype == DataType::kFloat32 ? float_bytes : byte_size(t.dtype)));
+  };
   double b = 0;
-  for (const auto& t : in) b += static_cast<double>(tensor_bytes(t));
-  for (const auto& t : out) b += static_cast<double>(tensor_bytes(t));
+  for (const auto& t : in) b += bytes(t);
+  for (const auto& t : out) b += bytes(t);
   return b;
 }
 

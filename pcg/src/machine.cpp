@@ -43,6 +43,21 @@ Machine Machine::with_devices(int64_t n) const {
   return m;
 }
 
+bool DeviceSpec::has_precision_table() const {
+  for (const double f : peak_flops_by_precision)
+    if (f > 0) return true;
+  return false;
+}
+
+double DeviceSpec::peak(Precision p) const {
+  if (!has_precision_table()) return peak_flops;
+  const double f = peak_flops_by_precision[static_cast<size_t>(p)];
+  if (f <= 0)
+    throw FieldError("Machine.device.peak_flops_by_precision",
+                     name + " has no peak FLOP/s for " + pcgx::name(p) + " (the machine file lists other precisions only)");
+  return f;
+}
+
 std::string machine_to_json(const Machine& m) {
   json root;
   root["format_version"] = kMachineFormatVersion;
@@ -55,6 +70,12 @@ std::string machine_to_json(const Machine& m) {
                     {"peak_flops", m.device.peak_flops},
                     {"memory_bandwidth", m.device.memory_bandwidth},
                     {"memory_capacity", m.device.memory_capacity}};
+  if (m.device.has_precision_table()) {
+    json table = json::object();
+    for (const Precision p : kPrecisions)
+      if (const double f = m.device.peak_flops_by_precision[static_cast<size_t>(p)]; f > 0) table[name(p)] = f;
+    root["device"]["peak_flops_by_precision"] = table;
+  }
   if (!m.device.overlaps_communication) root["device"]["overlaps_communication"] = false;
   json links = json::array();
   for (const auto& l : m.links) {
@@ -91,9 +112,19 @@ Machine machine_from_json(const std::string& text, const std::string& source) {
 
   const json& dev = r.field(root, "device", "");
   r.expect_object(dev, "device");
-  r.only_keys(dev, {"name", "peak_flops", "memory_bandwidth", "memory_capacity", "overlaps_communication"}, "device");
+  r.only_keys(dev, {"name", "peak_flops", "peak_flops_by_precision", "memory_bandwidth", "memory_capacity", "overlaps_communication"},
+              "device");
   m.device.name = r.get_string(r.field(dev, "name", "device"), "device.name");
   m.device.peak_flops = positive_number(dev, "peak_flops", "device", false);
+  if (const json* t = r.optional(dev, "peak_flops_by_precision")) {
+    const std::string path = "device.peak_flops_by_precision";
+    r.expect_object(*t, path);
+    for (const auto& [key, value] : t->items()) {
+      const std::optional<Precision> p = precision_named(key);
+      if (!p) r.fail(join(path, key), "unknown precision (fp32, tf32, bf16, fp16)");
+      m.device.peak_flops_by_precision[static_cast<size_t>(*p)] = positive_number(*t, key, path, false);
+    }
+  }
   m.device.memory_bandwidth = positive_number(dev, "memory_bandwidth", "device", false);
   m.device.memory_capacity = positive_number(dev, "memory_capacity", "device", false);
   if (const json* o = r.optional(dev, "overlaps_communication")) m.device.overlaps_communication = r.get_bool(*o, "device.overlaps_communication");

@@ -6,9 +6,11 @@ namespace pcgx {
 
 std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const std::vector<std::pair<NodeId, int>>& readers) {
   const Node& a = g.node(n);
-  if ((a.op->name != "Combine" && a.op->name != "Reduce") || readers.size() != 1) return std::nullopt;
+  const DataMove first = a.op->data_move;
+  if ((first != DataMove::kCombine && first != DataMove::kReduce) || readers.size() != 1) return std::nullopt;
   const Node& b = g.node(readers[0].first);
-  if ((b.op->name != "Repartition" && b.op->name != "Replicate") || b.inputs.size() != 1) return std::nullopt;
+  const DataMove second = b.op->data_move;
+  if ((second != DataMove::kRepartition && second != DataMove::kReplicate) || b.inputs.size() != 1) return std::nullopt;
   return b.id;
 }
 
@@ -19,8 +21,8 @@ int64_t Piece::elements() const {
 }
 
 std::pair<int64_t, int64_t> relayout_factors(const Node& first, const Node& second) {
-  return {first.op->name == "Reduce" ? first.attrs.get_int("degree") : 1,
-          second.op->name == "Replicate" ? second.attrs.get_int("degree") : 1};
+  return {first.op->data_move == DataMove::kReduce ? first.attrs.get_int("degree") : 1,
+          second.op->data_move == DataMove::kReplicate ? second.attrs.get_int("degree") : 1};
 }
 
 namespace {

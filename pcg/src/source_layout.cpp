@@ -24,9 +24,7 @@ SourceLayouts source_layouts(const Graph& g) {
       inputs = inputs && s.of[static_cast<size_t>(t.node)] == Layout::kInput;
     }
     l = weights ? Layout::kWeight : inputs ? Layout::kInput : Layout::kNone;
-    const std::string& op = n.op->name;
-    const bool preserving = op == "Replicate" || op == "Repartition" || op == "Combine" || op == "Pipeline" || op == "Batch";
-    if (l != Layout::kNone && n.inputs.size() == 1 && preserving) {
+    if (l != Layout::kNone && n.inputs.size() == 1 && keeps_value(n.op->data_move)) {
       const Node& in = g.node(n.inputs[0].node);
       if (in.op->op_class == OpClass::kSource) s.root[static_cast<size_t>(n.id)] = in.id;
       else s.root[static_cast<size_t>(n.id)] = s.root[static_cast<size_t>(in.id)];

@@ -58,7 +58,7 @@ std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts)
   for (const Node& n : g.nodes()) {
     NodeRun& r = runs[static_cast<size_t>(n.id)];
     if (r.kind != NodeRun::Kind::kMoves) continue;
-    if (n.op->name == "AllReduce") {
+    if (n.op->data_move == DataMove::kAllReduce) {
       if (auto groups = all_reduce_groups(p, n.inputs[0], {n.id, 0}, n.attrs.get_int("degree")))
         r.kind = NodeRun::Kind::kAllReduce, r.groups = std::move(*groups), r.to = n.id;
       continue;

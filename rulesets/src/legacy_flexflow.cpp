@@ -36,6 +36,33 @@ int64_t param(const json& op, const char* key) {
   throw Error(op.at("type").get<std::string>() + " lacks parameter " + key);
 }
 
+// The FlexFlow operator types pcgx reads and writes, and how each carries
+// its parameters. The format names operators, so this table is the one
+// place that pairs the two vocabularies; import and export both read it.
+enum class LegacyParams : uint8_t { kNone, kDimDegree, kReplicaDegree, kActivation, kConcat, kSplit };
+struct LegacyOp {
+  const char* type;
+  const char* op;
+  LegacyParams params;
+};
+constexpr LegacyOp kLegacyOps[] = {
+    {"OP_PARTITION", "Repartition", LegacyParams::kDimDegree}, {"OP_COMBINE", "Combine", LegacyParams::kDimDegree},
+    {"OP_REPLICATE", "Replicate", LegacyParams::kReplicaDegree}, {"OP_REDUCE", "Reduce", LegacyParams::kReplicaDegree},
+    {"OP_LINEAR", "Linear", LegacyParams::kActivation},          {"OP_RELU", "Relu", LegacyParams::kNone},
+    {"OP_EW_ADD", "EwAdd", LegacyParams::kNone},                 {"OP_EW_MUL", "EwMul", LegacyParams::kNone},
+    {"OP_CONCAT", "Concat", LegacyParams::kConcat},              {"OP_SPLIT", "Split", LegacyParams::kSplit},
+};
+const LegacyOp* legacy_by_type(const std::string& type) {
+  for (const LegacyOp& l : kLegacyOps)
+    if (type == l.type) return &l;
+  return nullptr;
+}
+const LegacyOp* legacy_by_op(const std::string& op) {
+  for (const LegacyOp& l : kLegacyOps)
+    if (op == l.op) return &l;
+  return nullptr;
+}
+
 // Parallel state of each legacy input, inferred from the parallel operators
 // applied to it directly: Reduce(k) needs replica degree k, Combine(d, k)
 // degree k on d. Legacy inputs carry no state, pcgx inputs must.
@@ -92,32 +119,32 @@ Graph build_side(const json& ops, const std::vector<std::pair<int, int>>& output
     std::vector<TensorRef> ins;
     for (const json& t : op.at("input")) ins.push_back(tensor(t));
     const int rank = ins.empty() ? 0 : g.shape(ins[0]).rank();
-    NodeId id = -1;
-    if (type == "OP_PARTITION" || type == "OP_COMBINE") {
-      id = g.add(type == "OP_PARTITION" ? "Repartition" : "Combine",
-                 {{"dim", static_cast<int64_t>(map_dim(param(op, "PM_PARALLEL_DIM"), rank, dims))},
-                  {"degree", param(op, "PM_PARALLEL_DEGREE")}},
-                 ins);
-    } else if (type == "OP_REPLICATE" || type == "OP_REDUCE") {
-      id = g.add(type == "OP_REPLICATE" ? "Replicate" : "Reduce", {{"degree", param(op, "PM_PARALLEL_DEGREE")}}, ins);
-    } else if (type == "OP_LINEAR") {
-      const int64_t acti = param(op, "PM_ACTI");
-      if (acti != 0 && acti != 2) throw Error("activation code " + std::to_string(acti) + " has no pcgx equivalent");
-      id = g.add("Linear", {{"activation", std::string(acti == 2 ? "relu" : "none")}}, ins);
-    } else if (type == "OP_RELU" || type == "OP_EW_ADD" || type == "OP_EW_MUL") {
-      id = g.add(type == "OP_RELU" ? "Relu" : type == "OP_EW_ADD" ? "EwAdd" : "EwMul", {}, ins);
-    } else if (type == "OP_CONCAT") {
-      id = g.add("Concat", {{"axis", static_cast<int64_t>(map_dim(param(op, "PM_AXIS"), rank, dims))}}, ins);
-    } else if (type == "OP_SPLIT") {
-      const int axis = map_dim(param(op, "PM_AXIS"), rank, dims);
-      const int64_t parts = param(op, "PM_NUM_OUTPUTS");
-      const int64_t extent = g.shape(ins.at(0)).dims[static_cast<size_t>(axis)].size;
-      if (parts < 1 || extent % parts != 0) throw Error("cannot split size " + std::to_string(extent) + " into " + std::to_string(parts));
-      id = g.add("Split", {{"axis", static_cast<int64_t>(axis)}, {"sizes", IntList(static_cast<size_t>(parts), extent / parts)}}, ins);
-    } else {
-      throw Error("operator " + type + " has no pcgx equivalent");
+    const LegacyOp* l = legacy_by_type(type);
+    if (!l) throw Error("operator " + type + " has no pcgx equivalent");
+    Attributes a;
+    switch (l->params) {
+      case LegacyParams::kNone: break;
+      case LegacyParams::kDimDegree:
+        a = {{"dim", static_cast<int64_t>(map_dim(param(op, "PM_PARALLEL_DIM"), rank, dims))}, {"degree", param(op, "PM_PARALLEL_DEGREE")}};
+        break;
+      case LegacyParams::kReplicaDegree: a = {{"degree", param(op, "PM_PARALLEL_DEGREE")}}; break;
+      case LegacyParams::kActivation: {
+        const int64_t acti = param(op, "PM_ACTI");
+        if (acti != 0 && acti != 2) throw Error("activation code " + std::to_string(acti) + " has no pcgx equivalent");
+        a = {{"activation", std::string(acti == 2 ? "relu" : "none")}};
+        break;
+      }
+      case LegacyParams::kConcat: a = {{"axis", static_cast<int64_t>(map_dim(param(op, "PM_AXIS"), rank, dims))}}; break;
+      case LegacyParams::kSplit: {
+        const int axis = map_dim(param(op, "PM_AXIS"), rank, dims);
+        const int64_t parts = param(op, "PM_NUM_OUTPUTS");
+        const int64_t extent = g.shape(ins.at(0)).dims[static_cast<size_t>(axis)].size;
+        if (parts < 1 || extent % parts != 0) throw Error("cannot split size " + std::to_string(extent) + " into " + std::to_string(parts));
+        a = {{"axis", static_cast<int64_t>(axis)}, {"sizes", IntList(static_cast<size_t>(parts), extent / parts)}};
+        break;
+      }
     }
-    node_of_op.push_back(id);
+    node_of_op.push_back(g.add(l->op, a, ins));
   }
   for (const auto& [op, ts] : outputs) {
     if (op < 0) {
@@ -140,7 +167,7 @@ LegacyImport import_flexflow(const std::string& text, const std::string& source,
   out.rules.kind = kCandidatesKind;
   out.rules.name = "flexflow-import";
   out.rules.opset = "flexflow";
-  out.rules.operators = {"Repartition", "Combine", "Replicate", "Reduce", "Linear", "Relu", "EwAdd", "EwMul", "Concat", "Split"};
+  for (const LegacyOp& l : kLegacyOps) out.rules.operators.emplace_back(l.op);
   out.rules.generator_json = json{{"imported_from", source},
                                   {"dims", dims == LegacyDims::kReversed ? "reversed" : "forward"},
                                   {"size", size}}
@@ -227,38 +254,41 @@ std::string export_flexflow(const Ruleset& r, LegacyDims dims, std::vector<std::
           auto legacy_dim = [&](int64_t d) { return dims == LegacyDims::kReversed ? rank - 1 - d : d; };
           json op{{"_t", "Operator"}, {"input", json::array()}, {"para", json::array()}};
           auto para = [&](const char* k, int64_t v) { op["para"].push_back({{"_t", "Parameter"}, {"key", k}, {"value", v}}); };
-          const std::string& name = n.op->name;
-          if (name == "Repartition" || name == "Combine") {
-            op["type"] = name == "Repartition" ? "OP_PARTITION" : "OP_COMBINE";
-            para("PM_PARALLEL_DIM", legacy_dim(n.attrs.get_int("dim")));
-            para("PM_PARALLEL_DEGREE", n.attrs.get_int("degree"));
-          } else if (name == "Replicate" || name == "Reduce") {
-            op["type"] = name == "Replicate" ? "OP_REPLICATE" : "OP_REDUCE";
-            para("PM_PARALLEL_DIM", rank);  // the replica dimension follows the data dimensions
-            para("PM_PARALLEL_DEGREE", n.attrs.get_int("degree"));
-          } else if (name == "Linear") {
-            const std::string& act = n.attrs.get_string("activation");
-            if ((act != "none" && act != "relu") || n.attrs.get_bool("use_bias"))
-              throw Error("Linear with activation " + act + (n.attrs.get_bool("use_bias") ? " and a bias" : ""));
-            op["type"] = "OP_LINEAR";
-            para("PM_ACTI", act == "relu" ? 2 : 0);
-          } else if (name == "Relu" || name == "EwAdd" || name == "EwMul") {
-            op["type"] = name == "Relu" ? "OP_RELU" : name == "EwAdd" ? "OP_EW_ADD" : "OP_EW_MUL";
-          } else if (name == "Concat" && n.attrs.get_int("axis") >= 0) {
-            op["type"] = "OP_CONCAT";
-            para("PM_AXIS", legacy_dim(n.attrs.get_int("axis")));
-            para("PM_NUMDIM", rank);
-            para("PM_NUM_INPUTS", static_cast<int64_t>(n.inputs.size()));
-          } else if (name == "Split" && n.attrs.get_int("axis") >= 0) {
-            const IntList& sizes = n.attrs.get_ints("sizes");
-            for (int64_t s : sizes)
-              if (s != sizes[0]) throw Error("Split into unequal pieces");
-            op["type"] = "OP_SPLIT";
-            para("PM_AXIS", legacy_dim(n.attrs.get_int("axis")));
-            para("PM_NUM_OUTPUTS", static_cast<int64_t>(sizes.size()));
-          } else {
-            throw Error(name + (name == "Concat" || name == "Split" ? " on the replica axis" : "") +
-                        " has no legacy equivalent");
+          const LegacyOp* l = legacy_by_op(n.op->name);
+          // FlexFlow has no replica-axis Concat or Split.
+          if (!l || n.op->is_shard_level(n.attrs))
+            throw Error(n.op->name + (l ? " on the replica axis" : "") + " has no legacy equivalent");
+          op["type"] = l->type;
+          switch (l->params) {
+            case LegacyParams::kNone: break;
+            case LegacyParams::kDimDegree:
+              para("PM_PARALLEL_DIM", legacy_dim(n.attrs.get_int("dim")));
+              para("PM_PARALLEL_DEGREE", n.attrs.get_int("degree"));
+              break;
+            case LegacyParams::kReplicaDegree:
+              para("PM_PARALLEL_DIM", rank);  // the replica dimension follows the data dimensions
+              para("PM_PARALLEL_DEGREE", n.attrs.get_int("degree"));
+              break;
+            case LegacyParams::kActivation: {
+              const std::string& act = n.attrs.get_string("activation");
+              if ((act != "none" && act != "relu") || n.attrs.get_bool("use_bias"))
+                throw Error(n.op->name + " with activation " + act + (n.attrs.get_bool("use_bias") ? " and a bias" : ""));
+              para("PM_ACTI", act == "relu" ? 2 : 0);
+              break;
+            }
+            case LegacyParams::kConcat:
+              para("PM_AXIS", legacy_dim(n.attrs.get_int("axis")));
+              para("PM_NUMDIM", rank);
+              para("PM_NUM_INPUTS", static_cast<int64_t>(n.inputs.size()));
+              break;
+            case LegacyParams::kSplit: {
+              const IntList& sizes = n.attrs.get_ints("sizes");
+              for (int64_t s : sizes)
+                if (s != sizes[0]) throw Error(n.op->name + " into unequal pieces");
+              para("PM_AXIS", legacy_dim(n.attrs.get_int("axis")));
+              para("PM_NUM_OUTPUTS", static_cast<int64_t>(sizes.size()));
+              break;
+            }
           }
           for (const TensorRef& t : n.inputs) op["input"].push_back(ref(t));
           op_of[n.id] = static_cast<int>(ops.size());

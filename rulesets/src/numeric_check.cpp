@@ -81,18 +81,21 @@ Graph rescale_graph(const Graph& g, int64_t factor, int64_t degree_from = 0, int
         a.set("degrees", degrees);
         if (a.get_int("replica") == degree_from) a.set("replica", degree_to);
       }
-    } else if (n.op->name == "Split" && a.get_int("axis") >= 0) {
-      IntList sizes = a.get_ints("sizes");
-      for (auto& x : sizes) x *= factor;
-      a.set("sizes", sizes);
-    } else if (n.op->name == "Reshape") {
-      throw Error("a Reshape's target shape cannot be rescaled");
     }
-    if (degree_from > 0) {
-      if ((n.op->name == "Concat" || n.op->name == "Split") && a.get_int("axis") < 0)
-        throw Error("a replica-axis Concat or Split fixes its replica degrees");
-      if (n.op->op_class == OpClass::kParallel && a.get_int("degree") == degree_from) a.set("degree", degree_to);
+    const bool on_replicas = n.op->op_class == OpClass::kCompute && n.op->is_shard_level(a);
+    for (const AttrSpec& spec : n.op->attrs) {
+      if (spec.role == AttrRole::kExtentParts && !on_replicas) {
+        IntList parts = a.get_ints(spec.name);
+        for (auto& x : parts) x *= factor;
+        a.set(spec.name, parts);
+      } else if (spec.role == AttrRole::kShape) {
+        throw Error("a " + n.op->name + "'s " + spec.name + " cannot be rescaled");
+      } else if (spec.role == AttrRole::kDegree && degree_from > 0 && a.get_int(spec.name) == degree_from) {
+        a.set(spec.name, degree_to);
+      }
     }
+    if (degree_from > 0 && on_replicas)
+      throw Error("a replica-axis " + n.op->name + " fixes its replica degrees");
     std::vector<TensorRef> ins;
     for (const TensorRef& t : n.inputs) ins.push_back({map[static_cast<size_t>(t.node)], t.output});
     map.push_back(out.add(*n.op, a, ins, n.name));

@@ -13,7 +13,7 @@ std::string attr_text(const Node& n) {
   for (const auto& [k, v] : n.attrs.values()) {
     if (k == "activation" && std::get<std::string>(v) == "none") continue;
     if (k == "use_bias" && !std::get<bool>(v)) continue;
-    if (n.op->name == "Split" && k == "sizes") continue;
+    if (n.op->attr_role(k) == AttrRole::kExtentParts) continue;  // matched in proportion, not by value
     add(k == "dim" ? "d" + to_string(v) : k == "axis" ? (std::get<int64_t>(v) < 0 ? "replica" : "axis" + to_string(v))
                                                      : to_string(v));
   }

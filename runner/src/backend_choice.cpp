@@ -9,14 +9,6 @@
 
 namespace pcgx::runner {
 
-std::optional<BackendKind> backend_kind(std::string_view name) {
-  if (name == "auto") return BackendKind::kAuto;
-  if (name == "cpu") return BackendKind::kCpu;
-  if (name == "mpi") return BackendKind::kMpi;
-  if (name == "cuda") return BackendKind::kCuda;
-  return std::nullopt;
-}
-
 const char* backend_name(BackendKind k) {
   switch (k) {
     case BackendKind::kAuto: return "auto";

@@ -1,5 +1,6 @@
 #include "pcgx/runner/optimize.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "pcgx/pcg/error.h"
@@ -33,7 +34,8 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   }
   const search::RuleLibrary rules(rs);
   out.rules = rules.size();
-  out.cost = std::make_shared<const search::CostModel>(q.machine, q.efficiency ? *q.efficiency : search::default_efficiency(), q.profile, q.comm);
+  out.cost = std::make_shared<const search::CostModel>(q.machine, q.efficiency ? *q.efficiency : search::default_efficiency(), q.profile, q.comm,
+                                                      q.precision);
   const search::CostModel& cm = *out.cost;
   const search::MachineMapper mapper(cm);
   out.pipelined = q.pipeline.has_value();
@@ -42,8 +44,13 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   const search::SearchResult& r = out.result.search;
   if (!out.pipelined && !search::predicts_by_simulation(q.search.algorithm) && r.strategy.estimate.feasible)
     out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm).time();
+  if (!out.pipelined && r.strategy.estimate.feasible) {
+    const auto mem = search::memory_breakdown(Placement(r.strategy.graph, r.strategy.views, q.machine.num_devices()), q.precision);
+    out.busiest_memory = *std::max_element(mem.begin(), mem.end(), [](const auto& a, const auto& b) { return a.total() < b.total(); });
+  }
   out.data_parallel = mapper.map(search::best_data_parallel(q.model, mapper));
   out.file = {q.model.name(), q.machine, q.machine.num_devices(), std::string(search::name(q.search.algorithm)), r.applied, r.strategy};
+  out.file.precision = q.precision;
   if (out.pipelined) out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches;
   return out;
 }

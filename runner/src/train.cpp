@@ -90,7 +90,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   if (is_strategy_file(q.target)) {
     if (q.search) throw FieldError("TrainRequest.search", q.target + " is already a strategy");
     if (!q.sizes.empty()) throw FieldError("ModelParams", "a strategy fixes the model's sizes (" + q.target + ")");
-    const search::StrategyFile f = search::load_strategy(q.target);
+    const search::StrategyFile f = load_runnable_strategy(q.target);
     adopt(f, graph, views);
     s.model = f.model, s.strategy = f.search + " (" + q.target + ")";
     machine = f.machine;

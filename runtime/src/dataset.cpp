@@ -15,7 +15,7 @@ NpyDataset::NpyDataset(const Graph& g, const std::string& dir) : dir_(dir) {
   int64_t batch = 0;
   std::string first;
   for (const Node& n : g.nodes()) {
-    if (n.op->name != "Input") continue;
+    if (n.op->op_class != OpClass::kSource || n.op->is_weight) continue;
     const std::string path = (std::filesystem::path(dir) / (n.name + ".npy")).string();
     if (!std::filesystem::exists(path)) throw FileError(path, "", "missing: input '" + n.name + "' of " + g.name() + " needs it");
     Tensor<float> t = read_npy(path);

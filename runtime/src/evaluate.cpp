@@ -40,7 +40,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   // partial sums (a data-parallel plan's Reduce).
   const Node* loss = &g.node(g.outputs().at(0).node);
   while (loss->op->op_class == OpClass::kParallel && !loss->inputs.empty()) loss = &g.node(loss->inputs[0].node);
-  if (loss->op->name == "SoftmaxCrossEntropy") s.classes.emplace(loss->inputs[0], loss->inputs[1]);
+  if (loss->op->loss == LossKind::kClassification) s.classes.emplace(loss->inputs[0], loss->inputs[1]);
   return s;
 }
 

@@ -40,11 +40,11 @@ Tensor<float> initial_weight(const Node& w, uint64_t seed) {
 SyntheticTask::SyntheticTask(const Graph& g, uint64_t seed, int64_t batches) {
   if (g.outputs().empty()) throw Error("model '" + g.name() + "' has no output");
   const Node& loss = g.node(through_layout(g, g.outputs()[0]).node);
-  if (loss.op->name != "MSELoss" && loss.op->name != "SoftmaxCrossEntropy")
+  if (loss.op->loss == LossKind::kNone)
     throw Error("model '" + g.name() + "': output 0 is " + pcgx::describe(loss) + ", not a loss (MSELoss, SoftmaxCrossEntropy)");
   const TensorRef pred = loss.inputs[0];
   const Node& target = g.node(through_layout(g, loss.inputs[1]).node);
-  if (target.op->name != "Input") throw Error(pcgx::describe(loss) + ": its target is not a graph input");
+  if (target.op->op_class != OpClass::kSource || target.op->is_weight) throw Error(pcgx::describe(loss) + ": its target is not a graph input");
   target_ = target.name;
   int64_t batch_bytes = 0;
   for (const Node& n : g.nodes())
@@ -67,7 +67,7 @@ SyntheticTask::SyntheticTask(const Graph& g, uint64_t seed, int64_t batches) {
     });
     const ShardedTensor<float>& p = teacher[static_cast<size_t>(pred.node)][static_cast<size_t>(pred.output)];
     Tensor<float> y = gather_slot(p, 0);
-    if (loss.op->name == "SoftmaxCrossEntropy") {
+    if (loss.op->loss == LossKind::kClassification) {
       const int64_t classes = y.shape.back(), rows = y.numel() / classes;
       Tensor<float> labels(std::vector<int64_t>(y.shape.begin(), y.shape.end() - 1));
       for (int64_t r = 0; r < rows; ++r) {

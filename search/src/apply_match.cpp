@@ -9,23 +9,26 @@
 namespace pcgx::search {
 namespace {
 
-// A target node's attributes at the match: degrees mapped, Split sizes
-// proportional to the extent they now split.
+// A target node's attributes at the match: degrees mapped, parts of an
+// extent (Split's sizes) proportional to the extent they now split.
 Attributes target_attrs(const Node& tn, const Match& m, const Graph& out, const std::vector<TensorRef>& ins) {
   Attributes a = tn.attrs;
-  if (tn.op->op_class == OpClass::kParallel && a.has("degree")) a.set("degree", map_degree(a.get_int("degree"), m.degree));
-  if (tn.op->name == "Split") {
-    const IntList& rule_sizes = a.get_ints("sizes");
-    const auto& s = out.shape(ins[0]);
-    const int64_t axis = a.get_int("axis");
-    const int64_t extent = axis < 0 ? s.replica : s.dims.at(static_cast<size_t>(axis)).size;
-    const int64_t total = std::accumulate(rule_sizes.begin(), rule_sizes.end(), int64_t{0});
-    IntList sizes;
-    for (int64_t x : rule_sizes) {
-      if ((x * extent) % total) throw Error("Split sizes do not scale to the extent");
-      sizes.push_back(x * extent / total);
+  for (const AttrSpec& spec : tn.op->attrs) {
+    if (spec.role == AttrRole::kDegree) {
+      a.set(spec.name, map_degree(a.get_int(spec.name), m.degree));
+    } else if (spec.role == AttrRole::kExtentParts) {
+      const IntList& rule_parts = a.get_ints(spec.name);
+      const auto& s = out.shape(ins[0]);
+      const int64_t axis = a.get_int("axis");
+      const int64_t extent = axis < 0 ? s.replica : s.dims.at(static_cast<size_t>(axis)).size;
+      const int64_t total = std::accumulate(rule_parts.begin(), rule_parts.end(), int64_t{0});
+      IntList parts;
+      for (int64_t x : rule_parts) {
+        if ((x * extent) % total) throw Error(tn.op->name + " " + spec.name + " do not scale to the extent");
+        parts.push_back(x * extent / total);
+      }
+      a.set(spec.name, parts);
     }
-    a.set("sizes", sizes);
   }
   return a;
 }

@@ -100,6 +100,16 @@ struct Builder {
   }
 };
 
+// The expert strategies are recipes written for named layers, as their
+// authors state them (Megatron splits Linear layers column- then
+// row-parallel; a recommendation plan splits embedding tables): they name
+// operators the way a hand-written plan does, here and in has_op's callers.
+bool is_projection(const Node& n) { return n.op->name == "Linear"; }
+bool is_projection_without_activation(const Node& n) {
+  return is_projection(n) && n.attrs.get_string("activation") == "none";
+}
+bool is_embedding_table(const Node& n) { return n.op->name == "EmbeddingBag" || n.op->name == "Embedding"; }
+
 bool has_op(const Graph& g, const std::string& name) {
   for (const Node& n : g.nodes())
     if (n.op->name == name) return true;
@@ -196,7 +206,7 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
         for (const TensorRef& i : ins) conv.push_back(b.convert(i, ParallelTensorShape::unpartitioned(b.out.type(i).shape, b.out.type(i).dtype)));
         id = b.out.add(*n.op, n.attrs, conv, n.name);
       }
-    } else if (n.op->name == "Repartition" || n.op->name == "Combine") {
+    } else if (n.op->data_move == DataMove::kRepartition || n.op->data_move == DataMove::kCombine) {
       // Layout only (the logical tensor is unchanged): readers convert what
       // they get to what they need, so a piece's split boundary (graph
       // splitting) flows into a data-parallel plan without a gather.
@@ -220,6 +230,8 @@ Graph synchronized_batch_norm(const Graph& g) {
     std::vector<TensorRef> ins;
     for (const TensorRef& t : n.inputs) ins.push_back(map[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
     NodeId id;
+    // The rewrite of this one operator into its synchronized form (BatchSum,
+    // BatchSquares, BatchNormApply), so it names it.
     if (n.op->name == "BatchNorm" && n.attrs.get_int("group") == 0) {
       const std::string base = n.name.empty() ? "" : n.name;
       const TensorRef sum{out.add("BatchSum", {}, {ins[0]}, base.empty() ? "" : base + ".sum"), 0};
@@ -253,8 +265,8 @@ std::string expert_family(const Graph& g) {
   bool linear = false;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute) continue;
-    if (n.op->name == "Linear") linear = true;
-    else if (!unary(n) && n.op->name != "MSELoss" && n.op->name != "SoftmaxCrossEntropy") return "";
+    if (is_projection(n)) linear = true;
+    else if (!unary(n) && n.op->loss == LossKind::kNone) return "";
   }
   return linear ? "mlp" : "";
 }
@@ -266,7 +278,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     // them): by its embedding columns where they divide, else by its rows
     // (partial sums, reduce-scattered into the batch split the MLPs use).
     return parallelize(g, [devices, tensor_degree](const Graph& gr, const Node& n) {
-      if (n.op->name != "EmbeddingBag" && n.op->name != "Embedding") return sample_plan(gr, n, devices);
+      if (!is_embedding_table(n)) return sample_plan(gr, n, devices);
       const auto& table = gr.shape(n.inputs[1]).dims;
       const int64_t want = tensor_degree > 0 ? tensor_degree : devices;
       const int64_t by_columns = largest_dividing_degree(want, table[1].size);
@@ -291,7 +303,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
   // a Linear rule out the row-parallel half, except where one has none).
   std::set<NodeId> column;
   for (const Node& n : g.nodes()) {
-    if (n.op->name != "Linear") continue;
+    if (!is_projection(n)) continue;
     const int64_t width = n.outputs[0].logical_shape().back();
     if (width % t) continue;
     if (family == "mlp") {
@@ -306,8 +318,9 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
         cur = c->id;
         continue;
       }
-      if (c->op->name == "Linear" && c->inputs[0].node == cur && c->attrs.get_string("activation") == "none") column.insert(n.id);
-      if (c->op->name == "Reshape" && cur == n.id) {
+      if (is_projection_without_activation(*c) && c->inputs[0].node == cur) column.insert(n.id);
+      // Reshaped into heads: the projection's output feeds attention.
+      if (c->op->attr_role("shape") == AttrRole::kShape && cur == n.id) {
         const auto out = c->outputs[0].logical_shape();
         const size_t last = n.outputs[0].logical_shape().size() - 1;
         if (out.size() > last + 1 && out[last] % t == 0) column.insert(n.id);
@@ -328,7 +341,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     std::vector<int> in;
     for (const TensorRef& i : n.inputs) in.push_back(split[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
     const int last_in = n.inputs.empty() ? -1 : g.shape(n.inputs[0]).rank() - 1;
-    if (n.op->name == "Linear" && in[0] == last_in && in[0] >= 0 && n.attrs.get_string("activation") == "none") {
+    if (is_projection_without_activation(n) && in[0] == last_in && in[0] >= 0) {
       extra[n.id] = {{"reduce", t}};
       continue;
     }

@@ -33,11 +33,11 @@ class Groups {
   std::vector<std::vector<int64_t>> members_;
 };
 
-std::optional<Collective> layout_change(const std::string& first, const std::string& second) {
-  if (first == "Combine" && second == "Repartition") return Collective::kAllToAll;
-  if (first == "Combine" && second == "Replicate") return Collective::kAllGather;
-  if (first == "Reduce" && second == "Repartition") return Collective::kReduceScatter;
-  if (first == "Reduce" && second == "Replicate") return Collective::kAllReduce;
+std::optional<Collective> layout_change(DataMove first, DataMove second) {
+  if (first == DataMove::kCombine && second == DataMove::kRepartition) return Collective::kAllToAll;
+  if (first == DataMove::kCombine && second == DataMove::kReplicate) return Collective::kAllGather;
+  if (first == DataMove::kReduce && second == DataMove::kRepartition) return Collective::kReduceScatter;
+  if (first == DataMove::kReduce && second == DataMove::kReplicate) return Collective::kAllReduce;
   return std::nullopt;
 }
 
@@ -57,15 +57,23 @@ Collective dual(Collective c) {
 
 double shard_bytes(const ParallelTensorShape& s) { return static_cast<double>(s.shard_elements() * byte_size(s.dtype)); }
 
-CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm)
-    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm) {
+double activation_shard_bytes(const ParallelTensorShape& s, Precision p) {
+  const int64_t element = s.dtype == DataType::kFloat32 ? activation_bytes(p) : byte_size(s.dtype);
+  return static_cast<double>(s.shard_elements() * element);
+}
+
+CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm, Precision precision)
+    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), precision_(precision) {
   for (const LinkLevel& l : machine_.links)
     if (l.span > 0) period_ = std::lcm(period_, l.span);
   // Fitted figures replace the machine file's.
   for (const ProfileLink& f : profile_.links)
     for (LinkLevel& l : machine_.links)
       if (l.name == f.name) l.latency = f.latency, l.bandwidth = f.bandwidth, l.step_latency = f.step_latency;
-  if (profile_.peak_flops > 0) machine_.device.peak_flops = profile_.peak_flops;
+  // A measured rate is this machine's at every precision (pcgx's CPU
+  // kernels widen low precision to FP32).
+  if (profile_.peak_flops > 0) machine_.device.peak_flops = profile_.peak_flops, machine_.device.peak_flops_by_precision = {};
+  peak_ = machine_.device.peak(precision_);
   // A measured per-node overhead includes what a launch stands for.
   if (profile_.node_overhead > 0) efficiency_.launch = 0;
   if (profile_.memory_bandwidth > 0) machine_.device.memory_bandwidth = profile_.memory_bandwidth;
@@ -108,17 +116,17 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   const OpEfficiency& e = efficiency_.of(n.op->name);
   if (e.view) return {};
   const double flops = n.op->flops ? n.op->flops(n.attrs, in, out) : 0.0;
-  const double bytes = memory_bytes(*n.op, n.attrs, in, out);
+  const double bytes = memory_bytes(*n.op, n.attrs, in, out, pcgx::activation_bytes(precision_));
   const DeviceSpec& d = machine_.device;
-  const double fwd = std::max(flops / (d.peak_flops * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
+  const double fwd = std::max(flops / (peak_ * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
   return {k * fwd, k * fwd * e.backward};
 }
 
 Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) const {
   const Graph& g = p.graph();
   const Node& n = g.node(id);
-  const std::string& op = n.op->name;
-  if (op == "Pipeline" || op == "Batch") return {};
+  const DataMove op = n.op->data_move;
+  if (op == DataMove::kPipeline || op == DataMove::kBatch) return {};
   const ParallelTensorShape& out = n.outputs.at(0);
   int64_t pieces = out.slices();
   for (const TensorRef& t : n.inputs) pieces = std::max(pieces, g.shape(t).slices());
@@ -128,20 +136,20 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
   auto src = [&](const Move& m) { return lo + p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   auto dst = [&](const Move& m) { return lo + p.owner({id, m.output}, m.out_shard); };
   Seconds s;
-  if (op == "Replicate" || op == "Repartition") {  // one input shard feeds a group of outputs
+  if (op == DataMove::kReplicate || op == DataMove::kRepartition) {  // one input shard feeds a group of outputs
     const ParallelTensorShape& in = g.shape(n.inputs[0]);
     Groups groups(static_cast<size_t>(in.num_shards()));
     for (const Move& m : moves) groups.add(static_cast<size_t>(m.in_shard), src(m)), groups.add(static_cast<size_t>(m.in_shard), dst(m));
-    const double bytes = shard_bytes(in) / P;
-    const Collective c = op == "Replicate" ? Collective::kBroadcast : Collective::kScatter;
+    const double bytes = activation_bytes(in) / P;
+    const Collective c = op == DataMove::kReplicate ? Collective::kBroadcast : Collective::kScatter;
     s = {groups.slowest(machine_, c, bytes), groups.slowest(machine_, dual(c), bytes)};
-  } else if (op == "Reduce" || op == "Combine") {  // a group of inputs feeds one output shard
+  } else if (op == DataMove::kReduce || op == DataMove::kCombine) {  // a group of inputs feeds one output shard
     Groups groups(static_cast<size_t>(out.num_shards()));
     for (const Move& m : moves) groups.add(static_cast<size_t>(m.out_shard), dst(m)), groups.add(static_cast<size_t>(m.out_shard), src(m));
-    const double bytes = shard_bytes(op == "Reduce" ? g.shape(n.inputs[0]) : out) / P;
-    const Collective c = op == "Reduce" ? Collective::kReduce : Collective::kGather;
+    const double bytes = activation_bytes(op == DataMove::kReduce ? g.shape(n.inputs[0]) : out) / P;
+    const Collective c = op == DataMove::kReduce ? Collective::kReduce : Collective::kGather;
     s = {groups.slowest(machine_, c, bytes), groups.slowest(machine_, dual(c), bytes)};
-  } else if (op == "AllReduce") {  // the outputs of one group read the same inputs; key: the first
+  } else if (op == DataMove::kAllReduce) {  // the outputs of one group read the same inputs; key: the first
     const ParallelTensorShape& in = g.shape(n.inputs[0]);
     Groups groups(static_cast<size_t>(in.num_shards()));
     std::vector<int64_t> key(static_cast<size_t>(out.num_shards()), -1);
@@ -151,15 +159,15 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
       const auto k = static_cast<size_t>(key[static_cast<size_t>(m.out_shard)]);
       groups.add(k, src(m)), groups.add(k, dst(m));
     }
-    const double t = groups.slowest(machine_, Collective::kAllReduce, shard_bytes(in) / P);
+    const double t = groups.slowest(machine_, Collective::kAllReduce, activation_bytes(in) / P);
     s = {t, t};
   } else if (n.op->is_shard_level(n.attrs)) {  // replica-axis Concat/Split: plain copies
     double worst = 0;
     for (const Move& m : moves)
-      worst = std::max(worst, send_time(machine_, src(m), dst(m), shard_bytes(g.shape(n.inputs[static_cast<size_t>(m.input)])) / P));
+      worst = std::max(worst, send_time(machine_, src(m), dst(m), activation_bytes(g.shape(n.inputs[static_cast<size_t>(m.input)])) / P));
     s = {worst, worst};
   } else {
-    throw Error("cost model: " + op + " is not a parallel operator");
+    throw Error("cost model: " + n.op->name + " is not a parallel operator");
   }
   return {P * s.forward, P * s.backward};
 }
@@ -168,7 +176,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   const Graph& g = p.graph();
   const Node& a = g.node(first);
   const Node& b = g.node(second);
-  const auto c = layout_change(a.op->name, b.op->name);
+  const auto c = layout_change(a.op->data_move, b.op->data_move);
   if (!c || b.inputs.size() != 1 || b.inputs[0] != TensorRef{first, 0}) return std::nullopt;
   const int64_t k = a.attrs.get_int("degree");
   const TensorRef in = a.inputs[0], out{second, 0};
@@ -188,7 +196,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   if (same_devices) {
     // The collective within each group. Bytes of one member's buffer: its
     // input shard, or the gathered shard.
-    const double bytes = (*c == Collective::kAllGather ? shard_bytes(mid_shape) : shard_bytes(s_in)) / P;
+    const double bytes = (*c == Collective::kAllGather ? activation_bytes(mid_shape) : activation_bytes(s_in)) / P;
     double fwd = 0, bwd = 0;
     for (size_t j = 0; j < mids; ++j) {
       const GroupShape gs = group_shape(machine_, from[j]);
@@ -200,7 +208,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once;
   // the backward pass sends them the other way.
   const auto [sum, copy] = relayout_factors(a, b);
-  const double element = static_cast<double>(byte_size(s_in.dtype)) / P;
+  const double element = activation_shard_bytes(s_in, precision_) / static_cast<double>(s_in.shard_elements()) / P;
   std::vector<PieceSize> pieces;
   relayout_piece_sizes(s_in, b.outputs[0], sum, copy, pieces);
   std::vector<Transfer> fwd, bwd;
@@ -227,7 +235,7 @@ Seconds CostModel::input_transfer_time(const Placement& p, NodeId id, int64_t lo
       const ParallelTensorShape& s = g.shape(n.inputs[i]);
       const int64_t from = p.owner(n.inputs[i], tt.input_shard[static_cast<size_t>(t)][i]);
       const double pieces = static_cast<double>(s.slices());
-      if (from != dev[static_cast<size_t>(t)]) mine += pieces * send_time(machine_, lo + from, lo + dev[static_cast<size_t>(t)], shard_bytes(s) / pieces);
+      if (from != dev[static_cast<size_t>(t)]) mine += pieces * send_time(machine_, lo + from, lo + dev[static_cast<size_t>(t)], activation_bytes(s) / pieces);
     }
     worst = std::max(worst, mine);
   }
@@ -272,7 +280,7 @@ double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t 
   double worst = 0;
   const int64_t shards = s.num_shards();
   const double p = static_cast<double>(s.slices());
-  const double bytes = shard_bytes(s) / p;
+  const double bytes = activation_bytes(s) / p;
   // Shard i goes from device from + i to to + i. Which link a pair crosses
   // repeats with the period of the link spans, so one period of shards
   // covers every case (8 pairs instead of 192 on a DGX machine).
@@ -294,7 +302,9 @@ double CostModel::bucket_time(const GroupShape& group, double bytes) const {
 double CostModel::update_time(double bytes) const {
   if (bytes <= 0) return 0.0;
   if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;
-  return 7.0 * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
+  // 7 FP32 words per parameter, and the compute copy written when mixed.
+  const double words = 7.0 + (is_mixed(precision_) ? 2.0 / 4.0 : 0.0);
+  return words * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
 }
 
 }  // namespace pcgx::search

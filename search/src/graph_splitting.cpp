@@ -217,7 +217,7 @@ Graph join_pieces(const std::string& name, std::span<const JoinPart> parts, std:
       } else {
         std::vector<TensorRef> ins;
         for (const TensorRef& i : n.inputs) ins.push_back(map.at(i.node).at(static_cast<size_t>(i.output)));
-        if (n.op->name == "Pipeline" && joined.shape(ins[0]) == n.outputs[0]) {
+        if (n.op->data_move == DataMove::kPipeline && joined.shape(ins[0]) == n.outputs[0]) {
           map[n.id] = {ins[0]};
           continue;
         }

@@ -192,7 +192,7 @@ double MachineMapper::time(const Graph& g) const {
   const Solved solved = solve_and_place(p, cost_.devices());
   const Mapped& m = solved.m;
   if (m.dp.time == kInf) return kInf;
-  const auto mem = memory_per_device(*solved.where);
+  const auto mem = memory_per_device(*solved.where, cost_.precision());
   for (double x : mem)
     if (x > cost_.machine().device.memory_capacity) return kInf;
   return m.time();
@@ -221,7 +221,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.communication = m.dp.comm + m.sync.exposed;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
   e.once = m.dp.update + m.sync.exposed;
-  e.memory = memory_per_device(*solved.where);
+  e.memory = memory_per_device(*solved.where, cost_.precision());
   std::vector<char> computes(static_cast<size_t>(cost_.devices()), 0);
   for (const Node& n : g.nodes())
     if (p.active[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs))

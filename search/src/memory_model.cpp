@@ -5,19 +5,26 @@
 
 namespace pcgx::search {
 
-std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices, double activations) {
-  std::vector<MachineView> placed(views);
-  placed.resize(g.size());
-  return memory_per_device(Placement(g, placed, devices), activations);
-}
-
-std::vector<double> memory_per_device(const Placement& p, double activations) {
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precision, double activations) {
   const Graph& g = p.graph();
   const int64_t devices = p.devices();
-  std::vector<double> mem(static_cast<size_t>(devices), 0.0);
+  std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
-  auto add = [&](int64_t d, double bytes) {
-    if (d >= 0 && d < devices) mem[static_cast<size_t>(d)] += bytes;
+  auto kept = [&](int64_t d, const ParallelTensorShape& s) {
+    if (d >= 0 && d < devices) mem[static_cast<size_t>(d)].activations += activations * activation_shard_bytes(s, precision);
+  };
+  // Per parameter: the compute copy, the FP32 master when mixed, the FP32
+  // gradient and Adam's two moments (param_state_bytes in all).
+  const double compute_copy = static_cast<double>(pcgx::activation_bytes(precision));
+  const double master = is_mixed(precision) ? 4.0 : 0.0;
+  auto weight = [&](int64_t d, const ParallelTensorShape& s) {
+    if (d < 0 || d >= devices) return;
+    const auto elements = static_cast<double>(s.shard_elements());
+    DeviceMemory& m = mem[static_cast<size_t>(d)];
+    m.weights += elements * compute_copy;
+    m.master += elements * master;
+    m.gradients += elements * 4.0;
+    m.optimizer += elements * 8.0;
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
   for (const Node& n : g.nodes()) {
@@ -26,24 +33,35 @@ std::vector<double> memory_per_device(const Placement& p, double activations) {
       const TaskTable& tt = p.tasks(n.id);
       const auto& dev = p.task_devices(n.id);
       for (int64_t t = 0; t < tt.tasks; ++t) {
-        for (size_t o = 0; o < n.outputs.size(); ++o) add(dev[static_cast<size_t>(t)], activations * shard_bytes(n.outputs[o]));
+        for (size_t o = 0; o < n.outputs.size(); ++o) kept(dev[static_cast<size_t>(t)], n.outputs[o]);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           const TensorRef w = n.inputs[i];
           if (!layouts.weight(w)) continue;
           const int64_t d = p.owner(w, tt.input_shard[static_cast<size_t>(t)][i]);
-          if (weights_held.insert({w, d}).second) add(d, 4 * shard_bytes(g.shape(w)));
+          if (weights_held.insert({w, d}).second) weight(d, g.shape(w));
         }
       }
       continue;
     }
     // Shard-level operators: their outputs are kept where they live, like
     // any activation the backward pass reads.
-    for (size_t o = 0; o < n.outputs.size(); ++o) {
-      const auto& own = p.owners({n.id, static_cast<int32_t>(o)});
-      for (int64_t d : own) add(d, activations * shard_bytes(n.outputs[o]));
-    }
+    for (size_t o = 0; o < n.outputs.size(); ++o)
+      for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) kept(d, n.outputs[o]);
   }
   return mem;
+}
+
+std::vector<double> memory_per_device(const Placement& p, Precision precision, double activations) {
+  std::vector<double> total;
+  for (const DeviceMemory& m : memory_breakdown(p, precision, activations)) total.push_back(m.total());
+  return total;
+}
+
+std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices, Precision precision,
+                                      double activations) {
+  std::vector<MachineView> placed(views);
+  placed.resize(g.size());
+  return memory_per_device(Placement(g, placed, devices), precision, activations);
 }
 
 }  // namespace pcgx::search

@@ -56,8 +56,9 @@ struct Matcher {
   }
 
   bool attr_ok(const Node& pn, const std::string& name, const AttrValue& v, const AttrValue& w) {
-    if (pn.op->op_class == OpClass::kParallel && name == "degree") return degree_ok(std::get<int64_t>(v), std::get<int64_t>(w));
-    if (pn.op->name == "Split" && name == "sizes") {
+    const AttrRole role = pn.op->attr_role(name);
+    if (role == AttrRole::kDegree) return degree_ok(std::get<int64_t>(v), std::get<int64_t>(w));
+    if (role == AttrRole::kExtentParts) {
       const auto &a = std::get<IntList>(v), &b = std::get<IntList>(w);
       if (a.size() != b.size()) return false;
       for (size_t i = 0; i < a.size(); ++i)

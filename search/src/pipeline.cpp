@@ -62,7 +62,7 @@ Graph pipelined(const Graph& g, int64_t m, bool last) {
     for (const TensorRef& i : n.inputs) ins.push_back(map.at(i));
     const NodeId id = out.add(*n.op, n.attrs, ins, n.name);
     for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{n.id, o}] = {id, o};
-    if (n.op->name == "Input" && n.outputs[0].rank() > 0) {
+    if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) {
       try {
         map[{n.id, 0}] = {out.add("Pipeline", {{"dim", int64_t{0}}, {"degree", m}}, {{id, 0}}), 0};
       } catch (const Error& e) {
@@ -191,7 +191,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             info.micro_batch += 2 * cost.move_time(carried, info.first_device - d, info.first_device) / static_cast<double>(M);
           }
           const double kept = static_cast<double>(std::min<int64_t>(S - static_cast<int64_t>(p), M)) / static_cast<double>(M);
-          sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, kept);
+          sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.precision(), kept);
           info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
           if (info.memory > cost.machine().device.memory_capacity)
             throw Error("stage " + std::to_string(p + 1) + " needs " + std::to_string(info.memory / 1073741824.0) + " GiB per device");

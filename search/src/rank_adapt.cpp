@@ -42,11 +42,11 @@ Graph adapt_graph(const Graph& g, int to) {
       if (!n.op->any_rank) throw Error(n.op->name + " is not adapted across ranks");
       const int rank = g.shape(n.inputs[0]).rank();
       if (rank == 3) {
-        for (const char* key : {"dim", "axis"}) {
-          if (!a.has(key)) continue;
-          int64_t d = a.get_int(key);
-          if (n.op->name == "Softmax" && d < 0) d += rank;  // from the end
-          if (d >= 0) a.set(key, remap(d, to));
+        for (const AttrSpec& spec : n.op->attrs) {
+          if (spec.role != AttrRole::kDim && spec.role != AttrRole::kDimOrReplica) continue;
+          int64_t d = a.get_int(spec.name);
+          if (spec.role == AttrRole::kDim && d < 0) d += rank;  // counted from the end
+          if (d >= 0) a.set(spec.name, remap(d, to));
         }
       }
     }

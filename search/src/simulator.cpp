@@ -260,7 +260,7 @@ struct Simulator::Impl {
             continue;
           }
           const double pieces = static_cast<double>(s.slices());
-          const double time = pieces * send_time(cost.machine(), from, d, shard_bytes(s) / pieces);
+          const double time = pieces * send_time(cost.machine(), from, d, cost.activation_bytes(s) / pieces);
           tl.set_cost(u.fwd_transfer + slot, time, transfer_ports(from, d));
           tl.set_cost(u.bwd_transfer + slot, time, transfer_ports(d, from));
         }
@@ -409,6 +409,7 @@ const std::vector<MachineView>& Simulator::views() const { return impl_->views; 
 const Graph& Simulator::graph() const { return impl_->g; }
 int64_t Simulator::devices() const { return impl_->D; }
 double Simulator::capacity() const { return impl_->cost.machine().device.memory_capacity; }
+Precision Simulator::precision() const { return impl_->cost.precision(); }
 
 void Simulator::rebuild() {
   Impl& x = *impl_;
@@ -503,7 +504,7 @@ Estimate simulated_estimate(const Simulator& s) {
   for (const DeviceSummary& d : sum.devices) idle += d.idle;
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());
   e.devices_used = sum.devices_used;
-  e.memory = memory_per_device(s.graph(), s.views(), s.devices());
+  e.memory = memory_per_device(s.graph(), s.views(), s.devices(), s.precision());
   e.bytes = step_bytes(s.graph(), s.views(), s.devices());
   const double cap = s.capacity();
   if (e.max_memory() > cap) {

@@ -21,6 +21,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["machine"] = json::parse(machine_to_json(s.machine));
   j["devices"] = s.devices;
   j["search"] = s.search;
+  j["precision"] = name(s.precision);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"bytes", e.bytes},
@@ -69,6 +70,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   if (s.devices > s.machine.num_devices())
     throw FileError(source, "devices", std::to_string(s.devices) + " exceeds the machine's " + std::to_string(s.machine.num_devices()));
   s.search = j.value("search", "");
+  if (j.contains("precision")) {
+    const std::optional<Precision> p = j["precision"].is_string() ? precision_named(j["precision"].get<std::string>()) : std::nullopt;
+    if (!p) throw FileError(source, "precision", "expected one of fp32, tf32, bf16, fp16, got " + j["precision"].dump());
+    s.precision = *p;
+  }
   if (j.contains("applied") && j["applied"].is_array())
     for (const json& a : j["applied"])
       if (a.is_string()) s.applied.push_back(a.get<std::string>());

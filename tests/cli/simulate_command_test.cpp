@@ -85,6 +85,37 @@ TEST(SimulateCommand, AutoddlStrategySimulates) {
   EXPECT_EQ(bad.code, 2) << bad.out;
 }
 
+// --precision: optimize prices, counts and records it; simulate reads it
+// from the strategy (the same iteration, ratio 1 on one device); a
+// precision pcgx does not know, or one the machine gives no figure for, is
+// one error line naming the flag.
+TEST(SimulateCommand, PrecisionIsPricedRecordedAndSimulated) {
+  const std::string tf32 = (dir() / "tf32.json").string(), bf16 = (dir() / "bf16.json").string();
+  const auto t = run("optimize mlp-tiny --machine dgx-a100 --devices 1 --search data-parallel -q -o " + tf32);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("precision             tf32\n"), std::string::npos) << t.out;
+  const auto b = run("optimize mlp-tiny --machine dgx-a100 --devices 1 --search data-parallel --precision bf16 -q -o " + bf16);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("precision             bf16 (FP32 master weights"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("  busiest device      weights "), std::string::npos) << b.out;
+  const auto s = run("simulate " + bf16);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("precision             bf16\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  // The runtime trains in FP32/TF32 only so far: it says so rather than
+  // running a mixed-precision plan in another precision.
+  const auto train = run("run " + bf16 + " --steps 1");
+  EXPECT_EQ(train.code, 2) << train.out;
+  EXPECT_NE(train.out.find("precision: bf16: the runtime trains in fp32 or tf32 only so far"), std::string::npos) << train.out;
+  const auto fp8 = run("optimize mlp-tiny --machine dgx-a100 --precision fp8 -o " + bf16);
+  EXPECT_EQ(fp8.code, 2) << fp8.out;
+  EXPECT_NE(fp8.out.find("error: --precision: unknown precision 'fp8' (fp32, tf32, bf16, fp16)"), std::string::npos) << fp8.out;
+  const auto volta = run("optimize mlp-tiny --machine summit --devices 6 --precision bf16 -o " + (dir() / "v.json").string());
+  EXPECT_EQ(volta.code, 2) << volta.out;
+  EXPECT_NE(volta.out.find("error: --precision: V100-SXM2-16GB has no peak FLOP/s for bf16"), std::string::npos) << volta.out;
+  EXPECT_FALSE(fs::exists(dir() / "v.json"));
+}
+
 TEST(SimulateCommand, BadInputIsOneErrorLine) {
   const auto missing = run("simulate " + (dir() / "missing.json").string());
   EXPECT_EQ(missing.code, 2);

@@ -114,5 +114,35 @@ TEST(Machine, OverlappingCommunicationIsOptionalAndRoundTrips) {
   }
 }
 
+// Peak FLOP/s per precision: optional, every key a precision, kept in the
+// JSON when given; a precision the table leaves out cannot be priced.
+TEST(Machine, PeakPerPrecisionIsOptionalAndRoundTrips) {
+  const std::string text = R"({"format_version": 1, "name": "x", "nodes": 1, "devices_per_node": 2,
+    "device": {"name": "d", "peak_flops": 2, "peak_flops_by_precision": {"tf32": 2, "bf16": 4}, "memory_bandwidth": 1, "memory_capacity": 1},
+    "links": [{"name": "a", "span": 0, "bandwidth": 1e9, "latency": 1e-6}]})";
+  const Machine m = machine_from_json(text, "m.json");
+  EXPECT_DOUBLE_EQ(m.device.peak(Precision::kBf16), 4);
+  EXPECT_DOUBLE_EQ(m.device.peak(Precision::kTf32), 2);
+  EXPECT_THROW(m.device.peak(Precision::kFp16), FieldError);
+  EXPECT_EQ(machine_to_json(machine_from_json(machine_to_json(m), "again")), machine_to_json(m));
+  Machine plain = m;
+  plain.device.peak_flops_by_precision = {};
+  EXPECT_EQ(machine_to_json(plain).find("peak_flops_by_precision"), std::string::npos);
+  EXPECT_DOUBLE_EQ(plain.device.peak(Precision::kFp16), 2);
+  std::string bad = text;
+  bad.replace(bad.find("\"bf16\""), 6, "\"fp8\"");
+  try {
+    machine_from_json(bad, "m.json");
+    FAIL() << "an unknown precision was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "m.json: device.peak_flops_by_precision.fp8: unknown precision (fp32, tf32, bf16, fp16)");
+  }
+  // The bundled GPU machines price every precision but Volta's BF16.
+  for (const char* name : {"dgx-a100", "dgx-h100"})
+    for (const Precision p : kPrecisions) EXPECT_GT(load_machine(kMachines + name + ".json").device.peak(p), 0) << name;
+  EXPECT_DOUBLE_EQ(load_machine(kMachines + "dgx-a100.json").device.peak(Precision::kBf16), 312e12);
+  EXPECT_THROW(load_machine(kMachines + "summit.json").device.peak(Precision::kBf16), FieldError);
+}
+
 }  // namespace
 }  // namespace pcgx

@@ -10,28 +10,12 @@
 #include "pcgx/search/collectives.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "search/toy_machines.h"
 #include "search/values.h"
 
 namespace pcgx::search {
 namespace {
 
-// Two nodes of four devices; round figures so the expected times are easy.
-Machine toy_machine() {
-  Machine m;
-  m.name = "toy";
-  m.nodes = 2;
-  m.devices_per_node = 4;
-  m.device = {"toy", 1e12, 1e11, 1e9};
-  m.links = {{"fast", 4, 1e10, 1e-6}, {"slow", 0, 1e9, 1e-5}};
-  return m;
-}
-
-Efficiency toy_efficiency() {
-  Efficiency e;
-  e.launch = 0;
-  e.fallback = {1.0, 1.0, 2.0, false};
-  return e;
-}
 
 // move_time looks at one period of the link spans; it must equal the
 // slowest of all shard pairs, here on a three-level machine (pairs of
@@ -55,15 +39,6 @@ TEST(CostModel, MoveTimeIsTheSlowestShardPair) {
         EXPECT_DOUBLE_EQ(cm.move_time(s, from, to), worst) << "degree " << degree << " from " << from << " to " << to;
       }
   }
-}
-
-Graph linear_graph(int64_t batch, int64_t in, int64_t out) {
-  Graph g("lin");
-  const NodeId x = g.add("Input", {{"shape", IntList{batch, in}}}, {}, "x");
-  const NodeId w = g.add("Weight", {{"shape", IntList{in, out}}}, {}, "w");
-  const NodeId y = g.add("Linear", {}, {{x, 0}, {w, 0}}, "fc");
-  g.add_output({y, 0});
-  return g;
 }
 
 TEST(CostModel, RooflineOfOneTask) {

@@ -1,7 +1,9 @@
 #pragma once
-// Small machines with round figures, so that expected times are easy to
-// work out by hand.
+// Small machines with round figures, and a one-Linear graph, so that
+// expected times are easy to work out by hand.
+#include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
+#include "pcgx/search/cost_model.h"
 
 namespace pcgx::search {
 
@@ -15,6 +17,37 @@ inline Machine two_level_machine() {
   m.device = {"toy", 1e12, 1e11, 1e12};
   m.links = {{"fast", 4, 1e10, 1e-6, 1}, {"slow", 0, 1e9, 1e-5, 2}};
   return m;
+}
+
+// Two nodes of four devices: 1 TFLOP/s, 100 GB/s, 1 GB each; 10 GB/s at
+// 1 us inside a node, 1 GB/s at 10 us between nodes.
+inline Machine toy_machine() {
+  Machine m;
+  m.name = "toy";
+  m.nodes = 2;
+  m.devices_per_node = 4;
+  m.device = {"toy", 1e12, 1e11, 1e9};
+  m.links = {{"fast", 4, 1e10, 1e-6}, {"slow", 0, 1e9, 1e-5}};
+  return m;
+}
+
+// Peak FLOP/s and bandwidth reached exactly, no launch cost, backward
+// twice the forward: times follow from the roofline alone.
+inline Efficiency toy_efficiency() {
+  Efficiency e;
+  e.launch = 0;
+  e.fallback = {1.0, 1.0, 2.0, false};
+  return e;
+}
+
+// x[batch, in] times w[in, out]: node 2 is the Linear.
+inline Graph linear_graph(int64_t batch, int64_t in, int64_t out) {
+  Graph g("lin");
+  const NodeId x = g.add("Input", {{"shape", IntList{batch, in}}}, {}, "x");
+  const NodeId w = g.add("Weight", {{"shape", IntList{in, out}}}, {}, "w");
+  const NodeId y = g.add("Linear", {}, {{x, 0}, {w, 0}}, "fc");
+  g.add_output({y, 0});
+  return g;
 }
 
 }  // namespace pcgx::search

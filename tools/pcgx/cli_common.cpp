@@ -86,10 +86,16 @@ runtime::OptimizerKind parse_optimizer(const std::string& text) {
 }
 
 runner::BackendKind parse_backend(const std::string& text) {
-  const std::optional<runner::BackendKind> k = runner::backend_kind(text);
-  if (!k) throw Error("--backend: unknown backend '" + text + "' (auto, cpu, mpi, cuda)");
-  return *k;
+  return parse_choice<runner::BackendKind>(text, "--backend", "backend", runner::kBackendKinds, runner::backend_name);
 }
+
+Precision parse_precision(const std::string& text) {
+  return parse_choice<Precision>(text, "--precision", "precision", kPrecisions, [](Precision p) { return name(p); });
+}
+
+const char* const kPrecisionHelp =
+    "training precision: fp32, tf32 (FP32 storage, TF32 matrix products), bf16 or fp16 (mixed: low-precision compute and "
+    "activations, FP32 master weights, gradients and optimizer state; fp16 with loss scaling)";
 
 LegacyDims parse_dims(const std::string& s) {
   if (s == "reversed") return LegacyDims::kReversed;

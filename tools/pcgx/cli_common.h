@@ -48,6 +48,9 @@ std::string with_flags(const std::string& message);
 search::Algorithm parse_algorithm(const std::string& text, const std::string& flag = "--search");
 runtime::OptimizerKind parse_optimizer(const std::string& text);
 runner::BackendKind parse_backend(const std::string& text);
+Precision parse_precision(const std::string& text);
+// --precision's help, alike on every command that takes it.
+extern const char* const kPrecisionHelp;
 
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.

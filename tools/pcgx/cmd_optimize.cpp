@@ -15,7 +15,7 @@ namespace pcgx::cli {
 namespace {
 
 struct Flags {
-  std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency;
+  std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32";
   std::vector<std::string> sets;
   int64_t devices = 0, stages = 0, micro_batches = 0;
   double bucket_mb = 25;
@@ -28,7 +28,8 @@ runner::OptimizeRequest request(Flags& f) {
               {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"},
               {"SearchOptions.proposals", "--proposals"}, {"SearchOptions.evaluations", "--evaluations"},
               {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
-              {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"}});
+              {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
+              {"Machine.device.peak_flops_by_precision", "--precision"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
@@ -47,7 +48,7 @@ runner::OptimizeRequest request(Flags& f) {
   q.machine = m;
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, f.micro_batches};
-  q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024;
+  q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   return q;
@@ -85,6 +86,7 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
       ->capture_default_str();
   cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
+  cmd->add_option("--precision", f.precision, kPrecisionHelp)->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");

@@ -56,7 +56,13 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     }
   }
   const search::Strategy& dp = rep.data_parallel;
-  out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity) << "\n"
+  out << "precision             " << name(q.precision) << (is_mixed(q.precision) ? " (FP32 master weights, gradients and optimizer state)" : "")
+      << "\n";
+  out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity) << "\n";
+  if (const auto& m = rep.busiest_memory)
+    out << "  busiest device      weights " << human_bytes(m->weights) << ", master " << human_bytes(m->master) << ", gradients "
+        << human_bytes(m->gradients) << ", optimizer " << human_bytes(m->optimizer) << ", activations " << human_bytes(m->activations) << "\n";
+  out
             << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
   if (dp.estimate.feasible) out << "speedup over data parallel  " << std::setprecision(2) << dp.estimate.time / e.time << "x\n";
   out << "substitutions applied " << r.applied.size() << "\n";

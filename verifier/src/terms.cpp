@@ -106,9 +106,14 @@ std::vector<z3::expr> Terms::encode(const Graph& g, const std::vector<TensorRef>
         if (!any_row) throw MissingEncoding(n.op->name);
         throw Error("operator " + n.op->name + " with these attributes has no SMT encoding");
       }
-      if (n.op->name == "Split") {
-        const IntList& s = n.attrs.get_ints("sizes");
-        if (s.size() != 2 || s[0] != s[1]) throw Error("Split into other than two halves has no SMT encoding");
+      // The SMT forms see parts of an extent only as equal parts, one per
+      // form (split0, split1 are the two halves).
+      for (const AttrSpec& spec : n.op->attrs) {
+        if (spec.role != AttrRole::kExtentParts) continue;
+        const IntList& s = n.attrs.get_ints(spec.name);
+        const bool equal = std::all_of(s.begin(), s.end(), [&](int64_t x) { return x == s[0]; });
+        if (!equal || s.size() != n.op->smt.size())
+          throw Error(n.op->name + " into other than " + std::to_string(n.op->smt.size()) + " equal parts has no SMT encoding");
       }
       z3::expr_vector args(ctx_);
       z3::sort_vector domain(ctx_);

@@ -68,6 +68,7 @@ void mse_grad(const GradArgs& a) {
 void register_loss_ops(OpRegistry& r) {
   OpDef ce;
   ce.name = "SoftmaxCrossEntropy";
+  ce.loss = LossKind::kClassification;
   ce.summary = "mean over samples of -log softmax(logits)[label]; logits[..., classes], labels[...]";
   ce.input_names = {"logits", "labels"};
   ce.min_inputs = ce.max_inputs = 2;
@@ -93,6 +94,7 @@ void register_loss_ops(OpRegistry& r) {
 
   OpDef mse;
   mse.name = "MSELoss";
+  mse.loss = LossKind::kRegression;
   mse.summary = "mean of (pred - target)^2";
   mse.input_names = {"pred", "target"};
   mse.min_inputs = mse.max_inputs = 2;

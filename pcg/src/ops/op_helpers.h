@@ -10,8 +10,20 @@
 
 namespace pcgx::ops {
 
+// The generator's domain, and the role (attributes.h) that a structural
+// domain implies: an attribute enumerated as dimensions is a dimension, as
+// degrees a degree, as halves of an extent parts of it, as a regrouped
+// shape a shape.
 inline AttrSpec with_domain(AttrSpec s, GenDomain d) {
   s.gen = d;
+  switch (d) {
+    case GenDomain::kDim: s.role = AttrRole::kDim; break;
+    case GenDomain::kDimOrReplica: s.role = AttrRole::kDimOrReplica; break;
+    case GenDomain::kDegree: s.role = AttrRole::kDegree; break;
+    case GenDomain::kHalves: s.role = AttrRole::kExtentParts; break;
+    case GenDomain::kRegroup: s.role = AttrRole::kShape; break;
+    default: break;
+  }
   return s;
 }
 inline AttrSpec int_attr(std::string name, std::optional<int64_t> def, std::string doc,

@@ -117,9 +117,10 @@ void identity_grad(const Attributes& a, std::span<const ShardedTensor<float>* co
   identity<float>(a, dy, dx);
 }
 
-OpDef parallel_op(const std::string& name, const std::string& summary, bool has_dim) {
+OpDef parallel_op(const std::string& name, DataMove move, const std::string& summary, bool has_dim) {
   OpDef d;
   d.name = name;
+  d.data_move = move;
   d.op_class = OpClass::kParallel;
   d.summary = summary;
   if (has_dim)
@@ -146,7 +147,7 @@ std::string dim_label(const ParallelTensorShape& s, size_t dim) {
 }  // namespace
 
 void register_parallel_ops(OpRegistry& r) {
-  OpDef rep = parallel_op("Repartition", "splits every shard of a dimension into k shards", true);
+  OpDef rep = parallel_op("Repartition", DataMove::kRepartition, "splits every shard of a dimension into k shards", true);
   rep.infer_parallel = [](const Attributes& a, std::span<const ParallelTensorShape> in) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
@@ -162,7 +163,7 @@ void register_parallel_ops(OpRegistry& r) {
   rep.any_rank = true;
   r.add(rep);
 
-  OpDef comb = parallel_op("Combine", "concatenates groups of k shards of a dimension", true);
+  OpDef comb = parallel_op("Combine", DataMove::kCombine, "concatenates groups of k shards of a dimension", true);
   comb.infer_parallel = [](const Attributes& a, std::span<const ParallelTensorShape> in) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
@@ -177,7 +178,7 @@ void register_parallel_ops(OpRegistry& r) {
   comb.any_rank = true;
   r.add(comb);
 
-  OpDef repl = parallel_op("Replicate", "copies every replica slot k times", false);
+  OpDef repl = parallel_op("Replicate", DataMove::kReplicate, "copies every replica slot k times", false);
   repl.infer_parallel = [](const Attributes& a, std::span<const ParallelTensorShape> in) {
     ParallelTensorShape s = in[0];
     s.replica *= a.get_int("degree");
@@ -196,7 +197,7 @@ void register_parallel_ops(OpRegistry& r) {
     if (!keep) s.replica /= k;
     return std::vector<ParallelTensorShape>{s};
   };
-  OpDef red = parallel_op("Reduce", "sums groups of k replica slots", false);
+  OpDef red = parallel_op("Reduce", DataMove::kReduce, "sums groups of k replica slots", false);
   red.infer_parallel = [reduce_shape](const Attributes& a, std::span<const ParallelTensorShape> in) {
     return reduce_shape(a, in, false);
   };
@@ -206,7 +207,7 @@ void register_parallel_ops(OpRegistry& r) {
   red.any_rank = true;
   r.add(red);
 
-  OpDef ar = parallel_op("AllReduce", "sums groups of k replica slots into each of them", false);
+  OpDef ar = parallel_op("AllReduce", DataMove::kAllReduce, "sums groups of k replica slots into each of them", false);
   ar.infer_parallel = [reduce_shape](const Attributes& a, std::span<const ParallelTensorShape> in) {
     return reduce_shape(a, in, true);
   };
@@ -216,7 +217,7 @@ void register_parallel_ops(OpRegistry& r) {
   ar.any_rank = true;
   r.add(ar);
 
-  OpDef pipe = parallel_op("Pipeline", "processes a dimension in k sequential micro-slices", true);
+  OpDef pipe = parallel_op("Pipeline", DataMove::kPipeline, "processes a dimension in k sequential micro-slices", true);
   pipe.infer_parallel = [](const Attributes& a, std::span<const ParallelTensorShape> in) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));
@@ -230,7 +231,7 @@ void register_parallel_ops(OpRegistry& r) {
   pipe.shard_grad_f32 = &identity_grad;
   r.add(pipe);
 
-  OpDef batch = parallel_op("Batch", "gathers k sequential micro-slices of a dimension", true);
+  OpDef batch = parallel_op("Batch", DataMove::kBatch, "gathers k sequential micro-slices of a dimension", true);
   batch.infer_parallel = [](const Attributes& a, std::span<const ParallelTensorShape> in) {
     ParallelTensorShape s = in[0];
     const auto dim = static_cast<size_t>(a.get_int("dim"));

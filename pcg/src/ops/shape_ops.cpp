@@ -152,6 +152,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef cat;
   cat.name = "Concat";
   cat.weight_layout = true;
+  cat.data_move = DataMove::kConcatReplicas;
   cat.summary = "concatenates inputs along a dimension, or their replica slots (axis -1)";
   cat.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to concatenate; -1: the replica axis"),
                            GenDomain::kDimOrReplica)};
@@ -200,6 +201,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef split;
   split.name = "Split";
   split.weight_layout = true;
+  split.data_move = DataMove::kSplitReplicas;
   split.summary = "splits a dimension (or the replica slots, axis -1) into pieces of the given sizes";
   split.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to split; -1: the replica axis"),
                              GenDomain::kDimOrReplica),

@@ -34,6 +34,20 @@ enum class GenDomain : uint8_t {
   kRegroup,        // input 0's shape with a factor 2 moved between two neighbouring dimensions
 };
 
+// What an attribute's value means relative to the tensors the operator
+// reads, for code that carries a node from one shape, rank or degree to
+// another (rule matching and application, rank adaptation, rescaling,
+// the SMT encoding) without knowing the operator.
+enum class AttrRole : uint8_t {
+  kPlain,          // the same value at every shape
+  kDim,            // a dimension of input 0; a negative value counts from the end
+  kDimOrReplica,   // a dimension of input 0; negative: the replica axis
+  kDegree,         // a parallel degree: a rule's value stands for any degree
+  kExtentParts,    // parts of the extent along the operator's "axis": a rule's
+                   // value matches any proportional one and scales with the extent
+  kShape,          // a whole shape (Reshape's target): fixed to one shape
+};
+
 struct AttrSpec {
   std::string name;
   AttrType type;
@@ -43,7 +57,11 @@ struct AttrSpec {
   // Extra validation: returns a reason when the value is not acceptable.
   std::function<std::optional<std::string>(const AttrValue&)> check;
   GenDomain gen = GenDomain::kDefault;
+  AttrRole role = AttrRole::kPlain;
 };
+
+// The spec named `name` in `specs`, or nullptr.
+const AttrSpec* find_spec(const std::vector<AttrSpec>& specs, const std::string& name);
 
 class Attributes {
  public:

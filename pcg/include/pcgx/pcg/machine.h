@@ -7,7 +7,9 @@
 //
 //   { "format_version": 1, "kind": "pcgx.machine", "name": "dgx-h100",
 //     "nodes": 1, "devices_per_node": 8,
-//     "device": { "name": "H100 SXM", "peak_flops": 9.89e14,
+//     "device": { "name": "H100 SXM", "peak_flops": 4.947e14,
+//                 "peak_flops_by_precision": { "fp32": 6.69e13, "tf32": 4.947e14,
+//                                              "bf16": 9.894e14, "fp16": 9.894e14 },
 //                 "memory_bandwidth": 3.35e12, "memory_capacity": 8.59e10,
 //                 "overlaps_communication": true },
 //     "links": [ { "name": "nvlink", "span": 8, "bandwidth": 4.5e11, "latency": 2e-6 },
@@ -15,14 +17,23 @@
 //                  "ports": 8 } ] }
 //
 // Units: FLOP/s, bytes/s, bytes, seconds. span 0 means the whole machine.
+// `peak_flops` is the dense figure at pcgx's default precision (tf32,
+// precision.h); `peak_flops_by_precision`, when given, the figure for each
+// precision a plan may train in (a precision it leaves out cannot be
+// priced on that machine: an error). Without it, `peak_flops` stands for
+// every precision: a device that computes them all alike (pcgx's CPU
+// kernels widen BF16/FP16 to FP32).
 // `bandwidth` is one link's, per direction. `ports` (default 1) is how many
 // such links each group of the level below has into this level (for the
 // first level, each device): a DGX node has 8 InfiniBand adapters, so a
 // collective whose members on a node are 8 GPUs crosses the network over 8
 // links at once (collectives.h says how each collective uses them).
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "pcgx/pcg/precision.h"
 
 namespace pcgx {
 
@@ -30,7 +41,7 @@ inline constexpr int kMachineFormatVersion = 1;
 
 struct DeviceSpec {
   std::string name;
-  double peak_flops = 0;        // FLOP/s at the precision pcgx trains in
+  double peak_flops = 0;        // FLOP/s at the default precision (tf32)
   double memory_bandwidth = 0;  // bytes/s
   double memory_capacity = 0;   // bytes
   // Whether the device computes while its gradient buckets are all-reduced
@@ -39,6 +50,14 @@ struct DeviceSpec {
   // pass. A CPU core of pcgx's runtime does not: its one thread copies and
   // adds every message itself, after its backward pass (cpu-host).
   bool overlaps_communication = true;
+  // FLOP/s per precision (index: Precision); 0 where the file gives none.
+  // Last, so that positional initializers of the fields above still read.
+  std::array<double, std::size(kPrecisions)> peak_flops_by_precision{};
+
+  // The figure for `p`; throws FieldError (Machine.device.peak_flops_by_precision)
+  // when the file lists precisions but not `p`.
+  double peak(Precision p) const;
+  bool has_precision_table() const;
 };
 
 struct LinkLevel {

@@ -23,6 +23,36 @@ enum class OpClass : uint8_t {
   kParallel,  // moves or combines shards: Repartition, Combine, ...
 };
 
+// What a shard-level operator does with shards (docs/design.md "Parallel
+// tensors"), for the layers that move, fuse or price them without naming
+// the operator: the shard moves the runtime executes (shard_moves.h), the
+// collective the cost model prices, relayout fusion, the legacy format.
+enum class DataMove : uint8_t {
+  kNone,            // evaluated per task (compute) or a source
+  kRepartition,     // splits each shard of a dimension into `degree` shards
+  kCombine,         // concatenates groups of `degree` shards of a dimension
+  kReplicate,       // copies each replica slot `degree` times
+  kReduce,          // sums groups of `degree` replica slots
+  kAllReduce,       // sums groups of `degree` slots into each of them
+  kPipeline,        // cuts a dimension into sequential micro-slices
+  kBatch,           // gathers the micro-slices back
+  kConcatReplicas,  // (when shard-level) the inputs' replica slots, in order
+  kSplitReplicas,   // (when shard-level) the input's slots dealt out in order
+};
+
+// Moves that keep the logical value and change only where its pieces sit
+// (and when, for the micro-slices): a weight read through them is still
+// the weight (source_layout.h).
+bool keeps_value(DataMove m);
+
+// A loss operator's target: the trainer, the synthetic task and the
+// evaluator ask which loss a model ends in, not its name.
+enum class LossKind : uint8_t {
+  kNone,
+  kRegression,      // target: real values of the prediction's shape (MSELoss)
+  kClassification,  // target: class indices, prediction: logits (SoftmaxCrossEntropy)
+};
+
 // Logical (unpartitioned) type of a tensor.
 struct TensorType {
   std::vector<int64_t> shape;
@@ -149,6 +179,8 @@ enum class PoolInput : uint8_t {
 struct OpDef {
   std::string name;
   OpClass op_class = OpClass::kCompute;
+  DataMove data_move = DataMove::kNone;
+  LossKind loss = LossKind::kNone;
   std::string summary;
   std::vector<AttrSpec> attrs;
   std::vector<std::string> input_names;  // for messages; the last repeats when variadic
@@ -197,12 +229,19 @@ struct OpDef {
     return op_class == OpClass::kParallel || (shard_level && shard_level(a));
   }
   std::string input_name(int i) const;
+  const AttrSpec* attr_spec(const std::string& attr) const { return find_spec(attrs, attr); }
+  AttrRole attr_role(const std::string& attr) const {
+    const AttrSpec* s = attr_spec(attr);
+    return s ? s->role : AttrRole::kPlain;
+  }
 };
 
 // Forward memory traffic of an operator instance: `op.bytes` when given,
-// else the bytes of every input and output.
+// else the bytes of every input and output; with float tensors stored in
+// `float_bytes` per element (2 under mixed precision). An `op.bytes` count
+// is of FP32 data and scales alike.
 double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
-                    std::span<const TensorType> out);
+                    std::span<const TensorType> out, int64_t float_bytes = 4);
 int64_t tensor_bytes(const TensorType& t);
 
 }  // namespace pcgx

@@ -16,9 +16,8 @@
 namespace pcgx::runner {
 
 enum class BackendKind : uint8_t { kAuto, kCpu, kMpi, kCuda };
-
-// From its name (auto, cpu, mpi, cuda); nullopt for any other.
-std::optional<BackendKind> backend_kind(std::string_view name);
+inline constexpr BackendKind kBackendKinds[] = {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kMpi, BackendKind::kCuda};
+// auto, cpu, mpi, cuda: what reports print and the command line reads.
 const char* backend_name(BackendKind k);
 
 // The GPUs this build's CUDA backend sees: 0, with the reason in `why`,

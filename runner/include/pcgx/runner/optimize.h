@@ -31,6 +31,7 @@ struct OptimizeRequest {
   // micro-batches, each stage searched with `search`.
   std::optional<search::PipelineOptions> pipeline;
   search::CommOptions comm;
+  Precision precision = kDefaultPrecision;  // what the plan trains in: priced, counted and recorded
   std::optional<search::Efficiency> efficiency;  // default: search::default_efficiency()
   Profile profile;                               // measured operator times; empty: the roofline
 };
@@ -47,6 +48,8 @@ struct OptimizeReport {
   // plan is pipelined.
   double simulated = 0;
   search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
+  // What the device holding the most keeps, by kind (not pipelined and feasible).
+  std::optional<search::DeviceMemory> busiest_memory;
   std::shared_ptr<const search::CostModel> cost;  // what priced the plan
   search::StrategyFile file;       // what `optimize -o` writes
 };

@@ -47,11 +47,17 @@
 // processed in p micro-slices runs p times on slice shapes (so p launches),
 // and pipelined data moves as p messages of 1/p the bytes (p latencies).
 //
-// Memory per device: every weight-layout shard it holds costs 4x its bytes
-// (value, gradient, Adam's two moments), every output shard of a compute or
+// Precision (pcg/precision.h, the plan's): compute runs at the machine's
+// peak for it (DeviceSpec::peak), float tensors are read, written, kept and
+// sent at its activation size (2 bytes in bf16/fp16), gradients are
+// synchronized in FP32.
+//
+// Memory per device (memory_model.h): every weight-layout shard it holds
+// costs param_state_bytes per element (value, FP32 master when mixed,
+// gradient, Adam's two moments), every output shard of a compute or
 // parallel operator (moved copies included) is kept for the backward pass.
-// The optimizer update streams 7 words per parameter (read w, g, m, v;
-// write w, m, v).
+// The optimizer update streams 7 FP32 words per parameter (read w, g, m, v;
+// write w, m, v), plus the 2-byte compute copy it writes when mixed.
 #include <map>
 #include <optional>
 #include <span>
@@ -62,6 +68,7 @@
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/profile.h"
 #include "pcgx/search/collectives.h"
 
@@ -90,8 +97,11 @@ struct CommOptions {
   double bucket_bytes = 25.0 * 1024 * 1024;  // PyTorch DDP's bucket_cap_mb = 25
 };
 
-// Bytes of one shard of a tensor.
+// Bytes of one shard of a tensor, stored as its dtype says (FP32: what a
+// weight's parameters and gradients take per element).
 double shard_bytes(const ParallelTensorShape& s);
+// Bytes of one shard of an activation at precision `p`.
+double activation_shard_bytes(const ParallelTensorShape& s, Precision p);
 
 struct Seconds {
   double forward = 0;
@@ -111,15 +121,20 @@ struct SyncGroup {
 
 class CostModel {
  public:
-  CostModel(Machine machine, Efficiency efficiency, Profile profile = {}, CommOptions comm = {});
+  // Throws FieldError when the machine cannot price `precision`.
+  CostModel(Machine machine, Efficiency efficiency, Profile profile = {}, CommOptions comm = {},
+            Precision precision = kDefaultPrecision);
 
   const Machine& machine() const { return machine_; }
+  Precision precision() const { return precision_; }
+  // One shard of activation `s` at the plan's precision.
+  double activation_bytes(const ParallelTensorShape& s) const { return activation_shard_bytes(s, precision_); }
   int64_t devices() const { return machine_.num_devices(); }
   const CommOptions& comm() const { return comm_; }
 
   // One task of compute node `n`.
   Seconds task_time(const Graph& g, const Node& n) const;
-  // The optimizer update of `bytes` of parameters on one device.
+  // The optimizer update of `bytes` of FP32 parameters on one device.
   double update_time(double bytes) const;
   // One gradient bucket of `bytes` on `group`: its gradients copied into
   // the bucket, the all-reduce, and the sum copied back (a read and a write
@@ -160,7 +175,7 @@ class CostModel {
   const Profile& profile() const { return profile_; }
 
   // The same model on the first n devices of the machine.
-  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_); }
+  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_, precision_); }
 
  private:
   Seconds single_parallel_time(const Placement& p, NodeId n, int64_t lo) const;
@@ -169,6 +184,8 @@ class CostModel {
   Efficiency efficiency_;
   Profile profile_;
   CommOptions comm_;
+  Precision precision_;
+  double peak_ = 0;  // FLOP/s at precision_
   int64_t period_ = 1;  // lcm of the link spans: which link a device pair uses repeats with it
 };
 

@@ -88,12 +88,24 @@ class MachineMapper {
   std::unique_ptr<Impl> impl_;
 };
 
-// Memory per device of a mapped graph (see cost_model.h for what counts);
-// `activations` scales the kept activations (a pipeline stage keeps only
-// the micro-batches in flight).
+// What one device keeps through a training step, by kind, in bytes.
+struct DeviceMemory {
+  double weights = 0;      // parameters in compute precision
+  double master = 0;       // FP32 master copies (mixed precision)
+  double gradients = 0;    // FP32 gradients
+  double optimizer = 0;    // Adam's two FP32 moments
+  double activations = 0;  // outputs kept for the backward pass
+  double total() const { return weights + master + gradients + optimizer + activations; }
+};
+
+// Memory per device of a mapped graph trained at `precision` (what counts:
+// cost_model.h); `activations` scales the kept activations (a pipeline
+// stage keeps only the micro-batches in flight).
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precision, double activations = 1.0);
+// Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
-                                      double activations = 1.0);
+                                      Precision precision, double activations = 1.0);
 // The same for a placement already made (its task tables are reused).
-std::vector<double> memory_per_device(const Placement& p, double activations = 1.0);
+std::vector<double> memory_per_device(const Placement& p, Precision precision, double activations = 1.0);
 
 }  // namespace pcgx::search

@@ -32,6 +32,7 @@ struct StrategyFile {
   Strategy strategy;
   int64_t pipeline_stages = 0;  // 0: not pipelined (pipeline.h)
   int64_t micro_batches = 0;
+  Precision precision = kDefaultPrecision;  // what it trains in (absent from older files: the default)
 };
 
 std::string strategy_to_json(const StrategyFile& s);

@@ -1,0 +1,45 @@
+#pragma once
+// The precision a plan trains in (docs/training.md "Precision"), in the
+// vocabulary of PyTorch's autocast and Megatron-LM:
+//
+//   fp32  FP32 everywhere.
+//   tf32  FP32 storage, matrix products on TF32 tensor cores where the
+//         device has them (pcgx's default, as its CUDA backend runs; on a
+//         CPU the same as fp32).
+//   bf16  mixed precision: compute and activations in BF16, FP32 master
+//         weights, FP32 gradients (accumulated and all-reduced in FP32, as
+//         Megatron-LM's main_grad) and FP32 optimizer state; matrix
+//         products and reductions (softmax, norms, losses) accumulate in FP32.
+//   fp16  as bf16 in FP16, with dynamic loss scaling.
+//
+// It is part of the strategy: the machine's peak FLOP/s for it prices the
+// compute, activations and the messages that carry them count its element
+// size, and weights count the bytes mixed precision keeps (params_bytes).
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pcgx {
+
+enum class Precision : uint8_t { kFp32, kTf32, kBf16, kFp16 };
+inline constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp16};
+inline constexpr Precision kDefaultPrecision = Precision::kTf32;
+
+// fp32, tf32, bf16, fp16: what files and reports say.
+const char* name(Precision p);
+// From its name; nullopt for any other text (file formats; the command line
+// parses its flags itself).
+std::optional<Precision> precision_named(std::string_view text);
+
+// Whether FP32 master weights sit beside a low-precision compute copy.
+bool is_mixed(Precision p);
+// Bytes of one activation element: what compute reads and writes, what the
+// backward pass keeps, and what moves between devices.
+int64_t activation_bytes(Precision p);
+// Bytes one trained parameter keeps on a device with Adam: the weight in
+// compute precision, the FP32 master copy when mixed, the FP32 gradient and
+// the two FP32 moments. 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the
+// figure in Megatron-LM's distributed-optimizer notes).
+int64_t param_state_bytes(Precision p);
+
+}  // namespace pcgx

@@ -1,0 +1,30 @@
+#include "pcgx/pcg/precision.h"
+
+namespace pcgx {
+
+const char* name(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+
+std::optional<Precision> precision_named(std::string_view text) {
+  for (const Precision p : kPrecisions)
+    if (text == name(p)) return p;
+  return std::nullopt;
+}
+
+bool is_mixed(Precision p) { return p == Precision::kBf16 || p == Precision::kFp16; }
+
+int64_t activation_bytes(Precision p) { return is_mixed(p) ? 2 : 4; }
+
+int64_t param_state_bytes(Precision p) {
+  constexpr int64_t kGradient = 4, kAdamMoments = 8;
+  return (is_mixed(p) ? 2 + 4 : 4) + kGradient + kAdamMoments;
+}
+
+}  // namespace pcgx
