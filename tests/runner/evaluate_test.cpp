@@ -12,8 +12,9 @@
 namespace pcgx::runner {
 namespace {
 
-std::string trained_weights() {
-  const std::string path = (std::filesystem::temp_directory_path() / "pcgx_evaluate_test.safetensors").string();
+// Each test its own file: ctest runs them in parallel processes.
+std::string trained_weights(const std::string& test) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("pcgx_evaluate_" + test + ".safetensors")).string();
   TrainRequest t;
   t.target = "mlp-tiny";
   t.options.steps = 3;
@@ -25,7 +26,7 @@ std::string trained_weights() {
 TEST(Evaluate, DataParallelGivesTheOneDeviceLoss) {
   EvalRequest q;
   q.target = "mlp-tiny";
-  q.weights = trained_weights();
+  q.weights = trained_weights("data_parallel");
   q.batches = 2;
   const EvalReport one = evaluate(q, nullptr);
   EXPECT_EQ(one.layout, "unpartitioned");
@@ -42,7 +43,7 @@ TEST(Evaluate, DataParallelGivesTheOneDeviceLoss) {
 TEST(Evaluate, BadRequestsNameTheirField) {
   EvalRequest q;
   q.target = "mlp-tiny";
-  q.weights = trained_weights();
+  q.weights = trained_weights("bad_requests");
   auto field_of = [](const EvalRequest& r) -> std::string {
     try {
       evaluate(r, nullptr);
