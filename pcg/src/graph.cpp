@@ -27,11 +27,9 @@ std::string OpDef::input_name(int i) const {
 int64_t tensor_bytes(const TensorType& t) { return product(t.shape) * byte_size(t.dtype); }
 
 double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
-                    std::span<const TensorType> out, int64_t float_bytes) {
-  if (op.bytes) return op.bytes(attrs, in, out) * static_cast<double>(float_bytes) / 4.0;
-  auto bytes = [&](const TensorType& t) {
-    return static_cast<double>(product(t.shape) * (t.dtype == DataType::kFloat32 ? float_bytes : byte_size(t.dtype)));
-  };
+                    std::span<const TensorType> out, Precision precision) {
+  if (op.bytes) return op.bytes(attrs, in, out) * static_cast<double>(activation_bytes(precision)) / 4.0;
+  auto bytes = [&](const TensorType& t) { return static_cast<double>(product(t.shape) * element_bytes(t.dtype, precision)); };
   double b = 0;
   for (const auto& t : in) b += bytes(t);
   for (const auto& t : out) b += bytes(t);

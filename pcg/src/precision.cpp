@@ -22,9 +22,10 @@ bool is_mixed(Precision p) { return p == Precision::kBf16 || p == Precision::kFp
 
 int64_t activation_bytes(Precision p) { return is_mixed(p) ? 2 : 4; }
 
-int64_t param_state_bytes(Precision p) {
-  constexpr int64_t kGradient = 4, kAdamMoments = 8;
-  return (is_mixed(p) ? 2 + 4 : 4) + kGradient + kAdamMoments;
-}
+int64_t element_bytes(DataType t, Precision p) { return t == DataType::kFloat32 ? activation_bytes(p) : byte_size(t); }
+
+ParamBytes param_bytes(Precision p) { return {activation_bytes(p), is_mixed(p) ? 4 : 0, 4, 8}; }
+
+int64_t param_state_bytes(Precision p) { return param_bytes(p).total(); }
 
 }  // namespace pcgx

@@ -58,8 +58,7 @@ Collective dual(Collective c) {
 double shard_bytes(const ParallelTensorShape& s) { return static_cast<double>(s.shard_elements() * byte_size(s.dtype)); }
 
 double activation_shard_bytes(const ParallelTensorShape& s, Precision p) {
-  const int64_t element = s.dtype == DataType::kFloat32 ? activation_bytes(p) : byte_size(s.dtype);
-  return static_cast<double>(s.shard_elements() * element);
+  return static_cast<double>(s.shard_elements() * element_bytes(s.dtype, p));
 }
 
 CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm, Precision precision)
@@ -116,7 +115,7 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   const OpEfficiency& e = efficiency_.of(n.op->name);
   if (e.view) return {};
   const double flops = n.op->flops ? n.op->flops(n.attrs, in, out) : 0.0;
-  const double bytes = memory_bytes(*n.op, n.attrs, in, out, pcgx::activation_bytes(precision_));
+  const double bytes = memory_bytes(*n.op, n.attrs, in, out, precision_);
   const DeviceSpec& d = machine_.device;
   const double fwd = std::max(flops / (peak_ * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
   return {k * fwd, k * fwd * e.backward};
@@ -208,7 +207,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once;
   // the backward pass sends them the other way.
   const auto [sum, copy] = relayout_factors(a, b);
-  const double element = activation_shard_bytes(s_in, precision_) / static_cast<double>(s_in.shard_elements()) / P;
+  const double element = static_cast<double>(element_bytes(s_in.dtype, precision_)) / P;
   std::vector<PieceSize> pieces;
   relayout_piece_sizes(s_in, b.outputs[0], sum, copy, pieces);
   std::vector<Transfer> fwd, bwd;
@@ -303,7 +302,8 @@ double CostModel::update_time(double bytes) const {
   if (bytes <= 0) return 0.0;
   if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;
   // 7 FP32 words per parameter, and the compute copy written when mixed.
-  const double words = 7.0 + (is_mixed(precision_) ? 2.0 / 4.0 : 0.0);
+  const ParamBytes per = param_bytes(precision_);
+  const double words = 7.0 + (per.master > 0 ? static_cast<double>(per.weight) / 4.0 : 0.0);
   return words * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
 }
 

@@ -13,18 +13,15 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precisi
   auto kept = [&](int64_t d, const ParallelTensorShape& s) {
     if (d >= 0 && d < devices) mem[static_cast<size_t>(d)].activations += activations * activation_shard_bytes(s, precision);
   };
-  // Per parameter: the compute copy, the FP32 master when mixed, the FP32
-  // gradient and Adam's two moments (param_state_bytes in all).
-  const double compute_copy = static_cast<double>(pcgx::activation_bytes(precision));
-  const double master = is_mixed(precision) ? 4.0 : 0.0;
+  const ParamBytes per = param_bytes(precision);
   auto weight = [&](int64_t d, const ParallelTensorShape& s) {
     if (d < 0 || d >= devices) return;
     const auto elements = static_cast<double>(s.shard_elements());
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    m.weights += elements * compute_copy;
-    m.master += elements * master;
-    m.gradients += elements * 4.0;
-    m.optimizer += elements * 8.0;
+    m.weights += elements * static_cast<double>(per.weight);
+    m.master += elements * static_cast<double>(per.master);
+    m.gradients += elements * static_cast<double>(per.gradient);
+    m.optimizer += elements * static_cast<double>(per.optimizer);
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
   for (const Node& n : g.nodes()) {

@@ -13,6 +13,7 @@
 #include "pcgx/pcg/attributes.h"
 #include "pcgx/pcg/modular.h"
 #include "pcgx/pcg/parallel_tensor_shape.h"
+#include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/tensor.h"
 
 namespace pcgx {
@@ -237,11 +238,11 @@ struct OpDef {
 };
 
 // Forward memory traffic of an operator instance: `op.bytes` when given,
-// else the bytes of every input and output; with float tensors stored in
-// `float_bytes` per element (2 under mixed precision). An `op.bytes` count
-// is of FP32 data and scales alike.
+// else the bytes of every input and output; with elements stored as
+// `precision` stores them (element_bytes: float tensors at 2 bytes under
+// mixed precision). An `op.bytes` count is of FP32 data and scales alike.
 double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
-                    std::span<const TensorType> out, int64_t float_bytes = 4);
+                    std::span<const TensorType> out, Precision precision = Precision::kFp32);
 int64_t tensor_bytes(const TensorType& t);
 
 }  // namespace pcgx

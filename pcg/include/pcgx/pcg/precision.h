@@ -19,6 +19,8 @@
 #include <optional>
 #include <string_view>
 
+#include "pcgx/pcg/parallel_tensor_shape.h"
+
 namespace pcgx {
 
 enum class Precision : uint8_t { kFp32, kTf32, kBf16, kFp16 };
@@ -36,10 +38,21 @@ bool is_mixed(Precision p);
 // Bytes of one activation element: what compute reads and writes, what the
 // backward pass keeps, and what moves between devices.
 int64_t activation_bytes(Precision p);
-// Bytes one trained parameter keeps on a device with Adam: the weight in
-// compute precision, the FP32 master copy when mixed, the FP32 gradient and
-// the two FP32 moments. 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the
-// figure in Megatron-LM's distributed-optimizer notes).
+// Bytes of one element of a tensor of type `t` at precision `p`: float
+// tensors at activation_bytes, others (indices) at their dtype's size.
+int64_t element_bytes(DataType t, Precision p);
+
+// What one trained parameter keeps on a device with Adam, by kind.
+struct ParamBytes {
+  int64_t weight = 0;     // in compute precision
+  int64_t master = 0;     // the FP32 master copy, when mixed
+  int64_t gradient = 0;   // FP32
+  int64_t optimizer = 0;  // Adam's two FP32 moments
+  int64_t total() const { return weight + master + gradient + optimizer; }
+};
+ParamBytes param_bytes(Precision p);
+// Their total: 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the figure in
+// Megatron-LM's distributed-optimizer notes).
 int64_t param_state_bytes(Precision p);
 
 }  // namespace pcgx
