@@ -36,9 +36,12 @@ bool is_strategy_file(const std::string& path) {
 
 search::StrategyFile load_runnable_strategy(const std::string& path) {
   search::StrategyFile f = search::load_strategy(path);
-  if (is_mixed(f.precision))
+  if (is_mixed(f.recipe.precision))
     throw FileError(path, "precision",
-                    std::string(name(f.precision)) + ": the runtime trains in fp32 or tf32 only so far (docs/status.md); plan it in one of those to run it");
+                    std::string(name(f.recipe.precision)) + ": the runtime trains in fp32 or tf32 only so far (docs/status.md); plan it in one of those to run it");
+  if (f.recipe.recompute != Recompute::kNone)
+    throw FileError(path, "recompute",
+                    std::string(name(f.recipe.recompute)) + ": the runtime keeps every activation so far (docs/status.md); plan it with recompute none to run it");
   return f;
 }
 

@@ -139,6 +139,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         OptimizeRequest oq;
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
+        oq.recompute = Recompute::kNone;  // the runtime keeps every activation (load_runnable_strategy)
         OptimizeReport r = optimize(oq);
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);

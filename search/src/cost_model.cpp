@@ -61,8 +61,8 @@ double activation_shard_bytes(const ParallelTensorShape& s, Precision p) {
   return static_cast<double>(s.shard_elements() * element_bytes(s.dtype, p));
 }
 
-CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm, Precision precision)
-    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), precision_(precision) {
+CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm, TrainingRecipe recipe)
+    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), recipe_(recipe) {
   for (const LinkLevel& l : machine_.links)
     if (l.span > 0) period_ = std::lcm(period_, l.span);
   // Fitted figures replace the machine file's.
@@ -72,7 +72,7 @@ CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, Co
   // A measured rate is this machine's at every precision (pcgx's CPU
   // kernels widen low precision to FP32).
   if (profile_.peak_flops > 0) machine_.device.peak_flops = profile_.peak_flops, machine_.device.peak_flops_by_precision = {};
-  peak_ = machine_.device.peak(precision_);
+  peak_ = machine_.device.peak(recipe_.precision);
   // A measured per-node overhead includes what a launch stands for.
   if (profile_.node_overhead > 0) efficiency_.launch = 0;
   if (profile_.memory_bandwidth > 0) machine_.device.memory_bandwidth = profile_.memory_bandwidth;
@@ -115,7 +115,7 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   const OpEfficiency& e = efficiency_.of(n.op->name);
   if (e.view) return {};
   const double flops = n.op->flops ? n.op->flops(n.attrs, in, out) : 0.0;
-  const double bytes = memory_bytes(*n.op, n.attrs, in, out, precision_);
+  const double bytes = memory_bytes(*n.op, n.attrs, in, out, recipe_.precision);
   const DeviceSpec& d = machine_.device;
   const double fwd = std::max(flops / (peak_ * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
   return {k * fwd, k * fwd * e.backward};
@@ -207,7 +207,7 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once;
   // the backward pass sends them the other way.
   const auto [sum, copy] = relayout_factors(a, b);
-  const double element = static_cast<double>(element_bytes(s_in.dtype, precision_)) / P;
+  const double element = static_cast<double>(element_bytes(s_in.dtype, recipe_.precision)) / P;
   std::vector<PieceSize> pieces;
   relayout_piece_sizes(s_in, b.outputs[0], sum, copy, pieces);
   std::vector<Transfer> fwd, bwd;
@@ -302,7 +302,7 @@ double CostModel::update_time(double bytes) const {
   if (bytes <= 0) return 0.0;
   if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;
   // 7 FP32 words per parameter, and the compute copy written when mixed.
-  const ParamBytes per = param_bytes(precision_);
+  const ParamBytes per = param_bytes(recipe_.precision);
   const double words = 7.0 + (per.master > 0 ? static_cast<double>(per.weight) / 4.0 : 0.0);
   return words * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
 }

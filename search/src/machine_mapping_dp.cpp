@@ -12,6 +12,16 @@ namespace pcgx::search {
 struct MachineMapper::Impl {
   mutable std::shared_mutex mu;
   Cache cache;
+  std::mutex refused_mu;
+  MemoryRefusals refused;
+  // Records a graph refused for needing `need` bytes on its fullest
+  // device; `plan`: mapped whole (map), not a candidate or a piece of one
+  // the search's inner loop timed.
+  void refuse(double need, bool plan) {
+    std::lock_guard lock(refused_mu);
+    ++refused.count;
+    if (plan) refused.smallest_need = refused.smallest_need == 0 ? need : std::min(refused.smallest_need, need);
+  }
 };
 
 std::vector<int64_t> Problem::splits(int64_t size) const {
@@ -181,6 +191,11 @@ Mapped solve_all(const Problem& p, int64_t devices) { return std::move(solve_and
 MachineMapper::MachineMapper(const CostModel& cost) : cost_(cost), impl_(std::make_unique<Impl>()) {}
 MachineMapper::~MachineMapper() = default;
 
+MachineMapper::MemoryRefusals MachineMapper::memory_refusals() const {
+  std::lock_guard lock(impl_->refused_mu);
+  return impl_->refused;
+}
+
 size_t MachineMapper::cache_size() const {
   std::shared_lock lock(impl_->mu);
   return impl_->cache.size();
@@ -192,9 +207,12 @@ double MachineMapper::time(const Graph& g) const {
   const Solved solved = solve_and_place(p, cost_.devices());
   const Mapped& m = solved.m;
   if (m.dp.time == kInf) return kInf;
-  const auto mem = memory_per_device(*solved.where, cost_.precision());
-  for (double x : mem)
-    if (x > cost_.machine().device.memory_capacity) return kInf;
+  const auto mem = memory_per_device(*solved.where, cost_.recipe());
+  const double need = *std::max_element(mem.begin(), mem.end());
+  if (need > cost_.machine().device.memory_capacity) {
+    impl_->refuse(need, false);
+    return kInf;
+  }
   return m.time();
 }
 
@@ -221,7 +239,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.communication = m.dp.comm + m.sync.exposed;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
   e.once = m.dp.update + m.sync.exposed;
-  e.memory = memory_per_device(*solved.where, cost_.precision());
+  e.memory = memory_per_device(*solved.where, cost_.recipe());
   std::vector<char> computes(static_cast<size_t>(cost_.devices()), 0);
   for (const Node& n : g.nodes())
     if (p.active[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs))
@@ -233,6 +251,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.idle = std::max(0.0, e.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));
   const double cap = cost_.machine().device.memory_capacity;
   if (e.max_memory() > cap) {
+    impl_->refuse(e.max_memory(), true);
     e.infeasible = "a device needs " + std::to_string(e.max_memory() / 1073741824.0) + " GiB of " + std::to_string(cap / 1073741824.0) + " GiB";
     e.time = kInf;
     return s;

@@ -81,6 +81,7 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, std::shared
         syncs[static_cast<size_t>(n.id)].push_back(i);
     }
   }
+  recompute = plan_recompute(g, layouts, cost.recipe().recompute);
   hash_nodes();
   std::vector<std::vector<NodeId>> readers(g.size());
   tree = decompose(g, active, readers);
@@ -114,6 +115,7 @@ void Problem::hash_nodes() {
     for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
     if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
+    if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0);
     local[id] = h;
   }
 }
@@ -170,23 +172,39 @@ std::vector<SyncGroup> Problem::sync_groups(const Placement& p, NodeId id, int64
   return out;
 }
 
+namespace {
+// A recomputed node's backward re-runs its forward first.
+Seconds with_recompute(Seconds s, bool recomputed) {
+  if (recomputed) s.backward += s.forward;
+  return s;
+}
+}  // namespace
+
+Seconds Problem::task_seconds(NodeId id) const {
+  return with_recompute(cost.task_time(g, g.node(id)), recompute.recomputed[static_cast<size_t>(id)]);
+}
+
+Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) const {
+  Seconds s;
+  if (const NodeId tail = fused_tail[static_cast<size_t>(id)]; tail >= 0) {
+    if (auto one = cost.layout_change_time(p, id, tail, lo)) {
+      s = *one;
+    } else {
+      const Seconds a = cost.parallel_time(p, id, lo), b = cost.parallel_time(p, tail, lo);
+      s = {a.forward + b.forward, a.backward + b.backward};
+    }
+  } else {
+    s = cost.parallel_time(p, id, lo);
+  }
+  return with_recompute(s, recompute.recomputed[static_cast<size_t>(id)]);
+}
+
 Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
   const Node& n = g.node(id);
   Result r = zero();
   Seconds s;
   if (n.op->op_class == OpClass::kParallel) {
-    if (is_tail[static_cast<size_t>(id)]) {
-      s = {};
-    } else if (const NodeId tail = fused_tail[static_cast<size_t>(id)]; tail >= 0) {
-      if (auto one = cost.layout_change_time(p, id, tail, lo)) {
-        s = *one;
-      } else {
-        const Seconds a = cost.parallel_time(p, id, lo), b = cost.parallel_time(p, tail, lo);
-        s = {a.forward + b.forward, a.backward + b.backward};
-      }
-    } else {
-      s = cost.parallel_time(p, id, lo);
-    }
+    if (!is_tail[static_cast<size_t>(id)]) s = parallel_seconds(p, id, lo);
   } else {
     s = cost.input_transfer_time(p, id, lo);
     for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x.group, x.bytes);
@@ -201,7 +219,7 @@ Result Problem::leaf(NodeId id, int64_t lo, int64_t size) const {
   if (task_count(g, n) > size) return {};
   Result r = comm(place, id, lo);
   if (n.op->op_class != OpClass::kParallel) {
-    const Seconds c = cost.task_time(g, n);
+    const Seconds c = task_seconds(id);
     double weight_bytes = 0;
     for (const TensorRef& i : n.inputs)
       if (layouts.weight(i)) weight_bytes += shard_bytes(g.shape(i));

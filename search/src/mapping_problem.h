@@ -13,6 +13,7 @@
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/search/gradient_sync.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/recompute.h"
 #include "sp_decomposition.h"
 
 namespace pcgx::search {
@@ -68,6 +69,7 @@ struct Problem {
   std::vector<NodeId> fused_tail;            // per node: the parallel node it forms one collective with, or -1
   std::vector<char> is_tail;
   std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
+  RecomputePlan recompute;                   // the cost model's recipe on g
   std::vector<uint64_t> local;               // local hashes
   SPTree tree;
   std::vector<uint64_t> tree_hash;
@@ -82,6 +84,11 @@ struct Problem {
   double move(int t, int64_t from, int64_t to) const;
 
   // Costs of one node under placement `p` shifted by `lo` (mapping_problem.cpp).
+  // A compute node's task, its recomputed forward included.
+  Seconds task_seconds(NodeId id) const;
+  // A parallel node that heads its collective (not a fused tail): with its
+  // tail when they form one layout change, its recomputed forward included.
+  Seconds parallel_seconds(const Placement& p, NodeId id, int64_t lo) const;
   std::vector<SyncGroup> sync_groups(const Placement& p, NodeId id, int64_t lo) const;
   Result comm(const Placement& p, NodeId id, int64_t lo) const;  // communication only (comm, sync, backward)
   Result leaf(NodeId id, int64_t lo, int64_t size) const;

@@ -2,16 +2,35 @@
 #include <set>
 
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/recompute.h"
 
 namespace pcgx::search {
 
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precision, double activations) {
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
   const Graph& g = p.graph();
   const int64_t devices = p.devices();
+  const Precision precision = recipe.precision;
   std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
-  auto kept = [&](int64_t d, const ParallelTensorShape& s) {
-    if (d >= 0 && d < devices) mem[static_cast<size_t>(d)].activations += activations * activation_shard_bytes(s, precision);
+  const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute);
+  // Per recomputed segment and device: the outputs it re-creates.
+  std::vector<std::vector<double>> segment(static_cast<size_t>(recompute.segments));
+  // A pipelined tensor is kept one micro-slice per micro-batch in flight.
+  auto bytes = [&](const ParallelTensorShape& s) {
+    const int64_t slices = s.slices();
+    return activation_shard_bytes(s, precision) * static_cast<double>(std::min(slices, std::max<int64_t>(in_flight, 1))) /
+           static_cast<double>(slices);
+  };
+  auto kept = [&](NodeId n, int64_t d, const ParallelTensorShape& s) {
+    if (d < 0 || d >= devices) return;
+    const int32_t seg = recompute.segment[static_cast<size_t>(n)];
+    if (seg < 0) {
+      mem[static_cast<size_t>(d)].activations += bytes(s);
+      return;
+    }
+    auto& per = segment[static_cast<size_t>(seg)];
+    if (per.empty()) per.assign(static_cast<size_t>(devices), 0.0);
+    per[static_cast<size_t>(d)] += bytes(s);
   };
   const ParamBytes per = param_bytes(precision);
   auto weight = [&](int64_t d, const ParallelTensorShape& s) {
@@ -30,7 +49,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precisi
       const TaskTable& tt = p.tasks(n.id);
       const auto& dev = p.task_devices(n.id);
       for (int64_t t = 0; t < tt.tasks; ++t) {
-        for (size_t o = 0; o < n.outputs.size(); ++o) kept(dev[static_cast<size_t>(t)], n.outputs[o]);
+        for (size_t o = 0; o < n.outputs.size(); ++o) kept(n.id, dev[static_cast<size_t>(t)], n.outputs[o]);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           const TensorRef w = n.inputs[i];
           if (!layouts.weight(w)) continue;
@@ -43,22 +62,25 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precisi
     // Shard-level operators: their outputs are kept where they live, like
     // any activation the backward pass reads.
     for (size_t o = 0; o < n.outputs.size(); ++o)
-      for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) kept(d, n.outputs[o]);
+      for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) kept(n.id, d, n.outputs[o]);
   }
+  // One segment is re-created at a time, during its own backward.
+  for (const auto& held : segment)
+    for (size_t d = 0; d < held.size(); ++d) mem[d].transient = std::max(mem[d].transient, held[d]);
   return mem;
 }
 
-std::vector<double> memory_per_device(const Placement& p, Precision precision, double activations) {
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
   std::vector<double> total;
-  for (const DeviceMemory& m : memory_breakdown(p, precision, activations)) total.push_back(m.total());
+  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight)) total.push_back(m.total());
   return total;
 }
 
-std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices, Precision precision,
-                                      double activations) {
+std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
+                                      const TrainingRecipe& recipe, int64_t in_flight) {
   std::vector<MachineView> placed(views);
   placed.resize(g.size());
-  return memory_per_device(Placement(g, placed, devices), precision, activations);
+  return memory_per_device(Placement(g, placed, devices), recipe, in_flight);
 }
 
 }  // namespace pcgx::search

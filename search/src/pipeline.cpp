@@ -190,8 +190,8 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
             info.micro_batch += 2 * cost.move_time(carried, info.first_device - d, info.first_device) / static_cast<double>(M);
           }
-          const double kept = static_cast<double>(std::min<int64_t>(S - static_cast<int64_t>(p), M)) / static_cast<double>(M);
-          sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.precision(), kept);
+          const int64_t in_flight = std::min<int64_t>(S - static_cast<int64_t>(p), M);
+          sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), in_flight);
           info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
           if (info.memory > cost.machine().device.memory_capacity)
             throw Error("stage " + std::to_string(p + 1) + " needs " + std::to_string(info.memory / 1073741824.0) + " GiB per device");

@@ -243,7 +243,7 @@ struct Simulator::Impl {
     if (u.shape == Unit::kTasks) {
       const TaskTable& tt = place->tasks(id);
       const auto& dev = place->task_devices(id);
-      const Seconds c = cost.task_time(g, n);
+      const Seconds c = problem.task_seconds(id);
       for (int64_t t = 0; t < u.tasks; ++t) {
         const int64_t d = dev[static_cast<size_t>(t)];
         check_device(d, id);
@@ -271,21 +271,11 @@ struct Simulator::Impl {
     Seconds s;
     std::set<ResourceId> res;
     if (n.op->op_class == OpClass::kParallel) {
-      const NodeId tail = problem.fused_tail[static_cast<size_t>(id)];
-      if (tail >= 0) {
-        if (auto one = cost.layout_change_time(*place, id, tail, 0)) {
-          s = *one;
-        } else {
-          const Seconds a = cost.parallel_time(*place, id, 0), b = cost.parallel_time(*place, tail, 0);
-          s = {a.forward + b.forward, a.backward + b.backward};
-        }
-        add_move_ports(tail, res);
-      } else {
-        s = cost.parallel_time(*place, id, 0);
-      }
+      s = problem.parallel_seconds(*place, id, 0);
+      if (const NodeId tail = problem.fused_tail[static_cast<size_t>(id)]; tail >= 0) add_move_ports(tail, res);
       add_move_ports(id, res);
     } else {  // a shard-level compute node: its copies run on the devices holding its outputs
-      s = cost.task_time(g, n);
+      s = problem.task_seconds(id);
       for (size_t o = 0; o < n.outputs.size(); ++o)
         for (int64_t d : place->owners({id, static_cast<int32_t>(o)})) {
           check_device(d, id);
@@ -409,7 +399,7 @@ const std::vector<MachineView>& Simulator::views() const { return impl_->views; 
 const Graph& Simulator::graph() const { return impl_->g; }
 int64_t Simulator::devices() const { return impl_->D; }
 double Simulator::capacity() const { return impl_->cost.machine().device.memory_capacity; }
-Precision Simulator::precision() const { return impl_->cost.precision(); }
+const TrainingRecipe& Simulator::recipe() const { return impl_->cost.recipe(); }
 
 void Simulator::rebuild() {
   Impl& x = *impl_;
@@ -504,7 +494,7 @@ Estimate simulated_estimate(const Simulator& s) {
   for (const DeviceSummary& d : sum.devices) idle += d.idle;
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());
   e.devices_used = sum.devices_used;
-  e.memory = memory_per_device(s.graph(), s.views(), s.devices(), s.precision());
+  e.memory = memory_per_device(s.graph(), s.views(), s.devices(), s.recipe());
   e.bytes = step_bytes(s.graph(), s.views(), s.devices());
   const double cap = s.capacity();
   if (e.max_memory() > cap) {

@@ -21,7 +21,8 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["machine"] = json::parse(machine_to_json(s.machine));
   j["devices"] = s.devices;
   j["search"] = s.search;
-  j["precision"] = name(s.precision);
+  j["precision"] = name(s.recipe.precision);
+  j["recompute"] = name(s.recipe.recompute);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"bytes", e.bytes},
@@ -73,7 +74,12 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   if (j.contains("precision")) {
     const std::optional<Precision> p = j["precision"].is_string() ? precision_named(j["precision"].get<std::string>()) : std::nullopt;
     if (!p) throw FileError(source, "precision", "expected one of fp32, tf32, bf16, fp16, got " + j["precision"].dump());
-    s.precision = *p;
+    s.recipe.precision = *p;
+  }
+  if (j.contains("recompute")) {
+    const std::optional<Recompute> r = j["recompute"].is_string() ? recompute_named(j["recompute"].get<std::string>()) : std::nullopt;
+    if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, got " + j["recompute"].dump());
+    s.recipe.recompute = *r;
   }
   if (j.contains("applied") && j["applied"].is_array())
     for (const json& a : j["applied"])

@@ -116,6 +116,38 @@ TEST(SimulateCommand, PrecisionIsPricedRecordedAndSimulated) {
   EXPECT_FALSE(fs::exists(dir() / "v.json"));
 }
 
+// The recomputation policy: chosen and printed by optimize, recorded, read
+// back by simulate (which can also price another), refused by the runtime
+// (which keeps every activation so far); an unknown one is one error line.
+TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
+  const std::string plain = (dir() / "plain.json").string(), full = (dir() / "full.json").string();
+  const auto a = run("optimize gpt-tiny --machine dgx-a100 --devices 2 --search data-parallel -q -o " + plain);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("recompute             none (auto: no plan searched was over memory)"), std::string::npos) << a.out;
+  const auto f = run("optimize gpt-tiny --machine dgx-a100 --devices 2 --search data-parallel --recompute full -q -o " + full);
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_NE(f.out.find("recompute             full\n"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find(", recomputed "), std::string::npos) << f.out;
+  const auto s = run("simulate " + full);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("recompute             full\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  // The plan without recomputation priced with it: slower than its estimate.
+  const auto again = run("simulate " + plain + " --recompute full");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_EQ(again.out.find("ratio 1.00)"), std::string::npos) << again.out;
+  const auto train = run("run " + full + " --steps 1");
+  EXPECT_EQ(train.code, 2) << train.out;
+  EXPECT_NE(train.out.find("recompute: full: the runtime keeps every activation so far"), std::string::npos) << train.out;
+  const auto bad = run("optimize gpt-tiny --machine dgx-a100 --recompute some -o " + (dir() / "b.json").string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --recompute: unknown recomputation policy 'some' (auto, none, selective, full)"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir() / "b.json"));
+  const auto sim_bad = run("simulate " + plain + " --recompute auto");
+  EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
+  EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, selective, full)"), std::string::npos) << sim_bad.out;
+}
+
 TEST(SimulateCommand, BadInputIsOneErrorLine) {
   const auto missing = run("simulate " + (dir() / "missing.json").string());
   EXPECT_EQ(missing.code, 2);

@@ -40,7 +40,7 @@ TEST(Precision, NamesAndBytes) {
 // The same Linear as CostModel.DataParallelLinearByHand, in BF16.
 TEST(Precision, MixedPrecisionLinearByHand) {
   const Machine m = mixed_machine();
-  const CostModel cm(m, toy_efficiency(), {}, {}, Precision::kBf16);
+  const CostModel cm(m, toy_efficiency(), {}, {}, {Precision::kBf16});
   const MachineMapper mapper(cm);
   const Graph g = linear_graph(1000, 1000, 1000);
 
@@ -52,7 +52,7 @@ TEST(Precision, MixedPrecisionLinearByHand) {
   EXPECT_NEAR(one.estimate.time, 3e-3 + 3e-4, 1e-9);
   // 1e6 parameters x 18 bytes, and the 1e6-element output at 2 bytes.
   EXPECT_NEAR(one.estimate.memory[0], 18e6 + 2e6, 1);
-  const auto kinds = memory_breakdown(Placement(one.graph, one.views, m.num_devices()), Precision::kBf16);
+  const auto kinds = memory_breakdown(Placement(one.graph, one.views, m.num_devices()), {Precision::kBf16});
   EXPECT_NEAR(kinds[0].weights, 2e6, 1);
   EXPECT_NEAR(kinds[0].master, 4e6, 1);
   EXPECT_NEAR(kinds[0].gradients, 4e6, 1);
@@ -76,7 +76,7 @@ TEST(Precision, AMachineWithoutTheFigureCannotPriceIt) {
   Machine m = mixed_machine();
   m.device.peak_flops_by_precision[static_cast<size_t>(Precision::kBf16)] = 0;
   try {
-    CostModel(m, toy_efficiency(), {}, {}, Precision::kBf16);
+    CostModel(m, toy_efficiency(), {}, {}, {Precision::kBf16});
     FAIL() << "a bf16 plan was priced without a bf16 figure";
   } catch (const FieldError& e) {
     EXPECT_EQ(e.field(), "Machine.device.peak_flops_by_precision");
@@ -85,7 +85,7 @@ TEST(Precision, AMachineWithoutTheFigureCannotPriceIt) {
   // A machine without a table computes every precision at its one figure.
   m.device.peak_flops_by_precision = {};
   const Graph g = linear_graph(1000, 1000, 1000);
-  EXPECT_NEAR(CostModel(m, toy_efficiency(), {}, {}, Precision::kFp16).task_time(g, g.node(2)).forward, 2e-3, 1e-12);
+  EXPECT_NEAR(CostModel(m, toy_efficiency(), {}, {}, {Precision::kFp16}).task_time(g, g.node(2)).forward, 2e-3, 1e-12);
 }
 
 // The simulator prices every task with the same cost model: on one device
@@ -95,7 +95,7 @@ TEST(Precision, SimulatorAgreesWithTheEstimateAtEveryPrecision) {
   double fp32 = 0;
   for (const Precision p : kPrecisions) {
     SCOPED_TRACE(name(p));
-    const CostModel cm(mixed_machine(), default_efficiency(), {}, {}, p);
+    const CostModel cm(mixed_machine(), default_efficiency(), {}, {}, {p});
     const MachineMapper one(cm.with_devices(1));
     const Graph g = build_model("mlp-tiny", {{"batch", 256}});
     const Strategy s = one.map(g);
@@ -121,15 +121,15 @@ TEST(Precision, SimulatorAgreesWithTheEstimateAtEveryPrecision) {
 // before precisions existed) trains in the default, and a wrong one is an
 // error naming the field.
 TEST(Precision, TheStrategyFileRecordsIt) {
-  const CostModel cm(mixed_machine(), default_efficiency(), {}, {}, Precision::kFp16);
+  const CostModel cm(mixed_machine(), default_efficiency(), {}, {}, {Precision::kFp16});
   const Graph g = linear_graph(64, 32, 16);
   StrategyFile f{g.name(), cm.machine(), 8, "data-parallel", {}, MachineMapper(cm).map(data_parallel(g, 8))};
-  f.precision = Precision::kFp16;
+  f.recipe.precision = Precision::kFp16;
   const std::string text = strategy_to_json(f);
-  EXPECT_EQ(strategy_from_json(text, "s.json").precision, Precision::kFp16);
+  EXPECT_EQ(strategy_from_json(text, "s.json").recipe.precision, Precision::kFp16);
   std::string old = text;
   old.erase(old.find("\"precision\""), std::string("\"precision\": \"fp16\",").size());
-  EXPECT_EQ(strategy_from_json(old, "s.json").precision, kDefaultPrecision);
+  EXPECT_EQ(strategy_from_json(old, "s.json").recipe.precision, kDefaultPrecision);
   std::string bad = text;
   bad.replace(bad.find("\"precision\": \"fp16\""), 19, "\"precision\": \"fp8\"");
   try {

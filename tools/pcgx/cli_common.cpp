@@ -97,6 +97,16 @@ const char* const kPrecisionHelp =
     "training precision: fp32, tf32 (FP32 storage, TF32 matrix products), bf16 or fp16 (mixed: low-precision compute and "
     "activations, FP32 master weights, gradients and optimizer state; fp16 with loss scaling)";
 
+std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto) {
+  if (allow_auto && text == "auto") return std::nullopt;
+  if (const auto r = recompute_named(text)) return r;
+  throw Error("--recompute: unknown recomputation policy '" + text + "' (" + (allow_auto ? "auto, " : "") + "none, selective, full)");
+}
+
+const char* const kRecomputeHelp =
+    "activation recomputation: none (keep every activation), selective (recompute attention's scores, softmax and dropout), "
+    "full (keep only the tensors between blocks, recompute each block in backward)";
+
 LegacyDims parse_dims(const std::string& s) {
   if (s == "reversed") return LegacyDims::kReversed;
   if (s == "forward") return LegacyDims::kForward;

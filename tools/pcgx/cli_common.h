@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "pcgx/search/search.h"
 #include "pcgx/runtime/mpi.h"
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/training_recipe.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/legacy_flexflow.h"
 #include "pcgx/rulesets/ruleset.h"
@@ -51,6 +53,10 @@ runner::BackendKind parse_backend(const std::string& text);
 Precision parse_precision(const std::string& text);
 // --precision's help, alike on every command that takes it.
 extern const char* const kPrecisionHelp;
+// --recompute: none, selective, full, and where the command chooses
+// (optimize) "auto" (nullopt).
+std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto);
+extern const char* const kRecomputeHelp;
 
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.

@@ -15,7 +15,8 @@ namespace pcgx::cli {
 namespace {
 
 struct Flags {
-  std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32";
+  std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
+      recompute = "auto";
   std::vector<std::string> sets;
   int64_t devices = 0, stages = 0, micro_batches = 0;
   double bucket_mb = 25;
@@ -49,6 +50,7 @@ runner::OptimizeRequest request(Flags& f) {
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, f.micro_batches};
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
+  q.recompute = parse_recompute(f.recompute, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   return q;
@@ -87,6 +89,8 @@ void add_optimize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
   cmd->add_option("--precision", f.precision, kPrecisionHelp)->capture_default_str();
+  cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
+      ->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");

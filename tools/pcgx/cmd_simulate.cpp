@@ -28,7 +28,7 @@ void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate",
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
-  static std::string strategy, trace, profile, efficiency, precision;
+  static std::string strategy, trace, profile, efficiency, precision, recompute;
   static double bucket_mb = 25;
   static int64_t show = 8;
   cmd->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();
@@ -37,6 +37,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
   cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB (PyTorch DDP's bucket_cap_mb)")->capture_default_str();
   cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's)");
+  cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
     if (!(bucket_mb > 0) || bucket_mb > 1e6) throw Error("--bucket-mb: must be a positive number of MiB (at most 1e6)");
@@ -47,8 +48,10 @@ void add_simulate_command(CLI::App& app) {
     search::CommOptions comm;
     comm.bucket_bytes = bucket_mb * 1024 * 1024;
     name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}});
-    const Precision p = precision.empty() ? f.precision : parse_precision(precision);
-    const search::CostModel cm(m, eff, profile.empty() ? Profile{} : load_profile(profile), comm, p);
+    TrainingRecipe recipe = f.recipe;
+    if (!precision.empty()) recipe.precision = parse_precision(precision);
+    if (!recompute.empty()) recipe.recompute = *parse_recompute(recompute, false);
+    const search::CostModel cm(m, eff, profile.empty() ? Profile{} : load_profile(profile), comm, recipe);
     std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
     const search::Simulator sim(f.strategy.graph, views, cm);
     const search::SimulationSummary s = sim.summary();
@@ -56,7 +59,8 @@ void add_simulate_command(CLI::App& app) {
     std::cout << "model                 " << f.model << "\n"
               << "machine               " << m.name << ", " << f.devices << " devices\n"
               << "strategy              " << f.search << " (" << strategy << ")\n"
-              << "precision             " << name(p) << "\n";
+              << "precision             " << name(recipe.precision) << "\n"
+              << "recompute             " << name(recipe.recompute) << "\n";
     if (f.pipeline_stages > 0)
       std::cout << "note                  pipelined: each task's micro-slices run back to back, without the 1F1B schedule\n";
     std::cout << "iteration time        " << ms(s.time) << " simulated";

@@ -58,10 +58,24 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   const search::Strategy& dp = rep.data_parallel;
   out << "precision             " << name(q.precision) << (is_mixed(q.precision) ? " (FP32 master weights, gradients and optimizer state)" : "")
       << "\n";
+  out << "recompute             " << name(rep.cost->recipe().recompute);
+  if (!q.recompute && rep.tried.size() == 1 && rep.tried[0].feasible) {
+    out << " (auto: no plan searched was over memory)";
+  } else if (!q.recompute) {
+    out << " (auto; ";
+    for (size_t i = 0; i < rep.tried.size(); ++i) {
+      const runner::RecomputeTried& t = rep.tried[i];
+      out << (i ? ", " : "") << name(t.recompute) << " "
+          << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"));
+    }
+    out << ")";
+  }
+  out << "\n";
   out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity) << "\n";
   if (const auto& m = rep.busiest_memory)
     out << "  busiest device      weights " << human_bytes(m->weights) << ", master " << human_bytes(m->master) << ", gradients "
-        << human_bytes(m->gradients) << ", optimizer " << human_bytes(m->optimizer) << ", activations " << human_bytes(m->activations) << "\n";
+        << human_bytes(m->gradients) << ", optimizer " << human_bytes(m->optimizer) << ", activations " << human_bytes(m->activations)
+        << ", recomputed " << human_bytes(m->transient) << "\n";
   out
             << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
   if (dp.estimate.feasible) out << "speedup over data parallel  " << std::setprecision(2) << dp.estimate.time / e.time << "x\n";

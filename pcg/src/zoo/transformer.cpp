@@ -134,10 +134,10 @@ ModelSpec gpt(bool tiny) {
 ModelSpec llama(bool tiny) {
   ModelSpec s = named(tiny, "llama", "LLaMA-style decoder (pre-RMSNorm, SwiGLU feed-forward, causal attention, no biases, untied LM head)");
   s.source = "LLaMA 7B (Touvron et al. 2023, Table 2): 32 layers, hidden 4096, 32 heads, SwiGLU FFN 11008, vocab 32000, "
-             "context 2048; 6,738,415,616 parameters. Here the context is 512 by default: pcgx keeps every float32 "
-             "activation (no recomputation), 77 GiB per 2048-token sequence, so no plan fits 80 GiB devices at 2048 "
-             "(seq=2048 restores it). Rotary position embeddings are not modelled (no parameters: an "
-             "elementwise rotation of q and k per position)";
+             "context 2048; 6,738,415,616 parameters. Here the context is 512 by default (seq=2048 restores it: "
+             "every float32 activation of a 2048-token sequence is 77 GiB, so at 2048 a plan needs bf16 and "
+             "recomputation, which optimize's --recompute auto chooses). Rotary position embeddings are not "
+             "modelled (no parameters: an elementwise rotation of q and k per position)";
   s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
                                   {"ffn", 64}, {"vocab", 100}}
                     : ModelParams{{"batch", 1}, {"seq", 512}, {"layers", 32}, {"hidden", 4096}, {"heads", 32},

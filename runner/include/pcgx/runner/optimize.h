@@ -32,8 +32,18 @@ struct OptimizeRequest {
   std::optional<search::PipelineOptions> pipeline;
   search::CommOptions comm;
   Precision precision = kDefaultPrecision;  // what the plan trains in: priced, counted and recorded
+  // Activation recomputation; nullopt: chosen (below).
+  std::optional<Recompute> recompute;
   std::optional<search::Efficiency> efficiency;  // default: search::default_efficiency()
   Profile profile;                               // measured operator times; empty: the roofline
+};
+
+// One recomputation policy searched when the request leaves it open.
+struct RecomputeTried {
+  Recompute recompute = Recompute::kNone;
+  bool feasible = false;
+  double time = 0;           // the plan's predicted step (feasible)
+  double smallest_need = 0;  // bytes on the fullest device of the closest plan refused for memory (0: none refused)
 };
 
 struct OptimizeReport {
@@ -50,14 +60,21 @@ struct OptimizeReport {
   search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
   // What the device holding the most keeps, by kind (not pipelined and feasible).
   std::optional<search::DeviceMemory> busiest_memory;
-  std::shared_ptr<const search::CostModel> cost;  // what priced the plan
+  std::shared_ptr<const search::CostModel> cost;  // what priced the plan (its recipe: the one chosen)
+  // With the recomputation left open: each policy searched, in order (none,
+  // selective, full), until a search that no memory limit constrained
+  // (recomputing more would only add time); the fastest feasible is
+  // chosen. A pipelined search stops at the first feasible policy.
+  std::vector<RecomputeTried> tried;
   search::StrategyFile file;       // what `optimize -o` writes
 };
 
 // Loads the rules the request's algorithm needs, searches, and compares
 // with data parallelism. Throws Error when no rule file can be read or
 // trusted, FieldError for options out of range; an infeasible result is
-// returned (result.search.strategy.estimate.feasible false), not thrown.
+// returned (result.search.strategy.estimate.feasible false, `infeasible`
+// naming the smallest per-device need found and what would lower it), not
+// thrown.
 OptimizeReport optimize(const OptimizeRequest& request);
 
 // The ruleset the search uses: refused unless verified (unverified_reason)

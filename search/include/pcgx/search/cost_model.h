@@ -52,10 +52,17 @@
 // sent at its activation size (2 bytes in bf16/fp16), gradients are
 // synchronized in FP32.
 //
+// Recomputation (pcg/training_recipe.h, recompute.h): a recomputed
+// operator's backward also re-runs its forward (compute, or the collective
+// of a parallel operator), in the DP and in the simulator alike.
+//
 // Memory per device (memory_model.h): every weight-layout shard it holds
 // costs param_state_bytes per element (value, FP32 master when mixed,
 // gradient, Adam's two moments), every output shard of a compute or
-// parallel operator (moved copies included) is kept for the backward pass.
+// parallel operator (moved copies included) is kept for the backward pass
+// unless recomputed (then the largest segment's outputs count once, as
+// transient), and a pipelined tensor keeps one micro-slice per
+// micro-batch in flight.
 // The optimizer update streams 7 FP32 words per parameter (read w, g, m, v;
 // write w, m, v), plus the 2-byte compute copy it writes when mixed.
 #include <map>
@@ -68,8 +75,8 @@
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
 #include "pcgx/pcg/placement.h"
-#include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/profile.h"
+#include "pcgx/pcg/training_recipe.h"
 #include "pcgx/search/collectives.h"
 
 namespace pcgx::search {
@@ -121,18 +128,19 @@ struct SyncGroup {
 
 class CostModel {
  public:
-  // Throws FieldError when the machine cannot price `precision`.
-  CostModel(Machine machine, Efficiency efficiency, Profile profile = {}, CommOptions comm = {},
-            Precision precision = kDefaultPrecision);
+  // Throws FieldError when the machine cannot price the recipe's precision.
+  CostModel(Machine machine, Efficiency efficiency, Profile profile = {}, CommOptions comm = {}, TrainingRecipe recipe = {});
 
   const Machine& machine() const { return machine_; }
-  Precision precision() const { return precision_; }
+  const TrainingRecipe& recipe() const { return recipe_; }
+  Precision precision() const { return recipe_.precision; }
   // One shard of activation `s` at the plan's precision.
-  double activation_bytes(const ParallelTensorShape& s) const { return activation_shard_bytes(s, precision_); }
+  double activation_bytes(const ParallelTensorShape& s) const { return activation_shard_bytes(s, recipe_.precision); }
   int64_t devices() const { return machine_.num_devices(); }
   const CommOptions& comm() const { return comm_; }
 
-  // One task of compute node `n`.
+  // One task of compute node `n` (without recomputation: recompute.h says
+  // which nodes re-run their forward in backward).
   Seconds task_time(const Graph& g, const Node& n) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.
   double update_time(double bytes) const;
@@ -175,7 +183,9 @@ class CostModel {
   const Profile& profile() const { return profile_; }
 
   // The same model on the first n devices of the machine.
-  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_, precision_); }
+  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_, recipe_); }
+  // The same model for another recipe.
+  CostModel with_recipe(const TrainingRecipe& r) const { return CostModel(machine_, efficiency_, profile_, comm_, r); }
 
  private:
   Seconds single_parallel_time(const Placement& p, NodeId n, int64_t lo) const;
@@ -184,8 +194,8 @@ class CostModel {
   Efficiency efficiency_;
   Profile profile_;
   CommOptions comm_;
-  Precision precision_;
-  double peak_ = 0;  // FLOP/s at precision_
+  TrainingRecipe recipe_;
+  double peak_ = 0;  // FLOP/s at the recipe's precision
   int64_t period_ = 1;  // lcm of the link spans: which link a device pair uses repeats with it
 };
 

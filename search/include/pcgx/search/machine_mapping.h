@@ -82,6 +82,14 @@ class MachineMapper {
   const CostModel& cost() const { return cost_; }
   size_t cache_size() const;
 
+  // The graphs refused for memory since the mapper was made: whether
+  // memory constrained a search, and what the closest plan needed.
+  struct MemoryRefusals {
+    int64_t count = 0;         // by time or map: candidates, pieces of a split graph, plans
+    double smallest_need = 0;  // bytes on the fullest device, of the plans map refused (0: none)
+  };
+  MemoryRefusals memory_refusals() const;
+
  private:
   struct Impl;
   const CostModel& cost_;
@@ -95,17 +103,19 @@ struct DeviceMemory {
   double gradients = 0;    // FP32 gradients
   double optimizer = 0;    // Adam's two FP32 moments
   double activations = 0;  // outputs kept for the backward pass
-  double total() const { return weights + master + gradients + optimizer + activations; }
+  double transient = 0;    // the largest recomputed segment's outputs, live during its backward
+  double total() const { return weights + master + gradients + optimizer + activations + transient; }
 };
 
-// Memory per device of a mapped graph trained at `precision` (what counts:
-// cost_model.h); `activations` scales the kept activations (a pipeline
-// stage keeps only the micro-batches in flight).
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, Precision precision, double activations = 1.0);
+// Memory per device of a mapped graph trained with `recipe` (what counts:
+// cost_model.h); a pipelined tensor keeps `in_flight` of its micro-slices
+// (a pipeline stage keeps the micro-batches in flight; 1 for gradient
+// accumulation, which finishes one micro-batch before the next).
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
-                                      Precision precision, double activations = 1.0);
+                                      const TrainingRecipe& recipe, int64_t in_flight = 1);
 // The same for a placement already made (its task tables are reused).
-std::vector<double> memory_per_device(const Placement& p, Precision precision, double activations = 1.0);
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
 
 }  // namespace pcgx::search

@@ -120,7 +120,7 @@ class Simulator {
   int64_t devices() const;
   // Memory of one device (the machine's).
   double capacity() const;
-  Precision precision() const;  // the cost model's: what memory counts
+  const TrainingRecipe& recipe() const;  // the cost model's: what memory counts
   SimulationSummary summary() const;
   // Tasks rebuilt by the last set_view or rebuild.
   int64_t rebuilt() const { return rebuilt_; }

@@ -3,6 +3,7 @@
 //
 //   { "format_version": 1, "kind": "pcgx.strategy", "model": "bert-large",
 //     "machine": { ...machine JSON... }, "devices": 64, "search": "unity",
+//     "precision": "bf16", "recompute": "selective",
 //     "predicted": { "time": s, "compute": s, "overhead": s, "update": s,
 //                    "communication": s, "sync": s, "sync_hidden": s, "buckets": n,
 //                    "bytes": n, "idle": s, "devices_used": n, "max_memory": bytes },
@@ -32,7 +33,8 @@ struct StrategyFile {
   Strategy strategy;
   int64_t pipeline_stages = 0;  // 0: not pipelined (pipeline.h)
   int64_t micro_batches = 0;
-  Precision precision = kDefaultPrecision;  // what it trains in (absent from older files: the default)
+  // Precision and recomputation (absent from older files: tf32, none).
+  TrainingRecipe recipe;
 };
 
 std::string strategy_to_json(const StrategyFile& s);

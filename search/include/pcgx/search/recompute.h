@@ -1,0 +1,30 @@
+#pragma once
+// Which operators a recomputation policy re-runs in backward
+// (pcg/training_recipe.h says what each policy means). The cost model and
+// the simulator charge a recomputed operator's forward again in its
+// backward; the memory model does not keep its outputs through the step,
+// but holds the outputs of one segment at a time while that segment's
+// backward runs (DeviceMemory::transient).
+#include <cstdint>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/source_layout.h"
+#include "pcgx/pcg/training_recipe.h"
+
+namespace pcgx::search {
+
+struct RecomputePlan {
+  // Per node: its outputs are recomputed, not kept (sources and layouts never).
+  std::vector<char> recomputed;
+  // Per node: the segment re-run together (its outputs live at once during
+  // that segment's backward); -1 for nodes not recomputed.
+  std::vector<int32_t> segment;
+  int32_t segments = 0;
+};
+
+// The plan of `policy` on `g` (any PCG: a model or a parallelized strategy),
+// whose source layouts are `layouts`.
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy);
+
+}  // namespace pcgx::search

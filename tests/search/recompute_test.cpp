@@ -1,0 +1,212 @@
+// Activation recomputation (pcg/training_recipe.h, search/recompute.h): which
+// operators each policy re-runs, what the memory model then keeps, what the
+// cost model and the simulator charge for it, and how a strategy file
+// records it. The memory figures are worked by hand on the tiny GPT.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/recompute.h"
+#include "pcgx/search/simulator.h"
+#include "pcgx/search/strategy_json.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+// The tiny GPT: batch 2, sequence 16, 2 layers, hidden 32, 4 heads (of 8),
+// feed-forward 128.
+Graph tiny_gpt() { return build_model("gpt-tiny", {}); }
+
+std::map<std::string, bool> recomputed_by_name(const Graph& g, Recompute policy) {
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), policy);
+  std::map<std::string, bool> out;
+  for (const Node& n : g.nodes()) out[n.name] = plan.recomputed[static_cast<size_t>(n.id)] != 0;
+  return out;
+}
+
+TEST(Recompute, NamesParseBack) {
+  for (const Recompute r : kRecomputes) EXPECT_EQ(recompute_named(name(r)), r);
+  EXPECT_FALSE(recompute_named("auto"));
+  EXPECT_FALSE(recompute_named("Full"));
+}
+
+// Selective re-runs attention's scores, scale, softmax and dropout (the
+// [b, a, s, s] tensors) and nothing else; the weighted sum reading them,
+// the projections and the feed-forward keep their outputs.
+TEST(Recompute, SelectiveRecomputesTheSequenceQuadraticChain) {
+  const Graph g = tiny_gpt();
+  const auto r = recomputed_by_name(g, Recompute::kSelective);
+  int count = 0;
+  for (const auto& [n, yes] : r) count += yes;
+  EXPECT_EQ(count, 8);  // four per layer
+  for (const std::string layer : {"block0", "block1"}) {
+    for (const char* op : {".attn.scores", ".attn.scale", ".attn.softmax", ".attn.attn_dropout"}) EXPECT_TRUE(r.at(layer + op)) << layer + op;
+    for (const char* op : {".attn.context", ".attn.query", ".attn.q_t", ".mlp.intermediate", ".ln1"}) EXPECT_FALSE(r.at(layer + op)) << layer + op;
+  }
+  for (const auto& [n, yes] : recomputed_by_name(g, Recompute::kNone)) EXPECT_FALSE(yes) << n;
+}
+
+// Full keeps the tensors at single-tensor cuts (the token embedding, the
+// residual stream between blocks, the logits) and what follows the last
+// cut (the loss), and re-runs everything else from the cut before it.
+TEST(Recompute, FullKeepsOnlyTheTensorsBetweenBlocks) {
+  const Graph g = tiny_gpt();
+  const auto r = recomputed_by_name(g, Recompute::kFull);
+  for (const char* kept : {"wte", "emb_add", "emb_dropout", "block0.attn_residual", "block0.mlp_residual", "block1.attn_residual",
+                           "block1.mlp_residual", "lm_logits"})
+    EXPECT_FALSE(r.at(kept)) << kept;
+  for (const char* again : {"wpe", "block0.ln1", "block0.attn.query", "block0.attn.softmax", "block0.attn.output",
+                            "block0.attn_dropout", "block0.ln2", "block0.mlp.intermediate", "block1.mlp.ffn_output", "block1.mlp_dropout"})
+    EXPECT_TRUE(r.at(again)) << again;
+  int loss = 0;
+  for (const Node& n : g.nodes()) loss += n.op->loss != LossKind::kNone && !r.at(n.name);
+  EXPECT_EQ(loss, 1);
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kFull);
+  // The position embedding after the token embedding, then attention and
+  // feed-forward of each of the two layers.
+  EXPECT_EQ(plan.segments, 5);
+}
+
+Strategy one_device(const Graph& g, Recompute r, Precision p = Precision::kFp32) {
+  const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, {p, r});
+  return MachineMapper(cm).map(g);
+}
+
+// Selective drops exactly the four [2, 4, 16, 16] tensors of each layer
+// from what is kept, and holds one layer's four while it recomputes them.
+TEST(Recompute, SelectiveMemoryWorkedByHand) {
+  const Graph g = tiny_gpt();
+  const Strategy s = one_device(g, Recompute::kNone);
+  const Placement p(s.graph, s.views, 1);
+  for (const Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    const double bytes = static_cast<double>(activation_bytes(prec));
+    const DeviceMemory none = memory_breakdown(p, {prec, Recompute::kNone})[0];
+    const DeviceMemory sel = memory_breakdown(p, {prec, Recompute::kSelective})[0];
+    const double chain = 4.0 * 2 * 4 * 16 * 16 * bytes;
+    EXPECT_DOUBLE_EQ(none.activations - sel.activations, 2 * chain);
+    EXPECT_DOUBLE_EQ(sel.transient, chain);
+    EXPECT_DOUBLE_EQ(none.transient, 0);
+    EXPECT_DOUBLE_EQ(sel.weights, none.weights);
+    EXPECT_DOUBLE_EQ(sel.optimizer, none.optimizer);
+  }
+}
+
+// Full keeps less than selective, and what it keeps plus the one segment
+// it re-creates is less than everything.
+TEST(Recompute, FullKeepsLeastAndHoldsOneSegment) {
+  const Graph g = tiny_gpt();
+  const Strategy s = one_device(g, Recompute::kNone);
+  const Placement p(s.graph, s.views, 1);
+  const DeviceMemory none = memory_breakdown(p, {Precision::kFp32, Recompute::kNone})[0];
+  const DeviceMemory sel = memory_breakdown(p, {Precision::kFp32, Recompute::kSelective})[0];
+  const DeviceMemory full = memory_breakdown(p, {Precision::kFp32, Recompute::kFull})[0];
+  EXPECT_LT(full.activations, sel.activations);
+  EXPECT_GT(full.transient, 0);
+  EXPECT_LT(full.activations + full.transient, none.activations);
+  // The segment held is one of the five: the largest, never their sum.
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kFull);
+  std::vector<double> seg(static_cast<size_t>(plan.segments), 0.0);
+  for (const Node& n : g.nodes())
+    if (plan.recomputed[static_cast<size_t>(n.id)])
+      for (const auto& o : n.outputs) seg[static_cast<size_t>(plan.segment[static_cast<size_t>(n.id)])] += activation_shard_bytes(o, Precision::kFp32);
+  EXPECT_DOUBLE_EQ(full.transient, *std::max_element(seg.begin(), seg.end()));
+  double all = 0;
+  for (double x : seg) all += x;
+  EXPECT_DOUBLE_EQ(none.activations - full.activations, all);
+}
+
+// On one device the DP's step grows by exactly the recomputed operators'
+// forward times, and the simulator agrees with it under every policy.
+TEST(Recompute, OneDeviceCostsTheRecomputedForwardAndTheSimulatorAgrees) {
+  const Graph g = tiny_gpt();
+  const Strategy none = one_device(g, Recompute::kNone);
+  ASSERT_TRUE(none.estimate.feasible);
+  for (const Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    SCOPED_TRACE(name(r));
+    const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, {Precision::kFp32, r});
+    const Strategy s = MachineMapper(cm).map(g);
+    ASSERT_TRUE(s.estimate.feasible);
+    const RecomputePlan plan = plan_recompute(g, source_layouts(g), r);
+    double again = 0;
+    for (const Node& n : g.nodes())
+      if (plan.recomputed[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute) again += cm.task_time(g, n).forward;
+    EXPECT_GT(again, 0);
+    EXPECT_NEAR(s.estimate.time - none.estimate.time, again, 1e-9 * s.estimate.time);
+    EXPECT_NEAR(Simulator(g, s.views, cm).time(), s.estimate.time, 1e-9 * s.estimate.time);
+  }
+}
+
+// Data parallel on eight devices: the simulator counts the same memory as
+// the DP under every policy, and full recomputation (collectives re-run
+// included) is the slowest.
+TEST(Recompute, EightDevicesSimulatorCountsTheSameMemory) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 16}});
+  double previous = 0;
+  for (const Recompute r : kRecomputes) {
+    SCOPED_TRACE(name(r));
+    const CostModel cm(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, r});
+    const MachineMapper mapper(cm);
+    const Strategy dp = mapper.map(data_parallel(g, 8));
+    ASSERT_TRUE(dp.estimate.feasible);
+    const Simulator sim(dp.graph, dp.views, cm);
+    const Estimate e = simulated_estimate(sim);
+    ASSERT_EQ(e.memory.size(), dp.estimate.memory.size());
+    for (size_t d = 0; d < e.memory.size(); ++d) EXPECT_NEAR(e.memory[d], dp.estimate.memory[d], 1e-6);
+    EXPECT_GT(e.time, previous);
+    EXPECT_NEAR(e.time / dp.estimate.time, 1.0, 0.25);
+    previous = e.time;
+  }
+}
+
+// A plan over capacity without recomputation fits with it, and the mapper
+// counts what it refused and the closest miss.
+TEST(Recompute, MemoryRefusalsAreCounted) {
+  const Graph g = tiny_gpt();
+  const double none = one_device(g, Recompute::kNone).estimate.max_memory();
+  const double full = one_device(g, Recompute::kFull).estimate.max_memory();
+  ASSERT_LT(full, none);
+  Machine m = toy_machine().with_devices(1);
+  m.device.memory_capacity = (none + full) / 2;
+  const CostModel over(m, toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kNone});
+  const MachineMapper tight(over);
+  EXPECT_FALSE(tight.map(g).estimate.feasible);
+  EXPECT_EQ(tight.memory_refusals().count, 1);
+  EXPECT_DOUBLE_EQ(tight.memory_refusals().smallest_need, none);
+  const CostModel fits(m, toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFull});
+  const MachineMapper roomy(fits);
+  EXPECT_TRUE(roomy.map(g).estimate.feasible);
+  EXPECT_EQ(roomy.memory_refusals().count, 0);
+}
+
+// The strategy file records the policy; a file without one keeps every
+// activation; a wrong one is an error naming the field.
+TEST(Recompute, TheStrategyFileRecordsIt) {
+  const CostModel cm(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kSelective});
+  const Graph g = linear_graph(64, 32, 16);
+  StrategyFile f{g.name(), cm.machine(), 8, "data-parallel", {}, MachineMapper(cm).map(data_parallel(g, 8))};
+  f.recipe = cm.recipe();
+  const std::string text = strategy_to_json(f);
+  EXPECT_EQ(strategy_from_json(text, "s.json").recipe, cm.recipe());
+  std::string old = text;
+  old.erase(old.find("\"recompute\""), std::string("\"recompute\": \"selective\",").size());
+  EXPECT_EQ(strategy_from_json(old, "s.json").recipe.recompute, Recompute::kNone);
+  std::string bad = text;
+  bad.replace(bad.find("\"recompute\": \"selective\""), 24, "\"recompute\": \"some\"");
+  try {
+    strategy_from_json(bad, "s.json");
+    FAIL() << "an unknown policy was accepted";
+  } catch (const FileError& e) {
+    EXPECT_EQ(std::string(e.what()), "s.json: recompute: expected one of none, selective, full, got \"some\"");
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::search
