@@ -19,8 +19,9 @@ inline bool is_source(const Node& n) { return n.op->op_class == OpClass::kSource
 // The non-source nodes of g in graph order.
 std::vector<NodeId> compute_order(const Graph& g);
 
-// Positions (in `order`, the non-source nodes) after which exactly one
-// tensor crosses, and that tensor.
+// Positions in `order` (the non-source nodes, or any topological subset
+// of them: tensors of nodes outside it never count as crossing) after which
+// exactly one tensor crosses, and that tensor.
 std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::vector<NodeId>& order);
 
 struct Piece {

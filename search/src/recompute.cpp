@@ -2,8 +2,9 @@
 #include "pcgx/search/recompute.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
+
+#include "graph_splitting.h"
 
 namespace pcgx::search {
 namespace {
@@ -14,32 +15,18 @@ bool active(const Graph& g, const SourceLayouts& layouts, NodeId n) {
 
 // Full: the nodes strictly after the first single-tensor cut and up to the
 // last one, less those producing a kept cut tensor; a segment per gap
-// between two cuts. Sources and layouts are not part of the sweep: a
-// weight laid out once and read by the first and the last layer (a tied
-// embedding) would otherwise leave no cut at all.
+// between two cuts. The cuts are graph splitting's (valid_cuts) over the
+// nodes that compute: sources and layouts left out, since a weight laid out
+// once and read by the first and the last layer (a tied embedding) would
+// otherwise leave no cut at all.
 void plan_full(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
   std::vector<NodeId> order;
   for (const Node& n : g.nodes())
     if (active(g, layouts, n.id)) order.push_back(n.id);
   if (order.size() < 3) return;
-  std::vector<size_t> pos(g.size(), SIZE_MAX);
-  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = i;
-  std::map<TensorRef, size_t> last_use;
-  for (NodeId n : order)
-    for (const TensorRef& t : g.node(n).inputs)
-      if (pos[static_cast<size_t>(t.node)] != SIZE_MAX) last_use[t] = std::max(last_use[t], pos[static_cast<size_t>(n)]);
-  for (const TensorRef& t : g.outputs()) last_use[t] = order.size();
-  std::vector<std::vector<TensorRef>> closes(order.size() + 1);
-  for (const auto& [t, last] : last_use) closes[last].push_back(t);
   std::vector<size_t> cuts;
-  std::set<TensorRef> open, checkpoints;
-  for (size_t i = 0; i + 1 < order.size(); ++i) {
-    const Node& n = g.node(order[i]);
-    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o)
-      if (last_use.count({n.id, o})) open.insert({n.id, o});
-    for (const TensorRef& t : closes[i]) open.erase(t);
-    if (open.size() == 1) cuts.push_back(i), checkpoints.insert(*open.begin());
-  }
+  std::set<TensorRef> checkpoints;
+  for (const auto& [i, t] : valid_cuts(g, order)) cuts.push_back(i), checkpoints.insert(t);
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
     bool any = false;
     for (size_t i = cuts[c] + 1; i <= cuts[c + 1]; ++i) {
