@@ -17,4 +17,19 @@ std::optional<Recompute> recompute_named(std::string_view text) {
   return std::nullopt;
 }
 
+const char* name(ZeroStage z) {
+  switch (z) {
+    case ZeroStage::k0: return "0";
+    case ZeroStage::k1: return "1";
+    case ZeroStage::k2: return "2";
+  }
+  return "?";
+}
+
+std::optional<ZeroStage> zero_named(std::string_view text) {
+  for (const ZeroStage z : kZeroStages)
+    if (text == name(z)) return z;
+  return std::nullopt;
+}
+
 }  // namespace pcgx

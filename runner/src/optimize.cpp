@@ -32,17 +32,21 @@ std::string gib(double bytes) {
   return o.str();
 }
 
-// Why no policy gave a plan: the closest miss, and what would lower it.
-std::string no_plan(const OptimizeRequest& q, const std::vector<RecomputeTried>& tried, const std::string& last) {
-  const RecomputeTried* closest = nullptr;
-  for (const RecomputeTried& t : tried)
+// Why no recipe gave a plan: the closest miss, and what would lower it.
+std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tried, const std::string& last) {
+  const RecipeTried* closest = nullptr;
+  for (const RecipeTried& t : tried)
     if (t.smallest_need > 0 && (!closest || t.smallest_need < closest->smallest_need)) closest = &t;
   if (!closest) return last;
+  const TrainingRecipe& r = closest->recipe;
   std::string why = "the smallest plan found needs " + gib(closest->smallest_need) + " on a device of " +
-                    gib(q.machine.device.memory_capacity) + " (precision " + name(q.precision) + ", recompute " + name(closest->recompute) + ")";
+                    gib(q.machine.device.memory_capacity) + " (precision " + name(r.precision) + ", recompute " + name(r.recompute) +
+                    ", ZeRO " + name(r.zero) + ")";
   std::vector<std::string> would;
-  if (!is_mixed(q.precision)) would.push_back("mixed precision (bf16, fp16)");
-  if (closest->recompute != Recompute::kFull) would.push_back("full recomputation");
+  if (!is_mixed(r.precision)) would.push_back("mixed precision (bf16, fp16)");
+  if (r.recompute != Recompute::kFull) would.push_back("full recomputation");
+  if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
+  else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
   would.push_back("more devices");
   if (!q.pipeline) would.push_back("pipeline stages");
   std::string list;
@@ -66,37 +70,54 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   out.rules = rules.size();
   out.pipelined = q.pipeline.has_value();
   const search::Efficiency eff = q.efficiency ? *q.efficiency : search::default_efficiency();
+  if (q.pipeline && q.zero && shards_gradients(*q.zero))
+    throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
+                                                 " with micro-batches: a pipelined or accumulating plan shards at most the optimizer "
+                                                 "state (stage 1), as DeepSpeed's pipeline engine allows; stage 2 would reduce-scatter "
+                                                 "every micro-batch's gradients, which pcgx does not price");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
+  std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
+  if (q.zero) stages = {*q.zero};
+  else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over
+  else if (q.pipeline) stages = {ZeroStage::k0, ZeroStage::k1};
+  const bool one_recipe = policies.size() == 1 && stages.size() == 1;
   std::string last_reason;
-  bool found = false;
+  bool found = false, settled = false;
   for (const Recompute policy : policies) {
-    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, TrainingRecipe{q.precision, policy});
-    const search::MachineMapper mapper(*cost);
-    search::PipelineResult result;
-    RecomputeTried tried{policy};
-    if (q.pipeline) {
-      try {
-        result = search::optimize_pipeline(q.model, rules, *cost, q.search, *q.pipeline);
-      } catch (const Error& e) {
-        if (q.recompute) throw;  // the one policy asked for: its reason as before
-        last_reason = e.what();
-        out.tried.push_back(tried);
-        continue;
+    for (const ZeroStage stage : stages) {
+      const TrainingRecipe recipe{q.precision, policy, stage};
+      auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+      const search::MachineMapper mapper(*cost);
+      search::PipelineResult result;
+      RecipeTried tried{recipe};
+      if (q.pipeline) {
+        try {
+          result = search::optimize_pipeline(q.model, rules, *cost, q.search, *q.pipeline);
+        } catch (const Error& e) {
+          if (one_recipe) throw;  // the one recipe asked for: its reason as before
+          last_reason = e.what();
+          out.tried.push_back(tried);
+          continue;
+        }
+      } else {
+        result.search = search::optimize(q.model, rules, mapper, q.search);
       }
-    } else {
-      result.search = search::optimize(q.model, rules, mapper, q.search);
+      const search::Estimate& e = result.search.strategy.estimate;
+      tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
+      if (!e.feasible) last_reason = e.infeasible;
+      out.tried.push_back(tried);
+      const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
+      if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost;
+      found = found || e.feasible;
+      // Memory did not constrain this search: sharding or recomputing more
+      // would only add time.
+      if (e.feasible && (q.pipeline || mapper.memory_refusals().count == 0)) {
+        settled = true;
+        break;
+      }
     }
-    const search::Estimate& e = result.search.strategy.estimate;
-    tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
-    if (!e.feasible) last_reason = e.infeasible;
-    out.tried.push_back(tried);
-    const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
-    if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost;
-    found = found || e.feasible;
-    if (q.recompute) break;
-    // Memory did not constrain this search: recomputing more only adds time.
-    if (e.feasible && (q.pipeline || mapper.memory_refusals().count == 0)) break;
+    if (settled) break;
   }
   if (!found) {
     if (!out.cost)  // every pipelined policy failed

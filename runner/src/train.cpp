@@ -94,7 +94,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     adopt(f, graph, views);
     s.model = f.model, s.strategy = f.search + " (" + q.target + ")";
     machine = f.machine;
-    if (f.pipeline_stages > 0)
+    if (f.pipeline_stages == 1)
+      say("note: " + q.target + " accumulates gradients over " + std::to_string(f.micro_batches) +
+          " micro-batches; the CPU runtime processes them as one batch, which computes the same step");
+    else if (f.pipeline_stages > 1)
       say("note: " + q.target + " is pipelined (" + std::to_string(f.pipeline_stages) + " stages, " + std::to_string(f.micro_batches) +
           " micro-batches); the CPU runtime runs each stage on its devices but processes the micro-batches as one batch, without 1F1B "
           "overlap");
@@ -139,7 +142,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         OptimizeRequest oq;
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
-        oq.recompute = Recompute::kNone;  // the runtime keeps every activation (load_runnable_strategy)
+        oq.recompute = Recompute::kNone;  // the runtime keeps every activation and replicates
+        oq.zero = ZeroStage::k0;          // the optimizer state (load_runnable_strategy)
         OptimizeReport r = optimize(oq);
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);

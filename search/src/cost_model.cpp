@@ -269,9 +269,29 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   return worst;
 }
 
+namespace {
+// The gradient collective of a bucket: all-reduce, or reduce-scatter when
+// the optimizer state is sharded.
+double reduce_time(const Machine& m, ZeroStage z, const GroupShape& g, double bytes) {
+  return shards_optimizer(z) ? collective_time(m, Collective::kReduceScatter, g, bytes) : allreduce_times(m, g, bytes).best();
+}
+}  // namespace
+
 double CostModel::sync_share(const GroupShape& g, double bytes) const {
   const double bucket = comm_.bucket_bytes;
-  return bytes * allreduce_times(machine_, g, bucket).best() / bucket;
+  return bytes * reduce_time(machine_, recipe_.zero, g, bucket) / bucket;
+}
+
+double CostModel::gather_share(const GroupShape& g, double bytes) const {
+  const double bucket = comm_.bucket_bytes;
+  return bytes * weight_gather_time(g, bucket) / bucket;
+}
+
+double CostModel::weight_gather_time(const GroupShape& group, double gradient_bytes) const {
+  if (!shards_optimizer(recipe_.zero) || group.size <= 1) return 0.0;
+  const ParamBytes per = param_bytes(recipe_.precision);
+  const double weight_bytes = gradient_bytes * static_cast<double>(per.weight) / static_cast<double>(per.gradient);
+  return collective_time(machine_, Collective::kAllGather, group, weight_bytes);
 }
 
 double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const {
@@ -295,7 +315,7 @@ double CostModel::bucket_pack_time(double bytes) const {
 }
 
 double CostModel::bucket_time(const GroupShape& group, double bytes) const {
-  return allreduce_times(machine_, group, bytes).best() + bucket_pack_time(bytes);
+  return reduce_time(machine_, recipe_.zero, group, bytes) + bucket_pack_time(bytes);
 }
 
 double CostModel::update_time(double bytes) const {

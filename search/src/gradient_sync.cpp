@@ -31,6 +31,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     const double time = cost.bucket_time(b.group, b.bytes);
     free = std::max(free, b.ready) + time;
     t.total += time;
+    t.gather += cost.weight_gather_time(b.group, b.bytes);
     ++t.buckets;
   }
   t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;

@@ -122,17 +122,22 @@ namespace {
 
 // The gradient synchronization replayed against the backward pass: each
 // gradient is ready when the backward pass has gone through its reader
-// (reverse topological order), scaled to the critical path's backward.
+// (reverse topological order), scaled to the critical path's backward. In
+// a graph processed in M micro-batches (pipeline.h) the buckets start in
+// the last micro-batch's backward, the last 1/M of it.
 SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   std::vector<ReadyGradient> grads;
   double done = 0;
+  int64_t micro = 1;
   for (size_t i = p.g.size(); i-- > 0;) {
     if (!p.active[i]) continue;
     done += m.leaves[i].backward;
+    for (const ParallelTensorShape& o : p.g.node(static_cast<NodeId>(i)).outputs) micro = std::max(micro, o.slices());
     for (SyncGroup& s : p.sync_groups(w, static_cast<NodeId>(i), 0)) grads.push_back({done, std::move(s)});
   }
+  const double last = m.dp.backward / static_cast<double>(micro);
   if (done > 0)
-    for (ReadyGradient& x : grads) x.ready *= m.dp.backward / done;
+    for (ReadyGradient& x : grads) x.ready = m.dp.backward - last + x.ready * last / done;
   return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.comm().bucket_bytes);
 }
 
@@ -236,9 +241,9 @@ Strategy MachineMapper::map(const Graph& g) const {
   s.views = m.views;
   e.time = m.time();
   e.compute = m.dp.compute + m.overhead, e.overhead = m.overhead, e.update = m.dp.update;
-  e.communication = m.dp.comm + m.sync.exposed;
-  e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets;
-  e.once = m.dp.update + m.sync.exposed;
+  e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;
+  e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets, e.gather = m.sync.gather;
+  e.once = m.dp.update + m.sync.exposed + m.sync.gather;
   e.memory = memory_per_device(*solved.where, cost_.recipe());
   std::vector<char> computes(static_cast<size_t>(cost_.devices()), 0);
   for (const Node& n : g.nodes())

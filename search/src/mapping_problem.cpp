@@ -199,6 +199,18 @@ Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) con
   return with_recompute(s, recompute.recomputed[static_cast<size_t>(id)]);
 }
 
+double Problem::update_seconds(const Placement& p, NodeId id, int64_t lo) const {
+  double bytes = 0;
+  for (const TensorRef& i : g.node(id).inputs) {
+    if (!layouts.weight(i)) continue;
+    double share = shard_bytes(g.shape(i));
+    if (shards_optimizer(cost.recipe().zero))
+      if (const auto s = cost.sync_group(p, i, lo)) share /= static_cast<double>(s->group.size);
+    bytes += share;
+  }
+  return cost.update_time(bytes);
+}
+
 Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
   const Node& n = g.node(id);
   Result r = zero();
@@ -207,7 +219,7 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
     if (!is_tail[static_cast<size_t>(id)]) s = parallel_seconds(p, id, lo);
   } else {
     s = cost.input_transfer_time(p, id, lo);
-    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x.group, x.bytes);
+    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x.group, x.bytes) + cost.gather_share(x.group, x.bytes);
   }
   r.comm = s.total(), r.backward = s.backward;
   r.time = r.comm + r.sync;
@@ -220,10 +232,7 @@ Result Problem::leaf(NodeId id, int64_t lo, int64_t size) const {
   Result r = comm(place, id, lo);
   if (n.op->op_class != OpClass::kParallel) {
     const Seconds c = task_seconds(id);
-    double weight_bytes = 0;
-    for (const TensorRef& i : n.inputs)
-      if (layouts.weight(i)) weight_bytes += shard_bytes(g.shape(i));
-    r.update = cost.update_time(weight_bytes);
+    r.update = update_seconds(place, id, lo);
     r.compute = c.total() + r.update;
     r.backward += c.backward;
   }

@@ -24,7 +24,7 @@ struct Result {
   double time = kInf;
   double compute = 0;   // the optimizer update included
   double comm = 0;
-  double sync = 0;      // gradient synchronization, as bucket shares
+  double sync = 0;      // gradient synchronization (and ZeRO's weight all-gathers), as bucket shares
   double update = 0;
   double backward = 0;  // of compute + comm: the backward pass
 };
@@ -90,6 +90,9 @@ struct Problem {
   // tail when they form one layout change, its recomputed forward included.
   Seconds parallel_seconds(const Placement& p, NodeId id, int64_t lo) const;
   std::vector<SyncGroup> sync_groups(const Placement& p, NodeId id, int64_t lo) const;
+  // The optimizer update of the weights compute node `id` reads, on one of
+  // its devices: all of each, or 1/r of it under ZeRO (r: its sync group).
+  double update_seconds(const Placement& p, NodeId id, int64_t lo) const;
   Result comm(const Placement& p, NodeId id, int64_t lo) const;  // communication only (comm, sync, backward)
   Result leaf(NodeId id, int64_t lo, int64_t size) const;
   Result solve_leaf(NodeId id, int64_t lo, int64_t size) const;  // cached
@@ -114,7 +117,9 @@ struct Mapped {
   std::vector<Result> leaves;  // per active node, under the final views
   SyncTimeline sync;
   double overhead = 0;  // running the nodes, beyond kernels and messages (CostModel::step_overhead)
-  double time() const { return dp.time - dp.sync + sync.exposed + overhead; }
+  // The DP's synchronization shares replaced by the replayed buckets: what
+  // is exposed, and the weights' all-gathers after the update (ZeRO 1, 2).
+  double time() const { return dp.time - dp.sync + sync.exposed + sync.gather + overhead; }
 };
 
 // Solves, refines the views, replays the gradient buckets.

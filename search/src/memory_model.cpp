@@ -33,14 +33,26 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     per[static_cast<size_t>(d)] += bytes(s);
   };
   const ParamBytes per = param_bytes(precision);
-  auto weight = [&](int64_t d, const ParallelTensorShape& s) {
+  // Under ZeRO what the stage shards is split over the devices holding the
+  // same block (`group` of them).
+  auto weight = [&](int64_t d, const ParallelTensorShape& s, int64_t group) {
     if (d < 0 || d >= devices) return;
     const auto elements = static_cast<double>(s.shard_elements());
+    const double r = static_cast<double>(group);
+    const double opt = shards_optimizer(recipe.zero) ? r : 1.0, grad = shards_gradients(recipe.zero) ? r : 1.0;
     DeviceMemory& m = mem[static_cast<size_t>(d)];
     m.weights += elements * static_cast<double>(per.weight);
-    m.master += elements * static_cast<double>(per.master);
-    m.gradients += elements * static_cast<double>(per.gradient);
-    m.optimizer += elements * static_cast<double>(per.optimizer);
+    m.master += elements * static_cast<double>(per.master) / opt;
+    m.gradients += elements * static_cast<double>(per.gradient) / grad;
+    m.optimizer += elements * static_cast<double>(per.optimizer) / opt;
+  };
+  // The distinct devices holding the block of weight shard `shard`.
+  auto group_of = [&](TensorRef w, int64_t shard) {
+    const ParallelTensorShape& s = g.shape(w);
+    const int64_t blocks = s.num_blocks(), block = shard % blocks;
+    std::set<int64_t> holders;
+    for (int64_t c = 0; c < s.replica; ++c) holders.insert(p.owner(w, c * blocks + block));
+    return static_cast<int64_t>(holders.size());
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
   for (const Node& n : g.nodes()) {
@@ -53,8 +65,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           const TensorRef w = n.inputs[i];
           if (!layouts.weight(w)) continue;
-          const int64_t d = p.owner(w, tt.input_shard[static_cast<size_t>(t)][i]);
-          if (weights_held.insert({w, d}).second) weight(d, g.shape(w));
+          const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i];
+          const int64_t d = p.owner(w, shard);
+          if (weights_held.insert({w, d}).second) weight(d, g.shape(w), recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard));
         }
       }
       continue;

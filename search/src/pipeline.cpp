@@ -33,7 +33,7 @@ struct Plan {
 
 std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
   if (o.stages > 0) {
-    if (o.stages < 2) throw FieldError("PipelineOptions.stages", "a pipeline needs at least 2 stages (1 is no pipeline)");
+    if (o.stages < 1) throw FieldError("PipelineOptions.stages", "must be positive");
     if (devices % o.stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(o.stages) + " stages do not divide the " + std::to_string(devices) + " devices");
     if (static_cast<size_t>(o.stages) > cuts + 1)
@@ -85,7 +85,7 @@ std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const st
   const std::vector<NodeId> order = compute_order(g);
   const auto cuts = valid_cuts(g, order);
   const size_t c = cuts.size(), s = static_cast<size_t>(stages);
-  if (stages < 1 || c + 1 < s) return {};
+  if (stages <= 1 || c + 1 < s) return {};
   std::vector<double> prefix(order.size() + 1, 0.0);
   for (size_t i = 0; i < order.size(); ++i) prefix[i + 1] = prefix[i] + weight[static_cast<size_t>(order[i])];
   // Stage boundaries b_0 = 0 < b_1 < ... < b_s = order.size(), b_j one past a cut.
@@ -100,7 +100,6 @@ std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const st
         const double v = std::max(best[k - 1][i], prefix[end_of(j)] - prefix[end_of(i)]);
         if (v < best[k][j]) best[k][j] = v, from[k][j] = i;
       }
-  if (s == 1) return {};
   size_t last = 0;
   double top = kInf;
   for (size_t j = 0; j < c; ++j) {

@@ -32,6 +32,7 @@ const char* to_string(SimKind k) {
     case SimKind::kSync: return "gradient sync";
     case SimKind::kUpdate: return "update";
     case SimKind::kOverhead: return "overhead";
+    case SimKind::kGather: return "weight gather";
   }
   return "?";
 }
@@ -299,28 +300,34 @@ struct Simulator::Impl {
     std::map<uint64_t, Open> open;
     buckets = 0;
     std::vector<std::vector<TaskId>> of_device(static_cast<size_t>(D));
+    std::vector<Open> closed;  // for ZeRO's weight gathers after the update
+    // The ports a bucket's collective crosses, on its members' sync channels.
+    auto channel = [&](const Open& b, bool with_devices) {
+      std::set<ResourceId> res;
+      for (int64_t d : b.sync.devices) {
+        check_device(d, b.nodes.front());
+        res.insert(sync_base + static_cast<ResourceId>(d));
+        if (with_devices) res.insert(static_cast<ResourceId>(d));
+        for (size_t l = 0; l < m.links.size(); ++l)
+          if (b.sync.group.crossed(l)) res.insert(port(l, d));
+      }
+      return std::vector<ResourceId>(res.begin(), res.end());
+    };
     auto close = [&](Open& b, uint64_t position) {
       std::vector<TaskId> preds;
       for (NodeId n : b.nodes) {
         const Unit& u = units[static_cast<size_t>(n)];
         for (int64_t t = 0; t < u.tasks; ++t) preds.push_back(u.bwd_compute + static_cast<TaskId>(t));
       }
-      std::set<ResourceId> res;
       // A device that does its own communication runs the bucket itself,
       // after its backward pass (program order: the end of phase 1).
       const bool inline_sync = !m.device.overlaps_communication;
-      for (int64_t d : b.sync.devices) {
-        check_device(d, b.nodes.front());
-        res.insert(sync_base + static_cast<ResourceId>(d));
-        if (inline_sync) res.insert(static_cast<ResourceId>(d));
-        for (size_t l = 0; l < m.links.size(); ++l)
-          if (b.sync.group.crossed(l)) res.insert(port(l, d));
-      }
       info.push_back({SimKind::kSync, -1, buckets, -1});
       const TaskId t = tl.add(order_of(1, inline_sync ? N : position, 2 * kRegion + static_cast<uint64_t>(buckets)), std::move(preds),
-                              cost.bucket_time(b.sync.group, b.bytes), {res.begin(), res.end()});
+                              cost.bucket_time(b.sync.group, b.bytes), channel(b, inline_sync));
       for (int64_t d : b.sync.devices) of_device[static_cast<size_t>(d)].push_back(t);
       ++buckets;
+      closed.push_back(std::move(b));
       b = Open{};
     };
     std::vector<double> update(static_cast<size_t>(D), 0.0);
@@ -335,22 +342,31 @@ struct Simulator::Impl {
         if (b.bytes >= cost.comm().bucket_bytes) close(b, N - 1 - k);
       }
       // The optimizer update of the weights this node reads, on each device running it.
-      double weight_bytes = 0;
-      for (const TensorRef& i : n.inputs)
-        if (problem.layouts.weight(i)) weight_bytes += shard_bytes(g.shape(i));
-      if (weight_bytes <= 0) continue;
+      const double seconds = problem.update_seconds(*place, n.id, 0);
+      if (seconds <= 0) continue;
       std::vector<int64_t> devs = place->task_devices(n.id);
       std::sort(devs.begin(), devs.end());
       devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
-      for (int64_t d : devs) update[static_cast<size_t>(d)] += cost.update_time(weight_bytes);
+      for (int64_t d : devs) update[static_cast<size_t>(d)] += seconds;
     }
     for (auto& [key, b] : open)
       if (b.bytes > 0) close(b, N);
+    std::vector<TaskId> updated(static_cast<size_t>(D), -1);
     for (int64_t d = 0; d < D; ++d) {
       if (update[static_cast<size_t>(d)] <= 0) continue;
       info.push_back({SimKind::kUpdate, -1, d, d});
-      tl.add(order_of(2, 0, static_cast<uint64_t>(d)), of_device[static_cast<size_t>(d)], update[static_cast<size_t>(d)],
-             {static_cast<ResourceId>(d)});
+      updated[static_cast<size_t>(d)] = tl.add(order_of(2, 0, static_cast<uint64_t>(d)), of_device[static_cast<size_t>(d)],
+                                               update[static_cast<size_t>(d)], {static_cast<ResourceId>(d)});
+    }
+    // ZeRO 1, 2: each bucket's updated weights all-gathered once its members have updated.
+    for (size_t k = 0; k < closed.size(); ++k) {
+      const double seconds = cost.weight_gather_time(closed[k].sync.group, closed[k].bytes);
+      if (seconds <= 0) continue;
+      std::vector<TaskId> preds;
+      for (int64_t d : closed[k].sync.devices)
+        if (updated[static_cast<size_t>(d)] >= 0) preds.push_back(updated[static_cast<size_t>(d)]);
+      info.push_back({SimKind::kGather, -1, static_cast<int64_t>(k), -1});
+      tl.add(order_of(2, 1, static_cast<uint64_t>(k)), std::move(preds), seconds, channel(closed[k], false));
     }
     if (const double overhead = cost.step_overhead(*place); overhead > 0)
       for (int64_t d = 0; d < D; ++d) {
@@ -477,6 +493,7 @@ SimulationSummary Simulator::summary() const {
     if (k == SimKind::kSync) s.sync += d;
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
+    if (k == SimKind::kGather) s.gather += d;
     if (k == SimKind::kUpdate) s.update += d;
     if (k == SimKind::kOverhead) s.overhead += d;
   }
@@ -487,7 +504,8 @@ Estimate simulated_estimate(const Simulator& s) {
   const SimulationSummary sum = s.summary();
   Estimate e;
   e.time = sum.time;
-  e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync;
+  e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync + sum.gather;
+  e.gather = sum.gather;
   e.communication = sum.communication + sum.sync;
   e.sync = sum.sync_total, e.sync_hidden = sum.sync_hidden(), e.buckets = sum.buckets;
   double idle = 0;

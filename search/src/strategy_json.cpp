@@ -23,9 +23,10 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["search"] = s.search;
   j["precision"] = name(s.recipe.precision);
   j["recompute"] = name(s.recipe.recompute);
+  j["zero"] = static_cast<int>(s.recipe.zero);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
-                    {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"bytes", e.bytes},
+                    {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
                     {"idle", e.idle},       {"devices_used", e.devices_used}, {"max_memory", e.max_memory()}};
   j["applied"] = s.applied;
   j["graph"] = graph_to_value(s.strategy.graph);
@@ -81,6 +82,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, got " + j["recompute"].dump());
     s.recipe.recompute = *r;
   }
+  if (j.contains("zero")) {
+    const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;
+    if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, got " + j["zero"].dump());
+    s.recipe.zero = *z;
+  }
   if (j.contains("applied") && j["applied"].is_array())
     for (const json& a : j["applied"])
       if (a.is_string()) s.applied.push_back(a.get<std::string>());
@@ -132,6 +138,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     e.communication = p.value("communication", 0.0), e.idle = p.value("idle", 0.0), e.overhead = p.value("overhead", 0.0);
     e.update = p.value("update", 0.0);
     e.sync = p.value("sync", 0.0), e.sync_hidden = p.value("sync_hidden", 0.0), e.buckets = p.value("buckets", int64_t{0});
+    e.gather = p.value("gather", 0.0);
     e.bytes = p.value("bytes", 0.0), e.devices_used = p.value("devices_used", int64_t{0});
   }
   if (j.contains("pipeline")) {

@@ -34,11 +34,29 @@ TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
   EXPECT_EQ(t.code, 0) << t.out;
 }
 
+// --micro-batches without --pipeline: gradient accumulation, a one-stage
+// pipeline in the strategy file, which the runner trains.
+TEST(OptimizePipeline, MicroBatchesAloneAccumulateGradients) {
+  const std::string s = (dir() / "accumulate.json").string();
+  const auto r = run("optimize mlp-tiny --machine cpu-host --devices 4 --micro-batches 2 -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gradient accumulation 2 micro-batches of "), std::string::npos) << r.out;
+  std::ifstream in(s);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["pipeline"]["stages"], 1);
+  EXPECT_EQ(j["pipeline"]["micro_batches"], 2);
+  const auto t = run("run " + s + " --steps 3 --no-report --no-plot");
+  EXPECT_EQ(t.code, 0) << t.out;
+  const auto z = run("optimize mlp-tiny --machine cpu-host --devices 4 --micro-batches 2 --zero 2 -q -o " + (dir() / "z.json").string());
+  EXPECT_EQ(z.code, 2) << z.out;
+  EXPECT_NE(z.out.find("error: --zero: ZeRO stage 2 with micro-batches"), std::string::npos) << z.out;
+}
+
 TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
   const std::string out = (dir() / "never.json").string();
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {"mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 3", "error: --stages: 3 stages do not divide the 4 devices"},
-           {"mlp-tiny --machine cpu-host --devices 4 --stages 2", "error: --stages and --micro-batches need --pipeline"},
+           {"mlp-tiny --machine cpu-host --devices 4 --stages 2", "error: --stages needs --pipeline"},
            {"mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 7", "7 micro-batches"},
            {"resnext-50-tiny --machine cpu-host --devices 4 --pipeline", "BatchNorm cannot process that dimension in slices"},
        }) {

@@ -123,7 +123,8 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   const std::string plain = (dir() / "plain.json").string(), full = (dir() / "full.json").string();
   const auto a = run("optimize gpt-tiny --machine dgx-a100 --devices 2 --search data-parallel -q -o " + plain);
   ASSERT_EQ(a.code, 0) << a.out;
-  EXPECT_NE(a.out.find("recompute             none (auto: no plan searched was over memory)"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("recompute             none (auto)\n"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("recipes searched      1 (no plan searched was over memory)"), std::string::npos) << a.out;
   const auto f = run("optimize gpt-tiny --machine dgx-a100 --devices 2 --search data-parallel --recompute full -q -o " + full);
   ASSERT_EQ(f.code, 0) << f.out;
   EXPECT_NE(f.out.find("recompute             full\n"), std::string::npos) << f.out;
@@ -146,6 +147,41 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   const auto sim_bad = run("simulate " + plain + " --recompute auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
   EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, selective, full)"), std::string::npos) << sim_bad.out;
+}
+
+// The ZeRO stage: printed by optimize, recorded, read back by simulate
+// (which can also price another), refused by the runtime; an unknown stage
+// is one error line.
+TEST(SimulateCommand, ZeroStageIsPricedRecordedAndSimulated) {
+  const std::string plain = (dir() / "z0.json").string(), sharded = (dir() / "z2.json").string();
+  const auto a = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 0 -q -o " + plain);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("ZeRO stage            0\n"), std::string::npos) << a.out;
+  const auto z = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 2 -q -o " + sharded);
+  ASSERT_EQ(z.code, 0) << z.out;
+  EXPECT_NE(z.out.find("ZeRO stage            2: optimizer state and gradients sharded"), std::string::npos) << z.out;
+  const auto s = run("simulate " + sharded);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("ZeRO stage            2\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("weight gather"), std::string::npos) << s.out;
+  // The unsharded plan: no gather, unless simulate prices it with stage 2.
+  const auto unsharded = run("simulate " + plain);
+  ASSERT_EQ(unsharded.code, 0) << unsharded.out;
+  EXPECT_EQ(unsharded.out.find("weight gather"), std::string::npos) << unsharded.out;
+  const auto again = run("simulate " + plain + " --zero 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("weight gather"), std::string::npos) << again.out;
+  const auto train = run("run " + sharded + " --steps 1");
+  EXPECT_EQ(train.code, 2) << train.out;
+  EXPECT_NE(train.out.find("zero: 2: the runtime replicates the optimizer state so far"), std::string::npos) << train.out;
+  const auto bad = run("optimize gpt-tiny --machine dgx-a100 --zero 3 -o " + (dir() / "bz.json").string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --zero: unknown ZeRO stage '3' (auto, 0, 1, 2)"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir() / "bz.json"));
+  const auto sim_bad = run("simulate " + plain + " --zero auto");
+  EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
+  EXPECT_NE(sim_bad.out.find("error: --zero: unknown ZeRO stage 'auto' (0, 1, 2)"), std::string::npos) << sim_bad.out;
 }
 
 TEST(SimulateCommand, BadInputIsOneErrorLine) {

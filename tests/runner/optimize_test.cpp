@@ -1,10 +1,12 @@
-// runner::optimize choosing the recomputation: none where memory does not
-// constrain the search, a policy that fits where it does, and, where none
-// fits, one reason naming the smallest need found and what would lower it.
+// runner::optimize choosing the recomputation and the ZeRO stage: none where
+// memory does not constrain the search, a recipe that fits where it does,
+// and, where none fits, one reason naming the smallest need found and what
+// would lower it.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/machine_mapping.h"
@@ -71,6 +73,52 @@ TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {
   const OptimizeReport one = optimize(request(full / 2, Recompute::kSelective));
   EXPECT_EQ(one.tried.size(), 1u);
   EXPECT_NE(one.result.search.strategy.estimate.infeasible.find("recompute selective"), std::string::npos);
+}
+
+// The tiny GPT data parallel on the 8 toy devices in bf16, recomputing
+// nothing: the need of each ZeRO stage.
+OptimizeRequest sharded(double capacity, std::optional<ZeroStage> zero) {
+  OptimizeRequest q = request(capacity, Recompute::kNone);
+  q.model = build_model("gpt-tiny", {{"batch", 16}});
+  q.machine = search::toy_machine();
+  q.machine.device.memory_capacity = capacity;
+  q.precision = Precision::kBf16;
+  q.zero = zero;
+  return q;
+}
+
+double sharded_need(ZeroStage z) { return optimize(sharded(1e12, z)).result.search.strategy.estimate.max_memory(); }
+
+TEST(OptimizeZero, AutoShardsOnlyWhereMemoryRequires) {
+  const double z0 = sharded_need(ZeroStage::k0), z1 = sharded_need(ZeroStage::k1), z2 = sharded_need(ZeroStage::k2);
+  ASSERT_LT(z1, z0);
+  ASSERT_LT(z2, z1);
+  const OptimizeReport roomy = optimize(sharded(1e12, std::nullopt));
+  EXPECT_EQ(roomy.file.recipe.zero, ZeroStage::k0);
+  EXPECT_EQ(roomy.tried.size(), 1u);
+  // Between stage 2's need and stage 1's: stage 2, after 0 and 1 were refused.
+  const OptimizeReport rep = optimize(sharded((z2 + z1) / 2, std::nullopt));
+  ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
+  EXPECT_EQ(rep.file.recipe.zero, ZeroStage::k2);
+  EXPECT_EQ(rep.cost->recipe().zero, ZeroStage::k2);
+  ASSERT_EQ(rep.tried.size(), 3u);
+  EXPECT_FALSE(rep.tried[0].feasible);
+  EXPECT_DOUBLE_EQ(rep.tried[0].smallest_need, z0);
+  EXPECT_FALSE(rep.tried[1].feasible);
+  EXPECT_TRUE(rep.tried[2].feasible);
+  // Below every stage's need: the reason names the stage tried last.
+  const OptimizeReport none = optimize(sharded(z2 / 2, ZeroStage::k1));
+  ASSERT_FALSE(none.result.search.strategy.estimate.feasible);
+  EXPECT_NE(none.result.search.strategy.estimate.infeasible.find("ZeRO 1)"), std::string::npos)
+      << none.result.search.strategy.estimate.infeasible;
+  EXPECT_NE(none.result.search.strategy.estimate.infeasible.find("ZeRO stage 2"), std::string::npos)
+      << none.result.search.strategy.estimate.infeasible;
+}
+
+TEST(OptimizeZero, APipelineShardsAtMostTheOptimizerState) {
+  OptimizeRequest q = sharded(1e12, ZeroStage::k2);
+  q.pipeline = search::PipelineOptions{2, 2};
+  EXPECT_THROW(optimize(q), FieldError);
 }
 
 }  // namespace

@@ -6,18 +6,20 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/pipeline.h"
 #include "search/values.h"
 
 namespace pcgx::search {
 namespace {
 
-Graph chain(int64_t layers, int64_t batch = 64) {
+Graph chain(int64_t layers, int64_t batch = 64, int64_t width = 32) {
   Graph g("chain");
-  TensorRef x{g.add("Input", {{"shape", IntList{batch, 32}}}, {}, "x"), 0};
+  TensorRef x{g.add("Input", {{"shape", IntList{batch, width}}}, {}, "x"), 0};
   for (int64_t i = 0; i < layers; ++i) {
-    const NodeId w = g.add("Weight", {{"shape", IntList{32, 32}}}, {}, "w" + std::to_string(i));
+    const NodeId w = g.add("Weight", {{"shape", IntList{width, width}}}, {}, "w" + std::to_string(i));
     x = {g.add("Linear", {{"activation", std::string("relu")}}, {x, {w, 0}}, "fc" + std::to_string(i)), 0};
   }
   g.add_output(x);
@@ -140,11 +142,59 @@ TEST_F(PipelineSearch, JoinedStrategyComputesTheModelOnItsStagesDevices) {
   }
 }
 
+// One stage is gradient accumulation: the whole model data parallel on
+// every device, M micro-batches back to back (T = M t + u), the
+// activations of one micro-batch kept at a time, the weights' state as
+// without it.
+TEST_F(PipelineSearch, OneStageAccumulatesGradients) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const Graph g = build_model("gpt-tiny", {{"batch", 64}});
+  const PipelineResult one = run(g, cm, {1, 1}), four = run(g, cm, {1, 4});
+  ASSERT_TRUE(one.search.strategy.estimate.feasible && four.search.strategy.estimate.feasible);
+  EXPECT_EQ(four.stages, 1);
+  EXPECT_EQ(four.micro_batches, 4);
+  ASSERT_EQ(four.stage.size(), 1u);
+  const Estimate& e = four.search.strategy.estimate;
+  EXPECT_NEAR(e.time, 4 * four.stage[0].micro_batch + four.stage[0].update, 1e-12);
+  EXPECT_DOUBLE_EQ(e.bubble, 0);
+  EXPECT_EQ(four.stage[0].devices, 8);
+  // Each micro-batch is a quarter of the batch: its activations a quarter
+  // of those one batch keeps, but for the output (the loss, a scalar no
+  // micro-batch divides) kept whole by its operator and again by the Batch
+  // that gathers it; the weights' state unchanged.
+  const Strategy& s1 = one.search.strategy;
+  const Strategy& s4 = four.search.strategy;
+  const auto m1 = memory_breakdown(Placement(s1.graph, s1.views, 8), cm.recipe(), 1);
+  const auto m4 = memory_breakdown(Placement(s4.graph, s4.views, 8), cm.recipe(), 1);
+  double gathered = 0;
+  for (const TensorRef& o : s4.graph.outputs()) gathered += activation_shard_bytes(s4.graph.shape(o), Precision::kBf16);
+  EXPECT_GE(m4[0].activations, m1[0].activations / 4);
+  EXPECT_LE(m4[0].activations, m1[0].activations / 4 + 2 * gathered);
+  EXPECT_DOUBLE_EQ(m4[0].weights + m4[0].master + m4[0].gradients + m4[0].optimizer,
+                   m1[0].weights + m1[0].master + m1[0].gradients + m1[0].optimizer);
+  EXPECT_LT(e.max_memory(), one.search.strategy.estimate.max_memory());
+}
+
+// The buckets start in the last micro-batch's backward: with 4
+// micro-batches at most a quarter of the backward hides them.
+TEST(Pipeline, GradientsSynchronizeDuringTheLastMicroBatch) {
+  CommOptions each;  // a bucket per weight, ready one after another through the backward
+  each.bucket_bytes = 4.0 * 1024 * 1024;
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, each);
+  const Graph g = data_parallel(chain(6, 8192, 1024), 8);
+  const MachineMapper mapper(cm);
+  const Estimate whole = mapper.map(g).estimate, micro = mapper.map(pipelined(g, 4, true)).estimate;
+  ASSERT_TRUE(whole.feasible && micro.feasible);
+  ASSERT_GT(whole.sync_hidden, 0);
+  EXPECT_NEAR(micro.sync, whole.sync, 1e-12);  // the same buckets
+  EXPECT_LT(micro.sync_hidden, whole.sync_hidden);
+}
+
 TEST_F(PipelineSearch, ImpossibleRequestsAreErrors) {
   const CostModel cm(find_machine("cpu-host").with_devices(4), default_efficiency());
   const Graph g = build_model("mlp-tiny");
   EXPECT_THROW(run(g, cm, {3, 0}), Error);   // 3 does not divide 4
-  EXPECT_THROW(run(g, cm, {1, 0}), Error);   // no pipeline
+  EXPECT_THROW(run(g, cm, {0, -1}), Error);  // negative micro-batches
   EXPECT_THROW(run(g, cm, {2, 7}), Error);   // 7 micro-batches do not divide the batch
   EXPECT_THROW(run(build_model("resnext-50-tiny"), cm, {}), Error);
 }

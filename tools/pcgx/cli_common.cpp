@@ -107,6 +107,17 @@ const char* const kRecomputeHelp =
     "activation recomputation: none (keep every activation), selective (recompute attention's scores, softmax and dropout), "
     "full (keep only the tensors between blocks, recompute each block in backward)";
 
+std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
+  if (allow_auto && text == "auto") return std::nullopt;
+  if (const auto z = zero_named(text)) return z;
+  throw Error("--zero: unknown ZeRO stage '" + text + "' (" + (allow_auto ? "auto, " : "") + "0, 1, 2)");
+}
+
+const char* const kZeroHelp =
+    "sharded data parallelism (ZeRO): 0 (every replica keeps all of its weights' state, gradients all-reduced), 1 (the FP32 master "
+    "weights and Adam's moments sharded over each weight's data-parallel group: gradients reduce-scattered, weights all-gathered "
+    "after the update), 2 (the gradients sharded too)";
+
 LegacyDims parse_dims(const std::string& s) {
   if (s == "reversed") return LegacyDims::kReversed;
   if (s == "forward") return LegacyDims::kForward;

@@ -57,6 +57,9 @@ extern const char* const kPrecisionHelp;
 // (optimize) "auto" (nullopt).
 std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto);
 extern const char* const kRecomputeHelp;
+// --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
+std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
+extern const char* const kZeroHelp;
 
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.

@@ -16,7 +16,7 @@ namespace {
 
 struct Flags {
   std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
-      recompute = "auto";
+      recompute = "auto", zero = "auto";
   std::vector<std::string> sets;
   int64_t devices = 0, stages = 0, micro_batches = 0;
   double bucket_mb = 25;
@@ -29,14 +29,14 @@ runner::OptimizeRequest request(Flags& f) {
               {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"},
               {"SearchOptions.proposals", "--proposals"}, {"SearchOptions.evaluations", "--evaluations"},
               {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
-              {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
+              {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
               {"Machine.device.peak_flops_by_precision", "--precision"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
   if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb)) throw Error("--bucket-mb: must be a positive number");
   if (f.rank != "simulation" && f.rank != "estimate") throw Error("--rank: unknown '" + f.rank + "' (simulation, estimate)");
-  if (!f.pipeline && (f.stages != 0 || f.micro_batches != 0)) throw Error("--stages and --micro-batches need --pipeline");
+  if (!f.pipeline && f.stages != 0) throw Error("--stages needs --pipeline");
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm);
   q.search.rank = f.rank == "estimate" ? search::SearchOptions::Rank::kEstimate : search::SearchOptions::Rank::kSimulation;
@@ -49,8 +49,10 @@ runner::OptimizeRequest request(Flags& f) {
   q.machine = m;
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, f.micro_batches};
+  else if (f.micro_batches > 1) q.pipeline = search::PipelineOptions{1, f.micro_batches};  // gradient accumulation
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
   q.recompute = parse_recompute(f.recompute, true);
+  q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   return q;
@@ -91,11 +93,16 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--precision", f.precision, kPrecisionHelp)->capture_default_str();
   cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
       ->capture_default_str();
+  cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
+      ->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
   cmd->add_option("--stages", f.stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
-  cmd->add_option("--micro-batches", f.micro_batches, "micro-batches per iteration (default: the best of 1, 2, 4, 8 x stages)")->check(positive());
+  cmd->add_option("--micro-batches", f.micro_batches,
+                  "micro-batches per iteration: with --pipeline, through the stages (default: the best of 1, 2, 4, 8 x stages); "
+                  "without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update)")
+      ->check(positive());
   cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
   cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
   cmd->callback([] {

@@ -28,7 +28,7 @@ void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate",
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
-  static std::string strategy, trace, profile, efficiency, precision, recompute;
+  static std::string strategy, trace, profile, efficiency, precision, recompute, zero;
   static double bucket_mb = 25;
   static int64_t show = 8;
   cmd->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();
@@ -38,6 +38,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB (PyTorch DDP's bucket_cap_mb)")->capture_default_str();
   cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
+  cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's)");
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
     if (!(bucket_mb > 0) || bucket_mb > 1e6) throw Error("--bucket-mb: must be a positive number of MiB (at most 1e6)");
@@ -51,6 +52,7 @@ void add_simulate_command(CLI::App& app) {
     TrainingRecipe recipe = f.recipe;
     if (!precision.empty()) recipe.precision = parse_precision(precision);
     if (!recompute.empty()) recipe.recompute = *parse_recompute(recompute, false);
+    if (!zero.empty()) recipe.zero = *parse_zero(zero, false);
     const search::CostModel cm(m, eff, profile.empty() ? Profile{} : load_profile(profile), comm, recipe);
     std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
     const search::Simulator sim(f.strategy.graph, views, cm);
@@ -60,7 +62,8 @@ void add_simulate_command(CLI::App& app) {
               << "machine               " << m.name << ", " << f.devices << " devices\n"
               << "strategy              " << f.search << " (" << strategy << ")\n"
               << "precision             " << name(recipe.precision) << "\n"
-              << "recompute             " << name(recipe.recompute) << "\n";
+              << "recompute             " << name(recipe.recompute) << "\n"
+              << "ZeRO stage            " << name(recipe.zero) << "\n";
     if (f.pipeline_stages > 0)
       std::cout << "note                  pipelined: each task's micro-slices run back to back, without the 1F1B schedule\n";
     std::cout << "iteration time        " << ms(s.time) << " simulated";
@@ -73,6 +76,7 @@ void add_simulate_command(CLI::App& app) {
               << " in all, summed over links)\n"
               << "    gradient sync     " << ms(s.sync) << " exposed of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
               << (s.buckets == 1 ? "" : "s") << " (" << ms(s.sync_hidden()) << " hidden)\n";
+    if (s.gather > 0) std::cout << "    weight gather     " << ms(s.gather) << " (of communication: ZeRO's all-gather after the update)\n";
     double idle = 0, most = 0;
     for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);
     std::cout << "  devices             " << s.devices_used << " of " << f.devices << " compute; idle " << ms(idle / static_cast<double>(s.devices.size()))

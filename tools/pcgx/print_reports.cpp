@@ -45,7 +45,10 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << "\n";
   }
   print_profile_coverage(out, *rep.cost, r.strategy.graph);
-  if (rep.pipelined) {
+  if (rep.pipelined && rep.result.stages == 1) {
+    out << "gradient accumulation " << rep.result.micro_batches << " micro-batches of " << ms(rep.result.stage.at(0).micro_batch)
+        << ", one synchronization and update " << ms(e.once) << "\n";
+  } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
     out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
               << " micro-batches, 1F1B with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
@@ -58,19 +61,23 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   const search::Strategy& dp = rep.data_parallel;
   out << "precision             " << name(q.precision) << (is_mixed(q.precision) ? " (FP32 master weights, gradients and optimizer state)" : "")
       << "\n";
-  out << "recompute             " << name(rep.cost->recipe().recompute);
-  if (!q.recompute && rep.tried.size() == 1 && rep.tried[0].feasible) {
-    out << " (auto: no plan searched was over memory)";
-  } else if (!q.recompute) {
-    out << " (auto; ";
-    for (size_t i = 0; i < rep.tried.size(); ++i) {
-      const runner::RecomputeTried& t = rep.tried[i];
-      out << (i ? ", " : "") << name(t.recompute) << " "
+  const TrainingRecipe& recipe = rep.cost->recipe();
+  out << "recompute             " << name(recipe.recompute) << (q.recompute ? "" : " (auto)") << "\n";
+  out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
+      << (shards_gradients(recipe.zero)   ? ": optimizer state and gradients sharded over each weight's data-parallel group"
+          : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
+                                          : "")
+      << "\n";
+  if (!q.recompute || !q.zero) {
+    out << "recipes searched      ";
+    if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";
+    for (size_t i = 0; rep.tried.size() > 1 && i < rep.tried.size(); ++i) {
+      const runner::RecipeTried& t = rep.tried[i];
+      out << (i ? "; " : "") << "recompute " << name(t.recipe.recompute) << " ZeRO " << name(t.recipe.zero) << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"));
     }
-    out << ")";
+    out << "\n";
   }
-  out << "\n";
   out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity) << "\n";
   if (const auto& m = rep.busiest_memory)
     out << "  busiest device      weights " << human_bytes(m->weights) << ", master " << human_bytes(m->master) << ", gradients "

@@ -1,7 +1,8 @@
 #pragma once
 // How a plan trains beyond its graph (docs/training.md): the precision it
-// computes in and which activations its backward pass recomputes instead of
-// keeping. Both are part of the strategy: saved with it, priced by the cost
+// computes in, which activations its backward pass recomputes instead of
+// keeping, and what data-parallel replicas shard instead of each keeping
+// (ZeRO). All are part of the strategy: saved with it, priced by the cost
 // model and the simulator, counted by the memory model, chosen by the
 // search.
 #include <cstdint>
@@ -37,9 +38,37 @@ inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelect
 const char* name(Recompute r);
 std::optional<Recompute> recompute_named(std::string_view text);
 
+// Sharded data parallelism (ZeRO: Rajbhandari et al. 2020, "ZeRO: Memory
+// Optimizations Toward Training Trillion Parameter Models"), by stage. The
+// devices holding the same block of a weight (its data-parallel group, r of
+// them) split what the stage names into r shards, one each:
+//
+//   0  nothing: every replica keeps all of its state, gradients are
+//      all-reduced and every replica updates the whole block (PyTorch DDP).
+//   1  the optimizer state (FP32 master weights, Adam's two moments):
+//      gradients are reduce-scattered (in DDP's buckets, behind the backward
+//      pass), each device updates its 1/r, then the updated weights are
+//      all-gathered in compute precision after the update (DeepSpeed ZeRO-1,
+//      Megatron-LM's distributed optimizer without overlap-param-gather).
+//   2  the gradients too: a device keeps only the reduced 1/r it updates
+//      (DeepSpeed ZeRO-2); the collectives are stage 1's.
+//
+// Stage 3 (weights sharded, gathered before each use as FSDP does) is not
+// modelled yet (docs/status.md).
+enum class ZeroStage : uint8_t { k0, k1, k2 };
+inline constexpr ZeroStage kZeroStages[] = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2};
+
+// "0", "1", "2".
+const char* name(ZeroStage z);
+std::optional<ZeroStage> zero_named(std::string_view text);
+// Whether the stage shards the optimizer state (>= 1) / the gradients (>= 2).
+inline bool shards_optimizer(ZeroStage z) { return z >= ZeroStage::k1; }
+inline bool shards_gradients(ZeroStage z) { return z >= ZeroStage::k2; }
+
 struct TrainingRecipe {
   Precision precision = kDefaultPrecision;
   Recompute recompute = Recompute::kNone;
+  ZeroStage zero = ZeroStage::k0;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

@@ -32,15 +32,16 @@ struct OptimizeRequest {
   std::optional<search::PipelineOptions> pipeline;
   search::CommOptions comm;
   Precision precision = kDefaultPrecision;  // what the plan trains in: priced, counted and recorded
-  // Activation recomputation; nullopt: chosen (below).
+  // Activation recomputation and ZeRO stage; nullopt: chosen (below).
   std::optional<Recompute> recompute;
+  std::optional<ZeroStage> zero;
   std::optional<search::Efficiency> efficiency;  // default: search::default_efficiency()
   Profile profile;                               // measured operator times; empty: the roofline
 };
 
-// One recomputation policy searched when the request leaves it open.
-struct RecomputeTried {
-  Recompute recompute = Recompute::kNone;
+// One recipe searched when the request leaves recomputation or ZeRO open.
+struct RecipeTried {
+  TrainingRecipe recipe;
   bool feasible = false;
   double time = 0;           // the plan's predicted step (feasible)
   double smallest_need = 0;  // bytes on the fullest device of the closest plan refused for memory (0: none refused)
@@ -61,11 +62,15 @@ struct OptimizeReport {
   // What the device holding the most keeps, by kind (not pipelined and feasible).
   std::optional<search::DeviceMemory> busiest_memory;
   std::shared_ptr<const search::CostModel> cost;  // what priced the plan (its recipe: the one chosen)
-  // With the recomputation left open: each policy searched, in order (none,
-  // selective, full), until a search that no memory limit constrained
-  // (recomputing more would only add time); the fastest feasible is
-  // chosen. A pipelined search stops at the first feasible policy.
-  std::vector<RecomputeTried> tried;
+  // With recomputation or the ZeRO stage left open, the recipes searched in
+  // order: for each recomputation policy (none, selective, full), each ZeRO
+  // stage (0, 1, 2) while the search before it was constrained by memory;
+  // a policy whose search memory did not constrain ends the list
+  // (recomputing more would only add time). The fastest feasible plan is
+  // chosen. A pipelined search stops at the first feasible recipe, and
+  // shards no more than the optimizer state (ZeRO 1, as DeepSpeed's
+  // pipeline engine allows).
+  std::vector<RecipeTried> tried;
   search::StrategyFile file;       // what `optimize -o` writes
 };
 

@@ -56,13 +56,20 @@
 // operator's backward also re-runs its forward (compute, or the collective
 // of a parallel operator), in the DP and in the simulator alike.
 //
+// Sharded data parallelism (pcg/training_recipe.h, ZeroStage): from stage
+// 1 a bucket is reduce-scattered instead of all-reduced, a device updates
+// 1/r of each weight it holds (r: the devices holding the same block), and
+// each bucket's weights, in compute precision, are all-gathered over the
+// same group after the update, with nothing left to hide them behind.
+//
 // Memory per device (memory_model.h): every weight-layout shard it holds
 // costs param_state_bytes per element (value, FP32 master when mixed,
 // gradient, Adam's two moments), every output shard of a compute or
 // parallel operator (moved copies included) is kept for the backward pass
 // unless recomputed (then the largest segment's outputs count once, as
 // transient), and a pipelined tensor keeps one micro-slice per
-// micro-batch in flight.
+// micro-batch in flight. Under ZeRO a device keeps 1/r of the state its
+// stage shards.
 // The optimizer update streams 7 FP32 words per parameter (read w, g, m, v;
 // write w, m, v), plus the 2-byte compute copy it writes when mixed.
 #include <map>
@@ -145,10 +152,15 @@ class CostModel {
   // The optimizer update of `bytes` of FP32 parameters on one device.
   double update_time(double bytes) const;
   // One gradient bucket of `bytes` on `group`: its gradients copied into
-  // the bucket, the all-reduce, and the sum copied back (a read and a write
-  // of every byte each way, as PyTorch DDP copies gradients into its bucket
-  // views and pcgx's runtime does), one after another on the sync channel.
+  // the bucket, the all-reduce (reduce-scatter under ZeRO), and the sum
+  // copied back (a read and a write of every byte each way, as PyTorch DDP
+  // copies gradients into its bucket views and pcgx's runtime does), one
+  // after another on the sync channel.
   double bucket_time(const GroupShape& group, double bytes) const;
+  // After the update under ZeRO stage 1 or 2: all-gathering the weights of
+  // a bucket of `gradient_bytes` (FP32) over `group`, in compute precision;
+  // 0 at stage 0.
+  double weight_gather_time(const GroupShape& group, double gradient_bytes) const;
   // The two copies alone: as a profile measured them (pcgx calibrate), else
   // at the device's memory bandwidth.
   double bucket_pack_time(double bytes) const;
@@ -167,8 +179,11 @@ class CostModel {
   // Weight layout `t` (read by compute operators): its synchronization, or
   // nothing when no two devices hold the same block.
   std::optional<SyncGroup> sync_group(const Placement& p, TensorRef t, int64_t lo) const;
-  // One tensor's share of the bucketed all-reduce of its group.
+  // One tensor's share of the bucketed all-reduce (reduce-scatter) of its
+  // group.
   double sync_share(const GroupShape& g, double bytes) const;
+  // Its share of the weights' all-gather after the update (ZeRO 1, 2).
+  double gather_share(const GroupShape& g, double bytes) const;
   // Moving a tensor's shards from start `from` to start `to` (shard i from
   // device from + i to to + i).
   double move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const;

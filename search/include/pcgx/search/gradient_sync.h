@@ -8,7 +8,9 @@
 // they become ready, beside the backward pass; what runs past the end of
 // the backward pass is exposed, the rest is hidden behind it. On devices
 // that do not overlap communication (DeviceSpec::overlaps_communication,
-// pcgx's CPU runtime), the buckets run after the backward pass.
+// pcgx's CPU runtime), the buckets run after the backward pass. Under ZeRO
+// stage 1 or 2 each bucket's weights are all-gathered after the update
+// (CostModel::weight_gather_time), all of it exposed.
 #include <cstdint>
 #include <vector>
 
@@ -24,6 +26,7 @@ struct ReadyGradient {
 struct SyncTimeline {
   double total = 0;    // every bucket's all-reduce
   double exposed = 0;  // past the end of the backward pass
+  double gather = 0;   // ZeRO 1, 2: the buckets' weight all-gathers after the update
   double hidden() const { return total - exposed; }
   int64_t buckets = 0;
 };

@@ -48,11 +48,12 @@ struct Estimate {
   double sync = 0;           // gradient synchronization, all buckets
   double sync_hidden = 0;    // of sync: behind the backward pass (not in time)
   int64_t buckets = 0;       // gradient buckets
+  double gather = 0;         // ZeRO 1, 2: all-gathering the updated weights (in communication and once)
   double bytes = 0;          // sent between devices per step, as the runtime runs the plan
                              // (pcg/step_communication.h)
   double idle = 0;           // mean over devices of time not spent busy
   int64_t devices_used = 0;  // devices that run at least one compute task
-  double once = 0;           // of time: optimizer update and exposed gradient synchronization,
+  double once = 0;           // of time: optimizer update, exposed gradient synchronization and gather,
                              // paid once per iteration however many micro-batches
   double bubble = 0;         // of time: pipeline fill and drain (pipeline.h)
   std::vector<double> memory;  // bytes per device
@@ -99,9 +100,9 @@ class MachineMapper {
 // What one device keeps through a training step, by kind, in bytes.
 struct DeviceMemory {
   double weights = 0;      // parameters in compute precision
-  double master = 0;       // FP32 master copies (mixed precision)
-  double gradients = 0;    // FP32 gradients
-  double optimizer = 0;    // Adam's two FP32 moments
+  double master = 0;       // FP32 master copies (mixed precision; 1/r of them from ZeRO stage 1)
+  double gradients = 0;    // FP32 gradients (1/r from ZeRO stage 2)
+  double optimizer = 0;    // Adam's two FP32 moments (1/r from ZeRO stage 1)
   double activations = 0;  // outputs kept for the backward pass
   double transient = 0;    // the largest recomputed segment's outputs, live during its backward
   double total() const { return weights + master + gradients + optimizer + activations + transient; }

@@ -33,6 +33,15 @@
 // Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
 // one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
 //
+// One stage (S = 1) is gradient accumulation: the whole model on every
+// device, M micro-batches one after the other, T = M t + u, the
+// activations of one micro-batch kept at a time.
+//
+// In either, the weight gradients are synchronized once per iteration,
+// during the last micro-batch's backward pass (PyTorch DDP's no_sync on the
+// others; Megatron-LM's gradient reduction after the last micro-batch), so
+// only that backward can hide the buckets (gradient_sync.h).
+//
 // The result is one PCG, the stages' PCGs joined (the layout change between
 // two stages runs on the receiving stage), with machine views offset to each
 // stage's devices: the runtime runs it like any strategy.
@@ -46,7 +55,7 @@
 namespace pcgx::search {
 
 struct PipelineOptions {
-  int64_t stages = 0;         // 0: try 2, 4, 8
+  int64_t stages = 0;         // 0: try 2, 4, 8; 1: gradient accumulation
   int64_t micro_batches = 0;  // 0: try S, 2S, 4S, 8S
 };
 

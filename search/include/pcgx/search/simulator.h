@@ -27,7 +27,10 @@
 //                      of each member (beside the compute stream) and the
 //                      link ports its all-reduce crosses;
 //   update             per device, after its backward pass and the buckets
-//                      it takes part in;
+//                      it takes part in (1/r of each weight under ZeRO);
+//   weight gather      under ZeRO stage 1 or 2, per bucket, after the
+//                      updates of its members: the updated weights
+//                      all-gathered on the same channel and ports;
 //   overhead           with a calibrated profile (profile.h), what running
 //                      the nodes costs a step beyond kernels and messages
 //                      (CostModel::step_overhead), last on every device.
@@ -42,7 +45,10 @@
 //
 // Layout nodes (source_layout.h) run no tasks, as in the DP. Pipelined
 // graphs (Pipeline/Batch degrees) are simulated with each task's
-// micro-slices run back to back, as the cost model prices them.
+// micro-slices run back to back, as the cost model prices them; a bucket
+// then starts once its gradients' last slices are done, where the DP
+// starts the buckets in the last micro-batch's backward (pipeline.h), so
+// the simulator hides more of a micro-batched plan's synchronization.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,16 +62,19 @@
 
 namespace pcgx::search {
 
-enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead };
+enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead, kGather };
 const char* to_string(SimKind k);
 
 // What a simulated task stands for.
 struct SimTaskInfo {
   SimKind kind = SimKind::kForward;
   NodeId node = -1;     // -1: a bucket or an update
-  int64_t index = -1;   // task index within the node, the bucket, or the updating device
+  int64_t index = -1;   // task index within the node, the bucket (sync, gather), or the updating device
   int64_t device = -1;  // the device of a compute task or update; -1 otherwise
-  bool communication() const { return kind == SimKind::kTransfer || kind == SimKind::kGradientTransfer || kind == SimKind::kCollective || kind == SimKind::kSync; }
+  bool communication() const {
+    return kind == SimKind::kTransfer || kind == SimKind::kGradientTransfer || kind == SimKind::kCollective || kind == SimKind::kSync ||
+           kind == SimKind::kGather;
+  }
 };
 
 struct DeviceSummary {
@@ -82,6 +91,7 @@ struct SimulationSummary {
   double overhead = 0;       // of compute: the calibrated per-step overhead
   double communication = 0;  // activations' transfers and collectives: exposed
   double sync = 0;           // gradient buckets: exposed
+  double gather = 0;         // ZeRO's weight all-gathers after the update (of communication)
   // Over every task:
   double communication_total = 0, sync_total = 0;
   double communication_hidden() const { return communication_total - communication; }

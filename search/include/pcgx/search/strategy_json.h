@@ -3,9 +3,9 @@
 //
 //   { "format_version": 1, "kind": "pcgx.strategy", "model": "bert-large",
 //     "machine": { ...machine JSON... }, "devices": 64, "search": "unity",
-//     "precision": "bf16", "recompute": "selective",
+//     "precision": "bf16", "recompute": "selective", "zero": 1,
 //     "predicted": { "time": s, "compute": s, "overhead": s, "update": s,
-//                    "communication": s, "sync": s, "sync_hidden": s, "buckets": n,
+//                    "communication": s, "sync": s, "sync_hidden": s, "buckets": n, "gather": s,
 //                    "bytes": n, "idle": s, "devices_used": n, "max_memory": bytes },
 //     "applied": [ "rule ids" ],
 //     "graph": { ...pcgx.graph... },
@@ -33,7 +33,7 @@ struct StrategyFile {
   Strategy strategy;
   int64_t pipeline_stages = 0;  // 0: not pipelined (pipeline.h)
   int64_t micro_batches = 0;
-  // Precision and recomputation (absent from older files: tf32, none).
+  // Precision, recomputation and ZeRO stage (absent from older files: tf32, none, 0).
   TrainingRecipe recipe;
 };
 
