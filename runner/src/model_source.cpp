@@ -27,6 +27,12 @@ LoadedModel load_model(const std::string& source, const ModelParams& sizes) {
   return {load_graph(source), {}};
 }
 
+ModelParams with_batch_per_device(const std::string& source, ModelParams sizes, int64_t devices) {
+  if (const ModelSpec* spec = find_model(source); spec && spec->defaults.count("batch") && !sizes.count("batch"))
+    sizes["batch"] = spec->defaults.at("batch") * devices;
+  return sizes;
+}
+
 bool is_strategy_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return false;

@@ -42,13 +42,20 @@ std::vector<std::pair<std::string, std::string>>& flag_names() {
 }
 
 template <typename E, typename Range, typename NameOf>
-E parse_choice(const std::string& text, const std::string& flag, const char* what, const Range& all, NameOf name_of) {
-  std::string choices;
+std::optional<E> parse_choice_or_auto(const std::string& text, const std::string& flag, const char* what, const Range& all, NameOf name_of,
+                                      bool allow_auto) {
+  if (allow_auto && text == "auto") return std::nullopt;
+  std::string choices = allow_auto ? "auto" : "";
   for (const E e : all) {
     if (text == name_of(e)) return e;
     choices += (choices.empty() ? "" : ", ") + std::string(name_of(e));
   }
   throw Error(flag + ": unknown " + what + " '" + text + "' (" + choices + ")");
+}
+
+template <class E, class Range, class NameOf>
+E parse_choice(const std::string& text, const std::string& flag, const char* what, const Range& all, NameOf name_of) {
+  return *parse_choice_or_auto<E>(text, flag, what, all, name_of, false);
 }
 
 }  // namespace
@@ -98,9 +105,7 @@ const char* const kPrecisionHelp =
     "activations, FP32 master weights, gradients and optimizer state; fp16 with loss scaling)";
 
 std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto) {
-  if (allow_auto && text == "auto") return std::nullopt;
-  if (const auto r = recompute_named(text)) return r;
-  throw Error("--recompute: unknown recomputation policy '" + text + "' (" + (allow_auto ? "auto, " : "") + "none, selective, full)");
+  return parse_choice_or_auto<Recompute>(text, "--recompute", "recomputation policy", kRecomputes, [](Recompute r) { return name(r); }, allow_auto);
 }
 
 const char* const kRecomputeHelp =
@@ -108,9 +113,7 @@ const char* const kRecomputeHelp =
     "full (keep only the tensors between blocks, recompute each block in backward)";
 
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
-  if (allow_auto && text == "auto") return std::nullopt;
-  if (const auto z = zero_named(text)) return z;
-  throw Error("--zero: unknown ZeRO stage '" + text + "' (" + (allow_auto ? "auto, " : "") + "0, 1, 2)");
+  return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }
 
 const char* const kZeroHelp =

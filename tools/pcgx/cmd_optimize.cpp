@@ -41,11 +41,8 @@ runner::OptimizeRequest request(Flags& f) {
   q.search.algorithm = parse_algorithm(f.algorithm);
   q.search.rank = f.rank == "estimate" ? search::SearchOptions::Rank::kEstimate : search::SearchOptions::Rank::kSimulation;
   search::validate(q.search);
-  ModelParams sizes = parse_sets(f.sets);
-  // A zoo model's batch is per device unless --global-batch (Unity's evaluation).
-  if (const ModelSpec* spec = find_model(f.model); spec && f.per_device_batch && spec->defaults.count("batch") && !sizes.count("batch"))
-    sizes["batch"] = spec->defaults.at("batch") * m.num_devices();
-  q.model = runner::load_model(f.model, sizes).graph;
+  const ModelParams sizes = parse_sets(f.sets);
+  q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
   q.machine = m;
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, f.micro_batches};
@@ -109,13 +106,7 @@ void add_optimize_command(CLI::App& app) {
     runner::OptimizeRequest q = request(f);
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now();
-    q.search.progress = [&](const search::SearchProgress& p) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
-      last = now;
-      std::cerr << (tty ? "\r\033[K" : "") << "  " << p.phase << ": " << p.explored << " explored, " << p.evaluated << " evaluated, best "
-                << ms(p.best) << (tty ? "" : "\n") << std::flush;
-    };
+    q.search.progress = [&](const search::SearchProgress& p) { print_search_progress(p, tty, last); };
     std::cerr << "optimizing " << q.model.name() << " (" << q.model.size() << " nodes) on " << q.machine.num_devices() << " x "
               << q.machine.device.name << " (" << q.machine.name << ") with --search " << f.algorithm << "\n";
     const runner::OptimizeReport rep = runner::optimize(q);

@@ -131,6 +131,14 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << std::defaultfloat;
 }
 
+void print_search_progress(const search::SearchProgress& p, bool tty, std::chrono::steady_clock::time_point& last) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
+  last = now;
+  std::cerr << (tty ? "\r\033[K" : "") << "  " << p.phase << ": " << p.explored << " explored, " << p.evaluated << " evaluated, best "
+            << ms(p.best) << (tty ? "" : "\n") << std::flush;
+}
+
 void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::chrono::steady_clock::time_point& last) {
   const auto now = std::chrono::steady_clock::now();
   const bool final = r.step == r.steps;

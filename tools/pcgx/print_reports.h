@@ -27,4 +27,9 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep);
 // elsewhere a line a second. `last` holds the time of the last line.
 void print_progress(const runtime::StepReport& r, int64_t batch, bool tty, std::chrono::steady_clock::time_point& last);
 
+// The search's progress on standard error: its phase, candidates explored
+// and evaluated, and the best time so far; on a terminal redrawn in place
+// at most every 0.1 s, elsewhere a line every 2 s.
+void print_search_progress(const search::SearchProgress& p, bool tty, std::chrono::steady_clock::time_point& last);
+
 }  // namespace pcgx::cli

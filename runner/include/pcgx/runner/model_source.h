@@ -25,6 +25,11 @@ struct LoadedModel {
 // (ModelParams.KEY) for a size the source does not take.
 LoadedModel load_model(const std::string& source, const ModelParams& sizes = {});
 
+// `sizes` with a zoo model's default batch taken per device (Unity's
+// evaluation): times `devices`, unless `sizes` sets the batch; unchanged
+// for a model without a default batch or from a file.
+ModelParams with_batch_per_device(const std::string& source, ModelParams sizes, int64_t devices);
+
 // A strategy file is JSON whose "kind" says so; anything else is a model.
 bool is_strategy_file(const std::string& path);
 // A strategy file the runtime can run; throws FileError (its "precision")
