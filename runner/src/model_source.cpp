@@ -48,9 +48,6 @@ search::StrategyFile load_runnable_strategy(const std::string& path) {
   if (f.recipe.recompute != Recompute::kNone)
     throw FileError(path, "recompute",
                     std::string(name(f.recipe.recompute)) + ": the runtime keeps every activation so far (docs/status.md); plan it with recompute none to run it");
-  if (f.recipe.zero != ZeroStage::k0)
-    throw FileError(path, "zero",
-                    std::string(name(f.recipe.zero)) + ": the runtime replicates the optimizer state so far (docs/status.md); plan it with ZeRO stage 0 to run it");
   return f;
 }
 

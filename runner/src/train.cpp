@@ -92,6 +92,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (!q.sizes.empty()) throw FieldError("ModelParams", "a strategy fixes the model's sizes (" + q.target + ")");
     const search::StrategyFile f = load_runnable_strategy(q.target);
     adopt(f, graph, views);
+    o.zero = f.recipe.zero;
     s.model = f.model, s.strategy = f.search + " (" + q.target + ")";
     machine = f.machine;
     if (f.pipeline_stages == 1)
@@ -130,7 +131,6 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   const Profile profile = q.profile.empty() ? Profile{} : load_profile(q.profile);
   auto cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm);
   rep.cost = cost;
-  const search::MachineMapper mapper(*cost);
   if (q.search) {
     // Under MPI rank 0 searches and sends the strategy (or its error) to
     // the others, so every rank runs the same plan.
@@ -142,9 +142,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         OptimizeRequest oq;
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
-        oq.recompute = Recompute::kNone;  // the runtime keeps every activation and replicates
-        oq.zero = ZeroStage::k0;          // the optimizer state (load_runnable_strategy)
+        oq.recompute = Recompute::kNone;  // the runtime keeps every activation (load_runnable_strategy)
         OptimizeReport r = optimize(oq);
+        o.zero = r.file.recipe.zero;
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);
@@ -158,16 +158,26 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (world) {
       world->broadcast_text(shared);
       if (shared.rfind("error: ", 0) == 0) throw Error(shared.substr(7));
-      if (!rep.rank0) adopt(search::strategy_from_json(shared, "the strategy from rank 0"), graph, views);
+      if (!rep.rank0) {
+        const search::StrategyFile f = search::strategy_from_json(shared, "the strategy from rank 0");
+        adopt(f, graph, views);
+        o.zero = f.recipe.zero;
+      }
     }
     s.strategy = std::string(search::name(q.search->algorithm));
   }
   {
-    // The prediction for what runs: the mapping the runtime uses.
-    const search::Strategy st = mapper.map(graph);
+    // The prediction for what runs: the mapping the runtime uses, with its
+    // ZeRO stage.
+    TrainingRecipe recipe = cost->recipe();
+    recipe.zero = o.zero;
+    rep.cost = cost = std::make_shared<const search::CostModel>(cost->with_recipe(recipe));
+    const search::Strategy st = search::MachineMapper(*cost).map(graph);
     rep.predicted = st.estimate;
     if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
-    s.predicted_step_bytes = step_bytes(graph, views, q.devices);
+    runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, o.bucket_bytes);
+    plan.zero = o.zero;
+    s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan);
   }
   for (const Node& n : graph.nodes())
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) s.batch = std::max(s.batch, n.outputs[0].dims[0].size);

@@ -95,7 +95,10 @@ void Communicator::all_reduce(std::span<const int> group, std::span<float> data,
 }
 
 void Communicator::all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out) {
-  const int64_t tag = next_collective_tag();
+  all_gather(group, in, out, next_collective_tag());
+}
+
+void Communicator::all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out, int64_t tag) {
   const int me = index_in(group, rank());
   const size_t n = in.size();
   for (int m : group)
@@ -108,13 +111,19 @@ void Communicator::all_gather(std::span<const int> group, std::span<const float>
 }
 
 void Communicator::reduce_scatter(std::span<const int> group, std::span<const float> in, std::span<float> out) {
-  const int64_t tag = next_collective_tag();
+  reduce_scatter(group, in, out, next_collective_tag());
+}
+
+void Communicator::reduce_scatter(std::span<const int> group, std::span<const float> in, std::span<float> out, int64_t tag) {
+  // Every member's block i is summed on member i in group order, the
+  // member's own block first: the same sum on every run.
   const int me = index_in(group, rank());
   const size_t n = out.size();
   for (size_t i = 0; i < group.size(); ++i)
     if (static_cast<int>(i) != me) send(group[i], tag, in.subspan(i * n, n));
   std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(me) * n), n, out.begin());
-  std::vector<float> part(n);
+  if (scratch_.size() < n) scratch_.resize(n);  // grows once: steps allocate nothing
+  const std::span<float> part(scratch_.data(), n);
   for (int m : group) {
     if (m == rank()) continue;
     recv(m, tag, part);

@@ -75,6 +75,7 @@ void DeviceExecutor::init() {
     outputs = std::max(outputs, n.outputs.size());
   }
   bucket_buffers_.resize(plan.buckets.size());
+  init_zero();
   sliced_from_.resize(g.size());
   for (const Node& n : g.nodes())
     if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
@@ -229,46 +230,55 @@ std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() co
   return out;
 }
 
+bool DeviceExecutor::member(const SyncBucket& b) const {
+  return std::binary_search(b.devices.begin(), b.devices.end(), comm_.rank());
+}
+
+void DeviceExecutor::pack_gradients(const SyncBucket& bucket, const Buffer& flat) {
+  // This device's copies of each block, summed into the bucket: the first
+  // copied, the others added (a block with one copy here, the usual case,
+  // costs a copy in and a copy out). A bucket groups blocks by the devices
+  // their copies live on, so each of its devices holds every part.
+  int64_t at = 0;
+  for (const SyncPart& part : bucket.parts) {
+    bool first = true;
+    for (int64_t shard : part.shards) {
+      if (!owns(part.tensor, shard)) continue;
+      const Buffer& g = grads(part.tensor)[static_cast<size_t>(shard)];
+      if (first) backend_.set_range(flat, at, g);
+      else backend_.add_range(flat, at, g);
+      first = false;
+    }
+    at += part.floats;
+  }
+}
+
+void DeviceExecutor::unpack_gradients(const SyncBucket& bucket, const Buffer& flat) {
+  int64_t at = 0;
+  for (const SyncPart& part : bucket.parts) {
+    for (int64_t shard : part.shards)
+      if (owns(part.tensor, shard)) backend_.copy_range(grads(part.tensor)[static_cast<size_t>(shard)], flat, at);
+    at += part.floats;
+  }
+}
+
 void DeviceExecutor::synchronize_gradients() {
-  const int me = comm_.rank();
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
-    if (!std::binary_search(bucket.devices.begin(), bucket.devices.end(), me)) continue;
+    if (!member(bucket)) continue;
     Buffer& flat = bucket_buffers_[k];
     if (!flat) flat = backend_.allocate(std::vector<int64_t>{bucket.floats});  // once: the size never changes
     // Packing, the all-reduce and unpacking are one recorded event: what
     // CostModel::bucket_time prices.
     auto sync = [&] {
-      // This device's copies of each block, summed into the bucket: the
-      // first copied, the others added (a block with one copy here, the
-      // usual case, costs a copy in and a copy out).
-      const bool every_part_here = std::all_of(bucket.parts.begin(), bucket.parts.end(), [&](const SyncPart& part) {
-        return std::any_of(part.shards.begin(), part.shards.end(), [&](int64_t s) { return owns(part.tensor, s); });
-      });
+      if (sharded()) return reduce_scatter_bucket(k);
       const auto t0 = timing_ ? backend_.now() : Backend::Clock::time_point{};
-      if (!every_part_here) backend_.fill(flat, 0.f);
-      int64_t at = 0;
-      for (const SyncPart& part : bucket.parts) {
-        bool first = every_part_here;
-        for (int64_t shard : part.shards) {
-          if (!owns(part.tensor, shard)) continue;
-          const Buffer& g = grads(part.tensor)[static_cast<size_t>(shard)];
-          if (first) backend_.set_range(flat, at, g);
-          else backend_.add_range(flat, at, g);
-          first = false;
-        }
-        at += part.floats;
-      }
+      pack_gradients(bucket, flat);
       const auto t1 = timing_ ? backend_.now() : Backend::Clock::time_point{};
       if (bucket.devices.size() > 1)
         comm_.all_reduce(bucket.devices, flat.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
       const auto t2 = timing_ ? backend_.now() : Backend::Clock::time_point{};
-      at = 0;
-      for (const SyncPart& part : bucket.parts) {
-        for (int64_t shard : part.shards)
-          if (owns(part.tensor, shard)) backend_.copy_range(grads(part.tensor)[static_cast<size_t>(shard)], flat, at);
-        at += part.floats;
-      }
+      unpack_gradients(bucket, flat);
       if (timing_) {
         bucket_copy_seconds_ += std::chrono::duration<double>((t1 - t0) + (backend_.now() - t2)).count();
         bucket_copy_bytes_ += static_cast<double>(bucket.floats) * sizeof(float);

@@ -13,6 +13,16 @@ int devices_needed(const Graph& g, std::span<const MachineView> views) {
   return static_cast<int>(Placement(g, views, 1).devices_needed());
 }
 
+double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
+  if (!shards_optimizer(plan.zero)) return 0;
+  double floats = 0;
+  for (const SyncBucket& b : plan.buckets) {
+    const auto r = static_cast<int64_t>(b.devices.size());
+    floats += 2.0 * static_cast<double>(r - 1) * static_cast<double>(r * ((b.floats + r - 1) / r) - b.floats);
+  }
+  return floats * sizeof(float);
+}
+
 namespace {
 
 // Buckets of the stored layouts' blocks, in weight order, one open bucket

@@ -28,6 +28,7 @@ std::string run_report_json(const RunSummary& s) {
   j["batch"] = s.batch;
   j["seed"] = s.options.seed;
   j["kernel_threads"] = s.options.threads;
+  j["zero"] = std::stoi(name(s.options.zero));
   j["optimizer"] = {{"kind", name(s.options.optimizer.kind)}, {"lr", s.options.optimizer.lr}, {"momentum", s.options.optimizer.momentum}};
   if (s.result.target.empty())
     j["task"] = {{"kind", "user data"}, {"data", s.result.data}};

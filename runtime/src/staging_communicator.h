@@ -57,6 +57,16 @@ class StagingCommunicator final : public Communicator {
     inner_.reduce_scatter(group, out(in), h);
     backend_.from_host(h, result);
   }
+  void all_gather(std::span<const int> group, std::span<const float> in, std::span<float> result, int64_t tag) override {
+    const std::span<float> h = host(result.data(), result.size());
+    inner_.all_gather(group, out(in), h, tag);
+    backend_.from_host(h, result);
+  }
+  void reduce_scatter(std::span<const int> group, std::span<const float> in, std::span<float> result, int64_t tag) override {
+    const std::span<float> h = host(result.data(), result.size());
+    inner_.reduce_scatter(group, out(in), h, tag);
+    backend_.from_host(h, result);
+  }
   void all_to_all(std::span<const int> group, std::span<const float> in, std::span<float> result) override {
     const std::span<float> h = host(result.data(), result.size());
     inner_.all_to_all(group, out(in), h);

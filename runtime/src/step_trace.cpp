@@ -15,6 +15,7 @@ const char* to_string(StepEventKind k) {
     case StepEventKind::kCollective: return "collective";
     case StepEventKind::kGradientSync: return "gradient sync";
     case StepEventKind::kUpdate: return "update";
+    case StepEventKind::kWeightGather: return "weight gather";
   }
   return "?";
 }
@@ -37,7 +38,8 @@ void StepRecorder::start(Clock::time_point origin, size_t reserve) {
 void StepRecorder::record(StepEventKind kind, int64_t index, int peer, Clock::time_point t0, Clock::time_point t1) {
   StepEvent e;
   e.kind = kind, e.backward = backward_, e.node = node_, e.index = index, e.peer = peer;
-  if (kind == StepEventKind::kGradientSync || kind == StepEventKind::kUpdate) e.node = -1, e.backward = true;
+  if (kind == StepEventKind::kGradientSync || kind == StepEventKind::kUpdate || kind == StepEventKind::kWeightGather)
+    e.node = -1, e.backward = true;
   e.start = std::chrono::duration<double>(t0 - origin_).count();
   e.end = std::chrono::duration<double>(t1 - origin_).count();
   events_.push_back(e);
@@ -65,6 +67,8 @@ std::string step_trace_json(const Graph& g, const StepTrace& t) {
       std::string name;
       if (e.kind == StepEventKind::kGradientSync) {
         name = "bucket " + std::to_string(e.index);
+      } else if (e.kind == StepEventKind::kWeightGather) {
+        name = "bucket " + std::to_string(e.index) + " weight gather";
       } else if (e.kind == StepEventKind::kUpdate) {
         name = "update";
       } else {

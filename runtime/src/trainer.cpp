@@ -50,6 +50,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
     }
   }
   Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
+  s.plan.zero = options.zero;
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
   if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));
@@ -113,23 +114,23 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   Backend& backend = *d.backend;
   DeviceExecutor* ex = d.ex.get();
   if (options.trace_step >= 0) ex->set_recorder(&recorder), comm.set_recorder(&recorder);
-  std::vector<Buffer> params, grads;
   for (NodeId w : s.weights) ex->set_source(w, s.initial.at(w));
-  for (const auto& [t, k] : ex->parameter_shards()) {
-    params.push_back(ex->values(t)[static_cast<size_t>(k)]);
-    grads.push_back(ex->grads(t)[static_cast<size_t>(k)]);
-  }
+  // What the optimizer updates: every parameter shard, or under ZeRO this
+  // device's block of each gradient bucket (device_executor.h).
+  const auto [params, grads] = ex->update_buffers();
   Optimizer opt(options.optimizer, ex->backend());
   if (options.resume) {
-    restore_state(*options.resume, s.plan, s.weights, *ex, opt.state(params));
+    restore_state(*options.resume, s.plan, s.weights, *ex, ex->moment_shards(opt.state(params)));
+    ex->shard_moments(opt.state(params));
     opt.set_steps(options.resume->step);
   }
   // The state onto device 0, through the host communicator, untimed.
   auto gather = [&](int64_t done, bool moments) {
     const bool timed = comm.timing();
     comm.set_timing(false);
-    TrainState st = gather_state(s.plan, s.weights, *ex, moments ? opt.state(params) : std::span<const ParameterSlot>{}, comm, done,
-                                 options.optimizer.kind, &update.state_bytes);
+    const std::vector<ParameterSlot> slots =
+        moments ? ex->unsharded_moments(opt.state(params), &update.state_bytes) : std::vector<ParameterSlot>{};
+    TrainState st = gather_state(s.plan, s.weights, *ex, slots, comm, done, options.optimizer.kind, &update.state_bytes);
     comm.set_timing(timed);
     return st;
   };
@@ -160,15 +161,18 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     ex->synchronize_gradients();
     const auto u0 = backend.now();
     opt.step(params, grads);
+    const auto u1 = backend.now();
+    if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, u1);
+    ex->gather_weights();
     const auto t1 = backend.now();
-    if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, t1), recorder.stop();
+    if (traced) recorder.stop();
     if (timing) {
       const double dt = std::chrono::duration<double>(t1 - t0).count();
       if (dt > kStalledStep * fastest) {
         ex->restore_kernel_times(saved_kernels), comm.restore(saved_comm), update = saved_update;
         ++update.device.stalled;
       } else {
-        update.seconds += std::chrono::duration<double>(t1 - u0).count();
+        update.seconds += std::chrono::duration<double>(u1 - u0).count();
         for (const Buffer& p : params) update.bytes += static_cast<double>(p.numel) * sizeof(float);
         update.device.step += dt;
         ++update.device.steps;

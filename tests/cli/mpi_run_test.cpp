@@ -60,6 +60,29 @@ TEST(MpiRun, FourRanksTrainLikeFourVirtualDevices) {
 #endif
 }
 
+// A ZeRO plan: the ranks reduce-scatter and all-gather over MPI as the
+// threads do in-process.
+TEST(MpiRun, ShardedOptimizerStateTrainsLikeFourVirtualDevices) {
+#ifndef PCGX_MPIEXEC
+  GTEST_SKIP() << "pcgx was built without MPI (scripts/install_deps.sh installs libopenmpi-dev)";
+#else
+  const std::string plan = (dir() / "zero1.json").string();
+  const auto o = run("optimize mlp-tiny --machine cpu-host --devices 4 --search data-parallel --zero 1 -q -o " + plan);
+  ASSERT_EQ(o.code, 0) << o.out;
+  const std::string common = " run " + plan + " --steps 10 --batches 1 --optimizer adam --no-plot";
+  const auto m = run_shell(mpirun(4) + common + " --report " + (dir() / "zmpi.json").string());
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("ZeRO stage            1"), std::string::npos) << m.out;
+  const auto t = run(common + " --report " + (dir() / "zthreads.json").string());
+  ASSERT_EQ(t.code, 0) << t.out;
+  const auto a = read_json(dir() / "zmpi.json"), b = read_json(dir() / "zthreads.json");
+  EXPECT_EQ(a["zero"], 1);
+  EXPECT_EQ(a["loss"], b["loss"]);
+  EXPECT_EQ(a["bytes_between_devices"], b["bytes_between_devices"]);
+  EXPECT_EQ(a["bytes_per_step"].get<double>(), a["predicted_bytes_per_step"].get<double>());
+#endif
+}
+
 TEST(MpiRun, DevicesMustMatchTheRanks) {
 #ifndef PCGX_MPIEXEC
   GTEST_SKIP() << "pcgx was built without MPI (scripts/install_deps.sh installs libopenmpi-dev)";

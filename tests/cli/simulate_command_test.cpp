@@ -150,7 +150,7 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
 }
 
 // The ZeRO stage: printed by optimize, recorded, read back by simulate
-// (which can also price another), refused by the runtime; an unknown stage
+// (which can also price another), trained by the runtime; an unknown stage
 // is one error line.
 TEST(SimulateCommand, ZeroStageIsPricedRecordedAndSimulated) {
   const std::string plain = (dir() / "z0.json").string(), sharded = (dir() / "z2.json").string();
@@ -172,9 +172,15 @@ TEST(SimulateCommand, ZeroStageIsPricedRecordedAndSimulated) {
   const auto again = run("simulate " + plain + " --zero 2");
   ASSERT_EQ(again.code, 0) << again.out;
   EXPECT_NE(again.out.find("weight gather"), std::string::npos) << again.out;
-  const auto train = run("run " + sharded + " --steps 1");
-  EXPECT_EQ(train.code, 2) << train.out;
-  EXPECT_NE(train.out.find("zero: 2: the runtime replicates the optimizer state so far"), std::string::npos) << train.out;
+  // The runtime trains it sharded, and sends the bytes predicted for it.
+  const std::string report = (dir() / "z2-run.json").string();
+  const auto train = run("run " + sharded + " --steps 2 --no-plot --report " + report);
+  ASSERT_EQ(train.code, 0) << train.out;
+  EXPECT_NE(train.out.find("ZeRO stage            2: each gradient bucket reduce-scattered"), std::string::npos) << train.out;
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("zero"), 2);
+  EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());
   const auto bad = run("optimize gpt-tiny --machine dgx-a100 --zero 3 -o " + (dir() / "bz.json").string());
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("error: --zero: unknown ZeRO stage '3' (auto, 0, 1, 2)"), std::string::npos) << bad.out;

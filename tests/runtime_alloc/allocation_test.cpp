@@ -75,9 +75,10 @@ constexpr int64_t kWarmup = 2, kSteps = 8;
 // most one step apart from it). Two more steps follow, so no device's
 // threads end inside the window (a thread's exit allocates in the C
 // library).
-int64_t steady_state_allocations(const Graph& g, std::span<const MachineView> views, int devices, int threads = 1) {
+int64_t steady_state_allocations(const Graph& g, std::span<const MachineView> views, int devices, int threads = 1,
+                                 ZeroStage zero = ZeroStage::k0) {
   TrainOptions o;
-  o.steps = kSteps + 2, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads;
+  o.steps = kSteps + 2, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads, o.zero = zero;
   o.progress = [](const StepReport& r) {
     if (r.step == kWarmup) allocations = 0, counting = true;
     if (r.step == kSteps) counting = false;
@@ -93,17 +94,22 @@ Graph model_for(const std::string& name) { return name == "encoder-block" ? enco
 
 TEST_P(NoAllocation, OneDevice) { EXPECT_EQ(steady_state_allocations(model_for(GetParam()), {}, 1), 0); }
 
-int64_t data_parallel_allocations(const Graph& model, int devices, int threads = 1) {
+int64_t data_parallel_allocations(const Graph& model, int devices, int threads = 1, ZeroStage zero = ZeroStage::k0) {
   const search::CostModel cm(search::find_machine("cpu-host").with_devices(devices), search::default_efficiency());
   const search::MachineMapper mapper(cm);
   const Graph dp = search::best_data_parallel(model, mapper);
   const search::Strategy st = mapper.map(dp);
   std::vector<MachineView> views;
   views.assign(st.views.begin(), st.views.end());
-  return steady_state_allocations(dp, views, devices, threads);
+  return steady_state_allocations(dp, views, devices, threads, zero);
 }
 
 TEST_P(NoAllocation, DataParallelOnFourDevices) { EXPECT_EQ(data_parallel_allocations(model_for(GetParam()), 4), 0); }
+
+// ZeRO's reduce-scatters, block updates and all-gathers reuse their buffers too.
+TEST(NoAllocationWithZero, DataParallelOnFourDevices) {
+  for (const char* model : {"mlp-tiny", "gpt-tiny"}) EXPECT_EQ(data_parallel_allocations(build_model(model), 4, 1, ZeroStage::k2), 0) << model;
+}
 
 // Kernel threads (OpenMP) on models large enough that products are tiled
 // and loops run in pieces: the threads' teams and scratch settle in warm-up.

@@ -20,8 +20,9 @@ void print_terms(std::ostream& out, const search::Estimate& e) {
   out << "\n"
       << "  communication       " << ms(e.communication) << " exposed\n"
       << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", "
-      << ms(e.sync_hidden) << " hidden behind the backward pass\n"
-      << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
+      << ms(e.sync_hidden) << " hidden behind the backward pass\n";
+  if (e.gather > 0) out << "  weight gather       " << ms(e.gather) << " after the update (ZeRO), exposed\n";
+  out << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
       << "  between devices     " << human_bytes(e.bytes) << " per step\n";
 }
 

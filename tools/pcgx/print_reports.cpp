@@ -108,8 +108,10 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
   const int64_t first = steps - static_cast<int64_t>(L.size()) + 1;  // a resumed run's first step
   out << "model                 " << s.model << "\n"
       << "strategy              " << s.strategy << "\n"
-      << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n"
-      << "loss                  " << L.front() << " -> " << L.back() << " ("
+      << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n";
+  if (shards_optimizer(o.zero))
+    out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered\n";
+  out << "loss                  " << L.front() << " -> " << L.back() << " ("
       << (first > 1 ? "steps " + std::to_string(first) + "-" + std::to_string(steps) + ", resumed" : std::to_string(steps) + " steps") << ")\n"
       << "data                  " << s.result.data << "\n"
       << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"

@@ -54,6 +54,9 @@ class Communicator {
   virtual void all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out);
   // Block i of the sum of every member's `in` (size k*|out|), on member i.
   virtual void reduce_scatter(std::span<const int> group, std::span<const float> in, std::span<float> out);
+  // The same two named by `tag` (one tag each), as all_reduce's tagged form.
+  virtual void all_gather(std::span<const int> group, std::span<const float> in, std::span<float> out, int64_t tag);
+  virtual void reduce_scatter(std::span<const int> group, std::span<const float> in, std::span<float> out, int64_t tag);
   // Block j of member i's `in` lands in block i of member j's `out`.
   virtual void all_to_all(std::span<const int> group, std::span<const float> in, std::span<float> out);
 

@@ -30,6 +30,7 @@
 // block copy and optimizer update runs there; the executor itself only
 // orders the work and the messages, so the same executor drives the CPU
 // and a GPU.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,8 +77,46 @@ class DeviceExecutor {
   std::vector<std::pair<TensorRef, int64_t>> parameter_shards() const;
   // All-reduces the gradients of every stored layout's copies (each group
   // of shards holding the same block), bucket by bucket (the plan's), so
-  // every copy takes the same step.
+  // every copy takes the same step. Under ZeRO, reduce-scatters them
+  // instead (below).
   void synchronize_gradients();
+
+  // ZeRO stages 1 and 2 (the plan's `zero`, pcg/training_recipe.h). A
+  // bucket of r devices is padded to r equal blocks; member i of the
+  // bucket's (sorted) devices owns block i: synchronize_gradients()
+  // reduce-scatters the gradients so that it receives the sum of block i
+  // alone, the optimizer updates block i of the weights (taken from the
+  // device's copy) with the moments of block i alone, so each device keeps
+  // 1/r of the optimizer state, and gather_weights() all-gathers the
+  // updated blocks into every copy. Every copy then holds what stage 0's
+  // update gives it, up to the order the reduce-scatter sums the r
+  // gradients in (with 2 devices, the same bits). Stages 1 and 2 run
+  // alike here: the backward pass writes whole gradient shards, so the
+  // runtime does not keep stage 2's smaller gradient memory, which the
+  // memory model counts (docs/training.md).
+  //
+  // What the optimizer updates on this device, the same list every step:
+  // at stage 0 every parameter shard (parameter_shards() order); under
+  // ZeRO the shards outside any bucket, then this device's block of each
+  // bucket it belongs to.
+  struct UpdateList {
+    std::vector<Buffer> params, grads;
+  };
+  UpdateList update_buffers() const;
+  // Under ZeRO, after the optimizer's update: the updated blocks into every
+  // copy of every bucket's weights (nothing at stage 0).
+  void gather_weights();
+  // The optimizer's state (`slots`, in update_buffers() order) as whole
+  // shards in parameter_shards() order, as train_state.h reads and writes
+  // it. At stage 0 that is `slots` itself. Under ZeRO, unsharded_moments
+  // all-gathers every member's block of the moments into whole copies (every
+  // device calls it, in step; adds the bytes it sent to `bytes_sent`);
+  // moment_shards returns the same buffers untouched, for restore_state to
+  // fill, and shard_moments then copies each device's block back into
+  // `slots`.
+  std::vector<ParameterSlot> unsharded_moments(std::span<const ParameterSlot> slots, int64_t* bytes_sent = nullptr);
+  std::vector<ParameterSlot> moment_shards(std::span<const ParameterSlot> slots);
+  void shard_moments(std::span<const ParameterSlot> slots);
 
   // This device's shards of a node output and of its gradient (no buffer
   // for shards it does not own), in the backend's memory.
@@ -168,6 +207,32 @@ class DeviceExecutor {
   std::vector<std::vector<NodeId>> sliced_from_;  // [source]: the layouts filled from it
   std::vector<int> group_scratch_;
   std::vector<Buffer> bucket_buffers_;  // per bucket of the plan, allocated on first use
+  // Under ZeRO, per bucket this device belongs to (sharded_update.cpp):
+  // its place among the bucket's devices, the block size, its block of the
+  // weights and of the reduced gradients, and the whole bucket's weights
+  // (the all-gather's destination).
+  struct ZeroBlock {
+    int member = -1;
+    int64_t floats = 0;
+    Buffer w, g, weights;
+  };
+  std::vector<ZeroBlock> zero_blocks_;  // per bucket of the plan
+  // Whole-shard moments of the bucketed copies, parameter_shards() order
+  // (unsharded_moments), allocated at the first checkpoint.
+  std::vector<ParameterSlot> full_moments_;
+  bool sharded() const { return shards_optimizer(plan_.zero); }
+  bool member(const SyncBucket& b) const;
+  void init_zero();
+  // The bucket's gradients (each part's first copy here, the others added)
+  // into `flat`, and back into every copy.
+  void pack_gradients(const SyncBucket& b, const Buffer& flat);
+  void unpack_gradients(const SyncBucket& b, const Buffer& flat);
+  // Under ZeRO: the bucket's weights into its ZeroBlock's `weights` and
+  // this device's block of them into `w`; the gradients reduce-scattered.
+  void reduce_scatter_bucket(size_t k);
+  // f(bucket, 1 for m or 2 for v, this device's block of it) over the
+  // optimizer's `slots` (update_buffers() order) of every bucket here.
+  void each_moment_block(std::span<const ParameterSlot> slots, const std::function<void(size_t, int, const Buffer&)>& f);
   // A buffer of `extent`, kept for (node, slot) across steps.
   const Buffer& block_buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot, std::span<const int64_t> extent);
   // Per-call argument arrays, sized once to the largest arity.

@@ -23,6 +23,7 @@
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/tasks.h"
+#include "pcgx/pcg/training_recipe.h"
 
 namespace pcgx::runtime {
 
@@ -63,6 +64,9 @@ struct ExecutionPlan {
   // its stored layout, whose replica slot 0 gathers to it).
   std::vector<TensorRef> parameter;
   std::vector<SyncBucket> buckets;
+  // What each bucket's devices shard (device_executor.h: ZeRO): stage 0
+  // all-reduces the buckets and every copy is updated whole.
+  ZeroStage zero = ZeroStage::k0;
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }
@@ -74,6 +78,12 @@ struct ExecutionPlan {
 // an operator the runtime cannot execute.
 // `bucket_bytes` caps the gradient buckets.
 ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
+
+// What one step's gradient synchronization sends beyond the all-reduces
+// pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each
+// bucket of r devices is padded to r equal blocks, and its reduce-scatter
+// and all-gather each send the padding r - 1 times.
+double sharded_sync_extra_bytes(const ExecutionPlan& plan);
 
 // The devices a strategy needs: 1 + the highest device any task runs on.
 int devices_needed(const Graph& g, std::span<const MachineView> views);

@@ -22,7 +22,7 @@
 
 namespace pcgx::runtime {
 
-enum class StepEventKind : uint8_t { kForward, kBackward, kSend, kRecv, kCollective, kGradientSync, kUpdate };
+enum class StepEventKind : uint8_t { kForward, kBackward, kSend, kRecv, kCollective, kGradientSync, kUpdate, kWeightGather };
 const char* to_string(StepEventKind k);
 
 struct StepEvent {

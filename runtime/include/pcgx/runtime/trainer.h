@@ -39,6 +39,11 @@ struct TrainOptions {
   int threads = 1;  // kernel threads of each device (pcgx/pcg/kernel_threads.h); results do not depend on it
   bool time_kernels = false;  // fill TrainResult::kernel_times (steps after the first)
   double bucket_bytes = kDefaultBucketBytes;  // gradient buckets (execution_plan.h)
+  // ZeRO stage (pcg/training_recipe.h): from 1, each bucket's devices
+  // reduce-scatter its gradients, update a block each and all-gather the
+  // weights (device_executor.h); the final weights are stage 0's up to the
+  // order gradients are summed in.
+  ZeroStage zero = ZeroStage::k0;
   int64_t trace_step = -1;  // 0-based: record this step's timeline into TrainResult::trace; -1: none
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
   // Initial weights by Weight name (safetensors.h); null: initial_weight()'s
