@@ -1,8 +1,9 @@
 // Is the cost model true on this CPU? In one run:
 //   1. `pcgx calibrate` (runner/calibrate.h) on N in-process devices with
 //      the 9 tiny zoo models: links, overhead, kernels, roofline;
-//   2. per tiny model and plan (data parallel, unity searched on the
-//      calibrated model, the expert's where one applies): the prediction
+//   2. per tiny model and plan (data parallel, the same with ZeRO stage 1,
+//      unity searched on the calibrated model, the expert's where one
+//      applies): the prediction
 //      of the calibrated cost model, then a timed training run of that
 //      plan; printed measured/predicted and the terms of both
 //      (runner/step_terms.h) for the busiest device; beside it the
@@ -117,14 +118,24 @@ int main(int argc, char** argv) {
   std::vector<Again> again;  // per row
   for (const std::string& name : models) {
     const Graph model = build_model(name);
-    std::vector<std::pair<std::string, Graph>> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
+    struct Plan {
+      std::string label;
+      Graph graph;
+      ZeroStage zero = ZeroStage::k0;
+    };
+    std::vector<Plan> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
+    // The same plan with ZeRO stage 1: reduce-scatter, half the update, all-gather.
+    plans.push_back({"dp ZeRO 1", plans.front().graph, ZeroStage::k1});
     search::SearchOptions so;
     so.budget = 6;
     plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
     for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
       if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
-    for (const auto& [label, graph] : plans) {
-      const search::Strategy st = mapper.map(graph);
+    for (const auto& [label, graph, zero] : plans) {
+      TrainingRecipe recipe = cost.recipe();
+      recipe.zero = zero;
+      const search::CostModel priced = cost.with_recipe(recipe);
+      const search::Strategy st = search::MachineMapper(priced).map(graph);
       if (!st.estimate.feasible) {
         std::fprintf(stderr, "  %s (%s): infeasible: %s\n", name.c_str(), label.c_str(), st.estimate.infeasible.c_str());
         continue;
@@ -134,7 +145,7 @@ int main(int argc, char** argv) {
       // Runs of at least ~0.2 s: a tiny model's 40 steps take under a
       // millisecond, while the cores are still waking up.
       runtime::TrainOptions t;
-      t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads;
+      t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads, t.zero = zero;
       const runtime::TrainResult plain = runtime::train(st.graph, st.views, devices, t);
       t.time_kernels = true;
       if (!trace_dir.empty()) t.trace_step = t.steps - 1;
@@ -143,7 +154,7 @@ int main(int argc, char** argv) {
       for (size_t i = 1; i < plain.step_seconds.size(); ++i) mean += plain.step_seconds[i] / static_cast<double>(plain.step_seconds.size() - 1);
       Row row{name, label, runner::median_step(plain), mean, 0, runner::step_terms(st.estimate, timed), 0, 0};
       std::tie(row.covered, row.total) = cost.profile_coverage(st.graph);
-      const search::Simulator sim(st.graph, st.views, cost);
+      const search::Simulator sim(st.graph, st.views, priced);
       row.simulated = sim.time();
       if (!trace_dir.empty()) {
         std::string stem = trace_dir + "/" + name + "-" + label;

@@ -209,6 +209,7 @@ Tensor<float> DeviceExecutor::gradient(TensorRef t, int64_t shard) const {
 void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
   const ParallelTensorShape& s = plan_.graph->node(node).outputs[0];
   if (!same_shape(logical, s)) throw Error(describe(plan_.graph->node(node)) + ": value has the wrong shape");
+  if (plan_.graph->node(node).op->is_weight) masters_current_ = false;  // ZeRO's master blocks come from the new value
   auto fill = [&](NodeId id) {
     const auto& offsets = source_offsets_[static_cast<size_t>(id)];
     const int64_t shards = plan_.graph->node(id).outputs[0].num_shards();
@@ -263,6 +264,7 @@ void DeviceExecutor::unpack_gradients(const SyncBucket& bucket, const Buffer& fl
 }
 
 void DeviceExecutor::synchronize_gradients() {
+  if (sharded() && !masters_current_) load_master_blocks();
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
     if (!member(bucket)) continue;

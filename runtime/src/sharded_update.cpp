@@ -43,24 +43,30 @@ void DeviceExecutor::init_zero() {
   }
 }
 
+void DeviceExecutor::load_master_blocks() {
+  for (size_t k = 0; k < plan_.buckets.size(); ++k) {
+    ZeroBlock& z = zero_blocks_[k];
+    if (z.member < 0) continue;
+    int64_t at = 0;
+    for (const SyncPart& part : plan_.buckets[k].parts) {
+      for (int64_t shard : part.shards)
+        if (owns(part.tensor, shard)) {  // every copy holds the same values
+          backend_.set_range(z.weights, at, values(part.tensor)[static_cast<size_t>(shard)]);
+          break;
+        }
+      at += part.floats;
+    }
+    backend_.copy_range(z.w, z.weights, z.member * z.floats);
+  }
+  masters_current_ = true;
+}
+
 void DeviceExecutor::reduce_scatter_bucket(size_t k) {
   const SyncBucket& bucket = plan_.buckets[k];
   ZeroBlock& z = zero_blocks_[k];
   const Buffer& flat = bucket_buffers_[k];
   const auto t0 = timing_ ? backend_.now() : Backend::Clock::time_point{};
   pack_gradients(bucket, flat);
-  // The block of the weights this device updates, from its copy (every
-  // copy holds the same values): the FP32 master block ZeRO keeps.
-  int64_t at = 0;
-  for (const SyncPart& part : bucket.parts) {
-    for (int64_t shard : part.shards)
-      if (owns(part.tensor, shard)) {
-        backend_.set_range(z.weights, at, values(part.tensor)[static_cast<size_t>(shard)]);
-        break;
-      }
-    at += part.floats;
-  }
-  backend_.copy_range(z.w, z.weights, z.member * z.floats);
   const auto t1 = timing_ ? backend_.now() : Backend::Clock::time_point{};
   if (bucket.devices.size() > 1)
     comm_.reduce_scatter(bucket.devices, flat.span(), z.g.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));

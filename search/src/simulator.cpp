@@ -358,7 +358,9 @@ struct Simulator::Impl {
       updated[static_cast<size_t>(d)] = tl.add(order_of(2, 0, static_cast<uint64_t>(d)), of_device[static_cast<size_t>(d)],
                                                update[static_cast<size_t>(d)], {static_cast<ResourceId>(d)});
     }
-    // ZeRO 1, 2: each bucket's updated weights all-gathered once its members have updated.
+    // ZeRO 1, 2: each bucket's updated weights all-gathered once its
+    // members have updated; by the devices themselves where they do their
+    // own communication, as the buckets are.
     for (size_t k = 0; k < closed.size(); ++k) {
       const double seconds = cost.weight_gather_time(closed[k].sync.group, closed[k].bytes);
       if (seconds <= 0) continue;
@@ -366,7 +368,7 @@ struct Simulator::Impl {
       for (int64_t d : closed[k].sync.devices)
         if (updated[static_cast<size_t>(d)] >= 0) preds.push_back(updated[static_cast<size_t>(d)]);
       info.push_back({SimKind::kGather, -1, static_cast<int64_t>(k), -1});
-      tl.add(order_of(2, 1, static_cast<uint64_t>(k)), std::move(preds), seconds, channel(closed[k], false));
+      tl.add(order_of(2, 1, static_cast<uint64_t>(k)), std::move(preds), seconds, channel(closed[k], !m.device.overlaps_communication));
     }
     if (const double overhead = cost.step_overhead(*place); overhead > 0)
       for (int64_t d = 0; d < D; ++d) {

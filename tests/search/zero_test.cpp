@@ -101,6 +101,26 @@ TEST(Zero, ChargesReduceScatterTheUpdateShareAndTheGather) {
   }
 }
 
+// A device that does its own communication (a CPU) all-gathers the
+// weights itself: in the simulator the gathers hold the devices, so the
+// calibrated per-step overhead of running the nodes follows them instead
+// of hiding them, and the simulator prices the step as the estimate does.
+TEST(Zero, DevicesThatDoNotOverlapGatherTheWeightsThemselves) {
+  Machine m = toy_machine();
+  m.device.overlaps_communication = false;
+  Profile overhead;
+  overhead.node_overhead = 2e-6;
+  const Graph dp = data_parallel(linear_graph(64, 32, 16), 8);
+  const CostModel cm(m, toy_efficiency(), overhead, {}, {Precision::kFp32, Recompute::kNone, ZeroStage::k1});
+  const Strategy s = MachineMapper(cm).map(dp);
+  ASSERT_TRUE(s.estimate.feasible);
+  ASSERT_GT(s.estimate.gather, 0);
+  ASSERT_GT(s.estimate.overhead, 0);
+  const Simulator simulator(s.graph, s.views, cm);
+  EXPECT_NEAR(simulator.summary().gather, s.estimate.gather, 1e-15);
+  EXPECT_NEAR(simulator.time(), s.estimate.time, 1e-9 * s.estimate.time);
+}
+
 // Nothing to shard on one device: the stages cost and keep the same.
 TEST(Zero, OneReplicaShardsNothing) {
   const Graph g = linear_graph(64, 32, 16);

@@ -85,10 +85,11 @@ class DeviceExecutor {
   // bucket of r devices is padded to r equal blocks; member i of the
   // bucket's (sorted) devices owns block i: synchronize_gradients()
   // reduce-scatters the gradients so that it receives the sum of block i
-  // alone, the optimizer updates block i of the weights (taken from the
-  // device's copy) with the moments of block i alone, so each device keeps
+  // alone, the optimizer updates the device's master copy of block i of
+  // the weights with the moments of block i alone, so each device keeps
   // 1/r of the optimizer state, and gather_weights() all-gathers the
-  // updated blocks into every copy. Every copy then holds what stage 0's
+  // updated blocks into every copy. The copies in and out of the buckets
+  // are stage 0's: the gradients in, the weights out. Every copy then holds what stage 0's
   // update gives it, up to the order the reduce-scatter sums the r
   // gradients in (with 2 devices, the same bits). Stages 1 and 2 run
   // alike here: the backward pass writes whole gradient shards, so the
@@ -227,9 +228,15 @@ class DeviceExecutor {
   // into `flat`, and back into every copy.
   void pack_gradients(const SyncBucket& b, const Buffer& flat);
   void unpack_gradients(const SyncBucket& b, const Buffer& flat);
-  // Under ZeRO: the bucket's weights into its ZeroBlock's `weights` and
-  // this device's block of them into `w`; the gradients reduce-scattered.
+  // Under ZeRO: the bucket's gradients reduce-scattered into its
+  // ZeroBlock's `g`.
   void reduce_scatter_bucket(size_t k);
+  // Under ZeRO: each ZeroBlock's `w` (the FP32 master block ZeRO keeps and
+  // the optimizer updates in place) from this device's copy of the
+  // weights, before the first step and after set_source() gave a weight a
+  // new value; the update then keeps it, and gather_weights() the copies.
+  void load_master_blocks();
+  bool masters_current_ = false;
   // f(bucket, 1 for m or 2 for v, this device's block of it) over the
   // optimizer's `slots` (update_buffers() order) of every bucket here.
   void each_moment_block(std::span<const ParameterSlot> slots, const std::function<void(size_t, int, const Buffer&)>& f);
