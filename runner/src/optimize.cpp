@@ -47,6 +47,7 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (r.recompute != Recompute::kFull) would.push_back("full recomputation");
   if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
+  if (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)) would.push_back("gradient accumulation over micro-batches");
   would.push_back("more devices");
   if (!q.pipeline) would.push_back("pipeline stages");
   std::string list;

@@ -52,6 +52,21 @@ TEST(OptimizePipeline, MicroBatchesAloneAccumulateGradients) {
   EXPECT_NE(z.out.find("error: --zero: ZeRO stage 2 with micro-batches"), std::string::npos) << z.out;
 }
 
+// --micro-batches auto without --pipeline searches 1, 2, 4 and 8: the
+// tiny MLP fits whole, so one; a count that is not one is an error line.
+TEST(OptimizePipeline, MicroBatchesAutoSearchesTheAccumulation) {
+  const std::string s = (dir() / "accumulate-auto.json").string();
+  const auto r = run("optimize mlp-tiny --machine cpu-host --devices 4 --micro-batches auto -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gradient accumulation 1 micro-batch (auto) of "), std::string::npos) << r.out;
+  for (const std::string bad : {"0", "x", "2.5"}) {
+    const auto b = run("optimize mlp-tiny --machine cpu-host --devices 4 --micro-batches " + bad + " -o " + (dir() / "b.json").string());
+    EXPECT_EQ(b.code, 2) << b.out;
+    EXPECT_NE(b.out.find("error: --micro-batches: expected a positive count or auto, got '" + bad + "'"), std::string::npos) << b.out;
+    EXPECT_FALSE(fs::exists(dir() / "b.json"));
+  }
+}
+
 TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
   const std::string out = (dir() / "never.json").string();
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{

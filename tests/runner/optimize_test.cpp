@@ -115,6 +115,33 @@ TEST(OptimizeZero, AutoShardsOnlyWhereMemoryRequires) {
       << none.result.search.strategy.estimate.infeasible;
 }
 
+// Gradient accumulation with the number of micro-batches searched (1, 2,
+// 4, 8): where the whole batch's activations do not fit, the fewest
+// micro-batches that fit; where they do, one. Every micro-batch count
+// costs the same FLOPs, so more only adds kernel launches.
+TEST(OptimizeAccumulation, AutoAccumulatesOnlyWhereMemoryRequires) {
+  OptimizeRequest q = sharded(1e12, ZeroStage::k0);
+  q.search.algorithm = search::Algorithm::kDataParallel;
+  q.pipeline = search::PipelineOptions{1, 0};
+  auto need = [&](int64_t m) {
+    OptimizeRequest one = q;
+    one.pipeline->micro_batches = m;
+    return optimize(one).result.stage.at(0).memory;
+  };
+  const double n1 = need(1), n2 = need(2);
+  ASSERT_LT(n2, n1);
+  const OptimizeReport roomy = optimize(q);
+  ASSERT_TRUE(roomy.result.search.strategy.estimate.feasible);
+  EXPECT_EQ(roomy.result.micro_batches, 1);
+  q.machine.device.memory_capacity = (n1 + n2) / 2;
+  const OptimizeReport tight = optimize(q);
+  ASSERT_TRUE(tight.result.search.strategy.estimate.feasible) << tight.result.search.strategy.estimate.infeasible;
+  EXPECT_EQ(tight.result.micro_batches, 2);
+  EXPECT_EQ(tight.file.micro_batches, 2);
+  EXPECT_EQ(tight.file.pipeline_stages, 1);
+  EXPECT_LE(tight.result.stage.at(0).memory, q.machine.device.memory_capacity);
+}
+
 TEST(OptimizeZero, APipelineShardsAtMostTheOptimizerState) {
   OptimizeRequest q = sharded(1e12, ZeroStage::k2);
   q.pipeline = search::PipelineOptions{2, 2};

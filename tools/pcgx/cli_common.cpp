@@ -133,16 +133,30 @@ RuleFormat parse_rule_format(const std::string& f) {
   throw Error("--format " + f + ": expected pcgx or flexflow");
 }
 
-int64_t parse_int(const std::string& text, const std::string& what) {
+// The whole string as an integer, or nothing.
+static std::optional<int64_t> whole_integer(const std::string& text) {
   size_t used = 0;
   int64_t v = 0;
   try {
     v = std::stoll(text, &used);
   } catch (const std::exception&) {
-    used = 0;
+    return std::nullopt;
   }
-  if (used == 0 || used != text.size()) throw Error(what + " '" + text + "' is not an integer");
+  if (used == 0 || used != text.size()) return std::nullopt;
   return v;
+}
+
+int64_t parse_int(const std::string& text, const std::string& what) {
+  const auto v = whole_integer(text);
+  if (!v) throw Error(what + " '" + text + "' is not an integer");
+  return *v;
+}
+
+int64_t parse_count_or_auto(const std::string& flag, const std::string& text) {
+  if (text == "auto") return 0;
+  const auto v = whole_integer(text);
+  if (!v || *v < 1) throw Error(flag + ": expected a positive count or auto, got '" + text + "'");
+  return *v;
 }
 
 static std::string scaled(double v, const char* const* units, int n, double base, int decimals) {

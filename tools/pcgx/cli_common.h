@@ -68,6 +68,8 @@ RuleFormat parse_rule_format(const std::string& f);
 
 // Parses a whole string as an integer; `what` names it in the error.
 int64_t parse_int(const std::string& text, const std::string& what);
+// A positive count, or "auto" (0); errors name `flag`.
+int64_t parse_count_or_auto(const std::string& flag, const std::string& text);
 
 std::string human_count(double n);   // 335.1M
 std::string human_bytes(double b);   // 1.25 GiB

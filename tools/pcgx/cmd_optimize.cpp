@@ -16,9 +16,9 @@ namespace {
 
 struct Flags {
   std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
-      recompute = "auto", zero = "auto";
+      recompute = "auto", zero = "auto", micro_batches;
   std::vector<std::string> sets;
-  int64_t devices = 0, stages = 0, micro_batches = 0;
+  int64_t devices = 0, stages = 0;
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
   search::SearchOptions search;
@@ -45,8 +45,11 @@ runner::OptimizeRequest request(Flags& f) {
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
   q.machine = m;
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
-  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, f.micro_batches};
-  else if (f.micro_batches > 1) q.pipeline = search::PipelineOptions{1, f.micro_batches};  // gradient accumulation
+  // auto (0): the pipeline search tries S, 2S, 4S and 8S micro-batches for
+  // S stages; without --pipeline, 1, 2, 4 and 8 (gradient accumulation).
+  const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
+  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro};
+  else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
   q.recompute = parse_recompute(f.recompute, true);
   q.zero = parse_zero(f.zero, true);
@@ -97,9 +100,9 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
   cmd->add_option("--stages", f.stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
   cmd->add_option("--micro-batches", f.micro_batches,
-                  "micro-batches per iteration: with --pipeline, through the stages (default: the best of 1, 2, 4, 8 x stages); "
-                  "without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update)")
-      ->check(positive());
+                  "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
+                  "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
+                  "default 1, auto: the best of 1, 2, 4, 8)");
   cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
   cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
   cmd->callback([] {

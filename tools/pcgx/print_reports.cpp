@@ -46,8 +46,9 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   }
   print_profile_coverage(out, *rep.cost, r.strategy.graph);
   if (rep.pipelined && rep.result.stages == 1) {
-    out << "gradient accumulation " << rep.result.micro_batches << " micro-batches of " << ms(rep.result.stage.at(0).micro_batch)
-        << ", one synchronization and update " << ms(e.once) << "\n";
+    const int64_t m = rep.result.micro_batches;
+    out << "gradient accumulation " << m << (m == 1 ? " micro-batch" : " micro-batches") << (q.pipeline->micro_batches == 0 ? " (auto)" : "")
+        << " of " << ms(rep.result.stage.at(0).micro_batch) << ", one synchronization and update " << ms(e.once) << "\n";
   } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
     out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
