@@ -129,8 +129,6 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   search::CommOptions comm;
   comm.bucket_bytes = o.bucket_bytes;
   const Profile profile = q.profile.empty() ? Profile{} : load_profile(q.profile);
-  auto cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm);
-  rep.cost = cost;
   if (q.search) {
     // Under MPI rank 0 searches and sends the strategy (or its error) to
     // the others, so every rank runs the same plan.
@@ -169,10 +167,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   {
     // The prediction for what runs: the mapping the runtime uses, with its
     // ZeRO stage.
-    TrainingRecipe recipe = cost->recipe();
+    TrainingRecipe recipe;
     recipe.zero = o.zero;
-    rep.cost = cost = std::make_shared<const search::CostModel>(cost->with_recipe(recipe));
-    const search::Strategy st = search::MachineMapper(*cost).map(graph);
+    rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
+    const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;
     if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, o.bucket_bytes);
