@@ -97,11 +97,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     machine = f.machine;
     if (f.pipeline_stages == 1)
       say("note: " + q.target + " accumulates gradients over " + std::to_string(f.micro_batches) +
-          " micro-batches; the CPU runtime processes them as one batch, which computes the same step");
+          " micro-batches, run one at a time");
     else if (f.pipeline_stages > 1)
       say("note: " + q.target + " is pipelined (" + std::to_string(f.pipeline_stages) + " stages, " + std::to_string(f.micro_batches) +
-          " micro-batches); the CPU runtime runs each stage on its devices but processes the micro-batches as one batch, without 1F1B "
-          "overlap");
+          " micro-batches); the CPU runtime runs the micro-batches one at a time through every stage, without 1F1B overlap");
     const int need = runtime::devices_needed(graph, views);
     if (q.devices == 0) q.devices = need, devices_from = q.target;
     if (q.devices < need)

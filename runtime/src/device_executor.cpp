@@ -46,6 +46,17 @@ void DeviceExecutor::init() {
   move_buffers_.resize(g.size());
   contributions_.resize(g.size());
   kernel_times_.resize(g.size());
+  partial_sums_.resize(g.size());
+  held_grads_.resize(g.size());
+  micro_.resize(g.size());
+  pass_.resize(g.size());
+  slice_offsets_.resize(g.size());
+  staged_.resize(g.size());
+  for (const Node& n : g.nodes()) {
+    const StepPhase ph = plan.phase.empty() ? StepPhase::kMicro : plan.phase[static_cast<size_t>(n.id)];
+    pass_[static_cast<size_t>(n.id)] = ph == StepPhase::kStep ? 0 : ph == StepPhase::kAfter ? 2 : 1;
+    for (const ParallelTensorShape& s : n.outputs) micro_[static_cast<size_t>(n.id)].push_back(s.slices() > 1);
+  }
   size_t arity = 1, outputs = 1;
   for (const Node& n : g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
@@ -56,8 +67,8 @@ void DeviceExecutor::init() {
       touched_[id].emplace_back(static_cast<size_t>(s.num_shards()), 0);
       for (int64_t k = 0; k < s.num_shards(); ++k)
         if (owns({n.id, static_cast<int32_t>(o)}, k)) {
-          v[static_cast<size_t>(k)] = backend_.allocate(s.shard_shape());
-          d[static_cast<size_t>(k)] = backend_.allocate(s.shard_shape());
+          v[static_cast<size_t>(k)] = allocate(s.slice_shape());  // one micro-batch's
+          d[static_cast<size_t>(k)] = allocate(s.slice_shape());
         }
     }
     if (n.op->op_class == OpClass::kSource || plan.layouts.sliced(n.id)) {  // filled from a logical value: their blocks, once
@@ -71,6 +82,8 @@ void DeviceExecutor::init() {
     }
     const TaskTable& tt = plan.nodes[id].tasks;
     for (int64_t t = 0; t < tt.tasks; ++t) contexts_[id].push_back(tt.context(t));
+    if (plan.micro_batches > 1) base_contexts_.push_back(contexts_[id]);
+    else base_contexts_.emplace_back();
     arity = std::max(arity, n.inputs.size());
     outputs = std::max(outputs, n.outputs.size());
   }
@@ -86,7 +99,7 @@ void DeviceExecutor::init() {
   // go first); backward, a node's output gradient once its first reader
   // (the last to run backward) has, or at once when nothing reads it.
   const auto consumers = g.consumers();
-  for (auto& v : sends_after_) v.resize(g.size() + 1);
+  for (auto& v : sends_after_) v.resize(g.size() + 3);  // + each pass's start
   for (auto& v : early_) v.assign(g.size(), 0);
   // Backward, a receive into a tensor's gradient waits until just before
   // the next of the tensor's readers to run backward: nothing writes that
@@ -112,8 +125,10 @@ void DeviceExecutor::init() {
       const TensorRef x = n.inputs[i];
       if (std::count(n.inputs.begin(), n.inputs.end(), x) > 1) continue;
       const auto& r = readers[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)];
-      const auto at = std::lower_bound(r.begin(), r.end(), n.id);
+      auto at = std::lower_bound(r.begin(), r.end(), n.id);
+      while (at != r.begin() && pass_of(*(at - 1)) != pass_of(n.id)) --at;  // within the node's pass
       if (at == r.begin()) continue;  // the last reader to run backward: nothing to go on with
+      if (once_per_step(n, i)) continue;  // received at the last micro-batch alone
       deferred_[id][i] = 1;
       receives_before_[static_cast<size_t>(*(at - 1))].emplace_back(n.id, i);
     }
@@ -122,18 +137,23 @@ void DeviceExecutor::init() {
     const auto id = static_cast<size_t>(n.id);
     const NodePlan::Run run = plan.nodes[id].run;
     if (run == NodePlan::Run::kTasks || run == NodePlan::Run::kMoves || run == NodePlan::Run::kPieces) {
+      // Producers of an earlier pass have run before this pass starts.
       NodeId last = -1;
       for (const TensorRef& in : n.inputs) {
         const Node& p = g.node(in.node);
-        if (p.op->op_class != OpClass::kSource && !plan.layouts.sliced(p.id)) last = std::max(last, in.node);
+        if (p.op->op_class != OpClass::kSource && !plan.layouts.sliced(p.id) && pass_of(p.id) == pass_of(n.id))
+          last = std::max(last, in.node);
       }
-      sends_after_[0][last < 0 ? g.size() : static_cast<size_t>(last)].push_back(n.id), early_[0][id] = 1;
+      sends_after_[0][last < 0 ? g.size() + static_cast<size_t>(pass_of(n.id)) : static_cast<size_t>(last)].push_back(n.id), early_[0][id] = 1;
     }
     if (run == NodePlan::Run::kMoves || run == NodePlan::Run::kPieces) {
       const NodeId out = run == NodePlan::Run::kPieces ? plan.nodes[id].to : n.id;
+      // Backward, readers of an earlier forward pass have run before this pass starts.
       NodeId first = static_cast<NodeId>(g.size());
-      for (const auto& [reader, input] : consumers[static_cast<size_t>(out)]) first = std::min(first, reader);
-      if (first > out) sends_after_[1][static_cast<size_t>(first)].push_back(n.id), early_[1][id] = 1;
+      for (const auto& [reader, input] : consumers[static_cast<size_t>(out)])
+        if (pass_of(reader) == pass_of(n.id)) first = std::min(first, reader);
+      const size_t after = first == static_cast<NodeId>(g.size()) ? g.size() + static_cast<size_t>(pass_of(n.id)) : static_cast<size_t>(first);
+      if (first > out) sends_after_[1][after].push_back(n.id), early_[1][id] = 1;
     }
   }
   // Backward, the readers run in descending order: send what they need first, first.
@@ -166,14 +186,14 @@ int64_t DeviceExecutor::tag(const Node& n, int64_t index, bool backward) const {
 const Buffer& DeviceExecutor::buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot, const ParallelTensorShape& shape) {
   auto& m = pool[static_cast<size_t>(node)];
   auto it = m.find(slot);
-  if (it == m.end()) it = m.emplace(slot, backend_.allocate(shape.shard_shape())).first;
+  if (it == m.end()) it = m.emplace(slot, allocate(shape.slice_shape())).first;
   return it->second;
 }
 
 const Buffer& DeviceExecutor::move_buffer(const Node& n, size_t k) {
   const Move& m = plan_.nodes[static_cast<size_t>(n.id)].moves[k];
   return buffer(move_buffers_, n.id, {static_cast<int64_t>(k), 0},
-                m.kind == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
+                move_kind(n, m).first == Move::Kind::kCut ? n.outputs[static_cast<size_t>(m.output)]
                                            : plan_.graph->shape(n.inputs[static_cast<size_t>(m.input)]));
 }
 
@@ -186,7 +206,7 @@ const Buffer& DeviceExecutor::block_buffer(std::vector<std::map<Slot, Buffer>>& 
                                            std::span<const int64_t> extent) {
   auto& m = pool[static_cast<size_t>(node)];
   auto it = m.find(slot);
-  if (it == m.end()) it = m.emplace(slot, backend_.allocate(extent)).first;
+  if (it == m.end()) it = m.emplace(slot, allocate(extent)).first;
   return it->second;
 }
 
@@ -217,7 +237,59 @@ void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
       if (owns({id, 0}, k)) backend_.upload_block(logical, offsets[static_cast<size_t>(k)], values_[static_cast<size_t>(id)][0][static_cast<size_t>(k)]);
   };
   fill(node);
-  for (NodeId id : sliced_from_[static_cast<size_t>(node)]) fill(id);
+  bool staged = false;
+  for (NodeId id : sliced_from_[static_cast<size_t>(node)]) {
+    if (!micro({id, 0})) fill(id);
+    else if (!staged) staged_[static_cast<size_t>(node)] = logical, staged = true;  // each micro-batch's slices at its turn (no allocation after the first step)
+  }
+}
+
+void DeviceExecutor::enter_slice(int64_t k) {
+  slice_ = k;
+  const Graph& g = *plan_.graph;
+  const int me = comm_.rank();
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
+    if (pass_[id] != 1) continue;
+    // Where a Pipeline cuts (a Batch places) the micro-batch in the whole
+    // shard, which spans the pipelined dimensions (make_plan checks).
+    if (n.op->data_move == DataMove::kPipeline || n.op->data_move == DataMove::kBatch) {
+      const ParallelTensorShape& s = n.op->data_move == DataMove::kPipeline ? n.outputs[0] : g.shape(n.inputs[0]);
+      zeros_.assign(s.dims.size(), 0);
+      micro_batch_offset(s, zeros_, k, slice_offsets_[id]);
+    }
+    const NodePlan& np = plan_.nodes[id];
+    for (int64_t t = 0; t < np.tasks.tasks; ++t) {
+      if (np.task_device[static_cast<size_t>(t)] != me) continue;
+      TaskContext& c = contexts_[id][static_cast<size_t>(t)];
+      const TaskContext& base = base_contexts_[id][static_cast<size_t>(t)];
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (micro(n.inputs[i])) micro_batch_offset(g.shape(n.inputs[i]), base.input_offsets[i], k, c.input_offsets[i]);
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        if (micro({n.id, static_cast<int32_t>(o)})) micro_batch_offset(n.outputs[o], base.output_offsets[o], k, c.output_offsets[o]);
+    }
+  }
+  // The pipelined layouts of the inputs: this micro-batch's part of each shard.
+  for (size_t src = 0; src < staged_.size(); ++src) {
+    if (staged_[src].data.empty()) continue;
+    for (NodeId id : sliced_from_[src]) {
+      if (!micro({id, 0})) continue;
+      const ParallelTensorShape& s = g.node(id).outputs[0];
+      for (int64_t j = 0; j < s.num_shards(); ++j) {
+        if (!owns({id, 0}, j)) continue;
+        micro_batch_offset(s, source_offsets_[static_cast<size_t>(id)][static_cast<size_t>(j)], k, offset_scratch_);
+        backend_.upload_block(staged_[src], offset_scratch_, values_[static_cast<size_t>(id)][0][static_cast<size_t>(j)]);
+      }
+    }
+  }
+}
+
+std::pair<Move::Kind, const std::vector<int64_t>*> DeviceExecutor::move_kind(const Node& n, const Move& m) const {
+  if (n.op->data_move == DataMove::kPipeline && plan_.micro_batches > 1)
+    return {Move::Kind::kCut, &slice_offsets_[static_cast<size_t>(n.id)]};
+  if (n.op->data_move == DataMove::kBatch && plan_.micro_batches > 1)
+    return {Move::Kind::kPlace, &slice_offsets_[static_cast<size_t>(n.id)]};
+  return {m.kind, &m.offset};
 }
 
 std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() const {
@@ -269,7 +341,7 @@ void DeviceExecutor::synchronize_gradients() {
     const SyncBucket& bucket = plan_.buckets[k];
     if (!member(bucket)) continue;
     Buffer& flat = bucket_buffers_[k];
-    if (!flat) flat = backend_.allocate(std::vector<int64_t>{bucket.floats});  // once: the size never changes
+    if (!flat) flat = allocate(std::vector<int64_t>{bucket.floats});  // once: the size never changes
     // Packing, the all-reduce and unpacking are one recorded event: what
     // CostModel::bucket_time prices.
     auto sync = [&] {
@@ -292,9 +364,43 @@ void DeviceExecutor::synchronize_gradients() {
 }
 
 double DeviceExecutor::forward() {
+  if (plan_.micro_batches == 1) {
+    forward_pass(1);
+    return read_loss();
+  }
+  forward_pass(0);
+  for (int64_t k = 0; k < plan_.micro_batches; ++k) enter_slice(k), forward_pass(1);
+  forward_pass(2);
+  return read_loss();
+}
+
+double DeviceExecutor::forward_backward() {
+  if (plan_.micro_batches == 1) {
+    const double loss = forward();
+    backward();
+    return loss;
+  }
+  // The loss's gradient first: what each micro-batch's backward starts from.
+  clear_gradients(false);
+  seed_loss();
+  forward_pass(0);
+  for (int64_t k = 0; k < plan_.micro_batches; ++k) {
+    enter_slice(k);
+    forward_pass(1);
+    if (k + 1 == plan_.micro_batches) forward_pass(2);
+    if (k == 0) backward_pass(2);
+    else clear_gradients(true);
+    backward_pass(1);
+  }
+  backward_pass(0);
+  return read_loss();
+}
+
+void DeviceExecutor::forward_pass(int pass) {
   const Graph& g = *plan_.graph;
-  for (NodeId c : sends_after_[0][g.size()]) forward_sends(g.node(c));
+  for (NodeId c : sends_after_[0][g.size() + static_cast<size_t>(pass)]) forward_sends(g.node(c));
   for (const Node& n : g.nodes()) {
+    if (pass_of(n.id) != pass) continue;
     at(n.id, false);
     switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
       case NodePlan::Run::kTasks: forward_compute(n); break;
@@ -306,6 +412,9 @@ double DeviceExecutor::forward() {
     }
     for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
   }
+}
+
+double DeviceExecutor::read_loss() {
   // The loss to device 0: a host float, so through the host communicator
   // (a staging one would treat its address as device memory).
   const TensorRef out = plan_.graph->outputs().at(0);
@@ -331,6 +440,7 @@ void DeviceExecutor::forward_compute_sends(const Node& n) {
     if (dev == me) continue;
     for (size_t i = 0; i < ins; ++i) {
       const int64_t s = tt.input_shard[static_cast<size_t>(t)][i];
+      if (slice_ > 0 && once_per_step(n, i)) continue;  // sent at the first micro-batch
       if (plan_.owner(n.inputs[i], s) == me)
         comm_.send(dev, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), values(n.inputs[i])[static_cast<size_t>(s)].span());
     }
@@ -353,11 +463,17 @@ void DeviceExecutor::forward_compute(const Node& n) {
         continue;
       }
       const Buffer& r = buffer(received_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
-      comm_.recv(from, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), r.span());
+      if (slice_ == 0 || !once_per_step(n, i))
+        comm_.recv(from, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), r.span());
       in_[i] = &r;
     }
-    for (size_t o = 0; o < outs; ++o)
-      out_[o] = &values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])];
+    // A sum over micro-batches: the first written in place, the others
+    // through a buffer and added.
+    const bool adds = slice_ > 0 && plan_.phase[static_cast<size_t>(n.id)] == StepPhase::kAccumulate;
+    for (size_t o = 0; o < outs; ++o) {
+      const Buffer& y = values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])];
+      out_[o] = adds ? &buffer(partial_sums_, n.id, {t, o}, n.outputs[o]) : &y;
+    }
     const bool clock = timing_ || tracing();
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
     backend_.forward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins), std::span(out_.data(), outs));
@@ -370,6 +486,9 @@ void DeviceExecutor::forward_compute(const Node& n) {
       }
       if (tracing()) recorder_->record(StepEventKind::kForward, t, -1, t0, t1);
     }
+    if (adds)
+      for (size_t o = 0; o < outs; ++o)
+        backend_.add(values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])], *out_[o]);
   }
 }
 
@@ -387,9 +506,10 @@ void DeviceExecutor::move_sends(const Node& n, bool backward) {
     if (from != me || to == me) continue;
     const Buffer& x = backward ? grads({n.id, m.output})[static_cast<size_t>(m.out_shard)]
                                : values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
-    if (m.kind == (backward ? Move::Kind::kPlace : Move::Kind::kCut)) {
+    const auto [kind, offset] = move_kind(n, m);
+    if (kind == (backward ? Move::Kind::kPlace : Move::Kind::kCut)) {
       const Buffer& b = move_buffer(n, k);
-      backend_.read_block(x, m.offset, b);
+      backend_.read_block(x, *offset, b);
       comm_.send(to, tag(n, static_cast<int64_t>(k), backward), b.span());
     } else {
       comm_.send(to, tag(n, static_cast<int64_t>(k), backward), x.span());
@@ -406,45 +526,64 @@ void DeviceExecutor::forward_moves(const Node& n) {
     return values(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
   };
   if (!early_[0][static_cast<size_t>(n.id)]) move_sends(n, false);
-  for (size_t o = 0; o < n.outputs.size(); ++o)
-    for (const Buffer& t : values({n.id, static_cast<int32_t>(o)}))
-      if (t) backend_.fill(t, 0.f);
+  // A Batch's output gathers every micro-batch's slice: zeroed at the first.
+  if (slice_ == 0 || plan_.phase[static_cast<size_t>(n.id)] != StepPhase::kAccumulate)
+    for (size_t o = 0; o < n.outputs.size(); ++o)
+      for (const Buffer& t : values({n.id, static_cast<int32_t>(o)}))
+        if (t) backend_.fill(t, 0.f);
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
     if (dst_of(m) != me) continue;
     const Buffer& y = values({n.id, m.output})[static_cast<size_t>(m.out_shard)];
+    const auto [kind, offset] = move_kind(n, m);
     if (src_of(m) == me) {
-      if (m.kind == Move::Kind::kCut) backend_.add_from_block(y, input(m), m.offset);
-      else if (m.kind == Move::Kind::kPlace) backend_.add_block(y, m.offset, input(m));
+      if (kind == Move::Kind::kCut) backend_.add_from_block(y, input(m), *offset);
+      else if (kind == Move::Kind::kPlace) backend_.add_block(y, *offset, input(m));
       else backend_.add(y, input(m));
       continue;
     }
     const Buffer& x = move_buffer(n, k);
     comm_.recv(src_of(m), tag(n, static_cast<int64_t>(k), false), x.span());
-    if (m.kind == Move::Kind::kPlace) backend_.add_block(y, m.offset, x);
+    if (kind == Move::Kind::kPlace) backend_.add_block(y, *offset, x);
     else backend_.add(y, x);
   }
 }
 
 void DeviceExecutor::backward() {
-  const Graph& g = *plan_.graph;
-  for (auto& node : grads_)
-    for (auto& out : node)
-      for (const Buffer& t : out)
+  if (plan_.micro_batches > 1)
+    throw Error("a plan with " + std::to_string(plan_.micro_batches) +
+                " micro-batches keeps one micro-batch's activations: run forward_backward()");
+  clear_gradients(false);
+  seed_loss();
+  backward_pass(1);
+}
+
+void DeviceExecutor::clear_gradients(bool micro_only) {
+  for (size_t id = 0; id < grads_.size(); ++id)
+    for (size_t o = 0; o < grads_[id].size(); ++o) {
+      if (micro_only && !micro_[id][o]) continue;
+      for (const Buffer& t : grads_[id][o])
         if (t) backend_.fill(t, 0.f);
-  for (auto& node : touched_)
-    for (auto& out : node) std::fill(out.begin(), out.end(), 0);
-  const TensorRef out = g.outputs().at(0);
-  const ParallelTensorShape& s = g.shape(out);
+      std::fill(touched_[id][o].begin(), touched_[id][o].end(), 0);
+    }
+}
+
+void DeviceExecutor::seed_loss() {
+  const TensorRef out = plan_.graph->outputs().at(0);
+  const ParallelTensorShape& s = plan_.graph->shape(out);
   for (int64_t b = 0; b < s.num_blocks(); ++b)  // replica slot 0 holds the loss
     if (owns(out, b)) {
       backend_.fill(grads(out)[static_cast<size_t>(b)], 1.f);
       touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = 1;
     }
-  for (NodeId c : sends_after_[1][g.size()]) backward_sends(g.node(c));
+}
+
+void DeviceExecutor::backward_pass(int pass) {
+  const Graph& g = *plan_.graph;
+  for (NodeId c : sends_after_[1][g.size() + static_cast<size_t>(pass)]) backward_sends(g.node(c));
   for (size_t k = g.size(); k-- > 0;) {
     const Node& n = g.node(static_cast<NodeId>(k));
-    if (n.op->op_class == OpClass::kSource) continue;
+    if (n.op->op_class == OpClass::kSource || pass_of(n.id) != pass) continue;
     for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
     at(n.id, true);
     switch (plan_.nodes[k].run) {
@@ -508,8 +647,21 @@ void DeviceExecutor::backward_compute(const Node& n) {
       if (!is_float(i) || direct_[i]) continue;
       const Buffer& c = contributions.find({t, i})->second;
       const int owner = plan_.owner(n.inputs[i], shards[i]);
-      if (owner == me) accumulate(n.inputs[i], shards[i], c);
-      else comm_.send(owner, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true), c.span());
+      if (owner == me) {
+        accumulate(n.inputs[i], shards[i], c);
+        continue;
+      }
+      const int64_t message = tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), true);
+      if (!once_per_step(n, i)) {
+        comm_.send(owner, message, c.span());
+        continue;
+      }
+      // Another device's shard read once per step: its gradient summed over
+      // the micro-batches here and sent once, at the last.
+      const Buffer& held = buffer(held_grads_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
+      if (slice_ == 0) backend_.copy(held, c);
+      else backend_.add(held, c);
+      if (slice_ + 1 == plan_.micro_batches) comm_.send(owner, message, held.span());
     }
   }
   for (size_t i = 0; i < ins; ++i)
@@ -524,6 +676,7 @@ void DeviceExecutor::backward_receives(const Node& n, size_t i) {
       // Contributions of the tasks run elsewhere to input shards this
       // device owns (index inputs have none).
       if (plan_.graph->shape(n.inputs[i]).dtype != DataType::kFloat32) break;
+      if (once_per_step(n, i) && slice_ + 1 < plan_.micro_batches) break;  // summed by the senders until the last
       const TaskTable& tt = np.tasks;
       const auto ins = static_cast<int64_t>(n.inputs.size());
       for (int64_t t = 0; t < tt.tasks; ++t) {
@@ -559,8 +712,9 @@ void DeviceExecutor::backward_moves(const Node& n) {
     const Move& m = np.moves[k];
     if (dst_of(m) != me || src_of(m) != me) continue;
     const Buffer& dy = grads({n.id, m.output})[static_cast<size_t>(m.out_shard)];
-    if (m.kind == Move::Kind::kPlace) backend_.add_from_block(into(m), dy, m.offset);
-    else if (m.kind == Move::Kind::kCut) backend_.add_block(into(m), m.offset, dy);
+    const auto [kind, offset] = move_kind(n, m);
+    if (kind == Move::Kind::kPlace) backend_.add_from_block(into(m), dy, *offset);
+    else if (kind == Move::Kind::kCut) backend_.add_block(into(m), *offset, dy);
     else backend_.add(into(m), dy);
     mark(m);
   }
@@ -583,7 +737,8 @@ void DeviceExecutor::move_receives(const Node& n, size_t i) {
     const Buffer& g = move_buffer(n, k);
     comm_.recv(dst, tag(n, static_cast<int64_t>(k), true), g.span());
     const Buffer& into = grads(x)[static_cast<size_t>(m.in_shard)];
-    if (m.kind == Move::Kind::kCut) backend_.add_block(into, m.offset, g);
+    const auto [kind, offset] = move_kind(n, m);
+    if (kind == Move::Kind::kCut) backend_.add_block(into, *offset, g);
     else backend_.add(into, g);
     touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
   }

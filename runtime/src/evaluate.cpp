@@ -41,6 +41,12 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   const Node* loss = &g.node(g.outputs().at(0).node);
   while (loss->op->op_class == OpClass::kParallel && !loss->inputs.empty()) loss = &g.node(loss->inputs[0].node);
   if (loss->op->loss == LossKind::kClassification) s.classes.emplace(loss->inputs[0], loss->inputs[1]);
+  // Accuracy reads the whole batch's logits, which a plan with
+  // micro-batches never holds at once.
+  if (s.classes && s.plan.micro_batches > 1)
+    throw Error("a plan with " + std::to_string(s.plan.micro_batches) +
+                " micro-batches holds one micro-batch's logits at a time: evaluate the model (or a plan without "
+                "micro-batches) for its accuracy");
   return s;
 }
 

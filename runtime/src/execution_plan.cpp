@@ -2,6 +2,7 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
+#include "micro_batches.h"
 
 #include <algorithm>
 #include <map>
@@ -89,6 +90,7 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
       np.owner.emplace_back(own.begin(), own.end());
     }
   }
+  plan_micro_batches(plan);
   plan.parameter = parameter_tensors(g, plan.layouts);
   plan.buckets = sync_buckets(plan, bucket_bytes);
   return plan;

@@ -36,10 +36,10 @@ void DeviceExecutor::init_zero() {
     z.floats = (bucket.floats + r - 1) / r;
     // The padding past the bucket's floats stays zero: a zero gradient
     // leaves a zero weight and zero moments zero.
-    bucket_buffers_[k] = backend_.allocate(std::vector<int64_t>{r * z.floats});
-    z.weights = backend_.allocate(std::vector<int64_t>{r * z.floats});
-    z.w = backend_.allocate(std::vector<int64_t>{z.floats});
-    z.g = backend_.allocate(std::vector<int64_t>{z.floats});
+    bucket_buffers_[k] = allocate(std::vector<int64_t>{r * z.floats});
+    z.weights = allocate(std::vector<int64_t>{r * z.floats});
+    z.w = allocate(std::vector<int64_t>{z.floats});
+    z.g = allocate(std::vector<int64_t>{z.floats});
   }
 }
 
@@ -123,8 +123,8 @@ std::vector<ParameterSlot> DeviceExecutor::moment_shards(std::span<const Paramet
       if (!bucketed(*plan_.graph, t)) continue;  // the optimizer's own, below
       const Buffer& w = values(t)[static_cast<size_t>(k)];
       s.w = w;
-      s.m = backend_.allocate(backend_.shape(w));
-      if (adam) s.v = backend_.allocate(backend_.shape(w));
+      s.m = allocate(backend_.shape(w));
+      if (adam) s.v = allocate(backend_.shape(w));
     }
   }
   // The shards outside buckets keep their slots, in the same order.

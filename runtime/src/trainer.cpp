@@ -156,8 +156,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     const auto t0 = backend.now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
-    const double loss = ex->forward();
-    ex->backward();
+    const double loss = ex->forward_backward();
     ex->synchronize_gradients();
     const auto u0 = backend.now();
     opt.step(params, grads);
@@ -247,6 +246,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   for (const UpdateTime& u : updates) result.bytes_sent -= u.state_bytes;
   if (options.time_kernels)
     for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r].ex, updates[r]);
+  for (const Device& d : executors) result.buffer_bytes = std::max(result.buffer_bytes, d.ex->buffer_bytes());
   return result;
 }
 
@@ -265,6 +265,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   if (options.trace_step >= 0 && comm.rank() == 0) result.trace = collect_trace(options.trace_step, {&recorder});
   result.bytes_sent = world.sum(world.bytes_sent() - update.state_bytes);
   if (options.time_kernels) add_timing(result, g, options, *ex, update);
+  result.buffer_bytes = ex->buffer_bytes();
   return result;
 }
 

@@ -14,6 +14,7 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
+#include "mapped_plan.h"
 #include "tensor_compare.h"
 
 namespace pcgx::runtime {
@@ -21,27 +22,18 @@ namespace {
 
 using pcgx::testing::relative_difference;
 
-struct Plan {
-  Graph graph;
-  std::vector<MachineView> views;
-  int devices = 1;
-};
-
-Plan mapped(const Graph& g, int devices) {
-  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(devices), search::default_efficiency());
-  const search::Strategy s = search::MachineMapper(cm).map(g);
-  return {s.graph, {s.views.begin(), s.views.end()}, devices};
-}
+using Plan = pcgx::testing::MappedPlan;
+using pcgx::testing::mapped_plan;
 
 Plan data_parallel(const std::string& model, int devices) {
-  return mapped(search::data_parallel(build_model(model, {{"batch", 8}}), devices), devices);
+  return mapped_plan(search::data_parallel(build_model(model, {{"batch", 8}}), devices), devices);
 }
 
 // The expert's plan on 4 devices: model-parallel tables (buckets of one
 // device), data-parallel MLPs (buckets of four).
 Plan expert(const std::string& model) {
   const Graph g = build_model(model, {{"batch", 8}});
-  return mapped(*search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2), 4);
+  return mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2), 4);
 }
 
 TrainResult run(const Plan& p, ZeroStage zero, OptimizerKind optimizer, int64_t steps = 8) {

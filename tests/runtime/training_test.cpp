@@ -231,8 +231,9 @@ TEST(Runtime, KernelThreadsDoNotChangeTraining) {
 }
 
 // A pipelined strategy (2 stages of 2 devices, unity inside each stage,
-// 2 micro-batches) is a PCG like any other: the runtime runs its stages'
-// micro-batches as one batch, and must reach the one-device weights.
+// 2 micro-batches) is a PCG like any other: the runtime runs its
+// micro-batches one at a time through both stages (the boundary's layout
+// change per micro-batch), and must reach the one-device weights.
 TEST(Runtime, PipelinedStrategyTrainsLikeOneDevice) {
   for (const char* name : {"mlp-tiny", "bert-large-tiny"}) {
     SCOPED_TRACE(name);

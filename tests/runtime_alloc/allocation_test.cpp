@@ -17,6 +17,7 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/baselines.h"
+#include "pcgx/search/pipeline.h"
 #include "pcgx/search/search.h"
 
 extern "C" {
@@ -94,10 +95,14 @@ Graph model_for(const std::string& name) { return name == "encoder-block" ? enco
 
 TEST_P(NoAllocation, OneDevice) { EXPECT_EQ(steady_state_allocations(model_for(GetParam()), {}, 1), 0); }
 
-int64_t data_parallel_allocations(const Graph& model, int devices, int threads = 1, ZeroStage zero = ZeroStage::k0) {
+// `micro_batches` > 1: the plan accumulates its gradients over that many
+// micro-batches (execution_plan.h), run one at a time.
+int64_t data_parallel_allocations(const Graph& model, int devices, int threads = 1, ZeroStage zero = ZeroStage::k0,
+                                  int64_t micro_batches = 1) {
   const search::CostModel cm(search::find_machine("cpu-host").with_devices(devices), search::default_efficiency());
   const search::MachineMapper mapper(cm);
-  const Graph dp = search::best_data_parallel(model, mapper);
+  Graph dp = search::best_data_parallel(model, mapper);
+  if (micro_batches > 1) dp = search::pipelined(dp, micro_batches, true);
   const search::Strategy st = mapper.map(dp);
   std::vector<MachineView> views;
   views.assign(st.views.begin(), st.views.end());
@@ -109,6 +114,13 @@ TEST_P(NoAllocation, DataParallelOnFourDevices) { EXPECT_EQ(data_parallel_alloca
 // ZeRO's reduce-scatters, block updates and all-gathers reuse their buffers too.
 TEST(NoAllocationWithZero, DataParallelOnFourDevices) {
   for (const char* model : {"mlp-tiny", "gpt-tiny"}) EXPECT_EQ(data_parallel_allocations(build_model(model), 4, 1, ZeroStage::k2), 0) << model;
+}
+
+// Micro-batches: each one's kernel offsets, input slices and the sums over
+// them reuse their buffers too.
+TEST(NoAllocationWithMicroBatches, DataParallelOnTwoDevices) {
+  for (const char* model : {"mlp-tiny", "gpt-tiny"})
+    EXPECT_EQ(data_parallel_allocations(build_model(model, {{"batch", 8}}), 2, 1, ZeroStage::k1, 2), 0) << model;
 }
 
 // Kernel threads (OpenMP) on models large enough that products are tiled

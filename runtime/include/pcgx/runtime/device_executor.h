@@ -68,10 +68,18 @@ class DeviceExecutor {
   // from it (execution_plan.h), from its logical value.
   void set_source(NodeId node, const Tensor<float>& logical);
   // Runs the forward pass; returns the loss (graph output 0, replica slot
-  // 0) on device 0 and 0 elsewhere.
+  // 0) on device 0 and 0 elsewhere. A plan with micro-batches
+  // (execution_plan.h) runs them one after the other, keeping the last.
   double forward();
-  // Runs the backward pass of graph output 0 (seeded with 1).
+  // Runs the backward pass of graph output 0 (seeded with 1). Not for a
+  // plan with micro-batches, which keeps one micro-batch's activations:
+  // forward_backward() runs those.
   void backward();
+  // Forward and backward of one step, what the trainer runs: forward();
+  // backward(); or, with M micro-batches, each one's forward then its
+  // backward, the weights' gradients adding up (execution_plan.h says
+  // which node runs when). Returns forward()'s loss.
+  double forward_backward();
   // The parameter shards this device holds (ExecutionPlan::parameter), for
   // the optimizer: a weight's, or every copy of its stored layout.
   std::vector<std::pair<TensorRef, int64_t>> parameter_shards() const;
@@ -127,6 +135,11 @@ class DeviceExecutor {
   Tensor<float> value(TensorRef t, int64_t shard) const;
   Tensor<float> gradient(TensorRef t, int64_t shard) const;
   Backend& backend() { return backend_; }
+  // Bytes of every buffer this executor holds: values, gradients, shards
+  // received and in transit, gradient buckets, ZeRO's blocks. After the
+  // first step, the memory a step takes beside the optimizer's state (and
+  // with micro-batches, one micro-batch's activations).
+  int64_t buffer_bytes() const { return buffer_floats_ * static_cast<int64_t>(sizeof(float)); }
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
   const ExecutionPlan& plan() const { return plan_; }
 
@@ -151,6 +164,49 @@ class DeviceExecutor {
 
   // Buffers, send and receive order: what both constructors share.
   void init();
+  // The backend's buffer, counted in buffer_bytes().
+  Buffer allocate(std::span<const int64_t> shape) {
+    const Buffer b = backend_.allocate(shape);
+    buffer_floats_ += b.numel;
+    return b;
+  }
+  int64_t buffer_floats_ = 0;
+
+  // Micro-batches (execution_plan.h). A node's pass: 0 for kStep, 1 for
+  // kMicro and kAccumulate (run once per micro-batch), 2 for kAfter.
+  int pass_of(NodeId n) const { return pass_[static_cast<size_t>(n)]; }
+  bool micro(TensorRef t) const { return micro_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)] != 0; }
+  void forward_pass(int pass);
+  void backward_pass(int pass);
+  // Zeroes the gradients (all, or the pipelined tensors' only) and seeds
+  // the loss's.
+  void clear_gradients(bool micro_only);
+  void seed_loss();
+  double read_loss();
+  // Moves the kernels' offsets, the Pipeline and Batch moves and the
+  // pipelined layouts of the inputs to micro-batch k.
+  void enter_slice(int64_t k);
+  // A move's kind and offset this pass: a Pipeline's copy cuts the
+  // micro-batch's slice, a Batch's places it.
+  std::pair<Move::Kind, const std::vector<int64_t>*> move_kind(const Node& n, const Move& m) const;
+  // A compute node's input that a task reads once per step, not per
+  // micro-batch (sent and received at the first, its gradient at the last).
+  bool once_per_step(const Node& n, size_t i) const {
+    return plan_.micro_batches > 1 && pass_of(n.id) == 1 && !micro(n.inputs[i]);
+  }
+  std::vector<int> pass_;
+  std::vector<std::vector<char>> micro_;  // [node][output]: pipelined
+  int64_t slice_ = 0;
+  // Per node and task: the offsets of the whole shards (kernel contexts
+  // get the running slice's added).
+  std::vector<std::vector<TaskContext>> base_contexts_;
+  std::vector<std::vector<int64_t>> slice_offsets_;  // per Pipeline or Batch node: the running slice's
+  std::vector<Tensor<float>> staged_;  // per Input with pipelined layouts: this step's value
+  std::vector<int64_t> offset_scratch_, zeros_;
+  // Per node: outputs of kAccumulate tasks after the first micro-batch,
+  // added into the outputs; gradients for another device's shard of a
+  // once_per_step input, summed until the last micro-batch.
+  std::vector<std::map<Slot, Buffer>> partial_sums_, held_grads_;
 
   void forward_compute(const Node& n);
   void forward_moves(const Node& n);
@@ -249,9 +305,10 @@ class DeviceExecutor {
   double bucket_copy_seconds_ = 0, bucket_copy_bytes_ = 0;
   std::vector<KernelTime> kernel_times_;  // [node]
   StepRecorder* recorder_ = nullptr;
-  // [pass][node]: the nodes whose sends run right after it (at index
-  // size(): before any node); [pass][node]: 1 when its sends run there
-  // rather than at its own turn.
+  // [forward/backward][node]: the nodes whose sends run right after it
+  // (at index size() + pass: before any node of that pass);
+  // [forward/backward][node]: 1 when its sends run there rather than at
+  // its own turn.
   std::vector<std::vector<NodeId>> sends_after_[2];
   std::vector<char> early_[2];
   // Backward: [node][input] 1 when what the node receives into that

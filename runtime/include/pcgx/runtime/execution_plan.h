@@ -55,8 +55,34 @@ struct SyncBucket {
 
 inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's bucket_cap_mb = 25
 
+// Micro-batches (gradient accumulation and pipelining, search/pipeline.h):
+// where the graph's tensors are pipelined (pcg/parallel_tensor_shape.h,
+// after Pipeline(0, M)), each step runs as M passes, one micro-batch (one
+// slice of every pipelined shard) at a time, forward then backward, so
+// that the activations of one micro-batch exist at a time and the
+// gradients of the weights add up over the M passes before the one
+// synchronization and update. Kernels see the whole tensors' shapes and
+// their slice's offsets, so each computes exactly its part of the
+// one-batch step (a loss divides by the whole batch, dropout draws the same
+// masks). What each node does in a step:
+//
+//   kStep        reads no pipelined tensor and nothing summed over the
+//                micro-batches (the weights' layouts): forward before the
+//                first micro-batch, backward after the last
+//   kMicro       writes pipelined tensors: forward and backward every pass
+//   kAccumulate  writes whole tensors from pipelined ones (the loss, a
+//                Batch): its outputs add up over the passes
+//   kAfter       reads what the passes summed (the loss's Reduce): forward
+//                after the last pass, backward before the first; only
+//                layout changes, whose gradient needs no forward value
+//
+// Without pipelined tensors every node is kMicro and a step is one pass.
+enum class StepPhase : uint8_t { kStep, kMicro, kAccumulate, kAfter };
+
 struct ExecutionPlan {
   const Graph* graph = nullptr;
+  int64_t micro_batches = 1;      // M: the slices of every pipelined tensor
+  std::vector<StepPhase> phase;   // per node
   int devices = 1;
   std::vector<NodePlan> nodes;  // per node of graph
   SourceLayouts layouts;
@@ -72,10 +98,27 @@ struct ExecutionPlan {
   }
 };
 
+// One micro-batch of a pipelined tensor: every pipelined dimension's size
+// divided by its pipeline degree (the degrees kept). Micro-batch k of a
+// tensor is its logical slice k along the pipelined dimensions (the last
+// varying fastest), split by the degrees: so every layout of a tensor,
+// whatever its degrees, agrees on which samples micro-batch k holds, and
+// a layout change between micro-batch shapes runs each micro-batch alone.
+ParallelTensorShape micro_batch_shape(const ParallelTensorShape& s);
+// Where micro-batch k of the shard at `block_offset` (a whole shard's
+// logical offset, ParallelTensorShape::block_offset) starts in the logical
+// tensor, into `offset`.
+void micro_batch_offset(const ParallelTensorShape& s, std::span<const int64_t> block_offset, int64_t k,
+                        std::vector<int64_t>& offset);
+
 // `views` per node (empty: every compute operator starts at device 0).
 // Throws pcgx::Error when a task would run beyond the last device, naming
-// the operator and the devices the strategy needs, or when the graph holds
-// an operator the runtime cannot execute.
+// the operator and the devices the strategy needs, when the graph holds
+// an operator the runtime cannot execute, or when its micro-batches
+// cannot run one at a time (tensors pipelined into different numbers of
+// slices, a layout change that moves samples between micro-batches, a
+// pipelined tensor computed from a sum over the micro-batches, a compute
+// operator after that sum).
 // `bucket_bytes` caps the gradient buckets.
 ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
 

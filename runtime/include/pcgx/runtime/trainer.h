@@ -85,6 +85,10 @@ struct TrainResult {
   std::vector<double> step_seconds;  // per step
   std::map<std::string, Tensor<float>> parameters;  // final weights by name (logical values)
   int64_t bytes_sent = 0;            // between devices, whole run
+  // The most buffer memory any device's executor held
+  // (DeviceExecutor::buffer_bytes: activations, gradients, messages,
+  // buckets; not the optimizer's state); under MPI, rank 0's.
+  int64_t buffer_bytes = 0;
   int devices = 1;
   std::string target;                // the input the teacher labels ("" with user data)
   std::string data;                  // BatchSource::describe()

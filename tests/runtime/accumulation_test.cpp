@@ -1,0 +1,148 @@
+// Micro-batches in the runtime (execution_plan.h): a plan whose inputs are
+// pipelined runs each step one micro-batch at a time, forward then
+// backward, the weights' gradients adding up before the one
+// synchronization and update. Against the same plan in one batch and one
+// device: the same losses and weights up to the order of the sums
+// (dropout draws the same masks, the loss divides by the whole batch);
+// against the plan's own shapes: one micro-batch's activations held.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/device_executor.h"
+#include "pcgx/runtime/in_process.h"
+#include "pcgx/runtime/synthetic_task.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/pipeline.h"
+#include "mapped_plan.h"
+#include "tensor_compare.h"
+
+namespace pcgx::runtime {
+namespace {
+
+using pcgx::testing::relative_difference;
+
+using Plan = pcgx::testing::MappedPlan;
+using pcgx::testing::mapped_plan;
+
+// The data-parallel plan over `devices`, its inputs cut into
+// `micro_batches` (search/pipeline.h's gradient accumulation).
+Plan accumulating(const std::string& model, int devices, int64_t micro_batches) {
+  const Graph dp = search::data_parallel(build_model(model, {{"batch", 8}}), devices);
+  return mapped_plan(search::pipelined(dp, micro_batches, true), devices);
+}
+
+TrainResult run(const Plan& p) {
+  TrainOptions o;
+  o.steps = 6, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
+  return train(p.graph, p.views, p.devices, o);
+}
+
+void expect_same_training(const TrainResult& got, const TrainResult& want, double tolerance) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    EXPECT_NEAR(got.losses[s], want.losses[s], tolerance * std::fabs(want.losses[s]) + 1e-7) << "step " << s;
+  ASSERT_EQ(got.parameters.size(), want.parameters.size());
+  for (const auto& [name, w] : want.parameters) EXPECT_LT(relative_difference(got.parameters.at(name), w, 1e-2), tolerance) << name;
+}
+
+TEST(Accumulation, MicroBatchesReachOneBatchsWeights) {
+  for (const char* model : {"mlp-tiny", "bert-large-tiny", "gpt-tiny"}) {
+    SCOPED_TRACE(model);
+    const Plan whole = accumulating(model, 2, 1), four = accumulating(model, 2, 4);
+    EXPECT_EQ(make_plan(whole.graph, whole.views, 2).micro_batches, 1);
+    EXPECT_EQ(make_plan(four.graph, four.views, 2).micro_batches, 4);
+    const TrainResult a = run(whole), b = run(four);
+    expect_same_training(b, a, 1e-5);
+    // And one device, one batch: the unpartitioned model.
+    expect_same_training(b, run({build_model(model, {{"batch", 8}}), {}, 1}), 1e-4);
+    // The same bytes cross between devices: every micro-batch's share of
+    // the forward and backward messages, the gradients once.
+    EXPECT_EQ(b.bytes_sent, a.bytes_sent);
+  }
+}
+
+// Micro-batches with tensor parallelism inside: the expert's plan for
+// DLRM (tables split by columns, layout changes between degrees) on 4
+// devices, accumulating over 2.
+TEST(Accumulation, LayoutChangesRunPerMicroBatch) {
+  const Graph g = build_model("dlrm-tiny", {{"batch", 8}});
+  const Graph e = *search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2);
+  const Plan one = mapped_plan(e, 4), two = mapped_plan(search::pipelined(e, 2, true), 4);
+  ASSERT_EQ(make_plan(two.graph, two.views, 4).micro_batches, 2);
+  const TrainResult a = run(one), b = run(two);
+  expect_same_training(b, a, 1e-5);
+}
+
+// What a device holds: the pipelined tensors' values and gradients at one
+// micro-batch's size, so with 4 micro-batches the step's buffers shrink by
+// 3/4 of those tensors' whole-batch bytes, less at most the weights' size.
+TEST(Accumulation, HoldsOneMicroBatchOfActivations) {
+  const Plan whole = accumulating("bert-large-tiny", 1, 1), four = accumulating("bert-large-tiny", 1, 4);
+  double pipelined = 0;  // values and gradients of the pipelined tensors, whole batch
+  for (const Node& n : four.graph.nodes())
+    for (const ParallelTensorShape& s : n.outputs)
+      if (s.slices() > 1) pipelined += 2.0 * static_cast<double>(s.shard_elements() * s.num_shards()) * sizeof(float);
+  ASSERT_GT(pipelined, 0);
+  // Beside them, a buffer per weight gradient at most: a micro-batch's
+  // gradient of a weight goes through one to be added to the sum so far.
+  double weights = 0;
+  for (const Node& n : four.graph.nodes())
+    if (n.op->is_weight) weights += static_cast<double>(n.outputs[0].num_elements()) * sizeof(float);
+  const TrainResult a = run(whole), b = run(four);
+  EXPECT_LE(static_cast<double>(b.buffer_bytes), static_cast<double>(a.buffer_bytes) - 0.75 * pipelined + weights)
+      << "whole batch " << a.buffer_bytes << " B, 4 micro-batches " << b.buffer_bytes << " B, pipelined tensors "
+      << pipelined << " B, weights " << weights << " B";
+  expect_same_training(b, a, 1e-5);
+}
+
+// Forward alone (pcgx eval) runs the micro-batches too: the whole batch's loss.
+TEST(Accumulation, ForwardAloneSumsTheLoss) {
+  const Plan whole = accumulating("mlp-tiny", 2, 1), four = accumulating("mlp-tiny", 2, 4);
+  const ExecutionPlan pw = make_plan(whole.graph, whole.views, 2), pf = make_plan(four.graph, four.views, 2);
+  const Graph model = build_model("mlp-tiny", {{"batch", 8}});
+  Tensor<float> x({8, 16}), y({8, 16});
+  for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = std::sin(0.1f * static_cast<float>(i)), y.data[i] = std::cos(0.3f * static_cast<float>(i));
+  auto loss = [&](const Plan& p, const ExecutionPlan& plan) {
+    double l = 0;
+    InProcessWorld world(2);
+    world.run([&](Communicator& c) {
+      DeviceExecutor ex(plan, c);
+      for (const Node& n : p.graph.nodes())
+        if (n.op->op_class == OpClass::kSource) ex.set_source(n.id, n.op->is_weight ? initial_weight(n, 5) : n.name == model.node(0).name ? x : y);
+      const double v = ex.forward();
+      if (c.rank() == 0) l = v;
+      if (plan.micro_batches > 1) {
+        EXPECT_THROW(ex.backward(), Error);
+      }
+    });
+    return l;
+  };
+  const double a = loss(whole, pw), b = loss(four, pf);
+  EXPECT_GT(a, 0);
+  EXPECT_NEAR(b, a, 1e-6 * a);
+}
+
+// Micro-batch counts that differ within one graph: one error naming the node.
+TEST(Accumulation, OneMicroBatchCountPerGraph) {
+  GraphBuilder b("two-counts");
+  auto pipeline = [&](TensorRef t, int64_t k) { return b.op("Pipeline", {{"dim", int64_t{0}}, {"degree", k}}, {t}); };
+  const TensorRef x = pipeline(b.input("x", {8, 4}), 2), t = pipeline(b.input("t", {8, 4}), 2);
+  b.graph().add_output(b.mse_loss(b.linear(x, 4), t));
+  b.unary("Relu", pipeline(b.input("z", {8, 4}), 4));
+  const Graph g = b.finish();
+  try {
+    make_plan(g, {}, 1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("micro-batches"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::runtime
