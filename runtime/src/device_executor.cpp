@@ -128,7 +128,7 @@ void DeviceExecutor::init() {
       auto at = std::lower_bound(r.begin(), r.end(), n.id);
       while (at != r.begin() && pass_of(*(at - 1)) != pass_of(n.id)) --at;  // within the node's pass
       if (at == r.begin()) continue;  // the last reader to run backward: nothing to go on with
-      if (once_per_step(n, i)) continue;  // received at the last micro-batch alone
+      if (once_per_step(n, i)) continue;  // a compute node's: received at the last micro-batch alone
       deferred_[id][i] = 1;
       receives_before_[static_cast<size_t>(*(at - 1))].emplace_back(n.id, i);
     }
@@ -285,9 +285,11 @@ void DeviceExecutor::enter_slice(int64_t k) {
 }
 
 std::pair<Move::Kind, const std::vector<int64_t>*> DeviceExecutor::move_kind(const Node& n, const Move& m) const {
-  if (n.op->data_move == DataMove::kPipeline && plan_.micro_batches > 1)
+  // Only a Pipeline or Batch that cuts micro-batches runs once per one
+  // (one of degree 1 is a copy, run once per step).
+  if (n.op->data_move == DataMove::kPipeline && pass_of(n.id) == 1 && plan_.micro_batches > 1)
     return {Move::Kind::kCut, &slice_offsets_[static_cast<size_t>(n.id)]};
-  if (n.op->data_move == DataMove::kBatch && plan_.micro_batches > 1)
+  if (n.op->data_move == DataMove::kBatch && pass_of(n.id) == 1 && plan_.micro_batches > 1)
     return {Move::Kind::kPlace, &slice_offsets_[static_cast<size_t>(n.id)]};
   return {m.kind, &m.offset};
 }

@@ -43,6 +43,16 @@ void plan_micro_batches(ExecutionPlan& plan) {
                     " (the runtime runs one micro-batch count per step)");
     }
   if (plan.micro_batches == 1) return;
+  // Micro-batch k is slice k of each tensor's one pipelined dimension
+  // (its samples), and the passes start from the whole step's loss.
+  for (const Node& n : g.nodes())
+    for (const ParallelTensorShape& s : n.outputs)
+      if (std::count_if(s.dims.begin(), s.dims.end(), [](const ParallelDim& d) { return d.pipeline > 1; }) > 1)
+        throw Error(describe(n) + ": its output is cut into micro-batches along several dimensions (the runtime "
+                    "cuts the samples' dimension alone)");
+  if (pipelined(g.shape(g.outputs().at(0))))
+    throw Error(describe(g.node(g.outputs()[0].node)) +
+                ": the loss (graph output 0) is cut into micro-batches; gather it whole (a Batch) or reduce it");
   // Whether a node's outputs depend on a sum over the micro-batches.
   std::vector<char> summed(g.size(), 0);
   for (const Node& n : g.nodes()) {
@@ -63,6 +73,11 @@ void plan_micro_batches(ExecutionPlan& plan) {
       if (after)
         throw Error(describe(n) + ": it reads both micro-batches and a sum over all of them (the runtime runs "
                     "micro-batches one at a time)");
+      // Summing its outputs over the passes is its one-batch output, and its
+      // gradient does not read that output, for a loss alone.
+      if (np.run == NodePlan::Run::kTasks && n.op->loss == LossKind::kNone)
+        throw Error(describe(n) + ": it reduces the micro-batches' samples and is not a loss (the runtime sums "
+                    "only a loss over the micro-batches)");
       plan.phase[id] = StepPhase::kAccumulate, summed[id] = 1;
     } else if (after) {
       if (np.run == NodePlan::Run::kTasks)

@@ -144,5 +144,20 @@ TEST(Accumulation, OneMicroBatchCountPerGraph) {
   }
 }
 
+// Micro-batches start from the whole step's loss: a graph whose output 0
+// is itself cut into micro-batches is refused, naming it.
+TEST(Accumulation, TheLossIsWhole) {
+  GraphBuilder b("pipelined-output");
+  const TensorRef x = b.op("Pipeline", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {b.input("x", {8, 4})});
+  b.graph().add_output(b.unary("Relu", x));
+  const Graph g = b.finish();
+  try {
+    make_plan(g, {}, 1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("graph output 0"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pcgx::runtime

@@ -24,7 +24,15 @@
 // first time it is needed and reused by every later step; kernels take
 // their temporaries from per-thread scratch. After the first step a
 // single-device or data-parallel step allocates nothing
-// (tests/runtime/allocation_test.cpp counts).
+// (tests/runtime_alloc/allocation_test.cpp counts).
+//
+// Micro-batches (execution_plan.h). A plan with pipelined tensors runs a
+// step as one forward and backward pass per micro-batch: the buffers of
+// pipelined tensors are one micro-batch's, reused by every micro-batch;
+// each pass runs the nodes of its phase in the order above (sends early,
+// receives deferred, within the pass); a remote input read once per step
+// travels at the first micro-batch and its gradient, summed here, at the
+// last.
 //
 // Hardware. Every buffer is the backend's (backend.h) and every kernel,
 // block copy and optimizer update runs there; the executor itself only

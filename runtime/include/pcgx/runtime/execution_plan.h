@@ -70,7 +70,7 @@ inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's buck
 //                micro-batches (the weights' layouts): forward before the
 //                first micro-batch, backward after the last
 //   kMicro       writes pipelined tensors: forward and backward every pass
-//   kAccumulate  writes whole tensors from pipelined ones (the loss, a
+//   kAccumulate  writes whole tensors from pipelined ones (a loss, a
 //                Batch): its outputs add up over the passes
 //   kAfter       reads what the passes summed (the loss's Reduce): forward
 //                after the last pass, backward before the first; only
@@ -116,9 +116,10 @@ void micro_batch_offset(const ParallelTensorShape& s, std::span<const int64_t> b
 // the operator and the devices the strategy needs, when the graph holds
 // an operator the runtime cannot execute, or when its micro-batches
 // cannot run one at a time (tensors pipelined into different numbers of
-// slices, a layout change that moves samples between micro-batches, a
-// pipelined tensor computed from a sum over the micro-batches, a compute
-// operator after that sum).
+// slices or along several dimensions, a pipelined loss, a Pipeline or
+// Batch of a split dimension, a pipelined tensor computed from a sum over
+// the micro-batches, a compute operator other than a loss summing them, a
+// compute operator after that sum).
 // `bucket_bytes` caps the gradient buckets.
 ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
 
