@@ -45,9 +45,6 @@ search::StrategyFile load_runnable_strategy(const std::string& path) {
   if (is_mixed(f.recipe.precision))
     throw FileError(path, "precision",
                     std::string(name(f.recipe.precision)) + ": the runtime trains in fp32 or tf32 only so far (docs/status.md); plan it in one of those to run it");
-  if (f.recipe.recompute != Recompute::kNone)
-    throw FileError(path, "recompute",
-                    std::string(name(f.recipe.recompute)) + ": the runtime keeps every activation so far (docs/status.md); plan it with recompute none to run it");
   return f;
 }
 

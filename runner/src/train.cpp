@@ -92,7 +92,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (!q.sizes.empty()) throw FieldError("ModelParams", "a strategy fixes the model's sizes (" + q.target + ")");
     const search::StrategyFile f = load_runnable_strategy(q.target);
     adopt(f, graph, views);
-    o.zero = f.recipe.zero;
+    o.zero = f.recipe.zero, o.recompute = f.recipe.recompute;
     s.model = f.model, s.strategy = f.search + " (" + q.target + ")";
     machine = f.machine;
     if (f.pipeline_stages == 1)
@@ -139,9 +139,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         OptimizeRequest oq;
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
-        oq.recompute = Recompute::kNone;  // the runtime keeps every activation (load_runnable_strategy)
         OptimizeReport r = optimize(oq);
-        o.zero = r.file.recipe.zero;
+        o.zero = r.file.recipe.zero, o.recompute = r.file.recipe.recompute;
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);
@@ -158,16 +157,16 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
       if (!rep.rank0) {
         const search::StrategyFile f = search::strategy_from_json(shared, "the strategy from rank 0");
         adopt(f, graph, views);
-        o.zero = f.recipe.zero;
+        o.zero = f.recipe.zero, o.recompute = f.recipe.recompute;
       }
     }
     s.strategy = std::string(search::name(q.search->algorithm));
   }
   {
     // The prediction for what runs: the mapping the runtime uses, with its
-    // ZeRO stage.
+    // ZeRO stage and recomputation.
     TrainingRecipe recipe;
-    recipe.zero = o.zero;
+    recipe.zero = o.zero, recipe.recompute = o.recompute;
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;

@@ -89,6 +89,7 @@ void DeviceExecutor::init() {
   }
   bucket_buffers_.resize(plan.buckets.size());
   init_zero();
+  init_recompute();
   sliced_from_.resize(g.size());
   for (const Node& n : g.nodes())
     if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
@@ -211,7 +212,7 @@ const Buffer& DeviceExecutor::block_buffer(std::vector<std::map<Slot, Buffer>>& 
 }
 
 Tensor<float> DeviceExecutor::download(const Buffer& b) const {
-  if (!b) return {};
+  if (!b || !b.data) return {};  // none, or freed until recomputed
   const std::span<const int64_t> shape = backend_.shape(b);
   Tensor<float> t(std::vector<int64_t>(shape.begin(), shape.end()));
   backend_.download(b, t.data);
@@ -332,15 +333,21 @@ void DeviceExecutor::forward_pass(int pass) {
   for (const Node& n : g.nodes()) {
     if (pass_of(n.id) != pass) continue;
     at(n.id, false);
-    switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
-      case NodePlan::Run::kTasks: forward_compute(n); break;
-      case NodePlan::Run::kMoves: forward_moves(n); break;
-      case NodePlan::Run::kPieces: run_pieces(n, false); break;
-      case NodePlan::Run::kAllReduce: forward_all_reduce(n); break;
-      case NodePlan::Run::kSliced:
-      case NodePlan::Run::kDone: break;
-    }
+    acquire(n.id);
+    run_forward(n);
     for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
+    for (size_t s : free_after_forward_[static_cast<size_t>(n.id)]) release_segment(plan_.segments[s]);
+  }
+}
+
+void DeviceExecutor::run_forward(const Node& n) {
+  switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
+    case NodePlan::Run::kTasks: forward_compute(n); break;
+    case NodePlan::Run::kMoves: forward_moves(n); break;
+    case NodePlan::Run::kPieces: run_pieces(n, false); break;
+    case NodePlan::Run::kAllReduce: forward_all_reduce(n); break;
+    case NodePlan::Run::kSliced:
+    case NodePlan::Run::kDone: break;
   }
 }
 
@@ -404,12 +411,13 @@ void DeviceExecutor::forward_compute(const Node& n) {
       const Buffer& y = values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])];
       out_[o] = adds ? &buffer(partial_sums_, n.id, {t, o}, n.outputs[o]) : &y;
     }
-    const bool clock = timing_ || tracing();
+    const bool timed = timing_ && !recomputing_;  // a re-run is no forward time of its own
+    const bool clock = timed || tracing();
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
     backend_.forward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins), std::span(out_.data(), outs));
     if (clock) {
       const auto t1 = backend_.now();
-      if (timing_) {
+      if (timed) {
         KernelTime& k = kernel_times_[static_cast<size_t>(n.id)];
         k.forward += std::chrono::duration<double>(t1 - t0).count();
         ++k.tasks;
@@ -514,6 +522,7 @@ void DeviceExecutor::backward_pass(int pass) {
   for (size_t k = g.size(); k-- > 0;) {
     const Node& n = g.node(static_cast<NodeId>(k));
     if (n.op->op_class == OpClass::kSource || pass_of(n.id) != pass) continue;
+    for (size_t s : recompute_before_[k]) recompute_segment(plan_.segments[s]);
     for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
     at(n.id, true);
     switch (plan_.nodes[k].run) {
@@ -525,6 +534,7 @@ void DeviceExecutor::backward_pass(int pass) {
       case NodePlan::Run::kDone: break;
     }
     for (NodeId c : sends_after_[1][k]) backward_sends(g.node(c));
+    for (size_t s : free_after_backward_[k]) release_segment(plan_.segments[s]);
   }
 }
 

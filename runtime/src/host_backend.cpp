@@ -12,6 +12,18 @@ Buffer HostBackend::allocate(std::span<const int64_t> shape) {
   return {t.data.data(), t.numel(), static_cast<int32_t>(store_.size() - 1)};
 }
 
+bool HostBackend::release(Buffer& b) {
+  std::vector<float>().swap(store_[index(b)].data);
+  b.data = nullptr;
+  return true;
+}
+
+void HostBackend::reacquire(Buffer& b) {
+  Tensor<float>& t = store_[index(b)];
+  t.data.assign(static_cast<size_t>(b.numel), 0.f);
+  b.data = t.data.data();
+}
+
 void HostBackend::fill(const Buffer& b, float value) { std::fill_n(b.data, b.numel, value); }
 
 void HostBackend::copy(const Buffer& to, const Buffer& from) { std::copy_n(from.data, to.numel, to.data); }

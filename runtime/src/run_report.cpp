@@ -29,6 +29,7 @@ std::string run_report_json(const RunSummary& s) {
   j["seed"] = s.options.seed;
   j["kernel_threads"] = s.options.threads;
   j["zero"] = std::stoi(name(s.options.zero));
+  j["recompute"] = name(s.options.recompute);
   j["optimizer"] = {{"kind", name(s.options.optimizer.kind)}, {"lr", s.options.optimizer.lr}, {"momentum", s.options.optimizer.momentum}};
   if (s.result.target.empty())
     j["task"] = {{"kind", "user data"}, {"data", s.result.data}};
@@ -42,6 +43,7 @@ std::string run_report_json(const RunSummary& s) {
   j["bytes_between_devices"] = s.result.bytes_sent;
   j["bytes_per_step"] = s.step_bytes();
   j["predicted_bytes_per_step"] = s.predicted_step_bytes;
+  j["buffer_bytes"] = s.result.buffer_bytes;
   return j.dump(2) + "\n";
 }
 

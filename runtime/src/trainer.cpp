@@ -51,6 +51,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   }
   Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
   s.plan.zero = options.zero;
+  set_recompute(s.plan, options.recompute);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
   if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));

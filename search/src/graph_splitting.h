@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/graph_cuts.h"
 #include "pcgx/search/rule_library.h"
 
 namespace pcgx::search {
@@ -18,11 +19,6 @@ inline bool is_source(const Node& n) { return n.op->op_class == OpClass::kSource
 
 // The non-source nodes of g in graph order.
 std::vector<NodeId> compute_order(const Graph& g);
-
-// Positions in `order` (the non-source nodes, or any topological subset
-// of them: tensors of nodes outside it never count as crossing) after which
-// exactly one tensor crosses, and that tensor.
-std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::vector<NodeId>& order);
 
 struct Piece {
   std::vector<NodeId> nodes;  // non-source nodes of the model

@@ -13,7 +13,7 @@
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/search/gradient_sync.h"
 #include "pcgx/search/machine_mapping.h"
-#include "pcgx/search/recompute.h"
+#include "pcgx/pcg/recompute_plan.h"
 #include "sp_decomposition.h"
 
 namespace pcgx::search {

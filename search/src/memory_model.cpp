@@ -2,7 +2,7 @@
 #include <set>
 
 #include "pcgx/search/machine_mapping.h"
-#include "pcgx/search/recompute.h"
+#include "pcgx/pcg/recompute_plan.h"
 
 namespace pcgx::search {
 

@@ -13,7 +13,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
-#include "pcgx/search/recompute.h"
+#include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "search/toy_machines.h"

@@ -112,6 +112,8 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n";
   if (shards_optimizer(o.zero))
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered\n";
+  if (o.recompute != Recompute::kNone)
+    out << "recompute             " << name(o.recompute) << ": the backward pass re-runs what the policy does not keep\n";
   out << "loss                  " << L.front() << " -> " << L.back() << " ("
       << (first > 1 ? "steps " + std::to_string(first) + "-" + std::to_string(steps) + ", resumed" : std::to_string(steps) + " steps") << ")\n"
       << "data                  " << s.result.data << "\n"
@@ -131,6 +133,8 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
   out << std::setprecision(1) << "throughput            " << s.samples_per_second() << " samples/s\n"
       << "between devices       " << human_bytes(s.step_bytes()) << " per step measured, " << human_bytes(s.predicted_step_bytes) << " predicted ("
       << human_bytes(static_cast<double>(s.result.bytes_sent)) << " in all)\n"
+      << "buffers               " << human_bytes(static_cast<double>(s.result.buffer_bytes))
+      << " held at most on a device (activations, gradients, messages; the optimizer's state aside)\n"
       << std::defaultfloat;
 }
 

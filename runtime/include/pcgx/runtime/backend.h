@@ -60,6 +60,16 @@ class Backend {
   // keeps every buffer it asked for).
   virtual Buffer allocate(std::span<const int64_t> shape) = 0;
   virtual std::span<const int64_t> shape(const Buffer& b) const = 0;
+  // Activation recomputation (device_executor.h): a buffer whose value is
+  // not needed until it is computed again. release gives its memory back
+  // where the backend can, and says whether it did (by default the memory
+  // stays); reacquire makes it a zeroed buffer of its shape again before
+  // its next write (its data may move; the handle stays).
+  virtual bool release(Buffer& b) {
+    (void)b;
+    return false;
+  }
+  virtual void reacquire(Buffer& b) { fill(b, 0.f); }
   virtual void fill(const Buffer& b, float value) = 0;
   virtual void copy(const Buffer& to, const Buffer& from) = 0;  // same size
   virtual void add(const Buffer& into, const Buffer& x) = 0;    // into += x

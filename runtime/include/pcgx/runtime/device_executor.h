@@ -34,10 +34,23 @@
 // travels at the first micro-batch and its gradient, summed here, at the
 // last.
 //
+// Recomputation (execution_plan.h, RecomputeSegment). The outputs of a
+// recomputed segment are freed (Backend::release) once their last forward
+// reader has run; backward, just before that reader's gradient, the
+// segment's nodes run their forward again, in order, messages and
+// collectives included (every device re-runs the same nodes at the same
+// point, so the messages pair up as in the forward pass), and their
+// outputs are freed again after the segment's first node's gradient. The
+// kernels are the forward pass's with the same offsets (dropout draws the
+// same masks), so the gradients are the same bits as when everything is
+// kept. Recomputing plans allocate their segments' outputs again every
+// step (freed memory goes back to the allocator).
+//
 // Hardware. Every buffer is the backend's (backend.h) and every kernel,
 // block copy and optimizer update runs there; the executor itself only
 // orders the work and the messages, so the same executor drives the CPU
 // and a GPU.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -143,11 +156,12 @@ class DeviceExecutor {
   Tensor<float> value(TensorRef t, int64_t shard) const;
   Tensor<float> gradient(TensorRef t, int64_t shard) const;
   Backend& backend() { return backend_; }
-  // Bytes of every buffer this executor holds: values, gradients, shards
-  // received and in transit, gradient buckets, ZeRO's blocks. After the
-  // first step, the memory a step takes beside the optimizer's state (and
-  // with micro-batches, one micro-batch's activations).
-  int64_t buffer_bytes() const { return buffer_floats_ * static_cast<int64_t>(sizeof(float)); }
+  // The most bytes of buffers this executor has held at once: values,
+  // gradients, shards received and in transit, gradient buckets, ZeRO's
+  // blocks. After the first step, the memory a step takes beside the
+  // optimizer's state (with micro-batches, one micro-batch's activations;
+  // with recomputation, the kept ones and the segments live at once).
+  int64_t buffer_bytes() const { return peak_floats_ * static_cast<int64_t>(sizeof(float)); }
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
   const ExecutionPlan& plan() const { return plan_; }
 
@@ -175,10 +189,26 @@ class DeviceExecutor {
   // The backend's buffer, counted in buffer_bytes().
   Buffer allocate(std::span<const int64_t> shape) {
     const Buffer b = backend_.allocate(shape);
-    buffer_floats_ += b.numel;
+    held(b.numel);
     return b;
   }
-  int64_t buffer_floats_ = 0;
+  void held(int64_t floats) {
+    buffer_floats_ += floats;
+    peak_floats_ = std::max(peak_floats_, buffer_floats_);
+  }
+  int64_t buffer_floats_ = 0, peak_floats_ = 0;
+
+  // Recomputation: per node, the segments (ExecutionPlan::segments) freed
+  // after its forward, re-run before its backward, freed after its
+  // backward; whether its outputs are freed now.
+  std::vector<std::vector<size_t>> free_after_forward_, recompute_before_, free_after_backward_;
+  std::vector<char> released_;
+  bool recomputing_ = false;  // kernel timing leaves the re-run out
+  void init_recompute();
+  void release_segment(const RecomputeSegment& s);
+  void recompute_segment(const RecomputeSegment& s);
+  void acquire(NodeId n);  // its outputs' buffers again, where freed
+  void run_forward(const Node& n);  // its kernels, moves or collective
 
   // Micro-batches (execution_plan.h). A node's pass: 0 for kStep, 1 for
   // kMicro and kAccumulate (run once per micro-batch), 2 for kAfter.

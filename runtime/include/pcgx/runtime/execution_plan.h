@@ -18,6 +18,7 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine_view.h"
+#include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/shard_moves.h"
 #include "pcgx/pcg/source_layout.h"
@@ -79,6 +80,18 @@ inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's buck
 // Without pipelined tensors every node is kMicro and a step is one pass.
 enum class StepPhase : uint8_t { kStep, kMicro, kAccumulate, kAfter };
 
+// Activation recomputation (pcg/recompute_plan.h): one segment of nodes
+// whose outputs the step does not keep. Forward, they are freed after
+// `last_reader` (the latest node reading one of them, or of the segment)
+// has run; backward, the segment re-runs its forward just before
+// `last_reader`'s backward, so its outputs exist for every gradient that
+// reads them, and they are freed again after the backward of its first
+// node, the last to read them.
+struct RecomputeSegment {
+  std::vector<NodeId> nodes;  // ascending
+  NodeId last_reader = -1;
+};
+
 struct ExecutionPlan {
   const Graph* graph = nullptr;
   int64_t micro_batches = 1;      // M: the slices of every pipelined tensor
@@ -93,6 +106,9 @@ struct ExecutionPlan {
   // What each bucket's devices shard (device_executor.h: ZeRO): stage 0
   // all-reduces the buckets and every copy is updated whole.
   ZeroStage zero = ZeroStage::k0;
+  // What the backward pass recomputes (set_recompute); none by default.
+  Recompute recompute = Recompute::kNone;
+  std::vector<RecomputeSegment> segments;
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }
@@ -122,6 +138,14 @@ void micro_batch_offset(const ParallelTensorShape& s, std::span<const int64_t> b
 // compute operator after that sum).
 // `bucket_bytes` caps the gradient buckets.
 ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
+
+// Makes `plan` recompute what `policy` says (pcg/recompute_plan.h, the
+// same nodes the cost model and the memory model read). Throws pcgx::Error
+// naming the node where the runtime cannot: a recomputed node that runs
+// once per step or sums the micro-batches, one reading a tensor another
+// segment recomputes, a layout change split between kept and recomputed
+// nodes, a recomputed graph output.
+void set_recompute(ExecutionPlan& plan, Recompute policy);
 
 // What one step's gradient synchronization sends beyond the all-reduces
 // pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each

@@ -17,6 +17,10 @@ class HostBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   Buffer allocate(std::span<const int64_t> shape) override;
   std::span<const int64_t> shape(const Buffer& b) const override { return store_[index(b)].shape; }
+  // Frees the tensor's memory (the allocator returns it); reacquire
+  // allocates it again.
+  bool release(Buffer& b) override;
+  void reacquire(Buffer& b) override;
   void fill(const Buffer& b, float value) override;
   void copy(const Buffer& to, const Buffer& from) override;
   void add(const Buffer& into, const Buffer& x) override;

@@ -44,6 +44,10 @@ struct TrainOptions {
   // weights (device_executor.h); the final weights are stage 0's up to the
   // order gradients are summed in.
   ZeroStage zero = ZeroStage::k0;
+  // Activation recomputation (pcg/training_recipe.h): the backward pass
+  // re-runs what the policy does not keep (device_executor.h); the
+  // gradients are the same bits as keeping everything.
+  Recompute recompute = Recompute::kNone;
   int64_t trace_step = -1;  // 0-based: record this step's timeline into TrainResult::trace; -1: none
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
   // Initial weights by Weight name (safetensors.h); null: initial_weight()'s
@@ -85,7 +89,7 @@ struct TrainResult {
   std::vector<double> step_seconds;  // per step
   std::map<std::string, Tensor<float>> parameters;  // final weights by name (logical values)
   int64_t bytes_sent = 0;            // between devices, whole run
-  // The most buffer memory any device's executor held
+  // The most buffer memory any device's executor held at once
   // (DeviceExecutor::buffer_bytes: activations, gradients, messages,
   // buckets; not the optimizer's state); under MPI, rank 0's.
   int64_t buffer_bytes = 0;

@@ -52,7 +52,7 @@
 // sent at its activation size (2 bytes in bf16/fp16), gradients are
 // synchronized in FP32.
 //
-// Recomputation (pcg/training_recipe.h, recompute.h): a recomputed
+// Recomputation (pcg/training_recipe.h, pcg/recompute_plan.h): a recomputed
 // operator's backward also re-runs its forward (compute, or the collective
 // of a parallel operator), in the DP and in the simulator alike.
 //
@@ -146,7 +146,7 @@ class CostModel {
   int64_t devices() const { return machine_.num_devices(); }
   const CommOptions& comm() const { return comm_; }
 
-  // One task of compute node `n` (without recomputation: recompute.h says
+  // One task of compute node `n` (without recomputation: pcg/recompute_plan.h says
   // which nodes re-run their forward in backward).
   Seconds task_time(const Graph& g, const Node& n) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.

@@ -1,12 +1,12 @@
-// Recomputation plans (see recompute.h and pcg/training_recipe.h).
-#include "pcgx/search/recompute.h"
+// Recomputation plans (see recompute_plan.h and training_recipe.h).
+#include "pcgx/pcg/recompute_plan.h"
 
 #include <algorithm>
 #include <set>
 
-#include "graph_splitting.h"
+#include "pcgx/pcg/graph_cuts.h"
 
-namespace pcgx::search {
+namespace pcgx {
 namespace {
 
 bool active(const Graph& g, const SourceLayouts& layouts, NodeId n) {
@@ -15,7 +15,7 @@ bool active(const Graph& g, const SourceLayouts& layouts, NodeId n) {
 
 // Full: the nodes strictly after the first single-tensor cut and up to the
 // last one, less those producing a kept cut tensor; a segment per gap
-// between two cuts. The cuts are graph splitting's (valid_cuts) over the
+// between two cuts. The cuts are graph_cuts.h's over the
 // nodes that compute: sources and layouts left out, since a weight laid out
 // once and read by the first and the last layer (a tied embedding) would
 // otherwise leave no cut at all.
@@ -90,4 +90,4 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
   return plan;
 }
 
-}  // namespace pcgx::search
+}  // namespace pcgx

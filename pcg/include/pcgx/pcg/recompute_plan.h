@@ -1,10 +1,13 @@
 #pragma once
 // Which operators a recomputation policy re-runs in backward
-// (pcg/training_recipe.h says what each policy means). The cost model and
-// the simulator charge a recomputed operator's forward again in its
-// backward; the memory model does not keep its outputs through the step,
-// but holds the outputs of one segment at a time while that segment's
-// backward runs (DeviceMemory::transient).
+// (training_recipe.h says what each policy means): one plan, read alike by
+// the cost model and the simulator (which charge a recomputed operator's
+// forward again in its backward), the memory model (which does not keep
+// its outputs through the step, but holds the outputs of one segment at a
+// time while that segment's backward runs: search's
+// DeviceMemory::transient) and the runtime (which frees them after their
+// last forward reader and re-runs the segment before its backward:
+// runtime/device_executor.h).
 #include <cstdint>
 #include <vector>
 
@@ -12,7 +15,7 @@
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/training_recipe.h"
 
-namespace pcgx::search {
+namespace pcgx {
 
 struct RecomputePlan {
   // Per node: its outputs are recomputed, not kept (sources and layouts never).
@@ -27,4 +30,4 @@ struct RecomputePlan {
 // whose source layouts are `layouts`.
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy);
 
-}  // namespace pcgx::search
+}  // namespace pcgx

@@ -1,0 +1,76 @@
+// Activation recomputation in a step (device_executor.h): where each
+// segment is freed and re-run, and the re-run itself.
+#include "pcgx/runtime/device_executor.h"
+
+namespace pcgx::runtime {
+
+void DeviceExecutor::init_recompute() {
+  const size_t nodes = plan_.graph->size();
+  free_after_forward_.assign(nodes, {});
+  recompute_before_.assign(nodes, {});
+  free_after_backward_.assign(nodes, {});
+  released_.assign(nodes, 0);
+  for (size_t s = 0; s < plan_.segments.size(); ++s) {
+    const RecomputeSegment& seg = plan_.segments[s];
+    free_after_forward_[static_cast<size_t>(seg.last_reader)].push_back(s);
+    recompute_before_[static_cast<size_t>(seg.last_reader)].push_back(s);
+    free_after_backward_[static_cast<size_t>(seg.nodes.front())].push_back(s);
+  }
+  // A step starts with every segment freed: each is allocated when it
+  // first runs. The buffers init() made for them were never used, so they
+  // do not count as held at once with the rest.
+  for (const RecomputeSegment& seg : plan_.segments) release_segment(seg);
+  peak_floats_ = buffer_floats_;
+}
+
+void DeviceExecutor::release_segment(const RecomputeSegment& seg) {
+  for (NodeId n : seg.nodes) {
+    char& released = released_[static_cast<size_t>(n)];
+    if (released) continue;
+    for (auto& shards : values_[static_cast<size_t>(n)])
+      for (Buffer& b : shards)
+        if (b && backend_.release(b)) held(-b.numel);
+    released = 1;
+  }
+}
+
+void DeviceExecutor::acquire(NodeId n) {
+  // A layout change run as one step writes the output of its chain's last node.
+  const NodePlan& np = plan_.nodes[static_cast<size_t>(n)];
+  if ((np.run == NodePlan::Run::kPieces || np.run == NodePlan::Run::kAllReduce) && np.to != n) acquire(np.to);
+  char& released = released_[static_cast<size_t>(n)];
+  if (!released) return;
+  for (auto& shards : values_[static_cast<size_t>(n)])
+    for (Buffer& b : shards)
+      if (b) {
+        const bool freed = !b.data;
+        backend_.reacquire(b);
+        if (freed) held(b.numel);
+      }
+  released = 0;
+}
+
+void DeviceExecutor::recompute_segment(const RecomputeSegment& seg) {
+  const Graph& g = *plan_.graph;
+  for (NodeId n : seg.nodes) acquire(n);
+  // The forward pass's order, each node's sends at its own turn (the early
+  // ones too: sends never block, and every device re-runs the same nodes
+  // at the same point of its backward pass).
+  recomputing_ = true;
+  for (NodeId id : seg.nodes) {
+    const Node& n = g.node(id);
+    at(id, true);
+    if (early_[0][static_cast<size_t>(id)]) {
+      switch (plan_.nodes[static_cast<size_t>(id)].run) {
+        case NodePlan::Run::kTasks: forward_compute_sends(n); break;
+        case NodePlan::Run::kMoves: move_sends(n, false); break;
+        case NodePlan::Run::kPieces: piece_sends(n, false); break;
+        default: break;
+      }
+    }
+    run_forward(n);
+  }
+  recomputing_ = false;
+}
+
+}  // namespace pcgx::runtime

@@ -1,0 +1,54 @@
+// set_recompute (execution_plan.h): the recomputation plan the cost model
+// reads, checked for what the executor can re-run, with each segment's
+// last reader.
+#include <algorithm>
+#include <string>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/runtime/execution_plan.h"
+
+namespace pcgx::runtime {
+
+void set_recompute(ExecutionPlan& plan, Recompute policy) {
+  const Graph& g = *plan.graph;
+  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy);
+  plan.recompute = policy;
+  plan.segments.assign(static_cast<size_t>(rp.segments), {});
+  auto segment = [&](NodeId n) { return rp.segment[static_cast<size_t>(n)]; };
+  auto refuse = [&](const Node& n, const std::string& why) {
+    throw Error(describe(n) + ": the runtime cannot recompute it (recompute " + name(policy) + "): " + why);
+  };
+  for (const Node& n : g.nodes()) {
+    const int32_t s = segment(n.id);
+    if (s < 0) continue;
+    const StepPhase phase = plan.phase.empty() ? StepPhase::kMicro : plan.phase[static_cast<size_t>(n.id)];
+    if (phase != StepPhase::kMicro)
+      refuse(n, phase == StepPhase::kAccumulate ? "it sums the micro-batches" : "it runs once per step, not per micro-batch");
+    for (const TensorRef& t : n.inputs)
+      if (segment(t.node) >= 0 && segment(t.node) != s)
+        refuse(n, "it reads " + describe(g.node(t.node)) + ", which another segment recomputes");
+    const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
+    if ((np.run == NodePlan::Run::kPieces || np.run == NodePlan::Run::kAllReduce) && segment(np.to) != s)
+      refuse(n, "its layout change writes " + describe(g.node(np.to)) + ", which is " +
+                    (segment(np.to) < 0 ? "kept" : "in another segment"));
+    RecomputeSegment& seg = plan.segments[static_cast<size_t>(s)];
+    seg.nodes.push_back(n.id);
+    seg.last_reader = std::max(seg.last_reader, n.id);
+  }
+  for (const TensorRef& t : g.outputs())
+    if (segment(t.node) >= 0) refuse(g.node(t.node), "it is an output of the graph");
+  for (const Node& n : g.nodes())
+    for (const TensorRef& t : n.inputs)
+      if (const int32_t s = segment(t.node); s >= 0) {
+        RecomputeSegment& seg = plan.segments[static_cast<size_t>(s)];
+        seg.last_reader = std::max(seg.last_reader, n.id);
+      }
+  // A reader's backward runs in the pass of its forward: the segment's.
+  for (const RecomputeSegment& seg : plan.segments) {
+    const StepPhase phase = plan.phase.empty() ? StepPhase::kMicro : plan.phase[static_cast<size_t>(seg.last_reader)];
+    if (phase != StepPhase::kMicro && phase != StepPhase::kAccumulate)
+      refuse(g.node(seg.last_reader), "it reads a recomputed tensor after the micro-batches");
+  }
+}
+
+}  // namespace pcgx::runtime
