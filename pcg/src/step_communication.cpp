@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "pcgx/pcg/recompute_plan.h"
+
 namespace pcgx {
 namespace {
 
@@ -91,42 +93,52 @@ std::vector<TensorRef> parameter_tensors(const Graph& g, const SourceLayouts& la
   return out;
 }
 
+namespace {
+
+// The floats node n's run sends in the forward pass, and with `backward`
+// its gradients too (each layout change's dual sends as much again).
+double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool backward) {
+  const Graph& g = p.graph();
+  const double passes = backward ? 2 : 1;
+  double floats = 0;
+  switch (r.kind) {
+    case NodeRun::Kind::kTasks: {
+      const TaskTable& tt = p.tasks(n.id);
+      const auto& dev = p.task_devices(n.id);
+      for (int64_t t = 0; t < tt.tasks; ++t)
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          const ParallelTensorShape& s = g.shape(n.inputs[i]);
+          if (p.owner(n.inputs[i], tt.input_shard[static_cast<size_t>(t)][i]) == dev[static_cast<size_t>(t)]) continue;
+          floats += elements(s) * (backward && s.dtype == DataType::kFloat32 ? 2 : 1);  // the shard, and its gradient back
+        }
+      break;
+    }
+    case NodeRun::Kind::kMoves:
+      for (const Move& m : p.moves(n.id)) {
+        if (p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard) == p.owner({n.id, m.output}, m.out_shard)) continue;
+        floats += passes * (m.kind == Move::Kind::kCut ? elements(n.outputs[static_cast<size_t>(m.output)])
+                                                       : elements(g.shape(n.inputs[static_cast<size_t>(m.input)])));
+      }
+      break;
+    case NodeRun::Kind::kPieces:
+      for (const Piece& pc : r.pieces)
+        if (p.owner(n.inputs[0], pc.in_shard) != p.owner({r.to, 0}, pc.out_shard)) floats += passes * static_cast<double>(pc.elements());
+      break;
+    case NodeRun::Kind::kAllReduce:
+      for (const auto& group : r.groups) floats += passes * 2 * static_cast<double>(group.size() - 1) * elements(g.shape({r.to, 0}));
+      break;
+    case NodeRun::Kind::kSliced:
+    case NodeRun::Kind::kDone: break;
+  }
+  return floats;
+}
+
+}  // namespace
+
 double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::vector<NodeRun>& runs) {
   const Graph& g = p.graph();
   double floats = 0;
-  for (const Node& n : g.nodes()) {
-    const NodeRun& r = runs[static_cast<size_t>(n.id)];
-    switch (r.kind) {
-      case NodeRun::Kind::kTasks: {
-        const TaskTable& tt = p.tasks(n.id);
-        const auto& dev = p.task_devices(n.id);
-        for (int64_t t = 0; t < tt.tasks; ++t)
-          for (size_t i = 0; i < n.inputs.size(); ++i) {
-            const ParallelTensorShape& s = g.shape(n.inputs[i]);
-            if (p.owner(n.inputs[i], tt.input_shard[static_cast<size_t>(t)][i]) == dev[static_cast<size_t>(t)]) continue;
-            floats += elements(s) * (s.dtype == DataType::kFloat32 ? 2 : 1);  // the shard, and its gradient back
-          }
-        break;
-      }
-      case NodeRun::Kind::kMoves:
-        for (const Move& m : p.moves(n.id)) {
-          if (p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard) == p.owner({n.id, m.output}, m.out_shard)) continue;
-          floats += 2 * (m.kind == Move::Kind::kCut ? elements(n.outputs[static_cast<size_t>(m.output)])
-                                                    : elements(g.shape(n.inputs[static_cast<size_t>(m.input)])));
-        }
-        break;
-      case NodeRun::Kind::kPieces:
-        for (const Piece& pc : r.pieces)
-          if (p.owner(n.inputs[0], pc.in_shard) != p.owner({r.to, 0}, pc.out_shard)) floats += 2 * static_cast<double>(pc.elements());
-        break;
-      case NodeRun::Kind::kAllReduce:
-        for (const auto& group : r.groups)
-          floats += 2 * 2 * static_cast<double>(group.size() - 1) * elements(g.shape({r.to, 0}));
-        break;
-      case NodeRun::Kind::kSliced:
-      case NodeRun::Kind::kDone: break;
-    }
-  }
+  for (const Node& n : g.nodes()) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], true);
   // Every stored layout's copies of a block all-reduce their gradients.
   const auto params = parameter_tensors(g, layouts);
   for (const Node& n : g.nodes()) {
@@ -152,6 +164,18 @@ double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t de
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
   return step_bytes(p, layouts, node_runs(p, layouts));
+}
+
+double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy) {
+  if (policy == Recompute::kNone) return 0;
+  const Placement p(g, views, devices);
+  const SourceLayouts layouts = source_layouts(g);
+  const std::vector<NodeRun> runs = node_runs(p, layouts);
+  const RecomputePlan plan = plan_recompute(g, layouts, policy);
+  double floats = 0;
+  for (const Node& n : g.nodes())
+    if (plan.recomputed[static_cast<size_t>(n.id)]) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false);
+  return 4 * floats;
 }
 
 namespace {

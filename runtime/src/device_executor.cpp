@@ -411,16 +411,16 @@ void DeviceExecutor::forward_compute(const Node& n) {
       const Buffer& y = values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])];
       out_[o] = adds ? &buffer(partial_sums_, n.id, {t, o}, n.outputs[o]) : &y;
     }
-    const bool timed = timing_ && !recomputing_;  // a re-run is no forward time of its own
-    const bool clock = timed || tracing();
+    const bool clock = timing_ || tracing();
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
     backend_.forward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins), std::span(out_.data(), outs));
     if (clock) {
       const auto t1 = backend_.now();
-      if (timed) {
+      if (timing_) {
         KernelTime& k = kernel_times_[static_cast<size_t>(n.id)];
-        k.forward += std::chrono::duration<double>(t1 - t0).count();
-        ++k.tasks;
+        const double seconds = std::chrono::duration<double>(t1 - t0).count();
+        if (recomputing_) k.recompute += seconds, ++k.reruns;  // a re-run: not the forward's own time
+        else k.forward += seconds, ++k.tasks;
       }
       if (tracing()) recorder_->record(StepEventKind::kForward, t, -1, t0, t1);
     }

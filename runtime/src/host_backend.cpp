@@ -20,7 +20,7 @@ bool HostBackend::release(Buffer& b) {
 
 void HostBackend::reacquire(Buffer& b) {
   Tensor<float>& t = store_[index(b)];
-  t.data.assign(static_cast<size_t>(b.numel), 0.f);
+  t.data.resize(static_cast<size_t>(b.numel));  // zeroed: the next write may add into it (a move)
   b.data = t.data.data();
 }
 

@@ -10,6 +10,7 @@ void DeviceExecutor::init_recompute() {
   recompute_before_.assign(nodes, {});
   free_after_backward_.assign(nodes, {});
   released_.assign(nodes, 0);
+  freed_floats_.assign(nodes, 0);
   for (size_t s = 0; s < plan_.segments.size(); ++s) {
     const RecomputeSegment& seg = plan_.segments[s];
     free_after_forward_[static_cast<size_t>(seg.last_reader)].push_back(s);
@@ -25,12 +26,15 @@ void DeviceExecutor::init_recompute() {
 
 void DeviceExecutor::release_segment(const RecomputeSegment& seg) {
   for (NodeId n : seg.nodes) {
-    char& released = released_[static_cast<size_t>(n)];
-    if (released) continue;
+    if (released_[static_cast<size_t>(n)]) continue;
+    // Floats the backend gave back (none where it keeps the memory).
+    int64_t& freed = freed_floats_[static_cast<size_t>(n)];
+    freed = 0;
     for (auto& shards : values_[static_cast<size_t>(n)])
       for (Buffer& b : shards)
-        if (b && backend_.release(b)) held(-b.numel);
-    released = 1;
+        if (b && backend_.release(b)) freed += b.numel;
+    held(-freed);
+    released_[static_cast<size_t>(n)] = 1;
   }
 }
 
@@ -38,16 +42,16 @@ void DeviceExecutor::acquire(NodeId n) {
   // A layout change run as one step writes the output of its chain's last node.
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n)];
   if ((np.run == NodePlan::Run::kPieces || np.run == NodePlan::Run::kAllReduce) && np.to != n) acquire(np.to);
-  char& released = released_[static_cast<size_t>(n)];
-  if (!released) return;
-  for (auto& shards : values_[static_cast<size_t>(n)])
-    for (Buffer& b : shards)
-      if (b) {
-        const bool freed = !b.data;
-        backend_.reacquire(b);
-        if (freed) held(b.numel);
-      }
-  released = 0;
+  if (!released_[static_cast<size_t>(n)]) return;
+  // Only where the backend freed them do the buffers need memory again;
+  // elsewhere they still hold theirs, which the forward run overwrites.
+  if (freed_floats_[static_cast<size_t>(n)] > 0) {
+    for (auto& shards : values_[static_cast<size_t>(n)])
+      for (Buffer& b : shards)
+        if (b) backend_.reacquire(b);
+    held(freed_floats_[static_cast<size_t>(n)]);
+  }
+  released_[static_cast<size_t>(n)] = 0;
 }
 
 void DeviceExecutor::recompute_segment(const RecomputeSegment& seg) {

@@ -27,13 +27,17 @@ void set_recompute(ExecutionPlan& plan, Recompute policy) {
     for (const TensorRef& t : n.inputs)
       if (segment(t.node) >= 0 && segment(t.node) != s)
         refuse(n, "it reads " + describe(g.node(t.node)) + ", which another segment recomputes");
-    const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
-    if ((np.run == NodePlan::Run::kPieces || np.run == NodePlan::Run::kAllReduce) && segment(np.to) != s)
-      refuse(n, "its layout change writes " + describe(g.node(np.to)) + ", which is " +
-                    (segment(np.to) < 0 ? "kept" : "in another segment"));
     RecomputeSegment& seg = plan.segments[static_cast<size_t>(s)];
     seg.nodes.push_back(n.id);
     seg.last_reader = std::max(seg.last_reader, n.id);
+  }
+  // A layout change run as one step (its first node writes its last's
+  // output) is re-run whole or not at all.
+  for (const Node& n : g.nodes()) {
+    const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
+    if ((np.run == NodePlan::Run::kPieces || np.run == NodePlan::Run::kAllReduce) && segment(np.to) != segment(n.id))
+      refuse(g.node(segment(n.id) >= 0 ? n.id : np.to), "the layout change " + describe(n) + " writes " + describe(g.node(np.to)) +
+                                                         ", and only one of them is recomputed (or they are in different segments)");
   }
   for (const TensorRef& t : g.outputs())
     if (segment(t.node) >= 0) refuse(g.node(t.node), "it is an output of the graph");

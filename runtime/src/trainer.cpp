@@ -95,8 +95,10 @@ void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const Dev
     const KernelTime& k = ex.kernel_times()[n];
     const double forward = std::max(0.0, k.forward - read * static_cast<double>(k.tasks));
     const double backward = std::max(0.0, k.backward - read * static_cast<double>(k.tasks));
-    r.kernel_times[n].forward += forward, r.kernel_times[n].backward += backward, r.kernel_times[n].tasks += k.tasks;
-    d.kernels += forward + backward;
+    const double recompute = std::max(0.0, k.recompute - read * static_cast<double>(k.reruns));
+    KernelTime& sum = r.kernel_times[n];
+    sum.forward += forward, sum.backward += backward, sum.tasks += k.tasks, sum.recompute += recompute, sum.reruns += k.reruns;
+    d.kernels += forward + backward + recompute;
   }
   r.timed_steps = o.steps - first_timed_step(o);
   r.update_seconds += u.seconds, r.update_bytes += u.bytes;

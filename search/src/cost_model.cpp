@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/step_communication.h"
@@ -93,9 +94,21 @@ std::pair<int64_t, int64_t> CostModel::profile_coverage(const Graph& g) const {
 
 double CostModel::step_overhead(const Placement& p) const {
   if (profile_.node_overhead <= 0 && profile_.byte_overhead <= 0) return 0;
-  int64_t nodes = 0;
-  for (const Node& n : p.graph().nodes()) nodes += n.op->op_class != OpClass::kSource;
-  return profile_.node_overhead * static_cast<double>(nodes) + profile_.byte_overhead * max_held_bytes(p);
+  // The calibrated overhead is per node visit: a step visits each node
+  // once forward and once backward, a pipelined one (reading or writing
+  // micro-batch slices) once per micro-batch each way, and a recomputed
+  // one forward once more in its backward, half a visit again.
+  const Graph& g = p.graph();
+  const RecomputePlan recompute = plan_recompute(g, source_layouts(g), recipe_.recompute);
+  double visits = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class == OpClass::kSource) continue;
+    int64_t slices = 1;
+    for (const ParallelTensorShape& s : n.outputs) slices = std::max(slices, s.slices());
+    for (const TensorRef& t : n.inputs) slices = std::max(slices, g.shape(t).slices());
+    visits += static_cast<double>(slices) * (recompute.recomputed[static_cast<size_t>(n.id)] ? 1.5 : 1.0);
+  }
+  return profile_.node_overhead * visits + profile_.byte_overhead * max_held_bytes(p);
 }
 
 Seconds CostModel::task_time(const Graph& g, const Node& n) const {

@@ -12,6 +12,8 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
@@ -75,7 +77,12 @@ TEST(RuntimeRecompute, TensorParallelSegmentsRerunTheirCollectives) {
   ASSERT_GT(recomputed(p, Recompute::kFull), 0u);
   const TrainResult keep = run(p, Recompute::kNone), full = run(p, Recompute::kFull);
   expect_same_bits(full, keep);
-  EXPECT_GT(full.bytes_sent, keep.bytes_sent);  // the segments' messages, twice
+  // The segments' messages twice, as counted for the plan.
+  const auto steps = static_cast<double>(keep.losses.size());
+  EXPECT_EQ(static_cast<double>(keep.bytes_sent) / steps, step_bytes(p.graph, p.views, 4));
+  const double again = recompute_step_bytes(p.graph, p.views, 4, Recompute::kFull);
+  EXPECT_GT(again, 0);
+  EXPECT_EQ(static_cast<double>(full.bytes_sent) / steps, step_bytes(p.graph, p.views, 4) + again);
 }
 
 // Gradient accumulation: each micro-batch frees and re-runs its segments.

@@ -11,7 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+#include <span>
+
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine_view.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/training_recipe.h"
 
@@ -29,5 +32,11 @@ struct RecomputePlan {
 // The plan of `policy` on `g` (any PCG: a model or a parallelized strategy),
 // whose source layouts are `layouts`.
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy);
+
+// The bytes a step's re-run forward passes send between devices again
+// under `policy`, for g with its machine views on `devices` devices: the
+// recomputed nodes' forward messages and collectives, beside what
+// step_communication.h's step_bytes counts (the runtime measures both).
+double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy);
 
 }  // namespace pcgx

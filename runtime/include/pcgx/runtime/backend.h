@@ -63,13 +63,14 @@ class Backend {
   // Activation recomputation (device_executor.h): a buffer whose value is
   // not needed until it is computed again. release gives its memory back
   // where the backend can, and says whether it did (by default the memory
-  // stays); reacquire makes it a zeroed buffer of its shape again before
-  // its next write (its data may move; the handle stays).
+  // stays); a buffer it did free is reacquired, memory of its shape again
+  // (its data may move; the handle stays), before its next write, which
+  // overwrites it whole.
   virtual bool release(Buffer& b) {
     (void)b;
     return false;
   }
-  virtual void reacquire(Buffer& b) { fill(b, 0.f); }
+  virtual void reacquire(Buffer& b) { (void)b; }
   virtual void fill(const Buffer& b, float value) = 0;
   virtual void copy(const Buffer& to, const Buffer& from) = 0;  // same size
   virtual void add(const Buffer& into, const Buffer& x) = 0;    // into += x

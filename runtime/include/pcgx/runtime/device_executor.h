@@ -44,7 +44,11 @@
 // kernels are the forward pass's with the same offsets (dropout draws the
 // same masks), so the gradients are the same bits as when everything is
 // kept. Recomputing plans allocate their segments' outputs again every
-// step (freed memory goes back to the allocator).
+// step (freed memory goes back to the allocator). What stays allocated:
+// shards a re-run task receives from other devices and blocks in transit,
+// and every segment whose readers overlap another's (each is freed after
+// its own last reader), so the peak exceeds the memory model's one
+// segment at a time where segments interleave.
 //
 // Hardware. Every buffer is the backend's (backend.h) and every kernel,
 // block copy and optimizer update runs there; the executor itself only
@@ -72,6 +76,10 @@ namespace pcgx::runtime {
 struct KernelTime {
   double forward = 0, backward = 0;
   int64_t tasks = 0;
+  // Forward tasks re-run in the backward pass (recomputation): their time
+  // and count, apart, so forward/tasks stays one forward's.
+  double recompute = 0;
+  int64_t reruns = 0;
 };
 
 class DeviceExecutor {
@@ -152,7 +160,8 @@ class DeviceExecutor {
   // for shards it does not own), in the backend's memory.
   std::vector<Buffer>& values(TensorRef t) { return values_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
   std::vector<Buffer>& grads(TensorRef t) { return grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]; }
-  // The same copied to the host (an empty tensor for a shard it does not own).
+  // The same copied to the host (an empty tensor for a shard it does not
+  // own, or a recomputed one freed until its segment runs again).
   Tensor<float> value(TensorRef t, int64_t shard) const;
   Tensor<float> gradient(TensorRef t, int64_t shard) const;
   Backend& backend() { return backend_; }
@@ -203,7 +212,8 @@ class DeviceExecutor {
   // backward; whether its outputs are freed now.
   std::vector<std::vector<size_t>> free_after_forward_, recompute_before_, free_after_backward_;
   std::vector<char> released_;
-  bool recomputing_ = false;  // kernel timing leaves the re-run out
+  std::vector<int64_t> freed_floats_;  // per node: what its release gave back
+  bool recomputing_ = false;  // kernel timing counts the re-run apart
   void init_recompute();
   void release_segment(const RecomputeSegment& s);
   void recompute_segment(const RecomputeSegment& s);

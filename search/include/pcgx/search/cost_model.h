@@ -192,8 +192,10 @@ class CostModel {
   // compute nodes (the rest fall back to the roofline).
   std::pair<int64_t, int64_t> profile_coverage(const Graph& g) const;
   // What running a placed graph costs a step beyond kernels and messages,
-  // as calibrated (profile.h): per node, and per byte the busiest device
-  // holds (step_communication.h's held_bytes). Zero without a profile.
+  // as calibrated (profile.h): per node visit (once forward and backward;
+  // a pipelined node once per micro-batch, a recomputed one half again for
+  // its re-run forward), and per byte the busiest device holds
+  // (step_communication.h's held_bytes). Zero without a profile.
   double step_overhead(const Placement& p) const;
   const Profile& profile() const { return profile_; }
 
