@@ -1,6 +1,7 @@
 #include "pcgx/runner/optimize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <memory>
 #include <sstream>
@@ -57,10 +58,15 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
 
 }  // namespace
 
-OptimizeReport optimize(const OptimizeRequest& q) {
+void validate(const OptimizeRequest& q) {
   search::validate(q.search);
+  if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
+}
+
+OptimizeReport optimize(const OptimizeRequest& q) {
+  validate(q);
   OptimizeReport out;
   Ruleset rs;
   if (search::uses_rules(q.search.algorithm)) {

@@ -69,7 +69,7 @@ TEST(SimulateCommand, OptimizeRanksTheFinalistsBySimulation) {
   EXPECT_EQ(e.out.find("chosen by simulation"), std::string::npos) << e.out;
   const auto bad = run("optimize mlp-tiny --machine dgx-h100 --devices 8 --rank fastest -o " + out);
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("error: --rank: unknown 'fastest' (simulation, estimate)"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("error: --rank: unknown ranking 'fastest' (simulation, estimate)"), std::string::npos) << bad.out;
 }
 
 // --search autoddl writes a strategy that simulates; --evaluations bounds it.

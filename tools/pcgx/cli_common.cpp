@@ -87,6 +87,12 @@ search::Algorithm parse_algorithm(const std::string& text, const std::string& fl
   return parse_choice<search::Algorithm>(text, flag, "algorithm", search::kAlgorithms, [](search::Algorithm a) { return search::name(a); });
 }
 
+search::SearchOptions::Rank parse_rank(const std::string& text) {
+  using Rank = search::SearchOptions::Rank;
+  static constexpr std::array ranks{Rank::kSimulation, Rank::kEstimate};
+  return parse_choice<Rank>(text, "--rank", "ranking", ranks, [](Rank r) { return r == Rank::kSimulation ? "simulation" : "estimate"; });
+}
+
 runtime::OptimizerKind parse_optimizer(const std::string& text) {
   static constexpr std::array kinds{runtime::OptimizerKind::kSgd, runtime::OptimizerKind::kAdam};
   return parse_choice<runtime::OptimizerKind>(text, "--optimizer", "optimizer", kinds, [](runtime::OptimizerKind k) { return runtime::name(k); });

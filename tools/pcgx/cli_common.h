@@ -48,6 +48,8 @@ std::string with_flags(const std::string& message);
 // Text into the libraries' enums, in one place; an unknown value is an
 // error naming `flag`, the value and the choices.
 search::Algorithm parse_algorithm(const std::string& text, const std::string& flag = "--search");
+// --rank: simulation or estimate.
+search::SearchOptions::Rank parse_rank(const std::string& text);
 runtime::OptimizerKind parse_optimizer(const std::string& text);
 runner::BackendKind parse_backend(const std::string& text);
 Precision parse_precision(const std::string& text);

@@ -1,5 +1,4 @@
 // pcgx optimize: flags into a runner::OptimizeRequest, the report printed.
-#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <unistd.h>
@@ -30,17 +29,14 @@ runner::OptimizeRequest request(Flags& f) {
               {"SearchOptions.proposals", "--proposals"}, {"SearchOptions.evaluations", "--evaluations"},
               {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
               {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
-              {"Machine.device.peak_flops_by_precision", "--precision"}});
+              {"Machine.device.peak_flops_by_precision", "--precision"},
+              {"CommOptions.bucket_bytes", "--bucket-mb"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
-  if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb)) throw Error("--bucket-mb: must be a positive number");
-  if (f.rank != "simulation" && f.rank != "estimate") throw Error("--rank: unknown '" + f.rank + "' (simulation, estimate)");
   if (!f.pipeline && f.stages != 0) throw Error("--stages needs --pipeline");
   q.search = f.search;
-  q.search.algorithm = parse_algorithm(f.algorithm);
-  q.search.rank = f.rank == "estimate" ? search::SearchOptions::Rank::kEstimate : search::SearchOptions::Rank::kSimulation;
-  search::validate(q.search);
+  q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
   const ModelParams sizes = parse_sets(f.sets);
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
   q.machine = m;
@@ -55,6 +51,7 @@ runner::OptimizeRequest request(Flags& f) {
   q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
+  runner::validate(q);
   return q;
 }
 
@@ -114,16 +111,11 @@ void add_optimize_command(CLI::App& app) {
               << q.machine.device.name << " (" << q.machine.name << ") with --search " << f.algorithm << "\n";
     const runner::OptimizeReport rep = runner::optimize(q);
     if (tty) std::cerr << "\r\033[K";
-    if (rep.unverified)
-      std::cerr << "warning: " << one_line(rep.ruleset + ": searching with an unverified ruleset (--allow-unverified): " + *rep.unverified) << "\n";
-    if (!rep.ruleset.empty()) std::cerr << "  " << rep.rules << " rules (both directions, ranks 2-4) from " << rep.ruleset << "\n";
+    print_ruleset_notes(std::cerr, rep);
     print_optimize_report(std::cout, q, rep, f.quiet);
     search::save_strategy(rep.file, f.out);
     std::cerr << "wrote " << f.out << "\n";
-    if (!f.dot.empty()) {
-      write_text_file_atomic(f.dot, search::strategy_to_dot(rep.result.search.strategy));
-      std::cerr << "wrote " << f.dot << "\n";
-    }
+    if (!f.dot.empty()) write_text_file_atomic(f.dot, search::strategy_to_dot(rep.result.search.strategy)), std::cerr << "wrote " << f.dot << "\n";
   });
 }
 

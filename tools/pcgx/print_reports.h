@@ -16,6 +16,8 @@ namespace pcgx::cli {
 // and (unless `quiet`) every operator's layout and machine view. Throws
 // Error when the plan found is infeasible.
 void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, bool quiet);
+// The ruleset a search used, and a warning where it was unverified.
+void print_ruleset_notes(std::ostream& out, const runner::OptimizeReport& rep);
 
 // The model, strategy, devices, loss, measured and predicted step time
 // (term by term, and beside the measurement with a breakdown), throughput

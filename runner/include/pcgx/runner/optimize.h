@@ -81,6 +81,9 @@ struct OptimizeReport {
 // naming the smallest per-device need found and what would lower it), not
 // thrown.
 OptimizeReport optimize(const OptimizeRequest& request);
+// The options optimize() checks before any work (FieldError naming the
+// field), for a caller to check before it says anything.
+void validate(const OptimizeRequest& request);
 
 // The ruleset the search uses: refused unless verified (unverified_reason)
 // or `allow_unverified`, when `why` receives the reason.
