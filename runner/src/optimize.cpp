@@ -75,7 +75,6 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   }
   const search::RuleLibrary rules(rs);
   out.rules = rules.size();
-  out.pipelined = q.pipeline.has_value();
   const search::Efficiency eff = q.efficiency ? *q.efficiency : search::default_efficiency();
   if (q.pipeline && q.zero && shards_gradients(*q.zero))
     throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
@@ -91,6 +90,8 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   const bool one_recipe = policies.size() == 1 && stages.size() == 1;
   std::string last_reason;
   bool found = false, settled = false;
+  bool chosen_pipelined = q.pipeline.has_value();  // the result kept so far
+  bool constrained = false;                         // memory constrained the first search
   for (const Recompute policy : policies) {
     for (const ZeroStage stage : stages) {
       const TrainingRecipe recipe{q.precision, policy, stage};
@@ -114,8 +115,9 @@ OptimizeReport optimize(const OptimizeRequest& q) {
       tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
       if (!e.feasible) last_reason = e.infeasible;
       out.tried.push_back(tried);
+      if (out.tried.size() == 1) constrained = !e.feasible || mapper.memory_refusals().count > 0;
       const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
-      if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost;
+      if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
       found = found || e.feasible;
       // Memory did not constrain this search: sharding or recomputing more
       // would only add time.
@@ -126,6 +128,34 @@ OptimizeReport optimize(const OptimizeRequest& q) {
     }
     if (settled) break;
   }
+  // Memory constrained the first recipe's search: accumulating gradients
+  // over micro-batches (a one-stage pipeline), whose activations are one
+  // micro-batch's, is the other way to fit. The fewest that fit are the
+  // fastest (the same FLOPs, fewer launches).
+  if (constrained && !q.pipeline && q.accumulate) {
+    bool done = false;
+    for (const ZeroStage stage : stages) {
+      if (shards_gradients(stage) || done) break;  // an accumulating plan shards at most the optimizer state
+      const TrainingRecipe recipe{q.precision, policies.front(), stage};
+      auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+      for (const int64_t micro : {2, 4, 8}) {
+        search::PipelineResult result;
+        try {
+          result = search::optimize_pipeline(q.model, rules, *cost, q.search, search::PipelineOptions{1, micro});
+        } catch (const Error& e) {  // no plan of this count (over memory, or the batch does not split so)
+          last_reason = e.what();
+          continue;
+        }
+        const search::Estimate& e = result.search.strategy.estimate;
+        out.tried.push_back({recipe, e.feasible, e.time, 0, micro});
+        if (!e.feasible) continue;
+        if (!found || e.time < out.result.search.strategy.estimate.time) out.result = std::move(result), out.cost = cost, chosen_pipelined = true;
+        found = done = true;
+        break;
+      }
+    }
+  }
+  out.pipelined = chosen_pipelined;
   if (!found) {
     if (!out.cost)  // every pipelined policy failed
       throw Error(no_plan(q, out.tried, last_reason));

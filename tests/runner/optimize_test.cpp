@@ -4,6 +4,7 @@
 // would lower it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "pcgx/pcg/error.h"
@@ -24,6 +25,7 @@ OptimizeRequest request(double capacity, std::optional<Recompute> recompute) {
   q.search.algorithm = search::Algorithm::kDataParallel;
   q.efficiency = search::toy_efficiency();
   q.recompute = recompute;
+  q.accumulate = false;  // the recipes alone; accumulation: OptimizeAccumulation below
   return q;
 }
 
@@ -140,6 +142,40 @@ TEST(OptimizeAccumulation, AutoAccumulatesOnlyWhereMemoryRequires) {
   EXPECT_EQ(tight.file.micro_batches, 2);
   EXPECT_EQ(tight.file.pipeline_stages, 1);
   EXPECT_LE(tight.result.stage.at(0).memory, q.machine.device.memory_capacity);
+}
+
+// Left open (no --micro-batches), accumulation is searched after the
+// recipes when memory constrained the first (no recomputation): the fewest
+// micro-batches that fit, listed last, chosen where fastest; asked for one
+// batch, never.
+TEST(OptimizeAccumulation, SearchedByDefaultWhereMemoryConstrainsEveryRecipe) {
+  OptimizeRequest q = request(1e12, std::nullopt);
+  q.model = build_model("gpt-tiny", {{"batch", 8}});
+  q.accumulate = true;
+  OptimizeRequest probe = q;
+  probe.recompute = Recompute::kNone;
+  const double n1 = optimize(probe).result.search.strategy.estimate.max_memory();
+  probe.pipeline = search::PipelineOptions{1, 2};
+  const double n2 = optimize(probe).result.stage.at(0).memory;
+  ASSERT_LT(n2, n1);
+  q.machine.device.memory_capacity = (n1 + n2) / 2;
+  const OptimizeReport rep = optimize(q);
+  ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
+  ASSERT_GE(rep.tried.size(), 2u);
+  const RecipeTried& last = rep.tried.back();
+  EXPECT_EQ(last.micro_batches, 2);
+  EXPECT_TRUE(last.feasible);
+  EXPECT_EQ(last.recipe.recompute, Recompute::kNone);
+  double fastest = 1e300;
+  for (const RecipeTried& t : rep.tried)
+    if (t.feasible) fastest = std::min(fastest, t.time);
+  EXPECT_DOUBLE_EQ(rep.result.search.strategy.estimate.time, fastest);
+  EXPECT_EQ(rep.pipelined, last.time == fastest);
+  if (rep.pipelined) {
+    EXPECT_EQ(rep.file.micro_batches, 2);
+  }
+  q.accumulate = false;
+  for (const RecipeTried& t : optimize(q).tried) EXPECT_EQ(t.micro_batches, 1);
 }
 
 TEST(OptimizeZero, APipelineShardsAtMostTheOptimizerState) {

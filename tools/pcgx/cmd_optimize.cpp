@@ -46,6 +46,7 @@ runner::OptimizeRequest request(Flags& f) {
   const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro};
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
+  q.accumulate = f.micro_batches.empty();  // given 1: one batch
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
   q.recompute = parse_recompute(f.recompute, true);
   q.zero = parse_zero(f.zero, true);
@@ -99,7 +100,7 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--micro-batches", f.micro_batches,
                   "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
                   "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
-                  "default 1, auto: the best of 1, 2, 4, 8)");
+                  "auto: the best of 1, 2, 4, 8; default: searched as auto only where memory constrains every other recipe; 1: never)");
   cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
   cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
   cmd->callback([] {

@@ -74,7 +74,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";
     for (size_t i = 0; rep.tried.size() > 1 && i < rep.tried.size(); ++i) {
       const runner::RecipeTried& t = rep.tried[i];
-      out << (i ? "; " : "") << "recompute " << name(t.recipe.recompute) << " ZeRO " << name(t.recipe.zero) << ": "
+      out << (i ? "; " : "") << "recompute " << name(t.recipe.recompute) << " ZeRO " << name(t.recipe.zero)
+          << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"));
     }
     out << "\n";
