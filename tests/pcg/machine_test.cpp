@@ -24,6 +24,16 @@ TEST(Machine, EveryBundledMachineLoadsAndRoundTrips) {
   EXPECT_GE(count, 4);
 }
 
+// Selene (Megatron-LM's published runs, issue 32): DGX A100 nodes as the
+// dgx-a100 file has them, enough of them for the largest run (3,072 GPUs).
+TEST(Machine, SeleneIsDgxA100NodesForMegatronsRuns) {
+  const Machine selene = load_machine(kMachines + "selene.json"), dgx = load_machine(kMachines + "dgx-a100.json");
+  EXPECT_GE(selene.num_devices(), 3072);
+  Machine same = selene;  // but for its name, size and description
+  same.name = dgx.name, same.nodes = dgx.nodes, same.description = dgx.description;
+  EXPECT_EQ(machine_to_json(same), machine_to_json(dgx));
+}
+
 TEST(Machine, SummitLinkLevels) {
   const Machine m = load_machine(kMachines + "summit.json");
   EXPECT_EQ(m.num_devices(), 192);
