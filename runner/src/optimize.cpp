@@ -8,6 +8,7 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/runner/model_source.h"
+#include "pcgx/runtime/execution_plan.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/rule_library.h"
@@ -34,7 +35,7 @@ std::string gib(double bytes) {
 }
 
 // Why no recipe gave a plan: the closest miss, and what would lower it.
-std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tried, const std::string& last) {
+std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tried, const std::string& last, bool accumulated) {
   const RecipeTried* closest = nullptr;
   for (const RecipeTried& t : tried)
     if (t.smallest_need > 0 && (!closest || t.smallest_need < closest->smallest_need)) closest = &t;
@@ -48,7 +49,8 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (r.recompute != Recompute::kFull) would.push_back("full recomputation");
   if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
-  if (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)) would.push_back("gradient accumulation over micro-batches");
+  if (accumulated) would.push_back("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)");
+  else if (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)) would.push_back("gradient accumulation over micro-batches");
   would.push_back("more devices");
   if (!q.pipeline) would.push_back("pipeline stages");
   std::string list;
@@ -91,7 +93,7 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   std::string last_reason;
   bool found = false, settled = false;
   bool chosen_pipelined = q.pipeline.has_value();  // the result kept so far
-  bool constrained = false;                         // memory constrained the first search
+  bool constrained = false, first = true;           // memory constrained the first search
   for (const Recompute policy : policies) {
     for (const ZeroStage stage : stages) {
       const TrainingRecipe recipe{q.precision, policy, stage};
@@ -115,7 +117,8 @@ OptimizeReport optimize(const OptimizeRequest& q) {
       tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
       if (!e.feasible) last_reason = e.infeasible;
       out.tried.push_back(tried);
-      if (out.tried.size() == 1) constrained = !e.feasible || mapper.memory_refusals().count > 0;
+      if (first) constrained = mapper.memory_refusals().count > 0;
+      first = false;
       const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
       if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
       found = found || e.feasible;
@@ -130,37 +133,43 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   }
   // Memory constrained the first recipe's search: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
-  // micro-batch's, is the other way to fit. The fewest that fit are the
-  // fastest (the same FLOPs, fewer launches).
-  if (constrained && !q.pipeline && q.accumulate) {
-    bool done = false;
+  // micro-batch's, is the other way to fit. Per ZeRO stage (0 and 1: an
+  // accumulating plan shards at most the optimizer state) one pipeline
+  // search tries 1, 2, 4 and 8 micro-batches and keeps the fastest that
+  // fits (the fewest: the same FLOPs, fewer launches); a count of one is
+  // the plan searched above. Only plans the runtime can run one
+  // micro-batch at a time compete (not those whose BatchNorm statistics
+  // would sum the micro-batches); the search time must be the DP's, as
+  // the other recipes' (not mcmc's simulations), and exhaustive search
+  // does not pipeline.
+  const search::Algorithm alg = q.search.algorithm;
+  if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && !search::predicts_by_simulation(alg)) {
     for (const ZeroStage stage : stages) {
-      if (shards_gradients(stage) || done) break;  // an accumulating plan shards at most the optimizer state
+      if (shards_gradients(stage)) break;
       const TrainingRecipe recipe{q.precision, policies.front(), stage};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
-      for (const int64_t micro : {2, 4, 8}) {
-        search::PipelineResult result;
-        try {
-          result = search::optimize_pipeline(q.model, rules, *cost, q.search, search::PipelineOptions{1, micro});
-        } catch (const Error& e) {  // no plan of this count (over memory, or the batch does not split so)
-          last_reason = e.what();
-          continue;
-        }
-        const search::Estimate& e = result.search.strategy.estimate;
-        out.tried.push_back({recipe, e.feasible, e.time, 0, micro});
-        if (!e.feasible) continue;
-        if (!found || e.time < out.result.search.strategy.estimate.time) out.result = std::move(result), out.cost = cost, chosen_pipelined = true;
-        found = done = true;
-        break;
+      search::PipelineResult result;
+      try {
+        result = search::optimize_pipeline(q.model, rules, *cost, q.search, search::PipelineOptions{1, 0});
+        const search::Strategy& st = result.search.strategy;
+        runtime::make_plan(st.graph, std::vector<MachineView>(st.views.begin(), st.views.end()), static_cast<int>(q.machine.num_devices()));
+      } catch (const Error&) {  // no count fits, or the runtime cannot run it
+        out.accumulation_failed = true;
+        continue;
       }
+      const search::Estimate& e = result.search.strategy.estimate;
+      if (!e.feasible || result.micro_batches == 1) continue;
+      out.tried.push_back({recipe, true, e.time, 0, result.micro_batches});
+      if (!found || e.time < out.result.search.strategy.estimate.time) out.result = std::move(result), out.cost = cost, chosen_pipelined = true;
+      found = true;
     }
   }
   out.pipelined = chosen_pipelined;
   if (!found) {
     if (!out.cost)  // every pipelined policy failed
-      throw Error(no_plan(q, out.tried, last_reason));
+      throw Error(no_plan(q, out.tried, last_reason, out.accumulation_failed));
     out.result.search.strategy.estimate.feasible = false;
-    out.result.search.strategy.estimate.infeasible = no_plan(q, out.tried, last_reason);
+    out.result.search.strategy.estimate.infeasible = no_plan(q, out.tried, last_reason, out.accumulation_failed);
   }
   const search::CostModel& cm = *out.cost;
   const search::MachineMapper mapper(cm);

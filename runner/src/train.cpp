@@ -141,6 +141,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
         OptimizeReport r = optimize(oq);
         o.zero = r.file.recipe.zero, o.recompute = r.file.recipe.recompute;
+        if (r.file.pipeline_stages == 1)
+          say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);

@@ -71,6 +71,16 @@ TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {
   EXPECT_NE(e.infeasible.find("the smallest plan found needs"), std::string::npos) << e.infeasible;
   EXPECT_NE(e.infeasible.find("recompute full"), std::string::npos) << e.infeasible;
   EXPECT_NE(e.infeasible.find("mixed precision"), std::string::npos) << e.infeasible;
+  EXPECT_NE(e.infeasible.find("gradient accumulation over micro-batches"), std::string::npos) << e.infeasible;
+  // Accumulation searched, and no count fitting: more micro-batches named instead.
+  OptimizeRequest acc = request(full / 2, std::nullopt);
+  acc.accumulate = true;
+  const OptimizeReport more = optimize(acc);
+  ASSERT_FALSE(more.result.search.strategy.estimate.feasible);
+  EXPECT_TRUE(more.accumulation_failed);
+  EXPECT_NE(more.result.search.strategy.estimate.infeasible.find("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)"),
+            std::string::npos)
+      << more.result.search.strategy.estimate.infeasible;
   // A policy asked for is the only one searched.
   const OptimizeReport one = optimize(request(full / 2, Recompute::kSelective));
   EXPECT_EQ(one.tried.size(), 1u);
@@ -148,7 +158,7 @@ TEST(OptimizeAccumulation, AutoAccumulatesOnlyWhereMemoryRequires) {
 // recipes when memory constrained the first (no recomputation): the fewest
 // micro-batches that fit, listed last, chosen where fastest; asked for one
 // batch, never.
-TEST(OptimizeAccumulation, SearchedByDefaultWhereMemoryConstrainsEveryRecipe) {
+TEST(OptimizeAccumulation, SearchedByDefaultWhereMemoryConstrainsTheFirstRecipe) {
   OptimizeRequest q = request(1e12, std::nullopt);
   q.model = build_model("gpt-tiny", {{"batch", 8}});
   q.accumulate = true;

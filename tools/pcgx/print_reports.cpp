@@ -47,7 +47,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   print_profile_coverage(out, *rep.cost, r.strategy.graph);
   if (rep.pipelined && rep.result.stages == 1) {
     const int64_t m = rep.result.micro_batches;
-    out << "gradient accumulation " << m << (m == 1 ? " micro-batch" : " micro-batches") << (q.pipeline->micro_batches == 0 ? " (auto)" : "")
+    out << "gradient accumulation " << m << (m == 1 ? " micro-batch" : " micro-batches") << (!q.pipeline || q.pipeline->micro_batches == 0 ? " (auto)" : "")
         << " of " << ms(rep.result.stage.at(0).micro_batch) << ", one synchronization and update " << ms(e.once) << "\n";
   } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
@@ -69,7 +69,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
       << "\n";
-  if (!q.recompute || !q.zero) {
+  if (!q.recompute || !q.zero || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";
     for (size_t i = 0; rep.tried.size() > 1 && i < rep.tried.size(); ++i) {

@@ -36,7 +36,8 @@ struct OptimizeRequest {
   std::optional<Recompute> recompute;
   std::optional<ZeroStage> zero;
   // Without `pipeline`: where memory constrained the first recipe searched,
-  // gradient accumulation is searched too (below); false: one batch.
+  // gradient accumulation is searched too (OptimizeReport::tried); false:
+  // one batch.
   bool accumulate = true;
   std::optional<search::Efficiency> efficiency;  // default: search::default_efficiency()
   Profile profile;                               // measured operator times; empty: the roofline
@@ -48,7 +49,7 @@ struct RecipeTried {
   bool feasible = false;
   double time = 0;           // the plan's predicted step (feasible)
   double smallest_need = 0;  // bytes on the fullest device of the closest plan refused for memory (0: none refused)
-  int64_t micro_batches = 1; // > 1: gradient accumulation over that many (the fastest count found)
+  int64_t micro_batches = 1; // > 1: gradient accumulation over that many (the fewest that fit)
 };
 
 struct OptimizeReport {
@@ -74,14 +75,16 @@ struct OptimizeReport {
   // chosen. A pipelined search stops at the first feasible recipe, and
   // shards no more than the optimizer state (ZeRO 1, as DeepSpeed's
   // pipeline engine allows). When memory constrained the first search
-  // (some plan refused) and the request accumulates, gradient
-  // accumulation follows: the first recomputation policy with ZeRO stage
-  // 0, then 1, each over 2, 4, then 8 micro-batches (as many as the batch
-  // splits into), until one fits (the fewest that fit: the fastest); it
-  // competes with the rest on time (it adds no FLOPs, where recomputation
-  // re-runs the forward pass). Counts for which the pipeline search finds
-  // no plan at all are not listed.
+  // (some plan refused) and the request accumulates (neither pipelined
+  // nor an mcmc or exhaustive search), gradient accumulation follows,
+  // listed with its micro-batch count: the first recomputation policy with
+  // ZeRO stage 0 and with 1 (where the stages searched include it), each
+  // the fewest of 1, 2, 4 or 8 micro-batches that fit (the fastest: it
+  // adds no FLOPs, where recomputation re-runs the forward pass), among
+  // plans the runtime runs; it competes with the rest on time. A stage
+  // where no count above one fits is not listed.
   std::vector<RecipeTried> tried;
+  bool accumulation_failed = false;  // some accumulation search found no plan
   search::StrategyFile file;       // what `optimize -o` writes
 };
 
