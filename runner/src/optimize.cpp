@@ -93,7 +93,7 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   std::string last_reason;
   bool found = false, settled = false;
   bool chosen_pipelined = q.pipeline.has_value();  // the result kept so far
-  bool constrained = false, first = true;           // memory constrained the first search
+  bool constrained = false, first = true;           // memory left the first recipe no plan
   for (const Recompute policy : policies) {
     for (const ZeroStage stage : stages) {
       const TrainingRecipe recipe{q.precision, policy, stage};
@@ -117,7 +117,7 @@ OptimizeReport optimize(const OptimizeRequest& q) {
       tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
       if (!e.feasible) last_reason = e.infeasible;
       out.tried.push_back(tried);
-      if (first) constrained = mapper.memory_refusals().count > 0;
+      if (first) constrained = !e.feasible && mapper.memory_refusals().count > 0;
       first = false;
       const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
       if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
@@ -131,7 +131,7 @@ OptimizeReport optimize(const OptimizeRequest& q) {
     }
     if (settled) break;
   }
-  // Memory constrained the first recipe's search: accumulating gradients
+  // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
   // micro-batch's, is the other way to fit. Per ZeRO stage (0 and 1: an
   // accumulating plan shards at most the optimizer state) one pipeline

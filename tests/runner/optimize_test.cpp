@@ -155,7 +155,7 @@ TEST(OptimizeAccumulation, AutoAccumulatesOnlyWhereMemoryRequires) {
 }
 
 // Left open (no --micro-batches), accumulation is searched after the
-// recipes when memory constrained the first (no recomputation): the fewest
+// recipes when memory left the first (no recomputation) no plan: the fewest
 // micro-batches that fit, listed last, chosen where fastest; asked for one
 // batch, never.
 TEST(OptimizeAccumulation, SearchedByDefaultWhereMemoryConstrainsTheFirstRecipe) {

@@ -100,7 +100,7 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--micro-batches", f.micro_batches,
                   "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
                   "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
-                  "auto: the best of 1, 2, 4, 8; default: searched as auto too where memory constrains the first recipe searched; 1: never)");
+                  "auto: the best of 1, 2, 4, 8; default: searched as auto too where memory leaves the first recipe searched no plan; 1: never)");
   cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
   cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
   cmd->callback([] {

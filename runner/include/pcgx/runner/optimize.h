@@ -35,7 +35,7 @@ struct OptimizeRequest {
   // Activation recomputation and ZeRO stage; nullopt: chosen (below).
   std::optional<Recompute> recompute;
   std::optional<ZeroStage> zero;
-  // Without `pipeline`: where memory constrained the first recipe searched,
+  // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.
   bool accumulate = true;
@@ -74,8 +74,8 @@ struct OptimizeReport {
   // (recomputing more would only add time). The fastest feasible plan is
   // chosen. A pipelined search stops at the first feasible recipe, and
   // shards no more than the optimizer state (ZeRO 1, as DeepSpeed's
-  // pipeline engine allows). When memory constrained the first search
-  // (some plan refused) and the request accumulates (neither pipelined
+  // pipeline engine allows). When memory left the first search no plan
+  // (every plan refused) and the request accumulates (neither pipelined
   // nor an mcmc or exhaustive search), gradient accumulation follows,
   // listed with its micro-batch count: the first recomputation policy with
   // ZeRO stage 0 and with 1 (where the stages searched include it), each
