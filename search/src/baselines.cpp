@@ -389,13 +389,19 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
 std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
+  // The fastest degree that fits; where none fits, the one needing the
+  // least memory (the closest miss: what a pipeline's micro-batches or the
+  // error message start from).
   std::optional<Graph> best;
-  double best_time = std::numeric_limits<double>::infinity();
+  const double inf = std::numeric_limits<double>::infinity();
+  double best_time = inf, best_memory = inf;
   for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
     auto e = expert(g, m, n, t);
     if (!e) return std::nullopt;
-    const double time = mapper.time(*e);
-    if (!best || time < best_time) best = std::move(e), best_time = time;
+    const Estimate est = mapper.map(*e).estimate;
+    const double time = est.feasible ? est.time : inf, memory = est.max_memory();
+    if (!best || time < best_time || (time == inf && best_time == inf && memory < best_memory))
+      best = std::move(e), best_time = time, best_memory = memory;
   }
   return best;
 }
