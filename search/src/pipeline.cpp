@@ -149,7 +149,20 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     std::map<uint64_t, SearchResult> solved;
     for (size_t p = 0; p < pieces.size(); ++p) {
       const Piece& pc = pieces[p];
-      auto split_by = [&](TensorRef t) { return t.node >= 0 && model.shape(t).rank() > 0 && model.shape(t).dims[0].size % d == 0 ? d : 1; };
+      // A stage boundary carries its samples split over the stage's devices,
+      // or, where a micro-batch (the most tried) could not take that, over
+      // the largest power-of-two share of them it can: the stage's plan is
+      // searched on the whole batch and cut into micro-batches afterwards.
+      const std::vector<int64_t> micro = micro_counts(S, po);
+      const int64_t most = *std::max_element(micro.begin(), micro.end());
+      auto split_by = [&](TensorRef t) -> int64_t {
+        if (t.node < 0 || model.shape(t).rank() == 0) return 1;
+        const int64_t size = model.shape(t).dims[0].size;
+        if (size % d == 0 && size % (d * most) != 0)
+          for (int64_t k = d / 2; k > 1; k /= 2)
+            if (d % k == 0 && size % (k * most) == 0) return k;
+        return size % d == 0 ? d : 1;
+      };
       graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out)));
       const uint64_t h = graph_hash(graphs.back().graph);
       auto it = solved.find(h);

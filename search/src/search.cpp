@@ -49,6 +49,9 @@ void validate(const SearchOptions& o) {
   if (o.proposals < 1) throw FieldError("SearchOptions.proposals", "must be at least 1");
   if (o.evaluations < 1) throw FieldError("SearchOptions.evaluations", "must be at least 1");
   if (o.restarts < 0) throw FieldError("SearchOptions.restarts", "must not be negative");
+  if (o.tensor_degree < 0) throw FieldError("SearchOptions.tensor_degree", "must not be negative");
+  if (o.tensor_degree > 0 && o.algorithm != Algorithm::kExpert)
+    throw FieldError("SearchOptions.tensor_degree", "states the expert search's degree (SearchOptions.algorithm expert)");
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -71,7 +74,8 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kExhaustive: result = exhaustive_search(model, rules, mapper, options); break;
     case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;
     case Algorithm::kExpert: {
-      auto e = tuned_expert(model, mapper);
+      const CostModel& cost = mapper.cost();
+      auto e = options.tensor_degree > 0 ? expert(model, cost.machine(), cost.devices(), options.tensor_degree) : tuned_expert(model, mapper);
       if (!e) throw Error("expert: no expert strategy for '" + model.name() + "' (it covers transformers, recommendation models and plain MLPs)");
       result.strategy = mapper.map(*e);
       break;

@@ -67,6 +67,7 @@ struct SearchOptions {
   int64_t restarts = 4;             // autoddl: random starting points beside data parallelism and one task each
   uint64_t seed = 1;                // mcmc: random seed
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see unity_search.h)
+  int64_t tensor_degree = 0;        // expert: its tensor-parallel degree, as a plan states it (0: the fastest that fits)
   // unity: how the result is chosen among the search's best and the
   // model's baselines (final_ranking.h): by simulation, or by the DP's
   // estimate alone (the search itself always costs candidates by the DP).

@@ -1,0 +1,92 @@
+// The expert's tensor-parallel degree: tuned (baselines.h: the fastest that
+// fits; where none fits, the one needing the least memory, so that what
+// starts from it, a pipeline's micro-batches or the no-plan message, starts
+// from the closest miss rather than from the first degree tried), or stated
+// as a Megatron-LM plan states it (SearchOptions::tensor_degree), also per
+// pipeline stage.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/search/search.h"
+#include "toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+TEST(TunedExpert, WhereNoDegreeFitsTheLeastMemory) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  Machine m = toy_machine();
+  const int64_t n = m.num_devices();
+  const CostModel roomy_cost(m, toy_efficiency());
+  const MachineMapper roomy(roomy_cost);
+  // Each degree's need, and the least of them.
+  double least = std::numeric_limits<double>::infinity(), most = 0;
+  for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
+    const double need = roomy.map(*expert(g, m, n, t)).estimate.max_memory();
+    least = std::min(least, need), most = std::max(most, need);
+  }
+  ASSERT_LT(least, most);  // the degrees differ, or the test proves nothing
+  m.device.memory_capacity = least / 2;
+  const CostModel tight_cost(m, toy_efficiency());
+  const MachineMapper tight(tight_cost);
+  const Strategy chosen = tight.map(*tuned_expert(g, tight));
+  EXPECT_FALSE(chosen.estimate.feasible);
+  EXPECT_DOUBLE_EQ(chosen.estimate.max_memory(), least);
+}
+
+// The Linear's split of its output features: the tensor-parallel degree.
+int64_t feature_degree(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.op->name == "Linear" && n.name.find("attn.query") != std::string::npos) return n.outputs[0].dims.back().degree;
+  return 0;
+}
+
+const RuleLibrary& no_rules() {
+  static const Ruleset empty;
+  static const RuleLibrary rules(empty);
+  return rules;
+}
+
+TEST(ExpertDegree, StatedAsThePlanSaysIt) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const CostModel cost(toy_machine().with_devices(4), toy_efficiency());
+  const MachineMapper mapper(cost);
+  SearchOptions o;
+  o.algorithm = Algorithm::kExpert;
+  for (int64_t t : {1, 2, 4}) {
+    o.tensor_degree = t;
+    EXPECT_EQ(feature_degree(optimize(g, no_rules(), mapper, o).strategy.graph), t) << t;
+  }
+  o.tensor_degree = 3;  // does not divide the 4 devices
+  EXPECT_THROW(optimize(g, no_rules(), mapper, o), Error);
+  o.algorithm = Algorithm::kUnity, o.tensor_degree = 2;  // the expert's alone
+  EXPECT_THROW(validate(o), FieldError);
+  o.algorithm = Algorithm::kExpert, o.tensor_degree = -1;
+  EXPECT_THROW(validate(o), FieldError);
+}
+
+// Per pipeline stage: 2 stages of 4 devices, t = 2 (a data-parallel degree
+// of 2 in each), 4 micro-batches of 2 samples. The samples crossing the
+// stage boundary are split as a micro-batch can take them (2 ways), not
+// over the stage's 4 devices, which no micro-batch of 2 could.
+TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const CostModel cost(toy_machine().with_devices(8), toy_efficiency());
+  SearchOptions o;
+  o.algorithm = Algorithm::kExpert, o.tensor_degree = 2;
+  const PipelineResult r = optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4});
+  EXPECT_EQ(r.stages, 2);
+  EXPECT_EQ(r.micro_batches, 4);
+  EXPECT_EQ(feature_degree(r.search.strategy.graph), 2);
+}
+
+}  // namespace
+}  // namespace pcgx::search
