@@ -30,7 +30,8 @@ runner::OptimizeRequest request(Flags& f) {
               {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
               {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
               {"Machine.device.peak_flops_by_precision", "--precision"},
-              {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}});
+              {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"},
+              {"SearchOptions.algorithm", "--search"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
