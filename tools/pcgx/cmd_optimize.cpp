@@ -1,12 +1,11 @@
 // pcgx optimize: flags into a runner::OptimizeRequest, the report printed.
-#include <iomanip>
 #include <iostream>
 #include <unistd.h>
 
 #include "cli_common.h"
 #include "print_reports.h"
 #include "pcgx/pcg/error.h"
-#include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/strategy_json.h"
 
@@ -29,9 +28,8 @@ runner::OptimizeRequest request(Flags& f) {
               {"SearchOptions.proposals", "--proposals"}, {"SearchOptions.evaluations", "--evaluations"},
               {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
               {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
-              {"Machine.device.peak_flops_by_precision", "--precision"},
-              {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"},
-              {"SearchOptions.algorithm", "--search"}});
+              {"Machine.device.peak_flops_by_precision", "--precision"}, {"CommOptions.bucket_bytes", "--bucket-mb"},
+              {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
@@ -49,8 +47,7 @@ runner::OptimizeRequest request(Flags& f) {
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
-  q.recompute = parse_recompute(f.recompute, true);
-  q.zero = parse_zero(f.zero, true);
+  q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::validate(q);
