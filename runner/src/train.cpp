@@ -50,9 +50,13 @@ void check_request(const TrainRequest& q, bool rank0) {
   }
 }
 
-void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>& views) {
+// What runs: the strategy's graph, views and training recipe (the ZeRO
+// stage and recomputation the runtime executes; its micro-batches are in
+// the graph).
+void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>& views, runtime::TrainOptions& o) {
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
+  o.zero = f.recipe.zero, o.recompute = f.recipe.recompute;
 }
 
 }  // namespace
@@ -91,8 +95,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (q.search) throw FieldError("TrainRequest.search", q.target + " is already a strategy");
     if (!q.sizes.empty()) throw FieldError("ModelParams", "a strategy fixes the model's sizes (" + q.target + ")");
     const search::StrategyFile f = load_runnable_strategy(q.target);
-    adopt(f, graph, views);
-    o.zero = f.recipe.zero, o.recompute = f.recipe.recompute;
+    adopt(f, graph, views, o);
     s.model = f.model, s.strategy = f.search + " (" + q.target + ")";
     machine = f.machine;
     if (f.pipeline_stages == 1)
@@ -140,13 +143,12 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
         OptimizeReport r = optimize(oq);
-        o.zero = r.file.recipe.zero, o.recompute = r.file.recipe.recompute;
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
         if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);
-        adopt(r.file, graph, views);
+        adopt(r.file, graph, views, o);
         rep.search = std::move(r.result.search);
       } catch (const Error& e) {
         if (!world) throw;
@@ -158,8 +160,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
       if (shared.rfind("error: ", 0) == 0) throw Error(shared.substr(7));
       if (!rep.rank0) {
         const search::StrategyFile f = search::strategy_from_json(shared, "the strategy from rank 0");
-        adopt(f, graph, views);
-        o.zero = f.recipe.zero, o.recompute = f.recipe.recompute;
+        adopt(f, graph, views, o);
       }
     }
     s.strategy = std::string(search::name(q.search->algorithm));

@@ -161,8 +161,8 @@ void DeviceExecutor::init() {
   for (auto& v : sends_after_[1]) std::reverse(v.begin(), v.end());
 }
 
-void DeviceExecutor::forward_sends(const Node& n) {
-  at(n.id, false);
+void DeviceExecutor::forward_sends(const Node& n, bool recompute) {
+  at(n.id, recompute);
   switch (plan_.nodes[static_cast<size_t>(n.id)].run) {
     case NodePlan::Run::kTasks: forward_compute_sends(n); break;
     case NodePlan::Run::kMoves: move_sends(n, false); break;

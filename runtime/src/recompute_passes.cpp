@@ -63,15 +63,8 @@ void DeviceExecutor::recompute_segment(const RecomputeSegment& seg) {
   recomputing_ = true;
   for (NodeId id : seg.nodes) {
     const Node& n = g.node(id);
+    if (early_[0][static_cast<size_t>(id)]) forward_sends(n, true);
     at(id, true);
-    if (early_[0][static_cast<size_t>(id)]) {
-      switch (plan_.nodes[static_cast<size_t>(id)].run) {
-        case NodePlan::Run::kTasks: forward_compute_sends(n); break;
-        case NodePlan::Run::kMoves: move_sends(n, false); break;
-        case NodePlan::Run::kPieces: piece_sends(n, false); break;
-        default: break;
-      }
-    }
     run_forward(n);
   }
   recomputing_ = false;

@@ -147,14 +147,14 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     std::vector<PieceGraph> graphs;
     std::vector<const SearchResult*> searched;
     std::map<uint64_t, SearchResult> solved;
+    // A stage boundary carries its samples split over the stage's devices,
+    // or, where a micro-batch (the most tried) could not take that, over the
+    // largest power-of-two share of them it can: the stage's plan is
+    // searched on the whole batch and cut into micro-batches afterwards.
+    const std::vector<int64_t> micro = micro_counts(S, po);
+    const int64_t most = *std::max_element(micro.begin(), micro.end());
     for (size_t p = 0; p < pieces.size(); ++p) {
       const Piece& pc = pieces[p];
-      // A stage boundary carries its samples split over the stage's devices,
-      // or, where a micro-batch (the most tried) could not take that, over
-      // the largest power-of-two share of them it can: the stage's plan is
-      // searched on the whole batch and cut into micro-batches afterwards.
-      const std::vector<int64_t> micro = micro_counts(S, po);
-      const int64_t most = *std::max_element(micro.begin(), micro.end());
       auto split_by = [&](TensorRef t) -> int64_t {
         if (t.node < 0 || model.shape(t).rank() == 0) return 1;
         const int64_t size = model.shape(t).dims[0].size;

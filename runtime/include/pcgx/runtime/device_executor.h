@@ -263,7 +263,7 @@ class DeviceExecutor {
   // What a node sends from this device (forward: its inputs' shards to the
   // devices that read them; backward: a layout change's gradient), run
   // early where sends_after_ says, else at the node's own turn.
-  void forward_sends(const Node& n);
+  void forward_sends(const Node& n, bool recompute = false);  // recompute: charged to the backward pass
   void backward_sends(const Node& n);
   void forward_compute_sends(const Node& n);
   void move_sends(const Node& n, bool backward);
