@@ -30,7 +30,8 @@ EvalReport evaluate(const EvalRequest& req, runtime::MpiWorld* world) {
   report.layout = "unpartitioned";
   if (is_strategy_file(req.target)) {
     if (!req.sizes.empty()) throw FieldError("EvalRequest.sizes", "a strategy fixes the model's sizes (" + req.target + ")");
-    search::StrategyFile f = load_runnable_strategy(req.target);
+    search::StrategyFile f = search::load_strategy(req.target);
+    report.precision = f.recipe.precision;
     graph = std::move(f.strategy.graph);
     views.assign(f.strategy.views.begin(), f.strategy.views.end());
     const int need = runtime::devices_needed(graph, views);
@@ -58,9 +59,10 @@ EvalReport evaluate(const EvalRequest& req, runtime::MpiWorld* world) {
   runtime::check_weights(w, graph, weight_nodes, req.weights);
   std::unique_ptr<runtime::NpyDataset> dataset;
   runtime::EvalOptions o;
-  o.weights = &w, o.seed = req.seed, o.batches = req.batches;
+  if (req.precision) report.precision = *req.precision;
+  o.weights = &w, o.seed = req.seed, o.batches = req.batches, o.precision = report.precision;
   if (!req.data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, req.data)).get();
-  o.backend = backend_factory({req.backend, world != nullptr, true});
+  o.backend = backend_factory({req.backend, world != nullptr, report.precision != Precision::kFp32});
   o.threads = req.threads > 0 ? req.threads
                               : runtime::default_kernel_threads(world ? runtime::mpi_local_ranks(world->size()) : static_cast<int>(devices));
   report.result = world ? runtime::evaluate(graph, views, *world, o) : runtime::evaluate(graph, views, static_cast<int>(devices), o);

@@ -40,14 +40,6 @@ bool is_strategy_file(const std::string& path) {
   return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
 }
 
-search::StrategyFile load_runnable_strategy(const std::string& path) {
-  search::StrategyFile f = search::load_strategy(path);
-  if (is_mixed(f.recipe.precision))
-    throw FileError(path, "precision",
-                    std::string(name(f.recipe.precision)) + ": the runtime trains in fp32 or tf32 only so far (docs/status.md); plan it in one of those to run it");
-  return f;
-}
-
 std::string default_ruleset_path() { return std::string(PCGX_RULESETS_DIR) + "/unity-v1.json"; }
 
 }  // namespace pcgx::runner

@@ -56,7 +56,7 @@ void check_request(const TrainRequest& q, bool rank0) {
 void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>& views, runtime::TrainOptions& o) {
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
-  o.zero = f.recipe.zero, o.recompute = f.recipe.recompute;
+  o.zero = f.recipe.zero, o.recompute = f.recipe.recompute, o.precision = f.recipe.precision;
 }
 
 }  // namespace
@@ -77,7 +77,6 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   }
   check_request(q, rep.rank0);
   runtime::TrainOptions& o = q.options;
-  o.backend = backend_factory({q.backend, world != nullptr, q.tf32});
   // Read before any search: a bad file fails fast.
   runtime::NamedTensors given;
   runtime::TrainState resumed;
@@ -94,8 +93,11 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   if (is_strategy_file(q.target)) {
     if (q.search) throw FieldError("TrainRequest.search", q.target + " is already a strategy");
     if (!q.sizes.empty()) throw FieldError("ModelParams", "a strategy fixes the model's sizes (" + q.target + ")");
-    const search::StrategyFile f = load_runnable_strategy(q.target);
+    const search::StrategyFile f = search::load_strategy(q.target);
     adopt(f, graph, views, o);
+    if (q.precision && *q.precision != o.precision)
+      say(std::string("note: ") + q.target + " was planned in " + name(o.precision) + "; training in " + name(*q.precision) +
+          " as TrainRequest.precision says (the prediction is for " + name(*q.precision) + ")");
     s.model = f.model, s.strategy = f.search + " (" + q.target + ")";
     machine = f.machine;
     if (f.pipeline_stages == 1)
@@ -142,6 +144,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         OptimizeRequest oq;
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
+        oq.precision = q.precision.value_or(kDefaultPrecision);
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");
@@ -168,8 +171,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   {
     // The prediction for what runs: the mapping the runtime uses, with its
     // ZeRO stage and recomputation.
+    if (q.precision) o.precision = *q.precision;
     TrainingRecipe recipe;
-    recipe.zero = o.zero, recipe.recompute = o.recompute;
+    recipe.zero = o.zero, recipe.recompute = o.recompute, recipe.precision = o.precision;
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;
@@ -198,6 +202,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         lr << o.optimizer.lr;
         return lr.str();
       }() + ", " + std::to_string(o.threads) + " kernel thread" + (o.threads == 1 ? "" : "s") + " each");
+  // Strict FP32 products where the plan says fp32, TF32 tensor cores
+  // where it says tf32 unless told otherwise (CUDA).
+  o.backend = backend_factory({q.backend, world != nullptr, q.tf32 && o.precision != Precision::kFp32});
   o.time_kernels = !q.outputs.profile.empty() || q.breakdown;
   if (!q.outputs.trace.empty()) o.trace_step = steps - 1;
   if (!q.checkpoint.empty()) {

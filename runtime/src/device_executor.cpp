@@ -93,6 +93,7 @@ void DeviceExecutor::init() {
   sliced_from_.resize(g.size());
   for (const Node& n : g.nodes())
     if (plan.layouts.sliced(n.id)) sliced_from_[static_cast<size_t>(plan.layouts.root[static_cast<size_t>(n.id)])].push_back(n.id);
+  init_precision();
   in_.resize(arity), din_.resize(arity), direct_.resize(arity);
   out_.resize(outputs), dout_.resize(outputs);
   // Forward, a node's inputs are final once its last producer has run
@@ -243,6 +244,7 @@ void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
     if (!micro({id, 0})) fill(id);
     else if (!staged) staged_[static_cast<size_t>(node)] = logical, staged = true;  // each micro-batch's slices at its turn (no allocation after the first step)
   }
+  if (mixed()) round_source(node);
 }
 
 std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() const {
@@ -349,6 +351,7 @@ void DeviceExecutor::run_forward(const Node& n) {
     case NodePlan::Run::kSliced:
     case NodePlan::Run::kDone: break;
   }
+  if (mixed() && rounds_[static_cast<size_t>(n.id)]) round_outputs(n.id);
 }
 
 double DeviceExecutor::read_loss() {
@@ -511,7 +514,7 @@ void DeviceExecutor::seed_loss() {
   const ParallelTensorShape& s = plan_.graph->shape(out);
   for (int64_t b = 0; b < s.num_blocks(); ++b)  // replica slot 0 holds the loss
     if (owns(out, b)) {
-      backend_.fill(grads(out)[static_cast<size_t>(b)], 1.f);
+      backend_.fill(grads(out)[static_cast<size_t>(b)], loss_scale_);
       touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = 1;
     }
 }
@@ -583,6 +586,9 @@ void DeviceExecutor::backward_compute(const Node& n) {
       if (timing_) kernel_times_[static_cast<size_t>(n.id)].backward += std::chrono::duration<double>(t1 - t0).count();
       if (tracing()) recorder_->record(StepEventKind::kBackward, t, -1, t0, t1);
     }
+    if (mixed())  // what this task's kernel wrote; sums of contributions stay FP32
+      for (size_t i = 0; i < ins; ++i)
+        if (din_[i]) backend_.round(*din_[i], plan_.precision);
     for (size_t i = 0; i < ins; ++i) {
       if (!is_float(i) || direct_[i]) continue;
       const Buffer& c = contributions.find({t, i})->second;

@@ -34,6 +34,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   }
   check_weights(*o.weights, g, s.weights, "weights");
   s.plan = make_plan(g, views, devices);
+  s.plan.precision = o.precision;
   s.data = o.data;
   if (!s.data) s.synthetic.emplace(g, o.seed, std::max<int64_t>(o.batches, 1));
   // The loss itself, beneath the parallel operators that combine its

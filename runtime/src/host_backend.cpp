@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pcgx/pcg/kernel_threads.h"
+#include "pcgx/runtime/low_precision.h"
 
 namespace pcgx::runtime {
 
@@ -103,6 +104,10 @@ constexpr size_t kPiece = 16384;  // elements; a multiple of every SIMD width
 // between cores than it saved (measured: 1,206 -> 1,014 steps/s on 2 threads).
 constexpr size_t kParallelMin = size_t{1} << 20;
 }  // namespace
+
+void HostBackend::round(const Buffer& b, Precision p) { round_to(p, b.span()); }
+
+bool HostBackend::unscale(const Buffer& b, float factor) { return runtime::unscale(b.span(), factor); }
 
 void HostBackend::update(const UpdateRule& r, std::span<const ParameterSlot> slots) {
   if (slots_ != slots.size() || pieces_.empty()) {

@@ -62,7 +62,9 @@ void DeviceExecutor::enter_slice(int64_t k) {
       for (int64_t j = 0; j < s.num_shards(); ++j) {
         if (!owns({id, 0}, j)) continue;
         micro_batch_offset(s, source_offsets_[static_cast<size_t>(id)][static_cast<size_t>(j)], k, offset_scratch_);
-        backend_.upload_block(staged_[src], offset_scratch_, values_[static_cast<size_t>(id)][0][static_cast<size_t>(j)]);
+        const Buffer& b = values_[static_cast<size_t>(id)][0][static_cast<size_t>(j)];
+        backend_.upload_block(staged_[src], offset_scratch_, b);
+        if (mixed() && rounds_[src]) backend_.round(b, plan_.precision);
       }
     }
   }

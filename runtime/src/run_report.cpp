@@ -30,6 +30,9 @@ std::string run_report_json(const RunSummary& s) {
   j["kernel_threads"] = s.options.threads;
   j["zero"] = std::stoi(name(s.options.zero));
   j["recompute"] = name(s.options.recompute);
+  j["precision"] = name(s.options.precision);
+  if (s.options.precision == Precision::kFp16)
+    j["loss_scaling"] = {{"final_scale", s.result.loss_scale}, {"skipped_steps", s.result.skipped_steps}};
   j["optimizer"] = {{"kind", name(s.options.optimizer.kind)}, {"lr", s.options.optimizer.lr}, {"momentum", s.options.optimizer.momentum}};
   if (s.result.target.empty())
     j["task"] = {{"kind", "user data"}, {"data", s.result.data}};

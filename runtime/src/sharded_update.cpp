@@ -51,7 +51,7 @@ void DeviceExecutor::load_master_blocks() {
     for (const SyncPart& part : plan_.buckets[k].parts) {
       for (int64_t shard : part.shards)
         if (owns(part.tensor, shard)) {  // every copy holds the same values
-          backend_.set_range(z.weights, at, values(part.tensor)[static_cast<size_t>(shard)]);
+          backend_.set_range(z.weights, at, master(part.tensor, shard));
           break;
         }
       at += part.floats;
@@ -82,7 +82,7 @@ DeviceExecutor::UpdateList DeviceExecutor::update_buffers() const {
   UpdateList u;
   for (const auto& [t, k] : parameter_shards()) {
     if (sharded() && bucketed(*plan_.graph, t)) continue;
-    u.params.push_back(values_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(k)]);
+    u.params.push_back(master(t, k));
     u.grads.push_back(grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(k)]);
   }
   for (const ZeroBlock& z : zero_blocks_)
@@ -91,8 +91,7 @@ DeviceExecutor::UpdateList DeviceExecutor::update_buffers() const {
 }
 
 void DeviceExecutor::gather_weights() {
-  if (!sharded()) return;
-  for (size_t k = 0; k < plan_.buckets.size(); ++k) {
+  for (size_t k = 0; sharded() && k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
     const ZeroBlock& z = zero_blocks_[k];
     if (z.member < 0) continue;
@@ -104,13 +103,16 @@ void DeviceExecutor::gather_weights() {
       int64_t at = 0;
       for (const SyncPart& part : bucket.parts) {
         for (int64_t shard : part.shards)
-          if (owns(part.tensor, shard)) backend_.copy_range(values(part.tensor)[static_cast<size_t>(shard)], z.weights, at);
+          if (owns(part.tensor, shard)) backend_.copy_range(master(part.tensor, shard), z.weights, at);
         at += part.floats;
       }
     };
     if (bucket.devices.size() > 1) collective(StepEventKind::kWeightGather, static_cast<int64_t>(k), gather);
     else gather();
   }
+  // Mixed precision: the gathers above wrote the masters; the compute
+  // copies are rounded from them.
+  if (mixed()) refresh_compute_weights();
 }
 
 std::vector<ParameterSlot> DeviceExecutor::moment_shards(std::span<const ParameterSlot> slots) {

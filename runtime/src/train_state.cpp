@@ -1,6 +1,7 @@
 #include "pcgx/runtime/train_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -49,7 +50,7 @@ TrainState gather_state(const ExecutionPlan& plan, std::span<const NodeId> weigh
   for (NodeId w : weights) {
     const TensorRef p = plan.parameter[static_cast<size_t>(w)];
     const std::string& name = g.node(w).name;
-    st.weights[name] = gather_tensor(ex, p, comm, tag, bytes_sent);
+    st.weights[name] = gather_tensor(ex, p, comm, tag, bytes_sent, [&](int64_t k) { return ex.master(p, k); });
     for (int kind = 1; kind < kinds; ++kind)
       st.moments[moment_prefix(kind) + name] = gather_tensor(ex, p, comm, tag, bytes_sent, [&](int64_t k) {
         return kind == 1 ? slot_of(p, k).m : slot_of(p, k).v;
@@ -114,7 +115,9 @@ void write_checkpoint(const std::string& dir, const TrainState& s, const std::st
   std::error_code ec;
   fs::remove_all(partial, ec);
   if (!fs::create_directories(partial, ec) && ec) throw Error(dir + ": cannot create " + partial.string() + " (" + ec.message() + ")");
-  const nlohmann::json state = {{"format", "pcgx.checkpoint"}, {"version", 1}, {"step", s.step}, {"optimizer", s.optimizer}, {"model", model}};
+  nlohmann::json state = {{"format", "pcgx.checkpoint"}, {"version", 1}, {"step", s.step}, {"optimizer", s.optimizer}, {"model", model}};
+  if (s.updates >= 0 && s.updates != s.step) state["updates"] = s.updates;
+  if (s.loss_scale > 0) state["loss_scale"] = s.loss_scale, state["growth_tracker"] = s.growth_tracker;
   write_text_file_atomic((partial / "weights.safetensors").string(), safetensors_bytes(s.weights, {{"format", "pt"}}));
   write_text_file_atomic((partial / "optimizer.safetensors").string(), safetensors_bytes(s.moments));
   write_text_file_atomic((partial / "state.json").string(), state.dump(2) + "\n");
@@ -148,6 +151,19 @@ TrainState read_checkpoint(const std::string& dir) {
   TrainState s;
   s.step = j["step"].get<int64_t>();
   s.optimizer = j["optimizer"].get<std::string>();
+  // Written where loss scaling ran (train_state.h): optional.
+  if (j.contains("updates")) {
+    if (!j["updates"].is_number_integer() || j["updates"].get<int64_t>() < 0 || j["updates"].get<int64_t>() > s.step)
+      throw Error(state_path + ": updates: not an integer from 0 to the step");
+    s.updates = j["updates"].get<int64_t>();
+  }
+  if (j.contains("loss_scale")) {
+    if (!j["loss_scale"].is_number() || !(j["loss_scale"].get<double>() > 0) || !std::isfinite(j["loss_scale"].get<double>()))
+      throw Error(state_path + ": loss_scale: not a positive number");
+    if (!j.contains("growth_tracker") || !j["growth_tracker"].is_number_integer() || j["growth_tracker"].get<int64_t>() < 0)
+      throw Error(state_path + ": growth_tracker: not a non-negative integer");
+    s.loss_scale = j["loss_scale"].get<float>(), s.growth_tracker = j["growth_tracker"].get<int64_t>();
+  }
   s.weights = read_safetensors((d / "weights.safetensors").string());
   s.moments = read_safetensors((d / "optimizer.safetensors").string());
   return s;

@@ -37,6 +37,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   if (options.threads < 1) throw FieldError("TrainOptions.threads", "must be at least 1");
   if (options.trace_step >= options.steps) throw Error("the traced step " + std::to_string(options.trace_step) + " is beyond the run's " + std::to_string(options.steps) + " steps");
   validate(options.optimizer);
+  validate(options.loss_scaling);
   std::vector<NodeId> weights, inputs;
   for (const Node& n : g.nodes()) {
     if (n.op->is_weight) {
@@ -51,6 +52,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   }
   Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
   s.plan.zero = options.zero;
+  s.plan.precision = options.precision;
   set_recompute(s.plan, options.recompute);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
@@ -68,6 +70,11 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
     s.initial[w] = options.initial_weights ? options.initial_weights->at(g.node(w).name) : initial_weight(g.node(w), options.seed);
   return s;
 }
+
+// The tag of FP16's overflow vote (every step's, one at a time): apart
+// from every node's and the gradient buckets' collective tags, the
+// loss's (-2^62) and the gathers' (from -2^61 down).
+constexpr int64_t kOverflowTag = -(int64_t{1} << 60);
 
 // What one device did while timed.
 struct UpdateTime {
@@ -122,10 +129,17 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   // device's block of each gradient bucket (device_executor.h).
   const auto [params, grads] = ex->update_buffers();
   Optimizer opt(options.optimizer, ex->backend());
+  // FP16's loss scaling: every device unscales its gradients and all agree
+  // whether any overflowed (one float all-reduced over every device).
+  const bool scaling = options.precision == Precision::kFp16;
+  LossScaler scaler(options.loss_scaling);
+  std::vector<int> everyone(static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) everyone[static_cast<size_t>(r)] = r;
   if (options.resume) {
     restore_state(*options.resume, s.plan, s.weights, *ex, ex->moment_shards(opt.state(params)));
     ex->shard_moments(opt.state(params));
-    opt.set_steps(options.resume->step);
+    opt.set_steps(options.resume->updates >= 0 ? options.resume->updates : options.resume->step);
+    if (scaling && options.resume->loss_scale > 0) scaler.restore(options.resume->loss_scale, options.resume->growth_tracker);
   }
   // The state onto device 0, through the host communicator, untimed.
   auto gather = [&](int64_t done, bool moments) {
@@ -134,6 +148,8 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     const std::vector<ParameterSlot> slots =
         moments ? ex->unsharded_moments(opt.state(params), &update.state_bytes) : std::vector<ParameterSlot>{};
     TrainState st = gather_state(s.plan, s.weights, *ex, slots, comm, done, options.optimizer.kind, &update.state_bytes);
+    st.updates = opt.steps();
+    if (scaling) st.loss_scale = scaler.scale(), st.growth_tracker = scaler.growth_tracker();
     comm.set_timing(timed);
     return st;
   };
@@ -159,10 +175,21 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     const auto t0 = backend.now();
     const auto& batch = s.source().batch(step);
     for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
+    if (scaling) ex->set_loss_scale(scaler.scale());
     const double loss = ex->forward_backward();
     ex->synchronize_gradients();
     const auto u0 = backend.now();
-    opt.step(params, grads);
+    bool finite = true;
+    if (scaling) {
+      const float inv = 1.f / scaler.scale();
+      for (const Buffer& gr : grads) finite &= backend.unscale(gr, inv);
+      float overflow = finite ? 0.f : 1.f;
+      if (comm.size() > 1) comm.all_reduce(everyone, std::span<float>(&overflow, 1), kOverflowTag);
+      finite = overflow == 0.f;
+      scaler.update(!finite);
+      if (!finite && comm.rank() == 0) result.skipped_steps.push_back(step);
+    }
+    if (finite) opt.step(params, grads);
     const auto u1 = backend.now();
     if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, u1);
     ex->gather_weights();
@@ -197,6 +224,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   TrainState final_state = gather(options.steps, false);
   if (comm.rank() == 0) {
     result.backend = backend.name(), result.backend_remarks = backend.remarks();
+    if (scaling) result.loss_scale = scaler.scale();
     result.parameters = std::move(final_state.weights);
   }
   return d;

@@ -102,11 +102,22 @@ TEST(SimulateCommand, PrecisionIsPricedRecordedAndSimulated) {
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("precision             bf16\n"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
-  // The runtime trains in FP32/TF32 only so far: it says so rather than
-  // running a mixed-precision plan in another precision.
-  const auto train = run("run " + bf16 + " --steps 1");
-  EXPECT_EQ(train.code, 2) << train.out;
-  EXPECT_NE(train.out.find("precision: bf16: the runtime trains in fp32 or tf32 only so far"), std::string::npos) << train.out;
+  // The runtime trains it in its precision (tests/runtime/mixed_precision_test.cpp
+  // checks the arithmetic), and records it; --precision trains it in another,
+  // saying so, and rejects what it does not know.
+  const std::string report = (dir() / "bf16-run.json").string();
+  const auto train = run("run " + bf16 + " --steps 3 --no-plot --report " + report);
+  ASSERT_EQ(train.code, 0) << train.out;
+  EXPECT_NE(train.out.find("precision             bf16: activations and weight copies rounded to it"), std::string::npos) << train.out;
+  std::ifstream in(report);
+  EXPECT_EQ(nlohmann::json::parse(in).at("precision"), "bf16");
+  const auto fp16 = run("run " + bf16 + " --steps 3 --no-plot --no-report --precision fp16");
+  ASSERT_EQ(fp16.code, 0) << fp16.out;
+  EXPECT_NE(fp16.out.find("was planned in bf16; training in fp16 as --precision says"), std::string::npos) << fp16.out;
+  EXPECT_NE(fp16.out.find("loss scaling          0 steps skipped on overflow, final scale 65536"), std::string::npos) << fp16.out;
+  const auto bad = run("run mlp-tiny --steps 1 --no-plot --no-report --precision half");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --precision: unknown precision 'half' (fp32, tf32, bf16, fp16)"), std::string::npos) << bad.out;
   const auto fp8 = run("optimize mlp-tiny --machine dgx-a100 --precision fp8 -o " + bf16);
   EXPECT_EQ(fp8.code, 2) << fp8.out;
   EXPECT_NE(fp8.out.find("error: --precision: unknown precision 'fp8' (fp32, tf32, bf16, fp16)"), std::string::npos) << fp8.out;

@@ -56,6 +56,8 @@ class DisguisedBackend final : public Backend {
     for (ParameterSlot& s : r) s.w = real(s.w), s.g = real(s.g), s.m = real(s.m), s.v = real(s.v);
     host_.update(rule, r);
   }
+  void round(const Buffer& b, Precision p) override { host_.round(real(b), p); }
+  bool unscale(const Buffer& b, float factor) override { return host_.unscale(real(b), factor); }
   Clock::time_point now() override { return host_.now(); }
 
  private:

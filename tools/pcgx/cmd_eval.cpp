@@ -11,7 +11,7 @@ namespace pcgx::cli {
 void add_eval_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "A model's loss (and accuracy, for a classifier) over a data set with given weights, without training");
   static runner::EvalRequest q;
-  static std::string backend = "auto";
+  static std::string backend = "auto", precision;
   static std::vector<std::string> sets;
   static int64_t batch = 0, threads = 0;
   cmd->add_option("MODEL|STRATEGY", q.target, "zoo model name, graph JSON file, or strategy file (pcgx optimize -o)")->required();
@@ -28,6 +28,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--seed", q.seed, "seed of the synthetic task (without --data)")->capture_default_str();
   cmd->add_option("--batches", q.batches, "batches of the synthetic task (without --data)")->capture_default_str();
   cmd->add_option("--machine", q.machine, "machine whose views lay a model out data parallel")->capture_default_str();
+  cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's, else tf32)");
   cmd->callback([] {
     name_flags({{"EvalRequest.batches", "--batches"}, {"EvalRequest.devices", "--devices"}, {"EvalRequest.sizes", "--batch/--set"}});
     ChosenBackend chosen = choose_backend(backend);
@@ -36,10 +37,12 @@ void add_eval_command(CLI::App& app) {
     q.threads = static_cast<int>(threads);
     q.sizes = parse_sets(sets);
     if (batch > 0) q.sizes["batch"] = batch;
+    if (!precision.empty()) q.precision = parse_precision(precision);
     const runner::EvalReport r = runner::evaluate(q, chosen.world.get());
     std::cout << "model                 " << r.model << " (" << r.layout << ")\n"
               << "devices               " << r.devices << " (" << (chosen.gpu ? "cuda" : "cpu")
               << (chosen.world ? ", MPI: one rank each)" : ", in-process)") << "\n"
+              << (is_mixed(r.precision) ? std::string("precision             ") + name(r.precision) + "\n" : std::string())
               << "data                  " << r.result.data << "\n"
               << "samples               " << r.result.samples << " in " << r.result.batches << " batch"
               << (r.result.batches == 1 ? "" : "es") << "\n"

@@ -13,7 +13,7 @@ namespace pcgx::cli {
 namespace {
 
 struct Flags {
-  std::string backend = "auto", search = "unity", optimizer = "sgd", report = "run-report.json", plot = "loss.svg";
+  std::string backend = "auto", search = "unity", optimizer = "sgd", report = "run-report.json", plot = "loss.svg", precision;
   std::vector<std::string> sets;
   int64_t batch = 0, threads = 0, search_budget = 12;
   double bucket_mb = 25;
@@ -30,12 +30,13 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
               {"ModelParams.batch", "--batch"}, {"ModelParams", "--batch/--set"}, {"OptimizerOptions.lr", "--lr"},
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"},
-              {"TrainOutputs.strategy", "--save-strategy"}});
+              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"}});
   runner::TrainRequest& q = f.q;
   q.backend = backend, q.tf32 = !f.strict_fp32, q.threads = static_cast<int>(f.threads);
   q.sizes = parse_sets(f.sets);
   if (f.batch > 0) q.sizes["batch"] = f.batch;
   q.options.optimizer.kind = parse_optimizer(f.optimizer);
+  if (!f.precision.empty()) q.precision = parse_precision(f.precision);
   q.options.bucket_bytes = f.bucket_mb * 1024 * 1024;
   if (f.optimize) {
     search::SearchOptions s;
@@ -63,6 +64,7 @@ void add_run_command(CLI::App& app) {
                   "auto: cuda when a GPU is visible, else mpi when started by mpirun, else cpu")
       ->capture_default_str();
   cmd->add_flag("--strict-fp32", f.strict_fp32, "cuda: products in strict FP32 (default: TF32 tensor cores, as PyTorch with allow_tf32)");
+  cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + " (default: the strategy's, else tf32)");
   cmd->add_option("--threads", f.threads,
                   "kernel threads per device (0, the default: this machine's cores divided among the devices on it); results do not depend on it");
   cmd->add_option("--steps", req.options.steps, "training steps")->capture_default_str();

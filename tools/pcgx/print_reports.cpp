@@ -121,6 +121,11 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered\n";
   if (o.recompute != Recompute::kNone)
     out << "recompute             " << name(o.recompute) << ": the backward pass re-runs what the policy does not keep\n";
+  if (is_mixed(o.precision))
+    out << "precision             " << name(o.precision) << ": activations and weight copies rounded to it, FP32 masters and gradient sums\n";
+  if (o.precision == Precision::kFp16)
+    out << "loss scaling          " << s.result.skipped_steps.size() << " step" << (s.result.skipped_steps.size() == 1 ? "" : "s")
+        << " skipped on overflow, final scale " << s.result.loss_scale << "\n";
   out << "loss                  " << L.front() << " -> " << L.back() << " ("
       << (first > 1 ? "steps " + std::to_string(first) + "-" + std::to_string(steps) + ", resumed" : std::to_string(steps) + " steps") << ")\n"
       << "data                  " << s.result.data << "\n"

@@ -121,6 +121,7 @@ struct CudaBackend::State {
   std::deque<std::vector<int64_t>> shapes;  // per buffer id
   std::deque<Tensor<float>> host;           // per buffer id: its host copy, made when first needed
   float* scratch[2] = {nullptr, nullptr};
+  int* nonfinite = nullptr;  // unscale's flag, allocated at its first call
   size_t scratch_size[2] = {0, 0};
   std::set<std::string> fallbacks;
   // The host fallback's argument arrays (host_backend.cpp's).
@@ -245,6 +246,7 @@ CudaBackend::~CudaBackend() {
   if (s_->blas) cublas().destroy(s_->blas);
   for (float* p : s_->scratch)
     if (p) cudaFree(p);
+  if (s_->nonfinite) cudaFree(s_->nonfinite);
   for (void* p : s_->chunks) cudaFree(p);
   if (s_->stream) cudaStreamDestroy(s_->stream);
 }
@@ -570,6 +572,20 @@ void CudaBackend::update(const UpdateRule& r, std::span<const ParameterSlot> slo
     else adam(p.w.data, p.g.data, p.m.data, p.v.data, p.w.numel, r.beta1, r.beta2, r.one_minus_beta1, r.one_minus_beta2, r.step, r.eps,
               r.root_c2, s_->stream);
   }
+}
+
+void CudaBackend::round(const Buffer& b, Precision p) {
+  if (is_mixed(p)) cuda::round_low(b.data, b.numel, p == Precision::kFp16, s_->stream);
+}
+
+bool CudaBackend::unscale(const Buffer& b, float factor) {
+  if (!s_->nonfinite) check(cudaMalloc(&s_->nonfinite, sizeof(int)), "cudaMalloc");
+  check(cudaMemsetAsync(s_->nonfinite, 0, sizeof(int), s_->stream), "cudaMemset");
+  cuda::unscale(b.data, b.numel, factor, s_->nonfinite, s_->stream);
+  int found = 0;
+  check(cudaMemcpyAsync(&found, s_->nonfinite, sizeof(int), cudaMemcpyDeviceToHost, s_->stream), "copy to host");
+  check(cudaStreamSynchronize(s_->stream), "synchronize");
+  return found == 0;
 }
 
 Backend::Clock::time_point CudaBackend::now() {

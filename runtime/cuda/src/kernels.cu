@@ -1,6 +1,9 @@
 // The CUDA backend's elementwise, block and update kernels (kernels.h).
 // Grid-stride loops: any launch size covers any n.
 #include "kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include "pcgx/pcg/dropout_draw.h"
 
 namespace pcgx::runtime::cuda {
@@ -110,6 +113,15 @@ __global__ void dropout_k(const float* x, float* y, BlockGeometry g, uint64_t se
   }
 }
 
+__global__ void round_low_k(float* x, int64_t n, bool fp16) {
+  PCGX_GRID_LOOP(i, n) x[i] = fp16 ? __half2float(__float2half_rn(x[i])) : __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+__global__ void unscale_k(float* x, int64_t n, float factor, int* nonfinite) {
+  PCGX_GRID_LOOP(i, n) {
+    x[i] *= factor;
+    if (!isfinite(x[i])) *nonfinite = 1;
+  }
+}
 __global__ void sgd_k(float* w, const float* g, float* v, int64_t n, float lr, float mu) {
   PCGX_GRID_LOOP(i, n) {
     v[i] = mu * v[i] + g[i];
@@ -166,6 +178,12 @@ void mul_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s
 void dropout(const float* x, float* y, const BlockGeometry& shard, uint64_t seed, double rate, bool add, cudaStream_t s) {
   const auto k = static_cast<float>(1.0 / (1.0 - rate));
   if (shard.numel > 0) dropout_k<<<blocks_for(shard.numel), kThreads, 0, s>>>(x, y, shard, seed, rate, k, add);
+}
+void round_low(float* x, int64_t n, bool fp16, cudaStream_t s) {
+  if (n > 0) round_low_k<<<blocks_for(n), kThreads, 0, s>>>(x, n, fp16);
+}
+void unscale(float* x, int64_t n, float factor, int* nonfinite, cudaStream_t s) {
+  if (n > 0) unscale_k<<<blocks_for(n), kThreads, 0, s>>>(x, n, factor, nonfinite);
 }
 void sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, cudaStream_t s) {
   if (n > 0) sgd_k<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, momentum);

@@ -3,6 +3,7 @@
 // given weights, forward only: the driver behind `pcgx eval`. A model is
 // laid out data parallel over several devices; a strategy file runs as
 // planned.
+#include <optional>
 #include <string>
 
 #include "pcgx/pcg/zoo.h"
@@ -23,11 +24,13 @@ struct EvalRequest {
   uint64_t seed = 1;     // of the synthetic task
   int64_t batches = 8;   // of the synthetic task
   std::string machine = "cpu-host";  // whose views lay a model out data parallel
+  std::optional<Precision> precision;  // unset: a strategy's own, else the default
 };
 
 struct EvalReport {
   std::string model;    // the graph's name
   std::string layout;   // "unpartitioned", "data parallel", or the strategy's search and file
+  Precision precision = kDefaultPrecision;  // what it evaluated in
   int64_t devices = 0;
   runtime::EvalResult result;
 };

@@ -32,9 +32,6 @@ ModelParams with_batch_per_device(const std::string& source, ModelParams sizes, 
 
 // A strategy file is JSON whose "kind" says so; anything else is a model.
 bool is_strategy_file(const std::string& path);
-// A strategy file the runtime can run; throws FileError (its "precision")
-// for a plan in a precision the runtime does not train in yet.
-search::StrategyFile load_runnable_strategy(const std::string& path);
 
 // The shipped ruleset the search applies by default (rulesets/unity-v1.json).
 std::string default_ruleset_path();

@@ -41,6 +41,10 @@ struct TrainRequest {
   ModelParams sizes;   // a zoo model's size overrides (batch included); none for a strategy
   BackendKind backend = BackendKind::kCpu;  // resolved (backend_choice.h's resolve)
   bool tf32 = true;                         // CUDA products on TF32 tensor cores
+  // What it trains in (runtime::TrainOptions::precision); unset: a
+  // strategy's own, else the default. Given with a strategy planned in
+  // another, it wins (said in a note); --optimize searches with it.
+  std::optional<Precision> precision;
   int64_t devices = 0;                      // 0: 1, or what the strategy needs; under MPI, 0 or the ranks
   int threads = 0;                          // kernel threads per device; 0: this machine's cores shared out
   // Steps, seed, synthetic batches, optimizer, gradient buckets, progress.

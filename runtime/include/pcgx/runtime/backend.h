@@ -113,6 +113,13 @@ class Backend {
   // One optimizer update of every slot; the list is the same every call.
   virtual void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) = 0;
 
+  // Mixed precision (low_precision.h): every element rounded to the
+  // nearest value of `p` (nothing for fp32 and tf32); and the gradients'
+  // unscaling under loss scaling, b *= factor, returning whether every
+  // element is finite.
+  virtual void round(const Buffer& b, Precision p) = 0;
+  virtual bool unscale(const Buffer& b, float factor) = 0;
+
   // The time once the work queued so far has finished (the host's clock
   // after waiting, for a device that runs asynchronously): kernel timings
   // and step traces read it.

@@ -50,6 +50,18 @@
 // its own last reader), so the peak exceeds the memory model's one
 // segment at a time where segments interleave.
 //
+// Mixed precision (the plan's `precision` bf16 or fp16; low_precision.h).
+// Every float value a node writes forward (the losses' aside, which stay
+// FP32) and every input gradient a kernel writes backward is rounded to the
+// precision, so kernels compute on 16-bit values and accumulate in FP32;
+// the model's inputs are rounded when set, except those only a loss reads
+// (its targets). Gradient contributions add up in FP32: across readers,
+// micro-batches and devices, and in the gradient buckets. The optimizer
+// updates an FP32 master copy of each parameter shard, from which the
+// compute copy the nodes read is rounded after every update; checkpoints
+// and the final weights are the masters. The backward pass starts from the
+// loss scale (set_loss_scale; FP16's dynamic scaling, trainer.h).
+//
 // Hardware. Every buffer is the backend's (backend.h) and every kernel,
 // block copy and optimizer update runs there; the executor itself only
 // orders the work and the messages, so the same executor drives the CPU
@@ -134,15 +146,16 @@ class DeviceExecutor {
   // memory model counts (docs/training.md).
   //
   // What the optimizer updates on this device, the same list every step:
-  // at stage 0 every parameter shard (parameter_shards() order); under
-  // ZeRO the shards outside any bucket, then this device's block of each
-  // bucket it belongs to.
+  // at stage 0 every parameter shard (parameter_shards() order; its master
+  // under mixed precision); under ZeRO the shards outside any bucket, then
+  // this device's block of each bucket it belongs to.
   struct UpdateList {
     std::vector<Buffer> params, grads;
   };
   UpdateList update_buffers() const;
-  // Under ZeRO, after the optimizer's update: the updated blocks into every
-  // copy of every bucket's weights (nothing at stage 0).
+  // After the optimizer's update: under ZeRO the updated blocks into every
+  // copy of every bucket's weights; under mixed precision the compute
+  // copies rounded from the masters (nothing else at stage 0).
   void gather_weights();
   // The optimizer's state (`slots`, in update_buffers() order) as whole
   // shards in parameter_shards() order, as train_state.h reads and writes
@@ -172,6 +185,12 @@ class DeviceExecutor {
   // with recomputation, the kept ones and the segments live at once).
   int64_t buffer_bytes() const { return peak_floats_ * static_cast<int64_t>(sizeof(float)); }
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
+  // The FP32 master copy of a parameter shard under mixed precision (what
+  // the optimizer updates, checkpoints hold and training returns), else
+  // the shard itself.
+  const Buffer& master(TensorRef t, int64_t shard) const;
+  // The seed of the backward pass (1 by default): FP16's loss scale.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
   const ExecutionPlan& plan() const { return plan_; }
 
   // Kernel timing (for measured cost-model profiles): the clock is read
@@ -219,6 +238,21 @@ class DeviceExecutor {
   void recompute_segment(const RecomputeSegment& s);
   void acquire(NodeId n);  // its outputs' buffers again, where freed
   void run_forward(const Node& n);  // its kernels, moves or collective
+
+  // Mixed precision: per node, whether run_forward rounds its outputs
+  // (and set_source an input's value); the masters of the parameter
+  // shards, [node][output][shard] as values_; the backward pass's seed.
+  std::vector<char> rounds_;
+  std::vector<std::vector<std::vector<Buffer>>> masters_;
+  float loss_scale_ = 1.f;
+  bool mixed() const { return is_mixed(plan_.precision); }
+  void init_precision();
+  void round_outputs(NodeId n);
+  // After set_source gave a weight its value: the masters of its parameter
+  // shards take it whole, and every layout of it is rounded.
+  void round_source(NodeId n);
+  // The compute copies from the masters, after an update.
+  void refresh_compute_weights();
 
   // Micro-batches (execution_plan.h). A node's pass: 0 for kStep, 1 for
   // kMicro and kAccumulate (run once per micro-batch), 2 for kAfter.

@@ -25,6 +25,7 @@ struct EvalOptions {
   uint64_t seed = 1;
   int64_t batches = 8;
   int threads = 1;  // kernel threads per device
+  Precision precision = kDefaultPrecision;  // activations rounded as training rounds them (trainer.h)
   std::function<std::unique_ptr<Backend>(int device)> backend;  // null: the host's
 };
 

@@ -109,6 +109,10 @@ struct ExecutionPlan {
   // What the backward pass recomputes (set_recompute); none by default.
   Recompute recompute = Recompute::kNone;
   std::vector<RecomputeSegment> segments;
+  // The precision activations are stored in (pcg/precision.h): under
+  // bf16 and fp16 every value a kernel writes is rounded to it and the
+  // optimizer updates FP32 master weights (device_executor.h).
+  Precision precision = kDefaultPrecision;
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }

@@ -43,6 +43,8 @@ class HostBackend final : public Backend {
                 std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
                 std::span<const Buffer* const> in_grad) override;
   void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override;
+  void round(const Buffer& b, Precision p) override;
+  bool unscale(const Buffer& b, float factor) override;
   Clock::time_point now() override { return Clock::now(); }
 
   // The tensor behind a buffer, for callers on the host (tests, tools).

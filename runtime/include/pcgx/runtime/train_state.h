@@ -25,6 +25,13 @@ struct TrainState {
   std::string optimizer;   // OptimizerOptions::kind it was made with
   NamedTensors weights;    // by Weight name
   NamedTensors moments;    // "m/NAME", "v/NAME"
+  // Optimizer updates taken: fewer than `step` where FP16's loss scaling
+  // skipped steps (Adam's bias correction counts updates); -1: `step`.
+  int64_t updates = -1;
+  // FP16's loss scaler (low_precision.h): its scale (0: none) and the
+  // successful steps since it last changed.
+  float loss_scale = 0;
+  int64_t growth_tracker = 0;
 };
 
 // The state after `step` steps, gathered onto rank 0 through `comm`, a

@@ -17,6 +17,7 @@
 #include "pcgx/runtime/dataset.h"
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/execution_plan.h"
+#include "pcgx/runtime/low_precision.h"
 #include "pcgx/runtime/optimizer.h"
 #include "pcgx/runtime/step_trace.h"
 #include "pcgx/runtime/train_state.h"
@@ -48,6 +49,13 @@ struct TrainOptions {
   // re-runs what the policy does not keep (device_executor.h); the
   // gradients are the same bits as keeping everything.
   Recompute recompute = Recompute::kNone;
+  // Training precision (pcg/precision.h; fp32 and tf32 alike on the CPU):
+  // bf16 and fp16 store activations and compute copies of the weights in
+  // 16 bits and update FP32 masters (device_executor.h); fp16 also scales
+  // the loss dynamically (`loss_scaling`, PyTorch's GradScaler): a step
+  // whose gradients overflow is skipped, its batch still consumed.
+  Precision precision = kDefaultPrecision;
+  LossScaling loss_scaling;
   int64_t trace_step = -1;  // 0-based: record this step's timeline into TrainResult::trace; -1: none
   std::function<void(const StepReport&)> progress;  // called on every step, from device 0's thread
   // Initial weights by Weight name (safetensors.h); null: initial_weight()'s
@@ -86,6 +94,10 @@ struct DeviceTime {
 
 struct TrainResult {
   std::vector<double> losses;        // per step, before its update
+  // FP16: the steps (0-based) loss scaling skipped, and the scale at the
+  // end (0 for other precisions).
+  std::vector<int64_t> skipped_steps;
+  float loss_scale = 0;
   std::vector<double> step_seconds;  // per step
   std::map<std::string, Tensor<float>> parameters;  // final weights by name (logical values)
   int64_t bytes_sent = 0;            // between devices, whole run

@@ -62,6 +62,8 @@ class CudaBackend final : public Backend {
                 std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
                 std::span<const Buffer* const> in_grad) override;
   void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override;
+  void round(const Buffer& b, Precision p) override;
+  bool unscale(const Buffer& b, float factor) override;
   Clock::time_point now() override;
   std::string remarks() const override;
 

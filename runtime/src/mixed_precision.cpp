@@ -1,0 +1,88 @@
+// Mixed precision in the executor (device_executor.h): which values are
+// rounded to the compute precision, and the FP32 master weights beside
+// their compute copies.
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/runtime/device_executor.h"
+
+namespace pcgx::runtime {
+
+void DeviceExecutor::init_precision() {
+  if (!mixed()) return;
+  const Graph& g = *plan_.graph;
+  rounds_.assign(g.size(), 0);
+  // An input only losses read is a target (an MSE target, class indices):
+  // it stays as given, as PyTorch's autocast runs the losses in FP32.
+  std::vector<char> read_by_model(g.size(), 0);
+  for (const Node& n : g.nodes())
+    if (n.op->loss == LossKind::kNone)
+      for (const TensorRef& in : n.inputs) read_by_model[static_cast<size_t>(in.node)] = 1;
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
+    const NodePlan::Run run = plan_.nodes[id].run;
+    if (n.op->is_weight || n.op->loss != LossKind::kNone) continue;
+    if (n.op->op_class == OpClass::kSource) {
+      // A layout sliced from an input is rounded with it (round_source).
+      rounds_[id] = read_by_model[id] || std::any_of(sliced_from_[id].begin(), sliced_from_[id].end(),
+                                                     [&](NodeId s) { return read_by_model[static_cast<size_t>(s)] != 0; });
+      continue;
+    }
+    rounds_[id] = run != NodePlan::Run::kSliced && run != NodePlan::Run::kDone;
+  }
+  masters_.resize(g.size());
+  for (const Node& n : g.nodes()) {
+    if (!n.op->is_weight) continue;
+    const TensorRef p = plan_.parameter[static_cast<size_t>(n.id)];
+    const auto& layouts = sliced_from_[static_cast<size_t>(n.id)];
+    if (p.node != n.id && std::find(layouts.begin(), layouts.end(), p.node) == layouts.end())
+      throw Error(describe(n) + ": its trained layout is not filled from it; mixed precision cannot keep its master copy");
+    auto& m = masters_[static_cast<size_t>(p.node)];
+    m.resize(plan_.graph->node(p.node).outputs.size());
+    auto& shards = m[static_cast<size_t>(p.output)];
+    shards.resize(static_cast<size_t>(g.shape(p).num_shards()));
+    for (int64_t k = 0; k < g.shape(p).num_shards(); ++k)
+      if (owns(p, k)) shards[static_cast<size_t>(k)] = allocate(g.shape(p).slice_shape());
+  }
+}
+
+const Buffer& DeviceExecutor::master(TensorRef t, int64_t shard) const {
+  const auto node = static_cast<size_t>(t.node), out = static_cast<size_t>(t.output);
+  if (mixed() && node < masters_.size() && out < masters_[node].size()) return masters_[node][out][static_cast<size_t>(shard)];
+  return values_[node][out][static_cast<size_t>(shard)];
+}
+
+void DeviceExecutor::round_outputs(NodeId n) {
+  for (const auto& shards : values_[static_cast<size_t>(n)])
+    for (const Buffer& b : shards)
+      if (b) backend_.round(b, plan_.precision);
+}
+
+void DeviceExecutor::round_source(NodeId n) {
+  const Node& node = plan_.graph->node(n);
+  if (node.op->is_weight) {
+    const TensorRef p = plan_.parameter[static_cast<size_t>(n)];
+    const auto& values = this->values(p);
+    const auto& masters = masters_[static_cast<size_t>(p.node)][static_cast<size_t>(p.output)];
+    for (size_t k = 0; k < values.size(); ++k)
+      if (values[k]) backend_.copy(masters[k], values[k]);
+  } else if (!rounds_[static_cast<size_t>(n)]) {
+    return;
+  }
+  round_outputs(n);
+  for (NodeId id : sliced_from_[static_cast<size_t>(n)])
+    if (!micro({id, 0})) round_outputs(id);  // a pipelined layout's slices are rounded as enter_slice uploads them
+}
+
+void DeviceExecutor::refresh_compute_weights() {
+  for (const Node& n : plan_.graph->nodes()) {
+    if (!n.op->is_weight) continue;
+    const TensorRef p = plan_.parameter[static_cast<size_t>(n.id)];
+    const auto& values = this->values(p);
+    const auto& masters = masters_[static_cast<size_t>(p.node)][static_cast<size_t>(p.output)];
+    for (size_t k = 0; k < values.size(); ++k)
+      if (values[k]) backend_.copy(values[k], masters[k]), backend_.round(values[k], plan_.precision);
+  }
+}
+
+}  // namespace pcgx::runtime
