@@ -13,23 +13,85 @@ bool active(const Graph& g, const SourceLayouts& layouts, NodeId n) {
   return g.node(n).op->op_class != OpClass::kSource && !layouts.is_layout(g, n);
 }
 
-// Full: the nodes strictly after the first single-tensor cut and up to the
-// last one, less those producing a kept cut tensor; a segment per gap
-// between two cuts. The cuts are graph_cuts.h's over the
-// nodes that compute: sources and layouts left out, since a weight laid out
-// once and read by the first and the last layer (a tied embedding) would
-// otherwise leave no cut at all.
+// A gap's shape: its operators, their output layouts and their text
+// attributes (an activation's kind) in order, so that two layers of a
+// model compare equal: not the names, nor the numbers, which a layer's
+// own dropout seed makes differ (dimensions and degrees show in the
+// layouts).
+uint64_t gap_signature(const Graph& g, std::span<const NodeId> nodes) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::string_view s) {
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  };
+  for (NodeId n : nodes) {
+    const Node& node = g.node(n);
+    mix(node.op->name);
+    for (const auto& [k, v] : node.attrs.values())
+      if (std::holds_alternative<std::string>(v)) mix(k), mix(std::get<std::string>(v));
+    for (const ParallelTensorShape& o : node.outputs) mix(o.to_string());
+  }
+  return h;
+}
+
+// Which of the cuts a layer starts at: the gaps between consecutive cuts
+// repeat with some period P (a transformer layer holds two, the attention
+// and the feed-forward halves); over the longest stretch repeating with
+// the smallest P > 1, only every P-th cut is a layer boundary. Elsewhere
+// (embeddings, the head, a chain of one-gap layers) every cut is.
+std::vector<char> layer_boundaries(const std::vector<uint64_t>& gaps) {
+  const size_t k = gaps.size();
+  std::vector<char> boundary(k + 1, 1);  // boundary[j]: the cut before gap j (j = k: the last)
+  size_t best_len = 0, best_start = 0, best_period = 1;
+  for (size_t period = 2; 2 * period <= k; ++period) {
+    // Maximal runs of gaps j with gaps[j] == gaps[j + period].
+    for (size_t j = 0; j + period < k;) {
+      size_t end = j;
+      while (end + period < k && gaps[end] == gaps[end + period]) ++end;
+      const size_t len = end - j + period;  // the gaps covered: j .. end + period - 1
+      if (end > j && len >= 2 * period && len > best_len) best_len = len, best_start = j, best_period = period;
+      j = end > j ? end : j + 1;
+    }
+    if (best_len > 0) break;  // the smallest period that repeats at all
+  }
+  if (best_period < 2) return boundary;
+  for (size_t j = best_start + 1; j < best_start + best_len; ++j) boundary[j] = (j - best_start) % best_period == 0;
+  return boundary;
+}
+
+// Full: Megatron-LM's, each layer's input kept and the layer re-run in
+// backward. The cuts are graph_cuts.h's over the nodes that compute
+// (sources and layouts left out, since a weight laid out once and read by
+// the first and the last layer, a tied embedding, would otherwise leave no
+// cut at all), and an activation the graph outputs (a pipeline stage's
+// boundary) ends the last gap; a layer is the repeating unit of the gaps
+// between cuts (layer_boundaries). Every node after the first cut and up
+// to the last, less those producing a kept boundary tensor, is recomputed,
+// a segment per layer.
 void plan_full(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
   std::vector<NodeId> order;
   for (const Node& n : g.nodes())
     if (active(g, layouts, n.id)) order.push_back(n.id);
   if (order.size() < 3) return;
-  std::vector<size_t> cuts;
+  std::vector<std::pair<size_t, TensorRef>> cuts = valid_cuts(g, order);
+  // A stage's output: the tensors that end the graph and are not a loss
+  // (a scalar) are kept like a cut's, and what leads to them recomputed.
+  const Node& last = g.node(order.back());
+  for (const TensorRef& out : g.outputs())
+    if (out.node == last.id && g.shape(out).rank() > 0 && (cuts.empty() || cuts.back().first + 1 < order.size()))
+      cuts.push_back({order.size() - 1, out});
+  if (cuts.size() < 2) return;
+  std::vector<uint64_t> gaps;
+  for (size_t c = 0; c + 1 < cuts.size(); ++c)
+    gaps.push_back(gap_signature(g, std::span(order).subspan(cuts[c].first + 1, cuts[c + 1].first - cuts[c].first)));
+  const std::vector<char> boundary = layer_boundaries(gaps);
   std::set<TensorRef> checkpoints;
-  for (const auto& [i, t] : valid_cuts(g, order)) cuts.push_back(i), checkpoints.insert(t);
+  for (size_t c = 0; c < cuts.size(); ++c)
+    if (boundary[c]) checkpoints.insert(cuts[c].second);
+  bool any = false;
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-    bool any = false;
-    for (size_t i = cuts[c] + 1; i <= cuts[c + 1]; ++i) {
+    if (c > 0 && boundary[c]) plan.segments += any, any = false;
+    for (size_t i = cuts[c].first + 1; i <= cuts[c + 1].first; ++i) {
       const Node& n = g.node(order[i]);
       bool kept = false;
       for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) kept |= checkpoints.count({n.id, o}) > 0;
@@ -38,8 +100,8 @@ void plan_full(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan
       plan.segment[static_cast<size_t>(n.id)] = plan.segments;
       any = true;
     }
-    plan.segments += any;
   }
+  plan.segments += any;
 }
 
 int64_t elements(const ParallelTensorShape& s) { return s.shard_elements(); }

@@ -328,6 +328,51 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
       break;
     }
   }
+  // Megatron-LM's vocabulary-parallel ends (VocabParallelEmbedding, and the
+  // LM head's output split by vocabulary): the word-embedding lookup (a
+  // table with a row per word of the vocabulary; position and segment
+  // tables stay whole, as in Megatron-LM) splits its table by rows
+  // over t (each device looks up the ids in its rows, the partial results
+  // summed), and the projection producing a
+  // classification loss's logits splits its output columns over t (the
+  // logits gathered before the loss; Megatron-LM's cross-entropy works on
+  // the split logits instead, which pcgx's loss cannot yet). So a tied
+  // table is held as 1/t per device in each of its two layouts, not whole.
+  auto kind_named = [&](const Node& n, auto pick) -> std::string {
+    if (!n.op->kinds) return {};
+    for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n)))
+      if (pick(k)) return k.name;
+    return {};
+  };
+  // The vocabulary: the classification loss's classes, or in a pipeline
+  // stage without the loss, the rows of the largest table looked up.
+  int64_t classes = 0;
+  for (const Node& n : g.nodes())
+    if (n.op->loss == LossKind::kClassification) classes = g.shape(n.inputs[0]).dims.back().size;
+  if (classes == 0)
+    for (const Node& n : g.nodes())
+      if (is_embedding_table(n) && n.inputs.size() == 2 && g.node(n.inputs[1].node).op->is_weight)
+        classes = std::max(classes, g.shape(n.inputs[1]).dims[0].size);
+  auto vocabulary_split = [&](const Node& n) -> std::optional<NodePlan> {
+    if (t <= 1 || n.op->op_class != OpClass::kCompute) return std::nullopt;
+    if (is_embedding_table(n) && n.inputs.size() == 2 && g.node(n.inputs[1].node).op->is_weight &&
+        g.shape(n.inputs[1]).dims[0].size == classes && classes % t == 0) {
+      const std::string rows = kind_named(n, [](const ParallelKind& k) {
+        return k.inputs.size() == 2 && k.inputs[1] == 0 && !k.outputs.empty() && k.outputs[0] == ParallelKind::kPartial;
+      });
+      if (!rows.empty()) return NodePlan{{rows, t}};
+    }
+    const auto& readers = consumers[static_cast<size_t>(n.id)];
+    if (readers.size() == 1 && readers[0].second == 0 && g.node(readers[0].first).op->loss == LossKind::kClassification &&
+        n.outputs[0].logical_shape().back() % t == 0 && n.inputs.size() >= 2) {
+      const int last = n.outputs[0].rank() - 1;
+      const std::string columns = kind_named(n, [&](const ParallelKind& k) {
+        return !k.inputs.empty() && k.inputs[0] == ParallelKind::kCopy && !k.outputs.empty() && k.outputs[0] == last;
+      });
+      if (!columns.empty()) return NodePlan{{columns, t}};
+    }
+    return std::nullopt;
+  };
   // Propagate the split from the column Linears: each operator reading a
   // tensor split by t takes the parallel kind that keeps that split (the
   // heads through reshape, transpose, batched matmuls and softmax) until a
@@ -338,6 +383,10 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
   for (const Node& n : g.nodes()) {
     split[static_cast<size_t>(n.id)].assign(n.outputs.size(), -1);
     if (n.op->op_class != OpClass::kCompute || t <= 1) continue;
+    if (const auto v = vocabulary_split(n)) {
+      extra[n.id] = *v;  // its output is partial sums or split logits: read as converted
+      continue;
+    }
     std::vector<int> in;
     for (const TensorRef& i : n.inputs) in.push_back(split[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
     const int last_in = n.inputs.empty() ? -1 : g.shape(n.inputs[0]).rank() - 1;

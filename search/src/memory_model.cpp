@@ -30,7 +30,8 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     }
     auto& per = segment[static_cast<size_t>(seg)];
     if (per.empty()) per.assign(static_cast<size_t>(devices), 0.0);
-    per[static_cast<size_t>(d)] += bytes(s);
+    // Re-created for one micro-batch at a time, during its backward.
+    per[static_cast<size_t>(d)] += activation_shard_bytes(s, precision) / static_cast<double>(s.slices());
   };
   const ParamBytes per = param_bytes(precision);
   // Under ZeRO what the stage shards is split over the devices holding the

@@ -88,5 +88,41 @@ TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
   EXPECT_EQ(feature_degree(r.search.strategy.graph), 2);
 }
 
+// Megatron-LM's vocabulary-parallel ends: the word table split by rows
+// over t for the lookup (partial sums, then summed), the logits by
+// vocabulary for the head (gathered for the loss); the position table
+// stays whole. In a pipeline stage without the loss, the largest table
+// looked up is the vocabulary's.
+TEST(ExpertDegree, SplitsTheVocabularyOverTheTensorParallelDevices) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});  // vocabulary 100, 16 positions
+  const Machine m = toy_machine().with_devices(4);
+  auto table_rows_degree = [](const Graph& e, const std::string& lookup) {
+    for (const Node& n : e.nodes())
+      if (n.name == lookup) return e.shape(n.inputs[1]).dims[0].degree;
+    return int64_t{0};
+  };
+  for (int64_t t : {2, 4}) {
+    const Graph e = *expert(g, m, 4, t);
+    EXPECT_EQ(table_rows_degree(e, "wte"), t);
+    EXPECT_EQ(table_rows_degree(e, "wpe"), 1);
+    for (const Node& n : e.nodes())
+      if (n.name == "lm_logits") EXPECT_EQ(n.outputs[0].dims.back().degree, t);
+  }
+  // The head reads the tied table's transpose split the same way: no
+  // layout of the table is whole.
+  for (const Node& n : expert(g, m, 4, 4)->nodes())
+    if (n.op->op_class == OpClass::kParallel && n.outputs[0].rank() == 2 && n.outputs[0].logical_shape() == std::vector<int64_t>{100, 32})
+      EXPECT_EQ(n.outputs[0].dims[0].degree, 4) << describe(n);
+  // A stage holding the embeddings and the first layer alone.
+  const PipelineResult r = optimize_pipeline(g, no_rules(), CostModel(toy_machine().with_devices(8), toy_efficiency()),
+                                             [] {
+                                               SearchOptions o;
+                                               o.algorithm = Algorithm::kExpert, o.tensor_degree = 2;
+                                               return o;
+                                             }(),
+                                             PipelineOptions{2, 4});
+  EXPECT_EQ(table_rows_degree(r.search.strategy.graph, "wte"), 2);
+}
+
 }  // namespace
 }  // namespace pcgx::search

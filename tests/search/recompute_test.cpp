@@ -9,10 +9,12 @@
 #include <string>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
@@ -54,25 +56,56 @@ TEST(Recompute, SelectiveRecomputesTheSequenceQuadraticChain) {
   for (const auto& [n, yes] : recomputed_by_name(g, Recompute::kNone)) EXPECT_FALSE(yes) << n;
 }
 
-// Full keeps the tensors at single-tensor cuts (the token embedding, the
-// residual stream between blocks, the logits) and what follows the last
-// cut (the loss), and re-runs everything else from the cut before it.
-TEST(Recompute, FullKeepsOnlyTheTensorsBetweenBlocks) {
+// Full keeps each layer's input, as Megatron-LM does: of the tensors at
+// single-tensor cuts (the token embedding, the residual stream, the
+// logits), those where the repeating unit starts, so not the residual
+// between a layer's attention and its feed-forward; and what follows the
+// last cut (the loss). Everything else re-runs from the cut before it.
+TEST(Recompute, FullKeepsEachLayersInput) {
   const Graph g = tiny_gpt();
   const auto r = recomputed_by_name(g, Recompute::kFull);
-  for (const char* kept : {"wte", "emb_add", "emb_dropout", "block0.attn_residual", "block0.mlp_residual", "block1.attn_residual",
-                           "block1.mlp_residual", "lm_logits"})
+  for (const char* kept : {"wte", "emb_add", "emb_dropout", "block0.mlp_residual", "block1.mlp_residual", "lm_logits"})
     EXPECT_FALSE(r.at(kept)) << kept;
-  for (const char* again : {"wpe", "block0.ln1", "block0.attn.query", "block0.attn.softmax", "block0.attn.output",
-                            "block0.attn_dropout", "block0.ln2", "block0.mlp.intermediate", "block1.mlp.ffn_output", "block1.mlp_dropout"})
+  for (const char* again : {"wpe", "block0.ln1", "block0.attn.query", "block0.attn.softmax", "block0.attn.output", "block0.attn_dropout",
+                            "block0.attn_residual", "block0.ln2", "block0.mlp.intermediate", "block1.attn_residual",
+                            "block1.mlp.ffn_output", "block1.mlp_dropout"})
     EXPECT_TRUE(r.at(again)) << again;
   int loss = 0;
   for (const Node& n : g.nodes()) loss += n.op->loss != LossKind::kNone && !r.at(n.name);
   EXPECT_EQ(loss, 1);
   const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kFull);
-  // The position embedding after the token embedding, then attention and
-  // feed-forward of each of the two layers.
-  EXPECT_EQ(plan.segments, 5);
+  // The position embedding after the token embedding, then each layer.
+  EXPECT_EQ(plan.segments, 3);
+}
+
+// A pipeline stage's graph ends in the activation it sends on, not in a
+// loss: that output is kept, and the last layer before it re-runs like the
+// others (before, its second half was kept for every micro-batch in flight).
+TEST(Recompute, FullRecomputesAStagesLastLayer) {
+  GraphBuilder b("stage");
+  TensorRef x = b.input("x", {2, 8, 16});
+  for (int layer = 0; layer < 3; ++layer) x = b.encoder_block(x, 4, 32, "block" + std::to_string(layer) + ".");
+  b.graph().add_output(x);
+  const Graph g = b.finish();
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kFull);
+  const auto r = recomputed_by_name(g, Recompute::kFull);
+  EXPECT_FALSE(r.at(g.node(g.outputs()[0].node).name));
+  int last_layer = 0, recomputed = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class == OpClass::kSource) continue;
+    last_layer += n.name.starts_with("block2.");
+    recomputed += n.name.starts_with("block2.") && r.at(n.name);
+  }
+  // Post-LN blocks on a model input: the repeating unit found starts at
+  // the residual sum before the attention's LayerNorm, and one tensor a
+  // layer is kept there. So block 2 keeps that sum and the stage's output,
+  // and re-runs the rest.
+  EXPECT_FALSE(r.at("block2.attn_residual"));
+  EXPECT_FALSE(r.at("block2.ffn_ln"));
+  EXPECT_EQ(recomputed, last_layer - 2);
+  // Block 0's attention (from its first cut), then from each residual sum
+  // to the next, and from the last to the output.
+  EXPECT_EQ(plan.segments, 4);
 }
 
 Strategy one_device(const Graph& g, Recompute r, Precision p = Precision::kFp32) {
@@ -111,7 +144,7 @@ TEST(Recompute, FullKeepsLeastAndHoldsOneSegment) {
   EXPECT_LT(full.activations, sel.activations);
   EXPECT_GT(full.transient, 0);
   EXPECT_LT(full.activations + full.transient, none.activations);
-  // The segment held is one of the five: the largest, never their sum.
+  // The segment held is one of the three: the largest, never their sum.
   const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kFull);
   std::vector<double> seg(static_cast<size_t>(plan.segments), 0.0);
   for (const Node& n : g.nodes())
@@ -121,6 +154,19 @@ TEST(Recompute, FullKeepsLeastAndHoldsOneSegment) {
   double all = 0;
   for (double x : seg) all += x;
   EXPECT_DOUBLE_EQ(none.activations - full.activations, all);
+}
+
+// A pipeline stage keeps its kept tensors for every micro-batch in
+// flight, but re-creates one micro-batch's segment at a time: the
+// transient memory is one micro-batch's, however many are in flight.
+TEST(Recompute, InFlightMicroBatchesShareOneTransientSegment) {
+  const Strategy s = one_device(pipelined(tiny_gpt(), 2, true), Recompute::kNone);
+  const Placement p(s.graph, s.views, 1);
+  const TrainingRecipe full{Precision::kFp32, Recompute::kFull};
+  const DeviceMemory one = memory_breakdown(p, full, 1)[0], two = memory_breakdown(p, full, 2)[0];
+  EXPECT_GT(one.transient, 0);
+  EXPECT_DOUBLE_EQ(two.transient, one.transient);
+  EXPECT_GT(two.activations, one.activations);
 }
 
 // On one device the DP's step grows by exactly the recomputed operators'

@@ -25,12 +25,15 @@ namespace pcgx {
 //              memory, cheap to recompute (Korthikanti et al. 2022,
 //              "Reducing Activation Recomputation in Large Transformer
 //              Models", Section 5).
-//   full       only the tensors at the graph's single-tensor cuts are kept
-//              (in a transformer the residual stream between blocks: two
-//              per layer, where Megatron-LM keeps one); in backward each
-//              segment between two cuts re-runs its forward, collectives
-//              included, from its kept input. What precedes the first cut
-//              (embeddings) and follows the last (the loss) is kept.
+//   full       each layer's input is kept and the layer re-runs its
+//              forward in backward, collectives included, from it
+//              (Megatron-LM's): of the tensors at the graph's single-tensor
+//              cuts, those where the repeating unit of the gaps between
+//              cuts starts (a transformer layer spans two gaps, attention
+//              and feed-forward), and an activation the graph outputs (a
+//              pipeline stage's boundary). What precedes the first cut
+//              (embeddings) and follows the last (the loss) is kept
+//              (pcg/recompute_plan.h).
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 
