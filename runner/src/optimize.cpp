@@ -183,7 +183,9 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   out.data_parallel = mapper.map(search::best_data_parallel(q.model, mapper));
   out.file = {q.model.name(), q.machine, q.machine.num_devices(), std::string(search::name(q.search.algorithm)), r.applied, r.strategy};
   out.file.recipe = cm.recipe();
-  if (out.pipelined) out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches;
+  if (out.pipelined)
+    out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
+        out.file.virtual_stages = out.result.virtual_stages;
   return out;
 }
 

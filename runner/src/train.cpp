@@ -104,7 +104,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
       say("note: " + q.target + " accumulates gradients over " + std::to_string(f.micro_batches) +
           " micro-batches, run one at a time");
     else if (f.pipeline_stages > 1)
-      say("note: " + q.target + " is pipelined (" + std::to_string(f.pipeline_stages) + " stages, " + std::to_string(f.micro_batches) +
+      say("note: " + q.target + " is pipelined (" + std::to_string(f.pipeline_stages) + " stages" +
+          (f.virtual_stages > 1 ? " of " + std::to_string(f.virtual_stages) + " interleaved chunks" : std::string()) + ", " + std::to_string(f.micro_batches) +
           " micro-batches); the CPU runtime runs the micro-batches one at a time through every stage, without 1F1B overlap");
     const int need = runtime::devices_needed(graph, views);
     if (q.devices == 0) q.devices = need, devices_from = q.target;

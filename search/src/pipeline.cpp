@@ -25,26 +25,38 @@ struct StagePlan {
 };
 
 struct Plan {
-  int64_t stages = 0, micro = 0;
+  int64_t stages = 0, micro = 0, virtual_stages = 1;
+  std::vector<std::vector<double>> memory;  // per stage, per device: its chunks' sum
   double time = kInf, slowest = 0, update = 0;
   std::vector<StagePlan> stage;
   std::vector<std::string> applied;
 };
 
 std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
+  const int64_t v = o.virtual_stages;
   if (o.stages > 0) {
     if (o.stages < 1) throw FieldError("PipelineOptions.stages", "must be positive");
     if (devices % o.stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(o.stages) + " stages do not divide the " + std::to_string(devices) + " devices");
-    if (static_cast<size_t>(o.stages) > cuts + 1)
-      throw FieldError("PipelineOptions.stages", "the model has " + std::to_string(cuts) + " places where exactly one tensor crosses, so at most " +
-                  std::to_string(cuts + 1) + " stages");
+    if (static_cast<size_t>(o.stages * v) > cuts + 1)
+      throw FieldError(v > 1 ? "PipelineOptions.virtual_stages" : "PipelineOptions.stages",
+                       "the model has " + std::to_string(cuts) + " places where exactly one tensor crosses, so at most " +
+                           std::to_string(cuts + 1) + (v > 1 ? " chunks (stages x virtual stages)" : " stages"));
     return {o.stages};
   }
   std::vector<int64_t> out;
   for (int64_t s : {2, 4, 8})
-    if (devices % s == 0 && static_cast<size_t>(s) <= cuts + 1) out.push_back(s);
+    if (devices % s == 0 && static_cast<size_t>(s * v) <= cuts + 1) out.push_back(s);
   return out;
+}
+
+// Micro-batch chunks whose activations device `stage` of S keeps at once
+// under interleaved 1F1B with v chunks per device: Megatron-LM's warm-up,
+// 2 (S - stage - 1) + (v - 1) S forward chunks, and the one in flight; per
+// chunk (spread over the v), at most the M micro-batches.
+int64_t interleaved_in_flight(int64_t S, int64_t stage, int64_t v, int64_t M) {
+  const int64_t chunks = 2 * (S - stage - 1) + (v - 1) * S + 1;
+  return std::min(M, (chunks + v - 1) / v);
 }
 
 std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
@@ -119,6 +131,12 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
                                  const PipelineOptions& po) {
   const auto t0 = std::chrono::steady_clock::now();
   if (po.micro_batches < 0) throw FieldError("PipelineOptions.micro_batches", "must be positive");
+  const int64_t v = po.virtual_stages;
+  if (v < 1) throw FieldError("PipelineOptions.virtual_stages", "must be positive");
+  if (v > 1 && po.stages == 1) throw FieldError("PipelineOptions.virtual_stages", "interleaving needs pipeline stages (more than 1)");
+  if (v > 1 && po.stages > 1 && po.micro_batches > 0 && po.micro_batches % po.stages != 0)
+    throw FieldError("PipelineOptions.micro_batches", "the interleaved schedule needs a multiple of the " + std::to_string(po.stages) +
+                                                          " stages, not " + std::to_string(po.micro_batches));
   const int64_t devices = cost.devices();
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();
@@ -142,7 +160,8 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     const int64_t d = devices / S;
     const CostModel sub = cost.with_devices(d);
     const MachineMapper mapper(sub);
-    const auto pieces = pieces_at(order, balanced_cuts(model, weight, S));
+    // S v chunks, chunk j on the devices of stage j mod S.
+    const auto pieces = pieces_at(order, balanced_cuts(model, weight, S * v));
     // Search every stage once (unpipelined), identical stages once.
     std::vector<PieceGraph> graphs;
     std::vector<const SearchResult*> searched;
@@ -183,15 +202,19 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     }
     for (const int64_t M : micro_counts(S, po)) {
       Plan plan;
-      plan.stages = S, plan.micro = M;
+      plan.stages = S, plan.micro = M, plan.virtual_stages = v;
+      plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
+      std::vector<double> stage_time(static_cast<size_t>(S), 0.0), stage_update(static_cast<size_t>(S), 0.0);
       try {
         for (size_t p = 0; p < pieces.size(); ++p) {
+          const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
           StagePlan sp{graphs[p], pipelined(searched[p]->strategy.graph, M, p + 1 == pieces.size()), {}, {}, {}};
           sp.mapped = mapper.map(sp.graph);
           const Estimate& e = sp.mapped.estimate;
           if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
           PipelineStage& info = sp.info;
-          info.first_device = static_cast<int64_t>(p) * d, info.devices = d;
+          info.stage = stage, info.chunk = chunk;
+          info.first_device = stage * d, info.devices = d;
           for (NodeId id : pieces[p].nodes) info.operators += model.node(id).op->op_class == OpClass::kCompute;
           info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
           info.update = e.once;
@@ -200,23 +223,32 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
                                            [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
             const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
-            info.micro_batch += 2 * cost.move_time(carried, info.first_device - d, info.first_device) / static_cast<double>(M);
+            const int64_t from = (static_cast<int64_t>(p) - 1) % S * d;  // the previous chunk's stage
+            info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
           }
-          const int64_t in_flight = std::min<int64_t>(S - static_cast<int64_t>(p), M);
+          const int64_t in_flight = v == 1 ? std::min<int64_t>(S - stage, M) : interleaved_in_flight(S, stage, v, M);
           sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), in_flight);
           info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
-          if (info.memory > cost.machine().device.memory_capacity)
-            throw Error("stage " + std::to_string(p + 1) + " needs " + std::to_string(info.memory / 1073741824.0) + " GiB per device");
-          plan.slowest = std::max(plan.slowest, info.micro_batch);
-          plan.update = std::max(plan.update, info.update);
+          auto& held = plan.memory[static_cast<size_t>(stage)];
+          for (size_t k = 0; k < held.size() && k < sp.memory.size(); ++k) held[k] += sp.memory[k];
+          stage_time[static_cast<size_t>(stage)] += info.micro_batch;
+          stage_update[static_cast<size_t>(stage)] += info.update;
           for (const auto& a : searched[p]->applied) plan.applied.push_back(a);
           plan.stage.push_back(std::move(sp));
         }
+        for (int64_t st = 0; st < S; ++st) {
+          const auto& held = plan.memory[static_cast<size_t>(st)];
+          const double fullest = *std::max_element(held.begin(), held.end());
+          if (fullest > cost.machine().device.memory_capacity)
+            throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(fullest / 1073741824.0) + " GiB per device");
+        }
+        plan.slowest = *std::max_element(stage_time.begin(), stage_time.end());
+        plan.update = *std::max_element(stage_update.begin(), stage_update.end());
       } catch (const Error& e) {
         why = std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches: " + e.what();
         continue;
       }
-      plan.time = static_cast<double>(M + S - 1) * plan.slowest + plan.update;
+      plan.time = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * plan.slowest + plan.update;
       if (plan.time < best.time) best = std::move(plan);
     }
   }
@@ -232,32 +264,36 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     if (is_source(n)) continue;
     const JoinOrigin o = origin[static_cast<size_t>(n.id)];
     const StagePlan& sp = best.stage[static_cast<size_t>(o.part)];
-    MachineView v = sp.mapped.views[static_cast<size_t>(o.node)];
-    v.start = sp.info.first_device + std::max<int64_t>(v.start, 0);
-    views[static_cast<size_t>(n.id)] = v;
+    MachineView view = sp.mapped.views[static_cast<size_t>(o.node)];
+    view.start = sp.info.first_device + std::max<int64_t>(view.start, 0);
+    views[static_cast<size_t>(n.id)] = view;
   }
   Estimate& e = result.search.strategy.estimate;
-  const double slots = static_cast<double>(best.micro + best.stages - 1), M = static_cast<double>(best.micro);
-  const auto bottleneck = std::max_element(best.stage.begin(), best.stage.end(),
-                                           [](const StagePlan& a, const StagePlan& b) { return a.info.micro_batch < b.info.micro_batch; });
-  const Estimate& b = bottleneck->mapped.estimate;
+  const double M = static_cast<double>(best.micro);
+  const double slots = M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
+  // The slowest stage's compute, over its chunks.
+  std::vector<double> stage_time(static_cast<size_t>(best.stages), 0.0), stage_compute(stage_time);
+  for (const StagePlan& sp : best.stage) {
+    const auto st = static_cast<size_t>(sp.info.stage);
+    stage_time[st] += sp.info.micro_batch;
+    stage_compute[st] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
+  }
+  const size_t bottleneck = static_cast<size_t>(std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin());
   e.feasible = true;
   e.time = best.time;
   e.once = best.update;
-  e.bubble = static_cast<double>(best.stages - 1) * best.slowest;
-  e.compute = (b.compute - b.once) * slots / M;
+  e.bubble = static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
+  e.compute = stage_compute[bottleneck] * slots / M;
   e.communication = e.time - e.once - e.compute;
   double busy = 0;
-  for (const StagePlan& sp : best.stage) {
-    busy += M * sp.info.micro_batch;
-    e.memory.insert(e.memory.end(), sp.memory.begin(), sp.memory.end());
-  }
+  for (const StagePlan& sp : best.stage) busy += M * sp.info.micro_batch;
+  for (const auto& held : best.memory) e.memory.insert(e.memory.end(), held.begin(), held.end());
   e.idle = slots * best.slowest - busy / static_cast<double>(best.stages);
   result.search.strategy.graph = std::move(joined);
   result.search.strategy.views = std::move(views);
   result.search.applied = std::move(best.applied);
   result.search.pieces = best.stages;
-  result.stages = best.stages, result.micro_batches = best.micro;
+  result.stages = best.stages, result.micro_batches = best.micro, result.virtual_stages = best.virtual_stages;
   for (const StagePlan& sp : best.stage) result.stage.push_back(sp.info);
   result.search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

@@ -40,7 +40,10 @@ std::string strategy_to_json(const StrategyFile& s) {
     views.push_back(view);
   }
   j["views"] = views;
-  if (s.pipeline_stages > 0) j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
+  if (s.pipeline_stages > 0) {
+    j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
+    if (s.virtual_stages > 1) j["pipeline"]["virtual_stages"] = s.virtual_stages;
+  }
   return j.dump(1) + "\n";
 }
 
@@ -149,6 +152,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
       return p[key].get<int64_t>();
     };
     s.pipeline_stages = count("stages"), s.micro_batches = count("micro_batches");
+    if (p.contains("virtual_stages")) s.virtual_stages = count("virtual_stages");
     s.strategy.estimate.bubble = p.value("bubble", 0.0);
   }
   return s;

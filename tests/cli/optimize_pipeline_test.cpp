@@ -34,6 +34,20 @@ TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
   EXPECT_EQ(t.code, 0) << t.out;
 }
 
+// --virtual-stages: interleaved 1F1B, recorded in the strategy file and
+// printed chunk by chunk; the runner trains it.
+TEST(OptimizePipeline, VirtualStagesInterleave) {
+  const std::string s = (dir() / "interleaved.json").string();
+  const auto r = run("optimize bert-large-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --virtual-stages 2 --micro-batches 2 -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 stages x 2 devices, 2 micro-batches, interleaved 1F1B (2 virtual stages per device)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 1.2  devices 0..1"), std::string::npos) << r.out;
+  std::ifstream in(s);
+  EXPECT_EQ(nlohmann::json::parse(in)["pipeline"]["virtual_stages"], 2);
+  const auto t = run("run " + s + " --steps 2 --no-report --no-plot");
+  EXPECT_EQ(t.code, 0) << t.out;
+}
+
 // --micro-batches without --pipeline: gradient accumulation, a one-stage
 // pipeline in the strategy file, which the runner trains.
 TEST(OptimizePipeline, MicroBatchesAloneAccumulateGradients) {
@@ -74,6 +88,10 @@ TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
            {"mlp-tiny --machine cpu-host --devices 4 --stages 2", "error: --stages needs --pipeline"},
            {"mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 7", "7 micro-batches"},
            {"resnext-50-tiny --machine cpu-host --devices 4 --pipeline", "BatchNorm cannot process that dimension in slices"},
+           {"mlp-tiny --machine cpu-host --devices 4 --virtual-stages 2", "error: --virtual-stages needs --pipeline"},
+           {"bert-large-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --virtual-stages 2 --micro-batches 3",
+            "error: --micro-batches: the interleaved schedule needs a multiple of the 2 stages, not 3"},
+           {"mlp-tiny --machine cpu-host --devices 4 --pipeline --virtual-stages 0", "error: --virtual-stages: must be a positive integer"},
        }) {
     const auto r = run("optimize " + args + " -o " + out);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;

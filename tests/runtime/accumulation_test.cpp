@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_builder.h"
@@ -18,6 +19,8 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/pipeline.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/rulesets/ruleset.h"
 #include "mapped_plan.h"
 #include "tensor_compare.h"
 
@@ -76,6 +79,27 @@ TEST(Accumulation, LayoutChangesRunPerMicroBatch) {
   ASSERT_EQ(make_plan(two.graph, two.views, 4).micro_batches, 2);
   const TrainResult a = run(one), b = run(two);
   expect_same_training(b, a, 1e-5);
+}
+
+// An interleaved pipeline (2 stages of 2 devices, 2 chunks each, chunk j on
+// stage j mod 2): the layers go back and forth between the two stages'
+// devices, every micro-batch crossing 3 boundaries; it trains as one
+// device does.
+TEST(Accumulation, InterleavedPipelineTrainsAsOneDevice) {
+  const Graph g = build_model("bert-large-tiny", {{"batch", 8}});
+  static const Ruleset empty;
+  static const search::RuleLibrary rules(empty);
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::kDataParallel;
+  const search::CostModel cm(search::find_machine("cpu-host").with_devices(4), search::default_efficiency());
+  const search::PipelineResult r = search::optimize_pipeline(g, rules, cm, o, {2, 2, 2});
+  ASSERT_EQ(r.stage.size(), 4u);
+  std::set<int64_t> firsts;
+  for (const auto& c : r.stage) firsts.insert(c.first_device);
+  EXPECT_EQ(firsts, (std::set<int64_t>{0, 2}));
+  const Plan p{r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, 4};
+  ASSERT_EQ(make_plan(p.graph, p.views, 4).micro_batches, 2);
+  expect_same_training(run(p), run({g, {}, 1}), 1e-4);
 }
 
 // What a device holds: the pipelined tensors' values and gradients at one

@@ -190,6 +190,37 @@ TEST(Pipeline, GradientsSynchronizeDuringTheLastMicroBatch) {
   EXPECT_LT(micro.sync_hidden, whole.sync_hidden);
 }
 
+// Interleaved 1F1B: S v chunks, chunk j on stage j mod S's devices; a
+// stage's time per micro-batch sums its chunks', and the bubble is v times
+// smaller than plain 1F1B's over the same stage times.
+TEST_F(PipelineSearch, InterleavedFollowsItsFormula) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency());
+  const Graph g = build_model("mlp", {{"batch", 512}});
+  const PipelineResult r = run(g, cm, {2, 4, 2}), plain = run(g, cm, {2, 4, 1});
+  ASSERT_TRUE(r.search.strategy.estimate.feasible);
+  EXPECT_EQ(r.virtual_stages, 2);
+  ASSERT_EQ(r.stage.size(), 4u);
+  std::vector<double> t(2, 0.0), u(2, 0.0);
+  for (size_t j = 0; j < r.stage.size(); ++j) {
+    EXPECT_EQ(r.stage[j].stage, static_cast<int64_t>(j % 2));
+    EXPECT_EQ(r.stage[j].chunk, static_cast<int64_t>(j / 2));
+    EXPECT_EQ(r.stage[j].first_device, static_cast<int64_t>(j % 2) * 4);
+    t[j % 2] += r.stage[j].micro_batch, u[j % 2] += r.stage[j].update;
+  }
+  const double slowest = std::max(t[0], t[1]), update = std::max(u[0], u[1]);
+  const Estimate& e = r.search.strategy.estimate;
+  EXPECT_NEAR(e.time, (4 + 1.0 / 2) * slowest + update, 1e-12);
+  EXPECT_NEAR(e.bubble, slowest / 2, 1e-12);
+  EXPECT_EQ(static_cast<int64_t>(e.memory.size()), 8);  // per device, its chunks summed
+  EXPECT_LT(e.bubble, plain.search.strategy.estimate.bubble);
+  // Every operator is in one chunk.
+  int64_t ops = 0;
+  for (const auto& c : r.stage) ops += c.operators;
+  int64_t computes = 0;
+  for (const Node& n : g.nodes()) computes += n.op->op_class == OpClass::kCompute;
+  EXPECT_EQ(ops, computes);  // (the joined graph computes the model: Accumulation.InterleavedPipelineTrainsAsOneDevice)
+}
+
 TEST_F(PipelineSearch, ImpossibleRequestsAreErrors) {
   const CostModel cm(find_machine("cpu-host").with_devices(4), default_efficiency());
   const Graph g = build_model("mlp-tiny");
@@ -197,6 +228,10 @@ TEST_F(PipelineSearch, ImpossibleRequestsAreErrors) {
   EXPECT_THROW(run(g, cm, {0, -1}), Error);  // negative micro-batches
   EXPECT_THROW(run(g, cm, {2, 7}), Error);   // 7 micro-batches do not divide the batch
   EXPECT_THROW(run(build_model("resnext-50-tiny"), cm, {}), Error);
+  EXPECT_THROW(run(g, cm, {2, 6, 0}), FieldError);    // no virtual stages
+  EXPECT_THROW(run(g, cm, {1, 2, 2}), FieldError);    // interleaving without stages
+  EXPECT_THROW(run(g, cm, {2, 3, 2}), FieldError);    // 3 micro-batches, not a multiple of the 2 stages
+  EXPECT_THROW(run(g, cm, {2, 2, 64}), FieldError);   // more chunks than the model's cuts allow
 }
 
 }  // namespace

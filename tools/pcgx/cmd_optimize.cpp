@@ -16,7 +16,7 @@ struct Flags {
   std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
       recompute = "auto", zero = "auto", micro_batches;
   std::vector<std::string> sets;
-  int64_t devices = 0, stages = 0;
+  int64_t devices = 0, stages = 0, virtual_stages = 1;
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
   search::SearchOptions search;
@@ -26,14 +26,14 @@ runner::OptimizeRequest request(Flags& f) {
   name_flags({{"SearchOptions.budget", "--budget"}, {"SearchOptions.alpha", "--alpha"}, {"SearchOptions.split_min_ops", "--split"},
               {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"},
               {"SearchOptions.proposals", "--proposals"}, {"SearchOptions.evaluations", "--evaluations"},
-              {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
+              {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"}, {"PipelineOptions.virtual_stages", "--virtual-stages"},
               {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
               {"Machine.device.peak_flops_by_precision", "--precision"}, {"CommOptions.bucket_bytes", "--bucket-mb"},
               {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
-  if (!f.pipeline && f.stages != 0) throw Error("--stages needs --pipeline");
+  if (!f.pipeline && (f.stages != 0 || f.virtual_stages != 1)) throw Error(f.stages ? "--stages needs --pipeline" : "--virtual-stages needs --pipeline");
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
   const ModelParams sizes = parse_sets(f.sets);
@@ -43,7 +43,7 @@ runner::OptimizeRequest request(Flags& f) {
   // auto (0): the pipeline search tries S, 2S, 4S and 8S micro-batches for
   // S stages; without --pipeline, 1, 2, 4 and 8 (gradient accumulation).
   const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
-  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro};
+  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
@@ -96,6 +96,8 @@ void add_optimize_command(CLI::App& app) {
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
   cmd->add_option("--stages", f.stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
+  cmd->add_option("--virtual-stages", f.virtual_stages, "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1)")
+      ->check(positive());
   cmd->add_option("--micro-batches", f.micro_batches,
                   "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
                   "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "

@@ -51,11 +51,12 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
         << " of " << ms(rep.result.stage.at(0).micro_batch) << ", one synchronization and update " << ms(e.once) << "\n";
   } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
-    out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches
-              << " micro-batches, 1F1B with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
+    out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches << " micro-batches, "
+        << (pr.virtual_stages > 1 ? "interleaved 1F1B (" + std::to_string(pr.virtual_stages) + " virtual stages per device)" : std::string("1F1B"))
+        << " with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
       const auto& st = pr.stage[i];
-      out << "  stage " << i + 1 << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  " << st.operators
+      out << "  stage " << st.stage + 1 << (pr.virtual_stages > 1 ? "." + std::to_string(st.chunk + 1) : std::string()) << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  " << st.operators
                 << " operators (" << st.first << " .. " << st.last << ")  " << ms(st.micro_batch) << " per micro-batch, " << human_bytes(st.memory) << "\n";
     }
   }

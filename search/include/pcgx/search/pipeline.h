@@ -30,6 +30,18 @@
 // at most min(S - s, M) micro-batches (s from 0), a fraction
 // min(S - s, M) / M of the whole mini-batch's.
 //
+// Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's virtual pipeline
+// stages): with v virtual stages per device the model is cut into S v
+// chunks, chunk j on the devices of stage j mod S, so each device holds v
+// chunks a micro-batch passes through in turn. With t_s now the time of
+// one micro-batch through all of stage s's chunks (each receiving its
+// boundary and sending back its gradient):
+//     T = (M + (S - 1) / v) * max_s t_s + max_s u_s
+// the bubble v times smaller, for v times the boundary messages; M must be
+// a multiple of S (as Megatron-LM requires). Memory: device s keeps the
+// chunk activations of Megatron-LM's warm-up, 2 (S - s - 1) + (v - 1) S
+// micro-batch chunks, and one more, spread over its v chunks.
+//
 // Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
 // one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
 //
@@ -57,23 +69,28 @@ namespace pcgx::search {
 struct PipelineOptions {
   int64_t stages = 0;         // 0: try 2, 4, 8; 1: gradient accumulation
   int64_t micro_batches = 0;  // 0: try S, 2S, 4S, 8S
+  int64_t virtual_stages = 1;  // v: chunks per device (interleaved 1F1B when > 1)
 };
 
+// One stage's chunk (the whole stage without interleaving).
 struct PipelineStage {
+  int64_t stage = 0;          // 0-based: the devices it runs on
+  int64_t chunk = 0;          // 0-based virtual stage of that device
   int64_t first_device = 0;
   int64_t devices = 0;
   int64_t operators = 0;      // compute operators of the model in the stage
   std::string first, last;    // the first and last of them (graph order)
-  double micro_batch = 0;     // t_s (seconds)
-  double update = 0;          // u_s (seconds)
-  double memory = 0;          // bytes on the stage's fullest device
+  double micro_batch = 0;     // one micro-batch through this chunk (seconds; t_s sums a stage's chunks)
+  double update = 0;          // its share of u_s (seconds)
+  double memory = 0;          // bytes of this chunk on its fullest device (a device holds its stage's every chunk)
 };
 
 struct PipelineResult {
   SearchResult search;        // the joined strategy (estimate.bubble set), rules, counts, time
   int64_t stages = 0;
   int64_t micro_batches = 0;
-  std::vector<PipelineStage> stage;
+  int64_t virtual_stages = 1;
+  std::vector<PipelineStage> stage;  // every chunk, in model order (stages x virtual_stages)
 };
 
 // Searches pipelined strategies for `model` (unpartitioned) on every

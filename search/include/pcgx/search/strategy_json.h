@@ -33,6 +33,7 @@ struct StrategyFile {
   Strategy strategy;
   int64_t pipeline_stages = 0;  // 0: not pipelined (pipeline.h)
   int64_t micro_batches = 0;
+  int64_t virtual_stages = 1;   // interleaved 1F1B's chunks per device (absent: 1)
   // Precision, recomputation and ZeRO stage (absent from older files: tf32, none, 0).
   TrainingRecipe recipe;
 };
