@@ -271,7 +271,7 @@ std::string expert_family(const Graph& g) {
   return linear ? "mlp" : "";
 }
 
-std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree) {
+std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel) {
   const std::string family = expert_family(g);
   if (family == "recommendation") {
     // Every table spread over `tensor_degree` devices (by default all of
@@ -410,6 +410,26 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
       }
     }
   }
+  // Sequence parallelism: what runs between the tensor-parallel halves on
+  // the whole [b, s, h] activation on every one of the t devices (dropout,
+  // residual sums, LayerNorm) splits the sequence over them instead, each
+  // activation input split alike and each weight copied.
+  if (sequence_parallel && t > 1 && family == "transformer")
+    for (const Node& n : g.nodes()) {
+      if (n.op->op_class != OpClass::kCompute || n.op->loss != LossKind::kNone || extra.count(n.id) || !n.op->kinds) continue;
+      if (n.outputs.size() != 1 || n.outputs[0].rank() < 3 || n.outputs[0].dims[1].size % t != 0) continue;
+      if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& i) { return split[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)] >= 0; }))
+        continue;  // reads a tensor-parallel split
+      for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n))) {
+        if (k.outputs.empty() || k.outputs[0] != 1 || k.must_divide != 0) continue;
+        bool fits = k.inputs.size() >= n.inputs.size();
+        for (size_t i = 0; fits && i < n.inputs.size(); ++i) fits = k.inputs[i] == 1 || k.inputs[i] == ParallelKind::kCopy;
+        if (fits) {
+          extra[n.id] = {{k.name, t}};
+          break;
+        }
+      }
+    }
   return parallelize(g, [&, d](const Graph& gr, const Node& n) {
     NodePlan p = sample_plan(gr, n, d);
     if (auto e = extra.find(n.id); e != extra.end())
@@ -435,7 +455,7 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
   return mapper.time(split) < mapper.time(whole) ? split : whole;
 }
 
-std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
   // The fastest degree that fits; where none fits, the one needing the
@@ -445,7 +465,7 @@ std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper) {
   const double inf = std::numeric_limits<double>::infinity();
   double best_time = inf, best_memory = inf;
   for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
-    auto e = expert(g, m, n, t);
+    auto e = expert(g, m, n, t, sequence_parallel);
     if (!e) return std::nullopt;
     const Estimate est = mapper.map(*e).estimate;
     const double time = est.feasible ? est.time : inf, memory = est.max_memory();

@@ -52,6 +52,8 @@ void validate(const SearchOptions& o) {
   if (o.tensor_degree < 0) throw FieldError("SearchOptions.tensor_degree", "must not be negative");
   if (o.tensor_degree > 0 && o.algorithm != Algorithm::kExpert)
     throw FieldError("SearchOptions.tensor_degree", "states the expert search's degree (SearchOptions.algorithm expert)");
+  if (o.sequence_parallel && o.algorithm != Algorithm::kExpert)
+    throw FieldError("SearchOptions.sequence_parallel", "is the expert search's (SearchOptions.algorithm expert)");
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -75,7 +77,8 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;
     case Algorithm::kExpert: {
       const CostModel& cost = mapper.cost();
-      auto e = options.tensor_degree > 0 ? expert(model, cost.machine(), cost.devices(), options.tensor_degree) : tuned_expert(model, mapper);
+      auto e = options.tensor_degree > 0 ? expert(model, cost.machine(), cost.devices(), options.tensor_degree, options.sequence_parallel)
+                                         : tuned_expert(model, mapper, options.sequence_parallel);
       if (!e) throw Error("expert: no expert strategy for '" + model.name() + "' (it covers transformers, recommendation models and plain MLPs)");
       result.strategy = mapper.map(*e);
       break;

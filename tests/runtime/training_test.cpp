@@ -286,6 +286,31 @@ TEST(Runtime, StridedViewsTrainLikeOneDevice) {
   for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
 }
 
+// Megatron-LM's sequence parallelism on 4 devices (t = 2, d = 2): the
+// LayerNorms, dropouts and residual sums split the sequence, the
+// row-parallel Reduce becomes a reduce-scatter and the copy to the next
+// column-parallel Linear an all-gather; GPT (causal attention, tied
+// vocabulary-parallel embedding and head) and BERT train like one device.
+TEST(Runtime, SequenceParallelTrainsLikeOneDevice) {
+  const Machine m = search::find_machine("dgx-h100").with_devices(4);
+  for (const char* name : {"gpt-tiny", "bert-large-tiny"}) {
+    SCOPED_TRACE(name);
+    const Graph model = build_model(name, {{"batch", 8}});
+    const CostModel cm(m, search::default_efficiency());
+    const search::Strategy s = MachineMapper(cm).map(*search::expert(model, m, 4, 2, true));
+    int split = 0;
+    for (const Node& n : s.graph.nodes()) split += n.op->name == "LayerNorm" && n.outputs[0].dims[1].degree == 2;
+    ASSERT_GT(split, 0) << "no LayerNorm splits the sequence: the test would not exercise it";
+    TrainOptions o;
+    o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
+    const TrainResult one = train(model, {}, 1, o);
+    const TrainResult par = train(s.graph, s.views, 4, o);
+    ASSERT_EQ(par.losses.size(), one.losses.size());
+    for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
+    for (const auto& [w, t] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(w), t, 1e-2), 1e-4) << w;
+  }
+}
+
 // DLRM's expert plan with every table split by columns over 2 of the 4
 // devices that split the samples: each table's output changes layout
 // between degrees (Combine 2 then Repartition 4), which runs as the pieces

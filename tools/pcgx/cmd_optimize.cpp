@@ -29,7 +29,8 @@ runner::OptimizeRequest request(Flags& f) {
               {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"}, {"PipelineOptions.virtual_stages", "--virtual-stages"},
               {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
               {"Machine.device.peak_flops_by_precision", "--precision"}, {"CommOptions.bucket_bytes", "--bucket-mb"},
-              {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"}});
+              {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
+              {"SearchOptions.sequence_parallel", "--sequence-parallel"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
@@ -82,6 +83,7 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--evaluations", s.evaluations, "autoddl: PCGs costed in all, shared by its starting points")->capture_default_str()->check(positive());
   cmd->add_option("--seed", s.seed, "mcmc and autoddl: random seed")->capture_default_str();
   cmd->add_option("--tensor-parallel", s.tensor_degree, "expert: its tensor-parallel degree T, as a Megatron-LM plan states it (default: the fastest that fits)");
+  cmd->add_flag("--sequence-parallel", s.sequence_parallel, "expert: Megatron-LM's sequence parallelism in each tensor-parallel group");
   cmd->add_option("--profile", f.profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", f.efficiency, "operator efficiency table (default data/cost/efficiency.json)");
   cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")

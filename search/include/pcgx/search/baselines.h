@@ -68,12 +68,20 @@ bool has_unsampled(const Graph& g);
 //     are split by output columns; the split follows through the attention
 //     (heads: reshape, transpose, batched matmuls, softmax) and the
 //     activation to the Linear that reads it on its reduction dimension,
-//     which produces partial sums, then a Reduce;
+//     which produces partial sums, then a Reduce. The word embedding and
+//     the LM head are split by vocabulary (VocabParallelEmbedding). With
+//     `sequence_parallel` (Korthikanti et al. 2022), the operators between
+//     a row-parallel Linear and the next column-parallel one (dropout,
+//     residual sums, LayerNorm, the embeddings' sum) split the sequence
+//     over the same t devices instead of repeating the whole of it on each:
+//     the Reduce becomes a reduce-scatter, the copy to the column-parallel
+//     Linear an all-gather, and those activations are kept 1/t per device;
 //   - plain MLPs (only Linears, activations and a loss): the same degrees,
 //     every Linear split by output columns (Megatron's MLP block); the
 //     split is gathered before the next Linear unless that one has no
 //     fused activation, which then runs row-parallel with a Reduce.
-std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0);
+std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0,
+                            bool sequence_parallel = false);
 // The tensor-parallel degrees worth trying: powers of two up to the
 // devices of a node (for recommendation models, up to all devices)
 // dividing the device count, and that count.
@@ -88,6 +96,6 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
 
 // The expert strategy with its fastest tensor-parallel degree under
 // `mapper`; nothing for a model of no family it covers (`--search expert`).
-std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper);
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false);
 
 }  // namespace pcgx::search

@@ -68,6 +68,7 @@ struct SearchOptions {
   uint64_t seed = 1;                // mcmc: random seed
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see unity_search.h)
   int64_t tensor_degree = 0;        // expert: its tensor-parallel degree, as a plan states it (0: the fastest that fits)
+  bool sequence_parallel = false;   // expert: Megatron-LM's sequence parallelism inside each tensor-parallel group (baselines.h)
   // unity: how the result is chosen among the search's best and the
   // model's baselines (final_ranking.h): by simulation, or by the DP's
   // estimate alone (the search itself always costs candidates by the DP).
