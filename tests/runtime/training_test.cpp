@@ -260,6 +260,18 @@ TEST(Runtime, PipelinedStrategyTrainsLikeOneDevice) {
   }
 }
 
+// 4 steps of strategy `s` on 4 devices reach the losses and weights of the
+// model on one device.
+void expect_trains_like_one_device(const Graph& model, const search::Strategy& s) {
+  TrainOptions o;
+  o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
+  const TrainResult one = train(model, {}, 1, o);
+  const TrainResult par = train(s.graph, s.views, 4, o);
+  ASSERT_EQ(par.losses.size(), one.losses.size());
+  for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
+  for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
+}
+
 // Megatron on 2 nodes of 2 devices: tensor parallelism inside a node, data
 // parallelism across, through views with one stride per grid dimension.
 // The runtime runs those views as the cost model placed them and must reach
@@ -277,13 +289,7 @@ TEST(Runtime, StridedViewsTrainLikeOneDevice) {
   int strided = 0;
   for (const MachineView& v : s.views) strided += !v.strides.empty();
   EXPECT_GT(strided, 0) << "no view with per-dimension strides: the test would not exercise them";
-  TrainOptions o;
-  o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
-  const TrainResult one = train(model, {}, 1, o);
-  const TrainResult par = train(s.graph, s.views, 4, o);
-  ASSERT_EQ(par.losses.size(), one.losses.size());
-  for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
-  for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
+  expect_trains_like_one_device(model, s);
 }
 
 // Megatron-LM's sequence parallelism on 4 devices (t = 2, d = 2): the
@@ -301,13 +307,7 @@ TEST(Runtime, SequenceParallelTrainsLikeOneDevice) {
     int split = 0;
     for (const Node& n : s.graph.nodes()) split += n.op->name == "LayerNorm" && n.outputs[0].dims[1].degree == 2;
     ASSERT_GT(split, 0) << "no LayerNorm splits the sequence: the test would not exercise it";
-    TrainOptions o;
-    o.steps = 4, o.seed = 3, o.optimizer.lr = 0.05, o.batches = 1;
-    const TrainResult one = train(model, {}, 1, o);
-    const TrainResult par = train(s.graph, s.views, 4, o);
-    ASSERT_EQ(par.losses.size(), one.losses.size());
-    for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(par.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << "step " << k;
-    for (const auto& [w, t] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(w), t, 1e-2), 1e-4) << w;
+    expect_trains_like_one_device(model, s);
   }
 }
 
