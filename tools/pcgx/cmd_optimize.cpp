@@ -24,12 +24,11 @@ struct Flags {
 
 runner::OptimizeRequest request(Flags& f) {
   name_flags({{"SearchOptions.budget", "--budget"}, {"SearchOptions.alpha", "--alpha"}, {"SearchOptions.split_min_ops", "--split"},
-              {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"},
-              {"SearchOptions.proposals", "--proposals"}, {"SearchOptions.evaluations", "--evaluations"},
-              {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"}, {"PipelineOptions.virtual_stages", "--virtual-stages"},
-              {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"}, {"OptimizeRequest.allow_unverified", "--allow-unverified"},
-              {"Machine.device.peak_flops_by_precision", "--precision"}, {"CommOptions.bucket_bytes", "--bucket-mb"},
-              {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
+              {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"}, {"SearchOptions.proposals", "--proposals"},
+              {"SearchOptions.evaluations", "--evaluations"}, {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
+              {"PipelineOptions.virtual_stages", "--virtual-stages"}, {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"},
+              {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"Machine.device.peak_flops_by_precision", "--precision"},
+              {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
