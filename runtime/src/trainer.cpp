@@ -71,17 +71,40 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   return s;
 }
 
-// The tag of FP16's overflow vote (every step's, one at a time): apart
+// The tags of FP16's overflow vote (every step's, one at a time): apart
 // from every node's and the gradient buckets' collective tags, the
 // loss's (-2^62) and the gathers' (from -2^61 down).
-constexpr int64_t kOverflowTag = -(int64_t{1} << 60);
+constexpr int64_t kOverflowTag = -(int64_t{1} << 60), kOverflowAnswerTag = kOverflowTag - 1;
+
+// Whether every device's gradients are finite: device 0 collects each
+// one's answer and sends back the verdict. Its bytes are the runtime's own,
+// not the plan's traffic, so they go to `bytes_sent` to be left out, as
+// the checkpoint gathers' are.
+bool agree_finite(Communicator& comm, bool finite, int64_t& bytes_sent) {
+  if (comm.size() == 1) return finite;
+  float verdict = finite ? 0.f : 1.f;
+  if (comm.rank() == 0) {
+    for (int r = 1; r < comm.size(); ++r) {
+      float theirs = 0.f;
+      comm.recv(r, kOverflowTag, std::span<float>(&theirs, 1));
+      verdict = std::max(verdict, theirs);
+    }
+    for (int r = 1; r < comm.size(); ++r) comm.send(r, kOverflowAnswerTag, std::span<const float>(&verdict, 1));
+    bytes_sent += static_cast<int64_t>(sizeof(float)) * (comm.size() - 1);
+  } else {
+    comm.send(0, kOverflowTag, std::span<const float>(&verdict, 1));
+    comm.recv(0, kOverflowAnswerTag, std::span<float>(&verdict, 1));
+    bytes_sent += static_cast<int64_t>(sizeof(float));
+  }
+  return verdict == 0.f;
+}
 
 // What one device did while timed.
 struct UpdateTime {
   double seconds = 0, bytes = 0;
   DeviceTime device;
   int64_t calls = 0;  // sends and recvs timed
-  int64_t state_bytes = 0;  // sent gathering checkpoints and the final weights (not the plan's)
+  int64_t state_bytes = 0;  // sent gathering checkpoints and the final weights, and FP16's overflow votes (not the plan's)
 };
 
 // The first step timed with time_kernels: the first (allocation, first
@@ -133,8 +156,6 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   // whether any overflowed (one float all-reduced over every device).
   const bool scaling = options.precision == Precision::kFp16;
   LossScaler scaler(options.loss_scaling);
-  std::vector<int> everyone(static_cast<size_t>(comm.size()));
-  for (int r = 0; r < comm.size(); ++r) everyone[static_cast<size_t>(r)] = r;
   if (options.resume) {
     restore_state(*options.resume, s.plan, s.weights, *ex, ex->moment_shards(opt.state(params)));
     ex->shard_moments(opt.state(params));
@@ -183,9 +204,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     if (scaling) {
       const float inv = 1.f / scaler.scale();
       for (const Buffer& gr : grads) finite &= backend.unscale(gr, inv);
-      float overflow = finite ? 0.f : 1.f;
-      if (comm.size() > 1) comm.all_reduce(everyone, std::span<float>(&overflow, 1), kOverflowTag);
-      finite = overflow == 0.f;
+      finite = agree_finite(comm, finite, update.state_bytes);
       scaler.update(!finite);
       if (!finite && comm.rank() == 0) result.skipped_steps.push_back(step);
     }
