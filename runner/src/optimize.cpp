@@ -67,16 +67,11 @@ void validate(const OptimizeRequest& q) {
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
 }
 
-OptimizeReport optimize(const OptimizeRequest& q) {
-  validate(q);
-  OptimizeReport out;
-  Ruleset rs;
-  if (search::uses_rules(q.search.algorithm)) {
-    out.ruleset = q.ruleset.empty() ? default_ruleset_path() : q.ruleset;
-    rs = load_search_ruleset(out.ruleset, q.allow_unverified, &out.unverified);
-  }
-  const search::RuleLibrary rules(rs);
-  out.rules = rules.size();
+namespace {
+
+// The recipes searched at one precision (OptimizeReport::tried), into `out`
+// (its rule fields set). Throws where no recipe gave any plan to report.
+OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, const search::RuleLibrary& rules, OptimizeReport out) {
   const search::Efficiency eff = q.efficiency ? *q.efficiency : search::default_efficiency();
   if (q.pipeline && q.zero && shards_gradients(*q.zero))
     throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
@@ -96,7 +91,7 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   bool constrained = false, first = true;           // memory left the first recipe no plan
   for (const Recompute policy : policies) {
     for (const ZeroStage stage : stages) {
-      const TrainingRecipe recipe{q.precision, policy, stage};
+      const TrainingRecipe recipe{precision, policy, stage};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -146,7 +141,7 @@ OptimizeReport optimize(const OptimizeRequest& q) {
   if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && !search::predicts_by_simulation(alg)) {
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
-      const TrainingRecipe recipe{q.precision, policies.front(), stage};
+      const TrainingRecipe recipe{precision, policies.front(), stage};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {
@@ -187,6 +182,55 @@ OptimizeReport optimize(const OptimizeRequest& q) {
     out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
         out.file.virtual_stages = out.result.virtual_stages;
   return out;
+}
+
+// The precisions `auto` compares: the machine's mixed precision, bf16
+// unless only fp16 is faster there (fp16 needs loss scaling, which the
+// cost model does not price: at equal peaks, as on A100 and H100, bf16),
+// then tf32.
+std::vector<Precision> auto_precisions(const Machine& m) {
+  std::vector<Precision> out;
+  if (m.device.has_precision_table()) {
+    const auto peak = [&](Precision p) { return m.device.peak_flops_by_precision[static_cast<size_t>(p)]; };
+    if (peak(Precision::kFp16) > peak(Precision::kBf16)) out.push_back(Precision::kFp16);
+    else if (peak(Precision::kBf16) > 0) out.push_back(Precision::kBf16);
+  }
+  out.push_back(Precision::kTf32);
+  return out;
+}
+
+}  // namespace
+
+OptimizeReport optimize(const OptimizeRequest& q) {
+  validate(q);
+  OptimizeReport base;
+  Ruleset rs;
+  if (search::uses_rules(q.search.algorithm)) {
+    base.ruleset = q.ruleset.empty() ? default_ruleset_path() : q.ruleset;
+    rs = load_search_ruleset(base.ruleset, q.allow_unverified, &base.unverified);
+  }
+  const search::RuleLibrary rules(rs);
+  base.rules = rules.size();
+  if (q.precision) return search_recipes(q, *q.precision, rules, std::move(base));
+  // Each precision's recipes; the fastest feasible plan, the first at a tie.
+  std::optional<OptimizeReport> best;
+  std::vector<RecipeTried> tried;
+  std::string why;
+  for (const Precision p : auto_precisions(q.machine)) {
+    try {
+      OptimizeReport r = search_recipes(q, p, rules, base);
+      tried.insert(tried.end(), r.tried.begin(), r.tried.end());
+      const search::Estimate& e = r.result.search.strategy.estimate;
+      const bool better = !best || (e.feasible && (!best->result.search.strategy.estimate.feasible ||
+                                                    e.time < best->result.search.strategy.estimate.time));
+      if (better) best = std::move(r);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  if (!best) throw Error(why);
+  best->tried = std::move(tried);
+  return std::move(*best);
 }
 
 }  // namespace pcgx::runner

@@ -120,7 +120,11 @@ TEST(SimulateCommand, PrecisionIsPricedRecordedAndSimulated) {
   EXPECT_NE(bad.out.find("error: --precision: unknown precision 'half' (fp32, tf32, bf16, fp16)"), std::string::npos) << bad.out;
   const auto fp8 = run("optimize mlp-tiny --machine dgx-a100 --precision fp8 -o " + bf16);
   EXPECT_EQ(fp8.code, 2) << fp8.out;
-  EXPECT_NE(fp8.out.find("error: --precision: unknown precision 'fp8' (fp32, tf32, bf16, fp16)"), std::string::npos) << fp8.out;
+  EXPECT_NE(fp8.out.find("error: --precision: unknown precision 'fp8' (auto, fp32, tf32, bf16, fp16)"), std::string::npos) << fp8.out;
+  const auto chosen = run("optimize mlp-tiny --machine dgx-a100 --devices 1 --search data-parallel --precision auto -o " + (dir() / "auto.json").string());
+  ASSERT_EQ(chosen.code, 0) << chosen.out;
+  EXPECT_NE(chosen.out.find("precision             bf16 (auto)"), std::string::npos) << chosen.out;
+  EXPECT_NE(chosen.out.find("bf16 recompute none ZeRO 0: "), std::string::npos) << chosen.out;
   const auto volta = run("optimize mlp-tiny --machine summit --devices 6 --precision bf16 -o " + (dir() / "v.json").string());
   EXPECT_EQ(volta.code, 2) << volta.out;
   EXPECT_NE(volta.out.find("error: --precision: V100-SXM2-16GB has no peak FLOP/s for bf16"), std::string::npos) << volta.out;

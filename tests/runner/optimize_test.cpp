@@ -87,6 +87,32 @@ TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {
   EXPECT_NE(one.result.search.strategy.estimate.infeasible.find("recompute selective"), std::string::npos);
 }
 
+// --precision auto: the machine's mixed precision (bf16 where it is as fast
+// as fp16, which needs loss scaling; fp16 where only it has a figure) against
+// tf32, each recipe search listed; a machine without a precision table has
+// tf32 alone.
+TEST(OptimizePrecision, AutoComparesTheMachinesMixedPrecisionWithTf32) {
+  auto chosen = [](const std::string& machine, int64_t devices) {
+    OptimizeRequest q;
+    q.model = build_model("gpt-tiny", {{"batch", 16}});
+    q.machine = search::find_machine(machine).with_devices(devices);
+    q.search.algorithm = search::Algorithm::kDataParallel;
+    q.precision = std::nullopt, q.recompute = Recompute::kNone, q.zero = ZeroStage::k0;
+    return optimize(q);
+  };
+  const OptimizeReport a100 = chosen("dgx-a100", 8), v100 = chosen("summit", 6), cpu = chosen("cpu-host", 2);
+  ASSERT_EQ(a100.tried.size(), 2u);
+  EXPECT_EQ(a100.tried[0].recipe.precision, Precision::kBf16);
+  EXPECT_EQ(a100.tried[1].recipe.precision, Precision::kTf32);
+  EXPECT_LT(a100.tried[0].time, a100.tried[1].time);  // half the bytes, twice the peak
+  EXPECT_EQ(a100.file.recipe.precision, Precision::kBf16);
+  EXPECT_EQ(a100.cost->recipe().precision, Precision::kBf16);
+  ASSERT_EQ(v100.tried.size(), 2u);
+  EXPECT_EQ(v100.tried[0].recipe.precision, Precision::kFp16);
+  ASSERT_EQ(cpu.tried.size(), 1u);
+  EXPECT_EQ(cpu.file.recipe.precision, Precision::kTf32);
+}
+
 // The tiny GPT data parallel on the 8 toy devices in bf16, recomputing
 // nothing: the need of each ZeRO stage.
 OptimizeRequest sharded(double capacity, std::optional<ZeroStage> zero) {

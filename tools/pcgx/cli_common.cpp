@@ -106,6 +106,10 @@ Precision parse_precision(const std::string& text) {
   return parse_choice<Precision>(text, "--precision", "precision", kPrecisions, [](Precision p) { return name(p); });
 }
 
+std::optional<Precision> parse_precision(const std::string& text, bool allow_auto) {
+  return parse_choice_or_auto<Precision>(text, "--precision", "precision", kPrecisions, [](Precision p) { return name(p); }, allow_auto);
+}
+
 const char* const kPrecisionHelp =
     "training precision: fp32, tf32 (FP32 storage, TF32 matrix products), bf16 or fp16 (mixed: low-precision compute and "
     "activations, FP32 master weights, gradients and optimizer state; fp16 with loss scaling)";

@@ -53,6 +53,8 @@ search::SearchOptions::Rank parse_rank(const std::string& text);
 runtime::OptimizerKind parse_optimizer(const std::string& text);
 runner::BackendKind parse_backend(const std::string& text);
 Precision parse_precision(const std::string& text);
+// The same where the command chooses (optimize): "auto" is nullopt.
+std::optional<Precision> parse_precision(const std::string& text, bool allow_auto);
 // --precision's help, alike on every command that takes it.
 extern const char* const kPrecisionHelp;
 // --recompute: none, selective, full, and where the command chooses

@@ -46,7 +46,7 @@ runner::OptimizeRequest request(Flags& f) {
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch
-  q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision);
+  q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
@@ -88,7 +88,8 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
       ->capture_default_str();
   cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
-  cmd->add_option("--precision", f.precision, kPrecisionHelp)->capture_default_str();
+  cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + "; auto: the fastest plan over the machine's mixed precisions and tf32")
+      ->capture_default_str();
   cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
       ->capture_default_str();
   cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")

@@ -61,21 +61,22 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     }
   }
   const search::Strategy& dp = rep.data_parallel;
-  out << "precision             " << name(q.precision) << (is_mixed(q.precision) ? " (FP32 master weights, gradients and optimizer state)" : "")
-      << "\n";
   const TrainingRecipe& recipe = rep.cost->recipe();
+  out << "precision             " << name(recipe.precision) << (q.precision ? "" : " (auto)")
+      << (is_mixed(recipe.precision) ? " (FP32 master weights, gradients and optimizer state)" : "") << "\n";
   out << "recompute             " << name(recipe.recompute) << (q.recompute ? "" : " (auto)") << "\n";
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
       << (shards_gradients(recipe.zero)   ? ": optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
       << "\n";
-  if (!q.recompute || !q.zero || rep.tried.size() > 1) {
+  if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";
     for (size_t i = 0; rep.tried.size() > 1 && i < rep.tried.size(); ++i) {
       const runner::RecipeTried& t = rep.tried[i];
-      out << (i ? "; " : "") << "recompute " << name(t.recipe.recompute) << " ZeRO " << name(t.recipe.zero)
+      out << (i ? "; " : "") << (q.precision ? "" : std::string(name(t.recipe.precision)) + " ") << "recompute " << name(t.recipe.recompute)
+          << " ZeRO " << name(t.recipe.zero)
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"));
     }

@@ -31,7 +31,11 @@ struct OptimizeRequest {
   // micro-batches, each stage searched with `search`.
   std::optional<search::PipelineOptions> pipeline;
   search::CommOptions comm;
-  Precision precision = kDefaultPrecision;  // what the plan trains in: priced, counted and recorded
+  // What the plan trains in: priced, counted and recorded. nullopt: chosen,
+  // the faster plan of the machine's mixed precision (bf16, or fp16 where
+  // only it is faster: fp16's loss scaling is not priced) and tf32, each
+  // searched as below.
+  std::optional<Precision> precision = kDefaultPrecision;
   // Activation recomputation and ZeRO stage; nullopt: chosen (below).
   std::optional<Recompute> recompute;
   std::optional<ZeroStage> zero;
