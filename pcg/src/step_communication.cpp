@@ -46,6 +46,33 @@ double elements(const ParallelTensorShape& s) { return static_cast<double>(s.sha
 
 }  // namespace
 
+namespace {
+
+// Nodes whose shards move without a kernel (node_runs' kMoves before any
+// fusion): shard-level operators that are not sources or sliced layouts.
+bool moves(const Graph& g, const SourceLayouts& layouts, NodeId n) {
+  const Node& node = g.node(n);
+  return node.op->op_class != OpClass::kSource && !layouts.sliced(n) && node.op->is_shard_level(node.attrs);
+}
+
+// The partner completing a layout change that `n` starts, where both move.
+std::optional<NodeId> fused_partner(const Graph& g, const SourceLayouts& layouts, const Node& n,
+                                    const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
+  if (!moves(g, layouts, n.id) || n.op->data_move == DataMove::kAllReduce) return std::nullopt;
+  const auto partner = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+  if (!partner || !moves(g, layouts, *partner)) return std::nullopt;
+  return partner;
+}
+
+}  // namespace
+
+std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layouts) {
+  std::vector<char> heads(g.size(), 0);
+  const auto consumers = g.consumers();
+  for (const Node& n : g.nodes()) heads[static_cast<size_t>(n.id)] = fused_partner(g, layouts, n, consumers).has_value();
+  return heads;
+}
+
 std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts) {
   const Graph& g = p.graph();
   std::vector<NodeRun> runs(g.size());
@@ -65,7 +92,7 @@ std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts)
         r.kind = NodeRun::Kind::kAllReduce, r.groups = std::move(*groups), r.to = n.id;
       continue;
     }
-    const auto partner = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+    const auto partner = fused_partner(g, layouts, n, consumers);
     if (!partner || runs[static_cast<size_t>(*partner)].kind != NodeRun::Kind::kMoves) continue;
     const Node& b = g.node(*partner);
     const auto [sum, copy] = relayout_factors(n, b);

@@ -60,12 +60,15 @@ void DeviceExecutor::init() {
   size_t arity = 1, outputs = 1;
   for (const Node& n : g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
+    // The first operator of a layout change run in one step writes its
+    // partner's output, nothing of its own (step_communication.h).
+    const bool head = plan.nodes[id].to >= 0 && plan.nodes[id].to != n.id;
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       const ParallelTensorShape& s = n.outputs[o];
       auto& v = values_[id].emplace_back(static_cast<size_t>(s.num_shards()));
       auto& d = grads_[id].emplace_back(static_cast<size_t>(s.num_shards()));
       touched_[id].emplace_back(static_cast<size_t>(s.num_shards()), 0);
-      for (int64_t k = 0; k < s.num_shards(); ++k)
+      for (int64_t k = 0; k < s.num_shards() && !head; ++k)
         if (owns({n.id, static_cast<int32_t>(o)}, k)) {
           v[static_cast<size_t>(k)] = allocate(s.slice_shape());  // one micro-batch's
           d[static_cast<size_t>(k)] = allocate(s.slice_shape());
@@ -351,7 +354,10 @@ void DeviceExecutor::run_forward(const Node& n) {
     case NodePlan::Run::kSliced:
     case NodePlan::Run::kDone: break;
   }
-  if (mixed() && rounds_[static_cast<size_t>(n.id)]) round_outputs(n.id);
+  // A layout change run in one step wrote its partner's output (a sum under
+  // a reduce-scatter or an all-reduce): rounded there.
+  const NodeId to = plan_.nodes[static_cast<size_t>(n.id)].to;
+  if (mixed() && rounds_[static_cast<size_t>(n.id)]) round_outputs(to >= 0 ? to : n.id);
 }
 
 double DeviceExecutor::read_loss() {

@@ -28,7 +28,8 @@ void DeviceExecutor::init_precision() {
                                                      [&](NodeId s) { return read_by_model[static_cast<size_t>(s)] != 0; });
       continue;
     }
-    rounds_[id] = run != NodePlan::Run::kSliced && run != NodePlan::Run::kDone;
+    // A scalar is the loss carried on (its partial sums summed): FP32.
+    rounds_[id] = run != NodePlan::Run::kSliced && run != NodePlan::Run::kDone && n.outputs[0].rank() > 0;
   }
   masters_.resize(g.size());
   for (const Node& n : g.nodes()) {

@@ -3,6 +3,7 @@
 
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/step_communication.h"
 
 namespace pcgx::search {
 
@@ -13,6 +14,8 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
   const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute);
+  // The first operator of a layout change run in one step holds nothing.
+  const std::vector<char> heads = layout_change_heads(g, layouts);
   // Per recomputed segment and device: the outputs it re-creates.
   std::vector<std::vector<double>> segment(static_cast<size_t>(recompute.segments));
   // A pipelined tensor is kept one micro-slice per micro-batch in flight.
@@ -75,6 +78,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     }
     // Shard-level operators: their outputs are kept where they live, like
     // any activation the backward pass reads.
+    if (heads[static_cast<size_t>(n.id)]) continue;
     for (size_t o = 0; o < n.outputs.size(); ++o)
       for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) kept(n.id, d, n.outputs[o]);
   }

@@ -5,6 +5,7 @@
 // whose gradients overflow.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "golden_mlp.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/device_executor.h"
 #include "pcgx/runtime/in_process.h"
@@ -166,6 +168,47 @@ TEST(MixedPrecision, Bf16StepRoundsWhatItStores) {
       }
     }
     EXPECT_GT(masters_off_bf16, 100);
+  });
+}
+
+// Megatron's tensor and sequence parallelism on 4 devices in BF16: the
+// layout changes run in one step (the row-parallel partial sums
+// reduce-scattered, a Reduce then a Repartition; the sequence all-gathered,
+// a Combine then a Replicate) write their partner's output, which is
+// rounded there like any node's; their first operator holds no buffer at
+// all (step_communication.h's layout_change_heads).
+TEST(MixedPrecision, Bf16TensorParallelRoundsTheCollectivesSums) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  const pcgx::testing::MappedPlan p =
+      pcgx::testing::mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2, true), 4);
+  ExecutionPlan plan = make_plan(p.graph, p.views, 4);
+  plan.precision = Precision::kBf16;
+  const std::vector<char> heads = layout_change_heads(p.graph, plan.layouts);
+  ASSERT_GT(std::count(heads.begin(), heads.end(), 1), 0) << "no layout change in one step: the test would not exercise it";
+  const SyntheticTask task(p.graph, 3, 1);
+  InProcessWorld world(4);
+  world.run([&](Communicator& comm) {
+    DeviceExecutor ex(plan, comm);
+    for (const Node& n : p.graph.nodes())
+      if (n.op->op_class == OpClass::kSource) ex.set_source(n.id, n.op->is_weight ? initial_weight(n, 3) : task.batch(0).at(n.name));
+    ex.forward();
+    int64_t checked = 0;
+    for (const Node& n : p.graph.nodes()) {
+      if (n.op->op_class == OpClass::kSource || n.op->loss != LossKind::kNone) continue;
+      for (int64_t k = 0; k < n.outputs[0].num_shards(); ++k) {
+        if (!ex.owns({n.id, 0}, k)) continue;
+        if (heads[static_cast<size_t>(n.id)]) {
+          EXPECT_FALSE(ex.values({n.id, 0})[static_cast<size_t>(k)]) << describe(n) << ": a buffer for a layout change's first operator";
+          continue;
+        }
+        if (n.outputs[0].rank() == 0) continue;  // the loss's partial sums, summed: FP32
+        for (float x : ex.value({n.id, 0}, k).data) {
+          ASSERT_TRUE(is_bf16(x)) << describe(n) << " shard " << k << ": " << x;
+          ++checked;
+        }
+      }
+    }
+    EXPECT_GT(checked, 500);
   });
 }
 

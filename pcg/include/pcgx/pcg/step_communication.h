@@ -48,6 +48,11 @@ struct NodeRun {
 
 // Per node of p's graph.
 std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts);
+// Per node: 1 for the first operator of a layout change run in one step
+// (a Combine or Reduce whose partner completes it, relayout.h), which
+// holds nothing of its own: the runtime gives its output no buffer and
+// the memory model keeps none. node_runs' r.to names the partner.
+std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layouts);
 
 // Per Weight: the tensor holding its trained value (itself, or the end of
 // its stored layout, whose replica slot 0 gathers to it); {-1, 0} elsewhere.
