@@ -13,9 +13,10 @@ namespace {
 constexpr const char* kSeedAttr = "seed";
 
 // A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
-ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree) {
+ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree, int64_t last_degree) {
   ParallelTensorShape s = ParallelTensorShape::unpartitioned(logical.logical_shape(), logical.dtype);
   if (degree > 1 && s.rank() > 0) s.dims[0].degree = degree;
+  if (last_degree > 1 && s.rank() > 1) s.dims.back().degree = last_degree;
   return s;
 }
 
@@ -87,21 +88,25 @@ std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k) {
 }
 
 
-PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout) {
+PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout, int64_t rin, int64_t rout) {
   PieceGraph pg{Graph(g.name()), {}};
   Graph& out = pg.graph;
   std::map<TensorRef, TensorRef> map;
   std::map<NodeId, NodeId> sources;
   if (p.in.node >= 0) {
-    const ParallelTensorShape s = layout(g.shape(p.in), din);
+    const ParallelTensorShape s = layout(g.shape(p.in), din, rin);
     Attributes a{{"shape", IntList(s.logical_shape())}, {"dtype", std::string(to_string(s.dtype))}};
-    if (din > 1) {
-      IntList degrees(static_cast<size_t>(s.rank()), 1);
-      degrees[0] = din;
+    if (!s.is_unpartitioned()) {
+      IntList degrees;
+      for (const auto& d : s.dims) degrees.push_back(d.degree);
       a.set("degrees", degrees);
     }
     TensorRef t{out.add("Input", a, {}, std::string(kPieceInputPrefix) + "in"), 0};
+    // The samples first: the last dimension's Combine, next, meets the
+    // stage's own layout change as one step (relayout.h), holding no copy.
     if (din > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", din}}, {t}), 0};
+    if (s.rank() > 1 && s.dims.back().degree > 1)
+      t = {out.add("Combine", {{"dim", int64_t{s.rank() - 1}}, {"degree", s.dims.back().degree}}, {t}), 0};
     map[p.in] = t;
   }
   for (NodeId id : p.nodes) {
@@ -135,6 +140,8 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
   if (p.out.node >= 0) {
     TensorRef t = map.at(p.out);
     if (dout > 1) t = {out.add("Repartition", {{"dim", int64_t{0}}, {"degree", dout}}, {t}), 0};
+    const int64_t rank = g.shape(p.out).rank();
+    if (rout > 1 && rank > 1) t = {out.add("Repartition", {{"dim", rank - 1}, {"degree", rout}}, {t}), 0};
     out.add_output(t);
   } else {
     for (const TensorRef& o : g.outputs()) out.add_output(map.at(o));
@@ -176,13 +183,16 @@ Graph join_pieces(const std::string& name, std::span<const JoinPart> parts, std:
     for (const Node& n : c.nodes()) {
       std::vector<TensorRef> outs;
       if (is_source(n) && n.name.starts_with(kPieceInputPrefix)) {
+        // The carried tensor from the layout the previous piece gives to the
+        // one this piece reads, dimension by dimension (the samples, and
+        // the last under scatter-gather).
         TensorRef t = carry;
-        const int64_t want = n.outputs[0].rank() > 0 ? n.outputs[0].dims[0].degree : 1;
-        const ParallelTensorShape& have = joined.shape(t);
-        const int64_t had = have.rank() > 0 ? have.dims[0].degree : 1;
-        if (had != want) {
-          if (had > 1) t = {joined.add("Combine", {{"dim", int64_t{0}}, {"degree", had}}, {t}), 0};
-          if (want > 1) t = {joined.add("Repartition", {{"dim", int64_t{0}}, {"degree", want}}, {t}), 0};
+        const ParallelTensorShape& wanted = n.outputs[0];
+        for (int64_t d = 0; d < wanted.rank(); ++d) {
+          const int64_t want = wanted.dims[static_cast<size_t>(d)].degree, had = joined.shape(t).dims[static_cast<size_t>(d)].degree;
+          if (had == want) continue;
+          if (had > 1) t = {joined.add("Combine", {{"dim", d}, {"degree", had}}, {t}), 0};
+          if (want > 1) t = {joined.add("Repartition", {{"dim", d}, {"degree", want}}, {t}), 0};
         }
         outs.push_back(t);
       } else if (is_source(n)) {

@@ -36,14 +36,19 @@ std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector
 // s0, s1, ..., others c2, c3, ...) and random seeds (Dropout's `seed`)
 // numbered canonically, so identical layers give identical graphs; `names`
 // and `seeds` map back. Its boundary input is an Input named "piece:in"
-// whose sample dimension is split by `din` (then combined), and its
-// boundary output is repartitioned by `dout`.
+// whose sample dimension is split by `din` and last dimension by `rin`
+// (then combined), and its boundary output is repartitioned alike by
+// `dout` and `rout`. Splitting the last dimension too is Megatron-LM's
+// scatter-gather of a pipeline stage boundary (Narayanan et al. 2021,
+// Section 4.1): each of the devices that would each receive the same
+// samples whole receives 1/r of them, and the stage gathers them on its
+// own links.
 struct PieceGraph {
   Graph graph;
   std::map<std::string, std::string> names;  // canonical -> model name
   std::map<int64_t, int64_t> seeds;          // canonical -> model seed
 };
-PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout);
+PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout, int64_t rin = 1, int64_t rout = 1);
 
 // One piece's optimized graph and the names it maps back with.
 struct JoinPart {

@@ -1,4 +1,5 @@
 // Memory per device of a mapped graph (see cost_model.h for what counts).
+#include <algorithm>
 #include <set>
 
 #include "pcgx/search/machine_mapping.h"
@@ -16,6 +17,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute);
   // The first operator of a layout change run in one step holds nothing.
   const std::vector<char> heads = layout_change_heads(g, layouts);
+  const auto consumers = g.consumers();
   // Per recomputed segment and device: the outputs it re-creates.
   std::vector<std::vector<double>> segment(static_cast<size_t>(recompute.segments));
   // A pipelined tensor is kept one micro-slice per micro-batch in flight.
@@ -77,10 +79,22 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
       continue;
     }
     // Shard-level operators: their outputs are kept where they live, like
-    // any activation the backward pass reads.
+    // any activation the backward pass reads; but a step of a chain of
+    // layout changes, read only by the next (a stage boundary gathered
+    // dimension by dimension), is read by no backward pass: its buffer
+    // serves the micro-batch passing through, one at a time.
     if (heads[static_cast<size_t>(n.id)]) continue;
+    const auto& readers = consumers[static_cast<size_t>(n.id)];
+    const bool passing = !readers.empty() && recompute.segment[static_cast<size_t>(n.id)] < 0 &&
+                         std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
+                           return g.node(r.first).op->op_class == OpClass::kParallel;
+                         });
     for (size_t o = 0; o < n.outputs.size(); ++o)
-      for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) kept(n.id, d, n.outputs[o]);
+      for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) {
+        if (!passing) kept(n.id, d, n.outputs[o]);
+        else if (d >= 0 && d < devices)
+          mem[static_cast<size_t>(d)].activations += activation_shard_bytes(n.outputs[o], precision) / static_cast<double>(n.outputs[o].slices());
+      }
   }
   // One segment is re-created at a time, during its own backward.
   for (const auto& held : segment)

@@ -182,7 +182,17 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             if (d % k == 0 && size % (k * most) == 0) return k;
         return size % d == 0 ? d : 1;
       };
-      graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out)));
+      // Scatter-gather (Megatron-LM's, Narayanan et al. 2021, Section 4.1):
+      // where the samples go fewer ways than the stage has devices, the
+      // last dimension is split over the rest, so that each device sends
+      // and receives its own part of the boundary and the stage gathers it
+      // on its own links.
+      auto scatter_by = [&](TensorRef t) -> int64_t {
+        if (t.node < 0 || model.shape(t).rank() < 2) return 1;
+        const int64_t k = split_by(t), r = d / k, last = model.shape(t).dims.back().size;
+        return d % k == 0 && r > 1 && last % r == 0 ? r : 1;
+      };
+      graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out)));
       const uint64_t h = graph_hash(graphs.back().graph);
       auto it = solved.find(h);
       if (it == solved.end()) {

@@ -102,6 +102,22 @@ TEST(Accumulation, InterleavedPipelineTrainsAsOneDevice) {
   expect_same_training(run(p), run({g, {}, 1}), 1e-4);
 }
 
+// Megatron's plan pipelined over 2 stages of 4 devices (t = 2): each
+// boundary of 2 samples per micro-batch is scattered over the next stage's
+// 4 devices by samples and hidden features and gathered there; it trains
+// as one device does.
+TEST(Accumulation, ScatteredStageBoundariesTrainAsOneDevice) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  static const Ruleset empty;
+  static const search::RuleLibrary rules(empty);
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::kExpert, o.tensor_degree = 2;
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(8), search::default_efficiency());
+  const search::PipelineResult r = search::optimize_pipeline(g, rules, cm, o, {2, 4});
+  const Plan p{r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, 8};
+  expect_same_training(run(p), run({g, {}, 1}), 1e-4);
+}
+
 // What a device holds: the pipelined tensors' values and gradients at one
 // micro-batch's size, so with 4 micro-batches the step's buffers shrink by
 // 3/4 of those tensors' whole-batch bytes, less at most the weights' size.

@@ -89,6 +89,26 @@ TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
   EXPECT_EQ(feature_degree(r.search.strategy.graph), 2);
 }
 
+// Scatter-gather of a stage boundary (Megatron-LM's, Narayanan et al.
+// 2021, Section 4.1): a micro-batch of 2 samples crosses into a stage of 4
+// devices split 2 ways by samples and 2 by its last dimension, so each
+// device receives a quarter of it, not half; the joined strategy computes
+// the model.
+TEST(ExpertDegree, PipelineBoundariesAreScatteredAndGathered) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const CostModel cost(toy_machine().with_devices(8), toy_efficiency());
+  SearchOptions o;
+  o.algorithm = Algorithm::kExpert, o.tensor_degree = 2;
+  const PipelineResult r = optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4});
+  int scattered = 0;
+  for (const Node& n : r.search.strategy.graph.nodes()) {
+    const ParallelTensorShape& s = n.outputs[0];
+    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == 2 && s.dims[2].degree == 2 && s.replica == 1) ++scattered;
+  }
+  EXPECT_GE(scattered, 1);
+  EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
+}
+
 // Megatron-LM's vocabulary-parallel ends: the word table split by rows
 // over t for the lookup (partial sums, then summed), the logits by
 // vocabulary for the head (gathered for the loss); the position table
