@@ -78,12 +78,17 @@ TEST(ExpertDegree, StatedAsThePlanSaysIt) {
 // of 2 in each), 4 micro-batches of 2 samples. The samples crossing the
 // stage boundary are split as a micro-batch can take them (2 ways), not
 // over the stage's 4 devices, which no micro-batch of 2 could.
-TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
-  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+// The tiny GPT (batch 8) as Megatron's plan with t = 2 over 2 stages of 4
+// toy devices, 4 micro-batches.
+PipelineResult tiny_gpt_pipeline(const Graph& g) {
   const CostModel cost(toy_machine().with_devices(8), toy_efficiency());
   SearchOptions o;
   o.algorithm = Algorithm::kExpert, o.tensor_degree = 2;
-  const PipelineResult r = optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4});
+  return optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4});
+}
+
+TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
+  const PipelineResult r = tiny_gpt_pipeline(build_model("gpt-tiny", {{"batch", 8}}));
   EXPECT_EQ(r.stages, 2);
   EXPECT_EQ(r.micro_batches, 4);
   EXPECT_EQ(feature_degree(r.search.strategy.graph), 2);
@@ -96,10 +101,7 @@ TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
 // the model.
 TEST(ExpertDegree, PipelineBoundariesAreScatteredAndGathered) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
-  const CostModel cost(toy_machine().with_devices(8), toy_efficiency());
-  SearchOptions o;
-  o.algorithm = Algorithm::kExpert, o.tensor_degree = 2;
-  const PipelineResult r = optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4});
+  const PipelineResult r = tiny_gpt_pipeline(g);
   int scattered = 0;
   for (const Node& n : r.search.strategy.graph.nodes()) {
     const ParallelTensorShape& s = n.outputs[0];
