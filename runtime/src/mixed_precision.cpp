@@ -12,24 +12,33 @@ void DeviceExecutor::init_precision() {
   if (!mixed()) return;
   const Graph& g = *plan_.graph;
   rounds_.assign(g.size(), 0);
-  // An input only losses read is a target (an MSE target, class indices):
-  // it stays as given, as PyTorch's autocast runs the losses in FP32.
-  std::vector<char> read_by_model(g.size(), 0);
-  for (const Node& n : g.nodes())
-    if (n.op->loss == LossKind::kNone)
-      for (const TensorRef& in : n.inputs) read_by_model[static_cast<size_t>(in.node)] = 1;
+  // What is an activation: a float value a compute operator wrote (not a
+  // loss, and not a scalar, which is the loss carried on), moved or summed
+  // by parallel operators, or a float model input that reaches some
+  // compute operator other than a loss. Indices (token ids, positions,
+  // class labels) are never rounded, and neither is a target, which only
+  // losses read: it stays as given, as PyTorch's autocast runs the losses
+  // in FP32.
+  std::vector<char> reaches_model(g.size(), 0);  // some path through parallel operators to a non-loss compute one
+  const auto consumers = g.consumers();
+  for (size_t k = g.size(); k-- > 0;)
+    for (const auto& [c, input] : consumers[k]) {
+      const Node& r = g.node(c);
+      if (r.op->op_class == OpClass::kParallel ? reaches_model[static_cast<size_t>(c)] != 0 : r.op->loss == LossKind::kNone)
+        reaches_model[k] = 1;
+    }
+  std::vector<char> activation(g.size(), 0);
   for (const Node& n : g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
+    const bool real = n.outputs[0].dtype == DataType::kFloat32 && n.outputs[0].rank() > 0;
+    if (n.op->is_weight || !real) continue;
+    if (n.op->op_class == OpClass::kSource) activation[id] = reaches_model[id];
+    else if (n.op->op_class == OpClass::kParallel) activation[id] = !n.inputs.empty() && activation[static_cast<size_t>(n.inputs[0].node)];
+    else activation[id] = n.op->loss == LossKind::kNone;
     const NodePlan::Run run = plan_.nodes[id].run;
-    if (n.op->is_weight || n.op->loss != LossKind::kNone) continue;
-    if (n.op->op_class == OpClass::kSource) {
-      // A layout sliced from an input is rounded with it (round_source).
-      rounds_[id] = read_by_model[id] || std::any_of(sliced_from_[id].begin(), sliced_from_[id].end(),
-                                                     [&](NodeId s) { return read_by_model[static_cast<size_t>(s)] != 0; });
-      continue;
-    }
-    // A scalar is the loss carried on (its partial sums summed): FP32.
-    rounds_[id] = run != NodePlan::Run::kSliced && run != NodePlan::Run::kDone && n.outputs[0].rank() > 0;
+    // Sources round as set_source writes them (round_source, with the
+    // layouts sliced from them); the others as they run.
+    rounds_[id] = activation[id] && (n.op->op_class == OpClass::kSource || (run != NodePlan::Run::kSliced && run != NodePlan::Run::kDone));
   }
   masters_.resize(g.size());
   for (const Node& n : g.nodes()) {
@@ -54,9 +63,12 @@ const Buffer& DeviceExecutor::master(TensorRef t, int64_t shard) const {
 }
 
 void DeviceExecutor::round_outputs(NodeId n) {
-  for (const auto& shards : values_[static_cast<size_t>(n)])
-    for (const Buffer& b : shards)
+  const Node& node = plan_.graph->node(n);
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    if (node.outputs[o].dtype != DataType::kFloat32) continue;  // indices stay exact
+    for (const Buffer& b : values_[static_cast<size_t>(n)][o])
       if (b) backend_.round(b, plan_.precision);
+  }
 }
 
 void DeviceExecutor::round_source(NodeId n) {

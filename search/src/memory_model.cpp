@@ -87,7 +87,8 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     const auto& readers = consumers[static_cast<size_t>(n.id)];
     const bool passing = !readers.empty() && recompute.segment[static_cast<size_t>(n.id)] < 0 &&
                          std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
-                           return g.node(r.first).op->op_class == OpClass::kParallel;
+                           // (a recomputed reader re-runs from it in backward: then it is kept)
+                           return g.node(r.first).op->op_class == OpClass::kParallel && recompute.segment[static_cast<size_t>(r.first)] < 0;
                          });
     for (size_t o = 0; o < n.outputs.size(); ++o)
       for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) {

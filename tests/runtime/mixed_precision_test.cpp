@@ -212,6 +212,57 @@ TEST(MixedPrecision, Bf16TensorParallelRoundsTheCollectivesSums) {
   });
 }
 
+// What is not an activation is not rounded: token ids and positions (a
+// vocabulary of 1,000, beyond BF16's exact integers), class labels, and an
+// MSE target split over devices, whose values stay exactly as given.
+TEST(MixedPrecision, IndicesAndTargetsStayExact) {
+  for (const auto& [model, sizes] : std::vector<std::pair<std::string, ModelParams>>{
+           {"gpt-tiny", {{"batch", 8}, {"vocab", 1000}}}, {"mlp-tiny", {{"batch", 8}}}}) {
+    SCOPED_TRACE(model);
+    const Graph g = build_model(model, sizes);
+    const pcgx::testing::MappedPlan p = pcgx::testing::mapped_plan(search::data_parallel(g, 2), 2);
+    ExecutionPlan plan = make_plan(p.graph, p.views, 2);
+    plan.precision = Precision::kBf16;
+    // The loss's target: its input 1, back through layout changes.
+    NodeId target = -1;
+    for (const Node& n : p.graph.nodes())
+      if (n.op->loss != LossKind::kNone) {
+        target = n.inputs[1].node;
+        while (p.graph.node(target).op->op_class == OpClass::kParallel) target = p.graph.node(target).inputs[0].node;
+      }
+    const SyntheticTask task(p.graph, 3, 1);
+    InProcessWorld world(2);
+    world.run([&](Communicator& comm) {
+      DeviceExecutor ex(plan, comm);
+      int64_t inexact_given = 0;
+      for (const Node& n : p.graph.nodes()) {
+        if (n.op->op_class != OpClass::kSource || n.op->is_weight) continue;
+        const Tensor<float>& given = task.batch(0).at(n.name);
+        ex.set_source(n.id, given);
+        if (n.outputs[0].dtype == DataType::kFloat32 && n.id != target) continue;  // a model input: rounded
+        for (float x : given.data) inexact_given += !is_bf16(x);
+        // Every layout of it holds the given values: gather them back.
+        for (const Node& l : p.graph.nodes()) {
+          if (l.id != n.id && !plan.layouts.sliced(l.id)) continue;
+          if (l.id != n.id && plan.layouts.root[static_cast<size_t>(l.id)] != n.id) continue;
+          const ParallelTensorShape& s = l.outputs[0];
+          for (int64_t k = 0; k < s.num_shards(); ++k) {
+            if (!ex.owns({l.id, 0}, k)) continue;
+            const Tensor<float> shard = ex.value({l.id, 0}, k);
+            int64_t slot = 0;
+            std::vector<int64_t> block;
+            s.shard_coords(k, slot, block);
+            Tensor<float> want(shard.shape);
+            read_block(given, s.block_offset(block), want);
+            EXPECT_EQ(shard.data, want.data) << describe(l) << " shard " << k;
+          }
+        }
+      }
+      EXPECT_GT(inexact_given, 0);  // the test would prove nothing with BF16-exact inputs
+    });
+  }
+}
+
 TrainResult run(const pcgx::testing::MappedPlan& p, Precision precision, ZeroStage zero = ZeroStage::k0, int64_t steps = 6) {
   TrainOptions o;
   o.steps = steps, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
