@@ -27,6 +27,7 @@ struct StagePlan {
 struct Plan {
   int64_t stages = 0, micro = 0, virtual_stages = 1;
   std::vector<std::vector<double>> memory;  // per stage, per device: its chunks' sum
+  std::vector<double> stage_time;           // per stage: one micro-batch through its chunks
   double time = kInf, slowest = 0, update = 0;
   std::vector<StagePlan> stage;
   std::vector<std::string> applied;
@@ -214,7 +215,8 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
       Plan plan;
       plan.stages = S, plan.micro = M, plan.virtual_stages = v;
       plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
-      std::vector<double> stage_time(static_cast<size_t>(S), 0.0), stage_update(static_cast<size_t>(S), 0.0);
+      plan.stage_time.assign(static_cast<size_t>(S), 0.0);
+      std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
       try {
         for (size_t p = 0; p < pieces.size(); ++p) {
           const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
@@ -241,7 +243,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
           info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
           auto& held = plan.memory[static_cast<size_t>(stage)];
           for (size_t k = 0; k < held.size() && k < sp.memory.size(); ++k) held[k] += sp.memory[k];
-          stage_time[static_cast<size_t>(stage)] += info.micro_batch;
+          plan.stage_time[static_cast<size_t>(stage)] += info.micro_batch;
           stage_update[static_cast<size_t>(stage)] += info.update;
           for (const auto& a : searched[p]->applied) plan.applied.push_back(a);
           plan.stage.push_back(std::move(sp));
@@ -252,7 +254,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
           if (fullest > cost.machine().device.memory_capacity)
             throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(fullest / 1073741824.0) + " GiB per device");
         }
-        plan.slowest = *std::max_element(stage_time.begin(), stage_time.end());
+        plan.slowest = *std::max_element(plan.stage_time.begin(), plan.stage_time.end());
         plan.update = *std::max_element(stage_update.begin(), stage_update.end());
       } catch (const Error& e) {
         why = std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches: " + e.what();
@@ -282,13 +284,11 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   const double M = static_cast<double>(best.micro);
   const double slots = M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
   // The slowest stage's compute, over its chunks.
-  std::vector<double> stage_time(static_cast<size_t>(best.stages), 0.0), stage_compute(stage_time);
-  for (const StagePlan& sp : best.stage) {
-    const auto st = static_cast<size_t>(sp.info.stage);
-    stage_time[st] += sp.info.micro_batch;
-    stage_compute[st] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
-  }
-  const size_t bottleneck = static_cast<size_t>(std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin());
+  std::vector<double> stage_compute(static_cast<size_t>(best.stages), 0.0);
+  for (const StagePlan& sp : best.stage)
+    stage_compute[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
+  const auto& times = best.stage_time;
+  const auto bottleneck = static_cast<size_t>(std::max_element(times.begin(), times.end()) - times.begin());
   e.feasible = true;
   e.time = best.time;
   e.once = best.update;
