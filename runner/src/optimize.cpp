@@ -169,8 +169,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   const search::CostModel& cm = *out.cost;
   const search::MachineMapper mapper(cm);
   const search::SearchResult& r = out.result.search;
-  if (!out.pipelined && !search::predicts_by_simulation(q.search.algorithm) && r.strategy.estimate.feasible)
-    out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm).time();
+
   if (!out.pipelined && r.strategy.estimate.feasible) {
     const auto mem = search::memory_breakdown(Placement(r.strategy.graph, r.strategy.views, q.machine.num_devices()), cm.recipe());
     out.busiest_memory = *std::max_element(mem.begin(), mem.end(), [](const auto& a, const auto& b) { return a.total() < b.total(); });
@@ -180,7 +179,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   out.file.recipe = cm.recipe();
   if (out.pipelined)
     out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
-        out.file.virtual_stages = out.result.virtual_stages;
+        out.file.virtual_stages = out.result.virtual_stages, out.file.schedule = PipelineShape::default_for(out.result.virtual_stages);
+  if (!search::predicts_by_simulation(q.search.algorithm) && r.strategy.estimate.feasible)
+    out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();
   return out;
 }
 

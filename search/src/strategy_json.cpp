@@ -43,6 +43,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (s.pipeline_stages > 0) {
     j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
     if (s.virtual_stages > 1) j["pipeline"]["virtual_stages"] = s.virtual_stages;
+    j["pipeline"]["schedule"] = name(s.schedule);
   }
   return j.dump(1) + "\n";
 }
@@ -153,11 +154,29 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     };
     s.pipeline_stages = count("stages"), s.micro_batches = count("micro_batches");
     if (p.contains("virtual_stages")) s.virtual_stages = count("virtual_stages");
+    s.schedule = PipelineShape::default_for(s.virtual_stages);
+    if (p.contains("schedule")) {
+      std::string choices;
+      for (PipelineSchedule k : kPipelineSchedules) choices += std::string(choices.empty() ? "" : ", ") + name(k);
+      const auto k = p["schedule"].is_string() ? pipeline_schedule_named(p["schedule"].get<std::string>()) : std::nullopt;
+      if (!k) throw FileError(source, "pipeline.schedule", "expected one of " + choices);
+      s.schedule = *k;
+    }
+    try {
+      check(*pipeline_shape(s));
+    } catch (const Error& e) {
+      throw FileError(source, "pipeline", e.what());
+    }
     s.strategy.estimate.bubble = p.value("bubble", 0.0);
   }
   return s;
 }
 }  // namespace
+
+std::optional<PipelineShape> pipeline_shape(const StrategyFile& s) {
+  if (s.pipeline_stages <= 0) return std::nullopt;
+  return PipelineShape{s.pipeline_stages, s.micro_batches, s.virtual_stages, s.schedule};
+}
 
 StrategyFile load_strategy(const std::string& path) { return strategy_from_json(read_text_file(path), path); }
 void save_strategy(const StrategyFile& s, const std::string& path) { write_text_file_atomic(path, strategy_to_json(s)); }

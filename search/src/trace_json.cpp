@@ -8,14 +8,6 @@ namespace {
 
 enum Track : int { kDevices = 1, kLinks = 2, kChannels = 3 };
 
-std::string task_name(const Simulator& s, TaskId t) {
-  const SimTaskInfo& k = s.info(t);
-  if (k.kind == SimKind::kSync) return "bucket " + std::to_string(k.index);
-  if (k.kind == SimKind::kUpdate || k.kind == SimKind::kOverhead) return to_string(k.kind);
-  const Node& n = s.graph().node(k.node);
-  return (n.name.empty() ? "node " + std::to_string(n.id) : n.name) + " (" + n.op->name + ") " + to_string(k.kind);
-}
-
 }  // namespace
 
 std::string simulation_trace_json(const Simulator& s) {
@@ -37,7 +29,9 @@ std::string simulation_trace_json(const Simulator& s) {
     ChromeTrace::Args args = {{"task", static_cast<int64_t>(i)}, {"index", k.index}};
     if (k.node >= 0) args.emplace_back("node", k.node);
     if (k.device >= 0) args.emplace_back("device", k.device);
-    const std::string name = task_name(s, t);
+    if (k.chunk >= 0) args.emplace_back("chunk", k.chunk);
+    if (k.micro_batch >= 0) args.emplace_back("micro_batch", k.micro_batch);
+    const std::string name = s.label(t);
     for (ResourceId r : x.resources) trace.event(track_of(r), r, name, std::string(to_string(k.kind)), x.start, x.duration, args);
   }
   return trace.json();

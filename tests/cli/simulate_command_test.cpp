@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
@@ -210,6 +211,64 @@ TEST(SimulateCommand, ZeroStageIsPricedRecordedAndSimulated) {
   const auto sim_bad = run("simulate " + plain + " --zero auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
   EXPECT_NE(sim_bad.out.find("error: --zero: unknown ZeRO stage 'auto' (0, 1, 2)"), std::string::npos) << sim_bad.out;
+}
+
+// A pipelined strategy runs its schedule micro-batch by micro-batch; the
+// schedule is recorded, and a bad one is one error line.
+TEST(SimulateCommand, APipelinedStrategyRunsItsSchedule) {
+  const std::string s = (dir() / "pipe.json").string();
+  const auto o = run("optimize mlp --set batch=512 --machine dgx-h100 --devices 8 --search data-parallel --pipeline --stages 2 "
+                     "--micro-batches 8 --virtual-stages 2 -q -o " + s);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("simulated  "), std::string::npos) << o.out;
+  nlohmann::json j;
+  {
+    std::ifstream in(s);
+    j = nlohmann::json::parse(in);
+  }
+  EXPECT_EQ(j.at("pipeline").at("schedule"), "interleaved");
+  const auto r = run("simulate " + s + " --trace " + (dir() / "pipe.trace.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("pipeline              2 stages x 2 virtual, 8 micro-batches, interleaved schedule"), std::string::npos) << r.out;
+  {  // every micro-batch's steps through every chunk are in the trace
+    std::ifstream in(dir() / "pipe.trace.json");
+    const auto t = nlohmann::json::parse(in);
+    std::set<std::pair<int64_t, int64_t>> steps;
+    for (const auto& e : t.at("traceEvents"))
+      if (e.contains("args") && e["args"].contains("micro_batch")) steps.insert({e["args"]["chunk"].get<int64_t>(), e["args"]["micro_batch"].get<int64_t>()});
+    EXPECT_EQ(steps.size(), 4u * 8u);
+  }
+  // The same plan under GPipe: a schedule the file states.
+  j["pipeline"]["schedule"] = "gpipe";
+  const std::string g = (dir() / "gpipe.json").string();
+  std::ofstream(g) << j.dump();
+  const auto gp = run("simulate " + g);
+  ASSERT_EQ(gp.code, 0) << gp.out;
+  EXPECT_NE(gp.out.find("gpipe schedule"), std::string::npos) << gp.out;
+  const auto flag = run("simulate " + s + " --schedule gpipe");  // the same from the command line
+  ASSERT_EQ(flag.code, 0) << flag.out;
+  EXPECT_NE(flag.out.find("gpipe schedule"), std::string::npos) << flag.out;
+  const auto wrong = run("simulate " + s + " --schedule 1f1b");
+  EXPECT_EQ(wrong.code, 2) << wrong.out;
+  EXPECT_NE(wrong.out.find("error: --schedule: "), std::string::npos) << wrong.out;
+  const auto unknown = run("simulate " + s + " --schedule zb");
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("error: --schedule: unknown schedule 'zb' (gpipe, 1f1b, interleaved)"), std::string::npos) << unknown.out;
+  const auto flat = run("simulate " + strategy() + " --schedule gpipe");
+  EXPECT_EQ(flat.code, 2) << flat.out;
+  EXPECT_NE(flat.out.find("is not pipelined"), std::string::npos) << flat.out;
+  j["pipeline"]["schedule"] = "zero-bubble";
+  const std::string bad = (dir() / "bad-schedule.json").string();
+  std::ofstream(bad) << j.dump();
+  const auto b = run("simulate " + bad);
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("pipeline.schedule"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("gpipe, 1f1b, interleaved"), std::string::npos) << b.out;
+  j["pipeline"]["schedule"] = "1f1b";  // one chunk per stage, where the file has two
+  std::ofstream(bad) << j.dump();
+  const auto c = run("simulate " + bad);
+  EXPECT_EQ(c.code, 2) << c.out;
+  EXPECT_NE(c.out.find("use interleaved"), std::string::npos) << c.out;
 }
 
 TEST(SimulateCommand, BadInputIsOneErrorLine) {

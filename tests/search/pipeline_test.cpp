@@ -10,21 +10,12 @@
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/pipeline.h"
+#include "search/chain_model.h"
 #include "search/values.h"
 
 namespace pcgx::search {
 namespace {
 
-Graph chain(int64_t layers, int64_t batch = 64, int64_t width = 32) {
-  Graph g("chain");
-  TensorRef x{g.add("Input", {{"shape", IntList{batch, width}}}, {}, "x"), 0};
-  for (int64_t i = 0; i < layers; ++i) {
-    const NodeId w = g.add("Weight", {{"shape", IntList{width, width}}}, {}, "w" + std::to_string(i));
-    x = {g.add("Linear", {{"activation", std::string("relu")}}, {x, {w, 0}}, "fc" + std::to_string(i)), 0};
-  }
-  g.add_output(x);
-  return g;
-}
 
 std::vector<int64_t> stage_sizes(const Graph& g, const std::vector<std::pair<size_t, TensorRef>>& cuts) {
   std::vector<int64_t> sizes;

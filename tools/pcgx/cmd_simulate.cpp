@@ -12,23 +12,12 @@
 #include "pcgx/search/trace.h"
 
 namespace pcgx::cli {
-namespace {
-
-std::string task_label(const search::Simulator& s, search::TaskId t) {
-  const search::SimTaskInfo& k = s.info(t);
-  if (k.kind == search::SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
-  if (k.kind == search::SimKind::kUpdate || k.kind == search::SimKind::kOverhead)
-    return std::string(to_string(k.kind)) + " on device " + std::to_string(k.device);
-  return describe(s.graph().node(k.node)) + " " + to_string(k.kind) + " " + std::to_string(k.index);
-}
-
-}  // namespace
 
 void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate",
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
-  static std::string strategy, trace, profile, efficiency, precision, recompute, zero;
+  static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule;
   static double bucket_mb = 25;
   static int64_t show = 8;
   cmd->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();
@@ -39,11 +28,23 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
   cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's)");
+  cmd->add_option("--schedule", schedule, "pipeline schedule of a pipelined strategy: gpipe, 1f1b or interleaved (default: the strategy's)");
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
     if (!(bucket_mb > 0) || bucket_mb > 1e6) throw Error("--bucket-mb: must be a positive number of MiB (at most 1e6)");
     if (!trace.empty()) check_output_path(trace);
-    const search::StrategyFile f = search::load_strategy(strategy);
+    search::StrategyFile f = search::load_strategy(strategy);
+    if (!schedule.empty()) {
+      const auto k = pipeline_schedule_named(schedule);
+      if (!k) throw Error("--schedule: unknown schedule '" + schedule + "' (gpipe, 1f1b, interleaved)");
+      if (f.pipeline_stages <= 0) throw Error("--schedule: " + strategy + " is not pipelined (it has no micro-batches)");
+      f.schedule = *k;
+      try {
+        check(*search::pipeline_shape(f));
+      } catch (const Error& e) {
+        throw Error(std::string("--schedule: ") + e.what());
+      }
+    }
     const Machine m = f.machine.with_devices(f.devices);
     const search::Efficiency eff = efficiency.empty() ? search::default_efficiency() : search::load_efficiency(efficiency);
     search::CommOptions comm;
@@ -55,7 +56,7 @@ void add_simulate_command(CLI::App& app) {
     if (!zero.empty()) recipe.zero = *parse_zero(zero, false);
     const search::CostModel cm(m, eff, profile.empty() ? Profile{} : load_profile(profile), comm, recipe);
     std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
-    const search::Simulator sim(f.strategy.graph, views, cm);
+    const search::Simulator sim(f.strategy.graph, views, cm, search::pipeline_shape(f));
     const search::SimulationSummary s = sim.summary();
 
     std::cout << "model                 " << f.model << "\n"
@@ -64,8 +65,10 @@ void add_simulate_command(CLI::App& app) {
               << "precision             " << name(recipe.precision) << "\n"
               << "recompute             " << name(recipe.recompute) << "\n"
               << "ZeRO stage            " << name(recipe.zero) << "\n";
-    if (f.pipeline_stages > 0)
-      std::cout << "note                  pipelined: each task's micro-slices run back to back, without the 1F1B schedule\n";
+    if (const auto p = sim.pipeline())
+      std::cout << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")
+                << (p->virtual_stages > 1 ? " x " + std::to_string(p->virtual_stages) + " virtual" : std::string()) << ", "
+                << p->micro_batches << " micro-batches, " << name(p->schedule) << " schedule (each micro-batch's steps simulated)\n";
     std::cout << "iteration time        " << ms(s.time) << " simulated";
     if (f.strategy.estimate.feasible && f.strategy.estimate.time > 0)
       std::cout << " (the search's estimate: " << ms(f.strategy.estimate.time) << ", ratio " << std::fixed << std::setprecision(2)
@@ -94,7 +97,7 @@ void add_simulate_command(CLI::App& app) {
       std::cout << "longest tasks on the critical path\n";
       for (size_t i = 0; i < longest.size() && static_cast<int64_t>(i) < show; ++i) {
         const search::TimedTask& t = sim.timeline().task(longest[i]);
-        std::cout << "  " << std::setw(12) << ms(t.duration) << "  at " << std::setw(12) << ms(t.start) << "  " << one_line(task_label(sim, longest[i]));
+        std::cout << "  " << std::setw(12) << ms(t.duration) << "  at " << std::setw(12) << ms(t.start) << "  " << one_line(sim.label(longest[i]));
         if (!t.resources.empty()) std::cout << " on " << sim.resource_name(t.resources.front()) << (t.resources.size() > 1 ? " and more" : "");
         std::cout << "\n";
       }

@@ -43,19 +43,35 @@
 // of every member at every level it crosses. Transfers through one port
 // run one after the other (contention).
 //
-// Layout nodes (source_layout.h) run no tasks, as in the DP. Pipelined
-// graphs (Pipeline/Batch degrees) are simulated with each task's
-// micro-slices run back to back, as the cost model prices them; a bucket
-// then starts once its gradients' last slices are done, where the DP
-// starts the buckets in the last micro-batch's backward (pipeline.h), so
-// the simulator hides more of a micro-batched plan's synchronization.
+// Layout nodes (source_layout.h) run no tasks, as in the DP.
+//
+// Pipelined graphs (Pipeline/Batch degrees: M micro-batches) run their
+// pipeline schedule (pcg/pipeline_schedule.h), micro-batch by micro-batch.
+// The graph is cut into chunks in model order (S stages of v chunks, chunk
+// c on the devices of stage c mod S; one chunk when not staged: gradient
+// accumulation). First, one micro-batch through each chunk, forward and
+// backward, is simulated task by task as above (every pipelined task at
+// 1/M of its step's cost, the chunk's incoming boundary transfer and its
+// gradient going back included, as in the cost model's t_s): the chunk's
+// bodies. Then every step of every stage's program is one task holding
+// the stage's devices for its body's time, waiting for the steps it needs
+// (the previous chunk's forward, the next chunk's backward of the same
+// micro-batch); what runs once per step (operators reading no micro-batch)
+// runs before the first and after the last step. A gradient bucket starts
+// after the last micro-batch's backward of the chunks it gathers from, as
+// the DP starts the buckets in the last micro-batch's backward
+// (pipeline.h); updates, ZeRO's gathers and the overhead follow as above.
+// Bodies of the same chunk are the same for every micro-batch, so the task
+// graph grows with the schedule's 2 M S v steps, not M times the graph.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine_view.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/timeline.h"
@@ -71,6 +87,9 @@ struct SimTaskInfo {
   NodeId node = -1;     // -1: a bucket or an update
   int64_t index = -1;   // task index within the node, the bucket (sync, gather), or the updating device
   int64_t device = -1;  // the device of a compute task or update; -1 otherwise
+  // A pipelined graph's chunk step (node -1, kind forward or backward): its
+  // chunk and micro-batch (-1: the chunk's once-per-step operators).
+  int64_t chunk = -1, micro_batch = -1;
   bool communication() const {
     return kind == SimKind::kTransfer || kind == SimKind::kGradientTransfer || kind == SimKind::kCollective || kind == SimKind::kSync ||
            kind == SimKind::kGather;
@@ -106,9 +125,14 @@ struct SimulationSummary {
 class Simulator {
  public:
   // Builds the task graph of `g` under `views` (one per node; as in a
-  // strategy file) on the cost model's machine and simulates it.
-  // Throws pcgx::Error when a task runs on a device the machine lacks.
-  Simulator(const Graph& g, std::vector<MachineView> views, const CostModel& cost);
+  // strategy file) on the cost model's machine and simulates it. A
+  // pipelined graph runs `pipeline`'s stages, virtual stages and schedule
+  // (its micro-batches must be the graph's); without it, one stage
+  // (gradient accumulation under 1f1b). Throws pcgx::Error when a task
+  // runs on a device the machine lacks, or the graph's operators do not
+  // fall into the pipeline's chunks.
+  Simulator(const Graph& g, std::vector<MachineView> views, const CostModel& cost,
+            std::optional<PipelineShape> pipeline = std::nullopt);
   ~Simulator();
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
@@ -120,6 +144,11 @@ class Simulator {
   void rebuild();
 
   double time() const { return timeline_.makespan(); }
+  // The pipeline the graph runs; nullopt when it has no micro-batches.
+  std::optional<PipelineShape> pipeline() const;
+  // What task t is, in words: "layer0.fc1 (Linear) forward 3",
+  // "gradient bucket 2", "chunk 1 backward of micro-batch 5".
+  std::string label(TaskId t) const;
   const Timeline& timeline() const { return timeline_; }
   const SimTaskInfo& info(TaskId t) const { return info_[static_cast<size_t>(t)]; }
   const Graph& graph() const;

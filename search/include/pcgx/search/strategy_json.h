@@ -11,15 +11,22 @@
 //     "graph": { ...pcgx.graph... },
 //     "views": [ { "node": 5, "start": 0, "stride": 1 },
 //                { "node": 9, "start": 0, "strides": [8, 1] }, ... ],
-//     "pipeline": { "stages": 4, "micro_batches": 16, "bubble": s } }   (pipelined only)
+//     "pipeline": { "stages": 4, "micro_batches": 16, "virtual_stages": 2,
+//                   "schedule": "interleaved", "bubble": s } }   (pipelined only)
+//
+// `pipeline.schedule` is gpipe, 1f1b or interleaved (pcg/pipeline_schedule.h;
+// absent: 1f1b, interleaved when virtual_stages > 1); a one-stage pipeline
+// is gradient accumulation.
 //
 // `views` lists every placed node (pcg/machine_view.h): its task i runs on
 // device start + i * stride, or with `strides` (one per task-grid
 // dimension) on start + sum_j coords_j * strides_j.
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pcgx/pcg/machine.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/search/machine_mapping.h"
 
 namespace pcgx::search {
@@ -34,11 +41,14 @@ struct StrategyFile {
   int64_t pipeline_stages = 0;  // 0: not pipelined (pipeline.h)
   int64_t micro_batches = 0;
   int64_t virtual_stages = 1;   // interleaved 1F1B's chunks per device (absent: 1)
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
   // Precision, recomputation and ZeRO stage (absent from older files: tf32, none, 0).
   TrainingRecipe recipe;
 };
 
 std::string strategy_to_json(const StrategyFile& s);
+// The pipeline a pipelined strategy runs (nullopt: not pipelined).
+std::optional<PipelineShape> pipeline_shape(const StrategyFile& s);
 // Errors name `source` and the field.
 StrategyFile strategy_from_json(const std::string& text, const std::string& source);
 StrategyFile load_strategy(const std::string& path);

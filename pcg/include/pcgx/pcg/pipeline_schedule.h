@@ -1,0 +1,95 @@
+#pragma once
+// Pipeline schedules: the order in which each pipeline stage runs the
+// forward and backward passes of its micro-batches (docs/design.md, "One
+// schedule type"). One value, read by the simulator (search/simulator.h)
+// and checked against the cost model's closed form (search/pipeline.h).
+//
+// A pipelined model is cut into C = S v chunks in model order, chunk c on
+// stage c mod S (v = 1 without interleaving), and a step is M micro-batches.
+// Chunk c's forward of micro-batch m needs chunk c - 1's forward of m; its
+// backward needs its own forward of m and chunk c + 1's backward of m.
+// Each stage runs its steps one at a time in its program's order:
+//
+//   gpipe        every forward (micro-batch by micro-batch, a stage's
+//                chunks in model order), then every backward in reverse
+//                (Huang et al. 2019): M micro-batches' activations in
+//                flight on every stage.
+//   1f1b         S - s - 1 forwards to warm up stage s, then one forward and
+//                one backward in turn, then the remaining backwards
+//                (PipeDream-Flush; Narayanan et al. 2021): at most S - s
+//                micro-batches in flight on stage s.
+//   interleaved  Megatron-LM's interleaved 1F1B (Narayanan et al. 2021,
+//                Section 2.2): a stage's forwards run micro-batches in groups
+//                of S through each of its chunks in turn, its backwards the
+//                same groups through its chunks in reverse; the warm-up is
+//                2 (S - s - 1) + (v - 1) S forwards, then one forward and one
+//                backward in turn. M must be a multiple of S.
+//
+// All three compute the same gradients: they differ in time (the bubble)
+// and in how many micro-batches' activations a stage holds at once.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pcgx {
+
+enum class PipelineSchedule : uint8_t { kGPipe, k1F1B, kInterleaved };
+inline constexpr PipelineSchedule kPipelineSchedules[] = {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B,
+                                                          PipelineSchedule::kInterleaved};
+// "gpipe", "1f1b", "interleaved".
+const char* name(PipelineSchedule s);
+std::optional<PipelineSchedule> pipeline_schedule_named(std::string_view text);
+
+// The shape of a pipelined step.
+struct PipelineShape {
+  int64_t stages = 1;          // S
+  int64_t micro_batches = 1;   // M
+  int64_t virtual_stages = 1;  // v: chunks per stage
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t chunks() const { return stages * virtual_stages; }
+  // The schedule a plan with v chunks per stage runs unless told: 1f1b,
+  // interleaved when v > 1.
+  static PipelineSchedule default_for(int64_t virtual_stages) {
+    return virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
+  }
+};
+
+// One step of a stage's program.
+struct PipelineStep {
+  bool backward = false;
+  int64_t micro_batch = 0;
+  int64_t chunk = 0;  // in model order, 0 .. C - 1 (on stage chunk mod S)
+  bool operator==(const PipelineStep&) const = default;
+};
+
+// Throws pcgx::Error naming what is wrong: a count below 1, interleaved
+// with v = 1 or M not a multiple of S, 1f1b with v > 1.
+void check(const PipelineShape& p);
+
+// Each stage's program: 2 M v steps per stage, in the order it runs them.
+std::vector<std::vector<PipelineStep>> stage_programs(const PipelineShape& p);
+
+// The stage programs run together: a sequence of (stage, step) in which
+// every step comes after the steps it needs and after the steps before it
+// in its stage's program (a topological order of the cross-stage
+// happens-before graph). Throws pcgx::Error when the programs deadlock,
+// naming the step each stuck stage waits at and the step it waits for.
+struct ScheduledStep {
+  int64_t stage = 0;
+  PipelineStep step;
+};
+std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs);
+
+// The most micro-batches whose forward a stage has run through one of its
+// chunks and whose backward there it has not, counted over its chunks
+// (a stage holding v chunks counts a micro-batch once per chunk it is in
+// flight in): what the stage's activation memory must hold, in chunk
+// activation sets. Per stage.
+std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep>>& programs);
+
+// "forward of micro-batch 3 through chunk 5".
+std::string describe(const PipelineStep& s);
+
+}  // namespace pcgx

@@ -1,0 +1,155 @@
+// Pipeline schedules' stage programs and their joint order (see
+// pipeline_schedule.h).
+#include "pcgx/pcg/pipeline_schedule.h"
+
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+
+namespace pcgx {
+
+const char* name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::kGPipe: return "gpipe";
+    case PipelineSchedule::k1F1B: return "1f1b";
+    case PipelineSchedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+std::optional<PipelineSchedule> pipeline_schedule_named(std::string_view text) {
+  for (PipelineSchedule s : kPipelineSchedules)
+    if (text == name(s)) return s;
+  return std::nullopt;
+}
+
+void check(const PipelineShape& p) {
+  if (p.stages < 1) throw Error("pipeline schedule: " + std::to_string(p.stages) + " stages (at least 1)");
+  if (p.micro_batches < 1) throw Error("pipeline schedule: " + std::to_string(p.micro_batches) + " micro-batches (at least 1)");
+  if (p.virtual_stages < 1) throw Error("pipeline schedule: " + std::to_string(p.virtual_stages) + " virtual stages (at least 1)");
+  if (p.schedule == PipelineSchedule::k1F1B && p.virtual_stages > 1)
+    throw Error("pipeline schedule: 1f1b runs one chunk per stage, not " + std::to_string(p.virtual_stages) + " (use interleaved)");
+  if (p.schedule == PipelineSchedule::kInterleaved && p.micro_batches % p.stages != 0)
+    throw Error("pipeline schedule: interleaved runs micro-batches in groups of the " + std::to_string(p.stages) + " stages, and " +
+                std::to_string(p.micro_batches) + " micro-batches are not a multiple of it");
+}
+
+namespace {
+
+// The k-th forward (or backward) of stage s in Megatron-LM's interleaved
+// order: micro-batches in groups of S through each local chunk in turn
+// (backwards through the chunks in reverse). With v = 1 it is micro-batch k.
+PipelineStep interleaved_step(const PipelineShape& p, int64_t s, int64_t k, bool backward) {
+  const int64_t S = p.stages, v = p.virtual_stages;
+  const int64_t in_group = k % (S * v);
+  int64_t local = in_group / S;
+  if (backward) local = v - 1 - local;
+  return {backward, (k / (S * v)) * S + in_group % S, local * S + s};
+}
+
+}  // namespace
+
+std::vector<std::vector<PipelineStep>> stage_programs(const PipelineShape& p) {
+  check(p);
+  const int64_t S = p.stages, total = p.micro_batches * p.virtual_stages;
+  std::vector<std::vector<PipelineStep>> out(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) {
+    std::vector<PipelineStep>& prog = out[static_cast<size_t>(s)];
+    prog.reserve(static_cast<size_t>(2 * total));
+    // Every schedule runs a chunk's backwards in ascending micro-batch
+    // order, so the gradients add up in the same order whichever runs.
+    int64_t warmup = total;
+    if (p.schedule == PipelineSchedule::k1F1B) warmup = std::min(S - s - 1, total);
+    // Megatron-LM runs every forward first when M = S (its warm-up would
+    // otherwise wait on a backward that needs a forward still queued).
+    if (p.schedule == PipelineSchedule::kInterleaved && p.micro_batches != S)
+      warmup = std::min(2 * (S - s - 1) + (p.virtual_stages - 1) * S, total);
+    int64_t f = 0, b = 0;
+    for (; f < warmup; ++f) prog.push_back(interleaved_step(p, s, f, false));
+    while (f < total) {
+      prog.push_back(interleaved_step(p, s, f++, false));
+      prog.push_back(interleaved_step(p, s, b++, true));
+    }
+    for (; b < total; ++b) prog.push_back(interleaved_step(p, s, b, true));
+  }
+  return out;
+}
+
+std::string describe(const PipelineStep& s) {
+  return std::string(s.backward ? "backward" : "forward") + " of micro-batch " + std::to_string(s.micro_batch) + " through chunk " +
+         std::to_string(s.chunk);
+}
+
+std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs) {
+  check(p);
+  const int64_t S = p.stages, C = p.chunks(), M = p.micro_batches;
+  if (static_cast<int64_t>(programs.size()) != S)
+    throw Error("pipeline schedule: " + std::to_string(programs.size()) + " stage programs for " + std::to_string(S) + " stages");
+  std::vector<char> fwd(static_cast<size_t>(C * M), 0), bwd(static_cast<size_t>(C * M), 0);
+  auto at = [&](int64_t c, int64_t m) { return static_cast<size_t>(c * M + m); };
+  // The step s needs that has not run; nullopt when it can run.
+  auto missing = [&](const PipelineStep& x) -> std::optional<PipelineStep> {
+    if (!x.backward) {
+      if (x.chunk > 0 && !fwd[at(x.chunk - 1, x.micro_batch)]) return PipelineStep{false, x.micro_batch, x.chunk - 1};
+      return std::nullopt;
+    }
+    if (!fwd[at(x.chunk, x.micro_batch)]) return PipelineStep{false, x.micro_batch, x.chunk};
+    if (x.chunk + 1 < C && !bwd[at(x.chunk + 1, x.micro_batch)]) return PipelineStep{true, x.micro_batch, x.chunk + 1};
+    return std::nullopt;
+  };
+  size_t total = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    for (const PipelineStep& x : programs[static_cast<size_t>(s)])
+      if (x.chunk < 0 || x.chunk >= C || x.chunk % S != s || x.micro_batch < 0 || x.micro_batch >= M)
+        throw Error("pipeline schedule: stage " + std::to_string(s) + " runs the " + describe(x) + ", which is not one of its steps");
+    total += programs[static_cast<size_t>(s)].size();
+  }
+  std::vector<size_t> next(static_cast<size_t>(S), 0);
+  std::vector<ScheduledStep> out;
+  out.reserve(total);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < S; ++s) {
+      const auto& prog = programs[static_cast<size_t>(s)];
+      size_t& i = next[static_cast<size_t>(s)];
+      while (i < prog.size() && !missing(prog[i])) {
+        const PipelineStep& x = prog[i++];
+        char& done = (x.backward ? bwd : fwd)[at(x.chunk, x.micro_batch)];
+        if (done) throw Error("pipeline schedule: stage " + std::to_string(s) + " runs the " + describe(x) + " twice");
+        done = 1;
+        out.push_back({s, x});
+        progress = true;
+      }
+    }
+  }
+  if (out.size() == total) {
+    for (size_t k = 0; k < fwd.size(); ++k)
+      if (!fwd[k] || !bwd[k])
+        throw Error("pipeline schedule: the " + describe(PipelineStep{!!fwd[k], static_cast<int64_t>(k) % M, static_cast<int64_t>(k) / M}) +
+                    " is in no stage's program");
+    return out;
+  }
+  std::string why;
+  for (int64_t s = 0; s < S; ++s) {
+    const auto& prog = programs[static_cast<size_t>(s)];
+    const size_t i = next[static_cast<size_t>(s)];
+    if (i == prog.size()) continue;
+    const std::optional<PipelineStep> need = missing(prog[i]);
+    why += (why.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " waits at the " + describe(prog[i]) + " for the " +
+           describe(*need);
+  }
+  throw Error("pipeline schedule deadlocks: " + why);
+}
+
+std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep>>& programs) {
+  std::vector<int64_t> out;
+  out.reserve(programs.size());
+  for (const auto& prog : programs) {
+    int64_t now = 0, most = 0;
+    for (const PipelineStep& x : prog) most = std::max(most, now += x.backward ? -1 : 1);
+    out.push_back(most);
+  }
+  return out;
+}
+
+}  // namespace pcgx

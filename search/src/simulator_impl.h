@@ -1,0 +1,448 @@
+#pragma once
+// The simulator's task graph builder (simulator.h), shared by its files:
+// simulator.cpp builds one iteration's tasks node by node,
+// simulator_pipeline.cpp runs a pipelined graph's micro-batches in the
+// order of its pipeline schedule.
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+
+#include "mapping_problem.h"
+#include "pcgx/pcg/pipeline_schedule.h"
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/step_communication.h"
+#include "pcgx/search/simulator.h"
+
+namespace pcgx::search {
+
+// order = phase | position | sub-index (timeline.h: a topological order).
+constexpr int kSubBits = 28;
+constexpr uint64_t kRegion = uint64_t{1} << 26;  // sub-indices of one kind of task in a unit
+inline uint64_t order_of(uint64_t phase, uint64_t position, uint64_t sub) { return phase << 62 | position << kSubBits | sub; }
+
+
+struct Simulator::Impl {
+  const Graph& g;
+  const CostModel& cost;
+  Cache cache;
+  std::shared_mutex mu;
+  Problem problem;  // which nodes run, fused layout changes, who synchronizes which weight
+  std::vector<MachineView> views;
+  std::unique_ptr<Placement> place;
+  std::vector<NodeId> head;  // per node: the node whose tasks stand for its own (a fused tail: its head)
+  int64_t D;
+  std::vector<int32_t> port_base;  // per link level: first port resource
+  int32_t sync_base = 0;
+
+  // Per node: where its tasks are in the timeline.
+  struct Unit {
+    enum Shape : uint8_t { kNone, kTasks, kSingle } shape = kNone;
+    TaskId fwd_transfer = -1, fwd_compute = -1, bwd_compute = -1, bwd_transfer = -1;  // kTasks
+    TaskId fwd = -1, bwd = -1;                                                        // kSingle
+    int64_t tasks = 0, inputs = 0;
+  };
+  std::vector<Unit> units;
+  TaskId tail_start = 0;  // buckets and updates, rebuilt on every change
+  int64_t buckets = 0;
+
+  // A pipelined graph (simulator_pipeline.cpp): its micro-batches run
+  // through chunk bodies, one task per stage program step.
+  struct Body {
+    double duration = 0;               // one micro-batch through the chunk, one way
+    double compute = 0, communication = 0;  // along the body's critical path
+    double communication_total = 0;    // over all of its tasks
+  };
+  struct Pipelined {
+    PipelineShape shape;
+    std::vector<int64_t> chunk;                    // per node
+    std::vector<TaskId> last_backward;             // per chunk: its once-per-step backward, after its last micro-batch's
+    std::vector<uint64_t> last_backward_position;  // per chunk: the order position of its last micro-batch's backward
+    // The last micro-batch's backward of every chunk runs task by task (the
+    // gradient buckets start inside it): per task of the one-micro-batch
+    // graph, its copy there; -1 for the rest.
+    std::vector<TaskId> expanded;
+    uint64_t end_position = 0;                     // after every step
+    std::vector<Body> bodies;
+    std::vector<int32_t> body_of;                  // per task: its body, -1 for none
+  };
+  std::optional<PipelineShape> asked;  // the constructor's
+  std::optional<Pipelined> pipe;
+  // The body a chunk step runs; nullptr for every other task.
+  const Body* body(size_t task) const {
+    if (!pipe || task >= pipe->body_of.size() || pipe->body_of[task] < 0) return nullptr;
+    return &pipe->bodies[static_cast<size_t>(pipe->body_of[task])];
+  }
+  // The micro-batches of the graph (the slices of its pipelined tensors).
+  int64_t graph_micro_batches() const;
+  // Builds the pipelined task graph (pipe set) when the graph has
+  // micro-batches; false otherwise.
+  bool build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& info);
+  // Per node, its chunk in model order (pipeline_schedule.h).
+  std::vector<int64_t> node_chunks(const PipelineShape& p) const;
+
+  Impl(const Graph& graph, std::vector<MachineView> v, const CostModel& cm)
+      : g(graph), cost(cm), problem(graph, cm, cache, mu), views(std::move(v)), D(cm.devices()) {
+    views.resize(g.size());
+    head.resize(g.size());
+    for (const Node& n : g.nodes()) head[static_cast<size_t>(n.id)] = n.id;
+    for (const Node& n : g.nodes())
+      if (const NodeId t = problem.fused_tail[static_cast<size_t>(n.id)]; t >= 0) head[static_cast<size_t>(t)] = n.id;
+    const Machine& m = cost.machine();
+    int32_t next = static_cast<int32_t>(D);
+    for (size_t l = 0; l < m.links.size(); ++l) {
+      port_base.push_back(next);
+      next += static_cast<int32_t>(groups_below(l) * adapters(l));
+    }
+    sync_base = next;
+  }
+
+  int64_t groups_below(size_t level) const {
+    if (level == 0) return D;
+    const int64_t span = cost.machine().links[level - 1].span;
+    return span <= 0 ? 1 : (D + span - 1) / span;
+  }
+  // Links of a level-l group into the level above it (a node's network
+  // adapters): device d uses adapter (d's place in its group) mod their
+  // count, as a GPU uses the adapter next to it. The first level: one per device.
+  int64_t adapters(size_t level) const { return level == 0 ? 1 : std::max<int64_t>(1, cost.machine().links[level].ports); }
+  int64_t group_below(size_t level, int64_t device) const {
+    if (level == 0) return device;
+    const int64_t span = cost.machine().links[level - 1].span;
+    return span <= 0 ? 0 : device / span;
+  }
+  size_t level_between(int64_t a, int64_t b) const {
+    const auto& links = cost.machine().links;
+    for (size_t l = 0; l < links.size(); ++l)
+      if (links[l].span <= 0 || a / links[l].span == b / links[l].span) return l;
+    return links.size() - 1;
+  }
+  ResourceId port(size_t level, int64_t device) const {
+    int64_t local = 0;
+    if (level > 0) {
+      const int64_t span = cost.machine().links[level - 1].span;
+      local = (span <= 0 ? device : device % span) % adapters(level);
+    }
+    return port_base[level] + static_cast<ResourceId>(group_below(level, device) * adapters(level) + local);
+  }
+  void check_device(int64_t d, NodeId n) const {
+    if (d < 0 || d >= D)
+      throw Error("simulate: " + describe(g.node(n)) + " runs a task on device " + std::to_string(d) + " but the machine has " +
+                  std::to_string(D) + " devices");
+  }
+  bool active(NodeId n) const { return problem.active[static_cast<size_t>(n)]; }
+  bool task_node(const Node& n) const { return n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs); }
+  // The node whose tasks stand for n's (a fused layout change's tail: its head).
+  NodeId runner(NodeId n) const { return head[static_cast<size_t>(n)]; }
+  // The node whose output a fused head's readers read.
+  NodeId last_of(NodeId n) const {
+    const NodeId t = problem.fused_tail[static_cast<size_t>(n)];
+    return t >= 0 ? t : n;
+  }
+
+  // The forward task that produces shard `s` of `t`; -1 when it is there from the start.
+  TaskId producer(TensorRef t, int64_t s) const {
+    if (!active(t.node)) return -1;
+    const Unit& u = units[static_cast<size_t>(runner(t.node))];
+    if (u.shape == Unit::kSingle) return u.fwd;
+    return u.fwd_compute + static_cast<TaskId>(s);  // task s writes output shard s (degree_inference.h)
+  }
+
+  // The backward tasks that hand back the gradient of shard `s` of `t`
+  // (every shard when s < 0).
+  void gradient_sources(TensorRef t, int64_t s, std::vector<TaskId>& out) const {
+    for (const auto& [c, idx] : problem.consumers[static_cast<size_t>(t.node)]) {
+      const Node& reader = g.node(c);
+      if (reader.inputs[static_cast<size_t>(idx)] != t || !active(c)) continue;
+      const Unit& u = units[static_cast<size_t>(runner(c))];
+      if (u.shape == Unit::kSingle) {
+        out.push_back(u.bwd);
+        continue;
+      }
+      const TaskTable& tt = place->tasks(c);
+      for (int64_t k = 0; k < tt.tasks; ++k)
+        if (s < 0 || tt.input_shard[static_cast<size_t>(k)][static_cast<size_t>(idx)] == s)
+          out.push_back(u.bwd_transfer + static_cast<TaskId>(k * u.inputs + idx));
+    }
+  }
+
+  // The tasks of every node, without costs (the structure does not depend on the views).
+  void build_structure(Timeline& tl, std::vector<SimTaskInfo>& info) {
+    const auto N = static_cast<uint64_t>(g.size());
+    units.assign(g.size(), Unit{});
+    auto add = [&](uint64_t order, std::vector<TaskId> preds, SimTaskInfo what) {
+      info.push_back(what);
+      return tl.add(order, std::move(preds), 0.0, {});
+    };
+    std::vector<TaskId> preds;
+    for (const Node& n : g.nodes()) {
+      if (!active(n.id) || problem.is_tail[static_cast<size_t>(n.id)]) continue;
+      Unit& u = units[static_cast<size_t>(n.id)];
+      const auto id = static_cast<uint64_t>(n.id);
+      if (task_node(n)) {
+        const TaskTable& tt = place->tasks(n.id);
+        u.shape = Unit::kTasks, u.tasks = tt.tasks, u.inputs = static_cast<int64_t>(n.inputs.size());
+        if (u.tasks * std::max<int64_t>(u.inputs, 1) >= static_cast<int64_t>(kRegion))
+          throw Error("simulate: " + describe(n) + " has too many tasks to simulate (" + std::to_string(u.tasks) + ")");
+        u.fwd_transfer = static_cast<TaskId>(tl.size());
+        for (int64_t t = 0; t < u.tasks; ++t)
+          for (int64_t i = 0; i < u.inputs; ++i) {
+            const TaskId p = producer(n.inputs[static_cast<size_t>(i)], tt.input_shard[static_cast<size_t>(t)][static_cast<size_t>(i)]);
+            add(order_of(0, id, static_cast<uint64_t>(t * u.inputs + i)), p >= 0 ? std::vector<TaskId>{p} : std::vector<TaskId>{},
+                {SimKind::kTransfer, n.id, t, -1});
+          }
+        u.fwd_compute = static_cast<TaskId>(tl.size());
+        for (int64_t t = 0; t < u.tasks; ++t) {
+          preds.clear();
+          for (int64_t i = 0; i < u.inputs; ++i) preds.push_back(u.fwd_transfer + static_cast<TaskId>(t * u.inputs + i));
+          add(order_of(0, id, kRegion + static_cast<uint64_t>(t)), preds, {SimKind::kForward, n.id, t, -1});
+        }
+      } else {
+        u.shape = Unit::kSingle;
+        preds.clear();
+        for (const TensorRef& in : n.inputs) {
+          const int64_t shards = g.shape(in).num_shards();
+          for (int64_t s = 0; s < shards; ++s)
+            if (TaskId p = producer(in, s); p >= 0) preds.push_back(p);
+        }
+        const bool collective = n.op->op_class == OpClass::kParallel;
+        u.fwd = add(order_of(0, id, 0), preds, {collective ? SimKind::kCollective : SimKind::kForward, n.id, 0, -1});
+      }
+    }
+    // Backward, readers first.
+    for (size_t k = g.size(); k-- > 0;) {
+      const Node& n = g.node(static_cast<NodeId>(k));
+      if (!active(n.id) || problem.is_tail[k]) continue;
+      Unit& u = units[k];
+      if (u.shape == Unit::kTasks) {
+        const uint64_t pos = N - 1 - k;
+        const TaskTable& tt = place->tasks(n.id);
+        u.bwd_compute = static_cast<TaskId>(tl.size());
+        for (int64_t t = 0; t < u.tasks; ++t) {
+          preds.assign(1, u.fwd_compute + static_cast<TaskId>(t));
+          for (size_t o = 0; o < n.outputs.size(); ++o)
+            gradient_sources({n.id, static_cast<int32_t>(o)}, tt.output_shard[static_cast<size_t>(t)][o], preds);
+          add(order_of(1, pos, static_cast<uint64_t>(t)), preds, {SimKind::kBackward, n.id, t, -1});
+        }
+        u.bwd_transfer = static_cast<TaskId>(tl.size());
+        for (int64_t t = 0; t < u.tasks; ++t)
+          for (int64_t i = 0; i < u.inputs; ++i)
+            add(order_of(1, pos, kRegion + static_cast<uint64_t>(t * u.inputs + i)), {u.bwd_compute + static_cast<TaskId>(t)},
+                {SimKind::kGradientTransfer, n.id, t, -1});
+      } else {
+        const NodeId last = last_of(n.id);
+        preds.assign(1, u.fwd);
+        for (size_t o = 0; o < g.node(last).outputs.size(); ++o) gradient_sources({last, static_cast<int32_t>(o)}, -1, preds);
+        const bool collective = n.op->op_class == OpClass::kParallel;
+        u.bwd = add(order_of(1, N - 1 - static_cast<uint64_t>(last), 0), preds,
+                    {collective ? SimKind::kCollective : SimKind::kBackward, n.id, 0, -1});
+      }
+    }
+    tail_start = static_cast<TaskId>(tl.size());
+  }
+
+  std::vector<ResourceId> transfer_ports(int64_t a, int64_t b) const {
+    const size_t l = level_between(a, b);
+    std::vector<ResourceId> r{port(l, a), port(l, b)};
+    if (r[0] == r[1]) r.pop_back();
+    return r;
+  }
+  void add_pair_ports(int64_t a, int64_t b, std::set<ResourceId>& out) const {
+    if (a == b) return;
+    for (ResourceId r : transfer_ports(a, b)) out.insert(r);
+  }
+  void add_move_ports(NodeId n, std::set<ResourceId>& out) const {
+    const Node& node = g.node(n);
+    for (const Move& m : place->moves(n))
+      add_pair_ports(place->owner(node.inputs[static_cast<size_t>(m.input)], m.in_shard), place->owner({n, m.output}, m.out_shard), out);
+  }
+
+  // Sets the durations and resources of node n's tasks from the current views.
+  void cost_node(NodeId id, Timeline& tl) {
+    const Unit& u = units[static_cast<size_t>(id)];
+    const Node& n = g.node(id);
+    if (u.shape == Unit::kTasks) {
+      const TaskTable& tt = place->tasks(id);
+      const auto& dev = place->task_devices(id);
+      const Seconds c = problem.task_seconds(id);
+      for (int64_t t = 0; t < u.tasks; ++t) {
+        const int64_t d = dev[static_cast<size_t>(t)];
+        check_device(d, id);
+        tl.set_cost(u.fwd_compute + static_cast<TaskId>(t), c.forward, {static_cast<ResourceId>(d)});
+        tl.set_cost(u.bwd_compute + static_cast<TaskId>(t), c.backward, {static_cast<ResourceId>(d)});
+        for (int64_t i = 0; i < u.inputs; ++i) {
+          const TensorRef in = n.inputs[static_cast<size_t>(i)];
+          const ParallelTensorShape& s = g.shape(in);
+          const int64_t from = place->owner(in, tt.input_shard[static_cast<size_t>(t)][static_cast<size_t>(i)]);
+          const auto slot = static_cast<TaskId>(t * u.inputs + i);
+          if (from == d) {
+            tl.set_cost(u.fwd_transfer + slot, 0.0, {});
+            tl.set_cost(u.bwd_transfer + slot, 0.0, {});
+            continue;
+          }
+          const double pieces = static_cast<double>(s.slices());
+          const double time = pieces * send_time(cost.machine(), from, d, cost.activation_bytes(s) / pieces);
+          tl.set_cost(u.fwd_transfer + slot, time, transfer_ports(from, d));
+          tl.set_cost(u.bwd_transfer + slot, time, transfer_ports(d, from));
+        }
+      }
+      return;
+    }
+    if (u.shape != Unit::kSingle) return;
+    Seconds s;
+    std::set<ResourceId> res;
+    if (n.op->op_class == OpClass::kParallel) {
+      s = problem.parallel_seconds(*place, id, 0);
+      if (const NodeId tail = problem.fused_tail[static_cast<size_t>(id)]; tail >= 0) add_move_ports(tail, res);
+      add_move_ports(id, res);
+    } else {  // a shard-level compute node: its copies run on the devices holding its outputs
+      s = problem.task_seconds(id);
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        for (int64_t d : place->owners({id, static_cast<int32_t>(o)})) {
+          check_device(d, id);
+          res.insert(static_cast<ResourceId>(d));
+        }
+    }
+    std::vector<ResourceId> r(res.begin(), res.end());
+    tl.set_cost(u.fwd, s.forward, s.forward > 0 ? r : std::vector<ResourceId>{});
+    tl.set_cost(u.bwd, s.backward, s.backward > 0 ? r : std::vector<ResourceId>{});
+  }
+
+  // Gradient buckets and optimizer updates (timeline.h's tail).
+  void build_tail(Timeline& tl, std::vector<SimTaskInfo>& info) {
+    const Machine& m = cost.machine();
+    const auto N = static_cast<uint64_t>(g.size());
+    struct Open {
+      double bytes = 0;
+      SyncGroup sync;
+      std::vector<NodeId> nodes;
+    };
+    std::map<uint64_t, Open> open;
+    buckets = 0;
+    std::vector<std::vector<TaskId>> of_device(static_cast<size_t>(D));
+    std::vector<Open> closed;  // for ZeRO's weight gathers after the update
+    // The ports a bucket's collective crosses, on its members' sync channels.
+    auto channel = [&](const Open& b, bool with_devices) {
+      std::set<ResourceId> res;
+      for (int64_t d : b.sync.devices) {
+        check_device(d, b.nodes.front());
+        res.insert(sync_base + static_cast<ResourceId>(d));
+        if (with_devices) res.insert(static_cast<ResourceId>(d));
+        for (size_t l = 0; l < m.links.size(); ++l)
+          if (b.sync.group.crossed(l)) res.insert(port(l, d));
+      }
+      return std::vector<ResourceId>(res.begin(), res.end());
+    };
+    auto close = [&](Open& b, uint64_t position) {
+      std::vector<TaskId> preds;
+      // A device that does its own communication runs the bucket itself,
+      // after its backward pass (program order: the end of phase 1).
+      const bool inline_sync = !m.device.overlaps_communication;
+      uint64_t order = order_of(1, inline_sync ? N : position, 2 * kRegion + static_cast<uint64_t>(buckets));
+      if (pipe) {  // in the last micro-batch's backward of the chunks it gathers from
+        uint64_t at = 0;
+        for (NodeId n : b.nodes) {
+          const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(n)]);
+          const Unit& u = units[static_cast<size_t>(n)];
+          for (int64_t t = 0; t < u.tasks; ++t) {
+            const TaskId e = pipe->expanded[static_cast<size_t>(u.bwd_compute + static_cast<TaskId>(t))];
+            preds.push_back(e >= 0 ? e : pipe->last_backward[c]);
+          }
+          at = std::max(at, pipe->last_backward_position[c]);
+        }
+        std::sort(preds.begin(), preds.end());
+        preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+        order = inline_sync ? order_of(0, pipe->end_position, kRegion + static_cast<uint64_t>(buckets))
+                            : order_of(0, at, kRegion + 1 + static_cast<uint64_t>(buckets));
+      } else {
+        for (NodeId n : b.nodes) {
+          const Unit& u = units[static_cast<size_t>(n)];
+          for (int64_t t = 0; t < u.tasks; ++t) preds.push_back(u.bwd_compute + static_cast<TaskId>(t));
+        }
+      }
+      info.push_back({SimKind::kSync, -1, buckets, -1});
+      const TaskId t = tl.add(order, std::move(preds), cost.bucket_time(b.sync.group, b.bytes), channel(b, inline_sync));
+      for (int64_t d : b.sync.devices) of_device[static_cast<size_t>(d)].push_back(t);
+      ++buckets;
+      closed.push_back(std::move(b));
+      b = Open{};
+    };
+    std::vector<double> update(static_cast<size_t>(D), 0.0);
+    for (size_t k = g.size(); k-- > 0;) {
+      const Node& n = g.node(static_cast<NodeId>(k));
+      if (units[k].shape != Unit::kTasks) continue;
+      for (SyncGroup& s : problem.sync_groups(*place, n.id, 0)) {
+        Open& b = open[s.key];
+        if (b.bytes == 0) b.sync = std::move(s), b.bytes = b.sync.bytes;
+        else b.bytes += s.bytes;
+        b.nodes.push_back(n.id);
+        if (b.bytes >= cost.comm().bucket_bytes) close(b, N - 1 - k);
+      }
+      // The optimizer update of the weights this node reads, on each device running it.
+      const double seconds = problem.update_seconds(*place, n.id, 0);
+      if (seconds <= 0) continue;
+      std::vector<int64_t> devs = place->task_devices(n.id);
+      std::sort(devs.begin(), devs.end());
+      devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
+      for (int64_t d : devs) update[static_cast<size_t>(d)] += seconds;
+    }
+    for (auto& [key, b] : open)
+      if (b.bytes > 0) close(b, N);
+    std::vector<TaskId> updated(static_cast<size_t>(D), -1);
+    for (int64_t d = 0; d < D; ++d) {
+      if (update[static_cast<size_t>(d)] <= 0) continue;
+      info.push_back({SimKind::kUpdate, -1, d, d});
+      updated[static_cast<size_t>(d)] = tl.add(order_of(2, 0, static_cast<uint64_t>(d)), of_device[static_cast<size_t>(d)],
+                                               update[static_cast<size_t>(d)], {static_cast<ResourceId>(d)});
+    }
+    // ZeRO 1, 2: each bucket's updated weights all-gathered once its
+    // members have updated; by the devices themselves where they do their
+    // own communication, as the buckets are.
+    for (size_t k = 0; k < closed.size(); ++k) {
+      const double seconds = cost.weight_gather_time(closed[k].sync.group, closed[k].bytes);
+      if (seconds <= 0) continue;
+      std::vector<TaskId> preds;
+      for (int64_t d : closed[k].sync.devices)
+        if (updated[static_cast<size_t>(d)] >= 0) preds.push_back(updated[static_cast<size_t>(d)]);
+      info.push_back({SimKind::kGather, -1, static_cast<int64_t>(k), -1});
+      tl.add(order_of(2, 1, static_cast<uint64_t>(k)), std::move(preds), seconds, channel(closed[k], !m.device.overlaps_communication));
+    }
+    if (const double overhead = cost.step_overhead(*place); overhead > 0)
+      for (int64_t d = 0; d < D; ++d) {
+        info.push_back({SimKind::kOverhead, -1, d, d});
+        tl.add(order_of(3, 0, static_cast<uint64_t>(d)), {}, overhead, {static_cast<ResourceId>(d)});
+      }
+  }
+
+  // The nodes whose tasks' costs depend on node n's view (placement.h):
+  // n, the readers of its outputs, and up every input laid out by its
+  // readers (non-compute producers), the producer and all its readers.
+  std::vector<NodeId> affected(NodeId n) const {
+    std::set<NodeId> out{n};
+    std::vector<NodeId> up{n};
+    auto readers = [&](NodeId x) {
+      for (const auto& [c, idx] : problem.consumers[static_cast<size_t>(x)]) {
+        out.insert(c);
+      }
+    };
+    readers(n);
+    std::set<NodeId> seen;
+    while (!up.empty()) {
+      const NodeId x = up.back();
+      up.pop_back();
+      if (!seen.insert(x).second) continue;
+      for (const TensorRef& in : g.node(x).inputs) {
+        if (task_node(g.node(in.node))) continue;
+        out.insert(in.node);
+        readers(in.node);
+        up.push_back(in.node);
+      }
+    }
+    std::set<NodeId> runners;
+    for (NodeId x : out) runners.insert(runner(x));
+    return {runners.begin(), runners.end()};
+  }
+};
+
+}  // namespace pcgx::search

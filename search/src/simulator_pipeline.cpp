@@ -1,0 +1,187 @@
+// A pipelined graph in the simulator: chunk bodies simulated task by task,
+// then the pipeline schedule's steps (see simulator.h).
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_chunks.h"
+#include "simulator_impl.h"
+
+namespace pcgx::search {
+namespace {
+
+// How many times a node runs per step: once per micro-batch when it reads
+// or writes micro-batch slices (cost_model.h prices it that many times).
+int64_t slices_of(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  int64_t p = 1;
+  for (const ParallelTensorShape& s : n.outputs) p = std::max(p, s.slices());
+  for (const TensorRef& t : n.inputs) p = std::max(p, g.shape(t).slices());
+  return p;
+}
+
+}  // namespace
+
+int64_t Simulator::Impl::graph_micro_batches() const {
+  int64_t m = 1;
+  for (const Node& n : g.nodes())
+    for (const ParallelTensorShape& s : n.outputs) m = std::max(m, s.slices());
+  return m;
+}
+
+std::vector<int64_t> Simulator::Impl::node_chunks(const PipelineShape& p) const {
+  std::vector<std::vector<int64_t>> devices(g.size());
+  for (const Node& n : g.nodes())
+    if (active(n.id) && !problem.is_tail[static_cast<size_t>(n.id)] && task_node(n)) devices[static_cast<size_t>(n.id)] = place->task_devices(n.id);
+  try {
+    return pipeline_chunks(g, devices, D, p);
+  } catch (const Error& e) {
+    throw Error(std::string("simulate: ") + e.what());
+  }
+}
+
+bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& info) {
+  pipe.reset();
+  const int64_t M = graph_micro_batches();
+  if (M <= 1) {
+    if (asked && asked->micro_batches > 1)
+      throw Error("simulate: the pipeline runs " + std::to_string(asked->micro_batches) +
+                  " micro-batches but the graph has none (no Pipeline degrees)");
+    return false;
+  }
+  const PipelineShape shape = asked ? *asked : PipelineShape{1, M, 1, PipelineSchedule::k1F1B};
+  if (shape.micro_batches != M)
+    throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
+                std::to_string(M));
+  const std::vector<ScheduledStep> order = run_order(shape, stage_programs(shape));
+  Pipelined p;
+  p.shape = shape;
+  p.chunk = node_chunks(shape);
+  const int64_t C = shape.chunks();
+
+  // One micro-batch through the whole graph, task by task.
+  Timeline one(tl.resources());
+  std::vector<SimTaskInfo> one_info;
+  build_structure(one, one_info);
+  for (const Node& n : g.nodes()) cost_node(n.id, one);
+  std::vector<int64_t> slices(g.size(), 1);
+  for (const Node& n : g.nodes()) {
+    int64_t& s = slices[static_cast<size_t>(n.id)];
+    s = slices_of(g, n.id);
+    if (const NodeId t = problem.fused_tail[static_cast<size_t>(n.id)]; t >= 0) s = std::max(s, slices_of(g, t));
+  }
+  // Bodies: (chunk, backward, once per micro-batch) -> its tasks, ascending.
+  auto key = [](int64_t c, bool backward, bool micro) { return static_cast<size_t>((c * 2 + backward) * 2 + micro); };
+  std::vector<std::vector<TaskId>> members(static_cast<size_t>(C * 4));
+  std::vector<size_t> body_of(one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    const auto t = static_cast<TaskId>(i);
+    const auto n = static_cast<size_t>(one_info[i].node);
+    const int64_t sl = slices[n];
+    if (sl > 1) {
+      const TimedTask& x = one.task(t);
+      one.set_cost(t, x.duration / static_cast<double>(sl), std::vector<ResourceId>(x.resources));
+    }
+    body_of[i] = key(p.chunk[n], (one.task(t).order >> 62) == 1, sl > 1);
+    members[body_of[i]].push_back(t);
+  }
+  p.bodies.assign(members.size(), Body{});
+  std::vector<std::vector<ResourceId>> devices(static_cast<size_t>(C));
+  std::vector<TaskId> local(one.size(), -1);
+  std::vector<TaskId> preds;
+  for (size_t b = 0; b < members.size(); ++b) {
+    Timeline sub(one.resources());
+    auto& dev = devices[b / 4];
+    for (TaskId t : members[b]) {
+      const TimedTask& x = one.task(t);
+      preds.clear();
+      for (TaskId q : x.preds)
+        if (body_of[static_cast<size_t>(q)] == b) preds.push_back(local[static_cast<size_t>(q)]);
+      local[static_cast<size_t>(t)] = sub.add(x.order, preds, x.duration, x.resources);
+      for (ResourceId r : x.resources)
+        if (r < D && x.duration > 0) dev.push_back(r);
+    }
+    sub.simulate_full();
+    Body& body = p.bodies[b];
+    body.duration = sub.makespan();
+    for (size_t i = 0; i < sub.size(); ++i)
+      if (one_info[static_cast<size_t>(members[b][i])].communication()) body.communication_total += sub.task(static_cast<TaskId>(i)).duration;
+    for (TaskId q : sub.critical_path()) {
+      const double d = sub.task(q).duration;
+      if (one_info[static_cast<size_t>(members[b][static_cast<size_t>(q)])].communication()) body.communication += d;
+      else body.compute += d;
+    }
+  }
+  for (auto& dev : devices) {
+    std::sort(dev.begin(), dev.end());
+    dev.erase(std::unique(dev.begin(), dev.end()), dev.end());
+  }
+
+  // The schedule: a task per stage program step, holding the chunk's devices.
+  auto step = [&](uint64_t at, std::vector<TaskId> waits, int64_t c, bool backward, bool micro, int64_t m) {
+    const size_t b = key(c, backward, micro);
+    info.push_back({backward ? SimKind::kBackward : SimKind::kForward, -1, m, -1, c, m});
+    p.body_of.push_back(static_cast<int32_t>(b));
+    const double d = p.bodies[b].duration;
+    return tl.add(at, std::move(waits), d, d > 0 ? devices[static_cast<size_t>(c)] : std::vector<ResourceId>{});
+  };
+  // The last micro-batch's backward through chunk c, task by task (in the
+  // one-micro-batch graph's order), after `waits`; returns a task that
+  // ends with it.
+  p.expanded.assign(one.size(), -1);
+  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c) {
+    std::vector<TaskId> body = members[key(c, true, true)];
+    if (body.size() + 2 >= kRegion) throw Error("simulate: chunk " + std::to_string(c) + " has too many tasks to simulate");
+    std::stable_sort(body.begin(), body.end(), [&](TaskId a, TaskId b) { return one.task(a).order < one.task(b).order; });
+    std::vector<TaskId> all;
+    for (size_t i = 0; i < body.size(); ++i) {
+      const TimedTask& x = one.task(body[i]);
+      std::vector<TaskId> w;
+      for (TaskId r : x.preds)
+        if (const TaskId e = p.expanded[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == key(c, true, true)) w.push_back(e);
+      if (w.empty()) w = waits;
+      SimTaskInfo what = one_info[static_cast<size_t>(body[i])];
+      what.chunk = c, what.micro_batch = M - 1;
+      info.push_back(what);
+      p.body_of.push_back(-1);
+      const TaskId id = tl.add(order_of(0, at, 1 + i), std::move(w), x.duration, x.resources);
+      p.expanded[static_cast<size_t>(body[i])] = id;
+      all.push_back(id);
+    }
+    if (all.empty()) all = waits;
+    info.push_back({SimKind::kBackward, -1, M - 1, -1, c, M - 1});
+    p.body_of.push_back(-1);
+    return tl.add(order_of(0, at, kRegion - 1), std::move(all), 0.0, {});
+  };
+  for (int64_t c = 0; c < C; ++c) step(order_of(0, 0, static_cast<uint64_t>(c)), {}, c, false, false, -1);
+  std::vector<TaskId> F(static_cast<size_t>(C * M), -1), B(static_cast<size_t>(C * M), -1);
+  auto at = [&](int64_t c, int64_t m) { return static_cast<size_t>(c * M + m); };
+  p.last_backward.assign(static_cast<size_t>(C), -1);
+  p.last_backward_position.assign(static_cast<size_t>(C), 0);
+  uint64_t q = 1;
+  for (const ScheduledStep& s : order) {
+    const PipelineStep& x = s.step;
+    const int64_t c = x.chunk, m = x.micro_batch;
+    std::vector<TaskId> waits;
+    if (!x.backward) {
+      if (c > 0) waits.push_back(F[at(c - 1, m)]);
+      F[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, false, true, m);
+    } else {
+      waits.push_back(F[at(c, m)]);
+      if (c + 1 < C) waits.push_back(B[at(c + 1, m)]);
+      if (m < M - 1) {
+        B[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, true, true, m);
+      } else {  // task by task, then the chunk's once-per-step backward
+        B[at(c, m)] = expand(q, waits, c);
+        p.last_backward[static_cast<size_t>(c)] = step(order_of(0, q, kRegion), {B[at(c, m)]}, c, true, false, -1);
+        p.last_backward_position[static_cast<size_t>(c)] = q;
+      }
+    }
+    ++q;
+  }
+  p.end_position = q;
+  pipe = std::move(p);
+  tail_start = static_cast<TaskId>(tl.size());
+  return true;
+}
+
+}  // namespace pcgx::search

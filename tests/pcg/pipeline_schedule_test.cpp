@@ -1,0 +1,140 @@
+// Pipeline schedules' programs: every step once, no deadlock, the
+// activations in flight the cost model's memory model assumes
+// (search/pipeline.h), and deadlocks found and named.
+#include "pcgx/pcg/pipeline_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "pcgx/pcg/error.h"
+
+namespace pcgx {
+namespace {
+
+std::vector<PipelineShape> shapes() {
+  std::vector<PipelineShape> out;
+  for (int64_t S : {1, 2, 3, 4, 8})
+    for (int64_t M : {1, 2, 3, 4, 8, 16}) {
+      out.push_back({S, M, 1, PipelineSchedule::kGPipe});
+      out.push_back({S, M, 1, PipelineSchedule::k1F1B});
+      for (int64_t v : {2, 3, 4})
+        if (M % S == 0) out.push_back({S, M, v, PipelineSchedule::kInterleaved}), out.push_back({S, M, v, PipelineSchedule::kGPipe});
+    }
+  return out;
+}
+
+std::string label(const PipelineShape& p) {
+  return std::string(name(p.schedule)) + " S=" + std::to_string(p.stages) + " M=" + std::to_string(p.micro_batches) +
+         " v=" + std::to_string(p.virtual_stages);
+}
+
+TEST(PipelineSchedule, EveryStageRunsEachOfItsStepsOnceAndTheProgramsRunTogether) {
+  for (const PipelineShape& p : shapes()) {
+    SCOPED_TRACE(label(p));
+    const auto programs = stage_programs(p);
+    ASSERT_EQ(static_cast<int64_t>(programs.size()), p.stages);
+    for (int64_t s = 0; s < p.stages; ++s) {
+      const auto& prog = programs[static_cast<size_t>(s)];
+      EXPECT_EQ(static_cast<int64_t>(prog.size()), 2 * p.micro_batches * p.virtual_stages);
+      std::set<std::tuple<bool, int64_t, int64_t>> seen;
+      for (const PipelineStep& x : prog) {
+        EXPECT_EQ(x.chunk % p.stages, s);
+        EXPECT_TRUE(seen.insert({x.backward, x.micro_batch, x.chunk}).second) << describe(x);
+      }
+      // A chunk's backwards run in ascending micro-batch order in every
+      // schedule (the gradients add up in one order).
+      for (int64_t c = s; c < p.chunks(); c += p.stages) {
+        int64_t last = -1;
+        for (const PipelineStep& x : prog)
+          if (x.backward && x.chunk == c) {
+            EXPECT_GT(x.micro_batch, last);
+            last = x.micro_batch;
+          }
+      }
+    }
+    const std::vector<ScheduledStep> order = run_order(p, programs);
+    EXPECT_EQ(static_cast<int64_t>(order.size()), 2 * p.micro_batches * p.chunks());
+  }
+}
+
+TEST(PipelineSchedule, InFlightActivationsAreWhatTheMemoryModelCounts) {
+  for (const PipelineShape& p : shapes()) {
+    SCOPED_TRACE(label(p));
+    const std::vector<int64_t> held = in_flight_chunks(stage_programs(p));
+    const int64_t S = p.stages, M = p.micro_batches, v = p.virtual_stages;
+    for (int64_t s = 0; s < S; ++s) {
+      int64_t expect = M * v;  // gpipe
+      if (p.schedule == PipelineSchedule::k1F1B) expect = std::min(S - s, M);
+      if (p.schedule == PipelineSchedule::kInterleaved && M != S) expect = std::min(2 * (S - s - 1) + (v - 1) * S + 1, M * v);
+      EXPECT_EQ(held[static_cast<size_t>(s)], expect) << "stage " << s;
+    }
+  }
+}
+
+TEST(PipelineSchedule, OneFOneBAlternatesAfterItsWarmUp) {
+  const auto programs = stage_programs({4, 8, 1, PipelineSchedule::k1F1B});
+  // Stage 1 of 4: two forwards, then F B F B ..., then two backwards.
+  const auto& p = programs[1];
+  ASSERT_EQ(p.size(), 16u);
+  EXPECT_EQ(p[0], (PipelineStep{false, 0, 1}));
+  EXPECT_EQ(p[1], (PipelineStep{false, 1, 1}));
+  EXPECT_EQ(p[2], (PipelineStep{false, 2, 1}));
+  EXPECT_EQ(p[3], (PipelineStep{true, 0, 1}));
+  EXPECT_EQ(p[4], (PipelineStep{false, 3, 1}));
+  EXPECT_EQ(p[5], (PipelineStep{true, 1, 1}));
+  EXPECT_EQ(p[14], (PipelineStep{true, 6, 1}));
+  EXPECT_EQ(p[15], (PipelineStep{true, 7, 1}));
+  // The last stage alternates from the start.
+  EXPECT_EQ(programs[3][0], (PipelineStep{false, 0, 3}));
+  EXPECT_EQ(programs[3][1], (PipelineStep{true, 0, 3}));
+}
+
+TEST(PipelineSchedule, InterleavedRunsGroupsOfStageMicroBatchesThroughEachChunk) {
+  // S = 2, v = 2, M = 4: stage 0 holds chunks 0 and 2.
+  const auto programs = stage_programs({2, 4, 2, PipelineSchedule::kInterleaved});
+  std::vector<PipelineStep> forwards;
+  for (const PipelineStep& x : programs[0])
+    if (!x.backward) forwards.push_back(x);
+  const std::vector<PipelineStep> expect = {{false, 0, 0}, {false, 1, 0}, {false, 0, 2}, {false, 1, 2},
+                                            {false, 2, 0}, {false, 3, 0}, {false, 2, 2}, {false, 3, 2}};
+  EXPECT_EQ(forwards, expect);
+  // Warm-up 2 (S - 0 - 1) + (v - 1) S = 4 forwards before the first backward,
+  // which is the last chunk's.
+  EXPECT_TRUE(programs[0][4].backward == false && programs[0][5].backward);
+  EXPECT_EQ(programs[0][5], (PipelineStep{true, 0, 2}));
+}
+
+TEST(PipelineSchedule, ADeadlockIsFoundAndNamed) {
+  const PipelineShape p{2, 1, 1, PipelineSchedule::k1F1B};
+  std::vector<std::vector<PipelineStep>> programs = {{{true, 0, 0}, {false, 0, 0}}, {{false, 0, 1}, {true, 0, 1}}};
+  try {
+    run_order(p, programs);
+    FAIL() << "no deadlock found";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlocks: stage 0 waits at the backward of micro-batch 0 through chunk 0 for the forward "
+                                         "of micro-batch 0 through chunk 0"),
+              std::string::npos)
+        << e.what();
+  }
+  programs[0] = {{false, 0, 0}, {false, 0, 0}};
+  EXPECT_THROW(run_order(p, programs), Error);  // a step twice, another never
+  programs[0] = {{false, 0, 1}, {true, 0, 0}};
+  EXPECT_THROW(run_order(p, programs), Error);  // a chunk of another stage
+}
+
+TEST(PipelineSchedule, ImpossibleShapesAreRefused) {
+  EXPECT_THROW(stage_programs({0, 4, 1, PipelineSchedule::k1F1B}), Error);
+  EXPECT_THROW(stage_programs({2, 0, 1, PipelineSchedule::k1F1B}), Error);
+  EXPECT_THROW(stage_programs({2, 4, 2, PipelineSchedule::k1F1B}), Error);
+  EXPECT_THROW(stage_programs({4, 6, 2, PipelineSchedule::kInterleaved}), Error);
+  EXPECT_EQ(pipeline_schedule_named("1f1b"), PipelineSchedule::k1F1B);
+  EXPECT_EQ(pipeline_schedule_named("interleaved"), PipelineSchedule::kInterleaved);
+  EXPECT_EQ(pipeline_schedule_named("gpipe"), PipelineSchedule::kGPipe);
+  EXPECT_FALSE(pipeline_schedule_named("zb-h1"));
+}
+
+}  // namespace
+}  // namespace pcgx

@@ -1,0 +1,174 @@
+// The simulator on pipelined plans (simulator.h): the schedule's steps run
+// micro-batch by micro-batch, and the cost model's closed forms
+// (pipeline.h) agree with it where their assumptions hold.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/simulator.h"
+#include "search/chain_model.h"
+
+namespace pcgx::search {
+namespace {
+
+PipelineResult plan(const Graph& g, const CostModel& cm, PipelineOptions po) {
+  static const Ruleset empty;
+  static const RuleLibrary rules(empty);
+  SearchOptions o;
+  o.algorithm = Algorithm::kDataParallel;
+  return optimize_pipeline(g, rules, cm, o, po);
+}
+
+PipelineShape shape_of(const PipelineResult& r, PipelineSchedule k) { return {r.stages, r.micro_batches, r.virtual_stages, k}; }
+
+// Balanced stages, each on one device (no gradient synchronization, the
+// boundary messages small beside the layers): the closed forms
+// (M + S - 1) t + u and (M + (S - 1) / v) t + u are the schedule's time.
+TEST(SimulatedPipeline, ClosedFormsAgreeWhereTheirAssumptionsHold) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Graph g = chain(8, 8192, 4096);
+  for (int64_t v : {1, 2})
+    for (int64_t m : {4, 8, 16}) {
+      SCOPED_TRACE("v = " + std::to_string(v) + ", M = " + std::to_string(m));
+      const PipelineResult r = plan(g, cm, {4, m, v});
+      const Strategy& s = r.search.strategy;
+      ASSERT_TRUE(s.estimate.feasible);
+      const Simulator sim(s.graph, s.views, cm, shape_of(r, PipelineShape::default_for(v)));
+      ASSERT_TRUE(sim.pipeline());
+      EXPECT_EQ(sim.pipeline()->micro_batches, m);
+      // The closed form prices every stage at the slowest's time; the first
+      // stage receives no boundary message and is a little faster, so the
+      // schedule ends a little sooner, never later.
+      EXPECT_LE(sim.time(), s.estimate.time * (1 + 1e-9));
+      EXPECT_GE(sim.time(), 0.97 * s.estimate.time) << "simulated " << sim.time() << " s, closed form " << s.estimate.time << " s";
+      // The critical path's parts add up to the iteration.
+      const SimulationSummary sum = sim.summary();
+      EXPECT_NEAR(sum.compute + sum.communication + sum.sync, sum.time, 1e-9 * sum.time);
+      EXPECT_GT(sum.communication, 0);  // the boundary messages
+      EXPECT_EQ(sum.devices_used, 4);
+    }
+}
+
+// GPipe and 1F1B have the same bubble over balanced stages (they differ in
+// memory); interleaving shrinks it; one stage runs the micro-batches back
+// to back.
+TEST(SimulatedPipeline, SchedulesDifferByTheirBubbles) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Graph g = chain(8, 8192, 4096);
+  const PipelineResult r = plan(g, cm, {4, 8, 1}), r2 = plan(g, cm, {4, 8, 2});
+  const Strategy& s = r.search.strategy;
+  const double one_f_one_b = Simulator(s.graph, s.views, cm, shape_of(r, PipelineSchedule::k1F1B)).time();
+  const double gpipe = Simulator(s.graph, s.views, cm, shape_of(r, PipelineSchedule::kGPipe)).time();
+  EXPECT_NEAR(gpipe / one_f_one_b, 1.0, 1e-9);
+  const Strategy& s2 = r2.search.strategy;
+  const double interleaved = Simulator(s2.graph, s2.views, cm, shape_of(r2, PipelineSchedule::kInterleaved)).time();
+  EXPECT_LT(interleaved, one_f_one_b);
+  // Beyond the ideal time M t and the update u, the bubble: (S - 1) t for
+  // 1F1B, (S - 1) t / v interleaved (t: a micro-batch through all of a
+  // stage's chunks, the slowest stage's).
+  auto bubble = [](const PipelineResult& p, double time) {
+    std::vector<double> t(static_cast<size_t>(p.stages), 0.0), u(static_cast<size_t>(p.stages), 0.0);
+    for (const PipelineStage& c : p.stage) t[static_cast<size_t>(c.stage)] += c.micro_batch, u[static_cast<size_t>(c.stage)] += c.update;
+    const double slowest = *std::max_element(t.begin(), t.end()), update = *std::max_element(u.begin(), u.end());
+    return (time - update - static_cast<double>(p.micro_batches) * slowest) /
+           (static_cast<double>(p.stages - 1) * slowest / static_cast<double>(p.virtual_stages));
+  };
+  EXPECT_NEAR(bubble(r, one_f_one_b), 1.0, 0.1);
+  EXPECT_NEAR(bubble(r2, interleaved), 1.0, 0.1);
+}
+
+TEST(SimulatedPipeline, GradientAccumulationRunsMicroBatchesBackToBack) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const Graph g = build_model("gpt-tiny", {{"batch", 64}});
+  const PipelineResult r = plan(g, cm, {1, 4});
+  const Strategy& s = r.search.strategy;
+  ASSERT_TRUE(s.estimate.feasible);
+  const Simulator without(s.graph, s.views, cm), with(s.graph, s.views, cm, shape_of(r, PipelineSchedule::k1F1B));
+  EXPECT_DOUBLE_EQ(without.time(), with.time());  // one stage unless told
+  EXPECT_EQ(with.pipeline()->stages, 1);
+  // 8 steps (F, B per micro-batch) plus once-per-step work around them;
+  // the last backward task by task (its operators' tasks in the timeline).
+  int64_t steps = 0, last = 0;
+  for (size_t i = 0; i < with.timeline().size(); ++i) {
+    const SimTaskInfo& k = with.info(static_cast<TaskId>(i));
+    steps += k.node < 0 && k.micro_batch >= 0;
+    last += k.node >= 0 && k.micro_batch == 3 && k.kind == SimKind::kBackward;
+  }
+  EXPECT_EQ(steps, 8);
+  EXPECT_GT(last, 0);
+  EXPECT_NEAR(with.time() / s.estimate.time, 1.0, 0.1) << "simulated " << with.time() << ", predicted " << s.estimate.time;
+}
+
+// As the DP prices them (pipeline.h), the gradient buckets start inside
+// the last micro-batch's backward, which the simulator runs task by task:
+// they hide behind it, and only behind it.
+TEST(SimulatedPipeline, BucketsHideInTheLastMicroBatchsBackward) {
+  CommOptions each;  // a bucket per weight, ready one after another through the backward
+  each.bucket_bytes = 16.0 * 1024 * 1024;
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, each);
+  const MachineMapper mapper(cm);
+  const Graph g = data_parallel(chain(6, 32768, 2048), 8);
+  const Strategy whole = mapper.map(g), micro = mapper.map(pipelined(g, 4, true));
+  const Simulator ws(whole.graph, whole.views, cm), ms(micro.graph, micro.views, cm);
+  const SimulationSummary w = ws.summary(), m = ms.summary();
+  ASSERT_GT(w.sync_hidden(), 0);
+  EXPECT_NEAR(m.sync_total, w.sync_total, 1e-12);  // the same buckets
+  EXPECT_LT(m.sync_hidden(), w.sync_hidden());
+  // The first bucket starts before the last backward task ends, and after
+  // the last micro-batch's backward has started.
+  double first_bucket = 1e30, backward_end = 0, last_start = 1e30;
+  for (size_t i = 0; i < ms.timeline().size(); ++i) {
+    const SimTaskInfo& k = ms.info(static_cast<TaskId>(i));
+    const TimedTask& t = ms.timeline().task(static_cast<TaskId>(i));
+    if (k.kind == SimKind::kSync) first_bucket = std::min(first_bucket, t.start);
+    if (k.kind == SimKind::kBackward && t.duration > 0) backward_end = std::max(backward_end, t.end);
+    if (k.kind == SimKind::kBackward && k.micro_batch == 3 && t.duration > 0) last_start = std::min(last_start, t.start);
+  }
+  EXPECT_LT(first_bucket, backward_end);
+  EXPECT_GE(first_bucket, last_start);
+  EXPECT_NEAR(m.time / micro.estimate.time, 1.0, 0.05) << "simulated " << m.time << ", predicted " << micro.estimate.time;
+}
+
+TEST(SimulatedPipeline, AViewChangeBuildsAgain) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Graph g = chain(4, 8192, 1024);
+  const PipelineResult r = plan(g, cm, {2, 4});
+  const Strategy& s = r.search.strategy;
+  Simulator sim(s.graph, s.views, cm, shape_of(r, PipelineSchedule::k1F1B));
+  const double before = sim.time();
+  NodeId last = -1;
+  for (const Node& n : s.graph.nodes())
+    if (n.op->name == "Linear") last = n.id;
+  const MachineView kept = s.views[static_cast<size_t>(last)];
+  MachineView moved = kept;
+  moved.start -= 2;  // onto the first stage's devices: a third chunk where 2 stages have 2
+  EXPECT_THROW(sim.set_view(last, moved), Error);
+  sim.set_view(last, kept);
+  EXPECT_DOUBLE_EQ(sim.time(), before);
+}
+
+TEST(SimulatedPipeline, APipelineThePlanDoesNotHaveIsRefused) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Graph g = chain(4, 8192, 1024);
+  const PipelineResult r = plan(g, cm, {2, 4});
+  const Strategy& s = r.search.strategy;
+  // Other micro-batches than the graph's.
+  EXPECT_THROW(Simulator(s.graph, s.views, cm, PipelineShape{2, 8, 1, PipelineSchedule::k1F1B}), Error);
+  // Four stages where the operators sit on two.
+  EXPECT_THROW(Simulator(s.graph, s.views, cm, PipelineShape{4, 4, 1, PipelineSchedule::k1F1B}), Error);
+  // One stage over both: legal, each micro-batch through both stages
+  // before the next starts (no two stages busy at once), so slower.
+  EXPECT_GT(Simulator(s.graph, s.views, cm, PipelineShape{1, 4, 1, PipelineSchedule::k1F1B}).time(),
+            Simulator(s.graph, s.views, cm, PipelineShape{2, 4, 1, PipelineSchedule::k1F1B}).time());
+  // Three stages do not divide four devices.
+  EXPECT_THROW(Simulator(s.graph, s.views, cm, PipelineShape{3, 4, 1, PipelineSchedule::k1F1B}), Error);
+}
+
+}  // namespace
+}  // namespace pcgx::search
