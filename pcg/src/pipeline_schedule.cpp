@@ -29,6 +29,8 @@ void check(const PipelineShape& p) {
   if (p.virtual_stages < 1) throw Error("pipeline schedule: " + std::to_string(p.virtual_stages) + " virtual stages (at least 1)");
   if (p.schedule == PipelineSchedule::k1F1B && p.virtual_stages > 1)
     throw Error("pipeline schedule: 1f1b runs one chunk per stage, not " + std::to_string(p.virtual_stages) + " (use interleaved)");
+  if (p.schedule == PipelineSchedule::kInterleaved && p.virtual_stages == 1)
+    throw Error("pipeline schedule: interleaved runs several chunks per stage, and this pipeline has one (use 1f1b)");
   if (p.schedule == PipelineSchedule::kInterleaved && p.micro_batches % p.stages != 0)
     throw Error("pipeline schedule: interleaved runs micro-batches in groups of the " + std::to_string(p.stages) + " stages, and " +
                 std::to_string(p.micro_batches) + " micro-batches are not a multiple of it");

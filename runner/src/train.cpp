@@ -57,6 +57,7 @@ void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
   o.zero = f.recipe.zero, o.recompute = f.recipe.recompute, o.precision = f.recipe.precision;
+  o.pipeline = search::pipeline_shape(f);
 }
 
 }  // namespace
@@ -90,10 +91,21 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   Machine machine = search::find_machine(q.machine);
   std::string devices_from = "TrainRequest.devices";  // or the strategy file, when it decided
   std::string searched;  // the strategy file of the search, when asked for
+  if (q.schedule && !is_strategy_file(q.target))
+    throw FieldError("TrainRequest.schedule", "a pipeline schedule applies to a pipelined strategy file, and " + q.target + " is not one");
   if (is_strategy_file(q.target)) {
     if (q.search) throw FieldError("TrainRequest.search", q.target + " is already a strategy");
     if (!q.sizes.empty()) throw FieldError("ModelParams", "a strategy fixes the model's sizes (" + q.target + ")");
-    const search::StrategyFile f = search::load_strategy(q.target);
+    search::StrategyFile f = search::load_strategy(q.target);
+    if (q.schedule) {
+      if (f.pipeline_stages <= 1) throw FieldError("TrainRequest.schedule", q.target + " has no pipeline stages to schedule");
+      f.schedule = *q.schedule;
+      try {
+        check(*search::pipeline_shape(f));
+      } catch (const Error& e) {
+        throw FieldError("TrainRequest.schedule", e.what());
+      }
+    }
     adopt(f, graph, views, o);
     if (q.precision && *q.precision != o.precision)
       say(std::string("note: ") + q.target + " was planned in " + name(o.precision) + "; training in " + name(*q.precision) +
@@ -105,8 +117,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
           " micro-batches, run one at a time");
     else if (f.pipeline_stages > 1)
       say("note: " + q.target + " is pipelined (" + std::to_string(f.pipeline_stages) + " stages" +
-          (f.virtual_stages > 1 ? " of " + std::to_string(f.virtual_stages) + " interleaved chunks" : std::string()) + ", " + std::to_string(f.micro_batches) +
-          " micro-batches); the CPU runtime runs the micro-batches one at a time through every stage, without 1F1B overlap");
+          (f.virtual_stages > 1 ? " of " + std::to_string(f.virtual_stages) + " interleaved chunks" : std::string()) + ", " +
+          std::to_string(f.micro_batches) + " micro-batches, " + name(f.schedule) + " schedule)");
     const int need = runtime::devices_needed(graph, views);
     if (q.devices == 0) q.devices = need, devices_from = q.target;
     if (q.devices < need)

@@ -43,6 +43,7 @@ void DeviceExecutor::init() {
   contexts_.resize(g.size());
   source_offsets_.resize(g.size());
   received_.resize(g.size());
+  received_once_.resize(g.size());
   move_buffers_.resize(g.size());
   contributions_.resize(g.size());
   kernel_times_.resize(g.size());
@@ -163,6 +164,7 @@ void DeviceExecutor::init() {
   }
   // Backward, the readers run in descending order: send what they need first, first.
   for (auto& v : sends_after_[1]) std::reverse(v.begin(), v.end());
+  init_pipeline();
 }
 
 void DeviceExecutor::forward_sends(const Node& n, bool recompute) {
@@ -322,6 +324,7 @@ void DeviceExecutor::synchronize_gradients() {
 }
 
 double DeviceExecutor::forward() {
+  if (plan_.pipeline) throw Error("a plan with a pipeline schedule runs its steps with forward_backward()");
   if (plan_.micro_batches == 1) {
     forward_pass(1);
     return read_loss();
@@ -335,14 +338,17 @@ double DeviceExecutor::forward() {
 void DeviceExecutor::forward_pass(int pass) {
   const Graph& g = *plan_.graph;
   for (NodeId c : sends_after_[0][g.size() + static_cast<size_t>(pass)]) forward_sends(g.node(c));
-  for (const Node& n : g.nodes()) {
-    if (pass_of(n.id) != pass) continue;
-    at(n.id, false);
-    acquire(n.id);
-    run_forward(n);
-    for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
-    for (size_t s : free_after_forward_[static_cast<size_t>(n.id)]) release_segment(plan_.segments[s]);
-  }
+  for (const Node& n : g.nodes())
+    if (pass_of(n.id) == pass) forward_node(n);
+}
+
+void DeviceExecutor::forward_node(const Node& n) {
+  const Graph& g = *plan_.graph;
+  at(n.id, false);
+  acquire(n.id);
+  run_forward(n);
+  for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
+  for (size_t s : free_after_forward_[static_cast<size_t>(n.id)]) release_segment(plan_.segments[s]);
 }
 
 void DeviceExecutor::run_forward(const Node& n) {
@@ -377,6 +383,7 @@ double DeviceExecutor::read_loss() {
 }
 
 void DeviceExecutor::forward_compute_sends(const Node& n) {
+  if (rerun_keeps_inputs()) return;
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const TaskTable& tt = np.tasks;
   const int me = comm_.rank();
@@ -408,8 +415,8 @@ void DeviceExecutor::forward_compute(const Node& n) {
         in_[i] = &values(n.inputs[i])[static_cast<size_t>(s)];
         continue;
       }
-      const Buffer& r = buffer(received_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
-      if (slice_ == 0 || !once_per_step(n, i))
+      const Buffer& r = buffer(once_per_step(n, i) ? received_once_ : received_, n.id, {t, i}, plan_.graph->shape(n.inputs[i]));
+      if ((slice_ == 0 || !once_per_step(n, i)) && !rerun_keeps_inputs())
         comm_.recv(from, tag(n, t * static_cast<int64_t>(ins) + static_cast<int64_t>(i), false), r.span());
       in_[i] = &r;
     }
@@ -528,23 +535,27 @@ void DeviceExecutor::seed_loss() {
 void DeviceExecutor::backward_pass(int pass) {
   const Graph& g = *plan_.graph;
   for (NodeId c : sends_after_[1][g.size() + static_cast<size_t>(pass)]) backward_sends(g.node(c));
-  for (size_t k = g.size(); k-- > 0;) {
-    const Node& n = g.node(static_cast<NodeId>(k));
-    if (n.op->op_class == OpClass::kSource || pass_of(n.id) != pass) continue;
-    for (size_t s : recompute_before_[k]) recompute_segment(plan_.segments[s]);
-    for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
-    at(n.id, true);
-    switch (plan_.nodes[k].run) {
-      case NodePlan::Run::kTasks: backward_compute(n); break;
-      case NodePlan::Run::kMoves: backward_moves(n); break;
-      case NodePlan::Run::kPieces: run_pieces(n, true); break;
-      case NodePlan::Run::kAllReduce: backward_all_reduce(n); break;
-      case NodePlan::Run::kSliced:
-      case NodePlan::Run::kDone: break;
-    }
-    for (NodeId c : sends_after_[1][k]) backward_sends(g.node(c));
-    for (size_t s : free_after_backward_[k]) release_segment(plan_.segments[s]);
+  for (size_t k = g.size(); k-- > 0;)
+    if (pass_of(static_cast<NodeId>(k)) == pass) backward_node(g.node(static_cast<NodeId>(k)));
+}
+
+void DeviceExecutor::backward_node(const Node& n) {
+  if (n.op->op_class == OpClass::kSource) return;
+  const Graph& g = *plan_.graph;
+  const auto k = static_cast<size_t>(n.id);
+  for (size_t s : recompute_before_[k]) recompute_segment(plan_.segments[s]);
+  for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
+  at(n.id, true);
+  switch (plan_.nodes[k].run) {
+    case NodePlan::Run::kTasks: backward_compute(n); break;
+    case NodePlan::Run::kMoves: backward_moves(n); break;
+    case NodePlan::Run::kPieces: run_pieces(n, true); break;
+    case NodePlan::Run::kAllReduce: backward_all_reduce(n); break;
+    case NodePlan::Run::kSliced:
+    case NodePlan::Run::kDone: break;
   }
+  for (NodeId c : sends_after_[1][k]) backward_sends(g.node(c));
+  for (size_t s : free_after_backward_[k]) release_segment(plan_.segments[s]);
 }
 
 void DeviceExecutor::backward_compute(const Node& n) {
@@ -561,7 +572,7 @@ void DeviceExecutor::backward_compute(const Node& n) {
       const TensorRef x = n.inputs[i];
       const int64_t s = shards[i];
       const bool mine = plan_.owner(x, s) == me;
-      in_[i] = mine ? &values(x)[static_cast<size_t>(s)] : &received_[static_cast<size_t>(n.id)].at({t, i});
+      in_[i] = mine ? &values(x)[static_cast<size_t>(s)] : &(once_per_step(n, i) ? received_once_ : received_)[static_cast<size_t>(n.id)].at({t, i});
       direct_[i] = 0;
       din_[i] = nullptr;
       if (!is_float(i)) continue;  // index inputs: no gradient

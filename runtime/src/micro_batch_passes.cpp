@@ -7,6 +7,7 @@
 namespace pcgx::runtime {
 
 double DeviceExecutor::forward_backward() {
+  if (plan_.pipeline) return scheduled_step();
   if (plan_.micro_batches == 1) {
     const double loss = forward();
     backward();
@@ -28,7 +29,7 @@ double DeviceExecutor::forward_backward() {
   return read_loss();
 }
 
-void DeviceExecutor::enter_slice(int64_t k) {
+void DeviceExecutor::enter_slice(int64_t k, int64_t chunk, bool fill) {
   slice_ = k;
   const Graph& g = *plan_.graph;
   const int me = comm_.rank();
@@ -54,10 +55,11 @@ void DeviceExecutor::enter_slice(int64_t k) {
     }
   }
   // The pipelined layouts of the inputs: this micro-batch's part of each shard.
+  if (!fill) return;
   for (size_t src = 0; src < staged_.size(); ++src) {
     if (staged_[src].data.empty()) continue;
     for (NodeId id : sliced_from_[src]) {
-      if (!micro({id, 0})) continue;
+      if (!micro({id, 0}) || (chunk >= 0 && step_chunk_[static_cast<size_t>(id)] != chunk)) continue;
       const ParallelTensorShape& s = g.node(id).outputs[0];
       for (int64_t j = 0; j < s.num_shards(); ++j) {
         if (!owns({id, 0}, j)) continue;

@@ -54,6 +54,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   s.plan.zero = options.zero;
   s.plan.precision = options.precision;
   set_recompute(s.plan, options.recompute);
+  if (options.pipeline) set_pipeline(s.plan, *options.pipeline);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
   if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));
@@ -296,7 +297,11 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, int device
   for (const UpdateTime& u : updates) result.bytes_sent -= u.state_bytes;
   if (options.time_kernels)
     for (size_t r = 0; r < executors.size(); ++r) add_timing(result, g, options, *executors[r].ex, updates[r]);
-  for (const Device& d : executors) result.buffer_bytes = std::max(result.buffer_bytes, d.ex->buffer_bytes());
+  for (const Device& d : executors) {
+    result.buffer_bytes = std::max(result.buffer_bytes, d.ex->buffer_bytes());
+    result.device_buffer_bytes.push_back(d.ex->buffer_bytes());
+    result.activation_sets.push_back(d.ex->activation_sets());
+  }
   return result;
 }
 
@@ -316,6 +321,8 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   result.bytes_sent = world.sum(world.bytes_sent() - update.state_bytes);
   if (options.time_kernels) add_timing(result, g, options, *ex, update);
   result.buffer_bytes = ex->buffer_bytes();
+  result.device_buffer_bytes = {ex->buffer_bytes()};
+  result.activation_sets = {ex->activation_sets()};
   return result;
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
@@ -30,8 +31,26 @@ TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
   EXPECT_EQ(j["pipeline"]["stages"], 2);
   EXPECT_EQ(j["pipeline"]["micro_batches"], 4);
   EXPECT_EQ(j["search"], "unity+pipeline");
+  EXPECT_EQ(j["pipeline"]["schedule"], "1f1b");
   const auto t = run("run " + s + " --steps 3 --report " + (dir() / "r.json").string() + " --plot " + (dir() / "r.svg").string());
   EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("(2 stages, 4 micro-batches, 1f1b schedule)"), std::string::npos) << t.out;
+  // Under GPipe: the same training (the same bits), another order.
+  const auto g = run("run " + s + " --steps 3 --schedule gpipe --no-report --no-plot");
+  EXPECT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("gpipe schedule"), std::string::npos) << g.out;
+  auto losses = [](const std::string& out) { return out.substr(out.find("loss    ")); };
+  EXPECT_EQ(losses(g.out).substr(0, 60), losses(t.out).substr(0, 60));
+  for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--schedule interleaved", "error: --schedule: pipeline schedule: interleaved runs several chunks per stage"},
+           {"--schedule zb", "error: --schedule: unknown schedule 'zb' (gpipe, 1f1b, interleaved)"}}) {
+    const auto bad = run("run " + s + " --steps 1 --no-report --no-plot " + flag);
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << bad.out;
+  }
+  const auto model = run("run mlp-tiny --steps 1 --no-report --no-plot --schedule gpipe");
+  EXPECT_EQ(model.code, 2) << model.out;
+  EXPECT_NE(model.out.find("error: --schedule: "), std::string::npos) << model.out;
 }
 
 // --virtual-stages: interleaved 1F1B, recorded in the strategy file and

@@ -130,6 +130,7 @@ TEST(PipelineSchedule, ImpossibleShapesAreRefused) {
   EXPECT_THROW(stage_programs({2, 0, 1, PipelineSchedule::k1F1B}), Error);
   EXPECT_THROW(stage_programs({2, 4, 2, PipelineSchedule::k1F1B}), Error);
   EXPECT_THROW(stage_programs({4, 6, 2, PipelineSchedule::kInterleaved}), Error);
+  EXPECT_THROW(stage_programs({4, 8, 1, PipelineSchedule::kInterleaved}), Error);
   EXPECT_EQ(pipeline_schedule_named("1f1b"), PipelineSchedule::k1F1B);
   EXPECT_EQ(pipeline_schedule_named("interleaved"), PipelineSchedule::kInterleaved);
   EXPECT_EQ(pipeline_schedule_named("gpipe"), PipelineSchedule::kGPipe);

@@ -13,7 +13,7 @@ namespace pcgx::cli {
 namespace {
 
 struct Flags {
-  std::string backend = "auto", search = "unity", optimizer = "sgd", report = "run-report.json", plot = "loss.svg", precision;
+  std::string backend = "auto", search = "unity", optimizer = "sgd", report = "run-report.json", plot = "loss.svg", precision, schedule;
   std::vector<std::string> sets;
   int64_t batch = 0, threads = 0, search_budget = 12;
   double bucket_mb = 25;
@@ -30,13 +30,18 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
               {"ModelParams.batch", "--batch"}, {"ModelParams", "--batch/--set"}, {"OptimizerOptions.lr", "--lr"},
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"},
-              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"}});
+              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"},
+              {"TrainRequest.schedule", "--schedule"}});
   runner::TrainRequest& q = f.q;
   q.backend = backend, q.tf32 = !f.strict_fp32, q.threads = static_cast<int>(f.threads);
   q.sizes = parse_sets(f.sets);
   if (f.batch > 0) q.sizes["batch"] = f.batch;
   q.options.optimizer.kind = parse_optimizer(f.optimizer);
   if (!f.precision.empty()) q.precision = parse_precision(f.precision);
+  if (!f.schedule.empty()) {
+    q.schedule = pipeline_schedule_named(f.schedule);
+    if (!q.schedule) throw Error("--schedule: unknown schedule '" + f.schedule + "' (gpipe, 1f1b, interleaved)");
+  }
   q.options.bucket_bytes = f.bucket_mb * 1024 * 1024;
   if (f.optimize) {
     search::SearchOptions s;
@@ -65,6 +70,7 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--strict-fp32", f.strict_fp32, "cuda: products in strict FP32 (default: TF32 tensor cores, as PyTorch with allow_tf32)");
   cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + " (default: the strategy's, else tf32)");
+  cmd->add_option("--schedule", f.schedule, "pipeline schedule of a pipelined strategy: gpipe, 1f1b or interleaved (default: the strategy's)");
   cmd->add_option("--threads", f.threads,
                   "kernel threads per device (0, the default: this machine's cores divided among the devices on it); results do not depend on it");
   cmd->add_option("--steps", req.options.steps, "training steps")->capture_default_str();

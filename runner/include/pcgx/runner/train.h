@@ -45,6 +45,10 @@ struct TrainRequest {
   // strategy's own, else the default. Given with a strategy planned in
   // another, it wins (said in a note); --optimize searches with it.
   std::optional<Precision> precision;
+  // The pipeline schedule a pipelined strategy runs; unset: the
+  // strategy's (pcg/pipeline_schedule.h). Refused for a strategy without
+  // stages.
+  std::optional<PipelineSchedule> schedule;
   int64_t devices = 0;                      // 0: 1, or what the strategy needs; under MPI, 0 or the ranks
   int threads = 0;                          // kernel threads per device; 0: this machine's cores shared out
   // Steps, seed, synthetic batches, optimizer, gradient buckets, progress.

@@ -34,6 +34,25 @@
 // travels at the first micro-batch and its gradient, summed here, at the
 // last.
 //
+// Pipeline schedules (ExecutionPlan::pipeline, set_pipeline). Each device
+// runs its stage's program (pcg/pipeline_schedule.h): per step, the
+// forward or backward of one micro-batch through one chunk, over the
+// chunk's nodes (and, on this device, the nodes of other stages whose
+// messages it sends or receives: a node another stage runs belongs here to
+// the latest chunk of this stage it reads from, else the first that reads
+// it). A chunk's micro-batch buffers (its nodes' pipelined outputs and the
+// inputs they received) form an activation set: a forward step takes a
+// free set, or allocates one, and keeps it until the micro-batch's
+// backward through the chunk returns it, so a device holds as many sets
+// per chunk as the schedule has micro-batches in flight there
+// (activation_sets()). Messages pair up because both ends of a chunk
+// boundary run their micro-batches in the same (ascending) order; the
+// weights' gradients add up over the micro-batches in that order too, so
+// every schedule gives the same bits as running them one at a time. A
+// recomputed segment's re-run reads the inputs its tasks received in the
+// forward step, kept in the set (the sending stage does not run this
+// step, so nothing is sent again).
+//
 // Recomputation (execution_plan.h, RecomputeSegment). The outputs of a
 // recomputed segment are freed (Backend::release) once their last forward
 // reader has run; backward, just before that reader's gradient, the
@@ -121,6 +140,10 @@ class DeviceExecutor {
   // backward, the weights' gradients adding up (execution_plan.h says
   // which node runs when). Returns forward()'s loss.
   double forward_backward();
+  // With a pipeline schedule: per chunk, the activation sets this device
+  // has allocated, which is the most micro-batches it has held in flight
+  // through that chunk (0 for another stage's chunk).
+  std::vector<int64_t> activation_sets() const;
   // The parameter shards this device holds (ExecutionPlan::parameter), for
   // the optimizer: a weight's, or every copy of its stored layout.
   std::vector<std::pair<TensorRef, int64_t>> parameter_shards() const;
@@ -233,6 +256,10 @@ class DeviceExecutor {
   std::vector<char> released_;
   std::vector<int64_t> freed_floats_;  // per node: what its release gave back
   bool recomputing_ = false;  // kernel timing counts the re-run apart
+  // Under a pipeline schedule a re-run task reads the inputs it received
+  // in the forward step, kept in the activation set: the devices that sent
+  // them (another stage's among them) do not run this step.
+  bool rerun_keeps_inputs() const { return recomputing_ && plan_.pipeline.has_value(); }
   void init_recompute();
   void release_segment(const RecomputeSegment& s);
   void recompute_segment(const RecomputeSegment& s);
@@ -260,14 +287,19 @@ class DeviceExecutor {
   bool micro(TensorRef t) const { return micro_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)] != 0; }
   void forward_pass(int pass);
   void backward_pass(int pass);
+  // One node's part of a pass here, with the sends, receives, re-runs and
+  // releases that go with it.
+  void forward_node(const Node& n);
+  void backward_node(const Node& n);
   // Zeroes the gradients (all, or the pipelined tensors' only) and seeds
   // the loss's.
   void clear_gradients(bool micro_only);
   void seed_loss();
   double read_loss();
   // Moves the kernels' offsets, the Pipeline and Batch moves and the
-  // pipelined layouts of the inputs to micro-batch k.
-  void enter_slice(int64_t k);
+  // pipelined layouts of the inputs to micro-batch k; with `chunk` >= 0,
+  // only that chunk's input layouts are filled (none when `fill` is false).
+  void enter_slice(int64_t k, int64_t chunk = -1, bool fill = true);
   // A move's kind and offset this pass: a Pipeline's copy cuts the
   // micro-batch's slice, a Batch's places it.
   std::pair<Move::Kind, const std::vector<int64_t>*> move_kind(const Node& n, const Move& m) const;
@@ -289,6 +321,36 @@ class DeviceExecutor {
   // added into the outputs; gradients for another device's shard of a
   // once_per_step input, summed until the last micro-batch.
   std::vector<std::map<Slot, Buffer>> partial_sums_, held_grads_;
+
+  // Pipeline schedules (pipeline_steps.cpp). Per node, the chunk in whose
+  // steps this device does its part (-1: before any, with a pipeline
+  // none); per chunk, its pass-1 nodes here and its pipelined tensors.
+  std::vector<int64_t> step_chunk_;
+  std::vector<std::vector<NodeId>> chunk_nodes_;
+  std::vector<std::vector<TensorRef>> chunk_tensors_;
+  std::vector<std::vector<std::vector<char>>> chunk_shards_;  // [chunk][tensor][shard]: held here
+  // One micro-batch's buffers of a chunk (see the class comment): per
+  // chunk tensor its shards; per chunk node its received inputs and its
+  // recomputation state.
+  struct ActivationSet {
+    std::vector<std::vector<Buffer>> values;
+    std::vector<std::map<Slot, Buffer>> received;
+    std::vector<char> released;
+    std::vector<int64_t> freed;
+  };
+  std::vector<std::vector<ActivationSet>> free_sets_;     // per chunk
+  std::map<std::pair<int64_t, int64_t>, ActivationSet> in_flight_;  // (chunk, micro-batch)
+  std::vector<int64_t> sets_made_;                        // per chunk
+  std::vector<PipelineStep> program_;                     // this device's stage's
+  void init_pipeline();
+  double scheduled_step();
+  ActivationSet new_set(int64_t chunk);
+  void swap_set(int64_t chunk, ActivationSet& s);  // in, and out again
+  void chunk_forward(int64_t chunk);
+  void chunk_backward(int64_t chunk);
+  // Inputs received once per step (weights read per micro-batch on
+  // another device): kept outside the activation sets.
+  std::vector<std::map<Slot, Buffer>> received_once_;
 
   void forward_compute(const Node& n);
   void forward_moves(const Node& n);

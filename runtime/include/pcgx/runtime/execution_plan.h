@@ -12,12 +12,14 @@
 // How each node runs, and what it sends, is pcg/step_communication.h's
 // decision: the cost model counts the same bytes.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine_view.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/shard_moves.h"
@@ -113,6 +115,11 @@ struct ExecutionPlan {
   // bf16 and fp16 every value a kernel writes is rounded to it and the
   // optimizer updates FP32 master weights (device_executor.h).
   Precision precision = kDefaultPrecision;
+  // The pipeline schedule the micro-batches run under (set_pipeline): none
+  // by default, each micro-batch's forward and backward through the whole
+  // graph before the next's (a one-stage 1f1b).
+  std::optional<PipelineShape> pipeline;
+  std::vector<int64_t> chunk;  // per node, with a pipeline (pcg/pipeline_chunks.h)
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }
@@ -150,6 +157,15 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
 // segment recomputes, a layout change split between kept and recomputed
 // nodes, a recomputed graph output.
 void set_recompute(ExecutionPlan& plan, Recompute policy);
+
+// Makes `plan` run its micro-batches under `p` (pcg/pipeline_schedule.h):
+// each device runs its stage's program, one chunk's nodes per step, and
+// keeps one activation set per micro-batch in flight (device_executor.h).
+// A one-stage shape leaves the plan as it is (the same order). Throws
+// pcgx::Error naming what does not fit: micro-batches other than the
+// plan's, operators that do not fall into the shape's chunks
+// (pcg/pipeline_chunks.h), a recomputed segment across two chunks.
+void set_pipeline(ExecutionPlan& plan, const PipelineShape& p);
 
 // What one step's gradient synchronization sends beyond the all-reduces
 // pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each

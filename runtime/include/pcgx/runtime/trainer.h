@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ struct TrainOptions {
   // re-runs what the policy does not keep (device_executor.h); the
   // gradients are the same bits as keeping everything.
   Recompute recompute = Recompute::kNone;
+  // The pipeline schedule a graph with micro-batches runs (set_pipeline,
+  // execution_plan.h); none: its micro-batches one at a time through the
+  // whole graph.
+  std::optional<PipelineShape> pipeline;
   // Training precision (pcg/precision.h; fp32 and tf32 alike on the CPU):
   // bf16 and fp16 store activations and compute copies of the weights in
   // 16 bits and update FP32 masters (device_executor.h); fp16 also scales
@@ -105,6 +110,11 @@ struct TrainResult {
   // (DeviceExecutor::buffer_bytes: activations, gradients, messages,
   // buckets; not the optimizer's state); under MPI, rank 0's.
   int64_t buffer_bytes = 0;
+  // Per device (under MPI, rank 0 alone): its buffer_bytes, and under a
+  // pipeline schedule the activation sets it held per chunk (the most
+  // micro-batches in flight there; DeviceExecutor::activation_sets).
+  std::vector<int64_t> device_buffer_bytes;
+  std::vector<std::vector<int64_t>> activation_sets;
   int devices = 1;
   std::string target;                // the input the teacher labels ("" with user data)
   std::string data;                  // BatchSource::describe()

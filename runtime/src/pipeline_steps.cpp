@@ -1,0 +1,159 @@
+// A step under a pipeline schedule (device_executor.h, "Pipeline
+// schedules"): this device's stage program, one chunk per step, and the
+// activation sets of the micro-batches in flight.
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/runtime/device_executor.h"
+
+namespace pcgx::runtime {
+
+void DeviceExecutor::init_pipeline() {
+  if (!plan_.pipeline) return;
+  const Graph& g = *plan_.graph;
+  const PipelineShape& p = *plan_.pipeline;
+  const int64_t C = p.chunks(), per = plan_.devices / p.stages, stage = comm_.rank() / per;
+  program_ = stage_programs(p)[static_cast<size_t>(stage)];
+  auto here = [&](int64_t c) { return c >= 0 && c % p.stages == stage; };
+  // A node of another stage belongs here to the latest chunk of this stage
+  // it reads from (this device sends it what it reads), else to the first
+  // chunk here that reads it (this device receives from it).
+  const size_t N = g.size();
+  std::vector<int64_t> up(N, -1), down(N, -1);
+  for (const Node& n : g.nodes()) {
+    int64_t& u = up[static_cast<size_t>(n.id)];
+    u = here(plan_.chunk[static_cast<size_t>(n.id)]) ? plan_.chunk[static_cast<size_t>(n.id)] : -1;
+    if (u < 0)
+      for (const TensorRef& t : n.inputs) u = std::max(u, up[static_cast<size_t>(t.node)]);
+  }
+  const auto consumers = g.consumers();
+  for (size_t k = N; k-- > 0;) {
+    int64_t& d = down[k];
+    d = here(plan_.chunk[k]) ? plan_.chunk[k] : -1;
+    if (d >= 0) continue;
+    for (const auto& [c, i] : consumers[k]) {
+      const int64_t x = down[static_cast<size_t>(c)];
+      if (x >= 0 && (d < 0 || x < d)) d = x;
+    }
+  }
+  step_chunk_.assign(N, -1);
+  chunk_nodes_.assign(static_cast<size_t>(C), {});
+  chunk_tensors_.assign(static_cast<size_t>(C), {});
+  chunk_shards_.assign(static_cast<size_t>(C), {});
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
+    const int64_t c = here(plan_.chunk[id]) ? plan_.chunk[id] : up[id] >= 0 ? up[id] : down[id];
+    step_chunk_[id] = c;
+    if (c < 0 || pass_of(n.id) != 1) continue;
+    chunk_nodes_[static_cast<size_t>(c)].push_back(n.id);
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const auto& v = values_[id][o];
+      if (micro_[id][o] && std::any_of(v.begin(), v.end(), [](const Buffer& b) { return static_cast<bool>(b); }))
+        chunk_tensors_[static_cast<size_t>(c)].push_back({n.id, static_cast<int32_t>(o)});
+    }
+  }
+  // The buffers init() made become each chunk's first activation set.
+  free_sets_.assign(static_cast<size_t>(C), {});
+  sets_made_.assign(static_cast<size_t>(C), 0);
+  for (int64_t c = 0; c < C; ++c) {
+    ActivationSet s;
+    s.received.resize(chunk_nodes_[static_cast<size_t>(c)].size());
+    for (const TensorRef& t : chunk_tensors_[static_cast<size_t>(c)]) {
+      auto& v = values(t);
+      auto& held = chunk_shards_[static_cast<size_t>(c)].emplace_back();
+      for (const Buffer& b : v) held.push_back(b ? 1 : 0);
+      s.values.push_back(std::move(v));
+      v.assign(s.values.back().size(), Buffer{});
+    }
+    for (NodeId n : chunk_nodes_[static_cast<size_t>(c)]) {
+      s.released.push_back(released_[static_cast<size_t>(n)]);
+      s.freed.push_back(freed_floats_[static_cast<size_t>(n)]);
+    }
+    free_sets_[static_cast<size_t>(c)].push_back(std::move(s));
+  }
+}
+
+std::vector<int64_t> DeviceExecutor::activation_sets() const { return sets_made_; }
+
+DeviceExecutor::ActivationSet DeviceExecutor::new_set(int64_t chunk) {
+  const auto c = static_cast<size_t>(chunk);
+  ActivationSet s;
+  for (size_t k = 0; k < chunk_tensors_[c].size(); ++k) {
+    const TensorRef t = chunk_tensors_[c][k];
+    const ParallelTensorShape& shape = plan_.graph->node(t.node).outputs[static_cast<size_t>(t.output)];
+    const std::vector<char>& held = chunk_shards_[c][k];
+    auto& v = s.values.emplace_back(held.size());
+    for (size_t j = 0; j < v.size(); ++j)
+      if (held[j]) v[j] = allocate(shape.slice_shape());
+  }
+  s.received.resize(chunk_nodes_[c].size());
+  s.released.assign(chunk_nodes_[c].size(), 0);
+  s.freed.assign(chunk_nodes_[c].size(), 0);
+  return s;
+}
+
+void DeviceExecutor::swap_set(int64_t chunk, ActivationSet& s) {
+  const auto c = static_cast<size_t>(chunk);
+  for (size_t k = 0; k < chunk_tensors_[c].size(); ++k) std::swap(values(chunk_tensors_[c][k]), s.values[k]);
+  for (size_t k = 0; k < chunk_nodes_[c].size(); ++k) {
+    const auto n = static_cast<size_t>(chunk_nodes_[c][k]);
+    std::swap(received_[n], s.received[k]);
+    std::swap(released_[n], s.released[k]);
+    std::swap(freed_floats_[n], s.freed[k]);
+  }
+}
+
+double DeviceExecutor::scheduled_step() {
+  clear_gradients(false);
+  seed_loss();
+  forward_pass(0);
+  backward_pass(2);  // what follows the sum over micro-batches needs no forward value (execution_plan.h)
+  std::vector<int64_t> in_use(sets_made_.size(), 0);
+  for (const PipelineStep& x : program_) {
+    const auto c = static_cast<size_t>(x.chunk);
+    ActivationSet set;
+    if (x.backward) {
+      const auto it = in_flight_.find({x.chunk, x.micro_batch});
+      if (it == in_flight_.end()) throw Error("pipeline: the " + describe(x) + " before its forward");
+      set = std::move(it->second);
+      in_flight_.erase(it);
+    } else if (!free_sets_[c].empty()) {
+      set = std::move(free_sets_[c].back());
+      free_sets_[c].pop_back();
+    } else {
+      set = new_set(x.chunk);
+    }
+    if (!x.backward) sets_made_[c] = std::max(sets_made_[c], ++in_use[c]);
+    swap_set(x.chunk, set);
+    enter_slice(x.micro_batch, x.chunk, !x.backward);  // into the set's input layouts
+    if (x.backward) {
+      clear_gradients(true);
+      chunk_backward(x.chunk);
+    } else {
+      chunk_forward(x.chunk);
+    }
+    swap_set(x.chunk, set);
+    if (x.backward) free_sets_[c].push_back(std::move(set)), --in_use[c];
+    else in_flight_.emplace(std::make_pair(x.chunk, x.micro_batch), std::move(set));
+  }
+  forward_pass(2);
+  backward_pass(0);
+  return read_loss();
+}
+
+void DeviceExecutor::chunk_forward(int64_t chunk) {
+  const Graph& g = *plan_.graph;
+  for (NodeId c : sends_after_[0][g.size() + 1])
+    if (step_chunk_[static_cast<size_t>(c)] == chunk) forward_sends(g.node(c));
+  for (NodeId id : chunk_nodes_[static_cast<size_t>(chunk)]) forward_node(g.node(id));
+}
+
+void DeviceExecutor::chunk_backward(int64_t chunk) {
+  const Graph& g = *plan_.graph;
+  for (NodeId c : sends_after_[1][g.size() + 1])
+    if (step_chunk_[static_cast<size_t>(c)] == chunk) backward_sends(g.node(c));
+  const auto& nodes = chunk_nodes_[static_cast<size_t>(chunk)];
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) backward_node(g.node(*it));
+}
+
+}  // namespace pcgx::runtime

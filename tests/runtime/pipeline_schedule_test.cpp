@@ -1,0 +1,166 @@
+// Pipeline schedules in the runtime (device_executor.h, "Pipeline
+// schedules"): every device runs its stage's program, micro-batches in
+// flight between the stages. Against the same plan run one micro-batch at
+// a time: the same bits (the gradients add up in the same order); against
+// one device: the same training; and each stage holds the activation sets
+// of the micro-batches its schedule has in flight, as the memory model
+// counts them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_schedule.h"
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "mapped_plan.h"
+#include "tensor_compare.h"
+
+namespace pcgx::runtime {
+namespace {
+
+using Plan = pcgx::testing::MappedPlan;
+using pcgx::testing::relative_difference;
+
+search::PipelineResult pipeline(const Graph& g, int devices, search::PipelineOptions po) {
+  static const Ruleset empty;
+  static const search::RuleLibrary rules(empty);
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::kDataParallel;
+  const search::CostModel cm(search::find_machine("cpu-host").with_devices(devices), search::default_efficiency());
+  return search::optimize_pipeline(g, rules, cm, o, po);
+}
+
+Plan plan_of(const search::PipelineResult& r, int devices) {
+  return {r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, devices};
+}
+
+PipelineShape shape_of(const search::PipelineResult& r, PipelineSchedule k) { return {r.stages, r.micro_batches, r.virtual_stages, k}; }
+
+TrainResult run(const Plan& p, std::optional<PipelineShape> schedule, Recompute recompute = Recompute::kNone) {
+  TrainOptions o;
+  o.steps = 4, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
+  o.pipeline = schedule, o.recompute = recompute;
+  return train(p.graph, p.views, p.devices, o);
+}
+
+void expect_same_bits(const TrainResult& got, const TrainResult& want) {
+  ASSERT_EQ(got.losses, want.losses);
+  ASSERT_EQ(got.parameters.size(), want.parameters.size());
+  for (const auto& [name, w] : want.parameters) EXPECT_EQ(got.parameters.at(name).data, w.data) << name;
+}
+
+TEST(PipelineSchedules, EveryScheduleTrainsAsTheMicroBatchesOneAtATime) {
+  for (const char* model : {"bert-large-tiny", "gpt-tiny"}) {
+    SCOPED_TRACE(model);
+    const Graph g = build_model(model, {{"batch", 8}});
+    const TrainResult one = run({g, {}, 1}, std::nullopt);
+    for (int64_t v : {1, 2}) {
+      SCOPED_TRACE("virtual stages " + std::to_string(v));
+      const search::PipelineResult r = pipeline(g, 4, {2, 4, v});
+      const Plan p = plan_of(r, 4);
+      const TrainResult in_turn = run(p, std::nullopt);
+      for (PipelineSchedule k : {PipelineSchedule::kGPipe, v > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B}) {
+        SCOPED_TRACE(name(k));
+        const TrainResult got = run(p, shape_of(r, k));
+        expect_same_bits(got, in_turn);
+        EXPECT_EQ(got.bytes_sent, in_turn.bytes_sent);
+        // And the model on one device, one batch, up to the order of the sums.
+        for (size_t s = 0; s < one.losses.size(); ++s) EXPECT_NEAR(got.losses[s], one.losses[s], 1e-4 * std::fabs(one.losses[s])) << s;
+        for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(got.parameters.at(name), w, 1e-2), 1e-4) << name;
+      }
+    }
+  }
+}
+
+// Four stages of one device, 8 micro-batches: under GPipe every stage
+// holds all 8 micro-batches' activations at once, under 1F1B stage s holds
+// 4 - s; interleaved (2 stages of 2 chunks) its warm-up's.
+TEST(PipelineSchedules, EachStageHoldsTheMicroBatchesItsScheduleHasInFlight) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pipeline(g, 4, {4, 8, 1});
+  const Plan p = plan_of(r, 4);
+  const TrainResult gpipe = run(p, shape_of(r, PipelineSchedule::kGPipe)), one_f_one_b = run(p, shape_of(r, PipelineSchedule::k1F1B));
+  const auto held = in_flight_chunks(stage_programs(shape_of(r, PipelineSchedule::k1F1B)));
+  ASSERT_EQ(one_f_one_b.activation_sets.size(), 4u);
+  for (int64_t s = 0; s < 4; ++s) {
+    const auto& sets = one_f_one_b.activation_sets[static_cast<size_t>(s)];
+    ASSERT_EQ(sets.size(), 4u);
+    for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(sets[static_cast<size_t>(c)], c == s ? held[static_cast<size_t>(s)] : 0) << s << " " << c;
+    EXPECT_EQ(held[static_cast<size_t>(s)], 4 - s);
+    EXPECT_EQ(gpipe.activation_sets[static_cast<size_t>(s)][static_cast<size_t>(s)], 8);
+  }
+  // The memory each extra micro-batch in flight takes, measured (GPipe's
+  // buffers less 1F1B's, per set more), against the memory model's kept
+  // activations of one micro-batch on that device and the copy of each
+  // input a task received from another device (the stage boundary),
+  // which the runtime keeps for the backward pass and the memory model
+  // does not count (docs/training.md).
+  const TrainingRecipe recipe;
+  const Placement place(p.graph, p.views, 4);
+  const auto one_set = search::memory_breakdown(place, recipe, 1), two_sets = search::memory_breakdown(place, recipe, 2);
+  std::vector<double> received(4, 0.0);
+  for (const Node& n : p.graph.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) continue;
+    const TaskTable& tt = place.tasks(n.id);
+    for (int64_t t = 0; t < tt.tasks; ++t) {
+      const int64_t d = place.task_devices(n.id)[static_cast<size_t>(t)];
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const ParallelTensorShape& x = p.graph.shape(n.inputs[i]);
+        const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i];
+        if (x.slices() > 1 && place.owner(n.inputs[i], shard) != d)
+          received[static_cast<size_t>(d)] += static_cast<double>(x.shard_elements() / x.slices()) * sizeof(float);
+      }
+    }
+  }
+  for (int64_t s = 0; s < 4; ++s) {
+    const double extra = static_cast<double>(gpipe.device_buffer_bytes[static_cast<size_t>(s)] -
+                                             one_f_one_b.device_buffer_bytes[static_cast<size_t>(s)]);
+    const double per_set = extra / static_cast<double>(8 - (4 - s));
+    const double model = two_sets[static_cast<size_t>(s)].activations - one_set[static_cast<size_t>(s)].activations;
+    EXPECT_GT(model, 0);
+    EXPECT_EQ(received[0], 0);  // the first stage receives nothing
+    EXPECT_NEAR(per_set / (model + received[static_cast<size_t>(s)]), 1.0, 0.01)
+        << "stage " << s << ": " << per_set << " B per micro-batch in flight measured, " << model << " B of kept activations and "
+        << received[static_cast<size_t>(s)] << " B received";
+  }
+  // Interleaved (2 stages of 2 devices, 2 chunks each): per chunk, the
+  // most micro-batches its stage's program has in flight through it.
+  const search::PipelineResult ri = pipeline(g, 4, {2, 4, 2});
+  const PipelineShape si = shape_of(ri, PipelineSchedule::kInterleaved);
+  const TrainResult inter = run(plan_of(ri, 4), si);
+  const auto programs = stage_programs(si);
+  for (int d = 0; d < 4; ++d) {
+    const int64_t stage = d / 2;
+    for (int64_t c = 0; c < si.chunks(); ++c) {
+      int64_t now = 0, most = 0;
+      for (const PipelineStep& x : programs[static_cast<size_t>(stage)])
+        if (x.chunk == c) most = std::max(most, now += x.backward ? -1 : 1);
+      EXPECT_EQ(inter.activation_sets[static_cast<size_t>(d)][static_cast<size_t>(c)], most) << "device " << d << ", chunk " << c;
+    }
+  }
+}
+
+// Recomputation inside the chunks: the same bits as without a schedule.
+TEST(PipelineSchedules, RecomputedChunksGiveTheSameBits) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
+  const Plan p = plan_of(r, 4);
+  expect_same_bits(run(p, shape_of(r, PipelineSchedule::k1F1B), Recompute::kFull), run(p, std::nullopt, Recompute::kFull));
+}
+
+TEST(PipelineSchedules, AScheduleThePlanCannotRunIsRefused) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
+  const Plan p = plan_of(r, 4);
+  EXPECT_THROW(run(p, PipelineShape{2, 8, 1, PipelineSchedule::k1F1B}), Error);  // other micro-batches
+  EXPECT_THROW(run(p, PipelineShape{4, 4, 1, PipelineSchedule::k1F1B}), Error);  // other stages
+}
+
+}  // namespace
+}  // namespace pcgx::runtime
