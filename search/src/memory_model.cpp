@@ -70,9 +70,16 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
         for (size_t o = 0; o < n.outputs.size(); ++o) kept(n.id, dev[static_cast<size_t>(t)], n.outputs[o]);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           const TensorRef w = n.inputs[i];
-          if (!layouts.weight(w)) continue;
           const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i];
           const int64_t d = p.owner(w, shard);
+          if (!layouts.weight(w)) {
+            // An activation shard read from another device: the task keeps
+            // the copy it received for its backward pass (a pipeline
+            // stage's boundary input, one per micro-batch in flight).
+            const int64_t here = dev[static_cast<size_t>(t)];
+            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w));
+            continue;
+          }
           if (weights_held.insert({w, d}).second) weight(d, g.shape(w), recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard));
         }
       }

@@ -128,14 +128,19 @@ TEST(ExpertDegree, SplitsTheVocabularyOverTheTensorParallelDevices) {
     const Graph e = *expert(g, m, 4, t);
     EXPECT_EQ(table_rows_degree(e, "wte"), t);
     EXPECT_EQ(table_rows_degree(e, "wpe"), 1);
-    for (const Node& n : e.nodes())
-      if (n.name == "lm_logits") EXPECT_EQ(n.outputs[0].dims.back().degree, t);
+    for (const Node& n : e.nodes()) {
+      if (n.name == "lm_logits") {
+        EXPECT_EQ(n.outputs[0].dims.back().degree, t);
+      }
+    }
   }
   // The head reads the tied table's transpose split the same way: no
   // layout of the table is whole.
-  for (const Node& n : expert(g, m, 4, 4)->nodes())
-    if (n.op->op_class == OpClass::kParallel && n.outputs[0].rank() == 2 && n.outputs[0].logical_shape() == std::vector<int64_t>{100, 32})
+  for (const Node& n : expert(g, m, 4, 4)->nodes()) {
+    if (n.op->op_class == OpClass::kParallel && n.outputs[0].rank() == 2 && n.outputs[0].logical_shape() == std::vector<int64_t>{100, 32}) {
       EXPECT_EQ(n.outputs[0].dims[0].degree, 4) << describe(n);
+    }
+  }
   // A stage holding the embeddings and the first layer alone.
   const PipelineResult r = optimize_pipeline(g, no_rules(), CostModel(toy_machine().with_devices(8), toy_efficiency()),
                                              [] {
