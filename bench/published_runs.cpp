@@ -2,10 +2,10 @@
 // weak-scaling table of Narayanan et al., SC'21, "Efficient Large-Scale
 // Language Model Training on GPU Clusters Using Megatron-LM", Table 1 (GPT,
 // sequence 2048, vocabulary 51,200, FP16, full activation recomputation),
-// with Megatron's own plan as the table states it: tensor parallelism t
-// (`--search expert --tensor-parallel t`), p pipeline stages (1F1B, or
-// interleaved 1F1B with the virtual stages the paper states), data
-// parallelism over the rest, the global batch in micro-batches of the
+// with Megatron's own plan as the table states it (`--search megatron`):
+// tensor parallelism t, p pipeline stages with the layers split evenly
+// (1F1B, or interleaved 1F1B with the virtual stages the paper states),
+// data parallelism over the rest, the global batch in micro-batches of the
 // stated size, no sharded optimizer, on the `selene` machine file.
 //
 // The published iteration time is the paper's FLOP count,
@@ -82,9 +82,9 @@ int main(int argc, char** argv) {
     q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", 2048},
                                   {"vocab", 51200}, {"batch", r.batch}});
     q.machine = selene.with_devices(r.gpus);
-    q.search.algorithm = search::Algorithm::kExpert, q.search.tensor_degree = r.t;
-    if (r.p > 1 || micro > 1) q.pipeline = search::PipelineOptions{r.p, micro, r.virtual_stages};
-    q.accumulate = false;
+    q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t;
+    if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, r.virtual_stages};
+    q.micro_batch_size = r.micro_batch;
     q.precision = Precision::kFp16, q.recompute = Recompute::kFull, q.zero = ZeroStage::k0;
     const auto t0 = std::chrono::steady_clock::now();
     std::string note = r.virtual_stages > 1 ? "interleaved, v = " + std::to_string(r.virtual_stages) : "";

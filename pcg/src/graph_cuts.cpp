@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string_view>
+#include <variant>
 
 namespace pcgx {
 
@@ -31,6 +33,44 @@ std::vector<std::pair<size_t, TensorRef>> valid_cuts(const Graph& g, const std::
     if (open.size() == 1) cuts.push_back({i, *open.begin()});
   }
   return cuts;
+}
+
+// A gap's shape: its operators, their output layouts and their text
+// attributes (an activation's kind) in order, so that two layers of a
+// model compare equal: not the names, nor the numbers, which a layer's
+// own dropout seed makes differ (dimensions and degrees show in the
+// layouts).
+uint64_t gap_signature(const Graph& g, std::span<const NodeId> nodes) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::string_view s) {
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  };
+  for (NodeId n : nodes) {
+    const Node& node = g.node(n);
+    mix(node.op->name);
+    for (const auto& [k, v] : node.attrs.values())
+      if (std::holds_alternative<std::string>(v)) mix(k), mix(std::get<std::string>(v));
+    for (const ParallelTensorShape& o : node.outputs) mix(o.to_string());
+  }
+  return h;
+}
+
+RepeatingGaps repeating_gaps(const std::vector<uint64_t>& gaps) {
+  const size_t k = gaps.size();
+  RepeatingGaps best;
+  for (size_t period = 2; 2 * period <= k; ++period) {
+    // Maximal runs of gaps j with gaps[j] == gaps[j + period].
+    for (size_t j = 0; j + period < k;) {
+      size_t end = j;
+      while (end + period < k && gaps[end] == gaps[end + period]) ++end;
+      const size_t len = end - j + period;  // the gaps covered: j .. end + period - 1
+      if (end > j && len >= 2 * period && len > best.length) best = {j, len, period};
+      j = end > j ? end : j + 1;
+    }
+    if (best.length > 0) break;  // the smallest period that repeats at all
+  }
+  return best;
 }
 
 }  // namespace pcgx

@@ -13,49 +13,14 @@ bool active(const Graph& g, const SourceLayouts& layouts, NodeId n) {
   return g.node(n).op->op_class != OpClass::kSource && !layouts.is_layout(g, n);
 }
 
-// A gap's shape: its operators, their output layouts and their text
-// attributes (an activation's kind) in order, so that two layers of a
-// model compare equal: not the names, nor the numbers, which a layer's
-// own dropout seed makes differ (dimensions and degrees show in the
-// layouts).
-uint64_t gap_signature(const Graph& g, std::span<const NodeId> nodes) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::string_view s) {
-    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull;
-  };
-  for (NodeId n : nodes) {
-    const Node& node = g.node(n);
-    mix(node.op->name);
-    for (const auto& [k, v] : node.attrs.values())
-      if (std::holds_alternative<std::string>(v)) mix(k), mix(std::get<std::string>(v));
-    for (const ParallelTensorShape& o : node.outputs) mix(o.to_string());
-  }
-  return h;
-}
-
-// Which of the cuts a layer starts at: the gaps between consecutive cuts
-// repeat with some period P (a transformer layer holds two, the attention
-// and the feed-forward halves); over the longest stretch repeating with
-// the smallest P > 1, only every P-th cut is a layer boundary. Elsewhere
-// (embeddings, the head, a chain of one-gap layers) every cut is.
+// Which of the cuts a layer starts at: within the gaps' repeating stretch
+// (a transformer's layers) every period-th cut; elsewhere (embeddings, the
+// head, a chain of one-gap layers) every cut.
 std::vector<char> layer_boundaries(const std::vector<uint64_t>& gaps) {
-  const size_t k = gaps.size();
-  std::vector<char> boundary(k + 1, 1);  // boundary[j]: the cut before gap j (j = k: the last)
-  size_t best_len = 0, best_start = 0, best_period = 1;
-  for (size_t period = 2; 2 * period <= k; ++period) {
-    // Maximal runs of gaps j with gaps[j] == gaps[j + period].
-    for (size_t j = 0; j + period < k;) {
-      size_t end = j;
-      while (end + period < k && gaps[end] == gaps[end + period]) ++end;
-      const size_t len = end - j + period;  // the gaps covered: j .. end + period - 1
-      if (end > j && len >= 2 * period && len > best_len) best_len = len, best_start = j, best_period = period;
-      j = end > j ? end : j + 1;
-    }
-    if (best_len > 0) break;  // the smallest period that repeats at all
-  }
-  if (best_period < 2) return boundary;
-  for (size_t j = best_start + 1; j < best_start + best_len; ++j) boundary[j] = (j - best_start) % best_period == 0;
+  std::vector<char> boundary(gaps.size() + 1, 1);  // boundary[j]: the cut before gap j (j = k: the last)
+  const RepeatingGaps r = repeating_gaps(gaps);
+  if (r.period < 2) return boundary;
+  for (size_t j = r.start + 1; j < r.start + r.length; ++j) boundary[j] = (j - r.start) % r.period == 0;
   return boundary;
 }
 

@@ -202,7 +202,41 @@ std::vector<Precision> auto_precisions(const Machine& m) {
 
 }  // namespace
 
-OptimizeReport optimize(const OptimizeRequest& q) {
+namespace {
+
+// Megatron-LM's micro-batch size as micro-batches (OptimizeRequest::micro_batch_size).
+OptimizeRequest with_micro_batches(OptimizeRequest q) {
+  if (q.micro_batch_size < 0) throw FieldError("OptimizeRequest.micro_batch_size", "must not be negative");
+  if (q.micro_batch_size == 0) return q;
+  if (q.search.algorithm != search::Algorithm::kMegatron)
+    throw FieldError("OptimizeRequest.micro_batch_size", "is Megatron-LM's (SearchOptions.algorithm megatron); other searches take "
+                                                         "a number of micro-batches (PipelineOptions.micro_batches)");
+  if (q.pipeline && q.pipeline->stages == 0)
+    throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
+  const int64_t t = std::max<int64_t>(q.search.tensor_degree, 1), p = q.pipeline ? q.pipeline->stages : 1;
+  const int64_t devices = q.machine.num_devices();
+  if (devices % (t * p) != 0)
+    throw FieldError("SearchOptions.tensor_degree", std::to_string(t) + " x " + std::to_string(p) + " pipeline stages do not divide the " +
+                                                        std::to_string(devices) + " devices");
+  const int64_t replicas = devices / (t * p);
+  int64_t batch = 0;
+  for (const Node& n : q.model.nodes())
+    if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) batch = std::max(batch, n.outputs[0].dims[0].size);
+  if (batch % (replicas * q.micro_batch_size) != 0)
+    throw FieldError("OptimizeRequest.micro_batch_size", "the batch of " + std::to_string(batch) + " samples over " + std::to_string(replicas) +
+                                                             " data-parallel replicas does not divide into micro-batches of " +
+                                                             std::to_string(q.micro_batch_size));
+  const int64_t m = batch / (replicas * q.micro_batch_size);
+  if (q.pipeline) q.pipeline->micro_batches = m;
+  else if (m > 1) q.pipeline = search::PipelineOptions{1, m};
+  q.accumulate = false;
+  return q;
+}
+
+}  // namespace
+
+OptimizeReport optimize(const OptimizeRequest& request) {
+  const OptimizeRequest q = with_micro_batches(request);
   validate(q);
   OptimizeReport base;
   Ruleset rs;

@@ -60,6 +60,28 @@ int64_t interleaved_in_flight(int64_t S, int64_t stage, int64_t v, int64_t M) {
   return std::min(M, (chunks + v - 1) / v);
 }
 
+// Megatron-LM's stages: the model's layers (the repeating gaps between its
+// cuts, pcg/graph_cuts.h) split evenly over the chunks, what precedes the
+// first layer (the embeddings) in the first chunk and what follows the
+// last (the head and the loss) in the last.
+std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks) {
+  if (chunks <= 1) return {};
+  const auto cuts = valid_cuts(g, order);
+  std::vector<uint64_t> gaps;
+  for (size_t c = 0; c + 1 < cuts.size(); ++c)
+    gaps.push_back(gap_signature(g, std::span(order).subspan(cuts[c].first + 1, cuts[c + 1].first - cuts[c].first)));
+  const RepeatingGaps r = repeating_gaps(gaps);
+  const auto layers = static_cast<int64_t>(r.layers());
+  if (layers == 0) throw Error("megatron: '" + g.name() + "' has no repeating layers to split over pipeline stages");
+  if (layers % chunks != 0)
+    throw FieldError("PipelineOptions.stages", "Megatron-LM splits the " + std::to_string(layers) + " layers of '" + g.name() +
+                                                   "' evenly, and " + std::to_string(chunks) + " chunks (stages x virtual stages) do not divide them");
+  std::vector<std::pair<size_t, TensorRef>> out;
+  const auto per = static_cast<size_t>(layers / chunks);
+  for (int64_t k = 1; k < chunks; ++k) out.push_back(cuts[r.start + static_cast<size_t>(k) * per * r.period]);
+  return out;
+}
+
 std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
   if (o.micro_batches > 0) return {o.micro_batches};
   return {stages, 2 * stages, 4 * stages, 8 * stages};
@@ -162,7 +184,8 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     const CostModel sub = cost.with_devices(d);
     const MachineMapper mapper(sub);
     // S v chunks, chunk j on the devices of stage j mod S.
-    const auto pieces = pieces_at(order, balanced_cuts(model, weight, S * v));
+    const auto pieces = pieces_at(order, options.algorithm == Algorithm::kMegatron ? even_layer_cuts(model, order, S * v)
+                                                                                    : balanced_cuts(model, weight, S * v));
     // Search every stage once (unpipelined), identical stages once.
     std::vector<PieceGraph> graphs;
     std::vector<const SearchResult*> searched;

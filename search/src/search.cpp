@@ -21,6 +21,7 @@ std::string_view name(Algorithm a) {
     case Algorithm::kExhaustive: return "exhaustive";
     case Algorithm::kMcmc: return "mcmc";
     case Algorithm::kAutoddl: return "autoddl";
+    case Algorithm::kMegatron: return "megatron";
   }
   return "?";
 }
@@ -33,7 +34,8 @@ bool uses_rules(Algorithm a) {
     case Algorithm::kMcmc: return true;
     case Algorithm::kDataParallel:
     case Algorithm::kExpert:
-    case Algorithm::kAutoddl: return false;
+    case Algorithm::kAutoddl:
+    case Algorithm::kMegatron: return false;
   }
   return false;
 }
@@ -50,10 +52,11 @@ void validate(const SearchOptions& o) {
   if (o.evaluations < 1) throw FieldError("SearchOptions.evaluations", "must be at least 1");
   if (o.restarts < 0) throw FieldError("SearchOptions.restarts", "must not be negative");
   if (o.tensor_degree < 0) throw FieldError("SearchOptions.tensor_degree", "must not be negative");
-  if (o.tensor_degree > 0 && o.algorithm != Algorithm::kExpert)
-    throw FieldError("SearchOptions.tensor_degree", "states the expert search's degree (SearchOptions.algorithm expert)");
-  if (o.sequence_parallel && o.algorithm != Algorithm::kExpert)
-    throw FieldError("SearchOptions.sequence_parallel", "is the expert search's (SearchOptions.algorithm expert)");
+  const bool stated = o.algorithm == Algorithm::kExpert || o.algorithm == Algorithm::kMegatron;
+  if (o.tensor_degree > 0 && !stated)
+    throw FieldError("SearchOptions.tensor_degree", "states the expert or megatron search's degree (SearchOptions.algorithm expert or megatron)");
+  if (o.sequence_parallel && !stated)
+    throw FieldError("SearchOptions.sequence_parallel", "is the expert or megatron search's (SearchOptions.algorithm expert or megatron)");
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -75,6 +78,13 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kSequential: result = sequential_search(model, rules, mapper, options); break;
     case Algorithm::kExhaustive: result = exhaustive_search(model, rules, mapper, options); break;
     case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;
+    case Algorithm::kMegatron: {  // the tensor-parallel degree stated, 1 unless given (Megatron-LM's default)
+      const CostModel& cost = mapper.cost();
+      auto e = expert(model, cost.machine(), cost.devices(), std::max<int64_t>(options.tensor_degree, 1), options.sequence_parallel);
+      if (!e) throw Error("megatron: no Megatron-LM plan for '" + model.name() + "' (it covers transformers)");
+      result.strategy = mapper.map(*e);
+      break;
+    }
     case Algorithm::kExpert: {
       const CostModel& cost = mapper.cost();
       auto e = options.tensor_degree > 0 ? expert(model, cost.machine(), cost.devices(), options.tensor_degree, options.sequence_parallel)

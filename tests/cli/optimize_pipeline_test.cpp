@@ -123,3 +123,38 @@ TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
 }
 
 }  // namespace
+
+namespace {
+
+// --search megatron: Megatron-LM's plan as a user states it (tensor and
+// pipeline parallel sizes, micro-batch size), the micro-batches following
+// from the batch; the runner trains it under its schedule.
+TEST(OptimizePipeline, MegatronPlanAsStated) {
+  const std::string s = (dir() / "megatron.json").string();
+  const std::string base = "optimize gpt-tiny --set batch=8 --global-batch --machine cpu-host --devices 4 --search megatron ";
+  const auto r = run(base + "--tensor-parallel 2 --pipeline-parallel 2 --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("search                megatron ("), std::string::npos) << r.out;
+  // d = 4 / (2 x 2) = 1 replica: 8 samples in micro-batches of 2.
+  EXPECT_NE(r.out.find("2 stages x 2 devices, 4 micro-batches"), std::string::npos) << r.out;
+  std::ifstream in(s);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["search"], "megatron+pipeline");
+  EXPECT_EQ(j["pipeline"]["micro_batches"], 4);
+  const auto t = run("run " + s + " --steps 2 --no-report --no-plot");
+  EXPECT_EQ(t.code, 0) << t.out;
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--tensor-parallel 2 --pipeline-parallel 2 --micro-batch-size 3", "error: --micro-batch-size: the batch of 8 samples over 1"},
+           {"--tensor-parallel 2 --pipeline-parallel 2 --stages 2", "error: --pipeline-parallel: "},
+           {"--tensor-parallel 2 --micro-batch-size 2 --micro-batches 4", "error: --micro-batch-size: give it or --micro-batches"},
+           {"--tensor-parallel 3", "error: "}}) {
+    const auto bad = run(base + flags + " -q -o " + s);
+    EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
+  }
+  const auto unity = run("optimize gpt-tiny --machine cpu-host --devices 4 --micro-batch-size 2 -q -o " + s);
+  EXPECT_EQ(unity.code, 2) << unity.out;
+  EXPECT_NE(unity.out.find("error: --micro-batch-size: is Megatron-LM's"), std::string::npos) << unity.out;
+}
+
+}  // namespace

@@ -35,7 +35,7 @@ TEST(TensorParallelOption, OnlyForTheExpertAndNotNegative) {
   const std::string out = (dir() / "bad.json").string();
   const auto unity = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --tensor-parallel 2 -o " + out);
   EXPECT_EQ(unity.code, 2) << unity.out;
-  EXPECT_EQ(unity.out.rfind("error: --tensor-parallel: states the expert search's degree (--search expert)", 0), 0u) << unity.out;
+  EXPECT_EQ(unity.out.rfind("error: --tensor-parallel: states the expert or megatron search's degree (--search expert or megatron)", 0), 0u) << unity.out;
   const auto negative = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --search expert --tensor-parallel -1 -o " + out);
   EXPECT_EQ(negative.code, 2) << negative.out;
   EXPECT_NE(negative.out.find("error: --tensor-parallel: must not be negative"), std::string::npos) << negative.out;

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <set>
+#include <string>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/zoo.h"
@@ -181,6 +183,42 @@ TEST(ExpertDegree, SequenceParallelSplitsTheSequenceBetweenTheHalves) {
   EXPECT_LT(b.max_memory(), a.max_memory());
   SearchOptions o;
   o.sequence_parallel = true;  // unity's rules, not this flag, would find it there
+  EXPECT_THROW(validate(o), FieldError);
+}
+
+// Megatron-LM's plan as stated (--search megatron): the layers split
+// evenly over the chunks, the embeddings in the first and the head in the
+// last, each stage the expert's at the stated degree; a split that does
+// not divide the layers is refused, naming the stages.
+TEST(Megatron, SplitsTheLayersEvenly) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"layers", 4}});
+  const CostModel cost(toy_machine().with_devices(8), toy_efficiency());
+  SearchOptions o;
+  o.algorithm = Algorithm::kMegatron, o.tensor_degree = 2;
+  for (const int64_t v : {1, 2}) {
+    const PipelineResult r = optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4, v});
+    ASSERT_EQ(static_cast<int64_t>(r.stage.size()), 2 * v);
+    const int64_t per = 4 / (2 * v);  // layers per chunk
+    for (size_t c = 0; c < r.stage.size(); ++c) {
+      const std::string first = c == 0 ? "wte" : "block" + std::to_string(static_cast<int64_t>(c) * per) + ".ln1";
+      EXPECT_EQ(r.stage[c].first, first) << "chunk " << c;
+      if (c + 1 < r.stage.size())
+        EXPECT_TRUE(r.stage[c].last.starts_with("block" + std::to_string((static_cast<int64_t>(c) + 1) * per - 1) + "."))
+            << "chunk " << c << " ends at " << r.stage[c].last;
+      else
+        EXPECT_EQ(r.stage[c].last, "loss");
+    }
+    EXPECT_EQ(feature_degree(r.search.strategy.graph), 2);
+    EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
+  }
+  try {
+    optimize_pipeline(g, no_rules(), cost, o, PipelineOptions{2, 4, 4});  // 8 chunks for 4 layers
+    FAIL() << "8 chunks of 4 layers accepted";
+  } catch (const FieldError& e) {
+    EXPECT_NE(std::string(e.what()).find("PipelineOptions.stages"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("splits the 4 layers of 'gpt-tiny' evenly, and 8 chunks"), std::string::npos) << e.what();
+  }
+  o.algorithm = Algorithm::kUnity;  // the degree is megatron's or the expert's alone
   EXPECT_THROW(validate(o), FieldError);
 }
 

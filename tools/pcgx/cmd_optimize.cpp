@@ -16,7 +16,7 @@ struct Flags {
   std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
       recompute = "auto", zero = "auto", micro_batches;
   std::vector<std::string> sets;
-  int64_t devices = 0, stages = 0, virtual_stages = 1;
+  int64_t devices = 0, stages = 0, virtual_stages = 1, pipeline_parallel = 0, micro_batch_size = 0;
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
   search::SearchOptions search;
@@ -29,11 +29,16 @@ runner::OptimizeRequest request(Flags& f) {
               {"PipelineOptions.virtual_stages", "--virtual-stages"}, {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"Machine.device.peak_flops_by_precision", "--precision"},
               {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
-              {"SearchOptions.sequence_parallel", "--sequence-parallel"}});
+              {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
+  if (f.pipeline_parallel > 0) {  // Megatron-LM's vocabulary for --pipeline --stages P
+    if (f.pipeline || f.stages) throw Error("--pipeline-parallel: states the stages itself (leave out --pipeline and --stages)");
+    if (f.pipeline_parallel > 1) f.pipeline = true, f.stages = f.pipeline_parallel;
+  }
   if (!f.pipeline && (f.stages != 0 || f.virtual_stages != 1)) throw Error(f.stages ? "--stages needs --pipeline" : "--virtual-stages needs --pipeline");
+  if (f.micro_batch_size > 0 && !f.micro_batches.empty()) throw Error("--micro-batch-size: give it or --micro-batches, not both");
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
   const ModelParams sizes = parse_sets(f.sets);
@@ -46,6 +51,7 @@ runner::OptimizeRequest request(Flags& f) {
   if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch
+  q.micro_batch_size = f.micro_batch_size;
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
@@ -65,8 +71,14 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--machine", f.machine, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", f.devices, "use the first N devices (whole nodes first); default: all")->check(positive());
   cmd->add_option("--ruleset", f.ruleset, "ruleset to apply")->capture_default_str();
-  cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation) or "
-                  "autoddl (AutoDDL's coordinate descent over SBP signatures)")->capture_default_str();
+  cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
+                  "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
+                  "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly)")->capture_default_str();
+  cmd->add_option("--pipeline-parallel", f.pipeline_parallel, "pipeline stages, Megatron-LM's way of saying --pipeline --stages P (1: none)")
+      ->check(positive());
+  cmd->add_option("--micro-batch-size", f.micro_batch_size,
+                  "megatron: samples per micro-batch on each data-parallel replica (Megatron-LM's --micro-batch-size); "
+                  "the micro-batches follow from the batch")->check(positive());
   cmd->add_option("-o,--output", f.out, "strategy file to write (optimized PCG + machine mapping)")->required();
   cmd->add_option("--dot", f.dot, "also draw the optimized PCG (Graphviz)");
   cmd->add_option("--budget", s.budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
@@ -81,8 +93,8 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--proposals", s.proposals, "mcmc: proposals in all, shared by its chains")->capture_default_str()->check(positive());
   cmd->add_option("--evaluations", s.evaluations, "autoddl: PCGs costed in all, shared by its starting points")->capture_default_str()->check(positive());
   cmd->add_option("--seed", s.seed, "mcmc and autoddl: random seed")->capture_default_str();
-  cmd->add_option("--tensor-parallel", s.tensor_degree, "expert: its tensor-parallel degree T, as a Megatron-LM plan states it (default: the fastest that fits)");
-  cmd->add_flag("--sequence-parallel", s.sequence_parallel, "expert: Megatron-LM's sequence parallelism in each tensor-parallel group");
+  cmd->add_option("--tensor-parallel", s.tensor_degree, "expert and megatron: the tensor-parallel degree T, as a Megatron-LM plan states it (expert default: the fastest that fits; megatron: 1)");
+  cmd->add_flag("--sequence-parallel", s.sequence_parallel, "expert and megatron: Megatron-LM's sequence parallelism in each tensor-parallel group");
   cmd->add_option("--profile", f.profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", f.efficiency, "operator efficiency table (default data/cost/efficiency.json)");
   cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")

@@ -43,6 +43,12 @@ struct OptimizeRequest {
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.
   bool accumulate = true;
+  // Megatron-LM's micro-batch size (search megatron): samples per
+  // micro-batch on each data-parallel replica, so the micro-batches are the
+  // model's batch over it and over the data-parallel degree, devices /
+  // (tensor-parallel degree x pipeline stages). 0: the micro-batches
+  // `pipeline` states.
+  int64_t micro_batch_size = 0;
   std::optional<search::Efficiency> efficiency;  // default: search::default_efficiency()
   Profile profile;                               // measured operator times; empty: the roofline
 };

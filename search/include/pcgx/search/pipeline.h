@@ -42,6 +42,12 @@
 // chunk activations of Megatron-LM's warm-up, 2 (S - s - 1) + (v - 1) S
 // micro-batch chunks, and one more, spread over its v chunks.
 //
+// Megatron-LM's plan (options.algorithm megatron) cuts the stages
+// differently: the model's layers split evenly over the S v chunks, the
+// embeddings in the first and the head in the last, as Megatron-LM
+// assigns them (not balanced by time); each stage is the expert's plan at
+// the stated tensor-parallel degree.
+//
 // Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
 // one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
 //

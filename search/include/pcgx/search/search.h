@@ -32,11 +32,12 @@ enum class Algorithm : uint8_t {
   kExhaustive,    // every PCG of a bounded size (tiny models)
   kMcmc,          // FlexFlow's MCMC, costed by simulation
   kAutoddl,       // AutoDDL's coordinate descent over SBP signatures
+  kMegatron,      // Megatron-LM's plan as stated: the expert's stages, layers split evenly over pipeline chunks
 };
-inline constexpr std::array kAlgorithms{Algorithm::kUnity,      Algorithm::kDataParallel, Algorithm::kExpert, Algorithm::kSequential,
-                                        Algorithm::kExhaustive, Algorithm::kMcmc,         Algorithm::kAutoddl};
+inline constexpr std::array kAlgorithms{Algorithm::kUnity,      Algorithm::kDataParallel, Algorithm::kExpert,   Algorithm::kSequential,
+                                        Algorithm::kExhaustive, Algorithm::kMcmc,         Algorithm::kAutoddl, Algorithm::kMegatron};
 
-// "unity", "data-parallel", "expert", "sequential", "exhaustive", "mcmc", "autoddl".
+// "unity", "data-parallel", "expert", "sequential", "exhaustive", "mcmc", "autoddl", "megatron".
 std::string_view name(Algorithm a);
 
 // Whether the algorithm applies a ruleset's substitutions (the others build
