@@ -3,8 +3,10 @@
 //      the 9 tiny zoo models: links, overhead, kernels, roofline;
 //   2. per tiny model and plan (data parallel, the same with ZeRO stage 1,
 //      with selective and full recomputation and with gradient
-//      accumulation over 2 micro-batches of that plan's batch, where the
-//      model has something to recompute,
+//      accumulation over 2 micro-batches of that plan's batch and a
+//      pipeline of 2 stages over 4 micro-batches of it (1F1B, run with
+//      micro-batches in flight), where the model has something to
+//      recompute,
 //      unity searched on the calibrated model, the expert's where one
 //      applies): the prediction
 //      of the calibrated cost model, then a timed training run of that
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
       Graph graph;
       ZeroStage zero = ZeroStage::k0;
       Recompute recompute = Recompute::kNone;
+      std::optional<search::PipelineResult> pipeline;  // a pipelined plan: its strategy and closed-form estimate
     };
     std::vector<Plan> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
     // The same plan with ZeRO stage 1: reduce-scatter, half the update, all-gather.
@@ -148,16 +151,31 @@ int main(int argc, char** argv) {
       const Graph twice = build_model(name, {{"batch", 2 * find_model(name)->defaults.at("batch")}});
       plans.push_back({"dp 2 micro x2", search::pipelined(search::best_data_parallel(twice, mapper), 2, true)});
     }
+    // Pipelined: twice the batch over 2 stages of half the devices, 4
+    // micro-batches under 1F1B, run with micro-batches in flight.
+    if (plan_recompute(dp, layouts, Recompute::kFull).segments > 0 && devices % 2 == 0) {
+      const Graph twice = build_model(name, {{"batch", 2 * find_model(name)->defaults.at("batch")}});
+      search::SearchOptions data;
+      data.algorithm = search::Algorithm::kDataParallel;
+      try {
+        search::PipelineResult r = search::optimize_pipeline(twice, rules, cost, data, {2, 4});
+        plans.push_back({"pipeline 2x4", r.search.strategy.graph, ZeroStage::k0, Recompute::kNone, std::move(r)});
+      } catch (const Error& e) {
+        std::fprintf(stderr, "  %s (pipeline): %s\n", name.c_str(), e.what());
+      }
+    }
     search::SearchOptions so;
     so.budget = 6;
     plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
     for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
       if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
-    for (const auto& [label, graph, zero, recompute] : plans) {
+    for (const auto& [label, graph, zero, recompute, piped] : plans) {
       TrainingRecipe recipe = cost.recipe();
       recipe.zero = zero, recipe.recompute = recompute;
       const search::CostModel priced = cost.with_recipe(recipe);
-      const search::Strategy st = search::MachineMapper(priced).map(graph);
+      const search::Strategy st = piped ? piped->search.strategy : search::MachineMapper(priced).map(graph);
+      std::optional<PipelineShape> shape;
+      if (piped) shape = PipelineShape{piped->stages, piped->micro_batches, piped->virtual_stages, PipelineShape::default_for(piped->virtual_stages)};
       if (!st.estimate.feasible) {
         std::fprintf(stderr, "  %s (%s): infeasible: %s\n", name.c_str(), label.c_str(), st.estimate.infeasible.c_str());
         continue;
@@ -168,6 +186,7 @@ int main(int argc, char** argv) {
       // millisecond, while the cores are still waking up.
       runtime::TrainOptions t;
       t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads, t.zero = zero, t.recompute = recompute;
+      t.pipeline = shape;
       runtime::TrainResult plain;
       try {
         plain = runtime::train(st.graph, st.views, devices, t);
@@ -182,7 +201,7 @@ int main(int argc, char** argv) {
       for (size_t i = 1; i < plain.step_seconds.size(); ++i) mean += plain.step_seconds[i] / static_cast<double>(plain.step_seconds.size() - 1);
       Row row{name, label, runner::median_step(plain), mean, 0, runner::step_terms(st.estimate, timed), 0, 0};
       std::tie(row.covered, row.total) = cost.profile_coverage(st.graph);
-      const search::Simulator sim(st.graph, st.views, priced);
+      const search::Simulator sim(st.graph, st.views, priced, shape);
       row.simulated = sim.time();
       if (!trace_dir.empty()) {
         std::string stem = trace_dir + "/" + name + "-" + label;
