@@ -60,12 +60,19 @@ std::vector<std::vector<PipelineStep>> stage_programs(const PipelineShape& p) {
     prog.reserve(static_cast<size_t>(2 * total));
     // Every schedule runs a chunk's backwards in ascending micro-batch
     // order, so the gradients add up in the same order whichever runs.
-    int64_t warmup = total;
-    if (p.schedule == PipelineSchedule::k1F1B) warmup = std::min(S - s - 1, total);
-    // Megatron-LM runs every forward first when M = S (its warm-up would
-    // otherwise wait on a backward that needs a forward still queued).
-    if (p.schedule == PipelineSchedule::kInterleaved && p.micro_batches != S)
-      warmup = std::min(2 * (S - s - 1) + (p.virtual_stages - 1) * S, total);
+    if (p.schedule == PipelineSchedule::kGPipe) {  // micro-batch by micro-batch, through the stage's chunks in turn
+      const int64_t v = p.virtual_stages;
+      for (int64_t m = 0; m < p.micro_batches; ++m)
+        for (int64_t j = 0; j < v; ++j) prog.push_back({false, m, j * S + s});
+      for (int64_t m = 0; m < p.micro_batches; ++m)
+        for (int64_t j = v; j-- > 0;) prog.push_back({true, m, j * S + s});
+      continue;
+    }
+    int64_t warmup = std::min(S - s - 1, total);  // 1f1b
+    // Megatron-LM's interleaved warm-up, or every forward first when
+    // M = S, as Megatron-LM runs it.
+    if (p.schedule == PipelineSchedule::kInterleaved)
+      warmup = p.micro_batches == S ? total : std::min(2 * (S - s - 1) + (p.virtual_stages - 1) * S, total);
     int64_t f = 0, b = 0;
     for (; f < warmup; ++f) prog.push_back(interleaved_step(p, s, f, false));
     while (f < total) {

@@ -1,4 +1,7 @@
 // A plan's pipeline schedule (see execution_plan.h, set_pipeline).
+#include <algorithm>
+#include <set>
+
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_chunks.h"
 #include "pcgx/runtime/execution_plan.h"
@@ -10,25 +13,56 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p) {
   if (p.micro_batches != plan.micro_batches)
     throw Error("pipeline: " + std::to_string(p.micro_batches) + " micro-batches, where the graph's Pipeline degrees cut " +
                 std::to_string(plan.micro_batches));
-  if (p.stages == 1 && p.virtual_stages == 1 && p.schedule == PipelineSchedule::k1F1B) {
+  // One stage under 1f1b, or one micro-batch, is what the plan runs
+  // without a schedule.
+  if ((p.stages == 1 && p.virtual_stages == 1 && p.schedule == PipelineSchedule::k1F1B) || p.micro_batches == 1) {
     plan.pipeline.reset(), plan.chunk.clear();
     return;
   }
   const Graph& g = *plan.graph;
+  // The stages split the devices the strategy uses (more may run idle).
   std::vector<std::vector<int64_t>> devices(g.size());
+  int64_t used = 0;
   for (const Node& n : g.nodes()) {
     const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
-    if (np.run == NodePlan::Run::kTasks) devices[static_cast<size_t>(n.id)].assign(np.task_device.begin(), np.task_device.end());
+    if (np.run != NodePlan::Run::kTasks) continue;
+    devices[static_cast<size_t>(n.id)].assign(np.task_device.begin(), np.task_device.end());
+    for (int d : np.task_device) used = std::max<int64_t>(used, d + 1);
   }
-  std::vector<int64_t> chunk = pipeline_chunks(g, devices, plan.devices, p);
+  std::vector<int64_t> chunk = pipeline_chunks(g, devices, used, p);
+  const int64_t per = used / p.stages;
+  auto stage_of = [&](int device) { return device / per; };
   for (const RecomputeSegment& s : plan.segments)
-    for (NodeId n : s.nodes)
+    for (NodeId n : s.nodes) {
       if (chunk[static_cast<size_t>(n)] != chunk[static_cast<size_t>(s.nodes.front())] ||
           chunk[static_cast<size_t>(s.last_reader)] != chunk[static_cast<size_t>(n)])
         throw Error(describe(g.node(n)) + ": recomputed with " + describe(g.node(s.nodes.front())) + " and read by " +
                     describe(g.node(s.last_reader)) + " across pipeline chunks (the runtime recomputes within a chunk)");
+      // A re-run runs on its stage alone: what it moves must stay there.
+      const NodePlan& np = plan.nodes[static_cast<size_t>(n)];
+      if (np.run == NodePlan::Run::kTasks) continue;  // its received inputs are kept
+      std::set<int64_t> stages;
+      const Node& node = g.node(n);
+      for (const TensorRef& in : node.inputs)
+        for (int64_t k = 0; k < g.shape(in).num_shards(); ++k) stages.insert(stage_of(plan.owner(in, k)));
+      for (const auto& out : np.owner)
+        for (int d : out) stages.insert(stage_of(d));
+      if (stages.size() > 1)
+        throw Error(describe(node) + ": recomputed, and it moves data between pipeline stages (the runtime re-runs a segment on "
+                                     "its own stage; keep its output)");
+    }
+  // A micro-batch's tensors go from one chunk to the next only.
+  for (const Node& n : g.nodes())
+    for (const TensorRef& in : n.inputs) {
+      if (g.shape(in).slices() <= 1) continue;
+      const int64_t from = chunk[static_cast<size_t>(in.node)], to = chunk[static_cast<size_t>(n.id)];
+      if (to != from && to != from + 1)
+        throw Error(describe(n) + ": in pipeline chunk " + std::to_string(to) + ", it reads " + describe(g.node(in.node)) + " of chunk " +
+                    std::to_string(from) + " (a chunk reads its own micro-batch tensors and the previous chunk's)");
+    }
   plan.pipeline = p;
   plan.chunk = std::move(chunk);
+  plan.stage_devices = per;
 }
 
 }  // namespace pcgx::runtime

@@ -10,10 +10,13 @@ namespace pcgx::runtime {
 
 void DeviceExecutor::init_pipeline() {
   if (!plan_.pipeline) return;
+  recomputed_.assign(plan_.graph->size(), 0);
+  for (const RecomputeSegment& seg : plan_.segments)
+    for (NodeId n : seg.nodes) recomputed_[static_cast<size_t>(n)] = 1;
   const Graph& g = *plan_.graph;
   const PipelineShape& p = *plan_.pipeline;
-  const int64_t C = p.chunks(), per = plan_.devices / p.stages, stage = comm_.rank() / per;
-  program_ = stage_programs(p)[static_cast<size_t>(stage)];
+  const int64_t C = p.chunks(), stage = comm_.rank() / plan_.stage_devices;
+  if (stage < p.stages) program_ = stage_programs(p)[static_cast<size_t>(stage)];  // else a device the strategy leaves idle
   auto here = [&](int64_t c) { return c >= 0 && c % p.stages == stage; };
   // A node of another stage belongs here to the latest chunk of this stage
   // it reads from (this device sends it what it reads), else to the first
@@ -78,6 +81,9 @@ std::vector<int64_t> DeviceExecutor::activation_sets() const { return sets_made_
 DeviceExecutor::ActivationSet DeviceExecutor::new_set(int64_t chunk) {
   const auto c = static_cast<size_t>(chunk);
   ActivationSet s;
+  s.received.resize(chunk_nodes_[c].size());
+  s.released.assign(chunk_nodes_[c].size(), 0);
+  s.freed.assign(chunk_nodes_[c].size(), 0);
   for (size_t k = 0; k < chunk_tensors_[c].size(); ++k) {
     const TensorRef t = chunk_tensors_[c][k];
     const ParallelTensorShape& shape = plan_.graph->node(t.node).outputs[static_cast<size_t>(t.output)];
@@ -86,9 +92,19 @@ DeviceExecutor::ActivationSet DeviceExecutor::new_set(int64_t chunk) {
     for (size_t j = 0; j < v.size(); ++j)
       if (held[j]) v[j] = allocate(shape.slice_shape());
   }
-  s.received.resize(chunk_nodes_[c].size());
-  s.released.assign(chunk_nodes_[c].size(), 0);
-  s.freed.assign(chunk_nodes_[c].size(), 0);
+  // A recomputed segment's outputs start freed, as init_recompute() leaves
+  // the first set's: each is allocated when its forward runs.
+  for (size_t i = 0; i < chunk_nodes_[c].size(); ++i) {
+    const NodeId n = chunk_nodes_[c][i];
+    if (!recomputed_[static_cast<size_t>(n)]) continue;
+    int64_t freed = 0;
+    for (size_t k = 0; k < chunk_tensors_[c].size(); ++k)
+      if (chunk_tensors_[c][k].node == n)
+        for (Buffer& b : s.values[k])
+          if (b && backend_.release(b)) freed += b.numel;
+    held(-freed);
+    s.released[i] = 1, s.freed[i] = freed;
+  }
   return s;
 }
 
@@ -104,6 +120,9 @@ void DeviceExecutor::swap_set(int64_t chunk, ActivationSet& s) {
 }
 
 double DeviceExecutor::scheduled_step() {
+  // What a step that failed part-way left in flight goes back to the pools.
+  for (auto& [key, set] : in_flight_) free_sets_[static_cast<size_t>(key.first)].push_back(std::move(set));
+  in_flight_.clear();
   clear_gradients(false);
   seed_loss();
   forward_pass(0);
@@ -134,7 +153,8 @@ double DeviceExecutor::scheduled_step() {
     }
     swap_set(x.chunk, set);
     if (x.backward) free_sets_[c].push_back(std::move(set)), --in_use[c];
-    else in_flight_.emplace(std::make_pair(x.chunk, x.micro_batch), std::move(set));
+    else if (!in_flight_.emplace(std::make_pair(x.chunk, x.micro_batch), std::move(set)).second)
+      throw Error("pipeline: the " + describe(x) + " twice in one step");
   }
   forward_pass(2);
   backward_pass(0);

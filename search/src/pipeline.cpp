@@ -54,8 +54,10 @@ std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOp
 // Micro-batch chunks whose activations device `stage` of S keeps at once
 // under interleaved 1F1B with v chunks per device: Megatron-LM's warm-up,
 // 2 (S - stage - 1) + (v - 1) S forward chunks, and the one in flight; per
-// chunk (spread over the v), at most the M micro-batches.
+// chunk (spread over the v), at most the M micro-batches; with M = S every
+// forward runs first, so all M.
 int64_t interleaved_in_flight(int64_t S, int64_t stage, int64_t v, int64_t M) {
+  if (M == S) return M;  // every forward first, as Megatron-LM runs M = S (pcg/pipeline_schedule.h)
   const int64_t chunks = 2 * (S - stage - 1) + (v - 1) * S + 1;
   return std::min(M, (chunks + v - 1) / v);
 }
@@ -160,6 +162,8 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   if (v > 1 && po.stages > 1 && po.micro_batches > 0 && po.micro_batches % po.stages != 0)
     throw FieldError("PipelineOptions.micro_batches", "the interleaved schedule needs a multiple of the " + std::to_string(po.stages) +
                                                           " stages, not " + std::to_string(po.micro_batches));
+  if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
+    throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
   const int64_t devices = cost.devices();
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();

@@ -20,8 +20,10 @@ std::vector<PipelineShape> shapes() {
     for (int64_t M : {1, 2, 3, 4, 8, 16}) {
       out.push_back({S, M, 1, PipelineSchedule::kGPipe});
       out.push_back({S, M, 1, PipelineSchedule::k1F1B});
-      for (int64_t v : {2, 3, 4})
-        if (M % S == 0) out.push_back({S, M, v, PipelineSchedule::kInterleaved}), out.push_back({S, M, v, PipelineSchedule::kGPipe});
+      for (int64_t v : {2, 3, 4}) {
+        if (M % S == 0) out.push_back({S, M, v, PipelineSchedule::kInterleaved});
+        out.push_back({S, M, v, PipelineSchedule::kGPipe});  // any M: micro-batch by micro-batch
+      }
     }
   return out;
 }

@@ -10,8 +10,9 @@
 // backward needs its own forward of m and chunk c + 1's backward of m.
 // Each stage runs its steps one at a time in its program's order:
 //
-//   gpipe        every forward (micro-batch by micro-batch, a stage's
-//                chunks in model order), then every backward in reverse
+//   gpipe        every forward (micro-batch by micro-batch, each through
+//                the stage's chunks in model order), then every backward
+//                (micro-batch by micro-batch, the chunks in reverse)
 //                (Huang et al. 2019): M micro-batches' activations in
 //                flight on every stage.
 //   1f1b         S - s - 1 forwards to warm up stage s, then one forward and

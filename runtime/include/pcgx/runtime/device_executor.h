@@ -342,6 +342,7 @@ class DeviceExecutor {
   std::map<std::pair<int64_t, int64_t>, ActivationSet> in_flight_;  // (chunk, micro-batch)
   std::vector<int64_t> sets_made_;                        // per chunk
   std::vector<PipelineStep> program_;                     // this device's stage's
+  std::vector<char> recomputed_;                          // per node: in a recomputed segment
   void init_pipeline();
   double scheduled_step();
   ActivationSet new_set(int64_t chunk);

@@ -120,6 +120,7 @@ struct ExecutionPlan {
   // graph before the next's (a one-stage 1f1b).
   std::optional<PipelineShape> pipeline;
   std::vector<int64_t> chunk;  // per node, with a pipeline (pcg/pipeline_chunks.h)
+  int64_t stage_devices = 1;   // with a pipeline: devices per stage (of those the strategy uses)
   int owner(TensorRef t, int64_t shard) const {
     return nodes[static_cast<size_t>(t.node)].owner[static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   }
@@ -164,7 +165,10 @@ void set_recompute(ExecutionPlan& plan, Recompute policy);
 // A one-stage shape leaves the plan as it is (the same order). Throws
 // pcgx::Error naming what does not fit: micro-batches other than the
 // plan's, operators that do not fall into the shape's chunks
-// (pcg/pipeline_chunks.h), a recomputed segment across two chunks.
+// (pcg/pipeline_chunks.h), a recomputed segment across two chunks or
+// moving data between stages, a micro-batch tensor read beyond the next
+// chunk. The stages split the devices the strategy's tasks use; more
+// devices run idle.
 void set_pipeline(ExecutionPlan& plan, const PipelineShape& p);
 
 // What one step's gradient synchronization sends beyond the all-reduces
