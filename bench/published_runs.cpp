@@ -17,7 +17,12 @@
 // time for the same plan: every micro-batch's steps through the schedule
 // (search/simulator.h), its own ratio to the published time.
 //
-// Usage: bench_published_runs [--rows N]  (the first N rows; default all)
+// With --unity, each row is searched again with unity for the same model,
+// GPUs, global batch, micro-batches, precision and recomputation (stages
+// as stated where p > 1): its predicted time beside Megatron's plan, and
+// its search time.
+//
+// Usage: bench_published_runs [--rows N] [--unity]  (the first N rows; default all)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -60,11 +65,13 @@ double flops(const Row& r) {
 
 int main(int argc, char** argv) {
   size_t rows = std::size(kRows);
+  bool unity = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) rows = std::min<size_t>(rows, static_cast<size_t>(std::max(1, std::atoi(argv[++i]))));
+    else if (a == "--unity") unity = true;
     else {
-      std::printf("usage: bench_published_runs [--rows N]\n");
+      std::printf("usage: bench_published_runs [--rows N] [--unity]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -103,6 +110,24 @@ int main(int argc, char** argv) {
       std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params,
                   static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
                   static_cast<long long>(micro), "-", "-", published, "-", "-", "-", "-", err.what());
+    }
+    if (unity) {
+      runner::OptimizeRequest u = q;
+      u.search.algorithm = search::Algorithm::kUnity, u.search.tensor_degree = 0, u.micro_batch_size = 0;
+      if (r.p > 1) u.pipeline = search::PipelineOptions{r.p, micro, r.virtual_stages};
+      else if (micro > 1) u.pipeline = search::PipelineOptions{1, micro};
+      u.accumulate = false;
+      const auto t1 = std::chrono::steady_clock::now();
+      try {
+        const runner::OptimizeReport rep = runner::optimize(u);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+        const search::Estimate& e = rep.result.search.strategy.estimate;
+        if (!e.feasible) throw Error(e.infeasible);
+        std::printf("  unity: %.3f s predicted (%.3f of the published time), found in %.1f s\n", e.time, e.time / published, seconds);
+      } catch (const Error& err) {
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+        std::printf("  unity: no plan after %.1f s: %s\n", seconds, err.what());
+      }
     }
     std::fflush(stdout);
   }
