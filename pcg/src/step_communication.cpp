@@ -193,7 +193,7 @@ double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t de
   return step_bytes(p, layouts, node_runs(p, layouts));
 }
 
-double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy) {
+double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy, bool kept_inputs) {
   if (policy == Recompute::kNone) return 0;
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
@@ -201,7 +201,8 @@ double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, 
   const RecomputePlan plan = plan_recompute(g, layouts, policy);
   double floats = 0;
   for (const Node& n : g.nodes())
-    if (plan.recomputed[static_cast<size_t>(n.id)]) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false);
+    if (plan.recomputed[static_cast<size_t>(n.id)] && !(kept_inputs && runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks))
+      floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false);
   return 4 * floats;
 }
 

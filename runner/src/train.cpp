@@ -194,7 +194,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, o.bucket_bytes);
     plan.zero = o.zero;
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
-                             recompute_step_bytes(graph, views, q.devices, o.recompute);
+                             recompute_step_bytes(graph, views, q.devices, o.recompute, o.pipeline && o.pipeline->in_flight());
   }
   for (const Node& n : graph.nodes())
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) s.batch = std::max(s.batch, n.outputs[0].dims[0].size);

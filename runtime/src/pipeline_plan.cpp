@@ -15,7 +15,7 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p) {
                 std::to_string(plan.micro_batches));
   // One stage under 1f1b, or one micro-batch, is what the plan runs
   // without a schedule.
-  if ((p.stages == 1 && p.virtual_stages == 1 && p.schedule == PipelineSchedule::k1F1B) || p.micro_batches == 1) {
+  if (!p.in_flight()) {
     plan.pipeline.reset(), plan.chunk.clear();
     return;
   }

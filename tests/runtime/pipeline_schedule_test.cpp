@@ -12,6 +12,8 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/machine_mapping.h"
@@ -133,6 +135,41 @@ TEST(PipelineSchedules, RecomputedChunksGiveTheSameBits) {
   const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
   const Plan p = plan_of(r, 4);
   expect_same_bits(run(p, shape_of(r, PipelineSchedule::k1F1B), Recompute::kFull), run(p, std::nullopt, Recompute::kFull));
+}
+
+// Megatron's plan (t = 2 in 2 stages of 4 devices, boundaries scattered
+// and gathered) with full recomputation: the same bits under 1F1B as one
+// micro-batch at a time, and a re-run sends again only its collectives
+// and layout changes (its tasks keep the inputs they received), as
+// recompute_step_bytes counts with kept inputs.
+TEST(PipelineSchedules, RecomputedTensorParallelStagesSendTheirCollectivesAgain) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  static const Ruleset empty;
+  static const search::RuleLibrary rules(empty);
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::kMegatron, o.tensor_degree = 2;
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(8), search::default_efficiency());
+  const search::PipelineResult r = search::optimize_pipeline(g, rules, cm, o, {2, 4});
+  const Plan p = plan_of(r, 8);
+  const TrainResult scheduled = run(p, shape_of(r, PipelineSchedule::k1F1B), Recompute::kFull);
+  expect_same_bits(scheduled, run(p, std::nullopt, Recompute::kFull));
+  const auto steps = static_cast<double>(scheduled.losses.size());
+  const double again = recompute_step_bytes(p.graph, p.views, 8, Recompute::kFull, true);
+  EXPECT_GT(again, 0);  // the tensor-parallel all-reduces
+  EXPECT_EQ(static_cast<double>(scheduled.bytes_sent) / steps, step_bytes(p.graph, p.views, 8) + again);
+  // Data-parallel stages: the first layer of the second stage reads the
+  // boundary straight from the first stage's devices; one micro-batch at a
+  // time its re-run receives it again, under a schedule it does not.
+  const search::PipelineResult dp = pipeline(g, 4, {2, 4, 1});
+  const Plan q = plan_of(dp, 4);
+  const double kept = recompute_step_bytes(q.graph, q.views, 4, Recompute::kFull, true),
+               sent = recompute_step_bytes(q.graph, q.views, 4, Recompute::kFull);
+  EXPECT_LT(kept, sent);
+  const TrainResult in_turn = run(q, std::nullopt, Recompute::kFull), under_1f1b = run(q, shape_of(dp, PipelineSchedule::k1F1B), Recompute::kFull);
+  expect_same_bits(under_1f1b, in_turn);
+  const auto n = static_cast<double>(in_turn.losses.size());
+  EXPECT_EQ(static_cast<double>(in_turn.bytes_sent) / n, step_bytes(q.graph, q.views, 4) + sent);
+  EXPECT_EQ(static_cast<double>(under_1f1b.bytes_sent) / n, step_bytes(q.graph, q.views, 4) + kept);
 }
 
 TEST(PipelineSchedules, AScheduleThePlanCannotRunIsRefused) {

@@ -50,6 +50,13 @@ struct PipelineShape {
   int64_t virtual_stages = 1;  // v: chunks per stage
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t chunks() const { return stages * virtual_stages; }
+  // Whether micro-batches are in flight at once: anything but one stage
+  // of one chunk under 1f1b, which runs each micro-batch's forward and
+  // backward through the whole graph before the next's (and but one
+  // micro-batch).
+  bool in_flight() const {
+    return micro_batches > 1 && (stages > 1 || virtual_stages > 1 || schedule != PipelineSchedule::k1F1B);
+  }
   // The schedule a plan with v chunks per stage runs unless told: 1f1b,
   // interleaved when v > 1.
   static PipelineSchedule default_for(int64_t virtual_stages) {

@@ -37,6 +37,11 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
 // under `policy`, for g with its machine views on `devices` devices: the
 // recomputed nodes' forward messages and collectives, beside what
 // step_communication.h's step_bytes counts (the runtime measures both).
-double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy);
+// `kept_inputs`: a re-run compute task reads the inputs it received in the
+// forward pass, which are not sent again (the runtime under a pipeline
+// schedule, pipeline_schedule.h), so only layout changes and collectives
+// send again.
+double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy,
+                            bool kept_inputs = false);
 
 }  // namespace pcgx
