@@ -110,6 +110,12 @@ std::optional<Precision> parse_precision(const std::string& text, bool allow_aut
   return parse_choice_or_auto<Precision>(text, "--precision", "precision", kPrecisions, [](Precision p) { return name(p); }, allow_auto);
 }
 
+PipelineSchedule parse_schedule(const std::string& text) {
+  return parse_choice<PipelineSchedule>(text, "--schedule", "schedule", kPipelineSchedules, [](PipelineSchedule k) { return name(k); });
+}
+
+const char* const kScheduleHelp = "pipeline schedule of a pipelined strategy: gpipe, 1f1b or interleaved (default: the strategy's)";
+
 const char* const kPrecisionHelp =
     "training precision: fp32, tf32 (FP32 storage, TF32 matrix products), bf16 or fp16 (mixed: low-precision compute and "
     "activations, FP32 master weights, gradients and optimizer state; fp16 with loss scaling)";

@@ -57,6 +57,9 @@ Precision parse_precision(const std::string& text);
 std::optional<Precision> parse_precision(const std::string& text, bool allow_auto);
 // --precision's help, alike on every command that takes it.
 extern const char* const kPrecisionHelp;
+// --schedule's value (pcg/pipeline_schedule.h): gpipe, 1f1b, interleaved.
+PipelineSchedule parse_schedule(const std::string& text);
+extern const char* const kScheduleHelp;
 // --recompute: none, selective, full, and where the command chooses
 // (optimize) "auto" (nullopt).
 std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "pipeline_flags.h"
 #include "print_reports.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
@@ -14,11 +15,12 @@ namespace {
 
 struct Flags {
   std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
-      recompute = "auto", zero = "auto", micro_batches;
+      recompute = "auto", zero = "auto";
   std::vector<std::string> sets;
-  int64_t devices = 0, stages = 0, virtual_stages = 1, pipeline_parallel = 0, micro_batch_size = 0;
+  int64_t devices = 0;
   double bucket_mb = 25;
-  bool quiet = false, per_device_batch = true, pipeline = false, allow_unverified = false;
+  bool quiet = false, per_device_batch = true, allow_unverified = false;
+  PipelineFlags pipe;
   search::SearchOptions search;
 };
 
@@ -33,25 +35,13 @@ runner::OptimizeRequest request(Flags& f) {
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
-  if (f.pipeline_parallel > 0) {  // Megatron-LM's vocabulary for --pipeline --stages P
-    if (f.pipeline || f.stages) throw Error("--pipeline-parallel: states the stages itself (leave out --pipeline and --stages)");
-    if (f.pipeline_parallel > 1) f.pipeline = true, f.stages = f.pipeline_parallel;
-  }
-  if (!f.pipeline && (f.stages != 0 || f.virtual_stages != 1)) throw Error(f.stages ? "--stages needs --pipeline" : "--virtual-stages needs --pipeline");
-  if (f.micro_batch_size > 0 && !f.micro_batches.empty()) throw Error("--micro-batch-size: give it or --micro-batches, not both");
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
   const ModelParams sizes = parse_sets(f.sets);
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
   q.machine = m;
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
-  // auto (0): the pipeline search tries S, 2S, 4S and 8S micro-batches for
-  // S stages; without --pipeline, 1, 2, 4 and 8 (gradient accumulation).
-  const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
-  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
-  else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
-  q.accumulate = f.micro_batches.empty();  // given 1: one batch
-  q.micro_batch_size = f.micro_batch_size;
+  apply_pipeline_flags(f.pipe, q);
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
@@ -74,11 +64,6 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
                   "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
                   "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly)")->capture_default_str();
-  cmd->add_option("--pipeline-parallel", f.pipeline_parallel, "pipeline stages, Megatron-LM's way of saying --pipeline --stages P (1: none)")
-      ->check(positive());
-  cmd->add_option("--micro-batch-size", f.micro_batch_size,
-                  "megatron: samples per micro-batch on each data-parallel replica (Megatron-LM's --micro-batch-size); "
-                  "the micro-batches follow from the batch")->check(positive());
   cmd->add_option("-o,--output", f.out, "strategy file to write (optimized PCG + machine mapping)")->required();
   cmd->add_option("--dot", f.dot, "also draw the optimized PCG (Graphviz)");
   cmd->add_option("--budget", s.budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
@@ -108,14 +93,7 @@ void add_optimize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
-  cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
-  cmd->add_option("--stages", f.stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
-  cmd->add_option("--virtual-stages", f.virtual_stages, "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1)")
-      ->check(positive());
-  cmd->add_option("--micro-batches", f.micro_batches,
-                  "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
-                  "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
-                  "auto: the best of 1, 2, 4, 8; default: searched as auto too where memory leaves the first recipe searched no plan; 1: never)");
+  add_pipeline_options(cmd, f.pipe);
   cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
   cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
   cmd->callback([] {

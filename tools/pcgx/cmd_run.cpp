@@ -29,19 +29,15 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
               {"TrainRequest.init_weights", "--init-weights"}, {"TrainRequest.resume", "--resume"}, {"TrainRequest.search", "--optimize"},
               {"ModelParams.batch", "--batch"}, {"ModelParams", "--batch/--set"}, {"OptimizerOptions.lr", "--lr"},
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
-              {"OptimizeRequest.allow_unverified", "--allow-unverified"},
-              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"},
-              {"TrainRequest.schedule", "--schedule"}});
+              {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"TrainRequest.schedule", "--schedule"},
+              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"}});
   runner::TrainRequest& q = f.q;
   q.backend = backend, q.tf32 = !f.strict_fp32, q.threads = static_cast<int>(f.threads);
   q.sizes = parse_sets(f.sets);
   if (f.batch > 0) q.sizes["batch"] = f.batch;
   q.options.optimizer.kind = parse_optimizer(f.optimizer);
   if (!f.precision.empty()) q.precision = parse_precision(f.precision);
-  if (!f.schedule.empty()) {
-    q.schedule = pipeline_schedule_named(f.schedule);
-    if (!q.schedule) throw Error("--schedule: unknown schedule '" + f.schedule + "' (gpipe, 1f1b, interleaved)");
-  }
+  if (!f.schedule.empty()) q.schedule = parse_schedule(f.schedule);
   q.options.bucket_bytes = f.bucket_mb * 1024 * 1024;
   if (f.optimize) {
     search::SearchOptions s;
@@ -70,7 +66,7 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--strict-fp32", f.strict_fp32, "cuda: products in strict FP32 (default: TF32 tensor cores, as PyTorch with allow_tf32)");
   cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + " (default: the strategy's, else tf32)");
-  cmd->add_option("--schedule", f.schedule, "pipeline schedule of a pipelined strategy: gpipe, 1f1b or interleaved (default: the strategy's)");
+  cmd->add_option("--schedule", f.schedule, kScheduleHelp);
   cmd->add_option("--threads", f.threads,
                   "kernel threads per device (0, the default: this machine's cores divided among the devices on it); results do not depend on it");
   cmd->add_option("--steps", req.options.steps, "training steps")->capture_default_str();

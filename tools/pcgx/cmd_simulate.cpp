@@ -28,17 +28,15 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
   cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's)");
-  cmd->add_option("--schedule", schedule, "pipeline schedule of a pipelined strategy: gpipe, 1f1b or interleaved (default: the strategy's)");
+  cmd->add_option("--schedule", schedule, kScheduleHelp);
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
     if (!(bucket_mb > 0) || bucket_mb > 1e6) throw Error("--bucket-mb: must be a positive number of MiB (at most 1e6)");
     if (!trace.empty()) check_output_path(trace);
     search::StrategyFile f = search::load_strategy(strategy);
     if (!schedule.empty()) {
-      const auto k = pipeline_schedule_named(schedule);
-      if (!k) throw Error("--schedule: unknown schedule '" + schedule + "' (gpipe, 1f1b, interleaved)");
+      f.schedule = parse_schedule(schedule);
       if (f.pipeline_stages <= 0) throw Error("--schedule: " + strategy + " is not pipelined (it has no micro-batches)");
-      f.schedule = *k;
       try {
         check(*search::pipeline_shape(f));
       } catch (const Error& e) {

@@ -1,0 +1,41 @@
+// pcgx optimize's pipeline flags (see pipeline_flags.h).
+#include "pipeline_flags.h"
+
+#include "cli_common.h"
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::cli {
+
+void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
+  cmd->add_flag("--pipeline", f.pipeline, "pipeline parallelism: stages on disjoint devices, 1F1B over micro-batches, each stage searched with --search");
+  cmd->add_option("--stages", f.stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
+  cmd->add_option("--pipeline-parallel", f.pipeline_parallel, "pipeline stages, Megatron-LM's way of saying --pipeline --stages P (1: none)")
+      ->check(positive());
+  cmd->add_option("--virtual-stages", f.virtual_stages, "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1)")
+      ->check(positive());
+  cmd->add_option("--micro-batches", f.micro_batches,
+                  "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
+                  "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
+                  "auto: the best of 1, 2, 4, 8; default: searched as auto too where memory leaves the first recipe searched no plan; 1: never)");
+  cmd->add_option("--micro-batch-size", f.micro_batch_size,
+                  "megatron: samples per micro-batch on each data-parallel replica (Megatron-LM's --micro-batch-size); "
+                  "the micro-batches follow from the batch")->check(positive());
+}
+
+void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
+  if (f.pipeline_parallel > 0) {  // Megatron-LM's vocabulary for --pipeline --stages P
+    if (f.pipeline || f.stages) throw Error("--pipeline-parallel: states the stages itself (leave out --pipeline and --stages)");
+    if (f.pipeline_parallel > 1) f.pipeline = true, f.stages = f.pipeline_parallel;
+  }
+  if (!f.pipeline && (f.stages != 0 || f.virtual_stages != 1)) throw Error(f.stages ? "--stages needs --pipeline" : "--virtual-stages needs --pipeline");
+  if (f.micro_batch_size > 0 && !f.micro_batches.empty()) throw Error("--micro-batch-size: give it or --micro-batches, not both");
+  // auto (0): the pipeline search tries S, 2S, 4S and 8S micro-batches for
+  // S stages; without --pipeline, 1, 2, 4 and 8 (gradient accumulation).
+  const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
+  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
+  else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
+  q.accumulate = f.micro_batches.empty();  // given 1: one batch
+  q.micro_batch_size = f.micro_batch_size;
+}
+
+}  // namespace pcgx::cli
