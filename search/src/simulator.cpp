@@ -38,6 +38,25 @@ std::optional<PipelineShape> Simulator::pipeline() const {
   return impl_->pipe->shape;
 }
 
+std::vector<double> Simulator::memory() const {
+  const Impl& x = *impl_;
+  const Placement& place = *x.place;
+  if (!x.pipe) return memory_per_device(place, recipe());
+  const PipelineShape& p = x.pipe->shape;
+  const std::vector<int64_t> held = in_flight_chunks(stage_programs(p));
+  const int64_t per = x.D / p.stages;
+  std::map<int64_t, std::vector<double>> by_in_flight;  // one memory model run per distinct count
+  std::vector<double> out(static_cast<size_t>(x.D), 0.0);
+  for (int64_t d = 0; d < x.D; ++d) {
+    const int64_t stage = std::min(d / per, p.stages - 1);
+    const int64_t k = (held[static_cast<size_t>(stage)] + p.virtual_stages - 1) / p.virtual_stages;
+    auto it = by_in_flight.find(k);
+    if (it == by_in_flight.end()) it = by_in_flight.emplace(k, memory_per_device(place, recipe(), k)).first;
+    out[static_cast<size_t>(d)] = it->second[static_cast<size_t>(d)];
+  }
+  return out;
+}
+
 std::string Simulator::label(TaskId t) const {
   const SimTaskInfo& k = info(t);
   if (k.kind == SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
@@ -163,7 +182,7 @@ Estimate simulated_estimate(const Simulator& s) {
   for (const DeviceSummary& d : sum.devices) idle += d.idle;
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());
   e.devices_used = sum.devices_used;
-  e.memory = memory_per_device(s.graph(), s.views(), s.devices(), s.recipe());
+  e.memory = s.memory();
   e.bytes = step_bytes(s.graph(), s.views(), s.devices());
   const double cap = s.capacity();
   if (e.max_memory() > cap) {

@@ -245,6 +245,13 @@ TEST(SimulateCommand, APipelinedStrategyRunsItsSchedule) {
   const auto gp = run("simulate " + g);
   ASSERT_EQ(gp.code, 0) << gp.out;
   EXPECT_NE(gp.out.find("gpipe schedule"), std::string::npos) << gp.out;
+  // GPipe keeps every micro-batch in flight: more memory than interleaved.
+  auto gib = [](const std::string& out) {
+    const size_t at = out.find("memory per device   ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 20));
+  };
+  EXPECT_GT(gib(gp.out), gib(r.out)) << gp.out << r.out;
+  EXPECT_GT(gib(r.out), 0) << r.out;
   const auto flag = run("simulate " + s + " --schedule gpipe");  // the same from the command line
   ASSERT_EQ(flag.code, 0) << flag.out;
   EXPECT_NE(flag.out.find("gpipe schedule"), std::string::npos) << flag.out;

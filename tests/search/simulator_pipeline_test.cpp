@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
@@ -81,6 +82,25 @@ TEST(SimulatedPipeline, SchedulesDifferByTheirBubbles) {
   };
   EXPECT_NEAR(bubble(r, one_f_one_b), 1.0, 0.1);
   EXPECT_NEAR(bubble(r2, interleaved), 1.0, 0.1);
+}
+
+// Memory follows the schedule: GPipe keeps all M micro-batches on every
+// stage, 1F1B S - s on stage s (stage 0 the most).
+TEST(SimulatedPipeline, MemoryCountsTheScheduleMicroBatchesInFlight) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Graph g = chain(8, 8192, 4096);
+  const PipelineResult r = plan(g, cm, {4, 8, 1});
+  const Strategy& s = r.search.strategy;
+  const std::vector<double> one_f_one_b = Simulator(s.graph, s.views, cm, shape_of(r, PipelineSchedule::k1F1B)).memory();
+  const std::vector<double> gpipe = Simulator(s.graph, s.views, cm, shape_of(r, PipelineSchedule::kGPipe)).memory();
+  const std::vector<double> one = memory_per_device(Placement(s.graph, s.views, 4), cm.recipe(), 1);
+  ASSERT_EQ(one_f_one_b.size(), 4u);
+  for (size_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(one_f_one_b[d], memory_per_device(Placement(s.graph, s.views, 4), cm.recipe(), 4 - static_cast<int64_t>(d))[d]) << d;
+    EXPECT_EQ(gpipe[d], memory_per_device(Placement(s.graph, s.views, 4), cm.recipe(), 8)[d]) << d;
+    EXPECT_GT(gpipe[d], one[d]);
+  }
+  EXPECT_GT(one_f_one_b[0], one_f_one_b[3]);
 }
 
 TEST(SimulatedPipeline, GradientAccumulationRunsMicroBatchesBackToBack) {

@@ -80,6 +80,11 @@ void add_simulate_command(CLI::App& app) {
     if (s.gather > 0) std::cout << "    weight gather     " << ms(s.gather) << " (of communication: ZeRO's all-gather after the update)\n";
     double idle = 0, most = 0;
     for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);
+    const std::vector<double> mem = sim.memory();
+    const double fullest = mem.empty() ? 0.0 : *std::max_element(mem.begin(), mem.end());
+    std::cout << "  memory per device   " << std::fixed << std::setprecision(2) << fullest / 1073741824.0 << " GiB max of "
+              << sim.capacity() / 1073741824.0 << " GiB" << (fullest > sim.capacity() ? " (over capacity)" : "")
+              << (sim.pipeline() ? " (the schedule's micro-batches in flight)" : "") << "\n";
     std::cout << "  devices             " << s.devices_used << " of " << f.devices << " compute; idle " << ms(idle / static_cast<double>(s.devices.size()))
               << " mean, " << ms(most) << " most\n"
               << "  tasks               " << s.tasks << "\n";

@@ -146,6 +146,11 @@ class Simulator {
   double time() const { return timeline_.makespan(); }
   // The pipeline the graph runs; nullopt when it has no micro-batches.
   std::optional<PipelineShape> pipeline() const;
+  // Memory per device (machine_mapping.h's memory model) with, under a
+  // pipeline schedule, each stage's micro-batches in flight as its program
+  // holds them (pcg/pipeline_schedule.h: 1F1B's S - s, GPipe's M, spread
+  // over a stage's chunks); one micro-batch otherwise.
+  std::vector<double> memory() const;
   // What task t is, in words: "layer0.fc1 (Linear) forward 3",
   // "gradient bucket 2", "chunk 1 backward of micro-batch 5".
   std::string label(TaskId t) const;
