@@ -47,6 +47,12 @@ std::string run_report_json(const RunSummary& s) {
   j["bytes_per_step"] = s.step_bytes();
   j["predicted_bytes_per_step"] = s.predicted_step_bytes;
   j["buffer_bytes"] = s.result.buffer_bytes;
+  if (s.options.pipeline && s.options.pipeline->in_flight()) {
+    const PipelineShape& p = *s.options.pipeline;
+    j["pipeline"] = {{"stages", p.stages}, {"micro_batches", p.micro_batches}, {"virtual_stages", p.virtual_stages},
+                     {"schedule", name(p.schedule)}, {"activation_sets", s.result.activation_sets},
+                     {"device_buffer_bytes", s.result.device_buffer_bytes}};
+  }
   return j.dump(2) + "\n";
 }
 

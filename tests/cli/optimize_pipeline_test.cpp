@@ -35,6 +35,14 @@ TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
   const auto t = run("run " + s + " --steps 3 --report " + (dir() / "r.json").string() + " --plot " + (dir() / "r.svg").string());
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("(2 stages, 4 micro-batches, 1f1b schedule)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("(activation sets per device under 1f1b)"), std::string::npos) << t.out;
+  {  // the report: the schedule, and per device what it held in flight
+    std::ifstream report(dir() / "r.json");
+    const auto rj = nlohmann::json::parse(report);
+    EXPECT_EQ(rj.at("pipeline").at("schedule"), "1f1b");
+    EXPECT_EQ(rj.at("pipeline").at("activation_sets").size(), 4u);
+    EXPECT_EQ(rj.at("pipeline").at("device_buffer_bytes").size(), 4u);
+  }
   // Under GPipe: the same training (the same bits), another order.
   const auto g = run("run " + s + " --steps 3 --schedule gpipe --no-report --no-plot");
   EXPECT_EQ(g.code, 0) << g.out;

@@ -150,6 +150,15 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << "buffers               " << human_bytes(static_cast<double>(s.result.buffer_bytes))
       << " held at most on a device (activations, gradients, messages; the optimizer's state aside)\n"
       << std::defaultfloat;
+  if (s.options.pipeline && s.options.pipeline->in_flight()) {  // what the schedule kept in flight, device by device
+    out << "micro-batches held     ";
+    for (size_t d = 0; d < s.result.activation_sets.size(); ++d) {
+      int64_t sets = 0;
+      for (int64_t x : s.result.activation_sets[d]) sets += x;
+      out << (d ? ", " : "") << sets;
+    }
+    out << " (activation sets per device under " << name(s.options.pipeline->schedule) << ")\n";
+  }
 }
 
 void print_search_progress(const search::SearchProgress& p, bool tty, std::chrono::steady_clock::time_point& last) {
