@@ -57,7 +57,7 @@ void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
   o.zero = f.recipe.zero, o.recompute = f.recipe.recompute, o.precision = f.recipe.precision;
-  o.pipeline = search::pipeline_shape(f);
+  o.pipeline = search::pipeline_shape(f), o.pipeline_devices = f.devices;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 namespace pcgx::runtime {
 
-void set_pipeline(ExecutionPlan& plan, const PipelineShape& p) {
+void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices) {
   check(p);
   if (p.micro_batches != plan.micro_batches)
     throw Error("pipeline: " + std::to_string(p.micro_batches) + " micro-batches, where the graph's Pipeline degrees cut " +
@@ -21,15 +21,20 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p) {
   }
   const Graph& g = *plan.graph;
   // The stages split the devices the strategy uses (more may run idle).
-  std::vector<std::vector<int64_t>> devices(g.size());
+  std::vector<std::vector<int64_t>> tasks(g.size());
   int64_t used = 0;
   for (const Node& n : g.nodes()) {
     const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
     if (np.run != NodePlan::Run::kTasks) continue;
-    devices[static_cast<size_t>(n.id)].assign(np.task_device.begin(), np.task_device.end());
+    tasks[static_cast<size_t>(n.id)].assign(np.task_device.begin(), np.task_device.end());
     for (int d : np.task_device) used = std::max<int64_t>(used, d + 1);
   }
-  std::vector<int64_t> chunk = pipeline_chunks(g, devices, used, p);
+  if (used == 0) throw Error("pipeline: no operator of the graph runs a task");
+  if (devices > 0) {
+    if (devices < used) throw Error("pipeline: " + std::to_string(devices) + " devices for stages whose tasks use " + std::to_string(used));
+    used = devices;
+  }
+  std::vector<int64_t> chunk = pipeline_chunks(g, tasks, used, p);
   const int64_t per = used / p.stages;
   auto stage_of = [&](int device) { return device / per; };
   for (const RecomputeSegment& s : plan.segments)
@@ -41,12 +46,23 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p) {
       // A re-run runs on its stage alone: what it moves must stay there.
       const NodePlan& np = plan.nodes[static_cast<size_t>(n)];
       if (np.run == NodePlan::Run::kTasks) continue;  // its received inputs are kept
+      // The devices its data moves between (a shard no task reads may
+      // live anywhere: not counted).
       std::set<int64_t> stages;
       const Node& node = g.node(n);
-      for (const TensorRef& in : node.inputs)
-        for (int64_t k = 0; k < g.shape(in).num_shards(); ++k) stages.insert(stage_of(plan.owner(in, k)));
-      for (const auto& out : np.owner)
-        for (int d : out) stages.insert(stage_of(d));
+      auto at = [&](int device) {
+        if (device < used) stages.insert(stage_of(device));
+      };
+      for (const Move& m : np.moves) {
+        at(plan.owner(node.inputs[static_cast<size_t>(m.input)], m.in_shard));
+        at(np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)]);
+      }
+      for (const Piece& pc : np.pieces) {
+        at(plan.owner(node.inputs[0], pc.in_shard));
+        at(plan.owner({np.to, 0}, pc.out_shard));
+      }
+      for (const auto& group : np.groups)
+        for (const AllReduceMember& m : group) at(m.device);
       if (stages.size() > 1)
         throw Error(describe(node) + ": recomputed, and it moves data between pipeline stages (the runtime re-runs a segment on "
                                      "its own stage; keep its output)");

@@ -51,7 +51,8 @@ std::string run_report_json(const RunSummary& s) {
     const PipelineShape& p = *s.options.pipeline;
     j["pipeline"] = {{"stages", p.stages}, {"micro_batches", p.micro_batches}, {"virtual_stages", p.virtual_stages},
                      {"schedule", name(p.schedule)}, {"activation_sets", s.result.activation_sets},
-                     {"device_buffer_bytes", s.result.device_buffer_bytes}};
+                     {"device_buffer_bytes", s.result.device_buffer_bytes},
+                     {"devices_reported", s.result.activation_sets.size()}};  // under MPI, rank 0 alone
   }
   return j.dump(2) + "\n";
 }

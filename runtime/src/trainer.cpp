@@ -54,7 +54,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   s.plan.zero = options.zero;
   s.plan.precision = options.precision;
   set_recompute(s.plan, options.recompute);
-  if (options.pipeline) set_pipeline(s.plan, *options.pipeline);
+  if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
   if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));

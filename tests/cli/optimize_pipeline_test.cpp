@@ -35,7 +35,8 @@ TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
   const auto t = run("run " + s + " --steps 3 --report " + (dir() / "r.json").string() + " --plot " + (dir() / "r.svg").string());
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("(2 stages, 4 micro-batches, 1f1b schedule)"), std::string::npos) << t.out;
-  EXPECT_NE(t.out.find("(activation sets per device under 1f1b)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("activation sets held  "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find(" per device under 1f1b\n"), std::string::npos) << t.out;
   {  // the report: the schedule, and per device what it held in flight
     std::ifstream report(dir() / "r.json");
     const auto rj = nlohmann::json::parse(report);

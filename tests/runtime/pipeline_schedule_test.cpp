@@ -172,6 +172,24 @@ TEST(PipelineSchedules, RecomputedTensorParallelStagesSendTheirCollectivesAgain)
   EXPECT_EQ(static_cast<double>(under_1f1b.bytes_sent) / n, step_bytes(q.graph, q.views, 4) + kept);
 }
 
+// The stages split the devices the strategy was planned for; more run
+// idle, holding nothing, and the training is the same.
+TEST(PipelineSchedules, DevicesBeyondTheStrategysRunIdle) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
+  const Plan p = plan_of(r, 4);
+  TrainOptions o;
+  o.steps = 3, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05;
+  o.pipeline = shape_of(r, PipelineSchedule::k1F1B), o.pipeline_devices = 4;
+  const TrainResult four = train(p.graph, p.views, 4, o), eight = train(p.graph, p.views, 8, o);
+  expect_same_bits(eight, four);
+  ASSERT_EQ(eight.activation_sets.size(), 8u);
+  for (size_t d = 4; d < 8; ++d)
+    for (int64_t sets : eight.activation_sets[d]) EXPECT_EQ(sets, 0) << "device " << d;
+  o.pipeline_devices = 2;  // fewer than the tasks use
+  EXPECT_THROW(train(p.graph, p.views, 4, o), Error);
+}
+
 TEST(PipelineSchedules, AScheduleThePlanCannotRunIsRefused) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
   const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});

@@ -37,11 +37,11 @@ runner::OptimizeRequest request(Flags& f) {
   if (f.devices > 0) m = m.with_devices(f.devices);
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
+  apply_pipeline_flags(f.pipe, q);  // a contradiction among them before any model loads
   const ModelParams sizes = parse_sets(f.sets);
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
   q.machine = m;
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
-  apply_pipeline_flags(f.pipe, q);
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);

@@ -151,13 +151,14 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << " held at most on a device (activations, gradients, messages; the optimizer's state aside)\n"
       << std::defaultfloat;
   if (s.options.pipeline && s.options.pipeline->in_flight()) {  // what the schedule kept in flight, device by device
-    out << "micro-batches held     ";
+    out << "activation sets held  ";
     for (size_t d = 0; d < s.result.activation_sets.size(); ++d) {
       int64_t sets = 0;
       for (int64_t x : s.result.activation_sets[d]) sets += x;
       out << (d ? ", " : "") << sets;
     }
-    out << " (activation sets per device under " << name(s.options.pipeline->schedule) << ")\n";
+    out << " per device under " << name(s.options.pipeline->schedule)
+        << (static_cast<int>(s.result.activation_sets.size()) < s.result.devices ? " (rank 0's alone: MPI)" : "") << "\n";
   }
 }
 

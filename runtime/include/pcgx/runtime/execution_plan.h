@@ -167,9 +167,9 @@ void set_recompute(ExecutionPlan& plan, Recompute policy);
 // plan's, operators that do not fall into the shape's chunks
 // (pcg/pipeline_chunks.h), a recomputed segment across two chunks or
 // moving data between stages, a micro-batch tensor read beyond the next
-// chunk. The stages split the devices the strategy's tasks use; more
-// devices run idle.
-void set_pipeline(ExecutionPlan& plan, const PipelineShape& p);
+// chunk. The stages split `devices` (the strategy's; 0: the devices its
+// tasks use), each stage D / S consecutive ones; more devices run idle.
+void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices = 0);
 
 // What one step's gradient synchronization sends beyond the all-reduces
 // pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each

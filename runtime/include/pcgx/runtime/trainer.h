@@ -54,6 +54,7 @@ struct TrainOptions {
   // execution_plan.h); none: its micro-batches one at a time through the
   // whole graph.
   std::optional<PipelineShape> pipeline;
+  int64_t pipeline_devices = 0;  // the devices its stages split (a strategy file's); 0: those the tasks use
   // Training precision (pcg/precision.h; fp32 and tf32 alike on the CPU):
   // bf16 and fp16 store activations and compute copies of the weights in
   // 16 bits and update FP32 masters (device_executor.h); fp16 also scales
