@@ -103,12 +103,16 @@ double CostModel::step_overhead(const Placement& p) const {
   double visits = 0;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class == OpClass::kSource) continue;
-    int64_t slices = 1;
-    for (const ParallelTensorShape& s : n.outputs) slices = std::max(slices, s.slices());
-    for (const TensorRef& t : n.inputs) slices = std::max(slices, g.shape(t).slices());
-    visits += static_cast<double>(slices) * (recompute.recomputed[static_cast<size_t>(n.id)] ? 1.5 : 1.0);
+    visits += static_cast<double>(node_slices(g, n)) * (recompute.recomputed[static_cast<size_t>(n.id)] ? 1.5 : 1.0);
   }
   return profile_.node_overhead * visits + profile_.byte_overhead * max_held_bytes(p);
+}
+
+int64_t node_slices(const Graph& g, const Node& n) {
+  int64_t p = 1;
+  for (const ParallelTensorShape& s : n.outputs) p = std::max(p, s.slices());
+  for (const TensorRef& t : n.inputs) p = std::max(p, g.shape(t).slices());
+  return p;
 }
 
 Seconds CostModel::task_time(const Graph& g, const Node& n) const {

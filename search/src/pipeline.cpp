@@ -8,6 +8,7 @@
 
 #include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/search/graph_hash.h"
 
 namespace pcgx::search {
@@ -49,17 +50,6 @@ std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOp
   for (int64_t s : {2, 4, 8})
     if (devices % s == 0 && static_cast<size_t>(s * v) <= cuts + 1) out.push_back(s);
   return out;
-}
-
-// Micro-batch chunks whose activations device `stage` of S keeps at once
-// under interleaved 1F1B with v chunks per device: Megatron-LM's warm-up,
-// 2 (S - stage - 1) + (v - 1) S forward chunks, and the one in flight; per
-// chunk (spread over the v), at most the M micro-batches; with M = S every
-// forward runs first, so all M.
-int64_t interleaved_in_flight(int64_t S, int64_t stage, int64_t v, int64_t M) {
-  if (M == S) return M;  // every forward first, as Megatron-LM runs M = S (pcg/pipeline_schedule.h)
-  const int64_t chunks = 2 * (S - stage - 1) + (v - 1) * S + 1;
-  return std::min(M, (chunks + v - 1) / v);
 }
 
 // Megatron-LM's stages: the model's layers (the repeating gaps between its
@@ -245,6 +235,9 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
       plan.stage_time.assign(static_cast<size_t>(S), 0.0);
       std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
       try {
+        // Micro-batches in flight per stage, as the schedule's programs hold
+        // them (pcg/pipeline_schedule.h), spread over a stage's v chunks.
+        const std::vector<int64_t> in_flight_sets = in_flight_chunks(stage_programs({S, M, v, PipelineShape::default_for(v)}));
         for (size_t p = 0; p < pieces.size(); ++p) {
           const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
           StagePlan sp{graphs[p], pipelined(searched[p]->strategy.graph, M, p + 1 == pieces.size()), {}, {}, {}};
@@ -265,7 +258,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             const int64_t from = (static_cast<int64_t>(p) - 1) % S * d;  // the previous chunk's stage
             info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
           }
-          const int64_t in_flight = v == 1 ? std::min<int64_t>(S - stage, M) : interleaved_in_flight(S, stage, v, M);
+          const int64_t in_flight = (in_flight_sets[static_cast<size_t>(stage)] + v - 1) / v;
           sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), in_flight);
           info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
           auto& held = plan.memory[static_cast<size_t>(stage)];

@@ -7,19 +7,6 @@
 #include "simulator_impl.h"
 
 namespace pcgx::search {
-namespace {
-
-// How many times a node runs per step: once per micro-batch when it reads
-// or writes micro-batch slices (cost_model.h prices it that many times).
-int64_t slices_of(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  int64_t p = 1;
-  for (const ParallelTensorShape& s : n.outputs) p = std::max(p, s.slices());
-  for (const TensorRef& t : n.inputs) p = std::max(p, g.shape(t).slices());
-  return p;
-}
-
-}  // namespace
 
 int64_t Simulator::Impl::graph_micro_batches() const {
   int64_t m = 1;
@@ -66,8 +53,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   std::vector<int64_t> slices(g.size(), 1);
   for (const Node& n : g.nodes()) {
     int64_t& s = slices[static_cast<size_t>(n.id)];
-    s = slices_of(g, n.id);
-    if (const NodeId t = problem.fused_tail[static_cast<size_t>(n.id)]; t >= 0) s = std::max(s, slices_of(g, t));
+    s = node_slices(g, n);
+    if (const NodeId t = problem.fused_tail[static_cast<size_t>(n.id)]; t >= 0) s = std::max(s, node_slices(g, g.node(t)));
   }
   // Bodies: (chunk, backward, once per micro-batch) -> its tasks, ascending.
   auto key = [](int64_t c, bool backward, bool micro) { return static_cast<size_t>((c * 2 + backward) * 2 + micro); };

@@ -134,6 +134,11 @@ struct SyncGroup {
   std::vector<int64_t> devices;  // every device taking part (all the groups), ascending
 };
 
+// How many times node `n` runs per step: once per micro-slice when it
+// reads or writes micro-batch slices (the most slices of its inputs and
+// outputs), else once. The cost model prices, and the simulator runs, each.
+int64_t node_slices(const Graph& g, const Node& n);
+
 class CostModel {
  public:
   // Throws FieldError when the machine cannot price the recipe's precision.
