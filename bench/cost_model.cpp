@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
     std::vector<Plan> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
     // The same plan with ZeRO stage 1: reduce-scatter, half the update, all-gather.
     plans.push_back({"dp ZeRO 1", plans.front().graph, ZeroStage::k1});
+    // And stage 3: every weight gathered before each operator's passes.
+    plans.push_back({"dp ZeRO 3", plans.front().graph, ZeroStage::k3});
     // Recomputing (forward kernels again in backward, segments freed and
     // allocated again) and accumulating (a launch per micro-batch, one
     // synchronization), where a policy recomputes something: the

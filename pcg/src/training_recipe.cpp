@@ -22,6 +22,7 @@ const char* name(ZeroStage z) {
     case ZeroStage::k0: return "0";
     case ZeroStage::k1: return "1";
     case ZeroStage::k2: return "2";
+    case ZeroStage::k3: return "3";
   }
   return "?";
 }

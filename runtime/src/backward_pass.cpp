@@ -48,6 +48,7 @@ void DeviceExecutor::backward_node(const Node& n) {
   if (n.op->op_class == OpClass::kSource) return;
   const Graph& g = *plan_.graph;
   const auto k = static_cast<size_t>(n.id);
+  gather_before(n, true);
   for (size_t s : recompute_before_[k]) recompute_segment(plan_.segments[s]);
   for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
   at(n.id, true);

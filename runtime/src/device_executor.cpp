@@ -346,6 +346,7 @@ void DeviceExecutor::forward_node(const Node& n) {
   const Graph& g = *plan_.graph;
   at(n.id, false);
   acquire(n.id);
+  gather_before(n, false);
   run_forward(n);
   for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
   for (size_t s : free_after_forward_[static_cast<size_t>(n.id)]) release_segment(plan_.segments[s]);

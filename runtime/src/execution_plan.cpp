@@ -19,7 +19,10 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
   double floats = 0;
   for (const SyncBucket& b : plan.buckets) {
     const auto r = static_cast<int64_t>(b.devices.size());
-    floats += 2.0 * static_cast<double>(r - 1) * static_cast<double>(r * ((b.floats + r - 1) / r) - b.floats);
+    const double padded = static_cast<double>(r * ((b.floats + r - 1) / r));
+    floats += 2.0 * static_cast<double>(r - 1) * (padded - static_cast<double>(b.floats));
+    // Stage 3 gathers twice (before the forward and the backward) instead of once.
+    if (shards_weights(plan.zero)) floats += static_cast<double>(r - 1) * padded;
   }
   return floats * sizeof(float);
 }

@@ -1,10 +1,12 @@
-// ZeRO stages 1 and 2 in the executor (device_executor.h): each bucket's
-// gradients reduce-scattered, one block of it updated per device, the
-// updated blocks all-gathered into every copy; and the moments between
+// ZeRO in the executor (device_executor.h): each bucket's gradients
+// reduce-scattered, one block of it updated per device, the updated blocks
+// all-gathered into every copy (stages 1, 2: after the update; 3: before
+// each pass of the operator that reads them); and the moments between
 // their blocks and whole shards for checkpoints (train_state.h).
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <set>
 
 #include "pcgx/runtime/device_executor.h"
 
@@ -40,6 +42,21 @@ void DeviceExecutor::init_zero() {
     z.weights = allocate(std::vector<int64_t>{r * z.floats});
     z.w = allocate(std::vector<int64_t>{z.floats});
     z.g = allocate(std::vector<int64_t>{z.floats});
+  }
+  if (!shards_weights(plan_.zero)) return;
+  // Stage 3: a bucket is gathered for the first compute reader of its
+  // weight layout (every bucket holds one block of one layout).
+  const Graph& g = *plan_.graph;
+  gathers_before_.assign(g.size(), {});
+  std::map<TensorRef, std::vector<size_t>> buckets_of;  // a layout split into blocks: one bucket per block
+  for (size_t k = 0; k < plan_.buckets.size(); ++k)
+    if (zero_blocks_[k].member >= 0) buckets_of[plan_.buckets[k].parts.front().tensor].push_back(k);
+  std::set<TensorRef> seen;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    for (const TensorRef& t : n.inputs)
+      if (auto it = buckets_of.find(t); it != buckets_of.end() && seen.insert(t).second)
+        for (size_t k : it->second) gathers_before_[static_cast<size_t>(n.id)].push_back(k);
   }
 }
 
@@ -90,29 +107,50 @@ DeviceExecutor::UpdateList DeviceExecutor::update_buffers() const {
   return u;
 }
 
-void DeviceExecutor::gather_weights() {
+void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
+  const SyncBucket& bucket = plan_.buckets[k];
+  const ZeroBlock& z = zero_blocks_[k];
+  auto gather = [&] {
+    if (bucket.devices.size() > 1)
+      comm_.all_gather(bucket.devices, z.w.span(), z.weights.span(), gather_tag(static_cast<NodeId>(tag_node), k, kind));
+    else
+      backend_.set_range(z.weights, 0, z.w);
+    int64_t at = 0;
+    for (const SyncPart& part : bucket.parts) {
+      for (int64_t shard : part.shards)
+        if (owns(part.tensor, shard)) {
+          backend_.copy_range(master(part.tensor, shard), z.weights, at);
+          // Mixed precision at stage 3: this copy's compute weights, rounded
+          // from the master just gathered (gather_weights rounds them all).
+          if (mixed() && shards_weights(plan_.zero)) {
+            const Buffer& w = values(part.tensor)[static_cast<size_t>(shard)];
+            backend_.copy(w, master(part.tensor, shard)), backend_.round(w, plan_.precision);
+          }
+        }
+      at += part.floats;
+    }
+  };
+  if (bucket.devices.size() > 1) collective(StepEventKind::kWeightGather, static_cast<int64_t>(k), gather);
+  else gather();
+}
+
+void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
+  if (shards_weights(plan_.zero) && !whole) return;  // gathered before each use
   for (size_t k = 0; sharded() && k < plan_.buckets.size(); ++k) {
-    const SyncBucket& bucket = plan_.buckets[k];
     const ZeroBlock& z = zero_blocks_[k];
     if (z.member < 0) continue;
-    auto gather = [&] {
-      if (bucket.devices.size() > 1)
-        comm_.all_gather(bucket.devices, z.w.span(), z.weights.span(), gather_tag(static_cast<NodeId>(plan_.graph->size()), k, 0));
-      else
-        backend_.set_range(z.weights, 0, z.w);
-      int64_t at = 0;
-      for (const SyncPart& part : bucket.parts) {
-        for (int64_t shard : part.shards)
-          if (owns(part.tensor, shard)) backend_.copy_range(master(part.tensor, shard), z.weights, at);
-        at += part.floats;
-      }
-    };
-    if (bucket.devices.size() > 1) collective(StepEventKind::kWeightGather, static_cast<int64_t>(k), gather);
-    else gather();
+    gather_bucket(k, static_cast<int64_t>(plan_.graph->size()), 0);
+    if (bytes_sent) *bytes_sent += static_cast<int64_t>(plan_.buckets[k].devices.size() - 1) * z.floats * static_cast<int64_t>(sizeof(float));
   }
   // Mixed precision: the gathers above wrote the masters; the compute
   // copies are rounded from them.
   if (mixed()) refresh_compute_weights();
+}
+
+void DeviceExecutor::gather_before(const Node& n, bool backward) {
+  if (gathers_before_.empty()) return;
+  if (!masters_current_) load_master_blocks();  // the first step, or new weights set
+  for (size_t k : gathers_before_[static_cast<size_t>(n.id)]) gather_bucket(k, n.id, backward ? 3 : 0);
 }
 
 std::vector<ParameterSlot> DeviceExecutor::moment_shards(std::span<const ParameterSlot> slots) {

@@ -50,7 +50,12 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
       inputs.push_back(n.id);
     }
   }
-  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
+  // ZeRO 3 gathers each weight block for its reader: one bucket each.
+  const double bucket_bytes = shards_weights(options.zero) ? 0.0 : options.bucket_bytes;
+  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, bucket_bytes), std::nullopt, options.data, {}};
+  if (shards_weights(options.zero) && (options.pipeline || s.plan.micro_batches > 1))
+    throw FieldError("TrainOptions.zero", "ZeRO stage 3 with micro-batches: a pipelined or accumulating plan shards at most the "
+                                          "optimizer state (stage 1)");
   s.plan.zero = options.zero;
   s.plan.precision = options.precision;
   set_recompute(s.plan, options.recompute);
@@ -167,6 +172,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   auto gather = [&](int64_t done, bool moments) {
     const bool timed = comm.timing();
     comm.set_timing(false);
+    if (shards_weights(options.zero)) ex->gather_weights(true, &update.state_bytes);  // the copies are otherwise gathered only for use
     const std::vector<ParameterSlot> slots =
         moments ? ex->unsharded_moments(opt.state(params), &update.state_bytes) : std::vector<ParameterSlot>{};
     TrainState st = gather_state(s.plan, s.weights, *ex, slots, comm, done, options.optimizer.kind, &update.state_bytes);

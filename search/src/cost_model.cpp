@@ -295,20 +295,35 @@ double reduce_time(const Machine& m, ZeroStage z, const GroupShape& g, double by
 }  // namespace
 
 double CostModel::sync_share(const GroupShape& g, double bytes) const {
+  if (shards_weights(recipe_.zero)) return reduce_time(machine_, recipe_.zero, g, bytes);  // its own bucket
   const double bucket = comm_.bucket_bytes;
   return bytes * reduce_time(machine_, recipe_.zero, g, bucket) / bucket;
 }
 
 double CostModel::gather_share(const GroupShape& g, double bytes) const {
+  if (shards_weights(recipe_.zero)) return 2.0 * use_gather_time(g, bytes);  // before its forward and its backward
   const double bucket = comm_.bucket_bytes;
   return bytes * weight_gather_time(g, bucket) / bucket;
 }
 
-double CostModel::weight_gather_time(const GroupShape& group, double gradient_bytes) const {
-  if (!shards_optimizer(recipe_.zero) || group.size <= 1) return 0.0;
-  const ParamBytes per = param_bytes(recipe_.precision);
+namespace {
+// An all-gather of the weights whose FP32 gradients are `gradient_bytes`, in compute precision.
+double gather_weights(const Machine& m, Precision precision, const GroupShape& group, double gradient_bytes) {
+  if (group.size <= 1) return 0.0;
+  const ParamBytes per = param_bytes(precision);
   const double weight_bytes = gradient_bytes * static_cast<double>(per.weight) / static_cast<double>(per.gradient);
-  return collective_time(machine_, Collective::kAllGather, group, weight_bytes);
+  return collective_time(m, Collective::kAllGather, group, weight_bytes);
+}
+}  // namespace
+
+double CostModel::weight_gather_time(const GroupShape& group, double gradient_bytes) const {
+  if (!shards_optimizer(recipe_.zero) || shards_weights(recipe_.zero)) return 0.0;
+  return gather_weights(machine_, recipe_.precision, group, gradient_bytes);
+}
+
+double CostModel::use_gather_time(const GroupShape& group, double gradient_bytes) const {
+  if (!shards_weights(recipe_.zero)) return 0.0;
+  return gather_weights(machine_, recipe_.precision, group, gradient_bytes);
 }
 
 double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const {

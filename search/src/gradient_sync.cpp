@@ -38,4 +38,55 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   return t;
 }
 
+SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward) {
+  SyncTimeline t;
+  double sum_f = 0, sum_b = 0, gathers = 0, buckets = 0;
+  for (const ShardedStep& op : ops) {
+    sum_f += op.forward, sum_b += op.backward;
+    gathers += 2 * op.gather;
+    for (const SyncGroup& s : op.grads) buckets += cost.bucket_time(s.group, s.bytes), ++t.buckets;
+  }
+  t.total = gathers + buckets;
+  if (!cost.machine().device.overlaps_communication) {  // the devices run every gather and bucket themselves
+    t.exposed = t.total;
+    return t;
+  }
+  const double fs = sum_f > 0 ? forward / sum_f : 0.0, bs = sum_b > 0 ? backward / sum_b : 0.0;
+  // The step as one sequence: the operators forward, then backward. The
+  // first two gathers are issued at its start; once the j-th gathering
+  // visit is done (and, backward, its gradients are on the channel), the
+  // (j+2)-th is issued, so the backward's first gathers follow the
+  // forward's last operators.
+  struct Visit {
+    const ShardedStep* op;
+    bool backward;
+  };
+  std::vector<Visit> visits;
+  for (const ShardedStep& op : ops) visits.push_back({&op, false});
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) visits.push_back({&*it, true});
+  std::vector<size_t> gathering;
+  for (size_t i = 0; i < visits.size(); ++i)
+    if (visits[i].op->gathers) gathering.push_back(i);
+  std::vector<double> arrived(visits.size(), 0.0);
+  double channel = 0, compute = 0;
+  auto issue = [&](size_t j, double at) {
+    if (j >= gathering.size()) return;
+    channel = std::max(channel, at) + visits[gathering[j]].op->gather;
+    arrived[gathering[j]] = channel;
+  };
+  issue(0, 0.0), issue(1, 0.0);
+  size_t j = 0;
+  for (size_t i = 0; i < visits.size(); ++i) {
+    const ShardedStep& op = *visits[i].op;
+    if (op.gathers) compute = std::max(compute, arrived[i]);
+    compute += visits[i].backward ? op.backward * bs : op.forward * fs;
+    if (visits[i].backward)
+      for (const SyncGroup& s : op.grads) channel = std::max(channel, compute) + cost.bucket_time(s.group, s.bytes);
+    if (op.gathers) issue(j++ + 2, compute);
+  }
+  t.exposed = std::max(0.0, std::max(compute, channel) - forward - backward);
+  t.exposed = std::min(t.exposed, t.total);
+  return t;
+}
+
 }  // namespace pcgx::search

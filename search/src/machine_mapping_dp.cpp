@@ -126,6 +126,20 @@ namespace {
 // a graph processed in M micro-batches (pipeline.h) the buckets start in
 // the last micro-batch's backward, the last 1/M of it.
 SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
+  if (shards_weights(p.cost.recipe().zero)) {  // ZeRO 3: the gathers beside both passes
+    std::vector<ShardedStep> ops;
+    for (size_t i = 0; i < p.g.size(); ++i) {
+      if (!p.active[i]) continue;
+      const Result& r = m.leaves[i];
+      ShardedStep& op = ops.emplace_back();
+      op.forward = r.time - r.sync - r.update - r.backward, op.backward = r.backward;
+      op.gathers = !p.syncs[i].empty();
+      op.grads = p.sync_groups(w, static_cast<NodeId>(i), 0);
+      for (const SyncGroup& s : op.grads) op.gather += p.cost.use_gather_time(s.group, s.bytes);
+    }
+    const double forward = m.dp.time - m.dp.sync - m.dp.update - m.dp.backward;
+    return replay_sharded(p.cost, ops, forward, m.dp.backward);
+  }
   std::vector<ReadyGradient> grads;
   double done = 0;
   int64_t micro = 1;
@@ -138,7 +152,7 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   const double last = m.dp.backward / static_cast<double>(micro);
   if (done > 0)
     for (ReadyGradient& x : grads) x.ready = m.dp.backward - last + x.ready * last / done;
-  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.comm().bucket_bytes);
+  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.sync_bucket_bytes());
 }
 
 // Busy seconds per device: each active node's time on the devices it runs on.

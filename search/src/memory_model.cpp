@@ -46,8 +46,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     const auto elements = static_cast<double>(s.shard_elements());
     const double r = static_cast<double>(group);
     const double opt = shards_optimizer(recipe.zero) ? r : 1.0, grad = shards_gradients(recipe.zero) ? r : 1.0;
+    const double held = shards_weights(recipe.zero) ? r : 1.0;
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    m.weights += elements * static_cast<double>(per.weight);
+    m.weights += elements * static_cast<double>(per.weight) / held;
     m.master += elements * static_cast<double>(per.master) / opt;
     m.gradients += elements * static_cast<double>(per.gradient) / grad;
     m.optimizer += elements * static_cast<double>(per.optimizer) / opt;
@@ -61,7 +62,12 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     return static_cast<int64_t>(holders.size());
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
+  // ZeRO 3: per device, the weights each operator gathers there, in model
+  // order (two operators' at most are held at once: cost_model.h).
+  std::vector<std::vector<std::pair<NodeId, double>>> gathered(static_cast<size_t>(devices));
+  std::set<std::pair<TensorRef, int64_t>> gathered_here;
   for (const Node& n : g.nodes()) {
+    gathered_here.clear();
     if (n.op->op_class == OpClass::kSource || layouts.is_layout(g, n.id)) continue;
     if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) {
       const TaskTable& tt = p.tasks(n.id);
@@ -80,7 +86,13 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w));
             continue;
           }
-          if (weights_held.insert({w, d}).second) weight(d, g.shape(w), recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard));
+          const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard);
+          if (weights_held.insert({w, d}).second) weight(d, g.shape(w), group);
+          if (shards_weights(recipe.zero) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, d}).second) {
+            auto& list = gathered[static_cast<size_t>(d)];
+            if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);
+            list.back().second += static_cast<double>(g.shape(w).shard_elements()) * static_cast<double>(per.weight);
+          }
         }
       }
       continue;
@@ -107,6 +119,14 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   // One segment is re-created at a time, during its own backward.
   for (const auto& held : segment)
     for (size_t d = 0; d < held.size(); ++d) mem[d].transient = std::max(mem[d].transient, held[d]);
+  // ZeRO 3's gathered weights (during the backward pass too, so beside a
+  // re-created segment): the most two consecutive operators hold.
+  for (size_t d = 0; d < gathered.size(); ++d) {
+    double most = 0;
+    for (size_t k = 0; k < gathered[d].size(); ++k)
+      most = std::max(most, gathered[d][k].second + (k + 1 < gathered[d].size() ? gathered[d][k + 1].second : 0.0));
+    mem[d].transient += most;
+  }
   return mem;
 }
 

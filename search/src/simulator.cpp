@@ -23,6 +23,7 @@ const char* to_string(SimKind k) {
     case SimKind::kUpdate: return "update";
     case SimKind::kOverhead: return "overhead";
     case SimKind::kGather: return "weight gather";
+    case SimKind::kShardGather: return "weight gather before use";
   }
   return "?";
 }
@@ -61,6 +62,8 @@ std::string Simulator::label(TaskId t) const {
   const SimTaskInfo& k = info(t);
   if (k.kind == SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
   if (k.kind == SimKind::kGather) return "weight gather of bucket " + std::to_string(k.index);
+  if (k.kind == SimKind::kShardGather)
+    return describe(graph().node(k.node)) + " weight gather before " + (k.index == 0 ? "forward" : "backward");
   if (k.kind == SimKind::kUpdate || k.kind == SimKind::kOverhead) return std::string(to_string(k.kind)) + " on device " + std::to_string(k.device);
   if (k.node < 0)
     return "chunk " + std::to_string(k.chunk) + " " + to_string(k.kind) +
@@ -80,6 +83,9 @@ void Simulator::rebuild() {
   timeline_ = Timeline(static_cast<int32_t>(x.sync_base + x.D));
   info_.clear();
   x.place = std::make_unique<Placement>(x.g, x.views, x.D);
+  if (shards_weights(recipe().zero) && x.graph_micro_batches() > 1)
+    throw Error("simulate: ZeRO stage 3 with micro-batches is not modelled: a pipelined or accumulating plan shards at most the "
+                "optimizer state (stage 1)");
   if (!x.build_pipelined(timeline_, info_)) {
     x.build_structure(timeline_, info_);
     for (const Node& n : x.g.nodes()) x.cost_node(n.id, timeline_);
@@ -138,7 +144,7 @@ SimulationSummary Simulator::summary() const {
     const TimedTask& t = timeline_.task(static_cast<TaskId>(i));
     const SimTaskInfo& k = info_[i];
     const Impl::Body* body = x.body(i);
-    if (k.kind == SimKind::kSync) s.sync_total += t.duration;
+    if (k.kind == SimKind::kSync || k.kind == SimKind::kShardGather) s.sync_total += t.duration;  // the sync channel's
     else if (k.communication()) s.communication_total += t.duration;
     else if (body) s.communication_total += body->communication_total;
     for (ResourceId r : t.resources) {
@@ -160,7 +166,7 @@ SimulationSummary Simulator::summary() const {
       s.communication += b->communication, s.compute += d - b->communication;
       continue;
     }
-    if (k == SimKind::kSync) s.sync += d;
+    if (k == SimKind::kSync || k == SimKind::kShardGather) s.sync += d;
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
     if (k == SimKind::kGather) s.gather += d;

@@ -41,6 +41,7 @@ struct Simulator::Impl {
     enum Shape : uint8_t { kNone, kTasks, kSingle } shape = kNone;
     TaskId fwd_transfer = -1, fwd_compute = -1, bwd_compute = -1, bwd_transfer = -1;  // kTasks
     TaskId fwd = -1, bwd = -1;                                                        // kSingle
+    TaskId fwd_gather = -1, bwd_gather = -1;  // ZeRO 3: its weights gathered before each pass (kTasks)
     int64_t tasks = 0, inputs = 0;
   };
   std::vector<Unit> units;
@@ -167,6 +168,11 @@ struct Simulator::Impl {
     }
   }
 
+  // Whether node n gathers its weights before each pass (ZeRO 3).
+  bool gathers(const Node& n) const {
+    return shards_weights(cost.recipe().zero) && task_node(n) && !problem.syncs[static_cast<size_t>(n.id)].empty();
+  }
+
   // The tasks of every node, without costs (the structure does not depend on the views).
   void build_structure(Timeline& tl, std::vector<SimTaskInfo>& info) {
     const auto N = static_cast<uint64_t>(g.size());
@@ -176,6 +182,31 @@ struct Simulator::Impl {
       return tl.add(order, std::move(preds), 0.0, {});
     };
     std::vector<TaskId> preds;
+    // ZeRO 3's gathers (simulator.h): per gathering visit so far, its
+    // compute tasks and the order a gather it issues takes.
+    struct Visit {
+      TaskId first = 0;
+      int64_t tasks = 0;
+      uint64_t issues_at = 0;
+    };
+    std::vector<Visit> visits;
+    uint64_t first_gathering = 0;
+    for (const Node& n : g.nodes())
+      if (active(n.id) && !problem.is_tail[static_cast<size_t>(n.id)] && gathers(n)) {
+        first_gathering = static_cast<uint64_t>(n.id);
+        break;
+      }
+    auto add_gather = [&](NodeId id, bool backward) {
+      const size_t e = visits.size();
+      std::vector<TaskId> waits;
+      uint64_t order = order_of(0, first_gathering, kRegion - 2 + e);
+      if (e >= 2) {
+        const Visit& v = visits[e - 2];
+        for (int64_t t = 0; t < v.tasks; ++t) waits.push_back(v.first + static_cast<TaskId>(t));
+        order = v.issues_at;
+      }
+      return add(order, std::move(waits), {SimKind::kShardGather, id, backward ? 1 : 0, -1});
+    };
     for (const Node& n : g.nodes()) {
       if (!active(n.id) || problem.is_tail[static_cast<size_t>(n.id)]) continue;
       Unit& u = units[static_cast<size_t>(n.id)];
@@ -192,12 +223,15 @@ struct Simulator::Impl {
             add(order_of(0, id, static_cast<uint64_t>(t * u.inputs + i)), p >= 0 ? std::vector<TaskId>{p} : std::vector<TaskId>{},
                 {SimKind::kTransfer, n.id, t, -1});
           }
+        if (gathers(n)) u.fwd_gather = add_gather(n.id, false);
         u.fwd_compute = static_cast<TaskId>(tl.size());
         for (int64_t t = 0; t < u.tasks; ++t) {
           preds.clear();
           for (int64_t i = 0; i < u.inputs; ++i) preds.push_back(u.fwd_transfer + static_cast<TaskId>(t * u.inputs + i));
+          if (u.fwd_gather >= 0) preds.push_back(u.fwd_gather);
           add(order_of(0, id, kRegion + static_cast<uint64_t>(t)), preds, {SimKind::kForward, n.id, t, -1});
         }
+        if (u.fwd_gather >= 0) visits.push_back({u.fwd_compute, u.tasks, order_of(0, id, 3 * kRegion)});
       } else {
         u.shape = Unit::kSingle;
         preds.clear();
@@ -218,13 +252,17 @@ struct Simulator::Impl {
       if (u.shape == Unit::kTasks) {
         const uint64_t pos = N - 1 - k;
         const TaskTable& tt = place->tasks(n.id);
+        if (u.fwd_gather >= 0) u.bwd_gather = add_gather(n.id, true);
         u.bwd_compute = static_cast<TaskId>(tl.size());
         for (int64_t t = 0; t < u.tasks; ++t) {
           preds.assign(1, u.fwd_compute + static_cast<TaskId>(t));
           for (size_t o = 0; o < n.outputs.size(); ++o)
             gradient_sources({n.id, static_cast<int32_t>(o)}, tt.output_shard[static_cast<size_t>(t)][o], preds);
+          if (u.bwd_gather >= 0) preds.push_back(u.bwd_gather);
           add(order_of(1, pos, static_cast<uint64_t>(t)), preds, {SimKind::kBackward, n.id, t, -1});
         }
+        // after its buckets (build_tail: 2 kRegion + b)
+        if (u.bwd_gather >= 0) visits.push_back({u.bwd_compute, u.tasks, order_of(1, pos, 3 * kRegion)});
         u.bwd_transfer = static_cast<TaskId>(tl.size());
         for (int64_t t = 0; t < u.tasks; ++t)
           for (int64_t i = 0; i < u.inputs; ++i)
@@ -287,6 +325,17 @@ struct Simulator::Impl {
           tl.set_cost(u.bwd_transfer + slot, time, transfer_ports(d, from));
         }
       }
+      if (u.fwd_gather >= 0) {  // ZeRO 3: every weight it synchronizes, gathered over its group
+        double seconds = 0;
+        std::set<ResourceId> res;
+        for (const SyncGroup& s : problem.sync_groups(*place, id, 0)) {
+          seconds += cost.use_gather_time(s.group, s.bytes);
+          sync_resources(s, !cost.machine().device.overlaps_communication, id, res);
+        }
+        std::vector<ResourceId> r = seconds > 0 ? std::vector<ResourceId>(res.begin(), res.end()) : std::vector<ResourceId>{};
+        tl.set_cost(u.fwd_gather, seconds, r);
+        tl.set_cost(u.bwd_gather, seconds, std::move(r));
+      }
       return;
     }
     if (u.shape != Unit::kSingle) return;
@@ -309,6 +358,18 @@ struct Simulator::Impl {
     tl.set_cost(u.bwd, s.backward, s.backward > 0 ? r : std::vector<ResourceId>{});
   }
 
+  // The ports a collective over sync group `s` crosses, on its members'
+  // sync channels (and compute streams, `with_devices`), into `out`.
+  void sync_resources(const SyncGroup& s, bool with_devices, NodeId reader, std::set<ResourceId>& out) const {
+    for (int64_t d : s.devices) {
+      check_device(d, reader);
+      out.insert(sync_base + static_cast<ResourceId>(d));
+      if (with_devices) out.insert(static_cast<ResourceId>(d));
+      for (size_t l = 0; l < cost.machine().links.size(); ++l)
+        if (s.group.crossed(l)) out.insert(port(l, d));
+    }
+  }
+
   // Gradient buckets and optimizer updates (timeline.h's tail).
   void build_tail(Timeline& tl, std::vector<SimTaskInfo>& info) {
     const Machine& m = cost.machine();
@@ -322,16 +383,9 @@ struct Simulator::Impl {
     buckets = 0;
     std::vector<std::vector<TaskId>> of_device(static_cast<size_t>(D));
     std::vector<Open> closed;  // for ZeRO's weight gathers after the update
-    // The ports a bucket's collective crosses, on its members' sync channels.
     auto channel = [&](const Open& b, bool with_devices) {
       std::set<ResourceId> res;
-      for (int64_t d : b.sync.devices) {
-        check_device(d, b.nodes.front());
-        res.insert(sync_base + static_cast<ResourceId>(d));
-        if (with_devices) res.insert(static_cast<ResourceId>(d));
-        for (size_t l = 0; l < m.links.size(); ++l)
-          if (b.sync.group.crossed(l)) res.insert(port(l, d));
-      }
+      sync_resources(b.sync, with_devices, b.nodes.front(), res);
       return std::vector<ResourceId>(res.begin(), res.end());
     };
     auto close = [&](Open& b, uint64_t position) {
@@ -377,7 +431,7 @@ struct Simulator::Impl {
         if (b.bytes == 0) b.sync = std::move(s), b.bytes = b.sync.bytes;
         else b.bytes += s.bytes;
         b.nodes.push_back(n.id);
-        if (b.bytes >= cost.comm().bucket_bytes) close(b, N - 1 - k);
+        if (b.bytes >= cost.sync_bucket_bytes()) close(b, N - 1 - k);
       }
       // The optimizer update of the weights this node reads, on each device running it.
       const double seconds = problem.update_seconds(*place, n.id, 0);

@@ -88,7 +88,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("zero")) {
     const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;
-    if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, got " + j["zero"].dump());
+    if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, 3, got " + j["zero"].dump());
     s.recipe.zero = *z;
   }
   if (j.contains("applied") && j["applied"].is_array())

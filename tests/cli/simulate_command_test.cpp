@@ -172,6 +172,27 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, selective, full)"), std::string::npos) << sim_bad.out;
 }
 
+// ZeRO stage 3 end to end: optimize prints it and the weights it shards,
+// simulate runs the gathers before use (ratio 1.00 to the estimate it
+// chose by), the runtime trains it and sends the bytes predicted.
+TEST(SimulateCommand, ZeroStage3IsPricedSimulatedAndTrained) {
+  const std::string sharded = (dir() / "z3.json").string(), report = (dir() / "z3-run.json").string();
+  const auto z = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 3 -q -o " + sharded);
+  ASSERT_EQ(z.code, 0) << z.out;
+  EXPECT_NE(z.out.find("ZeRO stage            3: weights, optimizer state and gradients sharded"), std::string::npos) << z.out;
+  const auto s = run("simulate " + sharded);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("ZeRO stage            3\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("with ZeRO 3's weight all-gathers before each use"), std::string::npos) << s.out;
+  const auto train = run("run " + sharded + " --steps 2 --no-plot --report " + report);
+  ASSERT_EQ(train.code, 0) << train.out;
+  EXPECT_NE(train.out.find("all-gathered before each forward and backward"), std::string::npos) << train.out;
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("zero"), 3);
+  EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());
+}
+
 // The ZeRO stage: printed by optimize, recorded, read back by simulate
 // (which can also price another), trained by the runtime; an unknown stage
 // is one error line.
@@ -204,13 +225,13 @@ TEST(SimulateCommand, ZeroStageIsPricedRecordedAndSimulated) {
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j.at("zero"), 2);
   EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());
-  const auto bad = run("optimize gpt-tiny --machine dgx-a100 --zero 3 -o " + (dir() / "bz.json").string());
+  const auto bad = run("optimize gpt-tiny --machine dgx-a100 --zero 4 -o " + (dir() / "bz.json").string());
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("error: --zero: unknown ZeRO stage '3' (auto, 0, 1, 2)"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("error: --zero: unknown ZeRO stage '4' (auto, 0, 1, 2, 3)"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir() / "bz.json"));
   const auto sim_bad = run("simulate " + plain + " --zero auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
-  EXPECT_NE(sim_bad.out.find("error: --zero: unknown ZeRO stage 'auto' (0, 1, 2)"), std::string::npos) << sim_bad.out;
+  EXPECT_NE(sim_bad.out.find("error: --zero: unknown ZeRO stage 'auto' (0, 1, 2, 3)"), std::string::npos) << sim_bad.out;
 }
 
 // A pipelined strategy runs its schedule micro-batch by micro-batch; the

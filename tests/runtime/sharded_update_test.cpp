@@ -25,16 +25,8 @@ using pcgx::testing::relative_difference;
 using Plan = pcgx::testing::MappedPlan;
 using pcgx::testing::mapped_plan;
 
-Plan data_parallel(const std::string& model, int devices) {
-  return mapped_plan(search::data_parallel(build_model(model, {{"batch", 8}}), devices), devices);
-}
-
-// The expert's plan on 4 devices: model-parallel tables (buckets of one
-// device), data-parallel MLPs (buckets of four).
-Plan expert(const std::string& model) {
-  const Graph g = build_model(model, {{"batch", 8}});
-  return mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2), 4);
-}
+Plan data_parallel(const std::string& model, int devices) { return pcgx::testing::zoo_data_parallel(model, devices); }
+Plan expert(const std::string& model) { return pcgx::testing::zoo_expert(model); }
 
 TrainResult run(const Plan& p, ZeroStage zero, OptimizerKind optimizer, int64_t steps = 8) {
   TrainOptions o;

@@ -1,4 +1,5 @@
-// Sharded data parallelism (ZeRO stages 1 and 2, pcg/training_recipe.h):
+// Sharded data parallelism (ZeRO stages 1 and 2, pcg/training_recipe.h;
+// stage 3 in zero3_test.cpp):
 // what the memory model keeps per device (worked by hand on one Linear),
 // the collectives and the update share the cost model charges, that the
 // simulator runs the same, and how a strategy file records the stage.
@@ -26,7 +27,7 @@ CostModel model(ZeroStage z, Precision p = Precision::kFp32) {
 
 TEST(Zero, NamesParseBack) {
   for (const ZeroStage z : kZeroStages) EXPECT_EQ(zero_named(name(z)), z);
-  EXPECT_FALSE(zero_named("3"));
+  EXPECT_FALSE(zero_named("4"));
   EXPECT_FALSE(zero_named("auto"));
 }
 
@@ -167,14 +168,14 @@ TEST(Zero, TheStrategyFileRecordsIt) {
   nlohmann::json old = nlohmann::json::parse(text);
   old.erase("zero");
   EXPECT_EQ(strategy_from_json(old.dump(), "s.json").recipe.zero, ZeroStage::k0);
-  for (const std::string wrong : {"3", "\"1\"", "-1", "null"}) {
+  for (const std::string wrong : {"4", "\"1\"", "-1", "null"}) {
     nlohmann::json bad = nlohmann::json::parse(text);
     bad["zero"] = nlohmann::json::parse(wrong);
     try {
       strategy_from_json(bad.dump(), "s.json");
       FAIL() << "ZeRO stage " << wrong << " was accepted";
     } catch (const FileError& e) {
-      EXPECT_EQ(std::string(e.what()), "s.json: zero: expected one of 0, 1, 2, got " + wrong);
+      EXPECT_EQ(std::string(e.what()), "s.json: zero: expected one of 0, 1, 2, 3, got " + wrong);
     }
   }
 }

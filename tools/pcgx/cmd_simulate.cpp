@@ -76,7 +76,8 @@ void add_simulate_command(CLI::App& app) {
               << "    communication     " << ms(s.communication) << " exposed (transfers and collectives: " << ms(s.communication_total)
               << " in all, summed over links)\n"
               << "    gradient sync     " << ms(s.sync) << " exposed of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
-              << (s.buckets == 1 ? "" : "s") << " (" << ms(s.sync_hidden()) << " hidden)\n";
+              << (s.buckets == 1 ? "" : "s") << " (" << ms(s.sync_hidden()) << " hidden)"
+              << (shards_weights(sim.recipe().zero) ? ", with ZeRO 3's weight all-gathers before each use" : "") << "\n";
     if (s.gather > 0) std::cout << "    weight gather     " << ms(s.gather) << " (of communication: ZeRO's all-gather after the update)\n";
     double idle = 0, most = 0;
     for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);

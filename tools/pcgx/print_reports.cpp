@@ -66,7 +66,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       << (is_mixed(recipe.precision) ? " (FP32 master weights, gradients and optimizer state)" : "") << "\n";
   out << "recompute             " << name(recipe.recompute) << (q.recompute ? "" : " (auto)") << "\n";
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
-      << (shards_gradients(recipe.zero)   ? ": optimizer state and gradients sharded over each weight's data-parallel group"
+      << (shards_weights(recipe.zero)     ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
+          : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
       << "\n";
@@ -120,7 +121,8 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << "strategy              " << s.strategy << "\n"
       << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n";
   if (shards_optimizer(o.zero))
-    out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered\n";
+    out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered"
+        << (shards_weights(o.zero) ? " before each forward and backward that reads them (one bucket per weight block)" : " after the update") << "\n";
   if (o.recompute != Recompute::kNone)
     out << "recompute             " << name(o.recompute) << ": the backward pass re-runs what the policy does not keep\n";
   if (is_mixed(o.precision))

@@ -55,18 +55,25 @@ std::optional<Recompute> recompute_named(std::string_view text);
 //      Megatron-LM's distributed optimizer without overlap-param-gather).
 //   2  the gradients too: a device keeps only the reduced 1/r it updates
 //      (DeepSpeed ZeRO-2); the collectives are stage 1's.
-//
-// Stage 3 (weights sharded, gathered before each use as FSDP does) is not
-// modelled yet (docs/status.md).
-enum class ZeroStage : uint8_t { k0, k1, k2 };
-inline constexpr ZeroStage kZeroStages[] = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2};
+//   3  the weights too (DeepSpeed ZeRO-3, PyTorch FSDP's FULL_SHARD): a
+//      device keeps 1/r of every weight between uses; each operator that
+//      reads a weight all-gathers it (in compute precision) just before
+//      its forward and again before its backward, and frees it after; the
+//      gradients are reduce-scattered weight by weight, and nothing is
+//      gathered after the update. The next operator's gather runs while
+//      this one computes (FSDP's prefetch), so at most two operators'
+//      gathered weights are held at once.
+enum class ZeroStage : uint8_t { k0, k1, k2, k3 };
+inline constexpr ZeroStage kZeroStages[] = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2, ZeroStage::k3};
 
-// "0", "1", "2".
+// "0", "1", "2", "3".
 const char* name(ZeroStage z);
 std::optional<ZeroStage> zero_named(std::string_view text);
-// Whether the stage shards the optimizer state (>= 1) / the gradients (>= 2).
+// Whether the stage shards the optimizer state (>= 1) / the gradients (>= 2)
+// / the weights (3).
 inline bool shards_optimizer(ZeroStage z) { return z >= ZeroStage::k1; }
 inline bool shards_gradients(ZeroStage z) { return z >= ZeroStage::k2; }
+inline bool shards_weights(ZeroStage z) { return z >= ZeroStage::k3; }
 
 struct TrainingRecipe {
   Precision precision = kDefaultPrecision;

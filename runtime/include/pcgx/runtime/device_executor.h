@@ -178,8 +178,15 @@ class DeviceExecutor {
   UpdateList update_buffers() const;
   // After the optimizer's update: under ZeRO the updated blocks into every
   // copy of every bucket's weights; under mixed precision the compute
-  // copies rounded from the masters (nothing else at stage 0).
-  void gather_weights();
+  // copies rounded from the masters (nothing else at stage 0). At stage 3
+  // nothing, unless `whole` (checkpoints and the trained weights): each
+  // compute operator gathers the weights it synchronizes before its
+  // forward and again before its backward (forward_node, backward_node),
+  // as the cost model prices it; every weight block is its own bucket.
+  // Adds the bytes this device sent to `bytes_sent` when given.
+  // (The CPU backend keeps each copy's buffer allocated between uses, so
+  // stage 3's memory saving is the memory model's, not measured here.)
+  void gather_weights(bool whole = false, int64_t* bytes_sent = nullptr);
   // The optimizer's state (`slots`, in update_buffers() order) as whole
   // shards in parameter_shards() order, as train_state.h reads and writes
   // it. At stage 0 that is `slots` itself. Under ZeRO, unsharded_moments
@@ -423,6 +430,14 @@ class DeviceExecutor {
   // (unsharded_moments), allocated at the first checkpoint.
   std::vector<ParameterSlot> full_moments_;
   bool sharded() const { return shards_optimizer(plan_.zero); }
+  // ZeRO 3: per node, the buckets it gathers before each of its passes
+  // (its weights' first compute reader's).
+  std::vector<std::vector<size_t>> gathers_before_;
+  // All-gathers bucket k's updated blocks into this device's copies (and
+  // their compute copies under mixed precision); `tag_node` and `kind`
+  // tell the collective apart.
+  void gather_bucket(size_t k, int64_t tag_node, int kind);
+  void gather_before(const Node& n, bool backward);
   bool member(const SyncBucket& b) const;
   void init_zero();
   // The bucket's gradients (each part's first copy here, the others added)

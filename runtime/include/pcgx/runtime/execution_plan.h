@@ -174,7 +174,8 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices =
 // What one step's gradient synchronization sends beyond the all-reduces
 // pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each
 // bucket of r devices is padded to r equal blocks, and its reduce-scatter
-// and all-gather each send the padding r - 1 times.
+// and all-gather each send the padding r - 1 times; at stage 3 each bucket
+// is all-gathered twice, so one more all-gather (r - 1 padded blocks).
 double sharded_sync_extra_bytes(const ExecutionPlan& plan);
 
 // The devices a strategy needs: 1 + the highest device any task runs on.

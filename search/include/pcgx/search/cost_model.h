@@ -60,7 +60,12 @@
 // 1 a bucket is reduce-scattered instead of all-reduced, a device updates
 // 1/r of each weight it holds (r: the devices holding the same block), and
 // each bucket's weights, in compute precision, are all-gathered over the
-// same group after the update, with nothing left to hide them behind.
+// same group after the update, with nothing left to hide them behind. At
+// stage 3 nothing is gathered after the update: each compute operator
+// all-gathers the weights it reads before its forward and again before its
+// backward (use_gather_time), every weight is its own bucket
+// (sync_bucket_bytes), and gradient_sync.h's replay_sharded runs the
+// gathers beside the compute, one operator ahead.
 //
 // Memory per device (memory_model.h): every weight-layout shard it holds
 // costs param_state_bytes per element (value, FP32 master when mixed,
@@ -165,8 +170,16 @@ class CostModel {
   double bucket_time(const GroupShape& group, double bytes) const;
   // After the update under ZeRO stage 1 or 2: all-gathering the weights of
   // a bucket of `gradient_bytes` (FP32) over `group`, in compute precision;
-  // 0 at stage 0.
+  // 0 at stages 0 and 3.
   double weight_gather_time(const GroupShape& group, double gradient_bytes) const;
+  // Under ZeRO stage 3: one all-gather, in compute precision, of a weight
+  // whose gradient is `gradient_bytes` (FP32), before a forward or a
+  // backward that reads it; 0 at the other stages.
+  double use_gather_time(const GroupShape& group, double gradient_bytes) const;
+  // The bytes that close a gradient bucket: CommOptions::bucket_bytes, or
+  // at ZeRO stage 3 none (each weight is reduce-scattered on its own, as
+  // FSDP reduce-scatters each unit's gradients).
+  double sync_bucket_bytes() const { return shards_weights(recipe_.zero) ? 0.0 : comm_.bucket_bytes; }
   // The two copies alone: as a profile measured them (pcgx calibrate), else
   // at the device's memory bandwidth.
   double bucket_pack_time(double bytes) const;
@@ -188,7 +201,8 @@ class CostModel {
   // One tensor's share of the bucketed all-reduce (reduce-scatter) of its
   // group.
   double sync_share(const GroupShape& g, double bytes) const;
-  // Its share of the weights' all-gather after the update (ZeRO 1, 2).
+  // Its share of the weights' all-gather after the update (ZeRO 1, 2), or
+  // its two gathers before use (ZeRO 3).
   double gather_share(const GroupShape& g, double bytes) const;
   // Moving a tensor's shards from start `from` to start `to` (shard i from
   // device from + i to to + i).

@@ -24,8 +24,8 @@ struct ReadyGradient {
 };
 
 struct SyncTimeline {
-  double total = 0;    // every bucket's all-reduce
-  double exposed = 0;  // past the end of the backward pass
+  double total = 0;    // every bucket's all-reduce (and ZeRO 3's gathers before use)
+  double exposed = 0;  // past the end of the backward pass (and ZeRO 3's waits in the forward)
   double gather = 0;   // ZeRO 1, 2: the buckets' weight all-gathers after the update
   double hidden() const { return total - exposed; }
   int64_t buckets = 0;
@@ -34,5 +34,28 @@ struct SyncTimeline {
 // `gradients` in any order; `backward` is when the backward pass ends. A
 // bucket costs CostModel::bucket_time (packing, all-reduce, unpacking).
 SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes);
+
+// ZeRO stage 3 as FSDP runs it (Zhao et al., "PyTorch FSDP", VLDB 2023,
+// Section 3.3), on the same one channel. Each operator that reads weights
+// it synchronizes all-gathers them before its forward and again before its
+// backward. Over the step's sequence of such visits (forward in model
+// order, then backward in reverse), the first two gathers are issued at
+// the start and the (j+2)-th once the j-th visit is done, so at most two
+// operators' weights are held (the one computing, the one arriving); the
+// gathers run in that order. In the backward pass each operator's
+// gradients are reduce-scattered once it is done (one bucket per weight),
+// on the channel before the gather it then issues. The simulator builds
+// the same tasks in the same order (simulator.h). Exposed: the time the
+// compute waits for gathers plus the channel's run past the end of the
+// backward pass; on devices that do not overlap communication, all of it.
+struct ShardedStep {
+  double forward = 0, backward = 0;  // the operator's compute and messages
+  bool gathers = false;              // it reads weights it synchronizes (a gathering operator)
+  double gather = 0;                 // CostModel::use_gather_time of those weights, once
+  std::vector<SyncGroup> grads;      // its weights' gradients
+};
+// `ops` in model order; `forward` and `backward` are the critical path's
+// passes, to which the operators' times are scaled.
+SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward);
 
 }  // namespace pcgx::search

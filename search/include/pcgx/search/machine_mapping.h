@@ -99,12 +99,13 @@ class MachineMapper {
 
 // What one device keeps through a training step, by kind, in bytes.
 struct DeviceMemory {
-  double weights = 0;      // parameters in compute precision
+  double weights = 0;      // parameters in compute precision (1/r from ZeRO stage 3)
   double master = 0;       // FP32 master copies (mixed precision; 1/r of them from ZeRO stage 1)
   double gradients = 0;    // FP32 gradients (1/r from ZeRO stage 2)
   double optimizer = 0;    // Adam's two FP32 moments (1/r from ZeRO stage 1)
   double activations = 0;  // outputs kept for the backward pass
-  double transient = 0;    // the largest recomputed segment's outputs, live during its backward
+  double transient = 0;    // the largest recomputed segment's outputs, live during its backward,
+                           // and ZeRO 3's gathered weights of two consecutive operators
   double total() const { return weights + master + gradients + optimizer + activations + transient; }
 };
 

@@ -30,7 +30,16 @@
 //                      it takes part in (1/r of each weight under ZeRO);
 //   weight gather      under ZeRO stage 1 or 2, per bucket, after the
 //                      updates of its members: the updated weights
-//                      all-gathered on the same channel and ports;
+//                      all-gathered on the same channel and ports; under
+//                      stage 3, per compute operator that synchronizes
+//                      weights, before its forward tasks and again before
+//                      its backward tasks, on the channels and ports of
+//                      its weights' groups; over the step's sequence of
+//                      such gathers (forward, then backward) the (j+2)-th
+//                      waits for the j-th's operator to finish and runs
+//                      after that operator's buckets, as gradient_sync.h's
+//                      replay_sharded runs them (every weight its own
+//                      bucket);
 //   overhead           with a calibrated profile (profile.h), what running
 //                      the nodes costs a step beyond kernels and messages
 //                      (CostModel::step_overhead), last on every device.
@@ -78,21 +87,22 @@
 
 namespace pcgx::search {
 
-enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead, kGather };
+enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead, kGather, kShardGather };
 const char* to_string(SimKind k);
 
 // What a simulated task stands for.
 struct SimTaskInfo {
   SimKind kind = SimKind::kForward;
   NodeId node = -1;     // -1: a bucket or an update
-  int64_t index = -1;   // task index within the node, the bucket (sync, gather), or the updating device
+  int64_t index = -1;   // task index within the node, the bucket (sync, gather), the updating device,
+                        // or for a ZeRO 3 gather 0 before the node's forward, 1 before its backward
   int64_t device = -1;  // the device of a compute task or update; -1 otherwise
   // A pipelined graph's chunk step (node -1, kind forward or backward): its
   // chunk and micro-batch (-1: the chunk's once-per-step operators).
   int64_t chunk = -1, micro_batch = -1;
   bool communication() const {
     return kind == SimKind::kTransfer || kind == SimKind::kGradientTransfer || kind == SimKind::kCollective || kind == SimKind::kSync ||
-           kind == SimKind::kGather;
+           kind == SimKind::kGather || kind == SimKind::kShardGather;
   }
 };
 
@@ -109,7 +119,7 @@ struct SimulationSummary {
   double update = 0;         // of compute: the optimizer update
   double overhead = 0;       // of compute: the calibrated per-step overhead
   double communication = 0;  // activations' transfers and collectives: exposed
-  double sync = 0;           // gradient buckets: exposed
+  double sync = 0;           // gradient buckets (and ZeRO 3's gathers before use: the sync channel's tasks): exposed
   double gather = 0;         // ZeRO's weight all-gathers after the update (of communication)
   // Over every task:
   double communication_total = 0, sync_total = 0;

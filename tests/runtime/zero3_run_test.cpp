@@ -1,0 +1,126 @@
+// ZeRO stage 3 in the runtime (device_executor.h): every weight block its
+// own bucket, reduce-scattered, a block updated per device, and gathered
+// before each forward and each backward of the operator that reads it,
+// never after the update. Against stage 0: the same bits with two replicas
+// (in FP32 and BF16), the unpartitioned model's weights to rounding with
+// four; the bytes are the collectives'; the trace shows two gathers per
+// bucket, before the update's end none after it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/step_communication.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/runtime/trainer.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/machine_mapping.h"
+#include "mapped_plan.h"
+#include "tensor_compare.h"
+
+namespace pcgx::runtime {
+namespace {
+
+using pcgx::testing::relative_difference;
+using Plan = pcgx::testing::MappedPlan;
+using pcgx::testing::mapped_plan;
+
+Plan data_parallel(const std::string& model, int devices) { return pcgx::testing::zoo_data_parallel(model, devices); }
+Plan expert(const std::string& model) { return pcgx::testing::zoo_expert(model); }
+
+TrainOptions options(ZeroStage zero, OptimizerKind optimizer, Precision precision = Precision::kFp32, int64_t steps = 8) {
+  TrainOptions o;
+  o.steps = steps, o.seed = 3, o.batches = 2, o.optimizer.kind = optimizer, o.optimizer.lr = 0.02, o.zero = zero, o.precision = precision;
+  return o;
+}
+
+TrainResult run(const Plan& p, const TrainOptions& o) { return train(p.graph, p.views, p.devices, o); }
+
+// Stage 3's buckets: one weight block each.
+std::vector<SyncBucket> buckets(const Plan& p) { return make_plan(p.graph, p.views, p.devices, 0.0).buckets; }
+
+TEST(Zero3Run, TwoReplicasGiveStageZerosBits) {
+  const Plan p = data_parallel("mlp-tiny", 2);
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16})
+    for (const OptimizerKind opt : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+      SCOPED_TRACE(std::string(name(precision)) + " " + name(opt));
+      const TrainResult replicated = run(p, options(ZeroStage::k0, opt, precision));
+      const TrainResult sharded = run(p, options(ZeroStage::k3, opt, precision));
+      EXPECT_EQ(sharded.losses, replicated.losses);
+      ASSERT_EQ(sharded.parameters.size(), replicated.parameters.size());
+      for (const auto& [n, w] : replicated.parameters) EXPECT_EQ(sharded.parameters.at(n).data, w.data) << n;
+    }
+}
+
+// Four replicas: the reduce-scatter sums in another order than the
+// all-reduce, so the weights agree with one device's to rounding.
+TEST(Zero3Run, FourDevicesReachTheUnpartitionedWeights) {
+  for (const std::string model : {"mlp-tiny", "dlrm-tiny"}) {
+    SCOPED_TRACE(model);
+    const Plan p = model == "mlp-tiny" ? data_parallel(model, 4) : expert(model);
+    const TrainResult one = run({build_model(model, {{"batch", 8}}), {}, 1}, options(ZeroStage::k0, OptimizerKind::kAdam));
+    const TrainResult sharded = run(p, options(ZeroStage::k3, OptimizerKind::kAdam));
+    ASSERT_EQ(sharded.parameters.size(), one.parameters.size());
+    for (const auto& [n, w] : one.parameters) EXPECT_LT(relative_difference(sharded.parameters.at(n), w, 1e-2), 1e-4) << n;
+    for (size_t s = 0; s < one.losses.size(); ++s) EXPECT_NEAR(sharded.losses[s], one.losses[s], 1e-4 * std::fabs(one.losses[s])) << s;
+  }
+}
+
+// Per bucket of k devices padded to k blocks of b floats: a reduce-scatter
+// and two all-gathers, each sending (k - 1) k b floats, where stage 0's
+// all-reduce sent 2 (k - 1) x the bucket's floats.
+TEST(Zero3Run, SendsOneReduceScatterAndTwoAllGathersPerBucket) {
+  const Plan p = expert("dlrm-tiny");
+  const int64_t steps = 3;
+  const TrainResult sharded = run(p, options(ZeroStage::k3, OptimizerKind::kSgd, Precision::kFp32, steps));
+  int64_t extra = 0;
+  for (const SyncBucket& b : buckets(p)) {
+    const auto k = static_cast<int64_t>(b.devices.size());
+    const int64_t padded = k * ((b.floats + k - 1) / k);
+    extra += 3 * (k - 1) * padded - 2 * (k - 1) * b.floats;
+  }
+  EXPECT_EQ(sharded.bytes_sent, static_cast<int64_t>(steps * step_bytes(p.graph, p.views, p.devices)) + steps * extra * 4);
+}
+
+// The traced step: per bucket of several devices, each member gathers
+// twice (before the reader's forward and its backward), both before the
+// update, and none after it.
+TEST(Zero3Run, TraceShowsTwoGathersPerBucketBeforeTheUpdate) {
+  const Plan p = expert("dlrm-tiny");
+  TrainOptions o = options(ZeroStage::k3, OptimizerKind::kSgd, Precision::kFp32, 2);
+  o.trace_step = 1;
+  const TrainResult r = run(p, o);
+  std::vector<int> expected(static_cast<size_t>(p.devices), 0);
+  for (const SyncBucket& b : buckets(p))
+    if (b.devices.size() > 1)
+      for (int d : b.devices) expected[static_cast<size_t>(d)] += 2;
+  ASSERT_EQ(r.trace.devices.size(), expected.size());
+  for (size_t d = 0; d < expected.size(); ++d) {
+    int gathers = 0;
+    double update_start = -1, last_gather = -1;
+    for (const StepEvent& e : r.trace.devices[d]) {
+      if (e.kind == StepEventKind::kUpdate) update_start = e.start;
+      if (e.kind == StepEventKind::kWeightGather) ++gathers, last_gather = e.end;
+    }
+    EXPECT_EQ(gathers, expected[d]) << "device " << d;
+    if (gathers > 0) {
+      EXPECT_LE(last_gather, update_start) << "device " << d;
+    }
+  }
+}
+
+// Stage 3 with micro-batches is refused, naming the field.
+TEST(Zero3Run, MicroBatchesAreRefused) {
+  const Plan p = data_parallel("mlp-tiny", 2);
+  TrainOptions o = options(ZeroStage::k3, OptimizerKind::kSgd);
+  o.pipeline = PipelineShape{1, 2, 1, PipelineSchedule::k1F1B};
+  try {
+    run(p, o);
+    FAIL() << "accepted";
+  } catch (const FieldError& e) {
+    EXPECT_NE(std::string(e.what()).find("TrainOptions.zero"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::runtime
