@@ -5,6 +5,7 @@
 #include <set>
 
 #include "pcgx/pcg/graph_cuts.h"
+#include "pcgx/pcg/relayout.h"
 
 namespace pcgx {
 namespace {
@@ -71,6 +72,46 @@ void plan_full(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan
 
 int64_t elements(const ParallelTensorShape& s) { return s.shard_elements(); }
 
+// An activation gathered for compute operators (a layout change whose
+// output shard is larger than its input's: sequence parallelism's
+// all-gather before a tensor-parallel Linear) is gathered again in
+// backward rather than kept, as Megatron-LM does under sequence
+// parallelism (Korthikanti et al. 2022, Section 4.2.2: the sequence-split
+// input is stored and the all-gather repeated in the backward pass): its
+// input is kept, 1/k of it. A layout change run as one step (relayout.h)
+// is one segment. Not a gather for a loss (a vocabulary-split head's
+// logits): the loss starts the backward pass right after its forward, so
+// the gathered copy would be live at the peak either way.
+void plan_regathers(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
+  const auto consumers = g.consumers();
+  std::vector<char> tail(g.size(), 0);
+  std::vector<std::pair<NodeId, NodeId>> changes;  // (first, last)
+  for (const Node& n : g.nodes()) {
+    if (!active(g, layouts, n.id) || n.op->op_class != OpClass::kParallel) continue;
+    const auto partner = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+    changes.emplace_back(n.id, partner ? *partner : n.id);
+    if (partner) tail[static_cast<size_t>(*partner)] = 1;
+  }
+  for (const auto& [first, last] : changes) {
+    if (tail[static_cast<size_t>(first)] || plan.recomputed[static_cast<size_t>(first)] || plan.recomputed[static_cast<size_t>(last)]) continue;
+    const Node& head = g.node(first);
+    const Node& end = g.node(last);
+    if (head.inputs.size() != 1 || end.outputs.size() != 1 || layouts.weight(head.inputs[0])) continue;
+    if (elements(end.outputs[0]) <= elements(g.shape(head.inputs[0]))) continue;  // not a gather
+    const auto& readers = consumers[static_cast<size_t>(last)];
+    const bool compute = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
+      const Node& c = g.node(r.first);
+      return c.op->op_class == OpClass::kCompute && !c.op->is_shard_level(c.attrs) && c.op->loss == LossKind::kNone;
+    });
+    if (!compute) continue;
+    for (const NodeId id : {first, last}) {
+      plan.recomputed[static_cast<size_t>(id)] = 1;
+      plan.segment[static_cast<size_t>(id)] = plan.segments;
+    }
+    ++plan.segments;
+  }
+}
+
 // Selective: a compute operator reading two or more activations and no
 // weight, with FLOPs, whose output is larger than each input (q k^T) starts
 // a segment; an operator whose one activation input is recomputed and whose
@@ -104,6 +145,7 @@ void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
     plan.recomputed[static_cast<size_t>(n.id)] = 1;
     plan.segment[static_cast<size_t>(n.id)] = seg;
   }
+  plan_regathers(g, layouts, plan);
 }
 
 }  // namespace

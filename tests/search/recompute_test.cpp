@@ -56,6 +56,53 @@ TEST(Recompute, SelectiveRecomputesTheSequenceQuadraticChain) {
   for (const auto& [n, yes] : recomputed_by_name(g, Recompute::kNone)) EXPECT_FALSE(yes) << n;
 }
 
+// Under sequence parallelism (the expert's, t = 2) selective also gathers
+// each sequence-split LayerNorm output again in backward instead of
+// keeping the gathered copy (Megatron-LM's): the Combine and Replicate
+// before each layer's attention projections and feed-forward, and before
+// the head, are recomputed, each layout change one segment, while the
+// split LayerNorm outputs they read stay kept; the vocabulary-split
+// logits gathered for the loss stay kept too. The memory model no longer
+// keeps the gathered copies and holds the largest segment once.
+TEST(Recompute, SelectiveGathersSequenceParallelInputsAgainInBackward) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  const Graph sp = *expert(g, toy_machine().with_devices(2), 2, 2, true);
+  const RecomputePlan plan = plan_recompute(sp, source_layouts(sp), Recompute::kSelective);
+  const RecomputePlan attention_only = plan_recompute(g, source_layouts(g), Recompute::kSelective);
+  int pairs = 0;
+  const auto consumers = sp.consumers();
+  for (const Node& n : sp.nodes()) {
+    if (n.op->name != "Combine" || !plan.recomputed[static_cast<size_t>(n.id)]) continue;
+    const Node& from = sp.node(n.inputs[0].node);
+    EXPECT_FALSE(plan.recomputed[static_cast<size_t>(from.id)]) << describe(from);
+    const auto& readers = consumers[static_cast<size_t>(n.id)];
+    ASSERT_EQ(readers.size(), 1u);
+    const Node& next = sp.node(readers[0].first);
+    // The gather of a sequence-split input: Combine, then Replicate.
+    ++pairs;
+    EXPECT_EQ(from.op->name, "LayerNorm") << describe(from);
+    EXPECT_EQ(next.op->name, "Replicate") << describe(next);
+    EXPECT_EQ(plan.segment[static_cast<size_t>(next.id)], plan.segment[static_cast<size_t>(n.id)]);
+  }
+  EXPECT_EQ(pairs, 2 * 2 + 1);  // two per layer and the final LayerNorm's
+  for (const Node& n : sp.nodes())
+    if (n.op->loss != LossKind::kNone)
+      for (const TensorRef& t : n.inputs) EXPECT_FALSE(plan.recomputed[static_cast<size_t>(t.node)]) << describe(sp.node(t.node));
+  EXPECT_EQ(plan.segments, attention_only.segments + pairs);
+  // Memory on device 0: each gathered copy ([4, 16, 32] floats) and the
+  // attention chain's four [4, 4/2, 16, 16] tensors per layer are no
+  // longer kept; the largest segment (a layer's chain) is held once.
+  const CostModel cm(toy_machine().with_devices(2), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kSelective});
+  const Strategy s = MachineMapper(cm).map(sp);
+  ASSERT_TRUE(s.estimate.feasible) << s.estimate.infeasible;
+  const Placement place(s.graph, s.views, 2);
+  const DeviceMemory with = memory_breakdown(place, {Precision::kFp32, Recompute::kSelective})[0];
+  const DeviceMemory without = memory_breakdown(place, {Precision::kFp32, Recompute::kNone})[0];
+  const double gathered = 4 * 16 * 32 * 4.0, chain = 4 * 2 * 16 * 16 * 4.0;
+  EXPECT_DOUBLE_EQ(without.activations - with.activations, pairs * gathered + 2 * 4 * chain);
+  EXPECT_DOUBLE_EQ(with.transient, std::max(gathered, 4 * chain));
+}
+
 // Full keeps each layer's input, as Megatron-LM does: of the tensors at
 // single-tensor cuts (the token embedding, the residual stream, the
 // logits), those where the repeating unit starts, so not the residual

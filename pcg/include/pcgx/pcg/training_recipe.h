@@ -24,7 +24,11 @@ namespace pcgx {
 //              them (the attention-weighted sum): the sequence-quadratic
 //              memory, cheap to recompute (Korthikanti et al. 2022,
 //              "Reducing Activation Recomputation in Large Transformer
-//              Models", Section 5).
+//              Models", Section 5); and an activation all-gathered for
+//              compute operators (sequence parallelism's gather before a
+//              tensor-parallel Linear) is gathered again in backward, its
+//              split input kept instead of the gathered copy (their
+//              Section 4.2.2).
 //   full       each layer's input is kept and the layer re-runs its
 //              forward in backward, collectives included, from it
 //              (Megatron-LM's): of the tensors at the graph's single-tensor
