@@ -120,9 +120,12 @@ struct CudaBackend::State {
   int64_t mallocs = 0;
   std::deque<std::vector<int64_t>> shapes;  // per buffer id
   std::deque<Tensor<float>> host;           // per buffer id: its host copy, made when first needed
-  float* scratch[2] = {nullptr, nullptr};
+  // Scratch per slot, grown to the largest asked (so nothing is allocated
+  // after the first step): 0 and 1 for an operator's intermediates, 2 for
+  // the partial sums of a reduction beside them.
+  float* scratch[3] = {nullptr, nullptr, nullptr};
   int* nonfinite = nullptr;  // unscale's flag, allocated at its first call
-  size_t scratch_size[2] = {0, 0};
+  size_t scratch_size[3] = {0, 0, 0};
   std::set<std::string> fallbacks;
   // The host fallback's argument arrays (host_backend.cpp's).
   std::vector<const Tensor<float>*> in, out_ptrs, dout;
@@ -398,12 +401,14 @@ void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
       return layer_norm(in[0]->data, affine ? in[1]->data : nullptr, affine ? in[2]->data : nullptr, y, in[0]->numel / d, d,
                         static_cast<float>(n.attrs.get_float("eps")), s.stream);
     }
-    case Kind::kMSELoss: return mse(in[0]->data, in[1]->data, y, in[0]->numel, ctx.input_shapes[0].num_elements(), s.stream);
+    case Kind::kMSELoss:
+      return mse(in[0]->data, in[1]->data, y, in[0]->numel, ctx.input_shapes[0].num_elements(), s.scratch_floats(2, kLossPartials), s.stream);
     case Kind::kCrossEntropy: {
       const int64_t classes = s.shapes[static_cast<size_t>(in[0]->id)].back();
       const ParallelTensorShape& global = ctx.input_shapes[0];
-      return cross_entropy(in[0]->data, in[1]->data, y, in[0]->numel / classes, classes, global.num_elements() / global.dims.back().size,
-                           s.stream);
+      const int64_t rows = in[0]->numel / classes;
+      return cross_entropy(in[0]->data, in[1]->data, y, rows, classes, global.num_elements() / global.dims.back().size,
+                           s.scratch_floats(2, static_cast<size_t>(std::max<int64_t>(rows, 1))), s.stream);
     }
     case Kind::kReshape:
       check(cudaMemcpyAsync(y, in[0]->data, static_cast<size_t>(out[0]->numel) * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "copy");
@@ -488,7 +493,8 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
           activation_backward_add(act, z, out[0]->data, dy, d, m * nn, s.stream);
           dz = d;
         }
-        if (bias) add_column_sums(dz, m, nn, in_grad[2]->data, s.stream);
+        if (bias)
+          add_column_sums(dz, m, nn, in_grad[2]->data, s.scratch_floats(2, static_cast<size_t>(column_chunks(m, nn) * nn)), s.stream);
       }
       s.gemm(false, true, m, kk, nn, dz, in[1]->data, in_grad[0]->data, 1.f);  // dx += dz W^T
       s.gemm(true, false, kk, nn, m, in[0]->data, dz, in_grad[1]->data, 1.f);  // dW += x^T dz
@@ -511,8 +517,10 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
       const int64_t d = s.shapes[static_cast<size_t>(in[0]->id)].back(), rows = in[0]->numel / d;
       const bool affine = n.attrs.get_bool("affine");
       float* stats = s.scratch_floats(0, static_cast<size_t>(2 * rows));
+      float* partial = affine ? s.scratch_floats(2, static_cast<size_t>(2 * column_chunks(rows, d) * d)) : nullptr;
       return layer_norm_backward_add(in[0]->data, affine ? in[1]->data : nullptr, dy, in_grad[0]->data, affine ? in_grad[1]->data : nullptr,
-                                     affine ? in_grad[2]->data : nullptr, stats, rows, d, static_cast<float>(n.attrs.get_float("eps")), s.stream);
+                                     affine ? in_grad[2]->data : nullptr, stats, partial, rows, d, static_cast<float>(n.attrs.get_float("eps")),
+                                     s.stream);
     }
     case Kind::kMSELoss:
       return mse_backward_add(in[0]->data, in[1]->data, dy, in_grad[0]->data, in_grad[1]->data, in[0]->numel,

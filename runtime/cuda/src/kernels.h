@@ -33,8 +33,10 @@ void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_backward_add(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s);
 // y = act(y + bias[j]) over rows of n columns.
 void bias_activate(Act act, float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s);
-// db[j] += sum over rows of d[i, j].
-void add_column_sums(const float* d, int64_t rows, int64_t n, float* db, cudaStream_t s);
+// db[j] += sum over rows of d[i, j], in two passes through `partial`
+// (column_chunks(rows, n) x n floats of scratch): the same sum every run.
+int64_t column_chunks(int64_t rows, int64_t n);
+void add_column_sums(const float* d, int64_t rows, int64_t n, float* db, float* partial, cudaStream_t s);
 
 void ew_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
 void ew_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
@@ -57,17 +59,22 @@ void softmax_backward_add(const float* y, const float* dy, float* dx, int64_t ou
 // Rows of d: y = (x - mean) rstd (* gamma + beta); gamma null: not affine.
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t d, float eps, cudaStream_t s);
 // dx += rstd (g - mean(g) - xh mean(g xh)), g = dy gamma; dgamma += sum over
-// rows of dy xh, dbeta += sum of dy (gamma null: neither). `stats` holds 2
-// floats per row of scratch.
+// rows of dy xh, dbeta += sum of dy (gamma null: neither). Scratch:
+// `stats` 2 floats per row, `partial` 2 column_chunks(rows, d) x d floats.
 void layer_norm_backward_add(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
-                             int64_t rows, int64_t d, float eps, cudaStream_t s);
-// out[0] = sum (p - t)^2 / total; dp += k (p - t), dt -= k (p - t) with
-// k = 2 dy[0] / total.
-void mse(const float* p, const float* t, float* out, int64_t n, int64_t total, cudaStream_t s);
+                             float* partial, int64_t rows, int64_t d, float eps, cudaStream_t s);
+// out[0] = sum (p - t)^2 / total, over a grid and then one block through
+// `partial` (kLossPartials floats of scratch); dp += k (p - t),
+// dt -= k (p - t) with k = 2 dy[0] / total.
+inline constexpr int64_t kLossPartials = 256;
+void mse(const float* p, const float* t, float* out, int64_t n, int64_t total, float* partial, cudaStream_t s);
 void mse_backward_add(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s);
-// out[0] = sum over rows of (logsumexp(row) - row[label]) / total_rows;
-// dx += dy[0] / total_rows (softmax(row) - onehot(label)).
-void cross_entropy(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows, cudaStream_t s);
+// out[0] = sum over rows of (logsumexp(row) - row[label]) / total_rows,
+// one block per row into `row_loss` (rows floats of scratch), then summed
+// by one block; dx += dy[0] / total_rows (softmax(row) - onehot(label)),
+// one block per row.
+void cross_entropy(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows, float* row_loss,
+                   cudaStream_t s);
 void cross_entropy_backward_add(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
                                 int64_t total_rows, cudaStream_t s);
 // y = x with dimensions permuted: for y's element at index (i_0, ...),
