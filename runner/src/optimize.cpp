@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/rulesets/ruleset_trust.h"
 #include "pcgx/runner/model_source.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/search/baselines.h"
@@ -16,13 +17,25 @@
 
 namespace pcgx::runner {
 
-Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why) {
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust) {
   Ruleset r = load_ruleset(path);
   if (const auto reason = unverified_reason(r)) {
     if (!allow_unverified)
       throw Error(path + ": not a verified ruleset: " + *reason + " (OptimizeRequest.allow_unverified to search with it anyway)");
     if (why) *why = *reason;
+    return r;
   }
+  // Proof records say "proved"; unless pcgx shipped these exact rules,
+  // every rule must also hold when evaluated (ruleset_trust.h).
+  const RulesetTrust t = establish_trust(r, default_trust_cache());
+  if (t.refuted) {
+    if (!allow_unverified)
+      throw Error(path + ": not a verified ruleset: rule " + *t.refuted + " (its numeric check refutes it; OptimizeRequest.allow_unverified " +
+                  "to search with it anyway)");
+    if (why) *why = "rule " + *t.refuted + " (its numeric check refutes it)";
+    return r;
+  }
+  if (trust) *trust = t.describe();
   return r;
 }
 
@@ -242,7 +255,7 @@ OptimizeReport optimize(const OptimizeRequest& request) {
   Ruleset rs;
   if (search::uses_rules(q.search.algorithm)) {
     base.ruleset = q.ruleset.empty() ? default_ruleset_path() : q.ruleset;
-    rs = load_search_ruleset(base.ruleset, q.allow_unverified, &base.unverified);
+    rs = load_search_ruleset(base.ruleset, q.allow_unverified, &base.unverified, &base.trust);
   }
   const search::RuleLibrary rules(rs);
   base.rules = rules.size();

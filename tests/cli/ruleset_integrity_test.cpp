@@ -136,6 +136,67 @@ TEST(Integrity, TheSearchRefusesUnverifiedRulesets) {
   EXPECT_NE(r.out.find("warning: " + unproved + ": searching with an unverified ruleset (--allow-unverified)"), std::string::npos) << r.out;
 }
 
+// A content hash is no signature: a false rule with a proof record saying
+// "proved" and the hash recomputed was searched with. Now a ruleset that
+// is not a shipped one (pinned content hash) must pass the numeric check
+// of every rule first: the false rule is refused with its id; a true rule
+// with a forged unsat core passes it (audit catches that one), and the
+// passing check is remembered by content hash.
+TEST(Integrity, TheSearchChecksEveryRuleOfARulesetItDidNotShip) {
+  const fs::path cache = dir() / "trust_cache";
+  fs::remove_all(cache);
+  const std::string env = "PCGX_CACHE_DIR=" + cache.string() + " ";
+  auto optimize = [&](const std::string& ruleset, const std::string& more = "") {
+    return pcgx::testing::run_shell(env + PCGX_BINARY + " optimize mlp-tiny --machine cpu-host --devices 2 -q " + more + " --ruleset " + ruleset +
+                                    " -o " + (dir() / "trusted.json").string());
+  };
+  // A rule whose target's Relu became a Tanh, re-hashed: false, "proved".
+  std::string id;
+  const std::string base = forged("false_base.json", [](const Rule& r) {
+    return std::any_of(r.target.nodes().begin(), r.target.nodes().end(), [](const Node& n) { return n.op->name == "Relu"; });
+  }, [](Rule&) {}, id);
+  std::string text;
+  {
+    std::ifstream in(base);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t target = text.find("\"target\"");
+  ASSERT_NE(target, std::string::npos);
+  const size_t relu = text.find("\"op\":\"Relu\"", target);
+  ASSERT_NE(relu, std::string::npos);
+  text.replace(relu, 11, "\"op\":\"Tanh\"");
+  const std::string edited = (dir() / "false_edited.json").string();
+  std::ofstream(edited) << text;
+  Ruleset r = load_ruleset(edited);
+  const std::string forged_false = (dir() / "false.json").string();
+  save_ruleset(r, forged_false);  // the content hash recomputed
+  ASSERT_EQ(run("ruleset show " + forged_false).code, 0);
+  fs::remove(dir() / "trusted.json");
+  auto got = optimize(forged_false);
+  EXPECT_EQ(got.code, 2) << got.out;
+  EXPECT_NE(got.out.find("error: " + forged_false + ": not a verified ruleset: rule " + id + ": "), std::string::npos) << got.out;
+  EXPECT_NE(got.out.find("its numeric check refutes it"), std::string::npos) << got.out;
+  EXPECT_FALSE(fs::exists(dir() / "trusted.json"));
+  got = optimize(forged_false, "--allow-unverified");
+  EXPECT_EQ(got.code, 0) << got.out;
+  EXPECT_NE(got.out.find("warning: " + forged_false + ": searching with an unverified ruleset (--allow-unverified): rule " + id), std::string::npos)
+      << got.out;
+  // A true rule whose unsat core is another's: checked, passes, remembered.
+  const std::string swapped = forged("core_swapped.json", any_rule, [](Rule& x) { x.proof->axioms = {"ew_mul_distributes"}; }, id);
+  got = optimize(swapped);
+  EXPECT_EQ(got.code, 0) << got.out;
+  EXPECT_NE(got.out.find("from " + swapped + ": every rule checked numerically (1 rules)"), std::string::npos) << got.out;
+  got = optimize(swapped);
+  EXPECT_EQ(got.code, 0) << got.out;
+  EXPECT_NE(got.out.find("from " + swapped + ": every rule checked numerically before (cached by content hash)"), std::string::npos) << got.out;
+  // The shipped rules, copied anywhere: pinned, nothing to check.
+  const fs::path copy = dir() / "copied-unity.json";
+  fs::copy_file(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json", copy, fs::copy_options::overwrite_existing);
+  got = optimize(copy.string());
+  EXPECT_EQ(got.code, 0) << got.out;
+  EXPECT_NE(got.out.find("from " + copy.string() + ": shipped (content hash pinned)"), std::string::npos) << got.out;
+}
+
 // `pcgx axioms check` exited 1 on the shipped axioms: one had no legal
 // instance in 10,000 independent draws (UNTESTED).
 TEST(Integrity, TheShippedAxiomsPassTheDefaultCheck) {

@@ -69,6 +69,7 @@ struct OptimizeReport {
   std::string ruleset;
   size_t rules = 0;
   std::optional<std::string> unverified;  // why the ruleset is not a verified one (allowed by the request)
+  std::string trust;  // else why it is trusted (rulesets/ruleset_trust.h: pinned, or checked numerically)
   // The plan run task by task (search/simulator.h), beside the DP's
   // estimate; 0 where the search's own figure is a simulation (mcmc) or the
   // plan is pipelined.
@@ -109,8 +110,12 @@ OptimizeReport optimize(const OptimizeRequest& request);
 // field), for a caller to check before it says anything.
 void validate(const OptimizeRequest& request);
 
-// The ruleset the search uses: refused unless verified (unverified_reason)
-// or `allow_unverified`, when `why` receives the reason.
-Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why);
+// The ruleset the search uses: refused unless verified (unverified_reason:
+// a matching content hash and every rule's proof record "proved") and
+// trusted (rulesets/ruleset_trust.h: a shipped ruleset's pinned content
+// hash, or every rule holding its numeric check, cached by content hash),
+// or `allow_unverified`, when `why` receives the reason. `trust` receives
+// the basis of the trust.
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust = nullptr);
 
 }  // namespace pcgx::runner
