@@ -145,6 +145,11 @@ Machine machine_from_json(const std::string& text, const std::string& source) {
     if (r.optional(l, "ports")) level.ports = positive_int(l, "ports", path);
     if (r.optional(l, "step_latency")) level.step_latency = positive_number(l, "step_latency", path, true);
     const bool last = i + 1 == links.size();
+    // A group of the level below reaches this one through at most one
+    // link per device it holds (a DGX node's eight adapters for eight GPUs).
+    if (level.ports > prev_span)
+      r.fail(join(path, "ports"), std::to_string(level.ports) + " links per group of the level below, which holds " + std::to_string(prev_span) +
+                                      " device" + (prev_span == 1 ? "" : "s") + ": at most one per device");
     if (level.span < 0) r.fail(join(path, "span"), "must not be negative");
     if (level.span == 0 && !last) r.fail(join(path, "span"), "only the last level may span the whole machine (0)");
     if (level.span > 0) {

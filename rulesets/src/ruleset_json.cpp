@@ -155,6 +155,14 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
     check_rule_variables(rule, source, path);
     const json& map = field(j, "output_map", source, path);
     if (!map.is_array()) fail(source, path + ".output_map", "must be an array of [source, target] pairs");
+    // Each output of either side is paired with one of the other.
+    const size_t outs = rule.source.outputs().size();
+    if (rule.target.outputs().size() != outs)
+      fail(source, path, "the source has " + std::to_string(outs) + " outputs and the target " +
+                             std::to_string(rule.target.outputs().size()) + ": a rule pairs each output with one of the other side");
+    if (map.size() != outs)
+      fail(source, path + ".output_map", "has " + std::to_string(map.size()) + " pairs for " + std::to_string(outs) + " outputs");
+    std::vector<char> source_seen(outs, 0), target_seen(outs, 0);
     for (size_t k = 0; k < map.size(); ++k) {
       const std::string mp = path + ".output_map[" + std::to_string(k) + "]";
       if (!map[k].is_array() || map[k].size() != 2 || !map[k][0].is_number_integer() || !map[k][1].is_number_integer())
@@ -163,6 +171,8 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
       if (a < 0 || a >= static_cast<int64_t>(rule.source.outputs().size()) || b < 0 ||
           b >= static_cast<int64_t>(rule.target.outputs().size()))
         fail(source, mp, "refers to a missing graph output");
+      if (source_seen[static_cast<size_t>(a)]++ || target_seen[static_cast<size_t>(b)]++)
+        fail(source, mp, "pairs an output already paired (source " + std::to_string(a) + ", target " + std::to_string(b) + ")");
       rule.output_map.emplace_back(static_cast<int>(a), static_cast<int>(b));
     }
     if (auto p = j.find("proof"); p != j.end()) {

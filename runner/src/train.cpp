@@ -162,7 +162,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");
         if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
-        if (!r.ruleset.empty()) say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset);
+        if (!r.ruleset.empty())
+          say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset + (r.trust.empty() ? "" : ": " + r.trust));
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);
         adopt(r.file, graph, views, o);
         rep.search = std::move(r.result.search);
@@ -221,6 +222,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   o.time_kernels = !q.outputs.profile.empty() || q.breakdown;
   if (!q.outputs.trace.empty()) o.trace_step = steps - 1;
   if (!q.checkpoint.empty()) {
+    if (rep.rank0) runtime::check_checkpoint_target(q.checkpoint);  // before any training, not at its end (rank 0 writes it)
     o.checkpoint_every = q.checkpoint_every > 0 ? q.checkpoint_every : steps;
     o.checkpoint = [&, model = s.model](const runtime::TrainState& st) {
       runtime::write_checkpoint(q.checkpoint, st, model);

@@ -1,5 +1,7 @@
 #include "pcgx/runtime/train_state.h"
 
+#include <fstream>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -110,11 +112,39 @@ void restore_state(const TrainState& s, const ExecutionPlan& plan, std::span<con
   }
 }
 
+void check_checkpoint_target(const std::string& dir) {
+  const fs::path target(dir), partial = fs::path(dir + ".partial");
+  std::error_code ec;
+  if (fs::exists(target) && !fs::is_directory(target)) throw Error(dir + ": exists and is not a directory");
+  if (fs::exists(target) && !fs::exists(target / "state.json") && !fs::is_empty(target, ec))
+    throw Error(dir + ": exists and is not a checkpoint (no state.json): not replacing it");
+  fs::remove_all(partial, ec);
+  if (!fs::create_directories(partial, ec) && ec) throw Error(dir + ": cannot create " + partial.string() + " (" + ec.message() + ")");
+  const bool writable = static_cast<bool>(std::ofstream(partial / "probe"));
+  fs::remove_all(partial, ec);
+  if (!writable) throw Error(dir + ": cannot write into " + partial.string());
+  if (fs::exists(target)) {  // it will be moved aside: its parent must let it
+    const fs::path probe = fs::path(dir + ".probe");
+    fs::rename(target, probe, ec);
+    if (ec) throw Error(dir + ": cannot move the previous checkpoint aside (" + ec.message() + ")");
+    fs::rename(probe, target, ec);
+  }
+}
+
 void write_checkpoint(const std::string& dir, const TrainState& s, const std::string& model) {
   const fs::path target(dir), partial = fs::path(dir + ".partial"), old = fs::path(dir + ".old");
   std::error_code ec;
   fs::remove_all(partial, ec);
   if (!fs::create_directories(partial, ec) && ec) throw Error(dir + ": cannot create " + partial.string() + " (" + ec.message() + ")");
+  // Whatever fails below leaves no partial directory behind.
+  struct Cleanup {
+    const fs::path& p;
+    bool armed = true;
+    ~Cleanup() {
+      std::error_code e;
+      if (armed) fs::remove_all(p, e);
+    }
+  } cleanup{partial};
   nlohmann::json state = {{"format", "pcgx.checkpoint"}, {"version", 1}, {"step", s.step}, {"optimizer", s.optimizer}, {"model", model}};
   if (s.updates >= 0 && s.updates != s.step) state["updates"] = s.updates;
   if (s.loss_scale > 0) state["loss_scale"] = s.loss_scale, state["growth_tracker"] = s.growth_tracker;
@@ -130,6 +160,7 @@ void write_checkpoint(const std::string& dir, const TrainState& s, const std::st
   }
   fs::rename(partial, target, ec);
   if (ec) throw Error(dir + ": cannot put the checkpoint in place (" + ec.message() + ")");
+  cleanup.armed = false;
   fs::remove_all(old, ec);
 }
 

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iomanip>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/kernel_threads.h"
@@ -32,8 +36,27 @@ struct Setup {
   const BatchSource& source() const { return data ? *data : *synthetic; }
 };
 
+// A tensor one of whose shards alone exceeds this machine's memory would
+// end in an allocation failure naming nothing: named here, before any.
+void check_shard_sizes(const Graph& g) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;
+  const double memory = static_cast<double>(pages) * static_cast<double>(page);
+  for (const Node& n : g.nodes())
+    for (const ParallelTensorShape& s : n.outputs) {
+      const double bytes = static_cast<double>(s.shard_elements()) * sizeof(float);
+      if (bytes > memory) {
+        std::ostringstream o;
+        o << std::fixed << std::setprecision(1) << describe(n) << ": one shard of its output " << s.to_string() << " takes "
+          << bytes / 1073741824.0 << " GiB, more than this machine's " << memory / 1073741824.0 << " GiB of memory";
+        throw Error(o.str());
+      }
+    }
+}
+
 Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options) {
   if (options.steps < 1) throw FieldError("TrainOptions.steps", "must be at least 1");
+  check_shard_sizes(g);
   if (options.threads < 1) throw FieldError("TrainOptions.threads", "must be at least 1");
   if (options.trace_step >= options.steps) throw Error("the traced step " + std::to_string(options.trace_step) + " is beyond the run's " + std::to_string(options.steps) + " steps");
   validate(options.optimizer);

@@ -239,6 +239,22 @@ TEST(BadInput, SyntheticBatchesAreBounded) {
 }
 
 
+// `verify -o OUT --report /nonexistent/x` failed after writing OUT; a
+// failing verify now leaves neither file, whichever write fails.
+TEST(BadInput, AFailingVerifyLeavesNoOutput) {
+  const std::string cands = (dir() / "verify_cands.json").string();
+  ASSERT_EQ(run("generate --ops Relu,Repartition,Combine --max-ops 2 -o " + cands).code, 0);
+  const fs::path out = dir() / "verify_out.json", report = dir() / "verify_report.txt";
+  fs::remove(out), fs::remove(report);
+  auto r = run("verify " + cands + " --threads 1 -o " + out.string() + " --report /nonexistent/x");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: /nonexistent/x: cannot write"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  r = run("verify " + cands + " --threads 1 -o /nonexistent/out.json --report " + report.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_FALSE(fs::exists(report));
+}
+
 // Node ids, output indices and output-map entries of 2^32 wrapped to 0
 // (another node, another output); a view's stride of 2^62 wrapped the
 // device number. Each is now an error naming its field.
@@ -259,6 +275,32 @@ TEST(BadInput, NumbersThatWrappedAreRefused) {
 
   const std::string s = (dir() / "dp4.json").string();
   ASSERT_EQ(run("optimize mlp-tiny --machine cpu-host --devices 4 --search data-parallel -q -o " + s).code, 0);
+
+  // A rule pairing one output 10,001 times took audit 55 s; a source with
+  // more outputs than its target loaded: each output is paired once.
+  const std::string repeated = shipped_rule_edited("output_map_repeated.json", [](nlohmann::json& rule) {
+    for (int k = 0; k < 10000; ++k) rule["output_map"].push_back(rule["output_map"][0]);
+  });
+  expect_error("ruleset check " + repeated, "error: " + repeated + ": rules[0].output_map: has 10001 pairs for 1 outputs");
+  const std::string twice = shipped_rule_edited("output_map_twice.json", [](nlohmann::json& rule) {
+    rule["source"]["outputs"].push_back(rule["source"]["outputs"][0]);
+    rule["target"]["outputs"].push_back(rule["target"]["outputs"][0]);
+    rule["output_map"] = nlohmann::json::array({nlohmann::json::array({0, 0}), nlohmann::json::array({0, 1})});
+  });
+  expect_error("ruleset check " + twice, "error: " + twice + ": rules[0].output_map[1]: pairs an output already paired (source 0, target 1)");
+  const std::string lopsided = shipped_rule_edited("outputs_lopsided.json", [](nlohmann::json& rule) {
+    rule["source"]["outputs"].push_back(rule["source"]["outputs"][0]);
+  });
+  expect_error("ruleset check " + lopsided, "error: " + lopsided + ": rules[0]: the source has 2 outputs and the target 1");
+
+  // A machine link with 2^31 - 1 ports ended in "timeline: negative
+  // resource id", naming nothing.
+  std::ifstream min(std::string(PCGX_SOURCE_DIR) + "/data/machines/dgx-h100.json");
+  auto machine = nlohmann::json::parse(min);
+  machine["links"][1]["ports"] = (int64_t{1} << 31) - 1;
+  const std::string ports = write("ports_2_31.json", machine.dump());
+  expect_error("optimize mlp-tiny --machine " + ports + " --devices 16 -q -o " + (dir() / "never.json").string(),
+               "error: " + ports + ": links[1].ports: 2147483647 links per group of the level below, which holds 8 devices: at most one per device");
   std::ifstream sin(s);
   auto st = nlohmann::json::parse(sin);
   for (auto& v : st["views"]) v["stride"] = int64_t{1} << 62;

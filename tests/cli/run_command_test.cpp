@@ -145,6 +145,32 @@ TEST(RunCommand, WeightsAndCheckpointErrorsAreOneLine) {
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_EQ(r.out.rfind(want, 0), 0u) << args << "\n" << r.out;
   }
+  // A checkpoint directory that is something else: refused before any
+  // training (it failed after the run, leaving a full DIR.partial).
+  const fs::path other = d / "not_a_checkpoint";
+  fs::create_directories(other);
+  { std::ofstream(other / "notes.txt") << "mine"; }
+  const auto r = run("run mlp-tiny --steps 200 --no-report --no-plot --checkpoint " + other.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: " + other.string() + ": exists and is not a checkpoint (no state.json): not replacing it"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained first: " << r.out;
+  EXPECT_FALSE(fs::exists(other.string() + ".partial"));
+  EXPECT_TRUE(fs::exists(other / "notes.txt"));
+  // A table of 2^40 rows passed every check and ended as "error: out of
+  // memory": the tensor is named before anything is allocated.
+  const std::string exported = (d / "gpt.json").string();
+  ASSERT_EQ(run("export gpt-tiny -o " + exported).code, 0);
+  std::ifstream in(exported);
+  auto g = nlohmann::json::parse(in);
+  for (auto& n : g["nodes"])
+    if (n["name"] == "wte.table") n["attrs"]["shape"][0] = int64_t{1} << 40;
+  const std::string huge = (d / "huge_table.json").string();
+  std::ofstream(huge) << g.dump();
+  const auto big = run("run " + huge + " --steps 1 --no-report --no-plot");
+  EXPECT_EQ(big.code, 2) << big.out;
+  EXPECT_NE(big.out.find("error: node 2 'wte.table' (Weight): one shard of its output f32[1099511627776, 32] takes 131072.0 GiB, more than this machine's "),
+            std::string::npos) << big.out;
 }
 
 // --backend cuda trains on a GPU where one is visible; elsewhere it is one

@@ -1,5 +1,6 @@
 // pcgx axioms check, pcgx verify
 #include <chrono>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -67,9 +68,16 @@ void add_verify_command(CLI::App& app) {
     const Ruleset& outset = result.ruleset;
     const std::string& unproved = result.unproved;
     const auto& tally = result.tally;
-    save_ruleset(outset, out);
+    // The report first, then the ruleset: a failing command leaves neither.
     const std::string report_path = report.empty() ? out + ".unproved.txt" : report;
     write_text_file_atomic(report_path, unproved);
+    try {
+      save_ruleset(outset, out);
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove(report_path, ec);
+      throw;
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const auto& [k, v] : tally) std::cout << "  " << std::left << std::setw(36) << k << v << "\n";
     std::cout << "cross-check of the proved rules " << verify::to_string(verify::tally_degrees(verdicts)) << "\n";

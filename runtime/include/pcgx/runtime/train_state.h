@@ -57,7 +57,12 @@ void restore_state(const TrainState& s, const ExecutionPlan& plan, std::span<con
 
 // A checkpoint directory, written all or none: into DIR.partial, then
 // swapped in (an older DIR is replaced only once the new one is complete).
+// A write that fails leaves no DIR.partial behind.
 void write_checkpoint(const std::string& dir, const TrainState& s, const std::string& model);
+// What write_checkpoint will need, checked before any training: DIR is
+// absent or a checkpoint (or empty), and DIR.partial can be created next to
+// it and DIR moved aside (a probe, removed). Throws pcgx::Error naming DIR.
+void check_checkpoint_target(const std::string& dir);
 // Throws pcgx::Error naming the file and field of a missing or malformed one.
 TrainState read_checkpoint(const std::string& dir);
 
