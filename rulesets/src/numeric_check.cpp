@@ -24,17 +24,16 @@ std::string mismatch(const Rule& r, uint64_t seed) {
       for (size_t e = 0; e < va.shards[s].data.size(); ++e) {
         const T x = va.shards[s].data[e], y = vb.shards[s].data[e];
         bool differ = false;
+        if constexpr (std::is_same_v<T, float>) differ = std::fabs(x - y) > 1e-3f * (1.0f + std::fabs(y));
+        else differ = !(x == y);
+        if (!differ) continue;
+        // Formatted only here: formatting every element compared was a
+        // third of verification's time.
         std::string vx, vy;
-        if constexpr (std::is_same_v<T, float>) {
-          differ = std::fabs(x - y) > 1e-3f * (1.0f + std::fabs(y));
-          vx = std::to_string(x), vy = std::to_string(y);
-        } else {
-          differ = !(x == y);
-          vx = std::to_string(x.value()), vy = std::to_string(y.value());
-        }
-        if (differ)
-          return where + "shard " + std::to_string(s) + " element " + std::to_string(e) + ": " + vx + " vs " + vy +
-                 (std::is_same_v<T, float> ? " (float, seed " : " (exact mod p, seed ") + std::to_string(seed) + ")";
+        if constexpr (std::is_same_v<T, float>) vx = std::to_string(x), vy = std::to_string(y);
+        else vx = std::to_string(x.value()), vy = std::to_string(y.value());
+        return where + "shard " + std::to_string(s) + " element " + std::to_string(e) + ": " + vx + " vs " + vy +
+               (std::is_same_v<T, float> ? " (float, seed " : " (exact mod p, seed ") + std::to_string(seed) + ")";
       }
   }
   return "";

@@ -3,6 +3,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <optional>
+
 #include "pcgx/pcg/error.h"
 #include "terms.h"
 
@@ -15,6 +17,10 @@ struct Prover::Impl {
   ProverOptions options;
   // Patterns by head symbol: (axiom, side) pairs worth matching against a term.
   std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> by_head;
+  // One solver for every rule, each in its own push/pop scope: making a
+  // solver per rule (its parameters parsed, its engines set up) was most
+  // of a proof's time.
+  std::optional<z3::solver> solver;
 };
 
 Prover::Prover(const AxiomSet& set, ProverOptions options) : impl_(std::make_unique<Impl>()) {
@@ -148,10 +154,18 @@ Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only)
 
   // Z3: do the instances imply every output equality?
   try {
-    z3::solver s(m.ctx);
-    z3::params p(m.ctx);
-    p.set("timeout", m.options.timeout_ms);
-    s.set(p);
+    if (!m.solver) {
+      m.solver.emplace(m.ctx);
+      z3::params p(m.ctx);
+      p.set("timeout", m.options.timeout_ms);
+      m.solver->set(p);
+    }
+    z3::solver& s = *m.solver;
+    struct Scope {
+      z3::solver& s;
+      explicit Scope(z3::solver& x) : s(x) { s.push(); }
+      ~Scope() { s.pop(); }
+    } scope(s);
     z3::expr_vector assumptions(m.ctx);
     for (size_t k = 0; k < instances.size(); ++k) {
       z3::expr lit = m.ctx.bool_const(("i" + std::to_string(k)).c_str());
