@@ -79,7 +79,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       out << (i ? "; " : "") << (q.precision ? "" : std::string(name(t.recipe.precision)) + " ") << "recompute " << name(t.recipe.recompute)
           << " ZeRO " << name(t.recipe.zero)
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
-          << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"));
+          << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"))
+          << (t.searched ? "" : " (re-priced)");
     }
     out << "\n";
   }

@@ -60,6 +60,9 @@ struct RecipeTried {
   double time = 0;           // the plan's predicted step (feasible)
   double smallest_need = 0;  // bytes on the fullest device of the closest plan refused for memory (0: none refused)
   int64_t micro_batches = 1; // > 1: gradient accumulation over that many (the fewest that fit)
+  // false: not searched again, the plan an earlier stage's search found
+  // re-priced (mapped) under this recipe.
+  bool searched = true;
 };
 
 struct OptimizeReport {
