@@ -70,7 +70,8 @@ void add_regenerate_command(CLI::App& app) {
                            {"seconds", {{"generate", gen_s}, {"verify", ver_s}}}};
     write_text_file_atomic(manifest.string(), m.dump(2) + "\n");
     std::cout << "candidates " << cands.rules.size() << ", proved " << r.rules.size() << " (generation " << std::fixed
-              << std::setprecision(1) << gen_s << " s, verification " << ver_s << " s)\nwrote " << path.string() << " ("
+              << std::setprecision(1) << gen_s << " s, verification " << ver_s << " s); the proofs use " << r.axiom_digests.size() << " of the "
+              << out.axioms << " axioms open to them (MANIFEST.json records those used)\nwrote " << path.string() << " ("
               << written.stored_hash << ") and " << manifest.string() << "\n";
     if (report_unencoded(result.unencoded)) throw CLI::RuntimeError(1);
   });
