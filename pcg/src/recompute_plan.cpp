@@ -101,9 +101,12 @@ void plan_regathers(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
     const auto& readers = consumers[static_cast<size_t>(last)];
     const bool compute = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
       const Node& c = g.node(r.first);
-      return c.op->op_class == OpClass::kCompute && !c.op->is_shard_level(c.attrs) && c.op->loss == LossKind::kNone;
+      return c.op->op_class == OpClass::kCompute && !c.op->is_shard_level(c.attrs) && c.op->loss == LossKind::kNone &&
+             !plan.recomputed[static_cast<size_t>(r.first)];  // a reader in a segment would read another segment's output
     });
-    if (!compute) continue;
+    if (!compute || plan.recomputed[static_cast<size_t>(head.inputs[0].node)]) continue;
+    const bool output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& t) { return t.node == last; });
+    if (output) continue;
     for (const NodeId id : {first, last}) {
       plan.recomputed[static_cast<size_t>(id)] = 1;
       plan.segment[static_cast<size_t>(id)] = plan.segments;

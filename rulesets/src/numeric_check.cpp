@@ -24,7 +24,8 @@ std::string mismatch(const Rule& r, uint64_t seed) {
       for (size_t e = 0; e < va.shards[s].data.size(); ++e) {
         const T x = va.shards[s].data[e], y = vb.shards[s].data[e];
         bool differ = false;
-        if constexpr (std::is_same_v<T, float>) differ = std::fabs(x - y) > 1e-3f * (1.0f + std::fabs(y));
+        // A NaN on one side only differs (`>` alone would call it equal).
+        if constexpr (std::is_same_v<T, float>) differ = std::isnan(x) != std::isnan(y) || std::fabs(x - y) > 1e-3f * (1.0f + std::fabs(y));
         else differ = !(x == y);
         if (!differ) continue;
         // Formatted only here: formatting every element compared was a

@@ -139,7 +139,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       out.tried.push_back(tried);
       if (first) constrained = !e.feasible && mapper.memory_refusals().count > 0;
       first = false;
-      if (e.feasible && !fitted && !q.pipeline) fitted = result.search;
+      // (Not where the search's own figure is a simulation: a re-priced
+      // plan's would be the DP's, not comparable.)
+      if (e.feasible && !fitted && !q.pipeline && !search::predicts_by_simulation(q.search.algorithm)) fitted = result.search;
       const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
       if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
       found = found || e.feasible;

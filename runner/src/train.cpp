@@ -192,7 +192,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;
     if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
-    runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, o.bucket_bytes);
+    runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, shards_weights(o.zero) ? 0.0 : o.bucket_bytes);  // as the trainer
     plan.zero = o.zero;
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
                              recompute_step_bytes(graph, views, q.devices, o.recompute, o.pipeline && o.pipeline->in_flight());
@@ -222,7 +222,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   o.time_kernels = !q.outputs.profile.empty() || q.breakdown;
   if (!q.outputs.trace.empty()) o.trace_step = steps - 1;
   if (!q.checkpoint.empty()) {
-    if (rep.rank0) runtime::check_checkpoint_target(q.checkpoint);  // before any training, not at its end (rank 0 writes it)
+    // Before any training, not at its end. Under MPI the ranks would have
+    // to agree on a failure before training: there it is found when rank 0
+    // writes.
+    if (!world) runtime::check_checkpoint_target(q.checkpoint);
     o.checkpoint_every = q.checkpoint_every > 0 ? q.checkpoint_every : steps;
     o.checkpoint = [&, model = s.model](const runtime::TrainState& st) {
       runtime::write_checkpoint(q.checkpoint, st, model);

@@ -150,7 +150,10 @@ void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
 void DeviceExecutor::gather_before(const Node& n, bool backward) {
   if (gathers_before_.empty()) return;
   if (!masters_current_) load_master_blocks();  // the first step, or new weights set
-  for (size_t k : gathers_before_[static_cast<size_t>(n.id)]) gather_bucket(k, n.id, backward ? 3 : 0);
+  // Tags past the graph's (gather_tag: after_graph above every node id),
+  // distinct per node.
+  const auto past = static_cast<int64_t>(plan_.graph->size()) + 1 + n.id;
+  for (size_t k : gathers_before_[static_cast<size_t>(n.id)]) gather_bucket(k, past, backward ? 3 : 0);
 }
 
 std::vector<ParameterSlot> DeviceExecutor::moment_shards(std::span<const ParameterSlot> slots) {

@@ -115,19 +115,21 @@ void restore_state(const TrainState& s, const ExecutionPlan& plan, std::span<con
 void check_checkpoint_target(const std::string& dir) {
   const fs::path target(dir), partial = fs::path(dir + ".partial");
   std::error_code ec;
-  if (fs::exists(target) && !fs::is_directory(target)) throw Error(dir + ": exists and is not a directory");
-  if (fs::exists(target) && !fs::exists(target / "state.json") && !fs::is_empty(target, ec))
+  if (fs::exists(target, ec) && !fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
+  if (fs::exists(target, ec) && !fs::exists(target / "state.json", ec) && !fs::is_empty(target, ec))
     throw Error(dir + ": exists and is not a checkpoint (no state.json): not replacing it");
   fs::remove_all(partial, ec);
   if (!fs::create_directories(partial, ec) && ec) throw Error(dir + ": cannot create " + partial.string() + " (" + ec.message() + ")");
   const bool writable = static_cast<bool>(std::ofstream(partial / "probe"));
   fs::remove_all(partial, ec);
   if (!writable) throw Error(dir + ": cannot write into " + partial.string());
-  if (fs::exists(target)) {  // it will be moved aside: its parent must let it
+  if (fs::exists(target, ec)) {  // it will be moved aside: its parent must let it
     const fs::path probe = fs::path(dir + ".probe");
+    if (fs::exists(probe, ec)) throw Error(dir + ": " + probe.string() + " is in the way; remove it");
     fs::rename(target, probe, ec);
     if (ec) throw Error(dir + ": cannot move the previous checkpoint aside (" + ec.message() + ")");
     fs::rename(probe, target, ec);
+    if (ec) throw Error(dir + ": moved to " + probe.string() + " while checking it can be replaced, and cannot be moved back (" + ec.message() + ")");
   }
 }
 
@@ -159,7 +161,11 @@ void write_checkpoint(const std::string& dir, const TrainState& s, const std::st
     if (ec) throw Error(dir + ": cannot move the previous checkpoint aside (" + ec.message() + ")");
   }
   fs::rename(partial, target, ec);
-  if (ec) throw Error(dir + ": cannot put the checkpoint in place (" + ec.message() + ")");
+  if (ec) {  // the previous checkpoint back where it was
+    std::error_code back;
+    if (fs::exists(old, back)) fs::rename(old, target, back);
+    throw Error(dir + ": cannot put the checkpoint in place (" + ec.message() + ")");
+  }
   cleanup.armed = false;
   fs::remove_all(old, ec);
 }

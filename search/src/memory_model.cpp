@@ -125,6 +125,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     double most = 0;
     for (size_t k = 0; k < gathered[d].size(); ++k)
       most = std::max(most, gathered[d][k].second + (k + 1 < gathered[d].size() ? gathered[d][k + 1].second : 0.0));
+    // At the turn to the backward pass the last operator's weights arrive
+    // again while its forward copy is in use.
+    if (!gathered[d].empty()) most = std::max(most, 2 * gathered[d].back().second);
     mem[d].transient += most;
   }
   return mem;

@@ -162,10 +162,16 @@ Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only)
     }
     z3::solver& s = *m.solver;
     struct Scope {
-      z3::solver& s;
-      explicit Scope(z3::solver& x) : s(x) { s.push(); }
-      ~Scope() { s.pop(); }
-    } scope(s);
+      std::optional<z3::solver>& owner;
+      explicit Scope(std::optional<z3::solver>& o) : owner(o) { owner->push(); }
+      ~Scope() {
+        try {
+          owner->pop();
+        } catch (...) {
+          owner.reset();  // the next rule starts a fresh solver
+        }
+      }
+    } scope(m.solver);
     z3::expr_vector assumptions(m.ctx);
     for (size_t k = 0; k < instances.size(); ++k) {
       z3::expr lit = m.ctx.bool_const(("i" + std::to_string(k)).c_str());
@@ -194,6 +200,7 @@ Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only)
         return done(Result::kTimeout, "Z3 gave no answer within " + std::to_string(m.options.timeout_ms) + " ms");
     }
   } catch (const z3::exception& e) {
+    m.solver.reset();  // whatever state the failure left, the next rule starts afresh
     return done(Result::kError, std::string("Z3: ") + e.msg());
   }
 }
