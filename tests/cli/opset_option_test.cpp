@@ -51,4 +51,38 @@ TEST(OpsetOption, RegenerateProvesACustomList) {
   EXPECT_NE(manifest.find("--ops 'Relu,Repartition,Combine'"), std::string::npos) << manifest;
 }
 
+// docs/adding-an-operator.md's opset file and commands, as written there
+// (its MyOp played by Relu): the out-dir must exist, regenerate writes the
+// ruleset, its unproved list and a manifest there, and optimize searches
+// with the new ruleset only when told, checking it numerically first.
+TEST(OpsetOption, TheDocumentedWorkflowRuns) {
+  std::ifstream doc(std::string(PCGX_SOURCE_DIR) + "/docs/adding-an-operator.md");
+  const std::string text((std::istreambuf_iterator<char>(doc)), {});
+  const size_t at = text.find("    {\n      \"format\": \"pcgx.opset\"");
+  ASSERT_NE(at, std::string::npos) << "the page's opset file example moved";
+  std::string block = text.substr(at, text.find("\n    }\n", at) + 6 - at);
+  for (size_t p; (p = block.find("MyOp")) != std::string::npos;) block.replace(p, 4, "Relu");
+  const fs::path work = dir() / "documented";
+  fs::create_directories(work);
+  std::ofstream(work / "myops.json") << block;
+  // The page: the directory must exist.
+  const fs::path out = work / "DIR";
+  auto r = run("regenerate --opset " + (work / "myops.json").string() + " --max-ops 2 --out-dir " + out.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--out-dir " + out.string() + ": not a directory"), std::string::npos) << r.out;
+  fs::create_directories(out);
+  r = run("regenerate --opset " + (work / "myops.json").string() + " --max-ops 2 --out-dir " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* f : {"myops-v1.json", "myops-v1.unproved.txt", "MANIFEST.json"}) EXPECT_TRUE(fs::exists(out / f)) << f;
+  EXPECT_NE(r.out.find(" axioms open to them (MANIFEST.json records those used)"), std::string::npos) << r.out;
+  // Not used unless given; checked numerically when given.
+  const std::string strategy = (work / "s.json").string();
+  r = run("optimize mlp-tiny --machine cpu-host --devices 2 -q -o " + strategy);
+  EXPECT_NE(r.out.find("unity-v1.json: shipped (content hash pinned)"), std::string::npos) << r.out;
+  r = pcgx::testing::run_shell("PCGX_CACHE_DIR=" + (work / "cache").string() + " " + PCGX_BINARY +
+                               " optimize mlp-tiny --machine cpu-host --devices 2 -q --ruleset " + (out / "myops-v1.json").string() + " -o " + strategy);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("myops-v1.json: every rule checked numerically"), std::string::npos) << r.out;
+}
+
 }  // namespace
