@@ -85,9 +85,12 @@ TEST(Recompute, SelectiveGathersSequenceParallelInputsAgainInBackward) {
     EXPECT_EQ(plan.segment[static_cast<size_t>(next.id)], plan.segment[static_cast<size_t>(n.id)]);
   }
   EXPECT_EQ(pairs, 2 * 2 + 1);  // two per layer and the final LayerNorm's
-  for (const Node& n : sp.nodes())
-    if (n.op->loss != LossKind::kNone)
-      for (const TensorRef& t : n.inputs) EXPECT_FALSE(plan.recomputed[static_cast<size_t>(t.node)]) << describe(sp.node(t.node));
+  for (const Node& n : sp.nodes()) {
+    if (n.op->loss == LossKind::kNone) continue;
+    for (const TensorRef& t : n.inputs) {
+      EXPECT_FALSE(plan.recomputed[static_cast<size_t>(t.node)]) << describe(sp.node(t.node));
+    }
+  }
   EXPECT_EQ(plan.segments, attention_only.segments + pairs);
   // Memory on device 0: each gathered copy ([4, 16, 32] floats) and the
   // attention chain's four [4, 4/2, 16, 16] tensors per layer are no
