@@ -10,6 +10,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/rulesets/ruleset_trust.h"
 #include "pcgx/runner/model_source.h"
+#include "pcgx/verifier/audit.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
@@ -18,12 +19,26 @@
 
 namespace pcgx::runner {
 
-Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust) {
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust,
+                            bool reprove) {
   Ruleset r = load_ruleset(path);
   if (const auto reason = unverified_reason(r)) {
     if (!allow_unverified)
       throw Error(path + ": not a verified ruleset: " + *reason + " (OptimizeRequest.allow_unverified to search with it anyway)");
     if (why) *why = *reason;
+    return r;
+  }
+  if (reprove) {
+    const verify::AuditResult a = verify::audit_ruleset(r, verify::load_axioms(verify::default_axioms_dir()), verify::ProverOptions{}, 0);
+    for (size_t i = 0; i < r.rules.size(); ++i)
+      if (a.rules[i].verdict != "ok") {
+        const std::string failure = "rule " + r.rules[i].id + " fails its re-proof: " + a.rules[i].verdict + ": " + a.rules[i].detail;
+        if (!allow_unverified)
+          throw Error(path + ": not a verified ruleset: " + failure + " (OptimizeRequest.allow_unverified to search with it anyway)");
+        if (why) *why = failure;
+        return r;
+      }
+    if (trust) *trust = "every rule re-proved (" + std::to_string(r.rules.size()) + " rules, pcgx audit's checks)";
     return r;
   }
   // Proof records say "proved"; unless pcgx shipped these exact rules,
@@ -272,7 +287,7 @@ OptimizeReport optimize(const OptimizeRequest& request) {
   Ruleset rs;
   if (search::uses_rules(q.search.algorithm)) {
     base.ruleset = q.ruleset.empty() ? default_ruleset_path() : q.ruleset;
-    rs = load_search_ruleset(base.ruleset, q.allow_unverified, &base.unverified, &base.trust);
+    rs = load_search_ruleset(base.ruleset, q.allow_unverified, &base.unverified, &base.trust, q.reprove);
   }
   const search::RuleLibrary rules(rs);
   base.rules = rules.size();

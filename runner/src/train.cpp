@@ -156,7 +156,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
             std::string(search::name(q.search->algorithm)) + ")");
         OptimizeRequest oq;
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
-        oq.allow_unverified = q.allow_unverified, oq.comm = comm, oq.profile = profile;
+        oq.allow_unverified = q.allow_unverified, oq.reprove = q.reprove, oq.comm = comm, oq.profile = profile;
         oq.precision = q.precision.value_or(kDefaultPrecision);
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)

@@ -189,12 +189,21 @@ TEST(Integrity, TheSearchChecksEveryRuleOfARulesetItDidNotShip) {
   got = optimize(swapped);
   EXPECT_EQ(got.code, 0) << got.out;
   EXPECT_NE(got.out.find("from " + swapped + ": every rule checked numerically before (cached by content hash)"), std::string::npos) << got.out;
+  // --reprove re-proves every rule as audit does: the swapped core fails.
+  got = optimize(swapped, "--reprove");
+  EXPECT_EQ(got.code, 2) << got.out;
+  EXPECT_NE(got.out.find("error: " + swapped + ": not a verified ruleset: rule " + id + " fails its re-proof: "), std::string::npos) << got.out;
   // The shipped rules, copied anywhere: pinned, nothing to check.
   const fs::path copy = dir() / "copied-unity.json";
   fs::copy_file(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json", copy, fs::copy_options::overwrite_existing);
   got = optimize(copy.string());
   EXPECT_EQ(got.code, 0) << got.out;
   EXPECT_NE(got.out.find("from " + copy.string() + ": shipped (content hash pinned)"), std::string::npos) << got.out;
+  // And with --reprove even the shipped one is proved again (7 s on 2 cores).
+  got = optimize(copy.string(), "--reprove");
+  EXPECT_EQ(got.code, 0) << got.out;
+  EXPECT_NE(got.out.find("from " + copy.string() + ": every rule re-proved (" + std::to_string(shipped().rules.size()) + " rules, pcgx audit's checks)"),
+            std::string::npos) << got.out;
 }
 
 // `pcgx axioms check` exited 1 on the shipped axioms: one had no legal

@@ -88,7 +88,11 @@ std::string with_commas(int64_t n);  // 335,143,936
 std::string one_line(const std::string& message);
 
 inline constexpr const char* kAllowUnverifiedHelp =
-    "search with a ruleset that is not a verified one (a content-hash mismatch, a rule without a proof); reported as a warning";
+    "search with a ruleset that is not a verified one (a content-hash mismatch, a rule without a proof, a rule that fails its "
+    "check); reported as a warning";
+inline constexpr const char* kReproveHelp =
+    "re-prove every rule of the ruleset before searching, as pcgx audit does (a fresh proof, the stored unsat core alone, "
+    "evaluation); a rule that fails refuses the ruleset";
 
 // An integer option that must be positive when given (0 must not
 // silently mean "the default").

@@ -19,7 +19,7 @@ struct Flags {
   std::vector<std::string> sets;
   int64_t devices = 0;
   double bucket_mb = 25;
-  bool quiet = false, per_device_batch = true, allow_unverified = false;
+  bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
   PipelineFlags pipe;
   search::SearchOptions search;
 };
@@ -41,7 +41,7 @@ runner::OptimizeRequest request(Flags& f) {
   const ModelParams sizes = parse_sets(f.sets);
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
   q.machine = m;
-  q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified;
+  q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
@@ -96,6 +96,7 @@ void add_optimize_command(CLI::App& app) {
   add_pipeline_options(cmd, f.pipe);
   cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
   cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
+  cmd->add_flag("--reprove", f.reprove, kReproveHelp);
   cmd->callback([] {
     runner::OptimizeRequest q = request(f);
     const bool tty = isatty(2);

@@ -86,6 +86,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--report", f.report, "run report to write (JSON)")->capture_default_str();
   cmd->add_option("--plot", f.plot, "loss curve to write (SVG)")->capture_default_str();
   cmd->add_flag("--allow-unverified", req.allow_unverified, kAllowUnverifiedHelp);
+  cmd->add_flag("--reprove", req.reprove, kReproveHelp);
   cmd->add_flag("--no-report", f.no_report, "write no run report");
   cmd->add_flag("--no-plot", f.no_plot, "write no loss curve");
   cmd->add_option("--profile", req.profile, "measured operator times for the search and the prediction (pcgx.profile JSON, e.g. from --profile-out)");

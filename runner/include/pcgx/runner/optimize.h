@@ -27,6 +27,10 @@ struct OptimizeRequest {
   // is not verified).
   std::string ruleset;  // empty: default_ruleset_path()
   bool allow_unverified = false;
+  // Re-prove every rule first (pcgx audit's checks: a fresh proof, the
+  // stored unsat core alone, evaluation): a forged proof record of a true
+  // rule, which the numeric check passes, fails here.
+  bool reprove = false;
   // Pipeline parallelism: stages on disjoint devices, 1F1B over
   // micro-batches, each stage searched with `search`.
   std::optional<search::PipelineOptions> pipeline;
@@ -119,6 +123,9 @@ void validate(const OptimizeRequest& request);
 // hash, or every rule holding its numeric check, cached by content hash),
 // or `allow_unverified`, when `why` receives the reason. `trust` receives
 // the basis of the trust.
-Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust = nullptr);
+// With `reprove`, every rule is re-proved as `pcgx audit` does before it is
+// trusted, pinned or not.
+Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust = nullptr,
+                            bool reprove = false);
 
 }  // namespace pcgx::runner

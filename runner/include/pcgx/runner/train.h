@@ -61,6 +61,7 @@ struct TrainRequest {
   std::optional<search::SearchOptions> search;
   std::string ruleset;  // empty: default_ruleset_path()
   bool allow_unverified = false;
+  bool reprove = false;  // OptimizeRequest::reprove
   std::string data;          // a directory of NAME.npy per model input; empty: the synthetic teacher task
   std::string init_weights;  // safetensors by Weight name
   std::string resume;        // a checkpoint directory to go on from
