@@ -9,6 +9,9 @@
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/rulesets/ruleset.h"
 
 namespace pcgx::testing {
 
@@ -34,6 +37,23 @@ inline MappedPlan zoo_data_parallel(const std::string& model, int devices) {
 inline MappedPlan zoo_expert(const std::string& model) {
   const Graph g = build_model(model, {{"batch", 8}});
   return mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2), 4);
+}
+
+// search::optimize_pipeline with no rules: `algorithm` (with
+// `tensor_degree` where it states one) on `devices` devices of `machine`.
+inline search::PipelineResult pipeline_plan(const Graph& g, const std::string& machine, int devices, search::Algorithm algorithm,
+                                            search::PipelineOptions po, int64_t tensor_degree = 0) {
+  static const Ruleset empty;
+  static const search::RuleLibrary rules(empty);
+  search::SearchOptions o;
+  o.algorithm = algorithm, o.tensor_degree = tensor_degree;
+  const search::CostModel cm(search::find_machine(machine).with_devices(devices), search::default_efficiency());
+  return search::optimize_pipeline(g, rules, cm, o, po);
+}
+
+// A pipeline search's strategy, ready for runtime::train.
+inline MappedPlan plan_of(const search::PipelineResult& r, int devices) {
+  return {r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, devices};
 }
 
 }  // namespace pcgx::testing

@@ -22,35 +22,26 @@ namespace pcgx::runner {
 Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std::optional<std::string>* why, std::string* trust,
                             bool reprove) {
   Ruleset r = load_ruleset(path);
-  if (const auto reason = unverified_reason(r)) {
+  // Why it is not trusted: an error, or with allow_unverified the report's warning.
+  auto refused = [&](const std::string& reason) {
     if (!allow_unverified)
-      throw Error(path + ": not a verified ruleset: " + *reason + " (OptimizeRequest.allow_unverified to search with it anyway)");
-    if (why) *why = *reason;
+      throw Error(path + ": not a verified ruleset: " + reason + " (OptimizeRequest.allow_unverified to search with it anyway)");
+    if (why) *why = reason;
     return r;
-  }
+  };
+  if (const auto reason = unverified_reason(r)) return refused(*reason);
   if (reprove) {
     const verify::AuditResult a = verify::audit_ruleset(r, verify::load_axioms(verify::default_axioms_dir()), verify::ProverOptions{}, 0);
     for (size_t i = 0; i < r.rules.size(); ++i)
-      if (a.rules[i].verdict != "ok") {
-        const std::string failure = "rule " + r.rules[i].id + " fails its re-proof: " + a.rules[i].verdict + ": " + a.rules[i].detail;
-        if (!allow_unverified)
-          throw Error(path + ": not a verified ruleset: " + failure + " (OptimizeRequest.allow_unverified to search with it anyway)");
-        if (why) *why = failure;
-        return r;
-      }
+      if (a.rules[i].verdict != "ok")
+        return refused("rule " + r.rules[i].id + " fails its re-proof: " + a.rules[i].verdict + ": " + a.rules[i].detail);
     if (trust) *trust = "every rule re-proved (" + std::to_string(r.rules.size()) + " rules, pcgx audit's checks)";
     return r;
   }
   // Proof records say "proved"; unless pcgx shipped these exact rules,
   // every rule must also hold when evaluated (ruleset_trust.h).
   const RulesetTrust t = establish_trust(r, default_trust_cache());
-  if (t.refuted) {
-    if (!allow_unverified)
-      throw Error(path + ": not a verified ruleset: rule " + *t.refuted + " (its numeric check refutes it; OptimizeRequest.allow_unverified " +
-                  "to search with it anyway)");
-    if (why) *why = "rule " + *t.refuted + " (its numeric check refutes it)";
-    return r;
-  }
+  if (t.refuted) return refused("rule " + *t.refuted + " (its numeric check refutes it)");
   if (trust) *trust = t.describe();
   return r;
 }

@@ -87,17 +87,12 @@ TEST(Accumulation, LayoutChangesRunPerMicroBatch) {
 // device does.
 TEST(Accumulation, InterleavedPipelineTrainsAsOneDevice) {
   const Graph g = build_model("bert-large-tiny", {{"batch", 8}});
-  static const Ruleset empty;
-  static const search::RuleLibrary rules(empty);
-  search::SearchOptions o;
-  o.algorithm = search::Algorithm::kDataParallel;
-  const search::CostModel cm(search::find_machine("cpu-host").with_devices(4), search::default_efficiency());
-  const search::PipelineResult r = search::optimize_pipeline(g, rules, cm, o, {2, 2, 2});
+  const search::PipelineResult r = pcgx::testing::pipeline_plan(g, "cpu-host", 4, search::Algorithm::kDataParallel, {2, 2, 2});
   ASSERT_EQ(r.stage.size(), 4u);
   std::set<int64_t> firsts;
   for (const auto& c : r.stage) firsts.insert(c.first_device);
   EXPECT_EQ(firsts, (std::set<int64_t>{0, 2}));
-  const Plan p{r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, 4};
+  const Plan p = pcgx::testing::plan_of(r, 4);
   ASSERT_EQ(make_plan(p.graph, p.views, 4).micro_batches, 2);
   expect_same_training(run(p), run({g, {}, 1}), 1e-4);
 }
@@ -108,13 +103,8 @@ TEST(Accumulation, InterleavedPipelineTrainsAsOneDevice) {
 // as one device does.
 TEST(Accumulation, ScatteredStageBoundariesTrainAsOneDevice) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
-  static const Ruleset empty;
-  static const search::RuleLibrary rules(empty);
-  search::SearchOptions o;
-  o.algorithm = search::Algorithm::kExpert, o.tensor_degree = 2;
-  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(8), search::default_efficiency());
-  const search::PipelineResult r = search::optimize_pipeline(g, rules, cm, o, {2, 4});
-  const Plan p{r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, 8};
+  const search::PipelineResult r = pcgx::testing::pipeline_plan(g, "dgx-h100", 8, search::Algorithm::kExpert, {2, 4}, 2);
+  const Plan p = pcgx::testing::plan_of(r, 8);
   expect_same_training(run(p), run({g, {}, 1}), 1e-4);
 }
 

@@ -29,17 +29,10 @@ namespace {
 using Plan = pcgx::testing::MappedPlan;
 using pcgx::testing::relative_difference;
 
-search::PipelineResult pipeline(const Graph& g, int devices, search::PipelineOptions po) {
-  static const Ruleset empty;
-  static const search::RuleLibrary rules(empty);
-  search::SearchOptions o;
-  o.algorithm = search::Algorithm::kDataParallel;
-  const search::CostModel cm(search::find_machine("cpu-host").with_devices(devices), search::default_efficiency());
-  return search::optimize_pipeline(g, rules, cm, o, po);
-}
+using pcgx::testing::plan_of;
 
-Plan plan_of(const search::PipelineResult& r, int devices) {
-  return {r.search.strategy.graph, {r.search.strategy.views.begin(), r.search.strategy.views.end()}, devices};
+search::PipelineResult pipeline(const Graph& g, int devices, search::PipelineOptions po) {
+  return pcgx::testing::pipeline_plan(g, "cpu-host", devices, search::Algorithm::kDataParallel, po);
 }
 
 PipelineShape shape_of(const search::PipelineResult& r, PipelineSchedule k) { return {r.stages, r.micro_batches, r.virtual_stages, k}; }
@@ -144,12 +137,7 @@ TEST(PipelineSchedules, RecomputedChunksGiveTheSameBits) {
 // recompute_step_bytes counts with kept inputs.
 TEST(PipelineSchedules, RecomputedTensorParallelStagesSendTheirCollectivesAgain) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
-  static const Ruleset empty;
-  static const search::RuleLibrary rules(empty);
-  search::SearchOptions o;
-  o.algorithm = search::Algorithm::kMegatron, o.tensor_degree = 2;
-  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(8), search::default_efficiency());
-  const search::PipelineResult r = search::optimize_pipeline(g, rules, cm, o, {2, 4});
+  const search::PipelineResult r = pcgx::testing::pipeline_plan(g, "dgx-h100", 8, search::Algorithm::kMegatron, {2, 4}, 2);
   const Plan p = plan_of(r, 8);
   const TrainResult scheduled = run(p, shape_of(r, PipelineSchedule::k1F1B), Recompute::kFull);
   expect_same_bits(scheduled, run(p, std::nullopt, Recompute::kFull));

@@ -23,10 +23,8 @@ namespace {
 
 using pcgx::testing::relative_difference;
 using Plan = pcgx::testing::MappedPlan;
-using pcgx::testing::mapped_plan;
-
-Plan data_parallel(const std::string& model, int devices) { return pcgx::testing::zoo_data_parallel(model, devices); }
-Plan expert(const std::string& model) { return pcgx::testing::zoo_expert(model); }
+using pcgx::testing::zoo_data_parallel;
+using pcgx::testing::zoo_expert;
 
 TrainOptions options(ZeroStage zero, OptimizerKind optimizer, Precision precision = Precision::kFp32, int64_t steps = 8) {
   TrainOptions o;
@@ -40,7 +38,7 @@ TrainResult run(const Plan& p, const TrainOptions& o) { return train(p.graph, p.
 std::vector<SyncBucket> buckets(const Plan& p) { return make_plan(p.graph, p.views, p.devices, 0.0).buckets; }
 
 TEST(Zero3Run, TwoReplicasGiveStageZerosBits) {
-  const Plan p = data_parallel("mlp-tiny", 2);
+  const Plan p = zoo_data_parallel("mlp-tiny", 2);
   for (const Precision precision : {Precision::kFp32, Precision::kBf16})
     for (const OptimizerKind opt : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
       SCOPED_TRACE(std::string(name(precision)) + " " + name(opt));
@@ -57,7 +55,7 @@ TEST(Zero3Run, TwoReplicasGiveStageZerosBits) {
 TEST(Zero3Run, FourDevicesReachTheUnpartitionedWeights) {
   for (const std::string model : {"mlp-tiny", "dlrm-tiny"}) {
     SCOPED_TRACE(model);
-    const Plan p = model == "mlp-tiny" ? data_parallel(model, 4) : expert(model);
+    const Plan p = model == "mlp-tiny" ? zoo_data_parallel(model, 4) : zoo_expert(model);
     const TrainResult one = run({build_model(model, {{"batch", 8}}), {}, 1}, options(ZeroStage::k0, OptimizerKind::kAdam));
     const TrainResult sharded = run(p, options(ZeroStage::k3, OptimizerKind::kAdam));
     ASSERT_EQ(sharded.parameters.size(), one.parameters.size());
@@ -70,7 +68,7 @@ TEST(Zero3Run, FourDevicesReachTheUnpartitionedWeights) {
 // and two all-gathers, each sending (k - 1) k b floats, where stage 0's
 // all-reduce sent 2 (k - 1) x the bucket's floats.
 TEST(Zero3Run, SendsOneReduceScatterAndTwoAllGathersPerBucket) {
-  const Plan p = expert("dlrm-tiny");
+  const Plan p = zoo_expert("dlrm-tiny");
   const int64_t steps = 3;
   const TrainResult sharded = run(p, options(ZeroStage::k3, OptimizerKind::kSgd, Precision::kFp32, steps));
   int64_t extra = 0;
@@ -86,7 +84,7 @@ TEST(Zero3Run, SendsOneReduceScatterAndTwoAllGathersPerBucket) {
 // twice (before the reader's forward and its backward), both before the
 // update, and none after it.
 TEST(Zero3Run, TraceShowsTwoGathersPerBucketBeforeTheUpdate) {
-  const Plan p = expert("dlrm-tiny");
+  const Plan p = zoo_expert("dlrm-tiny");
   TrainOptions o = options(ZeroStage::k3, OptimizerKind::kSgd, Precision::kFp32, 2);
   o.trace_step = 1;
   const TrainResult r = run(p, o);
@@ -111,7 +109,7 @@ TEST(Zero3Run, TraceShowsTwoGathersPerBucketBeforeTheUpdate) {
 
 // Stage 3 with micro-batches is refused, naming the field.
 TEST(Zero3Run, MicroBatchesAreRefused) {
-  const Plan p = data_parallel("mlp-tiny", 2);
+  const Plan p = zoo_data_parallel("mlp-tiny", 2);
   TrainOptions o = options(ZeroStage::k3, OptimizerKind::kSgd);
   o.pipeline = PipelineShape{1, 2, 1, PipelineSchedule::k1F1B};
   try {
