@@ -36,6 +36,11 @@ double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const Te
   return b;
 }
 
+BackwardReads backward_reads(const OpDef& op, const Attributes& attrs) {
+  if (op.is_shard_level(attrs) || op.op_class != OpClass::kCompute) return {0, 0};
+  return op.backward_reads ? op.backward_reads(attrs) : BackwardReads{};
+}
+
 std::string describe(const Node& n) {
   std::string s = "node " + std::to_string(n.id);
   if (!n.name.empty()) s += " '" + n.name + "'";

@@ -66,10 +66,18 @@ std::optional<NodeId> fused_partner(const Graph& g, const SourceLayouts& layouts
 
 }  // namespace
 
-std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layouts) {
-  std::vector<char> heads(g.size(), 0);
+std::vector<NodeId> layout_change_partners(const Graph& g, const SourceLayouts& layouts) {
+  std::vector<NodeId> partners(g.size(), -1);
   const auto consumers = g.consumers();
-  for (const Node& n : g.nodes()) heads[static_cast<size_t>(n.id)] = fused_partner(g, layouts, n, consumers).has_value();
+  for (const Node& n : g.nodes())
+    if (const auto p = fused_partner(g, layouts, n, consumers)) partners[static_cast<size_t>(n.id)] = *p;
+  return partners;
+}
+
+std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layouts) {
+  const std::vector<NodeId> partners = layout_change_partners(g, layouts);
+  std::vector<char> heads(g.size(), 0);
+  for (size_t k = 0; k < g.size(); ++k) heads[k] = partners[k] >= 0;
   return heads;
 }
 

@@ -350,6 +350,7 @@ void DeviceExecutor::forward_node(const Node& n) {
   run_forward(n);
   for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
   for (size_t s : free_after_forward_[static_cast<size_t>(n.id)]) release_segment(plan_.segments[s]);
+  for (NodeId f : free_nodes_after_forward_[static_cast<size_t>(n.id)]) release_node(f);
 }
 
 void DeviceExecutor::run_forward(const Node& n) {

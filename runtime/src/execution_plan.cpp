@@ -96,6 +96,7 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
   plan_micro_batches(plan);
   plan.parameter = parameter_tensors(g, plan.layouts);
   plan.buckets = sync_buckets(plan, bucket_bytes);
+  set_recompute(plan, Recompute::kNone);  // what the step frees
   return plan;
 }
 

@@ -14,14 +14,24 @@ Buffer HostBackend::allocate(std::span<const int64_t> shape) {
 }
 
 bool HostBackend::release(Buffer& b) {
-  std::vector<float>().swap(store_[index(b)].data);
+  pool_.push_back(std::move(store_[index(b)].data));
+  store_[index(b)].data = {};
   b.data = nullptr;
   return true;
 }
 
 void HostBackend::reacquire(Buffer& b) {
   Tensor<float>& t = store_[index(b)];
-  t.data.resize(static_cast<size_t>(b.numel));  // zeroed: the next write may add into it (a move)
+  const auto n = static_cast<size_t>(b.numel);
+  size_t best = pool_.size();
+  for (size_t i = 0; i < pool_.size(); ++i)
+    if (pool_[i].capacity() >= n && (best == pool_.size() || pool_[i].capacity() < pool_[best].capacity())) best = i;
+  if (best < pool_.size()) {
+    t.data = std::move(pool_[best]);
+    std::swap(pool_[best], pool_.back());
+    pool_.pop_back();
+  }
+  t.data.assign(n, 0.f);  // zeroed: the next write may add into it (a move)
   b.data = t.data.data();
 }
 

@@ -10,9 +10,10 @@ namespace pcgx::runtime {
 
 void DeviceExecutor::init_pipeline() {
   if (!plan_.pipeline) return;
-  recomputed_.assign(plan_.graph->size(), 0);
+  starts_freed_.assign(plan_.graph->size(), 0);
   for (const RecomputeSegment& seg : plan_.segments)
-    for (NodeId n : seg.nodes) recomputed_[static_cast<size_t>(n)] = 1;
+    for (NodeId n : seg.nodes) starts_freed_[static_cast<size_t>(n)] = 1;
+  for (const FreedNode& f : plan_.freed) starts_freed_[static_cast<size_t>(f.node)] = 1;
   const Graph& g = *plan_.graph;
   const PipelineShape& p = *plan_.pipeline;
   const int64_t C = p.chunks(), stage = comm_.rank() / plan_.stage_devices;
@@ -55,6 +56,19 @@ void DeviceExecutor::init_pipeline() {
         chunk_tensors_[static_cast<size_t>(c)].push_back({n.id, static_cast<int32_t>(o)});
     }
   }
+  // A value no backward reads is freed by the chunk step that last reads
+  // it on this device: one written here in one step and read in another
+  // (a stage boundary this device receives for a later chunk) stays with
+  // its micro-batch's activation set. (A stage boundary this device sends
+  // is read here, for the sending, in the step that writes it.)
+  for (size_t k = 0; k < N; ++k)
+    std::erase_if(free_nodes_after_forward_[k], [&](NodeId f) {
+      const bool apart = step_chunk_[static_cast<size_t>(f)] != step_chunk_[k];
+      if (apart) starts_freed_[static_cast<size_t>(f)] = 0;
+      return apart;
+    });
+  for (const RecomputeSegment& seg : plan_.segments)  // (a recomputed one still starts freed)
+    for (NodeId n : seg.nodes) starts_freed_[static_cast<size_t>(n)] = 1;
   // The buffers init() made become each chunk's first activation set.
   free_sets_.assign(static_cast<size_t>(C), {});
   sets_made_.assign(static_cast<size_t>(C), 0);
@@ -84,27 +98,33 @@ DeviceExecutor::ActivationSet DeviceExecutor::new_set(int64_t chunk) {
   s.received.resize(chunk_nodes_[c].size());
   s.released.assign(chunk_nodes_[c].size(), 0);
   s.freed.assign(chunk_nodes_[c].size(), 0);
+  // A recomputed or freed node's outputs start released, as
+  // init_recompute() leaves the first set's: each is allocated when its
+  // forward runs (so never counted here, where the backend frees it).
+  std::vector<int64_t> freed_of(chunk_nodes_[c].size(), -1);
+  for (size_t i = 0; i < chunk_nodes_[c].size(); ++i)
+    if (starts_freed_[static_cast<size_t>(chunk_nodes_[c][i])]) freed_of[i] = 0;
   for (size_t k = 0; k < chunk_tensors_[c].size(); ++k) {
     const TensorRef t = chunk_tensors_[c][k];
+    const auto at = static_cast<size_t>(std::find(chunk_nodes_[c].begin(), chunk_nodes_[c].end(), t.node) - chunk_nodes_[c].begin());
+    int64_t* freed = at < freed_of.size() && freed_of[at] >= 0 ? &freed_of[at] : nullptr;
     const ParallelTensorShape& shape = plan_.graph->node(t.node).outputs[static_cast<size_t>(t.output)];
-    const std::vector<char>& held = chunk_shards_[c][k];
-    auto& v = s.values.emplace_back(held.size());
-    for (size_t j = 0; j < v.size(); ++j)
-      if (held[j]) v[j] = allocate(shape.slice_shape());
+    const std::vector<char>& shards = chunk_shards_[c][k];
+    auto& v = s.values.emplace_back(shards.size());
+    for (size_t j = 0; j < v.size(); ++j) {
+      if (!shards[j]) continue;
+      if (!freed) {
+        v[j] = allocate(shape.slice_shape());
+        continue;
+      }
+      v[j] = backend_.allocate(shape.slice_shape());
+      if (backend_.release(v[j])) *freed += v[j].numel;
+      else held(v[j].numel);
+    }
   }
-  // A recomputed segment's outputs start freed, as init_recompute() leaves
-  // the first set's: each is allocated when its forward runs.
-  for (size_t i = 0; i < chunk_nodes_[c].size(); ++i) {
-    const NodeId n = chunk_nodes_[c][i];
-    if (!recomputed_[static_cast<size_t>(n)]) continue;
-    int64_t freed = 0;
-    for (size_t k = 0; k < chunk_tensors_[c].size(); ++k)
-      if (chunk_tensors_[c][k].node == n)
-        for (Buffer& b : s.values[k])
-          if (b && backend_.release(b)) freed += b.numel;
-    held(-freed);
-    s.released[i] = 1, s.freed[i] = freed;
-  }
+  for (size_t i = 0; i < chunk_nodes_[c].size(); ++i)
+    if (freed_of[i] >= 0) s.released[i] = 1, s.freed[i] = freed_of[i];
+  backend_.trim();  // those blocks never held a value: the pool keeps only reused ones
   return s;
 }
 

@@ -11,31 +11,37 @@ void DeviceExecutor::init_recompute() {
   free_after_backward_.assign(nodes, {});
   released_.assign(nodes, 0);
   freed_floats_.assign(nodes, 0);
+  free_nodes_after_forward_.assign(nodes, {});
   for (size_t s = 0; s < plan_.segments.size(); ++s) {
     const RecomputeSegment& seg = plan_.segments[s];
     free_after_forward_[static_cast<size_t>(seg.last_reader)].push_back(s);
     recompute_before_[static_cast<size_t>(seg.last_reader)].push_back(s);
     free_after_backward_[static_cast<size_t>(seg.nodes.front())].push_back(s);
   }
-  // A step starts with every segment freed: each is allocated when it
-  // first runs. The buffers init() made for them were never used, so they
-  // do not count as held at once with the rest.
+  for (const FreedNode& f : plan_.freed) free_nodes_after_forward_[static_cast<size_t>(f.last_reader)].push_back(f.node);
+  // A step starts with every segment and freed node released: each is
+  // allocated when it first runs. The buffers init() made for them were
+  // never used, so they do not count as held at once with the rest.
   for (const RecomputeSegment& seg : plan_.segments) release_segment(seg);
+  for (const FreedNode& f : plan_.freed) release_node(f.node);
+  backend_.trim();
   peak_floats_ = buffer_floats_;
 }
 
 void DeviceExecutor::release_segment(const RecomputeSegment& seg) {
-  for (NodeId n : seg.nodes) {
-    if (released_[static_cast<size_t>(n)]) continue;
-    // Floats the backend gave back (none where it keeps the memory).
-    int64_t& freed = freed_floats_[static_cast<size_t>(n)];
-    freed = 0;
-    for (auto& shards : values_[static_cast<size_t>(n)])
-      for (Buffer& b : shards)
-        if (b && backend_.release(b)) freed += b.numel;
-    held(-freed);
-    released_[static_cast<size_t>(n)] = 1;
-  }
+  for (NodeId n : seg.nodes) release_node(n);
+}
+
+void DeviceExecutor::release_node(NodeId n) {
+  if (released_[static_cast<size_t>(n)]) return;
+  // Floats the backend gave back (none where it keeps the memory).
+  int64_t& freed = freed_floats_[static_cast<size_t>(n)];
+  freed = 0;
+  for (auto& shards : values_[static_cast<size_t>(n)])
+    for (Buffer& b : shards)
+      if (b && backend_.release(b)) freed += b.numel;
+  held(-freed);
+  released_[static_cast<size_t>(n)] = 1;
 }
 
 void DeviceExecutor::acquire(NodeId n) {
@@ -56,16 +62,20 @@ void DeviceExecutor::acquire(NodeId n) {
 
 void DeviceExecutor::recompute_segment(const RecomputeSegment& seg) {
   const Graph& g = *plan_.graph;
-  for (NodeId n : seg.nodes) acquire(n);
   // The forward pass's order, each node's sends at its own turn (the early
   // ones too: sends never block, and every device re-runs the same nodes
-  // at the same point of its backward pass).
+  // at the same point of its backward pass). Each node's outputs are
+  // allocated at its turn, and what no reverse rule reads goes again once
+  // its last reader here has run.
   recomputing_ = true;
   for (NodeId id : seg.nodes) {
     const Node& n = g.node(id);
+    acquire(id);
     if (early_[0][static_cast<size_t>(id)]) forward_sends(n, true);
     at(id, true);
     run_forward(n);
+    for (const auto& [node, reader] : seg.passing)
+      if (reader == id) release_node(node);
   }
   recomputing_ = false;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/saved_tensors.h"
 #include "pcgx/runtime/execution_plan.h"
 
 namespace pcgx::runtime {
@@ -52,6 +53,23 @@ void set_recompute(ExecutionPlan& plan, Recompute policy) {
     const StepPhase phase = plan.phase.empty() ? StepPhase::kMicro : plan.phase[static_cast<size_t>(seg.last_reader)];
     if (phase != StepPhase::kMicro && phase != StepPhase::kAccumulate)
       refuse(g.node(seg.last_reader), "it reads a recomputed tensor after the micro-batches");
+  }
+  // What no backward pass reads: freed after its last forward reader, as
+  // the memory model counts (a node whose outputs are freed is freed whole;
+  // output_lives gives all of a node's outputs one life). Values written
+  // once per step or summed over the micro-batches stay: they outlive the
+  // micro-batch pass that frees.
+  const OutputLives lives = output_lives(g, plan.layouts, rp);
+  auto micro = [&](NodeId n) { return plan.phase.empty() || plan.phase[static_cast<size_t>(n)] == StepPhase::kMicro; };
+  plan.freed.clear();
+  for (const Node& n : g.nodes()) {
+    if (n.outputs.empty()) continue;
+    const OutputLife life = lives.at({n.id, 0});
+    if (life != OutputLife::kFreed && life != OutputLife::kRecomputedPassing) continue;
+    const NodeId last = lives.last_reader[static_cast<size_t>(n.id)];
+    if (micro(n.id) && micro(last)) plan.freed.push_back({n.id, last});
+    if (life == OutputLife::kRecomputedPassing)
+      plan.segments[static_cast<size_t>(segment(n.id))].passing.emplace_back(n.id, lives.rerun_last_reader[static_cast<size_t>(n.id)]);
   }
 }
 

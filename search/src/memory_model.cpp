@@ -1,9 +1,11 @@
 // Memory per device of a mapped graph (see cost_model.h for what counts).
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/saved_tensors.h"
 #include "pcgx/pcg/step_communication.h"
 
 namespace pcgx::search {
@@ -15,28 +17,61 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
   const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute);
-  // The first operator of a layout change run in one step holds nothing.
-  const std::vector<char> heads = layout_change_heads(g, layouts);
-  const auto consumers = g.consumers();
-  // Per recomputed segment and device: the outputs it re-creates.
-  std::vector<std::vector<double>> segment(static_cast<size_t>(recompute.segments));
+  // What the step keeps for backward; the rest is freed after its last
+  // forward reader (pcg/saved_tensors.h), a recomputed segment after the
+  // last reader of any of its outputs.
+  const OutputLives lives = output_lives(g, layouts, recompute);
+  std::vector<NodeId> segment_end(static_cast<size_t>(recompute.segments), -1);
+  for (const Node& n : g.nodes())
+    if (const int32_t seg = recompute.segment[static_cast<size_t>(n.id)]; seg >= 0)
+      segment_end[static_cast<size_t>(seg)] = std::max(segment_end[static_cast<size_t>(seg)], lives.last_reader[static_cast<size_t>(n.id)]);
+  // The first operator of a layout change run in one step holds nothing
+  // of its own: it writes its partner's output, which exists from then.
+  const std::vector<NodeId> partner = layout_change_partners(g, layouts);
+  std::vector<char> created(g.size(), 0);
+  // Per recomputed segment, in node order: the output shards its re-run
+  // creates, each held until its segment's backward is done, or freed
+  // again once its last reader in the re-run has run (kRecomputedPassing).
+  struct Recreated {
+    NodeId node, free_at;
+    int64_t device;
+    double bytes;
+  };
+  std::vector<std::vector<Recreated>> segment(static_cast<size_t>(recompute.segments));
+  // The forward pass, node by node in graph order as the runtime runs it:
+  // per device, the freed and recomputed outputs alive now and the most
+  // ever alive at once (each node's outputs exist before its inputs go);
+  // per node, what goes after it has run.
+  std::vector<double> live(static_cast<size_t>(devices), 0.0), forward_peak(static_cast<size_t>(devices), 0.0);
+  std::vector<std::vector<std::pair<int64_t, double>>> frees(g.size());
   // A pipelined tensor is kept one micro-slice per micro-batch in flight.
   auto bytes = [&](const ParallelTensorShape& s) {
     const int64_t slices = s.slices();
     return activation_shard_bytes(s, precision) * static_cast<double>(std::min(slices, std::max<int64_t>(in_flight, 1))) /
            static_cast<double>(slices);
   };
-  auto kept = [&](NodeId n, int64_t d, const ParallelTensorShape& s) {
+  auto kept = [&](TensorRef t, int64_t d, const ParallelTensorShape& s) {
     if (d < 0 || d >= devices) return;
-    const int32_t seg = recompute.segment[static_cast<size_t>(n)];
-    if (seg < 0) {
-      mem[static_cast<size_t>(d)].activations += bytes(s);
+    const auto dev = static_cast<size_t>(d);
+    const OutputLife life = lives.at(t);
+    if (life == OutputLife::kKept) {
+      mem[dev].activations += bytes(s);
       return;
     }
-    auto& per = segment[static_cast<size_t>(seg)];
-    if (per.empty()) per.assign(static_cast<size_t>(devices), 0.0);
-    // Re-created for one micro-batch at a time, during its backward.
-    per[static_cast<size_t>(d)] += activation_shard_bytes(s, precision) / static_cast<double>(s.slices());
+    // Alive for one micro-batch at a time: forward until freed, and a
+    // recomputed one again during its segment's backward.
+    const double slice = activation_shard_bytes(s, precision) / static_cast<double>(s.slices());
+    const int32_t seg = recompute.segment[static_cast<size_t>(t.node)];
+    live[dev] += slice;
+    forward_peak[dev] = std::max(forward_peak[dev], live[dev]);
+    const bool held = life == OutputLife::kRecomputed;
+    frees[static_cast<size_t>(held ? segment_end[static_cast<size_t>(seg)] : lives.last_reader[static_cast<size_t>(t.node)])].emplace_back(d, slice);
+    if (life == OutputLife::kFreed) return;
+    const NodeId free_at = held ? std::numeric_limits<NodeId>::max() : lives.rerun_last_reader[static_cast<size_t>(t.node)];
+    segment[static_cast<size_t>(seg)].push_back({t.node, free_at, d, slice});
+  };
+  auto freed_after = [&](NodeId n) {
+    for (const auto& [d, b] : frees[static_cast<size_t>(n)]) live[static_cast<size_t>(d)] -= b;
   };
   const ParamBytes per = param_bytes(precision);
   // Under ZeRO what the stage shards is split over the devices holding the
@@ -68,12 +103,15 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   std::set<std::pair<TensorRef, int64_t>> gathered_here;
   for (const Node& n : g.nodes()) {
     gathered_here.clear();
-    if (n.op->op_class == OpClass::kSource || layouts.is_layout(g, n.id)) continue;
+    if (n.op->op_class == OpClass::kSource || layouts.is_layout(g, n.id)) {
+      freed_after(n.id);
+      continue;
+    }
     if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) {
       const TaskTable& tt = p.tasks(n.id);
       const auto& dev = p.task_devices(n.id);
       for (int64_t t = 0; t < tt.tasks; ++t) {
-        for (size_t o = 0; o < n.outputs.size(); ++o) kept(n.id, dev[static_cast<size_t>(t)], n.outputs[o]);
+        for (size_t o = 0; o < n.outputs.size(); ++o) kept({n.id, static_cast<int32_t>(o)}, dev[static_cast<size_t>(t)], n.outputs[o]);
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           const TensorRef w = n.inputs[i];
           const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i];
@@ -95,30 +133,38 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
           }
         }
       }
+      freed_after(n.id);
       continue;
     }
-    // Shard-level operators: their outputs are kept where they live, like
-    // any activation the backward pass reads; but a step of a chain of
-    // layout changes, read only by the next (a stage boundary gathered
-    // dimension by dimension), is read by no backward pass: its buffer
-    // serves the micro-batch passing through, one at a time.
-    if (heads[static_cast<size_t>(n.id)]) continue;
-    const auto& readers = consumers[static_cast<size_t>(n.id)];
-    const bool passing = !readers.empty() && recompute.segment[static_cast<size_t>(n.id)] < 0 &&
-                         std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
-                           // (a recomputed reader re-runs from it in backward: then it is kept)
-                           return g.node(r.first).op->op_class == OpClass::kParallel && recompute.segment[static_cast<size_t>(r.first)] < 0;
-                         });
-    for (size_t o = 0; o < n.outputs.size(); ++o)
-      for (int64_t d : p.owners({n.id, static_cast<int32_t>(o)})) {
-        if (!passing) kept(n.id, d, n.outputs[o]);
-        else if (d >= 0 && d < devices)
-          mem[static_cast<size_t>(d)].activations += activation_shard_bytes(n.outputs[o], precision) / static_cast<double>(n.outputs[o].slices());
-      }
+    // Shard-level operators: their outputs live where their shards do.
+    const NodeId writes = partner[static_cast<size_t>(n.id)] >= 0 ? partner[static_cast<size_t>(n.id)] : n.id;
+    if (!created[static_cast<size_t>(writes)]) {
+      created[static_cast<size_t>(writes)] = 1;
+      const Node& w = g.node(writes);
+      for (size_t o = 0; o < w.outputs.size(); ++o)
+        for (int64_t d : p.owners({w.id, static_cast<int32_t>(o)})) kept({w.id, static_cast<int32_t>(o)}, d, w.outputs[o]);
+    }
+    freed_after(n.id);
   }
-  // One segment is re-created at a time, during its own backward.
-  for (const auto& held : segment)
-    for (size_t d = 0; d < held.size(); ++d) mem[d].transient = std::max(mem[d].transient, held[d]);
+  // Beside the kept activations: the most the forward pass holds of the
+  // rest at once, or one segment's re-run in its backward (node by node,
+  // each node's outputs created before what it was the last to read goes).
+  for (size_t d = 0; d < mem.size(); ++d) mem[d].transient = forward_peak[d];
+  std::vector<double> rerun(static_cast<size_t>(devices), 0.0);
+  for (const std::vector<Recreated>& rerun_list : segment) {
+    std::vector<Recreated> goes = rerun_list;
+    std::stable_sort(goes.begin(), goes.end(), [](const Recreated& a, const Recreated& b) { return a.free_at < b.free_at; });
+    for (size_t a = 0, f = 0; a < rerun_list.size();) {
+      const NodeId k = rerun_list[a].node;
+      for (; a < rerun_list.size() && rerun_list[a].node == k; ++a) {
+        double& held = rerun[static_cast<size_t>(rerun_list[a].device)];
+        held += rerun_list[a].bytes;
+        mem[static_cast<size_t>(rerun_list[a].device)].transient = std::max(mem[static_cast<size_t>(rerun_list[a].device)].transient, held);
+      }
+      for (; f < goes.size() && goes[f].free_at <= k; ++f) rerun[static_cast<size_t>(goes[f].device)] -= goes[f].bytes;
+    }
+    for (const Recreated& r : rerun_list) rerun[static_cast<size_t>(r.device)] = 0;
+  }
   // ZeRO 3's gathered weights (during the backward pass too, so beside a
   // re-created segment): the most two consecutive operators hold.
   for (size_t d = 0; d < gathered.size(); ++d) {

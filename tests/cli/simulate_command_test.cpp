@@ -144,7 +144,7 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   const auto f = run("optimize gpt-tiny --machine dgx-a100 --devices 2 --search data-parallel --recompute full -q -o " + full);
   ASSERT_EQ(f.code, 0) << f.out;
   EXPECT_NE(f.out.find("recompute             full\n"), std::string::npos) << f.out;
-  EXPECT_NE(f.out.find(", recomputed "), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find(", transient "), std::string::npos) << f.out;
   const auto s = run("simulate " + full);
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("recompute             full\n"), std::string::npos) << s.out;

@@ -45,7 +45,8 @@ class CudaZoo : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaZoo, OneStepMatchesTheCpuNodeByNode) {
   PCGX_REQUIRE_GPU();
   const Graph g = build_model(GetParam(), {});
-  const ExecutionPlan plan = make_plan(g, {}, 1);
+  ExecutionPlan plan = make_plan(g, {}, 1);
+  plan.freed.clear();  // every value kept through the step, so each node's can be compared
   const SyntheticTask task(g, 7, 1);
   InProcessWorld world(1);
   world.run([&](Communicator& comm) {

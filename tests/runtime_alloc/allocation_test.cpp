@@ -77,9 +77,9 @@ constexpr int64_t kWarmup = 2, kSteps = 8;
 // threads end inside the window (a thread's exit allocates in the C
 // library).
 int64_t steady_state_allocations(const Graph& g, std::span<const MachineView> views, int devices, int threads = 1,
-                                 ZeroStage zero = ZeroStage::k0) {
+                                 ZeroStage zero = ZeroStage::k0, Recompute recompute = Recompute::kNone) {
   TrainOptions o;
-  o.steps = kSteps + 2, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads, o.zero = zero;
+  o.steps = kSteps + 2, o.optimizer.lr = 0.01, o.batches = 1, o.threads = threads, o.zero = zero, o.recompute = recompute;
   o.progress = [](const StepReport& r) {
     if (r.step == kWarmup) allocations = 0, counting = true;
     if (r.step == kSteps) counting = false;
@@ -121,6 +121,14 @@ TEST(NoAllocationWithZero, DataParallelOnFourDevices) {
 TEST(NoAllocationWithMicroBatches, DataParallelOnTwoDevices) {
   for (const char* model : {"mlp-tiny", "gpt-tiny"})
     EXPECT_EQ(data_parallel_allocations(build_model(model, {{"batch", 8}}), 2, 1, ZeroStage::k1, 2), 0) << model;
+}
+
+// Recomputation frees its segments' outputs and allocates them again when
+// re-run, every step: the freed blocks are reused (host_backend.h's pool).
+TEST(NoAllocationWithRecompute, OneDevice) {
+  for (Recompute policy : {Recompute::kSelective, Recompute::kFull})
+    for (const char* model : {"gpt-tiny", "bert-large-tiny"})
+      EXPECT_EQ(steady_state_allocations(build_model(model), {}, 1, 1, ZeroStage::k0, policy), 0) << model << " " << name(policy);
 }
 
 // Kernel threads (OpenMP) on models large enough that products are tiled

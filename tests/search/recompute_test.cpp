@@ -16,6 +16,7 @@
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/pipeline.h"
 #include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/saved_tensors.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "search/toy_machines.h"
@@ -92,18 +93,29 @@ TEST(Recompute, SelectiveGathersSequenceParallelInputsAgainInBackward) {
     }
   }
   EXPECT_EQ(plan.segments, attention_only.segments + pairs);
-  // Memory on device 0: each gathered copy ([4, 16, 32] floats) and the
-  // attention chain's four [4, 4/2, 16, 16] tensors per layer are no
-  // longer kept; the largest segment (a layer's chain) is held once.
+  // Memory on device 0: each gathered copy ([4, 16, 32] floats) and, of
+  // the attention chain's four [4, 4/2, 16, 16] tensors per layer, the two
+  // kept without recomputation (the softmax's and the dropout's) are no
+  // longer kept; but each sequence-split LayerNorm output ([4, 16/2, 32]),
+  // freed once gathered when nothing re-runs from it, is kept for the
+  // gather again. What is held besides, at most: the softmax's and the
+  // dropout's outputs with the context product's [4, 2, 16, 8] output in
+  // forward (the scores and their scaled copy go once read, in forward and
+  // in the re-run), or the head's gathered input with the vocabulary-split
+  // logits computed from it (freed once gathered for the loss).
   const CostModel cm(toy_machine().with_devices(2), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kSelective});
   const Strategy s = MachineMapper(cm).map(sp);
   ASSERT_TRUE(s.estimate.feasible) << s.estimate.infeasible;
   const Placement place(s.graph, s.views, 2);
   const DeviceMemory with = memory_breakdown(place, {Precision::kFp32, Recompute::kSelective})[0];
   const DeviceMemory without = memory_breakdown(place, {Precision::kFp32, Recompute::kNone})[0];
-  const double gathered = 4 * 16 * 32 * 4.0, chain = 4 * 2 * 16 * 16 * 4.0;
-  EXPECT_DOUBLE_EQ(without.activations - with.activations, pairs * gathered + 2 * 4 * chain);
-  EXPECT_DOUBLE_EQ(with.transient, std::max(gathered, 4 * chain));
+  const double gathered = 4 * 16 * 32 * 4.0, t = 4 * 2 * 16 * 16 * 4.0, split = gathered / 2, context = t / 2;
+  double logits = 0;
+  for (const Node& n : s.graph.nodes())
+    if (n.name == "lm_logits") logits = activation_shard_bytes(n.outputs[0], Precision::kFp32);
+  ASSERT_GT(logits, 0);
+  EXPECT_DOUBLE_EQ(without.activations - with.activations, pairs * (gathered - split) + 2 * 2 * t);
+  EXPECT_DOUBLE_EQ(with.transient, std::max(gathered + logits, 2 * t + context));
 }
 
 // Full keeps each layer's input, as Megatron-LM does: of the tensors at
@@ -163,8 +175,17 @@ Strategy one_device(const Graph& g, Recompute r, Precision p = Precision::kFp32)
   return MachineMapper(cm).map(g);
 }
 
-// Selective drops exactly the four [2, 4, 16, 16] tensors of each layer
-// from what is kept, and holds one layer's four while it recomputes them.
+// A layer's attention chain is four [2, 4, 16, 16] tensors (scores, their
+// scaled copy, softmax, dropout), t bytes each. Without recomputation the
+// step keeps the softmax's and the dropout's outputs (the softmax's reverse
+// rule reads its output, the context product its input) and frees the
+// scores and the scaled copy once read: both alive at once, at the scaling,
+// are the most the forward pass holds of what it frees. Selective keeps
+// none of the four. The scores and the scaled copy still go once read, in
+// forward and in the re-run; the softmax's and the dropout's outputs live
+// until the context product has run, whose [2, 4, 16, 8] output (t / 2,
+// freed after the transpose reading it) is allocated beside them in
+// forward, and through the chain's backward after its re-run.
 TEST(Recompute, SelectiveMemoryWorkedByHand) {
   const Graph g = tiny_gpt();
   const Strategy s = one_device(g, Recompute::kNone);
@@ -173,17 +194,19 @@ TEST(Recompute, SelectiveMemoryWorkedByHand) {
     const double bytes = static_cast<double>(activation_bytes(prec));
     const DeviceMemory none = memory_breakdown(p, {prec, Recompute::kNone})[0];
     const DeviceMemory sel = memory_breakdown(p, {prec, Recompute::kSelective})[0];
-    const double chain = 4.0 * 2 * 4 * 16 * 16 * bytes;
-    EXPECT_DOUBLE_EQ(none.activations - sel.activations, 2 * chain);
-    EXPECT_DOUBLE_EQ(sel.transient, chain);
-    EXPECT_DOUBLE_EQ(none.transient, 0);
+    const double t = 2.0 * 4 * 16 * 16 * bytes;
+    EXPECT_DOUBLE_EQ(none.activations - sel.activations, 2 * 2 * t);
+    EXPECT_DOUBLE_EQ(sel.transient, 2 * t + t / 2);
+    EXPECT_DOUBLE_EQ(none.transient, 2 * t);
     EXPECT_DOUBLE_EQ(sel.weights, none.weights);
     EXPECT_DOUBLE_EQ(sel.optimizer, none.optimizer);
   }
 }
 
 // Full keeps less than selective, and what it keeps plus the one segment
-// it re-creates is less than everything.
+// it re-creates is less than every output of the model; it no longer
+// keeps what its segments re-create (of that, what the step would keep
+// without recomputation: pcg/saved_tensors.h).
 TEST(Recompute, FullKeepsLeastAndHoldsOneSegment) {
   const Graph g = tiny_gpt();
   const Strategy s = one_device(g, Recompute::kNone);
@@ -193,17 +216,33 @@ TEST(Recompute, FullKeepsLeastAndHoldsOneSegment) {
   const DeviceMemory full = memory_breakdown(p, {Precision::kFp32, Recompute::kFull})[0];
   EXPECT_LT(full.activations, sel.activations);
   EXPECT_GT(full.transient, 0);
-  EXPECT_LT(full.activations + full.transient, none.activations);
-  // The segment held is one of the three: the largest, never their sum.
-  const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kFull);
-  std::vector<double> seg(static_cast<size_t>(plan.segments), 0.0);
+  double everything = 0;
+  for (const Node& n : g.nodes())
+    if (n.op->op_class != OpClass::kSource)
+      for (const auto& o : n.outputs) everything += activation_shard_bytes(o, Precision::kFp32);
+  EXPECT_LT(full.activations + full.transient, everything);
+  // The segments re-run one at a time, each holding through its backward
+  // what the reverse rules read of it (and the rest only until read): at
+  // least the largest segment's held outputs, at most the largest
+  // segment's outputs all together, never the sum of the three.
+  const SourceLayouts layouts = source_layouts(g);
+  const RecomputePlan plan = plan_recompute(g, layouts, Recompute::kFull);
+  const OutputLives kept_without = output_lives(g, layouts, plan_recompute(g, layouts, Recompute::kNone));
+  const OutputLives lives = output_lives(g, layouts, plan);
+  std::vector<double> seg(static_cast<size_t>(plan.segments), 0.0), held(seg);
+  double no_longer_kept = 0;
   for (const Node& n : g.nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)])
-      for (const auto& o : n.outputs) seg[static_cast<size_t>(plan.segment[static_cast<size_t>(n.id)])] += activation_shard_bytes(o, Precision::kFp32);
-  EXPECT_DOUBLE_EQ(full.transient, *std::max_element(seg.begin(), seg.end()));
-  double all = 0;
-  for (double x : seg) all += x;
-  EXPECT_DOUBLE_EQ(none.activations - full.activations, all);
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        const double b = activation_shard_bytes(n.outputs[o], Precision::kFp32);
+        const auto k = static_cast<size_t>(plan.segment[static_cast<size_t>(n.id)]);
+        seg[k] += b;
+        if (lives.at({n.id, static_cast<int32_t>(o)}) == OutputLife::kRecomputed) held[k] += b;
+        if (kept_without.at({n.id, static_cast<int32_t>(o)}) == OutputLife::kKept) no_longer_kept += b;
+      }
+  EXPECT_GE(full.transient, *std::max_element(held.begin(), held.end()));
+  EXPECT_LT(full.transient, *std::max_element(seg.begin(), seg.end()));
+  EXPECT_DOUBLE_EQ(none.activations - full.activations, no_longer_kept);
 }
 
 // A pipeline stage keeps its kept tensors for every micro-batch in

@@ -88,7 +88,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   if (const auto& m = rep.busiest_memory)
     out << "  busiest device      weights " << human_bytes(m->weights) << ", master " << human_bytes(m->master) << ", gradients "
         << human_bytes(m->gradients) << ", optimizer " << human_bytes(m->optimizer) << ", activations " << human_bytes(m->activations)
-        << ", recomputed " << human_bytes(m->transient) << "\n";
+        << ", transient " << human_bytes(m->transient) << "\n";
   out
             << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
   if (dp.estimate.feasible) out << "speedup over data parallel  " << std::setprecision(2) << dp.estimate.time / e.time << "x\n";

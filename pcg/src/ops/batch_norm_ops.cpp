@@ -312,6 +312,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(bn, batch_norm_k);
   bn.grad_f32 = &batch_norm_grad;
+  bn.backward_reads = reads(0b011, 0);  // x and gamma, not beta
   bn.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   bn.smt = {{"batch_norm", 3, {"eps", "group"}}};
   r.add(bn);
@@ -334,6 +335,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(sum, batch_sum_k);
   sum.grad_f32 = &batch_sum_grad;
+  sum.backward_reads = reads(0, 0);  // a sum's gradient is its output's, spread
   sum.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 1); };
   sum.smt = {{"batch_sum", 1}};
   r.add(sum);
@@ -357,6 +359,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(squares, batch_squares_k);
   squares.grad_f32 = &batch_squares_grad;
+  squares.backward_reads = reads(0b11, 0);
   squares.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 3); };
   squares.smt = {{"batch_squares", 2}};
   r.add(squares);
@@ -385,6 +388,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(apply, batch_norm_apply_k);
   apply.grad_f32 = &batch_norm_apply_grad;
+  apply.backward_reads = reads(0b01111, 0);  // not beta
   apply.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 4); };
   apply.smt = {{"batch_norm_apply", 5, {"eps"}}};
   r.add(apply);

@@ -108,7 +108,7 @@ void conv_grad(const GradArgs& a) {
   const Act act = activation_kind(a.attrs.get_string("activation"));
   const float* dz = a.out_grad[0]->data.data();
   if (act != Act::kNone) {
-    const size_t size = a.out[0]->data.size();
+    const size_t size = a.out_grad[0]->data.size();  // the output's, which may be freed (gelu)
     float* z = nullptr;
     if (derivative_needs_input(act)) {  // gelu: recompute z with the forward loop, minus the activation
       z = scratch_floats(ScratchSlot::kB, size);
@@ -237,6 +237,7 @@ void register_conv_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(conv, conv_k);
   conv.grad_f32 = &conv_grad;
+  conv.backward_reads = &fused_activation_reads;
   conv.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     const auto& w = in[1].shape;
     return 2.0 * static_cast<double>(product(out[0].shape)) * static_cast<double>(w[1] * w[2] * w[3]);
@@ -273,6 +274,8 @@ void register_conv_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(pool, pool_k);
   pool.grad_f32 = &pool_grad;
+  // max: each window's largest input; avg: nothing but shapes
+  pool.backward_reads = [](const Attributes& a) { return BackwardReads{a.get_string("mode") == "max" ? 1u : 0u, 0}; };
   pool.flops = [](const Attributes& a, std::span<const TensorType>, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * a.get_int("kernel_h") * a.get_int("kernel_w"));
   };

@@ -73,13 +73,9 @@ void dropout_k(const KernelArgs<T>& a) {
                         });
 }
 
-// Gradients: dx = dy * f'(x), from x or y as is cheaper.
-template <class F>
-void unary_grad(const GradArgs& a, F df) {
-  const auto &x = a.in[0]->data, &y = a.out[0]->data, &dy = a.out_grad[0]->data;
-  auto& dx = a.in_grad[0].data;
-  for (size_t i = 0; i < dx.size(); ++i) dx[i] += dy[i] * df(x[i], y[i]);
-}
+// Gradients: dx = dy * f'(x), from x or y as is cheaper, and only from
+// that one (the registry's backward_reads says which: the other may be
+// freed by then).
 template <Act act>
 void activation_grad(const GradArgs& a) {
   vec::activation_backward_add(act, a.in[0]->data.data(), a.out[0]->data.data(), a.out_grad[0]->data.data(),
@@ -91,14 +87,18 @@ void sigmoid_grad(const GradArgs& a) { activation_grad<Act::kSigmoid>(a); }
 void tanh_grad(const GradArgs& a) { activation_grad<Act::kTanh>(a); }
 // silu'(x) = s + x s (1 - s), s = sigmoid(x).
 void silu_grad(const GradArgs& a) {
-  unary_grad(a, [](float x, float) {
-    const float s = Num<float>::sigmoid(x);
-    return s * (1.f + x * (1.f - s));
-  });
+  const auto &x = a.in[0]->data, &dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  for (size_t i = 0; i < dx.size(); ++i) {
+    const float s = Num<float>::sigmoid(x[i]);
+    dx[i] += dy[i] * (s * (1.f + x[i] * (1.f - s)));
+  }
 }
 void scalar_mul_grad(const GradArgs& a) {
   const auto s = static_cast<float>(a.attrs.get_float("scalar"));
-  unary_grad(a, [s](float, float) { return s; });
+  const auto& dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] += dy[i] * s;
 }
 void add_grad(const GradArgs& a) {
   const auto& dy = a.out_grad[0]->data;
@@ -161,6 +161,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef add = binary("EwAdd", "elementwise sum of two tensors of one shape");
   PCGX_KERNELS(add, add_k);
   add.grad_f32 = &add_grad;
+  add.backward_reads = reads(0, 0);
   add.smt = {{"ew_add", 2}};
   add.elementwise = true;
   add.any_rank = true;
@@ -168,6 +169,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef mul = binary("EwMul", "elementwise product of two tensors of one shape");
   PCGX_KERNELS(mul, mul_k);
   mul.grad_f32 = &mul_grad;
+  mul.backward_reads = reads(0b11, 0);
   mul.smt = {{"ew_mul", 2}};
   mul.elementwise = true;
   mul.any_rank = true;
@@ -176,6 +178,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef relu = unary("Relu", "max(x, 0)");
   PCGX_KERNELS(relu, relu_k);
   relu.grad_f32 = &relu_grad;
+  relu.backward_reads = reads(0, 1);  // y > 0 where x > 0
   relu.smt = {{"relu", 1}};
   relu.elementwise = true;
   relu.any_rank = true;
@@ -183,6 +186,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef gelu = unary("Gelu", "x * Phi(x)");
   PCGX_KERNELS(gelu, gelu_k);
   gelu.grad_f32 = &gelu_grad;
+  gelu.backward_reads = reads(1, 0);
   gelu.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 8.0 * static_cast<double>(product(in[0].shape)); };
   gelu.smt = {{"gelu", 1}};
   gelu.elementwise = true;
@@ -191,6 +195,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef sigmoid = unary("Sigmoid", "1 / (1 + exp(-x))");
   PCGX_KERNELS(sigmoid, sigmoid_k);
   sigmoid.grad_f32 = &sigmoid_grad;
+  sigmoid.backward_reads = reads(0, 1);  // y (1 - y)
   sigmoid.flops = gelu.flops;
   sigmoid.smt = {{"sigmoid", 1}};
   sigmoid.elementwise = true;
@@ -199,6 +204,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef tanh = unary("Tanh", "hyperbolic tangent");
   PCGX_KERNELS(tanh, tanh_k);
   tanh.grad_f32 = &tanh_grad;
+  tanh.backward_reads = reads(0, 1);  // 1 - y^2
   tanh.flops = gelu.flops;
   tanh.smt = {{"tanh", 1}};
   tanh.elementwise = true;
@@ -208,6 +214,7 @@ void register_elementwise_ops(OpRegistry& r) {
   OpDef silu = unary("Silu", "x * sigmoid(x) (SiLU, swish)");
   PCGX_KERNELS(silu, silu_k);
   silu.grad_f32 = &silu_grad;
+  silu.backward_reads = reads(1, 0);
   silu.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 5.0 * static_cast<double>(product(in[0].shape)); };
   silu.smt = {{"silu", 1}};
   silu.elementwise = true;
@@ -218,6 +225,7 @@ void register_elementwise_ops(OpRegistry& r) {
   smul.attrs = {with_domain(float_attr("scalar", std::nullopt, "the constant factor"), GenDomain::kScalar)};
   PCGX_KERNELS(smul, scalar_mul_k);
   smul.grad_f32 = &scalar_mul_grad;
+  smul.backward_reads = reads(0, 0);
   smul.weight_layout = true;
   smul.smt = {{"scalar_mul", 1, {{"scalar", SmtCode::kFraction}}}};
   smul.elementwise = true;
@@ -235,6 +243,7 @@ void register_elementwise_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(drop, dropout_k);
   drop.grad_f32 = &dropout_grad;
+  drop.backward_reads = reads(0, 0);  // the mask is drawn again from (seed, index)
   drop.smt = {{"dropout", 1, {"rate", "seed"}}};
   drop.elementwise = true;
   r.add(drop);

@@ -96,6 +96,7 @@ void register_embedding_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(emb, embedding_k);
   emb.grad_f32 = &embedding_grad;
+  emb.backward_reads = reads(0b01, 0);  // the indices: rows of the table's gradient
   emb.bytes = gather_bytes;
   emb.flops = [](const Attributes&, auto, std::span<const TensorType> out) { return static_cast<double>(product(out[0].shape)); };
   emb.smt = {{"embedding", 2}};
@@ -120,6 +121,7 @@ void register_embedding_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(bag, embedding_bag_k);
   bag.grad_f32 = &embedding_bag_grad;
+  bag.backward_reads = reads(0b01, 0);
   bag.bytes = gather_bytes;
   bag.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return static_cast<double>(product(out[0].shape) * in[0].shape[1]);

@@ -158,6 +158,7 @@ void register_linear_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(lin, linear_k);
   lin.grad_f32 = &linear_grad;
+  lin.backward_reads = &fused_activation_reads;
   lin.flops = [](const Attributes& a, std::span<const TensorType> in, std::span<const TensorType> out) {
     double f = gemm_flops(in, out, 1, 0);
     const double n = static_cast<double>(product(out[0].shape));
@@ -194,6 +195,7 @@ void register_linear_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(mm, matmul_k);
   mm.grad_f32 = &matmul_grad;
+  mm.backward_reads = reads(0b11, 0);
   mm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return gemm_flops(in, out, 1, 0);
   };
@@ -231,6 +233,7 @@ void register_linear_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(bmm, batch_matmul_k);
   bmm.grad_f32 = &batch_matmul_grad;
+  bmm.backward_reads = reads(0b11, 0);
   bmm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
     return gemm_flops(in, out, 0, static_cast<int>(in[0].shape.size()) - 1);
   };

@@ -88,6 +88,7 @@ void register_loss_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(ce, cross_entropy_k);
   ce.grad_f32 = &cross_entropy_grad;
+  ce.backward_reads = reads(0b11, 0);
   ce.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 4.0 * static_cast<double>(product(in[0].shape)); };
   ce.smt = {{"softmax_cross_entropy", 2}};
   r.add(ce);
@@ -111,6 +112,7 @@ void register_loss_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(mse, mse_k);
   mse.grad_f32 = &mse_grad;
+  mse.backward_reads = reads(0b11, 0);
   mse.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return 3.0 * static_cast<double>(product(in[0].shape)); };
   mse.smt = {{"mse_loss", 2}};
   r.add(mse);

@@ -215,6 +215,7 @@ void register_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(sm, softmax_k);
   sm.grad_f32 = &softmax_grad;
+  sm.backward_reads = reads(0, 1);  // y (dy - <y, dy>)
   sm.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 5); };
   sm.smt = {{"softmax", 1, {{"axis", SmtCode::kAxis}}, 0, {{"causal", false}}}};
   sm.any_rank = true;
@@ -250,6 +251,7 @@ void register_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(ln, layer_norm_k);
   ln.grad_f32 = &layer_norm_grad;
+  ln.backward_reads = reads(0b011, 0);  // x and gamma (its statistics computed again), not beta
   ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   ln.smt = {{"layer_norm", 1, {"eps"}, 0, {{"affine", false}}}, {"layer_norm_affine", 3, {"eps"}, 0, {{"affine", true}}}};
   r.add(ln);
@@ -274,6 +276,7 @@ void register_norm_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(rms, rms_norm_k);
   rms.grad_f32 = &rms_norm_grad;
+  rms.backward_reads = reads(0b11, 0);
   rms.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 4); };
   rms.smt = {{"rms_norm", 2, {"eps"}}};
   rms.pool_inputs = {PoolInput::kVectorWeights};

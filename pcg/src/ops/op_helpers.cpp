@@ -1,5 +1,7 @@
 #include "op_helpers.h"
 
+#include "numeric.h"
+
 namespace pcgx::ops {
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -32,6 +34,17 @@ std::vector<ParallelKind> elementwise_kinds(size_t rank, size_t inputs) {
   for (size_t d = 0; d < rank; ++d)
     kinds.push_back({"dim" + std::to_string(d), std::vector<int>(inputs, static_cast<int>(d)), {static_cast<int>(d)}, 0});
   return kinds;
+}
+
+}  // namespace pcgx::ops
+
+namespace pcgx::ops {
+
+BackwardReads fused_activation_reads(const Attributes& a) {
+  const Act act = activation_kind(a.get_string("activation"));
+  if (act == Act::kNone) return {0b011, 0};
+  if (derivative_needs_input(act)) return {0b111, 0};  // z = x W + b again
+  return {0b011, 1};
 }
 
 }  // namespace pcgx::ops

@@ -54,6 +54,17 @@ inline AttrSpec activation_attr() {
                      GenDomain::kChoices);
 }
 
+// OpDef::backward_reads of a rule that reads the same whatever its
+// attributes: bit i of `inputs` for input i, bit o of `outputs` for output o.
+inline std::function<BackwardReads(const Attributes&)> reads(uint64_t inputs, uint64_t outputs) {
+  return [r = BackwardReads{inputs, outputs}](const Attributes&) { return r; };
+}
+// The reads of a product with a fused activation (Linear, Conv2D): x and W
+// for the product's gradients; then the derivative's operand, the output
+// for relu, sigmoid and tanh, or the pre-activation for gelu, which the
+// rule computes again from x, W and the bias.
+BackwardReads fused_activation_reads(const Attributes& a);
+
 // Throws the reason as a pcgx::Error when `ok` is false. A macro so that
 // the reason, usually built from shapes, is only formatted on failure:
 // shape inference runs for every node of every candidate the search

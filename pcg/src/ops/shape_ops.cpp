@@ -192,6 +192,7 @@ void register_shape_ops(OpRegistry& r) {
   PCGX_KERNELS(cat, concat_k);
   PCGX_SHARD_EVAL(cat, concat_replica);
   cat.grad_f32 = &concat_grad;
+  cat.backward_reads = reads(0, 0);
   cat.shard_grad_f32 = &concat_replica_grad;
   cat.flops = zero_flops;
   cat.smt = {{"concat", 2, {"axis"}}};
@@ -239,6 +240,7 @@ void register_shape_ops(OpRegistry& r) {
   PCGX_KERNELS(split, split_k);
   PCGX_SHARD_EVAL(split, split_replica);
   split.grad_f32 = &split_grad;
+  split.backward_reads = reads(0, 0);
   split.shard_grad_f32 = &split_replica_grad;
   split.flops = zero_flops;
   split.smt = {{"split0", 1, {"axis"}, 0}, {"split1", 1, {"axis"}, 1}};
@@ -273,6 +275,7 @@ void register_shape_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(reshape, reshape_k);
   reshape.grad_f32 = &reshape_grad;
+  reshape.backward_reads = reads(0, 0);
   reshape.flops = zero_flops;
   reshape.smt = {{"reshape", 1, {{"shape", SmtCode::kShapeDigits}}}};
   r.add(reshape);
@@ -305,6 +308,7 @@ void register_shape_ops(OpRegistry& r) {
   };
   PCGX_KERNELS(tr, transpose_k);
   tr.grad_f32 = &transpose_grad;
+  tr.backward_reads = reads(0, 0);
   tr.flops = zero_flops;
   tr.smt = {{"transpose", 1, {{"perm", SmtCode::kPermDigits}}}};
   r.add(tr);

@@ -118,14 +118,16 @@ void serial_activate(Act act, float* y, size_t n) {
 }
 
 void serial_activation_backward(Act act, const float* z, const float* y, const float* dy, float* dz, size_t n) {
+  // Each derivative reads z or y, never both (numeric.h's
+  // derivative_needs_input): the other may be a freed buffer.
   const auto len = static_cast<Eigen::Index>(n);
-  CArr Y(y, len), DY(dy, len);
+  CArr DY(dy, len);
   Arr DZ(dz, len);
   switch (act) {
     case Act::kNone: DZ = DY; return;
-    case Act::kRelu: DZ = (Y > 0.f).select(DY, 0.f); return;
-    case Act::kSigmoid: DZ = DY * Y * (1.f - Y); return;
-    case Act::kTanh: DZ = DY * (1.f - Y * Y); return;
+    case Act::kRelu: DZ = (CArr(y, len) > 0.f).select(DY, 0.f); return;
+    case Act::kSigmoid: DZ = DY * CArr(y, len) * (1.f - CArr(y, len)); return;
+    case Act::kTanh: DZ = DY * (1.f - CArr(y, len).square()); return;
     case Act::kGelu: break;
   }
   // gelu(z) = z Phi(z): d/dz = Phi(z) + z phi(z)
@@ -138,7 +140,7 @@ void serial_activation_backward_add(Act act, const float* x, const float* y, con
   alignas(64) float buf[kBlock];
   for (size_t i = 0; i < n; i += kBlock) {
     const size_t len = std::min(kBlock, n - i);
-    serial_activation_backward(act, x ? x + i : nullptr, y + i, dy + i, buf, len);
+    serial_activation_backward(act, x ? x + i : nullptr, y ? y + i : nullptr, dy + i, buf, len);
     add(dx + i, buf, len);
   }
 }
@@ -175,13 +177,13 @@ void activate(Act act, float* y, size_t n) {
 
 void activation_backward(Act act, const float* z, const float* y, const float* dy, float* dz, size_t n) {
   over_elements(n, [&](size_t b, size_t len) {
-    serial_activation_backward(act, z ? z + b : nullptr, y + b, dy + b, dz + b, len);
+    serial_activation_backward(act, z ? z + b : nullptr, y ? y + b : nullptr, dy + b, dz + b, len);
   });
 }
 
 void activation_backward_add(Act act, const float* x, const float* y, const float* dy, float* dx, size_t n) {
   over_elements(n, [&](size_t b, size_t len) {
-    serial_activation_backward_add(act, x ? x + b : nullptr, y + b, dy + b, dx + b, len);
+    serial_activation_backward_add(act, x ? x + b : nullptr, y ? y + b : nullptr, dy + b, dx + b, len);
   });
 }
 

@@ -125,6 +125,23 @@ struct GradArgs {
 };
 using GradKernel = void (*)(const GradArgs&);
 
+// What a compute operator's reverse rule reads of its forward values
+// besides its outputs' gradients: bit i of `inputs` for input i, bit o of
+// `outputs` for output o. Every value no reverse rule reads is freed once
+// its last forward reader has run (pcg/saved_tensors.h): Linear reads x and
+// W but not its output, so a row-parallel Linear's partial sums never live
+// into the backward pass; Softmax reads its output alone, Dropout nothing
+// (it draws its mask again). A shape stays readable: a rule may ask a freed
+// tensor for its shape, never for its data. Declared wrong, a gradient would
+// read freed memory: tests/pcg/backward_reads_test.cpp runs every reverse
+// rule with the values it says it does not read poisoned.
+struct BackwardReads {
+  uint64_t inputs = ~uint64_t{0};
+  uint64_t outputs = ~uint64_t{0};
+  bool input(size_t i) const { return i < 64 && ((inputs >> i) & 1u) != 0; }
+  bool output(size_t o) const { return o < 64 && ((outputs >> o) & 1u) != 0; }
+};
+
 // Reverse rule of a shard-level operator: gradients of its inputs from
 // gradients of its outputs, every shard at once. For a parallel operator
 // this is its dual (docs/design.md table): the gradient of Replicate is Reduce.
@@ -203,6 +220,9 @@ struct OpDef {
   ShardEval<ModP> shard_mod = nullptr;
 
   GradKernel grad_f32 = nullptr;       // compute operators (gradients.h)
+  // What grad_f32 reads of the forward values; unset: every input and
+  // output (always right, and keeps them all until the backward pass).
+  std::function<BackwardReads(const Attributes&)> backward_reads;
   ShardGrad shard_grad_f32 = nullptr;  // shard-level operators
 
   FlopCount flops;      // forward FLOPs of the whole (logical) operator
@@ -244,5 +264,10 @@ struct OpDef {
 double memory_bytes(const OpDef& op, const Attributes& attrs, std::span<const TensorType> in,
                     std::span<const TensorType> out, Precision precision = Precision::kFp32);
 int64_t tensor_bytes(const TensorType& t);
+
+// What the reverse rule of `op` with `attrs` reads (above): its declaration,
+// everything when it has none, nothing for a shard-level instance (a
+// parallel operator's dual moves gradients alone).
+BackwardReads backward_reads(const OpDef& op, const Attributes& attrs);
 
 }  // namespace pcgx

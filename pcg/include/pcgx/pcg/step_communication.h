@@ -53,6 +53,9 @@ std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts)
 // holds nothing of its own: the runtime gives its output no buffer and
 // the memory model keeps none. node_runs' r.to names the partner.
 std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layouts);
+// Per node: the partner completing it when it is such a first operator
+// (its output written at the first operator's turn), else -1.
+std::vector<NodeId> layout_change_partners(const Graph& g, const SourceLayouts& layouts);
 
 // Per Weight: the tensor holding its trained value (itself, or the end of
 // its stored layout, whose replica slot 0 gathers to it); {-1, 0} elsewhere.

@@ -71,6 +71,10 @@ class Backend {
     return false;
   }
   virtual void reacquire(Buffer& b) { (void)b; }
+  // Gives back the memory a backend keeps of released buffers for their
+  // reuse (host_backend.h's pool): the executor's buffers released before
+  // they were ever used, which no later step would reuse.
+  virtual void trim() {}
   virtual void fill(const Buffer& b, float value) = 0;
   virtual void copy(const Buffer& to, const Buffer& from) = 0;  // same size
   virtual void add(const Buffer& into, const Buffer& x) = 0;    // into += x

@@ -22,9 +22,16 @@
 // gradients, shards received from other devices, blocks cut for sending,
 // gradient contributions on their way to another device) is allocated the
 // first time it is needed and reused by every later step; kernels take
-// their temporaries from per-thread scratch. After the first step a
-// single-device or data-parallel step allocates nothing
-// (tests/runtime_alloc/allocation_test.cpp counts).
+// their temporaries from per-thread scratch. A value no backward pass
+// reads (ExecutionPlan::freed, pcg/saved_tensors.h: a Linear's output
+// read only by a Reshape, partial sums before their reduce-scatter) is
+// released after its last forward reader and acquired again before its
+// node's next forward, so the step holds only what backward reads plus
+// what the forward pass needs at once, as search's memory model counts
+// (tests/runtime/freed_values_test.cpp). After the first step a
+// single-device or data-parallel step allocates nothing, released buffers
+// included (the backend reuses their memory: host_backend.h;
+// tests/runtime_alloc/allocation_test.cpp counts).
 //
 // Micro-batches (execution_plan.h). A plan with pipelined tensors runs a
 // step as one forward and backward pass per micro-batch: the buffers of
@@ -62,8 +69,8 @@
 // outputs are freed again after the segment's first node's gradient. The
 // kernels are the forward pass's with the same offsets (dropout draws the
 // same masks), so the gradients are the same bits as when everything is
-// kept. Recomputing plans allocate their segments' outputs again every
-// step (freed memory goes back to the allocator). What stays allocated:
+// kept. A released segment's memory goes back to the backend, which
+// reuses it (host_backend.h). What stays allocated:
 // shards a re-run task receives from other devices and blocks in transit,
 // and every segment whose readers overlap another's (each is freed after
 // its own last reader), so the peak exceeds the memory model's one
@@ -258,8 +265,10 @@ class DeviceExecutor {
 
   // Recomputation: per node, the segments (ExecutionPlan::segments) freed
   // after its forward, re-run before its backward, freed after its
-  // backward; whether its outputs are freed now.
+  // backward; the nodes no backward reads (ExecutionPlan::freed) freed
+  // after its forward; whether its outputs are freed now.
   std::vector<std::vector<size_t>> free_after_forward_, recompute_before_, free_after_backward_;
+  std::vector<std::vector<NodeId>> free_nodes_after_forward_;
   std::vector<char> released_;
   std::vector<int64_t> freed_floats_;  // per node: what its release gave back
   bool recomputing_ = false;  // kernel timing counts the re-run apart
@@ -269,6 +278,7 @@ class DeviceExecutor {
   bool rerun_keeps_inputs() const { return recomputing_ && plan_.pipeline.has_value(); }
   void init_recompute();
   void release_segment(const RecomputeSegment& s);
+  void release_node(NodeId n);
   void recompute_segment(const RecomputeSegment& s);
   void acquire(NodeId n);  // its outputs' buffers again, where freed
   void run_forward(const Node& n);  // its kernels, moves or collective
@@ -349,7 +359,7 @@ class DeviceExecutor {
   std::map<std::pair<int64_t, int64_t>, ActivationSet> in_flight_;  // (chunk, micro-batch)
   std::vector<int64_t> sets_made_;                        // per chunk
   std::vector<PipelineStep> program_;                     // this device's stage's
-  std::vector<char> recomputed_;                          // per node: in a recomputed segment
+  std::vector<char> starts_freed_;                        // per node: recomputed or freed (a new set's start released)
   void init_pipeline();
   double scheduled_step();
   ActivationSet new_set(int64_t chunk);

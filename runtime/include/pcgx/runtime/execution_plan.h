@@ -88,9 +88,21 @@ enum class StepPhase : uint8_t { kStep, kMicro, kAccumulate, kAfter };
 // has run; backward, the segment re-runs its forward just before
 // `last_reader`'s backward, so its outputs exist for every gradient that
 // reads them, and they are freed again after the backward of its first
-// node, the last to read them.
+// node, the last to read them. What no reverse rule reads
+// (pcg/saved_tensors.h's kRecomputedPassing) is freed earlier: in the
+// re-run once its last reader there has run (`passing`), and in forward
+// as a FreedNode.
 struct RecomputeSegment {
   std::vector<NodeId> nodes;  // ascending
+  NodeId last_reader = -1;
+  std::vector<std::pair<NodeId, NodeId>> passing;  // (node, its last reader in the re-run)
+};
+
+// A node whose outputs no backward pass reads (pcg/saved_tensors.h): freed
+// once `last_reader` has run forward; not created again in the step unless
+// a recomputed segment re-runs it.
+struct FreedNode {
+  NodeId node = -1;
   NodeId last_reader = -1;
 };
 
@@ -111,6 +123,10 @@ struct ExecutionPlan {
   // What the backward pass recomputes (set_recompute); none by default.
   Recompute recompute = Recompute::kNone;
   std::vector<RecomputeSegment> segments;
+  // What the step frees beside them (set by make_plan and set_recompute;
+  // under a pipeline schedule each device keeps what it writes in one
+  // chunk step and reads in another: device_executor.h).
+  std::vector<FreedNode> freed;
   // The precision activations are stored in (pcg/precision.h): under
   // bf16 and fp16 every value a kernel writes is rounded to it and the
   // optimizer updates FP32 master weights (device_executor.h).
@@ -156,7 +172,8 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
 // naming the node where the runtime cannot: a recomputed node that runs
 // once per step or sums the micro-batches, one reading a tensor another
 // segment recomputes, a layout change split between kept and recomputed
-// nodes, a recomputed graph output.
+// nodes, a recomputed graph output. Also sets what the step frees as no
+// backward pass reads it (ExecutionPlan::freed), as make_plan does.
 void set_recompute(ExecutionPlan& plan, Recompute policy);
 
 // Makes `plan` run its micro-batches under `p` (pcg/pipeline_schedule.h):

@@ -17,10 +17,16 @@ class HostBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   Buffer allocate(std::span<const int64_t> shape) override;
   std::span<const int64_t> shape(const Buffer& b) const override { return store_[index(b)].shape; }
-  // Frees the tensor's memory (the allocator returns it); reacquire
-  // allocates it again.
+  // Gives the tensor's memory to a pool of freed blocks, from which
+  // reacquire takes the smallest that holds it (allocating only when none
+  // does), as a caching allocator would: a step frees and reacquires the
+  // same sizes every time, so after the first it allocates nothing. What
+  // the pool holds beyond the buffers in use is not counted in
+  // DeviceExecutor::buffer_bytes (blocks larger than the tensor reusing
+  // them; at most the largest step's worth of freed values).
   bool release(Buffer& b) override;
   void reacquire(Buffer& b) override;
+  void trim() override { pool_.clear(); }
   void fill(const Buffer& b, float value) override;
   void copy(const Buffer& to, const Buffer& from) override;
   void add(const Buffer& into, const Buffer& x) override;
@@ -53,6 +59,7 @@ class HostBackend final : public Backend {
  private:
   static size_t index(const Buffer& b) { return static_cast<size_t>(b.id); }
   std::deque<Tensor<float>> store_;  // a deque: growing it moves no tensor
+  std::vector<std::vector<float>> pool_;  // freed blocks (release, reacquire)
   // Per-call argument arrays, grown to the largest arity once. The
   // registry's kernels take outputs as an array of tensors: buffers are
   // moved into it and back (a vector's move keeps its memory, so every

@@ -103,9 +103,10 @@ struct DeviceMemory {
   double master = 0;       // FP32 master copies (mixed precision; 1/r of them from ZeRO stage 1)
   double gradients = 0;    // FP32 gradients (1/r from ZeRO stage 2)
   double optimizer = 0;    // Adam's two FP32 moments (1/r from ZeRO stage 1)
-  double activations = 0;  // outputs kept for the backward pass
-  double transient = 0;    // the largest recomputed segment's outputs, live during its backward,
-                           // and ZeRO 3's gathered weights of two consecutive operators
+  double activations = 0;  // outputs kept for the backward pass (pcg/saved_tensors.h)
+  double transient = 0;    // the most alive at once of the outputs not kept: in the forward pass
+                           // until their last reader has run, or a recomputed segment's during
+                           // its backward; plus ZeRO 3's gathered weights of two consecutive operators
   double total() const { return weights + master + gradients + optimizer + activations + transient; }
 };
 

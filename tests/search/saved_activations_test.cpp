@@ -1,0 +1,54 @@
+// What the memory model keeps per transformer layer (pcg/saved_tensors.h)
+// against Korthikanti et al. 2022 (§4, "Reducing Activation Recomputation
+// in Large Transformer Models"): 34 s b h + 5 a s^2 b bytes per GPT layer
+// in 16-bit precision, 34 s b h / t under tensor and sequence parallelism
+// with selective recomputation. pcgx keeps what its own gradient rules
+// read, which is their count less the three dropout masks (s b h bytes
+// each after the two projections, a s^2 b after the softmax: pcgx draws a
+// mask again from its seed) and the GeLU's input (8 s b h: pcgx's Linear
+// with a fused GeLU computes its product again in backward).
+#include <gtest/gtest.h>
+
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+constexpr int64_t kSeq = 512, kBatch = 1, kHidden = 1024, kHeads = 16;
+
+Graph gpt(int64_t layers) {
+  return build_model("gpt", {{"layers", layers}, {"hidden", kHidden}, {"heads", kHeads}, {"ffn", 4 * kHidden}, {"seq", kSeq},
+                             {"vocab", 1024}, {"batch", kBatch}});
+}
+
+// Activations kept on device 0 for `g` placed on `devices` devices.
+double kept(const Graph& g, int64_t devices, Recompute r) {
+  const TrainingRecipe recipe{Precision::kFp16, r};
+  const CostModel cm(toy_machine().with_devices(devices), toy_efficiency(), {}, {}, recipe);
+  const Strategy s = MachineMapper(cm).map(g);
+  return memory_breakdown(Placement(s.graph, s.views, devices), recipe)[0].activations;
+}
+
+TEST(SavedActivations, PerLayerWithoutParallelismOrRecomputation) {
+  const double s = kSeq, b = kBatch, h = kHidden, a = kHeads;
+  const double korthikanti = 34 * s * b * h + 5 * a * s * s * b;
+  const double masks = 2 * s * b * h + a * s * s * b, gelu_input = 8 * s * b * h;
+  EXPECT_DOUBLE_EQ(kept(gpt(2), 1, Recompute::kNone) - kept(gpt(1), 1, Recompute::kNone), korthikanti - masks - gelu_input);
+}
+
+TEST(SavedActivations, PerLayerUnderSequenceParallelismAndSelectiveRecomputation) {
+  const int64_t t = 4;
+  const Machine m = toy_machine().with_devices(t);
+  auto layer = [&](int64_t layers) { return kept(*expert(gpt(layers), m, t, t, true), t, Recompute::kSelective); };
+  const double s = kSeq, b = kBatch, h = kHidden;
+  const double korthikanti = 34 * s * b * h / t, masks = 2 * s * b * h / t, gelu_input = 8 * s * b * h / t;
+  EXPECT_DOUBLE_EQ(layer(2) - layer(1), korthikanti - masks - gelu_input);
+}
+
+}  // namespace
+}  // namespace pcgx::search
