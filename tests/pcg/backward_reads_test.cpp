@@ -74,33 +74,34 @@ bool same_bits(const std::vector<ShardedTensor<float>>& a, const std::vector<Sha
 
 class BackwardReadsCase : public ::testing::TestWithParam<OpCase> {};
 
+void free_data(ShardedTensor<float>& t) {
+  for (auto& sh : t.shards) std::vector<float>().swap(sh.data);
+}
+
+// The case's gradients with `spoil` applied to every value its
+// backward_reads leaves out (float ones only when `floats_only`).
+std::vector<ShardedTensor<float>> gradients_without_unread(const Evaluated& e, void (*spoil)(ShardedTensor<float>&), bool floats_only) {
+  const BackwardReads r = backward_reads(*e.op, e.attrs);
+  Evaluated spoiled = e;
+  for (size_t i = 0; i < e.in.size(); ++i)
+    if (!r.input(i) && (!floats_only || e.in[i].shape.dtype == DataType::kFloat32)) spoil(spoiled.in[i]);
+  for (size_t o = 0; o < e.out.size(); ++o)
+    if (!r.output(o)) spoil(spoiled.out[o]);
+  return gradients(spoiled);
+}
+
 TEST_P(BackwardReadsCase, UnreadValuesPoisonedChangeNothing) {
   const Evaluated e = evaluate_case(GetParam());
-  const BackwardReads r = backward_reads(*e.op, e.attrs);
-  const auto want = gradients(e);
-  Evaluated poisoned = e;
-  for (size_t i = 0; i < e.in.size(); ++i)
-    if (!r.input(i) && e.in[i].shape.dtype == DataType::kFloat32) poison(poisoned.in[i]);
-  for (size_t o = 0; o < e.out.size(); ++o)
-    if (!r.output(o)) poison(poisoned.out[o]);
-  EXPECT_TRUE(same_bits(gradients(poisoned), want)) << "the reverse rule reads a value its backward_reads leaves out";
+  EXPECT_TRUE(same_bits(gradients_without_unread(e, &poison, true), gradients(e)))
+      << "the reverse rule reads a value its backward_reads leaves out";
 }
 
 // As the runtime leaves them: the shape kept, no data (a rule reading a
 // value's data would crash, one using its size would differ).
 TEST_P(BackwardReadsCase, UnreadValuesFreedChangeNothing) {
   const Evaluated e = evaluate_case(GetParam());
-  const BackwardReads r = backward_reads(*e.op, e.attrs);
-  const auto want = gradients(e);
-  Evaluated freed = e;
-  auto free = [](ShardedTensor<float>& t) {
-    for (auto& sh : t.shards) std::vector<float>().swap(sh.data);
-  };
-  for (size_t i = 0; i < e.in.size(); ++i)
-    if (!r.input(i)) free(freed.in[i]);
-  for (size_t o = 0; o < e.out.size(); ++o)
-    if (!r.output(o)) free(freed.out[o]);
-  EXPECT_TRUE(same_bits(gradients(freed), want)) << "the reverse rule uses the size of a value its backward_reads leaves out";
+  EXPECT_TRUE(same_bits(gradients_without_unread(e, &free_data, false), gradients(e)))
+      << "the reverse rule uses the size of a value its backward_reads leaves out";
 }
 
 TEST_P(BackwardReadsCase, EachReadValuePoisonedChangesAGradient) {
