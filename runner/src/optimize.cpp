@@ -85,6 +85,8 @@ void validate(const OptimizeRequest& q) {
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
+  if (q.pipeline && q.search.algorithm == search::Algorithm::kPlan)
+    throw FieldError("OptimizeRequest.pipeline", "a plan states no pipeline stages or micro-batches yet (docs/plans.md)");
 }
 
 namespace {
@@ -174,7 +176,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // the other recipes' (not mcmc's simulations), and exhaustive search
   // does not pipeline.
   const search::Algorithm alg = q.search.algorithm;
-  if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && !search::predicts_by_simulation(alg)) {
+  if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && alg != search::Algorithm::kPlan &&
+      !search::predicts_by_simulation(alg)) {
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
       const TrainingRecipe recipe{precision, policies.front(), stage};

@@ -167,7 +167,7 @@ int64_t largest_dividing_degree(int64_t devices, int64_t n) {
   return 1;
 }
 
-Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan) {
+Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan, std::vector<RefusedPlan>* refused) {
   Builder b{g, Graph(g.name()), std::vector<std::vector<TensorRef>>(g.size()), {}};
   for (const Node& n : g.nodes()) {
     auto& outs = b.map[static_cast<size_t>(n.id)];
@@ -180,7 +180,10 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
     for (const TensorRef& i : n.inputs) ins.push_back(b.map[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
     NodeId id = -1;
     if (n.op->op_class == OpClass::kCompute) {
-      if (auto req = required_inputs(g, n, plan(g, n))) {
+      const NodePlan wanted = plan(g, n);
+      auto req = required_inputs(g, n, wanted);
+      if (!req && refused && !wanted.empty()) refused->push_back({n.id, "its parallel kinds do not combine as stated"});
+      if (req) {
         std::vector<TensorRef> conv;
         for (size_t i = 0; i < ins.size(); ++i) {
           const int64_t k = req->summands[i];
@@ -196,8 +199,9 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
         }
         try {
           id = b.out.add(*n.op, n.attrs, conv, n.name);
-          b.note_partial_outputs(id, plan(g, n));
-        } catch (const Error&) {
+          b.note_partial_outputs(id, wanted);
+        } catch (const Error& e) {
+          if (refused) refused->push_back({n.id, e.what()});
           id = -1;
         }
       }

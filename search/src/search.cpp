@@ -9,6 +9,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/mcmc_search.h"
 #include "pcgx/search/unity_search.h"
+#include "pcgx/search/user_plan.h"
 
 namespace pcgx::search {
 
@@ -22,6 +23,7 @@ std::string_view name(Algorithm a) {
     case Algorithm::kMcmc: return "mcmc";
     case Algorithm::kAutoddl: return "autoddl";
     case Algorithm::kMegatron: return "megatron";
+    case Algorithm::kPlan: return "plan";
   }
   return "?";
 }
@@ -35,7 +37,8 @@ bool uses_rules(Algorithm a) {
     case Algorithm::kDataParallel:
     case Algorithm::kExpert:
     case Algorithm::kAutoddl:
-    case Algorithm::kMegatron: return false;
+    case Algorithm::kMegatron:
+    case Algorithm::kPlan: return false;
   }
   return false;
 }
@@ -57,6 +60,9 @@ void validate(const SearchOptions& o) {
     throw FieldError("SearchOptions.tensor_degree", "states the expert or megatron search's degree (SearchOptions.algorithm expert or megatron)");
   if (o.sequence_parallel && !stated)
     throw FieldError("SearchOptions.sequence_parallel", "is the expert or megatron search's (SearchOptions.algorithm expert or megatron)");
+  if (o.algorithm == Algorithm::kPlan && !o.plan) throw FieldError("SearchOptions.plan", "the plan algorithm lowers a plan, and none is given");
+  if (o.plan && o.algorithm != Algorithm::kPlan)
+    throw FieldError("SearchOptions.plan", "a plan is lowered as stated (SearchOptions.algorithm plan), not searched with " + std::string(name(o.algorithm)));
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -93,6 +99,7 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
       result.strategy = mapper.map(*e);
       break;
     }
+    case Algorithm::kPlan: result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices())); break;
     case Algorithm::kMcmc: {
       // Its views are its own (chosen by proposals, costed by simulation).
       McmcResult r = mcmc_search(model, rules, mapper, options);

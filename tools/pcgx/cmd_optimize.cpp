@@ -9,13 +9,14 @@
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/strategy_json.h"
+#include "pcgx/search/user_plan.h"
 
 namespace pcgx::cli {
 namespace {
 
 struct Flags {
   std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
-      recompute = "auto", zero = "auto";
+      recompute = "auto", zero = "auto", plan;
   std::vector<std::string> sets;
   int64_t devices = 0;
   double bucket_mb = 25;
@@ -31,12 +32,17 @@ runner::OptimizeRequest request(Flags& f) {
               {"PipelineOptions.virtual_stages", "--virtual-stages"}, {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"Machine.device.peak_flops_by_precision", "--precision"},
               {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
-              {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"}});
+              {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
+              {"SearchOptions.plan", "--plan"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
+  if (!f.plan.empty()) {
+    q.search.plan = std::make_shared<const search::UserPlan>(search::load_plan(f.plan));
+    if (f.algorithm == "unity") q.search.algorithm = search::Algorithm::kPlan;  // the default: the plan is what --plan asks for
+  }
   apply_pipeline_flags(f.pipe, q);  // a contradiction among them before any model loads
   const ModelParams sizes = parse_sets(f.sets);
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
@@ -47,6 +53,7 @@ runner::OptimizeRequest request(Flags& f) {
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::validate(q);
+  if (q.search.plan) search::plan_partitions(q.model, *q.search.plan, q.machine.num_devices());  // its mistakes before any output
   return q;
 }
 
@@ -63,7 +70,10 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--ruleset", f.ruleset, "ruleset to apply")->capture_default_str();
   cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
                   "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
-                  "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly)")->capture_default_str();
+                  "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly) or plan (--plan's, as "
+                  "written; the default with --plan)")->capture_default_str();
+  cmd->add_option("--plan", f.plan, "a plan written by hand (pcgx.plan JSON, docs/plans.md): each operator runs as the plan's rules say, the "
+                  "communication between them derived; operators no rule selects run as one task");
   cmd->add_option("-o,--output", f.out, "strategy file to write (optimized PCG + machine mapping)")->required();
   cmd->add_option("--dot", f.dot, "also draw the optimized PCG (Graphviz)");
   cmd->add_option("--budget", s.budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
@@ -103,7 +113,7 @@ void add_optimize_command(CLI::App& app) {
     auto last = std::chrono::steady_clock::now();
     q.search.progress = [&](const search::SearchProgress& p) { print_search_progress(p, tty, last); };
     std::cerr << "optimizing " << q.model.name() << " (" << q.model.size() << " nodes) on " << q.machine.num_devices() << " x "
-              << q.machine.device.name << " (" << q.machine.name << ") with --search " << f.algorithm << "\n";
+              << q.machine.device.name << " (" << q.machine.name << ") with --search " << search::name(q.search.algorithm) << "\n";
     const runner::OptimizeReport rep = runner::optimize(q);
     if (tty) std::cerr << "\r\033[K";
     print_ruleset_notes(std::cerr, rep);

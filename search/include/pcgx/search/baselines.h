@@ -26,8 +26,15 @@ using NodePlan = std::map<std::string, int64_t>;
 // nodes already in `g` only change layout, so they are dropped: their
 // readers convert from whatever layout the input has. An input needed as k
 // summands (the bias of a reduction-parallel Linear) becomes k replica
-// slots of x/k. A node whose plan is not legal for it runs unpartitioned. Graph outputs keep their original layout.
-Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan);
+// slots of x/k. A node whose plan is not legal for it runs unpartitioned
+// (and is listed in `refused`, when given, with the reason). Graph outputs
+// keep their original layout.
+struct RefusedPlan {
+  NodeId node;
+  std::string reason;
+};
+Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan,
+                  std::vector<RefusedPlan>* refused = nullptr);
 
 // The kind splitting an operator's samples: input 0's first dimension,
 // into output 0's first dimension or (losses, batch statistics) partial

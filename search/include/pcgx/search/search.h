@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,8 @@
 
 namespace pcgx::search {
 
+struct UserPlan;  // user_plan.h
+
 enum class Algorithm : uint8_t {
   kUnity,         // substitutions and parallelization jointly (Unity)
   kDataParallel,  // the data-parallel baseline
@@ -33,11 +36,13 @@ enum class Algorithm : uint8_t {
   kMcmc,          // FlexFlow's MCMC, costed by simulation
   kAutoddl,       // AutoDDL's coordinate descent over SBP signatures
   kMegatron,      // Megatron-LM's plan as stated: the expert's stages, layers split evenly over pipeline chunks
+  kPlan,          // a plan a person wrote (user_plan.h, SearchOptions::plan), lowered as stated
 };
 inline constexpr std::array kAlgorithms{Algorithm::kUnity,      Algorithm::kDataParallel, Algorithm::kExpert,   Algorithm::kSequential,
-                                        Algorithm::kExhaustive, Algorithm::kMcmc,         Algorithm::kAutoddl, Algorithm::kMegatron};
+                                        Algorithm::kExhaustive, Algorithm::kMcmc,         Algorithm::kAutoddl, Algorithm::kMegatron,
+                                        Algorithm::kPlan};
 
-// "unity", "data-parallel", "expert", "sequential", "exhaustive", "mcmc", "autoddl", "megatron".
+// "unity", "data-parallel", "expert", "sequential", "exhaustive", "mcmc", "autoddl", "megatron", "plan".
 std::string_view name(Algorithm a);
 
 // Whether the algorithm applies a ruleset's substitutions (the others build
@@ -70,6 +75,7 @@ struct SearchOptions {
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see unity_search.h)
   int64_t tensor_degree = 0;        // expert: its tensor-parallel degree, as a plan states it (0: the fastest that fits)
   bool sequence_parallel = false;   // expert: Megatron-LM's sequence parallelism inside each tensor-parallel group (baselines.h)
+  std::shared_ptr<const UserPlan> plan;  // plan: what it lowers (user_plan.h)
   // unity: how the result is chosen among the search's best and the
   // model's baselines (final_ranking.h): by simulation, or by the DP's
   // estimate alone (the search itself always costs candidates by the DP).

@@ -1,0 +1,76 @@
+#pragma once
+// Parallelization plans a person writes (SuperScaler, nnScaler; the
+// format: docs/plans.md). A plan selects compute operators (by name
+// pattern, operator type, layer index range) and says how each runs: for
+// each of its parallel kinds (the registry's ParallelKind names, "batch0",
+// "out", "reduce", "heads", ...) a degree, or "samples" for whichever kind
+// splits its samples. Lowered, it is an ordinary PCG: every selected
+// operator runs as stated and the communication between consecutive
+// operators is derived, not written (baselines.h's parallelize inserts the
+// layout changes: all-reduce, reduce-scatter, all-gather, all-to-all, which
+// the cost model prices), so `pcgx simulate`, `pcgx run` and the rest take
+// it unchanged, and it computes what the model computes (it inserts only
+// identities).
+//
+// Not yet: device assignment and pipeline stages, explicit schedules
+// (and their deadlock check), co-shard, recipe fields; the unstated rest
+// runs as one task rather than being searched.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/search/baselines.h"
+
+namespace pcgx::search {
+
+// Which compute operators a rule applies to: all of the given conditions.
+struct PlanSelector {
+  std::string name;  // glob over node names: '*' any run, '?' one character; empty: any
+  std::string op;    // registry operator name (Linear, Softmax, ...); empty: any
+  // The layer index, inclusive: the number ending the first dot-separated
+  // part of a node's name that ends in one ("block3.attn.query" is in
+  // layer 3); operators outside any layer are not selected.
+  std::optional<std::pair<int64_t, int64_t>> layers;
+};
+
+// The pseudo-kind naming whichever kind splits an operator's samples
+// (sample_kind); an operator without one runs unsplit by it.
+inline constexpr const char* kSamplesKind = "samples";
+
+struct PlanRule {
+  PlanSelector select;
+  NodePlan partition;  // kind name (or kSamplesKind) -> degree; empty: one task
+};
+
+struct UserPlan {
+  std::string source;  // the file it came from, for messages
+  std::string description;
+  // In order: an operator runs as the last rule that selects it says, or
+  // as one task when none does.
+  std::vector<PlanRule> rules;
+};
+
+// Reads a plan file (JSON, "format": "pcgx.plan", "format_version": 1).
+// Throws FileError naming the file and the field for anything malformed:
+// not JSON, unknown fields, a rule without "select" or "partition", a
+// degree that is not a whole number of at least 1, an unknown operator type.
+UserPlan plan_from_json(const std::string& text, const std::string& source);
+UserPlan load_plan(const std::string& path);
+
+bool selects(const PlanSelector& s, const Node& n);
+
+// What each compute node of `model` runs as (empty: one task), checked:
+// throws pcgx::Error naming the plan, the rule and the operator for a rule
+// selecting nothing, a kind the operator does not have (listing those it
+// has), a degree that does not divide the dimension the kind splits, or
+// degrees whose product does not divide `devices`.
+std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices);
+
+// The model with the plan applied (plan_partitions, then parallelize).
+Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices);
+
+}  // namespace pcgx::search

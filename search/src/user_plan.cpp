@@ -1,0 +1,204 @@
+// Plans a person writes (see user_plan.h): the file, the selectors, and
+// the lowering onto baselines.h's parallelize.
+#include "pcgx/search/user_plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/graph_json_value.h"
+#include "pcgx/pcg/registry.h"
+
+namespace pcgx::search {
+namespace {
+
+using nlohmann::json;
+
+void only_fields(const json& j, const std::string& source, const std::string& where, std::initializer_list<const char*> known) {
+  for (const auto& [key, v] : j.items()) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || key == k;
+    if (ok) continue;
+    std::string list;
+    for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    throw FileError(source, where + key, "unknown field (" + list + ")");
+  }
+}
+
+int64_t whole(const json& v, const std::string& source, const std::string& field, int64_t least) {
+  if (!v.is_number_integer() || v.get<int64_t>() < least)
+    throw FileError(source, field, "expected a whole number of at least " + std::to_string(least));
+  return v.get<int64_t>();
+}
+
+PlanSelector read_selector(const json& j, const std::string& source, const std::string& field) {
+  if (!j.is_object()) throw FileError(source, field, "expected an object (name, op, layers)");
+  only_fields(j, source, field + ".", {"name", "op", "layers"});
+  PlanSelector s;
+  if (j.contains("name")) {
+    if (!j["name"].is_string() || j["name"].get<std::string>().empty()) throw FileError(source, field + ".name", "expected a non-empty name pattern");
+    s.name = j["name"].get<std::string>();
+  }
+  if (j.contains("op")) {
+    if (!j["op"].is_string()) throw FileError(source, field + ".op", "expected an operator name");
+    s.op = j["op"].get<std::string>();
+    const OpDef* def = OpRegistry::global().find(s.op);
+    if (!def || def->op_class != OpClass::kCompute) throw FileError(source, field + ".op", "'" + s.op + "' is not a compute operator (pcgx ops lists them)");
+  }
+  if (j.contains("layers")) {
+    const json& l = j["layers"];
+    if (!l.is_array() || l.size() != 2) throw FileError(source, field + ".layers", "expected [first, last]");
+    const int64_t a = whole(l[0], source, field + ".layers[0]", 0), b = whole(l[1], source, field + ".layers[1]", 0);
+    if (b < a) throw FileError(source, field + ".layers", "the last layer " + std::to_string(b) + " comes before the first " + std::to_string(a));
+    s.layers = std::make_pair(a, b);
+  }
+  return s;
+}
+
+std::string describe(const PlanSelector& s) {
+  std::string out;
+  auto add = [&](const std::string& x) { out += (out.empty() ? "" : ", ") + x; };
+  if (!s.name.empty()) add("name '" + s.name + "'");
+  if (!s.op.empty()) add("op " + s.op);
+  if (s.layers) add("layers " + std::to_string(s.layers->first) + "-" + std::to_string(s.layers->second));
+  return out.empty() ? "every operator" : out;
+}
+
+// '*' matches any run of characters, '?' one.
+bool glob(std::string_view pattern, std::string_view text) {
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) ++p, ++t;
+    else if (p < pattern.size() && pattern[p] == '*') star = p++, mark = t;
+    else if (star != std::string_view::npos) p = star + 1, t = ++mark;
+    else return false;
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::optional<int64_t> layer_of(const std::string& name) {
+  size_t start = 0;
+  while (start < name.size()) {
+    const size_t end = std::min(name.find('.', start), name.size());
+    size_t digits = end;
+    while (digits > start && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+    if (digits < end && end - digits <= 9) return std::stoll(name.substr(digits, end - digits));
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool selects(const PlanSelector& s, const Node& n) {
+  if (!s.op.empty() && n.op->name != s.op) return false;
+  if (!s.name.empty() && !glob(s.name, n.name)) return false;
+  if (s.layers) {
+    const auto l = layer_of(n.name);
+    if (!l || *l < s.layers->first || *l > s.layers->second) return false;
+  }
+  return true;
+}
+
+UserPlan plan_from_json(const std::string& text, const std::string& source) {
+  const json j = parse_json_document(text, source);
+  if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
+  only_fields(j, source, "", {"format", "format_version", "description", "rules"});
+  if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
+  if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
+  UserPlan plan;
+  plan.source = source;
+  if (j.contains("description")) {
+    if (!j["description"].is_string()) throw FileError(source, "description", "expected a string");
+    plan.description = j["description"].get<std::string>();
+  }
+  if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty()) throw FileError(source, "rules", "expected a non-empty array of rules");
+  for (size_t r = 0; r < j["rules"].size(); ++r) {
+    const json& rule = j["rules"][r];
+    const std::string field = "rules[" + std::to_string(r) + "]";
+    if (!rule.is_object()) throw FileError(source, field, "expected an object (select, partition)");
+    only_fields(rule, source, field + ".", {"select", "partition"});
+    if (!rule.contains("select")) throw FileError(source, field + ".select", "missing: which operators the rule applies to");
+    if (!rule.contains("partition")) throw FileError(source, field + ".partition", "missing: parallel kinds and their degrees ({} runs one task)");
+    PlanRule pr;
+    pr.select = read_selector(rule["select"], source, field + ".select");
+    const json& p = rule["partition"];
+    if (!p.is_object()) throw FileError(source, field + ".partition", "expected an object of parallel kinds and degrees, e.g. {\"samples\": 4}");
+    for (const auto& [kind, degree] : p.items()) pr.partition[kind] = whole(degree, source, field + ".partition." + kind, 1);
+    plan.rules.push_back(std::move(pr));
+  }
+  return plan;
+}
+
+UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_file(path), path); }
+
+std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices) {
+  std::vector<NodePlan> out(model.size());
+  std::vector<int> rule_of(model.size(), -1);
+  for (size_t r = 0; r < plan.rules.size(); ++r) {
+    bool any = false;
+    for (const Node& n : model.nodes()) {
+      if (n.op->op_class != OpClass::kCompute || !selects(plan.rules[r].select, n)) continue;
+      any = true;
+      out[static_cast<size_t>(n.id)] = plan.rules[r].partition;
+      rule_of[static_cast<size_t>(n.id)] = static_cast<int>(r);
+    }
+    if (!any)
+      throw Error(plan.source + ": rules[" + std::to_string(r) + "] (" + describe(plan.rules[r].select) + ") selects no operator of '" +
+                  model.name() + "'");
+  }
+  for (const Node& n : model.nodes()) {
+    const auto k = static_cast<size_t>(n.id);
+    if (rule_of[k] < 0 || out[k].empty()) continue;
+    const std::string where = plan.source + ": rules[" + std::to_string(rule_of[k]) + "]: " + pcgx::describe(n);
+    const std::vector<TensorType> in = model.input_types(n);
+    const std::vector<ParallelKind> kinds = n.op->kinds ? n.op->kinds(n.attrs, in) : std::vector<ParallelKind>{};
+    NodePlan resolved;
+    int64_t product = 1;
+    for (const auto& [name, degree] : out[k]) {
+      const ParallelKind* kind = nullptr;
+      if (name == kSamplesKind) {
+        kind = sample_kind(kinds);
+        if (!kind) continue;  // nothing splits its samples: it runs unsplit by them
+      } else {
+        for (const ParallelKind& x : kinds)
+          if (x.name == name) kind = &x;
+      }
+      if (!kind) {
+        std::string list;
+        for (const ParallelKind& x : kinds) list += (list.empty() ? "" : ", ") + x.name;
+        throw Error(where + " has no parallel kind '" + name + "' (its kinds: " + (list.empty() ? "none" : list) + ", or " + kSamplesKind + ")");
+      }
+      if (degree == 1) continue;
+      for (size_t i = 0; i < kind->inputs.size() && i < in.size(); ++i) {
+        const int dim = kind->inputs[i];
+        if (dim < 0) continue;
+        const int64_t size = in[i].shape.at(static_cast<size_t>(dim));
+        if (size % degree != 0)
+          throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide dimension " + std::to_string(dim) + " of input " +
+                      std::to_string(i) + " (" + std::to_string(size) + ")");
+      }
+      if (kind->must_divide > 0 && kind->must_divide % degree != 0)
+        throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide " + std::to_string(kind->must_divide));
+      resolved[kind->name] = degree;
+      product *= degree;
+    }
+    if (devices % product != 0)
+      throw Error(where + ": its degrees multiply to " + std::to_string(product) + ", which does not divide the " + std::to_string(devices) +
+                  " devices");
+    out[k] = std::move(resolved);
+  }
+  return out;
+}
+
+Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices) {
+  const std::vector<NodePlan> partitions = plan_partitions(model, plan, devices);
+  std::vector<RefusedPlan> refused;
+  Graph g = parallelize(model, [&](const Graph&, const Node& n) { return partitions[static_cast<size_t>(n.id)]; }, &refused);
+  if (!refused.empty())
+    throw Error(plan.source + ": " + pcgx::describe(model.node(refused[0].node)) + " cannot run as planned: " + refused[0].reason);
+  return g;
+}
+
+}  // namespace pcgx::search

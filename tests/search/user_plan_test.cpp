@@ -1,0 +1,160 @@
+// Plans a person writes (user_plan.h, docs/plans.md): the shipped examples
+// lower to PCGs that compute what the model computes; a plan saying what
+// data parallelism does is data parallelism; every mistake is one error
+// naming the file, the rule and the operator.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/search.h"
+#include "pcgx/search/user_plan.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kPlans = fs::path(PCGX_SOURCE_DIR) / "data" / "plans";
+
+Strategy mapped(const Graph& g, int64_t devices) {
+  const CostModel cm(toy_machine().with_devices(devices), toy_efficiency());
+  return MachineMapper(cm).map(g);
+}
+
+void expect_same_outputs(const Graph& lowered, const Graph& model) {
+  const SourceFn<float> src = random_sources<float>(9);  // by node name: the same values in both graphs
+  const auto want = evaluate_outputs<float>(model, src), got = evaluate_outputs<float>(lowered, src);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].data.size(), want[o].data.size());
+    for (size_t i = 0; i < want[o].data.size(); ++i)
+      EXPECT_NEAR(got[o].data[i], want[o].data[i], 1e-4 * (1 + std::abs(want[o].data[i]))) << "output " << o << " element " << i;
+  }
+}
+
+UserPlan plan_text(const std::string& rules) {
+  return plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": )" + rules + "}", "p.json");
+}
+
+std::string lowering_error(const Graph& g, const std::string& rules, int64_t devices = 4) {
+  try {
+    lower_plan(g, plan_text(rules), devices);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(UserPlan, EveryShippedPlanComputesTheModel) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  int plans = 0;
+  for (const auto& entry : fs::directory_iterator(kPlans)) {
+    SCOPED_TRACE(entry.path().filename().string());
+    const Graph lowered = lower_plan(g, load_plan(entry.path().string()), 4);
+    expect_same_outputs(lowered, g);
+    EXPECT_TRUE(mapped(lowered, 4).estimate.feasible);
+    ++plans;
+  }
+  EXPECT_GE(plans, 3);
+}
+
+// A plan splitting every operator's samples is data parallelism: the same
+// PCG and the same predicted time.
+TEST(UserPlan, SamplesEverywhereIsDataParallelism) {
+  for (const char* model : {"mlp-tiny", "gpt-tiny", "dlrm-tiny"}) {
+    SCOPED_TRACE(model);
+    const Graph g = build_model(model, {{"batch", 8}});
+    const Graph lowered = lower_plan(g, plan_text(R"([{"select": {}, "partition": {"samples": 4}}])"), 4);
+    const Graph dp = data_parallel(g, 4);
+    EXPECT_EQ(lowered.size(), dp.size());
+    EXPECT_DOUBLE_EQ(mapped(lowered, 4).estimate.time, mapped(dp, 4).estimate.time);
+  }
+}
+
+// The Megatron example splits each layer's weights two ways: a device
+// keeps less of them than under data parallelism.
+TEST(UserPlan, TensorParallelPlanShardsTheLayersWeights) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  const Strategy tp = mapped(lower_plan(g, load_plan((kPlans / "gpt-megatron-2x2.json").string()), 4), 4);
+  const Strategy dp = mapped(data_parallel(g, 4), 4);
+  const DeviceMemory a = memory_breakdown(Placement(tp.graph, tp.views, 4), {})[0];
+  const DeviceMemory b = memory_breakdown(Placement(dp.graph, dp.views, 4), {})[0];
+  EXPECT_LT(a.weights, b.weights);
+  // Only the layers' weights split: the embeddings stay whole.
+  EXPECT_GT(a.weights, b.weights / 2);
+}
+
+TEST(UserPlan, SelectorsByNameOpAndLayer) {
+  const Graph g = build_model("gpt-tiny", {});
+  auto count = [&](const PlanSelector& s) {
+    int n = 0;
+    for (const Node& node : g.nodes()) n += node.op->op_class == OpClass::kCompute && selects(s, node);
+    return n;
+  };
+  EXPECT_EQ(count({"block*.attn.?_t", "", std::nullopt}), 6);  // q_t, k_t, v_t of two layers
+  EXPECT_EQ(count({"", "BatchMatMul", std::nullopt}), 4);
+  EXPECT_EQ(count({"*.mlp.*", "Linear", std::make_pair(int64_t{1}, int64_t{1})}), 2);
+  EXPECT_EQ(count({"wte", "", std::make_pair(int64_t{0}, int64_t{9})}), 0);  // outside any layer
+}
+
+TEST(UserPlan, MistakesNameTheRuleAndTheOperator) {
+  const Graph g = build_model("gpt-tiny", {});
+  EXPECT_EQ(lowering_error(g, R"([{"select": {"name": "decoder.*"}, "partition": {"samples": 2}}])"),
+            "p.json: rules[0] (name 'decoder.*') selects no operator of 'gpt-tiny'");
+  const std::string kind = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"heads": 2}}])");
+  EXPECT_EQ(kind, "p.json: rules[0]: node 13 'block0.attn.query' (Linear) has no parallel kind 'heads' (its kinds: batch0, batch1, out, reduce, or samples)");
+  const std::string divide = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"out": 3}}])", 3);
+  EXPECT_NE(divide.find("node 13 'block0.attn.query' (Linear): out 3 does not divide dimension 1 of input 1 (32)"), std::string::npos) << divide;
+  const std::string devices = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"out": 2, "samples": 2}}])", 6);
+  EXPECT_NE(devices.find("its degrees multiply to 4, which does not divide the 6 devices"), std::string::npos) << devices;
+}
+
+TEST(UserPlan, MalformedFilesNameTheField) {
+  auto error = [](const std::string& text) {
+    try {
+      plan_from_json(text, "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string head = R"({"format": "pcgx.plan", "format_version": 1, )";
+  EXPECT_EQ(error("{").rfind("p.json", 0), 0u) << error("{");
+  EXPECT_EQ(error(R"({"format": "pcgx.strategy", "format_version": 1, "rules": []})"), "p.json: format: expected \"pcgx.plan\"");
+  EXPECT_EQ(error(head + R"("rules": []})"), "p.json: rules: expected a non-empty array of rules");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {}}]})"), "p.json: rules[0].partition: missing: parallel kinds and their degrees ({} runs one task)");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {"nmae": "x"}, "partition": {}}]})"), "p.json: rules[0].select.nmae: unknown field (name, op, layers)");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {"op": "Lienar"}, "partition": {}}]})"),
+            "p.json: rules[0].select.op: 'Lienar' is not a compute operator (pcgx ops lists them)");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {}, "partition": {"out": 0}}]})"), "p.json: rules[0].partition.out: expected a whole number of at least 1");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
+            "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
+  EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"), "p.json: stages: unknown field (format, format_version, description, rules)");
+}
+
+TEST(UserPlan, TheSearchLowersAPlanAsStated) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  const CostModel cm(toy_machine().with_devices(4), toy_efficiency());
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  static const Ruleset none;
+  const RuleLibrary rules(none);
+  EXPECT_THROW(optimize(g, rules, MachineMapper(cm), o), FieldError);  // no plan given
+  o.plan = std::make_shared<const UserPlan>(load_plan((kPlans / "gpt-megatron-2x2.json").string()));
+  const SearchResult r = optimize(g, rules, MachineMapper(cm), o);
+  EXPECT_TRUE(r.strategy.estimate.feasible);
+  o.algorithm = Algorithm::kUnity;
+  EXPECT_THROW(optimize(g, rules, MachineMapper(cm), o), FieldError);  // a plan is not searched
+}
+
+}  // namespace
+}  // namespace pcgx::search
