@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
+
+#include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/graph_json_value.h"
@@ -77,16 +81,24 @@ bool glob(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
-std::optional<int64_t> layer_of(const std::string& name) {
+// Where the layer number lies in a node's name: the digits ending the
+// first dot-separated part that ends in some (at most 9 of them).
+std::optional<std::pair<size_t, size_t>> layer_digits(const std::string& name) {
   size_t start = 0;
   while (start < name.size()) {
     const size_t end = std::min(name.find('.', start), name.size());
     size_t digits = end;
     while (digits > start && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
-    if (digits < end && end - digits <= 9) return std::stoll(name.substr(digits, end - digits));
+    if (digits < end && end - digits <= 9) return std::make_pair(digits, end);
     start = end + 1;
   }
   return std::nullopt;
+}
+
+std::optional<int64_t> layer_of(const std::string& name) {
+  const auto at = layer_digits(name);
+  if (!at) return std::nullopt;
+  return std::stoll(name.substr(at->first, at->second - at->first));
 }
 
 }  // namespace
@@ -199,6 +211,96 @@ Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices) {
   if (!refused.empty())
     throw Error(plan.source + ": " + pcgx::describe(model.node(refused[0].node)) + " cannot run as planned: " + refused[0].reason);
   return g;
+}
+
+}  // namespace pcgx::search
+
+namespace pcgx::search {
+namespace {
+
+// `name` with its layer number replaced by '*', or "" when it has none.
+std::string layer_pattern(const std::string& name) {
+  const auto at = layer_digits(name);
+  return at ? name.substr(0, at->first) + "*" + name.substr(at->second) : std::string();
+}
+
+bool plain_name(const std::string& name) { return name.find_first_of("*?") == std::string::npos; }
+
+}  // namespace
+
+UserPlan plan_of_strategy(const Graph& g) {
+  std::vector<const Node*> named;
+  std::vector<NodePlan> partition;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.name.empty()) continue;
+    std::vector<ParallelTensorShape> in;
+    for (const TensorRef& t : n.inputs) in.push_back(g.shape(t));
+    std::vector<TensorType> out;
+    for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
+    const DegreeInference d = infer_degrees(*n.op, n.attrs, in, out);
+    const std::vector<ParallelKind> kinds = n.op->kinds ? n.op->kinds(n.attrs, g.input_types(n)) : std::vector<ParallelKind>{};
+    const ParallelKind* samples = sample_kind(kinds);
+    NodePlan p;
+    for (size_t k = 0; k < d.grid.names.size(); ++k) {
+      if (d.grid.extents[k] <= 1) continue;
+      if (d.grid.names[k] == "slot")
+        throw Error(pcgx::describe(n) + " runs " + std::to_string(d.grid.extents[k]) +
+                    " replica slots of its own (every input replicated), which a plan cannot state");
+      p[samples && samples->name == d.grid.names[k] ? std::string(kSamplesKind) : d.grid.names[k]] = d.grid.extents[k];
+    }
+    if (!plain_name(n.name)) throw Error(pcgx::describe(n) + ": a name with '*' or '?' cannot be selected on its own");
+    named.push_back(&n);
+    partition.push_back(std::move(p));
+  }
+  UserPlan plan;
+  plan.source = g.name();
+  if (named.empty()) return plan;
+  // The most common partition first, for every operator.
+  std::map<NodePlan, int> count;
+  for (const NodePlan& p : partition) ++count[p];
+  const NodePlan* common = &count.begin()->first;
+  for (const auto& [p, c] : count)
+    if (c > count[*common]) common = &p;
+  plan.rules.push_back({PlanSelector{}, *common});
+  // Then the rest, by layer pattern where every operator it selects runs alike.
+  std::map<std::string, std::vector<size_t>> by_pattern;
+  for (size_t i = 0; i < named.size(); ++i)
+    if (partition[i] != *common) by_pattern[layer_pattern(named[i]->name)].push_back(i);
+  std::vector<std::pair<NodeId, PlanRule>> rules;  // by first operator, for graph order
+  for (const auto& [pattern, members] : by_pattern) {
+    bool alike = !pattern.empty();
+    for (size_t i : members) alike = alike && partition[i] == partition[members.front()];
+    if (alike) {  // and the pattern selects nothing else
+      size_t selected = 0;
+      for (const Node* n : named) selected += glob(pattern, n->name);
+      alike = selected == members.size();
+    }
+    if (alike) {
+      rules.push_back({named[members.front()]->id, {PlanSelector{pattern, "", std::nullopt}, partition[members.front()]}});
+      continue;
+    }
+    for (size_t i : members) rules.push_back({named[i]->id, {PlanSelector{named[i]->name, "", std::nullopt}, partition[i]}});
+  }
+  std::sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [id, rule] : rules) plan.rules.push_back(std::move(rule));
+  return plan;
+}
+
+std::string plan_to_json(const UserPlan& plan) {
+  std::string out = "{\n  \"format\": \"pcgx.plan\",\n  \"format_version\": 1,\n";
+  if (!plan.description.empty()) out += "  \"description\": " + json(plan.description).dump() + ",\n";
+  out += "  \"rules\": [\n";
+  for (size_t r = 0; r < plan.rules.size(); ++r) {
+    const PlanRule& rule = plan.rules[r];
+    json select = json::object();
+    if (!rule.select.name.empty()) select["name"] = rule.select.name;
+    if (!rule.select.op.empty()) select["op"] = rule.select.op;
+    if (rule.select.layers) select["layers"] = {rule.select.layers->first, rule.select.layers->second};
+    json partition = json::object();
+    for (const auto& [kind, degree] : rule.partition) partition[kind] = degree;
+    out += "    {\"select\": " + select.dump() + ", \"partition\": " + partition.dump() + "}" + (r + 1 < plan.rules.size() ? "," : "") + "\n";
+  }
+  return out + "  ]\n}\n";
 }
 
 }  // namespace pcgx::search

@@ -1,4 +1,4 @@
-// optimize --plan FILE: a plan written by hand (docs/plans.md) lowered as
+// optimize --plan FILE and plan show (docs/plans.md): a plan written by hand lowered as
 // stated, written as an ordinary strategy that run and simulate take; a
 // mistake in it is one error line, exit code 2, no strategy written.
 #include <gtest/gtest.h>
@@ -55,6 +55,33 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
                         "--plan: a plan is lowered as stated (--search plan), not searched with mcmc", out);
   expect_one_error_line(run("optimize gpt-tiny --pipeline --plan " + kPlans + "data-parallel-4.json" + base), "--pipeline: a plan states no pipeline", out);
   expect_one_error_line(run("optimize gpt-tiny --search plan" + base), "--plan: the plan algorithm lowers a plan, and none is given", out);
+}
+
+double predicted_ms(const std::string& out) {
+  const size_t at = out.find("iteration time");
+  if (at == std::string::npos) return -1;
+  return std::stod(out.substr(out.find_first_of("0123456789", at)));
+}
+
+// plan show: a unity strategy's plan, fed back with --plan, is priced the
+// same (the round trip; substitutions the strategy applied are
+// named on stderr, and the plan states the model's own operators).
+TEST(PlanShow, AUnityStrategysPlanFedBackPricesTheSame) {
+  const fs::path found = dir() / "unity.json", plan = dir() / "shown.json", again = dir() / "again.json";
+  const auto u = run("optimize gpt-tiny --machine dgx-h100 --devices 4 -q -o " + found.string());
+  ASSERT_EQ(u.code, 0) << u.out;
+  const auto shown = run("plan show " + found.string() + " -o " + plan.string());
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  ASSERT_TRUE(fs::exists(plan));
+  const auto back = run("optimize gpt-tiny --plan " + plan.string() + " --machine dgx-h100 --devices 4 -q -o " + again.string());
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_GT(predicted_ms(u.out), 0);
+  EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
+  // Printed when no file is given; a missing strategy is one error line.
+  const auto printed = run("plan show " + found.string());
+  EXPECT_EQ(printed.code, 0);
+  EXPECT_NE(printed.out.find("\"format\": \"pcgx.plan\""), std::string::npos) << printed.out;
+  expect_one_error_line(run("plan show " + (dir() / "none.json").string()), "none.json", dir() / "never.json");
 }
 
 }  // namespace

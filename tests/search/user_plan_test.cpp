@@ -141,6 +141,31 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"), "p.json: stages: unknown field (format, format_version, description, rules)");
 }
 
+// pcgx plan show: the plan a strategy amounts to, lowered again on the
+// model, is the same strategy (the same predicted time), for data
+// parallelism and Megatron's tensor parallelism (vocabulary-split
+// embedding and head included).
+TEST(UserPlan, AStrategysPlanReproducesIt) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  const Machine m = toy_machine().with_devices(4);
+  for (const Graph& parallel : {data_parallel(g, 4), *expert(g, m, 4, 2)}) {
+    const Strategy s = mapped(parallel, 4);
+    const UserPlan plan = plan_of_strategy(s.graph);
+    ASSERT_FALSE(plan.rules.empty());
+    const UserPlan again = plan_from_json(plan_to_json(plan), "shown.json");
+    ASSERT_EQ(again.rules.size(), plan.rules.size());
+    const Strategy lowered = mapped(lower_plan(g, again, 4), 4);
+    EXPECT_EQ(lowered.graph.size(), s.graph.size());
+    EXPECT_DOUBLE_EQ(lowered.estimate.time, s.estimate.time);
+  }
+  // Data parallelism of an MLP is one rule; Megatron's layers one rule per operator
+  // of a layer, whatever the number of layers.
+  EXPECT_EQ(plan_of_strategy(mapped(data_parallel(build_model("mlp-tiny", {{"batch", 8}}), 4), 4).graph).rules.size(), 1u);
+  const size_t two = plan_of_strategy(mapped(*expert(g, m, 4, 2), 4).graph).rules.size();
+  const Graph deeper = build_model("gpt-tiny", {{"batch", 4}, {"layers", 4}});
+  EXPECT_EQ(plan_of_strategy(mapped(*expert(deeper, m, 4, 2), 4).graph).rules.size(), two);
+}
+
 TEST(UserPlan, TheSearchLowersAPlanAsStated) {
   const Graph g = build_model("gpt-tiny", {{"batch", 4}});
   const CostModel cm(toy_machine().with_devices(4), toy_efficiency());

@@ -144,6 +144,7 @@ void on_every_rank(runtime::MpiWorld* world, const std::function<void()>& work);
 void add_models_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 void add_ops_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_ruleset_command(CLI::App& app);

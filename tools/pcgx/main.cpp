@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   pcgx::cli::add_audit_command(app);
   pcgx::cli::add_regenerate_command(app);
   pcgx::cli::add_optimize_command(app);
+  pcgx::cli::add_plan_command(app);
   pcgx::cli::add_simulate_command(app);
   pcgx::cli::add_run_command(app);
   pcgx::cli::add_eval_command(app);

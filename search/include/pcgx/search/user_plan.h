@@ -73,4 +73,17 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
 // The model with the plan applied (plan_partitions, then parallelize).
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices);
 
+// The plan a parallelized PCG amounts to (pcgx plan show): each named
+// compute operator's task grid as its kinds and degrees (the kind
+// splitting samples written "samples"); the most common partition as a
+// first rule selecting every operator, then one rule per group of
+// operators differing from it, a group being the operators whose names
+// differ only in their layer number when they all run alike
+// ("block*.attn.query"). Unnamed operators are the conversions a lowering
+// inserts (derived, not stated) and are left out. Throws pcgx::Error
+// naming an operator whose grid no plan can state (replica slots of its
+// own: its inputs all replicated).
+UserPlan plan_of_strategy(const Graph& strategy);
+std::string plan_to_json(const UserPlan& plan);
+
 }  // namespace pcgx::search
