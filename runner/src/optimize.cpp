@@ -85,8 +85,11 @@ void validate(const OptimizeRequest& q) {
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
-  if (q.pipeline && q.search.algorithm == search::Algorithm::kPlan)
-    throw FieldError("OptimizeRequest.pipeline", "a plan states no pipeline stages or micro-batches yet (docs/plans.md)");
+  if (q.pipeline && q.search.algorithm == search::Algorithm::kPlan) {
+    if (q.pipeline->stages == 1)
+      throw FieldError("PipelineOptions.micro_batches", "a plan states no micro-batches (gradient accumulation) yet (docs/plans.md)");
+    throw FieldError("OptimizeRequest.pipeline", "a plan states no pipeline stages yet (docs/plans.md)");
+  }
 }
 
 namespace {

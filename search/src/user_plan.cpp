@@ -145,7 +145,9 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
 
 UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_file(path), path); }
 
-std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices) {
+Graph plan_graph(const Graph& model) { return synchronized_batch_norm(model); }
+
+std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of_out) {
   std::vector<NodePlan> out(model.size());
   std::vector<int> rule_of(model.size(), -1);
   for (size_t r = 0; r < plan.rules.size(); ++r) {
@@ -167,6 +169,7 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
     const std::vector<TensorType> in = model.input_types(n);
     const std::vector<ParallelKind> kinds = n.op->kinds ? n.op->kinds(n.attrs, in) : std::vector<ParallelKind>{};
     NodePlan resolved;
+    std::map<std::string, std::string> named_as;  // kind -> how the rule named it
     int64_t product = 1;
     for (const auto& [name, degree] : out[k]) {
       const ParallelKind* kind = nullptr;
@@ -182,7 +185,11 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
         for (const ParallelKind& x : kinds) list += (list.empty() ? "" : ", ") + x.name;
         throw Error(where + " has no parallel kind '" + name + "' (its kinds: " + (list.empty() ? "none" : list) + ", or " + kSamplesKind + ")");
       }
+      if (const auto [it, fresh] = named_as.emplace(kind->name, name); !fresh)
+        throw Error(where + ": '" + it->second + "' and '" + name + "' both name its kind " + kind->name);
       if (degree == 1) continue;
+      if (degree > devices)
+        throw Error(where + ": " + name + " " + std::to_string(degree) + " is more than the " + std::to_string(devices) + " devices");
       for (size_t i = 0; i < kind->inputs.size() && i < in.size(); ++i) {
         const int dim = kind->inputs[i];
         if (dim < 0) continue;
@@ -195,22 +202,30 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
         throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide " + std::to_string(kind->must_divide));
       resolved[kind->name] = degree;
       product *= degree;
+      if (product > devices)
+        throw Error(where + ": its degrees multiply to more than the " + std::to_string(devices) + " devices");
     }
     if (devices % product != 0)
       throw Error(where + ": its degrees multiply to " + std::to_string(product) + ", which does not divide the " + std::to_string(devices) +
                   " devices");
     out[k] = std::move(resolved);
   }
+  if (rule_of_out) *rule_of_out = std::move(rule_of);
   return out;
 }
 
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices) {
-  const std::vector<NodePlan> partitions = plan_partitions(model, plan, devices);
+  const Graph g = plan_graph(model);
+  std::vector<int> rule_of;
+  const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of);
   std::vector<RefusedPlan> refused;
-  Graph g = parallelize(model, [&](const Graph&, const Node& n) { return partitions[static_cast<size_t>(n.id)]; }, &refused);
-  if (!refused.empty())
-    throw Error(plan.source + ": " + pcgx::describe(model.node(refused[0].node)) + " cannot run as planned: " + refused[0].reason);
-  return g;
+  Graph out = parallelize(g, [&](const Graph&, const Node& n) { return partitions[static_cast<size_t>(n.id)]; }, &refused);
+  if (!refused.empty()) {
+    const NodeId n = refused[0].node;
+    throw Error(plan.source + ": rules[" + std::to_string(rule_of[static_cast<size_t>(n)]) + "]: " + pcgx::describe(g.node(n)) +
+                " cannot run as planned: " + refused[0].reason);
+  }
+  return out;
 }
 
 }  // namespace pcgx::search
@@ -230,6 +245,7 @@ bool plain_name(const std::string& name) { return name.find_first_of("*?") == st
 
 UserPlan plan_of_strategy(const Graph& g) {
   std::vector<const Node*> named;
+  std::map<std::string, const Node*> by_name;
   std::vector<NodePlan> partition;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.name.empty()) continue;
@@ -249,6 +265,8 @@ UserPlan plan_of_strategy(const Graph& g) {
       p[samples && samples->name == d.grid.names[k] ? std::string(kSamplesKind) : d.grid.names[k]] = d.grid.extents[k];
     }
     if (!plain_name(n.name)) throw Error(pcgx::describe(n) + ": a name with '*' or '?' cannot be selected on its own");
+    if (const auto [it, fresh] = by_name.emplace(n.name, &n); !fresh)
+      throw Error(pcgx::describe(*it->second) + " and " + pcgx::describe(n) + " share a name, by which a plan selects");
     named.push_back(&n);
     partition.push_back(std::move(p));
   }

@@ -55,6 +55,10 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
                         "--plan: a plan is lowered as stated (--search plan), not searched with mcmc", out);
   expect_one_error_line(run("optimize gpt-tiny --pipeline --plan " + kPlans + "data-parallel-4.json" + base), "--pipeline: a plan states no pipeline", out);
   expect_one_error_line(run("optimize gpt-tiny --search plan" + base), "--plan: the plan algorithm lowers a plan, and none is given", out);
+  expect_one_error_line(run("optimize gpt-tiny --search unity --plan " + kPlans + "data-parallel-4.json" + base),
+                        "--plan: a plan is lowered as stated (--search plan), not searched with unity", out);
+  expect_one_error_line(run("optimize gpt-tiny --micro-batches 2 --plan " + kPlans + "data-parallel-4.json" + base),
+                        "--micro-batches: a plan states no micro-batches", out);
 }
 
 double predicted_ms(const std::string& out) {

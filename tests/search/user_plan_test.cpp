@@ -70,7 +70,7 @@ TEST(UserPlan, EveryShippedPlanComputesTheModel) {
 // A plan splitting every operator's samples is data parallelism: the same
 // PCG and the same predicted time.
 TEST(UserPlan, SamplesEverywhereIsDataParallelism) {
-  for (const char* model : {"mlp-tiny", "gpt-tiny", "dlrm-tiny"}) {
+  for (const char* model : {"mlp-tiny", "gpt-tiny", "dlrm-tiny", "resnext-50-tiny"}) {  // (BatchNorm in its statistics form, as data parallelism runs it)
     SCOPED_TRACE(model);
     const Graph g = build_model(model, {{"batch", 8}});
     const Graph lowered = lower_plan(g, plan_text(R"([{"select": {}, "partition": {"samples": 4}}])"), 4);
@@ -114,6 +114,8 @@ TEST(UserPlan, MistakesNameTheRuleAndTheOperator) {
   EXPECT_EQ(kind, "p.json: rules[0]: node 13 'block0.attn.query' (Linear) has no parallel kind 'heads' (its kinds: batch0, batch1, out, reduce, or samples)");
   const std::string divide = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"out": 3}}])", 3);
   EXPECT_NE(divide.find("node 13 'block0.attn.query' (Linear): out 3 does not divide dimension 1 of input 1 (32)"), std::string::npos) << divide;
+  EXPECT_EQ(lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"batch0": 2, "samples": 2}}])"),
+            "p.json: rules[0]: node 13 'block0.attn.query' (Linear): 'batch0' and 'samples' both name its kind batch0");
   const std::string devices = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"out": 2, "samples": 2}}])", 6);
   EXPECT_NE(devices.find("its degrees multiply to 4, which does not divide the 6 devices"), std::string::npos) << devices;
 }
@@ -158,6 +160,10 @@ TEST(UserPlan, AStrategysPlanReproducesIt) {
     EXPECT_EQ(lowered.graph.size(), s.graph.size());
     EXPECT_DOUBLE_EQ(lowered.estimate.time, s.estimate.time);
   }
+  // BatchNorm's statistics form (a data-parallel ResNeXt) round-trips too.
+  const Graph cnn = build_model("resnext-50-tiny", {{"batch", 8}});
+  const Strategy cnn_dp = mapped(data_parallel(cnn, 4), 4);
+  EXPECT_DOUBLE_EQ(mapped(lower_plan(cnn, plan_of_strategy(cnn_dp.graph), 4), 4).estimate.time, cnn_dp.estimate.time);
   // Data parallelism of an MLP is one rule; Megatron's layers one rule per operator
   // of a layer, whatever the number of layers.
   EXPECT_EQ(plan_of_strategy(mapped(data_parallel(build_model("mlp-tiny", {{"batch", 8}}), 4), 4).graph).rules.size(), 1u);

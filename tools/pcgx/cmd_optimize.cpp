@@ -23,6 +23,7 @@ struct Flags {
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
   PipelineFlags pipe;
   search::SearchOptions search;
+  CLI::Option* search_flag = nullptr;
 };
 
 runner::OptimizeRequest request(Flags& f) {
@@ -41,7 +42,7 @@ runner::OptimizeRequest request(Flags& f) {
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
   if (!f.plan.empty()) {
     q.search.plan = std::make_shared<const search::UserPlan>(search::load_plan(f.plan));
-    if (f.algorithm == "unity") q.search.algorithm = search::Algorithm::kPlan;  // the default: the plan is what --plan asks for
+    if (f.search_flag->count() == 0) q.search.algorithm = search::Algorithm::kPlan;  // what --plan asks for, unless --search says otherwise
   }
   apply_pipeline_flags(f.pipe, q);  // a contradiction among them before any model loads
   const ModelParams sizes = parse_sets(f.sets);
@@ -53,7 +54,7 @@ runner::OptimizeRequest request(Flags& f) {
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::validate(q);
-  if (q.search.plan) search::plan_partitions(q.model, *q.search.plan, q.machine.num_devices());  // its mistakes before any output
+  if (q.search.plan) search::lower_plan(q.model, *q.search.plan, q.machine.num_devices());  // its mistakes before any output
   return q;
 }
 
@@ -68,7 +69,7 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--machine", f.machine, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", f.devices, "use the first N devices (whole nodes first); default: all")->check(positive());
   cmd->add_option("--ruleset", f.ruleset, "ruleset to apply")->capture_default_str();
-  cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
+  f.search_flag = cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
                   "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
                   "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly) or plan (--plan's, as "
                   "written; the default with --plan)")->capture_default_str();

@@ -30,7 +30,8 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
               {"ModelParams.batch", "--batch"}, {"ModelParams", "--batch/--set"}, {"OptimizerOptions.lr", "--lr"},
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"TrainRequest.schedule", "--schedule"},
-              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"}});
+              {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"},
+              {"SearchOptions.plan", "--search plan (a plan is lowered by optimize --plan; run the strategy it writes)"}});
   runner::TrainRequest& q = f.q;
   q.backend = backend, q.tf32 = !f.strict_fp32, q.threads = static_cast<int>(f.threads);
   q.sizes = parse_sets(f.sets);

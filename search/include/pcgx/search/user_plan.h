@@ -63,14 +63,24 @@ UserPlan load_plan(const std::string& path);
 
 bool selects(const PlanSelector& s, const Node& n);
 
-// What each compute node of `model` runs as (empty: one task), checked:
-// throws pcgx::Error naming the plan, the rule and the operator for a rule
-// selecting nothing, a kind the operator does not have (listing those it
-// has), a degree that does not divide the dimension the kind splits, or
-// degrees whose product does not divide `devices`.
-std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices);
+// The graph a plan's rules select from: the model with each BatchNorm in
+// its statistics form (baselines.h's synchronized_batch_norm: BatchSum
+// "NAME.sum", BatchSquares "NAME.squares", BatchNormApply "NAME"), so that
+// it can split samples as data parallelism does.
+Graph plan_graph(const Graph& model);
 
-// The model with the plan applied (plan_partitions, then parallelize).
+// What each compute node of `g` (a plan_graph) runs as (empty: one task),
+// checked: throws pcgx::Error naming the plan, the rule and the operator
+// for a rule selecting nothing, a kind the operator does not have (listing
+// those it has), a kind named twice (as itself and as "samples"), a degree
+// that does not divide the dimension the kind splits, or degrees whose
+// product does not divide `devices`. `rule_of`, when given, receives the
+// rule each node runs by (-1: none).
+std::vector<NodePlan> plan_partitions(const Graph& g, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of = nullptr);
+
+// The model with the plan applied: plan_graph, plan_partitions, then
+// parallelize; a combination of kinds an operator's degree inference
+// refuses is an error naming the rule and the operator.
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices);
 
 // The plan a parallelized PCG amounts to (pcgx plan show): each named
@@ -80,9 +90,11 @@ Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices);
 // operators differing from it, a group being the operators whose names
 // differ only in their layer number when they all run alike
 // ("block*.attn.query"). Unnamed operators are the conversions a lowering
-// inserts (derived, not stated) and are left out. Throws pcgx::Error
-// naming an operator whose grid no plan can state (replica slots of its
-// own: its inputs all replicated).
+// inserts (derived, not stated), or any other operator without a name:
+// they are left out, and run as the first rule says when the plan is
+// lowered again. Throws pcgx::Error naming an operator whose grid no plan
+// can state (replica slots of its own: its inputs all replicated), or two
+// operators of one name (a plan selects by name).
 UserPlan plan_of_strategy(const Graph& strategy);
 std::string plan_to_json(const UserPlan& plan);
 
