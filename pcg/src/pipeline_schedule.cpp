@@ -3,6 +3,8 @@
 #include "pcgx/pcg/pipeline_schedule.h"
 
 #include <algorithm>
+#include <cctype>
+#include <map>
 
 #include "pcgx/pcg/error.h"
 
@@ -13,6 +15,7 @@ const char* name(PipelineSchedule s) {
     case PipelineSchedule::kGPipe: return "gpipe";
     case PipelineSchedule::k1F1B: return "1f1b";
     case PipelineSchedule::kInterleaved: return "interleaved";
+    case PipelineSchedule::kExplicit: return "explicit";
   }
   return "?";
 }
@@ -23,7 +26,10 @@ std::optional<PipelineSchedule> pipeline_schedule_named(std::string_view text) {
   return std::nullopt;
 }
 
-void check(const PipelineShape& p) {
+namespace {
+
+// check() less an explicit schedule's programs.
+void check_counts(const PipelineShape& p) {
   if (p.stages < 1) throw Error("pipeline schedule: " + std::to_string(p.stages) + " stages (at least 1)");
   if (p.micro_batches < 1) throw Error("pipeline schedule: " + std::to_string(p.micro_batches) + " micro-batches (at least 1)");
   if (p.virtual_stages < 1) throw Error("pipeline schedule: " + std::to_string(p.virtual_stages) + " virtual stages (at least 1)");
@@ -35,8 +41,6 @@ void check(const PipelineShape& p) {
     throw Error("pipeline schedule: interleaved runs micro-batches in groups of the " + std::to_string(p.stages) + " stages, and " +
                 std::to_string(p.micro_batches) + " micro-batches are not a multiple of it");
 }
-
-namespace {
 
 // The k-th forward (or backward) of stage s in Megatron-LM's interleaved
 // order: micro-batches in groups of S through each local chunk in turn
@@ -51,8 +55,32 @@ PipelineStep interleaved_step(const PipelineShape& p, int64_t s, int64_t k, bool
 
 }  // namespace
 
+void check(const PipelineShape& p) {
+  check_counts(p);
+  if (p.schedule != PipelineSchedule::kExplicit) return;
+  if (static_cast<int64_t>(p.programs.size()) != p.stages)
+    throw Error("pipeline schedule: " + std::to_string(p.programs.size()) + " stage programs for " + std::to_string(p.stages) + " stages");
+  // Each chunk's forwards, and its backwards, in ascending micro-batch
+  // order, as every generated schedule runs them: both ends of a stage
+  // boundary pair their messages by it, and the weights' gradients add up
+  // in that order whatever the schedule.
+  for (size_t s = 0; s < p.programs.size(); ++s) {
+    std::map<std::pair<int64_t, bool>, int64_t> last;
+    for (const PipelineStep& x : p.programs[s]) {
+      const auto [it, fresh] = last.emplace(std::make_pair(x.chunk, x.backward), x.micro_batch);
+      if (!fresh && x.micro_batch <= it->second)
+        throw Error("pipeline schedule: stage " + std::to_string(s) + " runs the " + describe(x) + " after micro-batch " +
+                    std::to_string(it->second) + "'s; each chunk's " + (x.backward ? "backwards" : "forwards") +
+                    " run in ascending micro-batch order");
+      it->second = x.micro_batch;
+    }
+  }
+  run_order(p, p.programs);
+}
+
 std::vector<std::vector<PipelineStep>> stage_programs(const PipelineShape& p) {
   check(p);
+  if (p.schedule == PipelineSchedule::kExplicit) return p.programs;
   const int64_t S = p.stages, total = p.micro_batches * p.virtual_stages;
   std::vector<std::vector<PipelineStep>> out(static_cast<size_t>(S));
   for (int64_t s = 0; s < S; ++s) {
@@ -90,7 +118,7 @@ std::string describe(const PipelineStep& s) {
 }
 
 std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs) {
-  check(p);
+  check_counts(p);
   const int64_t S = p.stages, C = p.chunks(), M = p.micro_batches;
   if (static_cast<int64_t>(programs.size()) != S)
     throw Error("pipeline schedule: " + std::to_string(programs.size()) + " stage programs for " + std::to_string(S) + " stages");
@@ -138,16 +166,35 @@ std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<s
                     " is in no stage's program");
     return out;
   }
-  std::string why;
-  for (int64_t s = 0; s < S; ++s) {
+  // Stuck: every unfinished stage waits for a step of another stage
+  // (the one running chunk need.chunk). Following the waits from the first
+  // unfinished stage reaches either a stage that has finished its program
+  // (the step waited for is in none) or a stage already passed: the cycle.
+  auto waits = [&](int64_t s) {
     const auto& prog = programs[static_cast<size_t>(s)];
     const size_t i = next[static_cast<size_t>(s)];
-    if (i == prog.size()) continue;
-    const std::optional<PipelineStep> need = missing(prog[i]);
-    why += (why.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " waits at the " + describe(prog[i]) + " for the " +
-           describe(*need);
+    return std::make_pair(prog[i], *missing(prog[i]));
+  };
+  int64_t s = 0;
+  while (next[static_cast<size_t>(s)] == programs[static_cast<size_t>(s)].size()) ++s;
+  std::vector<int64_t> path;
+  std::vector<char> seen(static_cast<size_t>(S), 0);
+  while (!seen[static_cast<size_t>(s)]) {
+    seen[static_cast<size_t>(s)] = 1;
+    path.push_back(s);
+    const auto [here, need] = waits(s);
+    const int64_t t = need.chunk % S;
+    if (next[static_cast<size_t>(t)] == programs[static_cast<size_t>(t)].size())
+      throw Error("pipeline schedule: stage " + std::to_string(s) + " waits at the " + describe(here) + " for the " + describe(need) +
+                  ", which stage " + std::to_string(t) + " never runs");
+    s = t;
   }
-  throw Error("pipeline schedule deadlocks: " + why);
+  std::string cycle;
+  for (size_t k = static_cast<size_t>(std::find(path.begin(), path.end(), s) - path.begin()); k < path.size(); ++k) {
+    const auto [here, need] = waits(path[k]);
+    cycle += "stage " + std::to_string(path[k]) + " waits at the " + describe(here) + " for the " + describe(need) + " -> ";
+  }
+  throw Error("pipeline schedule deadlocks: " + cycle + "stage " + std::to_string(s));
 }
 
 std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep>>& programs) {
@@ -157,6 +204,63 @@ std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep
     int64_t now = 0, most = 0;
     for (const PipelineStep& x : prog) most = std::max(most, now += x.backward ? -1 : 1);
     out.push_back(most);
+  }
+  return out;
+}
+
+std::vector<std::vector<PipelineStep>> parse_pipeline_programs(std::string_view text, const std::string& source) {
+  std::vector<std::vector<PipelineStep>> out;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    ++line_no;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    std::vector<PipelineStep> prog;
+    const int64_t stage = static_cast<int64_t>(out.size());
+    size_t at = 0;
+    while (at < line.size()) {
+      if (std::isspace(static_cast<unsigned char>(line[at]))) {
+        ++at;
+        continue;
+      }
+      size_t stop = at;
+      while (stop < line.size() && !std::isspace(static_cast<unsigned char>(line[stop]))) ++stop;
+      const std::string token(line.substr(at, stop - at));
+      at = stop;
+      auto bad = [&](const std::string& why) {
+        return Error(source + ": line " + std::to_string(line_no) + ": '" + token + "': " + why);
+      };
+      if (token[0] != 'F' && token[0] != 'B') throw bad("expected F<micro-batch> or B<micro-batch>, optionally @<chunk>");
+      auto number = [&](std::string_view digits) {
+        if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+          throw bad("expected F<micro-batch> or B<micro-batch>, optionally @<chunk>");
+        return static_cast<int64_t>(std::stoll(std::string(digits)));
+      };
+      const std::string_view body = std::string_view(token).substr(1);
+      const size_t chunk_at = body.find('@');
+      PipelineStep step;
+      step.backward = token[0] == 'B';
+      step.micro_batch = number(body.substr(0, chunk_at));
+      step.chunk = chunk_at == std::string_view::npos ? stage : number(body.substr(chunk_at + 1));
+      prog.push_back(step);
+    }
+    if (!prog.empty()) out.push_back(std::move(prog));
+  }
+  if (out.empty()) throw Error(source + ": no stage program (one line of steps per stage, e.g. \"F0 F1 B0 B1\")");
+  return out;
+}
+
+std::string format_pipeline_programs(const std::vector<std::vector<PipelineStep>>& programs) {
+  std::string out;
+  for (size_t s = 0; s < programs.size(); ++s) {
+    for (size_t k = 0; k < programs[s].size(); ++k) {
+      const PipelineStep& x = programs[s][k];
+      out += (k ? " " : "") + std::string(x.backward ? "B" : "F") + std::to_string(x.micro_batch);
+      if (x.chunk != static_cast<int64_t>(s)) out += "@" + std::to_string(x.chunk);
+    }
+    out += "\n";
   }
   return out;
 }

@@ -100,6 +100,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (q.schedule) {
       if (f.pipeline_stages <= 1) throw FieldError("TrainRequest.schedule", q.target + " has no pipeline stages to schedule");
       f.schedule = *q.schedule;
+      f.programs = q.schedule_programs;
       try {
         check(*search::pipeline_shape(f));
       } catch (const Error& e) {

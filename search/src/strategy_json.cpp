@@ -44,6 +44,16 @@ std::string strategy_to_json(const StrategyFile& s) {
     j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
     if (s.virtual_stages > 1) j["pipeline"]["virtual_stages"] = s.virtual_stages;
     j["pipeline"]["schedule"] = name(s.schedule);
+    if (s.schedule == PipelineSchedule::kExplicit) {
+      json programs = json::array();
+      const std::string text = format_pipeline_programs(s.programs);
+      for (size_t at = 0; at < text.size();) {
+        const size_t end = text.find('\n', at);
+        programs.push_back(text.substr(at, end - at));
+        at = end + 1;
+      }
+      j["pipeline"]["programs"] = programs;
+    }
   }
   return j.dump(1) + "\n";
 }
@@ -158,9 +168,23 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     if (p.contains("schedule")) {
       std::string choices;
       for (PipelineSchedule k : kPipelineSchedules) choices += std::string(choices.empty() ? "" : ", ") + name(k);
+      const bool explicit_order = p["schedule"] == "explicit";
       const auto k = p["schedule"].is_string() ? pipeline_schedule_named(p["schedule"].get<std::string>()) : std::nullopt;
-      if (!k) throw FileError(source, "pipeline.schedule", "expected one of " + choices);
-      s.schedule = *k;
+      if (!k && !explicit_order) throw FileError(source, "pipeline.schedule", "expected one of " + choices + " or explicit");
+      s.schedule = k ? *k : PipelineSchedule::kExplicit;
+    }
+    if (s.schedule == PipelineSchedule::kExplicit) {
+      if (!p.contains("programs") || !p["programs"].is_array()) throw FileError(source, "pipeline.programs", "expected one string of steps per stage");
+      std::string text;
+      for (const json& line : p["programs"]) {
+        if (!line.is_string()) throw FileError(source, "pipeline.programs", "expected one string of steps per stage");
+        text += line.get<std::string>() + "\n";
+      }
+      try {
+        s.programs = parse_pipeline_programs(text, "programs");
+      } catch (const Error& e) {
+        throw FileError(source, "pipeline.programs", e.what());
+      }
     }
     try {
       check(*pipeline_shape(s));
@@ -175,7 +199,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
 
 std::optional<PipelineShape> pipeline_shape(const StrategyFile& s) {
   if (s.pipeline_stages <= 0) return std::nullopt;
-  return PipelineShape{s.pipeline_stages, s.micro_batches, s.virtual_stages, s.schedule};
+  return PipelineShape{s.pipeline_stages, s.micro_batches, s.virtual_stages, s.schedule, s.programs};
 }
 
 StrategyFile load_strategy(const std::string& path) { return strategy_from_json(read_text_file(path), path); }

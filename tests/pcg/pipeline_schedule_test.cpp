@@ -127,6 +127,53 @@ TEST(PipelineSchedule, ADeadlockIsFoundAndNamed) {
   EXPECT_THROW(run_order(p, programs), Error);  // a chunk of another stage
 }
 
+// Explicit schedules (a person's order, as a plan states it): written and
+// read back as text; one that runs every step, each chunk's micro-batches
+// in order, is what the stages run; a deadlock is refused with its cycle,
+// stage by stage.
+TEST(PipelineSchedule, ExplicitOrdersRunAsWrittenAndADeadlockPrintsItsCycle) {
+  // Three forwards before the first backward on stage 0, then 1F1B.
+  const std::string text = "# stage 0\nF0 F1 F2 B0 F3 B1 B2 B3\n\nF0 B0 F1 B1 F2 B2 F3 B3  # stage 1\n";
+  const auto programs = parse_pipeline_programs(text, "order.txt");
+  ASSERT_EQ(programs.size(), 2u);
+  EXPECT_EQ(programs[0][3], (PipelineStep{true, 0, 0}));
+  EXPECT_EQ(programs[1][0], (PipelineStep{false, 0, 1}));
+  EXPECT_EQ(parse_pipeline_programs(format_pipeline_programs(programs), "again"), programs);
+  PipelineShape p{2, 4, 1, PipelineSchedule::kExplicit, programs};
+  EXPECT_NO_THROW(check(p));
+  EXPECT_EQ(stage_programs(p), programs);
+  EXPECT_EQ(in_flight_chunks(programs), (std::vector<int64_t>{3, 1}));
+  // The generated schedules, written out and read back, are valid explicit ones.
+  for (PipelineSchedule k : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    const auto generated = stage_programs({2, 4, 1, k});
+    EXPECT_NO_THROW(check({2, 4, 1, PipelineSchedule::kExplicit, parse_pipeline_programs(format_pipeline_programs(generated), "g")}));
+  }
+  // Stage 0 runs a backward before stage 1 can: stage 1 waits for a
+  // forward stage 0 has not run.
+  p.programs = parse_pipeline_programs("F0 B0 F1 B1 F2 B2 F3 B3\nF0 F1 B0 B1 F2 F3 B2 B3\n", "dead.txt");
+  try {
+    check(p);
+    FAIL() << "no deadlock found";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "pipeline schedule deadlocks: stage 0 waits at the backward of micro-batch 0 through chunk 0 for the backward of micro-batch 0 "
+              "through chunk 1 -> stage 1 waits at the forward of micro-batch 1 through chunk 1 for the forward of micro-batch 1 through "
+              "chunk 0 -> stage 0");
+  }
+  // A chunk's micro-batches out of order, a missing stage, a bad token.
+  p.programs = parse_pipeline_programs("F1 F0 F2 B0 F3 B1 B2 B3\nF0 B0 F1 B1 F2 B2 F3 B3\n", "o");
+  EXPECT_THROW(check(p), Error);
+  p.programs.pop_back();
+  EXPECT_THROW(check(p), Error);
+  try {
+    parse_pipeline_programs("F0 F1\nF0 X1\n", "bad.txt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "bad.txt: line 2: 'X1': expected F<micro-batch> or B<micro-batch>, optionally @<chunk>");
+  }
+  EXPECT_THROW(parse_pipeline_programs("# nothing\n", "empty.txt"), Error);
+}
+
 TEST(PipelineSchedule, ImpossibleShapesAreRefused) {
   EXPECT_THROW(stage_programs({0, 4, 1, PipelineSchedule::k1F1B}), Error);
   EXPECT_THROW(stage_programs({2, 0, 1, PipelineSchedule::k1F1B}), Error);

@@ -73,6 +73,21 @@ TEST(PipelineSchedules, EveryScheduleTrainsAsTheMicroBatchesOneAtATime) {
   }
 }
 
+// An explicit order (three forwards before the first backward on stage 0,
+// SuperScaler-style) trains to the same bits as running the micro-batches
+// one at a time, and holds the micro-batches it has in flight.
+TEST(PipelineSchedules, AnExplicitOrderTrainsAsTheMicroBatchesOneAtATime) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
+  const Plan p = plan_of(r, 4);
+  PipelineShape shape = shape_of(r, PipelineSchedule::kExplicit);
+  shape.programs = parse_pipeline_programs("F0 F1 F2 B0 F3 B1 B2 B3\nF0 B0 F1 B1 F2 B2 F3 B3\n", "order");
+  const TrainResult got = run(p, shape);
+  expect_same_bits(got, run(p, std::nullopt));
+  // Two devices per stage: stage 0's hold 3 activation sets, stage 1's one.
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(got.activation_sets[static_cast<size_t>(d)][static_cast<size_t>(d / 2)], d < 2 ? 3 : 1) << d;
+}
+
 // Four stages of one device, 8 micro-batches: under GPipe every stage
 // holds all 8 micro-batches' activations at once, under 1F1B stage s holds
 // 4 - s; interleaved (2 stages of 2 chunks) its warm-up's.

@@ -110,11 +110,15 @@ std::optional<Precision> parse_precision(const std::string& text, bool allow_aut
   return parse_choice_or_auto<Precision>(text, "--precision", "precision", kPrecisions, [](Precision p) { return name(p); }, allow_auto);
 }
 
-PipelineSchedule parse_schedule(const std::string& text) {
-  return parse_choice<PipelineSchedule>(text, "--schedule", "schedule", kPipelineSchedules, [](PipelineSchedule k) { return name(k); });
+ScheduleFlag parse_schedule(const std::string& text) {
+  if (pipeline_schedule_named(text) || !std::filesystem::exists(text))
+    return {parse_choice<PipelineSchedule>(text, "--schedule", "schedule", kPipelineSchedules, [](PipelineSchedule k) { return name(k); }), {}};
+  return {PipelineSchedule::kExplicit, parse_pipeline_programs(read_text_file(text), text)};
 }
 
-const char* const kScheduleHelp = "pipeline schedule of a pipelined strategy: gpipe, 1f1b or interleaved (default: the strategy's)";
+const char* const kScheduleHelp =
+    "pipeline schedule of a pipelined strategy: gpipe, 1f1b, interleaved, or a file of each stage's order of steps (one line per stage, "
+    "e.g. \"F0 F1 B0 F2 B1 B2\"; docs/plans.md), checked for deadlock (default: the strategy's)";
 
 const char* const kPrecisionHelp =
     "training precision: fp32, tf32 (FP32 storage, TF32 matrix products), bf16 or fp16 (mixed: low-precision compute and "

@@ -58,7 +58,13 @@ std::optional<Precision> parse_precision(const std::string& text, bool allow_aut
 // --precision's help, alike on every command that takes it.
 extern const char* const kPrecisionHelp;
 // --schedule's value (pcg/pipeline_schedule.h): gpipe, 1f1b, interleaved.
-PipelineSchedule parse_schedule(const std::string& text);
+// --schedule: a schedule's name, or a file of explicit stage programs
+// (pcg/pipeline_schedule.h's parse_pipeline_programs).
+struct ScheduleFlag {
+  PipelineSchedule kind = PipelineSchedule::k1F1B;
+  std::vector<std::vector<PipelineStep>> programs;
+};
+ScheduleFlag parse_schedule(const std::string& text);
 extern const char* const kScheduleHelp;
 // --recompute: none, selective, full, and where the command chooses
 // (optimize) "auto" (nullopt).

@@ -38,7 +38,10 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
   if (f.batch > 0) q.sizes["batch"] = f.batch;
   q.options.optimizer.kind = parse_optimizer(f.optimizer);
   if (!f.precision.empty()) q.precision = parse_precision(f.precision);
-  if (!f.schedule.empty()) q.schedule = parse_schedule(f.schedule);
+  if (!f.schedule.empty()) {
+    ScheduleFlag s = parse_schedule(f.schedule);
+    q.schedule = s.kind, q.schedule_programs = std::move(s.programs);
+  }
   q.options.bucket_bytes = f.bucket_mb * 1024 * 1024;
   if (f.optimize) {
     search::SearchOptions s;

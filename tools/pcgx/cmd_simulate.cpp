@@ -35,7 +35,8 @@ void add_simulate_command(CLI::App& app) {
     if (!trace.empty()) check_output_path(trace);
     search::StrategyFile f = search::load_strategy(strategy);
     if (!schedule.empty()) {
-      f.schedule = parse_schedule(schedule);
+      const ScheduleFlag s = parse_schedule(schedule);
+      f.schedule = s.kind, f.programs = s.programs;
       if (f.pipeline_stages <= 0) throw Error("--schedule: " + strategy + " is not pipelined (it has no micro-batches)");
       try {
         check(*search::pipeline_shape(f));

@@ -25,6 +25,13 @@
 //                same groups through its chunks in reverse; the warm-up is
 //                2 (S - s - 1) + (v - 1) S forwards, then one forward and one
 //                backward in turn. M must be a multiple of S.
+//   explicit     each stage's order as a person wrote it (SuperScaler's
+//                schedules, e.g. several forwards per backward): any order
+//                that runs every step of the stage once, each chunk's
+//                forwards and its backwards in ascending micro-batch order
+//                (as the three above), and does not deadlock (check: the
+//                cross-stage happens-before graph has no cycle; a cycle is
+//                refused, printed stage by stage).
 //
 // All three compute the same gradients: they differ in time (the bubble)
 // and in how many micro-batches' activations a stage holds at once.
@@ -36,12 +43,21 @@
 
 namespace pcgx {
 
-enum class PipelineSchedule : uint8_t { kGPipe, k1F1B, kInterleaved };
+enum class PipelineSchedule : uint8_t { kGPipe, k1F1B, kInterleaved, kExplicit };
+// The schedules generated from the shape alone (explicit ones are written).
 inline constexpr PipelineSchedule kPipelineSchedules[] = {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B,
                                                           PipelineSchedule::kInterleaved};
-// "gpipe", "1f1b", "interleaved".
+// "gpipe", "1f1b", "interleaved", "explicit" (named only: its orders are data).
 const char* name(PipelineSchedule s);
 std::optional<PipelineSchedule> pipeline_schedule_named(std::string_view text);
+
+// One step of a stage's program.
+struct PipelineStep {
+  bool backward = false;
+  int64_t micro_batch = 0;
+  int64_t chunk = 0;  // in model order, 0 .. C - 1 (on stage chunk mod S)
+  bool operator==(const PipelineStep&) const = default;
+};
 
 // The shape of a pipelined step.
 struct PipelineShape {
@@ -49,6 +65,8 @@ struct PipelineShape {
   int64_t micro_batches = 1;   // M
   int64_t virtual_stages = 1;  // v: chunks per stage
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  // kExplicit: each stage's program as written (parse_pipeline_programs).
+  std::vector<std::vector<PipelineStep>> programs = {};
   int64_t chunks() const { return stages * virtual_stages; }
   // Whether micro-batches are in flight at once: anything but one stage
   // of one chunk under 1f1b, which runs each micro-batch's forward and
@@ -64,16 +82,10 @@ struct PipelineShape {
   }
 };
 
-// One step of a stage's program.
-struct PipelineStep {
-  bool backward = false;
-  int64_t micro_batch = 0;
-  int64_t chunk = 0;  // in model order, 0 .. C - 1 (on stage chunk mod S)
-  bool operator==(const PipelineStep&) const = default;
-};
-
 // Throws pcgx::Error naming what is wrong: a count below 1, interleaved
-// with v = 1 or M not a multiple of S, 1f1b with v > 1.
+// with v = 1 or M not a multiple of S, 1f1b with v > 1; for an explicit
+// schedule, programs not one per stage, a step run twice, on the wrong
+// stage or by no stage, or a deadlock (run_order).
 void check(const PipelineShape& p);
 
 // Each stage's program: 2 M v steps per stage, in the order it runs them.
@@ -99,5 +111,15 @@ std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep
 
 // "forward of micro-batch 3 through chunk 5".
 std::string describe(const PipelineStep& s);
+
+// Explicit stage programs as text (docs/plans.md): one line per stage,
+// its steps in order separated by spaces, "F3" the forward and "B3" the
+// backward of micro-batch 3 through the stage's chunk, "F3@5" through
+// chunk 5 (interleaved: chunk c runs on stage c mod S); '#' starts a
+// comment, blank lines are skipped. Throws pcgx::Error naming `source`,
+// the line and the token for anything else.
+std::vector<std::vector<PipelineStep>> parse_pipeline_programs(std::string_view text, const std::string& source);
+// The same, written (one line per stage, "@chunk" where it is not the stage's own).
+std::string format_pipeline_programs(const std::vector<std::vector<PipelineStep>>& programs);
 
 }  // namespace pcgx

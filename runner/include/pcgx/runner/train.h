@@ -49,6 +49,8 @@ struct TrainRequest {
   // strategy's (pcg/pipeline_schedule.h). Refused for a strategy without
   // stages.
   std::optional<PipelineSchedule> schedule;
+  // With schedule explicit: each stage's program (pcg/pipeline_schedule.h).
+  std::vector<std::vector<PipelineStep>> schedule_programs;
   int64_t devices = 0;                      // 0: 1, or what the strategy needs; under MPI, 0 or the ranks
   int threads = 0;                          // kernel threads per device; 0: this machine's cores shared out
   // Steps, seed, synthetic batches, optimizer, gradient buckets, progress.

@@ -42,6 +42,9 @@ struct StrategyFile {
   int64_t micro_batches = 0;
   int64_t virtual_stages = 1;   // interleaved 1F1B's chunks per device (absent: 1)
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  // An explicit schedule's stage programs (pipeline_schedule.h; written as
+  // "programs", one string per stage in parse_pipeline_programs' format).
+  std::vector<std::vector<PipelineStep>> programs;
   // Precision, recomputation and ZeRO stage (absent from older files: tf32, none, 0).
   TrainingRecipe recipe;
 };
