@@ -42,6 +42,10 @@ TEST(PlanOption, LowersThePlanAndTheStrategyRuns) {
   EXPECT_EQ(trained.code, 0) << trained.out;
   const auto simulated = run("simulate " + out.string());
   EXPECT_EQ(simulated.code, 0) << simulated.out;
+  // run MODEL --plan: lowered as optimize lowers it, then trained.
+  const auto direct = run("run gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json --devices 4 --steps 2 --no-report --no-plot");
+  EXPECT_EQ(direct.code, 0) << direct.out;
+  EXPECT_NE(direct.out.find("training gpt-tiny (plan) on 4 cpu devices"), std::string::npos) << direct.out;
 }
 
 TEST(PlanOption, MistakesAreOneErrorLine) {

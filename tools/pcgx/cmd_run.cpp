@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "pcgx/search/user_plan.h"
 #include "print_reports.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/runner/train.h"
@@ -13,10 +14,11 @@ namespace pcgx::cli {
 namespace {
 
 struct Flags {
-  std::string backend = "auto", search = "unity", optimizer = "sgd", report = "run-report.json", plot = "loss.svg", precision, schedule;
+  std::string backend = "auto", search = "unity", optimizer = "sgd", report = "run-report.json", plot = "loss.svg", precision, schedule, plan;
   std::vector<std::string> sets;
   int64_t batch = 0, threads = 0, search_budget = 12;
   double bucket_mb = 25;
+  CLI::Option* search_flag = nullptr;
   bool optimize = false, strict_fp32 = false, no_report = false, no_plot = false;
   runner::TrainRequest q;
 };
@@ -31,7 +33,7 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"TrainRequest.schedule", "--schedule"},
               {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"},
-              {"SearchOptions.plan", "--search plan (a plan is lowered by optimize --plan; run the strategy it writes)"}});
+              {"SearchOptions.plan", "--plan"}});
   runner::TrainRequest& q = f.q;
   q.backend = backend, q.tf32 = !f.strict_fp32, q.threads = static_cast<int>(f.threads);
   q.sizes = parse_sets(f.sets);
@@ -43,9 +45,13 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
     q.schedule = s.kind, q.schedule_programs = std::move(s.programs);
   }
   q.options.bucket_bytes = f.bucket_mb * 1024 * 1024;
-  if (f.optimize) {
+  if (f.optimize || !f.plan.empty()) {
     search::SearchOptions s;
     s.algorithm = parse_algorithm(f.search), s.budget = f.search_budget;
+    if (!f.plan.empty()) {
+      s.plan = std::make_shared<const search::UserPlan>(search::load_plan(f.plan));
+      if (f.search_flag->count() == 0) s.algorithm = search::Algorithm::kPlan;
+    }
     q.search = s;
   }
   if (!f.no_report) q.outputs.report = f.report;
@@ -83,7 +89,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--data", req.data, "train on user data: a directory with NAME.npy per model input, [N, ...] each (default: a synthetic teacher task)");
   cmd->add_option("--machine", req.machine, "machine the search and the prediction assume")->capture_default_str();
   cmd->add_option("--ruleset", req.ruleset, "ruleset for --optimize")->capture_default_str();
-  cmd->add_option("--search", f.search, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
+  f.search_flag = cmd->add_option("--search", f.search, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
+  cmd->add_option("--plan", f.plan, "train the model as a plan written by hand states it (docs/plans.md): lowered as pcgx optimize --plan "
+                  "lowers it, then trained");
   cmd->add_option("--budget", f.search_budget, "search budget for --optimize")->capture_default_str();
   cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced as they fill (PyTorch DDP's bucket_cap_mb)")->capture_default_str();
   cmd->add_option("--set", f.sets, "override a size parameter of a zoo model: key=value (repeatable)");
