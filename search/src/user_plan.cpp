@@ -116,7 +116,7 @@ bool selects(const PlanSelector& s, const Node& n) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "rules"});
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "zero", "rules"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -125,6 +125,20 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     if (!j["description"].is_string()) throw FileError(source, "description", "expected a string");
     plan.description = j["description"].get<std::string>();
   }
+  auto named = [&](const char* field, auto parse, const auto& choices) {
+    const json& v = j[field];
+    const std::string value_text = v.is_string() ? v.get<std::string>() : v.is_number_integer() ? std::to_string(v.get<int64_t>()) : std::string();
+    const auto value = parse(value_text);
+    if (!value) {
+      std::string list;
+      for (const auto& c : choices) list += (list.empty() ? "" : ", ") + std::string(name(c));
+      throw FileError(source, field, "expected one of " + list);
+    }
+    return *value;
+  };
+  if (j.contains("precision")) plan.precision = named("precision", precision_named, kPrecisions);
+  if (j.contains("recompute")) plan.recompute = named("recompute", recompute_named, kRecomputes);
+  if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
   if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty()) throw FileError(source, "rules", "expected a non-empty array of rules");
   for (size_t r = 0; r < j["rules"].size(); ++r) {
     const json& rule = j["rules"][r];

@@ -48,6 +48,23 @@ TEST(PlanOption, LowersThePlanAndTheStrategyRuns) {
   EXPECT_NE(direct.out.find("training gpt-tiny (plan) on 4 cpu devices"), std::string::npos) << direct.out;
 }
 
+// A plan's recipe fields are what optimize uses where its flags state none.
+TEST(PlanOption, TheRecipeInThePlanUnlessAFlagSaysOtherwise) {
+  const fs::path plan = dir() / "recipe.json", out = dir() / "recipe-s.json";
+  std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "precision": "bf16", "recompute": "selective", "zero": 1,
+                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
+  const std::string base = "optimize gpt-tiny --plan " + plan.string() + " --machine dgx-h100 --devices 4 -q -o " + out.string();
+  const auto r = run(base);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("precision             bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recompute             selective"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ZeRO stage            1"), std::string::npos) << r.out;
+  const auto flags = run(base + " --precision tf32 --zero 0");
+  ASSERT_EQ(flags.code, 0) << flags.out;
+  EXPECT_NE(flags.out.find("precision             tf32"), std::string::npos) << flags.out;
+  EXPECT_NE(flags.out.find("ZeRO stage            0"), std::string::npos) << flags.out;
+}
+
 TEST(PlanOption, MistakesAreOneErrorLine) {
   const fs::path out = dir() / "bad.json";
   const fs::path plan = dir() / "plan.json";

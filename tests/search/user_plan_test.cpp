@@ -140,7 +140,15 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {}, "partition": {"out": 0}}]})"), "p.json: rules[0].partition.out: expected a whole number of at least 1");
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
-  EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"), "p.json: stages: unknown field (format, format_version, description, rules)");
+  EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, zero, rules)");
+  EXPECT_EQ(error(head + R"("zero": 4, "rules": [{"select": {}, "partition": {}}]})"), "p.json: zero: expected one of 0, 1, 2, 3");
+  EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: recompute: expected one of none, selective, full");
+  const UserPlan recipe = plan_from_json(head + R"("precision": "bf16", "recompute": "selective", "zero": 1, "rules": [{"select": {}, "partition": {}}]})", "p.json");
+  EXPECT_EQ(recipe.precision, Precision::kBf16);
+  EXPECT_EQ(recipe.recompute, Recompute::kSelective);
+  EXPECT_EQ(recipe.zero, ZeroStage::k1);
 }
 
 // pcgx plan show: the plan a strategy amounts to, lowered again on the

@@ -23,7 +23,7 @@ struct Flags {
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
   PipelineFlags pipe;
   search::SearchOptions search;
-  CLI::Option* search_flag = nullptr;
+  CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr;
 };
 
 runner::OptimizeRequest request(Flags& f) {
@@ -54,7 +54,13 @@ runner::OptimizeRequest request(Flags& f) {
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::validate(q);
-  if (q.search.plan) search::lower_plan(q.model, *q.search.plan, q.machine.num_devices());  // its mistakes before any output
+  if (const auto& plan = q.search.plan) {
+    search::lower_plan(q.model, *plan, q.machine.num_devices());  // its mistakes before any output
+    // Its recipe, where the flags state none.
+    if (plan->precision && f.precision_flag->count() == 0) q.precision = plan->precision;
+    if (plan->recompute && f.recompute_flag->count() == 0) q.recompute = plan->recompute;
+    if (plan->zero && f.zero_flag->count() == 0) q.zero = plan->zero;
+  }
   return q;
 }
 
@@ -96,11 +102,11 @@ void add_optimize_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
       ->capture_default_str();
   cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
-  cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + "; auto: the fastest plan over the machine's mixed precisions and tf32")
+  f.precision_flag = cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + "; auto: the fastest plan over the machine's mixed precisions and tf32")
       ->capture_default_str();
-  cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
+  f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
       ->capture_default_str();
-  cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
+  f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");

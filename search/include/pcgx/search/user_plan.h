@@ -12,9 +12,9 @@
 // it unchanged, and it computes what the model computes (it inserts only
 // identities).
 //
-// Not yet: device assignment and pipeline stages, explicit schedules
-// (and their deadlock check), co-shard, recipe fields; the unstated rest
-// runs as one task rather than being searched.
+// Not yet: device assignment and pipeline stages in the plan (explicit
+// schedules are pipeline_schedule.h's), co-shard; the unstated rest runs
+// as one task rather than being searched.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/precision.h"
+#include "pcgx/pcg/training_recipe.h"
 #include "pcgx/search/baselines.h"
 
 namespace pcgx::search {
@@ -49,6 +51,11 @@ struct PlanRule {
 struct UserPlan {
   std::string source;  // the file it came from, for messages
   std::string description;
+  // The recipe it trains with (training_recipe.h); unset: the caller's
+  // (pcgx optimize's flags, and their defaults).
+  std::optional<Precision> precision;
+  std::optional<Recompute> recompute;
+  std::optional<ZeroStage> zero;
   // In order: an operator runs as the last rule that selects it says, or
   // as one task when none does.
   std::vector<PlanRule> rules;
