@@ -10,6 +10,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/rulesets/ruleset_trust.h"
 #include "pcgx/runner/model_source.h"
+#include "pcgx/search/user_plan.h"
 #include "pcgx/verifier/audit.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/search/baselines.h"
@@ -85,10 +86,15 @@ void validate(const OptimizeRequest& q) {
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
-  if (q.pipeline && q.search.algorithm == search::Algorithm::kPlan) {
-    if (q.pipeline->stages == 1)
-      throw FieldError("PipelineOptions.micro_batches", "a plan states no micro-batches (gradient accumulation) yet (docs/plans.md)");
-    throw FieldError("OptimizeRequest.pipeline", "a plan states no pipeline stages yet (docs/plans.md)");
+  if (q.search.algorithm == search::Algorithm::kPlan && q.search.plan) {
+    if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
+      throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
+                       "a plan states its pipeline stages and micro-batches");
+    // Every rule selects some operator of the whole model (on the devices of one stage).
+    const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
+    if (q.machine.num_devices() % stages != 0)
+      throw FieldError("PipelineOptions.stages", std::to_string(stages) + " stages do not divide the " + std::to_string(q.machine.num_devices()) + " devices");
+    search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages);
   }
 }
 

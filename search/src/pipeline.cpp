@@ -154,6 +154,12 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
                                                           " stages, not " + std::to_string(po.micro_batches));
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
+  if (options.algorithm == Algorithm::kPlan && (po.stages == 0 || po.micro_batches == 0))
+    throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a plan states its pipeline stages and micro-batches");
+  // Stated plans split the layers evenly; a written plan is applied stage
+  // by stage, each on its own operators (two identical stages may differ
+  // by the layers a rule selects, so none shares another's lowering).
+  const bool stated = options.algorithm == Algorithm::kMegatron || options.algorithm == Algorithm::kPlan;
   const int64_t devices = cost.devices();
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();
@@ -178,8 +184,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     const CostModel sub = cost.with_devices(d);
     const MachineMapper mapper(sub);
     // S v chunks, chunk j on the devices of stage j mod S.
-    const auto pieces = pieces_at(order, options.algorithm == Algorithm::kMegatron ? even_layer_cuts(model, order, S * v)
-                                                                                    : balanced_cuts(model, weight, S * v));
+    const auto pieces = pieces_at(order, stated ? even_layer_cuts(model, order, S * v) : balanced_cuts(model, weight, S * v));
     // Search every stage once (unpipelined), identical stages once.
     std::vector<PieceGraph> graphs;
     std::vector<const SearchResult*> searched;
@@ -211,7 +216,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
         return d % k == 0 && r > 1 && last % r == 0 ? r : 1;
       };
       graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out)));
-      const uint64_t h = graph_hash(graphs.back().graph);
+      const uint64_t h = options.algorithm == Algorithm::kPlan ? p : graph_hash(graphs.back().graph);
       auto it = solved.find(h);
       if (it == solved.end()) {
         SearchOptions o = options;

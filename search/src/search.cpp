@@ -99,7 +99,9 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
       result.strategy = mapper.map(*e);
       break;
     }
-    case Algorithm::kPlan: result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices())); break;
+    case Algorithm::kPlan:  // (on a pipeline stage's part of the model a rule may select nothing there)
+      result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false));
+      break;
     case Algorithm::kMcmc: {
       // Its views are its own (chosen by proposals, costed by simulation).
       McmcResult r = mcmc_search(model, rules, mapper, options);

@@ -116,7 +116,7 @@ bool selects(const PlanSelector& s, const Node& n) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "zero", "rules"});
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "zero", "pipeline", "rules"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -139,6 +139,18 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("precision")) plan.precision = named("precision", precision_named, kPrecisions);
   if (j.contains("recompute")) plan.recompute = named("recompute", recompute_named, kRecomputes);
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
+  if (j.contains("pipeline")) {
+    const json& p = j["pipeline"];
+    if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages)");
+    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages"});
+    if (!p.contains("stages")) throw FileError(source, "pipeline.stages", "missing: how many stages the layers are split over");
+    if (!p.contains("micro_batches")) throw FileError(source, "pipeline.micro_batches", "missing: how many micro-batches a step runs");
+    UserPlan::Pipeline pp;
+    pp.stages = whole(p["stages"], source, "pipeline.stages", 1);
+    pp.micro_batches = whole(p["micro_batches"], source, "pipeline.micro_batches", 1);
+    if (p.contains("virtual_stages")) pp.virtual_stages = whole(p["virtual_stages"], source, "pipeline.virtual_stages", 1);
+    plan.pipeline = pp;
+  }
   if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty()) throw FileError(source, "rules", "expected a non-empty array of rules");
   for (size_t r = 0; r < j["rules"].size(); ++r) {
     const json& rule = j["rules"][r];
@@ -161,7 +173,8 @@ UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_fi
 
 Graph plan_graph(const Graph& model) { return synchronized_batch_norm(model); }
 
-std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of_out) {
+std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of_out,
+                                      bool every_rule_selects) {
   std::vector<NodePlan> out(model.size());
   std::vector<int> rule_of(model.size(), -1);
   for (size_t r = 0; r < plan.rules.size(); ++r) {
@@ -172,7 +185,7 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
       out[static_cast<size_t>(n.id)] = plan.rules[r].partition;
       rule_of[static_cast<size_t>(n.id)] = static_cast<int>(r);
     }
-    if (!any)
+    if (!any && every_rule_selects)
       throw Error(plan.source + ": rules[" + std::to_string(r) + "] (" + describe(plan.rules[r].select) + ") selects no operator of '" +
                   model.name() + "'");
   }
@@ -228,10 +241,10 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
   return out;
 }
 
-Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices) {
+Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects) {
   const Graph g = plan_graph(model);
   std::vector<int> rule_of;
-  const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of);
+  const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of, every_rule_selects);
   std::vector<RefusedPlan> refused;
   Graph out = parallelize(g, [&](const Graph&, const Node& n) { return partitions[static_cast<size_t>(n.id)]; }, &refused);
   if (!refused.empty()) {

@@ -141,7 +141,11 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
-            "p.json: stages: unknown field (format, format_version, description, precision, recompute, zero, rules)");
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, zero, pipeline, rules)");
+  EXPECT_EQ(error(head + R"("pipeline": {"stages": 2}, "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: pipeline.micro_batches: missing: how many micro-batches a step runs");
+  EXPECT_EQ(error(head + R"("pipeline": {"stages": 0, "micro_batches": 4}, "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: pipeline.stages: expected a whole number of at least 1");
   EXPECT_EQ(error(head + R"("zero": 4, "rules": [{"select": {}, "partition": {}}]})"), "p.json: zero: expected one of 0, 1, 2, 3");
   EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: recompute: expected one of none, selective, full");

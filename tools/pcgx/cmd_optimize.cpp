@@ -53,14 +53,15 @@ runner::OptimizeRequest request(Flags& f) {
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
-  runner::validate(q);
   if (const auto& plan = q.search.plan) {
-    search::lower_plan(q.model, *plan, q.machine.num_devices());  // its mistakes before any output
-    // Its recipe, where the flags state none.
+    // Its pipeline and recipe, where the flags state none.
+    if (plan->pipeline && !q.pipeline)
+      q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages};
     if (plan->precision && f.precision_flag->count() == 0) q.precision = plan->precision;
     if (plan->recompute && f.recompute_flag->count() == 0) q.recompute = plan->recompute;
     if (plan->zero && f.zero_flag->count() == 0) q.zero = plan->zero;
   }
+  runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }
 

@@ -12,9 +12,9 @@
 // it unchanged, and it computes what the model computes (it inserts only
 // identities).
 //
-// Not yet: device assignment and pipeline stages in the plan (explicit
-// schedules are pipeline_schedule.h's), co-shard; the unstated rest runs
-// as one task rather than being searched.
+// Not yet: device assignment (each stage's operators are mapped by the
+// machine-mapping DP), co-shard; the unstated rest runs as one task rather
+// than being searched.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,6 +56,14 @@ struct UserPlan {
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<ZeroStage> zero;
+  // Pipeline stages (the layers split evenly over them, as Megatron-LM
+  // splits them) and micro-batches, each stage on its devices / stages
+  // devices, the rules applied to each stage's operators; unset: none, or
+  // what the caller's options say.
+  struct Pipeline {
+    int64_t stages = 1, micro_batches = 1, virtual_stages = 1;
+  };
+  std::optional<Pipeline> pipeline;
   // In order: an operator runs as the last rule that selects it says, or
   // as one task when none does.
   std::vector<PlanRule> rules;
@@ -83,12 +91,15 @@ Graph plan_graph(const Graph& model);
 // that does not divide the dimension the kind splits, or degrees whose
 // product does not divide `devices`. `rule_of`, when given, receives the
 // rule each node runs by (-1: none).
-std::vector<NodePlan> plan_partitions(const Graph& g, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of = nullptr);
+// `every_rule_selects` false: a rule may select nothing (a pipeline
+// stage's part of the model).
+std::vector<NodePlan> plan_partitions(const Graph& g, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of = nullptr,
+                                      bool every_rule_selects = true);
 
 // The model with the plan applied: plan_graph, plan_partitions, then
 // parallelize; a combination of kinds an operator's degree inference
 // refuses is an error naming the rule and the operator.
-Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices);
+Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects = true);
 
 // The plan a parallelized PCG amounts to (pcgx plan show): each named
 // compute operator's task grid as its kinds and degrees (the kind
