@@ -163,6 +163,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         if (const auto& plan = q.search->plan) {  // a plan's recipe, where the request states none
           if (plan->precision && !q.precision) oq.precision = plan->precision;
           oq.recompute = plan->recompute, oq.zero = plan->zero;
+          if (plan->pipeline)
+            oq.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages};
         }
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)

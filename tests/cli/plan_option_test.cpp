@@ -58,6 +58,8 @@ TEST(PlanOption, APlanWithPipelineStagesTrainsAndSimulates) {
   EXPECT_NE(r.out.find("2 stages x 4 devices, 4 micro-batches"), std::string::npos) << r.out;
   EXPECT_EQ(run("run " + out.string() + " --steps 2 --no-report --no-plot").code, 0);
   EXPECT_EQ(run("simulate " + out.string()).code, 0);
+  const auto direct = run("run gpt-tiny --plan " + kPlans + "gpt-megatron-pipeline-8.json --devices 8 --batch 8 --steps 2 --no-report --no-plot");
+  EXPECT_EQ(direct.code, 0) << direct.out;
   const auto acc = run("optimize gpt-tiny --micro-batches 2 --plan " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 -q -o " +
                        (dir() / "acc.json").string());
   ASSERT_EQ(acc.code, 0) << acc.out;
