@@ -66,6 +66,14 @@ double rooted_time(const Machine& m, const GroupShape& g, double n) {
 
 }  // namespace
 
+std::optional<Collective> layout_change(DataMove first, DataMove second) {
+  if (first == DataMove::kCombine && second == DataMove::kRepartition) return Collective::kAllToAll;
+  if (first == DataMove::kCombine && second == DataMove::kReplicate) return Collective::kAllGather;
+  if (first == DataMove::kReduce && second == DataMove::kRepartition) return Collective::kReduceScatter;
+  if (first == DataMove::kReduce && second == DataMove::kReplicate) return Collective::kAllReduce;
+  return std::nullopt;
+}
+
 std::string_view to_string(Collective c) {
   switch (c) {
     case Collective::kAllReduce: return "all-reduce";

@@ -34,14 +34,6 @@ class Groups {
   std::vector<std::vector<int64_t>> members_;
 };
 
-std::optional<Collective> layout_change(DataMove first, DataMove second) {
-  if (first == DataMove::kCombine && second == DataMove::kRepartition) return Collective::kAllToAll;
-  if (first == DataMove::kCombine && second == DataMove::kReplicate) return Collective::kAllGather;
-  if (first == DataMove::kReduce && second == DataMove::kRepartition) return Collective::kReduceScatter;
-  if (first == DataMove::kReduce && second == DataMove::kReplicate) return Collective::kAllReduce;
-  return std::nullopt;
-}
-
 Collective dual(Collective c) {
   switch (c) {
     case Collective::kAllGather: return Collective::kReduceScatter;

@@ -66,6 +66,24 @@ TEST(PlanOption, APlanWithPipelineStagesTrainsAndSimulates) {
   EXPECT_NE(acc.out.find("gradient accumulation 2 micro-batches"), std::string::npos) << acc.out;
 }
 
+// plan check: what each rule decides, the communication derived (the
+// row-parallel projections' partial sums reduced, the column-parallel
+// inputs broadcast), the prediction beside data parallelism; a mistake is
+// one error line.
+TEST(PlanCheck, PrintsWhatEachRuleDecidesAndTheCommunicationDerived) {
+  const fs::path out = dir() / "checked.json";
+  const auto r = run("plan check gpt-tiny " + kPlans + "gpt-megatron-2x2.json --machine dgx-h100 --devices 4 -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rules[1]         decides 6 of the 58 operators"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("communication derived 9 layout changes of activations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block0.attn.output -> block0.attn_dropout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data parallel"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(out));
+  const fs::path plan = dir() / "nothing.json";
+  std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {"name": "decoder.*"}, "partition": {}}]})";
+  expect_one_error_line(run("plan check gpt-tiny " + plan.string() + " --machine dgx-h100 --devices 4"), "selects no operator", dir() / "never.json");
+}
+
 // A plan's recipe fields are what optimize uses where its flags state none.
 TEST(PlanOption, TheRecipeInThePlanUnlessAFlagSaysOtherwise) {
   const fs::path plan = dir() / "recipe.json", out = dir() / "recipe-s.json";

@@ -1,16 +1,99 @@
-// pcgx plan show: the plan a strategy amounts to (docs/plans.md).
+// pcgx plan check: a plan validated, lowered and priced, its derived
+// communication listed; pcgx plan show: the plan a strategy amounts to
+// (docs/plans.md).
+#include <algorithm>
+#include <iomanip>
 #include <iostream>
 
 #include "cli_common.h"
+#include "print_reports.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
+#include "pcgx/runner/optimize.h"
+#include "pcgx/search/derived_communication.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
 
 namespace pcgx::cli {
+namespace {
+
+void add_check(CLI::App& cmd) {
+  auto* check = cmd.add_subcommand("check", "Validate a plan against a model, lower it, and print what each rule decides, the communication "
+                                             "derived between the operators, the memory and the predicted and simulated time beside data parallelism");
+  static std::string model, plan, machine, out;
+  static std::vector<std::string> sets;
+  static int64_t devices = 0;
+  static bool per_device_batch = true;
+  check->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
+  check->add_option("PLAN", plan, "plan file (pcgx.plan JSON)")->required();
+  check->add_option("--machine", machine, "machine name (data/machines) or machine JSON file")->required();
+  check->add_option("--devices", devices, "use the first N devices; default: all")->check(positive());
+  check->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
+  check->add_flag("!--global-batch", per_device_batch, "take a zoo model's batch as the global batch (default: per device, times --devices)");
+  check->add_option("-o,--output", out, "also write the strategy (as pcgx optimize --plan -o does)");
+  check->callback([] {
+    name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
+                {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"}});
+    runner::OptimizeRequest q;
+    Machine m = search::find_machine(machine);
+    if (devices > 0) m = m.with_devices(devices);
+    const auto p = std::make_shared<const search::UserPlan>(search::load_plan(plan));
+    q.search.algorithm = search::Algorithm::kPlan, q.search.plan = p;
+    const ModelParams sizes = parse_sets(sets);
+    q.model = runner::load_model(model, per_device_batch ? runner::with_batch_per_device(model, sizes, m.num_devices()) : sizes).graph;
+    q.machine = m;
+    if (p->pipeline) q.pipeline = search::PipelineOptions{p->pipeline->stages, p->pipeline->micro_batches, p->pipeline->virtual_stages};
+    if (p->precision) q.precision = p->precision;
+    q.recompute = p->recompute.value_or(Recompute::kNone), q.zero = p->zero.value_or(ZeroStage::k0);
+    runner::validate(q);
+    // What each rule decides: the operators it is the last to select.
+    const int64_t stage_devices = m.num_devices() / (q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1);
+    std::vector<int> rule_of;
+    const Graph g = search::plan_graph(q.model);
+    const auto partitions = search::plan_partitions(g, *p, stage_devices, &rule_of);
+    std::vector<int64_t> decides(p->rules.size(), 0);
+    int64_t one_task = 0, compute = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.op->op_class != OpClass::kCompute) continue;
+      ++compute;
+      if (rule_of[static_cast<size_t>(n.id)] >= 0) ++decides[static_cast<size_t>(rule_of[static_cast<size_t>(n.id)])];
+      if (partitions[static_cast<size_t>(n.id)].empty()) ++one_task;
+    }
+    std::cout << "plan                  " << plan << (p->description.empty() ? "" : ": " + p->description) << "\n";
+    for (size_t r = 0; r < p->rules.size(); ++r)
+      std::cout << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << decides[r] << " of the " << compute
+                << " operators" << (decides[r] == 0 ? " (later rules override it everywhere)" : "") << "\n";
+    std::cout << "  one task            " << one_task << (one_task == 1 ? " operator" : " operators") << " (no rule, or {})\n";
+    const runner::OptimizeReport rep = runner::optimize(q);
+    const search::Strategy& st = rep.result.search.strategy;
+    const Placement place(st.graph, st.views, m.num_devices());
+    std::vector<search::DerivedMove> moves = search::derived_communication(place, *rep.cost);
+    std::stable_sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) { return a.time.total() > b.time.total(); });
+    double total = 0;
+    for (const auto& d : moves) total += d.time.total();
+    std::cout << "communication derived " << moves.size() << " layout changes of activations, " << std::fixed << std::setprecision(3)
+              << total * 1e3 << " ms per step in all (forward and backward, before overlap); the costliest:\n";
+    for (size_t k = 0; k < moves.size() && k < 12; ++k) {
+      const auto& d = moves[k];
+      std::cout << "  " << std::left << std::setw(15) << d.what << std::right << " on " << d.devices << " devices, " << human_bytes(d.bytes)
+                << " a device, " << std::setprecision(3) << d.time.total() * 1e3 << " ms: " << (d.from.empty() ? "?" : d.from) << " -> "
+                << (d.to.empty() ? "(the step's output)" : d.to) << "\n";
+    }
+    if (moves.size() > 12) std::cout << "  ... and " << moves.size() - 12 << " more\n";
+    print_optimize_report(std::cout, q, rep, true);
+    if (!out.empty()) {
+      search::save_strategy(rep.file, out);
+      std::cerr << "wrote " << out << "\n";
+    }
+  });
+}
+
+}  // namespace
 
 void add_plan_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("plan", "Plans written by hand (docs/plans.md): `plan show STRATEGY` prints the plan a strategy amounts to");
+  auto* cmd = app.add_subcommand("plan", "Plans written by hand (docs/plans.md): `plan check MODEL PLAN` validates and prices one, "
+                                         "`plan show STRATEGY` prints the plan a strategy amounts to");
   cmd->require_subcommand(1);
+  add_check(*cmd);
   auto* show = cmd->add_subcommand("show", "The plan a strategy file amounts to, in the format `optimize --plan` reads");
   static std::string strategy, out;
   show->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();

@@ -60,11 +60,13 @@
 // (`pcgx calibrate`) the first is about 3x the second; NCCL's tuning model
 // and the shipped machine files have one figure for both.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "pcgx/pcg/machine.h"
+#include "pcgx/pcg/operator.h"
 
 namespace pcgx::search {
 
@@ -79,6 +81,12 @@ enum class Collective : uint8_t {
   kGather,
 };
 std::string_view to_string(Collective c);
+
+// The collective a layout change of two parallel operators over the same
+// devices amounts to: Combine then Repartition an all-to-all, Combine then
+// Replicate an all-gather, Reduce then Repartition a reduce-scatter, Reduce
+// then Replicate an all-reduce; none for any other pair.
+std::optional<Collective> layout_change(DataMove first, DataMove second);
 
 // How a collective's members spread over the machine's link levels.
 struct GroupShape {
