@@ -120,6 +120,8 @@ std::string describe(const PipelineStep& s) {
 std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs) {
   check_counts(p);
   const int64_t S = p.stages, C = p.chunks(), M = p.micro_batches;
+  if (C > (int64_t{1} << 20) || M > (int64_t{1} << 20))
+    throw Error("pipeline schedule: " + std::to_string(C) + " chunks and " + std::to_string(M) + " micro-batches (at most 2^20 each)");
   if (static_cast<int64_t>(programs.size()) != S)
     throw Error("pipeline schedule: " + std::to_string(programs.size()) + " stage programs for " + std::to_string(S) + " stages");
   std::vector<char> fwd(static_cast<size_t>(C * M), 0), bwd(static_cast<size_t>(C * M), 0);

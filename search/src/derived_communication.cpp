@@ -55,21 +55,26 @@ std::vector<DerivedMove> derived_communication(const Placement& p, const CostMod
   std::set<NodeId> done;
   for (const Node& n : g.nodes()) {
     if (!moves_data(n) || layouts.is_layout(g, n.id) || done.count(n.id)) continue;
-    int64_t devices = 0;
-    {
-      std::set<int64_t> touched;
-      for (const Move& m : p.moves(n.id)) touched.insert(p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard));
-      devices = static_cast<int64_t>(touched.size());
-    }
+    // The devices sending (the first operator's inputs) and receiving (the
+    // last one's outputs).
+    const NodeId second = partner[static_cast<size_t>(n.id)];
+    const NodeId last = second >= 0 ? second : n.id;
+    std::set<int64_t> senders, receivers;
+    for (const Move& m : p.moves(n.id)) senders.insert(p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard));
+    for (const Move& m : p.moves(last)) receivers.insert(p.owner({last, m.output}, m.out_shard));
+    std::set<int64_t> all = senders;
+    all.insert(receivers.begin(), receivers.end());
     DerivedMove d;
+    d.devices = static_cast<int64_t>(all.size());
     d.from = producer(n.inputs.empty() ? TensorRef{n.id, 0} : n.inputs[0]);
     d.bytes = cost.activation_bytes(g.shape(n.inputs.at(0)));
-    const NodeId second = partner[static_cast<size_t>(n.id)];
     if (second >= 0) {
       done.insert(second);
       const auto c = layout_change(n.op->data_move, g.node(second).op->data_move);
       const auto t = cost.layout_change_time(p, n.id, second, 0);
-      d.what = c && t ? std::string(to_string(*c)) : "exchange";
+      // A collective only among the same devices; else the cost model
+      // prices the pieces exchanged.
+      d.what = c && t && senders == receivers ? std::string(to_string(*c)) : "exchange";
       if (t) {
         d.time = *t;
       } else {
@@ -82,7 +87,6 @@ std::vector<DerivedMove> derived_communication(const Placement& p, const CostMod
       d.time = cost.parallel_time(p, n.id, 0);
       d.to = readers(n.id);
     }
-    d.devices = devices;
     out.push_back(std::move(d));
   }
   return out;

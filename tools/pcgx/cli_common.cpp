@@ -111,7 +111,11 @@ std::optional<Precision> parse_precision(const std::string& text, bool allow_aut
 }
 
 ScheduleFlag parse_schedule(const std::string& text) {
-  if (pipeline_schedule_named(text) || !std::filesystem::exists(text))
+  std::error_code ec;
+  const bool file = !pipeline_schedule_named(text) && std::filesystem::exists(text, ec);
+  if (!file && (text.find('/') != std::string::npos || text.find('.') != std::string::npos))
+    throw Error("--schedule: no file '" + text + "' (and not a schedule: gpipe, 1f1b, interleaved)");
+  if (!file)
     return {parse_choice<PipelineSchedule>(text, "--schedule", "schedule", kPipelineSchedules, [](PipelineSchedule k) { return name(k); }), {}};
   return {PipelineSchedule::kExplicit, parse_pipeline_programs(read_text_file(text), text)};
 }

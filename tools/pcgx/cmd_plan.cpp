@@ -32,7 +32,8 @@ void add_check(CLI::App& cmd) {
   check->add_option("-o,--output", out, "also write the strategy (as pcgx optimize --plan -o does)");
   check->callback([] {
     name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
-                {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"}});
+                {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
+                {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"}});
     runner::OptimizeRequest q;
     Machine m = search::find_machine(machine);
     if (devices > 0) m = m.with_devices(devices);
@@ -42,8 +43,9 @@ void add_check(CLI::App& cmd) {
     q.model = runner::load_model(model, per_device_batch ? runner::with_batch_per_device(model, sizes, m.num_devices()) : sizes).graph;
     q.machine = m;
     if (p->pipeline) q.pipeline = search::PipelineOptions{p->pipeline->stages, p->pipeline->micro_batches, p->pipeline->virtual_stages};
+    // As optimize --plan with no recipe flags: the plan's, else the defaults.
     if (p->precision) q.precision = p->precision;
-    q.recompute = p->recompute.value_or(Recompute::kNone), q.zero = p->zero.value_or(ZeroStage::k0);
+    q.recompute = p->recompute, q.zero = p->zero;
     runner::validate(q);
     // What each rule decides: the operators it is the last to select.
     const int64_t stage_devices = m.num_devices() / (q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1);
@@ -58,12 +60,12 @@ void add_check(CLI::App& cmd) {
       if (rule_of[static_cast<size_t>(n.id)] >= 0) ++decides[static_cast<size_t>(rule_of[static_cast<size_t>(n.id)])];
       if (partitions[static_cast<size_t>(n.id)].empty()) ++one_task;
     }
+    const runner::OptimizeReport rep = runner::optimize(q);  // (its errors before any output)
     std::cout << "plan                  " << plan << (p->description.empty() ? "" : ": " + p->description) << "\n";
     for (size_t r = 0; r < p->rules.size(); ++r)
       std::cout << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << decides[r] << " of the " << compute
                 << " operators" << (decides[r] == 0 ? " (later rules override it everywhere)" : "") << "\n";
     std::cout << "  one task            " << one_task << (one_task == 1 ? " operator" : " operators") << " (no rule, or {})\n";
-    const runner::OptimizeReport rep = runner::optimize(q);
     const search::Strategy& st = rep.result.search.strategy;
     const Placement place(st.graph, st.views, m.num_devices());
     std::vector<search::DerivedMove> moves = search::derived_communication(place, *rep.cost);

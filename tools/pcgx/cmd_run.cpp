@@ -33,7 +33,8 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"TrainRequest.schedule", "--schedule"},
               {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"},
-              {"SearchOptions.plan", "--plan"}});
+              {"SearchOptions.plan", "--plan"}, {"PipelineOptions.stages", "the plan's pipeline.stages (on --devices)"},
+              {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"}});
   runner::TrainRequest& q = f.q;
   q.backend = backend, q.tf32 = !f.strict_fp32, q.threads = static_cast<int>(f.threads);
   q.sizes = parse_sets(f.sets);
