@@ -181,7 +181,11 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   std::string why = "no stage count tried";
   for (const int64_t S : counts) {
     const int64_t d = devices / S;
-    const CostModel sub = cost.with_devices(d);
+    // Searched on the whole batch, a stage holds at most S of the most
+    // micro-batches tried at once (the exact memory is checked below).
+    const std::vector<int64_t> tried = micro_counts(S, po);
+    const double most_tried = static_cast<double>(*std::max_element(tried.begin(), tried.end()));
+    const CostModel sub = cost.with_devices(d).with_held_activations(std::min(1.0, static_cast<double>(S * v) / most_tried));
     const MachineMapper mapper(sub);
     // S v chunks, chunk j on the devices of stage j mod S.
     const auto pieces = pieces_at(order, stated ? even_layer_cuts(model, order, S * v) : balanced_cuts(model, weight, S * v));

@@ -220,7 +220,23 @@ class CostModel {
   const Profile& profile() const { return profile_; }
 
   // The same model on the first n devices of the machine.
-  CostModel with_devices(int64_t n) const { return CostModel(machine_.with_devices(n), efficiency_, profile_, comm_, recipe_); }
+  CostModel with_devices(int64_t n) const {
+    CostModel c(machine_.with_devices(n), efficiency_, profile_, comm_, recipe_);
+    c.held_activations_ = held_activations_;
+    return c;
+  }
+  // The share of a graph's activations a device holds at once, for the
+  // memory checks of a mapping (1: all of them): a pipeline stage is
+  // searched on the whole batch and then run in M micro-batches of which
+  // it holds at most the ones in flight (search/pipeline.h), so its search
+  // counts that share, and the stage plan is checked with its exact
+  // memory afterwards.
+  CostModel with_held_activations(double share) const {
+    CostModel c = *this;
+    c.held_activations_ = share;
+    return c;
+  }
+  double held_activations() const { return held_activations_; }
   // The same model for another recipe.
   CostModel with_recipe(const TrainingRecipe& r) const { return CostModel(machine_, efficiency_, profile_, comm_, r); }
 
@@ -234,6 +250,7 @@ class CostModel {
   TrainingRecipe recipe_;
   double peak_ = 0;  // FLOP/s at the recipe's precision
   int64_t period_ = 1;  // lcm of the link spans: which link a device pair uses repeats with it
+  double held_activations_ = 1;
 };
 
 // Where data/ lives: $PCGX_DATA_DIR, else the source tree's data/ (compiled in).
