@@ -52,3 +52,29 @@ TEST(SavedActivations, PerLayerUnderSequenceParallelismAndSelectiveRecomputation
 
 }  // namespace
 }  // namespace pcgx::search
+
+namespace pcgx::search {
+namespace {
+
+// A pipeline stage searched on the whole batch counts the share of its
+// activations it holds at once (CostModel::with_held_activations): the
+// activations and transients scale, the weights and optimizer state do
+// not, and the mapper's memory check uses the share.
+TEST(SavedActivations, AHeldShareScalesTheActivationsAlone) {
+  const Graph g = gpt(2);
+  const TrainingRecipe recipe{Precision::kFp16, Recompute::kNone};
+  const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, recipe);
+  const Strategy s = MachineMapper(cm).map(g);
+  const Placement p(s.graph, s.views, 1);
+  const DeviceMemory all = memory_breakdown(p, recipe)[0], quarter = memory_breakdown(p, recipe, 1, 0.25)[0];
+  EXPECT_DOUBLE_EQ(quarter.activations, all.activations / 4);
+  EXPECT_DOUBLE_EQ(quarter.transient, all.transient / 4);
+  EXPECT_DOUBLE_EQ(quarter.weights, all.weights);
+  EXPECT_DOUBLE_EQ(quarter.optimizer, all.optimizer);
+  const Strategy shared = MachineMapper(cm.with_held_activations(0.25)).map(g);
+  EXPECT_DOUBLE_EQ(shared.estimate.max_memory(), quarter.total());
+  EXPECT_DOUBLE_EQ(cm.with_held_activations(0.25).with_devices(1).held_activations(), 0.25);
+}
+
+}  // namespace
+}  // namespace pcgx::search
