@@ -18,7 +18,7 @@
 #include "pcgx/runtime/train_state.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/strategy_json.h"
-#include "pcgx/search/user_plan.h"
+#include "pcgx/runner/plan_request.h"
 
 namespace pcgx::runner {
 namespace {
@@ -160,12 +160,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
         oq.allow_unverified = q.allow_unverified, oq.reprove = q.reprove, oq.comm = comm, oq.profile = profile;
         oq.precision = q.precision.value_or(kDefaultPrecision);
-        if (const auto& plan = q.search->plan) {  // a plan's recipe, where the request states none
-          if (plan->precision && !q.precision) oq.precision = plan->precision;
-          oq.recompute = plan->recompute, oq.zero = plan->zero;
-          if (plan->pipeline)
-            oq.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages};
-        }
+        adopt_plan_settings(oq, {true, q.precision.has_value()});  // a plan's recipe and pipeline, where the request states none
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");

@@ -1,6 +1,7 @@
 // The communication a parallelized PCG runs (see derived_communication.h).
 #include "pcgx/search/derived_communication.h"
 
+#include <algorithm>
 #include <set>
 
 #include "pcgx/pcg/source_layout.h"
@@ -89,6 +90,7 @@ std::vector<DerivedMove> derived_communication(const Placement& p, const CostMod
     }
     out.push_back(std::move(d));
   }
+  std::stable_sort(out.begin(), out.end(), [](const DerivedMove& a, const DerivedMove& b) { return a.time.total() > b.time.total(); });
   return out;
 }
 

@@ -241,6 +241,22 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
   return out;
 }
 
+PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t devices) {
+  const Graph g = plan_graph(model);
+  std::vector<int> rule_of;
+  const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of);
+  PlanDecisions d;
+  d.per_rule.assign(plan.rules.size(), 0);
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    const auto k = static_cast<size_t>(n.id);
+    ++d.operators;
+    if (rule_of[k] >= 0) ++d.per_rule[static_cast<size_t>(rule_of[k])];
+    if (partitions[k].empty()) ++d.one_task;
+  }
+  return d;
+}
+
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects) {
   const Graph g = plan_graph(model);
   std::vector<int> rule_of;

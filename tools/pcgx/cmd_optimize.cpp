@@ -8,6 +8,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
 #include "pcgx/runner/optimize.h"
+#include "pcgx/runner/plan_request.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
 
@@ -40,10 +41,7 @@ runner::OptimizeRequest request(Flags& f) {
   if (f.devices > 0) m = m.with_devices(f.devices);
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
-  if (!f.plan.empty()) {
-    q.search.plan = std::make_shared<const search::UserPlan>(search::load_plan(f.plan));
-    if (f.search_flag->count() == 0) q.search.algorithm = search::Algorithm::kPlan;  // what --plan asks for, unless --search says otherwise
-  }
+  if (!f.plan.empty()) runner::lower_plan_with(q.search, std::make_shared<const search::UserPlan>(search::load_plan(f.plan)), f.search_flag->count() > 0);
   apply_pipeline_flags(f.pipe, q);  // a contradiction among them before any model loads
   const ModelParams sizes = parse_sets(f.sets);
   q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
@@ -53,14 +51,7 @@ runner::OptimizeRequest request(Flags& f) {
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
-  if (const auto& plan = q.search.plan) {
-    // Its pipeline and recipe, where the flags state none.
-    if (plan->pipeline && !q.pipeline)
-      q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages};
-    if (plan->precision && f.precision_flag->count() == 0) q.precision = plan->precision;
-    if (plan->recompute && f.recompute_flag->count() == 0) q.recompute = plan->recompute;
-    if (plan->zero && f.zero_flag->count() == 0) q.zero = plan->zero;
-  }
+  runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0, f.zero_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

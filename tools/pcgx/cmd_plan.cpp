@@ -1,15 +1,13 @@
 // pcgx plan check: a plan validated, lowered and priced, its derived
 // communication listed; pcgx plan show: the plan a strategy amounts to
 // (docs/plans.md).
-#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
 #include "cli_common.h"
 #include "print_reports.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
-#include "pcgx/runner/optimize.h"
-#include "pcgx/search/derived_communication.h"
+#include "pcgx/runner/plan_request.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
 
@@ -38,38 +36,21 @@ void add_check(CLI::App& cmd) {
     Machine m = search::find_machine(machine);
     if (devices > 0) m = m.with_devices(devices);
     const auto p = std::make_shared<const search::UserPlan>(search::load_plan(plan));
-    q.search.algorithm = search::Algorithm::kPlan, q.search.plan = p;
+    runner::lower_plan_with(q.search, p, false);
     const ModelParams sizes = parse_sets(sets);
     q.model = runner::load_model(model, per_device_batch ? runner::with_batch_per_device(model, sizes, m.num_devices()) : sizes).graph;
     q.machine = m;
-    if (p->pipeline) q.pipeline = search::PipelineOptions{p->pipeline->stages, p->pipeline->micro_batches, p->pipeline->virtual_stages};
-    // As optimize --plan with no recipe flags: the plan's, else the defaults.
-    if (p->precision) q.precision = p->precision;
-    q.recompute = p->recompute, q.zero = p->zero;
-    runner::validate(q);
-    // What each rule decides: the operators it is the last to select.
-    const int64_t stage_devices = m.num_devices() / (q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1);
-    std::vector<int> rule_of;
-    const Graph g = search::plan_graph(q.model);
-    const auto partitions = search::plan_partitions(g, *p, stage_devices, &rule_of);
-    std::vector<int64_t> decides(p->rules.size(), 0);
-    int64_t one_task = 0, compute = 0;
-    for (const Node& n : g.nodes()) {
-      if (n.op->op_class != OpClass::kCompute) continue;
-      ++compute;
-      if (rule_of[static_cast<size_t>(n.id)] >= 0) ++decides[static_cast<size_t>(rule_of[static_cast<size_t>(n.id)])];
-      if (partitions[static_cast<size_t>(n.id)].empty()) ++one_task;
-    }
-    const runner::OptimizeReport rep = runner::optimize(q);  // (its errors before any output)
+    runner::adopt_plan_settings(q, {});  // as optimize --plan with no recipe flags: the plan's, else the defaults
+    const runner::PlanCheck c = runner::check_plan(q);  // (its errors before any output)
     std::cout << "plan                  " << plan << (p->description.empty() ? "" : ": " + p->description) << "\n";
-    for (size_t r = 0; r < p->rules.size(); ++r)
-      std::cout << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << decides[r] << " of the " << compute
-                << " operators" << (decides[r] == 0 ? " (later rules override it everywhere)" : "") << "\n";
-    std::cout << "  one task            " << one_task << (one_task == 1 ? " operator" : " operators") << " (no rule, or {})\n";
-    const search::Strategy& st = rep.result.search.strategy;
-    const Placement place(st.graph, st.views, m.num_devices());
-    std::vector<search::DerivedMove> moves = search::derived_communication(place, *rep.cost);
-    std::stable_sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) { return a.time.total() > b.time.total(); });
+    for (size_t r = 0; r < p->rules.size(); ++r) {
+      const int64_t k = c.decisions.per_rule[r];
+      std::cout << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << k << " of the " << c.decisions.operators
+                << " operators" << (k == 0 ? " (later rules override it everywhere)" : "") << "\n";
+    }
+    const int64_t one = c.decisions.one_task;
+    std::cout << "  one task            " << one << (one == 1 ? " operator" : " operators") << " (no rule, or {})\n";
+    const std::vector<search::DerivedMove>& moves = c.communication;
     double total = 0;
     for (const auto& d : moves) total += d.time.total();
     std::cout << "communication derived " << moves.size() << " layout changes of activations, " << std::fixed << std::setprecision(3)
@@ -81,9 +62,9 @@ void add_check(CLI::App& cmd) {
                 << (d.to.empty() ? "(the step's output)" : d.to) << "\n";
     }
     if (moves.size() > 12) std::cout << "  ... and " << moves.size() - 12 << " more\n";
-    print_optimize_report(std::cout, q, rep, true);
+    print_optimize_report(std::cout, q, c.report, true);
     if (!out.empty()) {
-      search::save_strategy(rep.file, out);
+      search::save_strategy(c.report.file, out);
       std::cerr << "wrote " << out << "\n";
     }
   });

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include "cli_common.h"
-#include "pcgx/search/user_plan.h"
 #include "print_reports.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/runner/plan_request.h"
 #include "pcgx/runner/train.h"
 
 namespace pcgx::cli {
@@ -49,10 +49,7 @@ runner::TrainRequest& request(Flags& f, runner::BackendKind backend) {
   if (f.optimize || !f.plan.empty()) {
     search::SearchOptions s;
     s.algorithm = parse_algorithm(f.search), s.budget = f.search_budget;
-    if (!f.plan.empty()) {
-      s.plan = std::make_shared<const search::UserPlan>(search::load_plan(f.plan));
-      if (f.search_flag->count() == 0) s.algorithm = search::Algorithm::kPlan;
-    }
+    if (!f.plan.empty()) runner::lower_plan_with(s, std::make_shared<const search::UserPlan>(search::load_plan(f.plan)), f.search_flag->count() > 0);
     q.search = s;
   }
   if (!f.no_report) q.outputs.report = f.report;

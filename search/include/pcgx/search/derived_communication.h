@@ -23,6 +23,7 @@ struct DerivedMove {
   Seconds time;          // forward and backward, per step
 };
 
+// Costliest first (forward and backward time), ties in graph order.
 std::vector<DerivedMove> derived_communication(const Placement& p, const CostModel& cost);
 
 }  // namespace pcgx::search

@@ -96,6 +96,15 @@ Graph plan_graph(const Graph& model);
 std::vector<NodePlan> plan_partitions(const Graph& g, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of = nullptr,
                                       bool every_rule_selects = true);
 
+// What each rule decides on `model` (plan_graph's operators, `devices` as
+// plan_partitions takes them): per rule, the compute operators it is the
+// last to select; and of all compute operators, those running as one task.
+struct PlanDecisions {
+  std::vector<int64_t> per_rule;
+  int64_t operators = 0, one_task = 0;
+};
+PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t devices);
+
 // The model with the plan applied: plan_graph, plan_partitions, then
 // parallelize; a combination of kinds an operator's degree inference
 // refuses is an error naming the rule and the operator.

@@ -1,0 +1,39 @@
+#pragma once
+// Requests that lower a plan a person wrote (search/user_plan.h,
+// docs/plans.md): the plan's own settings where the front end states
+// none, and `pcgx plan check`'s account of a plan.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pcgx/runner/optimize.h"
+#include "pcgx/search/derived_communication.h"
+#include "pcgx/search/user_plan.h"
+
+namespace pcgx::runner {
+
+// What a front end's own options state, so that a plan's fill in only the rest.
+struct StatedSettings {
+  bool algorithm = false, precision = false, recompute = false, zero = false;
+};
+
+// Makes `s` lower `plan`: search::Algorithm::kPlan, unless the caller
+// stated another algorithm (which validate() then refuses, naming both).
+void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::UserPlan> plan, bool algorithm_stated);
+
+// For a request lowering its search's plan (a no-op otherwise): the plan's
+// precision, recomputation and ZeRO stage where `stated` says the request
+// has none, and its pipeline where the request has none.
+void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated);
+
+// pcgx plan check: a request lowering a plan, validated, searched and
+// priced (optimize), with what each rule decides (on the devices of one
+// pipeline stage) and the communication derived, costliest first.
+struct PlanCheck {
+  search::PlanDecisions decisions;
+  OptimizeReport report;
+  std::vector<search::DerivedMove> communication;
+};
+PlanCheck check_plan(const OptimizeRequest& q);
+
+}  // namespace pcgx::runner

@@ -1,0 +1,38 @@
+// Requests lowering a plan (see plan_request.h).
+#include "pcgx/runner/plan_request.h"
+
+#include <algorithm>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/placement.h"
+
+namespace pcgx::runner {
+
+void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::UserPlan> plan, bool algorithm_stated) {
+  s.plan = std::move(plan);
+  if (!algorithm_stated) s.algorithm = search::Algorithm::kPlan;
+}
+
+void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
+  const auto& plan = q.search.plan;
+  if (!plan) return;
+  if (plan->pipeline && !q.pipeline)
+    q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages};
+  if (plan->precision && !stated.precision) q.precision = plan->precision;
+  if (plan->recompute && !stated.recompute) q.recompute = plan->recompute;
+  if (plan->zero && !stated.zero) q.zero = plan->zero;
+}
+
+PlanCheck check_plan(const OptimizeRequest& q) {
+  if (!q.search.plan) throw FieldError("SearchOptions.plan", "plan check needs a plan");
+  validate(q);
+  PlanCheck c;
+  const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
+  c.decisions = search::plan_decisions(q.model, *q.search.plan, q.machine.num_devices() / stages);
+  c.report = optimize(q);
+  const search::Strategy& st = c.report.result.search.strategy;
+  c.communication = search::derived_communication(Placement(st.graph, st.views, q.machine.num_devices()), *c.report.cost);
+  return c;
+}
+
+}  // namespace pcgx::runner
