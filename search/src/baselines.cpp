@@ -129,9 +129,13 @@ const ParallelKind* sample_kind(const std::vector<ParallelKind>& kinds) {
 
 namespace {
 
+// What a degree must divide along a dimension: one micro-slice of it,
+// where a pipeline stage processes it in micro-batches.
+int64_t splittable(const ParallelDim& d) { return d.size / d.pipeline; }
+
 int64_t sample_size(const Graph& g, const Node& n, const ParallelKind& k) {
-  if (k.outputs[0] == 0) return n.outputs[0].dims.at(0).size;
-  return g.shape(n.inputs[0]).dims.at(0).size;
+  if (k.outputs[0] == 0) return splittable(n.outputs[0].dims.at(0));
+  return splittable(g.shape(n.inputs[0]).dims.at(0));
 }
 
 NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices, bool split_unsampled = false) {
@@ -150,7 +154,7 @@ NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices, bool split_
   for (const ParallelKind& k : kinds) {
     if (k.outputs.empty() || k.outputs[0] < 0 || k.must_divide > 0) continue;
     if (std::find(k.inputs.begin(), k.inputs.end(), ParallelKind::kSum) != k.inputs.end()) continue;
-    const int64_t d = largest_dividing_degree(devices, n.outputs[0].dims[static_cast<size_t>(k.outputs[0])].size);
+    const int64_t d = largest_dividing_degree(devices, splittable(n.outputs[0].dims[static_cast<size_t>(k.outputs[0])]));
     if (d > best_d) best = {{k.name, d}}, best_d = d;
   }
   return best;
@@ -407,7 +411,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n))) {
       bool keeps = !k.outputs.empty() && k.outputs[0] >= 0 && k.must_divide == 0;
       for (size_t i = 0; keeps && i < in.size(); ++i) keeps = in[i] < 0 || (i < k.inputs.size() && k.inputs[i] == in[i]);
-      if (keeps && n.outputs[0].dims[static_cast<size_t>(k.outputs[0])].size % t == 0) {
+      if (keeps && splittable(n.outputs[0].dims[static_cast<size_t>(k.outputs[0])]) % t == 0) {
         extra[n.id] = {{k.name, t}};
         split[static_cast<size_t>(n.id)][0] = k.outputs[0];
         break;

@@ -165,7 +165,9 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
       const TensorRef boundary = pc.in.node >= 0 ? pc.in : pc.out;
       if (d > 1 && g.shape(boundary).dims.empty()) break;
       const int64_t din = pc.in.node >= 0 ? d : 1, dout = pc.out.node >= 0 ? d : 1;
-      if ((pc.in.node >= 0 && g.shape(pc.in).dims.at(0).size % d) || (pc.out.node >= 0 && g.shape(pc.out).dims.at(0).size % d)) {
+      // A pipelined boundary is split within each micro-batch's samples.
+      auto takes = [&](TensorRef t) { return t.node < 0 || g.shape(t).dims.at(0).size % (d * g.shape(t).dims.at(0).pipeline) == 0; };
+      if (!takes(pc.in) || !takes(pc.out)) {
         graphs[p].push_back({});
         continue;
       }
@@ -205,7 +207,23 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
         if (v < dp[p][l]) dp[p][l] = v, from[p][l] = q;
       }
   size_t l = static_cast<size_t>(std::min_element(dp.back().begin(), dp.back().end()) - dp.back().begin());
-  if (dp.back()[l] == kInf) throw Error("search: no feasible layout for some piece of the model");
+  // Whole-model baselines are in the space too (the split may not reach
+  // them: a piece alone may fit no layout, the head of a transformer
+  // without its layers being no family the expert knows).
+  auto whole_baselines = [&](Candidate out) {
+    if (with_baselines)
+      for (Seed& s : seeds_for(g, ex, cx, true)) {
+        Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
+        if (c.cost < out.cost) out = std::move(c);
+      }
+    cx.result.evaluated = ex.evaluated;
+    return out;
+  };
+  if (dp.back()[l] == kInf) {
+    Candidate out = whole_baselines(Candidate{g, kInf, {}, 0});
+    if (out.cost == kInf) throw Error("search: no feasible layout for some piece of the model");
+    return out;
+  }
   std::vector<size_t> chosen(pieces.size());
   for (size_t p = pieces.size(); p-- > 0;) chosen[p] = l, l = from[p][l];
 
@@ -218,15 +236,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     parts.push_back({&c.graph, &graphs[p][chosen[p]]});
   }
   Graph joined = join_pieces(g.name(), parts);
-  Candidate out = ex.make(std::move(joined), std::move(applied));
-  // Whole-model baselines are in the space too (the split may not reach them).
-  if (with_baselines)
-    for (Seed& s : seeds_for(g, ex, cx, true)) {
-      Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
-      if (c.cost < out.cost) out = std::move(c);
-    }
-  cx.result.evaluated = ex.evaluated;
-  return out;
+  return whole_baselines(ex.make(std::move(joined), std::move(applied)));
 }
 
 }  // namespace pcgx::search

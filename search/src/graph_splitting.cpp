@@ -102,6 +102,13 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
       a.set("degrees", degrees);
     }
     TensorRef t{out.add("Input", a, {}, std::string(kPieceInputPrefix) + "in"), 0};
+    // A pipelined boundary (a stage searched in micro-batches) is read in
+    // its micro-slices; joining drops this Pipeline again, the carried
+    // tensor being pipelined already.
+    const ParallelTensorShape& carried = g.shape(p.in);
+    for (int64_t d = 0; d < carried.rank(); ++d)
+      if (const int64_t k = carried.dims[static_cast<size_t>(d)].pipeline; k > 1)
+        t = {out.add("Pipeline", {{"dim", d}, {"degree", k}}, {t}), 0};
     // The samples first: the last dimension's Combine, next, meets the
     // stage's own layout change as one step (relayout.h), holding no copy.
     if (din > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", din}}, {t}), 0};

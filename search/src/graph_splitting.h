@@ -42,7 +42,8 @@ std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector
 // scatter-gather of a pipeline stage boundary (Narayanan et al. 2021,
 // Section 4.1): each of the devices that would each receive the same
 // samples whole receives 1/r of them, and the stage gathers them on its
-// own links.
+// own links. A pipelined boundary's input is pipelined alike, right after
+// the Input.
 struct PieceGraph {
   Graph graph;
   std::map<std::string, std::string> names;  // canonical -> model name

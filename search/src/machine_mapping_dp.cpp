@@ -226,7 +226,7 @@ double MachineMapper::time(const Graph& g) const {
   const Solved solved = solve_and_place(p, cost_.devices());
   const Mapped& m = solved.m;
   if (m.dp.time == kInf) return kInf;
-  const auto mem = memory_per_device(*solved.where, cost_.recipe(), 1, cost_.held_activations());
+  const auto mem = memory_per_device(*solved.where, cost_.recipe(), cost_.micro_batches_in_flight());
   const double need = *std::max_element(mem.begin(), mem.end());
   if (need > cost_.machine().device.memory_capacity) {
     impl_->refuse(need, false);
@@ -258,7 +258,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets, e.gather = m.sync.gather;
   e.once = m.dp.update + m.sync.exposed + m.sync.gather;
-  e.memory = memory_per_device(*solved.where, cost_.recipe(), 1, cost_.held_activations());
+  e.memory = memory_per_device(*solved.where, cost_.recipe(), cost_.micro_batches_in_flight());
   std::vector<char> computes(static_cast<size_t>(cost_.devices()), 0);
   for (const Node& n : g.nodes())
     if (p.active[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs))

@@ -10,7 +10,7 @@
 
 namespace pcgx::search {
 
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, double held_share) {
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
   const Graph& g = p.graph();
   const int64_t devices = p.devices();
   const Precision precision = recipe.precision;
@@ -165,7 +165,6 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     }
     for (const Recreated& r : rerun_list) rerun[static_cast<size_t>(r.device)] = 0;
   }
-  for (DeviceMemory& m : mem) m.activations *= held_share, m.transient *= held_share;
   // ZeRO 3's gathered weights (during the backward pass too, so beside a
   // re-created segment): the most two consecutive operators hold.
   for (size_t d = 0; d < gathered.size(); ++d) {
@@ -180,9 +179,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   return mem;
 }
 
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, double held_share) {
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
   std::vector<double> total;
-  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight, held_share)) total.push_back(m.total());
+  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight)) total.push_back(m.total());
   return total;
 }
 

@@ -181,26 +181,54 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   std::string why = "no stage count tried";
   for (const int64_t S : counts) {
     const int64_t d = devices / S;
-    // Searched on the whole batch, a stage holds at most S of the most
-    // micro-batches tried at once (the exact memory is checked below).
-    const std::vector<int64_t> tried = micro_counts(S, po);
-    const double most_tried = static_cast<double>(*std::max_element(tried.begin(), tried.end()));
-    const CostModel sub = cost.with_devices(d).with_held_activations(std::min(1.0, static_cast<double>(S * v) / most_tried));
-    const MachineMapper mapper(sub);
-    // S v chunks, chunk j on the devices of stage j mod S.
-    const auto pieces = pieces_at(order, stated ? even_layer_cuts(model, order, S * v) : balanced_cuts(model, weight, S * v));
-    // Search every stage once (unpipelined), identical stages once.
-    std::vector<PieceGraph> graphs;
-    std::vector<const SearchResult*> searched;
-    std::map<uint64_t, SearchResult> solved;
-    // A stage boundary carries its samples split over the stage's devices,
-    // or, where a micro-batch (the most tried) could not take that, over the
-    // largest power-of-two share of them it can: the stage's plan is
-    // searched on the whole batch and cut into micro-batches afterwards.
     const std::vector<int64_t> micro = micro_counts(S, po);
     const int64_t most = *std::max_element(micro.begin(), micro.end());
-    for (size_t p = 0; p < pieces.size(); ++p) {
-      const Piece& pc = pieces[p];
+    const CostModel sub = cost.with_devices(d);
+    const MachineMapper mapper(sub);
+    // A chunk is searched pipelined in the plan's micro-batches, so that
+    // the plan found splits a micro-batch's samples, with 1/v of the
+    // devices' memory (a stage's v chunks share its devices), holding as
+    // many micro-batches at once as the first stage's chunks do: a plan
+    // that fits there fits on every stage, so identical chunks share one
+    // search. Where no plan fits, the chunk is searched again holding what
+    // its own stage holds (the last chunk's head and loss may fit only
+    // there). The exact memory of each stage is checked after.
+    std::map<int64_t, CostModel> holding;  // by micro-batches held per chunk
+    std::map<int64_t, MachineMapper> searchers;
+    auto searcher = [&](int64_t k) -> const MachineMapper& {
+      auto it = searchers.find(k);
+      if (it == searchers.end()) {
+        const CostModel& c =
+            holding.emplace(k, sub.with_micro_batches_in_flight(k).with_memory_share(1.0 / static_cast<double>(v))).first->second;
+        it = searchers.try_emplace(k, c).first;
+      }
+      return it->second;
+    };
+    // The stage boundaries: Megatron-LM's even layers for stated plans;
+    // for searched ones the cuts balancing single-device time, and the
+    // even layers too where the model has them (a balanced cut may fall
+    // inside a layer, and a stage's parallel time need not follow its
+    // single-device time).
+    std::vector<std::vector<std::pair<size_t, TensorRef>>> cut_options;
+    if (stated) {
+      cut_options.push_back(even_layer_cuts(model, order, S * v));
+    } else {
+      cut_options.push_back(balanced_cuts(model, weight, S * v));
+      try {
+        auto even = even_layer_cuts(model, order, S * v);
+        if (!even.empty() && even != cut_options[0]) cut_options.push_back(std::move(even));
+      } catch (const Error&) {  // no repeating layers, or not a multiple of the chunks
+      }
+    }
+    // (graph searched, micro-batches held): identical chunks searched once
+    std::map<std::pair<uint64_t, int64_t>, SearchResult> solved;
+    for (size_t c = 0; c < cut_options.size(); ++c) {
+      const std::string cut_name = c == 0 ? "" : " (even layers)";
+      // S v chunks, chunk j on the devices of stage j mod S.
+      const auto pieces = pieces_at(order, cut_options[c]);
+      // A stage boundary carries its samples split over the stage's
+      // devices, or, where a micro-batch (the most tried) could not take
+      // that, over the largest power-of-two share of them it can.
       auto split_by = [&](TensorRef t) -> int64_t {
         if (t.node < 0 || model.shape(t).rank() == 0) return 1;
         const int64_t size = model.shape(t).dims[0].size;
@@ -219,78 +247,106 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
         const int64_t k = split_by(t), r = d / k, last = model.shape(t).dims.back().size;
         return d % k == 0 && r > 1 && last % r == 0 ? r : 1;
       };
-      graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out)));
-      const uint64_t h = options.algorithm == Algorithm::kPlan ? p : graph_hash(graphs.back().graph);
-      auto it = solved.find(h);
-      if (it == solved.end()) {
-        SearchOptions o = options;
-        const std::string phase = "pipeline " + std::to_string(S) + " stages, stage " + std::to_string(p + 1);
-        if (options.progress)
-          o.progress = [&, phase](const SearchProgress& pr) {
-            SearchProgress q = pr;
-            q.phase = phase + ": " + pr.phase;
-            options.progress(q);
-          };
-        it = solved.emplace(h, optimize(graphs.back().graph, rules, mapper, o)).first;
-        result.search.explored += it->second.explored;
-        result.search.evaluated += it->second.evaluated;
-      }
-      searched.push_back(&it->second);
-    }
-    for (const int64_t M : micro_counts(S, po)) {
-      Plan plan;
-      plan.stages = S, plan.micro = M, plan.virtual_stages = v;
-      plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
-      plan.stage_time.assign(static_cast<size_t>(S), 0.0);
-      std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
-      try {
-        // Micro-batches in flight per stage, as the schedule's programs hold
-        // them (pcg/pipeline_schedule.h), spread over a stage's v chunks.
-        const std::vector<int64_t> in_flight_sets = in_flight_chunks(stage_programs({S, M, v, PipelineShape::default_for(v)}));
-        for (size_t p = 0; p < pieces.size(); ++p) {
-          const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
-          StagePlan sp{graphs[p], pipelined(searched[p]->strategy.graph, M, p + 1 == pieces.size()), {}, {}, {}};
-          sp.mapped = mapper.map(sp.graph);
-          const Estimate& e = sp.mapped.estimate;
-          if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
-          PipelineStage& info = sp.info;
-          info.stage = stage, info.chunk = chunk;
-          info.first_device = stage * d, info.devices = d;
-          for (NodeId id : pieces[p].nodes) info.operators += model.node(id).op->op_class == OpClass::kCompute;
-          info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
-          info.update = e.once;
-          info.micro_batch = (e.time - e.once) / static_cast<double>(M);
-          if (pieces[p].in.node >= 0) {  // receive the boundary, send its gradient back
-            const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
-                                           [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
-            const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
-            const int64_t from = (static_cast<int64_t>(p) - 1) % S * d;  // the previous chunk's stage
-            info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
+      std::vector<PieceGraph> graphs;
+      for (const Piece& pc : pieces)
+        graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out)));
+      for (const int64_t M : micro) {
+        // Micro-batches in flight per stage, as the schedule's programs
+        // hold them (pcg/pipeline_schedule.h), spread over a stage's v chunks.
+        const std::vector<int64_t> holds = in_flight_chunks(stage_programs({S, M, v, PipelineShape::default_for(v)}));
+        auto chunk_holds = [&](int64_t stage) { return (holds[static_cast<size_t>(stage)] + v - 1) / v; };
+        std::vector<const SearchResult*> searched;
+        try {
+          for (size_t p = 0; p < pieces.size(); ++p) {
+            const bool last = p + 1 == pieces.size();
+            // Stated plans are lowered once, unpipelined, on the whole memory.
+            const Graph searched_graph = stated ? graphs[p].graph : pipelined(graphs[p].graph, M, last);
+            const uint64_t h = options.algorithm == Algorithm::kPlan ? p : graph_hash(searched_graph);
+            SearchOptions o = options;
+            const std::string phase = "pipeline " + std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches, stage " +
+                                      std::to_string(p + 1);
+            if (options.progress)
+              o.progress = [&, phase](const SearchProgress& pr) {
+                SearchProgress q = pr;
+                q.phase = phase + ": " + pr.phase;
+                options.progress(q);
+              };
+            auto search_holding = [&](int64_t k, bool last_try) -> const SearchResult* {
+              const auto key = std::make_pair(h, stated ? int64_t{0} : k);
+              auto it = solved.find(key);
+              if (it == solved.end()) {
+                SearchResult r;
+                try {
+                  r = optimize(searched_graph, rules, stated ? mapper : searcher(k), o);
+                } catch (const Error&) {
+                  if (last_try) throw;
+                }
+                result.search.explored += r.explored;
+                result.search.evaluated += r.evaluated;
+                it = solved.emplace(key, std::move(r)).first;
+              }
+              return &it->second;
+            };
+            const int64_t first = chunk_holds(0), own = chunk_holds(static_cast<int64_t>(p) % S);
+            const SearchResult* r = search_holding(first, stated || own == first);
+            if (!stated && own != first && !r->strategy.estimate.feasible) r = search_holding(own, true);
+            searched.push_back(r);
           }
-          const int64_t in_flight = (in_flight_sets[static_cast<size_t>(stage)] + v - 1) / v;
-          sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), in_flight);
-          info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
-          auto& held = plan.memory[static_cast<size_t>(stage)];
-          for (size_t k = 0; k < held.size() && k < sp.memory.size(); ++k) held[k] += sp.memory[k];
-          plan.stage_time[static_cast<size_t>(stage)] += info.micro_batch;
-          stage_update[static_cast<size_t>(stage)] += info.update;
-          for (const auto& a : searched[p]->applied) plan.applied.push_back(a);
-          plan.stage.push_back(std::move(sp));
+        } catch (const Error& e) {
+          why = std::to_string(S) + " stages" + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
+          continue;
         }
-        for (int64_t st = 0; st < S; ++st) {
-          const auto& held = plan.memory[static_cast<size_t>(st)];
-          const double fullest = *std::max_element(held.begin(), held.end());
-          if (fullest > cost.machine().device.memory_capacity)
-            throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(fullest / 1073741824.0) + " GiB per device");
+        Plan plan;
+        plan.stages = S, plan.micro = M, plan.virtual_stages = v;
+        plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
+        plan.stage_time.assign(static_cast<size_t>(S), 0.0);
+        std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
+        try {
+          for (size_t p = 0; p < pieces.size(); ++p) {
+            const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
+            const Graph& found = searched[p]->strategy.graph;
+            StagePlan sp{graphs[p], stated ? pipelined(found, M, p + 1 == pieces.size()) : found, {}, {}, {}};
+            sp.mapped = mapper.map(sp.graph);
+            const Estimate& e = sp.mapped.estimate;
+            if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
+            PipelineStage& info = sp.info;
+            info.stage = stage, info.chunk = chunk;
+            info.first_device = stage * d, info.devices = d;
+            for (NodeId id : pieces[p].nodes) info.operators += model.node(id).op->op_class == OpClass::kCompute;
+            info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
+            info.update = e.once;
+            info.micro_batch = (e.time - e.once) / static_cast<double>(M);
+            if (pieces[p].in.node >= 0) {  // receive the boundary, send its gradient back
+              const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
+                                             [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
+              const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
+              const int64_t from = (static_cast<int64_t>(p) - 1) % S * d;  // the previous chunk's stage
+              info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
+            }
+            sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), chunk_holds(stage));
+            info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
+            auto& held = plan.memory[static_cast<size_t>(stage)];
+            for (size_t k = 0; k < held.size() && k < sp.memory.size(); ++k) held[k] += sp.memory[k];
+            plan.stage_time[static_cast<size_t>(stage)] += info.micro_batch;
+            stage_update[static_cast<size_t>(stage)] += info.update;
+            for (const auto& a : searched[p]->applied) plan.applied.push_back(a);
+            plan.stage.push_back(std::move(sp));
+          }
+          for (int64_t st = 0; st < S; ++st) {
+            const auto& held = plan.memory[static_cast<size_t>(st)];
+            const double fullest = *std::max_element(held.begin(), held.end());
+            if (fullest > cost.machine().device.memory_capacity)
+              throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(fullest / 1073741824.0) + " GiB per device");
+          }
+          plan.slowest = *std::max_element(plan.stage_time.begin(), plan.stage_time.end());
+          plan.update = *std::max_element(stage_update.begin(), stage_update.end());
+        } catch (const Error& e) {
+          why = std::to_string(S) + " stages" + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
+          continue;
         }
-        plan.slowest = *std::max_element(plan.stage_time.begin(), plan.stage_time.end());
-        plan.update = *std::max_element(stage_update.begin(), stage_update.end());
-      } catch (const Error& e) {
-        why = std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches: " + e.what();
-        continue;
+        plan.time = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * plan.slowest + plan.update;
+        if (plan.time < best.time) best = std::move(plan);
       }
-      plan.time = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * plan.slowest + plan.update;
-      if (plan.time < best.time) best = std::move(plan);
     }
   }
   if (best.time == kInf) throw Error("pipeline: no feasible pipelined strategy (" + why + ")");

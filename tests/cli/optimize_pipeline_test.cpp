@@ -22,7 +22,7 @@ fs::path dir() {
 
 TEST(OptimizePipeline, WritesAStrategyTheRunnerTrains) {
   const std::string s = (dir() / "pipe.json").string();
-  const auto r = run("optimize mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 4 -q -o " + s);
+  const auto r = run("optimize mlp-tiny --set batch=64 --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 4 -q -o " + s);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 stages x 2 devices, 4 micro-batches"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("stage 2  devices 2..3"), std::string::npos) << r.out;

@@ -155,10 +155,12 @@ TEST(OptimizeZero, AutoShardsOnlyWhereMemoryRequires) {
 
 // Gradient accumulation with the number of micro-batches searched (1, 2,
 // 4, 8): where the whole batch's activations do not fit, the fewest
-// micro-batches that fit; where they do, one. Every micro-batch count
-// costs the same FLOPs, so more only adds kernel launches.
+// micro-batches that fit; where they do, one. With 64 samples every
+// micro-batch count splits its samples over all 8 devices, so every count
+// costs the same FLOPs and more only adds kernel launches.
 TEST(OptimizeAccumulation, AutoAccumulatesOnlyWhereMemoryRequires) {
   OptimizeRequest q = sharded(1e12, ZeroStage::k0);
+  q.model = build_model("gpt-tiny", {{"batch", 64}});
   q.search.algorithm = search::Algorithm::kDataParallel;
   q.pipeline = search::PipelineOptions{1, 0};
   auto need = [&](int64_t m) {

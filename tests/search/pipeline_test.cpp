@@ -166,6 +166,27 @@ TEST_F(PipelineSearch, OneStageAccumulatesGradients) {
   EXPECT_LT(e.max_memory(), one.search.strategy.estimate.max_memory());
 }
 
+// A stage is searched on its micro-batches, not the whole batch: 8
+// samples in 4 micro-batches on 8 devices split each micro-batch's 2
+// samples 2 ways (the expert spending the rest on tensor parallelism),
+// where a plan searched on the whole batch would split them 8 ways and no
+// micro-batch could take it.
+TEST_F(PipelineSearch, AStageSplitsOneMicroBatchsSamples) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  for (const Algorithm a : {Algorithm::kDataParallel, Algorithm::kExpert, Algorithm::kUnity}) {
+    const PipelineResult r = run(g, cm, {1, 4}, a);
+    ASSERT_TRUE(r.search.strategy.estimate.feasible) << static_cast<int>(a) << ": " << r.search.strategy.estimate.infeasible;
+    EXPECT_EQ(r.micro_batches, 4);
+    int64_t samples_split = 1;
+    for (const Node& n : r.search.strategy.graph.nodes())
+      for (const ParallelTensorShape& o : n.outputs)
+        if (o.rank() > 0 && o.dims[0].pipeline == 4 && o.dims[0].size == 8) samples_split = std::max(samples_split, o.dims[0].degree);
+    EXPECT_LE(samples_split, 2) << static_cast<int>(a);
+    if (a != Algorithm::kUnity) EXPECT_EQ(samples_split, 2) << static_cast<int>(a);
+  }
+}
+
 // The buckets start in the last micro-batch's backward: with 4
 // micro-batches at most a quarter of the backward hides them.
 TEST(Pipeline, GradientsSynchronizeDuringTheLastMicroBatch) {

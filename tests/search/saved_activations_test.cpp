@@ -14,6 +14,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::search {
@@ -21,9 +22,9 @@ namespace {
 
 constexpr int64_t kSeq = 512, kBatch = 1, kHidden = 1024, kHeads = 16;
 
-Graph gpt(int64_t layers) {
+Graph gpt(int64_t layers, int64_t batch = kBatch) {
   return build_model("gpt", {{"layers", layers}, {"hidden", kHidden}, {"heads", kHeads}, {"ffn", 4 * kHidden}, {"seq", kSeq},
-                             {"vocab", 1024}, {"batch", kBatch}});
+                             {"vocab", 1024}, {"batch", batch}});
 }
 
 // Activations kept on device 0 for `g` placed on `devices` devices.
@@ -50,30 +51,29 @@ TEST(SavedActivations, PerLayerUnderSequenceParallelismAndSelectiveRecomputation
   EXPECT_DOUBLE_EQ(layer(2) - layer(1), korthikanti - masks - gelu_input);
 }
 
-}  // namespace
-}  // namespace pcgx::search
 
-namespace pcgx::search {
-namespace {
-
-// A pipeline stage searched on the whole batch counts the share of its
-// activations it holds at once (CostModel::with_held_activations): the
-// activations and transients scale, the weights and optimizer state do
-// not, and the mapper's memory check uses the share.
-TEST(SavedActivations, AHeldShareScalesTheActivationsAlone) {
-  const Graph g = gpt(2);
+// A pipeline stage is searched pipelined, holding the micro-batches in
+// flight (CostModel::with_micro_batches_in_flight): each kept activation
+// counts that many of its micro-slices, the transients one, the weights
+// and optimizer state once; the mapper's memory check uses the count.
+TEST(SavedActivations, APipelinedGraphKeepsTheMicroBatchesInFlight) {
+  const Graph g = pipelined(gpt(2, 4), 4, true);
   const TrainingRecipe recipe{Precision::kFp16, Recompute::kNone};
   const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, recipe);
   const Strategy s = MachineMapper(cm).map(g);
   const Placement p(s.graph, s.views, 1);
-  const DeviceMemory all = memory_breakdown(p, recipe)[0], quarter = memory_breakdown(p, recipe, 1, 0.25)[0];
-  EXPECT_DOUBLE_EQ(quarter.activations, all.activations / 4);
-  EXPECT_DOUBLE_EQ(quarter.transient, all.transient / 4);
-  EXPECT_DOUBLE_EQ(quarter.weights, all.weights);
-  EXPECT_DOUBLE_EQ(quarter.optimizer, all.optimizer);
-  const Strategy shared = MachineMapper(cm.with_held_activations(0.25)).map(g);
-  EXPECT_DOUBLE_EQ(shared.estimate.max_memory(), quarter.total());
-  EXPECT_DOUBLE_EQ(cm.with_held_activations(0.25).with_devices(1).held_activations(), 0.25);
+  const DeviceMemory one = memory_breakdown(p, recipe)[0], three = memory_breakdown(p, recipe, 3)[0], all = memory_breakdown(p, recipe, 4)[0];
+  const double slice = all.activations - three.activations;  // one micro-slice of every pipelined activation kept
+  EXPECT_GT(slice, 0);
+  EXPECT_DOUBLE_EQ(three.activations - one.activations, 2 * slice);
+  EXPECT_DOUBLE_EQ(memory_breakdown(p, recipe, 9)[0].activations, all.activations);  // never more than the micro-batches
+  EXPECT_DOUBLE_EQ(three.transient, one.transient);
+  EXPECT_DOUBLE_EQ(three.weights, one.weights);
+  EXPECT_DOUBLE_EQ(three.optimizer, one.optimizer);
+  EXPECT_DOUBLE_EQ(s.estimate.max_memory(), one.total());
+  const Strategy held = MachineMapper(cm.with_micro_batches_in_flight(3)).map(g);
+  EXPECT_DOUBLE_EQ(held.estimate.max_memory(), three.total());
+  EXPECT_EQ(cm.with_micro_batches_in_flight(3).with_devices(1).micro_batches_in_flight(), 3);
 }
 
 }  // namespace

@@ -222,21 +222,29 @@ class CostModel {
   // The same model on the first n devices of the machine.
   CostModel with_devices(int64_t n) const {
     CostModel c(machine_.with_devices(n), efficiency_, profile_, comm_, recipe_);
-    c.held_activations_ = held_activations_;
+    c.in_flight_ = in_flight_;
     return c;
   }
-  // The share of a graph's activations a device holds at once, for the
-  // memory checks of a mapping (1: all of them): a pipeline stage is
-  // searched on the whole batch and then run in M micro-batches of which
-  // it holds at most the ones in flight (search/pipeline.h), so its search
-  // counts that share, and the stage plan is checked with its exact
-  // memory afterwards.
-  CostModel with_held_activations(double share) const {
+  // The micro-batches a device holds the activations of at once when it
+  // runs a pipelined graph, for the memory checks of a mapping (a
+  // pipelined tensor keeps that many of its micro-slices; 1: gradient
+  // accumulation, one micro-batch at a time). A pipeline stage is searched
+  // pipelined, holding the micro-batches the schedule keeps in flight
+  // (search/pipeline.h); each stage plan is then checked with its exact
+  // memory.
+  CostModel with_micro_batches_in_flight(int64_t n) const {
     CostModel c = *this;
-    c.held_activations_ = share;
+    c.in_flight_ = n;
     return c;
   }
-  double held_activations() const { return held_activations_; }
+  int64_t micro_batches_in_flight() const { return in_flight_; }
+  // The same model with `share` of each device's memory for a mapping (a
+  // pipeline chunk shares its devices with the stage's other chunks).
+  CostModel with_memory_share(double share) const {
+    CostModel c = *this;
+    c.machine_.device.memory_capacity *= share;
+    return c;
+  }
   // The same model for another recipe.
   CostModel with_recipe(const TrainingRecipe& r) const { return CostModel(machine_, efficiency_, profile_, comm_, r); }
 
@@ -250,7 +258,7 @@ class CostModel {
   TrainingRecipe recipe_;
   double peak_ = 0;  // FLOP/s at the recipe's precision
   int64_t period_ = 1;  // lcm of the link spans: which link a device pair uses repeats with it
-  double held_activations_ = 1;
+  int64_t in_flight_ = 1;  // micro-batches held at once (with_micro_batches_in_flight)
 };
 
 // Where data/ lives: $PCGX_DATA_DIR, else the source tree's data/ (compiled in).

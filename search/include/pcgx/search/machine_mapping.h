@@ -114,13 +114,11 @@ struct DeviceMemory {
 // cost_model.h); a pipelined tensor keeps `in_flight` of its micro-slices
 // (a pipeline stage keeps the micro-batches in flight; 1 for gradient
 // accumulation, which finishes one micro-batch before the next).
-// `held_share` scales what a device holds of the activations (kept and
-// transient; CostModel::held_activations).
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1, double held_share = 1);
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       const TrainingRecipe& recipe, int64_t in_flight = 1);
 // The same for a placement already made (its task tables are reused).
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1, double held_share = 1);
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
 
 }  // namespace pcgx::search

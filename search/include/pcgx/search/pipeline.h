@@ -14,11 +14,20 @@
 // forward + backward time. Each stage is searched as a graph of its own on
 // D/S devices with options.algorithm (`unity` by default; identical stages
 // are searched once), with its boundary tensors split along samples by D/S
-// where that divides them. It is then pipelined: a Pipeline(0, M) after each
-// of its inputs, so every operator runs M times on micro-batch slices
-// (cost_model.h costs each slice). An operator that cannot process its
-// samples in slices (BatchNorm, whose statistics span the whole batch)
-// makes the model unpipelinable.
+// where that divides them. It is searched pipelined: a Pipeline(0, M) after
+// each of its inputs, so every operator runs M times on micro-batch slices
+// (cost_model.h costs each slice) and a plan found splits a micro-batch's
+// samples, not the whole batch's; once per micro-batch count tried. Its
+// memory counts the micro-batches the first stage's chunks hold at once,
+// on 1/v of the devices' memory (a device holds its stage's v chunks); the
+// exact memory of each stage is checked after. Stated plans (Megatron-LM's,
+// a written one) are lowered unpipelined and pipelined afterwards. An
+// operator that cannot process its samples in slices (BatchNorm, whose
+// statistics span the whole batch) makes the model unpipelinable.
+//
+// Stage boundaries are tried twice where the model has repeating layers
+// that the chunks divide: balanced as above, and Megatron-LM's even
+// layers (below); the faster plan wins.
 //
 // Time per iteration (1F1B with flush). With t_s the time of one
 // micro-batch's forward and backward on stage s, including receiving its
@@ -110,6 +119,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
 // `last`, a Batch before every output still pipelined. Throws pcgx::Error
 // (naming the operator) when some operator cannot process slices.
 Graph pipelined(const Graph& g, int64_t m, bool last);
+
 
 // The stage boundaries: stages - 1 cuts (position in graph order of the
 // non-source nodes after which the cut falls, and the one tensor crossing
