@@ -84,6 +84,30 @@ TEST(PlanCheck, PrintsWhatEachRuleDecidesAndTheCommunicationDerived) {
   expect_one_error_line(run("plan check gpt-tiny " + plan.string() + " --machine dgx-h100 --devices 4"), "selects no operator", dir() / "never.json");
 }
 
+// plan check --certify and plan certify: data parallelism of an MLP is
+// proved operator by operator; a GPT plan is reported unverified (not
+// refused), naming the operators the axioms do not encode; a file that is
+// not a strategy is one error line.
+TEST(PlanCheck, CertifiesAPlanOrNamesWhatItCannotProve) {
+  const fs::path out = dir() / "dp-certified.json";
+  const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify -v -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("by linear_data_parallel_split"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("unverified:"), std::string::npos) << r.out;
+  const auto again = run("plan certify " + out.string());
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("certificate           verified: "), std::string::npos) << again.out;
+  const fs::path gpt = dir() / "gpt-certified.json";
+  ASSERT_EQ(run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json --machine dgx-h100 --devices 4 -q -o " + gpt.string()).code, 0);
+  const auto g = run("plan certify " + gpt.string());
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("certificate           UNVERIFIED: "), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("unverified: operator-"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("Softmax 'block0.attn.softmax'"), std::string::npos) << g.out;
+  expect_one_error_line(run("plan certify " + (dir() / "absent.json").string()), "absent.json", dir() / "never.json");
+}
+
 // A plan's recipe fields are what optimize uses where its flags state none.
 TEST(PlanOption, TheRecipeInThePlanUnlessAFlagSaysOtherwise) {
   const fs::path plan = dir() / "recipe.json", out = dir() / "recipe-s.json";

@@ -10,17 +10,45 @@
 #include "pcgx/runner/plan_request.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
+#include "pcgx/verifier/certificate.h"
 
 namespace pcgx::cli {
 namespace {
 
+// The certificate of a strategy's PCG (verifier/certificate.h), printed:
+// its verdict, what each claim stood for with `verbose`, and every claim
+// not proved or not claimable.
+void certify_and_print(const Graph& strategy, const std::string& axioms_dir, bool verbose) {
+  const verify::AxiomSet axioms = verify::load_axioms(axioms_dir.empty() ? verify::default_axioms_dir() : axioms_dir);
+  const verify::Certificate c = verify::certify(strategy, axioms, {}, [](size_t n) {
+    if (n % 50 == 0) std::cerr << "certifying: " << n << " claims proved or refuted\n";
+  });
+  int64_t proved = 0;
+  for (const auto& claim : c.claims) proved += claim.proved();
+  std::cout << "certificate           " << (c.verified() ? "verified" : "UNVERIFIED") << ": " << proved << " of " << c.claims.size()
+            << " distinct claims proved by Z3 at the plan's shapes, standing for " << c.operators << " operators and " << c.conversions
+            << " conversions (" << std::fixed << std::setprecision(2) << c.seconds << " s; axioms " << axioms.hash.substr(0, 12) << ")\n";
+  if (verbose)
+    for (const auto& claim : c.claims) {
+      std::cout << "  " << std::left << std::setw(15) << claim.rule.id << std::right << " " << (claim.proved() ? "proved " : "NOT    ") << claim.what;
+      if (claim.nodes.size() > 1) std::cout << " (and " << claim.nodes.size() - 1 << " more like it)";
+      std::cout << "\n";
+      if (claim.proved() && !claim.proof.axioms.empty()) {
+        std::cout << "                  by";
+        for (const auto& a : claim.proof.axioms) std::cout << " " << a;
+        std::cout << "\n";
+      }
+    }
+  for (const auto& u : c.unverified) std::cout << "  unverified: " << u << "\n";
+}
+
 void add_check(CLI::App& cmd) {
   auto* check = cmd.add_subcommand("check", "Validate a plan against a model, lower it, and print what each rule decides, the communication "
                                              "derived between the operators, the memory and the predicted and simulated time beside data parallelism");
-  static std::string model, plan, machine, out;
+  static std::string model, plan, machine, out, axioms;
   static std::vector<std::string> sets;
   static int64_t devices = 0;
-  static bool per_device_batch = true;
+  static bool per_device_batch = true, certify = false, verbose = false;
   check->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
   check->add_option("PLAN", plan, "plan file (pcgx.plan JSON)")->required();
   check->add_option("--machine", machine, "machine name (data/machines) or machine JSON file")->required();
@@ -28,6 +56,10 @@ void add_check(CLI::App& cmd) {
   check->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
   check->add_flag("!--global-batch", per_device_batch, "take a zoo model's batch as the global batch (default: per device, times --devices)");
   check->add_option("-o,--output", out, "also write the strategy (as pcgx optimize --plan -o does)");
+  check->add_flag("--certify", certify, "prove with Z3, operator by operator at the plan's own shapes, that the strategy computes what the model "
+                                         "computes; names what cannot be proved (docs/plans.md)");
+  check->add_option("--axioms", axioms, "with --certify: axiom directory (default: the shipped axioms)")->check(CLI::ExistingDirectory);
+  check->add_flag("-v,--verbose", verbose, "with --certify: every claim and the axioms its proof used");
   check->callback([] {
     name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
                 {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
@@ -63,6 +95,7 @@ void add_check(CLI::App& cmd) {
     }
     if (moves.size() > 12) std::cout << "  ... and " << moves.size() - 12 << " more\n";
     print_optimize_report(std::cout, q, c.report, true);
+    if (certify) certify_and_print(c.report.file.strategy.graph, axioms, verbose);
     if (!out.empty()) {
       search::save_strategy(c.report.file, out);
       std::cerr << "wrote " << out << "\n";
@@ -74,9 +107,21 @@ void add_check(CLI::App& cmd) {
 
 void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plans written by hand (docs/plans.md): `plan check MODEL PLAN` validates and prices one, "
-                                         "`plan show STRATEGY` prints the plan a strategy amounts to");
+                                         "`plan show STRATEGY` prints the plan a strategy amounts to, `plan certify STRATEGY` proves it");
   cmd->require_subcommand(1);
   add_check(*cmd);
+  auto* cert = cmd->add_subcommand("certify", "Prove with Z3 that a strategy file (pcgx optimize -o, or a plan's) computes what its model "
+                                              "computes, operator by operator at its own shapes; names what cannot be proved");
+  static std::string certified, cert_axioms;
+  static bool cert_verbose = false;
+  cert->add_option("STRATEGY", certified, "strategy file (pcgx optimize -o)")->required();
+  cert->add_option("--axioms", cert_axioms, "axiom directory (default: the shipped axioms)")->check(CLI::ExistingDirectory);
+  cert->add_flag("-v,--verbose", cert_verbose, "every claim and the axioms its proof used");
+  cert->callback([] {
+    const search::StrategyFile f = search::load_strategy(certified);
+    std::cout << "strategy              " << certified << " (" << f.search << ", " << f.devices << " devices)\n";
+    certify_and_print(f.strategy.graph, cert_axioms, cert_verbose);
+  });
   auto* show = cmd->add_subcommand("show", "The plan a strategy file amounts to, in the format `optimize --plan` reads");
   static std::string strategy, out;
   show->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();

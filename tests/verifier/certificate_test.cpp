@@ -1,0 +1,129 @@
+// Certificates of strategies (certificate.h): every operator and every
+// conversion of a correct plan proved at its own shapes; a plan that
+// computes something else named where it goes wrong.
+#include "pcgx/verifier/certificate.h"
+
+#include <gtest/gtest.h>
+
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+
+namespace pcgx::verify {
+namespace {
+
+const AxiomSet& axioms() {
+  static const AxiomSet a = load_axioms(default_axioms_dir());
+  return a;
+}
+
+std::string listed(const Certificate& c) {
+  std::string s;
+  for (const auto& u : c.unverified) s += u + "\n";
+  return s;
+}
+
+int64_t computes(const Graph& g) {
+  int64_t n = 0;
+  for (const Node& x : g.nodes()) n += x.op->op_class == OpClass::kCompute && !x.op->is_shard_level(x.attrs);
+  return n;
+}
+
+TEST(Certificate, DataParallelismIsProvedOperatorByOperator) {
+  const Graph g = search::data_parallel(build_model("mlp-tiny", {{"batch", 8}}), 4);
+  const Certificate c = certify(g, axioms());
+  EXPECT_TRUE(c.verified()) << listed(c);
+  EXPECT_EQ(c.operators, computes(g));
+  ASSERT_FALSE(c.claims.empty());
+  for (const CertifiedClaim& x : c.claims) {
+    EXPECT_TRUE(x.proved()) << x.what << ": " << x.proof.reason;
+    // A partitioned operator's proof uses axioms (its unsat core names them).
+    if (x.kind == ClaimKind::kOperator) {
+      EXPECT_FALSE(x.proof.axioms.empty()) << x.what;
+    }
+    EXPECT_FALSE(x.nodes.empty());
+  }
+  // Identical layers share one claim: fewer claims than operators.
+  size_t covered = 0;
+  for (const CertifiedClaim& x : c.claims) covered += x.kind == ClaimKind::kOperator ? x.nodes.size() : 0;
+  EXPECT_EQ(static_cast<int64_t>(covered), c.operators);
+  EXPECT_LT(c.claims.size(), covered + static_cast<size_t>(c.conversions));
+}
+
+// Megatron-LM's tensor parallelism of a feed-forward block: the first
+// Linear split by columns, the second by rows, its partial sums
+// all-reduced before the residual sum reads them.
+TEST(Certificate, TensorParallelismProvesItsPartialSums) {
+  Graph g("megatron-mlp");
+  const TensorRef x{g.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  const TensorRef w1{g.add("Weight", {{"shape", IntList{16, 64}}}, {}, "w1"), 0};
+  const TensorRef w2{g.add("Weight", {{"shape", IntList{64, 16}}}, {}, "w2"), 0};
+  const TensorRef xr{g.add("Replicate", {{"degree", int64_t{2}}}, {x}), 0};
+  const TensorRef w1s{g.add("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {w1}), 0};
+  const TensorRef h{g.add("Linear", {{"activation", std::string("relu")}}, {xr, w1s}, "fc1"), 0};
+  const TensorRef w2s{g.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {w2}), 0};
+  const TensorRef y{g.add("Linear", {}, {h, w2s}, "fc2"), 0};
+  const TensorRef ys{g.add("AllReduce", {{"degree", int64_t{2}}}, {y}), 0};
+  g.add_output({g.add("EwAdd", {}, {ys, xr}, "residual"), 0});
+  const Certificate c = certify(g, axioms());
+  EXPECT_TRUE(c.verified()) << listed(c);
+  EXPECT_EQ(c.operators, 3);
+  bool partial = false;
+  for (const CertifiedClaim& claim : c.claims) partial = partial || (claim.partial && claim.nodes == std::vector<std::string>{"fc2"});
+  EXPECT_TRUE(partial);
+}
+
+// The zoo's GPT under Megatron-LM's plan: every operator and conversion the
+// axioms encode is proved; what is left is named by its missing encoding
+// (a Linear with a bias, causal Softmax, the irrational attention scale).
+TEST(Certificate, GptUnderMegatronLeavesOnlyWhatHasNoEncoding) {
+  const auto tp = search::expert(build_model("gpt-tiny", {{"batch", 4}}), search::find_machine("cpu-host"), 4, 2);
+  ASSERT_TRUE(tp);
+  const Certificate c = certify(*tp, axioms());
+  EXPECT_EQ(c.operators, computes(*tp));
+  ASSERT_FALSE(c.verified());
+  for (const std::string& u : c.unverified)
+    EXPECT_TRUE(u.find("has no SMT encoding") != std::string::npos || u.find("no exact small fraction") != std::string::npos) << u;
+  int64_t proved_partial = 0;
+  for (const CertifiedClaim& claim : c.claims) proved_partial += claim.partial && claim.proved();
+  EXPECT_GE(proved_partial, 1);  // the vocabulary-parallel embedding's partial sums
+}
+
+// y = x W computed on two copies of x and W and then summed: 2 x W, a
+// legal PCG that is not the model. The sum is the conversion named.
+TEST(Certificate, APlanComputingSomethingElseIsNamed) {
+  Graph g("twice");
+  const TensorRef x{g.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  const TensorRef w{g.add("Weight", {{"shape", IntList{16, 4}}}, {}, "w"), 0};
+  const TensorRef xr{g.add("Replicate", {{"degree", int64_t{2}}}, {x}), 0};
+  const TensorRef wr{g.add("Replicate", {{"degree", int64_t{2}}}, {w}), 0};
+  const TensorRef y{g.add("Linear", {}, {xr, wr}, "fc"), 0};
+  const TensorRef s{g.add("Reduce", {{"degree", int64_t{2}}}, {y}), 0};
+  g.add_output({g.add("Relu", {}, {s}, "act"), 0});
+  const Certificate c = certify(g, axioms());
+  ASSERT_FALSE(c.verified());
+  ASSERT_EQ(c.unverified.size(), 1u) << listed(c);
+  EXPECT_NE(c.unverified[0].find("Relu 'act' input 0"), std::string::npos) << listed(c);
+  // The Linear on copies is itself right: its claim is proved.
+  for (const CertifiedClaim& claim : c.claims)
+    if (claim.kind == ClaimKind::kOperator && claim.nodes.at(0) == "fc") {
+      EXPECT_TRUE(claim.proved()) << claim.what;
+    }
+}
+
+// Reading partial sums as if they were the value is refused by name.
+TEST(Certificate, ReadingPartialSumsUnsummedIsNamed) {
+  Graph g("unsummed");
+  const TensorRef x{g.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  const TensorRef w{g.add("Weight", {{"shape", IntList{16, 4}}}, {}, "w"), 0};
+  const TensorRef xs{g.add("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {x}), 0};
+  const TensorRef ws{g.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {w}), 0};
+  const TensorRef y{g.add("Linear", {}, {xs, ws}, "fc"), 0};
+  g.add_output({g.add("Relu", {}, {y}, "act"), 0});
+  const Certificate c = certify(g, axioms());
+  ASSERT_FALSE(c.verified());
+  EXPECT_NE(listed(c).find("Relu 'act' input 0: reads the partial sums"), std::string::npos) << listed(c);
+}
+
+}  // namespace
+}  // namespace pcgx::verify

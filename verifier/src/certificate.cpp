@@ -1,0 +1,254 @@
+// A strategy's certificate: local claims built from its PCG and proved
+// against the axioms (see certificate.h).
+#include "pcgx/verifier/certificate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_json.h"
+
+namespace pcgx::verify {
+
+std::string_view to_string(ClaimKind k) { return k == ClaimKind::kOperator ? "operator" : "conversion"; }
+
+namespace {
+
+// Moves or joins shards (a parallel operator, or a compute operator at
+// shard level): part of a conversion.
+bool moves(const Node& n) { return n.op->is_shard_level(n.attrs); }
+// Pipeline and Batch say when a micro-slice is computed, not what.
+bool timing_only(const Node& n) { return n.op->data_move == DataMove::kPipeline || n.op->data_move == DataMove::kBatch; }
+
+ParallelTensorShape unpipelined(ParallelTensorShape s) {
+  for (ParallelDim& d : s.dims) d.pipeline = 1;
+  return s;
+}
+
+// The source a value comes from through conversions, if any (an index
+// input's range is part of what its axioms may assume).
+const Node* source_of(const Graph& g, TensorRef t) {
+  for (;;) {
+    const Node& n = g.node(t.node);
+    if (n.op->op_class == OpClass::kSource) return &n;
+    if (!moves(n) || n.inputs.size() != 1) return nullptr;
+    t = n.inputs[0];
+  }
+}
+
+// An Input holding the logical value of a tensor laid out as `s`.
+TensorRef logical_input(Graph& g, const ParallelTensorShape& s, const Node* source, const std::string& name) {
+  Attributes a{{"shape", IntList(s.logical_shape())}, {"dtype", std::string(to_string(s.dtype))}};
+  if (source && source->attrs.has("index_range") && source->attrs.get_int("index_range") > 0)
+    a.set("index_range", source->attrs.get_int("index_range"));
+  return {g.add("Input", a, {}, name), 0};
+}
+
+// A logical value laid out as `s`, its replica slots copies: each split
+// dimension repartitioned, then the slots replicated.
+TensorRef laid_out(Graph& g, TensorRef t, const ParallelTensorShape& s) {
+  for (int64_t d = 0; d < s.rank(); ++d)
+    if (const int64_t k = s.dims[static_cast<size_t>(d)].degree; k > 1) t = {g.add("Repartition", {{"dim", d}, {"degree", k}}, {t}), 0};
+  if (s.replica > 1) t = {g.add("Replicate", {{"degree", s.replica}}, {t}), 0};
+  return t;
+}
+
+ParallelTensorShape at_replica_one(ParallelTensorShape s) {
+  s.replica = 1;
+  return s;
+}
+
+std::string label(const Node& n) { return n.name.empty() ? "node " + std::to_string(n.id) : n.name; }
+
+// op(conv_in(u)) = conv_out(op(u)); with `partial`, Reduce(r) after each
+// output whose replica slots (r of them) hold partial sums.
+Rule operator_claim(const Graph& g, const Node& n, bool partial) {
+  Rule r{"", Graph("claim"), Graph("claim"), {}, std::nullopt};
+  std::vector<TensorRef> su, tu;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const ParallelTensorShape s = unpipelined(g.shape(n.inputs[i]));
+    const Node* src = source_of(g, n.inputs[i]);
+    const std::string name = "x" + std::to_string(i);
+    su.push_back(logical_input(r.source, s, src, name));
+    tu.push_back(laid_out(r.target, logical_input(r.target, s, src, name), s));
+  }
+  const NodeId sn = r.source.add(*n.op, n.attrs, su, "op"), tn = r.target.add(*n.op, n.attrs, tu, "op");
+  for (int32_t j = 0; j < static_cast<int32_t>(n.outputs.size()); ++j) {
+    const ParallelTensorShape o = unpipelined(n.outputs[static_cast<size_t>(j)]);
+    TensorRef t{tn, j};
+    if (partial && o.replica > 1) {
+      t = {r.target.add("Reduce", {{"degree", o.replica}}, {t}), 0};
+      r.source.add_output(laid_out(r.source, {sn, j}, at_replica_one(o)));
+    } else {
+      r.source.add_output(laid_out(r.source, {sn, j}, o));
+    }
+    r.target.add_output(t);
+    r.output_map.emplace_back(j, j);
+  }
+  return r;
+}
+
+// The conversion reading `root` (a compute operator's output or a source)
+// through `chain` (in order, timing-only nodes left out) into a consumer
+// input laid out as `wanted`: C(conv_root(u)) = conv_wanted(u). From
+// partial sums (r slots) the chain's first node must sum all of them.
+std::optional<Rule> conversion_claim(const Graph& g, TensorRef root, bool partial, const std::vector<const Node*>& chain,
+                                     const ParallelTensorShape& wanted, std::string& why) {
+  Rule r{"", Graph("claim"), Graph("claim"), {}, std::nullopt};
+  const ParallelTensorShape have = unpipelined(g.shape(root));
+  const Node* src = source_of(g, root);
+  r.source.add_output(laid_out(r.source, logical_input(r.source, have, src, "x"), unpipelined(wanted)));
+  size_t first = 0;
+  TensorRef t = logical_input(r.target, have, src, "x");
+  if (partial && have.replica > 1) {
+    const Node* sum = chain.empty() ? nullptr : chain.front();
+    const bool sums_all = sum && (sum->op->data_move == DataMove::kReduce || sum->op->data_move == DataMove::kAllReduce) &&
+                          sum->attrs.get_int("degree") == have.replica;
+    if (!sums_all) {
+      why = "reads the partial sums of its input without summing them first";
+      return std::nullopt;
+    }
+    // What the sum gives: the value laid out at one slot, copied again by an AllReduce.
+    t = laid_out(r.target, t, at_replica_one(have));
+    if (sum->op->data_move == DataMove::kAllReduce) t = {r.target.add("Replicate", {{"degree", have.replica}}, {t}), 0};
+    first = 1;
+  } else {
+    t = laid_out(r.target, t, have);
+  }
+  for (size_t k = first; k < chain.size(); ++k) t = {r.target.add(*chain[k]->op, chain[k]->attrs, {t}), 0};
+  r.target.add_output(t);
+  r.output_map.emplace_back(0, 0);
+  return r;
+}
+
+// A claim's identity: its two sides, written out.
+std::string key_of(const Rule& r) { return graph_to_json(r.source, -1) + "\n" + graph_to_json(r.target, -1); }
+
+std::string inputs_text(const Graph& g, const Node& n) {
+  std::string s;
+  for (const TensorRef& i : n.inputs) s += (s.empty() ? "" : " x ") + unpipelined(g.shape(i)).to_string();
+  s += " -> ";
+  for (size_t j = 0; j < n.outputs.size(); ++j) s += (j ? ", " : "") + unpipelined(n.outputs[j]).to_string();
+  return s;
+}
+
+}  // namespace
+
+Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverOptions& options, const CertifyProgress& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Graph& g = strategy;
+  Certificate cert;
+  // Every axiom: a claim is one operator at the strategy's shapes, and its
+  // proof may pass through another operator's (MatMul through Linear's).
+  Prover prover(axioms, options);
+  // Proofs by claim (identical claims once), and the claims relied on.
+  std::map<std::string, Proof> proofs;
+  std::map<std::string, size_t> relied;  // claim key -> index in cert.claims
+  auto proof_of = [&](const Rule& rule, const std::string& key) -> const Proof& {
+    auto it = proofs.find(key);
+    if (it == proofs.end()) {
+      it = proofs.emplace(key, prover.prove(rule)).first;
+      if (progress) progress(proofs.size());
+    }
+    return it->second;
+  };
+  auto rely_on = [&](ClaimKind kind, Rule rule, const std::string& key, std::string what, const Node& n, bool partial) {
+    auto it = relied.find(key);
+    if (it == relied.end()) {
+      const Proof proof = proof_of(rule, key);
+      CertifiedClaim c{kind, std::move(what), {}, partial, std::move(rule), proof};
+      c.rule.id = std::string(to_string(kind)) + "-" + std::to_string(cert.claims.size() + 1);
+      if (!c.proved())
+        cert.unverified.push_back(c.rule.id + " (" + c.what + "): " + (c.proof.reason.empty() ? std::string(to_string(c.proof.result)) : c.proof.reason));
+      cert.claims.push_back(std::move(c));
+      it = relied.emplace(key, cert.claims.size() - 1).first;
+    }
+    cert.claims[it->second].nodes.push_back(label(n));
+    return cert.claims[it->second].proved();
+  };
+  // What a compute output's replica slots hold, as its proved claim says;
+  // unknown where its claim is not proved (what reads it is then not
+  // claimed either: that claim is already named).
+  enum class Form : uint8_t { kCopies, kPartial, kUnknown };
+  std::map<TensorRef, Form> form;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class == OpClass::kSource || moves(n)) continue;
+    ++cert.operators;
+    // The operator: its output slots copies, else partial sums.
+    const std::string what = n.op->name + " '" + label(n) + "': " + inputs_text(g, n);
+    bool replicated = false;
+    for (const ParallelTensorShape& o : n.outputs) replicated = replicated || o.replica > 1;
+    std::optional<Rule> chosen;
+    std::string key, built_error;
+    bool partial = false;
+    for (const bool p : {false, true}) {
+      if (p && !replicated) break;
+      try {
+        Rule r = operator_claim(g, n, p);
+        std::string k = key_of(r);
+        const bool ok = proof_of(r, k).result == Result::kUnsat;
+        if (!chosen || ok) chosen = std::move(r), key = std::move(k), partial = p;
+        if (ok) break;
+      } catch (const Error& e) {
+        if (!chosen) built_error = e.what();
+      }
+    }
+    bool proved = false;
+    if (chosen) proved = rely_on(ClaimKind::kOperator, std::move(*chosen), key, what + (partial ? " (partial sums)" : ""), n, partial);
+    else cert.unverified.push_back(what + ": not a legal claim: " + built_error);
+    for (int32_t j = 0; j < static_cast<int32_t>(n.outputs.size()); ++j)
+      form[{n.id, j}] = !proved ? Form::kUnknown : partial ? Form::kPartial : Form::kCopies;
+    if (!proved) continue;  // its inputs' conversions mean something only beside its claim
+    // Its inputs: each a conversion from a producer, or read as it is.
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      std::vector<const Node*> chain;
+      TensorRef t = n.inputs[i];
+      bool joined = false;
+      while (moves(g.node(t.node))) {
+        const Node& m = g.node(t.node);
+        if (m.inputs.size() != 1) {
+          joined = true;
+          break;
+        }
+        if (!timing_only(m)) chain.push_back(&m);
+        t = m.inputs[0];
+      }
+      std::reverse(chain.begin(), chain.end());
+      const std::string where = n.op->name + " '" + label(n) + "' input " + std::to_string(i);
+      if (joined) {
+        cert.unverified.push_back(where + ": its conversion joins several producers, which no claim states");
+        continue;
+      }
+      const auto f = form.find(t);
+      const Form from = f == form.end() ? Form::kCopies : f->second;  // a source: copies
+      if (from == Form::kUnknown) continue;
+      if (chain.empty()) {
+        if (from == Form::kPartial) cert.unverified.push_back(where + ": reads the partial sums of its input without summing them first");
+        continue;
+      }
+      ++cert.conversions;
+      std::string why;
+      std::optional<Rule> rule;
+      try {
+        rule = conversion_claim(g, t, from == Form::kPartial, chain, g.shape(n.inputs[i]), why);
+      } catch (const Error& e) {
+        why = std::string("its conversion is not a legal claim: ") + e.what();
+      }
+      if (!rule) {
+        cert.unverified.push_back(where + ": " + why);
+        continue;
+      }
+      std::string cwhat = where + ": " + unpipelined(g.shape(t)).to_string() + " -> " + unpipelined(g.shape(n.inputs[i])).to_string();
+      const std::string ckey = key_of(*rule);
+      rely_on(ClaimKind::kConversion, std::move(*rule), ckey, std::move(cwhat), n, false);
+    }
+  }
+  cert.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return cert;
+}
+
+}  // namespace pcgx::verify
