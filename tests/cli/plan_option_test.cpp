@@ -108,6 +108,24 @@ TEST(PlanCheck, CertifiesAPlanOrNamesWhatItCannotProve) {
   expect_one_error_line(run("plan certify " + (dir() / "absent.json").string()), "absent.json", dir() / "never.json");
 }
 
+// simulate MODEL --plan: the plan lowered as optimize --plan lowers it,
+// simulated without a file in between: the same time as simulating the
+// strategy optimize writes. The model flags go with --plan only.
+TEST(PlanOption, SimulateTakesAPlan) {
+  const fs::path out = dir() / "sim.json";
+  const std::string where = " --machine dgx-h100 --devices 4";
+  ASSERT_EQ(run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json" + where + " -q -o " + out.string()).code, 0);
+  const auto file = run("simulate " + out.string() + " --show 0");
+  const auto plan = run("simulate gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json" + where + " --show 0");
+  ASSERT_EQ(file.code, 0) << file.out;
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  auto line = [](const std::string& o) { const size_t at = o.find("iteration time"); return o.substr(at, o.find('\n', at) - at); };
+  EXPECT_EQ(line(plan.out), line(file.out));
+  EXPECT_NE(plan.out.find("strategy              plan ("), std::string::npos) << plan.out;
+  expect_one_error_line(run("simulate " + out.string() + " --machine dgx-h100"), "go with --plan", dir() / "never.json");
+  expect_one_error_line(run("simulate gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json"), "--machine is required", dir() / "never.json");
+}
+
 // A plan's recipe fields are what optimize uses where its flags state none.
 TEST(PlanOption, TheRecipeInThePlanUnlessAFlagSaysOtherwise) {
   const fs::path plan = dir() / "recipe.json", out = dir() / "recipe-s.json";

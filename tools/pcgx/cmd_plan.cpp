@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "plan_flags.h"
 #include "print_reports.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
 #include "pcgx/runner/plan_request.h"
@@ -45,34 +46,21 @@ void certify_and_print(const Graph& strategy, const std::string& axioms_dir, boo
 void add_check(CLI::App& cmd) {
   auto* check = cmd.add_subcommand("check", "Validate a plan against a model, lower it, and print what each rule decides, the communication "
                                              "derived between the operators, the memory and the predicted and simulated time beside data parallelism");
-  static std::string model, plan, machine, out, axioms;
-  static std::vector<std::string> sets;
-  static int64_t devices = 0;
-  static bool per_device_batch = true, certify = false, verbose = false;
-  check->add_option("MODEL", model, "zoo model name or graph JSON file")->required();
-  check->add_option("PLAN", plan, "plan file (pcgx.plan JSON)")->required();
-  check->add_option("--machine", machine, "machine name (data/machines) or machine JSON file")->required();
-  check->add_option("--devices", devices, "use the first N devices; default: all")->check(positive());
-  check->add_option("--set", sets, "override a size parameter: key=value (repeatable)");
-  check->add_flag("!--global-batch", per_device_batch, "take a zoo model's batch as the global batch (default: per device, times --devices)");
+  static PlanFlags pf;
+  static std::string out, axioms;
+  static bool certify = false, verbose = false;
+  check->add_option("MODEL", pf.model, "zoo model name or graph JSON file")->required();
+  check->add_option("PLAN", pf.plan, "plan file (pcgx.plan JSON)")->required();
+  add_plan_model_options(check, pf);
   check->add_option("-o,--output", out, "also write the strategy (as pcgx optimize --plan -o does)");
   check->add_flag("--certify", certify, "prove with Z3, operator by operator at the plan's own shapes, that the strategy computes what the model "
                                          "computes; names what cannot be proved (docs/plans.md)");
   check->add_option("--axioms", axioms, "with --certify: axiom directory (default: the shipped axioms)")->check(CLI::ExistingDirectory);
   check->add_flag("-v,--verbose", verbose, "with --certify: every claim and the axioms its proof used");
   check->callback([] {
-    name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
-                {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
-                {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"}});
-    runner::OptimizeRequest q;
-    Machine m = search::find_machine(machine);
-    if (devices > 0) m = m.with_devices(devices);
-    const auto p = std::make_shared<const search::UserPlan>(search::load_plan(plan));
-    runner::lower_plan_with(q.search, p, false);
-    const ModelParams sizes = parse_sets(sets);
-    q.model = runner::load_model(model, per_device_batch ? runner::with_batch_per_device(model, sizes, m.num_devices()) : sizes).graph;
-    q.machine = m;
-    runner::adopt_plan_settings(q, {});  // as optimize --plan with no recipe flags: the plan's, else the defaults
+    std::shared_ptr<const search::UserPlan> p;
+    const runner::OptimizeRequest q = plan_request(pf, p);
+    const std::string& plan = pf.plan;
     const runner::PlanCheck c = runner::check_plan(q);  // (its errors before any output)
     std::cout << "plan                  " << plan << (p->description.empty() ? "" : ": " + p->description) << "\n";
     for (size_t r = 0; r < p->rules.size(); ++r) {

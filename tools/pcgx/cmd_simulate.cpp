@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "plan_flags.h"
 #include "print_estimate.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
@@ -20,7 +21,11 @@ void add_simulate_command(CLI::App& app) {
   static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule;
   static double bucket_mb = 25;
   static int64_t show = 8;
-  cmd->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();
+  static PlanFlags pf;
+  cmd->add_option("STRATEGY|MODEL", strategy, "strategy file (pcgx optimize -o), or with --plan a zoo model name or graph JSON file")->required();
+  cmd->add_option("--plan", pf.plan, "simulate MODEL as a plan written by hand states it (docs/plans.md), lowered as pcgx optimize --plan "
+                                     "lowers it; needs --machine");
+  add_plan_model_options(cmd, pf);
   cmd->add_option("--trace", trace, "write the timeline as Chrome trace-event JSON (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--profile", profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
   cmd->add_option("--efficiency", efficiency, "operator efficiency table (default data/cost/efficiency.json)");
@@ -33,7 +38,17 @@ void add_simulate_command(CLI::App& app) {
   cmd->callback([] {
     if (!(bucket_mb > 0) || bucket_mb > 1e6) throw Error("--bucket-mb: must be a positive number of MiB (at most 1e6)");
     if (!trace.empty()) check_output_path(trace);
-    search::StrategyFile f = search::load_strategy(strategy);
+    if (pf.plan.empty() && (!pf.machine.empty() || pf.devices > 0 || !pf.sets.empty() || !pf.per_device_batch))
+      throw Error("--machine, --devices, --set and --global-batch go with --plan (a strategy file states its own)");
+    search::StrategyFile f;
+    if (pf.plan.empty()) {
+      f = search::load_strategy(strategy);
+    } else {
+      pf.model = strategy;
+      std::shared_ptr<const search::UserPlan> plan;
+      f = runner::optimize(plan_request(pf, plan)).file;
+      strategy = pf.plan;
+    }
     if (!schedule.empty()) {
       const ScheduleFlag s = parse_schedule(schedule);
       f.schedule = s.kind, f.programs = s.programs;
