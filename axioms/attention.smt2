@@ -87,3 +87,13 @@
 (assert (! (forall ((x Tensor) (a Int) (k Int)) (= (softmax (replicate x k) a) (replicate (softmax x a) k))) :named softmax_replicate))
 (assert (! (forall ((x Tensor) (y Tensor) (a Int) (b Int))
   (=> (and (<= 0 a) (distinct a b)) (= (softmax (concat x y b) a) (concat (softmax x a) (softmax y a) b)))) :named softmax_concat))
+; Causal softmax (key j masked after query i, the last two axes): a shard
+; knows where its query rows start, so splits, merges and copies of any
+; dimension but the normalized one commute with it, the query rows
+; included. Concatenation does not: the second part's rows would be masked
+; as if they came first.
+(assert (! (forall ((x Tensor) (a Int) (d Int) (k Int))
+  (=> (and (<= 0 a) (distinct a d)) (= (softmax_causal (repartition x d k) a) (repartition (softmax_causal x a) d k)))) :named softmax_causal_repartition))
+(assert (! (forall ((x Tensor) (a Int) (d Int) (k Int))
+  (=> (and (<= 0 a) (distinct a d)) (= (softmax_causal (combine x d k) a) (combine (softmax_causal x a) d k)))) :named softmax_causal_combine))
+(assert (! (forall ((x Tensor) (a Int) (k Int)) (= (softmax_causal (replicate x k) a) (replicate (softmax_causal x a) k))) :named softmax_causal_replicate))

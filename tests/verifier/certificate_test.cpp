@@ -89,6 +89,22 @@ TEST(Certificate, GptUnderMegatronLeavesOnlyWhatHasNoEncoding) {
   EXPECT_GE(proved_partial, 1);  // the vocabulary-parallel embedding's partial sums
 }
 
+// LLaMA under Megatron-style tensor parallelism (no biases): every claim
+// proved, the causal attention and its 1/sqrt(d) scale included.
+TEST(Certificate, LlamaUnderTensorParallelismIsVerified) {
+  const auto tp = search::expert(build_model("llama-tiny", {{"batch", 4}}), search::find_machine("cpu-host"), 4, 2);
+  ASSERT_TRUE(tp);
+  const Certificate c = certify(*tp, axioms());
+  EXPECT_TRUE(c.verified()) << listed(c);
+  EXPECT_EQ(c.operators, computes(*tp));
+  bool causal = false, scale = false;
+  for (const CertifiedClaim& claim : c.claims) {
+    causal = causal || (claim.what.starts_with("Softmax") && claim.proved());
+    scale = scale || (claim.what.starts_with("ScalarMul") && claim.proved());
+  }
+  EXPECT_TRUE(causal && scale) << listed(c);
+}
+
 // y = x W computed on two copies of x and W and then summed: 2 x W, a
 // legal PCG that is not the model. The sum is the conversion named.
 TEST(Certificate, APlanComputingSomethingElseIsNamed) {
@@ -111,6 +127,61 @@ TEST(Certificate, APlanComputingSomethingElseIsNamed) {
     }
 }
 
+// What reaches a graph output is claimed too: copies summed (2 x W as the
+// output), a conversion with no operator at all, and partial sums left
+// unsummed are each named; a loss's partial sums are what the trainer sums.
+TEST(Certificate, OutputsAreClaimedToo) {
+  auto linear_on_copies = [](Graph& g) {
+    const TensorRef x{g.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+    const TensorRef w{g.add("Weight", {{"shape", IntList{16, 4}}}, {}, "w"), 0};
+    const TensorRef xr{g.add("Replicate", {{"degree", int64_t{2}}}, {x}), 0};
+    const TensorRef wr{g.add("Replicate", {{"degree", int64_t{2}}}, {w}), 0};
+    return TensorRef{g.add("Linear", {}, {xr, wr}, "fc"), 0};
+  };
+  Graph doubled("doubled");
+  doubled.add_output({doubled.add("Reduce", {{"degree", int64_t{2}}}, {linear_on_copies(doubled)}), 0});
+  const Certificate d = certify(doubled, axioms());
+  ASSERT_EQ(d.unverified.size(), 1u) << listed(d);
+  EXPECT_NE(d.unverified[0].find("output 0"), std::string::npos) << listed(d);
+
+  Graph nothing("nothing");
+  const TensorRef x{nothing.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  const TensorRef xr{nothing.add("Replicate", {{"degree", int64_t{2}}}, {x}), 0};
+  nothing.add_output({nothing.add("Reduce", {{"degree", int64_t{2}}}, {xr}), 0});
+  EXPECT_FALSE(certify(nothing, axioms()).verified());
+
+  Graph unsummed("unsummed-output");
+  const TensorRef a{unsummed.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  const TensorRef w{unsummed.add("Weight", {{"shape", IntList{16, 4}}}, {}, "w"), 0};
+  const TensorRef as{unsummed.add("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {a}), 0};
+  const TensorRef ws{unsummed.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {w}), 0};
+  unsummed.add_output({unsummed.add("Linear", {}, {as, ws}, "fc"), 0});
+  const Certificate u = certify(unsummed, axioms());
+  EXPECT_NE(listed(u).find("output 0: reads the partial sums of fc"), std::string::npos) << listed(u);
+
+  // Data parallelism's loss: partial sums per slot, left for the trainer.
+  const Graph dp = search::data_parallel(build_model("mlp-tiny", {{"batch", 8}}), 4);
+  EXPECT_TRUE(certify(dp, axioms()).verified());
+}
+
+// The operators proved are compared with the model's: a strategy running
+// Gelu where the model has Relu is told apart by name and operator.
+TEST(Certificate, SameOperatorsComparesWithTheModel) {
+  const Graph model = build_model("mlp-tiny", {{"batch", 8}});
+  const Graph dp = search::data_parallel(model, 4);
+  EXPECT_EQ(same_operators(dp, model), std::nullopt);
+  Graph other("other");
+  const TensorRef x{other.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  other.add_output({other.add("Gelu", {}, {x}, "act"), 0});
+  Graph mine("mine");
+  const TensorRef y{mine.add("Input", {{"shape", IntList{8, 16}}}, {}, "x"), 0};
+  mine.add_output({mine.add("Relu", {}, {y}, "act"), 0});
+  const auto differ = same_operators(other, mine);
+  ASSERT_TRUE(differ);
+  EXPECT_NE(differ->find("'act' is a Relu in the model and runs as a Gelu"), std::string::npos) << *differ;
+  EXPECT_TRUE(same_operators(dp, mine));
+}
+
 // Reading partial sums as if they were the value is refused by name.
 TEST(Certificate, ReadingPartialSumsUnsummedIsNamed) {
   Graph g("unsummed");
@@ -122,7 +193,7 @@ TEST(Certificate, ReadingPartialSumsUnsummedIsNamed) {
   g.add_output({g.add("Relu", {}, {y}, "act"), 0});
   const Certificate c = certify(g, axioms());
   ASSERT_FALSE(c.verified());
-  EXPECT_NE(listed(c).find("Relu 'act' input 0: reads the partial sums"), std::string::npos) << listed(c);
+  EXPECT_NE(listed(c).find("Relu 'act' input 0: reads the partial sums of fc"), std::string::npos) << listed(c);
 }
 
 }  // namespace

@@ -17,18 +17,28 @@ namespace pcgx::cli {
 namespace {
 
 // The certificate of a strategy's PCG (verifier/certificate.h), printed:
-// its verdict, what each claim stood for with `verbose`, and every claim
-// not proved or not claimable.
-void certify_and_print(const Graph& strategy, const std::string& axioms_dir, bool verbose) {
+// its verdict, what each claim stood for with `verbose`, every claim not
+// proved or not claimable, and whether the operators proved are the
+// model's (compared where the model is at hand; else what vouches for them).
+void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir, bool verbose) {
   const verify::AxiomSet axioms = verify::load_axioms(axioms_dir.empty() ? verify::default_axioms_dir() : axioms_dir);
-  const verify::Certificate c = verify::certify(strategy, axioms, {}, [](size_t n) {
-    if (n % 50 == 0) std::cerr << "certifying: " << n << " claims proved or refuted\n";
+  verify::Certificate c = verify::certify(strategy, axioms, {}, [](size_t n) {
+    if (n % 50 == 0) std::cerr << "certifying: " << n << " claims put to Z3\n";
   });
+  std::string operators = "not compared with the model (a strategy file names its model, `plan check --certify` compares them)";
+  if (model) {
+    if (const auto differ = verify::same_operators(strategy, *model)) c.unverified.push_back("the operators are not the model's: " + *differ);
+    else operators = "the model's own, each reading what it reads in the model";
+  } else if (substitutions > 0) {
+    operators = "the model's after " + std::to_string(substitutions) + " substitutions, which this certificate does not prove (their rules' proofs are the "
+                "ruleset's: pcgx audit)";
+  }
   int64_t proved = 0;
   for (const auto& claim : c.claims) proved += claim.proved();
   std::cout << "certificate           " << (c.verified() ? "verified" : "UNVERIFIED") << ": " << proved << " of " << c.claims.size()
             << " distinct claims proved by Z3 at the plan's shapes, standing for " << c.operators << " operators and " << c.conversions
             << " conversions (" << std::fixed << std::setprecision(2) << c.seconds << " s; axioms " << axioms.hash.substr(0, 12) << ")\n";
+  std::cout << "  operators           " << operators << "\n";
   if (verbose)
     for (const auto& claim : c.claims) {
       std::cout << "  " << std::left << std::setw(15) << claim.rule.id << std::right << " " << (claim.proved() ? "proved " : "NOT    ") << claim.what;
@@ -83,7 +93,7 @@ void add_check(CLI::App& cmd) {
     }
     if (moves.size() > 12) std::cout << "  ... and " << moves.size() - 12 << " more\n";
     print_optimize_report(std::cout, q, c.report, true);
-    if (certify) certify_and_print(c.report.file.strategy.graph, axioms, verbose);
+    if (certify) certify_and_print(c.report.file.strategy.graph, &q.model, c.report.file.applied.size(), axioms, verbose);
     if (!out.empty()) {
       search::save_strategy(c.report.file, out);
       std::cerr << "wrote " << out << "\n";
@@ -108,7 +118,7 @@ void add_plan_command(CLI::App& app) {
   cert->callback([] {
     const search::StrategyFile f = search::load_strategy(certified);
     std::cout << "strategy              " << certified << " (" << f.search << ", " << f.devices << " devices)\n";
-    certify_and_print(f.strategy.graph, cert_axioms, cert_verbose);
+    certify_and_print(f.strategy.graph, nullptr, f.applied.size(), cert_axioms, cert_verbose);
   });
   auto* show = cmd->add_subcommand("show", "The plan a strategy file amounts to, in the format `optimize --plan` reads");
   static std::string strategy, out;

@@ -93,10 +93,11 @@ Rule operator_claim(const Graph& g, const Node& n, bool partial) {
 }
 
 // The conversion reading `root` (a compute operator's output or a source)
-// through `chain` (in order, timing-only nodes left out) into a consumer
-// input laid out as `wanted`: C(conv_root(u)) = conv_wanted(u). From
-// partial sums (r slots) the chain's first node must sum all of them.
-std::optional<Rule> conversion_claim(const Graph& g, TensorRef root, bool partial, const std::vector<const Node*>& chain,
+// through `chain` (the tensors read along it, in order: each a parallel
+// operator's output, timing-only ones left out) into a reader laid out as
+// `wanted`: C(conv_root(u)) = conv_wanted(u). From partial sums (r slots)
+// the chain's first operator must sum all r of them.
+std::optional<Rule> conversion_claim(const Graph& g, TensorRef root, bool partial, const std::vector<TensorRef>& chain,
                                      const ParallelTensorShape& wanted, std::string& why) {
   Rule r{"", Graph("claim"), Graph("claim"), {}, std::nullopt};
   const ParallelTensorShape have = unpipelined(g.shape(root));
@@ -105,11 +106,10 @@ std::optional<Rule> conversion_claim(const Graph& g, TensorRef root, bool partia
   size_t first = 0;
   TensorRef t = logical_input(r.target, have, src, "x");
   if (partial && have.replica > 1) {
-    const Node* sum = chain.empty() ? nullptr : chain.front();
-    const bool sums_all = sum && (sum->op->data_move == DataMove::kReduce || sum->op->data_move == DataMove::kAllReduce) &&
-                          sum->attrs.get_int("degree") == have.replica;
-    if (!sums_all) {
-      why = "reads the partial sums of its input without summing them first";
+    const Node* sum = chain.empty() ? nullptr : &g.node(chain.front().node);
+    const bool sums = sum && (sum->op->data_move == DataMove::kReduce || sum->op->data_move == DataMove::kAllReduce);
+    if (!sums || sum->attrs.get_int("degree") != have.replica) {
+      why = "reads the partial sums of its input (" + std::to_string(have.replica) + " slots) without summing all of them first";
       return std::nullopt;
     }
     // What the sum gives: the value laid out at one slot, copied again by an AllReduce.
@@ -119,7 +119,10 @@ std::optional<Rule> conversion_claim(const Graph& g, TensorRef root, bool partia
   } else {
     t = laid_out(r.target, t, have);
   }
-  for (size_t k = first; k < chain.size(); ++k) t = {r.target.add(*chain[k]->op, chain[k]->attrs, {t}), 0};
+  for (size_t k = first; k < chain.size(); ++k) {
+    const Node& m = g.node(chain[k].node);
+    t = {r.target.add(*m.op, m.attrs, {t}), chain[k].output};
+  }
   r.target.add_output(t);
   r.output_map.emplace_back(0, 0);
   return r;
@@ -156,7 +159,7 @@ Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverO
     }
     return it->second;
   };
-  auto rely_on = [&](ClaimKind kind, Rule rule, const std::string& key, std::string what, const Node& n, bool partial) {
+  auto rely_on = [&](ClaimKind kind, Rule rule, const std::string& key, std::string what, const std::string& node, bool partial) {
     auto it = relied.find(key);
     if (it == relied.end()) {
       const Proof proof = proof_of(rule, key);
@@ -167,14 +170,54 @@ Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverO
       cert.claims.push_back(std::move(c));
       it = relied.emplace(key, cert.claims.size() - 1).first;
     }
-    cert.claims[it->second].nodes.push_back(label(n));
+    cert.claims[it->second].nodes.push_back(node);
     return cert.claims[it->second].proved();
   };
   // What a compute output's replica slots hold, as its proved claim says;
   // unknown where its claim is not proved (what reads it is then not
-  // claimed either: that claim is already named).
+  // claimed either: that claim is already named). A source's: copies.
   enum class Form : uint8_t { kCopies, kPartial, kUnknown };
   std::map<TensorRef, Form> form;
+  // The edge from a producer to a reader (an operator's input, or a graph
+  // output) laid out as `wanted`: the chain of parallel operators between
+  // them claimed as a conversion, or, read as it is, copies required.
+  auto claim_edge = [&](TensorRef read, const ParallelTensorShape& wanted, const std::string& where, const std::string& node) {
+    std::vector<TensorRef> chain;
+    TensorRef t = read;
+    while (moves(g.node(t.node))) {
+      const Node& m = g.node(t.node);
+      if (m.inputs.size() != 1) {
+        cert.unverified.push_back(where + ": its conversion joins several producers, which no claim states");
+        return;
+      }
+      if (!timing_only(m)) chain.push_back(t);
+      t = m.inputs[0];
+    }
+    std::reverse(chain.begin(), chain.end());
+    const auto f = form.find(t);
+    const Form from = f == form.end() ? Form::kCopies : f->second;
+    if (from == Form::kUnknown) return;
+    if (chain.empty()) {
+      if (from == Form::kPartial)
+        cert.unverified.push_back(where + ": reads the partial sums of " + label(g.node(t.node)) + " without summing them");
+      return;
+    }
+    ++cert.conversions;
+    std::string why;
+    std::optional<Rule> rule;
+    try {
+      rule = conversion_claim(g, t, from == Form::kPartial, chain, wanted, why);
+    } catch (const Error& e) {
+      why = std::string("its conversion is not a legal claim: ") + e.what();
+    }
+    if (!rule) {
+      cert.unverified.push_back(where + ": " + why);
+      return;
+    }
+    std::string what = where + ": " + unpipelined(g.shape(t)).to_string() + " -> " + unpipelined(wanted).to_string();
+    const std::string key = key_of(*rule);
+    rely_on(ClaimKind::kConversion, std::move(*rule), key, std::move(what), node, false);
+  };
   for (const Node& n : g.nodes()) {
     if (n.op->op_class == OpClass::kSource || moves(n)) continue;
     ++cert.operators;
@@ -198,57 +241,55 @@ Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverO
       }
     }
     bool proved = false;
-    if (chosen) proved = rely_on(ClaimKind::kOperator, std::move(*chosen), key, what + (partial ? " (partial sums)" : ""), n, partial);
+    if (chosen) proved = rely_on(ClaimKind::kOperator, std::move(*chosen), key, what + (partial ? " (partial sums)" : ""), label(n), partial);
     else cert.unverified.push_back(what + ": not a legal claim: " + built_error);
     for (int32_t j = 0; j < static_cast<int32_t>(n.outputs.size()); ++j)
-      form[{n.id, j}] = !proved ? Form::kUnknown : partial ? Form::kPartial : Form::kCopies;
+      form[{n.id, j}] = !proved ? Form::kUnknown : partial && n.outputs[static_cast<size_t>(j)].replica > 1 ? Form::kPartial : Form::kCopies;
     if (!proved) continue;  // its inputs' conversions mean something only beside its claim
-    // Its inputs: each a conversion from a producer, or read as it is.
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      std::vector<const Node*> chain;
-      TensorRef t = n.inputs[i];
-      bool joined = false;
-      while (moves(g.node(t.node))) {
-        const Node& m = g.node(t.node);
-        if (m.inputs.size() != 1) {
-          joined = true;
-          break;
-        }
-        if (!timing_only(m)) chain.push_back(&m);
-        t = m.inputs[0];
-      }
-      std::reverse(chain.begin(), chain.end());
-      const std::string where = n.op->name + " '" + label(n) + "' input " + std::to_string(i);
-      if (joined) {
-        cert.unverified.push_back(where + ": its conversion joins several producers, which no claim states");
-        continue;
-      }
-      const auto f = form.find(t);
-      const Form from = f == form.end() ? Form::kCopies : f->second;  // a source: copies
-      if (from == Form::kUnknown) continue;
-      if (chain.empty()) {
-        if (from == Form::kPartial) cert.unverified.push_back(where + ": reads the partial sums of its input without summing them first");
-        continue;
-      }
-      ++cert.conversions;
-      std::string why;
-      std::optional<Rule> rule;
-      try {
-        rule = conversion_claim(g, t, from == Form::kPartial, chain, g.shape(n.inputs[i]), why);
-      } catch (const Error& e) {
-        why = std::string("its conversion is not a legal claim: ") + e.what();
-      }
-      if (!rule) {
-        cert.unverified.push_back(where + ": " + why);
-        continue;
-      }
-      std::string cwhat = where + ": " + unpipelined(g.shape(t)).to_string() + " -> " + unpipelined(g.shape(n.inputs[i])).to_string();
-      const std::string ckey = key_of(*rule);
-      rely_on(ClaimKind::kConversion, std::move(*rule), ckey, std::move(cwhat), n, false);
-    }
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      claim_edge(n.inputs[i], g.shape(n.inputs[i]), n.op->name + " '" + label(n) + "' input " + std::to_string(i), label(n));
+  }
+  // The graph's outputs: copies of the model's values in the layout they
+  // have, or partial sums of a loss, which the trainer sums.
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    const TensorRef o = g.outputs()[k];
+    const Node& producer = g.node(o.node);
+    const auto f = form.find(o);
+    if (!moves(producer) && f != form.end() && f->second == Form::kPartial && producer.op->loss != LossKind::kNone) continue;
+    claim_edge(o, g.shape(o), "output " + std::to_string(k), "output " + std::to_string(k));
   }
   cert.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return cert;
+}
+
+std::optional<std::string> same_operators(const Graph& strategy, const Graph& model) {
+  auto computes = [](const Graph& g) {
+    std::map<std::string, const Node*> out;
+    for (const Node& n : g.nodes())
+      if (n.op->op_class != OpClass::kSource && !moves(n)) out.emplace(label(n), &n);
+    return out;
+  };
+  // What an input is read from, through the parallel operators before it.
+  auto producer = [](const Graph& g, TensorRef t) {
+    while (moves(g.node(t.node)) && g.node(t.node).inputs.size() == 1) t = g.node(t.node).inputs[0];
+    return label(g.node(t.node)) + (t.output > 0 ? ":" + std::to_string(t.output) : "");
+  };
+  const auto mine = computes(strategy), theirs = computes(model);
+  for (const auto& [name, n] : mine) {
+    const auto it = theirs.find(name);
+    if (it == theirs.end()) return "the strategy's " + n->op->name + " '" + name + "' is no operator of the model";
+    const Node& m = *it->second;
+    if (m.op != n->op || !(m.attrs == n->attrs))
+      return "'" + name + "' is a " + m.op->name + " in the model and runs as a " + n->op->name + " with other attributes in the strategy";
+    if (m.inputs.size() != n->inputs.size()) return "'" + name + "' reads " + std::to_string(n->inputs.size()) + " inputs, the model's " + std::to_string(m.inputs.size());
+    for (size_t i = 0; i < m.inputs.size(); ++i)
+      if (producer(strategy, n->inputs[i]) != producer(model, m.inputs[i]))
+        return "'" + name + "' input " + std::to_string(i) + " reads '" + producer(strategy, n->inputs[i]) + "', in the model '" +
+               producer(model, m.inputs[i]) + "'";
+  }
+  for (const auto& [name, m] : theirs)
+    if (!mine.count(name)) return "the model's " + m->op->name + " '" + name + "' is not in the strategy";
+  return std::nullopt;
 }
 
 }  // namespace pcgx::verify

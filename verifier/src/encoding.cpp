@@ -17,11 +17,13 @@ const AttrSpec& spec_of(const Encoding& e, const std::string& name) {
   throw Error(e.op + " has no attribute " + name);
 }
 
-// d == num / den exactly, with den a power of two (every finite double is).
+// d == num / den exactly, with den a power of two (every finite double is):
+// a double's 53-bit significand over up to 2^62, so that a scale such as
+// attention's 1/sqrt(d) is encoded exactly, not only small fractions.
 std::pair<int64_t, int64_t> exact_fraction(double d) {
   int64_t den = 1;
-  while (d != std::floor(d) && den < (int64_t{1} << 40)) d *= 2, den *= 2;
-  if (d != std::floor(d) || std::fabs(d) > 9e15) throw Error("scalar has no exact small fraction");
+  while (d != std::floor(d) && den < (int64_t{1} << 62)) d *= 2, den *= 2;
+  if (d != std::floor(d) || std::fabs(d) > 9007199254740992.0) throw Error("scalar has no exact fraction of 64-bit integers");
   auto num = static_cast<int64_t>(d);
   while (num % 2 == 0 && den > 1) num /= 2, den /= 2;
   return {num, den};

@@ -217,7 +217,8 @@ void register_norm_ops(OpRegistry& r) {
   sm.grad_f32 = &softmax_grad;
   sm.backward_reads = reads(0, 1);  // y (dy - <y, dy>)
   sm.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 5); };
-  sm.smt = {{"softmax", 1, {{"axis", SmtCode::kAxis}}, 0, {{"causal", false}}}};
+  sm.smt = {{"softmax", 1, {{"axis", SmtCode::kAxis}}, 0, {{"causal", false}}},
+            {"softmax_causal", 1, {{"axis", SmtCode::kAxis}}, 0, {{"causal", true}}}};
   sm.any_rank = true;
   r.add(sm);
 

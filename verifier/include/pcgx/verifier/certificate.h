@@ -13,22 +13,29 @@
 //     split along its reduction),
 //         Reduce(r)(op(conv_in(u))) = conv_out(op(u)) at replica 1;
 //   - every conversion between operators (a chain of parallel operators:
-//     the communication the plan derived) takes the producer's layout of
-//     a value to the consumer's: C(conv_p(u)) = conv_c(u); from partial
-//     sums the chain must begin by summing them (Reduce or AllReduce of
-//     all the slots), which the claim replaces by its result.
+//     the communication the plan derived), and from an operator to a graph
+//     output, takes the producer's layout of a value to the reader's:
+//     C(conv_p(u)) = conv_c(u); from partial sums the chain must begin by
+//     summing them (Reduce or AllReduce of all the slots), which the claim
+//     replaces by its result. A graph output must hold copies, but for a
+//     loss's partial sums, which the trainer sums.
 //
 // With every claim proved, substituting them from the inputs forward turns
-// the strategy into the model: the plan computes what the model computes
-// at these shapes, for any values. Identical claims (repeated layers) are
-// proved once. Pipeline and Batch change when a slice is computed, not
-// what, and are left out of the claims.
+// the strategy into its own operators run unpartitioned: the plan computes
+// what they compute at these shapes, for any values. That they are the
+// model's is a separate check (same_operators below; a search's
+// substitutions are proved by its ruleset, `pcgx audit`). Sources are
+// taken as copies of their value in the layout they state (what the
+// runtime loads). Identical claims (repeated layers) are proved once.
+// Pipeline and Batch change when a slice is computed, not what, and are
+// left out of the claims.
 //
 // What cannot be claimed (an operator reading partial sums directly, a
 // conversion joining several producers) or not proved is named; the
 // strategy is then unverified, not refused.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,10 +71,16 @@ struct Certificate {
 using CertifyProgress = std::function<void(size_t claims)>;
 
 // Certifies `strategy` (a PCG with parallel degrees; machine views do not
-// matter) against `axioms`. Throws pcgx::Error only for a graph the
-// claims cannot be built from (an unknown operator would have failed its
-// loading first).
+// matter) against `axioms`. A claim that cannot be built is named in
+// `unverified`, not thrown.
 Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverOptions& options = {},
                     const CertifyProgress& progress = {});
+
+// Whether `strategy`'s compute operators are `model`'s, read through its
+// parallel operators: the same names, operators and attributes, each
+// reading what its namesake reads. Nothing when they are; else the first
+// difference, in a line. (A plan lowers the model without rewriting it; a
+// search's substitutions make them differ.)
+std::optional<std::string> same_operators(const Graph& strategy, const Graph& model);
 
 }  // namespace pcgx::verify
