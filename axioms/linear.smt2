@@ -55,3 +55,23 @@
 (assert (! (forall ((x Tensor) (w Tensor) (k Int) (a Int))
   (=> (and (= (rep x) 1) (= (rep w) 1))
       (= (repartition (linear x w a) (- (rank x) 1) k) (linear (replicate x k) (repartition w 1 k) a)))) :named linear_model_parallel_split))
+
+; With a bias b[out] (linear_bias): the same parallel forms, the bias
+; following the weight's columns: copied where the weight is copied, split
+; where its columns are, and under reduction parallelism k slots of b/k,
+; whose sum is b (as the plans lay it out: search/baselines.h).
+(assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (d Int) (k Int) (a Int))
+  (=> (and (< d (- (rank x) 1)) (= (rep w) 1) (= (rep b) 1))
+      (= (repartition (linear_bias x w b a) d k) (linear_bias (repartition x d k) (replicate w k) (replicate b k) a)))) :named linear_bias_data_parallel_split))
+(assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (d Int) (k Int) (a Int))
+  (=> (and (< d (- (rank x) 1)) (= (rep w) 1) (= (rep b) 1))
+      (= (linear_bias (combine x d k) w b a) (combine (linear_bias x (replicate w k) (replicate b k) a) d k)))) :named linear_bias_data_parallel))
+(assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (k Int) (a Int))
+  (=> (and (= (rep x) 1) (= (rep w) 1) (= (rep b) 1))
+      (= (repartition (linear_bias x w b a) (- (rank x) 1) k) (linear_bias (replicate x k) (repartition w 1 k) (repartition b 0 k) a)))) :named linear_bias_model_parallel_split))
+(assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (k Int) (a Int))
+  (=> (and (= (rep x) 1) (= (rep w) 1) (= (rep b) 1) (= (rep (linear_bias x w b a)) 1))
+      (= (replicate (linear_bias x w b a) k) (linear_bias (replicate x k) (replicate w k) (replicate b k) a)))) :named linear_bias_replicate))
+(assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (k Int))
+  (=> (= (rep b) 1)
+      (= (linear_bias (combine x (- (rank x) 1) k) (combine w 0 k) b 0) (reduce (linear_bias x w (replicate (scalar_mul b 1 k) k) 0) k)))) :named linear_bias_reduction_parallel))

@@ -85,9 +85,9 @@ TEST(PlanCheck, PrintsWhatEachRuleDecidesAndTheCommunicationDerived) {
 }
 
 // plan check --certify and plan certify: data parallelism of an MLP is
-// proved operator by operator; a GPT plan is reported unverified (not
-// refused), naming the operators the axioms do not encode; a file that is
-// not a strategy is one error line.
+// proved operator by operator; Megatron's 2 x 2 GPT plan is reported
+// unverified (not refused), naming the claims the axioms do not reach; a
+// file that is not a strategy is one error line.
 TEST(PlanCheck, CertifiesAPlanOrNamesWhatItCannotProve) {
   const fs::path out = dir() / "dp-certified.json";
   const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify -v -o " + out.string());
@@ -104,7 +104,7 @@ TEST(PlanCheck, CertifiesAPlanOrNamesWhatItCannotProve) {
   ASSERT_EQ(g.code, 0) << g.out;
   EXPECT_NE(g.out.find("certificate           UNVERIFIED: "), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("unverified: operator-"), std::string::npos) << g.out;
-  EXPECT_NE(g.out.find("Linear 'block0.attn.query'"), std::string::npos) << g.out;  // a Linear with a bias: no encoding yet
+  EXPECT_NE(g.out.find("Linear 'block0.attn.output'"), std::string::npos) << g.out;  // row-parallel beside data parallelism
   EXPECT_NE(g.out.find("operators           not compared with the model"), std::string::npos) << g.out;
   EXPECT_NE(r.out.find("operators           the model's own"), std::string::npos) << r.out;
   expect_one_error_line(run("plan certify " + (dir() / "absent.json").string()), "absent.json", dir() / "never.json");

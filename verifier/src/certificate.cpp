@@ -64,15 +64,57 @@ ParallelTensorShape at_replica_one(ParallelTensorShape s) {
 
 std::string label(const Node& n) { return n.name.empty() ? "node " + std::to_string(n.id) : n.name; }
 
+// An input a plan lays out as summands (the bias of a Linear split along
+// its reduction: search/baselines.h): k slots of x/k, made by an unnamed
+// ScalarMul(1/k) (the plan's, not the model's) and a Replicate(k) after
+// it. The claim of the operator reading it states them from x itself, so
+// the scaling belongs to that claim, not to the model's operators.
+struct Summands {
+  const Node* scale = nullptr;  // the ScalarMul(1/k)
+  std::vector<TensorRef> after;  // the parallel operators from it to the reader, in order
+};
+
+std::optional<Summands> summands_of(const Graph& g, TensorRef read) {
+  std::vector<TensorRef> chain;
+  while (moves(g.node(read.node))) {
+    const Node& m = g.node(read.node);
+    if (m.inputs.size() != 1) return std::nullopt;
+    if (!timing_only(m)) chain.push_back(read);
+    read = m.inputs[0];
+  }
+  const Node& scale = g.node(read.node);
+  if (!scale.name.empty() || !scale.op->elementwise || scale.inputs.size() != 1 || !scale.attrs.has("scalar") || chain.empty())
+    return std::nullopt;
+  const double s = scale.attrs.get_float("scalar");
+  const Node& first = g.node(chain.back().node);
+  if (!(s > 0) || first.op->data_move != DataMove::kReplicate) return std::nullopt;
+  const int64_t k = first.attrs.get_int("degree");
+  if (k < 2 || s * static_cast<double>(k) != 1.0) return std::nullopt;
+  std::reverse(chain.begin(), chain.end());
+  return Summands{&scale, std::move(chain)};
+}
+
 // op(conv_in(u)) = conv_out(op(u)); with `partial`, Reduce(r) after each
-// output whose replica slots (r of them) hold partial sums.
+// output whose replica slots (r of them) hold partial sums. An input laid
+// out as summands is stated from the value they sum to.
 Rule operator_claim(const Graph& g, const Node& n, bool partial) {
   Rule r{"", Graph("claim"), Graph("claim"), {}, std::nullopt};
   std::vector<TensorRef> su, tu;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const std::string name = "x" + std::to_string(i);
+    if (const auto sum = summands_of(g, n.inputs[i])) {
+      const TensorRef from = sum->scale->inputs[0];
+      const ParallelTensorShape s = unpipelined(g.shape(from));
+      const Node* src = source_of(g, from);
+      su.push_back(logical_input(r.source, s, src, name));
+      TensorRef t = laid_out(r.target, logical_input(r.target, s, src, name), s);
+      t = {r.target.add(*sum->scale->op, sum->scale->attrs, {t}), 0};
+      for (const TensorRef& c : sum->after) t = {r.target.add(*g.node(c.node).op, g.node(c.node).attrs, {t}), c.output};
+      tu.push_back(t);
+      continue;
+    }
     const ParallelTensorShape s = unpipelined(g.shape(n.inputs[i]));
     const Node* src = source_of(g, n.inputs[i]);
-    const std::string name = "x" + std::to_string(i);
     su.push_back(logical_input(r.source, s, src, name));
     tu.push_back(laid_out(r.target, logical_input(r.target, s, src, name), s));
   }
@@ -90,6 +132,17 @@ Rule operator_claim(const Graph& g, const Node& n, bool partial) {
     r.output_map.emplace_back(j, j);
   }
   return r;
+}
+
+// The plan's summand scalings (summands_of) of every reader: part of the
+// reader's claim, not operators of their own.
+std::vector<char> summand_scalings(const Graph& g) {
+  std::vector<char> out(g.size(), 0);
+  for (const Node& n : g.nodes())
+    if (n.op->op_class != OpClass::kSource && !moves(n))
+      for (const TensorRef& t : n.inputs)
+        if (const auto sum = summands_of(g, t)) out[static_cast<size_t>(sum->scale->id)] = 1;
+  return out;
 }
 
 // The conversion reading `root` (a compute operator's output or a source)
@@ -218,8 +271,9 @@ Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverO
     const std::string key = key_of(*rule);
     rely_on(ClaimKind::kConversion, std::move(*rule), key, std::move(what), node, false);
   };
+  const std::vector<char> scaling = summand_scalings(g);
   for (const Node& n : g.nodes()) {
-    if (n.op->op_class == OpClass::kSource || moves(n)) continue;
+    if (n.op->op_class == OpClass::kSource || moves(n) || scaling[static_cast<size_t>(n.id)]) continue;
     ++cert.operators;
     // The operator: its output slots copies, else partial sums.
     const std::string what = n.op->name + " '" + label(n) + "': " + inputs_text(g, n);
@@ -246,8 +300,12 @@ Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverO
     for (int32_t j = 0; j < static_cast<int32_t>(n.outputs.size()); ++j)
       form[{n.id, j}] = !proved ? Form::kUnknown : partial && n.outputs[static_cast<size_t>(j)].replica > 1 ? Form::kPartial : Form::kCopies;
     if (!proved) continue;  // its inputs' conversions mean something only beside its claim
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      claim_edge(n.inputs[i], g.shape(n.inputs[i]), n.op->name + " '" + label(n) + "' input " + std::to_string(i), label(n));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      // Summands are claimed from what their scaling reads.
+      const auto sum = summands_of(g, n.inputs[i]);
+      const TensorRef read = sum ? sum->scale->inputs[0] : n.inputs[i];
+      claim_edge(read, g.shape(read), n.op->name + " '" + label(n) + "' input " + std::to_string(i), label(n));
+    }
   }
   // The graph's outputs: copies of the model's values in the layout they
   // have, or partial sums of a loss, which the trainer sums.
@@ -263,18 +321,21 @@ Certificate certify(const Graph& strategy, const AxiomSet& axioms, const ProverO
 }
 
 std::optional<std::string> same_operators(const Graph& strategy, const Graph& model) {
-  auto computes = [](const Graph& g) {
+  // The plan's summand scalings are part of their readers' claims, so they
+  // are read through here as the certificate reads them.
+  const std::vector<char> scaling = summand_scalings(strategy), none(model.size(), 0);
+  auto computes = [](const Graph& g, const std::vector<char>& skip) {
     std::map<std::string, const Node*> out;
     for (const Node& n : g.nodes())
-      if (n.op->op_class != OpClass::kSource && !moves(n)) out.emplace(label(n), &n);
+      if (n.op->op_class != OpClass::kSource && !moves(n) && !skip[static_cast<size_t>(n.id)]) out.emplace(label(n), &n);
     return out;
   };
   // What an input is read from, through the parallel operators before it.
-  auto producer = [](const Graph& g, TensorRef t) {
-    while (moves(g.node(t.node)) && g.node(t.node).inputs.size() == 1) t = g.node(t.node).inputs[0];
+  auto producer = [](const Graph& g, TensorRef t, const std::vector<char>& skip) {
+    while ((moves(g.node(t.node)) || skip[static_cast<size_t>(t.node)]) && g.node(t.node).inputs.size() == 1) t = g.node(t.node).inputs[0];
     return label(g.node(t.node)) + (t.output > 0 ? ":" + std::to_string(t.output) : "");
   };
-  const auto mine = computes(strategy), theirs = computes(model);
+  const auto mine = computes(strategy, scaling), theirs = computes(model, none);
   for (const auto& [name, n] : mine) {
     const auto it = theirs.find(name);
     if (it == theirs.end()) return "the strategy's " + n->op->name + " '" + name + "' is no operator of the model";
@@ -283,9 +344,9 @@ std::optional<std::string> same_operators(const Graph& strategy, const Graph& mo
       return "'" + name + "' is a " + m.op->name + " in the model and runs as a " + n->op->name + " with other attributes in the strategy";
     if (m.inputs.size() != n->inputs.size()) return "'" + name + "' reads " + std::to_string(n->inputs.size()) + " inputs, the model's " + std::to_string(m.inputs.size());
     for (size_t i = 0; i < m.inputs.size(); ++i)
-      if (producer(strategy, n->inputs[i]) != producer(model, m.inputs[i]))
-        return "'" + name + "' input " + std::to_string(i) + " reads '" + producer(strategy, n->inputs[i]) + "', in the model '" +
-               producer(model, m.inputs[i]) + "'";
+      if (producer(strategy, n->inputs[i], scaling) != producer(model, m.inputs[i], none))
+        return "'" + name + "' input " + std::to_string(i) + " reads '" + producer(strategy, n->inputs[i], scaling) + "', in the model '" +
+               producer(model, m.inputs[i], none) + "'";
   }
   for (const auto& [name, m] : theirs)
     if (!mine.count(name)) return "the model's " + m->op->name + " '" + name + "' is not in the strategy";

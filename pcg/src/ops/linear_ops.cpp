@@ -166,7 +166,7 @@ void register_linear_ops(OpRegistry& r) {
     if (a.get_string("activation") != "none") f += n;
     return f;
   };
-  lin.smt = {{"linear", 2, {"activation"}, 0, {{"use_bias", false}}}};
+  lin.smt = {{"linear", 2, {"activation"}, 0, {{"use_bias", false}}}, {"linear_bias", 3, {"activation"}, 0, {{"use_bias", true}}}};
   lin.any_rank = true;
   r.add(lin);
 
