@@ -75,3 +75,10 @@
 (assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (k Int))
   (=> (= (rep b) 1)
       (= (linear_bias (combine x (- (rank x) 1) k) (combine w 0 k) b 0) (reduce (linear_bias x w (replicate (scalar_mul b 1 k) k) 0) k)))) :named linear_bias_reduction_parallel))
+; With data parallelism beside: the bias copied r times first (so every
+; copy becomes its own k summands), the weight carrying r copies, the
+; input none of its own.
+(assert (! (forall ((x Tensor) (w Tensor) (b Tensor) (r Int) (k Int))
+  (=> (and (= (rep b) 1) (= (rep x) 1) (= (rep w) r))
+      (= (linear_bias (combine x (- (rank x) 1) k) (combine w 0 k) (replicate b r) 0)
+         (reduce (linear_bias x w (replicate (scalar_mul (replicate b r) 1 k) k) 0) k)))) :named linear_bias_reduction_parallel_copies))
