@@ -141,14 +141,43 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
-    if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages)");
-    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages"});
+    if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
+    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs"});
     if (!p.contains("stages")) throw FileError(source, "pipeline.stages", "missing: how many stages the layers are split over");
     if (!p.contains("micro_batches")) throw FileError(source, "pipeline.micro_batches", "missing: how many micro-batches a step runs");
     UserPlan::Pipeline pp;
     pp.stages = whole(p["stages"], source, "pipeline.stages", 1);
     pp.micro_batches = whole(p["micro_batches"], source, "pipeline.micro_batches", 1);
     if (p.contains("virtual_stages")) pp.virtual_stages = whole(p["virtual_stages"], source, "pipeline.virtual_stages", 1);
+    if (p.contains("schedule")) {
+      const auto k = p["schedule"].is_string() ? pipeline_schedule_named(p["schedule"].get<std::string>()) : std::nullopt;
+      if (!k || *k == PipelineSchedule::kExplicit)
+        throw FileError(source, "pipeline.schedule", "expected gpipe, 1f1b or interleaved (an order of steps is written as \"programs\")");
+      pp.schedule = *k;
+    }
+    if (p.contains("programs")) {
+      if (pp.schedule) throw FileError(source, "pipeline.schedule", "\"programs\" state the order of steps; leave the schedule out");
+      const json& progs = p["programs"];
+      if (!progs.is_array() || progs.empty())
+        throw FileError(source, "pipeline.programs", "expected an array of strings, each stage's order of steps (e.g. \"F0 F1 B0 F2 B1 B2\")");
+      std::string lines;
+      for (size_t k = 0; k < progs.size(); ++k) {
+        if (!progs[k].is_string()) throw FileError(source, "pipeline.programs[" + std::to_string(k) + "]", "expected a string of steps");
+        lines += progs[k].get<std::string>() + "\n";
+      }
+      try {
+        pp.programs = parse_pipeline_programs(lines, "pipeline.programs");
+      } catch (const Error& e) {
+        throw FileError(source, "pipeline.programs", e.what());
+      }
+      pp.schedule = PipelineSchedule::kExplicit;
+    }
+    try {  // a schedule that cannot run (the wrong steps, or a deadlock, its cycle printed)
+      check(PipelineShape{pp.stages, pp.micro_batches, pp.virtual_stages,
+                          pp.schedule.value_or(PipelineShape::default_for(pp.virtual_stages)), pp.programs});
+    } catch (const Error& e) {
+      throw FileError(source, pp.programs.empty() ? "pipeline" : "pipeline.programs", e.what());
+    }
     plan.pipeline = pp;
   }
   if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty()) throw FileError(source, "rules", "expected a non-empty array of rules");

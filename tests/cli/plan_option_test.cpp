@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/run_pcgx.h"
 #include "temp_dir.h"
 
@@ -108,7 +110,8 @@ TEST(PlanCheck, CertifiesAPlan) {
 // and the first layer alone.
 TEST(PlanCheck, EveryShippedPlanCertifies) {
   for (const auto& [plan, devices] : std::vector<std::pair<std::string, int>>{
-           {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4}}) {
+           {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4},
+           {"gpt-pipeline-three-forwards-8.json", 8}}) {
     const auto r = run("plan check gpt-tiny " + kPlans + plan + " --machine dgx-h100 --devices " + std::to_string(devices) + " --certify");
     ASSERT_EQ(r.code, 0) << plan << "\n" << r.out;
     EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << plan << "\n" << r.out;
@@ -128,6 +131,25 @@ TEST(PlanCheck, AnUnprovedPlanIsReportedNotRefused) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("certificate           UNVERIFIED: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unverified: operator-1 (Linear 'dense0'"), std::string::npos) << r.out;
+}
+
+// A plan's own stage order: recorded in the strategy (explicit, with its
+// programs), said in the report, simulated as written; one that deadlocks
+// is one error line with its cycle.
+TEST(PlanOption, APlanStatesItsSchedule) {
+  const fs::path out = dir() / "three-forwards.json";
+  const auto r = run("optimize gpt-tiny --plan " + kPlans + "gpt-pipeline-three-forwards-8.json --machine dgx-h100 --devices 8 -q -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("  schedule            explicit, the plan's"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("pipeline").at("schedule"), "explicit");
+  EXPECT_EQ(j.at("pipeline").at("programs").at(0), "F0 F1 F2 B0 F3 B1 B2 B3");
+  const auto sim = run("simulate " + out.string() + " --show 0");
+  EXPECT_NE(sim.out.find("explicit schedule"), std::string::npos) << sim.out;
+  expect_one_error_line(run("plan check gpt-tiny " + kPlans + "gpt-pipeline-deadlock-8.json --machine dgx-h100 --devices 8 -o " +
+                            (dir() / "dead.json").string()),
+                        "pipeline.programs: pipeline schedule deadlocks: stage 0 waits", dir() / "dead.json");
 }
 
 // A plan's recipe fields are what optimize uses where its flags state none.

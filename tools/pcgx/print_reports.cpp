@@ -51,9 +51,15 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
         << " of " << ms(rep.result.stage.at(0).micro_batch) << ", one synchronization and update " << ms(e.once) << "\n";
   } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
+    const bool written = rep.file.schedule != PipelineShape::default_for(pr.virtual_stages);
     out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches << " micro-batches, "
         << (pr.virtual_stages > 1 ? "interleaved 1F1B (" + std::to_string(pr.virtual_stages) + " virtual stages per device)" : std::string("1F1B"))
         << " with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
+    // The prediction is the closed form of the default schedule; a plan's
+    // own runs in the simulation (and the runtime).
+    if (written)
+      out << "  schedule            " << name(rep.file.schedule) << ", the plan's: priced as " << (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B")
+          << ", simulated and run as written\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
       const auto& st = pr.stage[i];
       out << "  stage " << st.stage + 1 << (pr.virtual_stages > 1 ? "." + std::to_string(st.chunk + 1) : std::string()) << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  " << st.operators

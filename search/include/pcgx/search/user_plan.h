@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/training_recipe.h"
 #include "pcgx/search/baselines.h"
@@ -60,8 +61,13 @@ struct UserPlan {
   // splits them) and micro-batches, each stage on its devices / stages
   // devices, the rules applied to each stage's operators; unset: none, or
   // what the caller's options say.
+  // Its schedule: gpipe, 1f1b, interleaved, or each stage's order of
+  // forward and backward steps written out (explicit, `programs`, checked
+  // for deadlock when read); unset: 1f1b, interleaved with virtual stages.
   struct Pipeline {
     int64_t stages = 1, micro_batches = 1, virtual_stages = 1;
+    std::optional<PipelineSchedule> schedule;
+    std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
   };
   std::optional<Pipeline> pipeline;
   // In order: an operator runs as the last rule that selects it says, or
