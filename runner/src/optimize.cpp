@@ -228,15 +228,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   if (out.pipelined) {
     out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
         out.file.virtual_stages = out.result.virtual_stages, out.file.schedule = PipelineShape::default_for(out.result.virtual_stages);
-    // A plan's own schedule, for the pipeline it states.
-    if (const auto& plan = q.search.plan; plan && plan->pipeline && plan->pipeline->schedule) {
-      const auto& pp = *plan->pipeline;
-      if (pp.stages != out.result.stages || pp.micro_batches != out.result.micro_batches || pp.virtual_stages != out.result.virtual_stages)
-        throw FieldError("SearchOptions.plan", "its pipeline.schedule is for " + std::to_string(pp.stages) + " stages and " +
-                                                  std::to_string(pp.micro_batches) + " micro-batches, and the request runs " +
-                                                  std::to_string(out.result.stages) + " and " + std::to_string(out.result.micro_batches));
-      out.file.schedule = *pp.schedule, out.file.programs = pp.programs;
-    }
+    // A stated schedule (a plan's), which memory was counted with.
+    if (q.pipeline && q.pipeline->schedule) out.file.schedule = *q.pipeline->schedule, out.file.programs = q.pipeline->programs;
   }
   if (!search::predicts_by_simulation(q.search.algorithm) && r.strategy.estimate.feasible)
     out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();

@@ -16,8 +16,9 @@ void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::Use
 void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   const auto& plan = q.search.plan;
   if (!plan) return;
-  if (plan->pipeline && !q.pipeline)
-    q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages};
+  if (plan->pipeline && !q.pipeline)  // the plan's stages and its schedule (flags stating a pipeline win, with the default schedule)
+    q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages,
+                                         plan->pipeline->schedule, plan->pipeline->programs};
   if (plan->precision && !stated.precision) q.precision = plan->precision;
   if (plan->recompute && !stated.recompute) q.recompute = plan->recompute;
   if (plan->zero && !stated.zero) q.zero = plan->zero;

@@ -221,7 +221,11 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
       }
     }
     // (graph searched, micro-batches held): identical chunks searched once
-    std::map<std::pair<uint64_t, int64_t>, SearchResult> solved;
+    struct Solved {
+      SearchResult result;  // infeasible where the search threw
+      std::string error;
+    };
+    std::map<std::pair<uint64_t, int64_t>, Solved> solved;
     for (size_t c = 0; c < cut_options.size(); ++c) {
       const std::string cut_name = c == 0 ? "" : " (even layers)";
       // S v chunks, chunk j on the devices of stage j mod S.
@@ -251,12 +255,14 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
       for (const Piece& pc : pieces)
         graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out)));
       for (const int64_t M : micro) {
-        // Micro-batches in flight per stage, as the schedule's programs
-        // hold them (pcg/pipeline_schedule.h), spread over a stage's v chunks.
-        const std::vector<int64_t> holds = in_flight_chunks(stage_programs({S, M, v, PipelineShape::default_for(v)}));
+        std::vector<int64_t> holds;
         auto chunk_holds = [&](int64_t stage) { return (holds[static_cast<size_t>(stage)] + v - 1) / v; };
         std::vector<const SearchResult*> searched;
         try {
+          // Micro-batches in flight per stage, as the schedule's programs
+          // hold them (pcg/pipeline_schedule.h), spread over a stage's v
+          // chunks (a schedule that cannot run this M refuses it).
+          holds = in_flight_chunks(stage_programs({S, M, v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs}));
           for (size_t p = 0; p < pieces.size(); ++p) {
             const bool last = p + 1 == pieces.size();
             // Stated plans are lowered once, unpipelined, on the whole memory.
@@ -271,21 +277,25 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
                 q.phase = phase + ": " + pr.phase;
                 options.progress(q);
               };
+            // A search that failed is kept as its error: an identical chunk
+            // asking again gets the same answer, an infeasible result on a
+            // first try and the error on the last.
             auto search_holding = [&](int64_t k, bool last_try) -> const SearchResult* {
               const auto key = std::make_pair(h, stated ? int64_t{0} : k);
               auto it = solved.find(key);
               if (it == solved.end()) {
-                SearchResult r;
+                Solved s;
                 try {
-                  r = optimize(searched_graph, rules, stated ? mapper : searcher(k), o);
-                } catch (const Error&) {
-                  if (last_try) throw;
+                  s.result = optimize(searched_graph, rules, stated ? mapper : searcher(k), o);
+                } catch (const Error& e) {
+                  s.error = e.what();
                 }
-                result.search.explored += r.explored;
-                result.search.evaluated += r.evaluated;
-                it = solved.emplace(key, std::move(r)).first;
+                result.search.explored += s.result.explored;
+                result.search.evaluated += s.result.evaluated;
+                it = solved.emplace(key, std::move(s)).first;
               }
-              return &it->second;
+              if (!it->second.error.empty() && last_try) throw Error(it->second.error);
+              return &it->second.result;
             };
             const int64_t first = chunk_holds(0), own = chunk_holds(static_cast<int64_t>(p) % S);
             const SearchResult* r = search_holding(first, stated || own == first);

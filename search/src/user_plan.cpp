@@ -161,14 +161,22 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
       if (!progs.is_array() || progs.empty())
         throw FileError(source, "pipeline.programs", "expected an array of strings, each stage's order of steps (e.g. \"F0 F1 B0 F2 B1 B2\")");
       std::string lines;
-      for (size_t k = 0; k < progs.size(); ++k) {
-        if (!progs[k].is_string()) throw FileError(source, "pipeline.programs[" + std::to_string(k) + "]", "expected a string of steps");
-        lines += progs[k].get<std::string>() + "\n";
+      for (size_t k = 0; k < progs.size(); ++k) {  // one stage each, on one line
+        const std::string steps = progs[k].is_string() ? progs[k].get<std::string>() : std::string();
+        if (steps.find_first_not_of(" \t") == std::string::npos || steps.find('\n') != std::string::npos || steps.find('#') != std::string::npos)
+          throw FileError(source, "pipeline.programs[" + std::to_string(k) + "]", "expected one stage's steps on one line, e.g. \"F0 F1 B0 F2 B1 B2\"");
+        lines += steps + "\n";
       }
       try {
-        pp.programs = parse_pipeline_programs(lines, "pipeline.programs");
+        pp.programs = parse_pipeline_programs(lines, "");
       } catch (const Error& e) {
-        throw FileError(source, "pipeline.programs", e.what());
+        // "line N: why" names the stage's entry, N - 1.
+        const std::string what = e.what();
+        const size_t at = what.find("line ");
+        const size_t colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+        if (colon == std::string::npos) throw FileError(source, "pipeline.programs", what);
+        const std::string field = "pipeline.programs[" + std::to_string(std::stoll(what.substr(at + 5, colon - at - 5)) - 1) + "]";
+        throw FileError(source, field, what.substr(colon + 2));
       }
       pp.schedule = PipelineSchedule::kExplicit;
     }

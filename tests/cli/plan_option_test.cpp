@@ -147,6 +147,20 @@ TEST(PlanOption, APlanStatesItsSchedule) {
   EXPECT_EQ(j.at("pipeline").at("programs").at(0), "F0 F1 F2 B0 F3 B1 B2 B3");
   const auto sim = run("simulate " + out.string() + " --show 0");
   EXPECT_NE(sim.out.find("explicit schedule"), std::string::npos) << sim.out;
+  // Memory counts what the written order holds: the first stage three
+  // micro-batches' activations where 1F1B holds two; the second the same.
+  const auto one_f = run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-pipeline-8.json --machine dgx-h100 --devices 8 -o " +
+                         (dir() / "1f1b.json").string());
+  const auto full = run("optimize gpt-tiny --plan " + kPlans + "gpt-pipeline-three-forwards-8.json --machine dgx-h100 --devices 8 -o " +
+                        (dir() / "three.json").string());
+  auto stage_memory = [](const std::string& o, const std::string& stage) {
+    const size_t at = o.find("  stage " + stage + "  devices");
+    const size_t kib = o.find(" KiB", at);
+    const size_t comma = o.rfind(", ", kib);
+    return std::stod(o.substr(comma + 2, kib - comma - 2));
+  };
+  EXPECT_GT(stage_memory(full.out, "1"), stage_memory(one_f.out, "1")) << full.out << one_f.out;
+  EXPECT_EQ(stage_memory(full.out, "2"), stage_memory(one_f.out, "2"));
   expect_one_error_line(run("plan check gpt-tiny " + kPlans + "gpt-pipeline-deadlock-8.json --machine dgx-h100 --devices 8 -o " +
                             (dir() / "dead.json").string()),
                         "pipeline.programs: pipeline schedule deadlocks: stage 0 waits", dir() / "dead.json");

@@ -183,7 +183,9 @@ TEST_F(PipelineSearch, AStageSplitsOneMicroBatchsSamples) {
       for (const ParallelTensorShape& o : n.outputs)
         if (o.rank() > 0 && o.dims[0].pipeline == 4 && o.dims[0].size == 8) samples_split = std::max(samples_split, o.dims[0].degree);
     EXPECT_LE(samples_split, 2) << static_cast<int>(a);
-    if (a != Algorithm::kUnity) EXPECT_EQ(samples_split, 2) << static_cast<int>(a);
+    if (a != Algorithm::kUnity) {
+      EXPECT_EQ(samples_split, 2) << static_cast<int>(a);
+    }
   }
 }
 

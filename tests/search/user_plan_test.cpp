@@ -166,6 +166,10 @@ TEST(UserPlan, MalformedFilesNameTheField) {
             "p.json: pipeline.schedule: \"programs\" state the order of steps; leave the schedule out");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 4, "programs": "F0 B0"}, )" + rules).rfind("p.json: pipeline.programs: expected an array", 0), 0u);
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "programs": ["F0 F1 B0 B1", "F0 F1 B0"]}, )" + rules).rfind("p.json: pipeline.programs: ", 0), 0u);
+  EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "programs": ["F0 F1 B0 B1", "F0 X1 B0 B1"]}, )" + rules),
+            "p.json: pipeline.programs[1]: 'X1': expected F<micro-batch> or B<micro-batch>, optionally @<chunk>");
+  EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "programs": ["F0 F1 B0 B1", "", "F0 F1 B0 B1"]}, )" + rules),
+            "p.json: pipeline.programs[1]: expected one stage's steps on one line, e.g. \"F0 F1 B0 F2 B1 B2\"");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 4, "schedule": "interleaved"}, )" + rules).rfind("p.json: pipeline: ", 0), 0u);
   const UserPlan gpipe = plan_from_json(head + R"("pipeline": {"stages": 2, "micro_batches": 4, "schedule": "gpipe"}, )" + rules, "p.json");
   EXPECT_EQ(gpipe.pipeline->schedule, PipelineSchedule::kGPipe);

@@ -23,7 +23,8 @@ void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::Use
 
 // For a request lowering its search's plan (a no-op otherwise): the plan's
 // precision, recomputation and ZeRO stage where `stated` says the request
-// has none, and its pipeline where the request has none.
+// has none, and its pipeline (stages and schedule) where the request has
+// none.
 void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated);
 
 // pcgx plan check: a request lowering a plan, validated, searched and

@@ -246,7 +246,11 @@ class CostModel {
     return c;
   }
   // The same model for another recipe.
-  CostModel with_recipe(const TrainingRecipe& r) const { return CostModel(machine_, efficiency_, profile_, comm_, r); }
+  CostModel with_recipe(const TrainingRecipe& r) const {
+    CostModel c(machine_, efficiency_, profile_, comm_, r);
+    c.in_flight_ = in_flight_;
+    return c;
+  }
 
  private:
   Seconds single_parallel_time(const Placement& p, NodeId n, int64_t lo) const;

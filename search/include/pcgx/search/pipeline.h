@@ -14,13 +14,16 @@
 // forward + backward time. Each stage is searched as a graph of its own on
 // D/S devices with options.algorithm (`unity` by default; identical stages
 // are searched once), with its boundary tensors split along samples by D/S
-// where that divides them. It is searched pipelined: a Pipeline(0, M) after
+// where a micro-batch (of the most tried) takes that, else by the largest
+// power-of-two share of D/S it takes, the rest of D/S splitting the last
+// dimension (Megatron-LM's scatter-gather). It is searched pipelined: a Pipeline(0, M) after
 // each of its inputs, so every operator runs M times on micro-batch slices
 // (cost_model.h costs each slice) and a plan found splits a micro-batch's
 // samples, not the whole batch's; once per micro-batch count tried. Its
 // memory counts the micro-batches the first stage's chunks hold at once,
-// on 1/v of the devices' memory (a device holds its stage's v chunks); the
-// exact memory of each stage is checked after. Stated plans (Megatron-LM's,
+// on 1/v of the devices' memory (a device holds its stage's v chunks); a
+// chunk that fits nothing so is searched again holding what its own stage
+// holds, and the exact memory of each stage is checked after. Stated plans (Megatron-LM's,
 // a written one) are lowered unpipelined and pipelined afterwards. An
 // operator that cannot process its samples in slices (BatchNorm, whose
 // statistics span the whole batch) makes the model unpipelinable.
@@ -73,10 +76,12 @@
 // two stages runs on the receiving stage), with machine views offset to each
 // stage's devices: the runtime runs it like any strategy.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/search/search.h"
 
 namespace pcgx::search {
@@ -85,6 +90,11 @@ struct PipelineOptions {
   int64_t stages = 0;         // 0: try 2, 4, 8; 1: gradient accumulation
   int64_t micro_batches = 0;  // 0: try S, 2S, 4S, 8S
   int64_t virtual_stages = 1;  // v: chunks per device (interleaved 1F1B when > 1)
+  // The schedule the stages run (a plan's); unset: 1F1B, interleaved with
+  // v > 1. Its micro-batches in flight are what memory counts; the time is
+  // the default schedule's closed form (the simulator runs it as given).
+  std::optional<PipelineSchedule> schedule;
+  std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
 };
 
 // One stage's chunk (the whole stage without interleaving).
