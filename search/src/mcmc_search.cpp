@@ -56,7 +56,7 @@ std::unique_ptr<State> make_state(Graph g, std::vector<std::string> applied, con
 
 bool fits(const State& s, const MachineMapper& mapper) {
   const double cap = mapper.cost().machine().device.memory_capacity;
-  for (double x : memory_per_device(s.graph, s.sim->views(), mapper.cost().devices(), mapper.cost().recipe()))
+  for (double x : memory_per_device(s.graph, s.sim->views(), mapper.cost().devices(), mapper.cost().recipe(), mapper.cost().micro_batches_in_flight()))
     if (x > cap) return false;
   return true;
 }
