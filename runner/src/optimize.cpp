@@ -89,7 +89,7 @@ void validate(const OptimizeRequest& q) {
   if (q.search.algorithm == search::Algorithm::kPlan && q.search.plan) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
-                       "a plan states its pipeline stages and micro-batches");
+                       "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
     // Every rule selects some operator of the whole model (on the devices of one stage).
     const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
     if (q.machine.num_devices() % stages != 0)

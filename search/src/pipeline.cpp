@@ -79,6 +79,21 @@ std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
   return {stages, 2 * stages, 4 * stages, 8 * stages};
 }
 
+// `pg` with its operators and sources named as in the model, `names`
+// mapping each name to itself (joining keeps them), seeds as they were.
+PieceGraph with_model_names(const PieceGraph& pg) {
+  PieceGraph out{Graph(pg.graph.name()), {}, pg.seeds};
+  for (const Node& n : pg.graph.nodes()) {
+    const auto it = pg.names.find(n.name);
+    const std::string name = it == pg.names.end() ? n.name : it->second;
+    std::vector<TensorRef> ins(n.inputs.begin(), n.inputs.end());
+    out.graph.add(*n.op, n.attrs, ins, name);
+    if (it != pg.names.end()) out.names[name] = name;
+  }
+  for (const TensorRef& o : pg.graph.outputs()) out.graph.add_output(o);
+  return out;
+}
+
 }  // namespace
 
 Graph pipelined(const Graph& g, int64_t m, bool last) {
@@ -155,7 +170,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
   if (options.algorithm == Algorithm::kPlan && (po.stages == 0 || po.micro_batches == 0))
-    throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a plan states its pipeline stages and micro-batches");
+    throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
   // Stated plans split the layers evenly; a written plan is applied stage
   // by stage, each on its own operators (two identical stages may differ
   // by the layers a rule selects, so none shares another's lowering).
@@ -252,8 +267,12 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
         return d % k == 0 && r > 1 && last % r == 0 ? r : 1;
       };
       std::vector<PieceGraph> graphs;
-      for (const Piece& pc : pieces)
-        graphs.push_back(piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out)));
+      for (const Piece& pc : pieces) {
+        PieceGraph pg = piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out));
+        // A written plan selects operators by their names and layers: its
+        // stages keep the model's names (none shares another's lowering).
+        graphs.push_back(options.algorithm == Algorithm::kPlan ? with_model_names(pg) : std::move(pg));
+      }
       for (const int64_t M : micro) {
         std::vector<int64_t> holds;
         auto chunk_holds = [&](int64_t stage) { return (holds[static_cast<size_t>(stage)] + v - 1) / v; };

@@ -133,6 +133,21 @@ TEST(PlanCheck, AnUnprovedPlanIsReportedNotRefused) {
   EXPECT_NE(r.out.find("unverified: operator-1 (Linear 'dense0'"), std::string::npos) << r.out;
 }
 
+// A pipelined plan's rules select by name and layer in every stage: each
+// stage's query projection split by output columns as in the 2 x 2 plan
+// (the stages are lowered with the model's names, not a piece's).
+TEST(PlanOption, APipelinedPlansRulesHoldInEveryStage) {
+  const auto r = run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-pipeline-8.json --machine dgx-h100 --devices 8 -o " +
+                     (dir() / "pp8.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string layer : {"block0", "block1"}) {
+    const size_t at = r.out.find("  " + layer + ".attn.query ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find("Linear            4  f32[16/2|p4, 16, 32/2]"), std::string::npos) << line;
+  }
+}
+
 // A plan's own stage order: recorded in the strategy (explicit, with its
 // programs), said in the report, simulated as written; one that deadlocks
 // is one error line with its cycle.
@@ -193,7 +208,7 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
   expect_one_error_line(run("optimize gpt-tiny --search mcmc --plan " + kPlans + "data-parallel-4.json" + base),
                         "--plan: a plan is lowered as stated (--search plan), not searched with mcmc", out);
   expect_one_error_line(run("optimize gpt-tiny --pipeline --plan " + kPlans + "data-parallel-4.json" + base),
-                        "--stages: a plan states its pipeline stages and micro-batches", out);
+                        "--stages: a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)", out);
   expect_one_error_line(run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-pipeline-8.json --machine dgx-h100 --devices 6 -o " + out.string()),
                         "its degrees multiply to 2, which does not divide the 3 devices", out);
   expect_one_error_line(run("optimize gpt-tiny --search plan" + base), "--plan: the plan algorithm lowers a plan, and none is given", out);

@@ -112,7 +112,7 @@ void add_plan_command(CLI::App& app) {
                                               "computes, operator by operator at its own shapes; names what cannot be proved");
   static std::string certified, cert_axioms;
   static bool cert_verbose = false;
-  cert->add_option("STRATEGY", certified, "strategy file (pcgx optimize -o)")->required();
+  cert->add_option("STRATEGY", certified, "strategy file (pcgx optimize -o or plan check -o); exit 0 verified or not, 2 for a bad file")->required();
   cert->add_option("--axioms", cert_axioms, "axiom directory (default: the shipped axioms)")->check(CLI::ExistingDirectory);
   cert->add_flag("-v,--verbose", cert_verbose, "every claim and the axioms its proof used");
   cert->callback([] {
