@@ -11,7 +11,7 @@
 #include "pcgx/runner/plan_request.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
-#include "pcgx/verifier/certificate.h"
+#include "pcgx/runner/certify.h"
 
 namespace pcgx::cli {
 namespace {
@@ -21,24 +21,16 @@ namespace {
 // proved or not claimable, and whether the operators proved are the
 // model's (compared where the model is at hand; else what vouches for them).
 void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir, bool verbose) {
-  const verify::AxiomSet axioms = verify::load_axioms(axioms_dir.empty() ? verify::default_axioms_dir() : axioms_dir);
-  verify::Certificate c = verify::certify(strategy, axioms, {}, [](size_t n) {
+  const runner::CertifyReport rep = runner::certify_strategy(strategy, model, substitutions, axioms_dir, [](size_t n) {
     if (n % 50 == 0) std::cerr << "certifying: " << n << " claims put to Z3\n";
   });
-  std::string operators = "not compared with the model (a strategy file names its model, `plan check --certify` compares them)";
-  if (model) {
-    if (const auto differ = verify::same_operators(strategy, *model)) c.unverified.push_back("the operators are not the model's: " + *differ);
-    else operators = "the model's own, each reading what it reads in the model";
-  } else if (substitutions > 0) {
-    operators = "the model's after " + std::to_string(substitutions) + " substitutions, which this certificate does not prove (their rules' proofs are the "
-                "ruleset's: pcgx audit)";
-  }
+  const verify::Certificate& c = rep.certificate;
   int64_t proved = 0;
   for (const auto& claim : c.claims) proved += claim.proved();
   std::cout << "certificate           " << (c.verified() ? "verified" : "UNVERIFIED") << ": " << proved << " of " << c.claims.size()
             << " distinct claims proved by Z3 at the plan's shapes, standing for " << c.operators << " operators and " << c.conversions
-            << " conversions (" << std::fixed << std::setprecision(2) << c.seconds << " s; axioms " << axioms.hash.substr(0, 12) << ")\n";
-  std::cout << "  operators           " << operators << "\n";
+            << " conversions (" << std::fixed << std::setprecision(2) << c.seconds << " s; axioms " << rep.axioms_hash.substr(0, 12) << ")\n";
+  std::cout << "  operators           " << rep.operators << "\n";
   if (verbose)
     for (const auto& claim : c.claims) {
       std::cout << "  " << std::left << std::setw(15) << claim.rule.id << std::right << " " << (claim.proved() ? "proved " : "NOT    ") << claim.what;

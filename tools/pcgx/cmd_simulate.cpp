@@ -8,6 +8,7 @@
 #include "print_estimate.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/runner/simulate.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/trace.h"
@@ -40,38 +41,32 @@ void add_simulate_command(CLI::App& app) {
     if (!trace.empty()) check_output_path(trace);
     if (pf.plan.empty() && (!pf.machine.empty() || pf.devices > 0 || !pf.sets.empty() || !pf.per_device_batch))
       throw Error("--machine, --devices, --set and --global-batch go with --plan (a strategy file states its own)");
-    search::StrategyFile f;
+    name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}, {"SimulateRequest.schedule", "--schedule"}});
+    runner::SimulateRequest q;
     if (pf.plan.empty()) {
-      f = search::load_strategy(strategy);
+      q.strategy = search::load_strategy(strategy);
     } else {
       pf.model = strategy;
       std::shared_ptr<const search::UserPlan> plan;
-      f = runner::optimize(plan_request(pf, plan)).file;
+      q.plan = plan_request(pf, plan);
       strategy = pf.plan;
     }
     if (!schedule.empty()) {
-      const ScheduleFlag s = parse_schedule(schedule);
-      f.schedule = s.kind, f.programs = s.programs;
-      if (f.pipeline_stages <= 0) throw Error("--schedule: " + strategy + " is not pipelined (it has no micro-batches)");
-      try {
-        check(*search::pipeline_shape(f));
-      } catch (const Error& e) {
-        throw Error(std::string("--schedule: ") + e.what());
-      }
+      ScheduleFlag sf = parse_schedule(schedule);
+      q.schedule = sf.kind, q.programs = std::move(sf.programs);
     }
-    const Machine m = f.machine.with_devices(f.devices);
-    const search::Efficiency eff = efficiency.empty() ? search::default_efficiency() : search::load_efficiency(efficiency);
-    search::CommOptions comm;
-    comm.bucket_bytes = bucket_mb * 1024 * 1024;
-    name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}});
-    TrainingRecipe recipe = f.recipe;
-    if (!precision.empty()) recipe.precision = parse_precision(precision);
-    if (!recompute.empty()) recipe.recompute = *parse_recompute(recompute, false);
-    if (!zero.empty()) recipe.zero = *parse_zero(zero, false);
-    const search::CostModel cm(m, eff, profile.empty() ? Profile{} : load_profile(profile), comm, recipe);
-    std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
-    const search::Simulator sim(f.strategy.graph, views, cm, search::pipeline_shape(f));
-    const search::SimulationSummary s = sim.summary();
+    if (!precision.empty()) q.precision = parse_precision(precision);
+    if (!recompute.empty()) q.recompute = parse_recompute(recompute, false);
+    if (!zero.empty()) q.zero = parse_zero(zero, false);
+    if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);
+    if (!profile.empty()) q.profile = load_profile(profile);
+    q.bucket_bytes = bucket_mb * 1024 * 1024;
+    const runner::SimulateReport rep = runner::simulate(std::move(q));
+    const search::StrategyFile& f = *rep.file;
+    const Machine& m = rep.machine;
+    const search::Simulator& sim = *rep.sim;
+    const search::SimulationSummary& s = rep.summary;
+    const TrainingRecipe& recipe = sim.recipe();
 
     std::cout << "model                 " << f.model << "\n"
               << "machine               " << m.name << ", " << f.devices << " devices\n"

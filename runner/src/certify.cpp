@@ -1,0 +1,21 @@
+// A strategy's certificate (see certify.h).
+#include "pcgx/runner/certify.h"
+
+namespace pcgx::runner {
+
+CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir,
+                               const verify::CertifyProgress& progress) {
+  const verify::AxiomSet axioms = verify::load_axioms(axioms_dir.empty() ? verify::default_axioms_dir() : axioms_dir);
+  CertifyReport r{verify::certify(strategy, axioms, {}, progress), axioms.hash, ""};
+  r.operators = "not compared with the model (a strategy file names its model, `plan check --certify` compares them)";
+  if (model) {
+    if (const auto differ = verify::same_operators(strategy, *model)) r.certificate.unverified.push_back("the operators are not the model's: " + *differ);
+    else r.operators = "the model's own, each reading what it reads in the model";
+  } else if (substitutions > 0) {
+    r.operators = "the model's after " + std::to_string(substitutions) +
+                  " substitutions, which this certificate does not prove (their rules' proofs are the ruleset's: pcgx audit)";
+  }
+  return r;
+}
+
+}  // namespace pcgx::runner

@@ -1,0 +1,35 @@
+// pcgx simulate's driver (see simulate.h).
+#include "pcgx/runner/simulate.h"
+
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::runner {
+
+SimulateReport simulate(SimulateRequest q) {
+  SimulateReport r;
+  r.file = std::make_unique<search::StrategyFile>(q.plan ? optimize(*q.plan).file : std::move(q.strategy));
+  search::StrategyFile& f = *r.file;
+  if (q.schedule) {
+    if (f.pipeline_stages <= 0) throw FieldError("SimulateRequest.schedule", "the strategy is not pipelined (it has no micro-batches)");
+    f.schedule = *q.schedule, f.programs = std::move(q.programs);
+    try {
+      check(*search::pipeline_shape(f));
+    } catch (const Error& e) {
+      throw FieldError("SimulateRequest.schedule", e.what());
+    }
+  }
+  r.machine = f.machine.with_devices(f.devices);
+  search::CommOptions comm;
+  comm.bucket_bytes = q.bucket_bytes;
+  TrainingRecipe recipe = f.recipe;
+  if (q.precision) recipe.precision = *q.precision;
+  if (q.recompute) recipe.recompute = *q.recompute;
+  if (q.zero) recipe.zero = *q.zero;
+  r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
+  std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
+  r.sim = std::make_unique<search::Simulator>(f.strategy.graph, views, *r.cost, search::pipeline_shape(f));
+  r.summary = r.sim->summary();
+  return r;
+}
+
+}  // namespace pcgx::runner
