@@ -12,9 +12,12 @@
 // timed unless --all: the figure would measure host copies. Without a GPU
 // it prints why and exits 0.
 //
-// Usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all]
+// Usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all] [--profile-out DIR]
+// (--profile-out: each model's measured profile, DIR/<model>.profile.json,
+// the operator times behind the "profiled" column.)
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -73,13 +76,15 @@ std::map<std::string, double> torch_steps_per_second(int steps, bool strict) {
 int main(int argc, char** argv) {
   int steps = 20;
   bool strict = false, all = false;
+  std::string profile_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (a == "--profile-out" && i + 1 < argc) profile_dir = argv[++i];
     else if (a == "--strict-fp32") strict = true;
     else if (a == "--all") all = true;
     else {
-      std::printf("usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all]\n");
+      std::printf("usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all] [--profile-out DIR]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -124,8 +129,9 @@ int main(int argc, char** argv) {
     const runtime::TrainResult timed = runtime::train(*g, {}, 1, o);
     const Machine m = search::find_machine("dgx-h100").with_devices(1);
     const double roofline = search::MachineMapper(search::CostModel(m, search::default_efficiency())).map(*g).estimate.time;
-    const double profiled =
-        search::MachineMapper(search::CostModel(m, search::default_efficiency(), runtime::profile_from_run(*g, timed))).map(*g).estimate.time;
+    const Profile measured = runtime::profile_from_run(*g, timed);
+    const double profiled = search::MachineMapper(search::CostModel(m, search::default_efficiency(), measured)).map(*g).estimate.time;
+    if (!profile_dir.empty()) std::ofstream(profile_dir + "/" + key + ".profile.json") << profile_to_json(measured);
     const double mfu = 3 * forward_flops(*g) / step / peak;
     const auto t = torch.find(key);
     std::printf("%-28s %9.2f %9s %6s %5.1f%% %12.2f %12.2f %12.2f\n", name, 1 / step,

@@ -96,18 +96,40 @@ def block(b, s, h, heads, ffn, layers=1):
     return params, loss
 
 
+def resnext(batch):
+    """torchvision's ResNeXt-50 (32x4d), 1000 classes, 224 x 224 images,
+    cross-entropy on random labels (the zoo's resnext-50)."""
+    import torchvision  # noqa: E402 (only this model needs it)
+    model = torchvision.models.resnext50_32x4d().to(DEVICE)
+    x = tensor(batch, 3, 224, 224)
+    labels = torch.randint(0, 1000, (batch,), device=DEVICE)
+    return list(model.parameters()), lambda: torch.nn.functional.cross_entropy(model(x), labels)
+
+
+# Autocast's dtype for --precision bf16/fp16 (FP32 weights, low-precision
+# products), None for fp32/tf32.
+AUTOCAST = None
+
+
+def step_loss(loss):
+    if AUTOCAST is None:
+        return loss()
+    with torch.autocast(device_type=DEVICE, dtype=AUTOCAST):
+        return loss()
+
+
 def steps_per_second(params, loss, steps):
     opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     for _ in range(3):  # warm-up
         opt.zero_grad()
-        loss().backward()
+        step_loss(loss).backward()
         opt.step()
     if DEVICE == "cuda":
         torch.cuda.synchronize()  # the warm-up's kernels done before the clock starts
     t0 = time.perf_counter()
     for _ in range(steps):
         opt.zero_grad()
-        loss().backward()
+        step_loss(loss).backward()
         opt.step()
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -124,16 +146,26 @@ def main():
     ap.add_argument("--layers", type=int, default=1, help="encoder blocks stacked")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--strict-fp32", action="store_true", help="cuda: no TF32 in products")
+    ap.add_argument("--precision", default="tf32", choices=["fp32", "tf32", "bf16", "fp16"],
+                    help="bf16/fp16: autocast (FP32 weights); fp32 is --strict-fp32")
+    ap.add_argument("--resnext", type=int, metavar="BATCH", help="also torchvision's ResNeXt-50 at this batch")
+    ap.add_argument("--only", choices=["mlp", "block", "resnext"], help="one model only")
     a = ap.parse_args()
-    global DEVICE
+    global DEVICE, AUTOCAST
     DEVICE = a.device
+    strict = a.strict_fp32 or a.precision == "fp32"
+    AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
     if DEVICE == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = not a.strict_fp32
-        torch.backends.cudnn.allow_tf32 = not a.strict_fp32
+        torch.backends.cuda.matmul.allow_tf32 = not strict
+        torch.backends.cudnn.allow_tf32 = not strict
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    print("mlp", steps_per_second(*mlp(*a.mlp), a.steps))
-    print("block", steps_per_second(*block(*a.block, a.layers), a.steps))
+    if a.only in (None, "mlp"):
+        print("mlp", steps_per_second(*mlp(*a.mlp), a.steps), flush=True)
+    if a.only in (None, "block"):
+        print("block", steps_per_second(*block(*a.block, a.layers), a.steps), flush=True)
+    if a.resnext or a.only == "resnext":
+        print("resnext", steps_per_second(*resnext(a.resnext or 64), a.steps), flush=True)
     if DEVICE == "cuda":
         print("blas", "cuBLAS on " + torch.cuda.get_device_name(), flush=True)
         return
