@@ -62,7 +62,7 @@ std::set<std::string> host_fallbacks(const Graph& g) {
 std::map<std::string, double> torch_steps_per_second(int steps, bool strict) {
   std::map<std::string, double> r;
   const std::string cmd = "python3 " + std::string(PCGX_SOURCE_DIR) + "/bench/runtime_torch.py --device cuda --steps " + std::to_string(steps) +
-                          " --mlp 256 8192 16 --block 8 512 1024 16 4096 --layers 4" + (strict ? " --strict-fp32" : "") + " 2>/dev/null";
+                          " --mlp 256 8192 16 --block 8 512 1024 16 4096 --layers 4 --resnext 64" + (strict ? " --strict-fp32" : "") + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char name[64], value[256];

@@ -189,8 +189,9 @@ do_run() {
   for t in $cases; do check "$t" 180 "$build/tests/test_cuda" --gtest_filter="$t"; done
   if command -v compute-sanitizer > /dev/null; then
     for t in Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/mlp_tiny Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/gpt_tiny \
-             Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/dlrm_tiny Cuda.TwoVirtualDevicesShareOneGpu; do
-      check "memcheck $t" 240 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/test_cuda" --gtest_filter="$t"
+             Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/dlrm_tiny Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/resnext_50_tiny \
+             Cuda.TwoVirtualDevicesShareOneGpu; do
+      check "memcheck $t" 150 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/test_cuda" --gtest_filter="$t"
     done
   else
     echo "SKIP memcheck: no compute-sanitizer on this machine" >> "$summary"

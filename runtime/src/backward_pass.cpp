@@ -21,10 +21,26 @@ void DeviceExecutor::clear_gradients(bool micro_only) {
   for (size_t id = 0; id < grads_.size(); ++id)
     for (size_t o = 0; o < grads_[id].size(); ++o) {
       if (micro_only && !micro_[id][o]) continue;
-      for (const Buffer& t : grads_[id][o])
-        if (t) backend_.fill(t, 0.f);
-      std::fill(touched_[id][o].begin(), touched_[id][o].end(), 0);
+      auto& state = touched_[id][o];
+      for (size_t k = 0; k < state.size(); ++k) {
+        if (state[k] & kOverwrittenFirst) {
+          state[k] = kUnzeroed;
+          continue;
+        }
+        if (const Buffer& t = grads_[id][o][k]) backend_.fill(t, 0.f);
+        state[k] = 0;
+      }
     }
+}
+
+const Buffer& DeviceExecutor::first_touch(TensorRef x, int64_t s) {
+  char& state = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
+  const Buffer& g = grads(x)[static_cast<size_t>(s)];
+  if (!(state & kTouched)) {
+    if (state & kUnzeroed) backend_.fill(g, 0.f);
+    state = kTouched;
+  }
+  return g;
 }
 
 void DeviceExecutor::seed_loss() {
@@ -33,7 +49,7 @@ void DeviceExecutor::seed_loss() {
   for (int64_t b = 0; b < s.num_blocks(); ++b)  // replica slot 0 holds the loss
     if (owns(out, b)) {
       backend_.fill(grads(out)[static_cast<size_t>(b)], loss_scale_);
-      touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = 1;
+      touched_[static_cast<size_t>(out.node)][static_cast<size_t>(out.output)][static_cast<size_t>(b)] = kTouched;
     }
 }
 
@@ -83,15 +99,21 @@ void DeviceExecutor::backward_compute(const Node& n) {
       din_[i] = nullptr;
       if (!is_float(i)) continue;  // index inputs: no gradient
       // The first contribution to a gradient shard of this device is
-      // written in place (it is zero); later ones, and those for another
-      // device, go through a buffer of this task.
+      // written in place (it is zero, or overwritten); later ones, and
+      // those for another device, go through a buffer of this task.
+      const bool overwrites = backend_.overwrites_gradient(n, i);
       char& touched = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
-      if (mine && !touched) {
-        din_[i] = &grads(x)[static_cast<size_t>(s)];
-        direct_[i] = 1, touched = 1;
+      if (mine && !(touched & kTouched)) {
+        if (overwrites) {
+          din_[i] = &grads(x)[static_cast<size_t>(s)];
+          touched = kTouched | kOverwrittenFirst;
+        } else {
+          din_[i] = &first_touch(x, s);
+        }
+        direct_[i] = 1;
       } else {
         const Buffer& c = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
-        backend_.fill(c, 0.f);
+        if (!overwrites) backend_.fill(c, 0.f);
         din_[i] = &c;
       }
     }
@@ -169,13 +191,7 @@ void DeviceExecutor::backward_moves(const Node& n) {
   const int me = comm_.rank();
   auto src_of = [&](const Move& m) { return plan_.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   auto dst_of = [&](const Move& m) { return np.owner[static_cast<size_t>(m.output)][static_cast<size_t>(m.out_shard)]; };
-  auto mark = [&](const Move& m) {
-    const TensorRef x = n.inputs[static_cast<size_t>(m.input)];
-    touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
-  };
-  auto into = [&](const Move& m) -> const Buffer& {
-    return grads(n.inputs[static_cast<size_t>(m.input)])[static_cast<size_t>(m.in_shard)];
-  };
+  auto into = [&](const Move& m) -> const Buffer& { return first_touch(n.inputs[static_cast<size_t>(m.input)], m.in_shard); };
   // The transpose of a move: a cut's gradient is placed after receiving.
   for (size_t k = 0; k < np.moves.size(); ++k) {
     const Move& m = np.moves[k];
@@ -185,7 +201,6 @@ void DeviceExecutor::backward_moves(const Node& n) {
     if (kind == Move::Kind::kPlace) backend_.add_from_block(into(m), dy, *offset);
     else if (kind == Move::Kind::kCut) backend_.add_block(into(m), *offset, dy);
     else backend_.add(into(m), dy);
-    mark(m);
   }
   if (!early_[1][static_cast<size_t>(n.id)]) move_sends(n, true);
   for (size_t i = 0; i < n.inputs.size(); ++i)
@@ -205,11 +220,10 @@ void DeviceExecutor::move_receives(const Node& n, size_t i) {
     if (src != me || dst == me) continue;
     const Buffer& g = move_buffer(n, k);
     comm_.recv(dst, tag(n, static_cast<int64_t>(k), true), g.span());
-    const Buffer& into = grads(x)[static_cast<size_t>(m.in_shard)];
+    const Buffer& into = first_touch(x, m.in_shard);
     const auto [kind, offset] = move_kind(n, m);
     if (kind == Move::Kind::kCut) backend_.add_block(into, *offset, g);
     else backend_.add(into, g);
-    touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(m.in_shard)] = 1;
   }
 }
 

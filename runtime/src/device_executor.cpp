@@ -205,8 +205,7 @@ const Buffer& DeviceExecutor::move_buffer(const Node& n, size_t k) {
 }
 
 void DeviceExecutor::accumulate(TensorRef t, int64_t shard, const Buffer& g) {
-  backend_.add(grads(t)[static_cast<size_t>(shard)], g);
-  touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)] = 1;
+  backend_.add(first_touch(t, shard), g);
 }
 
 const Buffer& DeviceExecutor::block_buffer(std::vector<std::map<Slot, Buffer>>& pool, NodeId node, Slot slot,

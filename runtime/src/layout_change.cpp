@@ -67,8 +67,7 @@ void DeviceExecutor::piece_receives(const Node& n, bool backward) {
     if (!backward) {
       backend_.add_block(values(out)[static_cast<size_t>(p.out_shard)], p.out_offset, b);
     } else {
-      backend_.add_block(grads(in)[static_cast<size_t>(p.in_shard)], p.in_offset, b);
-      touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(p.in_shard)] = 1;
+      backend_.add_block(first_touch(in, p.in_shard), p.in_offset, b);
     }
   }
 }
@@ -118,8 +117,7 @@ void DeviceExecutor::backward_all_reduce(const Node& n) {
     backend_.copy(b, dy);
     collective(StepEventKind::kCollective, static_cast<int64_t>(g),
                [&] { comm_.all_reduce(group_scratch_, b.span(), collective_tag(n.id, static_cast<int64_t>(g), true)); });
-    backend_.add(grads(in)[static_cast<size_t>(mine->in_shard)], b);
-    touched_[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)][static_cast<size_t>(mine->in_shard)] = 1;
+    backend_.add(first_touch(in, mine->in_shard), b);
   }
 }
 

@@ -214,6 +214,11 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   TimedCommunicator::Totals saved_comm;
   UpdateTime saved_update;
   double fastest = std::numeric_limits<double>::infinity();
+  // Which batch the devices hold: a step that trains on the same batch
+  // again (one batch, or its turn in the cycle repeating) does not upload
+  // it again. Nothing writes an input's values (they and the layouts
+  // filled from them are kept through the step, saved_tensors.h).
+  int64_t resident = -1;
   for (int64_t step = s.first; step < options.steps; ++step) {
     const bool timing = options.time_kernels && step >= first_timed_step(options);
     if (timing) {
@@ -224,8 +229,11 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     const bool traced = step == options.trace_step;
     if (traced) recorder.start(origin);
     const auto t0 = backend.now();
-    const auto& batch = s.source().batch(step);
-    for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
+    if (const int64_t b = step % s.source().batches(); b != resident) {
+      const auto& batch = s.source().batch(step);
+      for (NodeId i : s.inputs) ex->set_source(i, batch.at(g.node(i).name));
+      resident = b;
+    }
     if (scaling) ex->set_loss_scale(scaler.scale());
     const double loss = ex->forward_backward();
     ex->synchronize_gradients();

@@ -5,8 +5,10 @@
 // where no GPU is visible (CI compiles them; scripts/gpu_check.sh runs them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "model_param_name.h"
 #include "tensor_compare.h"
@@ -39,9 +41,24 @@ std::unique_ptr<Backend> gpu(bool tf32) {
 
 class CudaZoo : public ::testing::TestWithParam<std::string> {};
 
+// The largest |value| of a tensor.
+double largest(const Tensor<float>& t) {
+  double m = 0;
+  for (float v : t.data) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
 // One step of the unpartitioned model, strict FP32: every node's output and
 // gradient (native kernels and the host fallback alike) within 1e-5 of the
-// CPU's, relative to the tensor's largest value.
+// CPU's, relative to the tensor's largest value. A gradient is a sum of
+// its consumers' output gradients' terms, and float sums err relative to
+// the terms, not the sum: where they cancel (an attention key's bias, whose
+// gradient is zero in exact arithmetic since softmax ignores a shift per
+// row) both backends hold rounding noise of the terms' size in different
+// orders. So a gradient's scale is at least its consumers' output
+// gradients' (measured on the GPU: the key bias of bert-large-tiny and
+// gpt-tiny differed by 1.5e-9 to 4.7e-9 where its consumer's gradient is
+// orders larger).
 TEST_P(CudaZoo, OneStepMatchesTheCpuNodeByNode) {
   PCGX_REQUIRE_GPU();
   const Graph g = build_model(GetParam(), {});
@@ -61,12 +78,20 @@ TEST_P(CudaZoo, OneStepMatchesTheCpuNodeByNode) {
       ex->forward();
       ex->backward();
     }
+    const auto consumers = g.consumers();
     for (const Node& n : g.nodes())
       for (size_t o = 0; o < n.outputs.size(); ++o) {
         const TensorRef t{n.id, static_cast<int32_t>(o)};
         EXPECT_LT(relative_difference(cuda.value(t, 0), cpu.value(t, 0), 1e-6), 1e-5) << describe(n) << " value";
         if (n.outputs[o].dtype == DataType::kFloat32) {
-          EXPECT_LT(relative_difference(cuda.gradient(t, 0), cpu.gradient(t, 0), 1e-6), 1e-5) << describe(n) << " gradient";
+          double terms = 1e-6;
+          for (const auto& [c, i] : consumers[static_cast<size_t>(n.id)]) {
+            if (g.node(c).inputs[static_cast<size_t>(i)] != t) continue;
+            for (size_t co = 0; co < g.node(c).outputs.size(); ++co)
+              if (g.node(c).outputs[co].dtype == DataType::kFloat32)
+                terms = std::max(terms, largest(cpu.gradient({c, static_cast<int32_t>(co)}, 0)));
+          }
+          EXPECT_LT(relative_difference(cuda.gradient(t, 0), cpu.gradient(t, 0), terms), 1e-5) << describe(n) << " gradient";
         }
       }
     const auto fallbacks = device.host_fallbacks();
@@ -76,7 +101,8 @@ TEST_P(CudaZoo, OneStepMatchesTheCpuNodeByNode) {
 }
 
 // 20 steps on one GPU against the CPU: strict FP32 within 1e-4 of the CPU's
-// losses; TF32 (10 mantissa bits in the products) within 2e-2.
+// losses; TF32 (10 mantissa bits in the products) within 2e-2 while the
+// model learns (below).
 TEST_P(CudaZoo, TwentyStepsTrainLikeTheCpu) {
   PCGX_REQUIRE_GPU();
   const Graph g = build_model(GetParam(), {});
@@ -89,8 +115,20 @@ TEST_P(CudaZoo, TwentyStepsTrainLikeTheCpu) {
     const TrainResult cuda = train(g, {}, 1, o);
     EXPECT_EQ(cuda.backend, "cuda");
     const double tolerance = tf32 ? 2e-2 : 1e-4;
-    for (size_t s = 0; s < cpu.losses.size(); ++s)
-      EXPECT_NEAR(cuda.losses[s], cpu.losses[s], tolerance * std::fabs(cpu.losses[s]) + 1e-6) << "step " << s;
+    std::printf("%s %s losses (cpu / cuda):", GetParam().c_str(), tf32 ? "tf32" : "strict fp32");
+    for (size_t s = 0; s < cpu.losses.size(); ++s) std::printf(" %.6g/%.6g", cpu.losses[s], cuda.losses[s]);
+    std::printf("\n");
+    // A model that memorizes its one batch drives the loss towards zero,
+    // where a loss is exp(-margin) and TF32's rounding of the products
+    // (10 mantissa bits) moves it by more than any fixed share (measured on
+    // an H100: resnext-50-tiny at step 17, 5.2e-4 on TF32 against 7.4e-4,
+    // where strict FP32 stayed within 1e-4). So TF32 follows the CPU while
+    // the loss is above 1% of its start, and is below that where the CPU's is.
+    const double learned = 0.01 * std::fabs(cpu.losses[0]);
+    for (size_t s = 0; s < cpu.losses.size(); ++s) {
+      if (tf32 && std::fabs(cpu.losses[s]) < learned) EXPECT_LT(std::fabs(cuda.losses[s]), learned) << "step " << s;
+      else EXPECT_NEAR(cuda.losses[s], cpu.losses[s], tolerance * std::fabs(cpu.losses[s]) + 1e-6) << "step " << s;
+    }
   }
 }
 
@@ -113,6 +151,28 @@ TEST(Cuda, TwoVirtualDevicesShareOneGpu) {
   const TrainResult two = train(s.graph, {s.views.begin(), s.views.end()}, 2, o);
   for (size_t k = 0; k < one.losses.size(); ++k) EXPECT_NEAR(two.losses[k], one.losses[k], 1e-4 * std::fabs(one.losses[k]) + 1e-6) << k;
   for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(two.parameters.at(name), w, 1e-2), 1e-4) << name;
+}
+
+// ResNeXt data parallel on two virtual devices sharing the GPU: BatchNorm
+// becomes BatchSum, BatchSquares and BatchNormApply with their statistics
+// all-reduced, each on the GPU's kernels; 5 steps of strict FP32 train as
+// the same plan does on the CPU.
+TEST(Cuda, DataParallelBatchNormTrainsLikeTheCpu) {
+  PCGX_REQUIRE_GPU();
+  const Graph model = build_model("resnext-50-tiny", {{"batch", 8}});
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(2), search::default_efficiency());
+  const search::Strategy s = search::MachineMapper(cm).map(search::data_parallel(model, 2));
+  std::set<std::string> ops;
+  for (const Node& n : s.graph.nodes()) ops.insert(n.op->name);
+  for (const char* op : {"BatchSum", "BatchSquares", "BatchNormApply", "Conv2D", "Pool2D"}) ASSERT_TRUE(ops.count(op)) << op;
+  TrainOptions o;
+  o.steps = 5, o.seed = 3, o.batches = 1;
+  const TrainResult cpu = train(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+  o.backend = [](int) { return gpu(false); };
+  const TrainResult cuda = train(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+  EXPECT_EQ(cuda.backend_remarks.find("host copies"), std::string::npos) << cuda.backend_remarks;
+  for (size_t k = 0; k < cpu.losses.size(); ++k) EXPECT_NEAR(cuda.losses[k], cpu.losses[k], 1e-4 * std::fabs(cpu.losses[k]) + 1e-6) << k;
+  for (const auto& [name, w] : cpu.parameters) EXPECT_LT(relative_difference(cuda.parameters.at(name), w, 1e-2), 1e-4) << name;
 }
 
 // Every buffer comes from the arena while the first step asks for it.

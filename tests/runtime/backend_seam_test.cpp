@@ -3,11 +3,17 @@
 // address disguised (its top bit flipped, an address no process can read)
 // trains to the same bits as the plain host backend, its messages staged
 // through the host (staging_communicator.h). A stray read of a buffer's
-// floats anywhere outside the backend would crash this test.
+// floats anywhere outside the backend would crash this test. Run again
+// with the backend overwriting the gradients of every other node
+// (Backend::overwrites_gradient, as the GPU's does), so the executor skips
+// zeroing them: any gradient it then adds into without zeroing, or a
+// partial sum it lets a kernel overwrite, changes the bits.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
+#include "mapped_plan.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/host_backend.h"
 #include "pcgx/runtime/trainer.h"
@@ -19,6 +25,7 @@ namespace {
 
 class DisguisedBackend final : public Backend {
  public:
+  explicit DisguisedBackend(bool overwrite = false) : overwrite_(overwrite) {}
   std::string name() const override { return "disguised"; }
   Buffer allocate(std::span<const int64_t> shape) override { return hide(host_.allocate(shape)); }
   std::span<const int64_t> shape(const Buffer& b) const override { return host_.shape(b); }
@@ -49,8 +56,14 @@ class DisguisedBackend final : public Backend {
   void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out,
                 std::span<const Buffer* const> out_grad, std::span<const Buffer* const> in_grad) override {
     auto i = reals(in), o = reals(out), d = reals(out_grad), g = reals(in_grad);
+    // An overwritten gradient holds anything on entry (last step's values,
+    // another task's sum): written whole here, as zeros the host's kernel
+    // then adds into.
+    for (size_t k = 0; k < g.size(); ++k)
+      if (g[k] && overwrites_gradient(n, k)) host_.fill(g[k], 0.f);
     host_.backward(n, ctx, pointers(i), pointers(o), pointers(d), pointers(g));
   }
+  bool overwrites_gradient(const Node& n, size_t) const override { return overwrite_ && n.id % 2 == 0; }
   void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override {
     std::vector<ParameterSlot> r(slots.begin(), slots.end());
     for (ParameterSlot& s : r) s.w = real(s.w), s.g = real(s.g), s.m = real(s.m), s.v = real(s.v);
@@ -77,18 +90,22 @@ class DisguisedBackend final : public Backend {
     for (const Buffer& b : bs) p.push_back(b ? &b : nullptr);
     return p;
   }
+  bool overwrite_;
   HostBackend host_;
 };
 
 void expect_same_training(const Graph& g, const std::vector<MachineView>& views, int devices, TrainOptions o) {
   const TrainResult plain = train(g, views, devices, o);
-  o.backend = [](int) { return std::make_unique<DisguisedBackend>(); };
-  const TrainResult hidden = train(g, views, devices, o);
-  EXPECT_EQ(hidden.backend, "disguised");
-  EXPECT_EQ(hidden.losses, plain.losses);
-  ASSERT_EQ(hidden.parameters.size(), plain.parameters.size());
-  for (const auto& [name, w] : plain.parameters) EXPECT_EQ(hidden.parameters.at(name).data, w.data) << name;
-  EXPECT_EQ(hidden.bytes_sent, plain.bytes_sent);
+  for (const bool overwrite : {false, true}) {
+    SCOPED_TRACE(overwrite ? "every other node's gradients overwritten" : "gradients added into zeros");
+    o.backend = [overwrite](int) { return std::make_unique<DisguisedBackend>(overwrite); };
+    const TrainResult hidden = train(g, views, devices, o);
+    EXPECT_EQ(hidden.backend, "disguised");
+    EXPECT_EQ(hidden.losses, plain.losses);
+    ASSERT_EQ(hidden.parameters.size(), plain.parameters.size());
+    for (const auto& [name, w] : plain.parameters) EXPECT_EQ(hidden.parameters.at(name).data, w.data) << name;
+    EXPECT_EQ(hidden.bytes_sent, plain.bytes_sent);
+  }
 }
 
 // Data parallelism: gradient buckets all-reduced, Adam's two moments.
@@ -125,6 +142,19 @@ TEST(BackendSeam, ALossOffDeviceZeroReachesDeviceZero) {
   TrainOptions o;
   o.steps = 3, o.seed = 3, o.batches = 1;
   expect_same_training(model, views, 2, o);
+}
+
+// A two-stage pipeline of four micro-batches under 1F1B: gradients cleared
+// per micro-batch (the pipelined tensors') and per step (the weights'),
+// weights' gradients summed over the micro-batches.
+TEST(BackendSeam, APipelineTrainsTheSameBits) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pcgx::testing::pipeline_plan(g, "cpu-host", 4, search::Algorithm::kDataParallel, {2, 4, 1});
+  const pcgx::testing::MappedPlan p = pcgx::testing::plan_of(r, 4);
+  TrainOptions o;
+  o.steps = 3, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05;
+  o.pipeline = PipelineShape{r.stages, r.micro_batches, r.virtual_stages, PipelineSchedule::k1F1B};
+  expect_same_training(p.graph, p.views, p.devices, o);
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
 #pragma once
-// cuBLAS, loaded when the first CUDA backend starts rather than linked:
-// linking it costs every start of the pcgx binary ~70 ms of mapping its
-// libraries (measured: an empty program linked with -lcublas starts in 72
-// ms, without it in 2 ms), whether or not a GPU is used, and the CLI tests
-// start pcgx hundreds of times. Only the calls the backend makes.
+// cuBLAS, loaded when the first CUDA backend starts (library_loader.h).
+// Only the calls the backend makes.
 #include <cublas_v2.h>
+
+#include <string>
 
 namespace pcgx::runtime::cuda {
 
 struct Cublas {
+  std::string path;  // the file loaded
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;

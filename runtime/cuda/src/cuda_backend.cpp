@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <cstring>
 #include <set>
+#include <unordered_map>
 
 #include "cublas_loader.h"
+#include "cudnn_conv.h"
 #include "kernels.h"
+#include "vision_kernels.h"
 #include "pcgx/pcg/error.h"
 
 namespace pcgx::runtime::cuda {
@@ -25,7 +29,8 @@ void check(cublasStatus_t e, const char* what) {
 // The operators with kernels of this backend; the rest run on the host.
 enum class Kind : uint8_t {
   kHost, kEwAdd, kEwMul, kScalarMul, kRelu, kGelu, kSigmoid, kTanh, kDropout, kLinear, kMatMul, kBatchMatMul,
-  kSoftmax, kLayerNorm, kMSELoss, kCrossEntropy, kReshape, kTranspose, kConcat, kSplit, kEmbedding, kEmbeddingBag
+  kSoftmax, kLayerNorm, kMSELoss, kCrossEntropy, kReshape, kTranspose, kConcat, kSplit, kEmbedding, kEmbeddingBag,
+  kConv2D, kPool2D, kBatchNorm, kBatchSum, kBatchSquares, kBatchNormApply
 };
 
 Kind kind_of(const OpDef& op) {
@@ -35,7 +40,9 @@ Kind kind_of(const OpDef& op) {
       {"Linear", Kind::kLinear}, {"MatMul", Kind::kMatMul}, {"BatchMatMul", Kind::kBatchMatMul},
       {"Softmax", Kind::kSoftmax}, {"LayerNorm", Kind::kLayerNorm}, {"MSELoss", Kind::kMSELoss},
       {"SoftmaxCrossEntropy", Kind::kCrossEntropy}, {"Reshape", Kind::kReshape}, {"Transpose", Kind::kTranspose},
-      {"Concat", Kind::kConcat}, {"Split", Kind::kSplit}, {"Embedding", Kind::kEmbedding}, {"EmbeddingBag", Kind::kEmbeddingBag}};
+      {"Concat", Kind::kConcat}, {"Split", Kind::kSplit}, {"Embedding", Kind::kEmbedding}, {"EmbeddingBag", Kind::kEmbeddingBag},
+      {"Conv2D", Kind::kConv2D}, {"Pool2D", Kind::kPool2D}, {"BatchNorm", Kind::kBatchNorm}, {"BatchSum", Kind::kBatchSum},
+      {"BatchSquares", Kind::kBatchSquares}, {"BatchNormApply", Kind::kBatchNormApply}};
   for (const auto& [name, k] : kinds)
     if (op.name == name) return k;
   return Kind::kHost;
@@ -102,6 +109,46 @@ void along_axis(const Attributes& a, std::span<const Buffer* const> pieces, cons
   }
 }
 
+// Conv2D's geometry from its shards' shapes and attributes.
+ConvGeometry conv_geometry(const Attributes& a, const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y) {
+  ConvGeometry g;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.o = w[0], g.cg = w[1], g.kh = w[2], g.kw = w[3];
+  g.ho = y[2], g.wo = y[3];
+  g.sh = a.get_int("stride_h"), g.sw = a.get_int("stride_w"), g.ph = a.get_int("pad_h"), g.pw = a.get_int("pad_w");
+  return g;
+}
+
+PoolGeometry pool_geometry(const Attributes& a, const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+  PoolGeometry g;
+  g.planes = x[0] * x[1], g.h = x[2], g.w = x[3], g.ho = y[2], g.wo = y[3];
+  g.kh = a.get_int("kernel_h"), g.kw = a.get_int("kernel_w");
+  g.sh = a.get_int("stride_h") ? a.get_int("stride_h") : g.kh;
+  g.sw = a.get_int("stride_w") ? a.get_int("stride_w") : g.kw;
+  g.ph = a.get_int("pad_h"), g.pw = a.get_int("pad_w");
+  g.max = a.get_string("mode") == "max";
+  return g;
+}
+
+// x[N, C, S...] of a BatchNorm-family shard: statistics per `group`
+// samples (BatchNorm's attribute; the whole shard for the others).
+ChannelGeometry channel_geometry(const std::vector<int64_t>& x, int64_t group) {
+  ChannelGeometry g;
+  g.n = x[0], g.c = x[1], g.s = 1;
+  for (size_t d = 2; d < x.size(); ++d) g.s *= x[d];
+  g.group = group > 0 ? group : g.n;
+  return g;
+}
+
+// The elements per channel of the whole (logical) x a statistic spans
+// (batch_norm_ops.cpp's statistics_count).
+int64_t statistics_count(const TaskContext& ctx) {
+  const auto& dims = ctx.input_shapes[0].dims;
+  int64_t n = dims[0].size;
+  for (size_t d = 2; d < dims.size(); ++d) n *= dims[d].size;
+  return n;
+}
+
 constexpr size_t kChunk = size_t{64} << 20;  // the arena's cudaMalloc granule
 constexpr size_t kAlign = 256;
 
@@ -122,11 +169,31 @@ struct CudaBackend::State {
   std::deque<Tensor<float>> host;           // per buffer id: its host copy, made when first needed
   // Scratch per slot, grown to the largest asked (so nothing is allocated
   // after the first step): 0 and 1 for an operator's intermediates, 2 for
-  // the partial sums of a reduction beside them.
-  float* scratch[3] = {nullptr, nullptr, nullptr};
+  // the partial sums of a reduction beside them, 3 for batch statistics.
+  float* scratch[4] = {nullptr, nullptr, nullptr, nullptr};
   int* nonfinite = nullptr;  // unscale's flag, allocated at its first call
-  size_t scratch_size[3] = {0, 0, 0};
+  size_t scratch_size[4] = {0, 0, 0, 0};
+  std::unique_ptr<CudnnConv> conv;  // made at the first Conv2D
+  CudnnConv& convolutions() {
+    if (!conv) conv = std::make_unique<CudnnConv>(stream, tf32);
+    return *conv;
+  }
+  double* scratch_doubles(size_t n) { return reinterpret_cast<double*>(scratch_floats(3, 2 * n)); }
   std::set<std::string> fallbacks;
+  // Per input buffer: its pinned host copy and the event of the last
+  // upload from it (waited for before it is written again).
+  struct Pinned {
+    float* host = nullptr;
+    cudaEvent_t done = nullptr;
+    bool pending = false;
+  };
+  std::unordered_map<int32_t, Pinned> pinned;
+  // now(): two events recorded in turn; the time is the host's at the
+  // first read plus the GPU's intervals between reads since.
+  cudaEvent_t clock_events[2] = {nullptr, nullptr};
+  int clock_next = 0;
+  bool clock_started = false;
+  Backend::Clock::time_point clock_time;
   // The host fallback's argument arrays (host_backend.cpp's).
   std::vector<const Tensor<float>*> in, out_ptrs, dout;
   std::vector<Tensor<float>> out, din;
@@ -144,6 +211,9 @@ struct CudaBackend::State {
     void* p = next;
     next += bytes, left -= bytes;
     return p;
+  }
+  void copy(float* to, const float* from, int64_t n) {
+    check(cudaMemcpyAsync(to, from, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream), "copy");
   }
   float* scratch_floats(int slot, size_t n) {
     if (scratch_size[slot] < n) {
@@ -241,15 +311,23 @@ CudaBackend::CudaBackend(const CudaOptions& o) : s_(std::make_unique<State>()) {
   check(cublas().create(&s_->blas), "cublasCreate");
   check(cublas().set_stream(s_->blas, s_->stream), "cublasSetStream");
   check(cublas().set_math_mode(s_->blas, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  for (cudaEvent_t& e : s_->clock_events) check(cudaEventCreate(&e), "cudaEventCreate");
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(s_->device);
   if (s_->stream) cudaStreamSynchronize(s_->stream);
   if (s_->blas) cublas().destroy(s_->blas);
+  s_->conv.reset();
   for (float* p : s_->scratch)
     if (p) cudaFree(p);
   if (s_->nonfinite) cudaFree(s_->nonfinite);
+  for (auto& [id, p] : s_->pinned) {
+    if (p.host) cudaFreeHost(p.host);
+    if (p.done) cudaEventDestroy(p.done);
+  }
+  for (cudaEvent_t e : s_->clock_events)
+    if (e) cudaEventDestroy(e);
   for (void* p : s_->chunks) cudaFree(p);
   if (s_->stream) cudaStreamDestroy(s_->stream);
 }
@@ -301,11 +379,26 @@ void CudaBackend::copy_range(const Buffer& to, const Buffer& flat, int64_t at) {
 }
 
 void CudaBackend::upload_block(const Tensor<float>& logical, std::span<const int64_t> offset, const Buffer& out) {
-  Tensor<float>& t = s_->staged(out, false);
-  // The previous upload from this host copy must be done before it is overwritten.
-  check(cudaStreamSynchronize(s_->stream), "synchronize");
-  pcgx::read_block(logical, offset, t);
-  s_->put(out);
+  State::Pinned& p = s_->pinned[out.id];
+  const size_t bytes = static_cast<size_t>(out.numel) * sizeof(float);
+  if (!p.host) {
+    check(cudaHostAlloc(reinterpret_cast<void**>(&p.host), std::max<size_t>(bytes, 1), cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  // The last upload from this pinned copy must be done before it is
+  // written again; the rest of the queue goes on.
+  if (p.pending) check(cudaEventSynchronize(p.done), "synchronize");
+  const bool whole = logical.numel() == out.numel && std::all_of(offset.begin(), offset.end(), [](int64_t o) { return o == 0; });
+  if (whole) {
+    std::memcpy(p.host, logical.data.data(), bytes);
+  } else {
+    Tensor<float>& t = s_->staged(out, false);
+    pcgx::read_block(logical, offset, t);
+    std::memcpy(p.host, t.data.data(), bytes);
+  }
+  check(cudaMemcpyAsync(out.data, p.host, bytes, cudaMemcpyHostToDevice, s_->stream), "copy to device");
+  check(cudaEventRecord(p.done, s_->stream), "cudaEventRecord");
+  p.pending = true;
 }
 
 void CudaBackend::download(const Buffer& b, std::span<float> host) {
@@ -333,6 +426,13 @@ void CudaBackend::from_host(std::span<const float> from, std::span<float> to) {
 
 bool CudaBackend::native(const OpDef& op) { return kind_of(op) != Kind::kHost; }
 
+bool CudaBackend::overwrites_gradient(const Node& n, size_t input) const {
+  // An embedding's table gradient is scattered into (rows may repeat);
+  // every other gradient, the host fallback's included, is written whole.
+  const Kind k = kind_of(*n.op);
+  return !((k == Kind::kEmbedding || k == Kind::kEmbeddingBag) && input == 1);
+}
+
 std::string CudaBackend::unsupported(const Node& n) const {
   if (native(*n.op)) return "";
   // The host fallback runs the CPU's kernels.
@@ -344,13 +444,14 @@ std::string CudaBackend::unsupported(const Node& n) const {
 std::vector<std::string> CudaBackend::host_fallbacks() const { return {s_->fallbacks.begin(), s_->fallbacks.end()}; }
 
 std::string CudaBackend::remarks() const {
-  if (s_->fallbacks.empty()) return "";
-  std::string r = "ran on the CPU's kernels through host copies (no CUDA kernel yet):";
+  std::string r = "loaded " + cublas().path + (s_->conv ? " and " + s_->conv->describe() : "");
+  if (s_->fallbacks.empty()) return r;
+  r += "; ran on the CPU's kernels through host copies (no CUDA kernel yet):";
   for (const std::string& f : s_->fallbacks) r += " " + f;
   return r;
 }
 
-int64_t CudaBackend::device_allocations() const { return s_->mallocs; }
+int64_t CudaBackend::device_allocations() const { return s_->mallocs + (s_->conv ? s_->conv->device_allocations() : 0); }
 
 void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out) {
   State& s = *s_;
@@ -410,13 +511,11 @@ void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
       return cross_entropy(in[0]->data, in[1]->data, y, rows, classes, global.num_elements() / global.dims.back().size,
                            s.scratch_floats(2, static_cast<size_t>(std::max<int64_t>(rows, 1))), s.stream);
     }
-    case Kind::kReshape:
-      check(cudaMemcpyAsync(y, in[0]->data, static_cast<size_t>(out[0]->numel) * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "copy");
-      return;
+    case Kind::kReshape: return s.copy(y, in[0]->data, out[0]->numel);
     case Kind::kTranspose:
       return permute(permute_geometry(s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)],
                                       n.attrs.get_ints("perm")),
-                     in[0]->data, y, false, s.stream);
+                     in[0]->data, y, PermuteOp::kGather, s.stream);
     case Kind::kConcat:
       return along_axis(n.attrs, in, s.shapes, [&](const Buffer& x, std::span<const int64_t> at) {
         block(BlockOp::kWrite, s.geometry(*out[0], at, x), y, x.data, s.stream);
@@ -431,6 +530,37 @@ void CudaBackend::forward(const Node& n, const TaskContext& ctx, std::span<const
       const auto& ts = s.shapes[static_cast<size_t>(in[1]->id)];
       const int64_t bag = k == Kind::kEmbeddingBag ? is[1] : 1;
       return gather_rows(in[0]->data, in[1]->data, y, in[0]->numel / bag, bag, ts[0], ts[1], ctx.input_offsets[1][0], s.stream);
+    }
+    case Kind::kConv2D: {
+      const auto& ys = s.shapes[static_cast<size_t>(out[0]->id)];
+      const ConvGeometry g = conv_geometry(n.attrs, s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(in[1]->id)], ys);
+      s.convolutions().forward(g, in[0]->data, in[1]->data, y);
+      const bool bias = n.attrs.get_bool("use_bias");
+      const Act act = act_named(n.attrs.get_string("activation"));
+      if (bias || act != Act::kNone) channel_bias_activate(act, y, bias ? in[2]->data : nullptr, g.n, g.o, g.ho * g.wo, s.stream);
+      return;
+    }
+    case Kind::kPool2D:
+      return pool(pool_geometry(n.attrs, s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)]), in[0]->data,
+                  y, s.stream);
+    case Kind::kBatchNorm: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], n.attrs.get_int("group"));
+      return batch_norm(g, in[0]->data, in[1]->data, in[2]->data, y, static_cast<float>(n.attrs.get_float("eps")),
+                        s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))), s.stream);
+    }
+    case Kind::kBatchSum: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0);
+      return batch_sum(g, in[0]->data, y, s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))), s.stream);
+    }
+    case Kind::kBatchSquares: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0);
+      return batch_squares(g, in[0]->data, in[1]->data, statistics_count(ctx), y,
+                           s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))), s.stream);
+    }
+    case Kind::kBatchNormApply: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0);
+      return batch_norm_apply(g, in[0]->data, in[1]->data, in[2]->data, in[3]->data, in[4]->data, statistics_count(ctx),
+                              static_cast<float>(n.attrs.get_float("eps")), y, s.stream);
     }
     case Kind::kHost: break;
   }
@@ -455,23 +585,25 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
   const float* dy = out_grad[0]->data;
   const int64_t size = out_grad[0]->numel;
   switch (k) {
+    // Every gradient here is written whole (overwrites_gradient), except an
+    // embedding table's, which is zeroed by the executor and added into.
     case Kind::kEwAdd:
-      for (int i = 0; i < 2; ++i) cuda::add(in_grad[static_cast<size_t>(i)]->data, dy, size, s.stream);
+      for (int i = 0; i < 2; ++i) s.copy(in_grad[static_cast<size_t>(i)]->data, dy, size);
       return;
     case Kind::kEwMul:
-      mul_add(dy, in[1]->data, in_grad[0]->data, size, s.stream);
-      mul_add(dy, in[0]->data, in_grad[1]->data, size, s.stream);
+      ew_mul(dy, in[1]->data, in_grad[0]->data, size, s.stream);
+      ew_mul(dy, in[0]->data, in_grad[1]->data, size, s.stream);
       return;
     case Kind::kScalarMul:
-      return scale_add(dy, static_cast<float>(n.attrs.get_float("scalar")), in_grad[0]->data, size, s.stream);
+      return scale(dy, static_cast<float>(n.attrs.get_float("scalar")), in_grad[0]->data, size, s.stream);
     case Kind::kRelu:
     case Kind::kGelu:
     case Kind::kSigmoid:
     case Kind::kTanh:
-      return activation_backward_add(act_of(k), in[0]->data, out[0]->data, dy, in_grad[0]->data, size, s.stream);
+      return activation_backward(act_of(k), in[0]->data, out[0]->data, dy, in_grad[0]->data, size, s.stream);
     case Kind::kDropout:
       return dropout(dy, in_grad[0]->data, s.dropout_geometry(*out[0], ctx), static_cast<uint64_t>(n.attrs.get_int("seed")),
-                     n.attrs.get_float("rate"), true, s.stream);
+                     n.attrs.get_float("rate"), false, s.stream);
     case Kind::kLinear:
     case Kind::kMatMul: {
       const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
@@ -489,15 +621,13 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
             if (bias) bias_activate(Act::kNone, z, in[2]->data, m, nn, s.stream);
           }
           float* d = s.scratch_floats(0, elems);
-          check(cudaMemsetAsync(d, 0, elems * sizeof(float), s.stream), "cudaMemset");
-          activation_backward_add(act, z, out[0]->data, dy, d, m * nn, s.stream);
+          activation_backward(act, z, out[0]->data, dy, d, m * nn, s.stream);
           dz = d;
         }
-        if (bias)
-          add_column_sums(dz, m, nn, in_grad[2]->data, s.scratch_floats(2, static_cast<size_t>(column_chunks(m, nn) * nn)), s.stream);
+        if (bias) column_sums(dz, m, nn, in_grad[2]->data, s.scratch_floats(2, static_cast<size_t>(column_chunks(m, nn) * nn)), s.stream);
       }
-      s.gemm(false, true, m, kk, nn, dz, in[1]->data, in_grad[0]->data, 1.f);  // dx += dz W^T
-      s.gemm(true, false, kk, nn, m, in[0]->data, dz, in_grad[1]->data, 1.f);  // dW += x^T dz
+      s.gemm(false, true, m, kk, nn, dz, in[1]->data, in_grad[0]->data, 0.f);  // dx = dz W^T
+      s.gemm(true, false, kk, nn, m, in[0]->data, dz, in_grad[1]->data, 0.f);  // dW = x^T dz
       return;
     }
     case Kind::kBatchMatMul: {
@@ -505,44 +635,45 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
       const auto& ws = s.shapes[static_cast<size_t>(in[1]->id)];
       const size_t r = xs.size();
       const int64_t m = xs[r - 2], kk = xs[r - 1], nn = ws[r - 1], batches = in[0]->numel / (m * kk);
-      s.gemm(false, true, m, kk, nn, dy, in[1]->data, in_grad[0]->data, 1.f, batches);  // dx += dy w^T per item
-      s.gemm(true, false, kk, nn, m, in[0]->data, dy, in_grad[1]->data, 1.f, batches);  // dw += x^T dy per item
+      s.gemm(false, true, m, kk, nn, dy, in[1]->data, in_grad[0]->data, 0.f, batches);  // dx = dy w^T per item
+      s.gemm(true, false, kk, nn, m, in[0]->data, dy, in_grad[1]->data, 0.f, batches);  // dw = x^T dy per item
       return;
     }
     case Kind::kSoftmax: {
       const Axis ax = softmax_axis(n.attrs, s.shapes[static_cast<size_t>(out[0]->id)]);
-      return softmax_backward_add(out[0]->data, dy, in_grad[0]->data, ax.outer, ax.len, ax.inner, s.stream);
+      return softmax_backward(out[0]->data, dy, in_grad[0]->data, ax.outer, ax.len, ax.inner, s.stream);
     }
     case Kind::kLayerNorm: {
       const int64_t d = s.shapes[static_cast<size_t>(in[0]->id)].back(), rows = in[0]->numel / d;
       const bool affine = n.attrs.get_bool("affine");
       float* stats = s.scratch_floats(0, static_cast<size_t>(2 * rows));
       float* partial = affine ? s.scratch_floats(2, static_cast<size_t>(2 * column_chunks(rows, d) * d)) : nullptr;
-      return layer_norm_backward_add(in[0]->data, affine ? in[1]->data : nullptr, dy, in_grad[0]->data, affine ? in_grad[1]->data : nullptr,
+      return layer_norm_backward(in[0]->data, affine ? in[1]->data : nullptr, dy, in_grad[0]->data, affine ? in_grad[1]->data : nullptr,
                                      affine ? in_grad[2]->data : nullptr, stats, partial, rows, d, static_cast<float>(n.attrs.get_float("eps")),
                                      s.stream);
     }
     case Kind::kMSELoss:
-      return mse_backward_add(in[0]->data, in[1]->data, dy, in_grad[0]->data, in_grad[1]->data, in[0]->numel,
+      return mse_backward(in[0]->data, in[1]->data, dy, in_grad[0] ? in_grad[0]->data : nullptr, in_grad[1] ? in_grad[1]->data : nullptr,
+                          in[0]->numel,
                               ctx.input_shapes[0].num_elements(), s.stream);
     case Kind::kCrossEntropy: {
       const int64_t classes = s.shapes[static_cast<size_t>(in[0]->id)].back();
       const ParallelTensorShape& global = ctx.input_shapes[0];
-      return cross_entropy_backward_add(in[0]->data, in[1]->data, dy, in_grad[0]->data, in[0]->numel / classes, classes,
-                                        global.num_elements() / global.dims.back().size, s.stream);
+      return cross_entropy_backward(in[0]->data, in[1]->data, dy, in_grad[0]->data, in[0]->numel / classes, classes,
+                                    global.num_elements() / global.dims.back().size, s.stream);
     }
-    case Kind::kReshape: return cuda::add(in_grad[0]->data, dy, in_grad[0]->numel, s.stream);
+    case Kind::kReshape: return s.copy(in_grad[0]->data, dy, in_grad[0]->numel);
     case Kind::kTranspose:
       return permute(permute_geometry(s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)],
                                       n.attrs.get_ints("perm")),
-                     in_grad[0]->data, const_cast<float*>(dy), true, s.stream);
+                     in_grad[0]->data, const_cast<float*>(dy), PermuteOp::kScatter, s.stream);
     case Kind::kConcat:  // each input's gradient is its piece of dy
       return along_axis(n.attrs, in_grad, s.shapes, [&](const Buffer& dx, std::span<const int64_t> at) {
-        block(BlockOp::kAddFrom, s.geometry(*out_grad[0], at, dx), out_grad[0]->data, dx.data, s.stream);
+        block(BlockOp::kRead, s.geometry(*out_grad[0], at, dx), out_grad[0]->data, dx.data, s.stream);
       });
-    case Kind::kSplit:  // dx gathers the pieces' gradients
+    case Kind::kSplit:  // dx gathers the pieces' gradients (they tile it)
       return along_axis(n.attrs, out_grad, s.shapes, [&](const Buffer& piece, std::span<const int64_t> at) {
-        block(BlockOp::kAdd, s.geometry(*in_grad[0], at, piece), in_grad[0]->data, piece.data, s.stream);
+        block(BlockOp::kWrite, s.geometry(*in_grad[0], at, piece), in_grad[0]->data, piece.data, s.stream);
       });
     case Kind::kEmbedding:
     case Kind::kEmbeddingBag: {
@@ -550,6 +681,51 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
       const auto& ts = s.shapes[static_cast<size_t>(in[1]->id)];
       const int64_t bag = k == Kind::kEmbeddingBag ? is[1] : 1;
       return scatter_rows_add(in[0]->data, dy, in_grad[1]->data, in[0]->numel / bag, bag, ts[0], ts[1], ctx.input_offsets[1][0], s.stream);
+    }
+    case Kind::kConv2D: {
+      const ConvGeometry g = conv_geometry(n.attrs, s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(in[1]->id)],
+                                           s.shapes[static_cast<size_t>(out[0]->id)]);
+      const bool bias = n.attrs.get_bool("use_bias");
+      const Act act = act_named(n.attrs.get_string("activation"));
+      const float* dz = dy;
+      if (act != Act::kNone) {
+        float* z = nullptr;
+        if (act == Act::kGelu) {  // recompute z = conv(x, W) + b, as the CPU does
+          z = s.scratch_floats(1, static_cast<size_t>(size));
+          s.convolutions().forward(g, in[0]->data, in[1]->data, z);
+          if (bias) channel_bias_activate(Act::kNone, z, in[2]->data, g.n, g.o, g.ho * g.wo, s.stream);
+        }
+        float* d = s.scratch_floats(0, static_cast<size_t>(size));
+        activation_backward(act, z, out[0]->data, dy, d, size, s.stream);
+        dz = d;
+      }
+      if (bias) channel_sums(dz, g.n, g.o, g.ho * g.wo, in_grad[2]->data, s.stream);
+      s.convolutions().backward_data(g, dz, in[1]->data, in_grad[0]->data);
+      s.convolutions().backward_filter(g, in[0]->data, dz, in_grad[1]->data);
+      return;
+    }
+    case Kind::kPool2D:
+      return pool_backward(pool_geometry(n.attrs, s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)]),
+                           in[0]->data, dy, in_grad[0]->data, s.stream);
+    case Kind::kBatchNorm: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], n.attrs.get_int("group"));
+      return batch_norm_backward(g, in[0]->data, in[1]->data, dy, in_grad[0]->data, in_grad[1]->data, in_grad[2]->data,
+                                 static_cast<float>(n.attrs.get_float("eps")), s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))),
+                                 s.stream);
+    }
+    case Kind::kBatchSum:
+      return batch_sum_backward(channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0), dy, in_grad[0]->data, s.stream);
+    case Kind::kBatchSquares: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0);
+      return batch_squares_backward(g, in[0]->data, in[1]->data, dy, statistics_count(ctx), in_grad[0]->data, in_grad[1]->data,
+                                    s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))), s.stream);
+    }
+    case Kind::kBatchNormApply: {
+      const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0);
+      return batch_norm_apply_backward(g, in[0]->data, in[1]->data, in[2]->data, in[3]->data, dy, statistics_count(ctx),
+                                       static_cast<float>(n.attrs.get_float("eps")), in_grad[0]->data, in_grad[1]->data, in_grad[2]->data,
+                                       in_grad[3]->data, in_grad[4]->data, s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))),
+                                       s.stream);
     }
     case Kind::kHost: break;
   }
@@ -597,9 +773,23 @@ bool CudaBackend::unscale(const Buffer& b, float factor) {
 }
 
 Backend::Clock::time_point CudaBackend::now() {
+  State& s = *s_;
   check(cudaGetLastError(), "a kernel's launch");
-  check(cudaStreamSynchronize(s_->stream), "synchronize");
-  return Clock::now();
+  const cudaEvent_t e = s.clock_events[s.clock_next];
+  check(cudaEventRecord(e, s.stream), "cudaEventRecord");
+  check(cudaEventSynchronize(e), "synchronize");
+  if (!s.clock_started) {
+    s.clock_time = Clock::now(), s.clock_started = true;
+  } else {
+    // The GPU's time between the two events: what the work queued between
+    // the reads took (or the host's time, where the GPU waited for it),
+    // without the host's wake-up after each wait.
+    float ms = 0.f;
+    check(cudaEventElapsedTime(&ms, s.clock_events[1 - s.clock_next], e), "cudaEventElapsedTime");
+    s.clock_time += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+  }
+  s.clock_next = 1 - s.clock_next;
+  return s.clock_time;
 }
 
 }  // namespace pcgx::runtime::cuda

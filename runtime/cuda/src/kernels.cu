@@ -3,6 +3,7 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -75,8 +76,8 @@ __device__ float act_grad(Act act, float z, float y, float dy) {
 __global__ void activate_k(Act act, const float* x, float* y, int64_t n) {
   PCGX_GRID_LOOP(i, n) y[i] = act_f(act, x[i]);
 }
-__global__ void activation_backward_add_k(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n) {
-  PCGX_GRID_LOOP(i, n) dx[i] += act_grad(act, z ? z[i] : 0.f, y ? y[i] : 0.f, dy[i]);
+__global__ void activation_backward_k(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n) {
+  PCGX_GRID_LOOP(i, n) dx[i] = act_grad(act, z ? z[i] : 0.f, y ? y[i] : 0.f, dy[i]);
 }
 __global__ void bias_activate_k(Act act, float* y, const float* bias, int64_t rows, int64_t n) {
   PCGX_GRID_LOOP(i, rows * n) y[i] = act_f(act, y[i] + (bias ? bias[i % n] : 0.f));
@@ -146,8 +147,8 @@ void add(float* into, const float* x, int64_t n, cudaStream_t s) {
 void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s) {
   if (n > 0) activate_k<<<blocks_for(n), kThreads, 0, s>>>(act, x, y, n);
 }
-void activation_backward_add(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s) {
-  if (n > 0) activation_backward_add_k<<<blocks_for(n), kThreads, 0, s>>>(act, z, y, dy, dx, n);
+void activation_backward(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s) {
+  if (n > 0) activation_backward_k<<<blocks_for(n), kThreads, 0, s>>>(act, z, y, dy, dx, n);
 }
 void bias_activate(Act act, float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s) {
   if (rows * n > 0) bias_activate_k<<<blocks_for(rows * n), kThreads, 0, s>>>(act, y, bias, rows, n);
@@ -241,9 +242,92 @@ __global__ void softmax_backward_k(const float* y, const float* dy, float* dx, i
   dot = block_reduce<false>(dot, shared);
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
     const int64_t e = base + j * inner;
-    dx[e] += y[e] * (dy[e] - dot);
+    dx[e] = y[e] * (dy[e] - dot);
   }
 }
+
+// The same with a warp per contiguous row of len <= 32 kPer, the row in
+// registers: the input read once and the output written once (the block
+// kernels above read it two or three times). Lane l holds elements
+// l, l + 32, ...: each load of the warp is one coalesced 128-byte line.
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+constexpr int kWarpRowThreads = 256;  // 8 rows per block
+
+template <int kPer>
+__global__ void softmax_warp_k(const float* x, float* y, int64_t rows, int len, bool causal, int64_t rows_q, int64_t q_offset) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kWarpRowThreads / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const float* in = x + row * len;
+  float* out = y + row * len;
+  const int64_t visible = causal ? q_offset + row % rows_q + 1 : len;
+  float v[kPer];
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int j = lane + 32 * k;
+    v[k] = j < len && j < visible ? in[j] : -INFINITY;
+    m = fmaxf(m, v[k]);
+  }
+  m = warp_max(m);
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int j = lane + 32 * k;
+    v[k] = j < len && j < visible ? expf(v[k] - m) : 0.f;
+    sum += v[k];
+  }
+  const float inv = 1.f / warp_sum(sum);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int j = lane + 32 * k;
+    if (j < len) out[j] = v[k] * inv;
+  }
+}
+
+template <int kPer>
+__global__ void softmax_backward_warp_k(const float* y, const float* dy, float* dx, int64_t rows, int len) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kWarpRowThreads / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t base = row * len;
+  float yv[kPer], g[kPer];
+  float dot = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int j = lane + 32 * k;
+    yv[k] = j < len ? y[base + j] : 0.f;
+    g[k] = j < len ? dy[base + j] : 0.f;
+    dot += yv[k] * g[k];
+  }
+  dot = warp_sum(dot);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int j = lane + 32 * k;
+    if (j < len) dx[base + j] = yv[k] * (g[k] - dot);
+  }
+}
+
+// Calls f with the smallest kPer (a power of two up to 32) that holds len;
+// false where len is above 1024.
+template <class F>
+bool with_row_registers(int64_t len, F&& f) {
+  if (len <= 32) return f(std::integral_constant<int, 1>{}), true;
+  if (len <= 64) return f(std::integral_constant<int, 2>{}), true;
+  if (len <= 128) return f(std::integral_constant<int, 4>{}), true;
+  if (len <= 256) return f(std::integral_constant<int, 8>{}), true;
+  if (len <= 512) return f(std::integral_constant<int, 16>{}), true;
+  if (len <= 1024) return f(std::integral_constant<int, 32>{}), true;
+  return false;
+}
+unsigned warp_row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kWarpRowThreads / 32 - 1) / (kWarpRowThreads / 32)); }
 
 __global__ void layer_norm_k(const float* x, const float* gamma, const float* beta, float* y, int64_t d, float eps) {
   __shared__ float shared[kRowThreads];
@@ -282,7 +366,7 @@ __global__ void layer_norm_backward_k(const float* x, const float* gamma, const 
   const float mg = block_reduce<false>(sg, shared) / n, mgx = block_reduce<false>(sgx, shared) / n;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     const float g = gamma ? dyr[j] * gamma[j] : dyr[j];
-    dxr[j] += rstd * (g - mg - (xr[j] - mean) * rstd * mgx);
+    dxr[j] = rstd * (g - mg - (xr[j] - mean) * rstd * mgx);
   }
   if (threadIdx.x == 0) stats[2 * r] = mean, stats[2 * r + 1] = rstd;
 }
@@ -304,7 +388,7 @@ __global__ void column_finish_k(const float* partial, int64_t chunks, int64_t n,
   PCGX_GRID_LOOP(j, n) {
     float s = 0.f;
     for (int64_t c = 0; c < chunks; ++c) s += partial[c * n + j];
-    db[j] += s;
+    db[j] = s;
   }
 }
 
@@ -325,7 +409,7 @@ __global__ void layer_norm_affine_finish_k(const float* partial, int64_t chunks,
   PCGX_GRID_LOOP(j, d) {
     float sg = 0.f, sb = 0.f;
     for (int64_t c = 0; c < chunks; ++c) sg += partial[2 * c * d + j], sb += partial[(2 * c + 1) * d + j];
-    dgamma[j] += sg, dbeta[j] += sb;
+    dgamma[j] = sg, dbeta[j] = sb;
   }
 }
 
@@ -354,7 +438,8 @@ __global__ void mse_backward_k(const float* p, const float* t, const float* dy, 
   const float k = 2.f * dy[0] / static_cast<float>(total);
   PCGX_GRID_LOOP(i, n) {
     const float d = k * (p[i] - t[i]);
-    dp[i] += d, dt[i] -= d;
+    if (dp) dp[i] = d;
+    if (dt) dt[i] = -d;
   }
 }
 
@@ -394,14 +479,14 @@ __global__ void cross_entropy_backward_k(const float* x, const float* labels, co
   float m;
   const float inv = 1.f / row_exp_sum(row, classes, shared, m);
   const auto label = static_cast<int64_t>(labels[r]);
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) drow[c] += scale * (expf(row[c] - m) * inv - (c == label ? 1.f : 0.f));
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) drow[c] = scale * (expf(row[c] - m) * inv - (c == label ? 1.f : 0.f));
 }
 
 // Index math in I: 32-bit unsigned where the tensor has under 2^31
 // elements (a 64-bit division per dimension per element costs several
 // times a 32-bit one), else 64-bit.
 template <class I>
-__global__ void permute_k(PermuteGeometry g, float* x, float* y, bool add) {
+__global__ void permute_k(PermuteGeometry g, float* x, float* y, PermuteOp op) {
   const I n = static_cast<I>(g.numel), stride = static_cast<I>(blockDim.x) * gridDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     I rest = i, at = 0;
@@ -410,7 +495,7 @@ __global__ void permute_k(PermuteGeometry g, float* x, float* y, bool add) {
       at += (rest % e) * static_cast<I>(g.x_strides[d]);
       rest /= e;
     }
-    if (add) x[at] += y[i];
+    if (op == PermuteOp::kScatter) x[at] = y[i];
     else y[i] = x[at];
   }
 }
@@ -419,10 +504,22 @@ __global__ void permute_k(PermuteGeometry g, float* x, float* y, bool add) {
 
 void softmax(const float* x, float* y, int64_t outer, int64_t len, int64_t inner, bool causal, int64_t rows_q, int64_t q_offset,
              cudaStream_t s) {
-  if (outer * inner > 0) softmax_k<<<row_blocks(outer * inner), kRowThreads, 0, s>>>(x, y, len, inner, causal, rows_q, q_offset);
+  if (outer * inner <= 0) return;
+  if (inner == 1 && with_row_registers(len, [&](auto per) {
+        softmax_warp_k<decltype(per)::value><<<warp_row_blocks(outer), kWarpRowThreads, 0, s>>>(x, y, outer, static_cast<int>(len), causal,
+                                                                                                  rows_q, q_offset);
+      }))
+    return;
+  softmax_k<<<row_blocks(outer * inner), kRowThreads, 0, s>>>(x, y, len, inner, causal, rows_q, q_offset);
 }
-void softmax_backward_add(const float* y, const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner, cudaStream_t s) {
-  if (outer * inner > 0) softmax_backward_k<<<row_blocks(outer * inner), kRowThreads, 0, s>>>(y, dy, dx, len, inner);
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner, cudaStream_t s) {
+  if (outer * inner <= 0) return;
+  if (inner == 1 && with_row_registers(len, [&](auto per) {
+        softmax_backward_warp_k<decltype(per)::value><<<warp_row_blocks(outer), kWarpRowThreads, 0, s>>>(y, dy, dx, outer,
+                                                                                                           static_cast<int>(len));
+      }))
+    return;
+  softmax_backward_k<<<row_blocks(outer * inner), kRowThreads, 0, s>>>(y, dy, dx, len, inner);
 }
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t d, float eps, cudaStream_t s) {
   if (rows > 0) layer_norm_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, gamma, beta, y, d, eps);
@@ -434,16 +531,23 @@ int64_t column_chunks(int64_t rows, int64_t n) {
   if (chunks > rows) chunks = rows;
   return chunks < 1 ? 1 : chunks;
 }
-void add_column_sums(const float* d, int64_t rows, int64_t n, float* db, float* partial, cudaStream_t s) {
-  if (rows <= 0 || n <= 0) return;
+void column_sums(const float* d, int64_t rows, int64_t n, float* db, float* partial, cudaStream_t s) {
+  if (n <= 0) return;
+  if (rows <= 0) {
+    fill(db, n, 0.f, s);
+    return;
+  }
   const int64_t chunks = column_chunks(rows, n);
   column_partials_k<<<dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(chunks)), kThreads, 0, s>>>(d, rows, n,
                                                                                                                                    partial);
   column_finish_k<<<blocks_for(n), kThreads, 0, s>>>(partial, chunks, n, db);
 }
-void layer_norm_backward_add(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
-                             float* partial, int64_t rows, int64_t d, float eps, cudaStream_t s) {
-  if (rows == 0) return;
+void layer_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
+                         float* partial, int64_t rows, int64_t d, float eps, cudaStream_t s) {
+  if (rows == 0) {
+    if (gamma) fill(dgamma, d, 0.f, s), fill(dbeta, d, 0.f, s);
+    return;
+  }
   layer_norm_backward_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, gamma, dy, dx, stats, d, eps);
   if (!gamma) return;
   const int64_t chunks = column_chunks(rows, d);
@@ -456,7 +560,7 @@ void mse(const float* p, const float* t, float* out, int64_t n, int64_t total, f
   squared_error_partials_k<<<blocks, kRowThreads, 0, s>>>(p, t, partial, n);
   sum_finish_k<<<1, kRowThreads, 0, s>>>(partial, blocks, static_cast<float>(total), out);
 }
-void mse_backward_add(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s) {
+void mse_backward(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s) {
   if (n > 0) mse_backward_k<<<blocks_for(n), kThreads, 0, s>>>(p, t, dy, dp, dt, n, total);
 }
 void cross_entropy(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows, float* row_loss,
@@ -464,14 +568,14 @@ void cross_entropy(const float* x, const float* labels, float* out, int64_t rows
   if (rows > 0) cross_entropy_rows_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, labels, row_loss, classes);
   sum_finish_k<<<1, kRowThreads, 0, s>>>(row_loss, rows, static_cast<float>(total_rows), out);
 }
-void cross_entropy_backward_add(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
-                                int64_t total_rows, cudaStream_t s) {
+void cross_entropy_backward(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
+                            int64_t total_rows, cudaStream_t s) {
   if (rows > 0) cross_entropy_backward_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, labels, dy, dx, classes, total_rows);
 }
-void permute(const PermuteGeometry& g, float* x, float* y, bool add, cudaStream_t s) {
+void permute(const PermuteGeometry& g, float* x, float* y, PermuteOp op, cudaStream_t s) {
   if (g.numel <= 0) return;
-  if (g.numel < (int64_t{1} << 31)) permute_k<uint32_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, add);
-  else permute_k<int64_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, add);
+  if (g.numel < (int64_t{1} << 31)) permute_k<uint32_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
+  else permute_k<int64_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
 }
 
 }  // namespace pcgx::runtime::cuda

@@ -29,14 +29,14 @@ void add(float* into, const float* x, int64_t n, cudaStream_t s);  // into += x
 enum class Act : int { kNone, kRelu, kGelu, kSigmoid, kTanh };  // pcg/src/ops/numeric.h's
 // y = act(x) (in place allowed).
 void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s);
-// dx += dy * act'(z), from z (gelu) or y = act(z) (the others).
-void activation_backward_add(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s);
+// dx = dy * act'(z), from z (gelu) or y = act(z) (the others).
+void activation_backward(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s);
 // y = act(y + bias[j]) over rows of n columns.
 void bias_activate(Act act, float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s);
-// db[j] += sum over rows of d[i, j], in two passes through `partial`
+// db[j] = sum over rows of d[i, j], in two passes through `partial`
 // (column_chunks(rows, n) x n floats of scratch): the same sum every run.
 int64_t column_chunks(int64_t rows, int64_t n);
-void add_column_sums(const float* d, int64_t rows, int64_t n, float* db, float* partial, cudaStream_t s);
+void column_sums(const float* d, int64_t rows, int64_t n, float* db, float* partial, cudaStream_t s);
 
 void ew_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
 void ew_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
@@ -51,42 +51,46 @@ void dropout(const float* x, float* y, const BlockGeometry& shard, uint64_t seed
 
 // Softmax along an axis of `len` elements `inner` apart, `outer` times
 // (pcg/src/ops/norm_ops.cpp): with `causal`, key j is visible to query q
-// iff j <= q, q = q_offset + (o mod rows_q).
+// iff j <= q, q = q_offset + (o mod rows_q). A contiguous axis of up to
+// 1024 runs a warp per row with the row in registers (one read, one
+// write); others a block per row.
 void softmax(const float* x, float* y, int64_t outer, int64_t len, int64_t inner, bool causal, int64_t rows_q, int64_t q_offset,
              cudaStream_t s);
-// dx += y (dy - sum(dy y)) along the axis.
-void softmax_backward_add(const float* y, const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner, cudaStream_t s);
+// dx = y (dy - sum(dy y)) along the axis.
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner, cudaStream_t s);
 // Rows of d: y = (x - mean) rstd (* gamma + beta); gamma null: not affine.
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t d, float eps, cudaStream_t s);
-// dx += rstd (g - mean(g) - xh mean(g xh)), g = dy gamma; dgamma += sum over
-// rows of dy xh, dbeta += sum of dy (gamma null: neither). Scratch:
+// dx = rstd (g - mean(g) - xh mean(g xh)), g = dy gamma; dgamma = sum over
+// rows of dy xh, dbeta = sum of dy (gamma null: neither). Scratch:
 // `stats` 2 floats per row, `partial` 2 column_chunks(rows, d) x d floats.
-void layer_norm_backward_add(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
+void layer_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta, float* stats,
                              float* partial, int64_t rows, int64_t d, float eps, cudaStream_t s);
 // out[0] = sum (p - t)^2 / total, over a grid and then one block through
-// `partial` (kLossPartials floats of scratch); dp += k (p - t),
-// dt -= k (p - t) with k = 2 dy[0] / total.
+// `partial` (kLossPartials floats of scratch); dp = k (p - t),
+// dt = -k (p - t) with k = 2 dy[0] / total (either may be null).
 inline constexpr int64_t kLossPartials = 256;
 void mse(const float* p, const float* t, float* out, int64_t n, int64_t total, float* partial, cudaStream_t s);
-void mse_backward_add(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s);
+void mse_backward(const float* p, const float* t, const float* dy, float* dp, float* dt, int64_t n, int64_t total, cudaStream_t s);
 // out[0] = sum over rows of (logsumexp(row) - row[label]) / total_rows,
 // one block per row into `row_loss` (rows floats of scratch), then summed
-// by one block; dx += dy[0] / total_rows (softmax(row) - onehot(label)),
+// by one block; dx = dy[0] / total_rows (softmax(row) - onehot(label)),
 // one block per row.
 void cross_entropy(const float* x, const float* labels, float* out, int64_t rows, int64_t classes, int64_t total_rows, float* row_loss,
                    cudaStream_t s);
-void cross_entropy_backward_add(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
+void cross_entropy_backward(const float* x, const float* labels, const float* dy, float* dx, int64_t rows, int64_t classes,
                                 int64_t total_rows, cudaStream_t s);
 // y = x with dimensions permuted: for y's element at index (i_0, ...),
 // x's element at sum i_d x_strides[d] (x's stride of dimension perm[d]).
-// add: the transpose, x[...] += y[i] (a gradient).
+// kScatter: the transpose, x[...] = y[i] (a gradient: a permutation
+// writes every element of x once).
+enum class PermuteOp : int { kGather, kScatter };
 struct PermuteGeometry {
   int rank = 0;
   int64_t extent[kMaxRank] = {};     // y's shape
   int64_t x_strides[kMaxRank] = {};  // per y dimension
   int64_t numel = 0;
 };
-void permute(const PermuteGeometry& g, float* x, float* y, bool add, cudaStream_t s);
+void permute(const PermuteGeometry& g, float* x, float* y, PermuteOp op, cudaStream_t s);
 
 // Embedding rows (pcg/src/ops/embedding_ops.cpp): out[i, c] = the sum over
 // the `bag` indices of item i of table[index - row0, c], rows outside this

@@ -110,10 +110,19 @@ class Backend {
                        std::span<const Buffer* const> out) = 0;
   // Its gradient (operator.h, GradKernel): `in_grad` holds zeros on entry
   // (a null entry for an index input) and the task's gradient of each
-  // input on return.
+  // input on return; except where overwrites_gradient(n, i), when
+  // in_grad[i] holds anything on entry and backward writes every element.
   virtual void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
                         std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
                         std::span<const Buffer* const> in_grad) = 0;
+  // Whether backward(n, ...) writes input i's gradient whole without
+  // reading it, so the executor need not zero it first: on a GPU zeroing a
+  // weight's gradient every step and then adding into it costs a write and
+  // a read of every gradient (a product written with beta = 0 instead).
+  virtual bool overwrites_gradient(const Node& n, size_t input) const {
+    (void)n, (void)input;
+    return false;
+  }
   // One optimizer update of every slot; the list is the same every call.
   virtual void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) = 0;
 

@@ -415,9 +415,18 @@ class DeviceExecutor {
   std::unique_ptr<Backend> owned_;  // the host's, when none was given
   Backend& backend_;
   std::vector<std::vector<std::vector<Buffer>>> values_, grads_;  // [node][output][shard]
-  // Whether a gradient shard has received anything this backward pass; the
-  // first contribution is written into it directly (it is zero).
+  // Per gradient shard, bits of GradState: whether it has received
+  // anything this backward pass (the first contribution is written into
+  // it directly), and whether the last clear left it unzeroed because a
+  // kernel that overwrites (Backend::overwrites_gradient) wrote it first
+  // the pass before: the same kernel comes first again (a plan's order is
+  // the same every step), and any other first writer zeroes it first
+  // (first_touch), so no stale value is ever read.
+  enum GradState : char { kTouched = 1, kUnzeroed = 2, kOverwrittenFirst = 4 };
   std::vector<std::vector<std::vector<char>>> touched_;
+  // Marks shard s of x's gradient touched, zeroing it first when it was
+  // left unzeroed; returns it.
+  const Buffer& first_touch(TensorRef x, int64_t s);
   std::vector<std::vector<TaskContext>> contexts_;  // [node][task]
   std::vector<std::vector<std::vector<int64_t>>> source_offsets_;  // [source node][shard]
   // Input shards a task received from another device (kept for backward),

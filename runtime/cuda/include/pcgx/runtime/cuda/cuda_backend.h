@@ -8,7 +8,13 @@
 // optimizer's update, and every other
 // operator run by the CPU's kernel on host copies of its shards (correct,
 // and slow: `host_fallbacks()` and `remarks()` name them, and `pcgx run`
-// prints them). All work is queued on one stream; now() waits for it.
+// prints them). All work is queued on one stream; now() waits for it and
+// reads the time on the GPU's clock (CUDA events), so an interval between
+// two reads is what the GPU spent, not the host's wake-up after waiting.
+// Gradients are written whole (overwrites_gradient), products with beta
+// = 0, so the executor zeroes none of them each step (an embedding
+// table's excepted). Inputs upload through pinned host memory,
+// asynchronously.
 //
 // This header needs no CUDA header: the tools include it whether or not
 // the toolkit is installed (PCGX_HAVE_CUDA says whether it was built).
@@ -61,6 +67,7 @@ class CudaBackend final : public Backend {
   void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
                 std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
                 std::span<const Buffer* const> in_grad) override;
+  bool overwrites_gradient(const Node& n, size_t input) const override;
   void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override;
   void round(const Buffer& b, Precision p) override;
   bool unscale(const Buffer& b, float factor) override;
