@@ -25,6 +25,8 @@
 #include <string>
 
 #include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/cuda/cuda_backend.h"
 #include "pcgx/runtime/op_profile.h"
@@ -59,6 +61,27 @@ std::set<std::string> host_fallbacks(const Graph& g) {
   return r;
 }
 
+// One batch of random inputs, as PyTorch's side trains on: uniform in
+// [-1, 1), index inputs (labels too) uniform in [0, index_range). The
+// synthetic teacher task (synthetic_task.h) would first run the model on
+// the CPU's reference kernels to label it: minutes for ResNeXt-50 at batch 64.
+class RandomBatch final : public runtime::BatchSource {
+ public:
+  explicit RandomBatch(const Graph& g) {
+    for (const Node& n : g.nodes())
+      if (n.op->op_class == OpClass::kSource && !n.op->is_weight) {
+        const ParallelTensorShape& s = n.outputs[0];
+        batch_[n.name] = random_tensor<float>({s.logical_shape(), s.dtype}, hash_string(n.name), n.attrs.get_int("index_range"));
+      }
+  }
+  const std::map<std::string, Tensor<float>>& batch(int64_t) const override { return batch_; }
+  std::string describe() const override { return "one batch of random inputs"; }
+  int64_t batches() const override { return 1; }
+
+ private:
+  std::map<std::string, Tensor<float>> batch_;
+};
+
 std::map<std::string, double> torch_steps_per_second(int steps, bool strict) {
   std::map<std::string, double> r;
   const std::string cmd = "python3 " + std::string(PCGX_SOURCE_DIR) + "/bench/runtime_torch.py --device cuda --steps " + std::to_string(steps) +
@@ -88,6 +111,7 @@ int main(int argc, char** argv) {
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, also into a pipe
   std::string why;
   if (runtime::cuda::device_count(&why) == 0) {
     std::printf("bench_runtime_gpu: not run: no GPU (%s)\n", why.c_str());
@@ -112,8 +136,9 @@ int main(int argc, char** argv) {
       std::printf("%-28s not measured: on the host fallback:%s\n", name, ops.c_str());
       continue;
     }
+    const RandomBatch data(*g);
     runtime::TrainOptions o;
-    o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1;
+    o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1, o.data = &data;
     o.backend = [strict](int) {
       runtime::cuda::CudaOptions c;
       c.tf32 = !strict;

@@ -39,6 +39,8 @@
 # [".gpu_deps"] (build-gpu/ stays on the machine while it is warm).
 # PCGX_GPU_JOBS (default 6): how many test processes share the GPU at once
 # in --run's correctness part; the benchmark always runs alone.
+# PCGX_GPU_PARTS (default all of "tests memcheck seam runs profile bench
+# torch"): the parts --run runs, for a short re-check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu_deps
@@ -170,7 +172,8 @@ do_run() {
   # The CPU sides of the checks share the cores.
   export OMP_NUM_THREADS=$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))
   t0=$(date +%s)
-  local names=() n=0
+  local names=() n=0 parts=" ${PCGX_GPU_PARTS:-tests memcheck seam runs profile bench torch} "
+  part() { [[ $parts == *" $1 "* ]]; }
   # check NAME TIMEOUT COMMAND...: started in the background, at most
   # $jobs at once; its output goes to $logs/N.log, its exit code to N.rc.
   check() {
@@ -186,8 +189,10 @@ do_run() {
   }
   local t m b cases
   cases=$("$build/tests/test_cuda" --gtest_list_tests | awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}')
-  for t in $cases; do check "$t" 180 "$build/tests/test_cuda" --gtest_filter="$t"; done
-  if command -v compute-sanitizer > /dev/null; then
+  if part tests; then for t in $cases; do check "$t" 180 "$build/tests/test_cuda" --gtest_filter="$t"; done; fi
+  if ! part memcheck; then
+    :
+  elif command -v compute-sanitizer > /dev/null; then
     for t in Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/mlp_tiny Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/gpt_tiny \
              Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/dlrm_tiny Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/resnext_50_tiny \
              Cuda.TwoVirtualDevicesShareOneGpu; do
@@ -196,16 +201,16 @@ do_run() {
   else
     echo "SKIP memcheck: no compute-sanitizer on this machine" >> "$summary"
   fi
-  check "seam tests (test_runtime: BackendSeam, Runtime, Tiny/Runtime)" 240 \
+  part seam && check "seam tests (test_runtime: BackendSeam, Runtime, Tiny/Runtime)" 240 \
     "$build/tests/test_runtime" --gtest_brief=1 --gtest_filter='BackendSeam.*:Runtime.*:Tiny/Runtime.*'
-  for m in mlp-tiny dlrm-tiny xdl-tiny candle-uno-tiny bert-large-tiny gpt-tiny vgg-13-tiny resnext-50-tiny inception-v3-tiny; do
+  part runs && for m in mlp-tiny dlrm-tiny xdl-tiny candle-uno-tiny bert-large-tiny gpt-tiny vgg-13-tiny resnext-50-tiny inception-v3-tiny; do
     for b in cpu cuda; do
       check "pcgx run $m --backend $b" 300 "$build/tools/pcgx/pcgx" run "$m" --backend "$b" --steps 20 --batches 1 --no-report --no-plot
     done
   done
-  check "2 virtual devices on one GPU (pcgx run mlp-tiny --devices 2, data parallel)" 180 \
+  part runs && check "2 virtual devices on one GPU (pcgx run mlp-tiny --devices 2, data parallel)" 180 \
     "$build/tools/pcgx/pcgx" run mlp-tiny --backend cuda --optimize --search data-parallel --devices 2 --steps 20 --batches 1 --no-report --no-plot
-  check "GPU profile (pcgx run --profile-out, then --optimize --profile)" 240 bash -c \
+  part profile && check "GPU profile (pcgx run --profile-out, then --optimize --profile)" 240 bash -c \
     "'$build/tools/pcgx/pcgx' run bert-large-tiny --backend cuda --steps 12 --no-report --no-plot --profile-out '${OUT:-.}/gpu_profile.json' &&
      '$build/tools/pcgx/pcgx' run bert-large-tiny --backend cuda --steps 12 --no-report --no-plot --optimize --machine dgx-h100 --profile '${OUT:-.}/gpu_profile.json'"
   wait
@@ -226,7 +231,7 @@ do_run() {
       why=$(grep -E "Failure|error|Error|what\(\)|Expected|Which is|Value of|Actual|timed out|ERROR SUMMARY|Invalid|out of bounds" "$log" | head -12 || true)
       [ -n "$why" ] || why=$(tail -5 "$log")
       echo "$why" | sed 's/^/    /' >> "$summary"
-      sed 's/^/    | /' "$log" | tail -40
+      sed 's/^/    | /' "$log" | head -50  # the first failures, where a cascade starts
     elif grep -q "\[  SKIPPED \]" "$log"; then
       echo "SKIP ${names[$i]}: $(grep -m1 -A1 ": Skipped" "$log" | tail -1 | cut -c1-160)" >> "$summary"
     else
@@ -234,6 +239,7 @@ do_run() {
     fi
   done
 
+  if part bench; then
   echo "== bench_runtime_gpu (alone on the GPU)"
   log=$logs/bench.log
   t0=$(date +%s)
@@ -242,6 +248,8 @@ do_run() {
   else echo "FAIL bench_runtime_gpu" >> "$summary"; tail -5 "$log" | sed 's/^/    /' >> "$summary"; fi
   echo "(bench in $(( $(date +%s) - t0 )) s)"
   cp "$log" "$bench"
+  fi
+  if part torch; then
   echo "== PyTorch eager on this GPU: ResNeXt-50 (TF32), and all three in BF16 autocast (the goals' other references)"
   log=$logs/torch.log
   for p in tf32 bf16; do
@@ -250,6 +258,7 @@ do_run() {
       grep -v Warning | sed "s/^/torch $p /" | tee -a "$log" || true
   done
   cat "$log" >> "$bench"
+  fi
   rm -rf "$logs"
 }
 

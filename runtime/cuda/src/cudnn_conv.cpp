@@ -31,6 +31,13 @@ bool usable(const Perf& p, bool tf32, bool exact_math) {
   return tf32 || (p.mathType != CUDNN_TENSOR_OP_MATH && p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && exact_math);
 }
 
+// The math type a chosen algorithm runs with: the measured one with TF32;
+// for strict FP32 always FMA, since cuDNN's default math lets an FP32
+// convolution use TF32 tensor cores on Ampere and later (measured on an
+// H100: the default math left resnext-50-tiny's gradients 1e-3 from the
+// CPU's, inception-v3-tiny's, through BatchNorm over a few elements, 0.8).
+cudnnMathType_t math_of(cudnnMathType_t measured, bool tf32) { return tf32 ? measured : CUDNN_FMA_MATH; }
+
 }  // namespace
 
 struct CudnnConv::Plan {
@@ -136,9 +143,9 @@ CudnnConv::Plan& CudnnConv::plan(const ConvGeometry& g) {
     throw Error("cudnn: no deterministic " + std::string(tf32_ ? "" : "FP32 ") + "algorithm for a convolution of " + shape);
   p->fwd = f->algo, p->data = b->algo, p->filter = w->algo;
   p->bytes[0] = f->memory, p->bytes[1] = b->memory, p->bytes[2] = w->memory;
-  check(d.set_math_type(p->conv[0], f->mathType), "cudnnSetConvolutionMathType");
-  check(d.set_math_type(p->conv[1], b->mathType), "cudnnSetConvolutionMathType");
-  check(d.set_math_type(p->conv[2], w->mathType), "cudnnSetConvolutionMathType");
+  check(d.set_math_type(p->conv[0], math_of(f->mathType, tf32_)), "cudnnSetConvolutionMathType");
+  check(d.set_math_type(p->conv[1], math_of(b->mathType, tf32_)), "cudnnSetConvolutionMathType");
+  check(d.set_math_type(p->conv[2], math_of(w->mathType, tf32_)), "cudnnSetConvolutionMathType");
   workspace(std::max({p->bytes[0], p->bytes[1], p->bytes[2]}));
   p->chosen = shape + ": forward " + std::to_string(static_cast<int>(p->fwd)) + ", data " + std::to_string(static_cast<int>(p->data)) +
               ", filter " + std::to_string(static_cast<int>(p->filter));
