@@ -129,8 +129,9 @@ TEST_P(CudaZoo, TwentyStepsTrainLikeTheCpu) {
     const size_t compared = tf32 ? std::min<size_t>(3, cpu.losses.size()) : cpu.losses.size();
     for (size_t s = 0; s < compared; ++s)
       EXPECT_NEAR(cuda.losses[s], cpu.losses[s], tolerance * std::fabs(cpu.losses[s]) + 1e-6) << "step " << s;
-    if (tf32 && std::fabs(cpu.losses.back()) < 0.1 * std::fabs(cpu.losses[0]))
+    if (tf32 && std::fabs(cpu.losses.back()) < 0.1 * std::fabs(cpu.losses[0])) {
       EXPECT_LT(std::fabs(cuda.losses.back()), 0.1 * std::fabs(cpu.losses[0])) << "the last step";
+    }
   }
 }
 
