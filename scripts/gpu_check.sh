@@ -194,7 +194,7 @@ do_run() {
     :
   elif command -v compute-sanitizer > /dev/null; then
     for t in Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/mlp_tiny Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/gpt_tiny \
-             Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/dlrm_tiny Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/resnext_50_tiny \
+             Tiny/CudaZoo.OneStepMatchesTheCpuNodeByNode/dlrm_tiny Tiny/CudaZoo.EveryOperatorMatchesTheCpuOnTheSameInputs/resnext_50_tiny \
              Cuda.TwoVirtualDevicesShareOneGpu; do
       check "memcheck $t" 150 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/test_cuda" --gtest_filter="$t"
     done

@@ -178,7 +178,9 @@ TEST(Timing, AStalledStepIsLeftOut) {
       return task.batch(0);
     }
     std::string describe() const override { return "slow"; }
-    int64_t batches() const override { return 1; }
+    // Two batches in turn, so every step reads one (a step on the batch the
+    // devices already hold reads none).
+    int64_t batches() const override { return 2; }
   } slow(g);
   TrainOptions o;
   o.steps = 10, o.time_kernels = true, o.data = &slow;
@@ -188,6 +190,34 @@ TEST(Timing, AStalledStepIsLeftOut) {
   EXPECT_GE(d.stalled, 1);
   EXPECT_EQ(d.steps + d.stalled, r.timed_steps);
   EXPECT_LT(d.step / static_cast<double>(d.steps), 0.1) << "the stalled step was summed";
+}
+
+// The devices keep the batch they hold: a step on the same batch again
+// uploads nothing (one batch: read once in ten steps); batches in turn
+// are read every step. The losses are the same either way.
+TEST(Timing, AHeldBatchIsNotUploadedAgain) {
+  const Graph g = build_model("mlp-tiny");
+  struct Counted final : BatchSource {
+    SyntheticTask task;
+    int64_t count;
+    mutable int reads = 0;
+    Counted(const Graph& graph, int64_t n) : task(graph, 1, 1), count(n) {}
+    const std::map<std::string, Tensor<float>>& batch(int64_t) const override {
+      ++reads;
+      return task.batch(0);
+    }
+    std::string describe() const override { return "counted"; }
+    int64_t batches() const override { return count; }
+  } one(g, 1), two(g, 2);
+  TrainOptions o;
+  o.steps = 10;
+  o.data = &one;
+  const TrainResult a = train(g, {}, 1, o);
+  o.data = &two;
+  const TrainResult b = train(g, {}, 1, o);
+  EXPECT_EQ(one.reads, 1);
+  EXPECT_EQ(two.reads, 10);
+  EXPECT_EQ(a.losses, b.losses);
 }
 
 }  // namespace

@@ -1,5 +1,4 @@
 // The CUDA backend's elementwise, block and update kernels (kernels.h).
-// Grid-stride loops: any launch size covers any n.
 #include "kernels.h"
 
 #include <algorithm>
@@ -7,20 +6,11 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "kernel_common.cuh"
 #include "pcgx/pcg/dropout_draw.h"
 
 namespace pcgx::runtime::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
-
-#define PCGX_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // The position in the full tensor of element i of a block.
 __device__ int64_t full_index(const BlockGeometry& g, int64_t i) {
@@ -50,17 +40,6 @@ __global__ void add_k(float* into, const float* x, int64_t n) {
   PCGX_GRID_LOOP(i, n) into[i] += x[i];
 }
 
-// The CPU's formulas (pcg/src/ops/vector_math.cpp), in float.
-__device__ float act_f(Act act, float v) {
-  switch (act) {
-    case Act::kNone: return v;
-    case Act::kRelu: return v > 0.f ? v : 0.f;
-    case Act::kGelu: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case Act::kSigmoid: return 1.f / (1.f + expf(-v));
-    case Act::kTanh: return tanhf(v);
-  }
-  return v;
-}
 __device__ float act_grad(Act act, float z, float y, float dy) {
   switch (act) {
     case Act::kNone: return dy;

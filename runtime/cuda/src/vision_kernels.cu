@@ -3,30 +3,10 @@
 
 #include <cmath>
 
+#include "kernel_common.cuh"
+
 namespace pcgx::runtime::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
-
-#define PCGX_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
-// The CPU's activations (pcg/src/ops/vector_math.cpp), as kernels.cu's.
-__device__ float act_f(Act act, float v) {
-  switch (act) {
-    case Act::kNone: return v;
-    case Act::kRelu: return v > 0.f ? v : 0.f;
-    case Act::kGelu: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case Act::kSigmoid: return 1.f / (1.f + expf(-v));
-    case Act::kTanh: return tanhf(v);
-  }
-  return v;
-}
 
 __global__ void channel_bias_activate_k(Act act, float* y, const float* bias, int64_t total, int64_t channels, int64_t plane) {
   PCGX_GRID_LOOP(i, total) y[i] = act_f(act, y[i] + (bias ? bias[(i / plane) % channels] : 0.f));
@@ -229,17 +209,26 @@ __global__ void batch_norm_apply_stats_k(int64_t channels, const float* squares,
 }
 
 // Pooling, one thread per output (forward) or per input (backward).
-__device__ bool window_arg(const PoolGeometry& g, const float* in, int64_t oh, int64_t ow, int64_t& arg) {
-  arg = -1;
+// f(index in the plane) for each input of output (oh, ow)'s window, in the
+// CPU's order (rows, then columns), padding skipped.
+template <class F>
+__device__ void for_window(const PoolGeometry& g, int64_t oh, int64_t ow, F&& f) {
   for (int64_t ky = 0; ky < g.kh; ++ky) {
     const int64_t ih = oh * g.sh - g.ph + ky;
     if (ih < 0 || ih >= g.h) continue;
     for (int64_t kx = 0; kx < g.kw; ++kx) {
       const int64_t iw = ow * g.sw - g.pw + kx;
-      if (iw < 0 || iw >= g.w) continue;
-      if (arg < 0 || in[ih * g.w + iw] > in[arg]) arg = ih * g.w + iw;
+      if (iw >= 0 && iw < g.w) f(ih * g.w + iw);
     }
   }
+}
+
+// The first largest input of a window (max pooling's gradient goes there).
+__device__ bool window_arg(const PoolGeometry& g, const float* in, int64_t oh, int64_t ow, int64_t& arg) {
+  arg = -1;
+  for_window(g, oh, ow, [&](int64_t at) {
+    if (arg < 0 || in[at] > in[arg]) arg = at;
+  });
   return arg >= 0;
 }
 
@@ -250,15 +239,7 @@ __global__ void pool_k(PoolGeometry g, const float* x, float* y) {
     const int64_t plane = i / (g.ho * g.wo), oh = (i / g.wo) % g.ho, ow = i % g.wo;
     const float* in = x + plane * g.h * g.w;
     float acc = g.max ? -INFINITY : 0.f;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      const int64_t ih = oh * g.sh - g.ph + ky;
-      if (ih < 0 || ih >= g.h) continue;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const int64_t iw = ow * g.sw - g.pw + kx;
-        if (iw < 0 || iw >= g.w) continue;
-        acc = g.max ? fmaxf(acc, in[ih * g.w + iw]) : acc + in[ih * g.w + iw];
-      }
-    }
+    for_window(g, oh, ow, [&](int64_t at) { acc = g.max ? fmaxf(acc, in[at]) : acc + in[at]; });
     y[i] = g.max ? acc : acc * inv_area;
   }
 }
@@ -318,25 +299,30 @@ void pool_backward(const PoolGeometry& g, const float* x, const float* dy, float
 
 int64_t batch_stat_doubles(const ChannelGeometry& g) { return 2 * g.sets() * parts_for(g) + 6 * g.sets(); }
 
-void batch_norm(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta, float* y, float eps, double* scratch,
-                cudaStream_t s) {
-  const int64_t sets = g.sets(), total = g.n * g.c * g.s;
-  if (total <= 0) return;
-  const Scratch k = carve(g, scratch);
+// A set's mean (k.r1, one double per set) and sum of squared deviations
+// from it (k.r2), two passes as the CPU's BatchNorm takes them.
+static void set_moments(const ChannelGeometry& g, const float* x, const Scratch& k, cudaStream_t s) {
+  const int64_t sets = g.sets();
   set_sums(Sums::kX, g, x, nullptr, nullptr, k.partial, k.r0, s);
   means_k<<<blocks_for(sets), kThreads, 0, s>>>(sets, k.r0, nullptr, g.c, static_cast<double>(g.group * g.s), false, k.r1);
   set_sums(Sums::kSquares, g, x, nullptr, k.r1, k.partial, k.r2, s);
+}
+
+void batch_norm(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta, float* y, float eps, double* scratch,
+                cudaStream_t s) {
+  const int64_t total = g.n * g.c * g.s;
+  if (total <= 0) return;
+  const Scratch k = carve(g, scratch);
+  set_moments(g, x, k, s);
   batch_norm_apply_sets_k<<<blocks_for(total), kThreads, 0, s>>>(g, x, gamma, beta, k.r1, k.r2, eps, y);
 }
 
 void batch_norm_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
                          float* dbeta, float eps, double* scratch, cudaStream_t s) {
-  const int64_t sets = g.sets(), total = g.n * g.c * g.s;
+  const int64_t total = g.n * g.c * g.s;
   if (total <= 0) return;
   const Scratch k = carve(g, scratch);
-  set_sums(Sums::kX, g, x, nullptr, nullptr, k.partial, k.r0, s);
-  means_k<<<blocks_for(sets), kThreads, 0, s>>>(sets, k.r0, nullptr, g.c, static_cast<double>(g.group * g.s), false, k.r1);
-  set_sums(Sums::kSquares, g, x, nullptr, k.r1, k.partial, k.r2, s);
+  set_moments(g, x, k, s);
   set_sums(Sums::kGradient, g, x, dy, k.r1, k.partial, k.r0, s);  // the x sums are no longer needed
   batch_norm_dx_k<<<blocks_for(total), kThreads, 0, s>>>(g, x, gamma, dy, k.r1, k.r2, k.r0, static_cast<double>(eps), dx);
   batch_norm_affine_k<<<blocks_for(g.c), kThreads, 0, s>>>(g, k.r2, k.r0, static_cast<double>(eps), dgamma, dbeta);

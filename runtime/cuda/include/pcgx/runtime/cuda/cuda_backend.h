@@ -1,20 +1,19 @@
 #pragma once
-// The GPU's backend (pcgx/runtime/backend.h) on one CUDA device: shards in
-// device memory from a caching arena (cudaMalloc only while the first step
-// asks for buffers), products on cuBLAS (TF32 tensor cores by default,
-// strict FP32 as an option), kernels of its own (kernels.cu) for the
-// elementwise operators, Dropout, Softmax, LayerNorm, the losses, Reshape,
-// Transpose, Concat, Split, the embeddings, block moves and the
-// optimizer's update, and every other
-// operator run by the CPU's kernel on host copies of its shards (correct,
-// and slow: `host_fallbacks()` and `remarks()` name them, and `pcgx run`
-// prints them). All work is queued on one stream; now() waits for it and
-// reads the time on the GPU's clock (CUDA events), so an interval between
-// two reads is what the GPU spent, not the host's wake-up after waiting.
-// Gradients are written whole (overwrites_gradient), products with beta
-// = 0, so the executor zeroes none of them each step (an embedding
-// table's excepted). Inputs upload through pinned host memory,
-// asynchronously.
+// The GPU's backend (pcgx/runtime/backend.h) on one CUDA device (docs/gpu.md):
+// shards in device memory from a caching arena (cudaMalloc only while the
+// first step asks for buffers); products on cuBLAS (TF32 tensor cores by
+// default, strict FP32 as an option) and Conv2D on cuDNN (cudnn_conv.h),
+// both loaded at run time (library_loader.h); kernels of its own
+// (kernels.cu, vision_kernels.cu) for every other zoo operator, block
+// moves and the optimizer's update. An operator with no CUDA kernel runs
+// the CPU's kernel on host copies of its shards (correct, and slow:
+// `host_fallbacks()` and `remarks()` name them, and `pcgx run` prints
+// them). All work is queued on one stream; now() waits for it and reads
+// the GPU's clock (CUDA events), so an interval between two reads is what
+// the GPU spent, not the host's wake-up after waiting. Gradients are
+// written whole (overwrites_gradient), products with beta = 0, so the
+// executor zeroes none of them each step (an embedding table's excepted).
+// Inputs upload through pinned host memory, asynchronously.
 //
 // This header needs no CUDA header: the tools include it whether or not
 // the toolkit is installed (PCGX_HAVE_CUDA says whether it was built).
