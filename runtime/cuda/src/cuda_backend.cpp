@@ -136,7 +136,7 @@ ChannelGeometry channel_geometry(const std::vector<int64_t>& x, int64_t group) {
   ChannelGeometry g;
   g.n = x[0], g.c = x[1], g.s = 1;
   for (size_t d = 2; d < x.size(); ++d) g.s *= x[d];
-  g.group = group > 0 ? group : g.n;
+  g.group = group > 0 ? group : std::max<int64_t>(g.n, 1);  // an empty shard: no sets, no division by zero
   return g;
 }
 
@@ -710,7 +710,7 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
     case Kind::kBatchNorm: {
       const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], n.attrs.get_int("group"));
       return batch_norm_backward(g, in[0]->data, in[1]->data, dy, in_grad[0]->data, in_grad[1]->data, in_grad[2]->data,
-                                 static_cast<float>(n.attrs.get_float("eps")), s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))),
+                                 n.attrs.get_float("eps"), s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))),
                                  s.stream);
     }
     case Kind::kBatchSum:
@@ -723,7 +723,7 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
     case Kind::kBatchNormApply: {
       const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], 0);
       return batch_norm_apply_backward(g, in[0]->data, in[1]->data, in[2]->data, in[3]->data, dy, statistics_count(ctx),
-                                       static_cast<float>(n.attrs.get_float("eps")), in_grad[0]->data, in_grad[1]->data, in_grad[2]->data,
+                                       n.attrs.get_float("eps"), in_grad[0]->data, in_grad[1]->data, in_grad[2]->data,
                                        in_grad[3]->data, in_grad[4]->data, s.scratch_doubles(static_cast<size_t>(batch_stat_doubles(g))),
                                        s.stream);
     }

@@ -318,14 +318,14 @@ void batch_norm(const ChannelGeometry& g, const float* x, const float* gamma, co
 }
 
 void batch_norm_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
-                         float* dbeta, float eps, double* scratch, cudaStream_t s) {
+                         float* dbeta, double eps, double* scratch, cudaStream_t s) {
   const int64_t total = g.n * g.c * g.s;
   if (total <= 0) return;
   const Scratch k = carve(g, scratch);
   set_moments(g, x, k, s);
   set_sums(Sums::kGradient, g, x, dy, k.r1, k.partial, k.r0, s);  // the x sums are no longer needed
-  batch_norm_dx_k<<<blocks_for(total), kThreads, 0, s>>>(g, x, gamma, dy, k.r1, k.r2, k.r0, static_cast<double>(eps), dx);
-  batch_norm_affine_k<<<blocks_for(g.c), kThreads, 0, s>>>(g, k.r2, k.r0, static_cast<double>(eps), dgamma, dbeta);
+  batch_norm_dx_k<<<blocks_for(total), kThreads, 0, s>>>(g, x, gamma, dy, k.r1, k.r2, k.r0, eps, dx);
+  batch_norm_affine_k<<<blocks_for(g.c), kThreads, 0, s>>>(g, k.r2, k.r0, eps, dgamma, dbeta);
 }
 
 void batch_sum(const ChannelGeometry& g, const float* x, float* out, double* scratch, cudaStream_t s) {
@@ -363,7 +363,7 @@ void batch_norm_apply(const ChannelGeometry& g, const float* x, const float* sum
     batch_norm_apply_k<<<blocks_for(total), kThreads, 0, s>>>(g, x, sum, squares, gamma, beta, 1.f / static_cast<float>(count), eps, y);
 }
 void batch_norm_apply_backward(const ChannelGeometry& g, const float* x, const float* sum, const float* squares, const float* gamma,
-                               const float* dy, int64_t count, float eps, float* dx, float* dsum, float* dsquares, float* dgamma,
+                               const float* dy, int64_t count, double eps, float* dx, float* dsum, float* dsquares, float* dgamma,
                                float* dbeta, double* scratch, cudaStream_t s) {
   const Scratch k = carve(g, scratch);
   const int64_t total = g.n * g.c * g.s;
@@ -371,9 +371,9 @@ void batch_norm_apply_backward(const ChannelGeometry& g, const float* x, const f
   means_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, nullptr, sum, g.c, static_cast<double>(count), false, k.r1);
   set_sums(Sums::kGradient, g, x, dy, k.r1, k.partial, k.r0, s);
   if (total > 0)
-    batch_norm_apply_dx_k<<<blocks_for(total), kThreads, 0, s>>>(g, squares, gamma, dy, static_cast<double>(count), static_cast<double>(eps), dx);
-  batch_norm_apply_stats_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, squares, gamma, k.r0, static_cast<double>(count),
-                                                                static_cast<double>(eps), dsum, dsquares, dgamma, dbeta);
+    batch_norm_apply_dx_k<<<blocks_for(total), kThreads, 0, s>>>(g, squares, gamma, dy, static_cast<double>(count), eps, dx);
+  batch_norm_apply_stats_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, squares, gamma, k.r0, static_cast<double>(count), eps, dsum, dsquares,
+                                                                dgamma, dbeta);
 }
 
 }  // namespace pcgx::runtime::cuda

@@ -43,8 +43,9 @@ int64_t batch_stat_doubles(const ChannelGeometry& g);
 void batch_norm(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta, float* y, float eps, double* scratch,
                 cudaStream_t s);
 // Its gradient: dx; dgamma and dbeta summed over the sets of a channel.
+// (eps in double, as the CPU's gradients take it.)
 void batch_norm_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
-                         float* dbeta, float eps, double* scratch, cudaStream_t s);
+                         float* dbeta, double eps, double* scratch, cudaStream_t s);
 // BatchSum: out[c] = sum of x; its gradient dx = ds[c].
 void batch_sum(const ChannelGeometry& g, const float* x, float* out, double* scratch, cudaStream_t s);
 void batch_sum_backward(const ChannelGeometry& g, const float* ds, float* dx, cudaStream_t s);
@@ -58,7 +59,7 @@ void batch_squares_backward(const ChannelGeometry& g, const float* x, const floa
 void batch_norm_apply(const ChannelGeometry& g, const float* x, const float* sum, const float* squares, const float* gamma,
                       const float* beta, int64_t count, float eps, float* y, cudaStream_t s);
 void batch_norm_apply_backward(const ChannelGeometry& g, const float* x, const float* sum, const float* squares, const float* gamma,
-                               const float* dy, int64_t count, float eps, float* dx, float* dsum, float* dsquares, float* dgamma,
+                               const float* dy, int64_t count, double eps, float* dx, float* dsum, float* dsquares, float* dgamma,
                                float* dbeta, double* scratch, cudaStream_t s);
 
 }  // namespace pcgx::runtime::cuda
