@@ -41,7 +41,10 @@ Kind kind_of(const OpDef& op) {
       {"Softmax", Kind::kSoftmax}, {"LayerNorm", Kind::kLayerNorm}, {"MSELoss", Kind::kMSELoss},
       {"SoftmaxCrossEntropy", Kind::kCrossEntropy}, {"Reshape", Kind::kReshape}, {"Transpose", Kind::kTranspose},
       {"Concat", Kind::kConcat}, {"Split", Kind::kSplit}, {"Embedding", Kind::kEmbedding}, {"EmbeddingBag", Kind::kEmbeddingBag},
-      {"Conv2D", Kind::kConv2D}, {"Pool2D", Kind::kPool2D}, {"BatchNorm", Kind::kBatchNorm}, {"BatchSum", Kind::kBatchSum},
+#ifdef PCGX_HAVE_CUDNN
+      {"Conv2D", Kind::kConv2D},
+#endif
+      {"Pool2D", Kind::kPool2D}, {"BatchNorm", Kind::kBatchNorm}, {"BatchSum", Kind::kBatchSum},
       {"BatchSquares", Kind::kBatchSquares}, {"BatchNormApply", Kind::kBatchNormApply}};
   for (const auto& [name, k] : kinds)
     if (op.name == name) return k;
