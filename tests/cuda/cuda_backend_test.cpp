@@ -59,8 +59,21 @@ Graph test_model(const std::string& name) {
   return g;
 }
 
-// Every gradient of one CPU step of g, its float sources (weights and
-// inputs) each multiplied by 1 + `noise` u, u uniform in [-1, 1).
+// The step's sources: the initial weights (seed 7) and the task's first
+// batch, every float one multiplied by 1 + `noise` u, u uniform in [-1, 1).
+void set_sources(DeviceExecutor& ex, const Graph& g, const SyntheticTask& task, double noise = 0) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kSource) continue;
+    Tensor<float> x = n.op->is_weight ? initial_weight(n, 7) : task.batch(0).at(n.name);
+    if (noise != 0 && n.outputs[0].dtype == DataType::kFloat32)
+      for (float& v : x.data) v = static_cast<float>(v * (1 + noise * u(rng)));
+    ex.set_source(n.id, x);
+  }
+}
+
+// Every gradient of one CPU step of g, its float sources moved by `noise`.
 std::vector<Tensor<float>> cpu_gradients(const Graph& g, double noise) {
   ExecutionPlan plan = make_plan(g, {}, 1);
   plan.freed.clear();
@@ -70,15 +83,7 @@ std::vector<Tensor<float>> cpu_gradients(const Graph& g, double noise) {
   world.run([&](Communicator& comm) {
     HostBackend host;
     DeviceExecutor ex(plan, comm, host);
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<double> u(-1, 1);
-    for (const Node& n : g.nodes()) {
-      if (n.op->op_class != OpClass::kSource) continue;
-      Tensor<float> x = n.op->is_weight ? initial_weight(n, 7) : task.batch(0).at(n.name);
-      if (n.outputs[0].dtype == DataType::kFloat32)
-        for (float& v : x.data) v = static_cast<float>(v * (1 + noise * u(rng)));
-      ex.set_source(n.id, x);
-    }
+    set_sources(ex, g, task, noise);
     ex.forward();
     ex.backward();
     for (const Node& n : g.nodes())
@@ -153,10 +158,7 @@ TEST_P(CudaZoo, OneStepMatchesTheCpuNodeByNode) {
     CudaBackend device(CudaOptions{0, false});
     DeviceExecutor cpu(plan, comm, host), cuda(plan, comm, device);
     for (DeviceExecutor* ex : {&cpu, &cuda}) {
-      for (const Node& n : g.nodes()) {
-        if (n.op->is_weight) ex->set_source(n.id, initial_weight(n, 7));
-        else if (n.op->op_class == OpClass::kSource) ex->set_source(n.id, task.batch(0).at(n.name));
-      }
+      set_sources(*ex, g, task);
       ex->forward();
       ex->backward();
     }
@@ -198,10 +200,7 @@ void expect_every_operator_matches(const Graph& g) {
   world.run([&](Communicator& comm) {
     HostBackend host;
     DeviceExecutor cpu(plan, comm, host);
-    for (const Node& n : g.nodes()) {
-      if (n.op->is_weight) cpu.set_source(n.id, initial_weight(n, 7));
-      else if (n.op->op_class == OpClass::kSource) cpu.set_source(n.id, task.batch(0).at(n.name));
-    }
+    set_sources(cpu, g, task);
     cpu.forward();
     cpu.backward();
     CudaBackend device(CudaOptions{0, false});

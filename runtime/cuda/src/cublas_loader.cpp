@@ -1,6 +1,5 @@
 #include "cublas_loader.h"
 
-#include <mutex>
 #include <string>
 
 #include "library_loader.h"
@@ -8,26 +7,17 @@
 namespace pcgx::runtime::cuda {
 
 const Cublas& cublas() {
-  static Cublas c;
-  static std::string failed;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    try {
-      // The major version the headers were built against, then any.
-      const LoadedLibrary lib = load_library({"libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublas.so"}, "cuBLAS");
-      c.path = lib.path;
-      bind(lib, c.create, "cublasCreate_v2");
-      bind(lib, c.destroy, "cublasDestroy_v2");
-      bind(lib, c.set_stream, "cublasSetStream_v2");
-      bind(lib, c.set_math_mode, "cublasSetMathMode");
-      bind(lib, c.sgemm, "cublasSgemm_v2");
-      bind(lib, c.sgemm_strided_batched, "cublasSgemmStridedBatched");
-    } catch (const Error& e) {
-      failed = e.what();
-    }
+  return load_once<Cublas>([](Cublas& c) {
+    // The major version the headers were built against, then any.
+    const LoadedLibrary lib = load_library({"libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublas.so"}, "cuBLAS");
+    c.path = lib.path;
+    bind(lib, c.create, "cublasCreate_v2");
+    bind(lib, c.destroy, "cublasDestroy_v2");
+    bind(lib, c.set_stream, "cublasSetStream_v2");
+    bind(lib, c.set_math_mode, "cublasSetMathMode");
+    bind(lib, c.sgemm, "cublasSgemm_v2");
+    bind(lib, c.sgemm_strided_batched, "cublasSgemmStridedBatched");
   });
-  if (!failed.empty()) throw Error(failed);
-  return c;
 }
 
 }  // namespace pcgx::runtime::cuda

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cuda_check.h"
 #include "cudnn_loader.h"
 #include "pcgx/pcg/error.h"
 
@@ -12,9 +13,6 @@ namespace {
 
 void check(cudnnStatus_t e, const char* what) {
   if (e != CUDNN_STATUS_SUCCESS) throw Error(std::string("cudnn: ") + what + ": " + cudnn().error_string(e));
-}
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 
 int narrow(int64_t v, const char* what) {

@@ -7,6 +7,7 @@
 // whose cuDNN or NCCL came only with Python's nvidia-* packages use them.
 #include <dlfcn.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,24 @@ template <class F>
 void bind(const LoadedLibrary& lib, F& f, const char* name) {
   f = reinterpret_cast<F>(dlsym(lib.handle, name));
   if (!f) throw Error("cuda: " + lib.path + " has no " + name);
+}
+
+// The table of calls `load(table)` fills, filled once per process; what it
+// threw (a library or a symbol missing) is thrown again at every call.
+template <class Table, class Load>
+const Table& load_once(Load&& load) {
+  static Table table;
+  static std::string failed;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    try {
+      load(table);
+    } catch (const Error& e) {
+      failed = e.what();
+    }
+  });
+  if (!failed.empty()) throw Error(failed);
+  return table;
 }
 
 }  // namespace pcgx::runtime::cuda
