@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
       ZeroStage zero = ZeroStage::k0;
       Recompute recompute = Recompute::kNone;
       std::optional<search::PipelineResult> pipeline;  // a pipelined plan: its strategy and closed-form estimate
+      int32_t recompute_layers = kAllLayers;           // full recomputation of this many layers
     };
     std::vector<Plan> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
     // The same plan with ZeRO stage 1: reduce-scatter, half the update, all-gather.
@@ -147,6 +148,9 @@ int main(int argc, char** argv) {
     const SourceLayouts layouts = source_layouts(dp);
     for (Recompute policy : {Recompute::kSelective, Recompute::kFull})
       if (plan_recompute(dp, layouts, policy).segments > 0) plans.push_back({std::string("dp ") + pcgx::name(policy), dp, ZeroStage::k0, policy});
+    // Full recomputation of one layer, the others kept (block recomputation).
+    if (plan_recompute(dp, layouts, Recompute::kFull).segments > 1)
+      plans.push_back({"dp full 1 layer", dp, ZeroStage::k0, Recompute::kFull, std::nullopt, 1});
     // Accumulation: twice the batch in 2 micro-batches, each the size of
     // the other plans' step.
     if (plan_recompute(dp, layouts, Recompute::kFull).segments > 0) {
@@ -171,9 +175,9 @@ int main(int argc, char** argv) {
     plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
     for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
       if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
-    for (const auto& [label, graph, zero, recompute, piped] : plans) {
+    for (const auto& [label, graph, zero, recompute, piped, layers] : plans) {
       TrainingRecipe recipe = cost.recipe();
-      recipe.zero = zero, recipe.recompute = recompute;
+      recipe.zero = zero, recipe.recompute = recompute, recipe.recompute_layers = layers;
       const search::CostModel priced = cost.with_recipe(recipe);
       const search::Strategy st = piped ? piped->search.strategy : search::MachineMapper(priced).map(graph);
       std::optional<PipelineShape> shape;
@@ -188,6 +192,7 @@ int main(int argc, char** argv) {
       // millisecond, while the cores are still waking up.
       runtime::TrainOptions t;
       t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads, t.zero = zero, t.recompute = recompute;
+      t.recompute_layers = layers;
       t.pipeline = shape;
       runtime::TrainResult plain;
       try {

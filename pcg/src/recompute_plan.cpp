@@ -6,6 +6,7 @@
 
 #include "pcgx/pcg/graph_cuts.h"
 #include "pcgx/pcg/relayout.h"
+#include "pcgx/pcg/saved_tensors.h"
 
 namespace pcgx {
 namespace {
@@ -151,13 +152,50 @@ void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
   plan_regathers(g, layouts, plan);
 }
 
+// Block recomputation: `layers` segments stay recomputed, the others keep
+// what they compute. Every segment's input is a checkpoint either way, so
+// a kept segment reads a recomputed one's kept output. The segments whose
+// re-run frees memory (one of their outputs would be kept without
+// recomputation) go first, in forward order: a transformer's layers. A
+// segment that frees nothing (GPT's position embedding before the first
+// layer: nothing its backward reads) would only add compute, so it comes
+// after them. The chosen keep their forward order, renumbered from 0.
+void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, RecomputePlan& plan) {
+  if (layers < 0 || layers >= plan.segments) return;
+  RecomputePlan none;
+  none.recomputed.assign(g.size(), 0);
+  none.segment.assign(g.size(), -1);
+  const OutputLives without = output_lives(g, layouts, none);
+  std::vector<char> frees(static_cast<size_t>(plan.segments), 0);
+  for (const Node& n : g.nodes()) {
+    const int32_t s = plan.segment[static_cast<size_t>(n.id)];
+    for (int32_t o = 0; s >= 0 && o < static_cast<int32_t>(n.outputs.size()); ++o)
+      if (without.at({n.id, o}) == OutputLife::kKept) frees[static_cast<size_t>(s)] = 1;
+  }
+  std::vector<char> chosen(static_cast<size_t>(plan.segments), 0);
+  int32_t left = layers;
+  for (const char pass : {1, 0})
+    for (size_t s = 0; s < frees.size() && left > 0; ++s)
+      if (frees[s] == pass) chosen[s] = 1, --left;
+  std::vector<int32_t> number(static_cast<size_t>(plan.segments), -1);
+  int32_t next = 0;
+  for (size_t s = 0; s < chosen.size(); ++s)
+    if (chosen[s]) number[s] = next++;
+  for (size_t i = 0; i < plan.segment.size(); ++i) {
+    if (plan.segment[i] < 0) continue;
+    plan.segment[i] = number[static_cast<size_t>(plan.segment[i])];
+    if (plan.segment[i] < 0) plan.recomputed[i] = 0;
+  }
+  plan.segments = layers;
+}
+
 }  // namespace
 
-RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy) {
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers) {
   RecomputePlan plan;
   plan.recomputed.assign(g.size(), 0);
   plan.segment.assign(g.size(), -1);
-  if (policy == Recompute::kFull) plan_full(g, layouts, plan);
+  if (policy == Recompute::kFull) plan_full(g, layouts, plan), keep_only(g, layouts, layers, plan);
   else if (policy == Recompute::kSelective) plan_selective(g, layouts, plan);
   return plan;
 }

@@ -201,12 +201,13 @@ double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t de
   return step_bytes(p, layouts, node_runs(p, layouts));
 }
 
-double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy, bool kept_inputs) {
+double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy, bool kept_inputs,
+                            int32_t layers) {
   if (policy == Recompute::kNone) return 0;
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
   const std::vector<NodeRun> runs = node_runs(p, layouts);
-  const RecomputePlan plan = plan_recompute(g, layouts, policy);
+  const RecomputePlan plan = plan_recompute(g, layouts, policy, layers);
   double floats = 0;
   for (const Node& n : g.nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)] && !(kept_inputs && runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks))

@@ -17,6 +17,11 @@ std::optional<Recompute> recompute_named(std::string_view text) {
   return std::nullopt;
 }
 
+std::string describe_recompute(Recompute r, int32_t layers) {
+  if (r != Recompute::kFull || layers < 0) return name(r);
+  return std::string(name(r)) + ", first " + std::to_string(layers) + (layers == 1 ? " layer" : " layers");
+}
+
 const char* name(ZeroStage z) {
   switch (z) {
     case ZeroStage::k0: return "0";

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/source_layout.h"
 #include "pcgx/rulesets/ruleset_trust.h"
 #include "pcgx/runner/model_source.h"
 #include "pcgx/search/user_plan.h"
@@ -63,11 +65,12 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (!closest) return last;
   const TrainingRecipe& r = closest->recipe;
   std::string why = "the smallest plan found needs " + gib(closest->smallest_need) + " on a device of " +
-                    gib(q.machine.device.memory_capacity) + " (precision " + name(r.precision) + ", recompute " + name(r.recompute) +
+                    gib(q.machine.device.memory_capacity) + " (precision " + name(r.precision) + ", recompute " + describe_recompute(r.recompute, r.recompute_layers) +
                     ", ZeRO " + name(r.zero) + ")";
   std::vector<std::string> would;
   if (!is_mixed(r.precision)) would.push_back("mixed precision (bf16, fp16)");
   if (r.recompute != Recompute::kFull) would.push_back("full recomputation");
+  else if (r.recompute_layers != kAllLayers) would.push_back("recomputing more layers");
   if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
   if (accumulated) would.push_back("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)");
@@ -83,6 +86,11 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
 
 void validate(const OptimizeRequest& q) {
   search::validate(q.search);
+  if (q.recompute_layers) {
+    if (*q.recompute_layers < 1) throw FieldError("OptimizeRequest.recompute_layers", "must be at least 1");
+    if (q.recompute != Recompute::kFull)
+      throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full)");
+  }
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
@@ -99,6 +107,40 @@ void validate(const OptimizeRequest& q) {
 }
 
 namespace {
+
+// Full recomputation chosen (none and selective left no plan): the fewest
+// layers recomputed that still fit, Megatron-LM's block method. Recomputing
+// fewer layers keeps more activations and re-runs less, so memory falls and
+// time rises with the count: a bisection over the counts, each re-pricing
+// (mapping) the plan found with every layer recomputed, finds the fewest
+// that fit, and it is taken where it is faster.
+void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
+  const Graph& g = out.result.search.strategy.graph;
+  const int32_t layers = plan_recompute(g, source_layouts(g), Recompute::kFull).segments;
+  int32_t lo = 1, hi = layers;  // hi: the smallest count known to fit (every layer does)
+  std::optional<std::pair<search::Strategy, std::shared_ptr<const search::CostModel>>> best;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    TrainingRecipe recipe = chosen;
+    recipe.recompute_layers = mid;
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    const search::MachineMapper mapper(*cost);
+    search::Strategy s = mapper.map(g);
+    RecipeTried tried{recipe, s.estimate.feasible, s.estimate.time, mapper.memory_refusals().smallest_need};
+    tried.searched = false;
+    out.tried.push_back(tried);
+    if (s.estimate.feasible) {
+      hi = mid;
+      best.emplace(std::move(s), std::move(cost));
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (best && best->first.estimate.time < out.result.search.strategy.estimate.time)
+    out.result.search.strategy = std::move(best->first), out.cost = std::move(best->second);
+}
 
 // The recipes searched at one precision (OptimizeReport::tried), into `out`
 // (its rule fields set). Throws where no recipe gave any plan to report.
@@ -129,7 +171,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // searches, about 17 minutes.
     std::optional<search::SearchResult> fitted;
     for (const ZeroStage stage : stages) {
-      const TrainingRecipe recipe{precision, policy, stage};
+      const TrainingRecipe recipe{precision, policy, stage, policy == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -173,6 +215,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // compute to the plans that fit.
     if (settled || (found && !q.pipeline)) break;
   }
+  if (found && !chosen_pipelined && !q.recompute && !search::predicts_by_simulation(q.search.algorithm))
+    fewest_recomputed_layers(q, eff, out);
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
   // micro-batch's, is the other way to fit. Per ZeRO stage (0 and 1: an
@@ -189,7 +233,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       !search::predicts_by_simulation(alg)) {
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
-      const TrainingRecipe recipe{precision, policies.front(), stage};
+      const TrainingRecipe recipe{precision, policies.front(), stage,
+                                  policies.front() == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

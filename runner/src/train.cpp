@@ -57,7 +57,7 @@ void check_request(const TrainRequest& q, bool rank0) {
 void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>& views, runtime::TrainOptions& o) {
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
-  o.zero = f.recipe.zero, o.recompute = f.recipe.recompute, o.precision = f.recipe.precision;
+  o.zero = f.recipe.zero, o.recompute = f.recipe.recompute, o.recompute_layers = f.recipe.recompute_layers, o.precision = f.recipe.precision;
   o.pipeline = search::pipeline_shape(f), o.pipeline_devices = f.devices;
 }
 
@@ -190,7 +190,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     // ZeRO stage and recomputation.
     if (q.precision) o.precision = *q.precision;
     TrainingRecipe recipe;
-    recipe.zero = o.zero, recipe.recompute = o.recompute, recipe.precision = o.precision;
+    recipe.zero = o.zero, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;
@@ -198,7 +198,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, shards_weights(o.zero) ? 0.0 : o.bucket_bytes);  // as the trainer
     plan.zero = o.zero;
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
-                             recompute_step_bytes(graph, views, q.devices, o.recompute, o.pipeline && o.pipeline->in_flight());
+                             recompute_step_bytes(graph, views, q.devices, o.recompute, o.pipeline && o.pipeline->in_flight(), o.recompute_layers);
   }
   for (const Node& n : graph.nodes())
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) s.batch = std::max(s.batch, n.outputs[0].dims[0].size);

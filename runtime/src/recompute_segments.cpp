@@ -10,14 +10,15 @@
 
 namespace pcgx::runtime {
 
-void set_recompute(ExecutionPlan& plan, Recompute policy) {
+void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers) {
   const Graph& g = *plan.graph;
-  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy);
+  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy, layers);
   plan.recompute = policy;
+  plan.recompute_layers = layers;
   plan.segments.assign(static_cast<size_t>(rp.segments), {});
   auto segment = [&](NodeId n) { return rp.segment[static_cast<size_t>(n)]; };
   auto refuse = [&](const Node& n, const std::string& why) {
-    throw Error(describe(n) + ": the runtime cannot recompute it (recompute " + name(policy) + "): " + why);
+    throw Error(describe(n) + ": the runtime cannot recompute it (recompute " + describe_recompute(policy, layers) + "): " + why);
   };
   for (const Node& n : g.nodes()) {
     const int32_t s = segment(n.id);

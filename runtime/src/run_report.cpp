@@ -30,6 +30,7 @@ std::string run_report_json(const RunSummary& s) {
   j["kernel_threads"] = s.options.threads;
   j["zero"] = std::stoi(name(s.options.zero));
   j["recompute"] = name(s.options.recompute);
+  if (s.options.recompute_layers != kAllLayers) j["recompute_layers"] = s.options.recompute_layers;
   j["precision"] = name(s.options.precision);
   if (s.options.precision == Precision::kFp16)
     j["loss_scaling"] = {{"final_scale", s.result.loss_scale}, {"skipped_steps", s.result.skipped_steps}};

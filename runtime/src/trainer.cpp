@@ -81,7 +81,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
                                           "optimizer state (stage 1)");
   s.plan.zero = options.zero;
   s.plan.precision = options.precision;
-  set_recompute(s.plan, options.recompute);
+  set_recompute(s.plan, options.recompute, options.recompute_layers);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).

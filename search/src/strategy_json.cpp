@@ -1,6 +1,7 @@
 // Strategy files and drawings (see strategy_json.h).
 #include "pcgx/search/strategy_json.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -23,6 +24,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["search"] = s.search;
   j["precision"] = name(s.recipe.precision);
   j["recompute"] = name(s.recipe.recompute);
+  if (s.recipe.recompute_layers != kAllLayers) j["recompute_layers"] = s.recipe.recompute_layers;
   j["zero"] = static_cast<int>(s.recipe.zero);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
@@ -95,6 +97,14 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     const std::optional<Recompute> r = j["recompute"].is_string() ? recompute_named(j["recompute"].get<std::string>()) : std::nullopt;
     if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, got " + j["recompute"].dump());
     s.recipe.recompute = *r;
+  }
+  if (j.contains("recompute_layers")) {
+    if (!j["recompute_layers"].is_number_integer() || j["recompute_layers"].get<int64_t>() < 1 ||
+        j["recompute_layers"].get<int64_t>() > INT32_MAX)
+      throw FileError(source, "recompute_layers", "expected a positive integer, got " + j["recompute_layers"].dump());
+    if (s.recipe.recompute != Recompute::kFull)
+      throw FileError(source, "recompute_layers", std::string("applies to full recomputation, not ") + name(s.recipe.recompute));
+    s.recipe.recompute_layers = j["recompute_layers"].get<int32_t>();
   }
   if (j.contains("zero")) {
     const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;

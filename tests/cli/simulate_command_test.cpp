@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
@@ -170,6 +172,42 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   const auto sim_bad = run("simulate " + plain + " --recompute auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
   EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, selective, full)"), std::string::npos) << sim_bad.out;
+}
+
+// Full recomputation of some layers: stated on optimize, printed, recorded,
+// simulated and run (same losses, less memory than keeping everything,
+// more than recomputing every layer); a count beside another policy, or
+// not positive, is one error line.
+TEST(SimulateCommand, SomeLayersRecomputed) {
+  const std::string some = (dir() / "some.json").string();
+  const auto o = run("optimize gpt-tiny --set layers=3 --machine dgx-a100 --devices 2 --search data-parallel --recompute full "
+                     "--recompute-layers 2 -q -o " + some);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("recompute             full, first 2 layers\n"), std::string::npos) << o.out;
+  const auto s = run("simulate " + some);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("recompute             full, first 2 layers\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  const auto priced = run("simulate " + some + " --recompute-layers 1");
+  ASSERT_EQ(priced.code, 0) << priced.out;
+  EXPECT_NE(priced.out.find("recompute             full, first 1 layer\n"), std::string::npos) << priced.out;
+  EXPECT_EQ(priced.out.find("ratio 1.00)"), std::string::npos) << priced.out;
+  const auto train = run("run " + some + " --steps 2 --no-plot");
+  ASSERT_EQ(train.code, 0) << train.out;
+  EXPECT_NE(train.out.find("recompute             full, first 2 layers: "), std::string::npos) << train.out;
+  for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
+           {"optimize gpt-tiny --machine dgx-a100 --recompute selective --recompute-layers 2 -o " + (dir() / "b.json").string(),
+            "error: --recompute-layers: applies to full recomputation (--recompute full)"},
+           {"optimize gpt-tiny --machine dgx-a100 --recompute full --recompute-layers 0 -o " + (dir() / "b.json").string(),
+            "error: --recompute-layers: "},
+           {"simulate " + some + " --recompute selective --recompute-layers 1",
+            "error: --recompute-layers: applies to full recomputation, and the strategy recomputes selective"}}) {
+    const auto bad = run(args);
+    EXPECT_EQ(bad.code, 2) << args << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(error), std::string::npos) << args << "\n" << bad.out;
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  }
+  EXPECT_FALSE(fs::exists(dir() / "b.json"));
 }
 
 // ZeRO stage 3 end to end: optimize prints it and the weights it shards,

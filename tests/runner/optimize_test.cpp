@@ -51,16 +51,73 @@ TEST(OptimizeRecompute, AutoRecomputesWhereNothingElseFits) {
   ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
   EXPECT_EQ(rep.file.recipe.recompute, Recompute::kFull);
   EXPECT_EQ(rep.cost->recipe().recompute, Recompute::kFull);
-  ASSERT_EQ(rep.tried.size(), 3u);
+  ASSERT_GE(rep.tried.size(), 3u);
   EXPECT_FALSE(rep.tried[0].feasible);
   EXPECT_DOUBLE_EQ(rep.tried[0].smallest_need, none);
   EXPECT_FALSE(rep.tried[1].feasible);
   EXPECT_TRUE(rep.tried[2].feasible);
+  EXPECT_EQ(rep.tried[2].recipe.recompute_layers, kAllLayers);
+  // Then fewer layers recomputed, each the searched plan re-priced
+  // (OptimizeRecompute.FullOfTheFewestLayersThatFit).
+  for (size_t i = 3; i < rep.tried.size(); ++i) {
+    EXPECT_FALSE(rep.tried[i].searched);
+    EXPECT_GT(rep.tried[i].recipe.recompute_layers, 0);
+  }
   // Between selective's and none's: selective, and full is not searched
   // once selective met no memory limit.
   const OptimizeReport mid = optimize(request((sel + none) / 2, std::nullopt));
   EXPECT_EQ(mid.file.recipe.recompute, Recompute::kSelective);
   EXPECT_EQ(mid.tried.size(), 2u);
+}
+
+// Where full recomputation is what fits, auto recomputes the fewest layers
+// that fit (Megatron-LM's block method), faster than recomputing all of
+// them; stated full recomputes every layer, or the layers stated.
+TEST(OptimizeRecompute, FullOfTheFewestLayersThatFit) {
+  auto with_layers = [](double capacity, std::optional<int32_t> layers) {
+    OptimizeRequest q = request(capacity, Recompute::kFull);
+    q.model = build_model("gpt-tiny", {{"layers", 4}});
+    q.recompute_layers = layers;
+    return q;
+  };
+  auto need_of = [&](std::optional<int32_t> layers) { return optimize(with_layers(1e12, layers)).result.search.strategy.estimate.max_memory(); };
+  OptimizeRequest sel_q = with_layers(1e12, std::nullopt);
+  sel_q.recompute = Recompute::kSelective;
+  const double sel = optimize(sel_q).result.search.strategy.estimate.max_memory();
+  std::vector<double> need{0};  // need[k]: the first k segments recomputed
+  for (int32_t k = 1; k <= 5; ++k) need.push_back(need_of(k));
+  EXPECT_DOUBLE_EQ(need_of(std::nullopt), need[5]);
+  for (int32_t k = 2; k <= 4; ++k) EXPECT_LT(need[static_cast<size_t>(k)], need[static_cast<size_t>(k) - 1]) << k;
+  EXPECT_DOUBLE_EQ(need[5], need[4]);  // the position embedding's segment frees nothing
+  // The fewest layers keeping less than selective does.
+  int32_t fewest = 1;
+  while (fewest <= 5 && need[static_cast<size_t>(fewest)] >= sel) ++fewest;
+  ASSERT_LT(fewest, 4) << "every layer must be recomputed to keep less than selective: nothing to choose";
+  const double capacity = (need[static_cast<size_t>(fewest)] + std::min(sel, need[static_cast<size_t>(fewest) - 1])) / 2;
+
+  OptimizeRequest q = with_layers(capacity, std::nullopt);
+  q.recompute = std::nullopt;
+  const OptimizeReport rep = optimize(q);
+  ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
+  EXPECT_EQ(rep.file.recipe.recompute, Recompute::kFull);
+  EXPECT_EQ(rep.file.recipe.recompute_layers, fewest);
+  EXPECT_EQ(rep.cost->recipe().recompute_layers, fewest);
+  const OptimizeReport all = optimize(with_layers(capacity, std::nullopt));
+  ASSERT_TRUE(all.result.search.strategy.estimate.feasible);
+  EXPECT_EQ(all.file.recipe.recompute_layers, kAllLayers);  // stated full: every layer
+  EXPECT_LT(rep.result.search.strategy.estimate.time, all.result.search.strategy.estimate.time);
+  // The count stated is the count priced; one that does not fit is refused.
+  EXPECT_EQ(optimize(with_layers(capacity, fewest + 1)).file.recipe.recompute_layers, fewest + 1);
+  if (fewest > 1) {
+    EXPECT_FALSE(optimize(with_layers(capacity, fewest - 1)).result.search.strategy.estimate.feasible);
+  }
+  // A count is for full recomputation only, and at least one.
+  OptimizeRequest bad = with_layers(capacity, 2);
+  bad.recompute = Recompute::kSelective;
+  EXPECT_THROW(validate(bad), FieldError);
+  bad.recompute = std::nullopt;
+  EXPECT_THROW(validate(bad), FieldError);
+  EXPECT_THROW(validate(with_layers(capacity, 0)), FieldError);
 }
 
 TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {

@@ -28,10 +28,10 @@ namespace {
 using Plan = pcgx::testing::MappedPlan;
 using pcgx::testing::mapped_plan;
 
-TrainResult run(const Plan& p, Recompute policy) {
+TrainResult run(const Plan& p, Recompute policy, int32_t layers = kAllLayers) {
   TrainOptions o;
   o.steps = 4, o.seed = 7, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
-  o.recompute = policy;
+  o.recompute = policy, o.recompute_layers = layers;
   return train(p.graph, p.views, p.devices, o);
 }
 
@@ -150,6 +150,32 @@ TEST(RuntimeRecompute, SavesTheMemoryTheModelPredicts) {
         EXPECT_EQ(static_cast<double>(keep.buffer_bytes - r.buffer_bytes), saves)
             << "kept " << keep.buffer_bytes << " B, recomputing " << r.buffer_bytes << " B";
       }
+    }
+  }
+}
+
+// Full recomputation of some layers only (Megatron-LM's block method): the
+// same bits as keeping everything, and the memory measured between none's
+// and every layer's, as the memory model predicts at each count.
+TEST(RuntimeRecompute, SomeLayersSaveWhatTheModelPredicts) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"layers", 3}});
+  for (int devices : {1, 2}) {
+    SCOPED_TRACE(std::to_string(devices) + " devices");
+    const Plan p = devices == 1 ? Plan{g, {}, 1} : mapped_plan(search::data_parallel(g, devices), devices);
+    const Placement place(p.graph, p.views, p.devices);
+    auto predicted = [&](Recompute policy, int32_t layers) {
+      const search::DeviceMemory m = search::memory_breakdown(place, {Precision::kFp32, policy, ZeroStage::k0, layers})[0];
+      return m.activations + m.transient;
+    };
+    const TrainResult keep = run(p, Recompute::kNone);
+    int64_t previous = keep.buffer_bytes;
+    for (int32_t layers = 1; layers <= 3; ++layers) {
+      SCOPED_TRACE(std::to_string(layers) + " layers");
+      const TrainResult r = run(p, Recompute::kFull, layers);
+      expect_same_bits(r, keep);
+      EXPECT_LT(r.buffer_bytes, previous);
+      EXPECT_EQ(static_cast<double>(keep.buffer_bytes - r.buffer_bytes), predicted(Recompute::kNone, kAllLayers) - predicted(Recompute::kFull, layers));
+      previous = r.buffer_bytes;
     }
   }
 }

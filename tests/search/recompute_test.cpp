@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_builder.h"
@@ -170,6 +172,38 @@ TEST(Recompute, FullRecomputesAStagesLastLayer) {
   EXPECT_EQ(plan.segments, 4);
 }
 
+// Block recomputation (Megatron-LM's --recompute-num-layers): N of full's
+// segments re-run, the others keep their outputs. The layers come first,
+// in forward order; the position embedding's segment, whose re-run frees
+// nothing (no backward reads its output), comes last.
+TEST(Recompute, FullOfTheFirstLayersOnly) {
+  const Graph g = build_model("gpt-tiny", {{"layers", 4}});
+  const SourceLayouts layouts = source_layouts(g);
+  const RecomputePlan all = plan_recompute(g, layouts, Recompute::kFull);
+  ASSERT_EQ(all.segments, 5);  // the position embedding, then four layers
+  const auto wpe = std::find_if(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.name == "wpe"; });
+  ASSERT_NE(wpe, g.nodes().end());
+  ASSERT_EQ(all.segment[static_cast<size_t>(wpe->id)], 0);
+  for (int32_t k = 0; k <= all.segments + 1; ++k) {
+    SCOPED_TRACE(k);
+    const RecomputePlan some = plan_recompute(g, layouts, Recompute::kFull, k);
+    EXPECT_EQ(some.segments, std::min(k, all.segments));
+    for (const Node& n : g.nodes()) {
+      const auto i = static_cast<size_t>(n.id);
+      const int32_t s = all.segment[i];
+      // Layer j (segment j + 1) is among the first k layers; the embedding
+      // only once all four are.
+      const bool chosen = s > 0 ? s <= k : s == 0 && k >= 5;
+      EXPECT_EQ(some.recomputed[i] != 0, chosen) << n.name;
+      if (chosen) EXPECT_EQ(some.segment[i], k >= 5 ? s : s - 1) << n.name;
+      else EXPECT_EQ(some.segment[i], -1) << n.name;
+    }
+  }
+  EXPECT_EQ(plan_recompute(g, layouts, Recompute::kFull, kAllLayers).recomputed, all.recomputed);
+  // The count applies to full only.
+  EXPECT_EQ(plan_recompute(g, layouts, Recompute::kSelective, 1).recomputed, plan_recompute(g, layouts, Recompute::kSelective).recomputed);
+}
+
 Strategy one_device(const Graph& g, Recompute r, Precision p = Precision::kFp32) {
   const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, {p, r});
   return MachineMapper(cm).map(g);
@@ -301,6 +335,40 @@ TEST(Recompute, EightDevicesSimulatorCountsTheSameMemory) {
   }
 }
 
+// Recomputing more layers keeps less and costs more, one layer's forward at
+// a time, and the simulator agrees with the DP at every count.
+TEST(Recompute, EachLayerRecomputedTradesItsMemoryForItsForward) {
+  const Graph g = build_model("gpt-tiny", {{"layers", 4}});
+  const SourceLayouts layouts = source_layouts(g);
+  double time = 0, memory = 0;
+  for (int32_t k = 0; k <= 5; ++k) {
+    SCOPED_TRACE(k);
+    const TrainingRecipe recipe{Precision::kFp32, k == 0 ? Recompute::kNone : Recompute::kFull, ZeroStage::k0, k == 0 ? kAllLayers : k};
+    const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, recipe);
+    const Strategy s = MachineMapper(cm).map(g);
+    ASSERT_TRUE(s.estimate.feasible);
+    if (k > 0) {
+      EXPECT_GT(s.estimate.time, time);
+      // Each layer frees memory; the embedding's segment, counted last, frees none.
+      if (k < 5) EXPECT_LT(s.estimate.max_memory(), memory);
+      else EXPECT_DOUBLE_EQ(s.estimate.max_memory(), memory);
+      // Exactly the forward of the segment this count adds.
+      const RecomputePlan plan = plan_recompute(g, layouts, Recompute::kFull, k);
+      const RecomputePlan fewer = plan_recompute(g, layouts, Recompute::kFull, k - 1);
+      double again = 0;
+      for (const Node& n : g.nodes())
+        if (plan.recomputed[static_cast<size_t>(n.id)] && !fewer.recomputed[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute)
+          again += cm.task_time(g, n).forward;
+      EXPECT_GT(again, 0);
+      EXPECT_NEAR(s.estimate.time - time, again, 1e-9 * s.estimate.time);
+    }
+    EXPECT_NEAR(Simulator(g, s.views, cm).time(), s.estimate.time, 1e-9 * s.estimate.time);
+    const Placement p(s.graph, s.views, 1);
+    EXPECT_DOUBLE_EQ(memory_breakdown(p, recipe)[0].total(), s.estimate.max_memory());
+    time = s.estimate.time, memory = s.estimate.max_memory();
+  }
+}
+
 // A plan over capacity without recomputation fits with it, and the mapper
 // counts what it refused and the closest miss.
 TEST(Recompute, MemoryRefusalsAreCounted) {
@@ -333,6 +401,26 @@ TEST(Recompute, TheStrategyFileRecordsIt) {
   std::string old = text;
   old.erase(old.find("\"recompute\""), std::string("\"recompute\": \"selective\",").size());
   EXPECT_EQ(strategy_from_json(old, "s.json").recipe.recompute, Recompute::kNone);
+  // Full of the first layers only: the count is recorded; a count that is
+  // no positive integer, or beside another policy, names the field.
+  const CostModel block(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFull, ZeroStage::k0, 2});
+  f.recipe = block.recipe();
+  const std::string counted = strategy_to_json(f);
+  EXPECT_EQ(strategy_from_json(counted, "s.json").recipe, block.recipe());
+  for (const auto& [from, to, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"recompute_layers\": 2", "\"recompute_layers\": 0", "expected a positive integer, got 0"},
+           {"\"recompute_layers\": 2", "\"recompute_layers\": \"2\"", "expected a positive integer, got \"2\""},
+           {"\"recompute\": \"full\"", "\"recompute\": \"selective\"", "applies to full recomputation, not selective"}}) {
+    std::string wrong = counted;
+    ASSERT_NE(wrong.find(from), std::string::npos) << from;
+    wrong.replace(wrong.find(from), from.size(), to);
+    try {
+      strategy_from_json(wrong, "s.json");
+      ADD_FAILURE() << to << " was accepted";
+    } catch (const FileError& e) {
+      EXPECT_EQ(std::string(e.what()), "s.json: recompute_layers: " + why);
+    }
+  }
   std::string bad = text;
   bad.replace(bad.find("\"recompute\": \"selective\""), 24, "\"recompute\": \"some\"");
   try {

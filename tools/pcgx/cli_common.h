@@ -70,6 +70,8 @@ extern const char* const kScheduleHelp;
 // (optimize) "auto" (nullopt).
 std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto);
 extern const char* const kRecomputeHelp;
+// --recompute-layers N (with --recompute full).
+extern const char* const kRecomputeLayersHelp;
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 extern const char* const kZeroHelp;

@@ -20,6 +20,7 @@ struct Flags {
       recompute = "auto", zero = "auto", plan;
   std::vector<std::string> sets;
   int64_t devices = 0;
+  int32_t recompute_layers = 0;  // 0: not stated
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
   PipelineFlags pipe;
@@ -35,7 +36,8 @@ runner::OptimizeRequest request(Flags& f) {
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"Machine.device.peak_flops_by_precision", "--precision"},
               {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
-              {"SearchOptions.plan", "--plan"}});
+              {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
+              {"OptimizeRequest.recompute", "--recompute"}});
   runner::OptimizeRequest q;
   Machine m = search::find_machine(f.machine);
   if (f.devices > 0) m = m.with_devices(f.devices);
@@ -49,6 +51,7 @@ runner::OptimizeRequest request(Flags& f) {
   q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
+  if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0, f.zero_flag->count() > 0});
@@ -98,6 +101,10 @@ void add_optimize_command(CLI::App& app) {
       ->capture_default_str();
   f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
       ->capture_default_str();
+  cmd->add_option("--recompute-layers", f.recompute_layers, std::string(kRecomputeLayersHelp) +
+                  " (default: every layer where --recompute full is given; with --recompute auto, where full recomputation is what fits, "
+                  "the fewest layers that fit)")
+      ->check(positive());
   f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,

@@ -22,6 +22,7 @@ void add_simulate_command(CLI::App& app) {
   static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule;
   static double bucket_mb = 25;
   static int64_t show = 8;
+  static int32_t recompute_layers = 0;
   static PlanFlags pf;
   cmd->add_option("STRATEGY|MODEL", strategy, "strategy file (pcgx optimize -o), or with --plan a zoo model name or graph JSON file")->required();
   cmd->add_option("--plan", pf.plan, "simulate MODEL as a plan written by hand states it (docs/plans.md), lowered as pcgx optimize --plan "
@@ -33,6 +34,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", bucket_mb, "gradient buckets of this many MiB (PyTorch DDP's bucket_cap_mb)")->capture_default_str();
   cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
+  cmd->add_option("--recompute-layers", recompute_layers, std::string(kRecomputeLayersHelp) + " (default: the strategy's)")->check(positive());
   cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's)");
   cmd->add_option("--schedule", schedule, kScheduleHelp);
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -41,7 +43,8 @@ void add_simulate_command(CLI::App& app) {
     if (!trace.empty()) check_output_path(trace);
     if (pf.plan.empty() && (!pf.machine.empty() || pf.devices > 0 || !pf.sets.empty() || !pf.per_device_batch))
       throw Error("--machine, --devices, --set and --global-batch go with --plan (a strategy file states its own)");
-    name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}, {"SimulateRequest.schedule", "--schedule"}});
+    name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}, {"SimulateRequest.schedule", "--schedule"},
+                {"SimulateRequest.recompute_layers", "--recompute-layers"}});
     runner::SimulateRequest q;
     if (pf.plan.empty()) {
       q.strategy = search::load_strategy(strategy);
@@ -57,6 +60,7 @@ void add_simulate_command(CLI::App& app) {
     }
     if (!precision.empty()) q.precision = parse_precision(precision);
     if (!recompute.empty()) q.recompute = parse_recompute(recompute, false);
+    if (recompute_layers != 0) q.recompute_layers = recompute_layers;
     if (!zero.empty()) q.zero = parse_zero(zero, false);
     if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);
     if (!profile.empty()) q.profile = load_profile(profile);
@@ -72,7 +76,7 @@ void add_simulate_command(CLI::App& app) {
               << "machine               " << m.name << ", " << f.devices << " devices\n"
               << "strategy              " << f.search << " (" << strategy << ")\n"
               << "precision             " << name(recipe.precision) << "\n"
-              << "recompute             " << name(recipe.recompute) << "\n"
+              << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers) << "\n"
               << "ZeRO stage            " << name(recipe.zero) << "\n";
     if (const auto p = sim.pipeline())
       std::cout << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")

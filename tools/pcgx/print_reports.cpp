@@ -70,7 +70,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   const TrainingRecipe& recipe = rep.cost->recipe();
   out << "precision             " << name(recipe.precision) << (q.precision ? "" : " (auto)")
       << (is_mixed(recipe.precision) ? " (FP32 master weights, gradients and optimizer state)" : "") << "\n";
-  out << "recompute             " << name(recipe.recompute) << (q.recompute ? "" : " (auto)") << "\n";
+  out << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers) << (q.recompute ? "" : " (auto)") << "\n";
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
       << (shards_weights(recipe.zero)     ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"
@@ -82,7 +82,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";
     for (size_t i = 0; rep.tried.size() > 1 && i < rep.tried.size(); ++i) {
       const runner::RecipeTried& t = rep.tried[i];
-      out << (i ? "; " : "") << (q.precision ? "" : std::string(name(t.recipe.precision)) + " ") << "recompute " << name(t.recipe.recompute)
+      out << (i ? "; " : "") << (q.precision ? "" : std::string(name(t.recipe.precision)) + " ") << "recompute " << describe_recompute(t.recipe.recompute, t.recipe.recompute_layers)
           << " ZeRO " << name(t.recipe.zero)
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"))
@@ -132,7 +132,7 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered"
         << (shards_weights(o.zero) ? " before each forward and backward that reads them (one bucket per weight block)" : " after the update") << "\n";
   if (o.recompute != Recompute::kNone)
-    out << "recompute             " << name(o.recompute) << ": the backward pass re-runs what the policy does not keep\n";
+    out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers) << ": the backward pass re-runs what the policy does not keep\n";
   if (is_mixed(o.precision))
     out << "precision             " << name(o.precision) << ": activations and weight copies rounded to it, FP32 masters and gradient sums\n";
   if (o.precision == Precision::kFp16)

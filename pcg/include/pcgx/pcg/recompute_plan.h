@@ -30,8 +30,12 @@ struct RecomputePlan {
 };
 
 // The plan of `policy` on `g` (any PCG: a model or a parallelized strategy),
-// whose source layouts are `layouts`.
-RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy);
+// whose source layouts are `layouts`; under full, only `layers` of its
+// segments when `layers` is not kAllLayers: the first in forward order of
+// those whose re-run frees memory (a transformer's layers), then of the
+// rest (a segment whose outputs no backward reads, as GPT's position
+// embedding: recomputing it frees nothing).
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers);
 
 // The bytes a step's re-run forward passes send between devices again
 // under `policy`, for g with its machine views on `devices` devices: the
@@ -42,6 +46,6 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
 // schedule, pipeline_schedule.h), so only layout changes and collectives
 // send again.
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy,
-                            bool kept_inputs = false);
+                            bool kept_inputs = false, int32_t layers = kAllLayers);
 
 }  // namespace pcgx

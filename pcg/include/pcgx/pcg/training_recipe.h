@@ -7,6 +7,7 @@
 // search.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "pcgx/pcg/precision.h"
@@ -38,6 +39,15 @@ namespace pcgx {
 //              pipeline stage's boundary). What precedes the first cut
 //              (embeddings) and follows the last (the loss) is kept
 //              (pcg/recompute_plan.h).
+//
+// Under full, a plan may recompute only some layers (Megatron-LM's
+// --recompute-method block --recompute-num-layers N): the first N layers of
+// each graph the plan runs (each pipeline stage's chunk, or the whole model)
+// re-run in backward, the later ones keep their activations; a segment
+// whose re-run would free nothing (GPT's position embedding) is counted
+// last (recompute_plan.h). Recomputing
+// fewer layers keeps more memory and re-runs less compute, so the fewest
+// that fit is the fastest plan that fits (what `optimize` chooses).
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 
@@ -79,10 +89,19 @@ inline bool shards_optimizer(ZeroStage z) { return z >= ZeroStage::k1; }
 inline bool shards_gradients(ZeroStage z) { return z >= ZeroStage::k2; }
 inline bool shards_weights(ZeroStage z) { return z >= ZeroStage::k3; }
 
+inline constexpr int32_t kAllLayers = -1;
+
+// "none", "selective", "full", or "full, first N layers" (`layers` >= 0
+// under full).
+std::string describe_recompute(Recompute r, int32_t layers);
+
 struct TrainingRecipe {
   Precision precision = kDefaultPrecision;
   Recompute recompute = Recompute::kNone;
   ZeroStage zero = ZeroStage::k0;
+  // Under Recompute::kFull, how many layers of each graph recompute (the
+  // first ones, above); kAllLayers: every layer.
+  int32_t recompute_layers = kAllLayers;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

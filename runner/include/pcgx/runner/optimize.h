@@ -42,6 +42,13 @@ struct OptimizeRequest {
   std::optional<Precision> precision = kDefaultPrecision;
   // Activation recomputation and ZeRO stage; nullopt: chosen (below).
   std::optional<Recompute> recompute;
+  // Under full recomputation, how many layers of each graph recompute (the
+  // first ones: TrainingRecipe::recompute_layers); stated only with
+  // `recompute` full. nullopt: every layer where `recompute` is stated
+  // (Megatron-LM's full recomputation); where it is chosen and full is the
+  // recipe that fits, the fewest layers that fit (each count re-prices the
+  // plan found with every layer recomputed; not for pipelined plans).
+  std::optional<int32_t> recompute_layers;
   std::optional<ZeroStage> zero;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:

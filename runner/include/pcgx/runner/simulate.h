@@ -26,6 +26,7 @@ struct SimulateRequest {
   std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
+  std::optional<int32_t> recompute_layers;  // with full recomputation (the strategy's or `recompute`)
   std::optional<ZeroStage> zero;
   search::Efficiency efficiency = search::default_efficiency();
   Profile profile;

@@ -122,6 +122,7 @@ struct ExecutionPlan {
   ZeroStage zero = ZeroStage::k0;
   // What the backward pass recomputes (set_recompute); none by default.
   Recompute recompute = Recompute::kNone;
+  int32_t recompute_layers = kAllLayers;  // under full: how many layers (training_recipe.h)
   std::vector<RecomputeSegment> segments;
   // What the step frees beside them (set by make_plan and set_recompute;
   // under a pipeline schedule each device keeps what it writes in one
@@ -167,14 +168,15 @@ void micro_batch_offset(const ParallelTensorShape& s, std::span<const int64_t> b
 // `bucket_bytes` caps the gradient buckets.
 ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
 
-// Makes `plan` recompute what `policy` says (pcg/recompute_plan.h, the
+// Makes `plan` recompute what `policy` says, under full only the first
+// `layers` layers unless kAllLayers (pcg/recompute_plan.h, the
 // same nodes the cost model and the memory model read). Throws pcgx::Error
 // naming the node where the runtime cannot: a recomputed node that runs
 // once per step or sums the micro-batches, one reading a tensor another
 // segment recomputes, a layout change split between kept and recomputed
 // nodes, a recomputed graph output. Also sets what the step frees as no
 // backward pass reads it (ExecutionPlan::freed), as make_plan does.
-void set_recompute(ExecutionPlan& plan, Recompute policy);
+void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers = kAllLayers);
 
 // Makes `plan` run its micro-batches under `p` (pcg/pipeline_schedule.h):
 // each device runs its stage's program, one chunk's nodes per step, and
