@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
@@ -164,6 +165,32 @@ TEST_F(PipelineSearch, OneStageAccumulatesGradients) {
   EXPECT_DOUBLE_EQ(m4[0].weights + m4[0].master + m4[0].gradients + m4[0].optimizer,
                    m1[0].weights + m1[0].master + m1[0].gradients + m1[0].optimizer);
   EXPECT_LT(e.max_memory(), one.search.strategy.estimate.max_memory());
+}
+
+// The joined estimate reports what a step moves and synchronizes, as an
+// unpipelined one does: the bytes the runtime sends (step_communication.h),
+// the gradient buckets of the stage whose once-per-step terms set the time
+// (its chunks' own), and the devices that compute. Accumulation (one stage)
+// and two stages of data parallelism alike.
+TEST_F(PipelineSearch, TheJoinedEstimateCountsBytesAndBuckets) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const Graph g = build_model("gpt-tiny", {{"batch", 64}});
+  for (const PipelineOptions& po : {PipelineOptions{1, 4}, PipelineOptions{2, 4}}) {
+    SCOPED_TRACE(std::to_string(po.stages) + " stages");
+    const PipelineResult r = run(g, cm, po);
+    const Estimate& e = r.search.strategy.estimate;
+    ASSERT_TRUE(e.feasible);
+    EXPECT_GT(e.bytes, 0);
+    EXPECT_DOUBLE_EQ(e.bytes, step_bytes(r.search.strategy.graph, r.search.strategy.views, 8));
+    EXPECT_GT(e.buckets, 0);
+    EXPECT_GT(e.sync, 0);
+    EXPECT_LE(e.sync_hidden, e.sync);
+    EXPECT_EQ(e.devices_used, 8);
+    // The step's once-per-step terms are that stage's update, exposed
+    // synchronization and weight gathers.
+    EXPECT_GT(e.update, 0);
+    EXPECT_NEAR(e.once, e.update + (e.sync - e.sync_hidden) + e.gather, 1e-12);
+  }
 }
 
 // A stage is searched on its micro-batches, not the whole batch: 8

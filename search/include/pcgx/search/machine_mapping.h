@@ -55,7 +55,9 @@ struct Estimate {
   int64_t devices_used = 0;  // devices that run at least one compute task
   double once = 0;           // of time: optimizer update, exposed gradient synchronization and gather,
                              // paid once per iteration however many micro-batches
-  double bubble = 0;         // of time: pipeline fill and drain (pipeline.h)
+  double bubble = 0;         // of time: pipeline fill and drain (pipeline.h); a pipelined
+                             // plan's sync, sync_hidden, buckets, gather and update are those
+                             // of the stage whose once-per-step terms are longest
   std::vector<double> memory;  // bytes per device
   double max_memory() const;
 };
