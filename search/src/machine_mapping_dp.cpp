@@ -10,7 +10,6 @@
 namespace pcgx::search {
 
 struct MachineMapper::Impl {
-  mutable std::shared_mutex mu;
   Cache cache;
   std::mutex refused_mu;
   MemoryRefusals refused;
@@ -69,10 +68,7 @@ std::vector<int> Problem::sorted_children(int t, int64_t lo, int64_t size) const
 
 Result Problem::solve(int t, int64_t lo, int64_t size) const {
   const Key key{tree_hash[static_cast<size_t>(t)], lo, size};
-  {
-    std::shared_lock lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   const SPNode& s = tree.nodes[static_cast<size_t>(t)];
   Result r;
   if (s.kind == SPNode::kLeaf) {
@@ -85,7 +81,6 @@ Result Problem::solve(int t, int64_t lo, int64_t size) const {
     Memo memo;
     r = group(kids, 0, kids.size(), lo, size, memo);
   }
-  std::unique_lock lock(mu);
   cache.emplace(key, r);
   return r;
 }
@@ -216,12 +211,11 @@ MachineMapper::MemoryRefusals MachineMapper::memory_refusals() const {
 }
 
 size_t MachineMapper::cache_size() const {
-  std::shared_lock lock(impl_->mu);
   return impl_->cache.size();
 }
 
 double MachineMapper::time(const Graph& g) const {
-  Problem p(g, cost_, impl_->cache, impl_->mu);
+  Problem p(g, cost_, impl_->cache);
   if (p.tree.root < 0) return 0;
   const Solved solved = solve_and_place(p, cost_.devices());
   const Mapped& m = solved.m;
@@ -237,7 +231,7 @@ double MachineMapper::time(const Graph& g) const {
 
 Strategy MachineMapper::map(const Graph& g) const {
   Strategy s{g, std::vector<MachineView>(g.size()), {}};
-  Problem p(g, cost_, impl_->cache, impl_->mu);
+  Problem p(g, cost_, impl_->cache);
   Estimate& e = s.estimate;
   if (p.tree.root < 0) {
     e.feasible = true, e.time = 0;

@@ -31,8 +31,8 @@ int64_t task_count(const Graph& g, const Node& n) {
   return n.outputs.empty() ? 1 : n.outputs[0].num_shards();
 }
 
-Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, std::shared_mutex& m)
-  : g(graph), cost(cm), cache(ca), mu(m), layouts(source_layouts(graph)), place(graph, canonical_views(graph), cm.devices()) {
+Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca)
+  : g(graph), cost(cm), cache(ca), layouts(source_layouts(graph)), place(graph, canonical_views(graph), cm.devices()) {
   active.assign(g.size(), 0);
   for (const Node& n : g.nodes())
     active[static_cast<size_t>(n.id)] = n.op->op_class != OpClass::kSource && !layouts.is_layout(g, n.id);
@@ -242,10 +242,7 @@ Result Problem::leaf(NodeId id, int64_t lo, int64_t size) const {
 
 Result Problem::solve_leaf(NodeId id, int64_t lo, int64_t size) const {
   const Key key{local[static_cast<size_t>(id)], lo, size};
-  {
-    std::shared_lock lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   return leaf(id, lo, size);
 }
 

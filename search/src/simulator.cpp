@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <shared_mutex>
 
 #include "pcgx/pcg/error.h"
 #include "simulator_impl.h"

@@ -7,7 +7,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <shared_mutex>
 
 #include "mapping_problem.h"
 #include "pcgx/pcg/pipeline_schedule.h"
@@ -27,7 +26,6 @@ struct Simulator::Impl {
   const Graph& g;
   const CostModel& cost;
   Cache cache;
-  std::shared_mutex mu;
   Problem problem;  // which nodes run, fused layout changes, who synchronizes which weight
   std::vector<MachineView> views;
   std::unique_ptr<Placement> place;
@@ -84,7 +82,7 @@ struct Simulator::Impl {
   std::vector<int64_t> node_chunks(const PipelineShape& p) const;
 
   Impl(const Graph& graph, std::vector<MachineView> v, const CostModel& cm)
-      : g(graph), cost(cm), problem(graph, cm, cache, mu), views(std::move(v)), D(cm.devices()) {
+      : g(graph), cost(cm), problem(graph, cm, cache), views(std::move(v)), D(cm.devices()) {
     views.resize(g.size());
     head.resize(g.size());
     for (const Node& n : g.nodes()) head[static_cast<size_t>(n.id)] = n.id;
