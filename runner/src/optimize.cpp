@@ -103,7 +103,16 @@ void validate(const OptimizeRequest& q) {
     if (q.machine.num_devices() % stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(stages) + " stages do not divide the " + std::to_string(q.machine.num_devices()) + " devices");
     search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages);
+    // Where the plan's chunks end: its own field, named in its file.
+    if (q.pipeline && q.search.plan->pipeline && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
+      try {
+        search::check_boundaries(q.model, *q.pipeline);
+      } catch (const FieldError& e) {
+        throw Error(q.search.plan->source + ": pipeline.boundaries: " + e.reason());
+      }
+    }
   }
+  if (q.pipeline) search::check_boundaries(q.model, *q.pipeline);
 }
 
 namespace {

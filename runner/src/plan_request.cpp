@@ -18,7 +18,8 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (!plan) return;
   if (plan->pipeline && !q.pipeline)  // the plan's stages and its schedule (flags stating a pipeline win, with the default schedule)
     q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages,
-                                         plan->pipeline->schedule, plan->pipeline->programs};
+                                         plan->pipeline->schedule, plan->pipeline->programs,
+                                         plan->pipeline->boundaries};
   if (plan->precision && !stated.precision) q.precision = plan->precision;
   if (plan->recompute && !stated.recompute) q.recompute = plan->recompute;
   if (plan->zero && !stated.zero) q.zero = plan->zero;

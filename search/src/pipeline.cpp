@@ -75,6 +75,39 @@ std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const 
   return out;
 }
 
+// The cuts after the operators `names` (PipelineOptions::boundaries).
+std::vector<std::pair<size_t, TensorRef>> stated_cuts(const Graph& g, const std::vector<NodeId>& order, const std::vector<std::string>& names,
+                                                      int64_t chunks) {
+  if (static_cast<int64_t>(names.size()) != chunks - 1)
+    throw FieldError("PipelineOptions.boundaries", std::to_string(names.size()) + " operators end chunks, and " + std::to_string(chunks) +
+                                                       " chunks (stages x virtual stages) need " + std::to_string(chunks - 1));
+  const auto cuts = valid_cuts(g, order);
+  std::vector<std::pair<size_t, TensorRef>> out;
+  for (const std::string& name : names) {
+    const auto at = std::find_if(cuts.begin(), cuts.end(), [&](const auto& c) { return g.node(order[c.first]).name == name; });
+    if (at == cuts.end()) {
+      const bool exists = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return n.name == name; });
+      throw FieldError("PipelineOptions.boundaries", "'" + name + "' " +
+                                                         (exists ? "does not end a single-tensor cut of '" + g.name() + "' (more than one tensor crosses after it)"
+                                                                 : "is no operator of '" + g.name() + "'"));
+    }
+    if (!out.empty() && at->first <= out.back().first)
+      throw FieldError("PipelineOptions.boundaries", "'" + name + "' does not come after '" + g.node(order[out.back().first]).name + "'");
+    out.push_back(*at);
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_boundaries(const Graph& model, const PipelineOptions& po) {
+  if (po.boundaries.empty()) return;
+  if (po.stages == 0) throw FieldError("PipelineOptions.boundaries", "stated where the chunks end, the stages are stated too");
+  stated_cuts(model, compute_order(model), po.boundaries, po.stages * po.virtual_stages);
+}
+
+namespace {
+
 std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
   if (o.micro_batches > 0) return {o.micro_batches};
   return {stages, 2 * stages, 4 * stages, 8 * stages};
@@ -170,6 +203,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
                                                           " stages, not " + std::to_string(po.micro_batches));
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
+  check_boundaries(model, po);
   if (options.algorithm == Algorithm::kPlan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
   // Stated plans split the layers evenly; a written plan is applied stage
@@ -226,7 +260,9 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     // inside a layer, and a stage's parallel time need not follow its
     // single-device time).
     std::vector<std::vector<std::pair<size_t, TensorRef>>> cut_options;
-    if (stated) {
+    if (!po.boundaries.empty()) {
+      cut_options.push_back(stated_cuts(model, order, po.boundaries, S * v));
+    } else if (stated) {
       cut_options.push_back(even_layer_cuts(model, order, S * v));
     } else {
       cut_options.push_back(balanced_cuts(model, weight, S * v));

@@ -142,7 +142,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
     if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
-    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs"});
+    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs", "boundaries"});
     if (!p.contains("stages")) throw FileError(source, "pipeline.stages", "missing: how many stages the layers are split over");
     if (!p.contains("micro_batches")) throw FileError(source, "pipeline.micro_batches", "missing: how many micro-batches a step runs");
     UserPlan::Pipeline pp;
@@ -185,6 +185,16 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
                           pp.schedule.value_or(PipelineShape::default_for(pp.virtual_stages)), pp.programs});
     } catch (const Error& e) {
       throw FileError(source, pp.programs.empty() ? "pipeline" : "pipeline.programs", e.what());
+    }
+    if (p.contains("boundaries")) {
+      const json& b = p["boundaries"];
+      const auto chunks = static_cast<size_t>(pp.stages * pp.virtual_stages);
+      if (!b.is_array() || !std::all_of(b.begin(), b.end(), [](const json& x) { return x.is_string() && !x.get<std::string>().empty(); }))
+        throw FileError(source, "pipeline.boundaries", "expected an array of operator names, the last operator of each chunk but the last");
+      if (b.size() + 1 != chunks)
+        throw FileError(source, "pipeline.boundaries", std::to_string(b.size()) + " names for " + std::to_string(chunks) +
+                                                           " chunks (stages x virtual stages): one per chunk but the last");
+      for (const json& x : b) pp.boundaries.push_back(x.get<std::string>());
     }
     plan.pipeline = pp;
   }
@@ -384,9 +394,50 @@ UserPlan plan_of_strategy(const Graph& g) {
   return plan;
 }
 
+UserPlan::Pipeline pipeline_of_strategy(const Graph& g, std::span<const MachineView> views, int64_t devices, const PipelineShape& shape) {
+  UserPlan::Pipeline p;
+  p.stages = shape.stages, p.micro_batches = shape.micro_batches, p.virtual_stages = shape.virtual_stages;
+  if (shape.schedule != PipelineShape::default_for(shape.virtual_stages) || !shape.programs.empty())
+    p.schedule = shape.schedule, p.programs = shape.programs;
+  if (shape.stages <= 1) return p;
+  const int64_t per = devices / shape.stages;
+  const Node* last = nullptr;
+  int64_t stage = -1;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || n.name.empty() || static_cast<size_t>(n.id) >= views.size()) continue;
+    const int64_t start = views[static_cast<size_t>(n.id)].start;
+    if (start < 0) continue;
+    const int64_t s = start / per;
+    if (last && s != stage) p.boundaries.push_back(last->name);
+    stage = s, last = &n;
+  }
+  const int64_t chunks = shape.stages * shape.virtual_stages;
+  if (static_cast<int64_t>(p.boundaries.size()) != chunks - 1)
+    throw Error("the strategy's named operators change stage " + std::to_string(p.boundaries.size()) + " times, where " +
+                std::to_string(chunks) + " chunks change it " + std::to_string(chunks - 1) + " times");
+  return p;
+}
+
 std::string plan_to_json(const UserPlan& plan) {
   std::string out = "{\n  \"format\": \"pcgx.plan\",\n  \"format_version\": 1,\n";
   if (!plan.description.empty()) out += "  \"description\": " + json(plan.description).dump() + ",\n";
+  if (const auto& p = plan.pipeline) {
+    json pj = json::object();
+    pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;
+    if (p->virtual_stages > 1) pj["virtual_stages"] = p->virtual_stages;
+    if (p->schedule && p->programs.empty()) pj["schedule"] = name(*p->schedule);
+    if (!p->programs.empty()) {
+      json programs = json::array();
+      const std::string text = format_pipeline_programs(p->programs);
+      for (size_t at = 0, end; at < text.size(); at = end + 1) {
+        end = text.find('\n', at);
+        programs.push_back(text.substr(at, end - at));
+      }
+      pj["programs"] = programs;
+    }
+    if (!p->boundaries.empty()) pj["boundaries"] = p->boundaries;
+    out += "  \"pipeline\": " + pj.dump() + ",\n";
+  }
   out += "  \"rules\": [\n";
   for (size_t r = 0; r < plan.rules.size(); ++r) {
     const PlanRule& rule = plan.rules[r];

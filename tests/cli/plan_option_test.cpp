@@ -244,4 +244,56 @@ TEST(PlanShow, AUnityStrategysPlanFedBackPricesTheSame) {
   expect_one_error_line(run("plan show " + (dir() / "none.json").string()), "none.json", dir() / "never.json");
 }
 
+// A pipelined strategy's plan states its stages: where each chunk ends
+// ("boundaries", wherever the search cut them, here a 4-layer GPT whose
+// balanced cut need not fall between even layers), its micro-batches and
+// its written order; fed back, it is priced the same and cut at the same
+// operators. A boundary that is no cut, or the wrong count, is one error.
+TEST(PlanShow, APipelinedStrategysStagesFedBackPriceTheSame) {
+  for (const std::string& how : {std::string("--pipeline --stages 2 --micro-batches 4"),
+                                  std::string("--pipeline --stages 2 --micro-batches 4 --virtual-stages 2 --search data-parallel")}) {
+    SCOPED_TRACE(how);
+    const fs::path found = dir() / "piped.json", plan = dir() / "piped-plan.json", again = dir() / "piped-again.json";
+    const std::string model = "gpt-tiny --set layers=4 --machine dgx-h100 --devices 4 -q ";
+    const auto u = run("optimize " + model + how + " -o " + found.string());
+    ASSERT_EQ(u.code, 0) << u.out;
+    const auto shown = run("plan show " + found.string() + " -o " + plan.string());
+    ASSERT_EQ(shown.code, 0) << shown.out;
+    std::ifstream in(plan);
+    const auto j = nlohmann::json::parse(in);
+    const auto& p = j.at("pipeline");
+    EXPECT_EQ(p.at("stages"), 2);
+    EXPECT_EQ(p.at("micro_batches"), 4);
+    const int64_t chunks = 2 * p.value("virtual_stages", 1);
+    ASSERT_EQ(static_cast<int64_t>(p.at("boundaries").size()), chunks - 1) << p.dump();
+    const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
+    ASSERT_EQ(back.code, 0) << back.out;
+    EXPECT_GT(predicted_ms(u.out), 0);
+    EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
+    // Each stage's first and last operators, as found.
+    auto stage_lines = [](const std::string& out) {
+      std::string lines;
+      for (size_t at = out.find("  stage "); at != std::string::npos; at = out.find("  stage ", at + 1))
+        lines += out.substr(at, out.find(')', at) - at) + "\n";
+      return lines;
+    };
+    EXPECT_FALSE(stage_lines(u.out).empty()) << u.out;
+    EXPECT_EQ(stage_lines(back.out), stage_lines(u.out));
+  }
+  const fs::path bad = dir() / "bad-boundaries.json", out = dir() / "bad-b.json";
+  const std::string base = "optimize gpt-tiny --machine dgx-h100 --devices 4 -o " + out.string() + " --plan " + bad.string();
+  auto plan_with = [&](const std::string& boundaries) {
+    std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "pipeline": {"stages": 2, "micro_batches": 2, "boundaries": )"
+                       << boundaries << R"(}, "rules": [{"select": {}, "partition": {"samples": 2}}]})";
+  };
+  plan_with(R"(["block0.attn.query"])");
+  expect_one_error_line(run(base), "'block0.attn.query' does not end a single-tensor cut of 'gpt-tiny'", out);
+  plan_with(R"(["no.such"])");
+  expect_one_error_line(run(base), "'no.such' is no operator of 'gpt-tiny'", out);
+  plan_with(R"(["block0.mlp_residual", "block1.ln1"])");
+  expect_one_error_line(run(base), "pipeline.boundaries: 2 names for 2 chunks (stages x virtual stages): one per chunk but the last", out);
+  plan_with(R"("block0.mlp_residual")");
+  expect_one_error_line(run(base), "pipeline.boundaries: expected an array of operator names", out);
+}
+
 }  // namespace

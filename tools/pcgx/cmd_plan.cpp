@@ -123,8 +123,8 @@ void add_plan_command(CLI::App& app) {
     if (!f.applied.empty())
       std::cerr << "note: the strategy applies " << f.applied.size()
                 << " substitution(s); a plan states how the model's own operators run, so those are not in it\n";
-    if (f.pipeline_stages > 1)
-      std::cerr << "note: the strategy is pipelined; plan show does not write its stages yet (a plan states them as \"pipeline\")\n";
+    if (const auto shape = search::pipeline_shape(f))
+      plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
     const std::string text = search::plan_to_json(plan);
     if (out.empty()) {
       std::cout << text;

@@ -60,6 +60,9 @@
 // assigns them (not balanced by time); each stage is the expert's plan at
 // the stated tensor-parallel degree.
 //
+// A written plan may state where its chunks end (PipelineOptions::
+// boundaries); then only those cuts are tried.
+//
 // Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
 // one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
 //
@@ -95,6 +98,11 @@ struct PipelineOptions {
   // the default schedule's closed form (the simulator runs it as given).
   std::optional<PipelineSchedule> schedule;
   std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
+  // Where the chunks end (a written plan's "boundaries"): the names of the
+  // S v - 1 operators that end every chunk but the last, in model order,
+  // each at a single-tensor cut; the stages are cut there instead of at the
+  // balanced or even-layer cuts. Empty: chosen as above.
+  std::vector<std::string> boundaries;
 };
 
 // One stage's chunk (the whole stage without interleaving).
@@ -124,6 +132,12 @@ struct PipelineResult {
 // pipelined strategy exists.
 PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost,
                                  const SearchOptions& options, const PipelineOptions& pipeline);
+
+// Checks `pipeline.boundaries` against `model` (before any search):
+// throws FieldError on PipelineOptions.boundaries naming the operator that
+// ends no single-tensor cut, is not in the model or comes out of order, or
+// the count that is not one per chunk but the last.
+void check_boundaries(const Graph& model, const PipelineOptions& pipeline);
 
 // `g` with a Pipeline(0, m) after every Input of rank >= 1 and, when
 // `last`, a Batch before every output still pipelined. Throws pcgx::Error

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,9 +59,10 @@ struct UserPlan {
   std::optional<Recompute> recompute;
   std::optional<ZeroStage> zero;
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
-  // splits them) and micro-batches, each stage on its devices / stages
-  // devices, the rules applied to each stage's operators; unset: none, or
-  // what the caller's options say.
+  // splits them, or cut after the operators `boundaries` names: one per
+  // chunk but the last) and micro-batches, each stage on its devices /
+  // stages devices, the rules applied to each stage's operators; unset:
+  // none, or what the caller's options say.
   // Its schedule: gpipe, 1f1b, interleaved, or each stage's order of
   // forward and backward steps written out (explicit, `programs`, checked
   // for deadlock when read); unset: 1f1b, interleaved with virtual stages.
@@ -68,6 +70,7 @@ struct UserPlan {
     int64_t stages = 1, micro_batches = 1, virtual_stages = 1;
     std::optional<PipelineSchedule> schedule;
     std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
+    std::vector<std::string> boundaries;              // empty: even layers
   };
   std::optional<Pipeline> pipeline;
   // In order: an operator runs as the last rule that selects it says, or
@@ -129,6 +132,14 @@ Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool
 // can state (replica slots of its own: its inputs all replicated), or two
 // operators of one name (a plan selects by name).
 UserPlan plan_of_strategy(const Graph& strategy);
+// The pipeline a pipelined strategy runs (its `views` on `devices`
+// devices, pipeline_stages, micro_batches, virtual_stages, schedule and
+// programs as its file states them), for plan_of_strategy's plan: the
+// chunks end where the stage running the named compute operators changes,
+// in graph order (a joined strategy is its chunks one after the other).
+// Throws pcgx::Error where the chunks found are not S v.
+UserPlan::Pipeline pipeline_of_strategy(const Graph& strategy, std::span<const MachineView> views, int64_t devices,
+                                        const PipelineShape& shape);
 std::string plan_to_json(const UserPlan& plan);
 
 }  // namespace pcgx::search
