@@ -254,6 +254,34 @@ std::vector<std::vector<PipelineStep>> parse_pipeline_programs(std::string_view 
   return out;
 }
 
+double schedule_makespan(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs, std::span<const double> forward,
+                         std::span<const double> backward, std::span<const double> transfer) {
+  const std::vector<ScheduledStep> order = run_order(p, programs);
+  const int64_t C = p.chunks(), M = p.micro_batches;
+  if (static_cast<int64_t>(forward.size()) != C || static_cast<int64_t>(backward.size()) != C ||
+      static_cast<int64_t>(transfer.size()) < C - 1)
+    throw Error("pipeline schedule: step times for " + std::to_string(forward.size()) + " chunks, where the schedule has " + std::to_string(C));
+  std::vector<double> fwd_end(static_cast<size_t>(C * M), 0.0), bwd_end(static_cast<size_t>(C * M), 0.0);
+  std::vector<double> stage_free(static_cast<size_t>(p.stages), 0.0);
+  auto at = [&](int64_t c, int64_t m) { return static_cast<size_t>(c * M + m); };
+  double makespan = 0;
+  for (const ScheduledStep& s : order) {
+    const PipelineStep& x = s.step;
+    const auto c = static_cast<size_t>(x.chunk);
+    double ready = stage_free[static_cast<size_t>(s.stage)];
+    if (!x.backward && x.chunk > 0) ready = std::max(ready, fwd_end[at(x.chunk - 1, x.micro_batch)] + transfer[c - 1]);
+    if (x.backward) {
+      ready = std::max(ready, fwd_end[at(x.chunk, x.micro_batch)]);
+      if (x.chunk + 1 < C) ready = std::max(ready, bwd_end[at(x.chunk + 1, x.micro_batch)] + transfer[c]);
+    }
+    const double end = ready + (x.backward ? backward[c] : forward[c]);
+    (x.backward ? bwd_end : fwd_end)[at(x.chunk, x.micro_batch)] = end;
+    stage_free[static_cast<size_t>(s.stage)] = end;
+    makespan = std::max(makespan, end);
+  }
+  return makespan;
+}
+
 std::string format_pipeline_programs(const std::vector<std::vector<PipelineStep>>& programs) {
   std::string out;
   for (size_t s = 0; s < programs.size(); ++s) {

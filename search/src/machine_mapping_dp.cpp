@@ -252,6 +252,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets, e.gather = m.sync.gather;
   e.once = m.dp.update + m.sync.exposed + m.sync.gather;
+  e.backward = m.dp.backward;
   e.memory = memory_per_device(*solved.where, cost_.recipe(), cost_.micro_batches_in_flight());
   std::vector<char> computes(static_cast<size_t>(cost_.devices()), 0);
   for (const Node& n : g.nodes())

@@ -367,6 +367,10 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
         plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
         plan.stage_time.assign(static_cast<size_t>(S), 0.0);
         std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
+        // Per chunk, one micro-batch: its forward, its backward, and the
+        // message from the chunk before it (each way): a written order's
+        // steps (schedule_makespan).
+        std::vector<double> chunk_forward(pieces.size(), 0.0), chunk_backward(pieces.size(), 0.0), crossing(pieces.size(), 0.0);
         try {
           for (size_t p = 0; p < pieces.size(); ++p) {
             const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
@@ -382,12 +386,15 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
             info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
             info.update = e.once;
             info.micro_batch = (e.time - e.once) / static_cast<double>(M);
+            chunk_backward[p] = e.backward / static_cast<double>(M);
+            chunk_forward[p] = info.micro_batch - chunk_backward[p];
             if (pieces[p].in.node >= 0) {  // receive the boundary, send its gradient back
               const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
                                              [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
               const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
               const int64_t from = (static_cast<int64_t>(p) - 1) % S * d;  // the previous chunk's stage
               info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
+              crossing[p - 1] = cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
             }
             sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), chunk_holds(stage));
             info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
@@ -411,6 +418,13 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
           continue;
         }
         plan.time = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * plan.slowest + plan.update;
+        // A written order has no closed form: its steps run as written,
+        // each as long as its chunk's forward or backward, each boundary
+        // crossed between them.
+        if (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty())
+          plan.time = schedule_makespan(PipelineShape{S, M, v, PipelineSchedule::kExplicit, po.programs}, po.programs, chunk_forward,
+                                        chunk_backward, crossing) +
+                      plan.update;
         if (plan.time < best.time) best = std::move(plan);
       }
     }
@@ -433,7 +447,11 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   }
   Estimate& e = result.search.strategy.estimate;
   const double M = static_cast<double>(best.micro);
-  const double slots = M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
+  // The schedule's span in slots of the slowest stage's micro-batch: the
+  // closed form's, or a written order's makespan over it.
+  const bool written = po.schedule == PipelineSchedule::kExplicit && !po.programs.empty();
+  const double slots = written && best.slowest > 0 ? (best.time - best.update) / best.slowest
+                                                   : M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
   // The slowest stage's compute, over its chunks.
   std::vector<double> stage_compute(static_cast<size_t>(best.stages), 0.0);
   for (const StagePlan& sp : best.stage)
@@ -443,7 +461,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   e.feasible = true;
   e.time = best.time;
   e.once = best.update;
-  e.bubble = static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
+  e.bubble = written ? (slots - M) * best.slowest : static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
   e.compute = stage_compute[bottleneck] * slots / M;
   e.communication = e.time - e.once - e.compute;
   double busy = 0;

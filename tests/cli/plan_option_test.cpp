@@ -155,7 +155,13 @@ TEST(PlanOption, APlanStatesItsSchedule) {
   const fs::path out = dir() / "three-forwards.json";
   const auto r = run("optimize gpt-tiny --plan " + kPlans + "gpt-pipeline-three-forwards-8.json --machine dgx-h100 --devices 8 -q -o " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("  schedule            explicit, the plan's"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  schedule            explicit, the plan's: priced as written (its steps' makespan)"), std::string::npos) << r.out;
+  // Priced as written: the simulation of the order agrees with it.
+  const size_t sim_at = r.out.find("simulated             ");
+  ASSERT_NE(sim_at, std::string::npos) << r.out;
+  const double simulated = std::stod(r.out.substr(sim_at + 22));
+  const double predicted = std::stod(r.out.substr(r.out.find_first_of("0123456789", r.out.find("iteration time"))));
+  EXPECT_NEAR(simulated / predicted, 1.0, 0.02) << r.out;
   std::ifstream in(out);
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j.at("pipeline").at("schedule"), "explicit");

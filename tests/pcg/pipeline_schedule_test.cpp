@@ -174,6 +174,41 @@ TEST(PipelineSchedule, ExplicitOrdersRunAsWrittenAndADeadlockPrintsItsCycle) {
   EXPECT_THROW(parse_pipeline_programs("# nothing\n", "empty.txt"), Error);
 }
 
+// The makespan of the programs run together, with every chunk alike and
+// no transfer, is the closed form of search/pipeline.h for 1f1b and gpipe,
+// (M + S - 1)(f + b), and for interleaved (M + (S - 1)/v)(f + b) with f
+// and b a stage's over its v chunks. Transfers sit between chunks (a
+// 2-stage 1f1b with one: each micro-batch's first forward and last
+// backward wait for it); a written order takes its own time (three
+// forwards first on 2 stages: no shorter than 1f1b here).
+TEST(PipelineSchedule, MakespanIsTheClosedFormForEveryStageAlike) {
+  for (const int64_t S : {1, 2, 4})
+    for (const int64_t v : {1, 2})
+      for (const int64_t M : {4, 8}) {
+        if (v > 1 && S == 1) continue;
+        for (const PipelineSchedule k : kPipelineSchedules) {
+          if ((k == PipelineSchedule::kInterleaved) != (v > 1)) continue;
+          const PipelineShape p{S, M, v, k};
+          SCOPED_TRACE(std::string(name(k)) + " S " + std::to_string(S) + " v " + std::to_string(v) + " M " + std::to_string(M));
+          const auto C = static_cast<size_t>(p.chunks());
+          const double f = 1.0 / static_cast<double>(v), b = 2.0 / static_cast<double>(v);
+          const std::vector<double> fwd(C, f), bwd(C, b), none(C, 0.0);
+          const double want = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * 3.0;
+          EXPECT_NEAR(schedule_makespan(p, stage_programs(p), fwd, bwd, none), want, 1e-9);
+        }
+      }
+  const PipelineShape two{2, 4, 1, PipelineSchedule::k1F1B};
+  const std::vector<double> fwd(2, 1.0), bwd(2, 2.0), none(2, 0.0), tau{0.5, 0.0};
+  const double plain = schedule_makespan(two, stage_programs(two), fwd, bwd, none);
+  EXPECT_DOUBLE_EQ(plain, 15.0);
+  EXPECT_GT(schedule_makespan(two, stage_programs(two), fwd, bwd, tau), plain);
+  EXPECT_LE(schedule_makespan(two, stage_programs(two), fwd, bwd, tau), plain + 2 * 4 * 0.5);
+  const auto written = parse_pipeline_programs("F0 F1 F2 B0 F3 B1 B2 B3\nF0 B0 F1 B1 F2 B2 F3 B3\n", "t");
+  const PipelineShape explicit_two{2, 4, 1, PipelineSchedule::kExplicit, written};
+  EXPECT_GE(schedule_makespan(explicit_two, written, fwd, bwd, none), plain);
+  EXPECT_THROW(schedule_makespan(two, stage_programs(two), std::vector<double>(3, 1.0), bwd, none), Error);
+}
+
 TEST(PipelineSchedule, ImpossibleShapesAreRefused) {
   EXPECT_THROW(stage_programs({0, 4, 1, PipelineSchedule::k1F1B}), Error);
   EXPECT_THROW(stage_programs({2, 0, 1, PipelineSchedule::k1F1B}), Error);

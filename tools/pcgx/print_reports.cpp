@@ -55,10 +55,13 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches << " micro-batches, "
         << (pr.virtual_stages > 1 ? "interleaved 1F1B (" + std::to_string(pr.virtual_stages) + " virtual stages per device)" : std::string("1F1B"))
         << " with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
-    // The prediction is the closed form of the default schedule; a plan's
-    // own runs in the simulation (and the runtime).
+    // A named schedule is priced by the default schedule's closed form (the
+    // same time for gpipe); a written order by its steps' makespan
+    // (pcg/pipeline_schedule.h's schedule_makespan).
     if (written)
-      out << "  schedule            " << name(rep.file.schedule) << ", the plan's: priced as " << (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B")
+      out << "  schedule            " << name(rep.file.schedule) << ", the plan's: priced "
+          << (rep.file.schedule == PipelineSchedule::kExplicit ? std::string("as written (its steps' makespan)")
+                                                                 : std::string("as ") + (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B"))
           << ", simulated and run as written\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
       const auto& st = pr.stage[i];

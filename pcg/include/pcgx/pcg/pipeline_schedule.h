@@ -37,6 +37,7 @@
 // and in how many micro-batches' activations a stage holds at once.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,18 @@ struct ScheduledStep {
   PipelineStep step;
 };
 std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs);
+
+// How long the stages' programs take to run together (throws as run_order
+// does): chunk c's forward of one micro-batch lasts forward[c], its
+// backward backward[c], and the boundary between chunks c and c + 1 takes
+// transfer[c] each way (activation forward, its gradient back). Each step
+// starts when its stage has finished the step before it in its program
+// and the step it needs has ended and crossed its boundary. With every
+// stage alike and no transfer, 1f1b and gpipe take (M + S - 1)(f + b) and
+// interleaved (M + (S - 1)/v)(f + b) for a stage's f + b over its chunks:
+// the closed forms of search/pipeline.h; a written order takes its own.
+double schedule_makespan(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs, std::span<const double> forward,
+                         std::span<const double> backward, std::span<const double> transfer);
 
 // The most micro-batches whose forward a stage has run through one of its
 // chunks and whose backward there it has not, counted over its chunks

@@ -53,6 +53,8 @@ struct Estimate {
                              // (pcg/step_communication.h)
   double idle = 0;           // mean over devices of time not spent busy
   int64_t devices_used = 0;  // devices that run at least one compute task
+  double backward = 0;       // of time: the backward pass's compute and communication (every
+                             // micro-batch's); the rest of time - once is the forward pass's
   double once = 0;           // of time: optimizer update, exposed gradient synchronization and gather,
                              // paid once per iteration however many micro-batches
   double bubble = 0;         // of time: pipeline fill and drain (pipeline.h); a pipelined
