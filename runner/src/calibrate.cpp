@@ -285,9 +285,15 @@ Calibration calibrate(const CalibrationOptions& o) {
 
   const Machine m = o.machine.num_devices() >= devices ? o.machine.with_devices(devices) : o.machine;
   measure_links(o, cal);
+  // A link whose messages showed no cost per byte (on a loaded machine the
+  // larger messages can come out no slower than the smallest, and the best
+  // non-negative fit is a latency alone) has no bandwidth to state: it is
+  // left out, and the machine file's figures stand for it, rather than
+  // written as a bandwidth of 0 that no profile may hold.
   for (const LinkSamples& s : cal.links)
-    p.links.push_back({s.level, s.fit.latency, s.fit.bandwidth, s.fit.step_latency, s.fit.residual,
-                       static_cast<int64_t>(s.messages.size() + s.collectives)});
+    if (s.fit.bandwidth > 0)
+      p.links.push_back({s.level, s.fit.latency, s.fit.bandwidth, s.fit.step_latency, s.fit.residual,
+                         static_cast<int64_t>(s.messages.size() + s.collectives)});
 
   const search::CostModel cost(m, search::default_efficiency());
   const search::MachineMapper mapper(cost);

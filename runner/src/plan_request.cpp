@@ -21,7 +21,10 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
                                          plan->pipeline->schedule, plan->pipeline->programs,
                                          plan->pipeline->boundaries};
   if (plan->precision && !stated.precision) q.precision = plan->precision;
-  if (plan->recompute && !stated.recompute) q.recompute = plan->recompute;
+  if (plan->recompute && !stated.recompute) {
+    q.recompute = plan->recompute;
+    if (plan->recompute_layers && !q.recompute_layers) q.recompute_layers = plan->recompute_layers;
+  }
   if (plan->zero && !stated.zero) q.zero = plan->zero;
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include "pcgx/pcg/degree_inference.h"
@@ -116,7 +117,7 @@ bool selects(const PlanSelector& s, const Node& n) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "zero", "pipeline", "rules"});
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero", "pipeline", "rules"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -138,6 +139,14 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   };
   if (j.contains("precision")) plan.precision = named("precision", precision_named, kPrecisions);
   if (j.contains("recompute")) plan.recompute = named("recompute", recompute_named, kRecomputes);
+  if (j.contains("recompute_layers")) {
+    const json& v = j["recompute_layers"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > INT32_MAX)
+      throw FileError(source, "recompute_layers", "expected a positive integer, got " + v.dump());
+    if (plan.recompute != Recompute::kFull)
+      throw FileError(source, "recompute_layers", "applies to full recomputation (\"recompute\": \"full\")");
+    plan.recompute_layers = v.get<int32_t>();
+  }
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
@@ -421,6 +430,10 @@ UserPlan::Pipeline pipeline_of_strategy(const Graph& g, std::span<const MachineV
 std::string plan_to_json(const UserPlan& plan) {
   std::string out = "{\n  \"format\": \"pcgx.plan\",\n  \"format_version\": 1,\n";
   if (!plan.description.empty()) out += "  \"description\": " + json(plan.description).dump() + ",\n";
+  if (plan.precision) out += "  \"precision\": \"" + std::string(name(*plan.precision)) + "\",\n";
+  if (plan.recompute) out += "  \"recompute\": \"" + std::string(name(*plan.recompute)) + "\",\n";
+  if (plan.recompute_layers) out += "  \"recompute_layers\": " + std::to_string(*plan.recompute_layers) + ",\n";
+  if (plan.zero) out += "  \"zero\": " + std::string(name(*plan.zero)) + ",\n";
   if (const auto& p = plan.pipeline) {
     json pj = json::object();
     pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;

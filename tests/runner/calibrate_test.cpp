@@ -101,10 +101,18 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   ASSERT_EQ(c.links.size(), 1u);
   EXPECT_EQ(c.links[0].level, "shared-memory");
   EXPECT_EQ(c.links[0].messages.size(), 6u);
-  // Latency is kept non-negative by the fit and may come out zero when the
-  // machine is busy (in-process messages cost well under a microsecond).
-  EXPECT_GE(c.profile.links[0].latency, 0);
-  EXPECT_GT(c.profile.links[0].bandwidth, 0);
+  // A link whose messages resolved a bandwidth is in the profile; on a
+  // loaded machine the fit can find no cost per byte (a latency alone fits
+  // best), and then the link is left out, the machine file's figures
+  // standing for it: the profile still loads (below).
+  const bool resolved = c.links[0].fit.bandwidth > 0;
+  ASSERT_EQ(c.profile.links.size(), resolved ? 1u : 0u);
+  if (resolved) {
+    // Latency is kept non-negative by the fit and may come out zero when the
+    // machine is busy (in-process messages cost well under a microsecond).
+    EXPECT_GE(c.profile.links[0].latency, 0);
+    EXPECT_GT(c.profile.links[0].bandwidth, 0);
+  }
   EXPECT_FALSE(c.all_reduces.empty());
   for (const auto& x : c.all_reduces) EXPECT_GT(x.measured, 0);
   // 8 chains, then one sample per timed run of the model.
@@ -132,7 +140,8 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   EXPECT_EQ(back.entries.size(), c.profile.entries.size());
   EXPECT_DOUBLE_EQ(back.node_overhead, c.profile.node_overhead);
   EXPECT_DOUBLE_EQ(back.byte_overhead, c.profile.byte_overhead);
-  ASSERT_EQ(back.links.size(), 1u);
+  ASSERT_EQ(back.links.size(), c.profile.links.size());
+  if (!resolved) return;
   EXPECT_DOUBLE_EQ(back.links[0].latency, c.profile.links[0].latency);
   // The cost model on this profile: the fitted link replaces the machine's.
   const search::CostModel cm(o.machine.with_devices(2), search::default_efficiency(), back);

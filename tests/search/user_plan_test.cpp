@@ -150,7 +150,11 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
-            "p.json: stages: unknown field (format, format_version, description, precision, recompute, zero, pipeline, rules)");
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, pipeline, rules)");
+  EXPECT_EQ(error(head + R"("recompute": "full", "recompute_layers": 0, "rules": []})"),
+            "p.json: recompute_layers: expected a positive integer, got 0");
+  EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "boundaries": ["a", "b"]}, "rules": []})"),
+            "p.json: pipeline.boundaries: 2 names for 2 chunks (stages x virtual stages): one per chunk but the last");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2}, "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: pipeline.micro_batches: missing: how many micro-batches a step runs");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 0, "micro_batches": 4}, "rules": [{"select": {}, "partition": {}}]})"),

@@ -123,6 +123,9 @@ void add_plan_command(CLI::App& app) {
     if (!f.applied.empty())
       std::cerr << "note: the strategy applies " << f.applied.size()
                 << " substitution(s); a plan states how the model's own operators run, so those are not in it\n";
+    // The recipe it trains with, so that fed back it trains the same way.
+    plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero;
+    if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
     if (const auto shape = search::pipeline_shape(f))
       plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
     const std::string text = search::plan_to_json(plan);

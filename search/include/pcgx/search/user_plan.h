@@ -57,6 +57,7 @@ struct UserPlan {
   // (pcgx optimize's flags, and their defaults).
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
+  std::optional<int32_t> recompute_layers;  // with recompute full: that many layers only
   std::optional<ZeroStage> zero;
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
   // splits them, or cut after the operators `boundaries` names: one per
