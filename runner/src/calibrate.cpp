@@ -200,7 +200,9 @@ void fit_links(const Machine& m, Calibration& cal) {
   for (int round = 0; round < 4; ++round)
     for (LinkSamples& s : cal.links) {
       const size_t l = level_of(s.level);
-      if (fitted.links[l].bandwidth <= 0) continue;
+      // A level whose messages resolved no bandwidth keeps the machine's
+      // figures and is left out of the profile (below): nothing to refit.
+      if (fitted.links[l].bandwidth <= 0 || s.fit.bandwidth <= 0) continue;
       std::vector<MessageSample> steps;  // the all-reduces, less what the fitted bandwidth prices
       s.collectives = 0;
       for (const CollectiveCheck& x : cal.all_reduces) {

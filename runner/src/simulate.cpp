@@ -23,14 +23,18 @@ SimulateReport simulate(SimulateRequest q) {
   comm.bucket_bytes = q.bucket_bytes;
   TrainingRecipe recipe = f.recipe;
   if (q.precision) recipe.precision = *q.precision;
-  if (q.recompute && *q.recompute != recipe.recompute) recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
+  // A stated policy is the whole of it: full means every layer unless the
+  // count is stated too (as optimize reads them).
+  if (q.recompute) recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
   if (q.recompute_layers) {
     if (recipe.recompute != Recompute::kFull)
-      throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation, and the strategy recomputes ") +
+      throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation, and the plan is priced with ") +
                                                                name(recipe.recompute));
     if (*q.recompute_layers < 1) throw FieldError("SimulateRequest.recompute_layers", "must be at least 1");
     recipe.recompute_layers = *q.recompute_layers;
   }
+  if (recipe.recompute_layers != kAllLayers && (f.pipeline_stages > 1 || f.virtual_stages > 1))
+    throw FieldError("SimulateRequest.recompute_layers", "a count of layers applies to a plan of one stage (the model, or gradient accumulation); pipeline stages recompute every layer of their chunks");
   if (q.zero) recipe.zero = *q.zero;
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());

@@ -461,13 +461,17 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   e.feasible = true;
   e.time = best.time;
   e.once = best.update;
-  e.bubble = written ? (slots - M) * best.slowest : static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
+  // (A written order's makespan crosses the stage boundaries between steps,
+  // where slowest charges them to the receiving stage: never below zero.)
+  e.bubble = written ? std::max(0.0, (slots - M) * best.slowest) : static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
   e.compute = stage_compute[bottleneck] * slots / M;
   e.communication = e.time - e.once - e.compute;
   double busy = 0;
   for (const StagePlan& sp : best.stage) busy += M * sp.info.micro_batch;
   for (const auto& held : best.memory) e.memory.insert(e.memory.end(), held.begin(), held.end());
-  e.idle = slots * best.slowest - busy / static_cast<double>(best.stages);
+  e.idle = std::max(0.0, slots * best.slowest - busy / static_cast<double>(best.stages));
+  for (const StagePlan& sp : best.stage)
+    if (static_cast<size_t>(sp.info.stage) == bottleneck) e.backward += sp.mapped.estimate.backward;
   // The gradient synchronization: every stage synchronizes its own weights
   // at once, on its own devices, after its last micro-batch's backward; the
   // one whose once-per-step terms are longest sets e.once, so its buckets

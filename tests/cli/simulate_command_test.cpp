@@ -200,14 +200,36 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
             "error: --recompute-layers: applies to full recomputation (--recompute full)"},
            {"optimize gpt-tiny --machine dgx-a100 --recompute full --recompute-layers 0 -o " + (dir() / "b.json").string(),
             "error: --recompute-layers: "},
+           {"optimize gpt-tiny --machine dgx-a100 --devices 4 --pipeline --stages 2 --micro-batches 2 --recompute full --recompute-layers 1 -o " +
+                (dir() / "b.json").string(),
+            "error: --recompute-layers: a count of layers applies to a plan of one stage"},
            {"simulate " + some + " --recompute selective --recompute-layers 1",
-            "error: --recompute-layers: applies to full recomputation, and the strategy recomputes selective"}}) {
+            "error: --recompute-layers: applies to full recomputation, and the plan is priced with selective"}}) {
     const auto bad = run(args);
     EXPECT_EQ(bad.code, 2) << args << "\n" << bad.out;
     EXPECT_NE(bad.out.find(error), std::string::npos) << args << "\n" << bad.out;
     EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
   }
   EXPECT_FALSE(fs::exists(dir() / "b.json"));
+}
+
+// An accumulating plan's report states the bytes a step sends, and the
+// runtime sends them (the joined pipeline estimate once said 0 B).
+TEST(SimulateCommand, AnAccumulatingPlanSendsWhatItPredicts) {
+  const std::string acc = (dir() / "acc.json").string();
+  const auto o = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --search data-parallel --micro-batches 2 -q -o " + acc);
+  ASSERT_EQ(o.code, 0) << o.out;
+  auto after = [](const std::string& out, const std::string& key) {
+    const size_t at = out.find(key);
+    return at == std::string::npos ? std::string() : out.substr(at + key.size(), out.find(" per step", at) - at - key.size());
+  };
+  const std::string predicted = after(o.out, "  between devices     ");
+  ASSERT_FALSE(predicted.empty()) << o.out;
+  EXPECT_NE(predicted, "0 B") << o.out;
+  EXPECT_EQ(o.out.find("in 0 buckets"), std::string::npos) << o.out;
+  const auto r = run("run " + acc + " --steps 2 --no-plot --no-report");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(after(r.out, "between devices       "), predicted) << r.out;
 }
 
 // ZeRO stage 3 end to end: optimize prints it and the weights it shards,

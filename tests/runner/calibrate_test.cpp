@@ -107,11 +107,10 @@ TEST(Calibrate, ThisMachineIntoAProfile) {
   // standing for it: the profile still loads (below).
   const bool resolved = c.links[0].fit.bandwidth > 0;
   ASSERT_EQ(c.profile.links.size(), resolved ? 1u : 0u);
+  // Latency is kept non-negative by the fit and may come out zero when the
+  // machine is busy (in-process messages cost well under a microsecond).
   if (resolved) {
-    // Latency is kept non-negative by the fit and may come out zero when the
-    // machine is busy (in-process messages cost well under a microsecond).
     EXPECT_GE(c.profile.links[0].latency, 0);
-    EXPECT_GT(c.profile.links[0].bandwidth, 0);
   }
   EXPECT_FALSE(c.all_reduces.empty());
   for (const auto& x : c.all_reduces) EXPECT_GT(x.measured, 0);

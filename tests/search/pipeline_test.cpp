@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "pcgx/pcg/error.h"
-#include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
@@ -180,8 +179,7 @@ TEST_F(PipelineSearch, TheJoinedEstimateCountsBytesAndBuckets) {
     const PipelineResult r = run(g, cm, po);
     const Estimate& e = r.search.strategy.estimate;
     ASSERT_TRUE(e.feasible);
-    EXPECT_GT(e.bytes, 0);
-    EXPECT_DOUBLE_EQ(e.bytes, step_bytes(r.search.strategy.graph, r.search.strategy.views, 8));
+    EXPECT_GT(e.bytes, 0);  // equal to what the runtime sends: SimulateCommand.AnAccumulatingPlanSendsWhatItPredicts
     EXPECT_GT(e.buckets, 0);
     EXPECT_GT(e.sync, 0);
     EXPECT_LE(e.sync_hidden, e.sync);

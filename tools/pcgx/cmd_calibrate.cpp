@@ -65,6 +65,14 @@ void add_calibrate_command(CLI::App& app) {
     std::cout << "links (latency fitted to one message, half a ping-pong; step latency to a collective's step, where every member\n"
                  "sends and receives at once, from the all-reduces below; bandwidth to the messages)\n";
     for (const auto& l : c.links) {
+      if (!(l.fit.bandwidth > 0)) {
+        std::cout << "  " << std::left << std::setw(16) << l.level << std::right
+                  << " no cost per byte resolved (the larger messages were no slower): left out of the profile, the machine file's "
+                     "figures stand for it\n";
+        for (const auto& m : l.messages)
+          std::cout << "      " << std::setw(10) << static_cast<int64_t>(m.bytes) << " B  " << us(m.seconds) << "\n";
+        continue;
+      }
       std::cout << "  " << std::left << std::setw(16) << l.level << std::right << " latency " << us(l.fit.latency) << ", step latency "
                 << us(l.fit.step_latency > 0 ? l.fit.step_latency : l.fit.latency) << ", bandwidth " << l.fit.bandwidth / 1e9 << " GB/s, residual " << 100 * l.fit.residual << "% over " << l.messages.size() << " messages and " << l.collectives << " all-reduces\n";
       for (const auto& m : l.messages)
