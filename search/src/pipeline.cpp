@@ -9,6 +9,7 @@
 #include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_schedule.h"
+#include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/search/graph_hash.h"
 
@@ -475,23 +476,26 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   // The gradient synchronization: every stage synchronizes its own weights
   // at once, on its own devices, after its last micro-batch's backward; the
   // one whose once-per-step terms are longest sets e.once, so its buckets
-  // are the ones reported. The devices computing: each stage's, over its
-  // chunks. The bytes: the joined plan's, as the runtime sends them.
+  // are the ones reported. The devices computing and the bytes: the
+  // joined plan's, placed as the runtime places it (an interleaved stage's
+  // chunks may use different devices of it).
   std::vector<double> stage_once(static_cast<size_t>(best.stages), 0.0);
-  std::vector<int64_t> stage_used(static_cast<size_t>(best.stages), 0);
-  for (const StagePlan& sp : best.stage) {
-    const auto st = static_cast<size_t>(sp.info.stage);
-    stage_once[st] += sp.mapped.estimate.once;
-    stage_used[st] = std::max(stage_used[st], sp.mapped.estimate.devices_used);
-  }
+  for (const StagePlan& sp : best.stage) stage_once[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.once;
   const auto syncing = std::max_element(stage_once.begin(), stage_once.end()) - stage_once.begin();
   for (const StagePlan& sp : best.stage) {
     if (sp.info.stage != syncing) continue;
     const Estimate& c = sp.mapped.estimate;
     e.sync += c.sync, e.sync_hidden += c.sync_hidden, e.buckets += c.buckets, e.gather += c.gather, e.update += c.update;
   }
-  for (const int64_t used : stage_used) e.devices_used += used;
-  e.bytes = step_bytes(joined, views, cost.devices());
+  const Placement place(joined, views, cost.devices());
+  std::vector<char> computes(static_cast<size_t>(cost.devices()), 0);
+  for (const Node& n : joined.nodes())
+    if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs))
+      for (const int64_t dev : place.task_devices(n.id))
+        if (dev >= 0 && dev < cost.devices()) computes[static_cast<size_t>(dev)] = 1;
+  e.devices_used = std::count(computes.begin(), computes.end(), 1);
+  const SourceLayouts layouts = source_layouts(joined);
+  e.bytes = step_bytes(place, layouts, node_runs(place, layouts));
   result.search.strategy.graph = std::move(joined);
   result.search.strategy.views = std::move(views);
   result.search.applied = std::move(best.applied);

@@ -174,8 +174,8 @@ TEST_F(PipelineSearch, OneStageAccumulatesGradients) {
 TEST_F(PipelineSearch, TheJoinedEstimateCountsBytesAndBuckets) {
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
   const Graph g = build_model("gpt-tiny", {{"batch", 64}});
-  for (const PipelineOptions& po : {PipelineOptions{1, 4}, PipelineOptions{2, 4}}) {
-    SCOPED_TRACE(std::to_string(po.stages) + " stages");
+  for (const PipelineOptions& po : {PipelineOptions{1, 4}, PipelineOptions{2, 4}, PipelineOptions{2, 4, 2}}) {
+    SCOPED_TRACE(std::to_string(po.stages) + " stages x " + std::to_string(po.virtual_stages));
     const PipelineResult r = run(g, cm, po);
     const Estimate& e = r.search.strategy.estimate;
     ASSERT_TRUE(e.feasible);
