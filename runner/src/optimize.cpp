@@ -116,7 +116,6 @@ void validate(const OptimizeRequest& q) {
       }
     }
   }
-  if (q.pipeline) search::check_boundaries(q.model, *q.pipeline);
 }
 
 namespace {

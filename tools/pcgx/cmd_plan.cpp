@@ -1,11 +1,11 @@
 // pcgx plan check: a plan validated, lowered and priced, its derived
 // communication listed; pcgx plan show: the plan a strategy amounts to
 // (docs/plans.md).
-#include <iomanip>
 #include <iostream>
 
 #include "cli_common.h"
 #include "plan_flags.h"
+#include "print_plans.h"
 #include "print_reports.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
 #include "pcgx/runner/plan_request.h"
@@ -16,33 +16,13 @@
 namespace pcgx::cli {
 namespace {
 
-// The certificate of a strategy's PCG (verifier/certificate.h), printed:
-// its verdict, what each claim stood for with `verbose`, every claim not
-// proved or not claimable, and whether the operators proved are the
-// model's (compared where the model is at hand; else what vouches for them).
+// The certificate of a strategy's PCG (verifier/certificate.h), printed
+// (print_certificate), with progress on standard error.
 void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir, bool verbose) {
   const runner::CertifyReport rep = runner::certify_strategy(strategy, model, substitutions, axioms_dir, [](size_t n) {
     if (n % 50 == 0) std::cerr << "certifying: " << n << " claims put to Z3\n";
   });
-  const verify::Certificate& c = rep.certificate;
-  int64_t proved = 0;
-  for (const auto& claim : c.claims) proved += claim.proved();
-  std::cout << "certificate           " << (c.verified() ? "verified" : "UNVERIFIED") << ": " << proved << " of " << c.claims.size()
-            << " distinct claims proved by Z3 at the plan's shapes, standing for " << c.operators << " operators and " << c.conversions
-            << " conversions (" << std::fixed << std::setprecision(2) << c.seconds << " s; axioms " << rep.axioms_hash.substr(0, 12) << ")\n";
-  std::cout << "  operators           " << rep.operators << "\n";
-  if (verbose)
-    for (const auto& claim : c.claims) {
-      std::cout << "  " << std::left << std::setw(15) << claim.rule.id << std::right << " " << (claim.proved() ? "proved " : "NOT    ") << claim.what;
-      if (claim.nodes.size() > 1) std::cout << " (and " << claim.nodes.size() - 1 << " more like it)";
-      std::cout << "\n";
-      if (claim.proved() && !claim.proof.axioms.empty()) {
-        std::cout << "                  by";
-        for (const auto& a : claim.proof.axioms) std::cout << " " << a;
-        std::cout << "\n";
-      }
-    }
-  for (const auto& u : c.unverified) std::cout << "  unverified: " << u << "\n";
+  print_certificate(std::cout, rep, verbose);
 }
 
 void add_check(CLI::App& cmd) {
@@ -64,26 +44,7 @@ void add_check(CLI::App& cmd) {
     const runner::OptimizeRequest q = plan_request(pf, p);
     const std::string& plan = pf.plan;
     const runner::PlanCheck c = runner::check_plan(q);  // (its errors before any output)
-    std::cout << "plan                  " << plan << (p->description.empty() ? "" : ": " + p->description) << "\n";
-    for (size_t r = 0; r < p->rules.size(); ++r) {
-      const int64_t k = c.decisions.per_rule[r];
-      std::cout << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << k << " of the " << c.decisions.operators
-                << " operators" << (k == 0 ? " (later rules override it everywhere)" : "") << "\n";
-    }
-    const int64_t one = c.decisions.one_task;
-    std::cout << "  one task            " << one << (one == 1 ? " operator" : " operators") << " (no rule, or {})\n";
-    const std::vector<search::DerivedMove>& moves = c.communication;
-    double total = 0;
-    for (const auto& d : moves) total += d.time.total();
-    std::cout << "communication derived " << moves.size() << " layout changes of activations, " << std::fixed << std::setprecision(3)
-              << total * 1e3 << " ms per step in all (forward and backward, before overlap); the costliest:\n";
-    for (size_t k = 0; k < moves.size() && k < 12; ++k) {
-      const auto& d = moves[k];
-      std::cout << "  " << std::left << std::setw(15) << d.what << std::right << " on " << d.devices << " devices, " << human_bytes(d.bytes)
-                << " a device, " << std::setprecision(3) << d.time.total() * 1e3 << " ms: " << (d.from.empty() ? "?" : d.from) << " -> "
-                << (d.to.empty() ? "(the step's output)" : d.to) << "\n";
-    }
-    if (moves.size() > 12) std::cout << "  ... and " << moves.size() - 12 << " more\n";
+    print_plan_check(std::cout, plan, *p, c);
     print_optimize_report(std::cout, q, c.report, true);
     if (certify) certify_and_print(c.report.file.strategy.graph, &q.model, c.report.file.applied.size(), axioms, verbose);
     if (!out.empty()) {
@@ -118,16 +79,10 @@ void add_plan_command(CLI::App& app) {
   show->add_option("-o,--output", out, "write the plan here instead of printing it");
   show->callback([] {
     const search::StrategyFile f = search::load_strategy(strategy);
-    search::UserPlan plan = search::plan_of_strategy(f.strategy.graph);
-    plan.description = "what " + strategy + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
+    const search::UserPlan plan = runner::plan_of_strategy_file(f, strategy);
     if (!f.applied.empty())
       std::cerr << "note: the strategy applies " << f.applied.size()
                 << " substitution(s); a plan states how the model's own operators run, so those are not in it\n";
-    // The recipe it trains with, so that fed back it trains the same way.
-    plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero;
-    if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
-    if (const auto shape = search::pipeline_shape(f))
-      plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
     const std::string text = search::plan_to_json(plan);
     if (out.empty()) {
       std::cout << text;

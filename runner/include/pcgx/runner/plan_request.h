@@ -8,6 +8,7 @@
 
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/derived_communication.h"
+#include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
 
 namespace pcgx::runner {
@@ -36,5 +37,11 @@ struct PlanCheck {
   std::vector<search::DerivedMove> communication;
 };
 PlanCheck check_plan(const OptimizeRequest& q);
+
+// The plan a strategy file amounts to (pcgx plan show): its operators'
+// partitions (search::plan_of_strategy), the recipe it trains with, so that
+// fed back it trains the same way, and its pipeline where it has one
+// (search::pipeline_of_strategy); described as what `path` runs.
+search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path);
 
 }  // namespace pcgx::runner
