@@ -7,6 +7,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/registry.h"
+#include "pcgx/pcg/resources.h"
 
 namespace pcgx::gen {
 namespace {
@@ -121,7 +122,7 @@ void derive_pools(Opset& s) {
 
 }  // namespace
 
-std::string opsets_dir() { return PCGX_OPSETS_DIR; }
+std::string opsets_dir() { return shipped_dir(Shipped::kOpsets); }
 
 Opset load_opset(const std::string& path) {
   nlohmann::json j;
@@ -152,15 +153,20 @@ Opset load_opset(const std::string& path) {
 
 const std::vector<Opset>& named_opsets() {
   static const std::vector<Opset> sets = [] {
-    std::vector<std::filesystem::path> files;
-    std::error_code ec;
-    for (const auto& f : std::filesystem::directory_iterator(opsets_dir(), ec))
-      if (f.path().extension() == ".json") files.push_back(f.path());
-    std::sort(files.begin(), files.end());
     std::vector<Opset> v;
-    for (const auto& f : files) {
-      v.push_back(load_opset(f.string()));
-      if (v.back().name != f.stem().string()) throw Error(f.string() + ": name: '" + v.back().name + "', not the file's");
+    // The shipped opsets, then each plugin's (pcg/plugin.h); a name is
+    // taken once, by the first directory that has it.
+    for (const std::string& dir : search_path(Shipped::kOpsets)) {
+      std::vector<std::filesystem::path> files;
+      std::error_code ec;
+      for (const auto& f : std::filesystem::directory_iterator(dir, ec))
+        if (f.path().extension() == ".json") files.push_back(f.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) {
+        Opset s = load_opset(f.string());
+        if (s.name != f.stem().string()) throw Error(f.string() + ": name: '" + s.name + "', not the file's");
+        if (std::none_of(v.begin(), v.end(), [&](const Opset& o) { return o.name == s.name; })) v.push_back(std::move(s));
+      }
     }
     return v;
   }();

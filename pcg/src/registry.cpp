@@ -1,7 +1,8 @@
 #include "pcgx/pcg/registry.h"
 
-#include "ops/op_helpers.h"
+#include "ops/op_families.h"
 #include "pcgx/pcg/error.h"
+#include "registry_state.h"
 
 namespace pcgx {
 namespace {
@@ -18,6 +19,11 @@ bool& registry_built() {
 }
 
 }  // namespace
+
+namespace detail {
+size_t registration_count() { return registrars().size(); }
+bool registry_is_built() { return registry_built(); }
+}  // namespace detail
 
 OpRegistration::OpRegistration(void (*registrar)(OpRegistry&)) {
   if (registry_built()) throw Error("an operator registration after the operator registry was first used");

@@ -15,7 +15,7 @@ Regenerated regenerate(const RegenerateOptions& o, const verify::AxiomSet& all) 
   say("checking the " + std::to_string(axioms.names.size()) + " axioms of its operators (of " + std::to_string(all.names.size()) + " in " +
       axioms.dir + "; pcgx axioms check)");
   if (const auto failure = verify::axiom_check_failure(axioms))
-    throw Error(axioms.dir + ": " + *failure + "; nothing was generated (see pcgx axioms check)");
+    throw Error(*failure + "; nothing was generated (see pcgx axioms check)");
   gen::GeneratorConfig c;
   c.opset = o.opset;
   c.max_ops = o.max_ops;

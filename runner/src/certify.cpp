@@ -3,9 +3,9 @@
 
 namespace pcgx::runner {
 
-CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir,
+CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axiom_dirs,
                                const verify::CertifyProgress& progress) {
-  const verify::AxiomSet axioms = verify::load_axioms(axioms_dir.empty() ? verify::default_axioms_dir() : axioms_dir);
+  const verify::AxiomSet axioms = verify::load_axioms(verify::axiom_search_path(axiom_dirs));
   CertifyReport r{verify::certify(strategy, axioms, {}, progress), axioms.hash, ""};
   r.operators = "not compared with the model (a strategy file names its model, `plan check --certify` compares them)";
   if (model) {

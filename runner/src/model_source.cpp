@@ -7,6 +7,7 @@
 #include "pcgx/importer/onnx_import.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/resources.h"
 
 namespace pcgx::runner {
 
@@ -40,6 +41,6 @@ bool is_strategy_file(const std::string& path) {
   return !j.is_discarded() && j.is_object() && j.value("kind", "") == "pcgx.strategy";
 }
 
-std::string default_ruleset_path() { return std::string(PCGX_RULESETS_DIR) + "/unity-v1.json"; }
+std::string default_ruleset_path() { return shipped_dir(Shipped::kRulesets) + "/unity-v1.json"; }
 
 }  // namespace pcgx::runner

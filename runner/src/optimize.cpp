@@ -34,7 +34,7 @@ Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std:
   };
   if (const auto reason = unverified_reason(r)) return refused(*reason);
   if (reprove) {
-    const verify::AuditResult a = verify::audit_ruleset(r, verify::load_axioms(verify::default_axioms_dir()), verify::ProverOptions{}, 0);
+    const verify::AuditResult a = verify::audit_ruleset(r, verify::load_axioms(verify::axiom_search_path()), verify::ProverOptions{}, 0);
     for (size_t i = 0; i < r.rules.size(); ++i)
       if (a.rules[i].verdict != "ok")
         return refused("rule " + r.rules[i].id + " fails its re-proof: " + a.rules[i].verdict + ": " + a.rules[i].detail);

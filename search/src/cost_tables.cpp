@@ -6,6 +6,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json_value.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/resources.h"
 #include "pcgx/search/cost_model.h"
 
 namespace pcgx::search {
@@ -66,10 +67,7 @@ Efficiency efficiency_from_json(const std::string& text, const std::string& sour
 
 Efficiency load_efficiency(const std::string& path) { return efficiency_from_json(read_text_file(path), path); }
 
-std::string data_dir() {
-  if (const char* d = std::getenv("PCGX_DATA_DIR"); d && *d) return d;
-  return PCGX_DEFAULT_DATA_DIR;
-}
+std::string data_dir() { return shipped_dir(Shipped::kData); }
 
 std::vector<std::string> machine_names() {
   std::vector<std::string> out;

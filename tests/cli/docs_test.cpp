@@ -54,8 +54,9 @@ TEST(Docs, ReadmeLinksIntoDocsResolve) {
     const fs::path target = kSource / (*it)[1].str();
     ++links;
     ASSERT_TRUE(fs::exists(target)) << (*it)[0].str() << ": no such file";
-    if ((*it)[2].matched && fs::is_regular_file(target))
+    if ((*it)[2].matched && fs::is_regular_file(target)) {
       EXPECT_TRUE(has_anchor(read(target), (*it)[2].str().substr(1))) << (*it)[0].str() << ": no such heading";
+    }
   }
   EXPECT_GE(links, 5) << "the README links to its docs";
 }

@@ -120,13 +120,13 @@ TEST(PlanCheck, EveryShippedPlanCertifies) {
 }
 
 // What the axioms cannot prove is reported, not refused: without
-// Linear's axioms (--axioms, a copy of the shipped ones less linear.smt2)
-// the data-parallel plan's Linears are named, and the command succeeds.
+// Linear's axioms (--axioms, a directory whose empty linear.smt2 stands for
+// the shipped one) the data-parallel plan's Linears are named, and the
+// command succeeds.
 TEST(PlanCheck, AnUnprovedPlanIsReportedNotRefused) {
   const fs::path axioms = dir() / "axioms-less-linear";
   fs::create_directories(axioms);
-  for (const auto& e : fs::directory_iterator(fs::path(PCGX_SOURCE_DIR) / "axioms"))
-    if (e.path().filename() != "linear.smt2") fs::copy_file(e.path(), axioms / e.path().filename(), fs::copy_options::overwrite_existing);
+  std::ofstream(axioms / "linear.smt2") << "; Linear's axioms taken out\n";
   const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify --axioms " + axioms.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("certificate           UNVERIFIED: "), std::string::npos) << r.out;

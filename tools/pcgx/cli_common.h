@@ -95,6 +95,9 @@ std::string with_commas(int64_t n);  // 335,143,936
 // terminal escape codes from a file name or a field) are shown escaped.
 std::string one_line(const std::string& message);
 
+inline constexpr const char* kAxiomsHelp =
+    "an axiom directory searched after the shipped axioms and plugins' (repeatable); a file there stands for the one of the same name "
+    "before it";
 inline constexpr const char* kAllowUnverifiedHelp =
     "search with a ruleset that is not a verified one (a content-hash mismatch, a rule without a proof, a rule that fails its "
     "check); reported as a warning";

@@ -15,13 +15,14 @@ namespace pcgx::cli {
 
 void add_audit_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("audit", "Check a ruleset's hash, re-prove and re-evaluate every rule; exit 1 if anything fails");
-  static std::string file, format = "pcgx", dir, dims = "forward";
+  static std::string file, format = "pcgx", dims = "forward";
+  static std::vector<std::string> dir;
   static unsigned timeout_ms = 2000;
   static int threads = 0;
   static bool list = false;
   cmd->add_option("RULESET", file, "ruleset file (or a legacy FlexFlow file with --format flexflow)")->required();
   cmd->add_option("--format", format, "pcgx or flexflow")->capture_default_str();
-  cmd->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  cmd->add_option("--axioms", dir, kAxiomsHelp);
   cmd->add_option("--dims", dims, "legacy dimension numbering: forward or reversed")->capture_default_str();
   cmd->add_option("--timeout-ms", timeout_ms, "Z3 time limit per rule")->capture_default_str();
   cmd->add_option("--threads", threads, "worker threads (default: every core)");
@@ -29,7 +30,7 @@ void add_audit_command(CLI::App& app) {
   cmd->callback([] {
     const RuleFormat rule_format = parse_rule_format(format);
     const LegacyDims legacy_dims = parse_dims(dims);
-    const verify::AxiomSet axioms = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    const verify::AxiomSet axioms = verify::load_axioms(verify::axiom_search_path(dir));
     auto progress = [](size_t n, size_t total) { std::cerr << "auditing: " << n << "/" << total << "\n"; };
     std::map<std::string, int> tally;
     bool failed = false;

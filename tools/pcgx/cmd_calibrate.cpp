@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/resources.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runner/calibrate.h"
 #include "pcgx/runtime/in_process.h"
@@ -26,7 +27,7 @@ std::string us(double s) {
 void add_calibrate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure this machine as the runtime uses it (messages, collectives, per-node overhead, kernels) and write a profile");
-  static std::string machine_name = "cpu-host", out, backend = "auto", ruleset_path = std::string(PCGX_RULESETS_DIR) + "/unity-v1.json";
+  static std::string machine_name = "cpu-host", out, backend = "auto", ruleset_path = shipped_dir(Shipped::kRulesets) + "/unity-v1.json";
   static std::vector<std::string> models;
   static int64_t devices = 2, threads = 1, steps = 12, repeats = 40;
   cmd->add_option("--machine", machine_name, "machine whose link levels are fitted (by name)")->capture_default_str();

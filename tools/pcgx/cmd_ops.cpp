@@ -15,7 +15,7 @@ namespace {
 // `pcgx ops check NAME`: what one operator has and lacks, for whoever adds it.
 // `choice`: a name, or a name with attribute values for the generator, as
 // --ops takes it ("Pool2D(kernel_h=2,kernel_w=2)").
-int check_op(const std::string& choice, bool run_checks) {
+int check_op(const std::string& choice, bool run_checks, const std::vector<std::string>& axiom_dirs) {
   const std::string name = choice.substr(0, choice.find('('));
   const OpDef* op = OpRegistry::global().find(name);
   if (!op) throw Error("ops check: unknown operator '" + name + "' (`pcgx ops` lists them)");
@@ -34,7 +34,7 @@ int check_op(const std::string& choice, bool run_checks) {
   } else {
     std::cout << "  shard-level     evaluation " << yes(op->shard_f32 != nullptr) << ", gradient " << yes(op->shard_grad_f32 != nullptr) << "\n";
   }
-  const verify::AxiomSet axioms = verify::load_axioms(verify::default_axioms_dir());
+  const verify::AxiomSet axioms = verify::load_axioms(verify::axiom_search_path(axiom_dirs));
   const verify::OpCoverage c = verify::op_coverage(op->name, axioms, run_checks);
   std::string symbols;
   for (const auto& s : c.symbols) symbols += (symbols.empty() ? "" : ", ") + s;
@@ -91,10 +91,12 @@ void add_ops_command(CLI::App& app) {
       "check", "What one operator has and lacks: kernels, gradient, SMT encoding, axioms and their check, parallel forms proved, opsets");
   static std::string name;
   static bool no_check = false;
+  static std::vector<std::string> axioms;
   check->add_option("NAME", name, "operator name (`pcgx ops` lists them), with attribute values where the generator needs them: 'Pool2D(kernel_h=2,kernel_w=2)'")->required();
   check->add_flag("--no-check", no_check, "list the axioms without checking them or proving the parallel forms (seconds)");
+  check->add_option("--axioms", axioms, kAxiomsHelp)->check(CLI::ExistingDirectory);
   check->callback([] {
-    if (const int rc = check_op(name, !no_check); rc != 0) throw CLI::RuntimeError(rc);
+    if (const int rc = check_op(name, !no_check, axioms); rc != 0) throw CLI::RuntimeError(rc);
   });
   cmd->callback([cmd, check] {
     if (cmd->got_subcommand(check)) return;

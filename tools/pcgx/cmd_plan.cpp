@@ -18,7 +18,7 @@ namespace {
 
 // The certificate of a strategy's PCG (verifier/certificate.h), printed
 // (print_certificate), with progress on standard error.
-void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir, bool verbose) {
+void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axioms_dir, bool verbose) {
   const runner::CertifyReport rep = runner::certify_strategy(strategy, model, substitutions, axioms_dir, [](size_t n) {
     if (n % 50 == 0) std::cerr << "certifying: " << n << " claims put to Z3\n";
   });
@@ -29,7 +29,8 @@ void add_check(CLI::App& cmd) {
   auto* check = cmd.add_subcommand("check", "Validate a plan against a model, lower it, and print what each rule decides, the communication "
                                              "derived between the operators, the memory and the predicted and simulated time beside data parallelism");
   static PlanFlags pf;
-  static std::string out, axioms;
+  static std::string out;
+  static std::vector<std::string> axioms;
   static bool certify = false, verbose = false;
   check->add_option("MODEL", pf.model, "zoo model name or graph JSON file")->required();
   check->add_option("PLAN", pf.plan, "plan file (pcgx.plan JSON)")->required();
@@ -37,7 +38,7 @@ void add_check(CLI::App& cmd) {
   check->add_option("-o,--output", out, "also write the strategy (as pcgx optimize --plan -o does)");
   check->add_flag("--certify", certify, "prove with Z3, operator by operator at the plan's own shapes, that the strategy computes what the model "
                                          "computes; names what cannot be proved (docs/plans.md)");
-  check->add_option("--axioms", axioms, "with --certify: axiom directory (default: the shipped axioms)")->check(CLI::ExistingDirectory);
+  check->add_option("--axioms", axioms, std::string("with --certify: ") + kAxiomsHelp)->check(CLI::ExistingDirectory);
   check->add_flag("-v,--verbose", verbose, "with --certify: every claim and the axioms its proof used");
   check->callback([] {
     std::shared_ptr<const search::UserPlan> p;
@@ -63,10 +64,11 @@ void add_plan_command(CLI::App& app) {
   add_check(*cmd);
   auto* cert = cmd->add_subcommand("certify", "Prove with Z3 that a strategy file (pcgx optimize -o, or a plan's) computes what its model "
                                               "computes, operator by operator at its own shapes; names what cannot be proved");
-  static std::string certified, cert_axioms;
+  static std::string certified;
+  static std::vector<std::string> cert_axioms;
   static bool cert_verbose = false;
   cert->add_option("STRATEGY", certified, "strategy file (pcgx optimize -o or plan check -o); exit 0 verified or not, 2 for a bad file")->required();
-  cert->add_option("--axioms", cert_axioms, "axiom directory (default: the shipped axioms)")->check(CLI::ExistingDirectory);
+  cert->add_option("--axioms", cert_axioms, kAxiomsHelp)->check(CLI::ExistingDirectory);
   cert->add_flag("-v,--verbose", cert_verbose, "every claim and the axioms its proof used");
   cert->callback([] {
     const search::StrategyFile f = search::load_strategy(certified);

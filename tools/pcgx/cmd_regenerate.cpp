@@ -9,17 +9,15 @@
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/resources.h"
 #include "pcgx/rulegen/regenerate.h"
-
-#ifndef PCGX_RULESETS_DIR
-#define PCGX_RULESETS_DIR "rulesets"
-#endif
 
 namespace pcgx::cli {
 
 void add_regenerate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("regenerate", "Generate and verify a ruleset; write rulesets/<opset>-v<N>.json and MANIFEST.json");
-  static std::string opset = "unity", ops, out_dir = PCGX_RULESETS_DIR, dir;
+  static std::string opset = "unity", ops, out_dir = shipped_dir(Shipped::kRulesets);
+  static std::vector<std::string> dir;
   static int max_ops = 3, version = 1, threads = 0;
   static unsigned timeout_ms = 2000;
   cmd->add_option("--opset", opset, opset_help())->capture_default_str();
@@ -27,7 +25,7 @@ void add_regenerate_command(CLI::App& app) {
   cmd->add_option("--max-ops", max_ops, "operators per graph")->capture_default_str();
   cmd->add_option("--version", version, "ruleset version N in <opset>-v<N>.json")->capture_default_str();
   cmd->add_option("--out-dir", out_dir, "where rulesets live")->capture_default_str();
-  cmd->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  cmd->add_option("--axioms", dir, kAxiomsHelp);
   cmd->add_option("--timeout-ms", timeout_ms, "Z3 time limit per rule")->capture_default_str();
   cmd->add_option("--threads", threads, "worker threads (default: every core); the output does not depend on it");
   cmd->callback([] {
@@ -38,7 +36,7 @@ void add_regenerate_command(CLI::App& app) {
     o.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
     o.max_ops = max_ops, o.threads = threads, o.timeout_ms = timeout_ms;
     o.progress = [](const std::string& s) { std::cerr << s << "\n"; };
-    rulegen::Regenerated out = rulegen::regenerate(o, verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir));
+    rulegen::Regenerated out = rulegen::regenerate(o, verify::load_axioms(verify::axiom_search_path(dir)));
     const gen::Opset& opset_used = o.opset;
     const Ruleset& cands = out.candidates;
     const double gen_s = out.generate_seconds, ver_s = out.verify_seconds;

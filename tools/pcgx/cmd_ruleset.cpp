@@ -56,7 +56,7 @@ void add_ruleset_command(CLI::App& app) {
         for (const Rule* r : c.missing) std::cout << "missing " << r->id << ": " << rule_text(*r) << "\n";
       return;
     }
-    const verify::Derivation d = verify::derive(a, b, c.missing, verify::load_axioms(verify::default_axioms_dir()));
+    const verify::Derivation d = verify::derive(a, b, c.missing, verify::load_axioms(verify::axiom_search_path()));
     if (list)
       for (const Rule* r : d.not_derived) std::cout << "not derived " << r->id << ": " << rule_text(*r) << "\n";
     print_derivation(std::cout, d);

@@ -18,13 +18,13 @@ namespace pcgx::cli {
 void add_axioms_command(CLI::App& app) {
   auto* ax = app.add_subcommand("axioms", "Operator axioms");
   ax->require_subcommand(1);
-  static std::string dir;
+  static std::vector<std::string> dir;
   static int attempts = verify::kDefaultAxiomInstances;
   auto* check = ax->add_subcommand("check", "Instantiate every axiom on random shapes and evaluate both sides; exit 1 on any mismatch");
-  check->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  check->add_option("--axioms", dir, kAxiomsHelp);
   check->add_option("--instances", attempts, "distinct legal instances wanted per axiom")->capture_default_str()->check(positive());
   check->callback([] {
-    const verify::AxiomSet set = verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir);
+    const verify::AxiomSet set = verify::load_axioms(verify::axiom_search_path(dir));
     const auto rows = verify::check_axioms(set, attempts, verify::kAxiomCheckSeed);
     int bad = 0, untested = 0;
     std::cout << std::left << std::setw(34) << "axiom" << std::right << std::setw(8) << "tried" << std::setw(8) << "legal"
@@ -48,11 +48,12 @@ void add_axioms_command(CLI::App& app) {
 
 void add_verify_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("verify", "Prove candidates against the axioms and write the proved ones as a ruleset; exit 1 when an axiom is refuted or an operator has no SMT encoding");
-  static std::string file, out, dir, report;
+  static std::string file, out, report;
+  static std::vector<std::string> dirs;
   static unsigned timeout_ms = 2000;
   static int threads = 0;
   cmd->add_option("CANDIDATES", file, "candidates (or ruleset) file")->required();
-  cmd->add_option("--axioms", dir, "axiom directory (default: the shipped axioms/)");
+  cmd->add_option("--axioms", dirs, kAxiomsHelp);
   cmd->add_option("--timeout-ms", timeout_ms, "Z3 time limit per rule")->capture_default_str();
   cmd->add_option("--threads", threads, "worker threads (default: every core)");
   cmd->add_option("--report", report, "where to write the unproved candidates (default: OUT.unproved.txt)");
@@ -60,7 +61,7 @@ void add_verify_command(CLI::App& app) {
   cmd->callback([] {
     const Ruleset in = load_ruleset(file);
     // Proofs use the axioms of the candidates' own operators alone.
-    const verify::AxiomSet set = verify::axioms_for(verify::load_axioms(dir.empty() ? verify::default_axioms_dir() : dir), in);
+    const verify::AxiomSet set = verify::axioms_for(verify::load_axioms(verify::axiom_search_path(dirs)), in);
     const auto start = std::chrono::steady_clock::now();
     const auto verdicts = verify::prove_all(in.rules, set, verify::ProverOptions{timeout_ms}, threads,
                                             [](size_t n, size_t total) { std::cerr << "verifying: " << n << "/" << total << "\n"; });

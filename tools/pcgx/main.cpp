@@ -1,16 +1,48 @@
 // pcgx: the command-line front end. Each subcommand lives in cmd_*.cpp and
 // only parses arguments and calls the libraries. Exit codes: 0 success,
 // 1 a check failed, 2 bad input (one `error:` line on stderr).
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/plugin.h"
+
+namespace {
+
+// Plugins register operators, so they load before anything reads the
+// registry (pcg/plugin.h): $PCGX_PLUGIN_PATH, then each --plugin given
+// before the subcommand, in order. CLI11 parses --plugin again below,
+// for --help and for its checks, and ignores the value.
+void load_plugins_first(int argc, char** argv) {
+  if (const char* path = std::getenv("PCGX_PLUGIN_PATH"); path && *path) pcgx::load_plugins(path);
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--plugin") == 0 && i + 1 < argc) pcgx::load_plugin(argv[++i]);
+    else if (std::strncmp(a, "--plugin=", 9) == 0) pcgx::load_plugin(a + 9);
+    else if (a[0] != '-') break;  // the subcommand
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  try {
+    load_plugins_first(argc, argv);
+  } catch (const pcgx::Error& e) {
+    std::cerr << "error: " << pcgx::cli::one_line(e.what()) << "\n";
+    return 2;
+  }
   CLI::App app{"pcgx: a substitution superoptimizer and verification toolkit for distributed DNN training"};
   app.name("pcgx");
   app.require_subcommand(1);
   app.set_version_flag("--version", "pcgx 0.1.0");
+  static std::vector<std::string> plugins;
+  app.add_option("--plugin", plugins,
+                 "load a shared library that adds operators (and its axioms and opsets) before the subcommand; repeatable. "
+                 "$PCGX_PLUGIN_PATH: ':'-separated libraries or directories of them, loaded first")
+      ->type_name("LIB.so");
   pcgx::cli::add_models_command(app);
   pcgx::cli::add_info_command(app);
   pcgx::cli::add_import_command(app);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <map>
@@ -114,10 +115,13 @@ std::vector<AxiomCheck> check_axioms(const AxiomSet& set, int attempts, uint64_t
 
 std::optional<std::string> axiom_check_failure(const AxiomSet& axioms) {
   for (const AxiomCheck& row : check_axioms(axioms, kDefaultAxiomInstances, kAxiomCheckSeed)) {
-    if (row.mismatches) return "axiom " + row.name + " is wrong: " + row.counterexample;
+    // Named with its file: the set may come from several directories.
+    const auto info = std::find_if(axioms.axioms.begin(), axioms.axioms.end(), [&](const AxiomInfo& a) { return a.name == row.name; });
+    const std::string where = info == axioms.axioms.end() ? axioms.dir : info->file;
+    if (row.mismatches) return where + ": axiom " + row.name + " is wrong: " + row.counterexample;
     if (!row.unencoded.empty())
-      return "axiom " + row.name + " uses '" + row.unencoded + "', which no registry operator declares (OpDef::smt)";
-    if (row.legal == 0) return "axiom " + row.name + " has no legal instance (untested)";
+      return where + ": axiom " + row.name + " uses '" + row.unencoded + "', which no registry operator declares (OpDef::smt)";
+    if (row.legal == 0) return where + ": axiom " + row.name + " has no legal instance (untested)";
   }
   return std::nullopt;
 }

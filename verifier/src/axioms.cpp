@@ -8,14 +8,11 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/resources.h"
 #include "pcgx/rulesets/sha256.h"
 #include "pcgx/verifier/verifier.h"
 #include "axiom_text.h"
 #include "encoding.h"
-
-#ifndef PCGX_AXIOMS_DIR
-#define PCGX_AXIOMS_DIR "axioms"
-#endif
 
 namespace pcgx::verify {
 
@@ -29,9 +26,12 @@ std::string_view to_string(Result r) {
   return "?";
 }
 
-std::string default_axioms_dir() {
-  if (const char* env = std::getenv("PCGX_AXIOMS")) return env;
-  return PCGX_AXIOMS_DIR;
+std::string default_axioms_dir() { return shipped_dir(Shipped::kAxioms); }
+
+std::vector<std::string> axiom_search_path(const std::vector<std::string>& extra) {
+  std::vector<std::string> dirs = search_path(Shipped::kAxioms);
+  dirs.insert(dirs.end(), extra.begin(), extra.end());
+  return dirs;
 }
 
 namespace {
@@ -61,18 +61,28 @@ void parse_check(const std::string& decls, const std::string& text, const std::s
 
 }  // namespace
 
-AxiomSet load_axioms(const std::string& dir) {
+AxiomSet load_axioms(const std::string& dir) { return load_axioms(std::vector<std::string>{dir}); }
+
+AxiomSet load_axioms(const std::vector<std::string>& dirs) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) throw FileError(dir, "", "not a directory (the axioms are a directory of .smt2 files)");
-  const fs::path prelude = fs::path(dir) / "prelude.smt2";
-  if (!fs::exists(prelude)) throw FileError(prelude.string(), "", "missing: the axioms need their declarations");
+  if (dirs.empty()) throw Error("no axiom directory");
+  // By file name: a later directory's file stands for an earlier one's.
+  std::map<std::string, std::string> by_name;
+  std::string described;
+  for (const std::string& dir : dirs) {
+    if (!fs::is_directory(dir)) throw FileError(dir, "", "not a directory (the axioms are a directory of .smt2 files)");
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".smt2") by_name[e.path().filename().string()] = e.path().string();
+    described += (described.empty() ? "" : " + ") + dir;
+  }
+  const auto prelude_it = by_name.find("prelude.smt2");
+  if (prelude_it == by_name.end()) throw FileError((fs::path(dirs.front()) / "prelude.smt2").string(), "", "missing: the axioms need their declarations");
+  const fs::path prelude = prelude_it->second;
   AxiomSet s;
-  s.dir = dir;
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".smt2" && e.path().filename() != "prelude.smt2") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  files.insert(files.begin(), prelude.string());
+  s.dir = described;
+  std::vector<std::string> files{prelude.string()};
+  for (const auto& [name, path] : by_name)
+    if (name != "prelude.smt2") files.push_back(path);
   // Declarations by symbol, as the digests spell them.
   std::map<std::string, std::string> declared;
   for (const Encoding& e : encodings()) declared[e.symbol] = declaration(e);
@@ -125,7 +135,7 @@ AxiomSet load_axioms(const std::string& dir) {
   std::vector<std::string> sorted = s.names;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i] == sorted[i - 1]) throw Error(dir + ": axiom name '" + sorted[i] + "' is used twice");
+    if (sorted[i] == sorted[i - 1]) throw Error(s.dir + ": axiom name '" + sorted[i] + "' is used twice");
   s.hash = sha256_hex(s.text);
   return s;
 }

@@ -22,8 +22,9 @@
 #include <cmath>
 #include <type_traits>
 
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 #include "scratch.h"
 
 namespace pcgx::ops {

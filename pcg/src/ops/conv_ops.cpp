@@ -1,8 +1,9 @@
 // Conv2D (grouped, optional bias and fused activation) and Pool2D (max/avg)
 // in NCHW layout. Spatial splits would need halo exchange, which is not a
 // local-shard computation, so only batch and channel dimensions are split.
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 #include "scratch.h"
 #include "vector_math.h"
 

@@ -1,7 +1,8 @@
 // Elementwise operators: EwAdd, EwMul, ScalarMul, Relu, Gelu, Sigmoid, Tanh,
 // Silu, Dropout. Every dimension can be split; inputs must agree exactly.
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 #include "vector_math.h"
 
 namespace pcgx::ops {

@@ -1,8 +1,9 @@
 // Embedding (one row per index) and EmbeddingBag (sum of the rows of a bag).
 // Tables split by rows give partial sums: a task contributes the rows it
 // owns and zeros elsewhere. Split by columns, the output splits likewise.
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 
 namespace pcgx::ops {
 namespace {

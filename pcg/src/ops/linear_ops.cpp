@@ -3,8 +3,9 @@
 // reduction (the contraction dimension, output as partial sums).
 #include "gemm.h"
 #include "pcgx/pcg/kernel_threads.h"
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 #include "scratch.h"
 #include "vector_math.h"
 

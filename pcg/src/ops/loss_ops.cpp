@@ -1,8 +1,9 @@
 // Losses: SoftmaxCrossEntropy and MSELoss, both the mean over samples as a
 // rank-0 tensor. Split along batch dimensions, each task returns its share of
 // the mean: partial sums to be reduced.
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 
 namespace pcgx::ops {
 namespace {

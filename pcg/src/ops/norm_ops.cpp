@@ -1,8 +1,9 @@
 // Softmax (optionally causal), LayerNorm and RMSNorm. Normalized dimensions cannot
 // be split: statistics over a shard would differ from statistics over the
 // tensor. BatchNorm is in batch_norm_ops.cpp.
-#include "numeric.h"
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/numeric.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 #include "scratch.h"
 #include "vector_math.h"
 

@@ -1,6 +1,6 @@
-#include "op_helpers.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 
-#include "numeric.h"
+#include "pcgx/pcg/ops/numeric.h"
 
 namespace pcgx::ops {
 

@@ -9,7 +9,8 @@
 //   AllReduce(k):        Reduce(k) then Replicate(k)
 //   Pipeline(dim, k) / Batch(dim, k): process dim in k sequential slices /
 //                        gather them back (scheduling only: values unchanged)
-#include "op_helpers.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 
 namespace pcgx::ops {
 namespace {

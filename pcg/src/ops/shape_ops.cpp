@@ -6,7 +6,8 @@
 #include <array>
 #include <numeric>
 
-#include "op_helpers.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 
 namespace pcgx::ops {
 namespace {

@@ -1,6 +1,7 @@
 // Input and Weight: graph sources. Their parallel shape is given by
 // attributes, so generator patterns can start from partitioned tensors.
-#include "op_helpers.h"
+#include "op_families.h"
+#include "pcgx/pcg/ops/op_helpers.h"
 
 namespace pcgx::ops {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "numeric.h"
+#include "pcgx/pcg/ops/numeric.h"
 
 namespace pcgx::ops::vec {
 

@@ -26,7 +26,7 @@ void block(BlockOp op, const BlockGeometry& g, float* full, float* blk, cudaStre
 void fill(float* x, int64_t n, float value, cudaStream_t s);
 void add(float* into, const float* x, int64_t n, cudaStream_t s);  // into += x
 
-enum class Act : int { kNone, kRelu, kGelu, kSigmoid, kTanh };  // pcg/src/ops/numeric.h's
+enum class Act : int { kNone, kRelu, kGelu, kSigmoid, kTanh };  // pcg/include/pcgx/pcg/ops/numeric.h's
 // y = act(x) (in place allowed).
 void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s);
 // dx = dy * act'(z), from z (gelu) or y = act(z) (the others).

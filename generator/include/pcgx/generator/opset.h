@@ -42,7 +42,8 @@ Opset load_opset(const std::string& path);
 // A shipped opset by name, or an opset file by path (a name with '/' or
 // ending in .json).
 Opset resolve_opset(const std::string& name_or_file);
-// Where the shipped opsets are (rulesets/opsets of the source tree).
+// Where the shipped opsets are (pcg/resources.h); named opsets are also
+// found in plugins' opset directories, after the shipped ones.
 std::string opsets_dir();
 
 // Parses "--ops": comma-separated operators, each optionally restricted,

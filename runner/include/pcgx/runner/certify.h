@@ -20,7 +20,7 @@ struct CertifyReport {
 
 // `model`: the unpartitioned model the strategy lowers (null: not at hand);
 // `substitutions`: how many rewrites a search applied to it.
-CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::string& axioms_dir,
+CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axiom_dirs,
                                const verify::CertifyProgress& progress = {});
 
 }  // namespace pcgx::runner

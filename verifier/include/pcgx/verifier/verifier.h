@@ -67,8 +67,17 @@ struct AxiomSet {
 // (named with its own line number; an unknown symbol is said to come from
 // a registry entry).
 AxiomSet load_axioms(const std::string& dir);
-// The axioms shipped with pcgx (the source tree's axioms/, or $PCGX_AXIOMS).
+// The same over a search path: every *.smt2 file of every directory, a
+// file of a later directory standing for an earlier one's of the same name
+// (so an empty linear.smt2 takes Linear's axioms out); the prelude may
+// come from any of them.
+AxiomSet load_axioms(const std::vector<std::string>& dirs);
+// The axioms shipped with pcgx (pcg/resources.h: installed, the source
+// tree's axioms/, or $PCGX_AXIOMS).
 std::string default_axioms_dir();
+// The axioms' search path: the shipped directory, each plugin's
+// (pcg/plugin.h), then `extra` (a command's --axioms DIR...).
+std::vector<std::string> axiom_search_path(const std::vector<std::string>& extra = {});
 
 // The axioms every operator of which is in `operators` (axioms of the
 // shape functions alone included, foreign ones not): all that a proof of a rule over those
@@ -137,8 +146,8 @@ struct AxiomCheck {
 std::vector<AxiomCheck> check_axioms(const AxiomSet& axioms, int attempts, uint64_t seed);
 inline constexpr uint64_t kAxiomCheckSeed = 7;  // `pcgx axioms check`'s
 // The default check (kDefaultAxiomInstances, kAxiomCheckSeed): the first
-// axiom that is wrong or has no legal instance, with its counterexample,
-// or nothing when every axiom passes.
+// axiom that is wrong or has no legal instance, named with its file, with
+// its counterexample, or nothing when every axiom passes.
 std::optional<std::string> axiom_check_failure(const AxiomSet& axioms);
 
 }  // namespace pcgx::verify

@@ -1,5 +1,9 @@
 #pragma once
-// Shared vocabulary for writing operator definitions (pcg/src/ops/*.cpp).
+// Shared vocabulary for writing operator definitions: the built-in ones
+// (pcg/src/ops/*.cpp) and a plugin's (plugin.h). Attribute specs, the
+// reads of a gradient rule, shape checks, the elementwise parallel kinds,
+// global indices of a shard's elements, and PCGX_KERNELS, which binds one
+// kernel template to both number systems (numeric.h's Num<T>).
 #include <array>
 #include <string>
 #include <vector>
@@ -116,17 +120,5 @@ void for_each_global_index(const ParallelTensorShape& global, std::span<const in
     (def).shard_f32 = &fn<float>; \
     (def).shard_mod = &fn<ModP>;  \
   } while (0)
-
-// Registration entry points, one per operator family.
-void register_source_ops(OpRegistry& r);
-void register_elementwise_ops(OpRegistry& r);
-void register_linear_ops(OpRegistry& r);
-void register_conv_ops(OpRegistry& r);
-void register_norm_ops(OpRegistry& r);
-void register_batch_norm_ops(OpRegistry& r);
-void register_shape_ops(OpRegistry& r);
-void register_embedding_ops(OpRegistry& r);
-void register_loss_ops(OpRegistry& r);
-void register_parallel_ops(OpRegistry& r);
 
 }  // namespace pcgx::ops
