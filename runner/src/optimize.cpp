@@ -98,7 +98,11 @@ void validate(const OptimizeRequest& q) {
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
-  if (q.search.algorithm == search::Algorithm::kPlan && q.search.plan) {
+  if (q.search.plan && q.search.algorithm == search::Algorithm::kUnity && q.pipeline &&
+      (q.pipeline->stages > 1 || q.pipeline->virtual_stages > 1))
+    throw FieldError("SearchOptions.plan", "searching the operators a plan does not state (unity) is for a plan of one stage; "
+                                           "a pipelined plan runs them as one task (\"unstated\": \"one-task\")");
+  if (q.search.plan && (q.search.algorithm == search::Algorithm::kPlan || q.search.algorithm == search::Algorithm::kUnity)) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
                        "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
@@ -239,10 +243,10 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // micro-batch at a time compete (not those whose BatchNorm statistics
   // would sum the micro-batches); the search time must be the DP's, as
   // the other recipes' (not mcmc's simulations), and exhaustive search
-  // does not pipeline.
+  // does not pipeline; nor does a plan's search of its unstated operators.
   const search::Algorithm alg = q.search.algorithm;
   if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && alg != search::Algorithm::kPlan &&
-      !search::predicts_by_simulation(alg)) {
+      !q.search.plan && !search::predicts_by_simulation(alg)) {
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
       const TrainingRecipe recipe{precision, policies.front(), stage,

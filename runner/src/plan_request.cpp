@@ -9,8 +9,9 @@
 namespace pcgx::runner {
 
 void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::UserPlan> plan, bool algorithm_stated) {
+  if (!algorithm_stated)
+    s.algorithm = plan->unstated == search::Unstated::kSearch ? search::Algorithm::kUnity : search::Algorithm::kPlan;
   s.plan = std::move(plan);
-  if (!algorithm_stated) s.algorithm = search::Algorithm::kPlan;
 }
 
 void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {

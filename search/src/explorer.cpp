@@ -49,6 +49,17 @@ std::optional<Introduced> introduce_and_match(const Graph& g, const Rule& intro,
 
 }  // namespace
 
+bool Explorer::fixed(const Graph& g, NodeId n) const {
+  if (!fixed_ || fixed_->empty()) return false;
+  const Node& node = g.node(n);
+  return node.op->op_class == OpClass::kCompute && fixed_->count(node.name) > 0;
+}
+
+bool Explorer::touches_fixed(const Graph& g, const Match& m) const {
+  if (!fixed_ || fixed_->empty()) return false;
+  return std::any_of(m.nodes.begin(), m.nodes.end(), [&](NodeId n) { return n >= 0 && fixed(g, n); });
+}
+
 Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
   for (int step = 0; step < kSimplifySteps; ++step) {
     if (auto merged = merge_common_subexpressions(g)) g = std::move(*merged);
@@ -60,6 +71,7 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
     bool changed = false;
     for (const Rule* r : rules_.simplifiers()) {
       for (const Match& m : find_matches(g, *r, consumers, o)) {
+        if (touches_fixed(g, m)) continue;
         if (auto h = apply_match(g, m)) {
           g = std::move(*h);
           if (applied) applied->push_back(r->id);
@@ -112,13 +124,14 @@ void Explorer::steps(const Graph& g, Steps& out) const {
   o.free_degrees = degrees_;
   for (const auto& [op, nodes] : by_op)
     for (const Rule* r : rules_.rooted_at(op))
-      for (Match& m : find_matches(g, *r, consumers, o)) out.matches.push_back(std::move(m));
+      for (Match& m : find_matches(g, *r, consumers, o))
+        if (!touches_fixed(g, m)) out.matches.push_back(std::move(m));
 
   // Two-rule steps: an introducer at one input of a compute operator, then
   // a rule matching at that operator.
   std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>> needs;
   for (const Node& n : g.nodes()) {
-    if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty()) continue;
+    if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty() || fixed(g, n.id)) continue;
     for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
       needs.clear();
       for (const Rule* x : rules_.rooted_at(n.op))
@@ -150,7 +163,8 @@ std::optional<Graph> Explorer::random_neighbour(const Graph& g, uint64_t draw, s
     if (h) applied.push_back(label(st.matches[i]));
   } else {
     const Intro& in = st.intros[i - st.matches.size()];
-    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
+    auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
+    if (g1) std::erase_if(g1->matches, [&](const Match& m) { return touches_fixed(g1->graph, m); });
     if (!g1 || g1->matches.empty()) return std::nullopt;
     const Match& m = g1->matches[static_cast<size_t>((draw / total) % g1->matches.size())];
     h = apply_match(g1->graph, m);
@@ -186,6 +200,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
     if (!g1) return;
     for (const Match& m : g1->matches) {
+      if (touches_fixed(g1->graph, m)) continue;
       auto h = apply_match(g1->graph, m);
       if (!h) continue;
       std::vector<std::string> applied = c.applied;
@@ -218,17 +233,18 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       o.by_op = &by_op;
       o.free_degrees = {step.degree};
       for (Match& m : find_matches(g, *step.rule, consumers, o))
-        if (m.degree == step.degree) places.emplace_back(&g, std::move(m));
+        if (m.degree == step.degree && !touches_fixed(g, m)) places.emplace_back(&g, std::move(m));
     } else if (auto it = by_op.find(step.op); it != by_op.end()) {
       const TensorRef t = step.intro->target.outputs()[0];
       for (NodeId n : it->second) {
+        if (fixed(g, n)) continue;
         const auto need = root_needs(g, *step.rule, n, step.input);
         if (!need || (need->first && *need != std::make_pair(step.intro->target.node(t.node).op, t.output))) continue;
         auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1));
         if (!g1) continue;
         const Graph* at = &introduced.emplace_back(std::move(g1->graph));
         for (Match& m : g1->matches)
-          if (m.degree == step.degree) places.emplace_back(at, std::move(m));
+          if (m.degree == step.degree && !touches_fixed(*at, m)) places.emplace_back(at, std::move(m));
       }
     }
     std::vector<std::optional<Candidate>> next(places.size());

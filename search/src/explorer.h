@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -37,9 +38,14 @@ class Explorer {
  public:
   // `max_nodes` > 0 bounds the space: neighbours with more nodes are
   // dropped before they are costed (the exhaustive search needs a finite
-  // space; introducers can grow a graph without end).
-  Explorer(const RuleLibrary& rules, const MachineMapper& mapper, std::vector<int64_t> degrees, size_t max_nodes = 0)
-      : rules_(rules), mapper_(mapper), degrees_(std::move(degrees)), max_nodes_(max_nodes) {}
+  // space; introducers can grow a graph without end). `fixed` (optional,
+  // outliving the explorer): names of compute operators no step rewrites
+  // (a plan's stated operators): no match includes one and no introducer
+  // partitions one's input, so each keeps its node, inputs' layouts and
+  // task grid.
+  Explorer(const RuleLibrary& rules, const MachineMapper& mapper, std::vector<int64_t> degrees, size_t max_nodes = 0,
+           const std::set<std::string>* fixed = nullptr)
+      : rules_(rules), mapper_(mapper), degrees_(std::move(degrees)), max_nodes_(max_nodes), fixed_(fixed) {}
 
   // Merges common subexpressions and applies simplifiers until neither
   // changes anything; records the simplifiers' ids.
@@ -85,10 +91,15 @@ class Explorer {
   std::optional<Candidate> settle(Graph h, std::vector<std::string> applied, const Candidate::Step& step,
                                   std::unordered_set<uint64_t>& seen, std::mutex& mu) const;
 
+  // Whether node `n` of `g` is fixed, or match `m` in `g` includes one.
+  bool fixed(const Graph& g, NodeId n) const;
+  bool touches_fixed(const Graph& g, const Match& m) const;
+
   const RuleLibrary& rules_;
   const MachineMapper& mapper_;
   std::vector<int64_t> degrees_;
   size_t max_nodes_;
+  const std::set<std::string>* fixed_;
 };
 
 }  // namespace pcgx::search

@@ -61,8 +61,9 @@ void validate(const SearchOptions& o) {
   if (o.sequence_parallel && !stated)
     throw FieldError("SearchOptions.sequence_parallel", "is the expert or megatron search's (SearchOptions.algorithm expert or megatron)");
   if (o.algorithm == Algorithm::kPlan && !o.plan) throw FieldError("SearchOptions.plan", "the plan algorithm lowers a plan, and none is given");
-  if (o.plan && o.algorithm != Algorithm::kPlan)
-    throw FieldError("SearchOptions.plan", "a plan is lowered as stated (SearchOptions.algorithm plan), not searched with " + std::string(name(o.algorithm)));
+  if (o.plan && o.algorithm != Algorithm::kPlan && o.algorithm != Algorithm::kUnity)
+    throw FieldError("SearchOptions.plan", "a plan is lowered as stated (SearchOptions.algorithm plan), or its unstated operators searched "
+                                           "(unity), not searched with " + std::string(name(o.algorithm)));
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -80,7 +81,7 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult result;
   switch (options.algorithm) {
-    case Algorithm::kUnity: result = unity_search(model, rules, mapper, options); break;
+    case Algorithm::kUnity: result = options.plan ? plan_search(model, rules, mapper, options) : unity_search(model, rules, mapper, options); break;
     case Algorithm::kSequential: result = sequential_search(model, rules, mapper, options); break;
     case Algorithm::kExhaustive: result = exhaustive_search(model, rules, mapper, options); break;
     case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;

@@ -2,11 +2,14 @@
 #include "pcgx/search/unity_search.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "best_first.h"
 #include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/search/baselines.h"
+#include "pcgx/search/user_plan.h"
 
 namespace pcgx::search {
 SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
@@ -60,6 +63,49 @@ SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const Ma
     best = std::move(f.graph), result.applied = std::move(f.applied);
   }
   result.strategy = mapper.map(best);
+  return result;
+}
+
+namespace {
+
+// Each stated operator of `seed` is in `found` with the same operator and
+// output layouts.
+void check_stated(const Graph& seed, const Graph& found, const std::set<std::string>& stated, const std::string& source) {
+  std::map<std::string, const Node*> by_name;
+  for (const Node& n : found.nodes())
+    if (stated.count(n.name)) by_name[n.name] = &n;
+  for (const Node& n : seed.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || !stated.count(n.name)) continue;
+    const auto it = by_name.find(n.name);
+    if (it == by_name.end() || it->second->op != n.op || it->second->outputs != n.outputs)
+      throw Error(source + ": the search of the unstated operators changed " + describe(n) + ", which the plan states");
+  }
+}
+
+}  // namespace
+
+SearchResult plan_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options) {
+  const UserPlan& plan = *options.plan;
+  const int64_t devices = mapper.cost().devices();
+  SearchResult result;
+  Context cx = make_context(rules, mapper, options, result);
+  cx.phase = "the operators " + plan.source + " does not state";
+  const std::set<std::string> stated = stated_operators(model, plan, devices);
+  const Explorer ex(rules, mapper, cx.degrees, 0, &stated);
+  // (On a pipeline stage's part of the model a rule may select nothing.)
+  Graph lowered = lower_plan(model, plan, devices, false);
+  std::vector<Seed> seeds{{lowered, {}}};
+  UserPlan split = plan;  // the rest data parallel: a first rule the plan's own override
+  split.rules.insert(split.rules.begin(), PlanRule{PlanSelector{}, NodePlan{{kSamplesKind, devices}}});
+  try {
+    if (devices > 1) seeds.push_back({lower_plan(model, split, devices, false), {}});
+  } catch (const Error&) {  // the samples do not split that way: the first seed alone
+  }
+  Candidate c = best_first(std::move(seeds), ex, cx, options.budget);
+  result.evaluated = ex.evaluated;
+  check_stated(lowered, c.graph, stated, plan.source);
+  result.applied = std::move(c.applied);
+  result.strategy = mapper.map(c.graph);
   return result;
 }
 

@@ -117,7 +117,8 @@ bool selects(const PlanSelector& s, const Node& n) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero", "pipeline", "rules"});
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero", "pipeline", "rules",
+                             "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -137,6 +138,14 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     }
     return *value;
   };
+  if (j.contains("unstated")) {
+    const json& v = j["unstated"];
+    const std::string u = v.is_string() ? v.get<std::string>() : std::string();
+    if (u != "one-task" && u != "search")
+      throw FileError(source, "unstated", "expected \"one-task\" (each operator no rule selects runs as one task) or \"search\" (unity "
+                                          "searches them, the stated operators fixed)");
+    plan.unstated = u == "search" ? Unstated::kSearch : Unstated::kOneTask;
+  }
   if (j.contains("precision")) plan.precision = named("precision", precision_named, kPrecisions);
   if (j.contains("recompute")) plan.recompute = named("recompute", recompute_named, kRecomputes);
   if (j.contains("recompute_layers")) {
@@ -310,9 +319,20 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
     const auto k = static_cast<size_t>(n.id);
     ++d.operators;
     if (rule_of[k] >= 0) ++d.per_rule[static_cast<size_t>(rule_of[k])];
+    else ++d.unstated;
     if (partitions[k].empty()) ++d.one_task;
   }
   return d;
+}
+
+std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan, int64_t devices) {
+  const Graph g = plan_graph(model);
+  std::vector<int> rule_of;
+  plan_partitions(g, plan, devices, &rule_of, false);
+  std::set<std::string> out;
+  for (const Node& n : g.nodes())
+    if (rule_of[static_cast<size_t>(n.id)] >= 0) out.insert(n.name);
+  return out;
 }
 
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects) {
@@ -432,6 +452,7 @@ UserPlan::Pipeline pipeline_of_strategy(const Graph& g, std::span<const MachineV
 std::string plan_to_json(const UserPlan& plan) {
   std::string out = "{\n  \"format\": \"pcgx.plan\",\n  \"format_version\": 1,\n";
   if (!plan.description.empty()) out += "  \"description\": " + json(plan.description).dump() + ",\n";
+  if (plan.unstated == Unstated::kSearch) out += "  \"unstated\": \"search\",\n";
   if (plan.precision) out += "  \"precision\": \"" + std::string(name(*plan.precision)) + "\",\n";
   if (plan.recompute) out += "  \"recompute\": \"" + std::string(name(*plan.recompute)) + "\",\n";
   if (plan.recompute_layers) out += "  \"recompute_layers\": " + std::to_string(*plan.recompute_layers) + ",\n";

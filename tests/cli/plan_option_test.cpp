@@ -333,3 +333,33 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
 }
 
 }  // namespace
+
+// The operators a plan does not state searched by unity: "unstated":
+// "search" in the file, or --search unity with any plan. The stated one runs
+// as stated, the whole trains to one device's losses, and a pipelined plan
+// is refused (its rest runs as one task).
+TEST(PlanOption, TheUnstatedRestIsSearched) {
+  const fs::path plan = dir() / "partial.json", out = dir() / "partial.strategy.json";
+  std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "unstated": "search",
+    "rules": [{"select": {"name": "dense0"}, "partition": {"out": 2}}]})";
+  const auto r = run("optimize mlp-tiny --plan " + plan.string() + " --machine dgx-h100 --devices 4 --global-batch -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("with --search unity"), std::string::npos) << r.out;
+  const size_t at = r.out.find("dense0");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.substr(at, r.out.find('\n', at) - at).find("/2]"), std::string::npos) << r.out;
+  const fs::path one = dir() / "partial-one.json", four = dir() / "partial-four.json";
+  ASSERT_EQ(run("run mlp-tiny --steps 4 --no-plot --report " + one.string()).code, 0);
+  const auto trained = run("run " + out.string() + " --steps 4 --no-plot --report " + four.string());
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  const auto a = nlohmann::json::parse(std::ifstream(one)).at("loss"), b = nlohmann::json::parse(std::ifstream(four)).at("loss");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i].get<double>(), a[i].get<double>(), 1e-5 * std::abs(a[i].get<double>())) << i;
+  // --search unity does the same for a plan that does not say so.
+  const auto flag = run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json --search unity --machine dgx-h100 --devices 4 -q -o -");
+  EXPECT_EQ(flag.code, 0) << flag.out;
+  const fs::path refused = dir() / "partial-pipelined.json";
+  expect_one_error_line(run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-pipeline-8.json --search unity --machine dgx-h100 --devices 8 -o " +
+                            refused.string()),
+                        "searching the operators a plan does not state (unity) is for a plan of one stage", refused);
+}

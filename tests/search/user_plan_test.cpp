@@ -150,7 +150,8 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
-            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, pipeline, rules)");
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, pipeline, rules, "
+            "unstated)");
   EXPECT_EQ(error(head + R"("recompute": "full", "recompute_layers": 0, "rules": []})"),
             "p.json: recompute_layers: expected a positive integer, got 0");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "boundaries": ["a", "b"]}, "rules": []})"),
@@ -227,8 +228,8 @@ TEST(UserPlan, TheSearchLowersAPlanAsStated) {
   o.plan = std::make_shared<const UserPlan>(load_plan((kPlans / "gpt-megatron-2x2.json").string()));
   const SearchResult r = optimize(g, rules, MachineMapper(cm), o);
   EXPECT_TRUE(r.strategy.estimate.feasible);
-  o.algorithm = Algorithm::kUnity;
-  EXPECT_THROW(optimize(g, rules, MachineMapper(cm), o), FieldError);  // a plan is not searched
+  o.algorithm = Algorithm::kMcmc;
+  EXPECT_THROW(optimize(g, rules, MachineMapper(cm), o), FieldError);  // only unity searches a plan's unstated operators
 }
 
 }  // namespace

@@ -14,8 +14,13 @@ void print_plan_check(std::ostream& out, const std::string& path, const search::
     out << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << k << " of the " << c.decisions.operators
               << " operators" << (k == 0 ? " (later rules override it everywhere)" : "") << "\n";
   }
-  const int64_t one = c.decisions.one_task;
-  out << "  one task            " << one << (one == 1 ? " operator" : " operators") << " (no rule, or {})\n";
+  const int64_t one = c.decisions.one_task, rest = c.decisions.unstated;
+  auto ops = [](int64_t n) { return std::to_string(n) + (n == 1 ? " operator" : " operators"); };
+  if (c.report.file.search == "unity")
+    out << "  searched            " << ops(rest) << " (no rule selects them: unity chose how they run)\n"
+        << "  one task            " << ops(one - rest) << " ({})\n";
+  else
+    out << "  one task            " << ops(one) << " (no rule, or {})\n";
   const std::vector<search::DerivedMove>& moves = c.communication;
   double total = 0;
   for (const auto& d : moves) total += d.time.total();

@@ -18,8 +18,10 @@ struct StatedSettings {
   bool algorithm = false, precision = false, recompute = false, zero = false;
 };
 
-// Makes `s` lower `plan`: search::Algorithm::kPlan, unless the caller
-// stated another algorithm (which validate() then refuses, naming both).
+// Makes `s` lower `plan`: search::Algorithm::kPlan, or kUnity where the
+// plan's unstated operators are searched, unless the caller stated an
+// algorithm (unity searches the unstated operators; validate() refuses any
+// other, naming both).
 void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::UserPlan> plan, bool algorithm_stated);
 
 // For a request lowering its search's plan (a no-op otherwise): the plan's

@@ -53,6 +53,16 @@ namespace pcgx::search {
 // options.rank says.
 SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options);
 
+// Algorithm::kUnity with a plan (user_plan.h): the operators its rules
+// select run as it states, fixed (no step rewrites them), and the best-first
+// search above explores the rest from the plan lowered as stated (the rest
+// as one task each) and from the plan with the rest split by samples over
+// every device (where that lowers). No graph splitting and no baselines
+// (they ignore the plan). Throws pcgx::Error where a stated operator would
+// not run as stated in the result (a guard: the explorer never rewrites
+// one).
+SearchResult plan_search(const Graph& model, const RuleLibrary& rules, const MachineMapper& mapper, const SearchOptions& options);
+
 // Algorithm::kSequential: the algebraic rules alone, then the parallel ones
 // from the best algebraic PCG (TASO then FlexFlow, as Unity's evaluation
 // compares).

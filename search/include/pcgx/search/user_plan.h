@@ -12,12 +12,17 @@
 // it unchanged, and it computes what the model computes (it inserts only
 // identities).
 //
+// The operators no rule selects run as one task, or, with "unstated":
+// "search", as unity finds best with the stated operators fixed
+// (SearchOptions::algorithm unity with a plan: unity_search.h's
+// plan_search).
+//
 // Not yet: device assignment (each stage's operators are mapped by the
-// machine-mapping DP), co-shard; the unstated rest runs as one task rather
-// than being searched.
+// machine-mapping DP), co-shard.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -50,9 +55,16 @@ struct PlanRule {
   NodePlan partition;  // kind name (or kSamplesKind) -> degree; empty: one task
 };
 
+// What runs the operators no rule selects.
+enum class Unstated : uint8_t {
+  kOneTask,  // one task each, its inputs gathered whole onto it
+  kSearch,   // unity searches them, the stated operators fixed
+};
+
 struct UserPlan {
   std::string source;  // the file it came from, for messages
   std::string description;
+  Unstated unstated = Unstated::kOneTask;
   // The recipe it trains with (training_recipe.h); unset: the caller's
   // (pcgx optimize's flags, and their defaults).
   std::optional<Precision> precision;
@@ -112,8 +124,13 @@ std::vector<NodePlan> plan_partitions(const Graph& g, const UserPlan& plan, int6
 struct PlanDecisions {
   std::vector<int64_t> per_rule;
   int64_t operators = 0, one_task = 0;
+  int64_t unstated = 0;  // of them, those no rule selects (searched under "unstated": "search")
 };
 PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t devices);
+
+// The names of the compute operators some rule selects (plan_graph's
+// names): what a search of the unstated rest keeps as the plan states it.
+std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan, int64_t devices);
 
 // The model with the plan applied: plan_graph, plan_partitions, then
 // parallelize; a combination of kinds an operator's degree inference
