@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/step_communication.h"
 
 namespace pcgx {
 
@@ -52,6 +54,15 @@ std::vector<int64_t> pipeline_chunks(const Graph& g, const std::vector<std::vect
     c = std::max<int64_t>(c, 0);
   }
   return chunk;
+}
+
+std::vector<int64_t> pipeline_chunks(const Graph& g, std::span<const MachineView> views, int64_t devices, const PipelineShape& p) {
+  const Placement place(g, views, devices);
+  const std::vector<NodeRun> runs = node_runs(place, source_layouts(g));
+  std::vector<std::vector<int64_t>> tasks(g.size());
+  for (const Node& n : g.nodes())
+    if (runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks) tasks[static_cast<size_t>(n.id)] = place.task_devices(n.id);
+  return pipeline_chunks(g, tasks, devices, p);
 }
 
 }  // namespace pcgx

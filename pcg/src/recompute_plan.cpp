@@ -2,8 +2,10 @@
 #include "pcgx/pcg/recompute_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_cuts.h"
 #include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/saved_tensors.h"
@@ -35,7 +37,7 @@ std::vector<char> layer_boundaries(const std::vector<uint64_t>& gaps) {
 // between cuts (layer_boundaries). Every node after the first cut and up
 // to the last, less those producing a kept boundary tensor, is recomputed,
 // a segment per layer.
-void plan_full(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
+void plan_full(const Graph& g, const SourceLayouts& layouts, std::span<const int64_t> chunk, RecomputePlan& plan) {
   std::vector<NodeId> order;
   for (const Node& n : g.nodes())
     if (active(g, layouts, n.id)) order.push_back(n.id);
@@ -51,7 +53,22 @@ void plan_full(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan
   std::vector<uint64_t> gaps;
   for (size_t c = 0; c + 1 < cuts.size(); ++c)
     gaps.push_back(gap_signature(g, std::span(order).subspan(cuts[c].first + 1, cuts[c + 1].first - cuts[c].first)));
-  const std::vector<char> boundary = layer_boundaries(gaps);
+  // A joined pipeline's chunks may run their layers differently (each
+  // stage searched alone): each chunk's layers repeat within it, as its own
+  // plan finds them, and a chunk starts a layer.
+  std::vector<char> boundary;
+  if (chunk.empty()) {
+    boundary = layer_boundaries(gaps);
+  } else {
+    boundary.assign(gaps.size() + 1, 1);
+    auto chunk_of_gap = [&](size_t c) { return chunk[static_cast<size_t>(order[cuts[c].first + 1])]; };
+    for (size_t a = 0, b = 0; a < gaps.size(); a = b) {
+      while (b < gaps.size() && chunk_of_gap(b) == chunk_of_gap(a)) ++b;
+      const std::vector<char> own = layer_boundaries(std::vector<uint64_t>(gaps.begin() + static_cast<std::ptrdiff_t>(a),
+                                                                           gaps.begin() + static_cast<std::ptrdiff_t>(b)));
+      for (size_t j = 1; j + 1 < own.size(); ++j) boundary[a + j] = own[j];
+    }
+  }
   std::set<TensorRef> checkpoints;
   for (size_t c = 0; c < cuts.size(); ++c)
     if (boundary[c]) checkpoints.insert(cuts[c].second);
@@ -160,8 +177,8 @@ void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
 // segment that frees nothing (GPT's position embedding before the first
 // layer: nothing its backward reads) would only add compute, so it comes
 // after them. The chosen keep their forward order, renumbered from 0.
-void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, RecomputePlan& plan) {
-  if (layers < 0 || layers >= plan.segments) return;
+void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, std::span<const int64_t> chunk, RecomputePlan& plan) {
+  if (layers < 0 || (chunk.empty() && layers >= plan.segments)) return;
   RecomputePlan none;
   none.recomputed.assign(g.size(), 0);
   none.segment.assign(g.size(), -1);
@@ -172,11 +189,17 @@ void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, Rec
     for (int32_t o = 0; s >= 0 && o < static_cast<int32_t>(n.outputs.size()); ++o)
       if (without.at({n.id, o}) == OutputLife::kKept) frees[static_cast<size_t>(s)] = 1;
   }
+  // Each segment's chunk: its first node's (one chunk without `chunk`).
+  std::vector<int64_t> chunk_of(static_cast<size_t>(plan.segments), -1);
+  for (const Node& n : g.nodes())
+    if (const int32_t s = plan.segment[static_cast<size_t>(n.id)]; s >= 0 && chunk_of[static_cast<size_t>(s)] < 0)
+      chunk_of[static_cast<size_t>(s)] = chunk.empty() ? 0 : chunk[static_cast<size_t>(n.id)];
   std::vector<char> chosen(static_cast<size_t>(plan.segments), 0);
-  int32_t left = layers;
+  std::map<int64_t, int32_t> left;  // per chunk
+  for (const int64_t c : chunk_of) left.emplace(c, layers);
   for (const char pass : {1, 0})
-    for (size_t s = 0; s < frees.size() && left > 0; ++s)
-      if (frees[s] == pass) chosen[s] = 1, --left;
+    for (size_t s = 0; s < frees.size(); ++s)
+      if (int32_t& l = left[chunk_of[s]]; frees[s] == pass && l > 0) chosen[s] = 1, --l;
   std::vector<int32_t> number(static_cast<size_t>(plan.segments), -1);
   int32_t next = 0;
   for (size_t s = 0; s < chosen.size(); ++s)
@@ -186,16 +209,17 @@ void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, Rec
     plan.segment[i] = number[static_cast<size_t>(plan.segment[i])];
     if (plan.segment[i] < 0) plan.recomputed[i] = 0;
   }
-  plan.segments = layers;
+  plan.segments = next;
 }
 
 }  // namespace
 
-RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers) {
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers, std::span<const int64_t> chunk) {
+  if (!chunk.empty() && chunk.size() != g.size()) throw Error("plan_recompute: " + std::to_string(chunk.size()) + " chunks for " + std::to_string(g.size()) + " nodes");
   RecomputePlan plan;
   plan.recomputed.assign(g.size(), 0);
   plan.segment.assign(g.size(), -1);
-  if (policy == Recompute::kFull) plan_full(g, layouts, plan), keep_only(g, layouts, layers, plan);
+  if (policy == Recompute::kFull) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
   else if (policy == Recompute::kSelective) plan_selective(g, layouts, plan);
   return plan;
 }

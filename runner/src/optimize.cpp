@@ -90,10 +90,6 @@ void validate(const OptimizeRequest& q) {
     if (*q.recompute_layers < 1) throw FieldError("OptimizeRequest.recompute_layers", "must be at least 1");
     if (q.recompute != Recompute::kFull)
       throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full)");
-    // The search would count each chunk's own layers, and the runtime the
-    // joined plan's first ones: one meaning only, for one stage.
-    if (q.pipeline && (q.pipeline->stages != 1 || q.pipeline->virtual_stages > 1))
-      throw FieldError("OptimizeRequest.recompute_layers", "a count of layers applies to a plan of one stage (the model, or gradient accumulation); pipeline stages recompute every layer of their chunks");
   }
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)

@@ -33,8 +33,6 @@ SimulateReport simulate(SimulateRequest q) {
     if (*q.recompute_layers < 1) throw FieldError("SimulateRequest.recompute_layers", "must be at least 1");
     recipe.recompute_layers = *q.recompute_layers;
   }
-  if (recipe.recompute_layers != kAllLayers && (f.pipeline_stages > 1 || f.virtual_stages > 1))
-    throw FieldError("SimulateRequest.recompute_layers", "a count of layers applies to a plan of one stage (the model, or gradient accumulation); pipeline stages recompute every layer of their chunks");
   if (q.zero) recipe.zero = *q.zero;
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());

@@ -7,6 +7,7 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
+#include "pcgx/pcg/pipeline_chunks.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/runner/model_source.h"
 #include "pcgx/runner/optimize.h"
@@ -197,8 +198,12 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, shards_weights(o.zero) ? 0.0 : o.bucket_bytes);  // as the trainer
     plan.zero = o.zero;
+    const bool scheduled = o.pipeline && o.pipeline->in_flight();
+    std::vector<int64_t> chunk;  // some layers of each chunk recomputed: the chunks the runtime finds
+    if (scheduled && o.recompute_layers != kAllLayers)
+      chunk = pipeline_chunks(graph, views, o.pipeline_devices > 0 ? o.pipeline_devices : runtime::devices_needed(graph, views), *o.pipeline);
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
-                             recompute_step_bytes(graph, views, q.devices, o.recompute, o.pipeline && o.pipeline->in_flight(), o.recompute_layers);
+                             recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk);
   }
   for (const Node& n : graph.nodes())
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) s.batch = std::max(s.batch, n.outputs[0].dims[0].size);

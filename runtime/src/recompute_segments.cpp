@@ -12,7 +12,8 @@ namespace pcgx::runtime {
 
 void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers) {
   const Graph& g = *plan.graph;
-  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy, layers);
+  // Under a pipeline schedule the count is per chunk, as each chunk's plan counts it.
+  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy, layers, plan.chunk);
   plan.recompute = policy;
   plan.recompute_layers = layers;
   plan.segments.assign(static_cast<size_t>(rp.segments), {});

@@ -202,8 +202,6 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
       throw FileError(source, "pipeline", e.what());
     }
     s.strategy.estimate.bubble = p.value("bubble", 0.0);
-    if (s.recipe.recompute_layers != kAllLayers && (s.pipeline_stages > 1 || s.virtual_stages > 1))
-      throw FileError(source, "recompute_layers", "a count of layers applies to a plan of one stage (the model, or gradient accumulation); pipeline stages recompute every layer of their chunks");
   }
   return s;
 }

@@ -214,8 +214,6 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
                                                            " chunks (stages x virtual stages): one per chunk but the last");
       for (const json& x : b) pp.boundaries.push_back(x.get<std::string>());
     }
-    if (plan.recompute_layers && (pp.stages > 1 || pp.virtual_stages > 1))
-      throw FileError(source, "recompute_layers", "a count of layers applies to a plan of one stage (the model, or gradient accumulation); pipeline stages recompute every layer of their chunks");
     plan.pipeline = pp;
   }
   if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty()) throw FileError(source, "rules", "expected a non-empty array of rules");

@@ -2,6 +2,8 @@
 // trace that parses; bad input is one error line and exit code 2.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -195,14 +197,23 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
   const auto train = run("run " + some + " --steps 2 --no-plot");
   ASSERT_EQ(train.code, 0) << train.out;
   EXPECT_NE(train.out.find("recompute             full, first 2 layers: "), std::string::npos) << train.out;
+  // With pipeline stages: that many layers of each chunk, searched, simulated and trained alike.
+  const std::string staged = (dir() / "staged.json").string();
+  const auto pipelined = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --pipeline --stages 2 --micro-batches 2 --recompute full "
+                             "--recompute-layers 1 -o " + staged);
+  ASSERT_EQ(pipelined.code, 0) << pipelined.out;
+  EXPECT_NE(pipelined.out.find("recompute             full, first 1 layer"), std::string::npos) << pipelined.out;
+  const auto staged_run = run("run " + staged + " --steps 2 --no-plot --no-report");
+  ASSERT_EQ(staged_run.code, 0) << staged_run.out;
+  std::smatch bytes;  // what the re-runs send, as predicted on the chunks
+  ASSERT_TRUE(std::regex_search(staged_run.out, bytes, std::regex(R"(([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted)")))
+      << staged_run.out;
+  EXPECT_EQ(bytes[1].str(), bytes[2].str()) << staged_run.out;
   for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
            {"optimize gpt-tiny --machine dgx-a100 --recompute selective --recompute-layers 2 -o " + (dir() / "b.json").string(),
             "error: --recompute-layers: applies to full recomputation (--recompute full)"},
            {"optimize gpt-tiny --machine dgx-a100 --recompute full --recompute-layers 0 -o " + (dir() / "b.json").string(),
             "error: --recompute-layers: "},
-           {"optimize gpt-tiny --machine dgx-a100 --devices 4 --pipeline --stages 2 --micro-batches 2 --recompute full --recompute-layers 1 -o " +
-                (dir() / "b.json").string(),
-            "error: --recompute-layers: a count of layers applies to a plan of one stage"},
            {"simulate " + some + " --recompute selective --recompute-layers 1",
             "error: --recompute-layers: applies to full recomputation, and the plan is priced with selective"}}) {
     const auto bad = run(args);

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_chunks.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/recompute_plan.h"
@@ -143,6 +145,32 @@ TEST(PipelineSchedules, RecomputedChunksGiveTheSameBits) {
   const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
   const Plan p = plan_of(r, 4);
   expect_same_bits(run(p, shape_of(r, PipelineSchedule::k1F1B), Recompute::kFull), run(p, std::nullopt, Recompute::kFull));
+}
+
+// Some layers of each chunk recomputed (Megatron-LM's count per stage):
+// one layer in each of the two chunks, the same bits as keeping everything,
+// and the bytes the prediction counts on the chunks the schedule finds.
+TEST(PipelineSchedules, SomeLayersOfEachChunkRecomputed) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"layers", 4}});
+  const search::PipelineResult r = pipeline(g, 4, {2, 4, 1});
+  const Plan p = plan_of(r, 4);
+  const PipelineShape sh = shape_of(r, PipelineSchedule::k1F1B);
+  TrainOptions o;
+  o.steps = 4, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
+  o.pipeline = sh, o.recompute = Recompute::kFull, o.recompute_layers = 1;
+  const TrainResult some = train(p.graph, p.views, p.devices, o);
+  expect_same_bits(some, run(p, sh, Recompute::kNone));
+  const std::vector<int64_t> chunk = pipeline_chunks(p.graph, p.views, 4, sh);
+  const RecomputePlan per = plan_recompute(p.graph, source_layouts(p.graph), Recompute::kFull, 1, chunk);
+  std::vector<std::set<int64_t>> chunks_of(static_cast<size_t>(per.segments));
+  for (const Node& n : p.graph.nodes())
+    if (const int32_t s = per.segment[static_cast<size_t>(n.id)]; s >= 0) chunks_of[static_cast<size_t>(s)].insert(chunk[static_cast<size_t>(n.id)]);
+  ASSERT_EQ(per.segments, 2);
+  EXPECT_EQ(chunks_of[0], std::set<int64_t>{0});
+  EXPECT_EQ(chunks_of[1], std::set<int64_t>{1});
+  const auto steps = static_cast<double>(some.losses.size());
+  EXPECT_EQ(static_cast<double>(some.bytes_sent) / steps,
+            step_bytes(p.graph, p.views, 4) + recompute_step_bytes(p.graph, p.views, 4, Recompute::kFull, true, 1, chunk));
 }
 
 // Megatron's plan (t = 2 in 2 stages of 4 devices, boundaries scattered

@@ -11,9 +11,11 @@
 // between two stages runs on the receiving stage), else with the last
 // chunk it reads from, else chunk 0.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine_view.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 
 namespace pcgx {
@@ -24,5 +26,9 @@ namespace pcgx {
 // do not divide the devices.
 std::vector<int64_t> pipeline_chunks(const Graph& g, const std::vector<std::vector<int64_t>>& task_devices, int64_t devices,
                                      const PipelineShape& p);
+// The same for g under machine views `views`: the devices of the tasks of
+// every node the runtime runs as tasks (step_communication.h's node_runs),
+// the stages splitting `devices` (the devices the strategy uses).
+std::vector<int64_t> pipeline_chunks(const Graph& g, std::span<const MachineView> views, int64_t devices, const PipelineShape& p);
 
 }  // namespace pcgx

@@ -34,8 +34,13 @@ struct RecomputePlan {
 // segments when `layers` is not kAllLayers: the first in forward order of
 // those whose re-run frees memory (a transformer's layers), then of the
 // rest (a segment whose outputs no backward reads, as GPT's position
-// embedding: recomputing it frees nothing).
-RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers);
+// embedding: recomputing it frees nothing). With `chunk` (per node, a
+// pipelined graph's chunks: pipeline_chunks.h), `layers` of each chunk, so
+// that a joined pipeline recomputes what each chunk planned alone does
+// (Megatron-LM's --recompute-num-layers counts per pipeline stage's chunk);
+// a segment belongs to the chunk of its first node.
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers,
+                             std::span<const int64_t> chunk = {});
 
 // The bytes a step's re-run forward passes send between devices again
 // under `policy`, for g with its machine views on `devices` devices: the
@@ -46,6 +51,6 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
 // schedule, pipeline_schedule.h), so only layout changes and collectives
 // send again.
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy,
-                            bool kept_inputs = false, int32_t layers = kAllLayers);
+                            bool kept_inputs = false, int32_t layers = kAllLayers, std::span<const int64_t> chunk = {});
 
 }  // namespace pcgx

@@ -42,8 +42,9 @@ namespace pcgx {
 //
 // Under full, a plan may recompute only some layers (Megatron-LM's
 // --recompute-method block --recompute-num-layers N): the first N layers of
-// the model re-run in backward (a plan of one stage, gradient accumulation
-// included; pipeline stages recompute every layer of their chunks), the later ones keep their activations; a segment
+// the model re-run in backward (under pipeline stages the first N of each
+// chunk, as Megatron-LM counts them per stage's model chunk), the later
+// ones keep their activations; a segment
 // whose re-run would free nothing (GPT's position embedding) is counted
 // last (recompute_plan.h). Recomputing
 // fewer layers keeps more memory and re-runs less compute, so the fewest

@@ -47,8 +47,8 @@ struct OptimizeRequest {
   // `recompute` full. nullopt: every layer where `recompute` is stated
   // (Megatron-LM's full recomputation); where it is chosen and full is the
   // recipe that fits, the fewest layers that fit (each count re-prices the
-  // plan found with every layer recomputed). Not with pipeline stages, which
-  // recompute every layer of their chunks.
+  // plan found with every layer recomputed). With pipeline stages, that
+  // many layers of each chunk.
   std::optional<int32_t> recompute_layers;
   std::optional<ZeroStage> zero;
   // Without `pipeline`: where memory left the first recipe searched no plan,

@@ -169,8 +169,9 @@ void micro_batch_offset(const ParallelTensorShape& s, std::span<const int64_t> b
 ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int devices, double bucket_bytes = kDefaultBucketBytes);
 
 // Makes `plan` recompute what `policy` says, under full only the first
-// `layers` layers unless kAllLayers (pcg/recompute_plan.h, the
-// same nodes the cost model and the memory model read). Throws pcgx::Error
+// `layers` layers unless kAllLayers, of each chunk once set_pipeline has
+// set the chunks (pcg/recompute_plan.h, the same nodes the cost model and
+// the memory model read). Throws pcgx::Error
 // naming the node where the runtime cannot: a recomputed node that runs
 // once per step or sums the micro-batches, one reading a tensor another
 // segment recomputes, a layout change split between kept and recomputed

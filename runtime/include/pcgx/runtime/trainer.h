@@ -50,7 +50,7 @@ struct TrainOptions {
   // re-runs what the policy does not keep (device_executor.h); the
   // gradients are the same bits as keeping everything.
   Recompute recompute = Recompute::kNone;
-  int32_t recompute_layers = kAllLayers;  // under full: the first N layers only
+  int32_t recompute_layers = kAllLayers;  // under full: the first N layers only (of each chunk under a pipeline schedule)
   // The pipeline schedule a graph with micro-batches runs (set_pipeline,
   // execution_plan.h); none: its micro-batches one at a time through the
   // whole graph.
