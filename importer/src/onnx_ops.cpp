@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "onnx_context.h"
 #include "pcgx/pcg/error.h"
@@ -119,6 +120,29 @@ void unary(Context& c, const onnx::NodeProto& n) {
 constexpr char kRelu[] = "Relu", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid", kGelu[] = "Gelu";
 
 void passthrough(Context& c, const onnx::NodeProto& n) { c.alias(out(n), n.input(0)); }
+
+// Clip (PyTorch's clamp, hardtanh and ReLU6): pcgx's Clip of both bounds;
+// a lower bound of 0 alone is Relu, no bound the identity. The bounds are
+// constant inputs from opset 11 on, attributes before (whose defaults,
+// the largest floats, mean no bound).
+void clip(Context& c, const onnx::NodeProto& n) {
+  auto bound = [&](int input, const char* attr) -> std::optional<double> {
+    if (n.input_size() > input && !n.input(input).empty()) {
+      const Constant* k = scalar(c, n.input(input));
+      if (!k) throw Error(c.where(n) + ": its " + attr + " must be a constant scalar");
+      return k->values[0];
+    }
+    const double v = attr_float(n, attr, std::nan(""));
+    if (std::isnan(v) || std::abs(v) >= 3.4e38) return std::nullopt;
+    return v;
+  };
+  const std::optional<double> lo = bound(1, "min"), hi = bound(2, "max");
+  if (lo && hi) return c.bind(out(n), c.builder().op("Clip", {{"min", *lo}, {"max", *hi}}, {c.tensor(n.input(0))}, out(n)));
+  if (lo && *lo == 0) return c.bind(out(n), c.builder().unary("Relu", c.tensor(n.input(0)), out(n)));
+  if (!lo && !hi) return c.alias(out(n), n.input(0));
+  throw Error(c.where(n) + ": a Clip with only " + (lo ? "a lower bound other than 0" : "an upper bound") +
+              " is not imported (pcgx's Clip takes both bounds)");
+}
 
 // Dropout: in training mode (opset 12's training_mode input true) pcgx's
 // Dropout of the ratio (its own draws: the same elements on every
@@ -368,7 +392,7 @@ void shape_only(Context& c, const onnx::NodeProto& n) {
 Handler handler_of(const std::string& op_type) {
   static const std::map<std::string, Handler> handlers = {
       {"Gemm", gemm},         {"MatMul", matmul},   {"Add", arithmetic},     {"Sub", arithmetic},
-      {"Mul", arithmetic},    {"Div", arithmetic},  {"Relu", unary<kRelu>},  {"Tanh", unary<kTanh>},
+      {"Mul", arithmetic},    {"Div", arithmetic},  {"Relu", unary<kRelu>},  {"Tanh", unary<kTanh>}, {"Clip", clip},
       {"Sigmoid", unary<kSigmoid>}, {"Gelu", unary<kGelu>}, {"Softmax", softmax}, {"LayerNormalization", layer_norm},
       {"Identity", passthrough}, {"Dropout", dropout}, {"Flatten", flatten}, {"Reshape", reshape},
       {"Transpose", transpose}, {"Concat", concat}, {"Constant", constant}, {"Conv", conv},

@@ -33,6 +33,13 @@ TEST(OnnxImport, MlpMatchesPyTorch) {
   expect_import_matches_pytorch(*dir, "mlp");
 }
 
+// ReLU6 and hardtanh export as Clip (tests/importer/clip_import_test.cpp
+// covers Clip without PyTorch).
+TEST(OnnxImport, ClipMatchesPyTorch) {
+  PCGX_REQUIRE_EXPORTS();
+  expect_import_matches_pytorch(*dir, "clipped");
+}
+
 TEST(OnnxImport, GroupedCnnWithPoolsMatchesPyTorch) {
   PCGX_REQUIRE_EXPORTS();
   expect_import_matches_pytorch(*dir, "cnn");

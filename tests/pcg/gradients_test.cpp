@@ -117,6 +117,18 @@ TEST(Gradients, SiluAndRMSNorm) {
   expect_gradient_matches_differences(b.finish(), 13, 1e-3);
 }
 
+// Clip between two Linears; the bounds cut inside the values' range (the
+// difference quotients stay on one side of each bound at this seed).
+TEST(Gradients, Clip) {
+  GraphBuilder b("clip");
+  TensorRef x = b.input("x", {3, 8});
+  Attributes bounds;
+  bounds.set("min", -0.4), bounds.set("max", 0.6);
+  TensorRef h = b.op("Clip", bounds, {b.linear(x, 8, "none", false, "l0")});
+  b.graph().add_output(b.mse_loss(b.linear(h, 4, "none", false, "l1"), b.input("y", {3, 4})));
+  expect_gradient_matches_differences(b.finish(), 13, 1e-3);
+}
+
 TEST(Gradients, BatchNormAndMaxPool) {
   GraphBuilder b("bn");
   TensorRef x = b.input("x", {3, 2, 4, 4});

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "pcgx/pcg/error.h"
 #include "test_util.h"
 
 namespace pcgx {
@@ -44,6 +45,10 @@ TEST(OperatorValues, Elementwise) {
   expect_close(run_op("Gelu", {}, {a})[0], tensor({3}, {-0.158655f, 0, 1.954500f}));
   // silu(x) = x * sigmoid(x): sigmoid(-1) = 0.268941, sigmoid(2) = 0.880797.
   expect_close(run_op("Silu", {}, {a})[0], tensor({3}, {-0.268941f, 0, 1.761594f}));
+  // ReLU6 and general bounds; a lower bound above the upper one is refused.
+  expect_close(run_op("Clip", {{"min", 0.0}, {"max", 6.0}}, {a})[0], tensor({3}, {0, 0, 2}));
+  expect_close(run_op("Clip", {{"min", -0.5}, {"max", 1.5}}, {a})[0], tensor({3}, {-0.5, 0, 1.5}));
+  EXPECT_THROW(run_op("Clip", {{"min", 1.0}, {"max", 0.0}}, {a}), Error);
 }
 
 TEST(OperatorValues, DropoutKeepsOrZeroesAndScales) {

@@ -105,6 +105,9 @@ def main():
     export(d, "attention", Attention(), torch.randint(0, 50, (2, 6)), 17)
     export(d, "normalized", Normalized(), torch.randn(4, 3, 8, 8), 13, training=True)
     export(d, "decomposed", Decomposed(), torch.randn(4, 8), 13)
+    # MobileNet's ReLU6 and a hardtanh: Clip with both bounds.
+    export(d, "clipped", torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU6(), torch.nn.Linear(32, 8),
+                                             torch.nn.Hardtanh(-0.5, 0.5)), torch.randn(4, 16) * 4, 13)
     export(d, "unsupported", Unsupported(), torch.randn(1, 3, 8, 8), 13)
 
 

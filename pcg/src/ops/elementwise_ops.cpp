@@ -1,5 +1,5 @@
 // Elementwise operators: EwAdd, EwMul, ScalarMul, Relu, Gelu, Sigmoid, Tanh,
-// Silu, Dropout. Every dimension can be split; inputs must agree exactly.
+// Silu, Clip, Dropout. Every dimension can be split; inputs must agree exactly.
 #include "pcgx/pcg/ops/numeric.h"
 #include "op_families.h"
 #include "pcgx/pcg/ops/op_helpers.h"
@@ -41,6 +41,12 @@ void silu_k(const KernelArgs<T>& a) {
   } else {
     unary_apply(a, [](T x) { return x * Num<T>::sigmoid(x); });
   }
+}
+// Clip (ONNX's, PyTorch's clamp and ReLU6): x limited to [min, max].
+template <class T>
+void clip_k(const KernelArgs<T>& a) {
+  const double lo = a.attrs.get_float("min"), hi = a.attrs.get_float("max");
+  unary_apply(a, [lo, hi](T x) { return Num<T>::clip(x, lo, hi); });
 }
 template <class T>
 void scalar_mul_k(const KernelArgs<T>& a) {
@@ -94,6 +100,14 @@ void silu_grad(const GradArgs& a) {
     const float s = Num<float>::sigmoid(x[i]);
     dx[i] += dy[i] * (s * (1.f + x[i] * (1.f - s)));
   }
+}
+// The gradient passes where min <= x <= max, as PyTorch's clamp's does.
+void clip_grad(const GradArgs& a) {
+  const auto lo = static_cast<float>(a.attrs.get_float("min")), hi = static_cast<float>(a.attrs.get_float("max"));
+  const auto &x = a.in[0]->data, &dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  for (size_t i = 0; i < dx.size(); ++i)
+    if (x[i] >= lo && x[i] <= hi) dx[i] += dy[i];
 }
 void scalar_mul_grad(const GradArgs& a) {
   const auto s = static_cast<float>(a.attrs.get_float("scalar"));
@@ -221,6 +235,22 @@ void register_elementwise_ops(OpRegistry& r) {
   silu.elementwise = true;
   silu.any_rank = true;
   r.add(silu);
+
+  OpDef clip = unary("Clip", "x limited to [min, max] (ReLU6: min 0, max 6)");
+  clip.attrs = {float_attr("min", std::nullopt, "the lower bound"), float_attr("max", std::nullopt, "the upper bound")};
+  auto clip_types = clip.infer_types;
+  clip.infer_types = [clip_types](const Attributes& a, std::span<const TensorType> in) {
+    PCGX_REQUIRE(a.get_float("min") <= a.get_float("max"),
+                 "Clip: min " + std::to_string(a.get_float("min")) + " is above max " + std::to_string(a.get_float("max")));
+    return clip_types(a, in);
+  };
+  PCGX_KERNELS(clip, clip_k);
+  clip.grad_f32 = &clip_grad;
+  clip.backward_reads = reads(1, 0);
+  clip.smt = {{"clip", 1, {{"min", SmtCode::kFraction}, {"max", SmtCode::kFraction}}}};
+  clip.elementwise = true;
+  clip.any_rank = true;
+  r.add(clip);
 
   OpDef smul = unary("ScalarMul", "x * scalar");
   smul.attrs = {with_domain(float_attr("scalar", std::nullopt, "the constant factor"), GenDomain::kScalar)};

@@ -3,6 +3,8 @@
 //
 // Float is the real semantics. ModP gives each non-linear function an exact
 // surrogate that keeps the identities pcgx's rules rely on:
+//   clip(x) to [lo, hi] = x if x is a residue, else a square of the bounds
+//     (clip(clip(x)) = clip(x); see Num<ModP>::clip).
 //   relu(x) = x if x is a quadratic residue mod p, else 0. Since p = 3 mod 4,
 //     exactly one of x, -x is a residue, so relu(x) - relu(-x) = x,
 //     relu(relu(x)) = relu(x) and relu(a*x) = a*relu(x) for residues a hold
@@ -34,6 +36,7 @@ struct Num<float> {
   static float from_int(int64_t i) { return static_cast<float>(i); }
   static int64_t index(float x) { return static_cast<int64_t>(x); }
   static float relu(float x) { return x > 0.f ? x : 0.f; }
+  static float clip(float x, double lo, double hi) { return std::clamp(x, static_cast<float>(lo), static_cast<float>(hi)); }
   static float tanh(float x) { return std::tanh(x); }
   static float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
   static float gelu(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
@@ -54,6 +57,15 @@ struct Num<ModP> {
   static int64_t index(ModP x) { return x.as_index(); }
   static ModP relu(ModP x) {
     return x.pow((ModP::kPrime - 1) / 2) == one() ? x : zero();
+  }
+  // Clip to [lo, hi]: x where x is a quadratic residue, else a square
+  // that depends on both bounds (so a residue itself, or 0, which maps to
+  // itself): clip(clip(x)) = clip(x) as for the real one, and clips of
+  // other bounds, Relu among them (0 elsewhere), differ.
+  static ModP clip(ModP x, double lo, double hi) {
+    if (x.pow((ModP::kPrime - 1) / 2) == one()) return x;
+    const ModP m = ModP::from_double(lo) * ModP::from_u64(3) + ModP::from_double(hi) * ModP::from_u64(5) + ModP::from_u64(7);
+    return m * m;
   }
   static ModP tanh(ModP x) { return x * x * x + ModP::from_u64(2) * x; }
   static ModP sigmoid(ModP x) {

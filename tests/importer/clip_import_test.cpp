@@ -1,0 +1,136 @@
+// ONNX's Clip imported (pcgx's Clip, or Relu, or the identity), on models
+// written here with ONNX's own protobuf classes, so that it runs where
+// PyTorch cannot export (tests/python/onnx_models.py covers ReLU6 through
+// PyTorch where it can).
+#include <gtest/gtest.h>
+
+#ifdef PCGX_HAVE_ONNX_PROTO  // built with libonnx-dev and libprotobuf-dev
+#include <algorithm>
+#include <fstream>
+#include <onnx/onnx_pb.h>
+
+#include "pcgx/importer/onnx_import.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/interpreter.h"
+#include "temp_dir.h"
+
+namespace pcgx::importer {
+namespace {
+
+namespace fs = std::filesystem;
+
+void add_value(onnx::ValueInfoProto* v, const std::string& name, std::initializer_list<int64_t> dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (const int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+void add_constant(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, const std::vector<float>& values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (const int64_t d : dims) t->add_dims(d);
+  for (const float v : values) t->add_float_data(v);
+}
+
+// x [4, 6] -> MatMul by W [6, 5] -> Clip -> y: bounds as inputs (opset
+// 13), or as attributes (opset 6); `lo`/`hi` absent: not given.
+fs::path write_model(const std::string& name, std::optional<float> lo, std::optional<float> hi, bool as_attributes) {
+  onnx::ModelProto m;
+  m.set_ir_version(as_attributes ? 3 : 8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(as_attributes ? 6 : 13);
+  auto* g = m.mutable_graph();
+  g->set_name(name);
+  add_value(g->add_input(), "x", {4, 6});
+  add_value(g->add_output(), "y", {4, 5});
+  std::vector<float> w(30);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.25f * static_cast<float>(static_cast<int>(i % 7) - 3);
+  add_constant(g, "W", {6, 5}, w);
+  auto* mm = g->add_node();
+  mm->set_op_type("MatMul"), mm->add_input("x"), mm->add_input("W"), mm->add_output("h");
+  auto* clip = g->add_node();
+  clip->set_op_type("Clip"), clip->add_input("h"), clip->add_output("y");
+  auto bound = [&](const char* attr, std::optional<float> v, const char* input) {
+    if (as_attributes) {
+      if (!v) return;
+      auto* a = clip->add_attribute();
+      a->set_name(attr), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(*v);
+    } else {
+      clip->add_input(v ? input : "");
+      if (v) add_constant(g, input, {}, {*v});
+    }
+  };
+  bound("min", lo, "lo");
+  bound("max", hi, "hi");
+  const fs::path path = pcgx::testing::temp_dir("pcgx_clip_import") / (name + ".onnx");
+  std::ofstream f(path, std::ios::binary);
+  m.SerializeToOstream(&f);
+  return path;
+}
+
+std::vector<std::string> compute_ops(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute && n.op->loss == LossKind::kNone) ops.push_back(n.op->name);
+  return ops;
+}
+
+TEST(ClipImport, BothBoundsAreClipAsInputsOrAttributes) {
+  if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
+  for (const bool attributes : {false, true}) {
+    SCOPED_TRACE(attributes ? "opset 6" : "opset 13");
+    ImportOptions o;
+    o.loss = LossHead::kNone;
+    const ImportedModel m = import_onnx(write_model(attributes ? "relu6_attr" : "relu6", 0.f, 6.f, attributes).string(), o);
+    EXPECT_EQ(compute_ops(m.graph), (std::vector<std::string>{"Linear", "Clip"}));
+    for (const Node& n : m.graph.nodes())
+      if (n.op->name == "Clip") {
+        EXPECT_EQ(n.attrs.get_float("min"), 0.0);
+        EXPECT_EQ(n.attrs.get_float("max"), 6.0);
+      }
+    // Its values: x W clamped to [0, 6].
+    const SourceFn<float> src = [&](const Node& n) {
+      Tensor<float> t(n.outputs[0].logical_shape());
+      if (n.op->is_weight) return m.weights.at(n.name);
+      for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<float>(static_cast<int>(i % 11) - 5) * 1.5f;
+      return t;
+    };
+    const auto y = evaluate_outputs<float>(m.graph, src).at(0);
+    const auto xn = std::find_if(m.graph.nodes().begin(), m.graph.nodes().end(), [](const Node& n) { return n.name == "x"; });
+    ASSERT_NE(xn, m.graph.nodes().end());
+    const Tensor<float> x = src(*xn);
+    const Tensor<float>& w = m.weights.begin()->second;
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 5; ++c) {
+        float h = 0;
+        for (int64_t k = 0; k < 6; ++k) h += x.data[static_cast<size_t>(r * 6 + k)] * w.data[static_cast<size_t>(k * 5 + c)];
+        EXPECT_NEAR(y.data[static_cast<size_t>(r * 5 + c)], std::clamp(h, 0.f, 6.f), 1e-5) << r << ", " << c;
+      }
+  }
+}
+
+TEST(ClipImport, OneBoundOrNone) {
+  if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
+  ImportOptions o;
+  o.loss = LossHead::kNone;
+  EXPECT_EQ(compute_ops(import_onnx(write_model("relu", 0.f, std::nullopt, false).string(), o).graph),
+            (std::vector<std::string>{"Linear", "Relu"}));
+  EXPECT_EQ(compute_ops(import_onnx(write_model("none", std::nullopt, std::nullopt, true).string(), o).graph),
+            (std::vector<std::string>{"Linear"}));
+  for (const auto& [lo, hi] : std::vector<std::pair<std::optional<float>, std::optional<float>>>{{std::nullopt, 6.f}, {1.f, std::nullopt}}) {
+    const fs::path p = write_model("one_bound", lo, hi, false);
+    try {
+      import_onnx(p.string(), o);
+      ADD_FAILURE() << "imported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not imported (pcgx's Clip takes both bounds)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::importer
+#endif
