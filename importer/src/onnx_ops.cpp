@@ -1,6 +1,7 @@
 // The ONNX operators pcgx imports, each onto registry operators. Opsets 7
 // to 17 of the default domain (attributes as those opsets define them).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -326,12 +327,56 @@ void gather(Context& c, const onnx::NodeProto& n) {
   c.bind(out(n), c.builder().op("Embedding", {}, {idx, c.weight(n.input(0), table->as_tensor())}, out(n)));
 }
 
-// BatchNormalization as pcgx trains it: statistics of the batch (PyTorch's
-// training mode); the running mean and variance inputs are inference's and
-// are not read.
+// Whether a BatchNormalization computes batch statistics: opset 14's
+// training_mode, or (before) the running statistics it outputs, as
+// PyTorch's training-mode exports write it.
+bool batch_norm_trains(const onnx::NodeProto& n) {
+  if (attr_int(n, "training_mode", 0) != 0) return true;
+  for (int i = 1; i < n.output_size(); ++i)
+    if (!n.output(i).empty()) return true;
+  return false;
+}
+
+// BatchNormalization in training mode as pcgx trains it: statistics of the
+// batch (the running mean and variance inputs are not read). In inference
+// mode, of constant scale, bias, mean and variance: the per-channel affine
+// map they make, y = x a + b with a = scale / sqrt(var + eps) and
+// b = bias - mean a, as a 1x1 depthwise Conv2D with a bias (x reshaped to
+// [N, C, rest, 1] around it where it is not 4-D). Its a and b are then
+// weights named NODE.scale and NODE.shift: `pcgx eval` computes the
+// model exactly, and training would update them as weights.
 void batch_norm(Context& c, const onnx::NodeProto& n) {
-  c.bind(out(n), c.builder().op("BatchNorm", {{"eps", attr_float(n, "epsilon", 1e-5)}},
-                                {c.tensor(n.input(0)), c.tensor(n.input(1)), c.tensor(n.input(2))}, out(n)));
+  const double eps = attr_float(n, "epsilon", 1e-5);
+  if (batch_norm_trains(n)) {
+    c.bind(out(n), c.builder().op("BatchNorm", {{"eps", eps}}, {c.tensor(n.input(0)), c.tensor(n.input(1)), c.tensor(n.input(2))}, out(n)));
+    return;
+  }
+  const TensorRef x = c.tensor(n.input(0));
+  const std::vector<int64_t> s = c.builder().shape(x).logical_shape();
+  if (s.size() < 2) throw Error(c.where(n) + ": the input has no channel dimension");
+  const int64_t C = s[1];
+  std::array<const Constant*, 4> k{};  // scale, bias, mean, variance
+  for (int i = 0; i < 4; ++i) {
+    k[static_cast<size_t>(i)] = n.input_size() > i + 1 && c.is_constant(n.input(i + 1)) ? c.constant(n.input(i + 1)) : nullptr;
+    if (!k[static_cast<size_t>(i)] || k[static_cast<size_t>(i)]->values.size() != static_cast<size_t>(C))
+      throw Error(c.where(n) + ": in inference mode its scale, bias, mean and variance must be constants of one value per channel (" +
+                  std::to_string(C) + ")");
+  }
+  Tensor<float> a({C, 1, 1, 1}), b({C});
+  for (size_t j = 0; j < static_cast<size_t>(C); ++j) {
+    const double scale = k[0]->values[j] / std::sqrt(k[3]->values[j] + eps);
+    a.data[j] = static_cast<float>(scale);
+    b.data[j] = static_cast<float>(k[1]->values[j] - k[2]->values[j] * scale);
+  }
+  int64_t rest = 1;
+  for (size_t d = 2; d < s.size(); ++d) rest *= s[d];
+  const bool four = s.size() == 4;
+  const TensorRef in = four ? x : c.builder().reshape(x, {s[0], C, rest, 1}, out(n) + ".as_nchw");
+  const TensorRef y = c.builder().op("Conv2D",
+                                     {{"stride_h", int64_t{1}}, {"stride_w", int64_t{1}}, {"pad_h", int64_t{0}}, {"pad_w", int64_t{0}},
+                                      {"groups", C}, {"use_bias", true}, {"activation", std::string("none")}},
+                                     {in, c.weight(out(n) + ".scale", a), c.weight(out(n) + ".shift", b)}, four ? out(n) : out(n) + ".affine");
+  c.bind(out(n), four ? y : c.builder().reshape(y, IntList(s.begin(), s.end()), out(n)));
 }
 
 // Split into the sizes given (opset 13: an input; before: an attribute) or
