@@ -39,8 +39,9 @@ const Plugin& load_plugin(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw FileError(path, "", "no such plugin (a shared library that registers operators)");
   const std::string canonical = fs::canonical(path, ec).string();
+  // The same library named twice ($PCGX_PLUGIN_PATH and --plugin) loads once.
   for (const Plugin& p : plugins())
-    if (fs::canonical(p.path, ec).string() == canonical) throw FileError(path, "", "this plugin is loaded already");
+    if (fs::canonical(p.path, ec).string() == canonical) return p;
   if (detail::registry_is_built())
     throw FileError(path, "", "a plugin loads before the operator registry is first used (pcgx --plugin, $PCGX_PLUGIN_PATH)");
   const size_t before = detail::registration_count();
@@ -54,12 +55,22 @@ const Plugin& load_plugin(const std::string& path) {
   Plugin p;
   p.path = path;
   p.registrations = static_cast<int>(detail::registration_count() - before);
+  try {
+    detail::check_registrations();
+  } catch (const Error& e) {
+    throw FileError(path, "", std::string(e.what()) + " (an operator of pcgx or of a plugin loaded before)");
+  }
   if (pending_data().size() > 1) throw FileError(path, "", "registers " + std::to_string(pending_data().size()) + " data directories (PluginData): one at most");
   if (!pending_data().empty()) {
     p.data_dir = pending_data().front();
     if (!fs::is_directory(p.data_dir, ec)) throw FileError(path, "", "its data directory " + p.data_dir + " (PluginData) does not exist");
   }
   pending_data().clear();
+  // A library loaded before as a dependency runs no registration again;
+  // one with hidden symbols or its own copy of pcg registers nothing here.
+  if (p.registrations == 0 && p.data_dir.empty())
+    throw FileError(path, "", "registers no operator (a namespace-scope pcgx::OpRegistration, built against pcgx::plugin and linking no "
+                              "pcgx library) and no data directory (pcgx::PluginData)");
   plugins().push_back(std::move(p));
   return plugins().back();
 }

@@ -30,20 +30,33 @@ OpRegistration::OpRegistration(void (*registrar)(OpRegistry&)) {
   registrars().push_back(registrar);
 }
 
+namespace {
+
+void register_all(OpRegistry& r) {
+  ops::register_source_ops(r);
+  ops::register_elementwise_ops(r);
+  ops::register_linear_ops(r);
+  ops::register_conv_ops(r);
+  ops::register_norm_ops(r);
+  ops::register_batch_norm_ops(r);
+  ops::register_shape_ops(r);
+  ops::register_embedding_ops(r);
+  ops::register_loss_ops(r);
+  ops::register_parallel_ops(r);
+  for (auto* registrar : registrars()) registrar(r);
+}
+
+}  // namespace
+
+void detail::check_registrations() {
+  OpRegistry scratch;
+  register_all(scratch);
+}
+
 const OpRegistry& OpRegistry::global() {
   static const OpRegistry registry = [] {
     OpRegistry r;
-    ops::register_source_ops(r);
-    ops::register_elementwise_ops(r);
-    ops::register_linear_ops(r);
-    ops::register_conv_ops(r);
-    ops::register_norm_ops(r);
-    ops::register_batch_norm_ops(r);
-    ops::register_shape_ops(r);
-    ops::register_embedding_ops(r);
-    ops::register_loss_ops(r);
-    ops::register_parallel_ops(r);
-    for (auto* registrar : registrars()) registrar(r);
+    register_all(r);
     registry_built() = true;
     return r;
   }();

@@ -8,5 +8,9 @@ namespace pcgx::detail {
 size_t registration_count();
 // Whether OpRegistry::global() has been built: no registration after.
 bool registry_is_built();
+// Builds a registry of the built-in operators and every registration so
+// far, and drops it: throws pcgx::Error as OpRegistry::global() would
+// (an operator registered twice), without building it.
+void check_registrations();
 
 }  // namespace pcgx::detail

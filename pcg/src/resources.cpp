@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/pcg/plugin.h"
 
 #ifndef PCGX_SOURCE_TREE
@@ -35,6 +37,8 @@ const std::string& root() {
 
 }  // namespace
 
+bool installed() { return root() != PCGX_SOURCE_TREE; }
+
 std::string executable_dir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -62,6 +66,19 @@ std::vector<std::string> search_path(Shipped what) {
   for (const Plugin& p : loaded_plugins()) {
     std::error_code ec;
     if (!p.data_dir.empty() && fs::is_directory(fs::path(p.data_dir) / sub, ec)) out.push_back((fs::path(p.data_dir) / sub).string());
+  }
+  // A plugin's files add to pcgx's and to earlier plugins', never replace
+  // them (a file of the same name would, silently, for the axioms).
+  std::map<std::string, fs::path> seen;  // file name -> where first
+  for (const std::string& dir : out) {
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(dir, ec)) {
+      const std::string name = f.path().filename().string();
+      const auto [it, fresh] = seen.emplace(name, f.path());
+      if (!fresh)
+        throw FileError(f.path().string(), "", "has the name of " + it->second.string() + ": a plugin's " + sub +
+                                                   " files add to pcgx's, never replace them (rename it)");
+    }
   }
   return out;
 }

@@ -17,9 +17,9 @@ std::optional<Recompute> recompute_named(std::string_view text) {
   return std::nullopt;
 }
 
-std::string describe_recompute(Recompute r, int32_t layers) {
+std::string describe_recompute(Recompute r, int32_t layers, bool per_chunk) {
   if (r != Recompute::kFull || layers < 0) return name(r);
-  return std::string(name(r)) + ", first " + std::to_string(layers) + (layers == 1 ? " layer" : " layers");
+  return std::string(name(r)) + ", first " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + (per_chunk ? " of each chunk" : "");
 }
 
 const char* name(ZeroStage z) {

@@ -8,6 +8,35 @@
 
 namespace pcgx::runtime {
 
+namespace {
+
+// The devices the stages split: those the strategy uses, or `devices`
+// (more may run idle).
+int64_t stage_devices(const ExecutionPlan& plan, int64_t devices) {
+  int64_t used = 0;
+  for (const NodePlan& np : plan.nodes)
+    if (np.run == NodePlan::Run::kTasks)
+      for (int d : np.task_device) used = std::max<int64_t>(used, d + 1);
+  if (used == 0) throw Error("pipeline: no operator of the graph runs a task");
+  if (devices > 0) {
+    if (devices < used) throw Error("pipeline: " + std::to_string(devices) + " devices for stages whose tasks use " + std::to_string(used));
+    used = devices;
+  }
+  return used;
+}
+
+}  // namespace
+
+std::vector<int64_t> plan_chunks(const ExecutionPlan& plan, const PipelineShape& p, int64_t devices) {
+  const Graph& g = *plan.graph;
+  std::vector<std::vector<int64_t>> tasks(g.size());
+  for (const Node& n : g.nodes()) {
+    const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
+    if (np.run == NodePlan::Run::kTasks) tasks[static_cast<size_t>(n.id)].assign(np.task_device.begin(), np.task_device.end());
+  }
+  return pipeline_chunks(g, tasks, stage_devices(plan, devices), p);
+}
+
 void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices) {
   check(p);
   if (p.micro_batches != plan.micro_batches)
@@ -20,21 +49,8 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices) 
     return;
   }
   const Graph& g = *plan.graph;
-  // The stages split the devices the strategy uses (more may run idle).
-  std::vector<std::vector<int64_t>> tasks(g.size());
-  int64_t used = 0;
-  for (const Node& n : g.nodes()) {
-    const NodePlan& np = plan.nodes[static_cast<size_t>(n.id)];
-    if (np.run != NodePlan::Run::kTasks) continue;
-    tasks[static_cast<size_t>(n.id)].assign(np.task_device.begin(), np.task_device.end());
-    for (int d : np.task_device) used = std::max<int64_t>(used, d + 1);
-  }
-  if (used == 0) throw Error("pipeline: no operator of the graph runs a task");
-  if (devices > 0) {
-    if (devices < used) throw Error("pipeline: " + std::to_string(devices) + " devices for stages whose tasks use " + std::to_string(used));
-    used = devices;
-  }
-  std::vector<int64_t> chunk = pipeline_chunks(g, tasks, used, p);
+  const int64_t used = stage_devices(plan, devices);
+  std::vector<int64_t> chunk = plan_chunks(plan, p, devices);
   const int64_t per = used / p.stages;
   auto stage_of = [&](int device) { return device / per; };
   for (const RecomputeSegment& s : plan.segments)

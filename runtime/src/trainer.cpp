@@ -81,10 +81,12 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
                                           "optimizer state (stage 1)");
   s.plan.zero = options.zero;
   s.plan.precision = options.precision;
+  // Under a schedule some layers of each chunk: the chunks first, one
+  // recomputation plan, which set_pipeline then checks.
+  if (options.pipeline && options.pipeline->in_flight() && options.recompute_layers != kAllLayers)
+    s.plan.chunk = plan_chunks(s.plan, *options.pipeline, options.pipeline_devices);
   set_recompute(s.plan, options.recompute, options.recompute_layers);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);
-  // Some layers of each chunk: counted again on the chunks the schedule found.
-  if (options.recompute_layers != kAllLayers && !s.plan.chunk.empty()) set_recompute(s.plan, options.recompute, options.recompute_layers);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).
   if (!s.data) s.synthetic.emplace(g, options.seed, std::clamp<int64_t>(options.batches, 1, std::max<int64_t>(options.steps, 1)));

@@ -10,13 +10,13 @@
 
 namespace pcgx::search {
 
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk) {
   const Graph& g = p.graph();
   const int64_t devices = p.devices();
   const Precision precision = recipe.precision;
   std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
-  const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers);
+  const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers, chunk);
   // What the step keeps for backward; the rest is freed after its last
   // forward reader (pcg/saved_tensors.h), a recomputed segment after the
   // last reader of any of its outputs.
@@ -179,9 +179,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   return mem;
 }
 
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk) {
   std::vector<double> total;
-  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight)) total.push_back(m.total());
+  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight, chunk)) total.push_back(m.total());
   return total;
 }
 

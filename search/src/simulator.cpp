@@ -51,7 +51,7 @@ std::vector<double> Simulator::memory() const {
     const int64_t stage = std::min(d / per, p.stages - 1);
     const int64_t k = (held[static_cast<size_t>(stage)] + p.virtual_stages - 1) / p.virtual_stages;
     auto it = by_in_flight.find(k);
-    if (it == by_in_flight.end()) it = by_in_flight.emplace(k, memory_per_device(place, recipe(), k)).first;
+    if (it == by_in_flight.end()) it = by_in_flight.emplace(k, memory_per_device(place, recipe(), k, x.pipe->chunk)).first;
     out[static_cast<size_t>(d)] = it->second[static_cast<size_t>(d)];
   }
   return out;

@@ -73,7 +73,7 @@ namespace {
 void check_stated(const Graph& seed, const Graph& found, const std::set<std::string>& stated, const std::string& source) {
   std::map<std::string, const Node*> by_name;
   for (const Node& n : found.nodes())
-    if (stated.count(n.name)) by_name[n.name] = &n;
+    if (n.op->op_class == OpClass::kCompute && stated.count(n.name)) by_name[n.name] = &n;
   for (const Node& n : seed.nodes()) {
     if (n.op->op_class != OpClass::kCompute || !stated.count(n.name)) continue;
     const auto it = by_name.find(n.name);

@@ -327,9 +327,20 @@ std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan,
   const Graph g = plan_graph(model);
   std::vector<int> rule_of;
   plan_partitions(g, plan, devices, &rule_of, false);
-  std::set<std::string> out;
+  std::map<std::string, int> named;  // compute operators per name
   for (const Node& n : g.nodes())
-    if (rule_of[static_cast<size_t>(n.id)] >= 0) out.insert(n.name);
+    if (n.op->op_class == OpClass::kCompute) ++named[n.name];
+  std::set<std::string> out;
+  for (const Node& n : g.nodes()) {
+    const int r = rule_of[static_cast<size_t>(n.id)];
+    if (r < 0) continue;
+    // A search keeps a stated operator fixed by its name.
+    if (n.name.empty() || named[n.name] > 1)
+      throw Error(plan.source + ": rules[" + std::to_string(r) + "]: " + pcgx::describe(n) +
+                  (n.name.empty() ? " has no name" : " shares its name with another operator") +
+                  ", so a search of the unstated operators (\"unstated\": \"search\") cannot keep it as stated");
+    out.insert(n.name);
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -30,9 +31,7 @@ class Installed : public ::testing::Test {
     if (install_.code != 0) return;
     const fs::path build = root_ / "softplus-build";
     fs::remove_all(build);
-    plugin_build_ = run_shell(std::string(PCGX_CMAKE) + " -S " + kExample.string() + " -B " + build.string() + " -DCMAKE_PREFIX_PATH=" +
-                              prefix_.string() + " -DCMAKE_CXX_COMPILER=" + PCGX_CXX_COMPILER + " && " + PCGX_CMAKE + " --build " +
-                              build.string());
+    plugin_build_ = cmake_build(kExample, build);
     plugin_ = build / "softplus.so";
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
@@ -45,6 +44,13 @@ class Installed : public ::testing::Test {
     return run_shell("cd " + cwd.string() + " && " + (prefix_ / "bin" / "pcgx").string() + " " + args);
   }
   static std::string with_plugin() { return "--plugin " + plugin_.string() + " "; }
+  // Configures and builds the CMake project at `src` against the installed
+  // package, with this build's compiler (and `flags`).
+  static Result cmake_build(const fs::path& src, const fs::path& build, const std::string& flags = "") {
+    return run_shell(std::string(PCGX_CMAKE) + " -S " + src.string() + " -B " + build.string() + " -DCMAKE_PREFIX_PATH=" +
+                     prefix_.string() + " -DCMAKE_CXX_COMPILER=" + PCGX_CXX_COMPILER + " '-DCMAKE_CXX_FLAGS=" + flags + "' && " +
+                     PCGX_CMAKE + " --build " + build.string());
+  }
 
   static inline fs::path root_, prefix_, plugin_;
   static inline Result install_, plugin_build_;
@@ -56,9 +62,16 @@ TEST_F(Installed, HoldsTheBinaryLibrariesHeadersPackageAndShippedFiles) {
                         "share/pcgx/axioms/prelude.smt2", "share/pcgx/rulesets/unity-v1.json", "share/pcgx/rulesets/MANIFEST.json",
                         "share/pcgx/rulesets/opsets/unity.json", "share/pcgx/data/machines/dgx-h100.json"})
     EXPECT_TRUE(fs::exists(prefix_ / f)) << f;
-  // The installed binary reads the installed files, not the source tree's.
-  const auto r = pcgx("regenerate --help");
-  EXPECT_NE(r.out.find((prefix_ / "share" / "pcgx" / "rulesets").string()), std::string::npos) << r.out;
+  // The installed binary reads the installed files, not the source tree's,
+  // and does not rewrite its shipped rulesets.
+  const fs::path out = root_ / "regenerated";
+  fs::create_directories(out);
+  const auto r = pcgx("regenerate --ops Relu,Repartition,Combine --max-ops 1 --out-dir " + out.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" in " + (prefix_ / "share" / "pcgx" / "axioms").string()), std::string::npos) << r.out;
+  const auto no_dir = pcgx("regenerate --ops Relu,Repartition,Combine --max-ops 1");
+  EXPECT_EQ(no_dir.code, 2) << no_dir.out;
+  EXPECT_NE(no_dir.out.find("error: --out-dir: required with an installed pcgx"), std::string::npos) << no_dir.out;
 }
 
 // A program of one's own against the package's library targets.
@@ -71,9 +84,7 @@ TEST_F(Installed, AProgramLinksThePackagesLibraries) {
   std::ofstream(src / "main.cpp") << "#include <iostream>\n#include \"pcgx/pcg/zoo.h\"\n#include \"pcgx/search/cost_model.h\"\n"
                                      "int main() { std::cout << pcgx::model_zoo().size() << \" models, \" << pcgx::search::machine_names().size()"
                                      " << \" machines\\n\"; }\n";
-  const auto b = run_shell(std::string(PCGX_CMAKE) + " -S " + src.string() + " -B " + build.string() + " -DCMAKE_PREFIX_PATH=" +
-                           prefix_.string() + " -DCMAKE_CXX_COMPILER=" + PCGX_CXX_COMPILER + " '-DCMAKE_CXX_FLAGS=" + PCGX_CONSUMER_FLAGS +
-                           "' && " + PCGX_CMAKE + " --build " + build.string());
+  const auto b = cmake_build(src, build, PCGX_CONSUMER_FLAGS);
   ASSERT_EQ(b.code, 0) << b.out;
   const auto r = run_shell("PCGX_SHARE_DIR=" + (prefix_ / "share" / "pcgx").string() + " " + (build / "consumer").string());
   ASSERT_EQ(r.code, 0) << r.out;
@@ -107,12 +118,48 @@ TEST_F(Installed, BadPluginsAreOneErrorLine) {
   auto r = pcgx("--plugin " + text.string() + " ops");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(r.out.rfind("error: " + text.string() + ": cannot load it: ", 0), 0u) << r.out;
-  r = pcgx(with_plugin() + with_plugin() + "ops");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find(": this plugin is loaded already"), std::string::npos) << r.out;
   r = pcgx("--plugin " + (root_ / "absent.so").string() + " ops");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("absent.so: no such plugin"), std::string::npos) << r.out;
+  // One library per --plugin: a second word is taken for the subcommand.
+  r = pcgx("--plugin " + plugin_.string() + " " + plugin_.string() + " ops");
+  EXPECT_EQ(r.code, 2) << r.out;
+  // The same library twice (the flag and the path) loads once.
+  r = run_shell("cd " + root_.string() + " && PCGX_PLUGIN_PATH=" + plugin_.string() + " " + (prefix_ / "bin" / "pcgx").string() + " " +
+                with_plugin() + with_plugin() + "ops");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("Softplus"), r.out.rfind("Softplus")) << r.out;
+}
+
+// Plugins that would change pcgx rather than add to it, or that add
+// nothing, are refused naming the file: an operator pcgx has, an axiom
+// file of a shipped file's name, no registration at all.
+TEST_F(Installed, APluginAddsOrIsRefused) {
+  const fs::path src = root_ / "bad-plugins", build = root_ / "bad-plugins-build";
+  fs::create_directories(src / "shadow" / "axioms");
+  std::ofstream(src / "CMakeLists.txt") << "cmake_minimum_required(VERSION 3.25)\nproject(bad LANGUAGES CXX)\nfind_package(pcgx REQUIRED)\n"
+                                           "pcgx_add_plugin(twice twice.cpp)\npcgx_add_plugin(shadow shadow.cpp)\n"
+                                           "pcgx_add_plugin(nothing nothing.cpp)\n";
+  std::ofstream(src / "twice.cpp") << "#include \"pcgx/pcg/registry.h\"\nnamespace {\nvoid add(pcgx::OpRegistry& r) {\n"
+                                      "  pcgx::OpDef d;\n  d.name = \"Relu\";\n  r.add(std::move(d));\n}\n"
+                                      "const pcgx::OpRegistration reg(&add);\n}\n";
+  std::ofstream(src / "shadow.cpp") << "#include \"pcgx/pcg/plugin.h\"\nnamespace {\nconst pcgx::PluginData data(\"" +
+                                           (src / "shadow").string() + "\");\n}\n";
+  std::ofstream(src / "shadow" / "axioms" / "linear.smt2") << "; nothing\n";
+  std::ofstream(src / "nothing.cpp") << "int pcgx_plugin_nothing = 0;\n";
+  const auto b = cmake_build(src, build);
+  ASSERT_EQ(b.code, 0) << b.out;
+  auto refused = [&](const std::string& lib, const std::string& args, const std::string& why) {
+    const std::string path = (build / lib).string();
+    const auto r = pcgx("--plugin " + path + " " + args);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  };
+  refused("libtwice.so", "ops", "libtwice.so: operator 'Relu' registered twice");
+  refused("libshadow.so", "axioms check", "linear.smt2: has the name of ");
+  refused("libnothing.so", "ops", "libnothing.so: registers no operator");
 }
 
 // Its rules proved into a ruleset of its own, and a model using it trained

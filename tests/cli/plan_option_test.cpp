@@ -355,11 +355,31 @@ TEST(PlanOption, TheUnstatedRestIsSearched) {
   const auto a = nlohmann::json::parse(std::ifstream(one)).at("loss"), b = nlohmann::json::parse(std::ifstream(four)).at("loss");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i].get<double>(), a[i].get<double>(), 1e-5 * std::abs(a[i].get<double>())) << i;
-  // --search unity does the same for a plan that does not say so.
-  const auto flag = run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-2x2.json --search unity --machine dgx-h100 --devices 4 -q -o -");
-  EXPECT_EQ(flag.code, 0) << flag.out;
+  // --search unity does the same for a plan that does not say so: faster
+  // than the plan as stated, its rest one task each (at a size where
+  // splitting pays: 1.008 against 1.899 ms).
+  const fs::path plain = dir() / "partial-plain.json";
+  std::ofstream(plain) << R"({"format": "pcgx.plan", "format_version": 1,
+    "rules": [{"select": {"name": "dense0"}, "partition": {"out": 2}}]})";
+  auto predicted = [](const std::string& text) {
+    const size_t where = text.find("iteration time");
+    return where == std::string::npos ? 0.0 : std::stod(text.substr(text.find_first_of("0123456789", where)));
+  };
+  const std::string common = " --set hidden=4096 --set batch=1024 --machine dgx-h100 --devices 4 --global-batch -o " +
+                             (dir() / "partial-plain.strategy.json").string();
+  const auto stated = run("optimize mlp-tiny --plan " + plain.string() + common);
+  const auto flag = run("optimize mlp-tiny --plan " + plain.string() + " --search unity" + common);
+  ASSERT_EQ(stated.code, 0) << stated.out;
+  ASSERT_EQ(flag.code, 0) << flag.out;
+  EXPECT_NE(stated.out.find("with --search plan"), std::string::npos) << stated.out;
+  EXPECT_NE(flag.out.find("with --search unity"), std::string::npos) << flag.out;
+  EXPECT_GT(predicted(stated.out), 0);
+  EXPECT_LT(predicted(flag.out), predicted(stated.out)) << flag.out;
   const fs::path refused = dir() / "partial-pipelined.json";
   expect_one_error_line(run("optimize gpt-tiny --plan " + kPlans + "gpt-megatron-pipeline-8.json --search unity --machine dgx-h100 --devices 8 -o " +
                             refused.string()),
                         "searching the operators a plan does not state (unity) is for a plan of one stage", refused);
+  expect_one_error_line(run("optimize mlp-tiny --plan " + plan.string() + " --micro-batches 2 --machine dgx-h100 --devices 4 -o " +
+                            refused.string()),
+                        "a pipelined or accumulating plan runs them as one task", refused);
 }

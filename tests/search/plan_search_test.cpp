@@ -6,6 +6,7 @@
 #include <map>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/interpreter.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/cost_model.h"
@@ -92,6 +93,27 @@ TEST(PlanSearch, AFullyStatedPlanKeepsEveryOperator) {
     EXPECT_EQ(found.at(name)->outputs, n->outputs) << name;
   }
   expect_same_outputs(searched.strategy.graph, g);
+}
+
+// The stated operators are kept by name: one without a name, or two of one
+// name, cannot be, and the plan is refused naming the rule and operator.
+TEST(PlanSearch, AStatedOperatorNeedsAName) {
+  GraphBuilder b("twins");
+  TensorRef x = b.input("x", {8, 16});
+  x = b.linear(x, 16, "relu", false, "dense");
+  x = b.linear(x, 16, "none", false, "dense");
+  b.graph().add_output(b.mse_loss(x, b.input("y", {8, 16})));
+  const Graph g = b.finish();
+  const CostModel cm(toy_machine().with_devices(4), toy_efficiency());
+  SearchOptions o;
+  o.plan = std::make_shared<const UserPlan>(plan_text(R"("rules": [{"select": {"op": "Linear"}, "partition": {"out": 2}}])"));
+  try {
+    optimize(g, shipped_library(), MachineMapper(cm), o);
+    ADD_FAILURE() << "searched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: rules[0]: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shares its name with another operator"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanSearch, TheFileSaysWhetherTheRestIsSearched) {

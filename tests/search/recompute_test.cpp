@@ -247,6 +247,7 @@ TEST(Recompute, APipelinesCountIsPricedAlikeByTheSearchAndTheSimulator) {
   SearchOptions o;  // unity: the two stages run their layers differently
   o.budget = 4;
   std::map<int32_t, double> time, simulated;
+  std::map<int32_t, std::vector<double>> held, counted;  // memory per device: the simulator's, the search's
   for (const int32_t k : {0, 1, 2}) {
     SCOPED_TRACE(k);
     const TrainingRecipe recipe{Precision::kFp32, k == 0 ? Recompute::kNone : Recompute::kFull, ZeroStage::k0, k == 0 ? kAllLayers : k};
@@ -256,8 +257,11 @@ TEST(Recompute, APipelinesCountIsPricedAlikeByTheSearchAndTheSimulator) {
     ASSERT_TRUE(s.estimate.feasible);
     const PipelineShape shape{r.stages, r.micro_batches, r.virtual_stages, PipelineSchedule::k1F1B};
     time[k] = s.estimate.time;
-    simulated[k] = Simulator(s.graph, s.views, cm, shape).time();
+    const Simulator sim(s.graph, s.views, cm, shape);
+    simulated[k] = sim.time();
     EXPECT_NEAR(simulated[k] / time[k], 1.0, 0.02);
+    held[k] = sim.memory(), counted[k] = s.estimate.memory;
+    ASSERT_EQ(held[k].size(), counted[k].size());
   }
   EXPECT_LT(time[0], time[1]);
   EXPECT_LT(time[1], time[2]);
@@ -265,6 +269,14 @@ TEST(Recompute, APipelinesCountIsPricedAlikeByTheSearchAndTheSimulator) {
   // on the joined graph, where the stages' layers differ, the simulator
   // re-ran half layers and was 6% below the search at two layers).
   EXPECT_NEAR((simulated[1] - simulated[0]) / (time[1] - time[0]), 1.0, 0.1);
+  // What each count takes off every device's memory, the same in both (the
+  // simulator's on the joined plan's chunks; both count a stage's
+  // boundary differently by a constant, which cancels).
+  for (const int32_t k : {1, 2})
+    for (size_t d = 0; d < held[0].size(); ++d) {
+      EXPECT_LT(counted[k][d], counted[0][d]) << k << ", device " << d;
+      EXPECT_NEAR(held[0][d] - held[k][d], counted[0][d] - counted[k][d], 1.0) << k << ", device " << d;
+    }
 }
 
 Strategy one_device(const Graph& g, Recompute r, Precision p = Precision::kFp32) {

@@ -16,7 +16,9 @@ namespace pcgx::cli {
 
 void add_regenerate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("regenerate", "Generate and verify a ruleset; write rulesets/<opset>-v<N>.json and MANIFEST.json");
-  static std::string opset = "unity", ops, out_dir = shipped_dir(Shipped::kRulesets);
+  // A build regenerates its source tree's rulesets by default; an installed
+  // pcgx's are pinned by content hash and are not rewritten.
+  static std::string opset = "unity", ops, out_dir = installed() ? std::string() : shipped_dir(Shipped::kRulesets);
   static std::vector<std::string> dir;
   static int max_ops = 3, version = 1, threads = 0;
   static unsigned timeout_ms = 2000;
@@ -31,6 +33,7 @@ void add_regenerate_command(CLI::App& app) {
   cmd->callback([] {
     namespace fs = std::filesystem;
     if (version < 1) throw Error("--version " + std::to_string(version) + ": must be positive");
+    if (out_dir.empty()) throw Error("--out-dir: required with an installed pcgx (its shipped rulesets are pinned by content hash)");
     if (!fs::is_directory(out_dir)) throw Error("--out-dir " + out_dir + ": not a directory");
     rulegen::RegenerateOptions o;
     o.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);

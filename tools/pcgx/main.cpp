@@ -30,7 +30,7 @@ void load_plugins_first(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     load_plugins_first(argc, argv);
-  } catch (const pcgx::Error& e) {
+  } catch (const std::exception& e) {
     std::cerr << "error: " << pcgx::cli::one_line(e.what()) << "\n";
     return 2;
   }
@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--plugin", plugins,
                  "load a shared library that adds operators (and its axioms and opsets) before the subcommand; repeatable. "
                  "$PCGX_PLUGIN_PATH: ':'-separated libraries or directories of them, loaded first")
-      ->type_name("LIB.so");
+      ->type_name("LIB.so")
+      ->allow_extra_args(false);  // one library per --plugin: the next word is the subcommand
   pcgx::cli::add_models_command(app);
   pcgx::cli::add_info_command(app);
   pcgx::cli::add_import_command(app);

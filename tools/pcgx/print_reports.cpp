@@ -73,7 +73,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   const TrainingRecipe& recipe = rep.cost->recipe();
   out << "precision             " << name(recipe.precision) << (q.precision ? "" : " (auto)")
       << (is_mixed(recipe.precision) ? " (FP32 master weights, gradients and optimizer state)" : "") << "\n";
-  out << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers) << (q.recompute ? "" : " (auto)") << "\n";
+  out << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers, rep.pipelined && rep.result.stages > 1)
+      << (q.recompute ? "" : " (auto)") << "\n";
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
       << (shards_weights(recipe.zero)     ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"
@@ -135,7 +136,8 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered"
         << (shards_weights(o.zero) ? " before each forward and backward that reads them (one bucket per weight block)" : " after the update") << "\n";
   if (o.recompute != Recompute::kNone)
-    out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers) << ": the backward pass re-runs what the policy does not keep\n";
+    out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers, o.pipeline && o.pipeline->in_flight())
+        << ": the backward pass re-runs what the policy does not keep\n";
   if (is_mixed(o.precision))
     out << "precision             " << name(o.precision) << ": activations and weight copies rounded to it, FP32 masters and gradient sums\n";
   if (o.precision == Precision::kFp16)

@@ -22,7 +22,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "machine               " << m.name << ", " << f.devices << " devices\n"
             << "strategy              " << f.search << " (" << label << ")\n"
             << "precision             " << name(recipe.precision) << "\n"
-            << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers) << "\n"
+            << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers, sim.pipeline() && sim.pipeline()->in_flight()) << "\n"
             << "ZeRO stage            " << name(recipe.zero) << "\n";
   if (const auto p = sim.pipeline())
     out << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")

@@ -132,10 +132,11 @@ AxiomSet load_axioms(const std::vector<std::string>& dirs) {
     s.names.push_back(a.name);
     s.axioms.push_back(std::move(a));
   }
-  std::vector<std::string> sorted = s.names;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i] == sorted[i - 1]) throw Error(s.dir + ": axiom name '" + sorted[i] + "' is used twice");
+  std::map<std::string, const AxiomInfo*> first_of;  // a name used twice: both places named
+  for (const AxiomInfo& a : s.axioms)
+    if (const auto [it, fresh] = first_of.emplace(a.name, &a); !fresh)
+      throw FileError(a.file, "line " + std::to_string(a.line),
+                      "axiom name '" + a.name + "' is used twice (first in " + it->second->file + ", line " + std::to_string(it->second->line) + ")");
   s.hash = sha256_hex(s.text);
   return s;
 }

@@ -28,10 +28,13 @@ struct Plugin {
   std::string data_dir;      // its PluginData directory, absolute; empty if none
 };
 
-// Loads the shared library at `path` and runs its registrations. Throws
+// Loads the shared library at `path` and runs its registrations; a library
+// loaded already (by its canonical path) is not loaded again. Throws
 // pcgx::Error naming the file: a missing file, one dlopen refuses (with its
-// reason, e.g. an undefined symbol), one loaded already, a load after the
-// operator registry's first use, a PluginData directory that does not exist.
+// reason, e.g. an undefined symbol), a load after the operator registry's
+// first use, an operator of a name registered already, a library that
+// registers neither an operator nor a data directory, a PluginData
+// directory that does not exist or a second one.
 const Plugin& load_plugin(const std::string& path);
 
 // Loads every plugin `path_list` names: entries separated by ':', each a

@@ -26,12 +26,17 @@ enum class Shipped {
 
 // The directory pcgx ships `what` in.
 std::string shipped_dir(Shipped what);
+// Whether the shipped files are an installed pcgx's (share/pcgx), not a
+// source tree's.
+bool installed();
 
 // The directory of the running executable, when it can be read.
 std::string executable_dir();
 
 // `what`'s search path: the shipped directory, then each loaded plugin's
-// (plugin.h). Only kAxioms and kOpsets have plugin directories.
+// (plugin.h). Only kAxioms and kOpsets have plugin directories. Throws
+// pcgx::Error naming the file where a plugin's file has the name of one
+// before it: plugins add files, never replace them.
 std::vector<std::string> search_path(Shipped what);
 
 }  // namespace pcgx

@@ -93,8 +93,8 @@ inline bool shards_weights(ZeroStage z) { return z >= ZeroStage::k3; }
 inline constexpr int32_t kAllLayers = -1;
 
 // "none", "selective", "full", or "full, first N layers" (`layers` >= 0
-// under full).
-std::string describe_recompute(Recompute r, int32_t layers);
+// under full), "... of each chunk" with `per_chunk` (a pipeline's).
+std::string describe_recompute(Recompute r, int32_t layers, bool per_chunk = false);
 
 struct TrainingRecipe {
   Precision precision = kDefaultPrecision;

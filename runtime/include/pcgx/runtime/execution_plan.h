@@ -190,6 +190,10 @@ void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers = kAllL
 // chunk. The stages split `devices` (the strategy's; 0: the devices its
 // tasks use), each stage D / S consecutive ones; more devices run idle.
 void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices = 0);
+// The chunk of every node of `plan` under `p` (pcg/pipeline_chunks.h), the
+// stages splitting `devices` as set_pipeline splits them: what
+// set_recompute counts some layers of each in, set before it.
+std::vector<int64_t> plan_chunks(const ExecutionPlan& plan, const PipelineShape& p, int64_t devices = 0);
 
 // What one step's gradient synchronization sends beyond the all-reduces
 // pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -117,12 +118,16 @@ struct DeviceMemory {
 // Memory per device of a mapped graph trained with `recipe` (what counts:
 // cost_model.h); a pipelined tensor keeps `in_flight` of its micro-slices
 // (a pipeline stage keeps the micro-batches in flight; 1 for gradient
-// accumulation, which finishes one micro-batch before the next).
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
+// accumulation, which finishes one micro-batch before the next). `chunk`
+// (per node, a joined pipeline's chunks: pcg/pipeline_chunks.h): the
+// recipe's count of recomputed layers is per chunk (pcg/recompute_plan.h).
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
+                                           std::span<const int64_t> chunk = {});
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       const TrainingRecipe& recipe, int64_t in_flight = 1);
 // The same for a placement already made (its task tables are reused).
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
+                                      std::span<const int64_t> chunk = {});
 
 }  // namespace pcgx::search

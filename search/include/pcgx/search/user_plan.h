@@ -130,6 +130,8 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
 
 // The names of the compute operators some rule selects (plan_graph's
 // names): what a search of the unstated rest keeps as the plan states it.
+// Throws pcgx::Error naming the plan, the rule and the operator where a
+// selected operator has no name or shares it with another.
 std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan, int64_t devices);
 
 // The model with the plan applied: plan_graph, plan_partitions, then
