@@ -55,6 +55,13 @@ bool Explorer::fixed(const Graph& g, NodeId n) const {
   return node.op->op_class == OpClass::kCompute && fixed_->count(node.name) > 0;
 }
 
+size_t Explorer::fixed_count(const Graph& g) const {
+  if (!fixed_ || fixed_->empty()) return 0;
+  size_t n = 0;
+  for (const Node& node : g.nodes()) n += fixed(g, node.id);
+  return n;
+}
+
 bool Explorer::touches_fixed(const Graph& g, const Match& m) const {
   if (!fixed_ || fixed_->empty()) return false;
   return std::any_of(m.nodes.begin(), m.nodes.end(), [&](NodeId n) { return n >= 0 && fixed(g, n); });
@@ -62,7 +69,7 @@ bool Explorer::touches_fixed(const Graph& g, const Match& m) const {
 
 Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
   for (int step = 0; step < kSimplifySteps; ++step) {
-    if (auto merged = merge_common_subexpressions(g)) g = std::move(*merged);
+    if (auto merged = merge_common_subexpressions(g); merged && fixed_count(*merged) == fixed_count(g)) g = std::move(*merged);
     const auto by_op = nodes_by_op(g);
     const auto consumers = g.consumers();
     MatchOptions o;

@@ -40,9 +40,9 @@ class Explorer {
   // dropped before they are costed (the exhaustive search needs a finite
   // space; introducers can grow a graph without end). `fixed` (optional,
   // outliving the explorer): names of compute operators no step rewrites
-  // (a plan's stated operators): no match includes one and no introducer
-  // partitions one's input, so each keeps its node, inputs' layouts and
-  // task grid.
+  // (a plan's stated operators): no match includes one, no introducer
+  // partitions one's input and no merge of common subexpressions drops
+  // one, so each keeps its node, inputs' layouts and task grid.
   Explorer(const RuleLibrary& rules, const MachineMapper& mapper, std::vector<int64_t> degrees, size_t max_nodes = 0,
            const std::set<std::string>* fixed = nullptr)
       : rules_(rules), mapper_(mapper), degrees_(std::move(degrees)), max_nodes_(max_nodes), fixed_(fixed) {}
@@ -94,6 +94,9 @@ class Explorer {
   // Whether node `n` of `g` is fixed, or match `m` in `g` includes one.
   bool fixed(const Graph& g, NodeId n) const;
   bool touches_fixed(const Graph& g, const Match& m) const;
+  // How many fixed operators `g` holds: a merge of common subexpressions
+  // that would drop one of two alike is not made.
+  size_t fixed_count(const Graph& g) const;
 
   const RuleLibrary& rules_;
   const MachineMapper& mapper_;

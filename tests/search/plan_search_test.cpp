@@ -116,6 +116,21 @@ TEST(PlanSearch, AStatedOperatorNeedsAName) {
   }
 }
 
+// Two stated operators computing the same (a Relu of one tensor, twice):
+// merging common subexpressions would drop one of them, so the search keeps
+// both as stated.
+TEST(PlanSearch, StatedTwinsAreNotMerged) {
+  GraphBuilder b("twins");
+  const TensorRef x = b.linear(b.input("x", {8, 16}), 16, "none", false, "dense");
+  const TensorRef sum = b.binary("EwAdd", b.unary("Relu", x, "a"), b.unary("Relu", x, "b"));
+  b.graph().add_output(b.mse_loss(sum, b.input("y", {8, 16})));
+  const Graph g = b.finish();
+  const auto [as_stated, searched] = both(g, plan_text(R"("unstated": "search", "rules": [{"select": {"op": "Relu"}, "partition": {"samples": 2}}])"), 4);
+  const auto found = compute_by_name(searched.strategy.graph);
+  EXPECT_TRUE(found.count("a") && found.count("b"));
+  expect_same_outputs(searched.strategy.graph, g);
+}
+
 TEST(PlanSearch, TheFileSaysWhetherTheRestIsSearched) {
   EXPECT_EQ(plan_text(R"("rules": [{"select": {}, "partition": {}}])").unstated, Unstated::kOneTask);
   const UserPlan p = plan_text(R"("unstated": "search", "rules": [{"select": {}, "partition": {}}])");
