@@ -18,6 +18,7 @@
 #include "pcgx/runtime/step_trace.h"
 #include "pcgx/runtime/train_state.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/runner/plan_request.h"
 
@@ -195,7 +196,17 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;
-    if (st.estimate.feasible) s.predicted_step_seconds = st.estimate.time;
+    // A pipelined strategy runs its schedule: its prediction is the
+    // schedule's, simulated task by task on the strategy's views (as
+    // `pcgx simulate` gives it), not one pass of the joined graph. Where
+    // the schedule cannot be simulated on these devices, the pass's.
+    if (o.pipeline && o.pipeline->in_flight()) {
+      try {
+        rep.predicted = search::simulated_estimate(search::Simulator(graph, views, *rep.cost, *o.pipeline));
+      } catch (const Error&) {
+      }
+    }
+    if (rep.predicted.feasible) s.predicted_step_seconds = rep.predicted.time;
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, shards_weights(o.zero) ? 0.0 : o.bucket_bytes);  // as the trainer
     plan.zero = o.zero;
     const bool scheduled = o.pipeline && o.pipeline->in_flight();

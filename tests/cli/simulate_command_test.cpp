@@ -209,6 +209,12 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
   ASSERT_TRUE(std::regex_search(staged_run.out, bytes, std::regex(R"(([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted)")))
       << staged_run.out;
   EXPECT_EQ(bytes[1].str(), bytes[2].str()) << staged_run.out;
+  // run predicts the step as the schedule runs it: simulate's time.
+  const auto staged_sim = run("simulate " + staged);
+  std::smatch simulated, predicted;
+  ASSERT_TRUE(std::regex_search(staged_sim.out, simulated, std::regex(R"(iteration time +([0-9.]+) ms simulated)"))) << staged_sim.out;
+  ASSERT_TRUE(std::regex_search(staged_run.out, predicted, std::regex(R"(([0-9.]+) ms predicted on dgx-a100)"))) << staged_run.out;
+  EXPECT_EQ(predicted[1].str(), simulated[1].str()) << staged_run.out;
   for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
            {"optimize gpt-tiny --machine dgx-a100 --recompute selective --recompute-layers 2 -o " + (dir() / "b.json").string(),
             "error: --recompute-layers: applies to full recomputation (--recompute full)"},
