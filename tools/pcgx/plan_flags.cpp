@@ -3,9 +3,8 @@
 
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
-#include "pcgx/runner/model_source.h"
 #include "pcgx/runner/plan_request.h"
-#include "pcgx/search/cost_model.h"
+#include "pcgx/runner/request_sources.h"
 
 namespace pcgx::cli {
 
@@ -22,13 +21,7 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
               {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"}});
   runner::OptimizeRequest q;
-  Machine m = search::find_machine(f.machine);
-  if (f.devices > 0) m = m.with_devices(f.devices);
-  plan = std::make_shared<const search::UserPlan>(search::load_plan(f.plan));
-  runner::lower_plan_with(q.search, plan, false);
-  const ModelParams sizes = parse_sets(f.sets);
-  q.model = runner::load_model(f.model, f.per_device_batch ? runner::with_batch_per_device(f.model, sizes, m.num_devices()) : sizes).graph;
-  q.machine = m;
+  plan = runner::load_sources({f.model, parse_sets(f.sets), f.per_device_batch, f.machine, f.devices, f.plan, false}, q);
   runner::adopt_plan_settings(q, {});  // as optimize --plan with no recipe flags: the plan's, else the defaults
   return q;
 }

@@ -1,0 +1,89 @@
+// pcgx optimize's flags (see optimize_flags.h).
+#include "optimize_flags.h"
+
+#include "cli_common.h"
+#include "pcgx/runner/plan_request.h"
+#include "pcgx/runner/request_sources.h"
+#include "pcgx/search/cost_model.h"
+
+namespace pcgx::cli {
+
+void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
+  f.ruleset = runner::default_ruleset_path();
+  search::SearchOptions& s = f.search;
+  cmd->add_option("MODEL", f.model, "zoo model name or graph JSON file")->required();
+  cmd->add_option("--machine", f.machine, "machine name (data/machines) or machine JSON file")->required();
+  cmd->add_option("--devices", f.devices, "use the first N devices (whole nodes first); default: all")->check(positive());
+  cmd->add_option("--ruleset", f.ruleset, "ruleset to apply")->capture_default_str();
+  f.search_flag = cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
+                  "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
+                  "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly) or plan (--plan's, as "
+                  "written; the default with --plan)")->capture_default_str();
+  cmd->add_option("--plan", f.plan, "a plan written by hand (pcgx.plan JSON, docs/plans.md): each operator runs as the plan's rules say, the "
+                  "communication between them derived; operators no rule selects run as one task");
+  cmd->add_option("-o,--output", f.out, "strategy file to write (optimized PCG + machine mapping)")->required();
+  cmd->add_option("--dot", f.dot, "also draw the optimized PCG (Graphviz)");
+  cmd->add_option("--budget", s.budget, "candidate PCGs explored per search (per piece and layout)")->capture_default_str();
+  cmd->add_option("--alpha", s.alpha, "prune candidates slower than alpha x the best")->capture_default_str();
+  cmd->add_option("--split", s.split_min_ops, "graph splitting: pieces of at least this many operators")->capture_default_str();
+  cmd->add_option("--max-nodes", s.exhaustive_max_nodes, "exhaustive search: PCGs of at most this many nodes (default: model nodes + inputs and weights + 1)");
+  cmd->add_option("--limit", s.exhaustive_limit, "exhaustive search: give up above this many candidate PCGs")->capture_default_str();
+  cmd->add_option("--rank", f.rank,
+                  "unity: choose the result among the search's best and the data-parallel and expert baselines by simulation "
+                  "(each mapped, then run task by task as pcgx simulate does) or by the DP's estimate")
+      ->capture_default_str();
+  cmd->add_option("--proposals", s.proposals, "mcmc: proposals in all, shared by its chains")->capture_default_str()->check(positive());
+  cmd->add_option("--evaluations", s.evaluations, "autoddl: PCGs costed in all, shared by its starting points")->capture_default_str()->check(positive());
+  cmd->add_option("--seed", s.seed, "mcmc and autoddl: random seed")->capture_default_str();
+  cmd->add_option("--tensor-parallel", s.tensor_degree, "expert and megatron: the tensor-parallel degree T, as a Megatron-LM plan states it (expert default: the fastest that fits; megatron: 1)");
+  cmd->add_flag("--sequence-parallel", s.sequence_parallel, "expert and megatron: Megatron-LM's sequence parallelism in each tensor-parallel group");
+  cmd->add_option("--profile", f.profile, "measured operator times (pcgx.profile JSON) instead of the roofline");
+  cmd->add_option("--efficiency", f.efficiency, "operator efficiency table (default data/cost/efficiency.json)");
+  cmd->add_option("--bucket-mb", f.bucket_mb, "gradient buckets of this many MiB, all-reduced beside the backward pass (PyTorch DDP's bucket_cap_mb)")
+      ->capture_default_str();
+  cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
+  f.precision_flag = cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + "; auto: the fastest plan over the machine's mixed precisions and tf32")
+      ->capture_default_str();
+  f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
+      ->capture_default_str();
+  cmd->add_option("--recompute-layers", f.recompute_layers, std::string(kRecomputeLayersHelp) +
+                  " (default: every layer where --recompute full is given; with --recompute auto, where full recomputation is what fits, "
+                  "the fewest layers that fit)")
+      ->check(positive());
+  f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
+      ->capture_default_str();
+  cmd->add_flag("!--global-batch", f.per_device_batch,
+                "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
+  add_pipeline_options(cmd, f.pipe);
+  cmd->add_flag("-q,--quiet", f.quiet, "no per-operator table");
+  cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
+  cmd->add_flag("--reprove", f.reprove, kReproveHelp);
+}
+
+runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
+  name_flags({{"SearchOptions.budget", "--budget"}, {"SearchOptions.alpha", "--alpha"}, {"SearchOptions.split_min_ops", "--split"},
+              {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"}, {"SearchOptions.proposals", "--proposals"},
+              {"SearchOptions.evaluations", "--evaluations"}, {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
+              {"PipelineOptions.virtual_stages", "--virtual-stages"}, {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"},
+              {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"Machine.device.peak_flops_by_precision", "--precision"},
+              {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
+              {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
+              {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
+              {"OptimizeRequest.recompute", "--recompute"}});
+  runner::OptimizeRequest q;
+  q.search = f.search;
+  q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
+  apply_pipeline_flags(f.pipe, q);  // a contradiction among them before any model loads
+  runner::load_sources({f.model, parse_sets(f.sets), f.per_device_batch, f.machine, f.devices, f.plan, f.search_flag->count() > 0}, q);
+  q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
+  q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
+  q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
+  if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
+  if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
+  if (!f.profile.empty()) q.profile = load_profile(f.profile);
+  runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0, f.zero_flag->count() > 0});
+  runner::validate(q);  // (a plan's mistakes among them) before any output
+  return q;
+}
+
+}  // namespace pcgx::cli

@@ -1,0 +1,35 @@
+#pragma once
+// `pcgx optimize`'s flags and their translation into a
+// runner::OptimizeRequest: the text parsed into the driver's types, the
+// model, machine and plan loaded (runner/request_sources.h), the request
+// validated. Kept out of cmd_optimize.cpp, which calls and prints.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline_flags.h"
+#include "pcgx/runner/optimize.h"
+
+namespace pcgx::cli {
+
+struct OptimizeFlags {
+  std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
+      recompute = "auto", zero = "auto", plan;
+  std::vector<std::string> sets;
+  int64_t devices = 0;
+  int32_t recompute_layers = 0;  // 0: not stated
+  double bucket_mb = 25;
+  bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
+  PipelineFlags pipe;
+  search::SearchOptions search;
+  CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr;
+};
+
+void add_optimize_options(CLI::App* cmd, OptimizeFlags& f);
+// The request the flags state, validated (a plan's mistakes among them)
+// before any output; throws pcgx::Error naming the flag or file.
+runner::OptimizeRequest optimize_request(OptimizeFlags& f);
+
+}  // namespace pcgx::cli
