@@ -5,7 +5,34 @@
 
 namespace pcgx::search {
 
-SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes) {
+namespace {
+
+// The levels a collective over `group` crosses (LinkBusy::levels).
+uint32_t crossed_levels(const Machine& m, const GroupShape& group) {
+  uint32_t out = 0;
+  for (size_t l = 0; l < m.links.size() && l < 32; ++l)
+    if (group.crossed(l)) out |= uint32_t{1} << l;
+  return out;
+}
+
+// When a bucket of `seconds` on `levels`, issued at `start`, is done: it
+// runs in the gaps the backward's messages on those levels leave.
+double run_beside(const std::vector<LinkBusy>& busy, uint32_t levels, double start, double seconds) {
+  double now = start, left = seconds;
+  auto it = std::upper_bound(busy.begin(), busy.end(), start, [](double s, const LinkBusy& b) { return s < b.end; });
+  for (; it != busy.end() && left > 0; ++it) {
+    if (!(it->levels & levels)) continue;
+    if (it->start - now >= left) break;
+    if (it->start > now) left -= it->start - now;
+    now = std::max(now, it->end);
+  }
+  return now + left;
+}
+
+}  // namespace
+
+SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
+                            const std::vector<LinkBusy>& busy) {
   std::stable_sort(gradients.begin(), gradients.end(), [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready < b.ready; });
   struct Open {
     double bytes = 0, ready = 0;
@@ -29,7 +56,8 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   double free = cost.machine().device.overlaps_communication ? 0 : backward;
   for (const Open& b : closed) {
     const double time = cost.bucket_time(b.group, b.bytes);
-    free = std::max(free, b.ready) + time;
+    free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.group), std::max(free, b.ready), time)
+                                                         : free + time;
     t.total += time;
     t.gather += cost.weight_gather_time(b.group, b.bytes);
     ++t.buckets;

@@ -136,18 +136,26 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
     return replay_sharded(p.cost, ops, forward, m.dp.backward);
   }
   std::vector<ReadyGradient> grads;
+  std::vector<LinkBusy> busy;  // each node's own messages, at the end of its backward
   double done = 0;
   int64_t micro = 1;
   for (size_t i = p.g.size(); i-- > 0;) {
     if (!p.active[i]) continue;
+    const auto id = static_cast<NodeId>(i);
     done += m.leaves[i].backward;
-    for (const ParallelTensorShape& o : p.g.node(static_cast<NodeId>(i)).outputs) micro = std::max(micro, o.slices());
-    for (SyncGroup& s : p.sync_groups(w, static_cast<NodeId>(i), 0)) grads.push_back({done, std::move(s)});
+    if (const double c = std::min(p.comm(w, id, 0).backward, m.leaves[i].backward); c > 0)
+      if (const uint32_t levels = p.comm_levels(w, id)) busy.push_back({done - c, done, levels});
+    for (const ParallelTensorShape& o : p.g.node(id).outputs) micro = std::max(micro, o.slices());
+    for (SyncGroup& s : p.sync_groups(w, id, 0)) grads.push_back({done, std::move(s)});
   }
+  // Into the last micro-batch's backward, the last 1/M of the pass.
   const double last = m.dp.backward / static_cast<double>(micro);
-  if (done > 0)
-    for (ReadyGradient& x : grads) x.ready = m.dp.backward - last + x.ready * last / done;
-  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.sync_bucket_bytes());
+  auto scale = [&](double at) { return m.dp.backward - last + at * last / done; };
+  if (done > 0) {
+    for (ReadyGradient& x : grads) x.ready = scale(x.ready);
+    for (LinkBusy& b : busy) b.start = scale(b.start), b.end = scale(b.end);
+  }
+  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.sync_bucket_bytes(), busy);
 }
 
 // Busy seconds per device: each active node's time on the devices it runs on.

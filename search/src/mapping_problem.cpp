@@ -211,6 +211,32 @@ double Problem::update_seconds(const Placement& p, NodeId id, int64_t lo) const 
   return cost.update_time(bytes);
 }
 
+uint32_t Problem::comm_levels(const Placement& p, NodeId id) const {
+  const Machine& m = cost.machine();
+  uint32_t out = 0;
+  auto cross = [&](int64_t a, int64_t b) {
+    if (a == b) return;
+    const auto l = static_cast<size_t>(&m.link_between(a, b) - m.links.data());
+    if (l < 32) out |= uint32_t{1} << l;
+  };
+  const Node& n = g.node(id);
+  if (n.op->op_class == OpClass::kParallel) {
+    for (NodeId x : {id, fused_tail[static_cast<size_t>(id)]}) {
+      if (x < 0) continue;
+      const Node& node = g.node(x);
+      for (const Move& mv : p.moves(x))
+        cross(p.owner(node.inputs[static_cast<size_t>(mv.input)], mv.in_shard), p.owner({x, mv.output}, mv.out_shard));
+    }
+    return out;
+  }
+  if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) return out;
+  const TaskTable& tt = p.tasks(id);
+  const auto& dev = p.task_devices(id);
+  for (int64_t t = 0; t < tt.tasks; ++t)
+    for (size_t i = 0; i < n.inputs.size(); ++i) cross(p.owner(n.inputs[i], tt.input_shard[static_cast<size_t>(t)][i]), dev[static_cast<size_t>(t)]);
+  return out;
+}
+
 Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
   const Node& n = g.node(id);
   Result r = zero();

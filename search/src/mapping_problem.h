@@ -98,6 +98,10 @@ struct Problem {
   // its devices: all of each, or 1/r of it under ZeRO (r: its sync group).
   double update_seconds(const Placement& p, NodeId id, int64_t lo) const;
   Result comm(const Placement& p, NodeId id, int64_t lo) const;  // communication only (comm, sync, backward)
+  // The link levels node `id`'s messages cross under `p` (bit l: level l):
+  // a layout change's moves (with its fused tail's), a compute node's
+  // inputs brought from other devices.
+  uint32_t comm_levels(const Placement& p, NodeId id) const;
   Result leaf(NodeId id, int64_t lo, int64_t size) const;
   Result solve_leaf(NodeId id, int64_t lo, int64_t size) const;  // cached
 

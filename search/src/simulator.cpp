@@ -155,6 +155,15 @@ SimulationSummary Simulator::summary() const {
       }
     }
   }
+  double passes_end = 0, sync_end = 0;
+  for (size_t i = 0; i < timeline_.size(); ++i) {
+    const SimKind k = info_[i].kind;
+    const double end = timeline_.task(static_cast<TaskId>(i)).end;
+    if (k == SimKind::kSync) sync_end = std::max(sync_end, end);
+    else if (k != SimKind::kUpdate && k != SimKind::kGather && k != SimKind::kOverhead && k != SimKind::kShardGather)
+      passes_end = std::max(passes_end, end);
+  }
+  s.sync_past = std::max(0.0, sync_end - passes_end);
   for (DeviceSummary& d : s.devices) d.idle = std::max(0.0, s.time - d.compute);
   s.devices_used = std::count(used.begin(), used.end(), 1);
   s.critical_path = timeline_.critical_path();
@@ -165,6 +174,10 @@ SimulationSummary Simulator::summary() const {
       s.communication += b->communication, s.compute += d - b->communication;
       continue;
     }
+    // A bucket held back on its links by the backward's own collectives
+    // (in the background, timeline.h): that wait is communication.
+    const TimedTask& x = timeline_.task(t);
+    s.communication += std::max(0.0, x.end - x.start - d);
     if (k == SimKind::kSync || k == SimKind::kShardGather) s.sync += d;
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
@@ -182,7 +195,7 @@ Estimate simulated_estimate(const Simulator& s) {
   e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync + sum.gather;
   e.gather = sum.gather;
   e.communication = sum.communication + sum.sync;
-  e.sync = sum.sync_total, e.sync_hidden = sum.sync_hidden(), e.buckets = sum.buckets;
+  e.sync = sum.sync_total, e.sync_hidden = std::max(0.0, sum.sync_total - sum.sync_past), e.buckets = sum.buckets;
   double idle = 0;
   for (const DeviceSummary& d : sum.devices) idle += d.idle;
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());

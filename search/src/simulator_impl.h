@@ -17,8 +17,13 @@
 namespace pcgx::search {
 
 // order = phase | position | sub-index (timeline.h: a topological order).
-constexpr int kSubBits = 28;
+constexpr int kSubBits = 40;
 constexpr uint64_t kRegion = uint64_t{1} << 26;  // sub-indices of one kind of task in a unit
+// A pipelined step expanded task by task (simulator_pipeline.cpp): its i-th
+// task at sub-index (i + 1) << kSlotBits, the gradient buckets it closes in
+// the slots after it, and the step's end at kStepEnd.
+constexpr int kSlotBits = 12;
+constexpr uint64_t kStepEnd = uint64_t{1} << (kSubBits - 1);
 inline uint64_t order_of(uint64_t phase, uint64_t position, uint64_t sub) { return phase << 62 | position << kSubBits | sub; }
 
 
@@ -62,6 +67,8 @@ struct Simulator::Impl {
     // gradient buckets start inside it): per task of the one-micro-batch
     // graph, its copy there; -1 for the rest.
     std::vector<TaskId> expanded;
+    // Per node: the sub-index of its last task in that expansion (0: none).
+    std::vector<uint64_t> expanded_last;
     uint64_t end_position = 0;                     // after every step
     std::vector<Body> bodies;
     std::vector<int32_t> body_of;                  // per task: its body, -1 for none
@@ -357,14 +364,16 @@ struct Simulator::Impl {
   }
 
   // The ports a collective over sync group `s` crosses, on its members'
-  // sync channels (and compute streams, `with_devices`), into `out`.
-  void sync_resources(const SyncGroup& s, bool with_devices, NodeId reader, std::set<ResourceId>& out) const {
+  // sync channels (and compute streams, `with_devices`), into `out`; the
+  // ports into `ports` instead where given.
+  void sync_resources(const SyncGroup& s, bool with_devices, NodeId reader, std::set<ResourceId>& out,
+                      std::set<ResourceId>* ports = nullptr) const {
     for (int64_t d : s.devices) {
       check_device(d, reader);
       out.insert(sync_base + static_cast<ResourceId>(d));
       if (with_devices) out.insert(static_cast<ResourceId>(d));
       for (size_t l = 0; l < cost.machine().links.size(); ++l)
-        if (s.group.crossed(l)) out.insert(port(l, d));
+        if (s.group.crossed(l)) (ports ? *ports : out).insert(port(l, d));
     }
   }
 
@@ -386,7 +395,22 @@ struct Simulator::Impl {
       sync_resources(b.sync, with_devices, b.nodes.front(), res);
       return std::vector<ResourceId>(res.begin(), res.end());
     };
-    auto close = [&](Open& b, uint64_t position) {
+    // A bucket beside the backward pass (the device overlaps communication,
+    // as DDP's and Megatron-LM's separate communication streams do; weights
+    // not sharded): its sync channels, and its links in the background, so
+    // that the backward's own collectives and transfers on them go first
+    // and the bucket takes the link time they leave (timeline.h).
+    const bool beside = m.device.overlaps_communication && !shards_weights(cost.recipe().zero);
+    auto add_bucket = [&](uint64_t order, std::vector<TaskId> preds, const Open& b) {
+      const double seconds = cost.bucket_time(b.sync.group, b.bytes);
+      if (!beside) return tl.add(order, std::move(preds), seconds, channel(b, !m.device.overlaps_communication));
+      std::set<ResourceId> res, ports;
+      sync_resources(b.sync, false, b.nodes.front(), res, &ports);
+      return tl.add(order, std::move(preds), seconds, {res.begin(), res.end()}, {ports.begin(), ports.end()});
+    };
+    std::map<uint64_t, uint64_t> slots_taken;  // per expanded task's order: buckets placed after it
+    // Closes bucket b, after node `closer`'s backward (-1: after every node's).
+    auto close = [&](Open& b, uint64_t position, NodeId closer) {
       std::vector<TaskId> preds;
       // A device that does its own communication runs the bucket itself,
       // after its backward pass (program order: the end of phase 1).
@@ -406,7 +430,18 @@ struct Simulator::Impl {
         std::sort(preds.begin(), preds.end());
         preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
         order = inline_sync ? order_of(0, pipe->end_position, kRegion + static_cast<uint64_t>(buckets))
-                            : order_of(0, at, kRegion + 1 + static_cast<uint64_t>(buckets));
+                            : order_of(0, at, kStepEnd + 1 + static_cast<uint64_t>(buckets));
+        // Issued right after the task that closes it, as without
+        // micro-batches: on links it shares with the backward's own
+        // collectives it goes in program order between them.
+        if (!inline_sync && closer >= 0) {
+          const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(closer)]);
+          const uint64_t after = pipe->expanded_last[static_cast<size_t>(closer)];
+          if (after > 0 && pipe->last_backward_position[c] == at) {
+            uint64_t& taken = slots_taken[order_of(0, at, after)];
+            if (taken + 1 < (uint64_t{1} << kSlotBits)) order = order_of(0, at, after + 1 + taken++);
+          }
+        }
       } else {
         for (NodeId n : b.nodes) {
           const Unit& u = units[static_cast<size_t>(n)];
@@ -414,7 +449,7 @@ struct Simulator::Impl {
         }
       }
       info.push_back({SimKind::kSync, -1, buckets, -1});
-      const TaskId t = tl.add(order, std::move(preds), cost.bucket_time(b.sync.group, b.bytes), channel(b, inline_sync));
+      const TaskId t = add_bucket(order, std::move(preds), b);
       for (int64_t d : b.sync.devices) of_device[static_cast<size_t>(d)].push_back(t);
       ++buckets;
       closed.push_back(std::move(b));
@@ -429,7 +464,7 @@ struct Simulator::Impl {
         if (b.bytes == 0) b.sync = std::move(s), b.bytes = b.sync.bytes;
         else b.bytes += s.bytes;
         b.nodes.push_back(n.id);
-        if (b.bytes >= cost.sync_bucket_bytes()) close(b, N - 1 - k);
+        if (b.bytes >= cost.sync_bucket_bytes()) close(b, N - 1 - k, n.id);
       }
       // The optimizer update of the weights this node reads, on each device running it.
       const double seconds = problem.update_seconds(*place, n.id, 0);
@@ -440,7 +475,7 @@ struct Simulator::Impl {
       for (int64_t d : devs) update[static_cast<size_t>(d)] += seconds;
     }
     for (auto& [key, b] : open)
-      if (b.bytes > 0) close(b, N);
+      if (b.bytes > 0) close(b, N, -1);
     std::vector<TaskId> updated(static_cast<size_t>(D), -1);
     for (int64_t d = 0; d < D; ++d) {
       if (update[static_cast<size_t>(d)] <= 0) continue;

@@ -118,9 +118,10 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   // one-micro-batch graph's order), after `waits`; returns a task that
   // ends with it.
   p.expanded.assign(one.size(), -1);
+  p.expanded_last.assign(g.size(), 0);
   auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c) {
     std::vector<TaskId> body = members[key(c, true, true)];
-    if (body.size() + 2 >= kRegion) throw Error("simulate: chunk " + std::to_string(c) + " has too many tasks to simulate");
+    if (((body.size() + 1) << kSlotBits) >= kStepEnd - 1) throw Error("simulate: chunk " + std::to_string(c) + " has too many tasks to simulate");
     std::stable_sort(body.begin(), body.end(), [&](TaskId a, TaskId b) { return one.task(a).order < one.task(b).order; });
     std::vector<TaskId> all;
     for (size_t i = 0; i < body.size(); ++i) {
@@ -133,14 +134,16 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       what.chunk = c, what.micro_batch = M - 1;
       info.push_back(what);
       p.body_of.push_back(-1);
-      const TaskId id = tl.add(order_of(0, at, 1 + i), std::move(w), x.duration, x.resources);
+      const uint64_t sub = static_cast<uint64_t>(i + 1) << kSlotBits;
+      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), x.duration, x.resources);
       p.expanded[static_cast<size_t>(body[i])] = id;
+      p.expanded_last[static_cast<size_t>(one_info[static_cast<size_t>(body[i])].node)] = sub;
       all.push_back(id);
     }
     if (all.empty()) all = waits;
     info.push_back({SimKind::kBackward, -1, M - 1, -1, c, M - 1});
     p.body_of.push_back(-1);
-    return tl.add(order_of(0, at, kRegion - 1), std::move(all), 0.0, {});
+    return tl.add(order_of(0, at, kStepEnd - 1), std::move(all), 0.0, {});
   };
   for (int64_t c = 0; c < C; ++c) step(order_of(0, 0, static_cast<uint64_t>(c)), {}, c, false, false, -1);
   std::vector<TaskId> F(static_cast<size_t>(C * M), -1), B(static_cast<size_t>(C * M), -1);
@@ -162,7 +165,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
         B[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, true, true, m);
       } else {  // task by task, then the chunk's once-per-step backward
         B[at(c, m)] = expand(q, waits, c);
-        p.last_backward[static_cast<size_t>(c)] = step(order_of(0, q, kRegion), {B[at(c, m)]}, c, true, false, -1);
+        p.last_backward[static_cast<size_t>(c)] = step(order_of(0, q, kStepEnd), {B[at(c, m)]}, c, true, false, -1);
         p.last_backward_position[static_cast<size_t>(c)] = q;
       }
     }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "pcgx/pcg/error.h"
@@ -92,20 +93,93 @@ TEST(Timeline, RejectsAPredecessorThatDoesNotComeFirst) {
   EXPECT_EQ(tl.size(), 1u);
 }
 
-// A random layered task graph over `resources` resources.
-Timeline random_graph(std::mt19937_64& rng, int tasks, int resources) {
+TEST(Timeline, ABackgroundTaskRunsInTheGapsTheForegroundLeaves) {
+  // The link carries a (0-2) and, after the compute g (0-3), b (3-5). A
+  // bucket of 2 s holding the link in the background, issued first, runs
+  // 2-3 and 5-6: it delays neither a nor b, and ends at 6.
+  Timeline tl;
+  const TaskId bucket = tl.add(0, {}, 2.0, {kSync0}, {kLink});
+  const TaskId a = tl.add(1, {}, 2.0, {kLink});
+  const TaskId g = tl.add(2, {}, 3.0, {kGpu0});
+  const TaskId b = tl.add(3, {g}, 2.0, {kLink});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(a).start, 0.0);
+  EXPECT_EQ(tl.task(b).start, 3.0);
+  EXPECT_EQ(tl.task(b).end, 5.0);
+  EXPECT_EQ(tl.task(bucket).start, 0.0);
+  EXPECT_EQ(tl.task(bucket).end, 6.0);
+  // Held in the foreground instead, it goes first and delays a by 2 s.
+  tl.set_cost(bucket, 2.0, {kSync0, kLink});
+  tl.simulate_delta();
+  EXPECT_EQ(tl.task(bucket).end, 2.0);
+  EXPECT_EQ(tl.task(a).start, 2.0);
+}
+
+TEST(Timeline, BackgroundTasksOnOneResourceRunOneAtATime) {
+  // Two buckets on different channels share the link in the background:
+  // the second starts when the first ends; the update waits for both.
+  Timeline tl;
+  const TaskId fg = tl.add(1, {}, 1.0, {kLink});
+  const TaskId x = tl.add(2, {}, 1.5, {kSync0}, {kLink});
+  const TaskId y = tl.add(3, {}, 1.0, {kSync0 + 1}, {kLink});
+  const TaskId update = tl.add(4, {x, y}, 0.5, {kGpu0});
+  tl.simulate_full();
+  EXPECT_EQ(tl.task(fg).end, 1.0);
+  EXPECT_EQ(tl.task(x).start, 0.0);
+  EXPECT_EQ(tl.task(x).end, 2.5);
+  EXPECT_EQ(tl.task(y).start, 2.5);
+  EXPECT_EQ(tl.task(y).end, 3.5);
+  EXPECT_EQ(tl.task(update).start, 3.5);
+  EXPECT_EQ(tl.binding(y), x);
+}
+
+TEST(Timeline, RejectsAResourceHeldBothWays) {
+  Timeline tl;
+  EXPECT_THROW(tl.add(1, {}, 1.0, {kLink}, {kLink}), Error);
+  EXPECT_EQ(tl.size(), 0u);
+}
+
+// Resources [from, to), each with probability 1/4.
+std::vector<ResourceId> random_resources(std::mt19937_64& rng, int from, int to) {
+  std::vector<ResourceId> res;
+  for (ResourceId r = from; r < to; ++r)
+    if (rng() % 4 == 0) res.push_back(r);
+  return res;
+}
+
+// A task's random resources out of `resources`; a background task (as a
+// bucket, with a channel and links) holds the first half in the foreground
+// and the second half in the background.
+void random_holding(std::mt19937_64& rng, int resources, bool background, std::vector<ResourceId>& fg, std::vector<ResourceId>& bg) {
+  if (!background) {
+    fg = random_resources(rng, 0, resources), bg.clear();
+    return;
+  }
+  fg = random_resources(rng, 0, resources / 2), bg = random_resources(rng, resources / 2, resources);
+  if (bg.empty()) bg.push_back(resources - 1);
+}
+
+// A random layered task graph over `resources` resources; with
+// `background`, a fifth of the tasks hold some in the background.
+Timeline random_graph(std::mt19937_64& rng, int tasks, int resources, bool background = false) {
   Timeline tl;
   std::uniform_real_distribution<double> dur(0.0, 2.0);
   for (int i = 0; i < tasks; ++i) {
     std::vector<TaskId> preds;
     for (int k = 0; k < 3 && i > 0; ++k)
       if (rng() % 2) preds.push_back(static_cast<TaskId>(rng() % static_cast<uint64_t>(i)));
-    std::vector<ResourceId> res;
-    for (ResourceId r = 0; r < resources; ++r)
-      if (rng() % 4 == 0) res.push_back(r);
-    tl.add(static_cast<uint64_t>(10 * i), preds, rng() % 5 == 0 ? 0.0 : dur(rng), res);
+    std::vector<ResourceId> res, behind;
+    random_holding(rng, resources, background && rng() % 5 == 0, res, behind);
+    tl.add(static_cast<uint64_t>(10 * i), preds, rng() % 5 == 0 ? 0.0 : dur(rng), res, behind);
   }
   return tl;
+}
+
+Timeline full_copy(const Timeline& tl) {
+  Timeline full;
+  for (const TimedTask& t : tl.tasks()) full.add(t.order, t.preds, t.duration, t.resources, t.background);
+  full.simulate_full();
+  return full;
 }
 
 void expect_same_timeline(const Timeline& delta, const Timeline& full) {
@@ -116,12 +190,12 @@ void expect_same_timeline(const Timeline& delta, const Timeline& full) {
   }
 }
 
-TEST(Timeline, DeltaSimulationEqualsFullSimulation) {
+void delta_equals_full(bool background) {
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> dur(0.0, 2.0);
   int64_t visited = 0, changes = 0;
   for (int graph = 0; graph < 20; ++graph) {
-    Timeline tl = random_graph(rng, 200, 6);
+    Timeline tl = random_graph(rng, 200, 6, background);
     tl.simulate_full();
     for (int step = 0; step < 50; ++step, ++changes) {
       // Change a few tasks' durations and resources, as a new operator
@@ -129,16 +203,13 @@ TEST(Timeline, DeltaSimulationEqualsFullSimulation) {
       const int k = 1 + static_cast<int>(rng() % 3);
       for (int j = 0; j < k; ++j) {
         const auto t = static_cast<TaskId>(rng() % tl.size());
-        std::vector<ResourceId> res;
-        for (ResourceId r = 0; r < 6; ++r)
-          if (rng() % 4 == 0) res.push_back(r);
-        tl.set_cost(t, rng() % 3 == 0 ? tl.task(t).duration : dur(rng), rng() % 2 ? tl.task(t).resources : res);
+        std::vector<ResourceId> res = tl.task(t).resources, behind = tl.task(t).background;
+        if (rng() % 2) random_holding(rng, 6, !behind.empty() || (background && rng() % 4 == 0), res, behind);
+        tl.set_cost(t, rng() % 3 == 0 ? tl.task(t).duration : dur(rng), res, behind);
       }
       tl.simulate_delta();
       visited += tl.recomputed();
-      Timeline full;
-      for (const TimedTask& t : tl.tasks()) full.add(t.order, t.preds, t.duration, t.resources);
-      full.simulate_full();
+      const Timeline full = full_copy(tl);
       expect_same_timeline(tl, full);
       ASSERT_EQ(tl.makespan(), full.makespan());
     }
@@ -146,6 +217,10 @@ TEST(Timeline, DeltaSimulationEqualsFullSimulation) {
   // Delta simulation visits a fraction of the tasks.
   EXPECT_LT(visited, changes * 200);
 }
+
+TEST(Timeline, DeltaSimulationEqualsFullSimulation) { delta_equals_full(false); }
+
+TEST(Timeline, DeltaSimulationEqualsFullSimulationWithBackgroundTasks) { delta_equals_full(true); }
 
 TEST(Timeline, TruncateAndRebuildTheTailEqualsFullSimulation) {
   std::mt19937_64 rng(5);
@@ -159,10 +234,7 @@ TEST(Timeline, TruncateAndRebuildTheTailEqualsFullSimulation) {
       tl.add(static_cast<uint64_t>(2000 + i), preds, 0.5 + static_cast<double>(rng() % 4), {static_cast<ResourceId>(rng() % 4)});
     }
     tl.simulate_delta();
-    Timeline full;
-    for (const TimedTask& t : tl.tasks()) full.add(t.order, t.preds, t.duration, t.resources);
-    full.simulate_full();
-    expect_same_timeline(tl, full);
+    expect_same_timeline(tl, full_copy(tl));
   }
 }
 

@@ -136,8 +136,7 @@ const char* const kRecomputeHelp =
     "activation recomputation: none (keep every activation), selective (recompute attention's scores, softmax and dropout), "
     "full (keep only the tensors between blocks, recompute each block in backward)";
 const char* const kRecomputeLayersHelp =
-    "with --recompute full: recompute only the first N layers of the model, one stage (gradient accumulation included; not with "
-    "pipeline stages) (Megatron-LM's "
+    "with --recompute full: recompute only the first N layers of the model (with pipeline stages, of each chunk) (Megatron-LM's "
     "--recompute-method block --recompute-num-layers N); the later layers keep their activations";
 
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {

@@ -36,8 +36,8 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "    compute           " << ms(s.compute) << "\n"
             << "    communication     " << ms(s.communication) << " exposed (transfers and collectives: " << ms(s.communication_total)
             << " in all, summed over links)\n"
-            << "    gradient sync     " << ms(s.sync) << " exposed of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
-            << (s.buckets == 1 ? "" : "s") << " (" << ms(s.sync_hidden()) << " hidden)"
+            << "    gradient sync     " << ms(s.sync) << " of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
+            << (s.buckets == 1 ? "" : "s") << " on the critical path; the last ends " << ms(s.sync_past) << " after the backward pass"
             << (shards_weights(sim.recipe().zero) ? ", with ZeRO 3's weight all-gathers before each use" : "") << "\n";
   if (s.gather > 0) out << "    weight gather     " << ms(s.gather) << " (of communication: ZeRO's all-gather after the update)\n";
   double idle = 0, most = 0;

@@ -33,7 +33,19 @@ struct SyncTimeline {
 
 // `gradients` in any order; `backward` is when the backward pass ends. A
 // bucket costs CostModel::bucket_time (packing, all-reduce, unpacking).
-SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes);
+//
+// The backward pass's own messages (a tensor-parallel all-reduce, an
+// input's gradient sent back) share the links with the buckets, as two
+// NCCL streams share an NVLink: they go first, and a bucket runs only
+// while none of them is on a link level its group crosses (the simulator's
+// background tasks, timeline.h). `busy` lists them, in seconds after the
+// backward pass starts, ascending and disjoint.
+struct LinkBusy {
+  double start = 0, end = 0;
+  uint32_t levels = 0;  // bit l: link level l (Machine::links) is crossed
+};
+SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
+                            const std::vector<LinkBusy>& busy = {});
 
 // ZeRO stage 3 as FSDP runs it (Zhao et al., "PyTorch FSDP", VLDB 2023,
 // Section 3.3), on the same one channel. Each operator that reads weights

@@ -125,6 +125,11 @@ struct SimulationSummary {
   double communication_total = 0, sync_total = 0;
   double communication_hidden() const { return communication_total - communication; }
   double sync_hidden() const { return sync_total - sync; }
+  // The last gradient bucket's end past the end of the forward and backward
+  // passes' last task: what the cost model calls exposed (gradient_sync.h).
+  // It differs from `sync` where the sync channels are the busiest
+  // resource of the backward pass: then the critical path runs along them.
+  double sync_past = 0;
   int64_t buckets = 0;
   int64_t tasks = 0;
   int64_t devices_used = 0;  // devices that run at least one forward task
