@@ -176,8 +176,7 @@ SimulationSummary Simulator::summary() const {
     }
     // A bucket held back on its links by the backward's own collectives
     // (in the background, timeline.h): that wait is communication.
-    const TimedTask& x = timeline_.task(t);
-    s.communication += std::max(0.0, x.end - x.start - d);
+    if (const TimedTask& x = timeline_.task(t); !x.background.empty()) s.communication += std::max(0.0, x.end - x.start - d);
     if (k == SimKind::kSync || k == SimKind::kShardGather) s.sync += d;
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
@@ -192,7 +191,8 @@ Estimate simulated_estimate(const Simulator& s) {
   const SimulationSummary sum = s.summary();
   Estimate e;
   e.time = sum.time;
-  e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync + sum.gather;
+  // Exposed sync as the cost model counts it: past the backward pass.
+  e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync_past + sum.gather;
   e.gather = sum.gather;
   e.communication = sum.communication + sum.sync;
   e.sync = sum.sync_total, e.sync_hidden = std::max(0.0, sum.sync_total - sum.sync_past), e.buckets = sum.buckets;

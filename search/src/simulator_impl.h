@@ -138,6 +138,12 @@ struct Simulator::Impl {
                   std::to_string(D) + " devices");
   }
   bool active(NodeId n) const { return problem.active[static_cast<size_t>(n)]; }
+  // Throws unless `n` positions fit an order (order_of).
+  static void check_positions(uint64_t n) {
+    if (n >= uint64_t{1} << (62 - kSubBits))
+      throw Error("simulate: " + std::to_string(n) + " operators or pipeline steps are more than the simulator orders (" +
+                  std::to_string(uint64_t{1} << (62 - kSubBits)) + ")");
+  }
   bool task_node(const Node& n) const { return n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs); }
   // The node whose tasks stand for n's (a fused layout change's tail: its head).
   NodeId runner(NodeId n) const { return head[static_cast<size_t>(n)]; }
@@ -181,6 +187,7 @@ struct Simulator::Impl {
   // The tasks of every node, without costs (the structure does not depend on the views).
   void build_structure(Timeline& tl, std::vector<SimTaskInfo>& info) {
     const auto N = static_cast<uint64_t>(g.size());
+    check_positions(N + 1);
     units.assign(g.size(), Unit{});
     auto add = [&](uint64_t order, std::vector<TaskId> preds, SimTaskInfo what) {
       info.push_back(what);
@@ -432,14 +439,16 @@ struct Simulator::Impl {
         order = inline_sync ? order_of(0, pipe->end_position, kRegion + static_cast<uint64_t>(buckets))
                             : order_of(0, at, kStepEnd + 1 + static_cast<uint64_t>(buckets));
         // Issued right after the task that closes it, as without
-        // micro-batches: on links it shares with the backward's own
-        // collectives it goes in program order between them.
-        if (!inline_sync && closer >= 0) {
+        // micro-batches (where none of its gradients comes from a
+        // once-per-step task, which runs after the whole backward).
+        if (beside && closer >= 0) {
           const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(closer)]);
           const uint64_t after = pipe->expanded_last[static_cast<size_t>(closer)];
           if (after > 0 && pipe->last_backward_position[c] == at) {
             uint64_t& taken = slots_taken[order_of(0, at, after)];
-            if (taken + 1 < (uint64_t{1} << kSlotBits)) order = order_of(0, at, after + 1 + taken++);
+            const uint64_t slot = order_of(0, at, after + 1 + taken);
+            const bool follows = std::all_of(preds.begin(), preds.end(), [&](TaskId p) { return tl.task(p).order < slot; });
+            if (follows && taken + 1 < (uint64_t{1} << kSlotBits)) order = slot, ++taken;
           }
         }
       } else {

@@ -40,6 +40,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
                 std::to_string(M));
   const std::vector<ScheduledStep> order = run_order(shape, stage_programs(shape));
+  check_positions(order.size() + 2);
   Pipelined p;
   p.shape = shape;
   p.chunk = node_chunks(shape);

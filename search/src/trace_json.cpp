@@ -32,7 +32,9 @@ std::string simulation_trace_json(const Simulator& s) {
     if (k.chunk >= 0) args.emplace_back("chunk", k.chunk);
     if (k.micro_batch >= 0) args.emplace_back("micro_batch", k.micro_batch);
     const std::string name = s.label(t);
-    for (ResourceId r : x.resources) trace.event(track_of(r), r, name, std::string(to_string(k.kind)), x.start, x.duration, args);
+    // A task holding links in the background spans its wait for them.
+    const double span = x.background.empty() ? x.duration : x.end - x.start;
+    for (ResourceId r : x.resources) trace.event(track_of(r), r, name, std::string(to_string(k.kind)), x.start, span, args);
   }
   return trace.json();
 }

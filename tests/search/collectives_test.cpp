@@ -192,6 +192,27 @@ TEST(GradientSync, BucketsReplayAgainstTheBackwardPass) {
   EXPECT_EQ(replay_buckets(cost, grads, 5e-3, 2e6).buckets, 2);
 }
 
+// The backward pass's own messages on a link level the bucket's group
+// crosses go first; the bucket runs in the gaps they leave, and messages
+// on another level do not hold it back.
+TEST(GradientSync, BucketsYieldTheLinksToTheBackwardsOwnMessages) {
+  const Machine m = two_level();
+  const CostModel cost(m, Efficiency{});
+  const GroupShape g = strided_group(m, 0, 1, 4);  // within a node: level 0 only
+  ASSERT_TRUE(g.crossed(0) && !g.crossed(1));
+  const std::vector<ReadyGradient> grads{{1e-3, {g, 1e6, 7}}, {1e-3, {g, 1e6, 7}}};
+  const double one = replay_buckets(cost, grads, 5e-3, 2e6).total;
+  ASSERT_GT(one, 0);
+  ASSERT_LT(one, 3e-3);
+  // Level 0 busy from 1 ms until half a bucket before the end: half of it is exposed.
+  EXPECT_NEAR(replay_buckets(cost, grads, 5e-3, 2e6, {{1e-3, 5e-3 - one / 2, 1u}}).exposed, one / 2, 1e-15);
+  // Busy on the network only: the bucket is not held back.
+  EXPECT_DOUBLE_EQ(replay_buckets(cost, grads, 5e-3, 2e6, {{1e-3, 5e-3, 2u}}).exposed, 0.0);
+  // A gap of half a bucket between two messages: it runs there, then after the second.
+  const std::vector<LinkBusy> two{{1e-3, 2e-3, 1u}, {2e-3 + one / 2, 5e-3, 1u}};
+  EXPECT_NEAR(replay_buckets(cost, grads, 5e-3, 2e6, two).exposed, one / 2, 1e-15);
+}
+
 // A device that does its own communication (pcgx's CPU runtime) runs its
 // buckets after its backward pass: nothing is hidden, however early the
 // gradients are ready.

@@ -183,7 +183,7 @@ TEST(SimulatedPipeline, BucketsTakeTheLinkTimeTheBackwardsCollectivesLeave) {
     held += t.end - t.start - t.duration;
   }
   ASSERT_GT(buckets, 0);
-  EXPECT_GT(held, 0);
+  EXPECT_GT(held, 1e-3 * sum.sync_total);
   EXPECT_NEAR(sum.time / s.estimate.time, 1.0, 0.02) << "simulated " << sum.time << ", predicted " << s.estimate.time;
   EXPECT_NEAR(sum.sync_past, s.estimate.sync - s.estimate.sync_hidden, 0.05 * s.estimate.sync) << "past the backward pass";
 }

@@ -137,6 +137,9 @@ TEST(Timeline, RejectsAResourceHeldBothWays) {
   Timeline tl;
   EXPECT_THROW(tl.add(1, {}, 1.0, {kLink}, {kLink}), Error);
   EXPECT_EQ(tl.size(), 0u);
+  const TaskId t = tl.add(1, {}, 1.0, {kSync0}, {kLink});
+  EXPECT_THROW(tl.set_cost(t, 1.0, {kSync0, kLink}, {kLink}), Error);
+  EXPECT_EQ(tl.task(t).background, std::vector<ResourceId>{kLink});
 }
 
 // Resources [from, to), each with probability 1/4.
@@ -204,7 +207,7 @@ void delta_equals_full(bool background) {
       for (int j = 0; j < k; ++j) {
         const auto t = static_cast<TaskId>(rng() % tl.size());
         std::vector<ResourceId> res = tl.task(t).resources, behind = tl.task(t).background;
-        if (rng() % 2) random_holding(rng, 6, !behind.empty() || (background && rng() % 4 == 0), res, behind);
+        if (rng() % 2) random_holding(rng, 6, background && rng() % 3 == 0, res, behind);
         tl.set_cost(t, rng() % 3 == 0 ? tl.task(t).duration : dur(rng), res, behind);
       }
       tl.simulate_delta();
@@ -222,6 +225,8 @@ TEST(Timeline, DeltaSimulationEqualsFullSimulation) { delta_equals_full(false); 
 
 TEST(Timeline, DeltaSimulationEqualsFullSimulationWithBackgroundTasks) { delta_equals_full(true); }
 
+// As the simulator rebuilds its buckets: the tail truncated and added
+// again, some of it holding links in the background.
 TEST(Timeline, TruncateAndRebuildTheTailEqualsFullSimulation) {
   std::mt19937_64 rng(5);
   Timeline tl = random_graph(rng, 120, 4);
@@ -231,8 +236,13 @@ TEST(Timeline, TruncateAndRebuildTheTailEqualsFullSimulation) {
     const int extra = static_cast<int>(rng() % 30);
     for (int i = 0; i < extra; ++i) {
       std::vector<TaskId> preds{static_cast<TaskId>(rng() % 100)};
-      tl.add(static_cast<uint64_t>(2000 + i), preds, 0.5 + static_cast<double>(rng() % 4), {static_cast<ResourceId>(rng() % 4)});
+      const auto r = static_cast<ResourceId>(rng() % 4);
+      std::vector<ResourceId> behind;
+      if (rng() % 2) behind.push_back(4 + static_cast<ResourceId>(rng() % 2));
+      tl.add(static_cast<uint64_t>(2000 + i), preds, 0.5 + static_cast<double>(rng() % 4), {r}, behind);
     }
+    // The links held in the background carry foreground work too.
+    if (step % 3 == 0) tl.set_cost(static_cast<TaskId>(rng() % 100), 1.0, {4 + static_cast<ResourceId>(rng() % 2)});
     tl.simulate_delta();
     expect_same_timeline(tl, full_copy(tl));
   }
