@@ -4,6 +4,8 @@
 #include <map>
 #include <numeric>
 
+#include "pcgx/pcg/graph_json.h"
+
 namespace pcgx {
 namespace {
 
@@ -99,6 +101,12 @@ std::string graph_text(const Graph& g) {
 }
 
 std::string rule_text(const Rule& r) { return graph_text(r.source) + "  =>  " + graph_text(r.target); }
+
+std::string rule_content(const Rule& r) {
+  std::string out = graph_to_json(r.source, -1) + "\n=>\n" + graph_to_json(r.target, -1) + "\n";
+  for (const auto& [a, b] : r.output_map) out += std::to_string(a) + ":" + std::to_string(b) + " ";
+  return out;
+}
 
 std::string rule_key(const Rule& r, bool rename_inputs) {
   // Outputs are listed in output-map order; inputs named on the first side

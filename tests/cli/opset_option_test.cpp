@@ -51,6 +51,31 @@ TEST(OpsetOption, RegenerateProvesACustomList) {
   EXPECT_NE(manifest.find("--ops 'Relu,Repartition,Combine'"), std::string::npos) << manifest;
 }
 
+// Regenerating over an earlier ruleset reuses its proofs and says so;
+// --no-reuse proves everything; a missing --reuse file is one error line.
+TEST(OpsetOption, RegenerateReusesTheProofsOfTheRulesetItReplaces) {
+  const fs::path out = dir() / "reuse";
+  fs::create_directories(out);
+  const std::string cmd = "regenerate --ops Relu,Repartition,Combine --max-ops 2 --out-dir " + out.string();
+  auto r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("reused "), std::string::npos) << r.out;  // nothing to reuse yet
+  const std::string first = r.out.substr(r.out.find("wrote "));
+  r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("reused "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; proved 0 anew"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.find("wrote "), first.find('\n')), first.substr(0, first.find('\n')));  // the same content hash
+  r = run(cmd + " --no-reuse");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("reused "), std::string::npos) << r.out;
+  for (const std::string bad : {" --reuse " + (out / "none.json").string(), " --reuse " + (out / "custom-v1.json").string() + " --no-reuse"}) {
+    r = run(cmd + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
+  }
+}
+
 // docs/adding-an-operator.md's opset file and commands, as written there
 // (its MyOp played by Relu): the out-dir must exist, regenerate writes the
 // ruleset, its unproved list and a manifest there, and optimize searches

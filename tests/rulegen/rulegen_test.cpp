@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/rulesets/rule_form.h"
 
 namespace pcgx::rulegen {
 namespace {
@@ -27,6 +29,72 @@ TEST(Rulegen, ASmallOpsetIsProvedWithItsOwnAxioms) {
     EXPECT_TRUE(name.find("relu") != std::string::npos || name.find("repartition") != std::string::npos ||
                 name.find("combine") != std::string::npos)
         << name;
+}
+
+// The ruleset as a file holds it: proofs reused from its JSON.
+Ruleset as_loaded(const Ruleset& r) { return ruleset_from_json(ruleset_to_json(r), "previous.json"); }
+
+TEST(Rulegen, ReusedProofsGiveTheSameRuleset) {
+  const verify::AxiomSet all = verify::load_axioms(verify::default_axioms_dir());
+  RegenerateOptions o;
+  o.opset = gen::parse_ops("Relu,Repartition,Combine");
+  o.max_ops = 2, o.threads = 1;
+  const Regenerated first = regenerate(o, all);
+  const Ruleset previous = as_loaded(first.proved.ruleset);
+  o.previous = &previous;
+  const Regenerated again = regenerate(o, all);
+  ASSERT_GT(first.proved.ruleset.rules.size(), 0u);
+  EXPECT_EQ(again.offered, first.proved.ruleset.rules.size());
+  EXPECT_EQ(again.reused, again.offered);
+  EXPECT_EQ(as_loaded(again.proved.ruleset).computed_hash, previous.computed_hash);
+}
+
+// Adding an operator re-proves only the candidates it is in: the others
+// take their proofs from the ruleset before it, and the result is what
+// proving everything gives.
+TEST(Rulegen, AddingAnOperatorReprovesOnlyWhatItTouches) {
+  const verify::AxiomSet all = verify::load_axioms(verify::default_axioms_dir());
+  RegenerateOptions o;
+  o.opset = gen::parse_ops("Relu,Repartition,Combine");
+  o.max_ops = 2, o.threads = 1;
+  const Ruleset before = as_loaded(regenerate(o, all).proved.ruleset);
+  o.opset = gen::parse_ops("Relu,Sigmoid,Repartition,Combine");
+  const Regenerated fresh = regenerate(o, all);
+  o.previous = &before;
+  const Regenerated grown = regenerate(o, all);
+  EXPECT_EQ(grown.reused, before.rules.size());
+  // What was proved anew is exactly the proved rules with the new operator.
+  const auto with_sigmoid = std::count_if(fresh.proved.ruleset.rules.begin(), fresh.proved.ruleset.rules.end(),
+                                          [](const Rule& r) { return rule_text(r).find("Sigmoid") != std::string::npos; });
+  EXPECT_GT(with_sigmoid, 0);
+  EXPECT_EQ(grown.proved.ruleset.rules.size() - grown.reused, static_cast<size_t>(with_sigmoid));
+  EXPECT_EQ(as_loaded(grown.proved.ruleset).computed_hash, as_loaded(fresh.proved.ruleset).computed_hash);
+}
+
+// A stored core is proved again, never trusted: one that does not prove
+// its rule, or names an axiom whose content changed, gives no proof of its
+// own, and the rule is proved from every axiom as before.
+TEST(Rulegen, AStoredCoreIsCheckedNotTrusted) {
+  const verify::AxiomSet all = verify::load_axioms(verify::default_axioms_dir());
+  RegenerateOptions o;
+  o.opset = gen::parse_ops("Relu,Repartition,Combine");
+  o.max_ops = 2, o.threads = 1;
+  const Regenerated first = regenerate(o, all);
+  Ruleset forged = as_loaded(first.proved.ruleset);
+  ASSERT_GE(forged.rules.size(), 2u);
+  // Rule 0's core swapped for one axiom that proves nothing about it.
+  const std::string unrelated = forged.axiom_digests.back().first;
+  forged.rules[0].proof->axioms = {unrelated};
+  // Rule 1's core names an axiom recorded with another digest.
+  const std::string changed = forged.rules[1].proof->axioms.front();
+  for (auto& [name, digest] : forged.axiom_digests)
+    if (name == changed) digest = std::string(64, '0');
+  o.previous = &forged;
+  const Regenerated again = regenerate(o, all);
+  EXPECT_LT(again.offered, first.proved.ruleset.rules.size());  // the changed digest's rules are not offered
+  EXPECT_LT(again.reused, again.offered);                          // rule 0's core did not prove it
+  EXPECT_EQ(again.proved.ruleset.rules.size(), first.proved.ruleset.rules.size());
+  EXPECT_EQ(as_loaded(again.proved.ruleset).computed_hash, as_loaded(first.proved.ruleset).computed_hash);
 }
 
 TEST(Rulegen, ParallelFormsOfOneOperator) {

@@ -9,12 +9,15 @@
 #include <memory>
 #include <mutex>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/rulesets/rule_form.h"
 
 namespace pcgx::verify {
 
 std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& axioms, ProverOptions options,
-                               int threads, const std::function<void(size_t, size_t)>& progress) {
+                               int threads, const std::function<void(size_t, size_t)>& progress,
+                               const std::vector<std::vector<std::string>>* cores) {
+  if (cores && cores->size() != rules.size()) throw Error("prove_all: " + std::to_string(cores->size()) + " cores for " + std::to_string(rules.size()) + " rules");
   std::vector<Verdict> out(rules.size());
   tbb::enumerable_thread_specific<std::unique_ptr<Prover>> provers;
   std::atomic<size_t> done{0};
@@ -26,8 +29,17 @@ std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& a
       auto& p = provers.local();
       if (!p) p = std::make_unique<Prover>(axioms, options);
       Proof& proof = out[i].proof;
-      proof = p->prove(rules[i]);
-      if (proof.result == Result::kUnsat) {
+      if (cores && !(*cores)[i].empty()) {
+        proof = p->prove_with(rules[i], (*cores)[i]);
+        if (proof.result == Result::kUnsat) {
+          proof.axioms = (*cores)[i];
+          out[i].reused = true;
+        }
+      }
+      if (!out[i].reused) proof = p->prove(rules[i]);
+      if (out[i].reused) {
+        out[i].check = check_at_other_shapes(rules[i]);
+      } else if (proof.result == Result::kUnsat) {
         // The stored core must prove the rule alone, as `pcgx audit` checks.
         // A minimal core may not: an axiom outside it can be what created a
         // term the core's instances match. Then the record names every axiom

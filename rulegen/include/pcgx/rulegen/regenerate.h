@@ -19,6 +19,13 @@ struct RegenerateOptions {
   int threads = 0;   // 0: every core; the result does not depend on it
   unsigned timeout_ms = 2000;
   std::function<void(const std::string&)> progress;
+  // An earlier ruleset whose proofs may be reused: a candidate that is one
+  // of its rules (rule_content) takes that rule's unsat core when every
+  // axiom in it is still open to the opset's proofs with the digest the
+  // ruleset records, and the core alone proves it again (prove_all); the
+  // rest are proved from every axiom. With the axioms unchanged, the result
+  // is what proving everything gives.
+  const Ruleset* previous = nullptr;
 };
 
 struct Regenerated {
@@ -26,6 +33,8 @@ struct Regenerated {
   verify::ProvedSet proved;  // proved.ruleset is the ruleset to ship
   size_t axioms = 0;         // open to its proofs, all of them checked first
   double generate_seconds = 0, verify_seconds = 0;
+  size_t offered = 0;        // candidates given a core of `previous`
+  size_t reused = 0;         // of those, proved by it again
 };
 
 // Throws pcgx::Error, generating nothing, when an axiom open to the opset's

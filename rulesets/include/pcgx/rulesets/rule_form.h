@@ -16,5 +16,8 @@ namespace pcgx {
 std::string graph_text(const Graph& g);
 std::string rule_text(const Rule& r);
 std::string rule_key(const Rule& r, bool rename_inputs);
+// The rule's two graphs and output map exactly (its id and proof aside):
+// equal for two records of the same rule.
+std::string rule_content(const Rule& r);
 
 }  // namespace pcgx

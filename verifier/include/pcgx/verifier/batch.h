@@ -16,11 +16,20 @@ namespace pcgx::verify {
 struct Verdict {
   Proof proof;
   NumericCheck check;  // filled for proved rules
+  bool reused = false;  // proved with the stored core it was offered (below)
 };
 
 // `progress(done, total)` is called about once a second.
+//
+// `cores`, when given, offers per rule the unsat core of an earlier proof
+// (empty: none): the rule is first proved with those axioms alone (as
+// `pcgx audit` re-proves a record), and the record keeps that core when
+// they suffice; otherwise, or without one, it is proved from all of
+// `axioms`. A stored core is thus checked, never trusted, and what a
+// proved rule records is the same either way when the axioms are.
 std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& axioms, ProverOptions options,
-                               int threads, const std::function<void(size_t, size_t)>& progress = nullptr);
+                               int threads, const std::function<void(size_t, size_t)>& progress = nullptr,
+                               const std::vector<std::vector<std::string>>* cores = nullptr);
 
 // What proving a candidates file yields: the proved rules as a ruleset (kind
 // pcgx.ruleset, with proof records and the axiom hash), a report of the
