@@ -153,6 +153,61 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
     out.result.search.strategy = std::move(best->first), out.cost = std::move(best->second);
 }
 
+// The same for a pipelined plan, the count being per chunk (Megatron-LM
+// counts per stage's model chunk): each count re-prices the plan found,
+// as `pcgx plan show` writes it (its operators' partitions, its stages,
+// micro-batches, schedule and where its chunks end), lowered again under
+// that count, so no stage is searched again.
+void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                        OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
+  const search::PipelineResult& found = out.result;
+  const search::Strategy& st = found.search.strategy;
+  const int64_t devices = q.machine.num_devices();
+  PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
+                      q.pipeline->schedule.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
+                      q.pipeline->programs};
+  auto plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
+  try {
+    plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, devices, shape);
+  } catch (const Error&) {
+    return;  // not expressible as a plan: every layer stays recomputed
+  }
+  plan->source = "the plan found";
+  search::SearchOptions o = q.search;
+  o.algorithm = search::Algorithm::kPlan, o.plan = plan;
+  const search::PipelineOptions po{shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule,
+                                   plan->pipeline->programs, plan->pipeline->boundaries};
+  int32_t lo = 1, hi = plan_recompute(q.model, source_layouts(q.model), Recompute::kFull).segments;  // hi: every layer fits
+  std::optional<std::pair<search::PipelineResult, std::shared_ptr<const search::CostModel>>> best;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    TrainingRecipe recipe = chosen;
+    recipe.recompute_layers = mid;
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    // A stated pipelined plan over memory is an error, not a result: the
+    // count does not fit.
+    search::PipelineResult r;
+    bool fits = false;
+    try {
+      r = search::optimize_pipeline(q.model, rules, *cost, o, po);
+      fits = r.search.strategy.estimate.feasible;
+    } catch (const Error&) {
+    }
+    RecipeTried tried{recipe, fits, fits ? r.search.strategy.estimate.time : 0.0};
+    tried.searched = false;
+    out.tried.push_back(tried);
+    if (fits) {
+      hi = mid;
+      best.emplace(std::move(r), std::move(cost));
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (best && best->first.search.strategy.estimate.time < st.estimate.time) out.result = std::move(best->first), out.cost = std::move(best->second);
+}
+
 // The recipes searched at one precision (OptimizeReport::tried), into `out`
 // (its rule fields set). Throws where no recipe gave any plan to report.
 OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, const search::RuleLibrary& rules, OptimizeReport out) {
@@ -226,8 +281,10 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // compute to the plans that fit.
     if (settled || (found && !q.pipeline)) break;
   }
-  if (found && !chosen_pipelined && !q.recompute && !search::predicts_by_simulation(q.search.algorithm))
-    fewest_recomputed_layers(q, eff, out);
+  if (found && !q.recompute && !search::predicts_by_simulation(q.search.algorithm)) {
+    if (!chosen_pipelined) fewest_recomputed_layers(q, eff, out);
+    else if (!q.search.plan) fewest_recomputed_layers_pipelined(q, eff, rules, out);
+  }
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
   // micro-batch's, is the other way to fit. Per ZeRO stage (0 and 1: an

@@ -120,6 +120,46 @@ TEST(OptimizeRecompute, FullOfTheFewestLayersThatFit) {
   EXPECT_THROW(validate(with_layers(capacity, 0)), FieldError);
 }
 
+// Under pipeline stages the count is per chunk, and auto finds the fewest
+// that fit the same way: each count re-prices the plan found (lowered as
+// `pcgx plan show` writes it), no stage searched again.
+TEST(OptimizeRecompute, FewestLayersOfEachChunkUnderAPipeline) {
+  auto piped = [](double capacity, std::optional<Recompute> r, std::optional<int32_t> layers) {
+    OptimizeRequest q = request(capacity, r);
+    q.model = build_model("gpt-tiny", {{"layers", 4}, {"batch", 8}});
+    q.machine = search::toy_machine().with_devices(2);
+    q.machine.device.memory_capacity = capacity;
+    q.pipeline = search::PipelineOptions{2, 4};
+    q.recompute_layers = layers;
+    return q;
+  };
+  auto need_of = [&](std::optional<Recompute> r, std::optional<int32_t> layers) {
+    const OptimizeReport rep = optimize(piped(1e12, r, layers));
+    EXPECT_TRUE(rep.result.search.strategy.estimate.feasible);
+    return rep.result.search.strategy.estimate.max_memory();
+  };
+  const double sel = need_of(Recompute::kSelective, std::nullopt), all = need_of(Recompute::kFull, std::nullopt);
+  const double one = need_of(Recompute::kFull, 1), two = need_of(Recompute::kFull, 2);
+  ASSERT_LT(all, sel);
+  ASSERT_LT(two, one) << "each chunk's second layer recomputed keeps less";
+  ASSERT_LT(one, sel) << "one layer of each chunk must keep less than selective: nothing to choose";
+  // Between one layer's need and selective's: one layer of each chunk is the fewest that fits.
+  const double capacity = (one + sel) / 2;
+  OptimizeRequest q = piped(capacity, std::nullopt, std::nullopt);
+  const OptimizeReport rep = optimize(q);
+  ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
+  EXPECT_EQ(rep.file.recipe.recompute, Recompute::kFull);
+  EXPECT_EQ(rep.file.recipe.recompute_layers, 1);
+  EXPECT_EQ(rep.cost->recipe().recompute_layers, 1);
+  const OptimizeReport every = optimize(piped(capacity, Recompute::kFull, std::nullopt));
+  ASSERT_TRUE(every.result.search.strategy.estimate.feasible);
+  EXPECT_LT(rep.result.search.strategy.estimate.time, every.result.search.strategy.estimate.time);
+  // The re-priced counts are in the list of recipes tried, none searched.
+  bool repriced = false;
+  for (const RecipeTried& t : rep.tried) repriced = repriced || (!t.searched && t.recipe.recompute_layers == 1 && t.feasible);
+  EXPECT_TRUE(repriced);
+}
+
 TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {
   const double full = need(Recompute::kFull);
   const OptimizeReport rep = optimize(request(full / 2, std::nullopt));
