@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <memory>
 #include <optional>
@@ -122,55 +123,77 @@ namespace {
 // Full recomputation chosen (none and selective left no plan): the fewest
 // layers recomputed that still fit, Megatron-LM's block method. Recomputing
 // fewer layers keeps more activations and re-runs less, so memory falls and
-// time rises with the count: a bisection over the counts, each re-pricing
-// (mapping) the plan found with every layer recomputed, finds the fewest
-// that fit, and it is taken where it is faster.
-void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+// time rises with the count: a bisection over the counts below `every`
+// (which fits: every layer), each re-pricing the plan found with every
+// layer recomputed (`price`: its result, or nothing where it does not
+// fit), finds the fewest that fit, and it is taken where it is faster.
+// Each count tried is listed among the recipes, "(re-priced)".
+template <class Result>
+void fewest_recomputed_layers(int32_t every, OptimizeReport& out, const std::function<std::optional<Result>(const search::CostModel&)>& price,
+                              const OptimizeRequest& q, const search::Efficiency& eff, const std::function<void(Result&&)>& adopt,
+                              double found_time) {
   const TrainingRecipe chosen = out.cost->recipe();
-  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
-  const Graph& g = out.result.search.strategy.graph;
-  const int32_t layers = plan_recompute(g, source_layouts(g), Recompute::kFull).segments;
-  int32_t lo = 1, hi = layers;  // hi: the smallest count known to fit (every layer does)
-  std::optional<std::pair<search::Strategy, std::shared_ptr<const search::CostModel>>> best;
-  while (lo < hi) {
+  std::optional<std::pair<Result, std::shared_ptr<const search::CostModel>>> best;
+  double best_time = 0;
+  for (int32_t lo = 1, hi = every; lo < hi;) {  // hi: the fewest known to fit
     const int32_t mid = lo + (hi - lo) / 2;
     TrainingRecipe recipe = chosen;
     recipe.recompute_layers = mid;
     auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
-    const search::MachineMapper mapper(*cost);
-    search::Strategy s = mapper.map(g);
-    RecipeTried tried{recipe, s.estimate.feasible, s.estimate.time, mapper.memory_refusals().smallest_need};
+    std::optional<Result> r = price(*cost);
+    RecipeTried tried{recipe, r.has_value(), r ? r->estimate().time : 0.0};
     tried.searched = false;
     out.tried.push_back(tried);
-    if (s.estimate.feasible) {
-      hi = mid;
-      best.emplace(std::move(s), std::move(cost));
+    if (r) {
+      hi = mid, best_time = r->estimate().time;
+      best.emplace(std::move(*r), std::move(cost));
     } else {
       lo = mid + 1;
     }
   }
-  if (best && best->first.estimate.time < out.result.search.strategy.estimate.time)
-    out.result.search.strategy = std::move(best->first), out.cost = std::move(best->second);
+  if (best && best_time < found_time) adopt(std::move(best->first)), out.cost = std::move(best->second);
 }
 
-// The same for a pipelined plan, the count being per chunk (Megatron-LM
-// counts per stage's model chunk): each count re-prices the plan found,
-// as `pcgx plan show` writes it (its operators' partitions, its stages,
-// micro-batches, schedule and where its chunks end), lowered again under
-// that count, so no stage is searched again.
+// One stage: the plan found mapped again under each count.
+struct Mapped {
+  search::Strategy strategy;
+  const search::Estimate& estimate() const { return strategy.estimate; }
+};
+void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
+  const Graph& g = out.result.search.strategy.graph;
+  fewest_recomputed_layers<Mapped>(
+      plan_recompute(g, source_layouts(g), Recompute::kFull).segments, out,
+      [&](const search::CostModel& cost) -> std::optional<Mapped> {
+        Mapped m{search::MachineMapper(cost).map(g)};
+        if (!m.strategy.estimate.feasible) return std::nullopt;
+        return m;
+      },
+      q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
+}
+
+// Pipeline stages, the count being per chunk (Megatron-LM counts per
+// stage's model chunk): the plan found, as `pcgx plan show` writes it
+// (its operators' partitions, its stages, micro-batches, schedule and
+// where its chunks end), lowered again under each count, so no stage is
+// searched again.
+struct Lowered {
+  search::PipelineResult result;
+  const search::Estimate& estimate() const { return result.search.strategy.estimate; }
+};
 void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
                                         OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
   if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
   const search::PipelineResult& found = out.result;
   const search::Strategy& st = found.search.strategy;
-  const int64_t devices = q.machine.num_devices();
   PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
                       q.pipeline->schedule.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
                       q.pipeline->programs};
   auto plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
   try {
-    plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, devices, shape);
+    plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, q.machine.num_devices(), shape);
   } catch (const Error&) {
     return;  // not expressible as a plan: every layer stays recomputed
   }
@@ -179,33 +202,18 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   o.algorithm = search::Algorithm::kPlan, o.plan = plan;
   const search::PipelineOptions po{shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule,
                                    plan->pipeline->programs, plan->pipeline->boundaries};
-  int32_t lo = 1, hi = plan_recompute(q.model, source_layouts(q.model), Recompute::kFull).segments;  // hi: every layer fits
-  std::optional<std::pair<search::PipelineResult, std::shared_ptr<const search::CostModel>>> best;
-  while (lo < hi) {
-    const int32_t mid = lo + (hi - lo) / 2;
-    TrainingRecipe recipe = chosen;
-    recipe.recompute_layers = mid;
-    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
-    // A stated pipelined plan over memory is an error, not a result: the
-    // count does not fit.
-    search::PipelineResult r;
-    bool fits = false;
-    try {
-      r = search::optimize_pipeline(q.model, rules, *cost, o, po);
-      fits = r.search.strategy.estimate.feasible;
-    } catch (const Error&) {
-    }
-    RecipeTried tried{recipe, fits, fits ? r.search.strategy.estimate.time : 0.0};
-    tried.searched = false;
-    out.tried.push_back(tried);
-    if (fits) {
-      hi = mid;
-      best.emplace(std::move(r), std::move(cost));
-    } else {
-      lo = mid + 1;
-    }
-  }
-  if (best && best->first.search.strategy.estimate.time < st.estimate.time) out.result = std::move(best->first), out.cost = std::move(best->second);
+  fewest_recomputed_layers<Lowered>(
+      plan_recompute(q.model, source_layouts(q.model), Recompute::kFull).segments, out,
+      [&](const search::CostModel& cost) -> std::optional<Lowered> {
+        // A stated pipelined plan over memory is an error, not a result.
+        try {
+          Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
+          if (l.estimate().feasible) return l;
+        } catch (const Error&) {
+        }
+        return std::nullopt;
+      },
+      q, eff, [&](Lowered&& l) { out.result = std::move(l.result); }, st.estimate.time);
 }
 
 // The recipes searched at one precision (OptimizeReport::tried), into `out`
