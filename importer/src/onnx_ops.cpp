@@ -92,7 +92,47 @@ void matmul(Context& c, const onnx::NodeProto& n) {
   c.bind(out(n), batched ? b.batch_matmul(x, y, out(n)) : b.matmul(x, y, out(n)));
 }
 
-// Add, Sub, Mul, Div: same-shape tensors, or a tensor and a scalar constant.
+// Mul of `a` by `b` broadcast to a's shape (numpy's rules: b's dims
+// aligned to a's last ones, each equal to a's or 1), out of pcgx's own
+// operators, exactly: a's dims where b has its own values (K, in order)
+// moved first, the broadcast ones (R) last, a reshaped to [|K|, |R|, 1]
+// and b to [|K|, 1, 1], and their batched product is a scaled by b, each
+// of b's values over its row of |R| values of a (its gradient summing over
+// them, as broadcasting's does); then back to a's shape. Nothing when b
+// does not broadcast to a's shape.
+std::optional<TensorRef> broadcast_mul(GraphBuilder& b, TensorRef a, TensorRef by, const std::string& name) {
+  const std::vector<int64_t> as = b.shape(a).logical_shape(), bs0 = b.shape(by).logical_shape();
+  if (bs0.size() > as.size()) return std::nullopt;
+  std::vector<int64_t> bs(as.size() - bs0.size(), 1);
+  bs.insert(bs.end(), bs0.begin(), bs0.end());
+  std::vector<int64_t> kept, spread;
+  int64_t k = 1, r = 1;
+  for (size_t i = 0; i < as.size(); ++i) {
+    if (bs[i] == as[i]) {
+      kept.push_back(static_cast<int64_t>(i)), k *= as[i];
+    } else if (bs[i] == 1) {
+      spread.push_back(static_cast<int64_t>(i)), r *= as[i];
+    } else {
+      return std::nullopt;
+    }
+  }
+  std::vector<int64_t> perm = kept, moved;
+  perm.insert(perm.end(), spread.begin(), spread.end());
+  for (const int64_t i : perm) moved.push_back(as[static_cast<size_t>(i)]);
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int64_t>(i);
+  const TensorRef at = identity ? a : b.transpose(a, perm, name + ".broadcast_order");
+  const TensorRef rows = b.reshape(at, {k, r, 1}, name + ".rows");
+  const TensorRef scale = b.reshape(by, {k, 1, 1}, name + ".scale");
+  const TensorRef product = b.batch_matmul(rows, scale, name + ".scaled");
+  if (identity) return b.reshape(product, as, name);
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return b.transpose(b.reshape(product, moved, name + ".moved"), inverse, name);
+}
+
+// Add, Sub, Mul, Div: same-shape tensors, or a tensor and a scalar
+// constant; Mul also of a tensor by one broadcast to its shape.
 void arithmetic(Context& c, const onnx::NodeProto& n) {
   GraphBuilder& b = c.builder();
   const std::string& t = n.op_type();
@@ -106,8 +146,15 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
     throw Error(c.where(n) + ": " + t + " with a scalar is imported for Mul and Div by a constant only");
   }
   const TensorRef x = c.tensor(n.input(0)), y = c.tensor(n.input(1));
-  if (b.shape(x).logical_shape() != b.shape(y).logical_shape())
-    throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported");
+  if (b.shape(x).logical_shape() != b.shape(y).logical_shape()) {
+    if (t == "Mul") {
+      auto product = broadcast_mul(b, x, y, out(n));
+      if (!product) product = broadcast_mul(b, y, x, out(n));
+      if (product) return c.bind(out(n), *product);
+    }
+    throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported" +
+                (t == "Mul" ? " where neither operand has the result's shape" : " (Mul is)"));
+  }
   if (t == "Add") return c.bind(out(n), b.binary("EwAdd", x, y, out(n)));
   if (t == "Mul") return c.bind(out(n), b.binary("EwMul", x, y, out(n)));
   if (t == "Sub") return c.bind(out(n), b.binary("EwAdd", x, b.scalar_mul(y, -1.0, out(n) + ".neg"), out(n)));

@@ -1,14 +1,16 @@
 // ONNX operators imported on models written here with ONNX's own protobuf
 // classes, so that they run where PyTorch cannot export
 // (tests/python/onnx_models.py covers what PyTorch exports where it can):
-// Clip (pcgx's Clip, or Relu, or the identity) and BatchNormalization in
-// inference mode (its per-channel affine map) and in training mode.
+// Clip (pcgx's Clip, or Relu, or the identity), BatchNormalization in
+// inference mode (its per-channel affine map) and in training mode, and
+// Mul of a tensor by one broadcast to its shape.
 #include <gtest/gtest.h>
 
 #ifdef PCGX_HAVE_ONNX_PROTO  // built with libonnx-dev and libprotobuf-dev
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <onnx/onnx_pb.h>
 
 #include "pcgx/importer/onnx_import.h"
@@ -219,6 +221,82 @@ TEST(BatchNormImport, TrainingModeComputesBatchStatistics) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("in inference mode its scale, bias, mean and variance must be constants"), std::string::npos)
         << e.what();
+  }
+}
+
+// y = Mul(x, s) of two graph inputs, s broadcast to x's shape (or to
+// s's: `swap` puts the broadcast operand first).
+fs::path write_mul_model(const std::string& name, std::vector<int64_t> xd, std::vector<int64_t> sd, std::vector<int64_t> yd, bool swap) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name(name);
+  auto value = [](onnx::ValueInfoProto* v, const std::string& n, const std::vector<int64_t>& dims) {
+    v->set_name(n);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "x", xd);
+  value(g->add_input(), "s", sd);
+  value(g->add_output(), "y", yd);
+  auto* mul = g->add_node();
+  mul->set_op_type("Mul"), mul->add_input(swap ? "s" : "x"), mul->add_input(swap ? "x" : "s"), mul->add_output("y");
+  const fs::path path = pcgx::testing::temp_dir("pcgx_mul_import") / (name + ".onnx");
+  std::ofstream f(path, std::ios::binary);
+  m.SerializeToOstream(&f);
+  return path;
+}
+
+// A squeeze-and-excitation gate (x [N, C, H, W] times s [N, C, 1, 1]) and
+// a per-column scale (s [W]): numpy's broadcasting, computed exactly by
+// pcgx's own operators, whichever operand comes first.
+TEST(MulImport, ATensorBroadcastToTheOthersShape) {
+  if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
+  struct Case {
+    std::vector<int64_t> s;
+    std::function<size_t(int64_t, int64_t, int64_t, int64_t)> at;  // s's element for x[n, c, h, w]
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 1, 1}, [](int64_t n, int64_t c, int64_t, int64_t) { return static_cast<size_t>(n * 3 + c); }},
+      {{5}, [](int64_t, int64_t, int64_t, int64_t w) { return static_cast<size_t>(w); }},
+      {{3, 4, 1}, [](int64_t, int64_t c, int64_t h, int64_t) { return static_cast<size_t>(c * 4 + h); }},
+  };
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (const bool swap : {false, true}) {
+      SCOPED_TRACE("case " + std::to_string(i) + (swap ? ", broadcast operand first" : ""));
+      ImportOptions o;
+      o.loss = LossHead::kNone;
+      const ImportedModel m = import_onnx(write_mul_model("mul" + std::to_string(i) + (swap ? "s" : ""), {2, 3, 4, 5}, cases[i].s, {2, 3, 4, 5}, swap).string(), o);
+      const SourceFn<float> src = [&](const Node& n) {
+        Tensor<float> t(n.outputs[0].logical_shape());
+        const float k = n.name == "x" ? 0.5f : -0.25f;
+        for (size_t j = 0; j < t.data.size(); ++j) t.data[j] = k * static_cast<float>(static_cast<int>(j % 13) - 6);
+        return t;
+      };
+      const auto y = evaluate_outputs<float>(m.graph, src).at(0);
+      ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 3, 4, 5}));
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t c = 0; c < 3; ++c)
+          for (int64_t h = 0; h < 4; ++h)
+            for (int64_t w = 0; w < 5; ++w) {
+              const size_t j = static_cast<size_t>(((n * 3 + c) * 4 + h) * 5 + w);
+              const float x = 0.5f * static_cast<float>(static_cast<int>(j % 13) - 6);
+              const float s = -0.25f * static_cast<float>(static_cast<int>(cases[i].at(n, c, h, w) % 13) - 6);
+              ASSERT_EQ(y.data[j], x * s) << n << c << h << w;
+            }
+    }
+  // Both operands broadcast ([4, 1] by [1, 5]): refused, naming why.
+  try {
+    ImportOptions o;
+    o.loss = LossHead::kNone;
+    import_onnx(write_mul_model("outer", {4, 1}, {1, 5}, {4, 5}, false).string(), o);
+    ADD_FAILURE() << "imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("neither operand has the result's shape"), std::string::npos) << e.what();
   }
 }
 
