@@ -153,7 +153,7 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
       if (product) return c.bind(out(n), *product);
     }
     throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported" +
-                (t == "Mul" ? " where neither operand has the result's shape" : " (Mul is)"));
+                (t == "Mul" ? " where neither operand has the result's shape" : " (only Mul broadcasts)"));
   }
   if (t == "Add") return c.bind(out(n), b.binary("EwAdd", x, y, out(n)));
   if (t == "Mul") return c.bind(out(n), b.binary("EwMul", x, y, out(n)));

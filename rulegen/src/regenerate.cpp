@@ -63,7 +63,7 @@ Regenerated regenerate(const RegenerateOptions& o, const verify::AxiomSet& all) 
   const auto verdicts = verify::prove_all(out.candidates.rules, axioms, verify::ProverOptions{o.timeout_ms}, o.threads,
                                           [&](size_t n, size_t total) { say("verifying: " + std::to_string(n) + "/" + std::to_string(total)); },
                                           &cores);
-  for (const auto& v : verdicts) out.reused += v.reused;
+  for (const auto& v : verdicts) out.reused += v.reused && v.check.holds;
   out.generate_seconds = std::chrono::duration<double>(t1 - t0).count();
   out.verify_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   out.proved = verify::collect_proved(out.candidates, verdicts, axioms);

@@ -129,7 +129,8 @@ namespace {
 // fit), finds the fewest that fit, and it is taken where it is faster.
 // Each count tried is listed among the recipes, "(re-priced)".
 template <class Result>
-void fewest_recomputed_layers(int32_t every, OptimizeReport& out, const std::function<std::optional<Result>(const search::CostModel&)>& price,
+void fewest_recomputed_layers(int32_t every, OptimizeReport& out,
+                              const std::function<std::optional<Result>(const search::CostModel&, double& need)>& price,
                               const OptimizeRequest& q, const search::Efficiency& eff, const std::function<void(Result&&)>& adopt,
                               double found_time) {
   const TrainingRecipe chosen = out.cost->recipe();
@@ -140,8 +141,9 @@ void fewest_recomputed_layers(int32_t every, OptimizeReport& out, const std::fun
     TrainingRecipe recipe = chosen;
     recipe.recompute_layers = mid;
     auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
-    std::optional<Result> r = price(*cost);
-    RecipeTried tried{recipe, r.has_value(), r ? r->estimate().time : 0.0};
+    double need = 0;  // where it does not fit: the smallest per-device need found
+    std::optional<Result> r = price(*cost, need);
+    RecipeTried tried{recipe, r.has_value(), r ? r->estimate().time : 0.0, need};
     tried.searched = false;
     out.tried.push_back(tried);
     if (r) {
@@ -165,8 +167,10 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
   const Graph& g = out.result.search.strategy.graph;
   fewest_recomputed_layers<Mapped>(
       plan_recompute(g, source_layouts(g), Recompute::kFull).segments, out,
-      [&](const search::CostModel& cost) -> std::optional<Mapped> {
-        Mapped m{search::MachineMapper(cost).map(g)};
+      [&](const search::CostModel& cost, double& need) -> std::optional<Mapped> {
+        const search::MachineMapper mapper(cost);
+        Mapped m{mapper.map(g)};
+        need = mapper.memory_refusals().smallest_need;
         if (!m.strategy.estimate.feasible) return std::nullopt;
         return m;
       },
@@ -202,10 +206,21 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   o.algorithm = search::Algorithm::kPlan, o.plan = plan;
   const search::PipelineOptions po{shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule,
                                    plan->pipeline->programs, plan->pipeline->boundaries};
+  // The plan lowered again with every layer recomputed is the baseline:
+  // where it does not lower or fit, the counts could not be told apart
+  // from it, and none is tried. Below it, a stated pipelined plan over
+  // memory is an error rather than a result: that count does not fit.
+  double baseline = 0;
+  try {
+    const search::PipelineResult all = search::optimize_pipeline(q.model, rules, *out.cost, o, po);
+    if (!all.search.strategy.estimate.feasible) return;
+    baseline = all.search.strategy.estimate.time;
+  } catch (const Error&) {
+    return;
+  }
   fewest_recomputed_layers<Lowered>(
       plan_recompute(q.model, source_layouts(q.model), Recompute::kFull).segments, out,
-      [&](const search::CostModel& cost) -> std::optional<Lowered> {
-        // A stated pipelined plan over memory is an error, not a result.
+      [&](const search::CostModel& cost, double&) -> std::optional<Lowered> {
         try {
           Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
           if (l.estimate().feasible) return l;
@@ -213,7 +228,7 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
         }
         return std::nullopt;
       },
-      q, eff, [&](Lowered&& l) { out.result = std::move(l.result); }, st.estimate.time);
+      q, eff, [&](Lowered&& l) { out.result = std::move(l.result); }, std::min(baseline, st.estimate.time));
 }
 
 // The recipes searched at one precision (OptimizeReport::tried), into `out`

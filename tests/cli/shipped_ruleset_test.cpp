@@ -66,7 +66,7 @@ TEST(ShippedRuleset, RegenerateReproducesTheContentHash) {
   ASSERT_EQ(code, 0) << out;
   const auto shipped = nlohmann::json::parse(slurp(kShipped));
   const auto fresh = nlohmann::json::parse(slurp(dir / "unity-v1.json"));
-  EXPECT_EQ(fresh["content_hash"], shipped["content_hash"]) << "rulesets/unity-v1.json is stale: run `pcgx regenerate`";
+  EXPECT_EQ(fresh["content_hash"], shipped["content_hash"]) << "rulesets/unity-v1.json is stale: run `pcgx regenerate --no-reuse`";
   const auto manifest = nlohmann::json::parse(slurp(dir / "MANIFEST.json"));
   EXPECT_EQ(manifest["rulesets"]["unity-v1"]["content_hash"], shipped["content_hash"]);
   fs::remove_all(dir);

@@ -82,11 +82,15 @@ TEST(Rulegen, AStoredCoreIsCheckedNotTrusted) {
   const Regenerated first = regenerate(o, all);
   Ruleset forged = as_loaded(first.proved.ruleset);
   ASSERT_GE(forged.rules.size(), 2u);
-  // Rule 0's core swapped for one axiom that proves nothing about it.
-  const std::string unrelated = forged.axiom_digests.back().first;
-  forged.rules[0].proof->axioms = {unrelated};
   // Rule 1's core names an axiom recorded with another digest.
   const std::string changed = forged.rules[1].proof->axioms.front();
+  // Rule 0's core swapped for one axiom outside it that proves nothing about it alone.
+  const auto& core0 = forged.rules[0].proof->axioms;
+  std::string unrelated;
+  for (const auto& [name, digest] : forged.axiom_digests)
+    if (name != changed && std::find(core0.begin(), core0.end(), name) == core0.end()) unrelated = name;
+  ASSERT_FALSE(unrelated.empty());
+  forged.rules[0].proof->axioms = {unrelated};
   for (auto& [name, digest] : forged.axiom_digests)
     if (name == changed) digest = std::string(64, '0');
   o.previous = &forged;

@@ -49,8 +49,12 @@ void add_regenerate_command(CLI::App& app) {
     const fs::path path = fs::path(out_dir) / (base + ".json");
     if (no_reuse && !reuse.empty()) throw Error("--reuse " + reuse + ": not with --no-reuse");
     std::optional<Ruleset> previous;
-    if (!reuse.empty()) previous = load_ruleset(reuse);
-    else if (!no_reuse && fs::exists(path)) previous = load_ruleset(path.string());
+    try {
+      if (!reuse.empty()) previous = load_ruleset(reuse);
+      else if (!no_reuse && fs::exists(path)) previous = load_ruleset(path.string());
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (the ruleset whose proofs would be reused; --no-reuse proves every candidate without it)");
+    }
     if (previous) o.previous = &*previous;
     rulegen::Regenerated out = rulegen::regenerate(o, verify::load_axioms(verify::axiom_search_path(dir)));
     const gen::Opset& opset_used = o.opset;

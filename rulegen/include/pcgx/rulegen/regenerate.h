@@ -23,8 +23,11 @@ struct RegenerateOptions {
   // of its rules (rule_content) takes that rule's unsat core when every
   // axiom in it is still open to the opset's proofs with the digest the
   // ruleset records, and the core alone proves it again (prove_all); the
-  // rest are proved from every axiom. With the axioms unchanged, the result
-  // is what proving everything gives.
+  // rest are proved from every axiom. With every axiom open to the proofs
+  // unchanged, the result is what proving everything gives; where others
+  // were added or changed, a proof from all of them might have found
+  // another core, so the file may differ from one proved from scratch
+  // (both sound: each core proves its rule).
   const Ruleset* previous = nullptr;
 };
 
