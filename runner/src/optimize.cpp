@@ -4,11 +4,13 @@
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_chunks.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/rulesets/ruleset_trust.h"
@@ -218,8 +220,22 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   } catch (const Error&) {
     return;
   }
+  // The counts that mean something: up to the most layers of a chunk
+  // (a segment is its first node's chunk, recompute_plan.h).
+  int32_t most = 1;
+  try {
+    const std::vector<int64_t> chunk = pipeline_chunks(st.graph, st.views, q.machine.num_devices(), shape);
+    const RecomputePlan every = plan_recompute(st.graph, source_layouts(st.graph), Recompute::kFull, kAllLayers, chunk);
+    std::vector<int64_t> chunk_of(static_cast<size_t>(every.segments), -1);
+    for (size_t n = 0; n < every.segment.size(); ++n)
+      if (const int32_t sgm = every.segment[n]; sgm >= 0 && chunk_of[static_cast<size_t>(sgm)] < 0) chunk_of[static_cast<size_t>(sgm)] = chunk[n];
+    std::map<int64_t, int32_t> per_chunk;
+    for (const int64_t c : chunk_of) most = std::max(most, ++per_chunk[c]);
+  } catch (const Error&) {
+    return;
+  }
   fewest_recomputed_layers<Lowered>(
-      plan_recompute(q.model, source_layouts(q.model), Recompute::kFull).segments, out,
+      most, out,
       [&](const search::CostModel& cost, double&) -> std::optional<Lowered> {
         try {
           Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
