@@ -1,17 +1,12 @@
-// pcgx regenerate: rulegen::regenerate, then the ruleset, its unproved list
-// and its manifest entry written.
-#include <chrono>
-#include <filesystem>
+// pcgx regenerate: flags into a rulegen::RegenerateRequest, one
+// regenerate_into call, the report printed.
 #include <iomanip>
 #include <iostream>
-#include <optional>
-#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
-#include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/resources.h"
-#include "pcgx/rulegen/regenerate.h"
+#include "pcgx/rulegen/regenerate_into.h"
 
 namespace pcgx::cli {
 
@@ -37,63 +32,31 @@ void add_regenerate_command(CLI::App& app) {
                   "candidate that is one of its rules, whose unsat core's axioms are unchanged, is proved again with that core alone");
   cmd->add_flag("--no-reuse", no_reuse, "prove every candidate from all the axioms");
   cmd->callback([] {
-    namespace fs = std::filesystem;
-    if (version < 1) throw Error("--version " + std::to_string(version) + ": must be positive");
     if (out_dir.empty()) throw Error("--out-dir: required with an installed pcgx (its shipped rulesets are pinned by content hash)");
-    if (!fs::is_directory(out_dir)) throw Error("--out-dir " + out_dir + ": not a directory");
-    rulegen::RegenerateOptions o;
-    o.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
-    o.max_ops = max_ops, o.threads = threads, o.timeout_ms = timeout_ms;
-    o.progress = [](const std::string& s) { std::cerr << s << "\n"; };
-    const std::string base = o.opset.name + "-v" + std::to_string(version);
-    const fs::path path = fs::path(out_dir) / (base + ".json");
     if (no_reuse && !reuse.empty()) throw Error("--reuse " + reuse + ": not with --no-reuse");
-    std::optional<Ruleset> previous;
-    try {
-      if (!reuse.empty()) previous = load_ruleset(reuse);
-      else if (!no_reuse && fs::exists(path)) previous = load_ruleset(path.string());
-    } catch (const Error& e) {
-      throw Error(std::string(e.what()) + " (the ruleset whose proofs would be reused; --no-reuse proves every candidate without it)");
-    }
-    if (previous) o.previous = &*previous;
-    rulegen::Regenerated out = rulegen::regenerate(o, verify::load_axioms(verify::axiom_search_path(dir)));
-    const gen::Opset& opset_used = o.opset;
-    const Ruleset& cands = out.candidates;
-    const double gen_s = out.generate_seconds, ver_s = out.verify_seconds;
-    verify::ProvedSet& result = out.proved;
-    Ruleset& r = result.ruleset;
-    r.version = version;
-    const std::string& unproved = result.unproved;
-    save_ruleset(r, path.string());
-    write_text_file_atomic((fs::path(out_dir) / (base + ".unproved.txt")).string(), unproved);
-    // The manifest: one entry per shipped ruleset.
-    const fs::path manifest = fs::path(out_dir) / "MANIFEST.json";
-    nlohmann::json m = fs::exists(manifest) ? nlohmann::json::parse(read_text_file(manifest.string())) : nlohmann::json::object();
-    const Ruleset written = load_ruleset(path.string());
-    m["format_version"] = 1;
-    m["rulesets"][base] = {{"file", base + ".json"},
-                           {"name", r.name},
-                           {"version", version},
-                           {"opset", opset_used.name},
-                           {"candidates", cands.rules.size()},
-                           {"rules", r.rules.size()},
-                           {"content_hash", written.stored_hash},
-                           {"axioms_hash", r.axioms_hash},
-                           {"axioms", r.axiom_digests.size()},
-                           {"generator", nlohmann::json::parse(r.generator_json)},
-                           {"command", "pcgx regenerate " + (ops.empty() ? "--opset " + opset : "--ops '" + ops + "'") + " --max-ops " + std::to_string(max_ops) +
-                                           " --version " + std::to_string(version)},
-                           {"seconds", {{"generate", gen_s}, {"verify", ver_s}}}};
-    write_text_file_atomic(manifest.string(), m.dump(2) + "\n");
-    std::cout << "candidates " << cands.rules.size() << ", proved " << r.rules.size() << " (generation " << std::fixed
-              << std::setprecision(1) << gen_s << " s, verification " << ver_s << " s); the proofs use " << r.axiom_digests.size() << " of the "
-              << out.axioms << " axioms open to them (MANIFEST.json records those used)\nwrote " << path.string() << " ("
-              << written.stored_hash << ") and " << manifest.string() << "\n";
-    if (previous)
-      std::cout << "reused " << out.reused << " proofs of " << (reuse.empty() ? path.string() : reuse) << " (each proved again by its stored unsat core alone; "
+    name_flags({{"RegenerateRequest.out_dir", "--out-dir"}, {"RegenerateRequest.version", "--version"}, {"RegenerateRequest.reuse none", "--no-reuse"}});
+    rulegen::RegenerateRequest q;
+    q.options.opset = ops.empty() ? gen::resolve_opset(opset) : gen::parse_ops(ops);
+    q.options.max_ops = max_ops, q.options.threads = threads, q.options.timeout_ms = timeout_ms;
+    q.options.progress = [](const std::string& s) { std::cerr << s << "\n"; };
+    q.axiom_dirs = dir, q.out_dir = out_dir, q.version = version;
+    q.reuse = no_reuse ? rulegen::RegenerateRequest::Reuse::kNone
+                       : reuse.empty() ? rulegen::RegenerateRequest::Reuse::kReplaced : rulegen::RegenerateRequest::Reuse::kFile;
+    q.reuse_file = reuse;
+    q.command = "pcgx regenerate " + (ops.empty() ? "--opset " + opset : "--ops '" + ops + "'") + " --max-ops " + std::to_string(max_ops) +
+                " --version " + std::to_string(version);
+    const rulegen::RegenerateReport rep = rulegen::regenerate_into(std::move(q));
+    const rulegen::Regenerated& out = rep.result;
+    const Ruleset& r = out.proved.ruleset;
+    std::cout << "candidates " << out.candidates.rules.size() << ", proved " << r.rules.size() << " (generation " << std::fixed
+              << std::setprecision(1) << out.generate_seconds << " s, verification " << out.verify_seconds << " s); the proofs use "
+              << r.axiom_digests.size() << " of the " << out.axioms << " axioms open to them (MANIFEST.json records those used)\nwrote "
+              << rep.path << " (" << rep.content_hash << ") and " << rep.manifest << "\n";
+    if (!rep.reused_from.empty())
+      std::cout << "reused " << out.reused << " proofs of " << rep.reused_from << " (each proved again by its stored unsat core alone; "
                 << out.offered - out.reused << " of the " << out.offered << " offered needed a new proof); proved "
                 << r.rules.size() - out.reused << " anew\n";
-    if (report_unencoded(result.unencoded)) throw CLI::RuntimeError(1);
+    if (report_unencoded(out.proved.unencoded)) throw CLI::RuntimeError(1);
   });
 }
 
