@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void add_value(onnx::ValueInfoProto* v, const std::string& name, std::initializer_list<int64_t> dims) {
+void add_value(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
   v->set_name(name);
   auto* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::FLOAT);
@@ -38,16 +38,30 @@ void add_constant(onnx::GraphProto* g, const std::string& name, std::vector<int6
   for (const float v : values) t->add_float_data(v);
 }
 
+// A model of the default domain at `opset`, its graph named `name`.
+onnx::ModelProto new_model(const std::string& name, int64_t ir_version, int64_t opset) {
+  onnx::ModelProto m;
+  m.set_ir_version(ir_version);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  m.mutable_graph()->set_name(name);
+  return m;
+}
+
+// `m` written to <temp dir `dir`>/<name>.onnx.
+fs::path save_model(const onnx::ModelProto& m, const std::string& dir, const std::string& name) {
+  const fs::path path = pcgx::testing::temp_dir(dir) / (name + ".onnx");
+  std::ofstream f(path, std::ios::binary);
+  m.SerializeToOstream(&f);
+  return path;
+}
+
 // x [4, 6] -> MatMul by W [6, 5] -> Clip -> y: bounds as inputs (opset
 // 13), or as attributes (opset 6); `lo`/`hi` absent: not given.
 fs::path write_model(const std::string& name, std::optional<float> lo, std::optional<float> hi, bool as_attributes) {
-  onnx::ModelProto m;
-  m.set_ir_version(as_attributes ? 3 : 8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(as_attributes ? 6 : 13);
+  onnx::ModelProto m = new_model(name, as_attributes ? 3 : 8, as_attributes ? 6 : 13);
   auto* g = m.mutable_graph();
-  g->set_name(name);
   add_value(g->add_input(), "x", {4, 6});
   add_value(g->add_output(), "y", {4, 5});
   std::vector<float> w(30);
@@ -69,10 +83,7 @@ fs::path write_model(const std::string& name, std::optional<float> lo, std::opti
   };
   bound("min", lo, "lo");
   bound("max", hi, "hi");
-  const fs::path path = pcgx::testing::temp_dir("pcgx_clip_import") / (name + ".onnx");
-  std::ofstream f(path, std::ios::binary);
-  m.SerializeToOstream(&f);
-  return path;
+  return save_model(m, "pcgx_clip_import", name);
 }
 
 std::vector<std::string> compute_ops(const Graph& g) {
@@ -139,13 +150,8 @@ TEST(ClipImport, OneBoundOrNone) {
 // inference mode (opset 13, one output) or training mode (opset 15,
 // training_mode 1); `stats_as_inputs`: the statistics as graph inputs.
 fs::path write_batch_norm(const std::string& name, std::vector<int64_t> x_dims, bool training, bool stats_as_inputs = false) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(training ? 15 : 13);
+  onnx::ModelProto m = new_model(name, 8, training ? 15 : 13);
   auto* g = m.mutable_graph();
-  g->set_name(name);
   auto* x = g->add_input();
   x->set_name("x");
   auto* xt = x->mutable_type()->mutable_tensor_type();
@@ -169,10 +175,7 @@ fs::path write_batch_norm(const std::string& name, std::vector<int64_t> x_dims, 
     auto* t = bn->add_attribute();
     t->set_name("training_mode"), t->set_type(onnx::AttributeProto::INT), t->set_i(1);
   }
-  const fs::path path = pcgx::testing::temp_dir("pcgx_bn_import") / (name + ".onnx");
-  std::ofstream f(path, std::ios::binary);
-  m.SerializeToOstream(&f);
-  return path;
+  return save_model(m, "pcgx_bn_import", name);
 }
 
 // Inference mode: (x - mean) / sqrt(var + eps) * scale + bias per channel,
@@ -227,28 +230,14 @@ TEST(BatchNormImport, TrainingModeComputesBatchStatistics) {
 // y = Mul(x, s) of two graph inputs, s broadcast to x's shape (or to
 // s's: `swap` puts the broadcast operand first).
 fs::path write_mul_model(const std::string& name, std::vector<int64_t> xd, std::vector<int64_t> sd, std::vector<int64_t> yd, bool swap) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(13);
+  onnx::ModelProto m = new_model(name, 8, 13);
   auto* g = m.mutable_graph();
-  g->set_name(name);
-  auto value = [](onnx::ValueInfoProto* v, const std::string& n, const std::vector<int64_t>& dims) {
-    v->set_name(n);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    for (const int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "x", xd);
-  value(g->add_input(), "s", sd);
-  value(g->add_output(), "y", yd);
+  add_value(g->add_input(), "x", xd);
+  add_value(g->add_input(), "s", sd);
+  add_value(g->add_output(), "y", yd);
   auto* mul = g->add_node();
   mul->set_op_type("Mul"), mul->add_input(swap ? "s" : "x"), mul->add_input(swap ? "x" : "s"), mul->add_output("y");
-  const fs::path path = pcgx::testing::temp_dir("pcgx_mul_import") / (name + ".onnx");
-  std::ofstream f(path, std::ios::binary);
-  m.SerializeToOstream(&f);
-  return path;
+  return save_model(m, "pcgx_mul_import", name);
 }
 
 // A squeeze-and-excitation gate (x [N, C, H, W] times s [N, C, 1, 1]) and

@@ -31,14 +31,20 @@ TEST(Rulegen, ASmallOpsetIsProvedWithItsOwnAxioms) {
         << name;
 }
 
+// Relu with Repartition and Combine, two operators, one thread.
+RegenerateOptions small_opset() {
+  RegenerateOptions o;
+  o.opset = gen::parse_ops("Relu,Repartition,Combine");
+  o.max_ops = 2, o.threads = 1;
+  return o;
+}
+
 // The ruleset as a file holds it: proofs reused from its JSON.
 Ruleset as_loaded(const Ruleset& r) { return ruleset_from_json(ruleset_to_json(r), "previous.json"); }
 
 TEST(Rulegen, ReusedProofsGiveTheSameRuleset) {
   const verify::AxiomSet all = verify::load_axioms(verify::default_axioms_dir());
-  RegenerateOptions o;
-  o.opset = gen::parse_ops("Relu,Repartition,Combine");
-  o.max_ops = 2, o.threads = 1;
+  RegenerateOptions o = small_opset();
   const Regenerated first = regenerate(o, all);
   const Ruleset previous = as_loaded(first.proved.ruleset);
   o.previous = &previous;
@@ -54,9 +60,7 @@ TEST(Rulegen, ReusedProofsGiveTheSameRuleset) {
 // proving everything gives.
 TEST(Rulegen, AddingAnOperatorReprovesOnlyWhatItTouches) {
   const verify::AxiomSet all = verify::load_axioms(verify::default_axioms_dir());
-  RegenerateOptions o;
-  o.opset = gen::parse_ops("Relu,Repartition,Combine");
-  o.max_ops = 2, o.threads = 1;
+  RegenerateOptions o = small_opset();
   const Ruleset before = as_loaded(regenerate(o, all).proved.ruleset);
   o.opset = gen::parse_ops("Relu,Sigmoid,Repartition,Combine");
   const Regenerated fresh = regenerate(o, all);
@@ -76,9 +80,7 @@ TEST(Rulegen, AddingAnOperatorReprovesOnlyWhatItTouches) {
 // own, and the rule is proved from every axiom as before.
 TEST(Rulegen, AStoredCoreIsCheckedNotTrusted) {
   const verify::AxiomSet all = verify::load_axioms(verify::default_axioms_dir());
-  RegenerateOptions o;
-  o.opset = gen::parse_ops("Relu,Repartition,Combine");
-  o.max_ops = 2, o.threads = 1;
+  RegenerateOptions o = small_opset();
   const Regenerated first = regenerate(o, all);
   Ruleset forged = as_loaded(first.proved.ruleset);
   ASSERT_GE(forged.rules.size(), 2u);
