@@ -5,6 +5,7 @@
 #include "degree_map.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/search/substitution.h"
+#include "sample_lift.h"
 
 namespace pcgx::search {
 namespace {
@@ -62,17 +63,31 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
     if (target_state == 1) throw Error("the rule would create a cycle");
     target_state = 1;
     std::vector<std::vector<TensorRef>> node_outs(rule.target.size());
+    std::vector<std::vector<Lifted>> lifted(rule.target.size());  // a lifted match's (sample_lift.h)
     for (const Node& tn : rule.target.nodes()) {
       if (tn.op->op_class == OpClass::kSource) {
         auto v = m.vars.find(tn.name);
         if (v == m.vars.end()) throw Error("the target reads an input the source does not bind");
         node_outs[static_cast<size_t>(tn.id)] = {ref(v->second)};
+        if (m.lift > 1) {
+          const bool samples = lifted_state_is(tn.outputs[0], g.shape(v->second), m.degree, m.lift, Lifted::kSamples);
+          lifted[static_cast<size_t>(tn.id)] = {samples ? Lifted::kSamples : Lifted::kCopies};
+        }
         continue;
       }
       std::vector<TensorRef> ins;
-      for (const TensorRef& i : tn.inputs) ins.push_back(node_outs[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
+      std::vector<Lifted> in_lift;
+      for (const TensorRef& i : tn.inputs) {
+        ins.push_back(node_outs[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
+        if (m.lift > 1) in_lift.push_back(lifted[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
+      }
       const NodeId id = out.add(*tn.op, target_attrs(tn, m, out, ins), ins);
       for (size_t o = 0; o < out.node(id).outputs.size(); ++o) node_outs[static_cast<size_t>(tn.id)].push_back({id, static_cast<int32_t>(o)});
+      if (m.lift > 1) {
+        const auto l = lift_node(tn, out, id, in_lift, m.degree, m.lift);
+        if (!l) throw Error("the lifted target mixes blocks of samples");
+        lifted[static_cast<size_t>(tn.id)].assign(tn.outputs.size(), *l);
+      }
     }
     for (const TensorRef& o : rule.target.outputs()) target_out.push_back(node_outs[static_cast<size_t>(o.node)][static_cast<size_t>(o.output)]);
     target_state = 2;
@@ -118,7 +133,7 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
 }
 
 std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer, int input, int64_t degree,
-                               NodeId& new_consumer) {
+                               NodeId& new_consumer, int64_t lift_tasks) {
   const auto& vars = rule.source.nodes();
   if (vars.size() != 1 || rule.source.outputs().size() != 1) return std::nullopt;
   const Node& var = vars[0];
@@ -128,12 +143,25 @@ std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer
   const bool generic = rule.proof && rule.proof->degree_generic;
   int64_t k = degree;
   if (want.rank() != have.rank() || want.dtype != have.dtype) return std::nullopt;
+  bool exact = true;
   for (int d = 0; d < want.rank(); ++d)
     if (have.dims[static_cast<size_t>(d)].pipeline != 1 ||
         !match_degree(want.dims[static_cast<size_t>(d)].degree, have.dims[static_cast<size_t>(d)].degree, generic, k))
-      return std::nullopt;
-  if (!match_degree(want.replica, have.replica, generic, k) || k != degree) return std::nullopt;
-  Match m{&rule, {-1}, {{var.name, x}}, degree};
+      exact = false;
+  if (!match_degree(want.replica, have.replica, generic, k) || k != degree) exact = false;
+  // Or lifted over a samples split (sample_lift.h): x split on dimension 0
+  // or copied where the rule states neither.
+  int64_t lift = 1;
+  std::optional<Lifted> how;
+  if (!exact) {
+    if (!generic && degree != 2) return std::nullopt;
+    if (want.rank() > 0 && want.dims[0].degree == 1 && lifted_state_is(want, have, degree, have.dims[0].degree, Lifted::kSamples))
+      how = Lifted::kSamples, lift = have.dims[0].degree;
+    else if (want.replica == 1 && lifted_state_is(want, have, degree, have.replica, Lifted::kCopies) && all_copies(g, x))
+      how = Lifted::kCopies, lift = have.replica;
+    if (!how || lift < 2 || lift * degree > lift_tasks) return std::nullopt;
+  }
+  Match m{&rule, {-1}, {{var.name, x}}, degree, lift};
   Graph out(g.name());
   std::vector<std::vector<TensorRef>> map(g.size());
   try {
@@ -142,14 +170,25 @@ std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer
       for (const TensorRef& i : n.inputs) ins.push_back(map[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
       if (n.id == consumer) {
         std::vector<TensorRef> node_outs(rule.target.size());
+        std::vector<Lifted> node_lift(rule.target.size(), how.value_or(Lifted::kSamples));
         for (const Node& tn : rule.target.nodes()) {
           if (tn.op->op_class == OpClass::kSource) {
             node_outs[static_cast<size_t>(tn.id)] = ins[static_cast<size_t>(input)];
             continue;
           }
           std::vector<TensorRef> tins;
-          for (const TensorRef& i : tn.inputs) tins.push_back(node_outs[static_cast<size_t>(i.node)]);
-          node_outs[static_cast<size_t>(tn.id)] = {out.add(*tn.op, target_attrs(tn, m, out, tins), tins), 0};
+          std::vector<Lifted> tlift;
+          for (const TensorRef& i : tn.inputs) {
+            tins.push_back(node_outs[static_cast<size_t>(i.node)]);
+            tlift.push_back(node_lift[static_cast<size_t>(i.node)]);
+          }
+          const NodeId id = out.add(*tn.op, target_attrs(tn, m, out, tins), tins);
+          node_outs[static_cast<size_t>(tn.id)] = {id, 0};
+          if (how) {
+            const auto l = lift_node(tn, out, id, tlift, degree, lift);
+            if (!l) return std::nullopt;
+            node_lift[static_cast<size_t>(tn.id)] = *l;
+          }
         }
         const TensorRef t = node_outs[static_cast<size_t>(rule.target.outputs()[0].node)];
         if (!(out.shape(t) == have)) return std::nullopt;

@@ -74,11 +74,12 @@ std::pair<Candidate, int64_t> best_first_from(Candidate seed, const Explorer& ex
 
 }  // namespace
 
-Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, int64_t budget) {
+Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, int64_t budget, Candidate* best_start) {
   std::unordered_set<uint64_t> seen;
   std::vector<Candidate> starts;
   for (Seed& s : seeds) {
     Candidate c = ex.make(std::move(s.graph), std::move(s.applied));
+    if (best_start && (best_start->graph.size() == 0 || c.cost < best_start->cost)) *best_start = c;
     if (seen.insert(c.hash).second) starts.push_back(std::move(c));
   }
   cx.best_so_far = kInf;
@@ -155,8 +156,10 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     degrees.push_back(devs);
   }
   const size_t L = degrees.size();
-  std::map<std::pair<uint64_t, int64_t>, Candidate> solved;  // (piece hash, degree) -> best
-  std::vector<std::vector<const Candidate*>> best(pieces.size(), std::vector<const Candidate*>(L, nullptr));
+  // (piece hash, degree) -> the best found, and the best seed
+  std::map<std::pair<uint64_t, int64_t>, std::pair<Candidate, Candidate>> solved;
+  std::vector<std::vector<const std::pair<Candidate, Candidate>*>> best(pieces.size(),
+                                                                        std::vector<const std::pair<Candidate, Candidate>*>(L, nullptr));
   std::vector<std::vector<PieceGraph>> graphs(pieces.size());
   for (size_t p = 0; p < pieces.size(); ++p) {
     for (size_t l = 0; l < L; ++l) {
@@ -177,7 +180,9 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
       if (it == solved.end()) {
         cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d);
         std::vector<Seed> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines, true);
-        it = solved.emplace(std::make_pair(h, d), best_first(std::move(seeds), ex, cx, cx.options.budget)).first;
+        Candidate start;
+        Candidate found = best_first(std::move(seeds), ex, cx, cx.options.budget, &start);
+        it = solved.emplace(std::make_pair(h, d), std::make_pair(std::move(found), std::move(start))).first;
       }
       best[p][l] = &it->second;
     }
@@ -186,7 +191,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   // Chain DP over layouts: piece costs plus the layout change between pieces.
   std::vector<std::vector<double>> dp(pieces.size(), std::vector<double>(L, kInf));
   std::vector<std::vector<size_t>> from(pieces.size(), std::vector<size_t>(L, 0));
-  auto piece_cost = [&](size_t p, size_t l) { return l < best[p].size() && best[p][l] ? best[p][l]->cost : kInf; };
+  auto piece_cost = [&](size_t p, size_t l) { return l < best[p].size() && best[p][l] ? best[p][l]->first.cost : kInf; };
   auto change = [&](size_t p, size_t a, size_t b) {
     if (a == b) return 0.0;
     const TensorRef bt = pieces[p].out;
@@ -227,16 +232,40 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   std::vector<size_t> chosen(pieces.size());
   for (size_t p = pieces.size(); p-- > 0;) chosen[p] = l, l = from[p][l];
 
-  // Join the pieces' best graphs.
-  std::vector<JoinPart> parts;
-  std::vector<std::string> applied;
+  // Join the pieces' best graphs. A piece's time alone is a proxy: its
+  // gradient synchronization, for one, has no later backward pass to hide
+  // behind, so a rewrite that shrinks it may cost the joined model more
+  // than it saves. Each group of identical pieces is therefore tried again
+  // with its best seed instead (the rewrites undone), kept where the
+  // joined model is faster.
+  std::vector<char> undone(pieces.size(), 0);
+  auto join = [&] {
+    std::vector<JoinPart> parts;
+    std::vector<std::string> applied;
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      const auto& solved_p = *best[p][chosen[p]];
+      const Candidate& c = undone[p] ? solved_p.second : solved_p.first;
+      for (const auto& a : c.applied) applied.push_back(a);
+      parts.push_back({&c.graph, &graphs[p][chosen[p]]});
+    }
+    return ex.make(join_pieces(g.name(), parts), std::move(applied));
+  };
+  Candidate joined = join();
+  std::vector<char> tried(pieces.size(), 0);
   for (size_t p = 0; p < pieces.size(); ++p) {
-    const Candidate& c = *best[p][chosen[p]];
-    for (const auto& a : c.applied) applied.push_back(a);
-    parts.push_back({&c.graph, &graphs[p][chosen[p]]});
+    const auto* group = best[p][chosen[p]];
+    if (tried[p] || group->first.applied.size() == group->second.applied.size()) continue;
+    for (size_t q = p; q < pieces.size(); ++q)
+      if (best[q][chosen[q]] == group) tried[q] = 1, undone[q] = 1;
+    Candidate without = join();
+    if (without.cost < joined.cost) {
+      joined = std::move(without);
+      continue;
+    }
+    for (size_t q = p; q < pieces.size(); ++q)
+      if (best[q][chosen[q]] == group) undone[q] = 0;
   }
-  Graph joined = join_pieces(g.name(), parts);
-  return whole_baselines(ex.make(std::move(joined), std::move(applied)));
+  return whole_baselines(std::move(joined));
 }
 
 }  // namespace pcgx::search

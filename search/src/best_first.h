@@ -41,8 +41,9 @@ struct Seed {
 };
 
 // Best-first search from every seed in turn, each with a share of `budget`
-// (candidates explored); returns the best found.
-Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, int64_t budget);
+// (candidates explored); returns the best found, and in `best_start` (when
+// given) the cheapest seed.
+Candidate best_first(std::vector<Seed> seeds, const Explorer& ex, Context& cx, int64_t budget, Candidate* best_start = nullptr);
 
 // The graph and, with `with_baselines`, the baselines built from it (a
 // baseline that cannot be built on a piece, e.g. for its boundary layout, is

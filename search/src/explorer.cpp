@@ -31,9 +31,9 @@ struct Introduced {
 };
 
 std::optional<Introduced> introduce_and_match(const Graph& g, const Rule& intro, NodeId node, int input, int64_t degree,
-                                              std::span<const Rule* const> rules) {
+                                              std::span<const Rule* const> rules, int64_t lift_tasks) {
   NodeId at = -1;
-  auto g1 = introduce(g, intro, node, input, degree, at);
+  auto g1 = introduce(g, intro, node, input, degree, at, lift_tasks);
   if (!g1) return std::nullopt;
   Introduced out{std::move(*g1), {}};
   const std::map<const OpDef*, std::vector<NodeId>> only{{g.node(node).op, {at}}};
@@ -42,6 +42,7 @@ std::optional<Introduced> introduce_and_match(const Graph& g, const Rule& intro,
   o.limit = kMatchesPerRule;
   o.by_op = &only;
   o.free_degrees = {degree};
+  o.lift_tasks = lift_tasks;
   for (const Rule* r : rules)
     for (Match& m : find_matches(out.graph, *r, consumers, o)) out.matches.push_back(std::move(m));
   return out;
@@ -75,6 +76,7 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
     MatchOptions o;
     o.limit = 4;
     o.by_op = &by_op;
+    o.lift_tasks = lift_tasks();
     bool changed = false;
     for (const Rule* r : rules_.simplifiers()) {
       for (const Match& m : find_matches(g, *r, consumers, o)) {
@@ -129,6 +131,7 @@ void Explorer::steps(const Graph& g, Steps& out) const {
   o.limit = kMatchesPerRule;
   o.by_op = &by_op;
   o.free_degrees = degrees_;
+  o.lift_tasks = lift_tasks();
   for (const auto& [op, nodes] : by_op)
     for (const Rule* r : rules_.rooted_at(op))
       for (Match& m : find_matches(g, *r, consumers, o))
@@ -170,7 +173,7 @@ std::optional<Graph> Explorer::random_neighbour(const Graph& g, uint64_t draw, s
     if (h) applied.push_back(label(st.matches[i]));
   } else {
     const Intro& in = st.intros[i - st.matches.size()];
-    auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
+    auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks());
     if (g1) std::erase_if(g1->matches, [&](const Match& m) { return touches_fixed(g1->graph, m); });
     if (!g1 || g1->matches.empty()) return std::nullopt;
     const Match& m = g1->matches[static_cast<size_t>((draw / total) % g1->matches.size())];
@@ -204,7 +207,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     }
     const Intro& in = intros[i - matches.size()];
     const OpDef* op = g.node(in.node).op;
-    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers);
+    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks());
     if (!g1) return;
     for (const Match& m : g1->matches) {
       if (touches_fixed(g1->graph, m)) continue;
@@ -238,6 +241,7 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       MatchOptions o;
       o.limit = kMatchesPerRule;
       o.by_op = &by_op;
+    o.lift_tasks = lift_tasks();
       o.free_degrees = {step.degree};
       for (Match& m : find_matches(g, *step.rule, consumers, o))
         if (m.degree == step.degree && !touches_fixed(g, m)) places.emplace_back(&g, std::move(m));
@@ -247,7 +251,7 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
         if (fixed(g, n)) continue;
         const auto need = root_needs(g, *step.rule, n, step.input);
         if (!need || (need->first && *need != std::make_pair(step.intro->target.node(t.node).op, t.output))) continue;
-        auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1));
+        auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1), lift_tasks());
         if (!g1) continue;
         const Graph* at = &introduced.emplace_back(std::move(g1->graph));
         for (Match& m : g1->matches)

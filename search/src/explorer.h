@@ -70,6 +70,8 @@ class Explorer {
   mutable std::atomic<int64_t> evaluated{0};
 
  private:
+  // Lifted matches (substitution.h) are taken where they fit the devices.
+  int64_t lift_tasks() const { return mapper_.cost().devices(); }
   // An introducer at input `input` of `node`, then one of `followers`.
   struct Intro {
     NodeId node;

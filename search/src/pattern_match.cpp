@@ -4,6 +4,7 @@
 
 #include "degree_map.h"
 #include "pcgx/search/substitution.h"
+#include "sample_lift.h"
 
 namespace pcgx::search {
 namespace {
@@ -23,12 +24,13 @@ struct Matcher {
   std::vector<NodeId> trail;    // rule nodes in binding order
   std::vector<NodeId> used;     // graph nodes taken, to keep the match injective
   int64_t k = 0;                // 0: unbound
+  int64_t lift = 0;             // the samples split the match is lifted over (sample_lift.h); 0: unbound
 
   struct Mark {
     size_t trail;
-    int64_t k;
+    int64_t k, lift;
   };
-  Mark mark() const { return {trail.size(), k}; }
+  Mark mark() const { return {trail.size(), k, lift}; }
   void undo(Mark m) {
     while (trail.size() > m.trail) {
       const NodeId p = trail.back();
@@ -41,18 +43,66 @@ struct Matcher {
       }
     }
     k = m.k;
+    lift = m.lift;
   }
 
   bool degree_ok(int64_t rule_v, int64_t graph_v) { return match_degree(rule_v, graph_v, generic, k); }
 
-  bool state_ok(const ParallelTensorShape& p, const ParallelTensorShape& t) {
+  // The rule's state p read as graph state t: equal (degrees mapped), or
+  // with lifting, t is p split `lift` more ways on dimension 0 or copied
+  // `lift` more times (binding `lift` on the first such variable).
+  bool state_ok(const ParallelTensorShape& p, TensorRef ref) {
+    const ParallelTensorShape& t = g.shape(ref);
     if (p.rank() != t.rank() || p.dtype != t.dtype) return false;
-    for (int d = 0; d < p.rank(); ++d) {
-      const auto &a = p.dims[static_cast<size_t>(d)], &b = t.dims[static_cast<size_t>(d)];
-      if (a.pipeline != 1 || b.pipeline != 1) return false;
-      if (!degree_ok(a.degree, b.degree)) return false;
+    const int64_t k0 = k;
+    auto dims_ok = [&](int from) {
+      for (int d = from; d < p.rank(); ++d) {
+        const auto &a = p.dims[static_cast<size_t>(d)], &b = t.dims[static_cast<size_t>(d)];
+        if (a.pipeline != 1 || b.pipeline != 1 || !degree_ok(a.degree, b.degree)) return false;
+      }
+      return true;
+    };
+    if (dims_ok(0) && degree_ok(p.replica, t.replica)) return true;
+    k = k0;
+    if (options.lift_tasks < 4) return false;
+    auto bind = [&](int64_t l) {
+      if (l < 2 || (lift != 0 && lift != l)) return false;
+      lift = l;
+      return true;
+    };
+    const int64_t lift0 = lift;
+    if (p.rank() > 0 && p.dims[0].degree == 1 && t.dims[0].pipeline == 1 && bind(t.dims[0].degree) && dims_ok(1) &&
+        degree_ok(p.replica, t.replica))
+      return true;
+    k = k0, lift = lift0;
+    if (p.replica == 1 && bind(t.replica) && dims_ok(0) && all_copies(g, ref)) return true;
+    k = k0, lift = lift0;
+    return false;
+  }
+
+  // A lifted match keeps every block of samples apart (sample_lift.h), on
+  // the source's side; the target's is checked where it is built.
+  bool lift_ok(int64_t degree) const {
+    if (lift < 2) return true;
+    if (lift * degree > options.lift_tasks) return false;
+    std::vector<std::vector<Lifted>> outs(rule.source.size());
+    for (const Node& pn : rule.source.nodes()) {
+      const size_t i = static_cast<size_t>(pn.id);
+      if (pn.op->op_class == OpClass::kSource) {
+        if (vars[i].node == -1) continue;
+        const ParallelTensorShape& t = g.shape(vars[i]);
+        if (lifted_state_is(pn.outputs[0], t, degree, lift, Lifted::kSamples)) outs[i] = {Lifted::kSamples};
+        else if (lifted_state_is(pn.outputs[0], t, degree, lift, Lifted::kCopies)) outs[i] = {Lifted::kCopies};
+        else return false;
+        continue;
+      }
+      std::vector<Lifted> ins;
+      for (const TensorRef& in : pn.inputs) ins.push_back(outs[static_cast<size_t>(in.node)].at(static_cast<size_t>(in.output)));
+      const auto o = lift_node(pn, g, nodes[i], ins, degree, lift);
+      if (!o) return false;
+      outs[i].assign(pn.outputs.size(), *o);
     }
-    return degree_ok(p.replica, t.replica);
+    return true;
   }
 
   bool attr_ok(const Node& pn, const std::string& name, const AttrValue& v, const AttrValue& w) {
@@ -97,7 +147,7 @@ struct Matcher {
     const auto pi = static_cast<size_t>(p.node);
     if (pn.op->op_class == OpClass::kSource) {
       if (vars[pi].node != -1) return vars[pi] == t;
-      if (!state_ok(pn.outputs[0], g.shape(t))) return false;
+      if (!state_ok(pn.outputs[0], t)) return false;
       vars[pi] = t;
       trail.push_back(p.node);
       return true;
@@ -143,11 +193,13 @@ struct Matcher {
     for (const Node& pn : rule.source.nodes())
       if (pn.op->op_class == OpClass::kSource && vars[static_cast<size_t>(pn.id)].node != -1)
         bound.emplace(pn.name, vars[static_cast<size_t>(pn.id)]);
+    const int64_t l = std::max<int64_t>(lift, 1);
     if (k == 0 && generic && !options.free_degrees.empty()) {
       // The source fixes no degree: the target's degrees are free.
-      for (int64_t d : options.free_degrees) out.push_back({&rule, nodes, bound, d});
-    } else {
-      out.push_back({&rule, nodes, std::move(bound), k ? k : 2});
+      for (int64_t d : options.free_degrees)
+        if (lift_ok(d)) out.push_back({&rule, nodes, bound, d, l});
+    } else if (lift_ok(k ? k : 2)) {
+      out.push_back({&rule, nodes, std::move(bound), k ? k : 2, l});
     }
   }
 
@@ -205,7 +257,7 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
 std::vector<Match> find_matches(const Graph& g, const Rule& rule,
                                 const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
                                 const MatchOptions& options) {
-  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options, {}, {}, {}, {}, 0};
+  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options, {}, {}, {}, {}, 0, 0};
   m.nodes.assign(rule.source.size(), -1);
   m.vars.assign(rule.source.size(), TensorRef{-1, 0});
   std::vector<Match> out;
@@ -223,7 +275,7 @@ std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rul
     if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size() ||
         input < 0 || static_cast<size_t>(input) >= gn.inputs.size())
       return std::nullopt;
-    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0};
+    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0};
     if (!m.attrs_ok(pn, gn)) return std::nullopt;
     std::pair<const OpDef*, int> need{nullptr, 0};
     for (size_t j = 0; j < pn.inputs.size(); ++j) {

@@ -11,6 +11,7 @@
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/rule_form.h"
 #include "pcgx/rulesets/numeric_check.h"
+#include "pcgx/search/baselines.h"
 #include "pcgx/search/rank_adapt.h"
 #include "pcgx/search/rule_library.h"
 #include "pcgx/search/substitution.h"
@@ -130,6 +131,44 @@ TEST_P(EveryRuleAtEveryMatch, PreservesTheOutputs) {
 INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryMatch,
                          ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "xdl-tiny", "bert-large-tiny",
                                            "gpt-tiny", "vgg-13-tiny", "resnext-50-tiny", "inception-v3-tiny"),
+                         pcgx::testing::model_param_name);
+
+// The same on parallelized graphs, where a rule matches lifted over the
+// samples split (substitution.h, "Lifted matches"): data parallelism over
+// 2 devices, and Megatron's tensor parallelism inside data parallelism
+// (expert, t = 2 on 4 devices) for the transformers.
+class EveryRuleAtEveryLiftedMatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryRuleAtEveryLiftedMatch, PreservesTheOutputs) {
+  const Graph model = build_model(GetParam());
+  std::vector<Graph> graphs{data_parallel(model, 2)};
+  if (expert_family(model) == "transformer") graphs.push_back(*expert(model, find_machine("dgx-h100"), 4, 2));
+  size_t applied = 0, lifted = 0, refused = 0;
+  MatchOptions o;
+  o.lift_tasks = 64;
+  for (const Graph& g : graphs) {
+    const auto consumers = g.consumers();
+    for (const Rule& rule : all_ranks()) {
+      for (const Match& m : find_matches(g, rule, consumers, o)) {
+        if (m.lift == 1) continue;  // the test above
+        const auto h = apply_match(g, m);
+        if (!h) {
+          ++refused;
+          continue;
+        }
+        ++applied, lifted += m.lift > 1;
+        const double d = max_difference(g, *h);
+        EXPECT_LT(d, 1e-3) << rule.id << " lifted over " << m.lift << " at node " << m.nodes.back() << ": " << rule_text(rule);
+      }
+    }
+  }
+  std::printf("%s: %zu lifted applications checked, %zu refused\n", GetParam().c_str(), applied, refused);
+  EXPECT_GT(lifted, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryLiftedMatch,
+                         ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "bert-large-tiny", "gpt-tiny",
+                                           "llama-tiny"),
                          pcgx::testing::model_param_name);
 
 }  // namespace

@@ -13,6 +13,21 @@
 // k^a for one k >= 2 per match. Operators match with equal attributes, except
 // that a Split's sizes need only be proportional to the rule's.
 //
+// Lifted matches. A data-parallel graph runs the same computation once per
+// block of samples, so a rule stated without a split of dimension 0 also
+// matches there: each variable binds either a tensor split L more ways on
+// dimension 0 (outermost) where the rule states none, or L equal copies
+// where the rule states replica 1, one L per match (Match::lift). Such a
+// match is taken only where no operator of either side mixes the blocks of
+// samples: each compute operator reading a split tensor has a registry
+// parallel kind splitting it and its outputs on dimension 0 (copying the
+// copies), the parallel operators are Repartition, Combine, Replicate,
+// Reduce or AllReduce, and every operator's outputs have the rule's state
+// with the L added (search/src/sample_lift.h states the argument). Rules
+// then compose with data parallelism: a rule proved on unsplit tensors
+// splits the sequence of a layer whose samples are already split (the
+// shipped rules state one split at a time).
+//
 // A match is applicable when no node it replaces is read from outside it
 // except through the rule's outputs. Applying it rebuilds the graph with the
 // target in place; shapes and degrees are inferred again, and an application
@@ -38,6 +53,7 @@ struct Match {
   std::vector<NodeId> nodes;               // per node of rule->source: the graph node (-1 for variables)
   std::map<std::string, TensorRef> vars;   // rule input name -> graph tensor
   int64_t degree = 2;                      // what the rule's degree 2 stands for
+  int64_t lift = 1;                        // the samples split it is lifted over (1: none; see below)
 };
 
 // A rule read right to left (rules are equalities; the search uses both
@@ -52,6 +68,10 @@ struct MatchOptions {
   std::vector<int64_t> free_degrees;
   // Graph nodes per operator (nodes_by_op), to avoid scanning the graph.
   const std::map<const OpDef*, std::vector<NodeId>>* by_op = nullptr;
+  // Lifted matches (above) where the samples split times the match's
+  // degree is at most this many tasks (the devices: a lifted rule that
+  // splits further must fit); 0: the rule's parallel states exactly.
+  int64_t lift_tasks = 0;
 };
 
 std::map<const OpDef*, std::vector<NodeId>> nodes_by_op(const Graph& g);
@@ -79,10 +99,11 @@ std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rul
 // everywhere; the search uses them only at one operator's input, as the
 // first half of a two-rule step. This rewrites input `input` of node
 // `consumer` (its other readers keep x), with the rule's degree 2 standing
-// for `degree`; nothing when x's parallel state is not the rule's. The
+// for `degree`; nothing when x's parallel state is not the rule's (or,
+// with `lift_tasks`, the rule's lifted as a match may be, see above). The
 // consumer's id in the result is stored in `new_consumer`.
 std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer, int input, int64_t degree,
-                               NodeId& new_consumer);
+                               NodeId& new_consumer, int64_t lift_tasks = 0);
 
 // `g` with the match replaced by the rule's target, or nothing when the
 // target is not legal at that place.
