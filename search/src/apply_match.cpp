@@ -169,28 +169,31 @@ std::optional<Graph> introduce(const Graph& g, const Rule& rule, NodeId consumer
       std::vector<TensorRef> ins;
       for (const TensorRef& i : n.inputs) ins.push_back(map[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
       if (n.id == consumer) {
-        std::vector<TensorRef> node_outs(rule.target.size());
+        // Per target node, its outputs (a Split has several: each reader
+        // takes the one it names).
+        std::vector<std::vector<TensorRef>> node_outs(rule.target.size());
         std::vector<Lifted> node_lift(rule.target.size(), how.value_or(Lifted::kSamples));
         for (const Node& tn : rule.target.nodes()) {
           if (tn.op->op_class == OpClass::kSource) {
-            node_outs[static_cast<size_t>(tn.id)] = ins[static_cast<size_t>(input)];
+            node_outs[static_cast<size_t>(tn.id)] = {ins[static_cast<size_t>(input)]};
             continue;
           }
           std::vector<TensorRef> tins;
           std::vector<Lifted> tlift;
           for (const TensorRef& i : tn.inputs) {
-            tins.push_back(node_outs[static_cast<size_t>(i.node)]);
+            tins.push_back(node_outs[static_cast<size_t>(i.node)].at(static_cast<size_t>(i.output)));
             tlift.push_back(node_lift[static_cast<size_t>(i.node)]);
           }
           const NodeId id = out.add(*tn.op, target_attrs(tn, m, out, tins), tins);
-          node_outs[static_cast<size_t>(tn.id)] = {id, 0};
+          for (size_t o = 0; o < out.node(id).outputs.size(); ++o) node_outs[static_cast<size_t>(tn.id)].push_back({id, static_cast<int32_t>(o)});
           if (how) {
             const auto l = lift_node(tn, out, id, tlift, degree, lift);
             if (!l) return std::nullopt;
             node_lift[static_cast<size_t>(tn.id)] = *l;
           }
         }
-        const TensorRef t = node_outs[static_cast<size_t>(rule.target.outputs()[0].node)];
+        const TensorRef ro = rule.target.outputs()[0];
+        const TensorRef t = node_outs[static_cast<size_t>(ro.node)].at(static_cast<size_t>(ro.output));
         if (!(out.shape(t) == have)) return std::nullopt;
         ins[static_cast<size_t>(input)] = t;
       }
