@@ -43,4 +43,22 @@ bool is_strategy_file(const std::string& path) {
 
 std::string default_ruleset_path() { return shipped_dir(Shipped::kRulesets) + "/unity-v1.json"; }
 
+std::vector<std::string> default_rulesets() {
+  const std::string dir = shipped_dir(Shipped::kRulesets);
+  std::vector<std::string> out{default_ruleset_path()};
+  std::ifstream in(dir + "/MANIFEST.json");
+  const auto m = nlohmann::json::parse(in, nullptr, false);
+  if (m.is_discarded() || !m.is_object() || !m.contains("rulesets") || !m["rulesets"].is_object())
+    throw Error(dir + "/MANIFEST.json: not a ruleset manifest (field rulesets)");
+  std::vector<std::string> others;
+  for (const auto& [name, entry] : m["rulesets"].items()) {
+    const std::string file = entry.is_object() ? entry.value("file", std::string{}) : std::string{};
+    if (file.empty()) throw Error(dir + "/MANIFEST.json: rulesets." + name + ".file: missing");
+    if (dir + "/" + file != out[0]) others.push_back(dir + "/" + file);
+  }
+  std::sort(others.begin(), others.end());
+  out.insert(out.end(), others.begin(), others.end());
+  return out;
+}
+
 }  // namespace pcgx::runner

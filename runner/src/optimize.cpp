@@ -438,14 +438,30 @@ OptimizeRequest with_micro_batches(OptimizeRequest q) {
 
 }  // namespace
 
+std::string describe_rules(const OptimizeReport& r) {
+  if (r.rulesets.empty()) return "";
+  std::string s = std::to_string(r.rules) + " rules (both directions, ranks 2-4) from ";
+  for (size_t i = 0; i < r.rulesets.size(); ++i) {
+    if (i) s += i + 1 == r.rulesets.size() ? " and " : ", ";
+    const std::string& trust = i < r.trust.size() ? r.trust[i] : std::string{};
+    s += r.rulesets[i] + (trust.empty() ? "" : r.rulesets.size() == 1 ? ": " + trust : " (" + trust + ")");
+  }
+  return s;
+}
+
 OptimizeReport optimize(const OptimizeRequest& request) {
   const OptimizeRequest q = with_micro_batches(request);
   validate(q);
   OptimizeReport base;
-  Ruleset rs;
+  std::vector<Ruleset> rs;
   if (search::uses_rules(q.search.algorithm)) {
-    base.ruleset = q.ruleset.empty() ? default_ruleset_path() : q.ruleset;
-    rs = load_search_ruleset(base.ruleset, q.allow_unverified, &base.unverified, &base.trust, q.reprove);
+    base.rulesets = q.rulesets.empty() ? default_rulesets() : q.rulesets;
+    for (const std::string& path : base.rulesets) {
+      std::optional<std::string> why;
+      std::string& trust = base.trust.emplace_back();
+      rs.push_back(load_search_ruleset(path, q.allow_unverified, &why, &trust, q.reprove));
+      if (why) base.unverified.emplace_back(path, *why);
+    }
   }
   const search::RuleLibrary rules(rs);
   base.rules = rules.size();

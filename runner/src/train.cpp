@@ -159,16 +159,16 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         say("searching a strategy for " + graph.name() + " on " + std::to_string(q.devices) + " devices of " + machine.name + " (" +
             std::string(search::name(q.search->algorithm)) + ")");
         OptimizeRequest oq;
-        oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.ruleset = q.ruleset;
+        oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.rulesets = q.rulesets;
         oq.allow_unverified = q.allow_unverified, oq.reprove = q.reprove, oq.comm = comm, oq.profile = profile;
         oq.precision = q.precision.value_or(kDefaultPrecision);
         adopt_plan_settings(oq, {true, q.precision.has_value()});  // a plan's recipe and pipeline, where the request states none
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");
-        if (r.unverified) say("warning: " + r.ruleset + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + *r.unverified);
-        if (!r.ruleset.empty())
-          say("  " + std::to_string(r.rules) + " rules (both directions, ranks 2-4) from " + r.ruleset + (r.trust.empty() ? "" : ": " + r.trust));
+        for (const auto& [file, why] : r.unverified)
+          say("warning: " + file + ": searching with an unverified ruleset (OptimizeRequest.allow_unverified): " + why);
+        if (!r.rulesets.empty()) say("  " + describe_rules(r));
         if (world || !q.outputs.strategy.empty()) shared = searched = search::strategy_to_json(r.file);
         adopt(r.file, graph, views, o);
         rep.search = std::move(r.result.search);

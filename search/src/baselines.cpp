@@ -463,13 +463,15 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
   return mapper.time(split) < mapper.time(whole) ? split : whole;
 }
 
-std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
+namespace {
+
+// The expert's fastest degree that fits; where none fits, the one needing
+// the least memory (the closest miss: what a pipeline's micro-batches or
+// the error message start from). With it, its graph.
+std::optional<std::pair<int64_t, Graph>> tuned(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
-  // The fastest degree that fits; where none fits, the one needing the
-  // least memory (the closest miss: what a pipeline's micro-batches or the
-  // error message start from).
-  std::optional<Graph> best;
+  std::optional<std::pair<int64_t, Graph>> best;
   const double inf = std::numeric_limits<double>::infinity();
   double best_time = inf, best_memory = inf;
   for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
@@ -478,9 +480,22 @@ std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, b
     const Estimate est = mapper.map(*e).estimate;
     const double time = est.feasible ? est.time : inf, memory = est.max_memory();
     if (!best || time < best_time || (time == inf && best_time == inf && memory < best_memory))
-      best = std::move(e), best_time = time, best_memory = memory;
+      best.emplace(t, std::move(*e)), best_time = time, best_memory = memory;
   }
   return best;
+}
+
+}  // namespace
+
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
+  auto t = tuned(g, mapper, sequence_parallel);
+  if (!t) return std::nullopt;
+  return std::move(t->second);
+}
+
+int64_t tuned_expert_degree(const Graph& g, const MachineMapper& mapper) {
+  const auto t = tuned(g, mapper, false);
+  return t ? t->first : 0;
 }
 
 }  // namespace pcgx::search

@@ -148,41 +148,52 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   }
   // Boundary layouts: unpartitioned and the sample dimension split by each degree.
   // To bound the work, the layouts are unpartitioned, split by the whole
-  // machine, and by one eighth of it.
-  std::vector<int64_t> degrees{1};
+  // machine, and by one eighth of it; and where the expert's plan for the
+  // model splits tensors t ways (Megatron-LM's degree), the samples split
+  // by the rest with the second dimension split t ways: how a layer hands
+  // its output on when the rules split its sequence (sequence parallelism)
+  // or, at rank 2, its features.
+  std::vector<BoundaryLayout> degrees{{}};
   const int64_t devs = cx.mapper.cost().devices();
   if (layouts && devs > 1) {
-    if (devs % 8 == 0 && devs / 8 > 1) degrees.push_back(devs / 8);
-    degrees.push_back(devs);
+    if (devs % 8 == 0 && devs / 8 > 1) degrees.push_back({devs / 8});
+    degrees.push_back({devs});
+    if (with_baselines)
+      if (const int64_t t = tuned_expert_degree(g, cx.mapper); t > 1 && t < devs && devs % t == 0) degrees.push_back({devs / t, t});
   }
   const size_t L = degrees.size();
-  // (piece hash, degree) -> the best found, and the best seed
-  std::map<std::pair<uint64_t, int64_t>, std::pair<Candidate, Candidate>> solved;
+  // (piece hash, layout) -> the best found, and the best seed
+  std::map<std::pair<uint64_t, size_t>, std::pair<Candidate, Candidate>> solved;
   std::vector<std::vector<const std::pair<Candidate, Candidate>*>> best(pieces.size(),
                                                                         std::vector<const std::pair<Candidate, Candidate>*>(L, nullptr));
   std::vector<std::vector<PieceGraph>> graphs(pieces.size());
   for (size_t p = 0; p < pieces.size(); ++p) {
     for (size_t l = 0; l < L; ++l) {
-      const int64_t d = degrees[l];
+      const BoundaryLayout d = degrees[l];
       const Piece& pc = pieces[p];
       const TensorRef boundary = pc.in.node >= 0 ? pc.in : pc.out;
-      if (d > 1 && g.shape(boundary).dims.empty()) break;
-      const int64_t din = pc.in.node >= 0 ? d : 1, dout = pc.out.node >= 0 ? d : 1;
+      if (d.degree() > 1 && g.shape(boundary).dims.empty()) break;
       // A pipelined boundary is split within each micro-batch's samples.
-      auto takes = [&](TensorRef t) { return t.node < 0 || g.shape(t).dims.at(0).size % (d * g.shape(t).dims.at(0).pipeline) == 0; };
+      auto takes = [&](TensorRef t) {
+        if (t.node < 0) return true;
+        const auto& dims = g.shape(t).dims;
+        return dims.at(0).size % (d.samples * dims.at(0).pipeline) == 0 &&
+               (d.second == 1 || (dims.size() > 2 && dims[1].size % (d.second * dims[1].pipeline) == 0));
+      };
       if (!takes(pc.in) || !takes(pc.out)) {
         graphs[p].push_back({});
         continue;
       }
-      graphs[p].push_back(piece_graph(g, pc, din, dout));
+      graphs[p].push_back(piece_graph(g, pc, pc.in.node >= 0 ? d : BoundaryLayout{}, pc.out.node >= 0 ? d : BoundaryLayout{}));
       const uint64_t h = graph_hash(graphs[p].back().graph);
-      auto it = solved.find({h, d});
+      auto it = solved.find({h, l});
       if (it == solved.end()) {
-        cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d);
+        cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d.samples) +
+                   (d.second > 1 ? "x" + std::to_string(d.second) : "");
         std::vector<Seed> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines, true);
         Candidate start;
         Candidate found = best_first(std::move(seeds), ex, cx, cx.options.budget, &start);
-        it = solved.emplace(std::make_pair(h, d), std::make_pair(std::move(found), std::move(start))).first;
+        it = solved.emplace(std::make_pair(h, l), std::make_pair(std::move(found), std::move(start))).first;
       }
       best[p][l] = &it->second;
     }
@@ -200,8 +211,8 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     // devices: an all-to-all, forward and backward (each member sends what
     // the others need of its share).
     const CostModel& cm = cx.mapper.cost();
-    const int64_t k = std::max(degrees[a], degrees[b]);
-    const double share = static_cast<double>(s.total_bytes()) / static_cast<double>(std::min(degrees[a], degrees[b]));
+    const int64_t k = std::max(degrees[a].degree(), degrees[b].degree());
+    const double share = static_cast<double>(s.total_bytes()) / static_cast<double>(std::min(degrees[a].degree(), degrees[b].degree()));
     return 2 * collective_time(cm.machine(), Collective::kAllToAll, strided_group(cm.machine(), 0, 1, k), share);
   };
   for (size_t l = 0; l < L; ++l) dp[0][l] = piece_cost(0, l);

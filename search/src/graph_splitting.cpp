@@ -13,10 +13,11 @@ namespace {
 constexpr const char* kSeedAttr = "seed";
 
 // A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
-ParallelTensorShape layout(const ParallelTensorShape& logical, int64_t degree, int64_t last_degree) {
+ParallelTensorShape layout(const ParallelTensorShape& logical, BoundaryLayout b) {
   ParallelTensorShape s = ParallelTensorShape::unpartitioned(logical.logical_shape(), logical.dtype);
-  if (degree > 1 && s.rank() > 0) s.dims[0].degree = degree;
-  if (last_degree > 1 && s.rank() > 1) s.dims.back().degree = last_degree;
+  if (b.samples > 1 && s.rank() > 0) s.dims[0].degree = b.samples;
+  if (b.second > 1 && s.rank() > 2) s.dims[1].degree = b.second;
+  if (b.last > 1 && s.rank() > 1) s.dims.back().degree = b.last;
   return s;
 }
 
@@ -88,13 +89,13 @@ std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k) {
 }
 
 
-PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout, int64_t rin, int64_t rout) {
+PieceGraph piece_graph(const Graph& g, const Piece& p, BoundaryLayout in, BoundaryLayout out_layout) {
   PieceGraph pg{Graph(g.name()), {}};
   Graph& out = pg.graph;
   std::map<TensorRef, TensorRef> map;
   std::map<NodeId, NodeId> sources;
   if (p.in.node >= 0) {
-    const ParallelTensorShape s = layout(g.shape(p.in), din, rin);
+    const ParallelTensorShape s = layout(g.shape(p.in), in);
     Attributes a{{"shape", IntList(s.logical_shape())}, {"dtype", std::string(to_string(s.dtype))}};
     if (!s.is_unpartitioned()) {
       IntList degrees;
@@ -111,7 +112,8 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
         t = {out.add("Pipeline", {{"dim", d}, {"degree", k}}, {t}), 0};
     // The samples first: the last dimension's Combine, next, meets the
     // stage's own layout change as one step (relayout.h), holding no copy.
-    if (din > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", din}}, {t}), 0};
+    if (s.rank() > 0 && s.dims[0].degree > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", s.dims[0].degree}}, {t}), 0};
+    if (s.rank() > 2 && s.dims[1].degree > 1) t = {out.add("Combine", {{"dim", int64_t{1}}, {"degree", s.dims[1].degree}}, {t}), 0};
     if (s.rank() > 1 && s.dims.back().degree > 1)
       t = {out.add("Combine", {{"dim", int64_t{s.rank() - 1}}, {"degree", s.dims.back().degree}}, {t}), 0};
     map[p.in] = t;
@@ -146,9 +148,9 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout
   }
   if (p.out.node >= 0) {
     TensorRef t = map.at(p.out);
-    if (dout > 1) t = {out.add("Repartition", {{"dim", int64_t{0}}, {"degree", dout}}, {t}), 0};
-    const int64_t rank = g.shape(p.out).rank();
-    if (rout > 1 && rank > 1) t = {out.add("Repartition", {{"dim", rank - 1}, {"degree", rout}}, {t}), 0};
+    const ParallelTensorShape s = layout(g.shape(p.out), out_layout);
+    for (int64_t d = 0; d < s.rank(); ++d)
+      if (const int64_t k = s.dims[static_cast<size_t>(d)].degree; k > 1) t = {out.add("Repartition", {{"dim", d}, {"degree", k}}, {t}), 0};
     out.add_output(t);
   } else {
     for (const TensorRef& o : g.outputs()) out.add_output(map.at(o));

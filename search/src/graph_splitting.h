@@ -32,24 +32,31 @@ std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k);
 // The pieces of `order` cut after the given positions of valid_cuts().
 std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector<std::pair<size_t, TensorRef>>& cuts);
 
+// How a boundary tensor is split between pieces: its samples (dimension
+// 0), its second dimension (a transformer's sequence, which sequence
+// parallelism keeps split between layers), and its last dimension.
+// Splitting the last dimension is Megatron-LM's scatter-gather of a
+// pipeline stage boundary (Narayanan et al. 2021, Section 4.1): each of the
+// devices that would each receive the same samples whole receives 1/r of
+// them, and the stage gathers them on its own links.
+struct BoundaryLayout {
+  int64_t samples = 1, second = 1, last = 1;
+  int64_t degree() const { return samples * second * last; }
+};
+
 // A piece as a graph of its own, with nodes renamed canonically (sources
 // s0, s1, ..., others c2, c3, ...) and random seeds (Dropout's `seed`)
 // numbered canonically, so identical layers give identical graphs; `names`
 // and `seeds` map back. Its boundary input is an Input named "piece:in"
-// whose sample dimension is split by `din` and last dimension by `rin`
-// (then combined), and its boundary output is repartitioned alike by
-// `dout` and `rout`. Splitting the last dimension too is Megatron-LM's
-// scatter-gather of a pipeline stage boundary (Narayanan et al. 2021,
-// Section 4.1): each of the devices that would each receive the same
-// samples whole receives 1/r of them, and the stage gathers them on its
-// own links. A pipelined boundary's input is pipelined alike, right after
-// the Input.
+// split as `in` says (then combined), and its boundary output is
+// repartitioned as `out` says. A pipelined boundary's input is pipelined
+// alike, right after the Input.
 struct PieceGraph {
   Graph graph;
   std::map<std::string, std::string> names;  // canonical -> model name
   std::map<int64_t, int64_t> seeds;          // canonical -> model seed
 };
-PieceGraph piece_graph(const Graph& g, const Piece& p, int64_t din, int64_t dout, int64_t rin = 1, int64_t rout = 1);
+PieceGraph piece_graph(const Graph& g, const Piece& p, BoundaryLayout in, BoundaryLayout out);
 
 // One piece's optimized graph and the names it maps back with.
 struct JoinPart {

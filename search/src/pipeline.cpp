@@ -306,7 +306,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
       };
       std::vector<PieceGraph> graphs;
       for (const Piece& pc : pieces) {
-        PieceGraph pg = piece_graph(model, pc, split_by(pc.in), split_by(pc.out), scatter_by(pc.in), scatter_by(pc.out));
+        PieceGraph pg = piece_graph(model, pc, {split_by(pc.in), 1, scatter_by(pc.in)}, {split_by(pc.out), 1, scatter_by(pc.out)});
         // A written plan selects operators by their names and layers: its
         // stages keep the model's names (none shares another's lowering).
         graphs.push_back(options.algorithm == Algorithm::kPlan ? with_model_names(pg) : std::move(pg));

@@ -1,6 +1,8 @@
 // Preparing a ruleset for the search (see rule_library.h).
 #include "pcgx/search/rule_library.h"
 
+#include <set>
+
 #include "pcgx/rulesets/rule_form.h"
 #include "pcgx/search/rank_adapt.h"
 #include "pcgx/search/substitution.h"
@@ -71,15 +73,21 @@ bool introducer(const Rule& r, RuleFilter f) {
 
 }  // namespace
 
-RuleLibrary::RuleLibrary(const Ruleset& rules, RuleFilter filter) {
-  for (const Rule& r : rules.rules) {
-    for (const Rule& d : {r, reversed(r)}) {
-      std::vector<Rule> forms{d};
-      for (int to : {2, 4})
-        if (auto a = adapt_rank(d, to)) forms.push_back(std::move(*a));
-      for (Rule& x : forms) {
-        if (keep(x, filter)) rules_.push_back(x);
-        else if (introducer(x, filter)) bare_.push_back(x);
+RuleLibrary::RuleLibrary(const Ruleset& rules, RuleFilter filter) : RuleLibrary(std::span<const Ruleset>(&rules, 1), filter) {}
+
+RuleLibrary::RuleLibrary(std::span<const Ruleset> rulesets, RuleFilter filter) {
+  std::set<std::string> stated;
+  for (const Ruleset& rules : rulesets) {
+    for (const Rule& r : rules.rules) {
+      if (rulesets.size() > 1 && !stated.insert(rule_text(r)).second) continue;
+      for (const Rule& d : {r, reversed(r)}) {
+        std::vector<Rule> forms{d};
+        for (int to : {2, 4})
+          if (auto a = adapt_rank(d, to)) forms.push_back(std::move(*a));
+        for (Rule& x : forms) {
+          if (keep(x, filter)) rules_.push_back(x);
+          else if (introducer(x, filter)) bare_.push_back(x);
+        }
       }
     }
   }

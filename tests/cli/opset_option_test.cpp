@@ -103,7 +103,10 @@ TEST(OpsetOption, TheDocumentedWorkflowRuns) {
   // Not used unless given; checked numerically when given.
   const std::string strategy = (work / "s.json").string();
   r = run("optimize mlp-tiny --machine cpu-host --devices 2 -q -o " + strategy);
-  EXPECT_NE(r.out.find("unity-v1.json: shipped (content hash pinned)"), std::string::npos) << r.out;
+  // (the default: every shipped ruleset, pinned)
+  EXPECT_NE(r.out.find("unity-v1.json (shipped (content hash pinned)) and "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("llama-v1.json (shipped (content hash pinned))"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("myops-v1.json"), std::string::npos) << r.out;
   r = pcgx::testing::run_shell("PCGX_CACHE_DIR=" + (work / "cache").string() + " " + PCGX_BINARY +
                                " optimize mlp-tiny --machine cpu-host --devices 2 -q --ruleset " + (out / "myops-v1.json").string() + " -o " + strategy);
   ASSERT_EQ(r.code, 0) << r.out;

@@ -1,9 +1,11 @@
-// The shipped ruleset: it audits clean, a hand edit is caught and named, and
-// `pcgx regenerate` reproduces it from scratch (same content hash).
+// The shipped rulesets: each audits clean and `pcgx regenerate`, run as its
+// MANIFEST entry says, reproduces it from scratch (same content hash); a
+// hand edit is caught and named.
 #include <gtest/gtest.h>
 
 #include "cli/run_pcgx.h"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,13 +33,50 @@ fs::path scratch(const std::string& name) {
   return d;
 }
 
-TEST(ShippedRuleset, AuditsClean) {
-  const auto [code, out] = run_pcgx("audit " + kShipped);
+const nlohmann::json& manifest() {
+  static const nlohmann::json m = nlohmann::json::parse(slurp(std::string(PCGX_SOURCE_DIR) + "/rulesets/MANIFEST.json"));
+  return m;
+}
+
+std::vector<std::string> shipped_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : manifest()["rulesets"].items()) names.push_back(name);
+  return names;
+}
+
+class ShippedRuleset : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedRuleset, AuditsClean) {
+  const std::string file = std::string(PCGX_SOURCE_DIR) + "/rulesets/" + manifest()["rulesets"][GetParam()]["file"].get<std::string>();
+  const auto [code, out] = run_pcgx("audit " + file);
   EXPECT_EQ(code, 0) << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
   EXPECT_NE(out.find("content hash   ok"), std::string::npos);
 }
 
-TEST(ShippedRuleset, AHandEditIsCaughtAndNamed) {
+TEST_P(ShippedRuleset, RegenerateReproducesTheContentHash) {
+  const auto& entry = manifest()["rulesets"][GetParam()];
+  const std::string command = entry["command"];
+  ASSERT_EQ(command.rfind("pcgx ", 0), 0u) << command;
+  const fs::path dir = scratch("regen_" + GetParam());
+  const auto [code, out] = run_pcgx(command.substr(5) + " --out-dir " + dir.string());
+  ASSERT_EQ(code, 0) << out;
+  const auto fresh = nlohmann::json::parse(slurp(dir / entry["file"].get<std::string>()));
+  EXPECT_EQ(fresh["content_hash"], entry["content_hash"])
+      << "rulesets/" << entry["file"].get<std::string>() << " is stale: run `" << command << " --no-reuse`";
+  const auto written = nlohmann::json::parse(slurp(dir / "MANIFEST.json"));
+  EXPECT_EQ(written["rulesets"][GetParam()]["content_hash"], entry["content_hash"]);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Manifest, ShippedRuleset, ::testing::ValuesIn(shipped_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+TEST(ShippedRulesetEdit, AHandEditIsCaughtAndNamed) {
   nlohmann::json j = nlohmann::json::parse(slurp(kShipped));
   std::string edited;
   for (auto& rule : j["rules"]) {
@@ -57,18 +96,6 @@ TEST(ShippedRuleset, AHandEditIsCaughtAndNamed) {
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("content hash   MISMATCH"), std::string::npos);
   EXPECT_NE(out.find("FAIL " + edited + ":"), std::string::npos) << "the audit should name " << edited;
-  fs::remove_all(dir);
-}
-
-TEST(ShippedRuleset, RegenerateReproducesTheContentHash) {
-  const fs::path dir = scratch("regen");
-  const auto [code, out] = run_pcgx("regenerate --out-dir " + dir.string());
-  ASSERT_EQ(code, 0) << out;
-  const auto shipped = nlohmann::json::parse(slurp(kShipped));
-  const auto fresh = nlohmann::json::parse(slurp(dir / "unity-v1.json"));
-  EXPECT_EQ(fresh["content_hash"], shipped["content_hash"]) << "rulesets/unity-v1.json is stale: run `pcgx regenerate --no-reuse`";
-  const auto manifest = nlohmann::json::parse(slurp(dir / "MANIFEST.json"));
-  EXPECT_EQ(manifest["rulesets"]["unity-v1"]["content_hash"], shipped["content_hash"]);
   fs::remove_all(dir);
 }
 

@@ -25,19 +25,27 @@ const Ruleset& shipped() {
   return r;
 }
 
-// The shipped rules in both directions, and their 2-d and 4-d adaptations.
-const std::vector<Rule>& all_ranks() {
-  static const std::vector<Rule> rules = [] {
-    std::vector<Rule> v;
-    for (const Rule& r : shipped().rules) {
-      for (const Rule& d : {r, reversed(r)}) {
-        v.push_back(d);
-        for (int to : {2, 4})
-          if (auto a = adapt_rank(d, to)) v.push_back(std::move(*a));
-      }
+// A ruleset's rules in both directions, and their 2-d and 4-d adaptations.
+std::vector<Rule> in_all_ranks(const Ruleset& rs) {
+  std::vector<Rule> v;
+  for (const Rule& r : rs.rules) {
+    for (const Rule& d : {r, reversed(r)}) {
+      v.push_back(d);
+      for (int to : {2, 4})
+        if (auto a = adapt_rank(d, to)) v.push_back(std::move(*a));
     }
-    return v;
-  }();
+  }
+  return v;
+}
+
+const std::vector<Rule>& all_ranks() {
+  static const std::vector<Rule> rules = in_all_ranks(shipped());
+  return rules;
+}
+
+// The shipped llama-v1 rules (RMSNorm, SiLU), likewise.
+const std::vector<Rule>& llama_ranks() {
+  static const std::vector<Rule> rules = in_all_ranks(load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/llama-v1.json"));
   return rules;
 }
 
@@ -136,35 +144,116 @@ INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryMatch,
 // The same on parallelized graphs, where a rule matches lifted over the
 // samples split (substitution.h, "Lifted matches"): data parallelism over
 // 2 devices, and Megatron's tensor parallelism inside data parallelism
-// (expert, t = 2 on 4 devices) for the transformers.
+// (expert, t = 2 on 4 devices) for the transformers; with the shipped
+// llama-v1 rules too (RMSNorm split along the sequence).
+// Two-rule steps as the search takes them: an introducer (x =>
+// Combine(Repartition(x)), x => Concat(Split(x))) at one input of an
+// operator, then each rule at that operator (with `lifted_only`, only
+// lifted ones); each must leave the outputs unchanged.
+struct TwoRuleSteps {
+  size_t checked = 0, norms = 0;
+};
+
+TwoRuleSteps check_two_rule_steps(const std::vector<Graph>& graphs, int64_t lift_tasks, bool lifted_only) {
+  std::vector<const Rule*> intros;
+  std::map<const OpDef*, std::vector<const Rule*>> by_root;
+  for (const auto* rules : {&all_ranks(), &llama_ranks()}) {
+    for (const Rule& r : *rules) {
+      if (r.source.size() == 1 && r.target.size() > 1) {
+        intros.push_back(&r);
+        continue;
+      }
+      for (const TensorRef& out : r.source.outputs())
+        if (r.source.node(out.node).op->op_class != OpClass::kSource) {
+          by_root[r.source.node(out.node).op].push_back(&r);
+          break;
+        }
+    }
+  }
+  TwoRuleSteps out;
+  for (const Graph& g : graphs) {
+    for (const Node& n : g.nodes()) {
+      if (n.op->op_class != OpClass::kCompute || !by_root.count(n.op)) continue;
+      for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
+        for (const Rule* in : intros) {
+          NodeId at = -1;
+          const auto h = introduce(g, *in, n.id, i, 2, at, lift_tasks);
+          if (!h) continue;
+          const std::map<const OpDef*, std::vector<NodeId>> only{{n.op, {at}}};
+          MatchOptions o;
+          o.by_op = &only;
+          o.free_degrees = {2};
+          o.lift_tasks = lift_tasks;
+          const auto consumers = h->consumers();
+          for (const Rule* r : by_root.at(n.op))
+            for (const Match& m : find_matches(*h, *r, consumers, o)) {
+              if (lifted_only && m.lift == 1) continue;
+              const auto k = apply_match(*h, m);
+              if (!k) continue;
+              ++out.checked;
+              out.norms += std::any_of(r->source.nodes().begin(), r->source.nodes().end(), [](const Node& x) { return x.op->name == "RMSNorm"; });
+              EXPECT_LT(max_difference(g, *k), 1e-3) << in->id << " then " << r->id << " lifted over " << m.lift << " at " << describe(n);
+            }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 class EveryRuleAtEveryLiftedMatch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryRuleAtEveryLiftedMatch, PreservesTheOutputs) {
   const Graph model = build_model(GetParam());
   std::vector<Graph> graphs{data_parallel(model, 2)};
   if (expert_family(model) == "transformer") graphs.push_back(*expert(model, find_machine("dgx-h100"), 4, 2));
-  size_t applied = 0, lifted = 0, refused = 0;
+  size_t applied = 0, lifted = 0, refused = 0, norms = 0;
+  auto has_rms_norm = [](const Graph& r) {
+    return std::any_of(r.nodes().begin(), r.nodes().end(), [](const Node& n) { return n.op->name == "RMSNorm"; });
+  };
   MatchOptions o;
   o.lift_tasks = 64;
   for (const Graph& g : graphs) {
     const auto consumers = g.consumers();
-    for (const Rule& rule : all_ranks()) {
-      for (const Match& m : find_matches(g, rule, consumers, o)) {
-        if (m.lift == 1) continue;  // the test above
-        const auto h = apply_match(g, m);
-        if (!h) {
-          ++refused;
-          continue;
+    for (const auto* rules : {&all_ranks(), &llama_ranks()}) {
+      for (const Rule& rule : *rules) {
+        for (const Match& m : find_matches(g, rule, consumers, o)) {
+          if (m.lift == 1) continue;  // the test above
+          const auto h = apply_match(g, m);
+          if (!h) {
+            ++refused;
+            continue;
+          }
+          ++applied, lifted += m.lift > 1, norms += has_rms_norm(rule.source);
+          const double d = max_difference(g, *h);
+          EXPECT_LT(d, 1e-3) << rule.id << " lifted over " << m.lift << " at node " << m.nodes.back() << ": " << rule_text(rule);
         }
-        ++applied, lifted += m.lift > 1;
-        const double d = max_difference(g, *h);
-        EXPECT_LT(d, 1e-3) << rule.id << " lifted over " << m.lift << " at node " << m.nodes.back() << ": " << rule_text(rule);
       }
     }
   }
-  std::printf("%s: %zu lifted applications checked, %zu refused\n", GetParam().c_str(), applied, refused);
+  const TwoRuleSteps steps = check_two_rule_steps(graphs, o.lift_tasks, true);
+  norms += steps.norms;
+  std::printf("%s: %zu lifted applications and %zu lifted two-rule steps checked (%zu of RMSNorm rules), %zu refused\n",
+              GetParam().c_str(), applied, steps.checked, norms, refused);
   EXPECT_GT(lifted, 0u);
+  if (GetParam() == "llama-tiny") {
+    EXPECT_GT(norms, 0u);
+  }
 }
+
+// The two-rule steps on the models themselves. A Split in the introducer
+// (x => Concat(Split(x))) once fed its first output to both of Concat's
+// inputs: the step changed the values.
+class EveryTwoRuleStep : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryTwoRuleStep, PreservesTheOutputs) {
+  const TwoRuleSteps steps = check_two_rule_steps({build_model(GetParam())}, 0, false);
+  std::printf("%s: %zu two-rule steps checked\n", GetParam().c_str(), steps.checked);
+  EXPECT_GT(steps.checked, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, EveryTwoRuleStep, ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "gpt-tiny", "llama-tiny"),
+                         pcgx::testing::model_param_name);
 
 INSTANTIATE_TEST_SUITE_P(Zoo, EveryRuleAtEveryLiftedMatch,
                          ::testing::Values("mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "bert-large-tiny", "gpt-tiny",

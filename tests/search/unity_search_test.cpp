@@ -231,3 +231,45 @@ TEST(GraphSplitting, CutsLargeModelsIntoPiecesOfAtLeastK) {
 
 }  // namespace
 }  // namespace pcgx::search
+
+namespace pcgx::search {
+namespace {
+
+const Ruleset& shipped_named(const std::string& file) {
+  static std::map<std::string, Ruleset> loaded;
+  auto it = loaded.find(file);
+  if (it == loaded.end()) it = loaded.emplace(file, load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/" + file)).first;
+  return it->second;
+}
+
+size_t sequence_split_norms(const Graph& g) {
+  size_t n = 0;
+  for (const Node& node : g.nodes())
+    if (node.op->name == "RMSNorm" && node.outputs[0].rank() == 3 && node.outputs[0].dims[1].degree > 1) ++n;
+  return n;
+}
+
+// Sequence parallelism from proved rules (Korthikanti et al. 2022): with
+// the shipped llama-v1 rules (RMSNorm's split along the sequence, lifted
+// over the samples split: substitution.h), unity splits a LLaMA layer's
+// norms along the sequence inside Megatron's tensor-parallel plan, and
+// beats the expert's plan; unity-v1 alone has no rule for RMSNorm and
+// splits none. Nothing in the search names sequence parallelism.
+TEST(UnitySearch, SplitsTheSequenceWithTheShippedLlamaRules) {
+  const Graph g = build_model("llama", {{"layers", 2}, {"hidden", 1024}, {"heads", 8}, {"ffn", 2816}, {"seq", 1024}, {"batch", 8}, {"vocab", 8000}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const MachineMapper mapper(cm);
+  const std::vector<Ruleset> both{shipped_named("unity-v1.json"), shipped_named("llama-v1.json")};
+  const SearchResult with = optimize(g, RuleLibrary(both), mapper, SearchOptions{});
+  ASSERT_TRUE(with.strategy.estimate.feasible);
+  EXPECT_GT(sequence_split_norms(with.strategy.graph), 0u);
+  const SearchResult without = optimize(g, RuleLibrary(shipped_named("unity-v1.json")), mapper, SearchOptions{});
+  EXPECT_EQ(sequence_split_norms(without.strategy.graph), 0u);
+  EXPECT_LT(with.strategy.estimate.time, without.strategy.estimate.time);
+  SearchOptions e;
+  e.algorithm = Algorithm::kExpert;
+  EXPECT_LT(with.strategy.estimate.time, optimize(g, RuleLibrary(both), mapper, e).strategy.estimate.time);
+}
+
+}  // namespace
+}  // namespace pcgx::search

@@ -9,12 +9,11 @@
 namespace pcgx::cli {
 
 void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
-  f.ruleset = runner::default_ruleset_path();
   search::SearchOptions& s = f.search;
   cmd->add_option("MODEL", f.model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", f.machine, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", f.devices, "use the first N devices (whole nodes first); default: all")->check(positive());
-  cmd->add_option("--ruleset", f.ruleset, "ruleset to apply")->capture_default_str();
+  cmd->add_option("--ruleset", f.rulesets, "ruleset to apply (repeatable: searched as one library); default: every shipped ruleset (rulesets/MANIFEST.json)");
   f.search_flag = cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
                   "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
                   "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly) or plan (--plan's, as "
@@ -75,7 +74,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
   apply_pipeline_flags(f.pipe, q);  // a contradiction among them before any model loads
   runner::load_sources({f.model, parse_sets(f.sets), f.per_device_batch, f.machine, f.devices, f.plan, f.search_flag->count() > 0}, q);
-  q.ruleset = f.ruleset, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
+  q.rulesets = f.rulesets, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;

@@ -15,7 +15,8 @@
 namespace pcgx::cli {
 
 struct OptimizeFlags {
-  std::string model, machine, ruleset, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
+  std::vector<std::string> rulesets;
+  std::string model, machine, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
       recompute = "auto", zero = "auto", plan;
   std::vector<std::string> sets;
   int64_t devices = 0;

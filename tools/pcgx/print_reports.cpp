@@ -117,10 +117,9 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
 }
 
 void print_ruleset_notes(std::ostream& out, const runner::OptimizeReport& rep) {
-  if (rep.unverified)
-    out << "warning: " << one_line(rep.ruleset + ": searching with an unverified ruleset (--allow-unverified): " + *rep.unverified) << "\n";
-  if (!rep.ruleset.empty())
-    out << "  " << rep.rules << " rules (both directions, ranks 2-4) from " << rep.ruleset << (rep.trust.empty() ? "" : ": " + rep.trust) << "\n";
+  for (const auto& [file, why] : rep.unverified)
+    out << "warning: " << one_line(file + ": searching with an unverified ruleset (--allow-unverified): " + why) << "\n";
+  if (!rep.rulesets.empty()) out << "  " << describe_rules(rep) << "\n";
 }
 
 void print_train_report(std::ostream& out, const runner::TrainReport& rep) {

@@ -8,7 +8,6 @@ namespace pcgx::cli {
 
 void add_run_options(CLI::App* cmd, RunFlags& f) {
   runner::TrainRequest& req = f.q;
-  req.ruleset = runner::default_ruleset_path();
   cmd->add_option("MODEL|STRATEGY", req.target, "zoo model name, graph JSON file, ONNX model or strategy file")->required();
   cmd->add_flag("--optimize", f.optimize, "search a strategy first (with --ruleset, --search, --machine; as pcgx optimize does)");
   cmd->add_option("--devices", req.devices, "devices to train on (default: 1, or what the strategy needs)")->check(positive());
@@ -31,7 +30,7 @@ void add_run_options(CLI::App* cmd, RunFlags& f) {
   cmd->add_option("--batches", req.options.batches, "distinct synthetic batches, cycled")->capture_default_str();
   cmd->add_option("--data", req.data, "train on user data: a directory with NAME.npy per model input, [N, ...] each (default: a synthetic teacher task)");
   cmd->add_option("--machine", req.machine, "machine the search and the prediction assume")->capture_default_str();
-  cmd->add_option("--ruleset", req.ruleset, "ruleset for --optimize")->capture_default_str();
+  cmd->add_option("--ruleset", req.rulesets, "ruleset for --optimize (repeatable); default: every shipped ruleset");
   f.search_flag = cmd->add_option("--search", f.search, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
   cmd->add_option("--plan", f.plan, "train the model as a plan written by hand states it (docs/plans.md): lowered as pcgx optimize --plan "
                   "lowers it, then trained");

@@ -33,7 +33,11 @@ ModelParams with_batch_per_device(const std::string& source, ModelParams sizes, 
 // A strategy file is JSON whose "kind" says so; anything else is a model.
 bool is_strategy_file(const std::string& path);
 
-// The shipped ruleset the search applies by default (rulesets/unity-v1.json).
+// The shipped ruleset of Unity's operator set (rulesets/unity-v1.json).
 std::string default_ruleset_path();
+// The rulesets the search applies by default: every shipped one
+// (rulesets/MANIFEST.json), unity-v1 first, the others by name (llama-v1:
+// RMSNorm and SiLU, whose rules split a LLaMA layer's sequence).
+std::vector<std::string> default_rulesets();
 
 }  // namespace pcgx::runner

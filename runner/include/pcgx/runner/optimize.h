@@ -22,10 +22,10 @@ struct OptimizeRequest {
   Graph model;      // unpartitioned (load_model)
   Machine machine;  // with the devices the plan may use (Machine::with_devices)
   search::SearchOptions search;
-  // The rules of an algorithm that uses them (search::uses_rules): a
-  // verified ruleset, or any with allow_unverified (the report says why it
-  // is not verified).
-  std::string ruleset;  // empty: default_ruleset_path()
+  // The rules of an algorithm that uses them (search::uses_rules): verified
+  // rulesets, searched as one library (search/rule_library.h), or any with
+  // allow_unverified (the report says why one is not verified).
+  std::vector<std::string> rulesets;  // empty: default_rulesets()
   bool allow_unverified = false;
   // Re-prove every rule first (pcgx audit's checks: a fresh proof, the
   // stored unsat core alone, evaluation): a forged proof record of a true
@@ -80,11 +80,11 @@ struct RecipeTried {
 struct OptimizeReport {
   search::PipelineResult result;  // .search: strategy, rules applied, counts, seconds
   bool pipelined = false;
-  // The rules searched with: none for an algorithm that uses no rules.
-  std::string ruleset;
-  size_t rules = 0;
-  std::optional<std::string> unverified;  // why the ruleset is not a verified one (allowed by the request)
-  std::string trust;  // else why it is trusted (rulesets/ruleset_trust.h: pinned, or checked numerically)
+  // The rulesets searched with: none for an algorithm that uses no rules.
+  std::vector<std::string> rulesets;
+  size_t rules = 0;                       // in the library they make together
+  std::vector<std::pair<std::string, std::string>> unverified;  // (file, why) for each not verified (allowed by the request)
+  std::vector<std::string> trust;  // per ruleset, why it is trusted (rulesets/ruleset_trust.h: pinned, or checked numerically)
   // The plan run task by task (search/simulator.h), beside the DP's
   // estimate; 0 where the search's own figure is a simulation (mcmc) or the
   // plan is pipelined.
@@ -121,6 +121,9 @@ struct OptimizeReport {
 // naming the smallest per-device need found and what would lower it), not
 // thrown.
 OptimizeReport optimize(const OptimizeRequest& request);
+// One line: how many rules the search applied, from which rulesets, and
+// why each is trusted ("" when it used none).
+std::string describe_rules(const OptimizeReport& report);
 // The options optimize() checks before any work (FieldError naming the
 // field), for a caller to check before it says anything.
 void validate(const OptimizeRequest& request);

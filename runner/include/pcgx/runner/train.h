@@ -61,7 +61,7 @@ struct TrainRequest {
   std::string profile;               // measured operator times for both (pcgx.profile JSON)
   // Search a strategy for a model first, with these options and rules.
   std::optional<search::SearchOptions> search;
-  std::string ruleset;  // empty: default_ruleset_path()
+  std::vector<std::string> rulesets;  // empty: default_rulesets()
   bool allow_unverified = false;
   bool reprove = false;  // OptimizeRequest::reprove
   std::string data;          // a directory of NAME.npy per model input; empty: the synthetic teacher task

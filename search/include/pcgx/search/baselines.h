@@ -104,5 +104,8 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
 // The expert strategy with its fastest tensor-parallel degree under
 // `mapper`; nothing for a model of no family it covers (`--search expert`).
 std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false);
+// The tensor-parallel degree tuned_expert chooses (without sequence
+// parallelism); 0 for a model of no family it covers.
+int64_t tuned_expert_degree(const Graph& g, const MachineMapper& mapper);
 
 }  // namespace pcgx::search

@@ -11,7 +11,13 @@
 // Relu(Relu(x)), the reverse of an idempotence). Parallel-only rules whose target is smaller (Combine(Repartition
 // x) => x) are the *simplifiers*, applied after every substitution until
 // none matches.
+//
+// Several rulesets make one library (the shipped rulesets together, each
+// generated from its own operator set): a rule stated alike in two (the
+// same source, target and output map, as rule_text writes them) is kept
+// once, from the first.
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +34,7 @@ enum class RuleFilter {
 class RuleLibrary {
  public:
   explicit RuleLibrary(const Ruleset& rules, RuleFilter filter = RuleFilter::kAll);
+  explicit RuleLibrary(std::span<const Ruleset> rulesets, RuleFilter filter = RuleFilter::kAll);
 
   const std::vector<Rule>& rules() const { return rules_; }
   // Rules whose source's first computed output comes from `op`.
