@@ -159,7 +159,9 @@ int main(int argc, char** argv) {
     } else models.push_back(a);
   }
   if (models.empty()) models = {"resnext-50", "inception-v3", "bert-large", "dlrm", "xdl", "candle-uno", "mlp", "gpt", "vgg-13"};
-  const Ruleset rs = load_ruleset(std::string(PCGX_RULESETS_DIR) + "/unity-v1.json");
+  // The shipped rulesets, as pcgx optimize applies them by default.
+  const std::vector<Ruleset> rs{load_ruleset(std::string(PCGX_RULESETS_DIR) + "/unity-v1.json"),
+                                load_ruleset(std::string(PCGX_RULESETS_DIR) + "/llama-v1.json")};
   const search::RuleLibrary rules(rs);
   if (gap) return gaps(rules, base);
   const Machine full = search::find_machine("dgx-h100");

@@ -441,11 +441,14 @@ OptimizeRequest with_micro_batches(OptimizeRequest q) {
 std::string describe_rules(const OptimizeReport& r) {
   if (r.rulesets.empty()) return "";
   std::string s = std::to_string(r.rules) + " rules (both directions, ranks 2-4) from ";
+  // One trust for all (the shipped ones: pinned) is said once, at the end.
+  const bool same = r.trust.size() == r.rulesets.size() && std::all_of(r.trust.begin(), r.trust.end(), [&](const std::string& t) { return t == r.trust[0]; });
   for (size_t i = 0; i < r.rulesets.size(); ++i) {
     if (i) s += i + 1 == r.rulesets.size() ? " and " : ", ";
     const std::string& trust = i < r.trust.size() ? r.trust[i] : std::string{};
-    s += r.rulesets[i] + (trust.empty() ? "" : r.rulesets.size() == 1 ? ": " + trust : " (" + trust + ")");
+    s += r.rulesets[i] + (same || trust.empty() ? "" : " (" + trust + ")");
   }
+  if (same && !r.trust[0].empty()) s += ": " + r.trust[0];
   return s;
 }
 

@@ -50,6 +50,16 @@ std::optional<Introduced> introduce_and_match(const Graph& g, const Rule& intro,
 
 }  // namespace
 
+int64_t Explorer::lift_tasks(const Graph& g) const {
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    for (const ParallelTensorShape& s : n.outputs)
+      for (size_t d = 1; d < s.dims.size(); ++d)
+        if (s.dims[d].degree > 1) return mapper_.cost().devices();
+  }
+  return 0;
+}
+
 bool Explorer::fixed(const Graph& g, NodeId n) const {
   if (!fixed_ || fixed_->empty()) return false;
   const Node& node = g.node(n);
@@ -76,7 +86,7 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
     MatchOptions o;
     o.limit = 4;
     o.by_op = &by_op;
-    o.lift_tasks = lift_tasks();
+    o.lift_tasks = lift_tasks(g);
     bool changed = false;
     for (const Rule* r : rules_.simplifiers()) {
       for (const Match& m : find_matches(g, *r, consumers, o)) {
@@ -131,7 +141,7 @@ void Explorer::steps(const Graph& g, Steps& out) const {
   o.limit = kMatchesPerRule;
   o.by_op = &by_op;
   o.free_degrees = degrees_;
-  o.lift_tasks = lift_tasks();
+  o.lift_tasks = lift_tasks(g);
   for (const auto& [op, nodes] : by_op)
     for (const Rule* r : rules_.rooted_at(op))
       for (Match& m : find_matches(g, *r, consumers, o))
@@ -173,7 +183,7 @@ std::optional<Graph> Explorer::random_neighbour(const Graph& g, uint64_t draw, s
     if (h) applied.push_back(label(st.matches[i]));
   } else {
     const Intro& in = st.intros[i - st.matches.size()];
-    auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks());
+    auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks(g));
     if (g1) std::erase_if(g1->matches, [&](const Match& m) { return touches_fixed(g1->graph, m); });
     if (!g1 || g1->matches.empty()) return std::nullopt;
     const Match& m = g1->matches[static_cast<size_t>((draw / total) % g1->matches.size())];
@@ -207,7 +217,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
     }
     const Intro& in = intros[i - matches.size()];
     const OpDef* op = g.node(in.node).op;
-    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks());
+    const auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks(g));
     if (!g1) return;
     for (const Match& m : g1->matches) {
       if (touches_fixed(g1->graph, m)) continue;
@@ -241,7 +251,7 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       MatchOptions o;
       o.limit = kMatchesPerRule;
       o.by_op = &by_op;
-    o.lift_tasks = lift_tasks();
+    o.lift_tasks = lift_tasks(g);
       o.free_degrees = {step.degree};
       for (Match& m : find_matches(g, *step.rule, consumers, o))
         if (m.degree == step.degree && !touches_fixed(g, m)) places.emplace_back(&g, std::move(m));
@@ -251,7 +261,7 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
         if (fixed(g, n)) continue;
         const auto need = root_needs(g, *step.rule, n, step.input);
         if (!need || (need->first && *need != std::make_pair(step.intro->target.node(t.node).op, t.output))) continue;
-        auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1), lift_tasks());
+        auto g1 = introduce_and_match(g, *step.intro, n, step.input, step.degree, std::span(&step.rule, 1), lift_tasks(g));
         if (!g1) continue;
         const Graph* at = &introduced.emplace_back(std::move(g1->graph));
         for (Match& m : g1->matches)
