@@ -151,8 +151,8 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   // machine, and by one eighth of it; and where the expert's plan for the
   // model splits tensors t ways (Megatron-LM's degree), the samples split
   // by the rest with the second dimension split t ways: how a layer hands
-  // its output on when the rules split its sequence (sequence parallelism)
-  // or, at rank 2, its features.
+  // its output on when the rules split its sequence (sequence
+  // parallelism). Boundaries of rank 2 (an MLP's) do not take it.
   std::vector<BoundaryLayout> degrees{{}};
   const int64_t devs = cx.mapper.cost().devices();
   if (layouts && devs > 1) {
@@ -265,7 +265,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   std::vector<char> tried(pieces.size(), 0);
   for (size_t p = 0; p < pieces.size(); ++p) {
     const auto* group = best[p][chosen[p]];
-    if (tried[p] || group->first.applied.size() == group->second.applied.size()) continue;
+    if (tried[p] || group->first.hash == group->second.hash) continue;
     for (size_t q = p; q < pieces.size(); ++q)
       if (best[q][chosen[q]] == group) tried[q] = 1, undone[q] = 1;
     Candidate without = join();

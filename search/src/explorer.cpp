@@ -251,7 +251,7 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       MatchOptions o;
       o.limit = kMatchesPerRule;
       o.by_op = &by_op;
-    o.lift_tasks = lift_tasks(g);
+      o.lift_tasks = lift_tasks(g);
       o.free_degrees = {step.degree};
       for (Match& m : find_matches(g, *step.rule, consumers, o))
         if (m.degree == step.degree && !touches_fixed(g, m)) places.emplace_back(&g, std::move(m));

@@ -79,7 +79,7 @@ RuleLibrary::RuleLibrary(std::span<const Ruleset> rulesets, RuleFilter filter) {
   std::set<std::string> stated;
   for (const Ruleset& rules : rulesets) {
     for (const Rule& r : rules.rules) {
-      if (rulesets.size() > 1 && !stated.insert(rule_text(r)).second) continue;
+      if (rulesets.size() > 1 && !stated.insert(rule_content(r) + (r.proof && r.proof->degree_generic ? "|generic" : "")).second) continue;
       for (const Rule& d : {r, reversed(r)}) {
         std::vector<Rule> forms{d};
         for (int to : {2, 4})

@@ -21,6 +21,11 @@ bool lifted_state_is(const ParallelTensorShape& want, const ParallelTensorShape&
 
 namespace {
 
+// Copies of one slot, as the producers show it: Replicate of such a tensor,
+// or Repartition/Combine of one (they move blocks within each slot). A
+// compute operator's replica slots may be partial sums even where its
+// inputs have as many slots (a reduction split beside replicated inputs),
+// so none is taken for copies.
 bool copies_at(const Graph& g, TensorRef t, int depth) {
   const ParallelTensorShape& s = g.shape(t);
   if (s.replica == 1) return true;
@@ -30,14 +35,8 @@ bool copies_at(const Graph& g, TensorRef t, int depth) {
     case DataMove::kReplicate:
     case DataMove::kRepartition:
     case DataMove::kCombine: return copies_at(g, n.inputs[0], depth + 1);
-    default: break;
+    default: return false;
   }
-  // A compute operator run slot by slot on copies: every input has the
-  // output's replica degree (a reduction split, whose inputs have none,
-  // leaves partial sums).
-  if (n.op->op_class != OpClass::kCompute || (n.op->shard_level && n.op->shard_level(n.attrs))) return false;
-  return std::all_of(n.inputs.begin(), n.inputs.end(),
-                     [&](TensorRef i) { return g.shape(i).replica == s.replica && copies_at(g, i, depth + 1); });
 }
 
 }  // namespace
@@ -60,6 +59,16 @@ std::optional<Lifted> lift_node(const Node& rule_node, const Graph& g, NodeId at
     }
   } else if (n.op->op_class == OpClass::kCompute) {
     if (n.op->shard_level && n.op->shard_level(n.attrs)) return std::nullopt;
+    // An attribute fixing a whole shape (Reshape's) names the extent of
+    // dimension 0, which the blocks of samples do not have.
+    for (const AttrSpec& spec : n.op->attrs)
+      if (spec.role == AttrRole::kShape) return std::nullopt;
+    // On copies alone, every copy must compute the same value: the rule's
+    // output is one slot (no reduction split leaving partial sums), so the
+    // L copies are L equal slots.
+    if (!samples)
+      for (const ParallelTensorShape& o : rule_node.outputs)
+        if (o.replica != 1) return std::nullopt;
     if (samples) {
       if (!n.op->kinds) return std::nullopt;
       bool separable = false;

@@ -12,16 +12,23 @@
 //
 // - every rule input is either a *samples* tensor (the rule states no
 //   split of dimension 0; the graph's is L, outermost) or a *copies*
-//   tensor (the rule states replica 1; the graph holds L equal copies);
+//   tensor (the rule states replica 1; the graph holds L equal copies: a
+//   Replicate of one slot, moved by Repartition or Combine at most);
 // - every compute operator reading a samples tensor has a parallel kind
 //   (the registry's, proved by `pcgx ops check`) that splits each samples
 //   input and its outputs on dimension 0 and copies every copies input:
 //   it computes each block of samples from that block alone;
-// - an operator reading only copies computes the same value in every copy;
+// - an operator reading only copies computes one slot in the rule (no
+//   reduction split), so every copy computes the same value: every copies
+//   tensor has all its slots equal, and which slot a task reads does not
+//   matter;
+// - no compute operator has a whole shape among its attributes (Reshape's
+//   names dimension 0's extent, which a block of samples does not have);
 // - parallel operators act within a block (Repartition and Combine nest
-//   the rule's split inside the samples split; Replicate and Reduce keep
-//   the copies outermost), and no operator works on replica slots as a
-//   sequence (Concat/Split along the replica axis) or on micro-batches;
+//   the rule's split inside the samples split; Replicate, Reduce and
+//   AllReduce of equal slots leave equal slots), and no operator works on
+//   replica slots as a sequence (Concat/Split along the replica axis) or on
+//   micro-batches;
 // - every operator's outputs have the rule's parallel state with L on
 //   dimension 0 (samples) or on the replica degree (copies).
 //

@@ -107,6 +107,14 @@ TEST(OpsetOption, TheDocumentedWorkflowRuns) {
   EXPECT_NE(r.out.find("unity-v1.json and "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("llama-v1.json: shipped (content hash pinned)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("myops-v1.json"), std::string::npos) << r.out;
+  // --ruleset takes one file, the model may follow it; repeated, the rulesets are one library.
+  const std::string unity = std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json";
+  r = run("optimize --ruleset " + unity + " mlp-tiny --machine cpu-host --devices 2 -q -o " + strategy);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" rules (both directions, ranks 2-4) from " + unity + ": shipped (content hash pinned)"), std::string::npos) << r.out;
+  r = run("optimize --ruleset " + unity + " --ruleset " + std::string(PCGX_SOURCE_DIR) + "/rulesets/llama-v1.json mlp-tiny --machine cpu-host --devices 2 -q -o " + strategy);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(unity + " and "), std::string::npos) << r.out;
   r = pcgx::testing::run_shell("PCGX_CACHE_DIR=" + (work / "cache").string() + " " + PCGX_BINARY +
                                " optimize mlp-tiny --machine cpu-host --devices 2 -q --ruleset " + (out / "myops-v1.json").string() + " -o " + strategy);
   ASSERT_EQ(r.code, 0) << r.out;

@@ -13,7 +13,8 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
   cmd->add_option("MODEL", f.model, "zoo model name or graph JSON file")->required();
   cmd->add_option("--machine", f.machine, "machine name (data/machines) or machine JSON file")->required();
   cmd->add_option("--devices", f.devices, "use the first N devices (whole nodes first); default: all")->check(positive());
-  cmd->add_option("--ruleset", f.rulesets, "ruleset to apply (repeatable: searched as one library); default: every shipped ruleset (rulesets/MANIFEST.json)");
+  cmd->add_option("--ruleset", f.rulesets, "ruleset to apply (repeatable: searched as one library); default: every shipped ruleset (rulesets/MANIFEST.json)")
+      ->allow_extra_args(false);  // one file per --ruleset: the next word is the model
   f.search_flag = cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
                   "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
                   "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly) or plan (--plan's, as "

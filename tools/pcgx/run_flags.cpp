@@ -30,7 +30,8 @@ void add_run_options(CLI::App* cmd, RunFlags& f) {
   cmd->add_option("--batches", req.options.batches, "distinct synthetic batches, cycled")->capture_default_str();
   cmd->add_option("--data", req.data, "train on user data: a directory with NAME.npy per model input, [N, ...] each (default: a synthetic teacher task)");
   cmd->add_option("--machine", req.machine, "machine the search and the prediction assume")->capture_default_str();
-  cmd->add_option("--ruleset", req.rulesets, "ruleset for --optimize (repeatable); default: every shipped ruleset");
+  cmd->add_option("--ruleset", req.rulesets, "ruleset for --optimize (repeatable); default: every shipped ruleset")
+      ->allow_extra_args(false);  // one file per --ruleset
   f.search_flag = cmd->add_option("--search", f.search, "search algorithm for --optimize (see pcgx optimize)")->capture_default_str();
   cmd->add_option("--plan", f.plan, "train the model as a plan written by hand states it (docs/plans.md): lowered as pcgx optimize --plan "
                   "lowers it, then trained");

@@ -14,8 +14,8 @@
 //
 // Several rulesets make one library (the shipped rulesets together, each
 // generated from its own operator set): a rule stated alike in two (the
-// same source, target and output map, as rule_text writes them) is kept
-// once, from the first.
+// same source, target and output map, rule_content, and the same
+// degree-generic proof) is kept once, from the first.
 #include <map>
 #include <span>
 #include <string>
