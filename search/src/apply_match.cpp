@@ -69,10 +69,8 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
         auto v = m.vars.find(tn.name);
         if (v == m.vars.end()) throw Error("the target reads an input the source does not bind");
         node_outs[static_cast<size_t>(tn.id)] = {ref(v->second)};
-        if (m.lift > 1) {
-          const bool samples = lifted_state_is(tn.outputs[0], g.shape(v->second), m.degree, m.lift, Lifted::kSamples);
-          lifted[static_cast<size_t>(tn.id)] = {samples ? Lifted::kSamples : Lifted::kCopies};
-        }
+        if (m.lift > 1)  // the match checked the source's variables (pattern_match.cpp)
+          lifted[static_cast<size_t>(tn.id)] = {lifted_as(tn.outputs[0], g.shape(v->second), m.degree, m.lift).value_or(Lifted::kCopies)};
         continue;
       }
       std::vector<TensorRef> ins;

@@ -90,10 +90,9 @@ struct Matcher {
       const size_t i = static_cast<size_t>(pn.id);
       if (pn.op->op_class == OpClass::kSource) {
         if (vars[i].node == -1) continue;
-        const ParallelTensorShape& t = g.shape(vars[i]);
-        if (lifted_state_is(pn.outputs[0], t, degree, lift, Lifted::kSamples)) outs[i] = {Lifted::kSamples};
-        else if (lifted_state_is(pn.outputs[0], t, degree, lift, Lifted::kCopies)) outs[i] = {Lifted::kCopies};
-        else return false;
+        const auto how = lifted_as(pn.outputs[0], g.shape(vars[i]), degree, lift);
+        if (!how) return false;
+        outs[i] = {*how};
         continue;
       }
       std::vector<Lifted> ins;

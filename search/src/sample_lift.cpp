@@ -19,6 +19,12 @@ bool lifted_state_is(const ParallelTensorShape& want, const ParallelTensorShape&
   return have.replica == map_degree(want.replica, k) * (how == Lifted::kCopies ? lift : 1);
 }
 
+std::optional<Lifted> lifted_as(const ParallelTensorShape& want, const ParallelTensorShape& have, int64_t k, int64_t lift) {
+  for (const Lifted how : {Lifted::kSamples, Lifted::kCopies})
+    if (lifted_state_is(want, have, k, lift, how)) return how;
+  return std::nullopt;
+}
+
 namespace {
 
 // Copies of one slot, as the producers show it: Replicate of such a tensor,

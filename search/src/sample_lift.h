@@ -46,6 +46,8 @@ enum class Lifted : uint8_t { kSamples, kCopies };
 
 // The rule's state `want` (degrees mapped with `k`) lifted by `lift` as `how`.
 bool lifted_state_is(const ParallelTensorShape& want, const ParallelTensorShape& have, int64_t k, int64_t lift, Lifted how);
+// How `have` is `want` lifted by `lift`, if it is.
+std::optional<Lifted> lifted_as(const ParallelTensorShape& want, const ParallelTensorShape& have, int64_t k, int64_t lift);
 
 // Whether every replica slot of `t` holds the same value, as far as its
 // producers show (copies of one slot; nothing summed or gathered into them).

@@ -61,23 +61,37 @@ TEST(RankAdaptation, EveryAdaptedRuleHoldsByEvaluation) {
   EXPECT_GT(adapted, shipped().rules.size());  // both directions
 }
 
+// Rules whose source is a bare tensor (introducers, x =>
+// Combine(Repartition(x))) apart, the others by the operator at the root of
+// their source.
+struct RuleIndex {
+  std::vector<const Rule*> intros;
+  std::map<const OpDef*, std::vector<const Rule*>> by_root;
+};
+
+RuleIndex index_rules(std::initializer_list<const std::vector<Rule>*> lists) {
+  RuleIndex ix;
+  for (const auto* rules : lists) {
+    for (const Rule& r : *rules) {
+      if (r.source.size() == 1 && r.target.size() > 1) {
+        ix.intros.push_back(&r);
+        continue;
+      }
+      for (const TensorRef& o : r.source.outputs())
+        if (r.source.node(o.node).op->op_class != OpClass::kSource) {
+          ix.by_root[r.source.node(o.node).op].push_back(&r);
+          break;
+        }
+    }
+  }
+  return ix;
+}
+
 // The search builds an introduction (x => Combine(Repartition(x)) at one
 // input of an operator) only when root_needs lets some rule follow it:
 // every rule that matches there after the introduction passes root_needs.
 TEST(RootNeeds, NeverRefusesARuleThatMatchesAfterAnIntroduction) {
-  std::vector<const Rule*> intros;
-  std::map<const OpDef*, std::vector<const Rule*>> by_root;
-  for (const Rule& r : all_ranks()) {
-    if (r.source.size() == 1 && r.target.size() > 1) {
-      intros.push_back(&r);
-      continue;
-    }
-    for (const TensorRef& o : r.source.outputs())
-      if (r.source.node(o.node).op->op_class != OpClass::kSource) {
-        by_root[r.source.node(o.node).op].push_back(&r);
-        break;
-      }
-  }
+  const auto [intros, by_root] = index_rules({&all_ranks()});
   ASSERT_FALSE(intros.empty());
   size_t matched = 0, skipped = 0;
   for (const char* model : {"mlp-tiny", "candle-uno-tiny", "dlrm-tiny", "vgg-13-tiny"}) {
@@ -155,21 +169,7 @@ struct TwoRuleSteps {
 };
 
 TwoRuleSteps check_two_rule_steps(const std::vector<Graph>& graphs, int64_t lift_tasks, bool lifted_only) {
-  std::vector<const Rule*> intros;
-  std::map<const OpDef*, std::vector<const Rule*>> by_root;
-  for (const auto* rules : {&all_ranks(), &llama_ranks()}) {
-    for (const Rule& r : *rules) {
-      if (r.source.size() == 1 && r.target.size() > 1) {
-        intros.push_back(&r);
-        continue;
-      }
-      for (const TensorRef& out : r.source.outputs())
-        if (r.source.node(out.node).op->op_class != OpClass::kSource) {
-          by_root[r.source.node(out.node).op].push_back(&r);
-          break;
-        }
-    }
-  }
+  const auto [intros, by_root] = index_rules({&all_ranks(), &llama_ranks()});
   TwoRuleSteps out;
   for (const Graph& g : graphs) {
     for (const Node& n : g.nodes()) {
