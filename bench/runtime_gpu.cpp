@@ -3,8 +3,9 @@
 // 256), four BERT-Large encoder layers (hidden 1024, 16 heads, ffn 4096,
 // sequence 512, batch 8) and ResNeXt-50 (batch 64): pcgx's steps per
 // second, PyTorch's (bench/runtime_torch.py --device cuda, same model,
-// batch, SGD with momentum, TF32 as pcgx uses it), their ratio, the model
-// FLOP utilisation (3 x forward FLOPs per step over the H100's peak) and
+// batch, SGD with momentum, in the same precision: TF32 by default, BF16
+// or FP16 as PyTorch's autocast), their ratio, the model FLOP utilisation
+// (3 x forward FLOPs per step over the H100's peak in that precision) and
 // the cost model's predicted step on one dgx-h100 GPU (roofline, and with
 // the profile measured in this run) against the measured one.
 //
@@ -12,7 +13,7 @@
 // timed unless --all: the figure would measure host copies. Without a GPU
 // it prints why and exits 0.
 //
-// Usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all] [--profile-out DIR]
+// Usage: bench_runtime_gpu [--steps N] [--precision fp32|tf32|bf16|fp16] [--all] [--profile-out DIR]
 // (--profile-out: each model's measured profile, DIR/<model>.profile.json,
 // the operator times behind the "profiled" column.)
 #include <cstdio>
@@ -26,6 +27,8 @@
 
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/interpreter.h"
+#include "pcgx/pcg/precision.h"
+#include "pcgx/pcg/training_recipe.h"
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/cuda/cuda_backend.h"
@@ -39,9 +42,17 @@ using namespace pcgx;
 namespace {
 
 constexpr int kWarmup = 3;
-// H100 SXM dense peaks (NVIDIA's datasheet): TF32 tensor cores, and FP32
-// on the CUDA cores.
-constexpr double kPeakTf32 = 494.7e12, kPeakFp32 = 66.9e12;
+// H100 SXM dense peaks (NVIDIA's datasheet, the H200's are the same):
+// FP32 on the CUDA cores, TF32 and BF16/FP16 tensor cores.
+double peak_flops(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return 66.9e12;
+    case Precision::kTf32: return 494.7e12;
+    case Precision::kBf16:
+    case Precision::kFp16: return 989.4e12;
+  }
+  return 494.7e12;
+}
 
 double forward_flops(const Graph& g) {
   double f = 0;
@@ -82,10 +93,10 @@ class RandomBatch final : public runtime::BatchSource {
   std::map<std::string, Tensor<float>> batch_;
 };
 
-std::map<std::string, double> torch_steps_per_second(int steps, bool strict) {
+std::map<std::string, double> torch_steps_per_second(int steps, Precision precision) {
   std::map<std::string, double> r;
   const std::string cmd = "python3 " + std::string(PCGX_SOURCE_DIR) + "/bench/runtime_torch.py --device cuda --steps " + std::to_string(steps) +
-                          " --mlp 256 8192 16 --block 8 512 1024 16 4096 --layers 4 --resnext 64" + (strict ? " --strict-fp32" : "") + " 2>/dev/null";
+                          " --mlp 256 8192 16 --block 8 512 1024 16 4096 --layers 4 --resnext 64 --precision " + name(precision) + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char name[64], value[256];
@@ -98,16 +109,18 @@ std::map<std::string, double> torch_steps_per_second(int steps, bool strict) {
 
 int main(int argc, char** argv) {
   int steps = 20;
-  bool strict = false, all = false;
+  Precision precision = Precision::kTf32;
+  bool all = false;
   std::string profile_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (a == "--profile-out" && i + 1 < argc) profile_dir = argv[++i];
-    else if (a == "--strict-fp32") strict = true;
+    else if (a == "--strict-fp32") precision = Precision::kFp32;
+    else if (a == "--precision" && i + 1 < argc && precision_named(argv[i + 1])) precision = *precision_named(argv[++i]);
     else if (a == "--all") all = true;
     else {
-      std::printf("usage: bench_runtime_gpu [--steps N] [--strict-fp32] [--all] [--profile-out DIR]\n");
+      std::printf("usage: bench_runtime_gpu [--steps N] [--precision fp32|tf32|bf16|fp16] [--all] [--profile-out DIR]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -120,10 +133,10 @@ int main(int argc, char** argv) {
   const Graph mlp = build_model("mlp", {});
   const Graph bert = encoder_block_regression("bert-large-4-layers", 8, 512, 1024, 16, 4096, 4);
   const Graph resnext = build_model("resnext-50", {{"batch", 64}});
-  const auto torch = torch_steps_per_second(steps, strict);
-  const double peak = strict ? kPeakFp32 : kPeakTf32;
-  std::printf("one GPU, %s, %d steps after %d warm-up; MFU = 3 x forward FLOPs per step / %.1f TFLOP/s\n", strict ? "strict FP32" : "TF32",
-              steps, kWarmup, peak / 1e12);
+  const auto torch = torch_steps_per_second(steps, precision);
+  const double peak = peak_flops(precision);
+  std::printf("one GPU, %s, %d steps after %d warm-up; MFU = 3 x forward FLOPs per step / %.1f TFLOP/s\n", name(precision), steps, kWarmup,
+              peak / 1e12);
   std::printf("%-28s %9s %9s %7s %6s %12s %12s %12s\n", "model", "pcgx/s", "torch/s", "ratio", "MFU", "measured ms", "roofline ms",
               "profiled ms");
   for (const auto& [name, g, key] : {std::tuple{"MLP 16 x 8192, batch 256", &mlp, "mlp"},
@@ -138,10 +151,10 @@ int main(int argc, char** argv) {
     }
     const RandomBatch data(*g);
     runtime::TrainOptions o;
-    o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1, o.data = &data;
-    o.backend = [strict](int) {
+    o.steps = steps + kWarmup, o.optimizer.lr = 0.01, o.batches = 1, o.data = &data, o.precision = precision;
+    o.backend = [precision](int) {
       runtime::cuda::CudaOptions c;
-      c.tf32 = !strict;
+      c.products = precision;
       return std::make_unique<runtime::cuda::CudaBackend>(c);
     };
     // The timed steps run as a user's would: no synchronization between
@@ -153,9 +166,14 @@ int main(int argc, char** argv) {
     o.steps = kWarmup + 5, o.time_kernels = true;
     const runtime::TrainResult timed = runtime::train(*g, {}, 1, o);
     const Machine m = search::find_machine("dgx-h100").with_devices(1);
-    const double roofline = search::MachineMapper(search::CostModel(m, search::default_efficiency())).map(*g).estimate.time;
+    // Priced in the precision it ran in (the machine's peak for it).
+    TrainingRecipe recipe;
+    recipe.precision = precision;
+    const double roofline =
+        search::MachineMapper(search::CostModel(m, search::default_efficiency(), {}, {}, recipe)).map(*g).estimate.time;
     const Profile measured = runtime::profile_from_run(*g, timed);
-    const double profiled = search::MachineMapper(search::CostModel(m, search::default_efficiency(), measured)).map(*g).estimate.time;
+    const double profiled =
+        search::MachineMapper(search::CostModel(m, search::default_efficiency(), measured, {}, recipe)).map(*g).estimate.time;
     if (!profile_dir.empty()) std::ofstream(profile_dir + "/" + key + ".profile.json") << profile_to_json(measured);
     const double mfu = 3 * forward_flops(*g) / step / peak;
     const auto t = torch.find(key);

@@ -26,7 +26,7 @@
 #       pass over tiny-model tests, the seam's CPU tests, each tiny zoo
 #       model trained with `pcgx run --backend cuda` beside `--backend cpu`,
 #       two virtual devices on one GPU, a GPU profile fed to the cost model,
-#       and bench_runtime_gpu. RESULTS (default $OUT/gpu_check.txt) opens
+#       and bench_runtime_gpu in TF32 and in BF16 (each against PyTorch). RESULTS (default $OUT/gpu_check.txt) opens
 #       with a summary: what passed, what failed (with its error text), the
 #       benchmark table; the details follow. Exits non-zero when anything
 #       failed.
@@ -39,8 +39,8 @@
 # [".gpu_deps"] (build-gpu/ stays on the machine while it is warm).
 # PCGX_GPU_JOBS (default 6): how many test processes share the GPU at once
 # in --run's correctness part; the benchmark always runs alone.
-# PCGX_GPU_PARTS (default all of "tests memcheck seam runs profile bench
-# torch"): the parts --run runs, for a short re-check.
+# PCGX_GPU_PARTS (default all of "tests memcheck seam runs profile
+# bench"): the parts --run runs, for a short re-check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=.gpu_deps
@@ -172,7 +172,7 @@ do_run() {
   # The CPU sides of the checks share the cores.
   export OMP_NUM_THREADS=$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))
   t0=$(date +%s)
-  local names=() n=0 parts=" ${PCGX_GPU_PARTS:-tests memcheck seam runs profile bench torch} "
+  local names=() n=0 parts=" ${PCGX_GPU_PARTS:-tests memcheck seam runs profile bench} "
   part() { [[ $parts == *" $1 "* ]]; }
   # check NAME TIMEOUT COMMAND...: started in the background, at most
   # $jobs at once; its output goes to $logs/N.log, its exit code to N.rc.
@@ -208,6 +208,9 @@ do_run() {
       check "pcgx run $m --backend $b" 300 "$build/tools/pcgx/pcgx" run "$m" --backend "$b" --steps 20 --batches 1 --no-report --no-plot
     done
   done
+  part runs && for b in cpu cuda; do
+    check "pcgx run gpt-tiny --precision bf16 --backend $b" 300 "$build/tools/pcgx/pcgx" run gpt-tiny --precision bf16 --backend "$b" --steps 20 --batches 1 --no-report --no-plot
+  done
   part runs && check "2 virtual devices on one GPU (pcgx run mlp-tiny --devices 2, data parallel)" 180 \
     "$build/tools/pcgx/pcgx" run mlp-tiny --backend cuda --optimize --search data-parallel --devices 2 --steps 20 --batches 1 --no-report --no-plot
   part profile && check "GPU profile (pcgx run --profile-out, then --optimize --profile)" 240 bash -c \
@@ -224,7 +227,7 @@ do_run() {
       memcheck*) grep -E "ERROR SUMMARY" "$log" || true ;;
       "pcgx run"*|2\ virtual*|GPU\ profile*) grep -E "^(devices|loss|time per step)|ms (measured|predicted)|note:" "$log" | tr -s ' ' || true ;;
       seam*) tail -3 "$log" ;;
-      *) grep -E "operator types on the host fallback" "$log" || true ;;
+      *) grep -E "operator types on the host fallback|losses \(cpu / cuda\)" "$log" | cut -c1-400 || true ;;
     esac
     if [ "$rc" -ne 0 ]; then
       echo "FAIL ${names[$i]}" >> "$summary"
@@ -240,24 +243,22 @@ do_run() {
   done
 
   if part bench; then
-  echo "== bench_runtime_gpu (alone on the GPU)"
-  log=$logs/bench.log
-  t0=$(date +%s)
+  # TF32 (its kernel profiles into $OUT), then BF16 (mixed precision:
+  # BF16 products; PyTorch with BF16 autocast beside it; into $OUT/bf16).
+  local p
   unset OMP_NUM_THREADS
-  if timeout 300 "$build/bench/bench_runtime_gpu" --profile-out "${OUT:-.}" 2>&1 | tee "$log"; then echo "PASS bench_runtime_gpu" >> "$summary"
-  else echo "FAIL bench_runtime_gpu" >> "$summary"; tail -5 "$log" | sed 's/^/    /' >> "$summary"; fi
-  echo "(bench in $(( $(date +%s) - t0 )) s)"
-  cp "$log" "$bench"
-  fi
-  if part torch; then
-  echo "== PyTorch eager on this GPU: ResNeXt-50 (TF32), and all three in BF16 autocast (the goals' other references)"
-  log=$logs/torch.log
   for p in tf32 bf16; do
-    timeout 150 python3 bench/runtime_torch.py --device cuda --steps 20 --precision $p --resnext 64 \
-      $([ $p = tf32 ] && echo --only resnext) --mlp 256 8192 16 --block 8 512 1024 16 4096 --layers 4 2>&1 |
-      grep -v Warning | sed "s/^/torch $p /" | tee -a "$log" || true
+    echo "== bench_runtime_gpu --precision $p (alone on the GPU)"
+    log=$logs/bench-$p.log
+    t0=$(date +%s)
+    local dir=${OUT:-.}
+    [ $p = tf32 ] || { dir=$dir/$p; mkdir -p "$dir"; }
+    if timeout 300 "$build/bench/bench_runtime_gpu" --precision $p --profile-out "$dir" 2>&1 | tee "$log"; then
+      echo "PASS bench_runtime_gpu --precision $p" >> "$summary"
+    else echo "FAIL bench_runtime_gpu --precision $p" >> "$summary"; tail -5 "$log" | sed 's/^/    /' >> "$summary"; fi
+    echo "(bench in $(( $(date +%s) - t0 )) s)"
+    cat "$log" >> "$bench"
   done
-  cat "$log" >> "$bench"
   fi
   rm -rf "$logs"
 }

@@ -46,11 +46,11 @@ std::function<std::unique_ptr<runtime::Backend>(int)> backend_factory(const Back
   if (setup.under_mpi)
     for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
       if (const char* s = std::getenv(v)) local = std::atoi(s);
-  const bool tf32 = setup.tf32;
-  return [gpus, local, tf32](int device) -> std::unique_ptr<runtime::Backend> {
+  const Precision products = setup.products;
+  return [gpus, local, products](int device) -> std::unique_ptr<runtime::Backend> {
     runtime::cuda::CudaOptions o;
     o.device = (local >= 0 ? local : device) % gpus;
-    o.tf32 = tf32;
+    o.products = products;
     return std::make_unique<runtime::cuda::CudaBackend>(o);
   };
 #else

@@ -62,7 +62,7 @@ EvalReport evaluate(const EvalRequest& req, runtime::MpiWorld* world) {
   if (req.precision) report.precision = *req.precision;
   o.weights = &w, o.seed = req.seed, o.batches = req.batches, o.precision = report.precision;
   if (!req.data.empty()) o.data = (dataset = std::make_unique<runtime::NpyDataset>(graph, req.data)).get();
-  o.backend = backend_factory({req.backend, world != nullptr, report.precision != Precision::kFp32});
+  o.backend = backend_factory({req.backend, world != nullptr, report.precision});
   o.threads = req.threads > 0 ? req.threads
                               : runtime::default_kernel_threads(world ? runtime::mpi_local_ranks(world->size()) : static_cast<int>(devices));
   report.result = world ? runtime::evaluate(graph, views, *world, o) : runtime::evaluate(graph, views, static_cast<int>(devices), o);

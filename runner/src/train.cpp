@@ -235,9 +235,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         lr << o.optimizer.lr;
         return lr.str();
       }() + ", " + std::to_string(o.threads) + " kernel thread" + (o.threads == 1 ? "" : "s") + " each");
-  // Strict FP32 products where the plan says fp32, TF32 tensor cores
-  // where it says tf32 unless told otherwise (CUDA).
-  o.backend = backend_factory({q.backend, world != nullptr, q.tf32 && o.precision != Precision::kFp32});
+  // CUDA products in what the plan computes in (strict FP32, TF32, or
+  // BF16/FP16 tensor cores), strict FP32 when told so.
+  o.backend = backend_factory({q.backend, world != nullptr, q.tf32 ? o.precision : Precision::kFp32});
   o.time_kernels = !q.outputs.profile.empty() || q.breakdown;
   if (!q.outputs.trace.empty()) o.trace_step = steps - 1;
   if (!q.checkpoint.empty()) {

@@ -124,7 +124,7 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
           // from the master just gathered (gather_weights rounds them all).
           if (mixed() && shards_weights(plan_.zero)) {
             const Buffer& w = values(part.tensor)[static_cast<size_t>(shard)];
-            backend_.copy(w, master(part.tensor, shard)), backend_.round(w, plan_.precision);
+            backend_.copy_rounded(w, master(part.tensor, shard), plan_.precision);
           }
         }
       at += part.floats;

@@ -24,14 +24,14 @@ TEST(BackendChoice, AutoTakesAGpuWhereThereIsOne) {
   EXPECT_EQ(resolve(BackendKind::kAuto, false), gpu ? BackendKind::kCuda : BackendKind::kCpu);
   EXPECT_EQ(resolve(BackendKind::kAuto, true), gpu ? BackendKind::kCuda : BackendKind::kMpi);
   EXPECT_EQ(resolve(BackendKind::kCpu, true), BackendKind::kCpu);
-  EXPECT_FALSE(backend_factory({BackendKind::kCpu, false, true}));  // the host's: no factory
+  EXPECT_FALSE(backend_factory({BackendKind::kCpu, false, Precision::kTf32}));  // the host's: no factory
   if (gpu) {
-    EXPECT_TRUE(backend_factory({BackendKind::kCuda, false, true}));
+    EXPECT_TRUE(backend_factory({BackendKind::kCuda, false, Precision::kTf32}));
     return;
   }
   EXPECT_FALSE(why.empty());
   try {
-    backend_factory({BackendKind::kCuda, false, true});
+    backend_factory({BackendKind::kCuda, false, Precision::kTf32});
     ADD_FAILURE() << "a CUDA backend without a GPU";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();

@@ -31,7 +31,7 @@ inline constexpr size_t kAlign = 256;
 
 struct CudaBackend::State {
   int device = 0;
-  bool tf32 = true;
+  Precision products = Precision::kTf32;  // CudaOptions::products
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   // Arena: buffers live as long as the backend, so a bump allocator over
@@ -50,7 +50,7 @@ struct CudaBackend::State {
   size_t scratch_size[4] = {0, 0, 0, 0};
   std::unique_ptr<CudnnConv> conv;  // made at the first Conv2D
   CudnnConv& convolutions() {
-    if (!conv) conv = std::make_unique<CudnnConv>(stream, tf32);
+    if (!conv) conv = std::make_unique<CudnnConv>(stream, products != Precision::kFp32);
     return *conv;
   }
   double* scratch_doubles(size_t n) { return reinterpret_cast<double*>(scratch_floats(3, 2 * n)); }
@@ -151,7 +151,14 @@ struct CudaBackend::State {
     const float alpha = 1.f;
     const int lx = static_cast<int>(tx ? m : k), lw = static_cast<int>(tw ? k : n);
     const cublasOperation_t ow = tw ? CUBLAS_OP_T : CUBLAS_OP_N, ox = tx ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (batches == 1) {
+    if (products == Precision::kBf16 || products == Precision::kFp16) {
+      // FP32 in memory, 16-bit inputs on the tensor cores, FP32 sums.
+      const cublasComputeType_t t = products == Precision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_FAST_16F;
+      check(cublas().gemm_strided_batched_ex(blas, ow, ox, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, w,
+                                             CUDA_R_32F, lw, k * n, x, CUDA_R_32F, lx, m * k, &beta, y, CUDA_R_32F, static_cast<int>(n),
+                                             m * n, static_cast<int>(batches), t, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmStridedBatchedEx");
+    } else if (batches == 1) {
       check(cublas().sgemm(blas, ow, ox, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, w, lw, x, lx, &beta, y,
                         static_cast<int>(n)),
             "sgemm");

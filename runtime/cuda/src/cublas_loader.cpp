@@ -17,6 +17,7 @@ const Cublas& cublas() {
     bind(lib, c.set_math_mode, "cublasSetMathMode");
     bind(lib, c.sgemm, "cublasSgemm_v2");
     bind(lib, c.sgemm_strided_batched, "cublasSgemmStridedBatched");
+    bind(lib, c.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx");
   });
 }
 

@@ -30,12 +30,12 @@ CudaBackend::CudaBackend(const CudaOptions& o) : s_(std::make_unique<State>()) {
   if (n == 0) throw Error("cuda: no GPU (" + why + ")");
   if (o.device < 0 || o.device >= n)
     throw Error("cuda: device " + std::to_string(o.device) + " is not one of the " + std::to_string(n) + " visible");
-  s_->device = o.device, s_->tf32 = o.tf32;
+  s_->device = o.device, s_->products = o.products;
   check(cudaSetDevice(o.device), "cudaSetDevice");
   check(cudaStreamCreateWithFlags(&s_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublas().create(&s_->blas), "cublasCreate");
   check(cublas().set_stream(s_->blas, s_->stream), "cublasSetStream");
-  check(cublas().set_math_mode(s_->blas, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check(cublas().set_math_mode(s_->blas, o.products == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   for (cudaEvent_t& e : s_->clock_events) check(cudaEventCreate(&e), "cudaEventCreate");
 }
 
@@ -221,7 +221,12 @@ void CudaBackend::update(const UpdateRule& r, std::span<const ParameterSlot> slo
 }
 
 void CudaBackend::round(const Buffer& b, Precision p) {
-  if (is_mixed(p)) cuda::round_low(b.data, b.numel, p == Precision::kFp16, s_->stream);
+  if (is_mixed(p)) cuda::round_low(b.data, b.data, b.numel, p == Precision::kFp16, s_->stream);
+}
+
+void CudaBackend::copy_rounded(const Buffer& to, const Buffer& from, Precision p) {
+  if (is_mixed(p)) cuda::round_low(from.data, to.data, to.numel, p == Precision::kFp16, s_->stream);
+  else s_->copy(to.data, from.data, to.numel);
 }
 
 bool CudaBackend::unscale(const Buffer& b, float factor) {

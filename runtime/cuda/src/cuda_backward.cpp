@@ -138,9 +138,12 @@ void CudaBackend::backward(const Node& n, const TaskContext& ctx, std::span<cons
       s.convolutions().backward_filter(g, in[0]->data, dz, in_grad[1]->data);
       return;
     }
-    case Kind::kPool2D:
-      return pool_backward(pool_geometry(n.attrs, s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)]),
-                           in[0]->data, dy, in_grad[0]->data, s.stream);
+    case Kind::kPool2D: {
+      const PoolGeometry g = pool_geometry(n.attrs, s.shapes[static_cast<size_t>(in[0]->id)], s.shapes[static_cast<size_t>(out[0]->id)]);
+      // Each window's argmax, as ints in an intermediate's scratch.
+      int* args = g.max ? reinterpret_cast<int*>(s.scratch_floats(0, static_cast<size_t>(g.planes * g.ho * g.wo))) : nullptr;
+      return pool_backward(g, in[0]->data, dy, in_grad[0]->data, args, s.stream);
+    }
     case Kind::kBatchNorm: {
       const ChannelGeometry g = channel_geometry(s.shapes[static_cast<size_t>(in[0]->id)], n.attrs.get_int("group"));
       return batch_norm_backward(g, in[0]->data, in[1]->data, dy, in_grad[0]->data, in_grad[1]->data, in_grad[2]->data,

@@ -88,8 +88,8 @@ __global__ void dropout_k(const float* x, float* y, BlockGeometry g, uint64_t se
   }
 }
 
-__global__ void round_low_k(float* x, int64_t n, bool fp16) {
-  PCGX_GRID_LOOP(i, n) x[i] = fp16 ? __half2float(__float2half_rn(x[i])) : __bfloat162float(__float2bfloat16_rn(x[i]));
+__global__ void round_low_k(const float* x, float* y, int64_t n, bool fp16) {
+  PCGX_GRID_LOOP(i, n) y[i] = fp16 ? __half2float(__float2half_rn(x[i])) : __bfloat162float(__float2bfloat16_rn(x[i]));
 }
 __global__ void unscale_k(float* x, int64_t n, float factor, int* nonfinite) {
   PCGX_GRID_LOOP(i, n) {
@@ -151,8 +151,8 @@ void dropout(const float* x, float* y, const BlockGeometry& shard, uint64_t seed
   const auto k = static_cast<float>(1.0 / (1.0 - rate));
   if (shard.numel > 0) dropout_k<<<blocks_for(shard.numel), kThreads, 0, s>>>(x, y, shard, seed, rate, k, add);
 }
-void round_low(float* x, int64_t n, bool fp16, cudaStream_t s) {
-  if (n > 0) round_low_k<<<blocks_for(n), kThreads, 0, s>>>(x, n, fp16);
+void round_low(const float* x, float* y, int64_t n, bool fp16, cudaStream_t s) {
+  if (n > 0) round_low_k<<<blocks_for(n), kThreads, 0, s>>>(x, y, n, fp16);
 }
 void unscale(float* x, int64_t n, float factor, int* nonfinite, cudaStream_t s) {
   if (n > 0) unscale_k<<<blocks_for(n), kThreads, 0, s>>>(x, n, factor, nonfinite);
@@ -463,9 +463,10 @@ __global__ void cross_entropy_backward_k(const float* x, const float* labels, co
 
 // Index math in I: 32-bit unsigned where the tensor has under 2^31
 // elements (a 64-bit division per dimension per element costs several
-// times a 32-bit one), else 64-bit.
-template <class I>
-__global__ void permute_k(PermuteGeometry g, float* x, float* y, PermuteOp op) {
+// times a 32-bit one), else 64-bit. T: float, or float4 where the last
+// dimension stays last (permute() then divides the geometry by 4).
+template <class I, class T>
+__global__ void permute_k(PermuteGeometry g, T* x, T* y, PermuteOp op) {
   const I n = static_cast<I>(g.numel), stride = static_cast<I>(blockDim.x) * gridDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     I rest = i, at = 0;
@@ -553,6 +554,20 @@ void cross_entropy_backward(const float* x, const float* labels, const float* dy
 }
 void permute(const PermuteGeometry& g, float* x, float* y, PermuteOp op, cudaStream_t s) {
   if (g.numel <= 0) return;
+  const int last = g.rank - 1;
+  if (last >= 0 && g.x_strides[last] == 1 && g.extent[last] % 4 == 0) {
+    // Rows stay rows (an attention's heads split or merged): moved 4
+    // floats at a time. x's other strides are multiples of the row's
+    // length, so of 4; both buffers are 16-byte aligned (the arena's 256).
+    PermuteGeometry q = g;
+    q.extent[last] /= 4, q.numel /= 4;
+    for (int d = 0; d < last; ++d) q.x_strides[d] /= 4;
+    auto* x4 = reinterpret_cast<float4*>(x);
+    auto* y4 = reinterpret_cast<float4*>(y);
+    if (q.numel < (int64_t{1} << 31)) permute_k<uint32_t><<<blocks_for(q.numel), kThreads, 0, s>>>(q, x4, y4, op);
+    else permute_k<int64_t><<<blocks_for(q.numel), kThreads, 0, s>>>(q, x4, y4, op);
+    return;
+  }
   if (g.numel < (int64_t{1} << 31)) permute_k<uint32_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
   else permute_k<int64_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
 }

@@ -102,10 +102,11 @@ void scatter_rows_add(const float* idx, const float* dy, float* dtable, int64_t 
                       int64_t row0, cudaStream_t s);
 
 // Optimizer updates (backend.h UpdateRule).
-// Mixed precision (low_precision.h): x rounded to BF16 (fp16 false) or
-// FP16, to nearest even, kept in FP32 storage; x *= factor, setting
-// *nonfinite to 1 when an element of the result is not finite.
-void round_low(float* x, int64_t n, bool fp16, cudaStream_t s);
+// Mixed precision (low_precision.h): y = x rounded to BF16 (fp16 false) or
+// FP16, to nearest even, kept in FP32 storage (y == x: in place); x *=
+// factor, setting *nonfinite to 1 when an element of the result is not
+// finite.
+void round_low(const float* x, float* y, int64_t n, bool fp16, cudaStream_t s);
 void unscale(float* x, int64_t n, float factor, int* nonfinite, cudaStream_t s);
 void sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, cudaStream_t s);
 void adam(float* w, const float* g, float* m, float* v, int64_t n, float beta1, float beta2, float one_minus_beta1,

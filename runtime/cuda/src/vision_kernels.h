@@ -4,7 +4,8 @@
 // the BatchNorm family, each computing what the CPU's kernels compute
 // (pcg/src/ops/conv_ops.cpp, batch_norm_ops.cpp): max pooling's gradient
 // to the first largest input of each window, average pooling counting
-// padding as area, batch statistics summed in double in two passes. Every
+// padding as area, batch statistics summed in double (BatchNorm in one
+// pass of sums of x, x^2, dy and dy x; BatchSquares about its mean). Every
 // gradient is written whole. Launchers on a stream; each returns at once.
 #include <cuda_runtime.h>
 
@@ -28,8 +29,9 @@ struct PoolGeometry {
 };
 void pool(const PoolGeometry& g, const float* x, float* y, cudaStream_t s);
 // dx = the gradient of every window reaching each input (gathered: one
-// thread per input element, so no two threads write one element).
-void pool_backward(const PoolGeometry& g, const float* x, const float* dy, float* dx, cudaStream_t s);
+// thread per input element, so no two threads write one element). Max
+// pooling takes `args`, scratch of planes ho wo ints (each window's argmax).
+void pool_backward(const PoolGeometry& g, const float* x, const float* dy, float* dx, int* args, cudaStream_t s);
 
 // x[N, C, S...] with statistics per set: channel c of samples [g G, g G +
 // G), G = `group` (N: the whole batch).

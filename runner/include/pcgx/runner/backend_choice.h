@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "pcgx/pcg/precision.h"
 #include "pcgx/runtime/backend.h"
 #include "pcgx/runtime/mpi.h"
 
@@ -30,7 +31,8 @@ BackendKind resolve(BackendKind k, bool under_mpi);
 struct BackendSetup {
   BackendKind kind = BackendKind::kCpu;
   bool under_mpi = false;  // one device per MPI rank
-  bool tf32 = true;        // CUDA products on TF32 tensor cores
+  // What CUDA computes products in (runtime::cuda::CudaOptions::products).
+  Precision products = Precision::kTf32;
 };
 // Each device's backend, as runtime::TrainOptions::backend takes it:
 // empty for the host; for CUDA, device d (a virtual device, or an MPI

@@ -132,6 +132,12 @@ class Backend {
   // element is finite.
   virtual void round(const Buffer& b, Precision p) = 0;
   virtual bool unscale(const Buffer& b, float factor) = 0;
+  // to = from rounded to `p` (a weight's compute copy of its FP32 master);
+  // a backend may do it in one pass over memory instead of two.
+  virtual void copy_rounded(const Buffer& to, const Buffer& from, Precision p) {
+    copy(to, from);
+    round(to, p);
+  }
 
   // The time once the work queued so far has finished (the host's clock
   // after waiting, for a device that runs asynchronously): kernel timings

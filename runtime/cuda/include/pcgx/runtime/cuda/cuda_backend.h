@@ -2,7 +2,8 @@
 // The GPU's backend (pcgx/runtime/backend.h) on one CUDA device (docs/gpu.md):
 // shards in device memory from a caching arena (cudaMalloc only while the
 // first step asks for buffers); products on cuBLAS (TF32 tensor cores by
-// default, strict FP32 as an option) and Conv2D on cuDNN (cudnn_conv.h),
+// default; strict FP32, or BF16/FP16 tensor cores with FP32 accumulation,
+// as options) and Conv2D on cuDNN (cudnn_conv.h),
 // both loaded at run time (library_loader.h); kernels of its own
 // (kernels.cu, vision_kernels.cu) for every other zoo operator, block
 // moves and the optimizer's update. An operator with no CUDA kernel runs
@@ -21,13 +22,19 @@
 #include <string>
 #include <vector>
 
+#include "pcgx/pcg/precision.h"
 #include "pcgx/runtime/backend.h"
 
 namespace pcgx::runtime::cuda {
 
 struct CudaOptions {
   int device = 0;     // CUDA device ordinal
-  bool tf32 = true;   // cuBLAS on TF32 tensor cores; false: strict FP32
+  // What cuBLAS computes products in: fp32 (strict), tf32 (TF32 tensor
+  // cores, as PyTorch with allow_tf32), bf16 or fp16 (each input rounded
+  // to 16 bits on BF16/FP16 tensor cores, FP32 accumulation: the products
+  // of a mixed-precision step, whose values the executor has rounded
+  // already). Convolutions take TF32 unless fp32.
+  Precision products = Precision::kTf32;
 };
 
 // How many CUDA devices this process sees; 0 with the reason in `why`
@@ -69,6 +76,7 @@ class CudaBackend final : public Backend {
   bool overwrites_gradient(const Node& n, size_t input) const override;
   void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override;
   void round(const Buffer& b, Precision p) override;
+  void copy_rounded(const Buffer& to, const Buffer& from, Precision p) override;
   bool unscale(const Buffer& b, float factor) override;
   Clock::time_point now() override;
   std::string remarks() const override;
