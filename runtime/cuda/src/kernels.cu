@@ -36,10 +36,6 @@ __global__ void block_k(BlockOp op, BlockGeometry g, float* full, float* blk) {
 __global__ void fill_k(float* x, int64_t n, float v) {
   PCGX_GRID_LOOP(i, n) x[i] = v;
 }
-__global__ void add_k(float* into, const float* x, int64_t n) {
-  PCGX_GRID_LOOP(i, n) into[i] += x[i];
-}
-
 __device__ float act_grad(Act act, float z, float y, float dy) {
   switch (act) {
     case Act::kNone: return dy;
@@ -52,29 +48,85 @@ __device__ float act_grad(Act act, float z, float y, float dy) {
   return dy;
 }
 
-__global__ void activate_k(Act act, const float* x, float* y, int64_t n) {
-  PCGX_GRID_LOOP(i, n) y[i] = act_f(act, x[i]);
+// Element-wise maps: y[i] = f(a[i], b[i], c[i], y[i]), a null input read
+// as 0 and y read only where F::kReadsY; W = 4 elements per load where
+// every pointer is 16-byte aligned (the arena's buffers are; a pointer
+// into one may not be), the last n mod 4 one at a time.
+struct Activate {
+  static constexpr bool kReadsY = false;
+  Act act;
+  __device__ float operator()(float x, float, float, float) const { return act_f(act, x); }
+};
+struct ActivationGrad {  // (z, y, dy): dx
+  static constexpr bool kReadsY = false;
+  Act act;
+  __device__ float operator()(float z, float y, float dy, float) const { return act_grad(act, z, y, dy); }
+};
+struct Sum2 {
+  static constexpr bool kReadsY = false;
+  __device__ float operator()(float a, float b, float, float) const { return a + b; }
+};
+struct Product2 {
+  static constexpr bool kReadsY = false;
+  __device__ float operator()(float a, float b, float, float) const { return a * b; }
+};
+struct Scaled {
+  static constexpr bool kReadsY = false;
+  float k;
+  __device__ float operator()(float x, float, float, float) const { return x * k; }
+};
+struct AddInto {
+  static constexpr bool kReadsY = true;
+  __device__ float operator()(float x, float, float, float y) const { return y + x; }
+};
+struct ScaledInto {
+  static constexpr bool kReadsY = true;
+  float k;
+  __device__ float operator()(float x, float, float, float y) const { return y + x * k; }
+};
+struct ProductInto {
+  static constexpr bool kReadsY = true;
+  __device__ float operator()(float a, float b, float, float y) const { return y + a * b; }
+};
+
+__device__ inline float4 load4(const float* p, int64_t u) { return p ? reinterpret_cast<const float4*>(p)[u] : make_float4(0.f, 0.f, 0.f, 0.f); }
+
+template <class F, int W>
+__global__ void map_k(F f, const float* a, const float* b, const float* c, float* y, int64_t n) {
+  const int64_t units = W == 4 ? n / 4 : 0;
+  PCGX_GRID_LOOP(u, units) {
+    const float4 va = load4(a, u), vb = load4(b, u), vc = load4(c, u);
+    float4 vy = F::kReadsY ? load4(y, u) : make_float4(0.f, 0.f, 0.f, 0.f);
+    vy = make_float4(f(va.x, vb.x, vc.x, vy.x), f(va.y, vb.y, vc.y, vy.y), f(va.z, vb.z, vc.z, vy.z), f(va.w, vb.w, vc.w, vy.w));
+    reinterpret_cast<float4*>(y)[u] = vy;
+  }
+  PCGX_GRID_LOOP(t, n - 4 * units) {
+    const int64_t i = 4 * units + t;
+    y[i] = f(a ? a[i] : 0.f, b ? b[i] : 0.f, c ? c[i] : 0.f, F::kReadsY ? y[i] : 0.f);
+  }
 }
-__global__ void activation_backward_k(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n) {
-  PCGX_GRID_LOOP(i, n) dx[i] = act_grad(act, z ? z[i] : 0.f, y ? y[i] : 0.f, dy[i]);
+
+template <class F>
+void map(F f, const float* a, const float* b, const float* c, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  const auto bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(y);
+  if (bits % 16 == 0 && n >= 4) map_k<F, 4><<<blocks_for(n / 4), kThreads, 0, s>>>(f, a, b, c, y, n);
+  else map_k<F, 1><<<blocks_for(n), kThreads, 0, s>>>(f, a, b, c, y, n);
 }
+
 __global__ void bias_activate_k(Act act, float* y, const float* bias, int64_t rows, int64_t n) {
   PCGX_GRID_LOOP(i, rows * n) y[i] = act_f(act, y[i] + (bias ? bias[i % n] : 0.f));
 }
-__global__ void ew_mul_k(const float* a, const float* b, float* y, int64_t n) {
-  PCGX_GRID_LOOP(i, n) y[i] = a[i] * b[i];
-}
-__global__ void ew_add_k(const float* a, const float* b, float* y, int64_t n) {
-  PCGX_GRID_LOOP(i, n) y[i] = a[i] + b[i];
-}
-__global__ void scale_k(const float* x, float k, float* y, int64_t n) {
-  PCGX_GRID_LOOP(i, n) y[i] = x[i] * k;
-}
-__global__ void scale_add_k(const float* x, float k, float* y, int64_t n) {
-  PCGX_GRID_LOOP(i, n) y[i] += x[i] * k;
-}
-__global__ void mul_add_k(const float* a, const float* b, float* y, int64_t n) {
-  PCGX_GRID_LOOP(i, n) y[i] += a[i] * b[i];
+// The same, 4 elements at a time, where a row's length is a multiple of 4
+// and the whole fits FastDiv (the column from a 32-bit division).
+__global__ void bias_activate4_k(Act act, float* y, const float* bias, int64_t units, FastDiv columns) {
+  PCGX_GRID_LOOP(u, units) {
+    const auto i = static_cast<uint32_t>(4 * u), j = i - columns.div(i) * columns.d;
+    float4 v = reinterpret_cast<float4*>(y)[u];
+    const float4 b = bias ? *reinterpret_cast<const float4*>(bias + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    v = make_float4(act_f(act, v.x + b.x), act_f(act, v.y + b.y), act_f(act, v.z + b.z), act_f(act, v.w + b.w));
+    reinterpret_cast<float4*>(y)[u] = v;
+  }
 }
 
 __global__ void dropout_k(const float* x, float* y, BlockGeometry g, uint64_t seed, double rate, float scale, bool add) {
@@ -120,33 +172,24 @@ void block(BlockOp op, const BlockGeometry& g, float* full, float* blk, cudaStre
 void fill(float* x, int64_t n, float value, cudaStream_t s) {
   if (n > 0) fill_k<<<blocks_for(n), kThreads, 0, s>>>(x, n, value);
 }
-void add(float* into, const float* x, int64_t n, cudaStream_t s) {
-  if (n > 0) add_k<<<blocks_for(n), kThreads, 0, s>>>(into, x, n);
-}
-void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) activate_k<<<blocks_for(n), kThreads, 0, s>>>(act, x, y, n);
-}
+void add(float* into, const float* x, int64_t n, cudaStream_t s) { map(AddInto{}, x, nullptr, nullptr, into, n, s); }
+void activate(Act act, const float* x, float* y, int64_t n, cudaStream_t s) { map(Activate{act}, x, nullptr, nullptr, y, n, s); }
 void activation_backward(Act act, const float* z, const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s) {
-  if (n > 0) activation_backward_k<<<blocks_for(n), kThreads, 0, s>>>(act, z, y, dy, dx, n);
+  map(ActivationGrad{act}, z, y, dy, dx, n, s);
 }
 void bias_activate(Act act, float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s) {
-  if (rows * n > 0) bias_activate_k<<<blocks_for(rows * n), kThreads, 0, s>>>(act, y, bias, rows, n);
+  const int64_t total = rows * n;
+  if (total <= 0) return;
+  if (n % 4 == 0 && fits_fast_div(total) && (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(bias)) % 16 == 0)
+    bias_activate4_k<<<blocks_for(total / 4), kThreads, 0, s>>>(act, y, bias, total / 4, FastDiv(n));
+  else
+    bias_activate_k<<<blocks_for(total), kThreads, 0, s>>>(act, y, bias, rows, n);
 }
-void ew_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) ew_mul_k<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
-}
-void ew_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) ew_add_k<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
-}
-void scale(const float* x, float k, float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) scale_k<<<blocks_for(n), kThreads, 0, s>>>(x, k, y, n);
-}
-void scale_add(const float* x, float k, float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) scale_add_k<<<blocks_for(n), kThreads, 0, s>>>(x, k, y, n);
-}
-void mul_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
-  if (n > 0) mul_add_k<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
-}
+void ew_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) { map(Product2{}, a, b, nullptr, y, n, s); }
+void ew_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) { map(Sum2{}, a, b, nullptr, y, n, s); }
+void scale(const float* x, float k, float* y, int64_t n, cudaStream_t s) { map(Scaled{k}, x, nullptr, nullptr, y, n, s); }
+void scale_add(const float* x, float k, float* y, int64_t n, cudaStream_t s) { map(ScaledInto{k}, x, nullptr, nullptr, y, n, s); }
+void mul_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) { map(ProductInto{}, a, b, nullptr, y, n, s); }
 void dropout(const float* x, float* y, const BlockGeometry& shard, uint64_t seed, double rate, bool add, cudaStream_t s) {
   const auto k = static_cast<float>(1.0 / (1.0 - rate));
   if (shard.numel > 0) dropout_k<<<blocks_for(shard.numel), kThreads, 0, s>>>(x, y, shard, seed, rate, k, add);
