@@ -327,11 +327,14 @@ TEST_P(CudaZoo, TwentyStepsTrainLikeTheCpu) {
 }
 
 // Mixed precision on the GPU (the executor rounds values to BF16 or FP16;
-// cuBLAS rounds the products' inputs to 16 bits on the tensor cores and
+// cuBLAS rounds the products' operands to 16 bits on the tensor cores and
 // sums in FP32) against the CPU's emulation of the same step (products in
-// FP32 on the same rounded values, which are exact in FP32): they differ
-// only in the order of sums, which can move a value across a 16-bit
-// rounding boundary, one 16-bit step. So the losses agree within 2e-2 over
+// FP32 on the same rounded values, which are exact in FP32): the forward
+// passes differ only in the order of sums, which can move a value across
+// a 16-bit rounding boundary, one 16-bit step; the backward passes also
+// where a product rounds a gradient the CPU keeps in FP32 (a sum of
+// several readers' contributions, a fused activation's gradient:
+// CudaOptions::products). So the losses agree within 2e-2 over
 // the first updates (fp16 on its first loss alone: its loss scaling may
 // skip a step on one side only, where a gradient sits at the overflow
 // threshold), and the GPU learns as the CPU. A model that magnifies

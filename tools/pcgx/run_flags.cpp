@@ -16,7 +16,7 @@ void add_run_options(CLI::App* cmd, RunFlags& f) {
                   "cuda (GPUs: device d on GPU d mod the GPUs visible; one rank per GPU under mpirun); "
                   "auto: cuda when a GPU is visible, else mpi when started by mpirun, else cpu")
       ->capture_default_str();
-  cmd->add_flag("--strict-fp32", f.strict_fp32, "cuda: products in strict FP32 (default: TF32 tensor cores, as PyTorch with allow_tf32)");
+  cmd->add_flag("--strict-fp32", f.strict_fp32, "cuda: products in strict FP32 (default: those of --precision: TF32 tensor cores for tf32, as PyTorch with allow_tf32; BF16/FP16 tensor cores for bf16/fp16)");
   cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + " (default: the strategy's, else tf32)");
   cmd->add_option("--schedule", f.schedule, kScheduleHelp);
   cmd->add_option("--threads", f.threads,

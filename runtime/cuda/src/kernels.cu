@@ -598,10 +598,11 @@ void cross_entropy_backward(const float* x, const float* labels, const float* dy
 void permute(const PermuteGeometry& g, float* x, float* y, PermuteOp op, cudaStream_t s) {
   if (g.numel <= 0) return;
   const int last = g.rank - 1;
-  if (last >= 0 && g.x_strides[last] == 1 && g.extent[last] % 4 == 0) {
+  if (last >= 0 && g.x_strides[last] == 1 && g.extent[last] % 4 == 0 &&
+      (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0) {
     // Rows stay rows (an attention's heads split or merged): moved 4
     // floats at a time. x's other strides are multiples of the row's
-    // length, so of 4; both buffers are 16-byte aligned (the arena's 256).
+    // length, so of 4.
     PermuteGeometry q = g;
     q.extent[last] /= 4, q.numel /= 4;
     for (int d = 0; d < last; ++d) q.x_strides[d] /= 4;

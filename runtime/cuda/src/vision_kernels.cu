@@ -2,6 +2,7 @@
 #include "vision_kernels.h"
 
 #include <cmath>
+#include <initializer_list>
 
 #include "kernel_common.cuh"
 
@@ -47,7 +48,9 @@ __global__ void set_partials_k(Sums what, ChannelGeometry g, int parts, const fl
   // j % S: divided once per thread, then stepped (a division per element
   // cost more than the memory traffic).
   const int64_t first = (gi * g.group * g.c + c) * g.s, sample_stride = g.c * g.s, step = blockDim.x;
-  int64_t j = begin + threadIdx.x, n = j / g.s, p = j % g.s;
+  // A step in (sample, position); a plane of no elements has no steps.
+  const int64_t s = g.s > 0 ? g.s : 1, dn = step / s, dp = step % s;
+  int64_t j = begin + threadIdx.x, n = j / s, p = j % s;
   double a = 0, b = 0;
   for (; j < end; j += step) {
     const int64_t at = first + n * sample_stride + p;
@@ -62,7 +65,8 @@ __global__ void set_partials_k(Sums what, ChannelGeometry g, int parts, const fl
         break;
       }
     }
-    for (p += step; p >= g.s; p -= g.s) ++n;
+    n += dn, p += dp;
+    if (p >= s) p -= s, ++n;
   }
   a = block_sum(a, shared);
   b = block_sum(b, shared);
@@ -110,7 +114,9 @@ __global__ void moments_partials_k(ChannelGeometry g, int parts, const float* x,
   const int64_t first = (gi * g.group * g.c + c) * units, sample_stride = g.c * units, step = blockDim.x;
   const auto* xv = reinterpret_cast<const typename V::T*>(x);
   const auto* dv = reinterpret_cast<const typename V::T*>(dy);
-  int64_t j = begin + threadIdx.x, n = j / units, p = j % units;
+  // A step in (sample, position); a plane of no elements has no steps.
+  const int64_t u = units > 0 ? units : 1, dn = step / u, dp = step % u;
+  int64_t j = begin + threadIdx.x, n = j / u, p = j % u;
   double sx = 0, sxx = 0, sd = 0, sdx = 0;
   for (; j < end; j += step) {
     const int64_t at = first + n * sample_stride + p;
@@ -129,7 +135,8 @@ __global__ void moments_partials_k(ChannelGeometry g, int parts, const float* x,
         sx += v, sxx += v * v;
       }
     }
-    for (p += step; p >= units; p -= units) ++n;
+    n += dn, p += dp;
+    if (p >= u) p -= u, ++n;
   }
   sx = block_sum(sx, shared);
   sxx = block_sum(sxx, shared);
@@ -199,24 +206,24 @@ struct WideMap {
 };
 // kernel<FastMap, W> or kernel<WideMap, W> over g's elements W at a time
 // (4 where a plane's length is a multiple of 4).
-#define PCGX_CHANNEL_LAUNCH_VEC(kernel, g, s, ...)                                                              \
+#define PCGX_CHANNEL_LAUNCH_VEC(kernel, g, stream, ...)                                                              \
   do {                                                                                                          \
     const int64_t total_ = (g).n * (g).c * (g).s;                                                               \
     if (total_ <= 0) break;                                                                                     \
     const bool vec_ = (g).s % 4 == 0;                                                                           \
     const int64_t units_ = vec_ ? total_ / 4 : total_;                                                          \
-    if (fits_fast_div(total_) && vec_) kernel<FastMap, 4><<<blocks_for(units_), kThreads, 0, s>>>(FastMap(g), units_, __VA_ARGS__); \
-    else if (fits_fast_div(total_)) kernel<FastMap, 1><<<blocks_for(units_), kThreads, 0, s>>>(FastMap(g), units_, __VA_ARGS__); \
-    else if (vec_) kernel<WideMap, 4><<<blocks_for(units_), kThreads, 0, s>>>(WideMap(g), units_, __VA_ARGS__); \
-    else kernel<WideMap, 1><<<blocks_for(units_), kThreads, 0, s>>>(WideMap(g), units_, __VA_ARGS__);         \
+    if (fits_fast_div(total_) && vec_) kernel<FastMap, 4><<<blocks_for(units_), kThreads, 0, stream>>>(FastMap(g), units_, __VA_ARGS__); \
+    else if (fits_fast_div(total_)) kernel<FastMap, 1><<<blocks_for(units_), kThreads, 0, stream>>>(FastMap(g), units_, __VA_ARGS__); \
+    else if (vec_) kernel<WideMap, 4><<<blocks_for(units_), kThreads, 0, stream>>>(WideMap(g), units_, __VA_ARGS__); \
+    else kernel<WideMap, 1><<<blocks_for(units_), kThreads, 0, stream>>>(WideMap(g), units_, __VA_ARGS__);         \
   } while (0)
 // kernel<FastMap> or kernel<WideMap> over g's elements.
-#define PCGX_CHANNEL_LAUNCH(kernel, g, s, ...)                                                   \
+#define PCGX_CHANNEL_LAUNCH(kernel, g, stream, ...)                                                   \
   do {                                                                                           \
     const int64_t total_ = (g).n * (g).c * (g).s;                                                \
     if (total_ <= 0) break;                                                                      \
-    if (fits_fast_div(total_)) kernel<<<blocks_for(total_), kThreads, 0, s>>>(FastMap(g), total_, __VA_ARGS__); \
-    else kernel<<<blocks_for(total_), kThreads, 0, s>>>(WideMap(g), total_, __VA_ARGS__);        \
+    if (fits_fast_div(total_)) kernel<<<blocks_for(total_), kThreads, 0, stream>>>(FastMap(g), total_, __VA_ARGS__); \
+    else kernel<<<blocks_for(total_), kThreads, 0, stream>>>(WideMap(g), total_, __VA_ARGS__);        \
   } while (0)
 
 // out[2 set], out[2 set + 1] = the two sums of `what` per set.
@@ -484,6 +491,15 @@ static void set_moments(const ChannelGeometry& g, const float* x, const float* d
                                                          dy ? k.r0 : nullptr);
 }
 
+// A shard of no samples has no sets (and no scratch): its per-channel sums
+// are zero, written whole as every gradient is.
+static bool empty_sums(const ChannelGeometry& g, std::initializer_list<float*> per_channel, cudaStream_t s) {
+  if (g.sets() > 0) return false;
+  for (float* out : per_channel)
+    if (out) fill(out, g.c, 0.f, s);
+  return true;
+}
+
 void batch_norm(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta, float* y, float eps, double* scratch,
                 cudaStream_t s) {
   const int64_t total = g.n * g.c * g.s;
@@ -498,7 +514,7 @@ void batch_norm(const ChannelGeometry& g, const float* x, const float* gamma, co
 void batch_norm_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
                          float* dbeta, double eps, double* scratch, cudaStream_t s) {
   const int64_t total = g.n * g.c * g.s;
-  if (total <= 0) return;
+  if (empty_sums(g, {dgamma, dbeta}, s) || total <= 0) return;
   const Scratch k = carve(g, scratch);
   set_moments(g, x, dy, k, s);
   batch_norm_dx_factors_k<<<blocks_for(g.sets()), kThreads, 0, s>>>(g, gamma, k.r2, k.r0, eps, k.r3);
@@ -507,6 +523,7 @@ void batch_norm_backward(const ChannelGeometry& g, const float* x, const float* 
 }
 
 void batch_sum(const ChannelGeometry& g, const float* x, float* out, double* scratch, cudaStream_t s) {
+  if (empty_sums(g, {out}, s)) return;
   const Scratch k = carve(g, scratch);
   set_sums(Sums::kX, g, x, nullptr, nullptr, k.partial, k.r0, s);
   if (g.c > 0) to_float_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, k.r0, out);
@@ -516,6 +533,7 @@ void batch_sum_backward(const ChannelGeometry& g, const float* ds, float* dx, cu
 }
 
 void batch_squares(const ChannelGeometry& g, const float* x, const float* sum, int64_t count, float* out, double* scratch, cudaStream_t s) {
+  if (empty_sums(g, {out}, s)) return;
   const Scratch k = carve(g, scratch);
   if (g.c <= 0) return;
   means_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, sum, static_cast<double>(count), true, k.r1);
@@ -524,6 +542,7 @@ void batch_squares(const ChannelGeometry& g, const float* x, const float* sum, i
 }
 void batch_squares_backward(const ChannelGeometry& g, const float* x, const float* sum, const float* dq, int64_t count, float* dx, float* dsum,
                             double* scratch, cudaStream_t s) {
+  if (empty_sums(g, {dsum}, s)) return;
   const Scratch k = carve(g, scratch);
   if (g.c <= 0) return;
   means_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, sum, static_cast<double>(count), false, k.r1);
@@ -539,6 +558,7 @@ void batch_norm_apply(const ChannelGeometry& g, const float* x, const float* sum
 void batch_norm_apply_backward(const ChannelGeometry& g, const float* x, const float* sum, const float* squares, const float* gamma,
                                const float* dy, int64_t count, double eps, float* dx, float* dsum, float* dsquares, float* dgamma,
                                float* dbeta, double* scratch, cudaStream_t s) {
+  if (empty_sums(g, {dsum, dsquares, dgamma, dbeta}, s)) return;
   const Scratch k = carve(g, scratch);
   if (g.c <= 0) return;
   means_k<<<blocks_for(g.c), kThreads, 0, s>>>(g.c, sum, static_cast<double>(count), false, k.r1);

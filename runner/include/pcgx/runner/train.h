@@ -40,7 +40,9 @@ struct TrainRequest {
   std::string target;  // zoo model, graph JSON, ONNX model, or strategy file
   ModelParams sizes;   // a zoo model's size overrides (batch included); none for a strategy
   BackendKind backend = BackendKind::kCpu;  // resolved (backend_choice.h's resolve)
-  bool tf32 = true;                         // CUDA products on TF32 tensor cores
+  // CUDA products in the precision's tensor cores (TF32, or BF16/FP16
+  // under mixed precision); false: strict FP32 (--strict-fp32).
+  bool tf32 = true;
   // What it trains in (runtime::TrainOptions::precision); unset: a
   // strategy's own, else the default. Given with a strategy planned in
   // another, it wins (said in a note); --optimize searches with it.

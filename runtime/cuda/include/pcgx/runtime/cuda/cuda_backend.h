@@ -30,10 +30,15 @@ namespace pcgx::runtime::cuda {
 struct CudaOptions {
   int device = 0;     // CUDA device ordinal
   // What cuBLAS computes products in: fp32 (strict), tf32 (TF32 tensor
-  // cores, as PyTorch with allow_tf32), bf16 or fp16 (each input rounded
-  // to 16 bits on BF16/FP16 tensor cores, FP32 accumulation: the products
-  // of a mixed-precision step, whose values the executor has rounded
-  // already). Convolutions take TF32 unless fp32.
+  // cores, as PyTorch with allow_tf32), bf16 or fp16 (each operand rounded
+  // to 16 bits on BF16/FP16 tensor cores, FP32 accumulation). In a
+  // mixed-precision step the forward products' operands are values the
+  // executor has rounded already, so only the order of sums differs from
+  // the CPU's emulation; in the backward pass a gradient summed from
+  // several readers (kept FP32 by the executor) and a fused activation's
+  // gradient are rounded by the product where the CPU keeps FP32, as
+  // PyTorch's autocast does (in fp16 a sum above 65504 becomes inf there,
+  // and loss scaling skips that step). Convolutions take TF32 unless fp32.
   Precision products = Precision::kTf32;
 };
 
