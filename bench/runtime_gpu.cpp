@@ -177,10 +177,13 @@ int main(int argc, char** argv) {
     if (!profile_dir.empty()) std::ofstream(profile_dir + "/" + key + ".profile.json") << profile_to_json(measured);
     const double mfu = 3 * forward_flops(*g) / step / peak;
     const auto t = torch.find(key);
-    std::printf("%-28s %9.2f %9s %6s %5.1f%% %12.2f %12.2f %12.2f\n", name, 1 / step,
-                t == torch.end() ? "-" : std::to_string(t->second).substr(0, 8).c_str(),
-                t == torch.end() ? "-" : (std::to_string(1 / step / t->second).substr(0, 5) + "x").c_str(), 100 * mfu, step * 1e3,
-                roofline * 1e3, profiled * 1e3);
+    char theirs[32] = "-", ratio[32] = "-";
+    if (t != torch.end()) {
+      std::snprintf(theirs, sizeof theirs, "%.2f", t->second);
+      std::snprintf(ratio, sizeof ratio, "%.3fx", 1 / step / t->second);
+    }
+    std::printf("%-28s %9.2f %9s %7s %5.1f%% %12.2f %12.2f %12.2f\n", name, 1 / step, theirs, ratio, 100 * mfu, step * 1e3, roofline * 1e3,
+                profiled * 1e3);
   }
   if (torch.empty()) std::printf("(PyTorch not measured: python3 with torch and CUDA is needed)\n");
   return 0;
