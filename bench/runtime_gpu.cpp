@@ -5,9 +5,11 @@
 // second, PyTorch's (bench/runtime_torch.py --device cuda, same model,
 // batch, SGD with momentum, in the same precision: TF32 by default, BF16
 // or FP16 as PyTorch's autocast), their ratio, the model FLOP utilisation
-// (3 x forward FLOPs per step over the H100's peak in that precision) and
-// the cost model's predicted step on one dgx-h100 GPU (roofline, and with
-// the profile measured in this run) against the measured one.
+// (3 x forward FLOPs per step over the GPU's dense peak in that precision,
+// from its machine file) and the cost model's predicted step on one GPU of
+// the machine file for the GPU it runs on (dgx-h200 on an H200, dgx-a100 on
+// an A100, else dgx-h100; roofline, and with the profile measured in this
+// run) against the measured one.
 //
 // A model with operators on the host fallback (cuda_backend.h) is not
 // timed unless --all: the figure would measure host copies. Without a GPU
@@ -42,16 +44,11 @@ using namespace pcgx;
 namespace {
 
 constexpr int kWarmup = 3;
-// H100 SXM dense peaks (NVIDIA's datasheet, the H200's are the same):
-// FP32 on the CUDA cores, TF32 and BF16/FP16 tensor cores.
-double peak_flops(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return 66.9e12;
-    case Precision::kTf32: return 494.7e12;
-    case Precision::kBf16:
-    case Precision::kFp16: return 989.4e12;
-  }
-  return 494.7e12;
+// The machine file describing the GPU this runs on.
+std::string machine_for(const std::string& gpu) {
+  if (gpu.find("H200") != std::string::npos) return "dgx-h200";
+  if (gpu.find("A100") != std::string::npos) return "dgx-a100";
+  return "dgx-h100";
 }
 
 double forward_flops(const Graph& g) {
@@ -134,9 +131,11 @@ int main(int argc, char** argv) {
   const Graph bert = encoder_block_regression("bert-large-4-layers", 8, 512, 1024, 16, 4096, 4);
   const Graph resnext = build_model("resnext-50", {{"batch", 64}});
   const auto torch = torch_steps_per_second(steps, precision);
-  const double peak = peak_flops(precision);
-  std::printf("one GPU, %s, %d steps after %d warm-up; MFU = 3 x forward FLOPs per step / %.1f TFLOP/s\n", name(precision), steps, kWarmup,
-              peak / 1e12);
+  const std::string gpu = runtime::cuda::device_name(0);
+  const Machine m = search::find_machine(machine_for(gpu)).with_devices(1);
+  const double peak = m.device.peak(precision);
+  std::printf("one %s, %s, %d steps after %d warm-up; MFU = 3 x forward FLOPs per step / %.1f TFLOP/s; predictions on one %s GPU\n",
+              gpu.c_str(), name(precision), steps, kWarmup, peak / 1e12, m.name.c_str());
   std::printf("%-28s %9s %9s %7s %6s %12s %12s %12s\n", "model", "pcgx/s", "torch/s", "ratio", "MFU", "measured ms", "roofline ms",
               "profiled ms");
   for (const auto& [name, g, key] : {std::tuple{"MLP 16 x 8192, batch 256", &mlp, "mlp"},
@@ -165,7 +164,6 @@ int main(int argc, char** argv) {
     // around every operator to time it.
     o.steps = kWarmup + 5, o.time_kernels = true;
     const runtime::TrainResult timed = runtime::train(*g, {}, 1, o);
-    const Machine m = search::find_machine("dgx-h100").with_devices(1);
     // Priced in the precision it ran in (the machine's peak for it).
     TrainingRecipe recipe;
     recipe.precision = precision;

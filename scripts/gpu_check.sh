@@ -219,11 +219,16 @@ do_run() {
   # The profile alone on the GPU: kernel times measured beside five other
   # processes predicted 42 ms for a 2.1 ms step (H200, 2026-11-28).
   wait
-  local shared=$jobs
+  local shared=$jobs machine=dgx-h100
   jobs=1
+  # The machine file of the GPU it runs on (as bench_runtime_gpu picks it).
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) machine=dgx-h200 ;;
+    *A100*) machine=dgx-a100 ;;
+  esac
   part profile && check "GPU profile (pcgx run --profile-out, then --optimize --profile; alone on the GPU)" 240 bash -c \
     "'$build/tools/pcgx/pcgx' run bert-large-tiny --backend cuda --steps 12 --no-report --no-plot --profile-out '${OUT:-.}/gpu_profile.json' &&
-     '$build/tools/pcgx/pcgx' run bert-large-tiny --backend cuda --steps 12 --no-report --no-plot --optimize --machine dgx-h100 --profile '${OUT:-.}/gpu_profile.json'"
+     '$build/tools/pcgx/pcgx' run bert-large-tiny --backend cuda --steps 12 --no-report --no-plot --optimize --machine $machine --profile '${OUT:-.}/gpu_profile.json'"
   wait
   jobs=$shared
   echo "== correctness: ${#names[@]} checks, $jobs at a time, in $(( $(date +%s) - t0 )) s"

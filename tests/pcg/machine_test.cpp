@@ -148,8 +148,13 @@ TEST(Machine, PeakPerPrecisionIsOptionalAndRoundTrips) {
     EXPECT_EQ(std::string(e.what()), "m.json: device.peak_flops_by_precision.fp8: unknown precision (fp32, tf32, bf16, fp16)");
   }
   // The bundled GPU machines price every precision but Volta's BF16.
-  for (const char* name : {"dgx-a100", "dgx-h100"})
+  for (const char* name : {"dgx-a100", "dgx-h100", "dgx-h200"})
     for (const Precision p : kPrecisions) EXPECT_GT(load_machine(kMachines + name + ".json").device.peak(p), 0) << name;
+  // The H200: the H100's processor, its memory faster and larger.
+  const Machine h100 = load_machine(kMachines + "dgx-h100.json"), h200 = load_machine(kMachines + "dgx-h200.json");
+  for (const Precision p : kPrecisions) EXPECT_DOUBLE_EQ(h200.device.peak(p), h100.device.peak(p));
+  EXPECT_GT(h200.device.memory_bandwidth, h100.device.memory_bandwidth);
+  EXPECT_GT(h200.device.memory_capacity, h100.device.memory_capacity);
   EXPECT_DOUBLE_EQ(load_machine(kMachines + "dgx-a100.json").device.peak(Precision::kBf16), 312e12);
   EXPECT_THROW(load_machine(kMachines + "summit.json").device.peak(Precision::kBf16), FieldError);
 }

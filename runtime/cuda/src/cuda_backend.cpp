@@ -24,6 +24,15 @@ int device_count(std::string* why) {
   return n;
 }
 
+std::string device_name(int device) {
+  cudaDeviceProp p{};
+  if (device < 0 || device >= device_count() || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    return "";
+  }
+  return p.name;
+}
+
 CudaBackend::CudaBackend(const CudaOptions& o) : s_(std::make_unique<State>()) {
   std::string why;
   const int n = device_count(&why);

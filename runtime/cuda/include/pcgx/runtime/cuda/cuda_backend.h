@@ -45,6 +45,9 @@ struct CudaOptions {
 // How many CUDA devices this process sees; 0 with the reason in `why`
 // (no driver, no device, CUDA_VISIBLE_DEVICES empty).
 int device_count(std::string* why = nullptr);
+// The name CUDA gives device `device` ("NVIDIA H200"); empty when there is
+// no such device.
+std::string device_name(int device);
 
 class CudaBackend final : public Backend {
  public:
