@@ -112,13 +112,11 @@ void derive_pools(Opset& s) {
   for (const auto& c : s.ops) {
     const OpDef* def = OpRegistry::global().find(c.op);
     if (!def) continue;  // parsing names the unknown operator
-    int vectors = 0;
     for (const PoolInput p : def->pool_inputs) {
       s.index_inputs = s.index_inputs || p == PoolInput::kIndices;
       s.conv_kernels = s.conv_kernels || p == PoolInput::kConvKernels;
-      vectors += p == PoolInput::kVectorWeights;
+      s.vector_weights = s.vector_weights || p == PoolInput::kVectorWeights;
     }
-    s.vector_weights = std::max(s.vector_weights, vectors);
   }
 }
 

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "pcgx/generator/input_pool.h"
 #include "pcgx/generator/opset.h"
 #include "pcgx/pcg/registry.h"
 #include "pcgx/pcg/error.h"
@@ -53,28 +52,12 @@ TEST(OpsetFiles, PoolInputsComeFromTheRegistry) {
       for (const PoolInput p : op->pool_inputs) {
         EXPECT_TRUE(p != PoolInput::kIndices || s.index_inputs) << op->name << " in " << s.name;
         EXPECT_TRUE(p != PoolInput::kConvKernels || s.conv_kernels) << op->name << " in " << s.name;
-        EXPECT_TRUE(p != PoolInput::kVectorWeights || s.vector_weights > 0) << op->name << " in " << s.name;
+        EXPECT_TRUE(p != PoolInput::kVectorWeights || s.vector_weights) << op->name << " in " << s.name;
       }
     }
   EXPECT_GE(checked, 4);  // Embedding, EmbeddingBag, Conv2D, RMSNorm
   const Opset plain = parse_ops("Relu,Linear,Repartition");
-  EXPECT_FALSE(plain.index_inputs || plain.conv_kernels || plain.vector_weights > 0);
-}
-
-// As many 1-d weights as one operator reads: LayerNorm's gamma and beta
-// are two tensors (with one, its rules could only state gamma == beta, and
-// would match no model), RMSNorm's gamma one (llama-v1's pool, unchanged).
-TEST(OpsetFiles, VectorWeightsCountWhatOneOperatorReads) {
-  const Opset ln = parse_ops("LayerNorm(affine=true),Repartition");
-  EXPECT_EQ(ln.vector_weights, 2);
-  EXPECT_EQ(parse_ops("RMSNorm,LayerNorm,Repartition").vector_weights, 2);
-  EXPECT_EQ(parse_ops("RMSNorm,Repartition").vector_weights, 1);
-  GeneratorConfig c;
-  c.opset = ln;
-  std::vector<std::string> vectors;
-  for (const PoolTensor& t : build_pool(c))
-    if (t.shape.dims.size() == 1) vectors.push_back(t.name);
-  EXPECT_EQ(vectors, (std::vector<std::string>{"g1", "g2", "g1.d0x2", "g1.r2"}));
+  EXPECT_FALSE(plain.index_inputs || plain.conv_kernels || plain.vector_weights);
 }
 
 TEST(OpsetFiles, AFileOfOnesOwnIsLikeOps) {

@@ -256,7 +256,6 @@ void register_norm_ops(OpRegistry& r) {
   ln.backward_reads = reads(0b011, 0);  // x and gamma (its statistics computed again), not beta
   ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   ln.smt = {{"layer_norm", 1, {"eps"}, 0, {{"affine", false}}}, {"layer_norm_affine", 3, {"eps"}, 0, {{"affine", true}}}};
-  ln.pool_inputs = {PoolInput::kVectorWeights, PoolInput::kVectorWeights};  // gamma and beta, two tensors
   r.add(ln);
 
   OpDef rms;
