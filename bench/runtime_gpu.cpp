@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
     // Priced in the precision it ran in (the machine's peak for it).
     TrainingRecipe recipe;
     recipe.precision = precision;
+    recipe.optimizer = runtime::priced_as(o.optimizer);  // SGD with momentum, as PyTorch's side
     const double roofline =
         search::MachineMapper(search::CostModel(m, search::default_efficiency(), {}, {}, recipe)).map(*g).estimate.time;
     const Profile measured = runtime::profile_from_run(*g, timed);

@@ -24,8 +24,8 @@ int64_t activation_bytes(Precision p) { return is_mixed(p) ? 2 : 4; }
 
 int64_t element_bytes(DataType t, Precision p) { return t == DataType::kFloat32 ? activation_bytes(p) : byte_size(t); }
 
-ParamBytes param_bytes(Precision p) { return {activation_bytes(p), is_mixed(p) ? 4 : 0, 4, 8}; }
+ParamBytes param_bytes(Precision p, OptimizerState o) { return {activation_bytes(p), is_mixed(p) ? 4 : 0, 4, 4 * optimizer_states(o)}; }
 
-int64_t param_state_bytes(Precision p) { return param_bytes(p).total(); }
+int64_t param_state_bytes(Precision p, OptimizerState o) { return param_bytes(p, o).total(); }
 
 }  // namespace pcgx

@@ -276,7 +276,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // searches, about 17 minutes.
     std::optional<search::SearchResult> fitted;
     for (const ZeroStage stage : stages) {
-      const TrainingRecipe recipe{precision, policy, stage, policy == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers};
+      const TrainingRecipe recipe{precision, policy, stage, policy == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
+                                  q.optimizer};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -341,7 +342,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
       const TrainingRecipe recipe{precision, policies.front(), stage,
-                                  policies.front() == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers};
+                                  policies.front() == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

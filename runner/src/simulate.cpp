@@ -34,6 +34,7 @@ SimulateReport simulate(SimulateRequest q) {
     recipe.recompute_layers = *q.recompute_layers;
   }
   if (q.zero) recipe.zero = *q.zero;
+  if (q.optimizer) recipe.optimizer = *q.optimizer;
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
   r.sim = std::make_unique<search::Simulator>(f.strategy.graph, views, *r.cost, search::pipeline_shape(f));

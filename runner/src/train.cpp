@@ -162,6 +162,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.model = graph, oq.machine = rep.machine, oq.search = *q.search, oq.rulesets = q.rulesets;
         oq.allow_unverified = q.allow_unverified, oq.reprove = q.reprove, oq.comm = comm, oq.profile = profile;
         oq.precision = q.precision.value_or(kDefaultPrecision);
+        oq.optimizer = runtime::priced_as(q.options.optimizer);
         adopt_plan_settings(oq, {true, q.precision.has_value()});  // a plan's recipe and pipeline, where the request states none
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)
@@ -193,6 +194,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (q.precision) o.precision = *q.precision;
     TrainingRecipe recipe;
     recipe.zero = o.zero, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
+    recipe.optimizer = runtime::priced_as(o.optimizer);
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;

@@ -13,6 +13,11 @@ void validate(const OptimizerOptions& o) {
   if (o.momentum < 0 || o.momentum >= 1) throw FieldError("OptimizerOptions.momentum", "must lie in [0, 1)");
 }
 
+OptimizerState priced_as(const OptimizerOptions& o) {
+  if (o.kind == OptimizerKind::kAdam) return OptimizerState::kAdam;
+  return o.momentum != 0 ? OptimizerState::kMomentum : OptimizerState::kSgd;
+}
+
 Optimizer::Optimizer(OptimizerOptions options, Backend& backend) : o_(std::move(options)), backend_(backend) { validate(o_); }
 
 std::span<const ParameterSlot> Optimizer::state(std::span<const Buffer> params) {

@@ -73,7 +73,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   auto freed_after = [&](NodeId n) {
     for (const auto& [d, b] : frees[static_cast<size_t>(n)]) live[static_cast<size_t>(d)] -= b;
   };
-  const ParamBytes per = param_bytes(precision);
+  const ParamBytes per = param_bytes(precision, recipe.optimizer);
   // Under ZeRO what the stage shards is split over the devices holding the
   // same block (`group` of them).
   auto weight = [&](int64_t d, const ParallelTensorShape& s, int64_t group) {

@@ -26,6 +26,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["recompute"] = name(s.recipe.recompute);
   if (s.recipe.recompute_layers != kAllLayers) j["recompute_layers"] = s.recipe.recompute_layers;
   j["zero"] = static_cast<int>(s.recipe.zero);
+  j["optimizer"] = name(s.recipe.optimizer);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
@@ -110,6 +111,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;
     if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, 3, got " + j["zero"].dump());
     s.recipe.zero = *z;
+  }
+  if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
+    const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;
+    if (!o) throw FileError(source, "optimizer", "expected one of sgd, momentum, adam, got " + j["optimizer"].dump());
+    s.recipe.optimizer = *o;
   }
   if (j.contains("applied") && j["applied"].is_array())
     for (const json& a : j["applied"])

@@ -209,8 +209,10 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
   ASSERT_TRUE(std::regex_search(staged_run.out, bytes, std::regex(R"(([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted)")))
       << staged_run.out;
   EXPECT_EQ(bytes[1].str(), bytes[2].str()) << staged_run.out;
-  // run predicts the step as the schedule runs it: simulate's time.
-  const auto staged_sim = run("simulate " + staged);
+  // run predicts the step as the schedule runs it: simulate's time, with
+  // the optimizer the run trains with (SGD with momentum, its default; the
+  // strategy was priced with Adam).
+  const auto staged_sim = run("simulate " + staged + " --optimizer momentum");
   std::smatch simulated, predicted;
   ASSERT_TRUE(std::regex_search(staged_sim.out, simulated, std::regex(R"(iteration time +([0-9.]+) ms simulated)"))) << staged_sim.out;
   ASSERT_TRUE(std::regex_search(staged_run.out, predicted, std::regex(R"(([0-9.]+) ms predicted on dgx-a100)"))) << staged_run.out;
@@ -309,6 +311,32 @@ TEST(SimulateCommand, ZeroStageIsPricedRecordedAndSimulated) {
   const auto sim_bad = run("simulate " + plain + " --zero auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
   EXPECT_NE(sim_bad.out.find("error: --zero: unknown ZeRO stage 'auto' (0, 1, 2, 3)"), std::string::npos) << sim_bad.out;
+}
+
+// The optimizer a plan is priced with: printed, recorded, simulated as
+// recorded or as told; an unknown one is one error line and no file.
+TEST(SimulateCommand, TheOptimizerIsPricedRecordedAndSimulated) {
+  const std::string sgd = (dir() / "opt-sgd.json").string(), adam = (dir() / "opt-adam.json").string();
+  // The 16 x 8192 MLP, whose update is most of its step.
+  const auto a = run("optimize mlp --machine dgx-a100 --devices 2 --search data-parallel --optimizer sgd -q -o " + sgd);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("optimizer             sgd (0 FP32 states per parameter)"), std::string::npos) << a.out;
+  const auto b = run("optimize mlp --machine dgx-a100 --devices 2 --search data-parallel -q -o " + adam);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("optimizer             adam (2 FP32 states per parameter)"), std::string::npos) << b.out;
+  const auto s = run("simulate " + sgd);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("optimizer             sgd\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  // Simulated as Adam, the SGD plan's update streams 7 words where it was priced with 3.
+  const auto told = run("simulate " + sgd + " --optimizer adam");
+  ASSERT_EQ(told.code, 0) << told.out;
+  EXPECT_NE(told.out.find("optimizer             adam\n"), std::string::npos) << told.out;
+  EXPECT_EQ(told.out.find("ratio 1.00)"), std::string::npos) << told.out;
+  const auto bad = run("optimize mlp-tiny --machine dgx-a100 --devices 2 --optimizer lamb -o " + (dir() / "opt-bad.json").string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --optimizer: unknown optimizer 'lamb' (sgd, momentum, adam)"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir() / "opt-bad.json"));
 }
 
 // A pipelined strategy runs its schedule micro-batch by micro-batch; the

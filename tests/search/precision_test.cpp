@@ -5,6 +5,8 @@
 // simulator checked against the DP at every precision.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
@@ -137,6 +139,55 @@ TEST(Precision, TheStrategyFileRecordsIt) {
     FAIL() << "an unknown precision was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "s.json: precision: expected one of fp32, tf32, bf16, fp16, got \"fp8\"");
+  }
+}
+
+// The optimizer: its states in memory (4 bytes each per parameter) and
+// its update's traffic (3 FP32 words per parameter and 2 per state: 3, 5,
+// 7), counted and priced by the recipe, recorded in the strategy file (a
+// file without it was priced with Adam, and reads so).
+TEST(Precision, TheOptimizerIsCountedPricedAndRecorded) {
+  for (const OptimizerState o : kOptimizerStates) EXPECT_EQ(optimizer_named(name(o)), o);
+  EXPECT_FALSE(optimizer_named("lamb"));
+  EXPECT_EQ(kDefaultOptimizer, OptimizerState::kAdam);
+  EXPECT_EQ(param_state_bytes(Precision::kFp32, OptimizerState::kSgd), 8);
+  EXPECT_EQ(param_state_bytes(Precision::kFp32, OptimizerState::kMomentum), 12);
+  EXPECT_EQ(param_state_bytes(Precision::kBf16, OptimizerState::kMomentum), 14);
+  const Graph g = linear_graph(1000, 1000, 1000);
+  std::map<OptimizerState, double> update;
+  for (const OptimizerState o : kOptimizerStates) {
+    SCOPED_TRACE(name(o));
+    TrainingRecipe r;
+    r.precision = Precision::kFp32, r.optimizer = o;
+    const CostModel cm(mixed_machine().with_devices(1), toy_efficiency(), {}, {}, r);
+    const Strategy one = MachineMapper(cm).map(g);
+    ASSERT_TRUE(one.estimate.feasible);
+    update[o] = one.estimate.update;
+    // 1e6 parameters: 4 bytes of weight, 4 of gradient, 4 per state.
+    const auto kinds = memory_breakdown(Placement(one.graph, one.views, 1), r);
+    EXPECT_NEAR(kinds[0].optimizer, 4e6 * optimizer_states(o), 1);
+    EXPECT_NEAR(kinds[0].weights + kinds[0].gradients, 8e6, 1);
+    const Simulator sim(one.graph, one.views, cm);
+    EXPECT_NEAR(sim.time(), one.estimate.time, 1e-12);
+  }
+  EXPECT_NEAR(update[OptimizerState::kSgd] / update[OptimizerState::kAdam], 3.0 / 7.0, 1e-9);
+  EXPECT_NEAR(update[OptimizerState::kMomentum] / update[OptimizerState::kAdam], 5.0 / 7.0, 1e-9);
+
+  const CostModel cm(mixed_machine(), default_efficiency());
+  StrategyFile f{g.name(), cm.machine(), 8, "data-parallel", {}, MachineMapper(cm).map(data_parallel(g, 8))};
+  f.recipe.optimizer = OptimizerState::kMomentum;
+  const std::string text = strategy_to_json(f);
+  EXPECT_EQ(strategy_from_json(text, "s.json").recipe.optimizer, OptimizerState::kMomentum);
+  std::string old = text;
+  old.erase(old.find("\"optimizer\""), std::string("\"optimizer\": \"momentum\",").size());
+  EXPECT_EQ(strategy_from_json(old, "s.json").recipe.optimizer, OptimizerState::kAdam);
+  std::string bad = text;
+  bad.replace(bad.find("\"optimizer\": \"momentum\""), 23, "\"optimizer\": \"lamb\"");
+  try {
+    strategy_from_json(bad, "s.json");
+    FAIL() << "an unknown optimizer was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "s.json: optimizer: expected one of sgd, momentum, adam, got \"lamb\"");
   }
 }
 

@@ -139,6 +139,10 @@ const char* const kRecomputeLayersHelp =
     "with --recompute full: recompute only the first N layers of the model (with pipeline stages, of each chunk) (Megatron-LM's "
     "--recompute-method block --recompute-num-layers N); the later layers keep their activations";
 
+OptimizerState parse_optimizer_state(const std::string& text) {
+  return parse_choice<OptimizerState>(text, "--optimizer", "optimizer", kOptimizerStates, [](OptimizerState o) { return name(o); });
+}
+
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
   return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }

@@ -72,6 +72,12 @@ std::optional<Recompute> parse_recompute(const std::string& text, bool allow_aut
 extern const char* const kRecomputeHelp;
 // --recompute-layers N (with --recompute full).
 extern const char* const kRecomputeLayersHelp;
+// --optimizer of optimize and simulate: what the plan's update is priced
+// as (sgd, momentum, adam).
+inline constexpr const char* kOptimizerStateHelp =
+    "the optimizer the plan trains with, for its state in memory and its update's traffic: sgd (none), momentum (one FP32 state per "
+    "parameter) or adam (two)";
+OptimizerState parse_optimizer_state(const std::string& text);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 extern const char* const kZeroHelp;

@@ -52,6 +52,7 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
       ->check(positive());
   f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();
+  cmd->add_option("--optimizer", f.optimizer, kOptimizerStateHelp)->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -78,6 +79,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.rulesets = f.rulesets, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
+  q.optimizer = parse_optimizer_state(f.optimizer);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);

@@ -81,6 +81,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
       << "\n";
+  out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
+      << (optimizer_states(recipe.optimizer) == 1 ? "" : "s") << " per parameter)\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string_view>
 
+#include "pcgx/pcg/optimizer_state.h"
 #include "pcgx/pcg/parallel_tensor_shape.h"
 
 namespace pcgx {
@@ -42,17 +43,17 @@ int64_t activation_bytes(Precision p);
 // tensors at activation_bytes, others (indices) at their dtype's size.
 int64_t element_bytes(DataType t, Precision p);
 
-// What one trained parameter keeps on a device with Adam, by kind.
+// What one trained parameter keeps on a device, by kind.
 struct ParamBytes {
   int64_t weight = 0;     // in compute precision
   int64_t master = 0;     // the FP32 master copy, when mixed
   int64_t gradient = 0;   // FP32
-  int64_t optimizer = 0;  // Adam's two FP32 moments
+  int64_t optimizer = 0;  // the optimizer's FP32 states (Adam's two moments: 8)
   int64_t total() const { return weight + master + gradient + optimizer; }
 };
-ParamBytes param_bytes(Precision p);
-// Their total: 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the figure in
-// Megatron-LM's distributed-optimizer notes).
-int64_t param_state_bytes(Precision p);
+ParamBytes param_bytes(Precision p, OptimizerState o = kDefaultOptimizer);
+// Their total: with Adam 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the
+// figure in Megatron-LM's distributed-optimizer notes).
+int64_t param_state_bytes(Precision p, OptimizerState o = kDefaultOptimizer);
 
 }  // namespace pcgx

@@ -1,8 +1,8 @@
 #pragma once
 // How a plan trains beyond its graph (docs/training.md): the precision it
 // computes in, which activations its backward pass recomputes instead of
-// keeping, and what data-parallel replicas shard instead of each keeping
-// (ZeRO). All are part of the strategy: saved with it, priced by the cost
+// keeping, what data-parallel replicas shard instead of each keeping
+// (ZeRO), and the optimizer whose state they keep. All are part of the strategy: saved with it, priced by the cost
 // model and the simulator, counted by the memory model, chosen by the
 // search.
 #include <cstdint>
@@ -103,6 +103,8 @@ struct TrainingRecipe {
   // Under Recompute::kFull, how many layers of each graph recompute (the
   // first ones, above); kAllLayers: every layer.
   int32_t recompute_layers = kAllLayers;
+  // What the update keeps and streams per parameter (optimizer_state.h).
+  OptimizerState optimizer = kDefaultOptimizer;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

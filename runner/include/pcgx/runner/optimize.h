@@ -51,6 +51,9 @@ struct OptimizeRequest {
   // many layers of each chunk.
   std::optional<int32_t> recompute_layers;
   std::optional<ZeroStage> zero;
+  // The optimizer the plan trains with (its state in memory, its update's
+  // traffic): Adam unless said.
+  OptimizerState optimizer = kDefaultOptimizer;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.

@@ -28,6 +28,7 @@ struct SimulateRequest {
   std::optional<Recompute> recompute;
   std::optional<int32_t> recompute_layers;  // with full recomputation (the strategy's or `recompute`)
   std::optional<ZeroStage> zero;
+  std::optional<OptimizerState> optimizer;
   search::Efficiency efficiency = search::default_efficiency();
   Profile profile;
   double bucket_bytes = 25.0 * 1024 * 1024;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pcgx/pcg/optimizer_state.h"
 #include "pcgx/runtime/backend.h"
 
 namespace pcgx::runtime {
@@ -24,6 +25,9 @@ struct OptimizerOptions {
 
 // Throws FieldError (OptimizerOptions.lr, .momentum) for a value out of range.
 void validate(const OptimizerOptions& o);
+// What the cost and memory models price it as (pcg/optimizer_state.h):
+// Adam; SGD with momentum; plain SGD (momentum 0).
+OptimizerState priced_as(const OptimizerOptions& o);
 
 class Optimizer {
  public:

@@ -69,15 +69,16 @@
 //
 // Memory per device (memory_model.h): every weight-layout shard it holds
 // costs param_state_bytes per element (value, FP32 master when mixed,
-// gradient, Adam's two moments), every output shard of a compute or
+// gradient, the optimizer's states: Adam's two moments), every output shard of a compute or
 // parallel operator (moved copies included) is kept for the backward pass
 // unless recomputed (then the largest segment's outputs count once, as
 // transient), so is the copy of every activation shard a task reads from
 // another device (a pipeline stage's received boundary), and a pipelined
 // tensor keeps one micro-slice per micro-batch in flight. Under ZeRO a device keeps 1/r of the state its
 // stage shards.
-// The optimizer update streams 7 FP32 words per parameter (read w, g, m, v;
-// write w, m, v), plus the 2-byte compute copy it writes when mixed.
+// The optimizer update streams update_words FP32 words per parameter (Adam:
+// read w, g, m, v; write w, m, v: 7), plus the 2-byte compute copy it
+// writes when mixed.
 #include <map>
 #include <optional>
 #include <span>
