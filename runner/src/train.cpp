@@ -111,6 +111,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
       }
     }
     adopt(f, graph, views, o);
+    if (const OptimizerState runs = runtime::priced_as(o.optimizer); runs != f.recipe.optimizer)
+      say(std::string("note: ") + q.target + " was planned with " + name(f.recipe.optimizer) + "; this run trains with " +
+          runtime::name(o.optimizer.kind) + " (" + name(runs) + ": " + std::to_string(optimizer_states(runs)) +
+          " FP32 state" + (optimizer_states(runs) == 1 ? "" : "s") + " per parameter), and its prediction is for that");
     if (q.precision && *q.precision != o.precision)
       say(std::string("note: ") + q.target + " was planned in " + name(o.precision) + "; training in " + name(*q.precision) +
           " as TrainRequest.precision says (the prediction is for " + name(*q.precision) + ")");

@@ -14,8 +14,7 @@ void validate(const OptimizerOptions& o) {
 }
 
 OptimizerState priced_as(const OptimizerOptions& o) {
-  if (o.kind == OptimizerKind::kAdam) return OptimizerState::kAdam;
-  return o.momentum != 0 ? OptimizerState::kMomentum : OptimizerState::kSgd;
+  return o.kind == OptimizerKind::kAdam ? OptimizerState::kAdam : OptimizerState::kMomentum;
 }
 
 Optimizer::Optimizer(OptimizerOptions options, Backend& backend) : o_(std::move(options)), backend_(backend) { validate(o_); }

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "pcgx/runtime/host_backend.h"
@@ -39,6 +41,27 @@ TEST(Optimizer, AdamFollowsTheDoublePrecisionUpdate) {
   double worst = 0;
   for (size_t e = 0; e < n; ++e) worst = std::max(worst, std::fabs(w.data[e] - ref[e]) / std::fabs(ref[e]));
   EXPECT_LT(worst, 2e-6);
+}
+
+// The cost and memory models price an optimizer by the FP32 states it
+// keeps per parameter: as many as the runtime allocates (SGD's velocity
+// at momentum 0 too: its update reads and writes it whatever the factor).
+TEST(Optimizer, PricedAsTheStatesItKeeps) {
+  for (const auto& [kind, momentum, priced] : std::vector<std::tuple<OptimizerKind, double, OptimizerState>>{
+           {OptimizerKind::kAdam, 0.9, OptimizerState::kAdam},
+           {OptimizerKind::kSgd, 0.9, OptimizerState::kMomentum},
+           {OptimizerKind::kSgd, 0.0, OptimizerState::kMomentum}}) {
+    SCOPED_TRACE(std::string(name(kind)) + " momentum " + std::to_string(momentum));
+    OptimizerOptions o;
+    o.kind = kind, o.momentum = momentum;
+    EXPECT_EQ(priced_as(o), priced);
+    HostBackend backend;
+    const std::vector<int64_t> shape{4};
+    const std::vector<Buffer> params{backend.allocate(shape)};
+    Optimizer opt(o, backend);
+    const ParameterSlot& slot = opt.state(params)[0];
+    EXPECT_EQ((slot.m ? 1 : 0) + (slot.v ? 1 : 0), optimizer_states(priced));
+  }
 }
 
 }  // namespace

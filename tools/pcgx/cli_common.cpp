@@ -149,7 +149,7 @@ std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
 
 const char* const kZeroHelp =
     "sharded data parallelism (ZeRO): 0 (every replica keeps all of its weights' state, gradients all-reduced), 1 (the FP32 master "
-    "weights and Adam's moments sharded over each weight's data-parallel group: gradients reduce-scattered, weights all-gathered "
+    "weights and the optimizer's state (Adam's moments) sharded over each weight's data-parallel group: gradients reduce-scattered, weights all-gathered "
     "after the update), 2 (the gradients sharded too), 3 (the weights too: each operator all-gathers its weights before its forward "
     "and its backward, as FSDP does)";
 

@@ -26,7 +26,8 @@ struct OptimizerOptions {
 // Throws FieldError (OptimizerOptions.lr, .momentum) for a value out of range.
 void validate(const OptimizerOptions& o);
 // What the cost and memory models price it as (pcg/optimizer_state.h):
-// Adam; SGD with momentum; plain SGD (momentum 0).
+// Adam, or SGD with momentum, also at momentum 0 (the runtime keeps and
+// streams the velocity buffer whatever the momentum).
 OptimizerState priced_as(const OptimizerOptions& o);
 
 class Optimizer {

@@ -107,7 +107,7 @@ struct DeviceMemory {
   double weights = 0;      // parameters in compute precision (1/r from ZeRO stage 3)
   double master = 0;       // FP32 master copies (mixed precision; 1/r of them from ZeRO stage 1)
   double gradients = 0;    // FP32 gradients (1/r from ZeRO stage 2)
-  double optimizer = 0;    // Adam's two FP32 moments (1/r from ZeRO stage 1)
+  double optimizer = 0;    // the optimizer's FP32 states, Adam's two moments (1/r from ZeRO stage 1)
   double activations = 0;  // outputs kept for the backward pass (pcg/saved_tensors.h)
   double transient = 0;    // the most alive at once of the outputs not kept: in the forward pass
                            // until their last reader has run, or a recomputed segment's during
