@@ -1,5 +1,6 @@
 #include "pcgx/runner/train.h"
 
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -94,6 +95,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   Machine machine = search::find_machine(q.machine);
   std::string devices_from = "TrainRequest.devices";  // or the strategy file, when it decided
   std::string searched;  // the strategy file of the search, when asked for
+  std::optional<OptimizerState> planned_optimizer;  // a strategy file's, noted where the run trains another
   if (q.schedule && !is_strategy_file(q.target))
     throw FieldError("TrainRequest.schedule", "a pipeline schedule applies to a pipelined strategy file, and " + q.target + " is not one");
   if (is_strategy_file(q.target)) {
@@ -111,10 +113,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
       }
     }
     adopt(f, graph, views, o);
-    if (const OptimizerState runs = runtime::priced_as(o.optimizer); runs != f.recipe.optimizer)
-      say(std::string("note: ") + q.target + " was planned with " + name(f.recipe.optimizer) + "; this run trains with " +
-          runtime::name(o.optimizer.kind) + " (" + name(runs) + ": " + std::to_string(optimizer_states(runs)) +
-          " FP32 state" + (optimizer_states(runs) == 1 ? "" : "s") + " per parameter), and its prediction is for that");
+    planned_optimizer = f.recipe.optimizer;
     if (q.precision && *q.precision != o.precision)
       say(std::string("note: ") + q.target + " was planned in " + name(o.precision) + "; training in " + name(*q.precision) +
           " as TrainRequest.precision says (the prediction is for " + name(*q.precision) + ")");
@@ -234,6 +233,11 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   const int local = world ? runtime::mpi_local_ranks(world->size()) : static_cast<int>(q.devices);
   o.threads = q.threads > 0 ? q.threads : runtime::default_kernel_threads(local);
   const int64_t steps = o.steps;
+  // Said once the request is known to run (bad input is one line).
+  if (const OptimizerState runs = runtime::priced_as(o.optimizer); planned_optimizer && runs != *planned_optimizer)
+    say(std::string("note: ") + q.target + " was planned with " + name(*planned_optimizer) + "; this run trains with " +
+        runtime::name(o.optimizer.kind) + " (" + name(runs) + ": " + std::to_string(optimizer_states(runs)) + " FP32 state" +
+        (optimizer_states(runs) == 1 ? "" : "s") + " per parameter), and its prediction is for that");
   say("training " + s.model + " (" + s.strategy + ") on " + std::to_string(q.devices) + (world ? " MPI rank" : rep.gpu ? " cuda device" : " cpu device") +
       (q.devices == 1 ? "" : "s") + ": " + std::to_string(steps) + " steps, batch " + std::to_string(s.batch) + ", " +
       runtime::name(o.optimizer.kind) + " lr " + [&] {
