@@ -165,12 +165,17 @@ TEST(Calibrate, MeasureLinksAgainReplacesTheFits) {
   o.devices = 2, o.repeats = 4;
   Calibration c;
   c.links.resize(3);
+  c.links[0].level = "stale", c.links[0].fit.bandwidth = -1, c.links[0].fit.latency = -1;
   c.all_reduces.resize(5);
   measure_links(o, c);
   ASSERT_EQ(c.links.size(), 1u);
   EXPECT_EQ(c.links[0].level, "shared-memory");
   EXPECT_EQ(c.links[0].messages.size(), 6u);
-  EXPECT_GT(c.links[0].fit.bandwidth, 0);
+  // A fit of these samples (none of its figures negative). Whether they
+  // resolve a bandwidth depends on how quiet the machine is (under the
+  // suite's load they once did not: bandwidth 0, which calibrate leaves
+  // out of the profile); bench_cost_model looks at the figures.
+  EXPECT_GE(c.links[0].fit.bandwidth, 0);
   EXPECT_GE(c.links[0].fit.latency, 0);
   EXPECT_FALSE(c.all_reduces.empty());
   for (const auto& x : c.all_reduces) EXPECT_GT(x.measured, 0);
