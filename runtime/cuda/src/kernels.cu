@@ -595,6 +595,12 @@ void cross_entropy_backward(const float* x, const float* labels, const float* dy
                             int64_t total_rows, cudaStream_t s) {
   if (rows > 0) cross_entropy_backward_k<<<row_blocks(rows), kRowThreads, 0, s>>>(x, labels, dy, dx, classes, total_rows);
 }
+// permute_k with 32-bit index math where the elements (of T) allow it.
+template <class T>
+static void launch_permute(const PermuteGeometry& g, T* x, T* y, PermuteOp op, cudaStream_t s) {
+  if (fits_fast_div(g.numel)) permute_k<uint32_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
+  else permute_k<int64_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
+}
 void permute(const PermuteGeometry& g, float* x, float* y, PermuteOp op, cudaStream_t s) {
   if (g.numel <= 0) return;
   const int last = g.rank - 1;
@@ -606,14 +612,9 @@ void permute(const PermuteGeometry& g, float* x, float* y, PermuteOp op, cudaStr
     PermuteGeometry q = g;
     q.extent[last] /= 4, q.numel /= 4;
     for (int d = 0; d < last; ++d) q.x_strides[d] /= 4;
-    auto* x4 = reinterpret_cast<float4*>(x);
-    auto* y4 = reinterpret_cast<float4*>(y);
-    if (q.numel < (int64_t{1} << 31)) permute_k<uint32_t><<<blocks_for(q.numel), kThreads, 0, s>>>(q, x4, y4, op);
-    else permute_k<int64_t><<<blocks_for(q.numel), kThreads, 0, s>>>(q, x4, y4, op);
-    return;
+    return launch_permute(q, reinterpret_cast<float4*>(x), reinterpret_cast<float4*>(y), op, s);
   }
-  if (g.numel < (int64_t{1} << 31)) permute_k<uint32_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
-  else permute_k<int64_t><<<blocks_for(g.numel), kThreads, 0, s>>>(g, x, y, op);
+  launch_permute(g, x, y, op, s);
 }
 
 }  // namespace pcgx::runtime::cuda
