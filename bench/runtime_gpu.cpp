@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
     // operators (the backend's clock synchronizes once per step read).
     const runtime::TrainResult r = runtime::train(*g, {}, 1, o);
     const double step = std::accumulate(r.step_seconds.begin() + kWarmup, r.step_seconds.end(), 0.0) / steps;
-    // Kernel times for the profile in a separate pass, which synchronizes
-    // around every operator to time it.
+    // Kernel times for the profile in a separate pass: events around
+    // every operator (Backend::mark), read once per step.
     o.steps = kWarmup + 5, o.time_kernels = true;
     const runtime::TrainResult timed = runtime::train(*g, {}, 1, o);
     // Priced in the precision it ran in (the machine's peak for it).

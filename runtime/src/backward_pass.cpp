@@ -122,10 +122,12 @@ void DeviceExecutor::backward_compute(const Node& n) {
       out_[o] = &values({n.id, static_cast<int32_t>(o)})[j];
       dout_[o] = &grads({n.id, static_cast<int32_t>(o)})[j];
     }
-    const bool clock = timing_ || tracing();
+    const bool clock = tracing(), marks = timing_ && !clock;
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
+    const int64_t m0 = marks ? backend_.mark() : 0;
     backend_.backward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins),
                       std::span(out_.data(), outs), std::span(dout_.data(), outs), std::span(din_.data(), ins));
+    if (marks) timed_calls_.push_back({n.id, TimedPart::kBackward, m0, backend_.mark()});
     if (clock) {
       const auto t1 = backend_.now();
       if (timing_) kernel_times_[static_cast<size_t>(n.id)].backward += std::chrono::duration<double>(t1 - t0).count();

@@ -266,6 +266,21 @@ bool DeviceExecutor::member(const SyncBucket& b) const {
   return std::binary_search(b.devices.begin(), b.devices.end(), comm_.rank());
 }
 
+void DeviceExecutor::settle_timings() {
+  if (timed_calls_.empty()) return;
+  backend_.read_marks(mark_seconds_);
+  for (const TimedCall& c : timed_calls_) {
+    KernelTime& k = kernel_times_[static_cast<size_t>(c.node)];
+    const double seconds = mark_seconds_[static_cast<size_t>(c.to)] - mark_seconds_[static_cast<size_t>(c.from)];
+    switch (c.part) {
+      case TimedPart::kForward: k.forward += seconds, ++k.tasks; break;
+      case TimedPart::kRecompute: k.recompute += seconds, ++k.reruns; break;  // a re-run: not the forward's own time
+      case TimedPart::kBackward: k.backward += seconds; break;
+    }
+  }
+  timed_calls_.clear();
+}
+
 void DeviceExecutor::pack_gradients(const SyncBucket& bucket, const Buffer& flat) {
   // This device's copies of each block, summed into the bucket: the first
   // copied, the others added (a block with one copy here, the usual case,
@@ -428,9 +443,11 @@ void DeviceExecutor::forward_compute(const Node& n) {
       const Buffer& y = values({n.id, static_cast<int32_t>(o)})[static_cast<size_t>(tt.output_shard[static_cast<size_t>(t)][o])];
       out_[o] = adds ? &buffer(partial_sums_, n.id, {t, o}, n.outputs[o]) : &y;
     }
-    const bool clock = timing_ || tracing();
+    const bool clock = tracing(), marks = timing_ && !clock;
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
+    const int64_t m0 = marks ? backend_.mark() : 0;
     backend_.forward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins), std::span(out_.data(), outs));
+    if (marks) timed_calls_.push_back({n.id, recomputing_ ? TimedPart::kRecompute : TimedPart::kForward, m0, backend_.mark()});
     if (clock) {
       const auto t1 = backend_.now();
       if (timing_) {

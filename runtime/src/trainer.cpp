@@ -255,6 +255,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     if (traced) recorder.record(StepEventKind::kUpdate, -1, -1, u0, u1);
     ex->gather_weights();
     const auto t1 = backend.now();
+    if (timing) ex->settle_timings();
     if (traced) recorder.stop();
     if (timing) {
       const double dt = std::chrono::duration<double>(t1 - t0).count();

@@ -7,7 +7,8 @@
 // with the backend overwriting the gradients of every other node
 // (Backend::overwrites_gradient, as the GPU's does), so the executor skips
 // zeroing them: any gradient it then adds into without zeroing, or a
-// partial sum it lets a kernel overwrite, changes the bits.
+// partial sum it lets a kernel overwrite, changes the bits. Kernel times
+// come from the backend's marks (Backend::mark), as a GPU's events.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -25,7 +26,9 @@ namespace {
 
 class DisguisedBackend final : public Backend {
  public:
-  explicit DisguisedBackend(bool overwrite = false) : overwrite_(overwrite) {}
+  // ticking_marks: each mark() is 1 ms after the one before it, whatever
+  // the host's clock says.
+  explicit DisguisedBackend(bool overwrite = false, bool ticking_marks = false) : overwrite_(overwrite), ticking_(ticking_marks) {}
   std::string name() const override { return "disguised"; }
   Buffer allocate(std::span<const int64_t> shape) override { return hide(host_.allocate(shape)); }
   std::span<const int64_t> shape(const Buffer& b) const override { return host_.shape(b); }
@@ -72,6 +75,14 @@ class DisguisedBackend final : public Backend {
   void round(const Buffer& b, Precision p) override { host_.round(real(b), p); }
   bool unscale(const Buffer& b, float factor) override { return host_.unscale(real(b), factor); }
   Clock::time_point now() override { return host_.now(); }
+  int64_t mark() override { return ticking_ ? marks_++ : Backend::mark(); }
+  void read_marks(std::vector<double>& seconds) override {
+    if (!ticking_) return Backend::read_marks(seconds);
+    seconds.resize(static_cast<size_t>(marks_));
+    for (int64_t k = 0; k < marks_; ++k) seconds[static_cast<size_t>(k)] = static_cast<double>(k) * kTick;
+    marks_ = 0;
+  }
+  static constexpr double kTick = 1e-3;
 
  private:
   static constexpr uintptr_t kBit = uintptr_t{1} << 63;
@@ -90,7 +101,8 @@ class DisguisedBackend final : public Backend {
     for (const Buffer& b : bs) p.push_back(b ? &b : nullptr);
     return p;
   }
-  bool overwrite_;
+  bool overwrite_, ticking_;
+  int64_t marks_ = 0;
   HostBackend host_;
 };
 
@@ -155,6 +167,39 @@ TEST(BackendSeam, APipelineTrainsTheSameBits) {
   o.steps = 3, o.seed = 3, o.batches = 2, o.optimizer.lr = 0.05;
   o.pipeline = PipelineShape{r.stages, r.micro_batches, r.virtual_stages, PipelineSchedule::k1F1B};
   expect_same_training(p.graph, p.views, p.devices, o);
+}
+
+// A timed run reads each kernel's time from the backend's marks around
+// it, settled once per step (a GPU times its kernels by events without
+// waiting between them): with marks 1 ms apart, every timed forward and
+// backward call counts exactly 1 ms, on both devices and through buckets.
+TEST(BackendSeam, KernelTimesAreTheBackendsMarks) {
+  const Graph model = build_model("mlp-tiny", {});
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(2), search::default_efficiency());
+  const search::Strategy s = search::MachineMapper(cm).map(search::data_parallel(model, 2));
+  TrainOptions o;
+  o.steps = 4, o.seed = 3, o.batches = 1, o.time_kernels = true;
+  o.backend = [](int) { return std::make_unique<DisguisedBackend>(false, true); };
+  const TrainResult r = train(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+  ASSERT_EQ(r.kernel_times.size(), s.graph.size());
+  int64_t timed = 0;
+  for (const Node& n : s.graph.nodes()) {
+    const KernelTime& k = r.kernel_times[static_cast<size_t>(n.id)];
+    if (n.op->op_class != OpClass::kCompute) continue;
+    SCOPED_TRACE(n.name);
+    ASSERT_GT(k.tasks, 0);
+    timed += k.tasks;
+    // 1 ms per call, less the trainer's correction for reading a clock
+    // (clock_read_seconds: tens of nanoseconds); the host's clock around
+    // these kernels would read microseconds.
+    const auto tasks = static_cast<double>(k.tasks);
+    EXPECT_NEAR(k.forward, tasks * DisguisedBackend::kTick, tasks * 1e-6);
+    EXPECT_NEAR(k.backward, tasks * DisguisedBackend::kTick, tasks * 1e-6);  // one backward call per task
+  }
+  // Three timed steps (the first is left out) of every compute task on two devices.
+  EXPECT_EQ(timed % 3, 0);
+  EXPECT_GT(timed, 0);
+  EXPECT_EQ(r.timed_steps, 3);
 }
 
 }  // namespace

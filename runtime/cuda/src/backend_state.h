@@ -69,6 +69,9 @@ struct CudaBackend::State {
   int clock_next = 0;
   bool clock_started = false;
   Backend::Clock::time_point clock_time;
+  // mark()'s events, created as first needed and reused after each read.
+  std::vector<cudaEvent_t> marks;
+  size_t marks_used = 0;
   // The host fallback (cuda_backend.cpp): the CPU's kernel or gradient
   // rule on host copies of the shards, named in `fallbacks`.
   void host_forward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in, std::span<const Buffer* const> out);

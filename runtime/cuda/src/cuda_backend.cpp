@@ -62,6 +62,7 @@ CudaBackend::~CudaBackend() {
   }
   for (cudaEvent_t e : s_->clock_events)
     if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : s_->marks) cudaEventDestroy(e);
   for (void* p : s_->chunks) cudaFree(p);
   if (s_->stream) cudaStreamDestroy(s_->stream);
 }
@@ -266,6 +267,31 @@ Backend::Clock::time_point CudaBackend::now() {
   }
   s.clock_next = 1 - s.clock_next;
   return s.clock_time;
+}
+
+int64_t CudaBackend::mark() {
+  State& s = *s_;
+  check(cudaGetLastError(), "a kernel's launch");
+  if (s.marks_used == s.marks.size()) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreate(&e), "cudaEventCreate");
+    s.marks.push_back(e);
+  }
+  check(cudaEventRecord(s.marks[s.marks_used], s.stream), "cudaEventRecord");
+  return static_cast<int64_t>(s.marks_used++);
+}
+
+void CudaBackend::read_marks(std::vector<double>& seconds) {
+  State& s = *s_;
+  seconds.resize(s.marks_used);
+  if (s.marks_used == 0) return;
+  check(cudaEventSynchronize(s.marks[s.marks_used - 1]), "synchronize");
+  for (size_t k = 0; k < s.marks_used; ++k) {
+    float ms = 0.f;
+    check(cudaEventElapsedTime(&ms, s.marks[0], s.marks[k]), "cudaEventElapsedTime");
+    seconds[k] = ms * 1e-3;
+  }
+  s.marks_used = 0;
 }
 
 }  // namespace pcgx::runtime::cuda

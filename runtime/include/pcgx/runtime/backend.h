@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/operator.h"
@@ -144,9 +145,29 @@ class Backend {
   // and step traces read it.
   virtual Clock::time_point now() = 0;
 
+  // Interval timing that does not wait (kernel profiles): mark() queues a
+  // timestamp behind the work queued so far and returns its number;
+  // read_marks() waits once for every mark since the last read, fills
+  // `seconds` with each one's time from the first, and forgets them. A
+  // device that runs asynchronously so times its kernels back to back, as
+  // an untimed step runs them, where now() around each would add the wait
+  // and the next launch to every interval. By default marks read now().
+  virtual int64_t mark() {
+    host_marks_.push_back(now());
+    return static_cast<int64_t>(host_marks_.size()) - 1;
+  }
+  virtual void read_marks(std::vector<double>& seconds) {
+    seconds.resize(host_marks_.size());
+    for (size_t k = 0; k < host_marks_.size(); ++k) seconds[k] = std::chrono::duration<double>(host_marks_[k] - host_marks_[0]).count();
+    host_marks_.clear();
+  }
+
   // What a user should know about how a run used this backend (operators
   // it ran on a slow path), one line; empty when nothing.
   virtual std::string remarks() const { return {}; }
+
+ private:
+  std::vector<Clock::time_point> host_marks_;  // mark()'s, until read_marks()
 };
 
 }  // namespace pcgx::runtime

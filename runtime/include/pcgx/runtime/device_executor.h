@@ -230,10 +230,14 @@ class DeviceExecutor {
   void set_loss_scale(float scale) { loss_scale_ = scale; }
   const ExecutionPlan& plan() const { return plan_; }
 
-  // Kernel timing (for measured cost-model profiles): the clock is read
-  // around each kernel and gradient-rule call only, so waiting for inputs
-  // and moving shards are not counted. Off by default.
+  // Kernel timing (for measured cost-model profiles): each kernel and
+  // gradient-rule call is timed alone, so waiting for inputs and moving
+  // shards are not counted. The times come from the backend's marks
+  // (Backend::mark), read into kernel_times() by settle_timings(), once
+  // per step; while a step is traced they come from the trace's clock
+  // reads instead. Off by default.
   void set_timing(bool on) { timing_ = on; }
+  void settle_timings();
   // Records every kernel and collective of this device into `r` while it is
   // on (step_trace.h); the communicator records the messages. Null: none.
   void set_recorder(StepRecorder* r) { recorder_ = r; }
@@ -481,6 +485,15 @@ class DeviceExecutor {
   std::vector<const Buffer*> in_, out_, dout_, din_;
   std::vector<char> direct_;
   bool timing_ = false;
+  // Kernel calls timed by marks since the last settle_timings().
+  enum class TimedPart : uint8_t { kForward, kBackward, kRecompute };
+  struct TimedCall {
+    NodeId node;
+    TimedPart part;
+    int64_t from, to;  // Backend::mark()'s
+  };
+  std::vector<TimedCall> timed_calls_;
+  std::vector<double> mark_seconds_;
   double bucket_copy_seconds_ = 0, bucket_copy_bytes_ = 0;
   std::vector<KernelTime> kernel_times_;  // [node]
   StepRecorder* recorder_ = nullptr;

@@ -87,6 +87,9 @@ class CudaBackend final : public Backend {
   void copy_rounded(const Buffer& to, const Buffer& from, Precision p) override;
   bool unscale(const Buffer& b, float factor) override;
   Clock::time_point now() override;
+  // Marks are events on the stream: kernels timed back to back, one wait per read.
+  int64_t mark() override;
+  void read_marks(std::vector<double>& seconds) override;
   std::string remarks() const override;
 
   // Whether an operator runs on the device's own kernels (else on the
