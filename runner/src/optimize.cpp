@@ -100,6 +100,9 @@ void validate(const OptimizeRequest& q) {
   if (q.search.plan && q.search.algorithm == search::Algorithm::kUnity && q.pipeline)
     throw FieldError("SearchOptions.plan", "searching the operators a plan does not state (unity) is for a plan of one stage without "
                                            "micro-batches; a pipelined or accumulating plan runs them as one task (\"unstated\": \"one-task\")");
+  if (q.search.plan && q.pipeline && search::assigns_devices(*q.search.plan))
+    throw FieldError("OptimizeRequest.pipeline", q.search.plan->source + " states devices, which a pipelined or accumulating plan does not keep "
+                                                 "yet (its stages place their operators)");
   if (q.search.plan && (q.search.algorithm == search::Algorithm::kPlan || q.search.algorithm == search::Algorithm::kUnity)) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
@@ -108,7 +111,9 @@ void validate(const OptimizeRequest& q) {
     const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
     if (q.machine.num_devices() % stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(stages) + " stages do not divide the " + std::to_string(q.machine.num_devices()) + " devices");
-    search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages);
+    const Graph lowered = search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages);
+    std::vector<MachineView> views(lowered.size());  // the devices it states, checked before any search
+    search::assign_plan_devices(lowered, *q.search.plan, q.machine.num_devices(), views);
     // Where the plan's chunks end: its own field, named in its file.
     if (q.pipeline && q.search.plan->pipeline && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
       try {
@@ -306,7 +311,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       first = false;
       // (Not where the search's own figure is a simulation: a re-priced
       // plan's would be the DP's, not comparable.)
-      if (e.feasible && !fitted && !q.pipeline && !search::predicts_by_simulation(q.search.algorithm)) fitted = result.search;
+      if (e.feasible && !fitted && !q.pipeline && !search::predicts_by_simulation(q.search)) fitted = result.search;
       const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
       if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
       found = found || e.feasible;
@@ -321,7 +326,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // compute to the plans that fit.
     if (settled || (found && !q.pipeline)) break;
   }
-  if (found && !q.recompute && !search::predicts_by_simulation(q.search.algorithm)) {
+  if (found && !q.recompute && !search::predicts_by_simulation(q.search)) {
     if (!chosen_pipelined) fewest_recomputed_layers(q, eff, out);
     else if (!q.search.plan) fewest_recomputed_layers_pipelined(q, eff, rules, out);
   }
@@ -338,7 +343,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // does not pipeline; nor does a plan's search of its unstated operators.
   const search::Algorithm alg = q.search.algorithm;
   if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && alg != search::Algorithm::kPlan &&
-      !q.search.plan && !search::predicts_by_simulation(alg)) {
+      !q.search.plan && !search::predicts_by_simulation(q.search)) {
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
       const TrainingRecipe recipe{precision, policies.front(), stage,
@@ -384,7 +389,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // A stated schedule (a plan's), which memory was counted with.
     if (q.pipeline && q.pipeline->schedule) out.file.schedule = *q.pipeline->schedule, out.file.programs = q.pipeline->programs;
   }
-  if (!search::predicts_by_simulation(q.search.algorithm) && r.strategy.estimate.feasible)
+  if (!search::predicts_by_simulation(q.search) && r.strategy.estimate.feasible)
     out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();
   return out;
 }

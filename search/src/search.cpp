@@ -8,6 +8,7 @@
 #include "pcgx/search/autoddl_search.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/mcmc_search.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/unity_search.h"
 #include "pcgx/search/user_plan.h"
 
@@ -43,7 +44,9 @@ bool uses_rules(Algorithm a) {
   return false;
 }
 
-bool predicts_by_simulation(Algorithm a) { return a == Algorithm::kMcmc; }
+bool predicts_by_simulation(const SearchOptions& o) {
+  return o.algorithm == Algorithm::kMcmc || (o.algorithm == Algorithm::kPlan && o.plan && assigns_devices(*o.plan));
+}
 
 void validate(const SearchOptions& o) {
   if (o.budget < 1) throw FieldError("SearchOptions.budget", "must be at least 1");
@@ -64,6 +67,8 @@ void validate(const SearchOptions& o) {
   if (o.plan && o.algorithm != Algorithm::kPlan && o.algorithm != Algorithm::kUnity)
     throw FieldError("SearchOptions.plan", "a plan is lowered as stated (SearchOptions.algorithm plan), or its unstated operators searched "
                                            "(unity), not searched with " + std::string(name(o.algorithm)));
+  if (o.plan && o.algorithm != Algorithm::kPlan && assigns_devices(*o.plan))
+    throw FieldError("SearchOptions.plan", o.plan->source + " states devices, which a search of its unstated operators does not keep yet");
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -102,6 +107,11 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     }
     case Algorithm::kPlan:  // (on a pipeline stage's part of the model a rule may select nothing there)
       result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false));
+      if (assigns_devices(*options.plan)) {  // the stated devices, the rest as mapped: priced by simulation
+        Strategy& st = result.strategy;
+        assign_plan_devices(st.graph, *options.plan, mapper.cost().devices(), st.views);
+        st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
+      }
       break;
     case Algorithm::kMcmc: {
       // Its views are its own (chosen by proposals, costed by simulation).

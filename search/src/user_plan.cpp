@@ -221,7 +221,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     const json& rule = j["rules"][r];
     const std::string field = "rules[" + std::to_string(r) + "]";
     if (!rule.is_object()) throw FileError(source, field, "expected an object (select, partition)");
-    only_fields(rule, source, field + ".", {"select", "partition"});
+    only_fields(rule, source, field + ".", {"select", "partition", "devices"});
     if (!rule.contains("select")) throw FileError(source, field + ".select", "missing: which operators the rule applies to");
     if (!rule.contains("partition")) throw FileError(source, field + ".partition", "missing: parallel kinds and their degrees ({} runs one task)");
     PlanRule pr;
@@ -229,6 +229,16 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     const json& p = rule["partition"];
     if (!p.is_object()) throw FileError(source, field + ".partition", "expected an object of parallel kinds and degrees, e.g. {\"samples\": 4}");
     for (const auto& [kind, degree] : p.items()) pr.partition[kind] = whole(degree, source, field + ".partition." + kind, 1);
+    if (rule.contains("devices")) {
+      const json& d = rule["devices"];
+      if (!d.is_array() || d.empty()) throw FileError(source, field + ".devices", "expected a non-empty array of device numbers, one per task");
+      for (size_t t = 0; t < d.size(); ++t) pr.devices.push_back(whole(d[t], source, field + ".devices[" + std::to_string(t) + "]", 0));
+      if (plan.pipeline)
+        throw FileError(source, field + ".devices",
+                        "a pipelined plan's stages place its operators (devices are stated in a plan of one stage, for now)");
+      if (plan.unstated == Unstated::kSearch)
+        throw FileError(source, field + ".devices", "a plan whose unstated operators are searched places them by the search (not yet with devices stated)");
+    }
     plan.rules.push_back(std::move(pr));
   }
   return plan;
@@ -342,6 +352,58 @@ std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan,
     out.insert(n.name);
   }
   return out;
+}
+
+bool assigns_devices(const UserPlan& plan) {
+  return std::any_of(plan.rules.begin(), plan.rules.end(), [](const PlanRule& r) { return !r.devices.empty(); });
+}
+
+void assign_plan_devices(const Graph& lowered, const UserPlan& plan, int64_t devices, std::vector<MachineView>& views) {
+  for (const Node& n : lowered.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    int rule = -1;
+    for (size_t r = 0; r < plan.rules.size(); ++r)
+      if (selects(plan.rules[r].select, n)) rule = static_cast<int>(r);
+    if (rule < 0 || plan.rules[static_cast<size_t>(rule)].devices.empty()) continue;
+    const std::vector<int64_t>& list = plan.rules[static_cast<size_t>(rule)].devices;
+    const std::string where = plan.source + ": rules[" + std::to_string(rule) + "].devices: " + pcgx::describe(n);
+    std::vector<ParallelTensorShape> in;
+    for (const TensorRef& t : n.inputs) in.push_back(lowered.shape(t));
+    std::vector<TensorType> out;
+    for (const ParallelTensorShape& sh : n.outputs) out.push_back({sh.logical_shape(), sh.dtype});
+    const TaskGrid grid = infer_degrees(*n.op, n.attrs, in, out).grid;
+    std::string dims;
+    for (size_t k = 0; k < grid.extents.size(); ++k)
+      if (grid.extents[k] > 1) dims += (dims.empty() ? "" : " x ") + grid.names[k] + " " + std::to_string(grid.extents[k]);
+    if (dims.empty()) dims = "one task";
+    const int64_t tasks = grid.num_tasks();
+    if (static_cast<int64_t>(list.size()) != tasks)
+      throw Error(where + " runs " + std::to_string(tasks) + " task" + (tasks == 1 ? "" : "s") + " (" + dims + "), and " +
+                  std::to_string(list.size()) + " devices are stated");
+    std::vector<int64_t> seen;
+    for (const int64_t d : list) {
+      if (d >= devices) throw Error(where + ": device " + std::to_string(d) + " is not one of the " + std::to_string(devices) + " devices");
+      if (std::find(seen.begin(), seen.end(), d) != seen.end())
+        throw Error(where + ": device " + std::to_string(d) + " is stated twice (several tasks on one device, co-shard, is not supported yet)");
+      seen.push_back(d);
+    }
+    // The view: task 0's device, and per grid dimension the step from it
+    // to the task one further along that dimension (row-major).
+    MachineView v;
+    v.start = list[0];
+    v.strides.assign(grid.extents.size(), 1);
+    int64_t step = tasks;
+    for (size_t k = 0; k < grid.extents.size(); ++k) {
+      step /= grid.extents[k];
+      if (grid.extents[k] > 1) v.strides[k] = list[static_cast<size_t>(step)] - list[0];
+    }
+    bool view = std::all_of(v.strides.begin(), v.strides.end(), [](int64_t x) { return x > 0; });
+    for (int64_t t = 0; view && t < tasks; ++t) view = v.device(t, grid.extents) == list[static_cast<size_t>(t)];
+    if (!view)
+      throw Error(where + ": these devices are not a machine view over its tasks (" + dims +
+                  "): task t runs on the first device plus, per dimension, its index times a positive stride");
+    views[static_cast<size_t>(n.id)] = v;
+  }
 }
 
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects) {
@@ -492,7 +554,8 @@ std::string plan_to_json(const UserPlan& plan) {
     if (rule.select.layers) select["layers"] = {rule.select.layers->first, rule.select.layers->second};
     json partition = json::object();
     for (const auto& [kind, degree] : rule.partition) partition[kind] = degree;
-    out += "    {\"select\": " + select.dump() + ", \"partition\": " + partition.dump() + "}" + (r + 1 < plan.rules.size() ? "," : "") + "\n";
+    const std::string devices = rule.devices.empty() ? std::string() : ", \"devices\": " + json(rule.devices).dump();
+    out += "    {\"select\": " + select.dump() + ", \"partition\": " + partition.dump() + devices + "}" + (r + 1 < plan.rules.size() ? "," : "") + "\n";
   }
   return out + "  ]\n}\n";
 }

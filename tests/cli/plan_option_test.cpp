@@ -223,6 +223,40 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
 
 }
 
+// A rule's devices: its operators run there (the strategy's views say
+// so), the plan is priced by simulation, and it trains as the same plan
+// placed by the mapping does (the same arithmetic, elsewhere).
+TEST(PlanOption, StatedDevicesPlaceTheOperators) {
+  const fs::path placed = dir() / "placed.json", mapped = dir() / "mapped.json";
+  const fs::path with = dir() / "with_devices.json", without = dir() / "without_devices.json";
+  std::ofstream(with) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [2, 3]}]})";
+  std::ofstream(without) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}}]})";
+  const auto r = run("optimize mlp-tiny --plan " + with.string() + " --machine dgx-h100 --devices 4 -o " + placed.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("predicted (simulated)"), std::string::npos) << r.out;
+  ASSERT_EQ(run("optimize mlp-tiny --plan " + without.string() + " --machine dgx-h100 --devices 4 -o " + mapped.string()).code, 0);
+  std::ifstream in(placed);
+  const nlohmann::json st = nlohmann::json::parse(in);
+  int64_t on_2 = 0;
+  for (const auto& node : st.at("graph").at("nodes"))
+    if (node.at("op") == "Linear")
+      for (const auto& v : st.at("views"))
+        if (v.at("node") == node.at("id")) on_2 += v.at("start") == 2;
+  EXPECT_EQ(on_2, 4) << st.at("views").dump();  // every dense layer starts on device 2
+  auto losses = [](const std::string& out) { return out.substr(out.find("\nloss ")); };
+  const auto a = run("run " + placed.string() + " --steps 3 --no-report --no-plot");
+  const auto b = run("run " + mapped.string() + " --steps 3 --no-report --no-plot");
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(losses(a.out).substr(0, losses(a.out).find('\n', 1)), losses(b.out).substr(0, losses(b.out).find('\n', 1)));
+  const fs::path bad = dir() / "bad_devices.json", out = dir() / "never_placed.json";
+  std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [2, 9]}]})";
+  expect_one_error_line(run("optimize mlp-tiny --plan " + bad.string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
+                        "device 9 is not one of the 4 devices", out);
+  expect_one_error_line(run("optimize mlp-tiny --plan " + with.string() + " --search unity --machine dgx-h100 --devices 4 -o " + out.string()),
+                        "states devices, which a search of its unstated operators does not keep yet", out);
+}
+
 double predicted_ms(const std::string& out) {
   const size_t at = out.find("iteration time");
   if (at == std::string::npos) return -1;

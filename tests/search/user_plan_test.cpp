@@ -14,6 +14,7 @@
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/search.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/user_plan.h"
 #include "pcgx/rulesets/ruleset.h"
 #include "search/toy_machines.h"
@@ -129,15 +130,18 @@ TEST(UserPlan, MistakesNameTheRuleAndTheOperator) {
   EXPECT_NE(devices.find("its degrees multiply to 4, which does not divide the 6 devices"), std::string::npos) << devices;
 }
 
+// plan_from_json's error for `text`, or "" when it reads.
+std::string file_error(const std::string& text) {
+  try {
+    plan_from_json(text, "p.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(UserPlan, MalformedFilesNameTheField) {
-  auto error = [](const std::string& text) {
-    try {
-      plan_from_json(text, "p.json");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const auto error = file_error;
   const std::string head = R"({"format": "pcgx.plan", "format_version": 1, )";
   EXPECT_EQ(error("{").rfind("p.json", 0), 0u) << error("{");
   EXPECT_EQ(error(R"({"format": "pcgx.strategy", "format_version": 1, "rules": []})"), "p.json: format: expected \"pcgx.plan\"");
@@ -230,6 +234,89 @@ TEST(UserPlan, TheSearchLowersAPlanAsStated) {
   EXPECT_TRUE(r.strategy.estimate.feasible);
   o.algorithm = Algorithm::kMcmc;
   EXPECT_THROW(optimize(g, rules, MachineMapper(cm), o), FieldError);  // only unity searches a plan's unstated operators
+}
+
+// Devices a rule states: its operators' tasks run there (the view's start
+// and strides from the list, row-major over the task grid), the rest as
+// the DP maps them; the plan is then priced by simulation, and it computes
+// what the model computes wherever it runs.
+TEST(UserPlan, StatedDevicesPlaceTheOperators) {
+  const Graph g = build_model("mlp-tiny", {});
+  const UserPlan plan = plan_text(R"([{"select": {}, "partition": {"samples": 4}},
+      {"select": {"name": "dense1"}, "partition": {"samples": 2, "out": 2}, "devices": [0, 2, 1, 3]},
+      {"select": {"name": "dense2"}, "partition": {"samples": 2}, "devices": [6, 7]}])");
+  EXPECT_TRUE(assigns_devices(plan));
+  EXPECT_FALSE(assigns_devices(plan_text(R"([{"select": {}, "partition": {"samples": 4}}])")));
+  const Graph lowered = lower_plan(g, plan, 8);
+  expect_same_outputs(lowered, g);
+  std::vector<MachineView> views(lowered.size());
+  assign_plan_devices(lowered, plan, 8, views);
+  const Placement place(lowered, views, 8);
+  int64_t placed = 0;
+  for (const Node& n : lowered.nodes()) {
+    const MachineView& v = views[static_cast<size_t>(n.id)];
+    if (n.name == "dense1" || n.name == "dense2") {
+      const auto& extents = place.tasks(n.id).grid.extents;
+      std::vector<int64_t> devices;
+      for (int64_t t = 0; t < place.tasks(n.id).tasks; ++t) devices.push_back(v.device(t, extents));
+      const std::vector<int64_t> stated = n.name == "dense1" ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{6, 7};
+      EXPECT_EQ(devices, stated) << n.name;
+      ++placed;
+    } else {
+      EXPECT_FALSE(v.placed()) << n.name;  // left to the mapping
+    }
+  }
+  EXPECT_EQ(placed, 2);
+  // The search keeps them, and its figure is the simulation's.
+  const CostModel cm(toy_machine().with_devices(8), toy_efficiency());
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = std::make_shared<const UserPlan>(plan);
+  EXPECT_TRUE(predicts_by_simulation(o));
+  static const Ruleset none;
+  const SearchResult r = optimize(g, RuleLibrary(none), MachineMapper(cm), o);
+  for (const Node& n : r.strategy.graph.nodes()) {
+    if (n.name == "dense2") {
+      EXPECT_EQ(r.strategy.views[static_cast<size_t>(n.id)].start, 6);
+    }
+  }
+  EXPECT_NEAR(r.strategy.estimate.time, Simulator(r.strategy.graph, r.strategy.views, cm).time(), 1e-12);
+  // plan show's format keeps them.
+  EXPECT_EQ(plan_from_json(plan_to_json(plan), "again.json").rules[1].devices, (std::vector<int64_t>{0, 2, 1, 3}));
+  o.algorithm = Algorithm::kUnity;
+  EXPECT_THROW(optimize(g, RuleLibrary(none), MachineMapper(cm), o), FieldError);  // a search of the rest does not keep them yet
+}
+
+TEST(UserPlan, StatedDevicesMistakesNameTheRule) {
+  const Graph g = build_model("mlp-tiny", {});
+  auto error = [&](const std::string& devices) {
+    const UserPlan plan = plan_text(R"([{"select": {"name": "dense1"}, "partition": {"samples": 2, "out": 2}, "devices": )" + devices + "}]");
+    std::vector<MachineView> views;
+    try {
+      const Graph lowered = lower_plan(g, plan, 8, false);
+      views.resize(lowered.size());
+      assign_plan_devices(lowered, plan, 8, views);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string at = "p.json: rules[0].devices: node 8 'dense1' (Linear)";  // (in the lowered graph)
+  EXPECT_EQ(error("[0, 1, 2]"), at + " runs 4 tasks (batch0 2 x out 2), and 3 devices are stated");
+  EXPECT_EQ(error("[0, 1, 2, 8]"), at + ": device 8 is not one of the 8 devices");
+  EXPECT_EQ(error("[0, 1, 1, 2]"), at + ": device 1 is stated twice (several tasks on one device, co-shard, is not supported yet)");
+  for (const char* not_a_view : {"[3, 2, 1, 0]", "[0, 1, 3, 2]", "[0, 1, 2, 4]"})
+    EXPECT_EQ(error(not_a_view), at + ": these devices are not a machine view over its tasks (batch0 2 x out 2): task t runs on the first "
+                                      "device plus, per dimension, its index times a positive stride")
+        << not_a_view;
+  EXPECT_EQ(error("[4, 6, 5, 7]"), "");
+  const std::string head = R"({"format": "pcgx.plan", "format_version": 1, )";
+  EXPECT_EQ(file_error(head + R"("rules": [{"select": {}, "partition": {}, "devices": []}]})"),
+            "p.json: rules[0].devices: expected a non-empty array of device numbers, one per task");
+  EXPECT_EQ(file_error(head + R"("rules": [{"select": {}, "partition": {}, "devices": [-1]}]})"),
+            "p.json: rules[0].devices[0]: expected a whole number of at least 0");
+  EXPECT_EQ(file_error(head + R"("pipeline": {"stages": 2, "micro_batches": 2}, "rules": [{"select": {}, "partition": {}, "devices": [0]}]})"),
+            "p.json: rules[0].devices: a pipelined plan's stages place its operators (devices are stated in a plan of one stage, for now)");
 }
 
 }  // namespace

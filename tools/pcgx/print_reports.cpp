@@ -30,7 +30,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
             << "search                " << search::name(q.search.algorithm) << " (" << std::fixed << std::setprecision(2) << r.seconds << " s, "
             << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
   if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
-  out << "iteration time        " << ms(e.time) << (search::predicts_by_simulation(q.search.algorithm) ? " predicted (simulated)" : " predicted") << "\n";
+  out << "iteration time        " << ms(e.time) << (search::predicts_by_simulation(q.search) ? " predicted (simulated)" : " predicted") << "\n";
   print_terms(out, e);
   if (rep.simulated > 0)
     out << "simulated             " << ms(rep.simulated) << " (pcgx simulate: the plan task by task; ratio to the prediction "

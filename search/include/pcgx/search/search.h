@@ -50,9 +50,6 @@ std::string_view name(Algorithm a);
 // load rules, so every front end loads the same rules for the same search.
 bool uses_rules(Algorithm a);
 
-// Whether the algorithm's own figure is a simulation rather than the
-// machine-mapping DP's estimate (mcmc).
-bool predicts_by_simulation(Algorithm a);
 
 struct SearchProgress {
   std::string phase;      // "piece 3/12", "search", ...
@@ -86,6 +83,11 @@ struct SearchOptions {
 
 // Throws FieldError naming the first field out of range.
 void validate(const SearchOptions& options);
+
+// Whether the search's own figure is a simulation rather than the
+// machine-mapping DP's estimate: mcmc's, and a plan's that places some
+// operators itself (user_plan.h, PlanRule::devices).
+bool predicts_by_simulation(const SearchOptions& options);
 
 struct SearchResult {
   Strategy strategy;

@@ -17,8 +17,14 @@
 // (SearchOptions::algorithm unity with a plan: unity_search.h's
 // plan_search).
 //
-// Not yet: device assignment (each stage's operators are mapped by the
-// machine-mapping DP), co-shard.
+// A rule may also place its operators (`devices`): those operators run on
+// the devices stated, the rest where the machine-mapping DP puts them, and
+// the plan is then priced by simulation (the DP's estimate is for the
+// views it chose).
+//
+// Not yet: devices stated in a pipelined plan (each stage's operators are
+// mapped by the DP on the stage's devices) or in one whose unstated
+// operators are searched; co-shard (several tasks on one device).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/machine_view.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/training_recipe.h"
@@ -53,6 +60,11 @@ inline constexpr const char* kSamplesKind = "samples";
 struct PlanRule {
   PlanSelector select;
   NodePlan partition;  // kind name (or kSamplesKind) -> degree; empty: one task
+  // The device of each task of an operator it selects, in task order
+  // (row-major over the operator's task grid, degree_inference.h: replica
+  // slots, then the partial-sum kinds, then the kinds splitting the
+  // output); empty: the machine mapping places them.
+  std::vector<int64_t> devices;
 };
 
 // What runs the operators no rule selects.
@@ -138,6 +150,18 @@ std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan,
 // parallelize; a combination of kinds an operator's degree inference
 // refuses is an error naming the rule and the operator.
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects = true);
+
+// Whether some rule of `plan` states devices.
+bool assigns_devices(const UserPlan& plan);
+
+// Places the compute operators of `lowered` (lower_plan's graph) that the
+// last rule selecting them gives devices: `views[node]` becomes the
+// machine view running task t on devices[t] (start and one stride per
+// task-grid dimension). Throws pcgx::Error naming the plan, the rule and
+// the operator for a device count other than its tasks, a device not
+// below `devices`, a device named twice (co-shard: not yet), or devices no
+// view states (the grid's dimensions named).
+void assign_plan_devices(const Graph& lowered, const UserPlan& plan, int64_t devices, std::vector<MachineView>& views);
 
 // The plan a parallelized PCG amounts to (pcgx plan show): each named
 // compute operator's task grid as its kinds and degrees (the kind
