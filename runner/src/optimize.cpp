@@ -111,9 +111,10 @@ void validate(const OptimizeRequest& q) {
     const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
     if (q.machine.num_devices() % stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(stages) + " stages do not divide the " + std::to_string(q.machine.num_devices()) + " devices");
-    const Graph lowered = search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages);
+    std::vector<NodeId> image;
+    const Graph lowered = search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages, true, &image);
     std::vector<MachineView> views(lowered.size());  // the devices it states, checked before any search
-    search::assign_plan_devices(lowered, *q.search.plan, q.machine.num_devices(), views);
+    search::assign_plan_devices(q.model, *q.search.plan, q.machine.num_devices(), lowered, image, views);
     // Where the plan's chunks end: its own field, named in its file.
     if (q.pipeline && q.search.plan->pipeline && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
       try {

@@ -192,8 +192,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     s.strategy = std::string(search::name(q.search->algorithm));
   }
   {
-    // The prediction for what runs: the mapping the runtime uses, with its
-    // ZeRO stage and recomputation.
+    // The prediction for what runs, with its ZeRO stage and recomputation.
     if (q.precision) o.precision = *q.precision;
     TrainingRecipe recipe;
     recipe.zero = o.zero, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
@@ -201,6 +200,15 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
     rep.predicted = st.estimate;
+    // Views the mapping would not choose (a plan's stated devices, mcmc's,
+    // a strategy file edited by hand): what runs is priced by simulating
+    // it on them, as `pcgx simulate` does.
+    if (views.size() == graph.size() && st.views != views) {
+      try {
+        rep.predicted = search::simulated_estimate(search::Simulator(graph, views, *rep.cost));
+      } catch (const Error&) {
+      }
+    }
     // A pipelined strategy runs its schedule: its prediction is the
     // schedule's, simulated task by task on the strategy's views (as
     // `pcgx simulate` gives it), not one pass of the joined graph. Where

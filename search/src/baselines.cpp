@@ -171,13 +171,16 @@ int64_t largest_dividing_degree(int64_t devices, int64_t n) {
   return 1;
 }
 
-Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan, std::vector<RefusedPlan>* refused) {
+Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan, std::vector<RefusedPlan>* refused,
+                  std::vector<NodeId>* image) {
   Builder b{g, Graph(g.name()), std::vector<std::vector<TensorRef>>(g.size()), {}};
+  if (image) image->assign(g.size(), -1);
   for (const Node& n : g.nodes()) {
     auto& outs = b.map[static_cast<size_t>(n.id)];
     if (n.op->op_class == OpClass::kSource) {
       const NodeId id = b.out.add(*n.op, n.attrs, {}, n.name);
       for (size_t o = 0; o < n.outputs.size(); ++o) outs.push_back({id, static_cast<int32_t>(o)});
+      if (image) (*image)[static_cast<size_t>(n.id)] = id;
       continue;
     }
     std::vector<TensorRef> ins;
@@ -224,6 +227,7 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
       id = b.out.add(*n.op, n.attrs, ins, n.name);
     }
     for (size_t o = 0; o < b.out.node(id).outputs.size(); ++o) outs.push_back({id, static_cast<int32_t>(o)});
+    if (image) (*image)[static_cast<size_t>(n.id)] = id;
   }
   for (const TensorRef& o : g.outputs())
     b.out.add_output(b.convert(b.map[static_cast<size_t>(o.node)][static_cast<size_t>(o.output)], g.shape(o)));

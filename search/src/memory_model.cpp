@@ -125,7 +125,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             continue;
           }
           const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard);
-          if (weights_held.insert({w, d}).second) weight(d, g.shape(w), group);
+          // Each weight shard once, on its owner: copies read by several
+          // tasks there count once, and a co-sharded operator's shards
+          // (several tasks on one device) each.
+          if (weights_held.insert({w, shard}).second) weight(d, g.shape(w), group);
           if (shards_weights(recipe.zero) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, d}).second) {
             auto& list = gathered[static_cast<size_t>(d)];
             if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);

@@ -105,14 +105,24 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
       result.strategy = mapper.map(*e);
       break;
     }
-    case Algorithm::kPlan:  // (on a pipeline stage's part of the model a rule may select nothing there)
-      result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false));
-      if (assigns_devices(*options.plan)) {  // the stated devices, the rest as mapped: priced by simulation
-        Strategy& st = result.strategy;
-        assign_plan_devices(st.graph, *options.plan, mapper.cost().devices(), st.views);
+    case Algorithm::kPlan: {  // (on a pipeline stage's part of the model a rule may select nothing there)
+      std::vector<NodeId> image;
+      result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false, &image));
+      Strategy& st = result.strategy;
+      // The stated devices, the rest as mapped, priced by simulation. Where
+      // the mapping placed nothing (co-shard: more tasks than devices),
+      // the operators no rule places run task t on device t (each has no
+      // more tasks than devices: plan_partitions), and shard-level
+      // operators' pieces sit with their readers (placement.h).
+      if (assigns_devices(*options.plan)) {
+        if (!std::isfinite(st.estimate.time))
+          for (const Node& n : st.graph.nodes())
+            if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) st.views[static_cast<size_t>(n.id)] = MachineView{0, 1, {}};
+        assign_plan_devices(model, *options.plan, mapper.cost().devices(), st.graph, image, st.views);
         st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
       }
       break;
+    }
     case Algorithm::kMcmc: {
       // Its views are its own (chosen by proposals, costed by simulation).
       McmcResult r = mcmc_search(model, rules, mapper, options);

@@ -273,6 +273,9 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
     NodePlan resolved;
     std::map<std::string, std::string> named_as;  // kind -> how the rule named it
     int64_t product = 1;
+    // Tasks the rule places itself need not fit the devices one each
+    // (co-shard); assign_plan_devices checks its list.
+    const bool placed = !plan.rules[static_cast<size_t>(rule_of[k])].devices.empty();
     for (const auto& [name, degree] : out[k]) {
       const ParallelKind* kind = nullptr;
       if (name == kSamplesKind) {
@@ -290,7 +293,7 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
       if (const auto [it, fresh] = named_as.emplace(kind->name, name); !fresh)
         throw Error(where + ": '" + it->second + "' and '" + name + "' both name its kind " + kind->name);
       if (degree == 1) continue;
-      if (degree > devices)
+      if (degree > devices && !placed)
         throw Error(where + ": " + name + " " + std::to_string(degree) + " is more than the " + std::to_string(devices) + " devices");
       for (size_t i = 0; i < kind->inputs.size() && i < in.size(); ++i) {
         const int dim = kind->inputs[i];
@@ -304,10 +307,10 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
         throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide " + std::to_string(kind->must_divide));
       resolved[kind->name] = degree;
       product *= degree;
-      if (product > devices)
+      if (product > devices && !placed)
         throw Error(where + ": its degrees multiply to more than the " + std::to_string(devices) + " devices");
     }
-    if (devices % product != 0)
+    if (devices % product != 0 && !placed)
       throw Error(where + ": its degrees multiply to " + std::to_string(product) + ", which does not divide the " + std::to_string(devices) +
                   " devices");
     out[k] = std::move(resolved);
@@ -358,15 +361,21 @@ bool assigns_devices(const UserPlan& plan) {
   return std::any_of(plan.rules.begin(), plan.rules.end(), [](const PlanRule& r) { return !r.devices.empty(); });
 }
 
-void assign_plan_devices(const Graph& lowered, const UserPlan& plan, int64_t devices, std::vector<MachineView>& views) {
-  for (const Node& n : lowered.nodes()) {
-    if (n.op->op_class != OpClass::kCompute) continue;
-    int rule = -1;
-    for (size_t r = 0; r < plan.rules.size(); ++r)
-      if (selects(plan.rules[r].select, n)) rule = static_cast<int>(r);
+void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered, std::span<const NodeId> image,
+                         std::vector<MachineView>& views) {
+  // The operators of the model each rule decides, as lower_plan lowered
+  // them (not the conversions it inserted, which no rule selects).
+  const Graph g = plan_graph(model);
+  std::vector<int> rule_of;
+  plan_partitions(g, plan, devices, &rule_of, false);
+  for (const Node& original : g.nodes()) {
+    const int rule = rule_of[static_cast<size_t>(original.id)];
     if (rule < 0 || plan.rules[static_cast<size_t>(rule)].devices.empty()) continue;
     const std::vector<int64_t>& list = plan.rules[static_cast<size_t>(rule)].devices;
-    const std::string where = plan.source + ": rules[" + std::to_string(rule) + "].devices: " + pcgx::describe(n);
+    const std::string where = plan.source + ": rules[" + std::to_string(rule) + "].devices: " + pcgx::describe(original);
+    const NodeId id = image[static_cast<size_t>(original.id)];
+    if (id < 0) throw Error(where + " is not in the lowered plan");
+    const Node& n = lowered.node(id);
     std::vector<ParallelTensorShape> in;
     for (const TensorRef& t : n.inputs) in.push_back(lowered.shape(t));
     std::vector<TensorType> out;
@@ -380,15 +389,12 @@ void assign_plan_devices(const Graph& lowered, const UserPlan& plan, int64_t dev
     if (static_cast<int64_t>(list.size()) != tasks)
       throw Error(where + " runs " + std::to_string(tasks) + " task" + (tasks == 1 ? "" : "s") + " (" + dims + "), and " +
                   std::to_string(list.size()) + " devices are stated");
-    std::vector<int64_t> seen;
-    for (const int64_t d : list) {
+    for (const int64_t d : list)
       if (d >= devices) throw Error(where + ": device " + std::to_string(d) + " is not one of the " + std::to_string(devices) + " devices");
-      if (std::find(seen.begin(), seen.end(), d) != seen.end())
-        throw Error(where + ": device " + std::to_string(d) + " is stated twice (several tasks on one device, co-shard, is not supported yet)");
-      seen.push_back(d);
-    }
     // The view: task 0's device, and per grid dimension the step from it
-    // to the task one further along that dimension (row-major).
+    // to the task one further along that dimension (row-major). A stride
+    // of 0 runs that dimension's tasks on one device, one after another
+    // (co-shard).
     MachineView v;
     v.start = list[0];
     v.strides.assign(grid.extents.size(), 1);
@@ -397,21 +403,21 @@ void assign_plan_devices(const Graph& lowered, const UserPlan& plan, int64_t dev
       step /= grid.extents[k];
       if (grid.extents[k] > 1) v.strides[k] = list[static_cast<size_t>(step)] - list[0];
     }
-    bool view = std::all_of(v.strides.begin(), v.strides.end(), [](int64_t x) { return x > 0; });
+    bool view = std::all_of(v.strides.begin(), v.strides.end(), [](int64_t x) { return x >= 0; });
     for (int64_t t = 0; view && t < tasks; ++t) view = v.device(t, grid.extents) == list[static_cast<size_t>(t)];
     if (!view)
       throw Error(where + ": these devices are not a machine view over its tasks (" + dims +
-                  "): task t runs on the first device plus, per dimension, its index times a positive stride");
-    views[static_cast<size_t>(n.id)] = v;
+                  "): task t runs on the first device plus, per dimension, its index times a stride (0: co-shard, on one device)");
+    views[static_cast<size_t>(id)] = v;
   }
 }
 
-Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects) {
+Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects, std::vector<NodeId>* image) {
   const Graph g = plan_graph(model);
   std::vector<int> rule_of;
   const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of, every_rule_selects);
   std::vector<RefusedPlan> refused;
-  Graph out = parallelize(g, [&](const Graph&, const Node& n) { return partitions[static_cast<size_t>(n.id)]; }, &refused);
+  Graph out = parallelize(g, [&](const Graph&, const Node& n) { return partitions[static_cast<size_t>(n.id)]; }, &refused, image);
   if (!refused.empty()) {
     const NodeId n = refused[0].node;
     throw Error(plan.source + ": rules[" + std::to_string(rule_of[static_cast<size_t>(n)]) + "]: " + pcgx::describe(g.node(n)) +

@@ -111,7 +111,7 @@ TEST(PlanCheck, CertifiesAPlan) {
 TEST(PlanCheck, EveryShippedPlanCertifies) {
   for (const auto& [plan, devices] : std::vector<std::pair<std::string, int>>{
            {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4},
-           {"gpt-pipeline-three-forwards-8.json", 8}}) {
+           {"gpt-pipeline-three-forwards-8.json", 8}, {"gpt-coshard-heads-2.json", 2}}) {
     const auto r = run("plan check gpt-tiny " + kPlans + plan + " --machine dgx-h100 --devices " + std::to_string(devices) + " --certify");
     ASSERT_EQ(r.code, 0) << plan << "\n" << r.out;
     EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << plan << "\n" << r.out;
@@ -223,6 +223,25 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
 
 }
 
+double predicted_ms(const std::string& out);
+
+// A run's "loss FIRST -> LAST" line (the whole output when it has none).
+std::string loss_line(const std::string& out) {
+  const size_t at = out.find("\nloss ");
+  return at == std::string::npos ? out : out.substr(at, out.find('\n', at + 1) - at);
+}
+
+// The shipped co-shard plan (4 attention tasks per layer on 2 devices, more
+// than the mapping places) trains as data parallelism on the same devices.
+TEST(PlanOption, TheShippedCoShardPlanTrainsAsDataParallelism) {
+  const auto coshard = run("run gpt-tiny --plan " + kPlans + "gpt-coshard-heads-2.json --devices 2 --steps 3 --no-report --no-plot");
+  const auto plain = run("run gpt-tiny --devices 2 --steps 3 --no-report --no-plot");
+  ASSERT_EQ(coshard.code, 0) << coshard.out;
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_EQ(loss_line(coshard.out), loss_line(plain.out));
+  EXPECT_NE(coshard.out.find("predicted"), std::string::npos) << coshard.out;
+}
+
 // A rule's devices: its operators run there (the strategy's views say
 // so), the plan is priced by simulation, and it trains as the same plan
 // placed by the mapping does (the same arithmetic, elsewhere).
@@ -243,12 +262,26 @@ TEST(PlanOption, StatedDevicesPlaceTheOperators) {
       for (const auto& v : st.at("views"))
         if (v.at("node") == node.at("id")) on_2 += v.at("start") == 2;
   EXPECT_EQ(on_2, 4) << st.at("views").dump();  // every dense layer starts on device 2
-  auto losses = [](const std::string& out) { return out.substr(out.find("\nloss ")); };
   const auto a = run("run " + placed.string() + " --steps 3 --no-report --no-plot");
   const auto b = run("run " + mapped.string() + " --steps 3 --no-report --no-plot");
   ASSERT_EQ(a.code, 0) << a.out;
   ASSERT_EQ(b.code, 0) << b.out;
-  EXPECT_EQ(losses(a.out).substr(0, losses(a.out).find('\n', 1)), losses(b.out).substr(0, losses(b.out).find('\n', 1)));
+  EXPECT_EQ(loss_line(a.out), loss_line(b.out));
+  // run predicts what it runs: the placed plan's simulation, as optimize priced it.
+  const size_t at = a.out.find(" ms predicted on");
+  ASSERT_NE(at, std::string::npos) << a.out;
+  const size_t from = a.out.find_last_not_of("0123456789.", at - 1) + 1;
+  EXPECT_NEAR(std::stod(a.out.substr(from, at - from)), predicted_ms(r.out), 1e-3) << a.out << r.out;
+  // Co-shard: both halves of every operator's samples on device 1, one
+  // after the other, train as the two halves on devices 0 and 1 do.
+  const fs::path coshard = dir() / "coshard.json", cosharded = dir() / "cosharded.json", apart = dir() / "apart.json";
+  std::ofstream(coshard) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [1, 1]}]})";
+  ASSERT_EQ(run("optimize mlp-tiny --plan " + coshard.string() + " --machine dgx-h100 --devices 2 -o " + cosharded.string()).code, 0);
+  ASSERT_EQ(run("optimize mlp-tiny --plan " + without.string() + " --machine dgx-h100 --devices 2 -o " + apart.string()).code, 0);
+  const auto c = run("run " + cosharded.string() + " --steps 3 --no-report --no-plot");
+  const auto d = run("run " + apart.string() + " --steps 3 --no-report --no-plot");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_EQ(loss_line(c.out), loss_line(d.out));
   const fs::path bad = dir() / "bad_devices.json", out = dir() / "never_placed.json";
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [2, 9]}]})";
   expect_one_error_line(run("optimize mlp-tiny --plan " + bad.string() + " --machine dgx-h100 --devices 4 -o " + out.string()),

@@ -196,10 +196,8 @@ TEST(BackendSeam, KernelTimesAreTheBackendsMarks) {
     EXPECT_NEAR(k.forward, tasks * DisguisedBackend::kTick, tasks * 1e-6);
     EXPECT_NEAR(k.backward, tasks * DisguisedBackend::kTick, tasks * 1e-6);  // one backward call per task
   }
-  // Three timed steps (the first is left out) of every compute task on two devices.
-  EXPECT_EQ(timed % 3, 0);
   EXPECT_GT(timed, 0);
-  EXPECT_EQ(r.timed_steps, 3);
+  EXPECT_EQ(r.timed_steps, 3);  // the first step is left out
 }
 
 }  // namespace

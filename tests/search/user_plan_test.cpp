@@ -247,10 +247,11 @@ TEST(UserPlan, StatedDevicesPlaceTheOperators) {
       {"select": {"name": "dense2"}, "partition": {"samples": 2}, "devices": [6, 7]}])");
   EXPECT_TRUE(assigns_devices(plan));
   EXPECT_FALSE(assigns_devices(plan_text(R"([{"select": {}, "partition": {"samples": 4}}])")));
-  const Graph lowered = lower_plan(g, plan, 8);
+  std::vector<NodeId> image;
+  const Graph lowered = lower_plan(g, plan, 8, true, &image);
   expect_same_outputs(lowered, g);
   std::vector<MachineView> views(lowered.size());
-  assign_plan_devices(lowered, plan, 8, views);
+  assign_plan_devices(g, plan, 8, lowered, image, views);
   const Placement place(lowered, views, 8);
   int64_t placed = 0;
   for (const Node& n : lowered.nodes()) {
@@ -293,23 +294,23 @@ TEST(UserPlan, StatedDevicesMistakesNameTheRule) {
     const UserPlan plan = plan_text(R"([{"select": {"name": "dense1"}, "partition": {"samples": 2, "out": 2}, "devices": )" + devices + "}]");
     std::vector<MachineView> views;
     try {
-      const Graph lowered = lower_plan(g, plan, 8, false);
+      std::vector<NodeId> image;
+      const Graph lowered = lower_plan(g, plan, 8, false, &image);
       views.resize(lowered.size());
-      assign_plan_devices(lowered, plan, 8, views);
+      assign_plan_devices(g, plan, 8, lowered, image, views);
     } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string();
   };
-  const std::string at = "p.json: rules[0].devices: node 8 'dense1' (Linear)";  // (in the lowered graph)
+  const std::string at = "p.json: rules[0].devices: node 4 'dense1' (Linear)";  // (the model's node, as other plan errors name it)
   EXPECT_EQ(error("[0, 1, 2]"), at + " runs 4 tasks (batch0 2 x out 2), and 3 devices are stated");
   EXPECT_EQ(error("[0, 1, 2, 8]"), at + ": device 8 is not one of the 8 devices");
-  EXPECT_EQ(error("[0, 1, 1, 2]"), at + ": device 1 is stated twice (several tasks on one device, co-shard, is not supported yet)");
   for (const char* not_a_view : {"[3, 2, 1, 0]", "[0, 1, 3, 2]", "[0, 1, 2, 4]"})
     EXPECT_EQ(error(not_a_view), at + ": these devices are not a machine view over its tasks (batch0 2 x out 2): task t runs on the first "
-                                      "device plus, per dimension, its index times a positive stride")
+                                      "device plus, per dimension, its index times a stride (0: co-shard, on one device)")
         << not_a_view;
-  EXPECT_EQ(error("[4, 6, 5, 7]"), "");
+  for (const char* view : {"[4, 6, 5, 7]", "[0, 1, 0, 1]", "[5, 5, 5, 5]"}) EXPECT_EQ(error(view), "") << view;  // (co-shard: a stride of 0)
   const std::string head = R"({"format": "pcgx.plan", "format_version": 1, )";
   EXPECT_EQ(file_error(head + R"("rules": [{"select": {}, "partition": {}, "devices": []}]})"),
             "p.json: rules[0].devices: expected a non-empty array of device numbers, one per task");
@@ -317,6 +318,59 @@ TEST(UserPlan, StatedDevicesMistakesNameTheRule) {
             "p.json: rules[0].devices[0]: expected a whole number of at least 0");
   EXPECT_EQ(file_error(head + R"("pipeline": {"stages": 2, "micro_batches": 2}, "rules": [{"select": {}, "partition": {}, "devices": [0]}]})"),
             "p.json: rules[0].devices: a pipelined plan's stages place its operators (devices are stated in a plan of one stage, for now)");
+}
+
+// Only the model's operators are placed: a conversion the lowering
+// inserts (the bias of a reduction-split Linear scaled into k summands, a
+// ScalarMul of no name) is no rule's, even where a rule selects every
+// operator.
+TEST(UserPlan, StatedDevicesLeaveTheInsertedConversionsToTheMapping) {
+  const Graph g = build_model("gpt-tiny", {});
+  const UserPlan plan = plan_text(R"([{"select": {"op": "ScalarMul"}, "partition": {"samples": 2}, "devices": [2, 3]},
+      {"select": {"name": "block0.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}}])");
+  std::vector<NodeId> image;
+  const Graph lowered = lower_plan(g, plan, 4, true, &image);
+  std::vector<MachineView> views(lowered.size());
+  assign_plan_devices(g, plan, 4, lowered, image, views);
+  int64_t inserted = 0, placed = 0;
+  for (const Node& n : lowered.nodes()) {
+    if (n.op->name != "ScalarMul") continue;
+    const MachineView& v = views[static_cast<size_t>(n.id)];
+    if (n.name.empty()) {
+      ++inserted;
+      EXPECT_FALSE(v.placed()) << pcgx::describe(n);
+    } else {
+      ++placed;
+      EXPECT_EQ(v.start, 2) << n.name;
+    }
+  }
+  EXPECT_EQ(inserted, 1);  // the bias's 1/2
+  EXPECT_GT(placed, 0);
+}
+
+// Co-shard: the tasks a stride of 0 puts on one device run there one
+// after another; the memory model counts each task's weight shard (the
+// device holds all of a co-sharded weight, as it does the unsplit one).
+TEST(UserPlan, CoShardedTasksShareADevice) {
+  const Graph g = build_model("mlp-tiny", {});
+  const CostModel cm(toy_machine().with_devices(2), toy_efficiency());
+  auto weights_on = [&](const std::string& dense1) {
+    const UserPlan plan = plan_text(R"([{"select": {}, "partition": {"samples": 2}, "devices": [0, 1]},
+        {"select": {"name": "dense1"}, )" + dense1 + "}]");
+    SearchOptions o;
+    o.algorithm = Algorithm::kPlan;
+    o.plan = std::make_shared<const UserPlan>(plan);
+    static const Ruleset none;
+    const SearchResult r = optimize(g, RuleLibrary(none), MachineMapper(cm), o);
+    EXPECT_TRUE(r.strategy.estimate.feasible);
+    const Placement place(r.strategy.graph, r.strategy.views, 2);
+    return memory_breakdown(place, cm.recipe())[0].weights;
+  };
+  const double whole = weights_on(R"("partition": {}, "devices": [0])");
+  const double coshard = weights_on(R"("partition": {"out": 2}, "devices": [0, 0])");
+  const double split = weights_on(R"("partition": {"out": 2}, "devices": [0, 1])");
+  EXPECT_DOUBLE_EQ(coshard, whole);
+  EXPECT_LT(split, whole);
 }
 
 }  // namespace

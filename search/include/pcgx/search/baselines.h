@@ -28,13 +28,14 @@ using NodePlan = std::map<std::string, int64_t>;
 // summands (the bias of a reduction-parallel Linear) becomes k replica
 // slots of x/k. A node whose plan is not legal for it runs unpartitioned
 // (and is listed in `refused`, when given, with the reason). Graph outputs
-// keep their original layout.
+// keep their original layout. `image`, when given, receives per node of
+// `g` the node it became (-1: a dropped Repartition or Combine).
 struct RefusedPlan {
   NodeId node;
   std::string reason;
 };
 Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, const Node&)>& plan,
-                  std::vector<RefusedPlan>* refused = nullptr);
+                  std::vector<RefusedPlan>* refused = nullptr, std::vector<NodeId>* image = nullptr);
 
 // The kind splitting an operator's samples: input 0's first dimension,
 // into output 0's first dimension or (losses, batch statistics) partial

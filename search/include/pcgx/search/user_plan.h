@@ -22,9 +22,13 @@
 // the plan is then priced by simulation (the DP's estimate is for the
 // views it chose).
 //
+// A device named for several tasks runs them one after another
+// (SuperScaler's co-shard: the partitions' shards side by side in its
+// memory, as the memory model counts them).
+//
 // Not yet: devices stated in a pipelined plan (each stage's operators are
 // mapped by the DP on the stage's devices) or in one whose unstated
-// operators are searched; co-shard (several tasks on one device).
+// operators are searched.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -123,7 +127,7 @@ Graph plan_graph(const Graph& model);
 // for a rule selecting nothing, a kind the operator does not have (listing
 // those it has), a kind named twice (as itself and as "samples"), a degree
 // that does not divide the dimension the kind splits, or degrees whose
-// product does not divide `devices`. `rule_of`, when given, receives the
+// product does not divide `devices` (unless the rule states its devices). `rule_of`, when given, receives the
 // rule each node runs by (-1: none).
 // `every_rule_selects` false: a rule may select nothing (a pipeline
 // stage's part of the model).
@@ -148,20 +152,24 @@ std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan,
 
 // The model with the plan applied: plan_graph, plan_partitions, then
 // parallelize; a combination of kinds an operator's degree inference
-// refuses is an error naming the rule and the operator.
-Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects = true);
+// refuses is an error naming the rule and the operator. `image`, when
+// given: per node of plan_graph(model), its node in the result.
+Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects = true,
+                 std::vector<NodeId>* image = nullptr);
 
 // Whether some rule of `plan` states devices.
 bool assigns_devices(const UserPlan& plan);
 
-// Places the compute operators of `lowered` (lower_plan's graph) that the
-// last rule selecting them gives devices: `views[node]` becomes the
-// machine view running task t on devices[t] (start and one stride per
-// task-grid dimension). Throws pcgx::Error naming the plan, the rule and
-// the operator for a device count other than its tasks, a device not
-// below `devices`, a device named twice (co-shard: not yet), or devices no
-// view states (the grid's dimensions named).
-void assign_plan_devices(const Graph& lowered, const UserPlan& plan, int64_t devices, std::vector<MachineView>& views);
+// Places the compute operators that the last rule selecting them gives
+// devices (of plan_graph(model); `image` maps them into `lowered`, as
+// lower_plan gives it): `views[image[node]]` becomes the machine view
+// running task t on devices[t] (start and one stride per
+// task-grid dimension, 0 where a dimension's tasks share a device:
+// co-shard). Throws pcgx::Error naming the plan, the rule and the
+// operator for a device count other than its tasks, a device not below
+// `devices`, or devices no view states (the grid's dimensions named).
+void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered, std::span<const NodeId> image,
+                         std::vector<MachineView>& views);
 
 // The plan a parallelized PCG amounts to (pcgx plan show): each named
 // compute operator's task grid as its kinds and degrees (the kind
