@@ -100,21 +100,27 @@ void matmul(Context& c, const onnx::NodeProto& n) {
 // of b's values over its row of |R| values of a (its gradient summing over
 // them, as broadcasting's does); then back to a's shape. Nothing when b
 // does not broadcast to a's shape.
+// Whether a tensor of shape `from` broadcasts to `to` (numpy's rules:
+// aligned to the last dimensions, each equal or 1).
+bool broadcasts(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const int64_t f = from[i], t = to[to.size() - from.size() + i];
+    if (f != t && f != 1) return false;
+  }
+  return true;
+}
+
 std::optional<TensorRef> broadcast_mul(GraphBuilder& b, TensorRef a, TensorRef by, const std::string& name) {
   const std::vector<int64_t> as = b.shape(a).logical_shape(), bs0 = b.shape(by).logical_shape();
-  if (bs0.size() > as.size()) return std::nullopt;
+  if (!broadcasts(bs0, as)) return std::nullopt;
   std::vector<int64_t> bs(as.size() - bs0.size(), 1);
   bs.insert(bs.end(), bs0.begin(), bs0.end());
   std::vector<int64_t> kept, spread;
   int64_t k = 1, r = 1;
   for (size_t i = 0; i < as.size(); ++i) {
-    if (bs[i] == as[i]) {
-      kept.push_back(static_cast<int64_t>(i)), k *= as[i];
-    } else if (bs[i] == 1) {
-      spread.push_back(static_cast<int64_t>(i)), r *= as[i];
-    } else {
-      return std::nullopt;
-    }
+    if (bs[i] == as[i]) kept.push_back(static_cast<int64_t>(i)), k *= as[i];
+    else spread.push_back(static_cast<int64_t>(i)), r *= as[i];
   }
   std::vector<int64_t> perm = kept, moved;
   perm.insert(perm.end(), spread.begin(), spread.end());
@@ -131,19 +137,45 @@ std::optional<TensorRef> broadcast_mul(GraphBuilder& b, TensorRef a, TensorRef b
   return b.transpose(b.reshape(product, moved, name + ".moved"), inverse, name);
 }
 
+// Ones of `like`'s shape, exactly, out of pcgx's own operators: 0 * like
+// clipped to [1, 1] (for finite values; nothing flows back to `like`,
+// whose derivative there is 0).
+TensorRef ones_like(GraphBuilder& b, TensorRef like, const std::string& name) {
+  return b.op("Clip", {{"min", 1.0}, {"max", 1.0}}, {b.scalar_mul(like, 0.0, name + ".zeros")}, name + ".ones");
+}
+
+// `by` broadcast to `a`'s shape (numpy's rules), exactly: ones of a's
+// shape scaled by it (broadcast_mul), its gradient the sum over the
+// broadcast dimensions. Nothing when it does not broadcast to a's shape.
+std::optional<TensorRef> broadcast_to(GraphBuilder& b, TensorRef a, TensorRef by, const std::string& name) {
+  if (!broadcasts(b.shape(by).logical_shape(), b.shape(a).logical_shape())) return std::nullopt;
+  return broadcast_mul(b, ones_like(b, a, name), by, name + ".broadcast");
+}
+
 // Add, Sub, Mul, Div: same-shape tensors, or a tensor and a scalar
-// constant; Mul also of a tensor by one broadcast to its shape.
+// constant (Add and Sub as the constant broadcast: ones scaled by it);
+// Add, Sub and Mul also of a tensor and one broadcast to its shape.
 void arithmetic(Context& c, const onnx::NodeProto& n) {
   GraphBuilder& b = c.builder();
   const std::string& t = n.op_type();
   const Constant* ka = scalar(c, n.input(0));
   const Constant* kb = scalar(c, n.input(1));
+  auto combine = [&](TensorRef x, TensorRef y) {  // same shapes
+    if (t == "Add") return c.bind(out(n), b.binary("EwAdd", x, y, out(n)));
+    if (t == "Mul") return c.bind(out(n), b.binary("EwMul", x, y, out(n)));
+    if (t == "Sub") return c.bind(out(n), b.binary("EwAdd", x, b.scalar_mul(y, -1.0, out(n) + ".neg"), out(n)));
+    throw Error(c.where(n) + ": Div of two tensors is not imported");
+  };
   if (kb || ka) {
     const double k = (kb ? kb : ka)->values[0];
     const TensorRef x = c.tensor(n.input(kb ? 0 : 1));
     if (t == "Mul") return c.bind(out(n), b.scalar_mul(x, k, out(n)));
     if (t == "Div" && kb) return c.bind(out(n), b.scalar_mul(x, 1.0 / k, out(n)));
-    throw Error(c.where(n) + ": " + t + " with a scalar is imported for Mul and Div by a constant only");
+    if (t == "Add" || t == "Sub") {
+      const TensorRef constant = b.scalar_mul(ones_like(b, x, out(n)), k, out(n) + ".constant");
+      return kb ? combine(x, constant) : combine(constant, x);
+    }
+    throw Error(c.where(n) + ": Div of a constant by a tensor is not imported");
   }
   const TensorRef x = c.tensor(n.input(0)), y = c.tensor(n.input(1));
   if (b.shape(x).logical_shape() != b.shape(y).logical_shape()) {
@@ -151,14 +183,14 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
       auto product = broadcast_mul(b, x, y, out(n));
       if (!product) product = broadcast_mul(b, y, x, out(n));
       if (product) return c.bind(out(n), *product);
+    } else if (t == "Add" || t == "Sub") {
+      if (const auto wide = broadcast_to(b, x, y, out(n) + ".y")) return combine(x, *wide);
+      if (const auto wide = broadcast_to(b, y, x, out(n) + ".x")) return combine(*wide, y);
     }
     throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported" +
-                (t == "Mul" ? " where neither operand has the result's shape" : " (only Mul broadcasts)"));
+                (t == "Div" ? " (Div divides tensors of one shape only)" : " where neither operand has the result's shape"));
   }
-  if (t == "Add") return c.bind(out(n), b.binary("EwAdd", x, y, out(n)));
-  if (t == "Mul") return c.bind(out(n), b.binary("EwMul", x, y, out(n)));
-  if (t == "Sub") return c.bind(out(n), b.binary("EwAdd", x, b.scalar_mul(y, -1.0, out(n) + ".neg"), out(n)));
-  throw Error(c.where(n) + ": Div of two tensors is not imported");
+  combine(x, y);
 }
 
 template <const char* kOp>

@@ -3,7 +3,7 @@
 // (tests/python/onnx_models.py covers what PyTorch exports where it can):
 // Clip (pcgx's Clip, or Relu, or the identity), BatchNormalization in
 // inference mode (its per-channel affine map) and in training mode, and
-// Mul of a tensor by one broadcast to its shape.
+// Mul, Add and Sub of a tensor and one broadcast to its shape.
 #include <gtest/gtest.h>
 
 #ifdef PCGX_HAVE_ONNX_PROTO  // built with libonnx-dev and libprotobuf-dev
@@ -227,17 +227,21 @@ TEST(BatchNormImport, TrainingModeComputesBatchStatistics) {
   }
 }
 
-// y = Mul(x, s) of two graph inputs, s broadcast to x's shape (or to
+// y = OP(x, s) of two graph inputs, s broadcast to x's shape (or to
 // s's: `swap` puts the broadcast operand first).
-fs::path write_mul_model(const std::string& name, std::vector<int64_t> xd, std::vector<int64_t> sd, std::vector<int64_t> yd, bool swap) {
+fs::path write_binary_model(const std::string& op, const std::string& name, std::vector<int64_t> xd, std::vector<int64_t> sd,
+                            std::vector<int64_t> yd, bool swap) {
   onnx::ModelProto m = new_model(name, 8, 13);
   auto* g = m.mutable_graph();
   add_value(g->add_input(), "x", xd);
   add_value(g->add_input(), "s", sd);
   add_value(g->add_output(), "y", yd);
-  auto* mul = g->add_node();
-  mul->set_op_type("Mul"), mul->add_input(swap ? "s" : "x"), mul->add_input(swap ? "x" : "s"), mul->add_output("y");
-  return save_model(m, "pcgx_mul_import", name);
+  auto* node = g->add_node();
+  node->set_op_type(op), node->add_input(swap ? "s" : "x"), node->add_input(swap ? "x" : "s"), node->add_output("y");
+  return save_model(m, "pcgx_binary_import", name);
+}
+fs::path write_mul_model(const std::string& name, std::vector<int64_t> xd, std::vector<int64_t> sd, std::vector<int64_t> yd, bool swap) {
+  return write_binary_model("Mul", name, std::move(xd), std::move(sd), std::move(yd), swap);
 }
 
 // A squeeze-and-excitation gate (x [N, C, H, W] times s [N, C, 1, 1]) and
@@ -286,6 +290,64 @@ TEST(MulImport, ATensorBroadcastToTheOthersShape) {
     ADD_FAILURE() << "imported";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("neither operand has the result's shape"), std::string::npos) << e.what();
+  }
+}
+
+// Add and Sub of a tensor and one broadcast to its shape (a per-channel
+// bias [C, 1, 1], a per-column offset [W]), in either order, exactly: the
+// broadcast operand is ones scaled by it; and of a tensor and a scalar
+// constant, either first. Div of two shapes is still refused, naming why.
+TEST(AddImport, ATensorBroadcastToTheOthersShape) {
+  if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
+  auto value = [](const std::string& name, size_t j) {
+    return (name == "x" ? 0.5f : -0.25f) * static_cast<float>(static_cast<int>(j % 13) - 6);
+  };
+  const SourceFn<float> src = [&](const Node& n) {
+    Tensor<float> t(n.outputs[0].logical_shape());
+    for (size_t j = 0; j < t.data.size(); ++j) t.data[j] = value(n.name, j);
+    return t;
+  };
+  ImportOptions o;
+  o.loss = LossHead::kNone;
+  for (const std::string op : {"Add", "Sub"})
+    for (const bool swap : {false, true}) {
+      SCOPED_TRACE(op + (swap ? ", broadcast operand first" : ""));
+      for (const auto& [sd, at] : std::vector<std::pair<std::vector<int64_t>, std::function<size_t(int64_t, int64_t, int64_t, int64_t)>>>{
+               {{3, 1, 1}, [](int64_t, int64_t c, int64_t, int64_t) { return static_cast<size_t>(c); }},
+               {{5}, [](int64_t, int64_t, int64_t, int64_t w) { return static_cast<size_t>(w); }}}) {
+        const ImportedModel m =
+            import_onnx(write_binary_model(op, op + std::to_string(sd.size()) + (swap ? "s" : ""), {2, 3, 4, 5}, sd, {2, 3, 4, 5}, swap).string(), o);
+        const auto y = evaluate_outputs<float>(m.graph, src).at(0);
+        ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 3, 4, 5}));
+        for (int64_t n = 0; n < 2; ++n)
+          for (int64_t c = 0; c < 3; ++c)
+            for (int64_t h = 0; h < 4; ++h)
+              for (int64_t w = 0; w < 5; ++w) {
+                const size_t j = static_cast<size_t>(((n * 3 + c) * 4 + h) * 5 + w);
+                const float x = value("x", j), s = value("s", at(n, c, h, w));
+                const float first = swap ? s : x, second = swap ? x : s;
+                ASSERT_EQ(y.data[j], op == "Add" ? first + second : first - second) << n << c << h << w;
+              }
+      }
+    }
+  // A scalar constant: x + 2.5 and 2.5 - x.
+  for (const std::string op : {"Add", "Sub"}) {
+    onnx::ModelProto m = new_model(op + "_constant", 8, 13);
+    auto* g = m.mutable_graph();
+    add_value(g->add_input(), "x", {2, 3});
+    add_value(g->add_output(), "y", {2, 3});
+    add_constant(g, "k", {}, {2.5f});
+    auto* node = g->add_node();
+    node->set_op_type(op), node->add_input(op == "Add" ? "x" : "k"), node->add_input(op == "Add" ? "k" : "x"), node->add_output("y");
+    const ImportedModel im = import_onnx(save_model(m, "pcgx_binary_import", op + "_constant").string(), o);
+    const auto y = evaluate_outputs<float>(im.graph, src).at(0);
+    for (size_t j = 0; j < 6; ++j) ASSERT_EQ(y.data[j], op == "Add" ? value("x", j) + 2.5f : 2.5f - value("x", j)) << op << j;
+  }
+  try {
+    import_onnx(write_binary_model("Div", "div", {2, 3}, {3}, {2, 3}, false).string(), o);
+    ADD_FAILURE() << "imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Div divides tensors of one shape only"), std::string::npos) << e.what();
   }
 }
 
