@@ -244,6 +244,29 @@ fs::path write_mul_model(const std::string& name, std::vector<int64_t> xd, std::
   return write_binary_model("Mul", name, std::move(xd), std::move(sd), std::move(yd), swap);
 }
 
+// The binary models' inputs: element j of x is 0.5 (j % 13 - 6), of s
+// -0.25 (j % 13 - 6).
+float input_value(const std::string& name, size_t j) { return (name == "x" ? 0.5f : -0.25f) * static_cast<float>(static_cast<int>(j % 13) - 6); }
+SourceFn<float> binary_inputs() {
+  return [](const Node& n) {
+    Tensor<float> t(n.outputs[0].logical_shape());
+    for (size_t j = 0; j < t.data.size(); ++j) t.data[j] = input_value(n.name, j);
+    return t;
+  };
+}
+using ElementOfS = std::function<size_t(int64_t, int64_t, int64_t, int64_t)>;  // s's element for x[n, c, h, w]
+// y [2, 3, 4, 5] is f(x[n, c, h, w], s[at(n, c, h, w)]) in every element, bit for bit.
+void expect_elementwise(const Tensor<float>& y, const ElementOfS& at, const std::function<float(float, float)>& f) {
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 3, 4, 5}));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t h = 0; h < 4; ++h)
+        for (int64_t w = 0; w < 5; ++w) {
+          const size_t j = static_cast<size_t>(((n * 3 + c) * 4 + h) * 5 + w);
+          ASSERT_EQ(y.data[j], f(input_value("x", j), input_value("s", at(n, c, h, w)))) << n << c << h << w;
+        }
+}
+
 // A squeeze-and-excitation gate (x [N, C, H, W] times s [N, C, 1, 1]) and
 // a per-column scale (s [W]): numpy's broadcasting, computed exactly by
 // pcgx's own operators, whichever operand comes first.
@@ -251,7 +274,7 @@ TEST(MulImport, ATensorBroadcastToTheOthersShape) {
   if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
   struct Case {
     std::vector<int64_t> s;
-    std::function<size_t(int64_t, int64_t, int64_t, int64_t)> at;  // s's element for x[n, c, h, w]
+    ElementOfS at;
   };
   const std::vector<Case> cases = {
       {{2, 3, 1, 1}, [](int64_t n, int64_t c, int64_t, int64_t) { return static_cast<size_t>(n * 3 + c); }},
@@ -264,23 +287,7 @@ TEST(MulImport, ATensorBroadcastToTheOthersShape) {
       ImportOptions o;
       o.loss = LossHead::kNone;
       const ImportedModel m = import_onnx(write_mul_model("mul" + std::to_string(i) + (swap ? "s" : ""), {2, 3, 4, 5}, cases[i].s, {2, 3, 4, 5}, swap).string(), o);
-      const SourceFn<float> src = [&](const Node& n) {
-        Tensor<float> t(n.outputs[0].logical_shape());
-        const float k = n.name == "x" ? 0.5f : -0.25f;
-        for (size_t j = 0; j < t.data.size(); ++j) t.data[j] = k * static_cast<float>(static_cast<int>(j % 13) - 6);
-        return t;
-      };
-      const auto y = evaluate_outputs<float>(m.graph, src).at(0);
-      ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 3, 4, 5}));
-      for (int64_t n = 0; n < 2; ++n)
-        for (int64_t c = 0; c < 3; ++c)
-          for (int64_t h = 0; h < 4; ++h)
-            for (int64_t w = 0; w < 5; ++w) {
-              const size_t j = static_cast<size_t>(((n * 3 + c) * 4 + h) * 5 + w);
-              const float x = 0.5f * static_cast<float>(static_cast<int>(j % 13) - 6);
-              const float s = -0.25f * static_cast<float>(static_cast<int>(cases[i].at(n, c, h, w) % 13) - 6);
-              ASSERT_EQ(y.data[j], x * s) << n << c << h << w;
-            }
+      expect_elementwise(evaluate_outputs<float>(m.graph, binary_inputs()).at(0), cases[i].at, [](float x, float s) { return x * s; });
     }
   // Both operands broadcast ([4, 1] by [1, 5]): refused, naming why.
   try {
@@ -299,35 +306,22 @@ TEST(MulImport, ATensorBroadcastToTheOthersShape) {
 // constant, either first. Div of two shapes is still refused, naming why.
 TEST(AddImport, ATensorBroadcastToTheOthersShape) {
   if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
-  auto value = [](const std::string& name, size_t j) {
-    return (name == "x" ? 0.5f : -0.25f) * static_cast<float>(static_cast<int>(j % 13) - 6);
-  };
-  const SourceFn<float> src = [&](const Node& n) {
-    Tensor<float> t(n.outputs[0].logical_shape());
-    for (size_t j = 0; j < t.data.size(); ++j) t.data[j] = value(n.name, j);
-    return t;
-  };
+  const SourceFn<float> src = binary_inputs();
   ImportOptions o;
   o.loss = LossHead::kNone;
   for (const std::string op : {"Add", "Sub"})
     for (const bool swap : {false, true}) {
       SCOPED_TRACE(op + (swap ? ", broadcast operand first" : ""));
-      for (const auto& [sd, at] : std::vector<std::pair<std::vector<int64_t>, std::function<size_t(int64_t, int64_t, int64_t, int64_t)>>>{
+      for (const auto& [sd, at] : std::vector<std::pair<std::vector<int64_t>, ElementOfS>>{
                {{3, 1, 1}, [](int64_t, int64_t c, int64_t, int64_t) { return static_cast<size_t>(c); }},
                {{5}, [](int64_t, int64_t, int64_t, int64_t w) { return static_cast<size_t>(w); }}}) {
         const ImportedModel m =
             import_onnx(write_binary_model(op, op + std::to_string(sd.size()) + (swap ? "s" : ""), {2, 3, 4, 5}, sd, {2, 3, 4, 5}, swap).string(), o);
-        const auto y = evaluate_outputs<float>(m.graph, src).at(0);
-        ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 3, 4, 5}));
-        for (int64_t n = 0; n < 2; ++n)
-          for (int64_t c = 0; c < 3; ++c)
-            for (int64_t h = 0; h < 4; ++h)
-              for (int64_t w = 0; w < 5; ++w) {
-                const size_t j = static_cast<size_t>(((n * 3 + c) * 4 + h) * 5 + w);
-                const float x = value("x", j), s = value("s", at(n, c, h, w));
-                const float first = swap ? s : x, second = swap ? x : s;
-                ASSERT_EQ(y.data[j], op == "Add" ? first + second : first - second) << n << c << h << w;
-              }
+        const bool add = op == "Add", first_s = swap;
+        expect_elementwise(evaluate_outputs<float>(m.graph, src).at(0), at, [add, first_s](float x, float s) {
+          const float first = first_s ? s : x, second = first_s ? x : s;
+          return add ? first + second : first - second;
+        });
       }
     }
   // A scalar constant: x + 2.5 and 2.5 - x.
@@ -341,7 +335,7 @@ TEST(AddImport, ATensorBroadcastToTheOthersShape) {
     node->set_op_type(op), node->add_input(op == "Add" ? "x" : "k"), node->add_input(op == "Add" ? "k" : "x"), node->add_output("y");
     const ImportedModel im = import_onnx(save_model(m, "pcgx_binary_import", op + "_constant").string(), o);
     const auto y = evaluate_outputs<float>(im.graph, src).at(0);
-    for (size_t j = 0; j < 6; ++j) ASSERT_EQ(y.data[j], op == "Add" ? value("x", j) + 2.5f : 2.5f - value("x", j)) << op << j;
+    for (size_t j = 0; j < 6; ++j) ASSERT_EQ(y.data[j], op == "Add" ? input_value("x", j) + 2.5f : 2.5f - input_value("x", j)) << op << j;
   }
   try {
     import_onnx(write_binary_model("Div", "div", {2, 3}, {3}, {2, 3}, false).string(), o);
