@@ -26,6 +26,11 @@ int64_t element_bytes(DataType t, Precision p) { return t == DataType::kFloat32 
 
 ParamBytes param_bytes(Precision p, OptimizerState o) { return {activation_bytes(p), is_mixed(p) ? 4 : 0, 4, 4 * optimizer_states(o)}; }
 
+double update_stream_words(Precision p, OptimizerState o) {
+  const ParamBytes per = param_bytes(p, o);
+  return update_words(o) + (per.master > 0 ? static_cast<double>(per.weight) / 4.0 : 0.0);
+}
+
 int64_t param_state_bytes(Precision p, OptimizerState o) { return param_bytes(p, o).total(); }
 
 }  // namespace pcgx

@@ -78,6 +78,7 @@ Profile profile_from_json(const std::string& text, const std::string& source) {
   if (const json* u = r.optional(root, "update")) {
     r.expect_object(*u, "update");
     p.update_bytes_per_second = number(*u, "bytes_per_second", "update", true);
+    if (u->contains("words")) p.update_words = number(*u, "words", "update", true);
   }
   if (const json* u = r.optional(root, "bucket_copy")) {
     r.expect_object(*u, "bucket_copy");
@@ -119,7 +120,10 @@ std::string profile_to_json(const Profile& p) {
   for (const ProfileEntry& e : p.entries)
     entries.push_back({{"op", e.op}, {"inputs", e.inputs}, {"forward", e.forward}, {"backward", e.backward}});
   json j = {{"format_version", 1}, {"kind", "pcgx.profile"}, {"device", p.device}, {"entries", entries}};
-  if (p.update_bytes_per_second > 0) j["update"] = {{"bytes_per_second", p.update_bytes_per_second}};
+  if (p.update_bytes_per_second > 0) {
+    j["update"] = {{"bytes_per_second", p.update_bytes_per_second}};
+    if (p.update_words > 0) j["update"]["words"] = p.update_words;
+  }
   if (p.bucket_copy_bytes_per_second > 0) j["bucket_copy"] = {{"bytes_per_second", p.bucket_copy_bytes_per_second}};
   if (!p.links.empty()) {
     json links = json::array();

@@ -372,7 +372,7 @@ Calibration calibrate(const CalibrationOptions& o) {
         Timed& x = timed[{e.op, e.inputs}];
         x.forward += e.forward, x.backward += e.backward, ++x.runs;
       }
-      if (run.update_bytes_per_second > 0) update_sum += run.update_bytes_per_second, ++updates;
+      if (run.update_bytes_per_second > 0) update_sum += run.update_bytes_per_second, ++updates, p.update_words = run.update_words;  // (one optimizer: t's)
       if (run.bucket_copy_bytes_per_second > 0) copy_sum += run.bucket_copy_bytes_per_second, ++copies;
       ++cal.runs;
     }

@@ -27,6 +27,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
     if (plan->recompute_layers && !q.recompute_layers) q.recompute_layers = plan->recompute_layers;
   }
   if (plan->zero && !stated.zero) q.zero = plan->zero;
+  if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
 }
 
 PlanCheck check_plan(const OptimizeRequest& q) {
@@ -44,7 +45,7 @@ PlanCheck check_plan(const OptimizeRequest& q) {
 search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path) {
   search::UserPlan plan = search::plan_of_strategy(f.strategy.graph);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
-  plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero;
+  plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
   if (const auto shape = search::pipeline_shape(f))
     plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);

@@ -166,7 +166,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.allow_unverified = q.allow_unverified, oq.reprove = q.reprove, oq.comm = comm, oq.profile = profile;
         oq.precision = q.precision.value_or(kDefaultPrecision);
         oq.optimizer = runtime::priced_as(q.options.optimizer);
-        adopt_plan_settings(oq, {true, q.precision.has_value()});  // a plan's recipe and pipeline, where the request states none
+        // A plan's recipe and pipeline, where the request states none (the
+        // optimizer is the run's own, whatever the plan says).
+        adopt_plan_settings(oq, {true, q.precision.has_value(), false, false, true});
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");

@@ -27,7 +27,8 @@ Profile profile_from_run(const Graph& g, const TrainResult& run) {
     const auto tasks = static_cast<double>(x.tasks);
     out.add({key.first, key.second, x.forward / tasks, x.backward / tasks});
   }
-  if (run.update_seconds > 0 && run.update_bytes > 0) out.update_bytes_per_second = run.update_bytes / run.update_seconds;
+  if (run.update_seconds > 0 && run.update_bytes > 0)
+    out.update_bytes_per_second = run.update_bytes / run.update_seconds, out.update_words = run.update_words;
   if (run.bucket_copy_seconds > 0 && run.bucket_copy_bytes > 0)
     out.bucket_copy_bytes_per_second = run.bucket_copy_bytes / run.bucket_copy_seconds;
   return out;

@@ -344,11 +344,13 @@ double CostModel::bucket_time(const GroupShape& group, double bytes) const {
 
 double CostModel::update_time(double bytes) const {
   if (bytes <= 0) return 0.0;
-  if (profile_.update_bytes_per_second > 0) return bytes / profile_.update_bytes_per_second;
   // The optimizer's FP32 words per parameter (Adam's 7), and the compute
   // copy written when mixed.
-  const ParamBytes per = param_bytes(recipe_.precision, recipe_.optimizer);
-  const double words = update_words(recipe_.optimizer) + (per.master > 0 ? static_cast<double>(per.weight) / 4.0 : 0.0);
+  const double words = update_stream_words(recipe_.precision, recipe_.optimizer);
+  // A measured rate, for the words its run streamed per parameter where
+  // the profile says how many (another optimizer streams more or less).
+  if (profile_.update_bytes_per_second > 0)
+    return bytes / profile_.update_bytes_per_second * (profile_.update_words > 0 ? words / profile_.update_words : 1.0);
   return words * bytes / (machine_.device.memory_bandwidth * efficiency_.fallback.memory) + efficiency_.launch;
 }
 

@@ -117,7 +117,7 @@ bool selects(const PlanSelector& s, const Node& n) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero", "pipeline", "rules",
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero", "optimizer", "pipeline", "rules",
                              "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
@@ -157,6 +157,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     plan.recompute_layers = v.get<int32_t>();
   }
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
+  if (j.contains("optimizer")) plan.optimizer = named("optimizer", optimizer_named, kOptimizerStates);
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
     if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
@@ -534,6 +535,7 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.recompute) out += "  \"recompute\": \"" + std::string(name(*plan.recompute)) + "\",\n";
   if (plan.recompute_layers) out += "  \"recompute_layers\": " + std::to_string(*plan.recompute_layers) + ",\n";
   if (plan.zero) out += "  \"zero\": " + std::string(name(*plan.zero)) + ",\n";
+  if (plan.optimizer) out += "  \"optimizer\": \"" + std::string(name(*plan.optimizer)) + "\",\n";
   if (const auto& p = plan.pipeline) {
     json pj = json::object();
     pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;

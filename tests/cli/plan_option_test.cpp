@@ -191,17 +191,19 @@ TEST(PlanOption, APlanStatesItsSchedule) {
 TEST(PlanOption, TheRecipeInThePlanUnlessAFlagSaysOtherwise) {
   const fs::path plan = dir() / "recipe.json", out = dir() / "recipe-s.json";
   std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "precision": "bf16", "recompute": "selective", "zero": 1,
-                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
+                            "optimizer": "sgd", "rules": [{"select": {}, "partition": {"samples": 4}}]})";
   const std::string base = "optimize gpt-tiny --plan " + plan.string() + " --machine dgx-h100 --devices 4 -q -o " + out.string();
   const auto r = run(base);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("precision             bf16"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("recompute             selective"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ZeRO stage            1"), std::string::npos) << r.out;
-  const auto flags = run(base + " --precision tf32 --zero 0");
+  EXPECT_NE(r.out.find("optimizer             sgd"), std::string::npos) << r.out;
+  const auto flags = run(base + " --precision tf32 --zero 0 --optimizer adam");
   ASSERT_EQ(flags.code, 0) << flags.out;
   EXPECT_NE(flags.out.find("precision             tf32"), std::string::npos) << flags.out;
   EXPECT_NE(flags.out.find("ZeRO stage            0"), std::string::npos) << flags.out;
+  EXPECT_NE(flags.out.find("optimizer             adam"), std::string::npos) << flags.out;
 }
 
 TEST(PlanOption, MistakesAreOneErrorLine) {
@@ -376,8 +378,8 @@ TEST(PlanShow, APipelinedStrategysStagesFedBackPriceTheSame) {
 TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   const fs::path found = dir() / "recipe-found.json", plan = dir() / "recipe-plan.json", again = dir() / "recipe-again.json";
   const std::string model = "gpt-tiny --set layers=3 --machine dgx-h100 --devices 4 -q ";
-  const auto u = run("optimize " + model + "--search data-parallel --precision bf16 --zero 1 --recompute full --recompute-layers 2 -o " +
-                     found.string());
+  const auto u = run("optimize " + model + "--search data-parallel --precision bf16 --zero 1 --recompute full --recompute-layers 2 " +
+                     "--optimizer momentum -o " + found.string());
   ASSERT_EQ(u.code, 0) << u.out;
   const auto shown = run("plan show " + found.string() + " -o " + plan.string());
   ASSERT_EQ(shown.code, 0) << shown.out;
@@ -387,6 +389,7 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   EXPECT_EQ(j.at("recompute"), "full");
   EXPECT_EQ(j.at("recompute_layers"), 2);
   EXPECT_EQ(j.at("zero"), 1);
+  EXPECT_EQ(j.at("optimizer"), "momentum");
   const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
   ASSERT_EQ(back.code, 0) << back.out;
   EXPECT_NE(back.out.find("recompute             full, first 2 layers\n"), std::string::npos) << back.out;

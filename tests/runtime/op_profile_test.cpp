@@ -5,6 +5,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/op_profile.h"
+#include "pcgx/runtime/optimizer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 
@@ -54,8 +55,18 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
     ++checked;
   }
   EXPECT_GT(checked, 3);
-  EXPECT_DOUBLE_EQ(cm.update_time(1e6), 1e6 / prof.update_bytes_per_second);
   EXPECT_DOUBLE_EQ(cm.bucket_pack_time(1e6), 1e6 / prof.bucket_copy_bytes_per_second);
+  // The update: as measured for the optimizer the run trained with; for
+  // another, scaled by the FP32 words each streams per parameter.
+  const OptimizerState ran = priced_as(TrainOptions{}.optimizer);
+  EXPECT_DOUBLE_EQ(loaded.update_words, update_stream_words(TrainOptions{}.precision, ran));
+  for (const OptimizerState o : kOptimizerStates) {
+    SCOPED_TRACE(name(o));
+    TrainingRecipe recipe;
+    recipe.optimizer = o;
+    const search::CostModel priced(search::find_machine("cpu-host").with_devices(2), search::default_efficiency(), loaded, {}, recipe);
+    EXPECT_DOUBLE_EQ(priced.update_time(1e6), 1e6 / prof.update_bytes_per_second * update_words(o) / update_words(ran));
+  }
 }
 
 // 16 times the rows take longer (measured ~13x; 3x leaves room for noise).

@@ -154,7 +154,7 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
-            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, pipeline, rules, "
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, optimizer, pipeline, rules, "
             "unstated)");
   EXPECT_EQ(error(head + R"("recompute": "full", "recompute_layers": 0, "rules": []})"),
             "p.json: recompute_layers: expected a positive integer, got 0");
@@ -186,10 +186,14 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(written.pipeline->schedule, PipelineSchedule::kExplicit);
   ASSERT_EQ(written.pipeline->programs.size(), 2u);
   EXPECT_EQ(written.pipeline->programs[0].size(), 4u);
-  const UserPlan recipe = plan_from_json(head + R"("precision": "bf16", "recompute": "selective", "zero": 1, "rules": [{"select": {}, "partition": {}}]})", "p.json");
+  const UserPlan recipe = plan_from_json(
+      head + R"("precision": "bf16", "recompute": "selective", "zero": 1, "optimizer": "momentum", "rules": [{"select": {}, "partition": {}}]})", "p.json");
   EXPECT_EQ(recipe.precision, Precision::kBf16);
   EXPECT_EQ(recipe.recompute, Recompute::kSelective);
   EXPECT_EQ(recipe.zero, ZeroStage::k1);
+  EXPECT_EQ(recipe.optimizer, OptimizerState::kMomentum);
+  EXPECT_EQ(plan_from_json(plan_to_json(recipe), "again.json").optimizer, OptimizerState::kMomentum);
+  EXPECT_EQ(error(head + R"("optimizer": "lion", "rules": [{"select": {}, "partition": {}}]})"), "p.json: optimizer: expected one of sgd, momentum, adam");
 }
 
 // pcgx plan show: the plan a strategy amounts to, lowered again on the

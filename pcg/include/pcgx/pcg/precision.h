@@ -55,5 +55,9 @@ ParamBytes param_bytes(Precision p, OptimizerState o = kDefaultOptimizer);
 // Their total: with Adam 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the
 // figure in Megatron-LM's distributed-optimizer notes).
 int64_t param_state_bytes(Precision p, OptimizerState o = kDefaultOptimizer);
+// The memory an update streams per parameter, in FP32 words: the
+// optimizer's (update_words) and, when mixed, the compute copy it writes
+// (2 bytes: half a word).
+double update_stream_words(Precision p, OptimizerState o);
 
 }  // namespace pcgx

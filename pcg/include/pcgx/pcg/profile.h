@@ -6,7 +6,7 @@
 //   { "format_version": 1, "kind": "pcgx.profile", "device": "...",
 //     "entries": [ { "op": "Linear", "inputs": [[64, 1024], [1024, 1024]],
 //                    "forward": 1.2e-4, "backward": 2.5e-4 } ],
-//     "update": { "bytes_per_second": 2.1e9 },
+//     "update": { "bytes_per_second": 2.1e9, "words": 5 },
 //     "bucket_copy": { "bytes_per_second": 1.5e10 },
 //     "links": [ { "name": "shared-memory", "latency": 8e-6, "bandwidth": 3e9,
 //                  "residual": 0.12, "samples": 40 } ],
@@ -16,7 +16,7 @@
 // `entries`: one task's forward and backward time, keyed by the operator
 // and that task's input shard shapes (all optional sections below):
 // `update`: the optimizer's rate in parameter bytes per second on one
-// device. `bucket_copy`: gradient bytes per second a device copies into a
+// device, and the FP32 words per parameter it streamed (optional). `bucket_copy`: gradient bytes per second a device copies into a
 // gradient bucket and back (the all-reduce aside). `links`: latency and bandwidth fitted per link level of the
 // machine (by name), with the fit's relative RMS residual. `overhead`: what
 // running a PCG costs a step beyond its kernels and messages, per node
@@ -49,6 +49,10 @@ struct Profile {
   std::string device;
   std::vector<ProfileEntry> entries;
   double update_bytes_per_second = 0;  // 0: not measured
+  // The FP32 words per parameter the measured update streamed
+  // (update_stream_words of its optimizer and precision), by which a plan
+  // with another optimizer scales it; 0: not recorded (taken as it is).
+  double update_words = 0;
   // Gradient bytes a device copies into a bucket and back per second (a
   // bucket's copies, the all-reduce aside); 0: not measured.
   double bucket_copy_bytes_per_second = 0;

@@ -15,7 +15,7 @@ namespace pcgx::runner {
 
 // What a front end's own options state, so that a plan's fill in only the rest.
 struct StatedSettings {
-  bool algorithm = false, precision = false, recompute = false, zero = false;
+  bool algorithm = false, precision = false, recompute = false, zero = false, optimizer = false;
 };
 
 // Makes `s` lower `plan`: search::Algorithm::kPlan, or kUnity where the
@@ -25,7 +25,7 @@ struct StatedSettings {
 void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::UserPlan> plan, bool algorithm_stated);
 
 // For a request lowering its search's plan (a no-op otherwise): the plan's
-// precision, recomputation and ZeRO stage where `stated` says the request
+// precision, recomputation, ZeRO stage and optimizer where `stated` says the request
 // has none, and its pipeline (stages and schedule) where the request has
 // none.
 void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated);

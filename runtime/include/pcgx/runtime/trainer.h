@@ -127,8 +127,9 @@ struct TrainResult {
   // (each device's that did not stall: DeviceTime::steps).
   std::vector<KernelTime> kernel_times;
   int64_t timed_steps = 0;  // steps timed, stalled ones included
-  // The optimizer's updates over the timed steps, summed over devices.
-  double update_seconds = 0, update_bytes = 0;
+  // The optimizer's updates over the timed steps, summed over devices,
+  // and the FP32 words each streamed per parameter (update_stream_words).
+  double update_seconds = 0, update_bytes = 0, update_words = 0;
   // Gradient buckets' copies in and out over the timed steps (the
   // all-reduces aside), summed over devices; bytes of gradient copied.
   double bucket_copy_seconds = 0, bucket_copy_bytes = 0;
