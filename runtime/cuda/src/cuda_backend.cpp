@@ -286,10 +286,13 @@ void CudaBackend::read_marks(std::vector<double>& seconds) {
   seconds.resize(s.marks_used);
   if (s.marks_used == 0) return;
   check(cudaEventSynchronize(s.marks[s.marks_used - 1]), "synchronize");
-  for (size_t k = 0; k < s.marks_used; ++k) {
+  // Summed from neighbours in double: each interval read as a float stays
+  // as fine as the events' own resolution however long the step.
+  seconds[0] = 0;
+  for (size_t k = 1; k < s.marks_used; ++k) {
     float ms = 0.f;
-    check(cudaEventElapsedTime(&ms, s.marks[0], s.marks[k]), "cudaEventElapsedTime");
-    seconds[k] = ms * 1e-3;
+    check(cudaEventElapsedTime(&ms, s.marks[k - 1], s.marks[k]), "cudaEventElapsedTime");
+    seconds[k] = seconds[k - 1] + static_cast<double>(ms) * 1e-3;
   }
   s.marks_used = 0;
 }
