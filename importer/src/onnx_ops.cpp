@@ -169,6 +169,11 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
   if (kb || ka) {
     const double k = (kb ? kb : ka)->values[0];
     const TensorRef x = c.tensor(n.input(kb ? 0 : 1));
+    // numpy's result has the higher rank: a [1, 1] constant makes a [D]
+    // tensor [1, D], which a scalar's path would not.
+    if (static_cast<int64_t>((kb ? kb : ka)->shape.size()) > static_cast<int64_t>(b.shape(x).rank()))
+      throw Error(c.where(n) + ": " + t + " with a one-element constant of rank " + std::to_string((kb ? kb : ka)->shape.size()) +
+                  ", above the tensor's " + std::to_string(b.shape(x).rank()) + ", is not imported (it would change the result's rank)");
     if (t == "Mul") return c.bind(out(n), b.scalar_mul(x, k, out(n)));
     if (t == "Div" && kb) return c.bind(out(n), b.scalar_mul(x, 1.0 / k, out(n)));
     if (t == "Add" || t == "Sub") {

@@ -268,10 +268,6 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   if (q.zero) stages = {*q.zero};
   else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over
   else if (q.pipeline) stages = {ZeroStage::k0, ZeroStage::k1};
-  // Stage 1 shards the optimizer's state and the FP32 masters: with
-  // neither (SGD without state, not mixed) it is stage 0 again, not searched.
-  if (!q.zero && optimizer_states(q.optimizer) == 0 && !is_mixed(precision))
-    stages.erase(std::remove(stages.begin(), stages.end(), ZeroStage::k1), stages.end());
   const bool one_recipe = policies.size() == 1 && stages.size() == 1;
   std::string last_reason;
   bool found = false, settled = false;

@@ -204,10 +204,12 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     rep.predicted = st.estimate;
     // Views the mapping would not choose (a plan's stated devices, mcmc's,
     // a strategy file edited by hand): what runs is priced by simulating
-    // it on them, as `pcgx simulate` does.
-    if (views.size() == graph.size() && st.views != views) {
+    // it on them, as `pcgx simulate` does (a pipelined one: its schedule, below).
+    const bool scheduled_run = o.pipeline && o.pipeline->in_flight();
+    if (views.size() == graph.size() && st.views != views && !scheduled_run) {
       try {
         rep.predicted = search::simulated_estimate(search::Simulator(graph, views, *rep.cost));
+        rep.predicted_by_simulation = true;
       } catch (const Error&) {
       }
     }
@@ -218,6 +220,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (o.pipeline && o.pipeline->in_flight()) {
       try {
         rep.predicted = search::simulated_estimate(search::Simulator(graph, views, *rep.cost, *o.pipeline));
+        rep.predicted_by_simulation = true;
       } catch (const Error&) {
       }
     }

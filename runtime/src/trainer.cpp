@@ -164,7 +164,7 @@ void add_timing(TrainResult& r, const Graph& g, const TrainOptions& o, const Dev
     d.kernels += forward + backward + recompute;
   }
   r.timed_steps = o.steps - first_timed_step(o);
-  r.update_seconds += u.seconds, r.update_bytes += u.bytes, r.update_words = update_stream_words(o.precision, priced_as(o.optimizer));
+  r.update_seconds += u.seconds, r.update_bytes += u.bytes, r.update_words = update_words(priced_as(o.optimizer));
   r.bucket_copy_seconds += ex.bucket_copy_seconds(), r.bucket_copy_bytes += ex.bucket_copy_bytes();
   d.messages = std::max(0.0, d.messages - read * static_cast<double>(u.calls));
   d.update = u.seconds;

@@ -2,9 +2,12 @@
 // algorithm, each in its own unit.
 #include "pcgx/search/search.h"
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/placement.h"
 #include "pcgx/search/autoddl_search.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/mcmc_search.h"
@@ -43,6 +46,32 @@ bool uses_rules(Algorithm a) {
   }
   return false;
 }
+
+namespace {
+
+// A view laying a task grid over `devices` in task order: the innermost
+// dimensions one device per task while they fit, the outer ones on the same
+// devices again (stride 0: co-shard).
+MachineView fill_devices(std::span<const int64_t> extents, int64_t devices) {
+  MachineView v{0, 1, std::vector<int64_t>(extents.size(), 0)};
+  int64_t used = 1;
+  for (size_t k = extents.size(); k-- > 0;)
+    if (used * extents[k] <= devices) v.strides[k] = used, used *= extents[k];
+  return v;
+}
+
+// Whether two tasks of some compute operator run on one device.
+bool co_shards(const Placement& p) {
+  for (const Node& n : p.graph().nodes()) {
+    if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) continue;
+    std::vector<int64_t> d = p.task_devices(n.id);
+    std::sort(d.begin(), d.end());
+    if (std::adjacent_find(d.begin(), d.end()) != d.end()) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 bool predicts_by_simulation(const SearchOptions& o) {
   return o.algorithm == Algorithm::kMcmc || (o.algorithm == Algorithm::kPlan && o.plan && assigns_devices(*o.plan));
@@ -110,16 +139,25 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
       result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false, &image));
       Strategy& st = result.strategy;
       // The stated devices, the rest as mapped, priced by simulation. Where
-      // the mapping placed nothing (co-shard: more tasks than devices),
-      // the operators no rule places run task t on device t (each has no
-      // more tasks than devices: plan_partitions), and shard-level
-      // operators' pieces sit with their readers (placement.h).
+      // the mapping placed nothing (co-shard: more tasks than devices), the
+      // operators no rule places are laid over the devices in task order
+      // (fill_devices), and shard-level operators' pieces sit with their
+      // readers (placement.h).
       if (assigns_devices(*options.plan)) {
-        if (!std::isfinite(st.estimate.time))
-          for (const Node& n : st.graph.nodes())
-            if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) st.views[static_cast<size_t>(n.id)] = MachineView{0, 1, {}};
-        assign_plan_devices(model, *options.plan, mapper.cost().devices(), st.graph, image, st.views);
+        const int64_t devices = mapper.cost().devices();
+        const Placement unplaced(st.graph, st.views, devices);
+        for (const Node& n : st.graph.nodes())
+          if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && !st.views[static_cast<size_t>(n.id)].placed())
+            st.views[static_cast<size_t>(n.id)] = fill_devices(unplaced.tasks(n.id).grid.extents, devices);
+        assign_plan_devices(model, *options.plan, devices, st.graph, image, st.views);
         st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
+        // ZeRO keeps one block of a weight per device: co-sharded copies
+        // are not counted so yet.
+        if (mapper.cost().recipe().zero != ZeroStage::k0 && co_shards(Placement(st.graph, st.views, devices))) {
+          st.estimate.feasible = false;
+          st.estimate.infeasible = "the plan co-shards (several tasks of an operator on one device), which is not priced under ZeRO stage " +
+                                   std::string(name(mapper.cost().recipe().zero)) + " yet";
+        }
       }
       break;
     }

@@ -337,6 +337,21 @@ TEST(AddImport, ATensorBroadcastToTheOthersShape) {
     const auto y = evaluate_outputs<float>(im.graph, src).at(0);
     for (size_t j = 0; j < 6; ++j) ASSERT_EQ(y.data[j], op == "Add" ? input_value("x", j) + 2.5f : 2.5f - input_value("x", j)) << op << j;
   }
+  {  // a one-element constant of a higher rank would change the result's rank: refused
+    onnx::ModelProto m = new_model("rank_constant", 8, 13);
+    auto* g = m.mutable_graph();
+    add_value(g->add_input(), "x", {3});
+    add_value(g->add_output(), "y", {1, 3});
+    add_constant(g, "k", {1, 1}, {2.5f});
+    auto* node = g->add_node();
+    node->set_op_type("Add"), node->add_input("x"), node->add_input("k"), node->add_output("y");
+    try {
+      import_onnx(save_model(m, "pcgx_binary_import", "rank_constant").string(), o);
+      ADD_FAILURE() << "imported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("one-element constant of rank 2, above the tensor's 1"), std::string::npos) << e.what();
+    }
+  }
   try {
     import_onnx(write_binary_model("Div", "div", {2, 3}, {3}, {2, 3}, false).string(), o);
     ADD_FAILURE() << "imported";

@@ -250,31 +250,6 @@ TEST(OptimizeZero, AutoShardsOnlyWhereMemoryRequires) {
       << none.result.search.strategy.estimate.infeasible;
 }
 
-// Stage 1 shards the optimizer's state and the FP32 masters: SGD without
-// state in TF32 has neither, so where stage 0 does not fit stage 2 is
-// tried next (stage 1 would need what stage 0 does); with momentum, or in
-// BF16 (masters), stage 1 is tried.
-TEST(OptimizeZero, StageOneIsNotSearchedWhereItShardsNothing) {
-  auto tried_stages = [](OptimizerState o, Precision p) {
-    OptimizeRequest big = sharded(1e12, ZeroStage::k0);
-    big.optimizer = o, big.precision = p;
-    const double z0 = optimize(big).result.search.strategy.estimate.max_memory();
-    OptimizeRequest q = sharded(z0 * 0.99, std::nullopt);
-    q.optimizer = o, q.precision = p;
-    std::vector<ZeroStage> stages;
-    for (const RecipeTried& t : optimize(q).tried) stages.push_back(t.recipe.zero);
-    return stages;
-  };
-  const std::vector<ZeroStage> sgd = tried_stages(OptimizerState::kSgd, Precision::kTf32);
-  ASSERT_FALSE(sgd.empty());
-  EXPECT_EQ(std::count(sgd.begin(), sgd.end(), ZeroStage::k1), 0);
-  EXPECT_GT(std::count(sgd.begin(), sgd.end(), ZeroStage::k2), 0);
-  for (const auto& [o, p] : {std::pair{OptimizerState::kMomentum, Precision::kTf32}, std::pair{OptimizerState::kSgd, Precision::kBf16}}) {
-    const std::vector<ZeroStage> stages = tried_stages(o, p);
-    EXPECT_GT(std::count(stages.begin(), stages.end(), ZeroStage::k1), 0) << name(o) << " " << name(p);
-  }
-}
-
 // Gradient accumulation with the number of micro-batches searched (1, 2,
 // 4, 8): where the whole batch's activations do not fit, the fewest
 // micro-batches that fit; where they do, one. With 64 samples every

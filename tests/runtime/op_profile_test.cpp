@@ -59,7 +59,7 @@ TEST(OpProfile, EveryOperatorTimedAndTheCostModelUsesThem) {
   // The update: as measured for the optimizer the run trained with; for
   // another, scaled by the FP32 words each streams per parameter.
   const OptimizerState ran = priced_as(TrainOptions{}.optimizer);
-  EXPECT_DOUBLE_EQ(loaded.update_words, update_stream_words(TrainOptions{}.precision, ran));
+  EXPECT_DOUBLE_EQ(loaded.update_words, update_words(ran));
   for (const OptimizerState o : kOptimizerStates) {
     SCOPED_TRACE(name(o));
     TrainingRecipe recipe;

@@ -377,5 +377,34 @@ TEST(UserPlan, CoShardedTasksShareADevice) {
   EXPECT_LT(split, whole);
 }
 
+// More tasks than devices (co-shard) leave the mapping nothing to place:
+// the operators no rule places, the bias scaling the lowering inserts
+// included, are laid over the machine's devices in task order; under ZeRO
+// a co-sharding plan is refused with its reason (not priced yet).
+TEST(UserPlan, CoShardBeyondTheDevicesPlacesTheRestOnTheMachine) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});
+  const auto plan = std::make_shared<const UserPlan>(plan_text(R"([{"select": {}, "partition": {"samples": 2}},
+      {"select": {"name": "block0.mlp.ffn_output"}, "partition": {"samples": 4, "reduce": 2}, "devices": [0, 0, 0, 0, 1, 1, 1, 1]}])"));
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = plan;
+  static const Ruleset none;
+  const CostModel cm(toy_machine().with_devices(2), toy_efficiency());
+  const SearchResult r = optimize(g, RuleLibrary(none), MachineMapper(cm), o);
+  ASSERT_TRUE(r.strategy.estimate.feasible) << r.strategy.estimate.infeasible;
+  const Placement place(r.strategy.graph, r.strategy.views, 2);
+  EXPECT_LE(place.devices_needed(), 2);
+  int64_t beyond = 0;  // the co-sharded Linear (8 tasks) and the bias scaling inserted for it (4)
+  for (const Node& n : r.strategy.graph.nodes())
+    if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && place.tasks(n.id).tasks > 2) ++beyond;
+  EXPECT_GE(beyond, 2);
+  TrainingRecipe zero1;
+  zero1.zero = ZeroStage::k1;
+  const CostModel sharded(toy_machine().with_devices(2), toy_efficiency(), {}, {}, zero1);
+  const SearchResult z = optimize(g, RuleLibrary(none), MachineMapper(sharded), o);
+  EXPECT_FALSE(z.strategy.estimate.feasible);
+  EXPECT_NE(z.strategy.estimate.infeasible.find("not priced under ZeRO stage 1 yet"), std::string::npos) << z.strategy.estimate.infeasible;
+}
+
 }  // namespace
 }  // namespace pcgx::search

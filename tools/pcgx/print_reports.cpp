@@ -150,8 +150,8 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << std::fixed << std::setprecision(3) << "time per step         " << s.mean_step_seconds() * 1e3 << " ms measured"
       << (s.result.step_seconds.size() > 1 ? " (mean after the first step)" : "") << "\n";
   if (s.predicted_step_seconds > 0) {
-    out << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << rep.machine.name << " (ratio measured/predicted "
-        << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
+    out << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << rep.machine.name
+        << (rep.predicted_by_simulation ? ", simulated on its views" : "") << " (ratio measured/predicted " << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
     print_terms(out, rep.predicted);
     print_profile_coverage(out, *rep.cost, rep.graph);
     if (rep.terms) {

@@ -49,9 +49,10 @@ struct Profile {
   std::string device;
   std::vector<ProfileEntry> entries;
   double update_bytes_per_second = 0;  // 0: not measured
-  // The FP32 words per parameter the measured update streamed
-  // (update_stream_words of its optimizer and precision), by which a plan
-  // with another optimizer scales it; 0: not recorded (taken as it is).
+  // The FP32 words per parameter the measured update streamed (its
+  // optimizer's update_words), by which a plan scales it to its own
+  // (update_stream_words: another optimizer, a mixed plan's compute copy);
+  // 0: not recorded (the rate taken as it is).
   double update_words = 0;
   // Gradient bytes a device copies into a bucket and back per second (a
   // bucket's copies, the all-reduce aside); 0: not measured.

@@ -97,6 +97,10 @@ struct TrainReport {
   Graph graph;  // the PCG that ran
   std::shared_ptr<const search::CostModel> cost;
   search::Estimate predicted;          // term by term (feasible or not)
+  // Whether `predicted` simulates the strategy's own views (ones the
+  // mapping would not choose, or a pipeline's schedule) rather than being
+  // the mapping's estimate.
+  bool predicted_by_simulation = false;
   std::optional<search::SearchResult> search;  // when it searched first
   std::optional<StepTerms> terms;      // with breakdown, when a prediction exists
   std::vector<std::pair<std::string, std::string>> written;  // path, and what it holds beyond its kind (may be empty)

@@ -128,7 +128,8 @@ struct TrainResult {
   std::vector<KernelTime> kernel_times;
   int64_t timed_steps = 0;  // steps timed, stalled ones included
   // The optimizer's updates over the timed steps, summed over devices,
-  // and the FP32 words each streamed per parameter (update_stream_words).
+  // and the FP32 words each streamed per parameter (update_words: a mixed
+  // run's compute copies are refreshed after the timed update).
   double update_seconds = 0, update_bytes = 0, update_words = 0;
   // Gradient buckets' copies in and out over the timed steps (the
   // all-reduces aside), summed over devices; bytes of gradient copied.
