@@ -43,7 +43,7 @@ PlanCheck check_plan(const OptimizeRequest& q) {
 }
 
 search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path) {
-  search::UserPlan plan = search::plan_of_strategy(f.strategy.graph);
+  search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;

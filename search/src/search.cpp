@@ -51,12 +51,13 @@ namespace {
 
 // A view laying a task grid over `devices` in task order: the innermost
 // dimensions one device per task while they fit, the outer ones on the same
-// devices again (stride 0: co-shard).
+// devices again (stride 0: co-shard; 0 too where a dimension has one task,
+// as strategy files require strides below the device count).
 MachineView fill_devices(std::span<const int64_t> extents, int64_t devices) {
   MachineView v{0, 1, std::vector<int64_t>(extents.size(), 0)};
   int64_t used = 1;
   for (size_t k = extents.size(); k-- > 0;)
-    if (used * extents[k] <= devices) v.strides[k] = used, used *= extents[k];
+    if (extents[k] > 1 && used * extents[k] <= devices) v.strides[k] = used, used *= extents[k];
   return v;
 }
 

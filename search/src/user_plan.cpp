@@ -442,10 +442,13 @@ bool plain_name(const std::string& name) { return name.find_first_of("*?") == st
 
 }  // namespace
 
-UserPlan plan_of_strategy(const Graph& g) {
+UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views) {
   std::vector<const Node*> named;
   std::map<std::string, const Node*> by_name;
-  std::vector<NodePlan> partition;
+  // How each named operator runs: its partition, and its devices where it
+  // co-shards (only a device list states that).
+  using Run = std::pair<NodePlan, std::vector<int64_t>>;
+  std::vector<Run> partition;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.name.empty()) continue;
     std::vector<ParallelTensorShape> in;
@@ -466,19 +469,26 @@ UserPlan plan_of_strategy(const Graph& g) {
     if (!plain_name(n.name)) throw Error(pcgx::describe(n) + ": a name with '*' or '?' cannot be selected on its own");
     if (const auto [it, fresh] = by_name.emplace(n.name, &n); !fresh)
       throw Error(pcgx::describe(*it->second) + " and " + pcgx::describe(n) + " share a name, by which a plan selects");
+    std::vector<int64_t> devices;
+    if (static_cast<size_t>(n.id) < views.size() && views[static_cast<size_t>(n.id)].placed()) {
+      for (int64_t t = 0; t < d.grid.num_tasks(); ++t) devices.push_back(views[static_cast<size_t>(n.id)].device(t, d.grid.extents));
+      std::vector<int64_t> sorted = devices;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) devices.clear();  // one task a device: the mapping's to place
+    }
     named.push_back(&n);
-    partition.push_back(std::move(p));
+    partition.push_back({std::move(p), std::move(devices)});
   }
   UserPlan plan;
   plan.source = g.name();
   if (named.empty()) return plan;
   // The most common partition first, for every operator.
-  std::map<NodePlan, int> count;
-  for (const NodePlan& p : partition) ++count[p];
-  const NodePlan* common = &count.begin()->first;
+  std::map<Run, int> count;
+  for (const Run& p : partition) ++count[p];
+  const Run* common = &count.begin()->first;
   for (const auto& [p, c] : count)
     if (c > count[*common]) common = &p;
-  plan.rules.push_back({PlanSelector{}, *common});
+  plan.rules.push_back({PlanSelector{}, common->first, common->second});
   // Then the rest, by layer pattern where every operator it selects runs alike.
   std::map<std::string, std::vector<size_t>> by_pattern;
   for (size_t i = 0; i < named.size(); ++i)
@@ -493,10 +503,11 @@ UserPlan plan_of_strategy(const Graph& g) {
       alike = selected == members.size();
     }
     if (alike) {
-      rules.push_back({named[members.front()]->id, {PlanSelector{pattern, "", std::nullopt}, partition[members.front()]}});
+      const Run& run = partition[members.front()];
+      rules.push_back({named[members.front()]->id, {PlanSelector{pattern, "", std::nullopt}, run.first, run.second}});
       continue;
     }
-    for (size_t i : members) rules.push_back({named[i]->id, {PlanSelector{named[i]->name, "", std::nullopt}, partition[i]}});
+    for (size_t i : members) rules.push_back({named[i]->id, {PlanSelector{named[i]->name, "", std::nullopt}, partition[i].first, partition[i].second}});
   }
   std::sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [id, rule] : rules) plan.rules.push_back(std::move(rule));

@@ -375,6 +375,29 @@ TEST(PlanShow, APipelinedStrategysStagesFedBackPriceTheSame) {
 // 3 layers, bf16, ZeRO 1), so that the plan fed back without flags trains
 // and is priced the same; recompute_layers beside another policy is one
 // error line.
+// A co-sharding strategy's plan states the devices of the operators that
+// co-shard (only a device list can say it), and fed back is priced the same.
+TEST(PlanShow, ACoShardedStrategysPlanStatesItsDevices) {
+  const fs::path found = dir() / "coshard-found.json", plan = dir() / "coshard-plan.json", again = dir() / "coshard-again.json";
+  const std::string model = "gpt-tiny --machine dgx-h100 --devices 2 ";
+  const auto u = run("optimize " + model + "--plan " + kPlans + "gpt-coshard-heads-2.json -o " + found.string());
+  ASSERT_EQ(u.code, 0) << u.out;
+  const auto shown = run("plan show " + found.string() + " -o " + plan.string());
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  std::ifstream in(plan);
+  const auto j = nlohmann::json::parse(in);
+  int64_t placed = 0;
+  for (const auto& rule : j.at("rules"))
+    if (rule.contains("devices")) {
+      ++placed;
+      EXPECT_NE(rule.at("select").value("name", "").find("attn"), std::string::npos) << rule.dump();
+    }
+  EXPECT_GE(placed, 5) << j.dump();
+  const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_NEAR(predicted_ms(back.out), predicted_ms(u.out), 1e-9) << u.out << back.out;
+}
+
 TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   const fs::path found = dir() / "recipe-found.json", plan = dir() / "recipe-plan.json", again = dir() / "recipe-again.json";
   const std::string model = "gpt-tiny --set layers=3 --machine dgx-h100 --devices 4 -q ";

@@ -184,7 +184,10 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
 // lowered again. Throws pcgx::Error naming an operator whose grid no plan
 // can state (replica slots of its own: its inputs all replicated), or two
 // operators of one name (a plan selects by name).
-UserPlan plan_of_strategy(const Graph& strategy);
+// With the strategy's `views`, an operator that co-shards (two tasks on
+// one device) is stated with its devices, which only a device list can
+// say; the others are left to the mapping.
+UserPlan plan_of_strategy(const Graph& strategy, std::span<const MachineView> views = {});
 // The pipeline a pipelined strategy runs (its `views` on `devices`
 // devices, pipeline_stages, micro_batches, virtual_stages, schedule and
 // programs as its file states them), for plan_of_strategy's plan: the
