@@ -306,9 +306,13 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       }
       const search::Estimate& e = result.search.strategy.estimate;
       tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
+      // A plan priced by simulation (stated devices) is refused by its own
+      // memory, which the mapping's refusals do not see.
+      const bool over = search::predicts_by_simulation(q.search) && !e.feasible && e.max_memory() > q.machine.device.memory_capacity;
+      if (over) tried.smallest_need = e.max_memory();
       if (!e.feasible) last_reason = e.infeasible;
       out.tried.push_back(tried);
-      if (first) constrained = !e.feasible && mapper.memory_refusals().count > 0;
+      if (first) constrained = !e.feasible && (mapper.memory_refusals().count > 0 || over);
       first = false;
       // (Not where the search's own figure is a simulation: a re-priced
       // plan's would be the DP's, not comparable.)

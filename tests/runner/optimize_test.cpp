@@ -11,6 +11,7 @@
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/user_plan.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::runner {
@@ -182,6 +183,31 @@ TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {
   const OptimizeReport one = optimize(request(full / 2, Recompute::kSelective));
   EXPECT_EQ(one.tried.size(), 1u);
   EXPECT_NE(one.result.search.strategy.estimate.infeasible.find("recompute selective"), std::string::npos);
+}
+
+// A plan placing its operators (stated devices) is priced by simulation,
+// and refused by its own memory: the reason names its need, as the
+// mapping's refusals name theirs. Co-sharded onto one of two devices it
+// needs about twice what the mapping's plan (one half each) does, so only
+// the simulation sees it over.
+TEST(OptimizeRecompute, APlacedPlanOverMemoryNamesItsNeed) {
+  OptimizeRequest roomy = request(1e12, Recompute::kNone);
+  roomy.model = build_model("mlp-tiny", {});
+  roomy.machine = search::toy_machine().with_devices(2);
+  roomy.zero = ZeroStage::k0;
+  roomy.search.algorithm = search::Algorithm::kPlan;
+  roomy.search.plan = std::make_shared<const search::UserPlan>(search::plan_from_json(
+      R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [1, 1]}]})", "p.json"));
+  const double placed = optimize(roomy).result.search.strategy.estimate.max_memory();
+  ASSERT_GT(placed, 0);
+  OptimizeRequest tight = roomy;
+  tight.machine.device.memory_capacity = placed * 0.75;
+  const OptimizeReport rep = optimize(tight);
+  const search::Estimate& e = rep.result.search.strategy.estimate;
+  ASSERT_FALSE(e.feasible);
+  EXPECT_NE(e.infeasible.find("the smallest plan found needs"), std::string::npos) << e.infeasible;
+  ASSERT_EQ(rep.tried.size(), 1u);
+  EXPECT_DOUBLE_EQ(rep.tried[0].smallest_need, placed);
 }
 
 // --precision auto: the machine's mixed precision (bf16 where it is as fast
