@@ -1,5 +1,7 @@
 #include "pcgx/pcg/optimizer_state.h"
 
+#include "pcgx/pcg/named_choice.h"
+
 namespace pcgx {
 
 const char* name(OptimizerState o) {
@@ -11,11 +13,7 @@ const char* name(OptimizerState o) {
   return "?";
 }
 
-std::optional<OptimizerState> optimizer_named(std::string_view text) {
-  for (const OptimizerState o : kOptimizerStates)
-    if (text == name(o)) return o;
-  return std::nullopt;
-}
+std::optional<OptimizerState> optimizer_named(std::string_view text) { return choice_named(text, kOptimizerStates); }
 
 int optimizer_states(OptimizerState o) {
   switch (o) {

@@ -8,6 +8,8 @@
 
 #include "pcgx/pcg/error.h"
 
+#include "pcgx/pcg/named_choice.h"
+
 namespace pcgx {
 
 const char* name(PipelineSchedule s) {
@@ -20,11 +22,7 @@ const char* name(PipelineSchedule s) {
   return "?";
 }
 
-std::optional<PipelineSchedule> pipeline_schedule_named(std::string_view text) {
-  for (PipelineSchedule s : kPipelineSchedules)
-    if (text == name(s)) return s;
-  return std::nullopt;
-}
+std::optional<PipelineSchedule> pipeline_schedule_named(std::string_view text) { return choice_named(text, kPipelineSchedules); }
 
 namespace {
 

@@ -1,5 +1,7 @@
 #include "pcgx/pcg/precision.h"
 
+#include "pcgx/pcg/named_choice.h"
+
 namespace pcgx {
 
 const char* name(Precision p) {
@@ -12,11 +14,7 @@ const char* name(Precision p) {
   return "?";
 }
 
-std::optional<Precision> precision_named(std::string_view text) {
-  for (const Precision p : kPrecisions)
-    if (text == name(p)) return p;
-  return std::nullopt;
-}
+std::optional<Precision> precision_named(std::string_view text) { return choice_named(text, kPrecisions); }
 
 bool is_mixed(Precision p) { return p == Precision::kBf16 || p == Precision::kFp16; }
 

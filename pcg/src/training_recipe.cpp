@@ -1,5 +1,7 @@
 #include "pcgx/pcg/training_recipe.h"
 
+#include "pcgx/pcg/named_choice.h"
+
 namespace pcgx {
 
 const char* name(Recompute r) {
@@ -11,11 +13,7 @@ const char* name(Recompute r) {
   return "?";
 }
 
-std::optional<Recompute> recompute_named(std::string_view text) {
-  for (const Recompute r : kRecomputes)
-    if (text == name(r)) return r;
-  return std::nullopt;
-}
+std::optional<Recompute> recompute_named(std::string_view text) { return choice_named(text, kRecomputes); }
 
 std::string describe_recompute(Recompute r, int32_t layers, bool per_chunk) {
   if (r != Recompute::kFull || layers < 0) return name(r);
@@ -32,10 +30,6 @@ const char* name(ZeroStage z) {
   return "?";
 }
 
-std::optional<ZeroStage> zero_named(std::string_view text) {
-  for (const ZeroStage z : kZeroStages)
-    if (text == name(z)) return z;
-  return std::nullopt;
-}
+std::optional<ZeroStage> zero_named(std::string_view text) { return choice_named(text, kZeroStages); }
 
 }  // namespace pcgx

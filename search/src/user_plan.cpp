@@ -19,6 +19,15 @@ namespace {
 
 using nlohmann::json;
 
+// The task grid node `n` of `g` runs (degree_inference.h).
+TaskGrid grid_of(const Graph& g, const Node& n) {
+  std::vector<ParallelTensorShape> in;
+  for (const TensorRef& t : n.inputs) in.push_back(g.shape(t));
+  std::vector<TensorType> out;
+  for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
+  return infer_degrees(*n.op, n.attrs, in, out).grid;
+}
+
 void only_fields(const json& j, const std::string& source, const std::string& where, std::initializer_list<const char*> known) {
   for (const auto& [key, v] : j.items()) {
     bool ok = false;
@@ -376,12 +385,7 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
     const std::string where = plan.source + ": rules[" + std::to_string(rule) + "].devices: " + pcgx::describe(original);
     const NodeId id = image[static_cast<size_t>(original.id)];
     if (id < 0) throw Error(where + " is not in the lowered plan");
-    const Node& n = lowered.node(id);
-    std::vector<ParallelTensorShape> in;
-    for (const TensorRef& t : n.inputs) in.push_back(lowered.shape(t));
-    std::vector<TensorType> out;
-    for (const ParallelTensorShape& sh : n.outputs) out.push_back({sh.logical_shape(), sh.dtype});
-    const TaskGrid grid = infer_degrees(*n.op, n.attrs, in, out).grid;
+    const TaskGrid grid = grid_of(lowered, lowered.node(id));
     std::string dims;
     for (size_t k = 0; k < grid.extents.size(); ++k)
       if (grid.extents[k] > 1) dims += (dims.empty() ? "" : " x ") + grid.names[k] + " " + std::to_string(grid.extents[k]);
@@ -451,27 +455,23 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views) {
   std::vector<Run> partition;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.name.empty()) continue;
-    std::vector<ParallelTensorShape> in;
-    for (const TensorRef& t : n.inputs) in.push_back(g.shape(t));
-    std::vector<TensorType> out;
-    for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
-    const DegreeInference d = infer_degrees(*n.op, n.attrs, in, out);
+    const TaskGrid grid = grid_of(g, n);
     const std::vector<ParallelKind> kinds = n.op->kinds ? n.op->kinds(n.attrs, g.input_types(n)) : std::vector<ParallelKind>{};
     const ParallelKind* samples = sample_kind(kinds);
     NodePlan p;
-    for (size_t k = 0; k < d.grid.names.size(); ++k) {
-      if (d.grid.extents[k] <= 1) continue;
-      if (d.grid.names[k] == "slot")
-        throw Error(pcgx::describe(n) + " runs " + std::to_string(d.grid.extents[k]) +
+    for (size_t k = 0; k < grid.names.size(); ++k) {
+      if (grid.extents[k] <= 1) continue;
+      if (grid.names[k] == "slot")
+        throw Error(pcgx::describe(n) + " runs " + std::to_string(grid.extents[k]) +
                     " replica slots of its own (every input replicated), which a plan cannot state");
-      p[samples && samples->name == d.grid.names[k] ? std::string(kSamplesKind) : d.grid.names[k]] = d.grid.extents[k];
+      p[samples && samples->name == grid.names[k] ? std::string(kSamplesKind) : grid.names[k]] = grid.extents[k];
     }
     if (!plain_name(n.name)) throw Error(pcgx::describe(n) + ": a name with '*' or '?' cannot be selected on its own");
     if (const auto [it, fresh] = by_name.emplace(n.name, &n); !fresh)
       throw Error(pcgx::describe(*it->second) + " and " + pcgx::describe(n) + " share a name, by which a plan selects");
     std::vector<int64_t> devices;
     if (static_cast<size_t>(n.id) < views.size() && views[static_cast<size_t>(n.id)].placed()) {
-      for (int64_t t = 0; t < d.grid.num_tasks(); ++t) devices.push_back(views[static_cast<size_t>(n.id)].device(t, d.grid.extents));
+      for (int64_t t = 0; t < grid.num_tasks(); ++t) devices.push_back(views[static_cast<size_t>(n.id)].device(t, grid.extents));
       std::vector<int64_t> sorted = devices;
       std::sort(sorted.begin(), sorted.end());
       if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) devices.clear();  // one task a device: the mapping's to place
