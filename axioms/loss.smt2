@@ -29,3 +29,29 @@
   (= (mse_loss (reduce x k) (reduce x k)) (reduce (mse_loss x x) k))) :named mse_self_reduce))
 (assert (! (forall ((x Tensor) (y Tensor))
   (= (mse_loss (mse_loss x y) (mse_loss x y)) (mse_loss x x))) :named mse_self_of_a_loss))
+; The cross-entropy split by classes (Megatron-LM's vocabulary-parallel
+; cross-entropy, pcg/src/ops/loss_ops.cpp): it is its classes' blocks'
+; log-sum-exp applied, for any block count dividing the classes (both sides
+; legal). The blocks split with the classes; the apply split by classes,
+; its labels and block values copied, gives partial sums, reduced (the
+; classes are the last dimension, so their shares sit in consecutive slots).
+(assert (! (forall ((x Tensor) (l Tensor) (b Int))
+  (= (softmax_cross_entropy x l) (cross_entropy_apply x l (class_logsumexp x b)))) :named cross_entropy_is_blocks_applied))
+(assert (! (forall ((x Tensor) (b Int) (d Int) (k Int))
+  (= (class_logsumexp (repartition x d k) b) (repartition (class_logsumexp x b) d k))) :named class_logsumexp_repartition))
+(assert (! (forall ((x Tensor) (b Int) (d Int) (k Int))
+  (= (class_logsumexp (combine x d k) b) (combine (class_logsumexp x b) d k))) :named class_logsumexp_combine))
+(assert (! (forall ((x Tensor) (b Int) (k Int))
+  (= (class_logsumexp (replicate x k) b) (replicate (class_logsumexp x b) k))) :named class_logsumexp_replicate))
+(assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (d Int) (k Int))
+  (=> (and (< d (- (rank x) 1)) (= (deg_after x d) 1))
+      (= (cross_entropy_apply (combine x d k) (combine l d k) (combine s d k)) (reduce (cross_entropy_apply x l s) k)))) :named cross_entropy_apply_batch_parallel))
+(assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (d Int) (k Int))
+  (=> (and (< d (- (rank x) 1)) (= (deg_after x d) 1) (= (rep x) 1) (= (rep l) 1) (= (rep s) 1))
+      (= (reduce (cross_entropy_apply (repartition x d k) (repartition l d k) (repartition s d k)) k) (cross_entropy_apply x l s)))) :named cross_entropy_apply_batch_parallel_split))
+(assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (k Int))
+  (=> (and (= (rep x) 1) (= (rep l) 1) (= (rep s) 1))
+      (= (reduce (cross_entropy_apply (repartition x (- (rank x) 1) k) (replicate l k) (replicate s k)) k) (cross_entropy_apply x l s)))) :named cross_entropy_apply_class_parallel_split))
+(assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (k Int))
+  (=> (and (= (rep x) 1) (= (rep l) 1) (= (rep s) 1) (= (rep (cross_entropy_apply x l s)) 1))
+      (= (replicate (cross_entropy_apply x l s) k) (cross_entropy_apply (replicate x k) (replicate l k) (replicate s k))))) :named cross_entropy_apply_replicate))

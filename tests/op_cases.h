@@ -73,6 +73,8 @@ inline std::vector<OpCase> op_cases() {
         {"pad_h", int64_t{1}}, {"pad_w", int64_t{1}}, {"mode", std::string("avg")}},
        {f32({2, 4, 4, 4})}, {}},
       {"cross_entropy", "SoftmaxCrossEntropy", {}, {f32({4, 6}), i64({4})}, {0, 6}},
+      {"class_logsumexp", "ClassLogSumExp", {{"blocks", int64_t{2}}}, {f32({4, 6})}, {}},
+      {"cross_entropy_apply", "CrossEntropyApply", {}, {f32({4, 6}), i64({4}), f32({4, 2})}, {0, 6, 0}},
       {"mse", "MSELoss", {}, {f32({4, 6}), f32({4, 6})}, {}},
   };
 }

@@ -26,6 +26,16 @@ Values random_values(const Graph& g, uint64_t seed) {
   return v;
 }
 
+// `base`'s source values for the sources of `g` of the same name.
+Values values_by_name(const Graph& g, const Graph& base, const Values& v) {
+  Values out;
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kSource)
+      for (const Node& m : base.nodes())
+        if (m.name == n.name) out[n.id] = v.at(m.id);
+  return out;
+}
+
 double loss_of(const Graph& g, const Values& v) {
   return evaluate_outputs<float>(g, [&](const Node& n) { return v.at(n.id); }).at(0).data.at(0);
 }
@@ -189,11 +199,7 @@ TEST(Gradients, SynchronizedBatchNormGivesBatchNormsGradients) {
   };
   const Graph base = build(false), par = build(true);
   const Values v = random_values(base, 9);
-  Values vp;
-  for (const Node& n : par.nodes())
-    if (n.op->op_class == OpClass::kSource)
-      for (const Node& m : base.nodes())
-        if (m.name == n.name) vp[n.id] = v.at(m.id);
+  const Values vp = values_by_name(par, base, v);
   EXPECT_NEAR(loss_of(par, vp), loss_of(base, v), 1e-5);
   const Values want = gradient_of(base, v), got = gradient_of(par, vp);
   for (const Node& n : par.nodes())
@@ -203,6 +209,55 @@ TEST(Gradients, SynchronizedBatchNormGivesBatchNormsGradients) {
           SCOPED_TRACE(n.name);
           testing::expect_close(got.at(n.id), want.at(m.id), 1e-4, 1e-5);
         }
+}
+
+// The cross-entropy as its blocks' log-sum-exp applied (CrossEntropyApply(x,
+// l, ClassLogSumExp(x))) against finite differences, and against
+// SoftmaxCrossEntropy's own value and gradients; then split by classes over
+// 2 devices (Megatron-LM's vocabulary-parallel cross-entropy: the logits
+// split, the blocks' values gathered, the shares of the loss reduced), the
+// same loss and gradients.
+TEST(Gradients, CrossEntropyAsItsBlocksAppliedAndSplitByClasses) {
+  auto build = [](const std::string& form) {
+    GraphBuilder b("ce-" + form);
+    TensorRef x = b.input("x", {4, 5});
+    TensorRef w = b.weight("W", {5, 6});
+    TensorRef labels = b.input("labels", {4}, DataType::kInt64, 6);
+    TensorRef logits = b.unary("Tanh", b.op("Linear", {}, {x, w}));
+    auto attr = [](int64_t d, int64_t k) { return Attributes{{"dim", d}, {"degree", k}}; };
+    const Attributes two{{"degree", int64_t{2}}};
+    TensorRef loss;
+    if (form == "fused") {
+      loss = b.softmax_cross_entropy(logits, labels);
+    } else if (form == "blocks") {
+      loss = b.op("CrossEntropyApply", {}, {logits, labels, b.op("ClassLogSumExp", {{"blocks", int64_t{3}}}, {logits})});
+    } else {
+      const TensorRef xs = b.op("Repartition", attr(1, 2), {logits});
+      const TensorRef lse = b.op("ClassLogSumExp", {{"blocks", int64_t{2}}}, {xs});
+      const TensorRef gathered = b.op("Replicate", two, {b.op("Combine", attr(1, 2), {lse})});
+      loss = b.op("Reduce", two, {b.op("CrossEntropyApply", {}, {xs, b.op("Replicate", two, {labels}), gathered})});
+    }
+    b.graph().add_output(loss);
+    return b.finish();
+  };
+  const Graph base = build("fused");
+  const Values v = random_values(base, 11);
+  const Values want = gradient_of(base, v);
+  for (const std::string form : {"blocks", "classes"}) {
+    SCOPED_TRACE(form);
+    const Graph g = build(form);
+    expect_gradient_matches_differences(g, 13, 1e-3);
+    const Values vg = values_by_name(g, base, v);
+    EXPECT_NEAR(loss_of(g, vg), loss_of(base, v), 1e-6);
+    const Values got = gradient_of(g, vg);
+    for (const Node& n : g.nodes())
+      if (n.op->op_class == OpClass::kSource && n.name != "labels")
+        for (const Node& m : base.nodes())
+          if (m.name == n.name) {
+            SCOPED_TRACE(n.name);
+            testing::expect_close(got.at(n.id), want.at(m.id), 1e-5, 1e-6);
+          }
+  }
 }
 
 // Data and reduction parallel forms of one Linear: the weight's gradient
@@ -238,11 +293,7 @@ TEST(Gradients, ParallelFormsGiveTheSameWeightGradient) {
   const Values want = gradient_of(base, v);
   for (const std::string form : {"data", "reduce", "model"}) {
     const Graph g = build(form);
-    Values vg;
-    for (const Node& n : g.nodes())
-      if (n.op->op_class == OpClass::kSource)
-        for (const Node& m : base.nodes())
-          if (m.name == n.name) vg[n.id] = v.at(m.id);
+    const Values vg = values_by_name(g, base, v);
     const Values got = gradient_of(g, vg);
     for (const Node& n : g.nodes())
       if (n.op->is_weight) {

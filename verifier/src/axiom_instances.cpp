@@ -59,6 +59,7 @@ const std::vector<int64_t>& domain_of(const std::string& role) {
       {"eps", {std::bit_cast<int64_t>(1e-5), std::bit_cast<int64_t>(0.5)}},
       {"rate", {std::bit_cast<int64_t>(0.1), std::bit_cast<int64_t>(0.5), std::bit_cast<int64_t>(0.0)}},
       {"seed", {0, 1, 7}},
+      {"blocks", {1, 2, 4}},
       {"scalar_num", {-1, 1, 2, 3}},
       {"scalar_den", {1, 2, 4}},
       {"stride_h", {0, 1, 2}}, {"stride_w", {0, 1, 2}}, {"pad_h", {0, 1}}, {"pad_w", {0, 1}},
