@@ -234,28 +234,40 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
   return std::move(b.out);
 }
 
-Graph synchronized_batch_norm(const Graph& g) {
-  if (!has_op(g, "BatchNorm")) return g;
+namespace {
+
+// `g` with the operators `expand` rewrites (given the output graph, the
+// node and its inputs there, it adds their replacement and returns the
+// node standing for the original's outputs, or nothing to copy it).
+template <class Expand>
+Graph expand_operators(const Graph& g, Expand expand) {
   Graph out(g.name());
   std::vector<std::vector<TensorRef>> map(g.size());
   for (const Node& n : g.nodes()) {
     std::vector<TensorRef> ins;
     for (const TensorRef& t : n.inputs) ins.push_back(map[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
-    NodeId id;
-    // The rewrite of this one operator into its synchronized form (BatchSum,
-    // BatchSquares, BatchNormApply), so it names it.
-    if (n.op->name == "BatchNorm" && n.attrs.get_int("group") == 0) {
-      const std::string base = n.name.empty() ? "" : n.name;
-      const TensorRef sum{out.add("BatchSum", {}, {ins[0]}, base.empty() ? "" : base + ".sum"), 0};
-      const TensorRef squares{out.add("BatchSquares", {}, {ins[0], sum}, base.empty() ? "" : base + ".squares"), 0};
-      id = out.add("BatchNormApply", {{"eps", n.attrs.get_float("eps")}}, {ins[0], sum, squares, ins[1], ins[2]}, n.name);
-    } else {
-      id = out.add(*n.op, n.attrs, ins, n.name);
-    }
+    const std::optional<NodeId> replaced = expand(out, n, ins);
+    const NodeId id = replaced ? *replaced : out.add(*n.op, n.attrs, ins, n.name);
     for (size_t o = 0; o < out.node(id).outputs.size(); ++o) map[static_cast<size_t>(n.id)].push_back({id, static_cast<int32_t>(o)});
   }
   for (const TensorRef& o : g.outputs()) out.add_output(map[static_cast<size_t>(o.node)][static_cast<size_t>(o.output)]);
   return out;
+}
+
+std::string part_name(const Node& n, const char* suffix) { return n.name.empty() ? "" : n.name + suffix; }
+
+}  // namespace
+
+Graph synchronized_batch_norm(const Graph& g) {
+  if (!has_op(g, "BatchNorm")) return g;
+  return expand_operators(g, [](Graph& out, const Node& n, const std::vector<TensorRef>& ins) -> std::optional<NodeId> {
+    // The rewrite of this one operator into its synchronized form (BatchSum,
+    // BatchSquares, BatchNormApply), so it names it.
+    if (n.op->name != "BatchNorm" || n.attrs.get_int("group") != 0) return std::nullopt;
+    const TensorRef sum{out.add("BatchSum", {}, {ins[0]}, part_name(n, ".sum")), 0};
+    const TensorRef squares{out.add("BatchSquares", {}, {ins[0], sum}, part_name(n, ".squares")), 0};
+    return out.add("BatchNormApply", {{"eps", n.attrs.get_float("eps")}}, {ins[0], sum, squares, ins[1], ins[2]}, n.name);
+  });
 }
 
 Graph data_parallel(const Graph& g, int64_t devices, bool split_unsampled) {
@@ -283,13 +295,24 @@ std::string expert_family(const Graph& g) {
   return linear ? "mlp" : "";
 }
 
-std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel) {
-  const std::string family = expert_family(g);
+Graph vocabulary_parallel_loss(const Graph& g, int64_t blocks) {
+  if (!has_op(g, "SoftmaxCrossEntropy")) return g;
+  return expand_operators(g, [&](Graph& out, const Node& n, const std::vector<TensorRef>& ins) -> std::optional<NodeId> {
+    // The rewrite of this one operator into its parts, so it names it
+    // (as synchronized_batch_norm names BatchNorm).
+    if (n.op->name != "SoftmaxCrossEntropy" || g.shape(n.inputs[0]).dims.back().size % blocks != 0) return std::nullopt;
+    const TensorRef lse{out.add("ClassLogSumExp", {{"blocks", blocks}}, {ins[0]}, part_name(n, ".lse")), 0};
+    return out.add("CrossEntropyApply", {}, {ins[0], ins[1], lse}, n.name);
+  });
+}
+
+std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel) {
+  const std::string family = expert_family(model);
   if (family == "recommendation") {
     // Every table spread over `tensor_degree` devices (by default all of
     // them): by its embedding columns where they divide, else by its rows
     // (partial sums, reduce-scattered into the batch split the MLPs use).
-    return parallelize(g, [devices, tensor_degree](const Graph& gr, const Node& n) {
+    return parallelize(model, [devices, tensor_degree](const Graph& gr, const Node& n) {
       if (!is_embedding_table(n)) return sample_plan(gr, n, devices);
       const auto& table = gr.shape(n.inputs[1]).dims;
       const int64_t want = tensor_degree > 0 ? tensor_degree : devices;
@@ -303,6 +326,10 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
   const int64_t t = tensor_degree > 0 ? tensor_degree : std::gcd(machine.devices_per_node, devices);
   if (devices % t != 0) throw Error("expert: tensor-parallel degree " + std::to_string(t) + " does not divide " + std::to_string(devices) + " devices");
   const int64_t d = devices / t;
+  // The loss split by classes with the logits (Megatron-LM's
+  // vocabulary-parallel cross-entropy): its t blocks' log-sum-exp
+  // all-gathered, the logits never.
+  const Graph g = t > 1 ? vocabulary_parallel_loss(model, t) : model;
   const auto consumers = g.consumers();
   auto sole_consumer = [&](NodeId n) -> const Node* {
     const auto& cs = consumers[static_cast<size_t>(n)];
@@ -340,16 +367,16 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
       break;
     }
   }
-  // Megatron-LM's vocabulary-parallel ends (VocabParallelEmbedding, and the
-  // LM head's output split by vocabulary): the word-embedding lookup (a
-  // table with a row per word of the vocabulary; position and segment
-  // tables stay whole, as in Megatron-LM) splits its table by rows
-  // over t (each device looks up the ids in its rows, the partial results
-  // summed), and the projection producing a
-  // classification loss's logits splits its output columns over t (the
-  // logits gathered before the loss; Megatron-LM's cross-entropy works on
-  // the split logits instead, which pcgx's loss cannot yet). So a tied
-  // table is held as 1/t per device in each of its two layouts, not whole.
+  // Megatron-LM's vocabulary-parallel ends (VocabParallelEmbedding, the
+  // LM head's output split by vocabulary, and the cross-entropy on the
+  // split logits): the word-embedding lookup (a table with a row per word
+  // of the vocabulary; position and segment tables stay whole, as in
+  // Megatron-LM) splits its table by rows over t (each device looks up the
+  // ids in its rows, the partial results summed), the projection producing
+  // a classification loss's logits splits its output columns over t, and
+  // the loss's parts (vocabulary_parallel_loss) split by classes alike.
+  // So a tied table is held as 1/t per device in each of its two layouts,
+  // not whole, and the logits stay split.
   auto kind_named = [&](const Node& n, auto pick) -> std::string {
     if (!n.op->kinds) return {};
     for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n)))
@@ -365,6 +392,7 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
     for (const Node& n : g.nodes())
       if (is_embedding_table(n) && n.inputs.size() == 2 && g.node(n.inputs[1].node).op->is_weight)
         classes = std::max(classes, g.shape(n.inputs[1]).dims[0].size);
+  std::set<NodeId> vocabulary_logits;  // projections whose logits are split by vocabulary
   auto vocabulary_split = [&](const Node& n) -> std::optional<NodePlan> {
     if (t <= 1 || n.op->op_class != OpClass::kCompute) return std::nullopt;
     if (is_embedding_table(n) && n.inputs.size() == 2 && g.node(n.inputs[1].node).op->is_weight &&
@@ -374,14 +402,26 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
       });
       if (!rows.empty()) return NodePlan{{rows, t}};
     }
+    // The loss's parts reading split logits: split by classes with them.
+    const std::string classes_kind = kind_named(n, [](const ParallelKind& k) { return k.name == kClassesKind; });
+    if (!classes_kind.empty() && vocabulary_logits.count(n.inputs[0].node)) return NodePlan{{classes_kind, t}};
+    // The logits: read by the loss, or by its parts, as their input 0.
     const auto& readers = consumers[static_cast<size_t>(n.id)];
-    if (readers.size() == 1 && readers[0].second == 0 && g.node(readers[0].first).op->loss == LossKind::kClassification &&
-        n.outputs[0].logical_shape().back() % t == 0 && n.inputs.size() >= 2) {
+    const bool read_as_logits = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
+      const Node& reader = g.node(r.first);
+      return r.second == 0 && (reader.op->loss == LossKind::kClassification || !kind_named(reader, [](const ParallelKind& k) {
+                                                                                     return k.name == kClassesKind;
+                                                                                   }).empty());
+    });
+    if (read_as_logits && n.outputs[0].logical_shape().back() % t == 0 && n.inputs.size() >= 2) {
       const int last = n.outputs[0].rank() - 1;
       const std::string columns = kind_named(n, [&](const ParallelKind& k) {
         return !k.inputs.empty() && k.inputs[0] == ParallelKind::kCopy && !k.outputs.empty() && k.outputs[0] == last;
       });
-      if (!columns.empty()) return NodePlan{{columns, t}};
+      if (!columns.empty()) {
+        vocabulary_logits.insert(n.id);
+        return NodePlan{{columns, t}};
+      }
     }
     return std::nullopt;
   };

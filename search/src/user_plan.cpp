@@ -256,7 +256,13 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
 
 UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_file(path), path); }
 
-Graph plan_graph(const Graph& model) { return synchronized_batch_norm(model); }
+Graph plan_graph(const Graph& model, const UserPlan& plan) {
+  Graph g = synchronized_batch_norm(model);
+  int64_t blocks = 0;
+  for (const PlanRule& r : plan.rules)
+    if (const auto it = r.partition.find(kClassesKind); it != r.partition.end()) blocks = std::max(blocks, it->second);
+  return blocks > 0 ? vocabulary_parallel_loss(g, blocks) : g;
+}
 
 std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of_out,
                                       bool every_rule_selects) {
@@ -330,7 +336,7 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
 }
 
 PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t devices) {
-  const Graph g = plan_graph(model);
+  const Graph g = plan_graph(model, plan);
   std::vector<int> rule_of;
   const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of);
   PlanDecisions d;
@@ -347,7 +353,7 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
 }
 
 std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan, int64_t devices) {
-  const Graph g = plan_graph(model);
+  const Graph g = plan_graph(model, plan);
   std::vector<int> rule_of;
   plan_partitions(g, plan, devices, &rule_of, false);
   std::map<std::string, int> named;  // compute operators per name
@@ -375,7 +381,7 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
                          std::vector<MachineView>& views) {
   // The operators of the model each rule decides, as lower_plan lowered
   // them (not the conversions it inserted, which no rule selects).
-  const Graph g = plan_graph(model);
+  const Graph g = plan_graph(model, plan);
   std::vector<int> rule_of;
   plan_partitions(g, plan, devices, &rule_of, false);
   for (const Node& original : g.nodes()) {
@@ -418,7 +424,7 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
 }
 
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects, std::vector<NodeId>* image) {
-  const Graph g = plan_graph(model);
+  const Graph g = plan_graph(model, plan);
   std::vector<int> rule_of;
   const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of, every_rule_selects);
   std::vector<RefusedPlan> refused;
@@ -482,12 +488,15 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views) {
   UserPlan plan;
   plan.source = g.name();
   if (named.empty()) return plan;
-  // The most common partition first, for every operator.
+  // The most common partition first, for every operator; of equally common
+  // ones the one naming the fewest kinds (plain data parallelism before a
+  // split of some other dimension), so that a model's count of layers does
+  // not decide it.
   std::map<Run, int> count;
   for (const Run& p : partition) ++count[p];
   const Run* common = &count.begin()->first;
   for (const auto& [p, c] : count)
-    if (c > count[*common]) common = &p;
+    if (c > count[*common] || (c == count[*common] && p.first.size() < common->first.size())) common = &p;
   plan.rules.push_back({PlanSelector{}, common->first, common->second});
   // Then the rest, by layer pattern where every operator it selects runs alike.
   std::map<std::string, std::vector<size_t>> by_pattern;

@@ -154,6 +154,33 @@ TEST(ExpertDegree, SplitsTheVocabularyOverTheTensorParallelDevices) {
   EXPECT_EQ(table_rows_degree(r.search.strategy.graph, "wte"), 2);
 }
 
+// Megatron-LM's vocabulary-parallel cross-entropy: the loss splits by
+// classes with the logits (vocabulary_parallel_loss), so no layout of the
+// logits is whole on a device, only the t blocks' log-sum-exp are gathered,
+// and the plan computes the model's loss.
+TEST(ExpertDegree, TheLossSplitsByClassesWithTheLogits) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});  // vocabulary 100, 16 positions
+  const Machine m = toy_machine().with_devices(4);
+  for (int64_t t : {2, 4}) {
+    SCOPED_TRACE(t);
+    const Graph e = *expert(g, m, 4, t);
+    int parts = 0;
+    for (const Node& n : e.nodes()) {
+      if (n.op->name == "SoftmaxCrossEntropy") ADD_FAILURE() << "the loss is not split: " << describe(n);
+      if (n.op->name == "ClassLogSumExp" || n.op->name == "CrossEntropyApply") {
+        ++parts;
+        EXPECT_EQ(e.shape(n.inputs[0]).dims.back().degree, t) << describe(n);
+      }
+      for (const ParallelTensorShape& o : n.outputs)
+        if (o.logical_shape() == std::vector<int64_t>{8, 16, 100}) EXPECT_EQ(o.dims.back().degree, t) << describe(n);
+    }
+    EXPECT_EQ(parts, 2);
+    EXPECT_LT(max_difference(g, e), 1e-5);
+  }
+  // Without tensor parallelism the loss stays whole.
+  for (const Node& n : expert(g, m, 4, 1)->nodes()) EXPECT_NE(n.op->name, "CrossEntropyApply");
+}
+
 // Sequence parallelism (Korthikanti et al. 2022): between the
 // tensor-parallel halves the sequence is split over the t devices, which
 // each keep 1/t of those activations; the PCG computes the model; it is

@@ -52,6 +52,16 @@ int64_t largest_dividing_degree(int64_t devices, int64_t n);
 // BatchNorm: two all-reduces of C numbers, as two passes need).
 Graph synchronized_batch_norm(const Graph& g);
 
+// SoftmaxCrossEntropy as its `blocks` blocks' log-sum-exp applied:
+// CrossEntropyApply(x, l, ClassLogSumExp(x, blocks)), the same values
+// (axiom cross_entropy_is_blocks_applied), where `blocks` divides the
+// classes; the parts are named NAME.lse and NAME. Split by classes over
+// `blocks` devices, the logits stay split and only the blocks' values are
+// all-gathered (Megatron-LM's vocabulary-parallel cross-entropy).
+Graph vocabulary_parallel_loss(const Graph& g, int64_t blocks);
+// The parallel kind by which both parts split the classes.
+inline constexpr const char* kClassesKind = "classes";
+
 // Data parallelism: every operator split along its first (sample)
 // dimension by the largest degree <= devices that divides it; weights
 // replicated (their gradients all-reduced); BatchNorm synchronized
@@ -76,8 +86,9 @@ bool has_unsampled(const Graph& g);
 //     are split by output columns; the split follows through the attention
 //     (heads: reshape, transpose, batched matmuls, softmax) and the
 //     activation to the Linear that reads it on its reduction dimension,
-//     which produces partial sums, then a Reduce. The word embedding and
-//     the LM head are split by vocabulary (VocabParallelEmbedding). With
+//     which produces partial sums, then a Reduce. The word embedding, the
+//     LM head and the cross-entropy are split by vocabulary
+//     (VocabParallelEmbedding, vocabulary_parallel_loss). With
 //     `sequence_parallel` (Korthikanti et al. 2022), the operators between
 //     a row-parallel Linear and the next column-parallel one (dropout,
 //     residual sums, LayerNorm, the embeddings' sum) split the sequence

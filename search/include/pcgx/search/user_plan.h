@@ -120,8 +120,12 @@ bool selects(const PlanSelector& s, const Node& n);
 // The graph a plan's rules select from: the model with each BatchNorm in
 // its statistics form (baselines.h's synchronized_batch_norm: BatchSum
 // "NAME.sum", BatchSquares "NAME.squares", BatchNormApply "NAME"), so that
-// it can split samples as data parallelism does.
-Graph plan_graph(const Graph& model);
+// it can split samples as data parallelism does; and where a rule states a
+// "classes" degree, each SoftmaxCrossEntropy as its parts
+// (vocabulary_parallel_loss: ClassLogSumExp "NAME.lse", CrossEntropyApply
+// "NAME"), in as many blocks as the largest such degree, so that the loss
+// splits by classes with its logits.
+Graph plan_graph(const Graph& model, const UserPlan& plan);
 
 // What each compute node of `g` (a plan_graph) runs as (empty: one task),
 // checked: throws pcgx::Error naming the plan, the rule and the operator
