@@ -200,6 +200,32 @@ TEST(UserPlan, MalformedFilesNameTheField) {
 // model, is the same strategy (the same predicted time), for data
 // parallelism and Megatron's tensor parallelism (vocabulary-split
 // embedding and head included).
+// A "classes" degree splits the cross-entropy by vocabulary, as
+// Megatron-LM's: the loss is selected as its parts (NAME.lse, NAME), the
+// logits stay split, and the plan computes the model's loss. A degree the
+// vocabulary does not divide leaves the loss whole, and the rule's kind is
+// then named as one it lacks.
+TEST(UserPlan, AClassesDegreeSplitsTheLossWithTheLogits) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}});  // vocabulary 100
+  const Graph lowered = lower_plan(g, plan_text(R"([
+    {"select": {}, "partition": {"samples": 2}},
+    {"select": {"name": "wte"}, "partition": {"samples": 2, "rows": 2}},
+    {"select": {"name": "lm_logits"}, "partition": {"samples": 2, "n": 2}},
+    {"select": {"name": "loss*"}, "partition": {"samples": 2, "classes": 2}}])"),
+                                   4);
+  int parts = 0;
+  for (const Node& n : lowered.nodes()) {
+    EXPECT_NE(n.op->name, "SoftmaxCrossEntropy");
+    if (n.name == "loss.lse" || n.name == "loss") {
+      ++parts;
+      EXPECT_EQ(lowered.shape(n.inputs[0]).dims.back().degree, 2) << describe(n);
+    }
+  }
+  EXPECT_EQ(parts, 2);
+  expect_same_outputs(lowered, g);
+  EXPECT_NE(lowering_error(g, R"([{"select": {"name": "loss*"}, "partition": {"classes": 3}}])", 3).find("classes"), std::string::npos);
+}
+
 TEST(UserPlan, AStrategysPlanReproducesIt) {
   const Graph g = build_model("gpt-tiny", {{"batch", 4}});
   const Machine m = toy_machine().with_devices(4);
