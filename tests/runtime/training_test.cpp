@@ -274,9 +274,11 @@ void expect_trains_like_one_device(const Graph& model, const search::Strategy& s
 }
 
 // Megatron on 2 nodes of 2 devices: tensor parallelism inside a node, data
-// parallelism across, through views with one stride per grid dimension.
-// The runtime runs those views as the cost model placed them and must reach
-// the one-device weights.
+// parallelism across, through views with one stride per grid dimension,
+// the cross-entropy split by vocabulary with the logits (its shares of the
+// loss summed, one number per row and device gathered). The runtime runs
+// those views as the cost model placed them and must reach the one-device
+// weights.
 TEST(Runtime, StridedViewsTrainLikeOneDevice) {
   Machine m = search::find_machine("dgx-h100").with_devices(4);
   m.nodes = 2, m.devices_per_node = 2;
@@ -290,6 +292,9 @@ TEST(Runtime, StridedViewsTrainLikeOneDevice) {
   int strided = 0;
   for (const MachineView& v : s.views) strided += !v.strides.empty();
   EXPECT_GT(strided, 0) << "no view with per-dimension strides: the test would not exercise them";
+  int split_loss = 0;
+  for (const Node& n : s.graph.nodes()) split_loss += n.op->name == "CrossEntropyApply" && s.graph.shape(n.inputs[0]).dims.back().degree == 2;
+  EXPECT_EQ(split_loss, 1) << "the loss is not split by vocabulary: the test would not exercise it";
   expect_trains_like_one_device(model, s);
 }
 
