@@ -52,13 +52,6 @@
 (assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (c Int) (k Int))
   (=> (and (= c (- (rank x) 1)) (= (rep x) 1) (= (rep l) 1) (= (rep s) 1))
       (= (reduce (cross_entropy_apply (repartition x c k) (replicate l k) (replicate s k)) k) (cross_entropy_apply x l s)))) :named cross_entropy_apply_class_parallel_split))
-; The same inside a reduction of more slots (the samples split too, their
-; shares outside the classes'): summing r slots at once sums r / k reduced
-; groups of k.
-(assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (c Int) (k Int) (r Int))
-  (=> (and (= c (- (rank x) 1)) (> k 0) (> r k) (= (mod r k) 0) (= (rep x) 1) (= (rep l) 1) (= (rep s) 1))
-      (= (reduce (cross_entropy_apply (repartition x c k) (replicate l k) (replicate s k)) r)
-         (reduce (cross_entropy_apply x l s) (div r k))))) :named cross_entropy_apply_class_parallel_split_within))
 (assert (! (forall ((x Tensor) (l Tensor) (s Tensor) (k Int))
   (=> (and (= (rep x) 1) (= (rep l) 1) (= (rep s) 1) (= (rep (cross_entropy_apply x l s)) 1))
       (= (replicate (cross_entropy_apply x l s) k) (cross_entropy_apply (replicate x k) (replicate l k) (replicate s k))))) :named cross_entropy_apply_replicate))

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph.h"
 
 namespace pcgx {
 
@@ -176,6 +177,14 @@ DegreeInference infer_degrees(const OpDef& op, const Attributes& attrs,
     result.outputs.push_back(std::move(s));
   }
   return result;
+}
+
+TaskGrid task_grid(const Graph& g, const Node& n) {
+  std::vector<ParallelTensorShape> in;
+  for (const TensorRef& t : n.inputs) in.push_back(g.shape(t));
+  std::vector<TensorType> out;
+  for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
+  return infer_degrees(*n.op, n.attrs, in, out).grid;
 }
 
 }  // namespace pcgx

@@ -13,7 +13,7 @@ void DeviceExecutor::init_precision() {
   const Graph& g = *plan_.graph;
   rounds_.assign(g.size(), 0);
   // What is an activation: a float value a compute operator wrote (not a
-  // loss, and not a scalar, which is the loss carried on), moved or summed
+  // loss or a part of one, and not a scalar, which is the loss carried on), moved or summed
   // by parallel operators, or a float model input that reaches some
   // compute operator other than a loss. Indices (token ids, positions,
   // class labels) are never rounded, and neither is a target, which only
@@ -34,7 +34,7 @@ void DeviceExecutor::init_precision() {
     if (n.op->is_weight || !real) continue;
     if (n.op->op_class == OpClass::kSource) activation[id] = reaches_model[id];
     else if (n.op->op_class == OpClass::kParallel) activation[id] = !n.inputs.empty() && activation[static_cast<size_t>(n.inputs[0].node)];
-    else activation[id] = n.op->loss == LossKind::kNone;
+    else activation[id] = n.op->loss == LossKind::kNone && !n.op->loss_part;
     const NodePlan::Run run = plan_.nodes[id].run;
     // Sources round as set_source writes them (round_source, with the
     // layouts sliced from them); the others as they run.

@@ -300,11 +300,50 @@ Graph vocabulary_parallel_loss(const Graph& g, int64_t blocks) {
   return expand_operators(g, [&](Graph& out, const Node& n, const std::vector<TensorRef>& ins) -> std::optional<NodeId> {
     // The rewrite of this one operator into its parts, so it names it
     // (as synchronized_batch_norm names BatchNorm).
-    if (n.op->name != "SoftmaxCrossEntropy" || g.shape(n.inputs[0]).dims.back().size % blocks != 0) return std::nullopt;
+    if (n.op->name != "SoftmaxCrossEntropy") return std::nullopt;
+    if (const int64_t classes = g.shape(n.inputs[0]).dims.back().size; classes % blocks != 0)
+      throw Error(describe(n) + ": its " + std::to_string(classes) + " classes do not split into " + std::to_string(blocks) + " blocks");
     const TensorRef lse{out.add("ClassLogSumExp", {{"blocks", blocks}}, {ins[0]}, part_name(n, ".lse")), 0};
     return out.add("CrossEntropyApply", {}, {ins[0], ins[1], lse}, n.name);
   });
 }
+
+namespace {
+
+// The first of n's parallel kinds that `pick` accepts; "" when none does.
+template <class Pick>
+std::string kind_named(const Graph& g, const Node& n, Pick pick) {
+  if (!n.op->kinds) return {};
+  for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n)))
+    if (pick(k)) return k.name;
+  return {};
+}
+
+// The kind splitting a projection's output columns over t (its input 0
+// copied, its output's last dimension split), for the logits of a
+// classification loss: "" when n has none, or its columns do not divide.
+std::string logits_columns_kind(const Graph& g, const Node& n, int64_t t) {
+  if (n.op->op_class != OpClass::kCompute || n.inputs.size() < 2 || n.outputs[0].logical_shape().back() % t != 0) return {};
+  const int last = n.outputs[0].rank() - 1;
+  return kind_named(g, n, [&](const ParallelKind& k) {
+    return !k.inputs.empty() && k.inputs[0] == ParallelKind::kCopy && !k.outputs.empty() && k.outputs[0] == last;
+  });
+}
+
+// Whether a classification loss reads, alone, logits the expert splits by
+// vocabulary over t: then the loss splits with them
+// (vocabulary_parallel_loss); else it stays whole.
+bool splits_logits(const Graph& g, int64_t t) {
+  const auto consumers = g.consumers();
+  for (const Node& n : g.nodes()) {
+    if (n.op->loss != LossKind::kClassification) continue;
+    const Node& head = g.node(n.inputs[0].node);
+    if (consumers[static_cast<size_t>(head.id)].size() == 1 && !logits_columns_kind(g, head, t).empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel) {
   const std::string family = expert_family(model);
@@ -329,7 +368,7 @@ std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t 
   // The loss split by classes with the logits (Megatron-LM's
   // vocabulary-parallel cross-entropy): its t blocks' log-sum-exp
   // all-gathered, the logits never.
-  const Graph g = t > 1 ? vocabulary_parallel_loss(model, t) : model;
+  const Graph g = t > 1 && splits_logits(model, t) ? vocabulary_parallel_loss(model, t) : model;
   const auto consumers = g.consumers();
   auto sole_consumer = [&](NodeId n) -> const Node* {
     const auto& cs = consumers[static_cast<size_t>(n)];
@@ -377,12 +416,6 @@ std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t 
   // the loss's parts (vocabulary_parallel_loss) split by classes alike.
   // So a tied table is held as 1/t per device in each of its two layouts,
   // not whole, and the logits stay split.
-  auto kind_named = [&](const Node& n, auto pick) -> std::string {
-    if (!n.op->kinds) return {};
-    for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n)))
-      if (pick(k)) return k.name;
-    return {};
-  };
   // The vocabulary: the classification loss's classes, or in a pipeline
   // stage without the loss, the rows of the largest table looked up.
   int64_t classes = 0;
@@ -397,27 +430,23 @@ std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t 
     if (t <= 1 || n.op->op_class != OpClass::kCompute) return std::nullopt;
     if (is_embedding_table(n) && n.inputs.size() == 2 && g.node(n.inputs[1].node).op->is_weight &&
         g.shape(n.inputs[1]).dims[0].size == classes && classes % t == 0) {
-      const std::string rows = kind_named(n, [](const ParallelKind& k) {
+      const std::string rows = kind_named(g, n, [](const ParallelKind& k) {
         return k.inputs.size() == 2 && k.inputs[1] == 0 && !k.outputs.empty() && k.outputs[0] == ParallelKind::kPartial;
       });
       if (!rows.empty()) return NodePlan{{rows, t}};
     }
     // The loss's parts reading split logits: split by classes with them.
-    const std::string classes_kind = kind_named(n, [](const ParallelKind& k) { return k.name == kClassesKind; });
+    const std::string classes_kind = kind_named(g, n, [](const ParallelKind& k) { return k.name == kClassesKind; });
     if (!classes_kind.empty() && vocabulary_logits.count(n.inputs[0].node)) return NodePlan{{classes_kind, t}};
     // The logits: read by the loss, or by its parts, as their input 0.
     const auto& readers = consumers[static_cast<size_t>(n.id)];
     const bool read_as_logits = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
       const Node& reader = g.node(r.first);
-      return r.second == 0 && (reader.op->loss == LossKind::kClassification || !kind_named(reader, [](const ParallelKind& k) {
-                                                                                     return k.name == kClassesKind;
-                                                                                   }).empty());
+      return r.second == 0 && (reader.op->loss == LossKind::kClassification ||
+                               !kind_named(g, reader, [](const ParallelKind& k) { return k.name == kClassesKind; }).empty());
     });
-    if (read_as_logits && n.outputs[0].logical_shape().back() % t == 0 && n.inputs.size() >= 2) {
-      const int last = n.outputs[0].rank() - 1;
-      const std::string columns = kind_named(n, [&](const ParallelKind& k) {
-        return !k.inputs.empty() && k.inputs[0] == ParallelKind::kCopy && !k.outputs.empty() && k.outputs[0] == last;
-      });
+    if (read_as_logits) {
+      const std::string columns = logits_columns_kind(g, n, t);
       if (!columns.empty()) {
         vocabulary_logits.insert(n.id);
         return NodePlan{{columns, t}};

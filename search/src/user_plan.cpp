@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <numeric>
 
 #include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
@@ -18,15 +19,6 @@ namespace pcgx::search {
 namespace {
 
 using nlohmann::json;
-
-// The task grid node `n` of `g` runs (degree_inference.h).
-TaskGrid grid_of(const Graph& g, const Node& n) {
-  std::vector<ParallelTensorShape> in;
-  for (const TensorRef& t : n.inputs) in.push_back(g.shape(t));
-  std::vector<TensorType> out;
-  for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
-  return infer_degrees(*n.op, n.attrs, in, out).grid;
-}
 
 void only_fields(const json& j, const std::string& source, const std::string& where, std::initializer_list<const char*> known) {
   for (const auto& [key, v] : j.items()) {
@@ -258,10 +250,19 @@ UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_fi
 
 Graph plan_graph(const Graph& model, const UserPlan& plan) {
   Graph g = synchronized_batch_norm(model);
+  // As many blocks as every "classes" degree stated divides: their least
+  // common multiple.
   int64_t blocks = 0;
   for (const PlanRule& r : plan.rules)
-    if (const auto it = r.partition.find(kClassesKind); it != r.partition.end()) blocks = std::max(blocks, it->second);
-  return blocks > 0 ? vocabulary_parallel_loss(g, blocks) : g;
+    if (const auto it = r.partition.find(kClassesKind); it != r.partition.end())
+      blocks = blocks == 0 ? it->second : std::lcm(blocks, it->second);
+  if (blocks == 0) return g;
+  try {
+    return vocabulary_parallel_loss(g, blocks);
+  } catch (const Error& e) {
+    throw Error(plan.source + ": its \"classes\" degrees split the loss into " + std::to_string(blocks) + " blocks (their least common multiple): " +
+                e.what());
+  }
 }
 
 std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, int64_t devices, std::vector<int>* rule_of_out,
@@ -391,7 +392,7 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
     const std::string where = plan.source + ": rules[" + std::to_string(rule) + "].devices: " + pcgx::describe(original);
     const NodeId id = image[static_cast<size_t>(original.id)];
     if (id < 0) throw Error(where + " is not in the lowered plan");
-    const TaskGrid grid = grid_of(lowered, lowered.node(id));
+    const TaskGrid grid = task_grid(lowered, lowered.node(id));
     std::string dims;
     for (size_t k = 0; k < grid.extents.size(); ++k)
       if (grid.extents[k] > 1) dims += (dims.empty() ? "" : " x ") + grid.names[k] + " " + std::to_string(grid.extents[k]);
@@ -461,7 +462,7 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views) {
   std::vector<Run> partition;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.name.empty()) continue;
-    const TaskGrid grid = grid_of(g, n);
+    const TaskGrid grid = task_grid(g, n);
     const std::vector<ParallelKind> kinds = n.op->kinds ? n.op->kinds(n.attrs, g.input_types(n)) : std::vector<ParallelKind>{};
     const ParallelKind* samples = sample_kind(kinds);
     NodePlan p;

@@ -144,7 +144,7 @@ TEST(PlanOption, APipelinedPlansRulesHoldInEveryStage) {
     const size_t at = r.out.find("  " + layer + ".attn.query ");
     ASSERT_NE(at, std::string::npos) << r.out;
     const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
-    EXPECT_NE(line.find("Linear               4  f32[16/2|p4, 16, 32/2]"), std::string::npos) << line;
+    EXPECT_NE(line.find("Linear                4  f32[16/2|p4, 16, 32/2]"), std::string::npos) << line;
   }
 }
 

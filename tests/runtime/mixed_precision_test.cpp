@@ -177,7 +177,9 @@ TEST(MixedPrecision, Bf16StepRoundsWhatItStores) {
 // reduce-scattered, a Reduce then a Repartition; the sequence all-gathered,
 // a Combine then a Replicate) write their partner's output, which is
 // rounded there like any node's; their first operator holds no buffer at
-// all (step_communication.h's layout_change_heads).
+// all (step_communication.h's layout_change_heads). The vocabulary-parallel
+// cross-entropy's blocks' log-sum-exp, a part of the loss, stays in FP32 as
+// the loss does, gathered too.
 TEST(MixedPrecision, Bf16TensorParallelRoundsTheCollectivesSums) {
   const Graph g = build_model("gpt-tiny", {{"batch", 4}});
   const pcgx::testing::MappedPlan p =
@@ -194,9 +196,20 @@ TEST(MixedPrecision, Bf16TensorParallelRoundsTheCollectivesSums) {
     for (const Node& n : p.graph.nodes())
       if (n.op->op_class == OpClass::kSource) ex.set_source(n.id, n.op->is_weight ? initial_weight(n, 3) : task.batch(0).at(n.name));
     ex.forward();
-    int64_t checked = 0;
+    int64_t checked = 0, loss_part_fp32 = 0;
+    std::vector<char> loss_part(p.graph.size(), 0);  // a loss part's value, or one moved from it
+    for (const Node& n : p.graph.nodes())
+      loss_part[static_cast<size_t>(n.id)] =
+          n.op->loss_part || (n.op->op_class == OpClass::kParallel && loss_part[static_cast<size_t>(n.inputs[0].node)]);
     for (const Node& n : p.graph.nodes()) {
       if (n.op->op_class == OpClass::kSource || n.op->loss != LossKind::kNone) continue;
+      if (loss_part[static_cast<size_t>(n.id)]) {
+        if (heads[static_cast<size_t>(n.id)]) continue;
+        for (int64_t k = 0; k < n.outputs[0].num_shards(); ++k)
+          if (ex.owns({n.id, 0}, k))
+            for (float x : ex.value({n.id, 0}, k).data) loss_part_fp32 += !is_bf16(x);
+        continue;
+      }
       for (int64_t k = 0; k < n.outputs[0].num_shards(); ++k) {
         if (!ex.owns({n.id, 0}, k)) continue;
         if (heads[static_cast<size_t>(n.id)]) {
@@ -211,6 +224,7 @@ TEST(MixedPrecision, Bf16TensorParallelRoundsTheCollectivesSums) {
       }
     }
     EXPECT_GT(checked, 500);
+    EXPECT_GT(loss_part_fp32, 0) << "the loss's blocks' log-sum-exp rounded to BF16";
   });
 }
 

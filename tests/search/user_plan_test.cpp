@@ -223,7 +223,15 @@ TEST(UserPlan, AClassesDegreeSplitsTheLossWithTheLogits) {
   }
   EXPECT_EQ(parts, 2);
   expect_same_outputs(lowered, g);
-  EXPECT_NE(lowering_error(g, R"([{"select": {"name": "loss*"}, "partition": {"classes": 3}}])", 3).find("classes"), std::string::npos);
+  // Two degrees: as many blocks as both divide (4), the values the same.
+  expect_same_outputs(lower_plan(g, plan_text(R"([
+    {"select": {"name": "loss.lse"}, "partition": {"classes": 2}},
+    {"select": {"name": "loss"}, "partition": {"classes": 4}}])"),
+                                 4),
+                      g);
+  const std::string e = lowering_error(g, R"([{"select": {"name": "loss*"}, "partition": {"classes": 3}}])", 3);
+  EXPECT_NE(e.find("p.json: its \"classes\" degrees split the loss into 3 blocks"), std::string::npos) << e;
+  EXPECT_NE(e.find("100 classes do not split into 3 blocks"), std::string::npos) << e;
 }
 
 TEST(UserPlan, AStrategysPlanReproducesIt) {

@@ -307,6 +307,7 @@ const std::vector<std::string> kFamilies = {"ScalarMul,EwAdd,Repartition,Combine
                                             "EmbeddingBag,Repartition,Combine,Replicate,Reduce",
                                             "Pool2D(kernel_h=2,kernel_w=2),Repartition,Combine,Replicate",
                                             "SoftmaxCrossEntropy,Repartition,Combine,Reduce",
+                                            "ClassLogSumExp,CrossEntropyApply,Repartition,Combine,Replicate,Reduce",
                                             "MSELoss,Repartition,Combine,Replicate,Reduce",
                                             "Conv2D,Repartition,Combine,Replicate,Reduce",
                                             "Reshape,Repartition,Combine,Replicate,Reduce",

@@ -112,7 +112,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   for (const Node& nd : r.strategy.graph.nodes()) {
     if (nd.op->op_class == OpClass::kSource) continue;
     const auto v = r.strategy.views[static_cast<size_t>(nd.id)];
-    out << "  " << std::left << std::setw(28) << (nd.name.empty() ? "#" + std::to_string(nd.id) : nd.name) << std::setw(17) << nd.op->name
+    out << "  " << std::left << std::setw(28) << (nd.name.empty() ? "#" + std::to_string(nd.id) : nd.name) << std::setw(18) << nd.op->name
               << std::right << std::setw(5) << nd.outputs[0].num_shards() << "  " << std::left << std::setw(30) << nd.outputs[0].to_string()
               << std::right << " " << v.start << ":" << view_strides(v) << "\n";
   }

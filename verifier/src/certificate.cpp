@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 
@@ -94,9 +95,29 @@ std::optional<Summands> summands_of(const Graph& g, TensorRef read) {
   return Summands{&scale, std::move(chain)};
 }
 
-// op(conv_in(u)) = conv_out(op(u)); with `partial`, Reduce(r) after each
-// output whose replica slots (r of them) hold partial sums. An input laid
-// out as summands is stated from the value they sum to.
+// The Reduces summing `replica` slots of n's partial sums, innermost
+// first: one per kind of its task grid giving partial sums (the last such
+// kind's shares sit in consecutive slots), then the slots left, so that
+// each step is one kind's parallel form (a loss split by samples and by
+// classes reduces its classes' shares, then its samples').
+std::vector<int64_t> reduce_steps(const Graph& g, const Node& n, int64_t replica) {
+  const TaskGrid grid = task_grid(g, n);
+  const std::vector<ParallelKind> kinds = n.op->kinds ? n.op->kinds(n.attrs, g.input_types(n)) : std::vector<ParallelKind>{};
+  std::vector<int64_t> steps;
+  int64_t rest = replica;
+  for (size_t k = grid.names.size(); k-- > 0;) {
+    const int64_t e = grid.extents[k];
+    const auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const ParallelKind& x) { return x.name == grid.names[k]; });
+    const bool partial = kind != kinds.end() && !kind->outputs.empty() && kind->outputs[0] == ParallelKind::kPartial;
+    if (e > 1 && partial && rest % e == 0) steps.push_back(e), rest /= e;
+  }
+  if (rest > 1) steps.push_back(rest);
+  return steps;
+}
+
+// op(conv_in(u)) = conv_out(op(u)); with `partial`, Reduces after each
+// output whose replica slots (r of them) hold partial sums (reduce_steps).
+// An input laid out as summands is stated from the value they sum to.
 Rule operator_claim(const Graph& g, const Node& n, bool partial) {
   Rule r{"", Graph("claim"), Graph("claim"), {}, std::nullopt};
   std::vector<TensorRef> su, tu;
@@ -123,7 +144,7 @@ Rule operator_claim(const Graph& g, const Node& n, bool partial) {
     const ParallelTensorShape o = unpipelined(n.outputs[static_cast<size_t>(j)]);
     TensorRef t{tn, j};
     if (partial && o.replica > 1) {
-      t = {r.target.add("Reduce", {{"degree", o.replica}}, {t}), 0};
+      for (const int64_t k : reduce_steps(g, n, o.replica)) t = {r.target.add("Reduce", {{"degree", k}}, {t}), 0};
       r.source.add_output(laid_out(r.source, {sn, j}, at_replica_one(o)));
     } else {
       r.source.add_output(laid_out(r.source, {sn, j}, o));

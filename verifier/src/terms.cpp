@@ -271,12 +271,6 @@ std::optional<int64_t> Terms::eval_int(const z3::expr& e, const Bindings& b) {
       }
       return acc;
     }
-    case Z3_OP_IDIV:
-    case Z3_OP_MOD: {  // of a positive divisor only, where SMT-LIB's and C++'s agree on non-negative operands
-      const auto a = arg(0), d = arg(1);
-      if (!a || !d || *d <= 0 || *a < 0) return std::nullopt;
-      return kind == Z3_OP_IDIV ? *a / *d : *a % *d;
-    }
     case Z3_OP_UMINUS: {
       auto v = arg(0);
       if (!v) return std::nullopt;

@@ -223,6 +223,7 @@ void register_loss_ops(OpRegistry& r) {
 
   OpDef lse;
   lse.name = "ClassLogSumExp";
+  lse.loss_part = true;
   lse.summary = "log sum exp of each of `blocks` blocks of consecutive classes: x[..., classes] -> [..., blocks]";
   lse.attrs = {int_attr("blocks", 1, "blocks of consecutive classes (dividing the classes)",
                         [](const AttrValue& v) -> std::optional<std::string> {

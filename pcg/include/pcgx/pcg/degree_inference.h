@@ -46,6 +46,12 @@ DegreeInference infer_degrees(const OpDef& op, const Attributes& attrs,
                               std::span<const ParallelTensorShape> inputs,
                               std::span<const TensorType> output_types);
 
+// The task grid of a compute node of `g`, as its inputs' and outputs'
+// parallel shapes give it.
+struct Node;
+class Graph;
+TaskGrid task_grid(const Graph& g, const Node& n);
+
 // Shard index of tensor `m` (with shape `shape`) for the task at `coords`.
 int64_t shard_for_task(const TensorMapping& m, const ParallelTensorShape& shape,
                        std::span<const int64_t> coords, std::span<const int64_t> extents);

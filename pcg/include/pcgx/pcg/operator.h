@@ -199,6 +199,11 @@ struct OpDef {
   OpClass op_class = OpClass::kCompute;
   DataMove data_move = DataMove::kNone;
   LossKind loss = LossKind::kNone;
+  // A part of a loss computed before it (ClassLogSumExp, the
+  // cross-entropy's normalizer by blocks of classes): under mixed
+  // precision it runs in FP32 as the loss does (its output is not rounded
+  // to the compute precision), as autocast runs losses.
+  bool loss_part = false;
   std::string summary;
   std::vector<AttrSpec> attrs;
   std::vector<std::string> input_names;  // for messages; the last repeats when variadic

@@ -54,8 +54,9 @@ Graph synchronized_batch_norm(const Graph& g);
 
 // SoftmaxCrossEntropy as its `blocks` blocks' log-sum-exp applied:
 // CrossEntropyApply(x, l, ClassLogSumExp(x, blocks)), the same values
-// (axiom cross_entropy_is_blocks_applied), where `blocks` divides the
-// classes; the parts are named NAME.lse and NAME. Split by classes over
+// (axiom cross_entropy_is_blocks_applied); throws pcgx::Error naming the
+// loss where `blocks` does not divide its classes. The parts are named
+// NAME.lse and NAME. Split by classes over
 // `blocks` devices, the logits stay split and only the blocks' values are
 // all-gathered (Megatron-LM's vocabulary-parallel cross-entropy).
 Graph vocabulary_parallel_loss(const Graph& g, int64_t blocks);
