@@ -43,6 +43,7 @@ inline std::vector<OpCase> op_cases() {
       {"sigmoid", "Sigmoid", {}, {f32({4, 6})}, {}},
       {"tanh", "Tanh", {}, {f32({4, 6})}, {}},
       {"silu", "Silu", {}, {f32({4, 6})}, {}},
+      {"reciprocal", "Reciprocal", {}, {f32({4, 6})}, {}},
       {"clip", "Clip", {{"min", -0.5}, {"max", 0.75}}, {f32({4, 6})}, {}},
       {"dropout", "Dropout", {{"rate", 0.5}, {"seed", int64_t{7}}}, {f32({4, 6})}, {}},
       {"softmax", "Softmax", {}, {f32({4, 6})}, {}},

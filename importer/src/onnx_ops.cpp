@@ -153,8 +153,9 @@ std::optional<TensorRef> broadcast_to(GraphBuilder& b, TensorRef a, TensorRef by
 }
 
 // Add, Sub, Mul, Div: same-shape tensors, or a tensor and a scalar
-// constant (Add and Sub as the constant broadcast: ones scaled by it);
-// Add, Sub and Mul also of a tensor and one broadcast to its shape.
+// constant (Add and Sub as the constant broadcast: ones scaled by it), or
+// a tensor and one broadcast to its shape. Div is the product with the
+// divisor's Reciprocal (so x / y rounds twice where ONNX rounds once).
 void arithmetic(Context& c, const onnx::NodeProto& n) {
   GraphBuilder& b = c.builder();
   const std::string& t = n.op_type();
@@ -164,7 +165,7 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
     if (t == "Add") return c.bind(out(n), b.binary("EwAdd", x, y, out(n)));
     if (t == "Mul") return c.bind(out(n), b.binary("EwMul", x, y, out(n)));
     if (t == "Sub") return c.bind(out(n), b.binary("EwAdd", x, b.scalar_mul(y, -1.0, out(n) + ".neg"), out(n)));
-    throw Error(c.where(n) + ": Div of two tensors is not imported");
+    return c.bind(out(n), b.binary("EwMul", x, b.unary("Reciprocal", y, out(n) + ".reciprocal"), out(n)));  // Div
   };
   if (kb || ka) {
     const double k = (kb ? kb : ka)->values[0];
@@ -180,7 +181,7 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
       const TensorRef constant = b.scalar_mul(ones_like(b, x, out(n)), k, out(n) + ".constant");
       return kb ? combine(x, constant) : combine(constant, x);
     }
-    throw Error(c.where(n) + ": Div of a constant by a tensor is not imported");
+    return c.bind(out(n), b.scalar_mul(b.unary("Reciprocal", x, out(n) + ".reciprocal"), k, out(n)));  // k / x
   }
   const TensorRef x = c.tensor(n.input(0)), y = c.tensor(n.input(1));
   if (b.shape(x).logical_shape() != b.shape(y).logical_shape()) {
@@ -188,12 +189,15 @@ void arithmetic(Context& c, const onnx::NodeProto& n) {
       auto product = broadcast_mul(b, x, y, out(n));
       if (!product) product = broadcast_mul(b, y, x, out(n));
       if (product) return c.bind(out(n), *product);
+    } else if (t == "Div") {  // x times the divisor's reciprocal, either broadcast
+      if (broadcasts(b.shape(y).logical_shape(), b.shape(x).logical_shape()))
+        return c.bind(out(n), *broadcast_mul(b, x, b.unary("Reciprocal", y, out(n) + ".reciprocal"), out(n)));
+      if (const auto wide = broadcast_to(b, y, x, out(n) + ".x")) return combine(*wide, y);
     } else if (t == "Add" || t == "Sub") {
       if (const auto wide = broadcast_to(b, x, y, out(n) + ".y")) return combine(x, *wide);
       if (const auto wide = broadcast_to(b, y, x, out(n) + ".x")) return combine(*wide, y);
     }
-    throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported" +
-                (t == "Div" ? " (Div divides tensors of one shape only)" : " where neither operand has the result's shape"));
+    throw Error(c.where(n) + ": broadcasting " + t + " (operands of different shapes) is not imported where neither operand has the result's shape");
   }
   combine(x, y);
 }
@@ -202,7 +206,7 @@ template <const char* kOp>
 void unary(Context& c, const onnx::NodeProto& n) {
   c.bind(out(n), c.builder().unary(kOp, c.tensor(n.input(0)), out(n)));
 }
-constexpr char kRelu[] = "Relu", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid", kGelu[] = "Gelu";
+constexpr char kRelu[] = "Relu", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid", kGelu[] = "Gelu", kReciprocal[] = "Reciprocal";
 
 void passthrough(Context& c, const onnx::NodeProto& n) { c.alias(out(n), n.input(0)); }
 
@@ -522,7 +526,7 @@ Handler handler_of(const std::string& op_type) {
   static const std::map<std::string, Handler> handlers = {
       {"Gemm", gemm},         {"MatMul", matmul},   {"Add", arithmetic},     {"Sub", arithmetic},
       {"Mul", arithmetic},    {"Div", arithmetic},  {"Relu", unary<kRelu>},  {"Tanh", unary<kTanh>}, {"Clip", clip},
-      {"Sigmoid", unary<kSigmoid>}, {"Gelu", unary<kGelu>}, {"Softmax", softmax}, {"LayerNormalization", layer_norm},
+      {"Sigmoid", unary<kSigmoid>}, {"Gelu", unary<kGelu>}, {"Reciprocal", unary<kReciprocal>}, {"Softmax", softmax}, {"LayerNormalization", layer_norm},
       {"Identity", passthrough}, {"Dropout", dropout}, {"Flatten", flatten}, {"Reshape", reshape},
       {"Transpose", transpose}, {"Concat", concat}, {"Constant", constant}, {"Conv", conv},
       {"MaxPool", pool},      {"AveragePool", pool}, {"GlobalAveragePool", global_average_pool}, {"Gather", gather},

@@ -303,7 +303,7 @@ TEST(MulImport, ATensorBroadcastToTheOthersShape) {
 // Add and Sub of a tensor and one broadcast to its shape (a per-channel
 // bias [C, 1, 1], a per-column offset [W]), in either order, exactly: the
 // broadcast operand is ones scaled by it; and of a tensor and a scalar
-// constant, either first. Div of two shapes is still refused, naming why.
+// constant, either first.
 TEST(AddImport, ATensorBroadcastToTheOthersShape) {
   if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
   const SourceFn<float> src = binary_inputs();
@@ -352,11 +352,49 @@ TEST(AddImport, ATensorBroadcastToTheOthersShape) {
       EXPECT_NE(std::string(e.what()).find("one-element constant of rank 2, above the tensor's 1"), std::string::npos) << e.what();
     }
   }
-  try {
-    import_onnx(write_binary_model("Div", "div", {2, 3}, {3}, {2, 3}, false).string(), o);
-    ADD_FAILURE() << "imported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Div divides tensors of one shape only"), std::string::npos) << e.what();
+}
+
+// Div as the product with the divisor's Reciprocal: of one shape, of a
+// tensor and one broadcast to its shape in either order, and of a scalar
+// constant by a tensor; to rounding (ONNX rounds the quotient once, pcgx
+// the reciprocal and the product).
+TEST(DivImport, TheProductWithTheDivisorsReciprocal) {
+  if (!onnx_available()) GTEST_SKIP() << "built without libonnx-dev";
+  const SourceFn<float> src = binary_inputs();
+  ImportOptions o;
+  o.loss = LossHead::kNone;
+  auto near = [](float got, float want) { return got == want || std::fabs(got - want) <= 1e-6f * std::fabs(want); };  // x / 0 = inf too
+  {
+    const ImportedModel m = import_onnx(write_binary_model("Div", "div_same", {2, 3}, {2, 3}, {2, 3}, false).string(), o);
+    const auto y = evaluate_outputs<float>(m.graph, src).at(0);
+    for (size_t j = 0; j < 6; ++j) {
+      const float want = input_value("x", j) / input_value("s", j);
+      EXPECT_TRUE(near(y.data[j], want)) << j << ": " << y.data[j] << " vs " << want;
+    }
+  }
+  for (const bool swap : {false, true}) {
+    SCOPED_TRACE(swap ? "broadcast dividend" : "broadcast divisor");
+    const ImportedModel m = import_onnx(write_binary_model("Div", std::string("div_b") + (swap ? "s" : ""), {2, 3, 4, 5}, {3, 1, 1},
+                                                           {2, 3, 4, 5}, swap).string(),
+                                        o);
+    const auto y = evaluate_outputs<float>(m.graph, src).at(0);
+    for (size_t j = 0; j < y.data.size(); ++j) {
+      const float x = input_value("x", j), s = input_value("s", (j / 20) % 3);
+      const float want = swap ? s / x : x / s;
+      EXPECT_TRUE(near(y.data[j], want)) << j << ": " << y.data[j] << " vs " << want;
+    }
+  }
+  {  // 2.5 / x
+    onnx::ModelProto m = new_model("div_constant", 8, 13);
+    auto* g = m.mutable_graph();
+    add_value(g->add_input(), "x", {2, 3});
+    add_value(g->add_output(), "y", {2, 3});
+    add_constant(g, "k", {}, {2.5f});
+    auto* node = g->add_node();
+    node->set_op_type("Div"), node->add_input("k"), node->add_input("x"), node->add_output("y");
+    const ImportedModel im = import_onnx(save_model(m, "pcgx_binary_import", "div_constant").string(), o);
+    const auto y = evaluate_outputs<float>(im.graph, src).at(0);
+    for (size_t j = 0; j < 6; ++j) EXPECT_TRUE(near(y.data[j], 2.5f / input_value("x", j))) << j;
   }
 }
 

@@ -127,6 +127,18 @@ TEST(Gradients, SiluAndRMSNorm) {
   expect_gradient_matches_differences(b.finish(), 13, 1e-3);
 }
 
+// Reciprocal of a value kept away from 0 (one plus a sigmoid, in (1, 2)),
+// between two Linears.
+TEST(Gradients, Reciprocal) {
+  GraphBuilder b("reciprocal");
+  TensorRef x = b.input("x", {3, 8});
+  TensorRef pos = b.unary("Sigmoid", b.linear(x, 8, "none", false, "l0"));
+  TensorRef one_plus = b.binary("EwAdd", pos, b.unary("Sigmoid", b.scalar_mul(pos, 0.0)));  // sigmoid(0) = 1/2: in (1/2, 3/2)
+  TensorRef r = b.unary("Reciprocal", one_plus);
+  b.graph().add_output(b.mse_loss(b.linear(r, 4, "none", false, "l1"), b.input("y", {3, 4})));
+  expect_gradient_matches_differences(b.finish(), 13, 1e-3);
+}
+
 // Clip between two Linears; the bounds cut inside the values' range (the
 // difference quotients stay on one side of each bound at this seed).
 TEST(Gradients, Clip) {

@@ -296,6 +296,7 @@ const std::vector<std::string> kFamilies = {"ScalarMul,EwAdd,Repartition,Combine
                                             "Transpose,Relu,Repartition,Combine",
                                             "Gelu,Sigmoid,Tanh,Repartition,Combine,Replicate",
                                             "Silu,Repartition,Combine,Replicate",
+                                            "Reciprocal,EwMul,Repartition,Combine,Replicate",
                                             "Clip(min=0,max=6),Repartition,Combine,Replicate,Reduce",
                                             "RMSNorm,Repartition,Combine,Replicate",
                                             "Softmax,Repartition,Combine,Replicate",

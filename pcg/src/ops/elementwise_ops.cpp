@@ -1,5 +1,5 @@
 // Elementwise operators: EwAdd, EwMul, ScalarMul, Relu, Gelu, Sigmoid, Tanh,
-// Silu, Clip, Dropout. Every dimension can be split; inputs must agree exactly.
+// Silu, Reciprocal, Clip, Dropout. Every dimension can be split; inputs must agree exactly.
 #include "pcgx/pcg/ops/numeric.h"
 #include "op_families.h"
 #include "pcgx/pcg/ops/op_helpers.h"
@@ -41,6 +41,13 @@ void silu_k(const KernelArgs<T>& a) {
   } else {
     unary_apply(a, [](T x) { return x * Num<T>::sigmoid(x); });
   }
+}
+// 1 / x (ONNX's Reciprocal, and the divisor of Div). Exact surrogate: the
+// modular inverse (0's is 0), an involution that turns products into
+// products, as the real reciprocal does.
+template <class T>
+void reciprocal_k(const KernelArgs<T>& a) {
+  unary_apply(a, [](T x) { return Num<T>::div(Num<T>::one(), x); });
 }
 // Clip (ONNX's, PyTorch's clamp and ReLU6): x limited to [min, max].
 template <class T>
@@ -100,6 +107,12 @@ void silu_grad(const GradArgs& a) {
     const float s = Num<float>::sigmoid(x[i]);
     dx[i] += dy[i] * (s * (1.f + x[i] * (1.f - s)));
   }
+}
+// (1/x)' = -1/x^2 = -y^2.
+void reciprocal_grad(const GradArgs& a) {
+  const auto &y = a.out[0]->data, &dy = a.out_grad[0]->data;
+  auto& dx = a.in_grad[0].data;
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dy[i] * y[i] * y[i];
 }
 // The gradient passes where min <= x <= max, as PyTorch's clamp's does.
 void clip_grad(const GradArgs& a) {
@@ -235,6 +248,15 @@ void register_elementwise_ops(OpRegistry& r) {
   silu.elementwise = true;
   silu.any_rank = true;
   r.add(silu);
+
+  OpDef reciprocal = unary("Reciprocal", "1 / x");
+  PCGX_KERNELS(reciprocal, reciprocal_k);
+  reciprocal.grad_f32 = &reciprocal_grad;
+  reciprocal.backward_reads = reads(0, 1);  // -y^2
+  reciprocal.smt = {{"reciprocal", 1}};
+  reciprocal.elementwise = true;
+  reciprocal.any_rank = true;
+  r.add(reciprocal);
 
   OpDef clip = unary("Clip", "x limited to [min, max] (ReLU6: min 0, max 6)");
   clip.attrs = {float_attr("min", std::nullopt, "the lower bound"), float_attr("max", std::nullopt, "the upper bound")};
