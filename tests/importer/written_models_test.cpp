@@ -244,6 +244,19 @@ fs::path write_mul_model(const std::string& name, std::vector<int64_t> xd, std::
   return write_binary_model("Mul", name, std::move(xd), std::move(sd), std::move(yd), swap);
 }
 
+// y = op(x, 2.5), or op(2.5, x) with `constant_first`; x and y [2, 3].
+fs::path write_constant_model(const std::string& op, bool constant_first) {
+  const std::string name = op + (constant_first ? "_constant_first" : "_constant");
+  onnx::ModelProto m = new_model(name, 8, 13);
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", {2, 3});
+  add_value(g->add_output(), "y", {2, 3});
+  add_constant(g, "k", {}, {2.5f});
+  auto* node = g->add_node();
+  node->set_op_type(op), node->add_input(constant_first ? "k" : "x"), node->add_input(constant_first ? "x" : "k"), node->add_output("y");
+  return save_model(m, "pcgx_binary_import", name);
+}
+
 // The binary models' inputs: element j of x is 0.5 (j % 13 - 6), of s
 // -0.25 (j % 13 - 6).
 float input_value(const std::string& name, size_t j) { return (name == "x" ? 0.5f : -0.25f) * static_cast<float>(static_cast<int>(j % 13) - 6); }
@@ -326,14 +339,7 @@ TEST(AddImport, ATensorBroadcastToTheOthersShape) {
     }
   // A scalar constant: x + 2.5 and 2.5 - x.
   for (const std::string op : {"Add", "Sub"}) {
-    onnx::ModelProto m = new_model(op + "_constant", 8, 13);
-    auto* g = m.mutable_graph();
-    add_value(g->add_input(), "x", {2, 3});
-    add_value(g->add_output(), "y", {2, 3});
-    add_constant(g, "k", {}, {2.5f});
-    auto* node = g->add_node();
-    node->set_op_type(op), node->add_input(op == "Add" ? "x" : "k"), node->add_input(op == "Add" ? "k" : "x"), node->add_output("y");
-    const ImportedModel im = import_onnx(save_model(m, "pcgx_binary_import", op + "_constant").string(), o);
+    const ImportedModel im = import_onnx(write_constant_model(op, op != "Add").string(), o);
     const auto y = evaluate_outputs<float>(im.graph, src).at(0);
     for (size_t j = 0; j < 6; ++j) ASSERT_EQ(y.data[j], op == "Add" ? input_value("x", j) + 2.5f : 2.5f - input_value("x", j)) << op << j;
   }
@@ -385,14 +391,7 @@ TEST(DivImport, TheProductWithTheDivisorsReciprocal) {
     }
   }
   {  // 2.5 / x
-    onnx::ModelProto m = new_model("div_constant", 8, 13);
-    auto* g = m.mutable_graph();
-    add_value(g->add_input(), "x", {2, 3});
-    add_value(g->add_output(), "y", {2, 3});
-    add_constant(g, "k", {}, {2.5f});
-    auto* node = g->add_node();
-    node->set_op_type("Div"), node->add_input("k"), node->add_input("x"), node->add_output("y");
-    const ImportedModel im = import_onnx(save_model(m, "pcgx_binary_import", "div_constant").string(), o);
+    const ImportedModel im = import_onnx(write_constant_model("Div", true).string(), o);
     const auto y = evaluate_outputs<float>(im.graph, src).at(0);
     for (size_t j = 0; j < 6; ++j) EXPECT_TRUE(near(y.data[j], 2.5f / input_value("x", j))) << j;
   }
