@@ -6,6 +6,8 @@
 #include <numeric>
 #include <set>
 
+#include <tbb/parallel_for.h>
+
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/registry.h"
 
@@ -544,16 +546,23 @@ namespace {
 std::optional<std::pair<int64_t, Graph>> tuned(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
+  const std::vector<int64_t> degrees = expert_tensor_degrees(m, n, expert_family(g));
+  // Each degree built and mapped on its own (in parallel), compared after
+  // in order: the same choice whatever the threads.
+  std::vector<std::optional<Graph>> built(degrees.size());
+  std::vector<Estimate> est(degrees.size());
+  tbb::parallel_for(size_t{0}, degrees.size(), [&](size_t i) {
+    built[i] = expert(g, m, n, degrees[i], sequence_parallel);
+    if (built[i]) est[i] = mapper.map(*built[i]).estimate;
+  });
   std::optional<std::pair<int64_t, Graph>> best;
   const double inf = std::numeric_limits<double>::infinity();
   double best_time = inf, best_memory = inf;
-  for (int64_t t : expert_tensor_degrees(m, n, expert_family(g))) {
-    auto e = expert(g, m, n, t, sequence_parallel);
-    if (!e) return std::nullopt;
-    const Estimate est = mapper.map(*e).estimate;
-    const double time = est.feasible ? est.time : inf, memory = est.max_memory();
+  for (size_t i = 0; i < degrees.size(); ++i) {
+    if (!built[i]) return std::nullopt;
+    const double time = est[i].feasible ? est[i].time : inf, memory = est[i].max_memory();
     if (!best || time < best_time || (time == inf && best_time == inf && memory < best_memory))
-      best.emplace(t, std::move(*e)), best_time = time, best_memory = memory;
+      best.emplace(degrees[i], std::move(*built[i])), best_time = time, best_memory = memory;
   }
   return best;
 }

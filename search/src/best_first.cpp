@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_set>
+
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_invoke.h>
 
 #include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
@@ -99,29 +103,46 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
   std::vector<Seed> seeds{{g, {}}};
   if (!with_baselines) return seeds;
   auto add_baselines = [&](const Graph& from, const std::vector<std::string>& applied) {
-    try {
-      seeds.push_back({ex.simplify(best_data_parallel(from, cx.mapper)), applied});
-    } catch (const Error&) {
-    }
-    try {
-      if (auto e = tuned_expert(from, cx.mapper)) seeds.push_back({ex.simplify(*e), applied});
-    } catch (const Error&) {
-    }
+    // The baselines are built and timed on their own (in parallel) and
+    // added in one order after: the same seeds whatever the threads.
+    std::optional<Graph> dp, expert;
     // Data parallelism over fewer devices than the machine's: the mapping
     // DP then runs parallel branches side by side, one group of devices
     // each (branch parallelism across groups, data parallelism inside).
     // The fastest such degree is the seed.
-    std::optional<Graph> grouped;
-    double grouped_time = kInf;
-    for (int64_t d : cx.degrees) {
-      if (d >= cx.mapper.cost().devices()) continue;
-      try {
-        Graph dp = data_parallel(from, d);
-        if (const double t = cx.mapper.time(dp); t < grouped_time) grouped = std::move(dp), grouped_time = t;
-      } catch (const Error&) {
-      }
-    }
-    if (grouped) seeds.push_back({ex.simplify(std::move(*grouped)), applied});
+    std::vector<std::optional<Graph>> grouped(cx.degrees.size());
+    std::vector<double> grouped_time(cx.degrees.size(), kInf);
+    tbb::parallel_invoke(
+        [&] {
+          try {
+            dp = ex.simplify(best_data_parallel(from, cx.mapper));
+          } catch (const Error&) {
+          }
+        },
+        [&] {
+          try {
+            if (auto e = tuned_expert(from, cx.mapper)) expert = ex.simplify(*e);
+          } catch (const Error&) {
+          }
+        },
+        [&] {
+          tbb::parallel_for(size_t{0}, cx.degrees.size(), [&](size_t i) {
+            const int64_t d = cx.degrees[i];
+            if (d >= cx.mapper.cost().devices()) return;
+            try {
+              grouped[i] = data_parallel(from, d);
+              grouped_time[i] = cx.mapper.time(*grouped[i]);
+            } catch (const Error&) {
+              grouped[i].reset();
+            }
+          });
+        });
+    if (dp) seeds.push_back({std::move(*dp), applied});
+    if (expert) seeds.push_back({std::move(*expert), applied});
+    std::optional<size_t> fastest;
+    for (size_t i = 0; i < grouped.size(); ++i)
+      if (grouped[i] && grouped_time[i] < (fastest ? grouped_time[*fastest] : kInf)) fastest = i;
+    if (fastest) seeds.push_back({ex.simplify(std::move(*grouped[*fastest])), applied});
   };
   add_baselines(g, {});
   if (algebraic && cx.algebraic && cx.algebraic->size() > 0) {

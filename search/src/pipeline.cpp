@@ -5,6 +5,9 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <mutex>
+
+#include <tbb/parallel_for.h>
 
 #include "graph_splitting.h"
 #include "pcgx/pcg/error.h"
@@ -228,6 +231,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
     if (model.node(id).op->op_class == OpClass::kCompute) weight[static_cast<size_t>(id)] = cost.task_time(model, model.node(id)).total();
 
   PipelineResult result;
+  std::mutex progress_mutex;  // chunks searched side by side report through one callback
   Plan best;
   std::string why = "no stage count tried";
   for (const int64_t S : counts) {
@@ -320,37 +324,74 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
           // hold them (pcg/pipeline_schedule.h), spread over a stage's v
           // chunks (a schedule that cannot run this M refuses it).
           holds = in_flight_chunks(stage_programs({S, M, v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs}));
-          for (size_t p = 0; p < pieces.size(); ++p) {
-            const bool last = p + 1 == pieces.size();
-            // Stated plans are lowered once, unpipelined, on the whole memory.
-            const Graph searched_graph = stated ? graphs[p].graph : pipelined(graphs[p].graph, M, last);
-            const uint64_t h = options.algorithm == Algorithm::kPlan ? p : graph_hash(searched_graph);
-            SearchOptions o = options;
+          // What chunk p's search takes: its graph (pipelined in its
+          // micro-batches, or a stated plan's as written), its key among
+          // the searches done, its options (progress named by its stage).
+          struct Chunk {
+            Graph graph;
+            uint64_t hash = 0;
+            SearchOptions options;
+          };
+          auto chunk = [&](size_t p) {
+            Chunk ch;
+            ch.graph = stated ? graphs[p].graph : pipelined(graphs[p].graph, M, p + 1 == pieces.size());
+            ch.hash = options.algorithm == Algorithm::kPlan ? p : graph_hash(ch.graph);
+            ch.options = options;
             const std::string phase = "pipeline " + std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches, stage " +
                                       std::to_string(p + 1);
             if (options.progress)
-              o.progress = [&, phase](const SearchProgress& pr) {
+              ch.options.progress = [&, phase](const SearchProgress& pr) {
                 SearchProgress q = pr;
                 q.phase = phase + ": " + pr.phase;
+                const std::lock_guard<std::mutex> lock(progress_mutex);
                 options.progress(q);
               };
+            return ch;
+          };
+          auto run = [&](const Chunk& ch, int64_t k) {
+            Solved s;
+            try {
+              s.result = optimize(ch.graph, rules, stated ? mapper : searcher(k), ch.options);
+            } catch (const Error& e) {
+              s.error = e.what();
+            }
+            return s;
+          };
+          auto keep = [&](std::pair<uint64_t, int64_t> key, Solved s) {
+            result.search.explored += s.result.explored;
+            result.search.evaluated += s.result.evaluated;
+            return solved.emplace(key, std::move(s)).first;
+          };
+          // The chunks' first searches (holding what the first stage
+          // holds) run side by side: a search is parallel inside but has
+          // serial stretches (seeds, final ranking) another fills. They
+          // are kept in chunk order, so the result is the same whatever
+          // the threads.
+          std::vector<Chunk> chunks;
+          for (size_t p = 0; p < pieces.size(); ++p) chunks.push_back(chunk(p));
+          {
+            const int64_t first = chunk_holds(0), k = stated ? int64_t{0} : first;
+            if (!stated) searcher(first);  // made here, read by every search below
+            std::vector<size_t> todo;
+            std::vector<std::pair<uint64_t, int64_t>> keys;
+            for (size_t p = 0; p < pieces.size(); ++p) {
+              const auto key = std::make_pair(chunks[p].hash, k);
+              if (solved.count(key) || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+              keys.push_back(key), todo.push_back(p);
+            }
+            std::vector<Solved> done(todo.size());
+            tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) { done[i] = run(chunks[todo[i]], first); });
+            for (size_t i = 0; i < todo.size(); ++i) keep(keys[i], std::move(done[i]));
+          }
+          for (size_t p = 0; p < pieces.size(); ++p) {
+            const Chunk& ch = chunks[p];
             // A search that failed is kept as its error: an identical chunk
             // asking again gets the same answer, an infeasible result on a
             // first try and the error on the last.
             auto search_holding = [&](int64_t k, bool last_try) -> const SearchResult* {
-              const auto key = std::make_pair(h, stated ? int64_t{0} : k);
+              const auto key = std::make_pair(ch.hash, stated ? int64_t{0} : k);
               auto it = solved.find(key);
-              if (it == solved.end()) {
-                Solved s;
-                try {
-                  s.result = optimize(searched_graph, rules, stated ? mapper : searcher(k), o);
-                } catch (const Error& e) {
-                  s.error = e.what();
-                }
-                result.search.explored += s.result.explored;
-                result.search.evaluated += s.result.evaluated;
-                it = solved.emplace(key, std::move(s)).first;
-              }
+              if (it == solved.end()) it = keep(key, run(ch, k));
               if (!it->second.error.empty() && last_try) throw Error(it->second.error);
               return &it->second.result;
             };

@@ -119,6 +119,7 @@ void refine_views(const Problem& p, Placement& w, Mapped& m) {
   // The compute operators on the whole machine with a choice of views.
   std::vector<NodeId> free;
   std::vector<std::vector<MachineView>> choices;
+  std::vector<std::vector<NodeId>> touches;  // per free operator, touched_by
   std::set<NodeId> touched;
   for (const Node& n : p.g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
@@ -128,43 +129,74 @@ void refine_views(const Problem& p, Placement& w, Mapped& m) {
     if (views.size() <= 1) continue;
     free.push_back(n.id);
     choices.push_back(std::move(views));
-    for (NodeId x : touched_by(p, n.id)) touched.insert(x);
+    touches.push_back(touched_by(p, n.id));
+    for (NodeId x : touches.back()) touched.insert(x);
   }
   if (free.empty()) return;
+  // A touched node's communication depends only on the views of the free
+  // operators that touch it (touched_by's contract), so it is computed
+  // once per combination of their views: the descent revisits the same
+  // combinations (the current view beside each candidate, later sweeps).
+  // A free operator's view is held as its index in `choices`, -1 for one
+  // outside them (the DP's, before the descent starts).
+  std::vector<int> chosen(free.size(), -1);
+  std::map<NodeId, std::vector<size_t>> deps;  // touched node -> the free operators touching it
+  for (size_t i = 0; i < free.size(); ++i)
+    for (NodeId x : touches[i]) deps[x].push_back(i);
+  std::map<NodeId, std::map<std::vector<int>, Result>> memo;
+  std::vector<int> key;
+  auto comm = [&](NodeId x) {
+    const auto& d = deps[x];
+    key.clear();
+    for (size_t i : d) key.push_back(chosen[i]);
+    const bool known = std::find(key.begin(), key.end(), -1) == key.end();
+    if (!known) return p.comm(w, x, 0);
+    auto& table = memo[x];
+    if (auto it = table.find(key); it != table.end()) return it->second;
+    const Result r = p.comm(w, x, 0);
+    table.emplace(key, r);
+    return r;
+  };
+  auto index_of = [&](size_t i, const MachineView& v) {
+    const auto& c = choices[i];
+    const auto it = std::find(c.begin(), c.end(), v);
+    return it == c.end() ? -1 : static_cast<int>(it - c.begin());
+  };
+  auto set = [&](size_t i, const MachineView& v) { w.set_view(free[i], v), chosen[i] = index_of(i, v); };
   std::map<NodeId, Result> before;  // each touched node's communication under the DP's views
   double canonical = 0;
   for (NodeId x : touched) {
     const Result r = p.comm(w, x, 0);
     before.emplace(x, r), canonical += r.time;
   }
-  auto cost_of = [&](auto nodes) {
+  auto cost_of = [&](const auto& nodes) {
     double s = 0;
-    for (NodeId x : nodes) s += p.comm(w, x, 0).time;
+    for (NodeId x : nodes) s += comm(x).time;
     return s;
   };
   // Two starting points: the DP's views, or samples across nodes everywhere.
-  for (NodeId n : free) w.set_view(n, samples_outside(w.tasks(n).grid, devices));
+  for (size_t i = 0; i < free.size(); ++i) set(i, samples_outside(w.tasks(free[i]).grid, devices));
   if (cost_of(touched) < canonical) {
     for (NodeId n : free) m.views[static_cast<size_t>(n)] = w.view(n);
   } else {
-    for (NodeId n : free) w.set_view(n, m.views[static_cast<size_t>(n)]);
+    for (size_t i = 0; i < free.size(); ++i) set(i, m.views[static_cast<size_t>(free[i])]);
   }
   // Then each operator in turn takes its cheapest view.
   for (int sweep = 0; sweep < kSweeps; ++sweep) {
     bool changed = false;
     for (size_t i = 0; i < free.size(); ++i) {
       const NodeId n = free[i];
-      const auto nodes = touched_by(p, n);
+      const auto& nodes = touches[i];
       const MachineView current = w.view(n);
       MachineView best = current;
       double best_cost = cost_of(nodes);
       for (const MachineView& v : choices[i]) {
         if (v == current) continue;
-        w.set_view(n, v);
+        set(i, v);
         const double c = cost_of(nodes);
         if (c < best_cost * (1 - 1e-12)) best_cost = c, best = v;
       }
-      w.set_view(n, best);
+      set(i, best);
       if (best != current) m.views[static_cast<size_t>(n)] = best, changed = true;
     }
     if (!changed) break;
