@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <unordered_set>
@@ -188,6 +189,14 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   std::vector<std::vector<const std::pair<Candidate, Candidate>*>> best(pieces.size(),
                                                                         std::vector<const std::pair<Candidate, Candidate>*>(L, nullptr));
   std::vector<std::vector<PieceGraph>> graphs(pieces.size());
+  // Each piece under each boundary layout, and which of them are distinct
+  // searches (identical pieces are searched once).
+  struct Search {
+    std::pair<uint64_t, size_t> key;
+    size_t piece, layout;
+  };
+  std::vector<Search> searches;
+  std::vector<std::vector<std::pair<uint64_t, size_t>>> keys(pieces.size());
   for (size_t p = 0; p < pieces.size(); ++p) {
     for (size_t l = 0; l < L; ++l) {
       const BoundaryLayout d = degrees[l];
@@ -203,22 +212,45 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
       };
       if (!takes(pc.in) || !takes(pc.out)) {
         graphs[p].push_back({});
+        keys[p].push_back({0, L});  // none
         continue;
       }
       graphs[p].push_back(piece_graph(g, pc, pc.in.node >= 0 ? d : BoundaryLayout{}, pc.out.node >= 0 ? d : BoundaryLayout{}));
-      const uint64_t h = graph_hash(graphs[p].back().graph);
-      auto it = solved.find({h, l});
-      if (it == solved.end()) {
-        cx.phase = "piece " + std::to_string(p + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d.samples) +
-                   (d.second > 1 ? "x" + std::to_string(d.second) : "");
-        std::vector<Seed> seeds = seeds_for(graphs[p].back().graph, ex, cx, with_baselines, true);
-        Candidate start;
-        Candidate found = best_first(std::move(seeds), ex, cx, cx.options.budget, &start);
-        it = solved.emplace(std::make_pair(h, l), std::make_pair(std::move(found), std::move(start))).first;
-      }
-      best[p][l] = &it->second;
+      const auto key = std::make_pair(graph_hash(graphs[p].back().graph), l);
+      keys[p].push_back(key);
+      if (std::none_of(searches.begin(), searches.end(), [&](const Search& x) { return x.key == key; })) searches.push_back({key, p, l});
     }
   }
+  // The distinct searches run side by side, each with its own context (its
+  // progress reported through one lock), and are kept in order after: the
+  // same result whatever the threads.
+  std::mutex progress_mutex;
+  SearchOptions options = cx.options;
+  if (cx.options.progress)
+    options.progress = [&](const SearchProgress& pr) {
+      const std::lock_guard<std::mutex> lock(progress_mutex);
+      cx.options.progress(pr);
+    };
+  std::vector<SearchResult> results(searches.size());
+  std::vector<std::pair<Candidate, Candidate>> found(searches.size());
+  tbb::parallel_for(size_t{0}, searches.size(), [&](size_t i) {
+    const Search& s = searches[i];
+    Context local{cx.rules, cx.algebraic, cx.mapper, options, cx.degrees, results[i], "", kInf};
+    const BoundaryLayout d = degrees[s.layout];
+    local.phase = "piece " + std::to_string(s.piece + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d.samples) +
+                  (d.second > 1 ? "x" + std::to_string(d.second) : "");
+    std::vector<Seed> seeds = seeds_for(graphs[s.piece][s.layout].graph, ex, local, with_baselines, true);
+    Candidate start;
+    Candidate best_found = best_first(std::move(seeds), ex, local, cx.options.budget, &start);
+    found[i] = {std::move(best_found), std::move(start)};
+  });
+  for (size_t i = 0; i < searches.size(); ++i) {
+    cx.result.explored += results[i].explored;
+    solved.emplace(searches[i].key, std::move(found[i]));
+  }
+  for (size_t p = 0; p < pieces.size(); ++p)
+    for (size_t l = 0; l < keys[p].size(); ++l)
+      if (keys[p][l].second < L) best[p][l] = &solved.at(keys[p][l]);
   cx.result.evaluated = ex.evaluated;
   // Chain DP over layouts: piece costs plus the layout change between pieces.
   std::vector<std::vector<double>> dp(pieces.size(), std::vector<double>(L, kInf));
