@@ -100,9 +100,6 @@ void validate(const OptimizeRequest& q) {
   if (q.search.plan && q.search.algorithm == search::Algorithm::kUnity && q.pipeline)
     throw FieldError("SearchOptions.plan", "searching the operators a plan does not state (unity) is for a plan of one stage without "
                                            "micro-batches; a pipelined or accumulating plan runs them as one task (\"unstated\": \"one-task\")");
-  if (q.search.plan && q.pipeline && search::assigns_devices(*q.search.plan))
-    throw FieldError("OptimizeRequest.pipeline", q.search.plan->source + " states devices, which a pipelined or accumulating plan does not keep "
-                                                 "yet (its stages place their operators)");
   if (q.search.plan && (q.search.algorithm == search::Algorithm::kPlan || q.search.algorithm == search::Algorithm::kUnity)) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
@@ -113,8 +110,8 @@ void validate(const OptimizeRequest& q) {
       throw FieldError("PipelineOptions.stages", std::to_string(stages) + " stages do not divide the " + std::to_string(q.machine.num_devices()) + " devices");
     std::vector<NodeId> image;
     const Graph lowered = search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages, true, &image);
-    std::vector<MachineView> views(lowered.size());  // the devices it states, checked before any search
-    search::assign_plan_devices(q.model, *q.search.plan, q.machine.num_devices(), lowered, image, views);
+    std::vector<MachineView> views(lowered.size());  // the devices it states (within a stage), checked before any search
+    search::assign_plan_devices(q.model, *q.search.plan, q.machine.num_devices() / stages, lowered, image, views);
     // Where the plan's chunks end: its own field, named in its file.
     if (q.pipeline && q.search.plan->pipeline && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
       try {

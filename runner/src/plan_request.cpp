@@ -43,12 +43,12 @@ PlanCheck check_plan(const OptimizeRequest& q) {
 }
 
 search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path) {
-  search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views);
+  const auto shape = search::pipeline_shape(f);
+  search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views, shape ? f.devices / shape->stages : 0);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
-  if (const auto shape = search::pipeline_shape(f))
-    plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
+  if (shape) plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
   return plan;
 }
 

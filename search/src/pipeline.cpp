@@ -15,6 +15,8 @@
 #include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/search/graph_hash.h"
+#include "pcgx/search/simulator.h"
+#include "pcgx/search/user_plan.h"
 
 namespace pcgx::search {
 namespace {
@@ -134,13 +136,15 @@ PieceGraph with_model_names(const PieceGraph& pg) {
 
 }  // namespace
 
-Graph pipelined(const Graph& g, int64_t m, bool last) {
+Graph pipelined(const Graph& g, int64_t m, bool last, std::vector<NodeId>* image) {
   Graph out(g.name());
   std::map<TensorRef, TensorRef> map;
+  if (image) image->assign(g.size(), -1);
   for (const Node& n : g.nodes()) {
     std::vector<TensorRef> ins;
     for (const TensorRef& i : n.inputs) ins.push_back(map.at(i));
     const NodeId id = out.add(*n.op, n.attrs, ins, n.name);
+    if (image) (*image)[static_cast<size_t>(n.id)] = id;
     for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{n.id, o}] = {id, o};
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) {
       try {
@@ -214,6 +218,12 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   // by stage, each on its own operators (two identical stages may differ
   // by the layers a rule selects, so none shares another's lowering).
   const bool stated = options.algorithm == Algorithm::kMegatron || options.algorithm == Algorithm::kPlan;
+  // A written plan stating devices (numbered within each stage) is priced
+  // by simulation, chunk by chunk and then whole. A written order's steps
+  // need each chunk's backward apart, which the simulation does not give.
+  const bool placed = options.algorithm == Algorithm::kPlan && options.plan && assigns_devices(*options.plan);
+  if (placed && po.schedule == PipelineSchedule::kExplicit && !po.programs.empty())
+    throw FieldError("PipelineOptions.programs", options.plan->source + " states devices, which a written stage order does not take yet");
   const int64_t devices = cost.devices();
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();
@@ -417,8 +427,17 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
           for (size_t p = 0; p < pieces.size(); ++p) {
             const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
             const Graph& found = searched[p]->strategy.graph;
-            StagePlan sp{graphs[p], stated ? pipelined(found, M, p + 1 == pieces.size()) : found, {}, {}, {}};
+            std::vector<NodeId> image;
+            StagePlan sp{graphs[p], stated ? pipelined(found, M, p + 1 == pieces.size(), &image) : found, {}, {}, {}};
             sp.mapped = mapper.map(sp.graph);
+            if (placed) {
+              // The chunk as the plan's lowering placed it (its stated
+              // devices, the rest as mapped there), priced by simulation.
+              const std::vector<MachineView>& stated_views = searched[p]->strategy.views;
+              for (size_t k = 0; k < image.size() && k < stated_views.size(); ++k)
+                if (stated_views[k].placed()) sp.mapped.views[static_cast<size_t>(image[k])] = stated_views[k];
+              sp.mapped.estimate = simulated_estimate(Simulator(sp.graph, sp.mapped.views, mapper.cost()));
+            }
             const Estimate& e = sp.mapped.estimate;
             if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
             PipelineStage& info = sp.info;
@@ -537,6 +556,13 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   e.devices_used = std::count(computes.begin(), computes.end(), 1);
   const SourceLayouts layouts = source_layouts(joined);
   e.bytes = step_bytes(place, layouts, node_runs(place, layouts));
+  if (placed) {  // as a plan of one stage stating devices: the whole of it simulated, under its schedule
+    const PipelineShape shape{best.stages, best.micro, best.virtual_stages, po.schedule.value_or(PipelineShape::default_for(best.virtual_stages)),
+                              po.programs};
+    const double bubble = e.bubble;
+    e = simulated_estimate(Simulator(joined, views, cost, shape));
+    e.bubble = bubble;
+  }
   result.search.strategy.graph = std::move(joined);
   result.search.strategy.views = std::move(views);
   result.search.applied = std::move(best.applied);

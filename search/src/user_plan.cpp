@@ -235,9 +235,8 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
       const json& d = rule["devices"];
       if (!d.is_array() || d.empty()) throw FileError(source, field + ".devices", "expected a non-empty array of device numbers, one per task");
       for (size_t t = 0; t < d.size(); ++t) pr.devices.push_back(whole(d[t], source, field + ".devices[" + std::to_string(t) + "]", 0));
-      if (plan.pipeline)
-        throw FileError(source, field + ".devices",
-                        "a pipelined plan's stages place its operators (devices are stated in a plan of one stage, for now)");
+      if (plan.pipeline && !plan.pipeline->programs.empty())
+        throw FileError(source, field + ".devices", "a plan with a written stage order (pipeline.programs) does not state devices yet");
       if (plan.unstated == Unstated::kSearch)
         throw FileError(source, field + ".devices", "a plan whose unstated operators are searched places them by the search (not yet with devices stated)");
     }
@@ -402,7 +401,9 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
       throw Error(where + " runs " + std::to_string(tasks) + " task" + (tasks == 1 ? "" : "s") + " (" + dims + "), and " +
                   std::to_string(list.size()) + " devices are stated");
     for (const int64_t d : list)
-      if (d >= devices) throw Error(where + ": device " + std::to_string(d) + " is not one of the " + std::to_string(devices) + " devices");
+      if (d >= devices)
+        throw Error(where + ": device " + std::to_string(d) + " is not one of the " + std::to_string(devices) + " devices" +
+                    (plan.pipeline && plan.pipeline->stages > 1 ? " of a stage (a pipelined plan numbers them within each stage)" : ""));
     // The view: task 0's device, and per grid dimension the step from it
     // to the task one further along that dimension (row-major). A stride
     // of 0 runs that dimension's tasks on one device, one after another
@@ -453,7 +454,7 @@ bool plain_name(const std::string& name) { return name.find_first_of("*?") == st
 
 }  // namespace
 
-UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views) {
+UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, int64_t stage_devices) {
   std::vector<const Node*> named;
   std::map<std::string, const Node*> by_name;
   // How each named operator runs: its partition, and its devices where it
@@ -482,6 +483,10 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views) {
       std::vector<int64_t> sorted = devices;
       std::sort(sorted.begin(), sorted.end());
       if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) devices.clear();  // one task a device: the mapping's to place
+      if (stage_devices > 0 && !devices.empty()) {  // within its stage (a stage's devices are consecutive)
+        const int64_t first = sorted.front() / stage_devices * stage_devices;
+        for (int64_t& d : devices) d -= first;
+      }
     }
     named.push_back(&n);
     partition.push_back({std::move(p), std::move(devices)});

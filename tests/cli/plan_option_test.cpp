@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -290,6 +291,63 @@ TEST(PlanOption, StatedDevicesPlaceTheOperators) {
                         "device 9 is not one of the 4 devices", out);
   expect_one_error_line(run("optimize mlp-tiny --plan " + with.string() + " --search unity --machine dgx-h100 --devices 4 -o " + out.string()),
                         "states devices, which a search of its unstated operators does not keep yet", out);
+}
+
+// Devices in a pipelined plan are numbered within each stage: the shipped
+// co-shard pipeline (2 stages of 2 devices, the attention's heads run one
+// after the other on each device) places stage 2's attention on devices 2
+// and 3, trains as the same pipeline data parallel in each stage, runs
+// what optimize simulated, and plan show writes the devices back within
+// their stage, priced the same when fed back.
+TEST(PlanOption, DevicesInAPipelinedPlanCountWithinTheStage) {
+  const fs::path placed = dir() / "coshard_pipeline.json", shown = dir() / "coshard_pipeline_plan.json", again = dir() / "again_pipeline.json";
+  const auto r = run("optimize gpt-tiny --plan " + kPlans + "gpt-coshard-pipeline-4.json --machine dgx-h100 --devices 4 -o " + placed.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("predicted (simulated)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 stages x 2 devices, 2 micro-batches"), std::string::npos) << r.out;
+  {
+    std::ifstream in(placed);
+    const nlohmann::json st = nlohmann::json::parse(in);
+    std::map<int64_t, std::string> names;
+    for (const auto& node : st.at("graph").at("nodes")) names[node.at("id")] = node.value("name", "");
+    int64_t checked = 0;
+    for (const auto& v : st.at("views")) {
+      const std::string name = names[v.at("node")];
+      if (name != "block0.attn.softmax" && name != "block1.attn.softmax") continue;
+      EXPECT_EQ(v.at("start"), name == "block0.attn.softmax" ? 0 : 2) << v.dump();
+      EXPECT_EQ(v.at("strides"), nlohmann::json::parse("[1, 1, 0]")) << v.dump();  // samples over the stage's two devices, heads on one
+      ++checked;
+    }
+    EXPECT_EQ(checked, 2);
+  }
+  const fs::path dp = dir() / "dp_pipeline.json";
+  std::ofstream(dp) << R"({"format": "pcgx.plan", "format_version": 1, "pipeline": {"stages": 2, "micro_batches": 2},
+                          "rules": [{"select": {}, "partition": {"samples": 2}}]})";
+  const auto a = run("run " + placed.string() + " --steps 3 --no-report --no-plot");
+  const auto b = run("run gpt-tiny --plan " + dp.string() + " --devices 4 --batch 8 --steps 3 --no-report --no-plot");
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(loss_line(a.out), loss_line(b.out));
+  const size_t at = a.out.find(" ms predicted on");
+  ASSERT_NE(at, std::string::npos) << a.out;
+  const size_t from = a.out.find_last_not_of("0123456789.", at - 1) + 1;
+  EXPECT_NEAR(std::stod(a.out.substr(from, at - from)), predicted_ms(r.out), 1e-3) << a.out << r.out;
+  ASSERT_EQ(run("plan show " + placed.string() + " -o " + shown.string()).code, 0);
+  {
+    std::ifstream in(shown);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\"devices\": [0,0,1,1]"), std::string::npos) << text;
+    EXPECT_EQ(text.find("[2,2,3,3]"), std::string::npos) << text;
+  }
+  const auto fed = run("optimize gpt-tiny --plan " + shown.string() + " --machine dgx-h100 --devices 4 -o " + again.string());
+  ASSERT_EQ(fed.code, 0) << fed.out;
+  EXPECT_NEAR(predicted_ms(fed.out), predicted_ms(r.out), 1e-9) << fed.out;
+  // A device outside the stage is named as one of the stage's.
+  const fs::path bad = dir() / "bad_stage_devices.json", out = dir() / "never_stage.json";
+  std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "pipeline": {"stages": 2, "micro_batches": 2},
+                           "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [2, 3]}]})";
+  expect_one_error_line(run("optimize gpt-tiny --plan " + bad.string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
+                        "device 2 is not one of the 2 devices", out);
 }
 
 double predicted_ms(const std::string& out) {

@@ -172,7 +172,9 @@ TEST(ExpertDegree, TheLossSplitsByClassesWithTheLogits) {
         EXPECT_EQ(e.shape(n.inputs[0]).dims.back().degree, t) << describe(n);
       }
       for (const ParallelTensorShape& o : n.outputs)
-        if (o.logical_shape() == std::vector<int64_t>{8, 16, 100}) EXPECT_EQ(o.dims.back().degree, t) << describe(n);
+        if (o.logical_shape() == std::vector<int64_t>{8, 16, 100}) {
+          EXPECT_EQ(o.dims.back().degree, t) << describe(n);
+        }
     }
     EXPECT_EQ(parts, 2);
     EXPECT_LT(max_difference(g, e), 1e-5);

@@ -24,7 +24,10 @@
 // on 1/v of the devices' memory (a device holds its stage's v chunks); a
 // chunk that fits nothing so is searched again holding what its own stage
 // holds, and the exact memory of each stage is checked after. Stated plans (Megatron-LM's,
-// a written one) are lowered unpipelined and pipelined afterwards. An
+// a written one) are lowered unpipelined and pipelined afterwards; where a
+// written plan states devices (numbered within each stage), its chunks
+// keep the views its lowering gave (the stated devices, the rest mapped)
+// and are priced by simulation, as the whole plan then is. An
 // operator that cannot process its samples in slices (BatchNorm, whose
 // statistics span the whole batch) makes the model unpipelinable.
 //
@@ -142,7 +145,8 @@ void check_boundaries(const Graph& model, const PipelineOptions& pipeline);
 // `g` with a Pipeline(0, m) after every Input of rank >= 1 and, when
 // `last`, a Batch before every output still pipelined. Throws pcgx::Error
 // (naming the operator) when some operator cannot process slices.
-Graph pipelined(const Graph& g, int64_t m, bool last);
+// `image`, when given, receives per node of `g` the node it became.
+Graph pipelined(const Graph& g, int64_t m, bool last, std::vector<NodeId>* image = nullptr);
 
 
 // The stage boundaries: stages - 1 cuts (position in graph order of the

@@ -170,9 +170,12 @@ bool assigns_devices(const UserPlan& plan);
 // lower_plan gives it): `views[image[node]]` becomes the machine view
 // running task t on devices[t] (start and one stride per
 // task-grid dimension, 0 where a dimension's tasks share a device:
-// co-shard). Throws pcgx::Error naming the plan, the rule and the
-// operator for a device count other than its tasks, a device not below
-// `devices`, or devices no view states (the grid's dimensions named).
+// co-shard). In a pipelined plan `devices` are a stage's, numbered from
+// 0 in each stage (a rule may select operators of several stages); the
+// pipeline offsets them to the stage's first device. Throws pcgx::Error
+// naming the plan, the rule and the operator for a device count other
+// than its tasks, a device not below `devices`, or devices no view
+// states (the grid's dimensions named).
 void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered, std::span<const NodeId> image,
                          std::vector<MachineView>& views);
 
@@ -190,8 +193,10 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
 // operators of one name (a plan selects by name).
 // With the strategy's `views`, an operator that co-shards (two tasks on
 // one device) is stated with its devices, which only a device list can
-// say; the others are left to the mapping.
-UserPlan plan_of_strategy(const Graph& strategy, std::span<const MachineView> views = {});
+// say; the others are left to the mapping. With `stage_devices` (a
+// pipelined strategy's devices per stage), they are numbered within the
+// operator's stage, as a pipelined plan states them.
+UserPlan plan_of_strategy(const Graph& strategy, std::span<const MachineView> views = {}, int64_t stage_devices = 0);
 // The pipeline a pipelined strategy runs (its `views` on `devices`
 // devices, pipeline_stages, micro_batches, virtual_stages, schedule and
 // programs as its file states them), for plan_of_strategy's plan: the
