@@ -112,7 +112,8 @@ TEST(PlanCheck, CertifiesAPlan) {
 TEST(PlanCheck, EveryShippedPlanCertifies) {
   for (const auto& [plan, devices] : std::vector<std::pair<std::string, int>>{
            {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4},
-           {"gpt-pipeline-three-forwards-8.json", 8}, {"gpt-coshard-heads-2.json", 2}}) {
+           {"gpt-pipeline-three-forwards-8.json", 8}, {"gpt-coshard-heads-2.json", 2},
+           {"gpt-coshard-pipeline-4.json", 4}}) {
     const auto r = run("plan check gpt-tiny " + kPlans + plan + " --machine dgx-h100 --devices " + std::to_string(devices) + " --certify");
     ASSERT_EQ(r.code, 0) << plan << "\n" << r.out;
     EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << plan << "\n" << r.out;
