@@ -97,9 +97,6 @@ void validate(const OptimizeRequest& q) {
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
-  if (q.search.plan && q.search.algorithm == search::Algorithm::kUnity && q.pipeline)
-    throw FieldError("SearchOptions.plan", "searching the operators a plan does not state (unity) is for a plan of one stage without "
-                                           "micro-batches; a pipelined or accumulating plan runs them as one task (\"unstated\": \"one-task\")");
   if (q.search.plan && (q.search.algorithm == search::Algorithm::kPlan || q.search.algorithm == search::Algorithm::kUnity)) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",

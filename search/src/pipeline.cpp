@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <tbb/parallel_for.h>
 
@@ -13,6 +14,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/search/graph_hash.h"
 #include "pcgx/search/simulator.h"
@@ -199,8 +201,10 @@ std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const st
   return out;
 }
 
-PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost, const SearchOptions& options,
-                                 const PipelineOptions& po) {
+namespace {
+
+PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost, const SearchOptions& options,
+                               const PipelineOptions& po) {
   const auto t0 = std::chrono::steady_clock::now();
   if (po.micro_batches < 0) throw FieldError("PipelineOptions.micro_batches", "must be positive");
   const int64_t v = po.virtual_stages;
@@ -212,7 +216,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
   check_boundaries(model, po);
-  if (options.algorithm == Algorithm::kPlan && (po.stages == 0 || po.micro_batches == 0))
+  if (options.plan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
   // Stated plans split the layers evenly; a written plan is applied stage
   // by stage, each on its own operators (two identical stages may differ
@@ -323,7 +327,7 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
         PieceGraph pg = piece_graph(model, pc, {split_by(pc.in), 1, scatter_by(pc.in)}, {split_by(pc.out), 1, scatter_by(pc.out)});
         // A written plan selects operators by their names and layers: its
         // stages keep the model's names (none shares another's lowering).
-        graphs.push_back(options.algorithm == Algorithm::kPlan ? with_model_names(pg) : std::move(pg));
+        graphs.push_back(options.plan ? with_model_names(pg) : std::move(pg));
       }
       for (const int64_t M : micro) {
         std::vector<int64_t> holds;
@@ -345,7 +349,9 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
           auto chunk = [&](size_t p) {
             Chunk ch;
             ch.graph = stated ? graphs[p].graph : pipelined(graphs[p].graph, M, p + 1 == pieces.size());
-            ch.hash = options.algorithm == Algorithm::kPlan ? p : graph_hash(ch.graph);
+            // A plan's chunks are each their own (a rule may select some
+            // layers only), under each boundary option.
+            ch.hash = options.plan ? hash_mix(hash_mix(graph_hash(ch.graph), p), c) : graph_hash(ch.graph);
             ch.options = options;
             const std::string phase = "pipeline " + std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches, stage " +
                                       std::to_string(p + 1);
@@ -571,6 +577,38 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
   for (const StagePlan& sp : best.stage) result.stage.push_back(sp.info);
   result.search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+}  // namespace
+
+PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost, const SearchOptions& options,
+                                 const PipelineOptions& po) {
+  if (options.algorithm != Algorithm::kUnity || !options.plan) return search_pipeline(model, rules, cost, options, po);
+  // A plan whose unstated operators are searched: each chunk's search
+  // starts from the plan as stated, but a chunk's time alone is a proxy
+  // (its boundaries, its memory beside the other chunks of its stage), so
+  // the plan as stated, its rest one task each, is a candidate too. The
+  // faster joined plan wins; what neither gives is the search's error.
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchOptions as_stated = options;
+  as_stated.algorithm = Algorithm::kPlan;
+  std::optional<PipelineResult> stated;
+  try {
+    stated = search_pipeline(model, rules, cost, as_stated, po);
+  } catch (const Error&) {
+  }
+  std::optional<PipelineResult> searched;
+  try {
+    searched = search_pipeline(model, rules, cost, options, po);
+  } catch (const Error&) {
+    if (!stated) throw;
+  }
+  PipelineResult& best =
+      !searched || (stated && stated->search.strategy.estimate.time < searched->search.strategy.estimate.time) ? *stated : *searched;
+  if (searched && &best != &*searched)
+    best.search.explored += searched->search.explored, best.search.evaluated += searched->search.evaluated;
+  best.search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(best);
 }
 
 }  // namespace pcgx::search
