@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 
 #include <tbb/parallel_for.h>
@@ -225,7 +226,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // A written plan stating devices (numbered within each stage) is priced
   // by simulation, chunk by chunk and then whole. A written order's steps
   // need each chunk's backward apart, which the simulation does not give.
-  const bool placed = options.algorithm == Algorithm::kPlan && options.plan && assigns_devices(*options.plan);
+  const bool placed = options.plan && assigns_devices(*options.plan);
   if (placed && po.schedule == PipelineSchedule::kExplicit && !po.programs.empty())
     throw FieldError("PipelineOptions.programs", options.plan->source + " states devices, which a written stage order does not take yet");
   const int64_t devices = cost.devices();
@@ -433,7 +434,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
           for (size_t p = 0; p < pieces.size(); ++p) {
             const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
             const Graph& found = searched[p]->strategy.graph;
-            std::vector<NodeId> image;
+            std::vector<NodeId> image(found.size());  // found's nodes in the chunk's graph: the same, or pipelined after
+            std::iota(image.begin(), image.end(), NodeId{0});
             StagePlan sp{graphs[p], stated ? pipelined(found, M, p + 1 == pieces.size(), &image) : found, {}, {}, {}};
             sp.mapped = mapper.map(sp.graph);
             if (placed) {

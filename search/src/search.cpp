@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <span>
 
 #include "pcgx/pcg/error.h"
@@ -72,10 +73,48 @@ bool co_shards(const Placement& p) {
   return false;
 }
 
+// The stated devices of `plan` in `st` (its graph lowered from `model`,
+// `image` mapping the plan's operators into it), the rest as mapped,
+// priced by simulation. Where the mapping placed nothing (co-shard: more
+// tasks than devices), the operators no rule places are laid over the
+// devices in task order (fill_devices), and shard-level operators' pieces
+// sit with their readers (placement.h).
+void place_stated_devices(const Graph& model, const UserPlan& plan, std::span<const NodeId> image, const MachineMapper& mapper, Strategy& st) {
+  const int64_t devices = mapper.cost().devices();
+  const Placement unplaced(st.graph, st.views, devices);
+  for (const Node& n : st.graph.nodes())
+    if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && !st.views[static_cast<size_t>(n.id)].placed())
+      st.views[static_cast<size_t>(n.id)] = fill_devices(unplaced.tasks(n.id).grid.extents, devices);
+  assign_plan_devices(model, plan, devices, st.graph, image, st.views);
+  st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
+  // ZeRO keeps one block of a weight per device: co-sharded copies are not
+  // counted so yet.
+  if (mapper.cost().recipe().zero != ZeroStage::k0 && co_shards(Placement(st.graph, st.views, devices))) {
+    st.estimate.feasible = false;
+    st.estimate.infeasible = "the plan co-shards (several tasks of an operator on one device), which is not priced under ZeRO stage " +
+                             std::string(name(mapper.cost().recipe().zero)) + " yet";
+  }
+}
+
+// Per operator of plan_graph(model), its node in `found` by name (the
+// operators a plan states keep their names through the search of the
+// rest; plan_search checks so), -1 for one without a name there.
+std::vector<NodeId> image_by_name(const Graph& model, const UserPlan& plan, const Graph& found) {
+  const Graph g = plan_graph(model, plan);
+  std::map<std::string, NodeId> by_name;
+  for (const Node& n : found.nodes())
+    if (!n.name.empty()) by_name.emplace(n.name, n.id);
+  std::vector<NodeId> image(g.size(), -1);
+  for (const Node& n : g.nodes())
+    if (const auto it = by_name.find(n.name); !n.name.empty() && it != by_name.end()) image[static_cast<size_t>(n.id)] = it->second;
+  return image;
+}
+
 }  // namespace
 
 bool predicts_by_simulation(const SearchOptions& o) {
-  return o.algorithm == Algorithm::kMcmc || (o.algorithm == Algorithm::kPlan && o.plan && assigns_devices(*o.plan));
+  return o.algorithm == Algorithm::kMcmc ||
+         ((o.algorithm == Algorithm::kPlan || o.algorithm == Algorithm::kUnity) && o.plan && assigns_devices(*o.plan));
 }
 
 void validate(const SearchOptions& o) {
@@ -97,8 +136,6 @@ void validate(const SearchOptions& o) {
   if (o.plan && o.algorithm != Algorithm::kPlan && o.algorithm != Algorithm::kUnity)
     throw FieldError("SearchOptions.plan", "a plan is lowered as stated (SearchOptions.algorithm plan), or its unstated operators searched "
                                            "(unity), not searched with " + std::string(name(o.algorithm)));
-  if (o.plan && o.algorithm != Algorithm::kPlan && assigns_devices(*o.plan))
-    throw FieldError("SearchOptions.plan", o.plan->source + " states devices, which a search of its unstated operators does not keep yet");
   for (const int64_t d : o.degrees)
     if (d < 2) throw FieldError("SearchOptions.degrees", std::to_string(d) + " is not a parallel degree (at least 2)");
 }
@@ -116,7 +153,16 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult result;
   switch (options.algorithm) {
-    case Algorithm::kUnity: result = options.plan ? plan_search(model, rules, mapper, options) : unity_search(model, rules, mapper, options); break;
+    case Algorithm::kUnity:
+      if (!options.plan) {
+        result = unity_search(model, rules, mapper, options);
+        break;
+      }
+      result = plan_search(model, rules, mapper, options);
+      // The stated devices placed on what the search found, as for a plan lowered as written.
+      if (assigns_devices(*options.plan))
+        place_stated_devices(model, *options.plan, image_by_name(model, *options.plan, result.strategy.graph), mapper, result.strategy);
+      break;
     case Algorithm::kSequential: result = sequential_search(model, rules, mapper, options); break;
     case Algorithm::kExhaustive: result = exhaustive_search(model, rules, mapper, options); break;
     case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;
@@ -138,28 +184,7 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kPlan: {  // (on a pipeline stage's part of the model a rule may select nothing there)
       std::vector<NodeId> image;
       result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false, &image));
-      Strategy& st = result.strategy;
-      // The stated devices, the rest as mapped, priced by simulation. Where
-      // the mapping placed nothing (co-shard: more tasks than devices), the
-      // operators no rule places are laid over the devices in task order
-      // (fill_devices), and shard-level operators' pieces sit with their
-      // readers (placement.h).
-      if (assigns_devices(*options.plan)) {
-        const int64_t devices = mapper.cost().devices();
-        const Placement unplaced(st.graph, st.views, devices);
-        for (const Node& n : st.graph.nodes())
-          if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && !st.views[static_cast<size_t>(n.id)].placed())
-            st.views[static_cast<size_t>(n.id)] = fill_devices(unplaced.tasks(n.id).grid.extents, devices);
-        assign_plan_devices(model, *options.plan, devices, st.graph, image, st.views);
-        st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
-        // ZeRO keeps one block of a weight per device: co-sharded copies
-        // are not counted so yet.
-        if (mapper.cost().recipe().zero != ZeroStage::k0 && co_shards(Placement(st.graph, st.views, devices))) {
-          st.estimate.feasible = false;
-          st.estimate.infeasible = "the plan co-shards (several tasks of an operator on one device), which is not priced under ZeRO stage " +
-                                   std::string(name(mapper.cost().recipe().zero)) + " yet";
-        }
-      }
+      if (assigns_devices(*options.plan)) place_stated_devices(model, *options.plan, image, mapper, result.strategy);
       break;
     }
     case Algorithm::kMcmc: {

@@ -237,8 +237,6 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
       for (size_t t = 0; t < d.size(); ++t) pr.devices.push_back(whole(d[t], source, field + ".devices[" + std::to_string(t) + "]", 0));
       if (plan.pipeline && !plan.pipeline->programs.empty())
         throw FileError(source, field + ".devices", "a plan with a written stage order (pipeline.programs) does not state devices yet");
-      if (plan.unstated == Unstated::kSearch)
-        throw FileError(source, field + ".devices", "a plan whose unstated operators are searched places them by the search (not yet with devices stated)");
     }
     plan.rules.push_back(std::move(pr));
   }

@@ -290,8 +290,19 @@ TEST(PlanOption, StatedDevicesPlaceTheOperators) {
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [2, 9]}]})";
   expect_one_error_line(run("optimize mlp-tiny --plan " + bad.string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
                         "device 9 is not one of the 4 devices", out);
-  expect_one_error_line(run("optimize mlp-tiny --plan " + with.string() + " --search unity --machine dgx-h100 --devices 4 -o " + out.string()),
-                        "states devices, which a search of its unstated operators does not keep yet", out);
+  // A search of the unstated rest keeps the stated devices (and prices by simulation).
+  const fs::path searched = dir() / "placed_searched.json";
+  const auto u = run("optimize mlp-tiny --plan " + with.string() + " --search unity --machine dgx-h100 --devices 4 -o " + searched.string());
+  ASSERT_EQ(u.code, 0) << u.out;
+  EXPECT_NE(u.out.find("predicted (simulated)"), std::string::npos) << u.out;
+  std::ifstream in_searched(searched);
+  const nlohmann::json su = nlohmann::json::parse(in_searched);
+  int64_t searched_on_2 = 0;
+  for (const auto& node : su.at("graph").at("nodes"))
+    if (node.at("op") == "Linear")
+      for (const auto& v : su.at("views"))
+        if (v.at("node") == node.at("id")) searched_on_2 += v.at("start") == 2;
+  EXPECT_EQ(searched_on_2, 4) << su.at("views").dump();
 }
 
 // Devices in a pipelined plan are numbered within each stage: the shipped

@@ -322,8 +322,18 @@ TEST(UserPlan, StatedDevicesPlaceTheOperators) {
   EXPECT_NEAR(r.strategy.estimate.time, Simulator(r.strategy.graph, r.strategy.views, cm).time(), 1e-12);
   // plan show's format keeps them.
   EXPECT_EQ(plan_from_json(plan_to_json(plan), "again.json").rules[1].devices, (std::vector<int64_t>{0, 2, 1, 3}));
+  // A search of the unstated rest keeps them too, priced the same way.
   o.algorithm = Algorithm::kUnity;
-  EXPECT_THROW(optimize(g, RuleLibrary(none), MachineMapper(cm), o), FieldError);  // a search of the rest does not keep them yet
+  EXPECT_TRUE(predicts_by_simulation(o));
+  const SearchResult u = optimize(g, RuleLibrary(none), MachineMapper(cm), o);
+  int64_t kept = 0;
+  for (const Node& n : u.strategy.graph.nodes())
+    if (n.name == "dense2") {
+      EXPECT_EQ(u.strategy.views[static_cast<size_t>(n.id)].start, 6);
+      ++kept;
+    }
+  EXPECT_EQ(kept, 1);
+  EXPECT_NEAR(u.strategy.estimate.time, Simulator(u.strategy.graph, u.strategy.views, cm).time(), 1e-12);
 }
 
 TEST(UserPlan, StatedDevicesMistakesNameTheRule) {
