@@ -11,6 +11,7 @@ namespace pcgx::search {
 
 struct MachineMapper::Impl {
   Cache cache;
+  ChoiceCache choices;
   std::mutex refused_mu;
   MemoryRefusals refused;
   // Records a graph refused for needing `need` bytes on its fullest
@@ -32,29 +33,40 @@ std::vector<int64_t> Problem::splits(int64_t size) const {
 }
 
 // The best way to run children[a..b) (sorted) of a parallel node on [lo, lo+size);
-// `choice` receives (j, s): split before j with s devices for the first group, or (0, 0) sequential.
+// `memo.best` receives (j, s): split before j with s devices for the first group, or (0, 0) sequential.
 Result Problem::group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo) const {
   auto key = std::make_tuple(a, b, lo, size);
-  if (auto it = memo.find(key); it != memo.end()) return it->second.first;
+  if (auto it = memo.best.find(key); it != memo.best.end()) return it->second.first;
   Result best = zero();
   for (size_t i = a; i < b; ++i) best = series(best, solve(kids[i], lo, size));
   std::pair<size_t, int64_t> choice{0, 0};
   if (b - a > 1 && size > 1) {
     const bool few = b - a <= 12;
+    const std::vector<int64_t> sizes = splits(size);
+    // The later part's boundary tensors move from [lo, ...) to [lo + s, ...):
+    // each child's move priced once per (lo, s).
+    std::vector<const std::vector<double>*> moved;
+    for (int64_t s : sizes) {
+      std::vector<double>& per = memo.moves[{lo, lo + s}];
+      if (per.empty())
+        for (int kid : kids) per.push_back(move(kid, lo, lo + s));
+      moved.push_back(&per);
+    }
     for (size_t j = a + 1; j < b; ++j) {
       if (!few && j != a + (b - a) / 2) continue;
-      for (int64_t s : splits(size)) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const int64_t s = sizes[k];
         Result x = group(kids, a, j, lo, s, memo);
         Result y = group(kids, j, b, lo + s, size - s, memo);
         double ymove = 0;
-        for (size_t i = j; i < b; ++i) ymove += move(kids[i], lo, lo + s);
+        for (size_t i = j; i < b; ++i) ymove += (*moved[k])[i];
         y.time += ymove, y.comm += ymove, y.backward += ymove / 2;
         Result m = x.time >= y.time ? x : y;
         if (m.time < best.time) best = m, choice = {j, s};
       }
     }
   }
-  memo[key] = {best, choice};
+  memo.best[key] = {best, choice};
   return best;
 }
 
@@ -78,8 +90,10 @@ Result Problem::solve(int t, int64_t lo, int64_t size) const {
     for (int c : s.children) r = series(r, solve(c, lo, size));
   } else {
     const auto kids = sorted_children(t, lo, size);
-    Memo memo;
-    r = group(kids, 0, kids.size(), lo, size, memo);
+    auto memo = std::make_shared<Memo>();
+    r = group(kids, 0, kids.size(), lo, size, *memo);
+    memo->moves.clear();
+    if (choices) choices->emplace(key, std::move(memo));
   }
   cache.emplace(key, r);
   return r;
@@ -97,14 +111,21 @@ void Problem::assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& 
     for (int c : s.children) assign(c, lo, size, views, at);
   } else {
     const auto kids = sorted_children(t, lo, size);
+    // The choices solving it made, where kept (the same children, sorted
+    // alike); else its DP again.
+    if (choices)
+      if (const auto it = choices->find(Key{tree_hash[static_cast<size_t>(t)], lo, size}); it != choices->end()) {
+        assign_group(kids, 0, kids.size(), lo, size, *it->second, views, at);
+        return;
+      }
     Memo memo;
     group(kids, 0, kids.size(), lo, size, memo);
     assign_group(kids, 0, kids.size(), lo, size, memo, views, at);
   }
 }
-void Problem::assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo,
+void Problem::assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, const Memo& memo,
                   std::vector<MachineView>& views, Resources& at) const {
-  const auto [j, s] = memo.at(std::make_tuple(a, b, lo, size)).second;
+  const auto [j, s] = memo.best.at(std::make_tuple(a, b, lo, size)).second;
   if (s == 0) {
     for (size_t i = a; i < b; ++i) assign(kids[i], lo, size, views, at);
     return;
@@ -223,7 +244,7 @@ size_t MachineMapper::cache_size() const {
 }
 
 double MachineMapper::time(const Graph& g) const {
-  Problem p(g, cost_, impl_->cache);
+  Problem p(g, cost_, impl_->cache, &impl_->choices);
   if (p.tree.root < 0) return 0;
   const Solved solved = solve_and_place(p, cost_.devices());
   const Mapped& m = solved.m;
@@ -239,7 +260,7 @@ double MachineMapper::time(const Graph& g) const {
 
 Strategy MachineMapper::map(const Graph& g) const {
   Strategy s{g, std::vector<MachineView>(g.size()), {}};
-  Problem p(g, cost_, impl_->cache);
+  Problem p(g, cost_, impl_->cache, &impl_->choices);
   Estimate& e = s.estimate;
   if (p.tree.root < 0) {
     e.feasible = true, e.time = 0;

@@ -31,8 +31,8 @@ int64_t task_count(const Graph& g, const Node& n) {
   return n.outputs.empty() ? 1 : n.outputs[0].num_shards();
 }
 
-Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca)
-  : g(graph), cost(cm), cache(ca), layouts(source_layouts(graph)), place(graph, canonical_views(graph), cm.devices()) {
+Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache* ch)
+  : g(graph), cost(cm), cache(ca), choices(ch), layouts(source_layouts(graph)), place(graph, canonical_views(graph), cm.devices()) {
   active.assign(g.size(), 0);
   for (const Node& n : g.nodes())
     active[static_cast<size_t>(n.id)] = n.op->op_class != OpClass::kSource && !layouts.is_layout(g, n.id);

@@ -4,6 +4,7 @@
 // (view_refinement.cpp) improves. See machine_mapping.h.
 #include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 
@@ -56,7 +57,19 @@ int64_t task_count(const Graph& g, const Node& n);
 // reader-writer lock here spent a tenth of Inception-v3's search at 192
 // devices waking threads.
 using Cache = tbb::concurrent_unordered_map<Key, Result, KeyHash>;
-using Memo = std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>>;
+// One parallel node's DP over its children (Problem::group): per range of
+// its sorted children and resource, the best result and the choice (split
+// before child j with s devices for the first part, or (0, 0): one after
+// another); and while it runs, per (from, to), each child's boundary
+// move.
+struct Memo {
+  std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>> best;
+  std::map<std::pair<int64_t, int64_t>, std::vector<double>> moves;
+};
+// The choices of each parallel node solved, shared like Cache: placing a
+// graph (Problem::assign) reads them where solving it found the node's
+// result in Cache, instead of running the node's DP again.
+using ChoiceCache = tbb::concurrent_unordered_map<Key, std::shared_ptr<const Memo>, KeyHash>;
 using Resources = std::vector<std::pair<int64_t, int64_t>>;  // per node: (lo, size) of its resource
 
 // Everything about one graph the DP needs.
@@ -64,6 +77,7 @@ struct Problem {
   const Graph& g;
   const CostModel& cost;
   Cache& cache;
+  ChoiceCache* choices;  // null: none kept
 
   SourceLayouts layouts;
   Placement place;                           // compute operators at start 0, stride 1
@@ -78,7 +92,7 @@ struct Problem {
   SPTree tree;
   std::vector<uint64_t> tree_hash;
 
-  Problem(const Graph& graph, const CostModel& cm, Cache& ca);
+  Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache* ch = nullptr);
 
   // Structure and hashing (mapping_problem.cpp).
   void hash_nodes();
@@ -111,7 +125,7 @@ struct Problem {
   std::vector<int> sorted_children(int t, int64_t lo, int64_t size) const;
   Result solve(int t, int64_t lo, int64_t size) const;
   void assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& views, Resources& at) const;
-  void assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo,
+  void assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, const Memo& memo,
                     std::vector<MachineView>& views, Resources& at) const;
   std::vector<double> busy(const Resources& at, const std::vector<Result>& leaves) const;
 };

@@ -176,7 +176,7 @@ SimulationSummary Simulator::summary() const {
     }
     // A bucket held back on its links by the backward's own collectives
     // (in the background, timeline.h): that wait is communication.
-    if (const TimedTask& x = timeline_.task(t); !x.background.empty()) s.communication += std::max(0.0, x.end - x.start - d);
+    if (const TimedTask& task = timeline_.task(t); !task.background.empty()) s.communication += std::max(0.0, task.end - task.start - d);
     if (k == SimKind::kSync || k == SimKind::kShardGather) s.sync += d;
     else if (info_[static_cast<size_t>(t)].communication()) s.communication += d;
     else s.compute += d;
