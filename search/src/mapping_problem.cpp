@@ -211,6 +211,33 @@ double Problem::update_seconds(const Placement& p, NodeId id, int64_t lo) const 
   return cost.update_time(bytes);
 }
 
+double Problem::update_seconds_on(const Placement& p, NodeId id, int64_t device) const {
+  const Node& n = g.node(id);
+  const TaskTable& tt = p.tasks(id);
+  const auto& dev = p.task_devices(id);
+  const bool sharded = shards_optimizer(cost.recipe().zero);
+  std::set<std::pair<size_t, int64_t>> seen;  // (input, shard or block)
+  double bytes = 0;
+  for (int64_t t = 0; t < tt.tasks; ++t) {
+    if (dev[static_cast<size_t>(t)] != device) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const TensorRef w = n.inputs[i];
+      if (!layouts.weight(w)) continue;
+      const ParallelTensorShape& s = g.shape(w);
+      const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i], blocks = s.num_blocks();
+      if (!seen.insert({i, sharded ? shard % blocks : shard}).second) continue;
+      double share = shard_bytes(s);
+      if (sharded) {
+        std::set<int64_t> holders;
+        for (int64_t c = 0; c < s.replica; ++c) holders.insert(p.owner(w, c * blocks + shard % blocks));
+        share /= static_cast<double>(holders.size());
+      }
+      bytes += share;
+    }
+  }
+  return cost.update_time(bytes);
+}
+
 uint32_t Problem::comm_levels(const Placement& p, NodeId id) const {
   const Machine& m = cost.machine();
   uint32_t out = 0;

@@ -111,6 +111,10 @@ struct Problem {
   // The optimizer update of the weights compute node `id` reads, on one of
   // its devices: all of each, or 1/r of it under ZeRO (r: its sync group).
   double update_seconds(const Placement& p, NodeId id, int64_t lo) const;
+  // The same where several of the node's tasks share `device` (co-shard):
+  // each weight shard the device's tasks read updated once, or under ZeRO
+  // each block's share once (1/r, r the devices holding the block).
+  double update_seconds_on(const Placement& p, NodeId id, int64_t device) const;
   Result comm(const Placement& p, NodeId id, int64_t lo) const;  // communication only (comm, sync, backward)
   // The link levels node `id`'s messages cross under `p` (bit l: level l):
   // a layout change's moves (with its fused tail's), a compute node's

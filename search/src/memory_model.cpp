@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/pcg/recompute_plan.h"
@@ -75,18 +76,29 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   };
   const ParamBytes per = param_bytes(precision, recipe.optimizer);
   // Under ZeRO what the stage shards is split over the devices holding the
-  // same block (`group` of them).
-  auto weight = [&](int64_t d, const ParallelTensorShape& s, int64_t group) {
+  // same block (`group` of them): one share per device, however many of
+  // the block's replicas it holds (co-shard), as the runtime's buckets
+  // keep it. What the stage does not shard is held per shard.
+  const bool opt_sharded = shards_optimizer(recipe.zero), grad_sharded = shards_gradients(recipe.zero);
+  const bool weight_sharded = shards_weights(recipe.zero);
+  auto per_shard = [&](int64_t d, const ParallelTensorShape& s) {
+    if (d < 0 || d >= devices) return;
+    const auto elements = static_cast<double>(s.shard_elements());
+    DeviceMemory& m = mem[static_cast<size_t>(d)];
+    if (!weight_sharded) m.weights += elements * static_cast<double>(per.weight);
+    if (!opt_sharded) m.master += elements * static_cast<double>(per.master);
+    if (!grad_sharded) m.gradients += elements * static_cast<double>(per.gradient);
+    if (!opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer);
+  };
+  auto per_block = [&](int64_t d, const ParallelTensorShape& s, int64_t group) {
     if (d < 0 || d >= devices) return;
     const auto elements = static_cast<double>(s.shard_elements());
     const double r = static_cast<double>(group);
-    const double opt = shards_optimizer(recipe.zero) ? r : 1.0, grad = shards_gradients(recipe.zero) ? r : 1.0;
-    const double held = shards_weights(recipe.zero) ? r : 1.0;
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    m.weights += elements * static_cast<double>(per.weight) / held;
-    m.master += elements * static_cast<double>(per.master) / opt;
-    m.gradients += elements * static_cast<double>(per.gradient) / grad;
-    m.optimizer += elements * static_cast<double>(per.optimizer) / opt;
+    if (weight_sharded) m.weights += elements * static_cast<double>(per.weight) / r;
+    if (opt_sharded) m.master += elements * static_cast<double>(per.master) / r;
+    if (grad_sharded) m.gradients += elements * static_cast<double>(per.gradient) / r;
+    if (opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer) / r;
   };
   // The distinct devices holding the block of weight shard `shard`.
   auto group_of = [&](TensorRef w, int64_t shard) {
@@ -97,6 +109,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     return static_cast<int64_t>(holders.size());
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
+  std::set<std::tuple<TensorRef, int64_t, int64_t>> blocks_held;  // (weight, block, device) under ZeRO
   // ZeRO 3: per device, the weights each operator gathers there, in model
   // order (two operators' at most are held at once: cost_model.h).
   std::vector<std::vector<std::pair<NodeId, double>>> gathered(static_cast<size_t>(devices));
@@ -127,8 +140,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
           const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard);
           // Each weight shard once, on its owner: copies read by several
           // tasks there count once, and a co-sharded operator's shards
-          // (several tasks on one device) each.
-          if (weights_held.insert({w, shard}).second) weight(d, g.shape(w), group);
+          // (several tasks on one device) each; what ZeRO shards, once per
+          // block a device holds.
+          if (weights_held.insert({w, shard}).second) per_shard(d, g.shape(w));
+          if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, g.shape(w), group);
           if (shards_weights(recipe.zero) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, d}).second) {
             auto& list = gathered[static_cast<size_t>(d)];
             if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);

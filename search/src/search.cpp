@@ -62,17 +62,6 @@ MachineView fill_devices(std::span<const int64_t> extents, int64_t devices) {
   return v;
 }
 
-// Whether two tasks of some compute operator run on one device.
-bool co_shards(const Placement& p) {
-  for (const Node& n : p.graph().nodes()) {
-    if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) continue;
-    std::vector<int64_t> d = p.task_devices(n.id);
-    std::sort(d.begin(), d.end());
-    if (std::adjacent_find(d.begin(), d.end()) != d.end()) return true;
-  }
-  return false;
-}
-
 // The stated devices of `plan` in `st` (its graph lowered from `model`,
 // `image` mapping the plan's operators into it), the rest as mapped,
 // priced by simulation. Where the mapping placed nothing (co-shard: more
@@ -87,13 +76,6 @@ void place_stated_devices(const Graph& model, const UserPlan& plan, std::span<co
       st.views[static_cast<size_t>(n.id)] = fill_devices(unplaced.tasks(n.id).grid.extents, devices);
   assign_plan_devices(model, plan, devices, st.graph, image, st.views);
   st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
-  // ZeRO keeps one block of a weight per device: co-sharded copies are not
-  // counted so yet.
-  if (mapper.cost().recipe().zero != ZeroStage::k0 && co_shards(Placement(st.graph, st.views, devices))) {
-    st.estimate.feasible = false;
-    st.estimate.infeasible = "the plan co-shards (several tasks of an operator on one device), which is not priced under ZeRO stage " +
-                             std::string(name(mapper.cost().recipe().zero)) + " yet";
-  }
 }
 
 // Per operator of plan_graph(model), its node in `found` by name (the

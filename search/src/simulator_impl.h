@@ -475,13 +475,15 @@ struct Simulator::Impl {
         b.nodes.push_back(n.id);
         if (b.bytes >= cost.sync_bucket_bytes()) close(b, N - 1 - k, n.id);
       }
-      // The optimizer update of the weights this node reads, on each device running it.
+      // The optimizer update of the weights this node reads, on each device
+      // running it (what each holds where its tasks co-shard).
       const double seconds = problem.update_seconds(*place, n.id, 0);
       if (seconds <= 0) continue;
       std::vector<int64_t> devs = place->task_devices(n.id);
+      const size_t tasks = devs.size();
       std::sort(devs.begin(), devs.end());
       devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
-      for (int64_t d : devs) update[static_cast<size_t>(d)] += seconds;
+      for (int64_t d : devs) update[static_cast<size_t>(d)] += devs.size() == tasks ? seconds : problem.update_seconds_on(*place, n.id, d);
     }
     for (auto& [key, b] : open)
       if (b.bytes > 0) close(b, N, -1);

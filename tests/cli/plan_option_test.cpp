@@ -244,6 +244,17 @@ TEST(PlanOption, TheShippedCoShardPlanTrainsAsDataParallelism) {
   ASSERT_EQ(plain.code, 0) << plain.out;
   EXPECT_EQ(loss_line(coshard.out), loss_line(plain.out));
   EXPECT_NE(coshard.out.find("predicted"), std::string::npos) << coshard.out;
+  // Under every ZeRO stage too (the plan's "zero"): each device keeps one
+  // share of a block whatever the replicas of it it holds.
+  nlohmann::json shipped = nlohmann::json::parse(std::ifstream(kPlans + "gpt-coshard-heads-2.json"));
+  for (int zero : {1, 2, 3}) {
+    shipped["zero"] = zero;
+    const fs::path p = dir() / ("coshard-zero" + std::to_string(zero) + ".json");
+    std::ofstream(p) << shipped.dump();
+    const auto z = run("run gpt-tiny --plan " + p.string() + " --devices 2 --steps 3 --no-report --no-plot");
+    ASSERT_EQ(z.code, 0) << z.out;
+    EXPECT_EQ(loss_line(z.out), loss_line(plain.out)) << zero;
+  }
 }
 
 // A rule's devices: its operators run there (the strategy's views say

@@ -427,7 +427,7 @@ TEST(UserPlan, CoShardedTasksShareADevice) {
 // More tasks than devices (co-shard) leave the mapping nothing to place:
 // the operators no rule places, the bias scaling the lowering inserts
 // included, are laid over the machine's devices in task order; under ZeRO
-// a co-sharding plan is refused with its reason (not priced yet).
+// too.
 TEST(UserPlan, CoShardBeyondTheDevicesPlacesTheRestOnTheMachine) {
   const Graph g = build_model("gpt-tiny", {{"batch", 4}});
   const auto plan = std::make_shared<const UserPlan>(plan_text(R"([{"select": {}, "partition": {"samples": 2}},
@@ -449,8 +449,51 @@ TEST(UserPlan, CoShardBeyondTheDevicesPlacesTheRestOnTheMachine) {
   zero1.zero = ZeroStage::k1;
   const CostModel sharded(toy_machine().with_devices(2), toy_efficiency(), {}, {}, zero1);
   const SearchResult z = optimize(g, RuleLibrary(none), MachineMapper(sharded), o);
-  EXPECT_FALSE(z.strategy.estimate.feasible);
-  EXPECT_NE(z.strategy.estimate.infeasible.find("not priced under ZeRO stage 1 yet"), std::string::npos) << z.strategy.estimate.infeasible;
+  EXPECT_TRUE(z.strategy.estimate.feasible) << z.strategy.estimate.infeasible;
+}
+
+// Co-shard under ZeRO: a device holding several replicas of a weight's
+// block keeps one share of what the stage shards, as the runtime's
+// buckets do (over the distinct devices holding the block), and updates
+// it once; without ZeRO each replica keeps and updates its own. So under
+// ZeRO the optimizer state and the update per device are those of the
+// blocks alone, and without ZeRO twice theirs.
+TEST(UserPlan, CoShardedReplicasShareWhatZeroShards) {
+  const Graph g = build_model("mlp-tiny", {{"batch", 8}});
+  static const Ruleset none;
+  auto planned = [&](const std::string& rule, ZeroStage zero) {
+    SearchOptions o;
+    o.algorithm = Algorithm::kPlan;
+    o.plan = std::make_shared<const UserPlan>(plan_text("[" + rule + "]"));
+    TrainingRecipe recipe;
+    recipe.zero = zero;
+    const CostModel cm(toy_machine().with_devices(2), toy_efficiency(), {}, {}, recipe);
+    const SearchResult r = optimize(g, RuleLibrary(none), MachineMapper(cm), o);
+    EXPECT_TRUE(r.strategy.estimate.feasible) << r.strategy.estimate.infeasible;
+    const Placement place(r.strategy.graph, r.strategy.views, 2);
+    return std::make_pair(memory_breakdown(place, recipe)[0], Simulator(r.strategy.graph, r.strategy.views, cm).summary().update);
+  };
+  // Each Linear split by samples and output columns, the two sample halves
+  // of a column block on one device: device 0 holds both replicas of
+  // block 0. Apart: the same blocks, one replica each.
+  const std::string coshard = R"({"select": {"op": "Linear"}, "partition": {"samples": 2, "out": 2}, "devices": [0, 1, 0, 1]})";
+  const std::string apart = R"({"select": {"op": "Linear"}, "partition": {"out": 2}, "devices": [0, 1]})";
+  const auto [c1, cu1] = planned(coshard, ZeroStage::k1);
+  const auto [a1, au1] = planned(apart, ZeroStage::k1);
+  EXPECT_DOUBLE_EQ(c1.optimizer, a1.optimizer);
+  EXPECT_DOUBLE_EQ(c1.master, a1.master);
+  EXPECT_DOUBLE_EQ(c1.weights, 2 * a1.weights);  // stage 1 keeps each replica's weights
+  EXPECT_NEAR(cu1, au1, 1e-12);
+  const auto [c0, cu0] = planned(coshard, ZeroStage::k0);
+  const auto [a0, au0] = planned(apart, ZeroStage::k0);
+  EXPECT_DOUBLE_EQ(c0.optimizer, 2 * a0.optimizer);
+  EXPECT_NEAR(cu0, 2 * au0, 1e-12);
+  EXPECT_GT(a0.optimizer, 0);
+  EXPECT_GT(au0, 0);
+  const auto [c3, cu3] = planned(coshard, ZeroStage::k3);
+  const auto [a3, au3] = planned(apart, ZeroStage::k3);
+  EXPECT_DOUBLE_EQ(c3.weights, a3.weights);
+  EXPECT_DOUBLE_EQ(c3.gradients, a3.gradients);
 }
 
 }  // namespace
