@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <span>
 
 #include "pcgx/pcg/error.h"
@@ -62,6 +63,67 @@ MachineView fill_devices(std::span<const int64_t> extents, int64_t devices) {
   return v;
 }
 
+// The mapping placed the unstated operators as if it placed every
+// operator. Each unstated compute operator may take the view of a compute
+// operator next to it (through the layout changes between them) whose
+// task grid is the same, e.g. follow a stated operator onto its devices;
+// a change is kept where the plan simulates faster (delta simulation),
+// sweep after sweep until none changes anything, and all are undone where
+// the result no longer fits in memory.
+void follow_stated_devices(Strategy& st, std::span<const NodeId> stated, const CostModel& cost) {
+  const Graph& g = st.graph;
+  const int64_t devices = cost.devices();
+  const Placement place(g, st.views, devices);
+  auto compute = [&](NodeId x) {
+    const Node& n = g.node(x);
+    return n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs);
+  };
+  // Per compute operator, the compute operators next to it through parallel ones.
+  const auto consumers = g.consumers();
+  std::vector<std::vector<NodeId>> next(g.size());
+  for (const Node& n : g.nodes()) {
+    if (!compute(n.id)) continue;
+    std::vector<NodeId> stack{n.id};
+    std::set<NodeId> seen{n.id};
+    while (!stack.empty()) {
+      const NodeId x = stack.back();
+      stack.pop_back();
+      for (const auto& [c, input] : consumers[static_cast<size_t>(x)]) {
+        if (!seen.insert(c).second) continue;
+        if (compute(c)) next[static_cast<size_t>(n.id)].push_back(c), next[static_cast<size_t>(c)].push_back(n.id);
+        else if (g.node(c).op->op_class == OpClass::kParallel) stack.push_back(c);
+      }
+    }
+  }
+  std::vector<char> fixed(g.size(), 0);
+  for (NodeId n : stated) fixed[static_cast<size_t>(n)] = 1;
+  const std::vector<MachineView> before = st.views;
+  Simulator sim(g, st.views, cost);
+  double best = sim.time();
+  constexpr int kSweeps = 3;
+  for (int sweep = 0; sweep < kSweeps; ++sweep) {
+    bool changed = false;
+    for (const Node& n : g.nodes()) {
+      if (!compute(n.id) || fixed[static_cast<size_t>(n.id)]) continue;
+      const auto& extents = place.tasks(n.id).grid.extents;
+      for (NodeId m : next[static_cast<size_t>(n.id)]) {
+        const MachineView& v = st.views[static_cast<size_t>(m)];
+        if (!v.placed() || v == st.views[static_cast<size_t>(n.id)] || place.tasks(m).grid.extents != extents) continue;
+        const MachineView old = st.views[static_cast<size_t>(n.id)];
+        sim.set_view(n.id, v);
+        if (sim.time() < best * (1 - 1e-12)) {
+          best = sim.time(), st.views[static_cast<size_t>(n.id)] = v, changed = true;
+        } else {
+          sim.set_view(n.id, old);
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  const std::vector<double> memory = sim.memory();
+  if (!memory.empty() && *std::max_element(memory.begin(), memory.end()) > sim.capacity()) st.views = before;
+}
+
 // The stated devices of `plan` in `st` (its graph lowered from `model`,
 // `image` mapping the plan's operators into it), the rest as mapped,
 // priced by simulation. Where the mapping placed nothing (co-shard: more
@@ -74,7 +136,8 @@ void place_stated_devices(const Graph& model, const UserPlan& plan, std::span<co
   for (const Node& n : st.graph.nodes())
     if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && !st.views[static_cast<size_t>(n.id)].placed())
       st.views[static_cast<size_t>(n.id)] = fill_devices(unplaced.tasks(n.id).grid.extents, devices);
-  assign_plan_devices(model, plan, devices, st.graph, image, st.views);
+  const std::vector<NodeId> stated = assign_plan_devices(model, plan, devices, st.graph, image, st.views);
+  follow_stated_devices(st, stated, mapper.cost());
   st.estimate = simulated_estimate(Simulator(st.graph, st.views, mapper.cost()));
 }
 

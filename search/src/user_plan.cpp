@@ -375,8 +375,9 @@ bool assigns_devices(const UserPlan& plan) {
   return std::any_of(plan.rules.begin(), plan.rules.end(), [](const PlanRule& r) { return !r.devices.empty(); });
 }
 
-void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered, std::span<const NodeId> image,
-                         std::vector<MachineView>& views) {
+std::vector<NodeId> assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered,
+                                        std::span<const NodeId> image, std::vector<MachineView>& views) {
+  std::vector<NodeId> placed;
   // The operators of the model each rule decides, as lower_plan lowered
   // them (not the conversions it inserted, which no rule selects).
   const Graph g = plan_graph(model, plan);
@@ -420,7 +421,9 @@ void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devic
       throw Error(where + ": these devices are not a machine view over its tasks (" + dims +
                   "): task t runs on the first device plus, per dimension, its index times a stride (0: co-shard, on one device)");
     views[static_cast<size_t>(id)] = v;
+    placed.push_back(id);
   }
+  return placed;
 }
 
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects, std::vector<NodeId>* image) {

@@ -452,6 +452,42 @@ TEST(UserPlan, CoShardBeyondTheDevicesPlacesTheRestOnTheMachine) {
   EXPECT_TRUE(z.strategy.estimate.feasible) << z.strategy.estimate.infeasible;
 }
 
+// The operators around a stated one may follow it: one Linear of a
+// data-parallel MLP stated on devices 2 and 3 of 4, the rest data parallel
+// unstated. The mapping puts the rest on devices 0 and 1; an operator next
+// to the stated one takes its view where the plan then simulates faster.
+// Here the first Linear follows it (no transfer between them, and the two
+// halves' gradients synchronized on different links): faster than the
+// mapping's placement with only the stated Linear moved.
+TEST(UserPlan, UnstatedOperatorsFollowTheStatedDevices) {
+  const Graph g = build_model("mlp-tiny", {{"batch", 8}, {"hidden", 256}});
+  static const Ruleset none;
+  const CostModel cm(toy_machine().with_devices(4), toy_efficiency());
+  auto planned = [&](const std::string& rules) {
+    SearchOptions o;
+    o.algorithm = Algorithm::kPlan;
+    o.plan = std::make_shared<const UserPlan>(plan_text(rules));
+    return optimize(g, RuleLibrary(none), MachineMapper(cm), o).strategy;
+  };
+  const Strategy placed = planned(R"([{"select": {}, "partition": {"samples": 2}},
+      {"select": {"name": "dense1"}, "partition": {"samples": 2}, "devices": [2, 3]}])");
+  const Strategy mapped = planned(R"([{"select": {}, "partition": {"samples": 2}}])");
+  ASSERT_TRUE(placed.estimate.feasible) << placed.estimate.infeasible;
+  ASSERT_EQ(placed.graph.size(), mapped.graph.size());
+  std::vector<MachineView> unfollowed = mapped.views;  // the mapping's views, the stated Linear moved
+  for (const Node& n : placed.graph.nodes()) {
+    if (n.name == "dense1") {
+      EXPECT_EQ(placed.views[static_cast<size_t>(n.id)].start, 2);
+      unfollowed[static_cast<size_t>(n.id)] = placed.views[static_cast<size_t>(n.id)];
+    }
+    if (n.name == "dense0") {
+      EXPECT_EQ(placed.views[static_cast<size_t>(n.id)].start, 2);  // followed
+    }
+  }
+  EXPECT_NEAR(placed.estimate.time, Simulator(placed.graph, placed.views, cm).time(), 1e-12);
+  EXPECT_LT(placed.estimate.time, Simulator(placed.graph, unfollowed, cm).time());
+}
+
 // Co-shard under ZeRO: a device holding several replicas of a weight's
 // block keeps one share of what the stage shards, as the runtime's
 // buckets do (over the distinct devices holding the block), and updates

@@ -175,9 +175,10 @@ bool assigns_devices(const UserPlan& plan);
 // pipeline offsets them to the stage's first device. Throws pcgx::Error
 // naming the plan, the rule and the operator for a device count other
 // than its tasks, a device not below `devices`, or devices no view
-// states (the grid's dimensions named).
-void assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered, std::span<const NodeId> image,
-                         std::vector<MachineView>& views);
+// states (the grid's dimensions named). Returns the nodes of `lowered` it
+// placed.
+std::vector<NodeId> assign_plan_devices(const Graph& model, const UserPlan& plan, int64_t devices, const Graph& lowered,
+                                        std::span<const NodeId> image, std::vector<MachineView>& views);
 
 // The plan a parallelized PCG amounts to (pcgx plan show): each named
 // compute operator's task grid as its kinds and degrees (the kind
