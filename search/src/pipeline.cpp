@@ -224,11 +224,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // by the layers a rule selects, so none shares another's lowering).
   const bool stated = options.algorithm == Algorithm::kMegatron || options.algorithm == Algorithm::kPlan;
   // A written plan stating devices (numbered within each stage) is priced
-  // by simulation, chunk by chunk and then whole. A written order's steps
-  // need each chunk's backward apart, which the simulation does not give.
+  // by simulation, chunk by chunk and then whole.
   const bool placed = options.plan && assigns_devices(*options.plan);
-  if (placed && po.schedule == PipelineSchedule::kExplicit && !po.programs.empty())
-    throw FieldError("PipelineOptions.programs", options.plan->source + " states devices, which a written stage order does not take yet");
   const int64_t devices = cost.devices();
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();

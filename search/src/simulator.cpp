@@ -172,8 +172,11 @@ SimulationSummary Simulator::summary() const {
     const SimKind k = info_[static_cast<size_t>(t)].kind;
     if (const Impl::Body* b = x.body(static_cast<size_t>(t))) {  // a chunk step: its body's own critical path
       s.communication += b->communication, s.compute += d - b->communication;
+      if (k == SimKind::kBackward) s.backward += d;
       continue;
     }
+    if (k == SimKind::kBackward || k == SimKind::kGradientTransfer || (k == SimKind::kCollective && info_[static_cast<size_t>(t)].index == 1))
+      s.backward += d;
     // A bucket held back on its links by the backward's own collectives
     // (in the background, timeline.h): that wait is communication.
     if (const TimedTask& task = timeline_.task(t); !task.background.empty()) s.communication += std::max(0.0, task.end - task.start - d);
@@ -194,6 +197,7 @@ Estimate simulated_estimate(const Simulator& s) {
   // Exposed sync as the cost model counts it: past the backward pass.
   e.compute = sum.compute, e.update = sum.update, e.overhead = sum.overhead, e.once = sum.update + sum.sync_past + sum.gather;
   e.gather = sum.gather;
+  e.backward = sum.backward;
   e.communication = sum.communication + sum.sync;
   e.sync = sum.sync_total, e.sync_hidden = std::max(0.0, sum.sync_total - sum.sync_past), e.buckets = sum.buckets;
   double idle = 0;

@@ -286,7 +286,7 @@ struct Simulator::Impl {
         for (size_t o = 0; o < g.node(last).outputs.size(); ++o) gradient_sources({last, static_cast<int32_t>(o)}, -1, preds);
         const bool collective = n.op->op_class == OpClass::kParallel;
         u.bwd = add(order_of(1, N - 1 - static_cast<uint64_t>(last), 0), preds,
-                    {collective ? SimKind::kCollective : SimKind::kBackward, n.id, 0, -1});
+                    {collective ? SimKind::kCollective : SimKind::kBackward, n.id, collective ? 1 : 0, -1});
       }
     }
     tail_start = static_cast<TaskId>(tl.size());

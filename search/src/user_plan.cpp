@@ -235,8 +235,6 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
       const json& d = rule["devices"];
       if (!d.is_array() || d.empty()) throw FileError(source, field + ".devices", "expected a non-empty array of device numbers, one per task");
       for (size_t t = 0; t < d.size(); ++t) pr.devices.push_back(whole(d[t], source, field + ".devices[" + std::to_string(t) + "]", 0));
-      if (plan.pipeline && !plan.pipeline->programs.empty())
-        throw FileError(source, field + ".devices", "a plan with a written stage order (pipeline.programs) does not state devices yet");
     }
     plan.rules.push_back(std::move(pr));
   }

@@ -365,6 +365,20 @@ TEST(PlanOption, DevicesInAPipelinedPlanCountWithinTheStage) {
   const auto fed = run("optimize gpt-tiny --plan " + shown.string() + " --machine dgx-h100 --devices 4 -o " + again.string());
   ASSERT_EQ(fed.code, 0) << fed.out;
   EXPECT_NEAR(predicted_ms(fed.out), predicted_ms(r.out), 1e-9) << fed.out;
+  // Beside a written stage order too: priced by simulating the order as written, trained alike.
+  nlohmann::json written = nlohmann::json::parse(std::ifstream(kPlans + "gpt-coshard-pipeline-4.json"));
+  written["pipeline"]["programs"] = {"F0 F1 B0 B1", "F0 B0 F1 B1"};
+  const fs::path written_plan = dir() / "coshard_written.json", written_out = dir() / "coshard_written.strategy.json";
+  std::ofstream(written_plan) << written.dump();
+  const auto w = run("optimize gpt-tiny --plan " + written_plan.string() + " --machine dgx-h100 --devices 4 -o " + written_out.string());
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_NE(w.out.find("explicit, the plan's"), std::string::npos) << w.out;
+  const auto ws = run("simulate " + written_out.string());
+  ASSERT_EQ(ws.code, 0) << ws.out;
+  EXPECT_NE(ws.out.find("ratio 1.00"), std::string::npos) << ws.out;
+  const auto wt = run("run " + written_out.string() + " --steps 3 --no-report --no-plot");
+  ASSERT_EQ(wt.code, 0) << wt.out;
+  EXPECT_EQ(loss_line(wt.out), loss_line(a.out));
   // A device outside the stage is named as one of the stage's.
   const fs::path bad = dir() / "bad_stage_devices.json", out = dir() / "never_stage.json";
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "pipeline": {"stages": 2, "micro_batches": 2},

@@ -114,6 +114,14 @@ TEST(Simulator, OneDeviceRunsEveryTaskInTurn) {
   EXPECT_EQ(sum_up.devices_used, 1);
   // The DP adds the same terms: the same iteration time.
   EXPECT_NEAR(sim.time(), s.estimate.time, 1e-12);
+  // The backward pass: its tasks, as the DP counts them.
+  double backward = 0;
+  for (size_t i = 0; i < sim.timeline().size(); ++i)
+    if (sim.info(static_cast<TaskId>(i)).kind == SimKind::kBackward) backward += sim.timeline().task(static_cast<TaskId>(i)).duration;
+  EXPECT_GT(backward, 0.0);
+  EXPECT_NEAR(sum_up.backward, backward, 1e-12);
+  EXPECT_NEAR(sum_up.backward, s.estimate.backward, 1e-12);
+  EXPECT_NEAR(simulated_estimate(sim).backward, sum_up.backward, 0.0);
 }
 
 TEST(Simulator, DataParallelismSynchronizesGradientsBesideTheBackwardPass) {
@@ -130,6 +138,8 @@ TEST(Simulator, DataParallelismSynchronizesGradientsBesideTheBackwardPass) {
   EXPECT_EQ(sum.devices_used, 8);
   // The critical path's terms add up to the iteration.
   EXPECT_NEAR(sum.compute + sum.communication + sum.sync, sum.time, 1e-12 * sum.time);
+  EXPECT_GT(sum.backward, 0.0);
+  EXPECT_LT(sum.backward, sum.time);
   // Every device takes part in every bucket (one group of all eight).
   for (const DeviceSummary& d : sum.devices) EXPECT_DOUBLE_EQ(d.sync, sum.sync_total);
   // Only the exposed part of the synchronization lengthens the iteration.

@@ -95,7 +95,8 @@ struct SimTaskInfo {
   SimKind kind = SimKind::kForward;
   NodeId node = -1;     // -1: a bucket or an update
   int64_t index = -1;   // task index within the node, the bucket (sync, gather), the updating device,
-                        // or for a ZeRO 3 gather 0 before the node's forward, 1 before its backward
+                        // for a ZeRO 3 gather 0 before the node's forward, 1 before its backward,
+                        // or for a collective 0 in the forward pass, 1 in the backward
   int64_t device = -1;  // the device of a compute task or update; -1 otherwise
   // A pipelined graph's chunk step (node -1, kind forward or backward): its
   // chunk and micro-batch (-1: the chunk's once-per-step operators).
@@ -121,6 +122,7 @@ struct SimulationSummary {
   double communication = 0;  // activations' transfers and collectives: exposed
   double sync = 0;           // gradient buckets (and ZeRO 3's gathers before use: the sync channel's tasks): exposed
   double gather = 0;         // ZeRO's weight all-gathers after the update (of communication)
+  double backward = 0;       // of time: the backward pass's tasks (compute, gradient transfers, its collectives)
   // Over every task:
   double communication_total = 0, sync_total = 0;
   double communication_hidden() const { return communication_total - communication; }
