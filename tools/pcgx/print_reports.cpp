@@ -52,15 +52,19 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
     const bool written = rep.file.schedule != PipelineShape::default_for(pr.virtual_stages);
+    const bool explicit_order = written && rep.file.schedule == PipelineSchedule::kExplicit;
     out << "pipeline              " << pr.stages << " stages x " << n / pr.stages << " devices, " << pr.micro_batches << " micro-batches, "
-        << (pr.virtual_stages > 1 ? "interleaved 1F1B (" + std::to_string(pr.virtual_stages) + " virtual stages per device)" : std::string("1F1B"))
-        << " with flush: bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
+        << (explicit_order          ? std::string("the stages' order as written")
+            : pr.virtual_stages > 1 ? "interleaved 1F1B (" + std::to_string(pr.virtual_stages) + " virtual stages per device)" + " with flush"
+                                    : std::string("1F1B with flush"))
+        << ": bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
     // A named schedule is priced by the default schedule's closed form (the
     // same time for gpipe); a written order by its steps' makespan
     // (pcg/pipeline_schedule.h's schedule_makespan).
     if (written)
       out << "  schedule            " << name(rep.file.schedule) << ", the plan's: priced "
-          << (rep.file.schedule == PipelineSchedule::kExplicit ? std::string("as written (its steps' makespan)")
+          << (rep.file.schedule == PipelineSchedule::kExplicit
+                  ? std::string(search::predicts_by_simulation(q.search) ? "by simulating it as written" : "as written (its steps' makespan)")
                                                                  : std::string("as ") + (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B"))
           << ", simulated and run as written\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
