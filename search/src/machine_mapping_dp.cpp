@@ -78,6 +78,17 @@ std::vector<int> Problem::sorted_children(int t, int64_t lo, int64_t size) const
   return kids;
 }
 
+std::vector<uint64_t> Problem::children_signature(const std::vector<int>& kids) const {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < kids.size(); ++i) {
+    const uint64_t h = tree_hash[static_cast<size_t>(kids[i])];
+    const bool tied = (i > 0 && tree_hash[static_cast<size_t>(kids[i - 1])] == h) ||
+                      (i + 1 < kids.size() && tree_hash[static_cast<size_t>(kids[i + 1])] == h);
+    out.push_back(tied ? hash_mix(h, boundary_hash(kids[i])) : h);
+  }
+  return out;
+}
+
 Result Problem::solve(int t, int64_t lo, int64_t size) const {
   const Key key{tree_hash[static_cast<size_t>(t)], lo, size};
   if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -93,7 +104,10 @@ Result Problem::solve(int t, int64_t lo, int64_t size) const {
     auto memo = std::make_shared<Memo>();
     r = group(kids, 0, kids.size(), lo, size, *memo);
     memo->moves.clear();
-    if (choices) choices->emplace(key, std::move(memo));
+    if (choices) {
+      memo->children = children_signature(kids);
+      choices->emplace(key, std::move(memo));
+    }
   }
   cache.emplace(key, r);
   return r;
@@ -114,7 +128,8 @@ void Problem::assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& 
     // The choices solving it made, where kept (the same children, sorted
     // alike); else its DP again.
     if (choices)
-      if (const auto it = choices->find(Key{tree_hash[static_cast<size_t>(t)], lo, size}); it != choices->end()) {
+      if (const auto it = choices->find(Key{tree_hash[static_cast<size_t>(t)], lo, size});
+          it != choices->end() && it->second->children == children_signature(kids)) {
         assign_group(kids, 0, kids.size(), lo, size, *it->second, views, at);
         return;
       }

@@ -65,6 +65,10 @@ using Cache = tbb::concurrent_unordered_map<Key, Result, KeyHash>;
 struct Memo {
   std::map<std::tuple<size_t, size_t, int64_t, int64_t>, std::pair<Result, std::pair<size_t, int64_t>>> best;
   std::map<std::pair<int64_t, int64_t>, std::vector<double>> moves;
+  // The sorted children it was solved for (Problem::children_signature):
+  // another graph's node of the same hash may order children of equal
+  // hashes but different boundaries otherwise, and then solves anew.
+  std::vector<uint64_t> children;
 };
 // The choices of each parallel node solved, shared like Cache: placing a
 // graph (Problem::assign) reads them where solving it found the node's
@@ -127,6 +131,8 @@ struct Problem {
   std::vector<int64_t> splits(int64_t size) const;
   Result group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, Memo& memo) const;
   std::vector<int> sorted_children(int t, int64_t lo, int64_t size) const;
+  // Per sorted child its tree hash, with its boundary's where a neighbour has the same tree hash.
+  std::vector<uint64_t> children_signature(const std::vector<int>& kids) const;
   Result solve(int t, int64_t lo, int64_t size) const;
   void assign(int t, int64_t lo, int64_t size, std::vector<MachineView>& views, Resources& at) const;
   void assign_group(const std::vector<int>& kids, size_t a, size_t b, int64_t lo, int64_t size, const Memo& memo,

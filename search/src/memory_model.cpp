@@ -113,7 +113,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   // ZeRO 3: per device, the weights each operator gathers there, in model
   // order (two operators' at most are held at once: cost_model.h).
   std::vector<std::vector<std::pair<NodeId, double>>> gathered(static_cast<size_t>(devices));
-  std::set<std::pair<TensorRef, int64_t>> gathered_here;
+  std::set<std::tuple<TensorRef, int64_t, int64_t>> gathered_here;  // (weight, block, device): each block a device's tasks read
   for (const Node& n : g.nodes()) {
     gathered_here.clear();
     if (n.op->op_class == OpClass::kSource || layouts.is_layout(g, n.id)) {
@@ -144,7 +144,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
           // block a device holds.
           if (weights_held.insert({w, shard}).second) per_shard(d, g.shape(w));
           if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, g.shape(w), group);
-          if (shards_weights(recipe.zero) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, d}).second) {
+          if (shards_weights(recipe.zero) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, shard % g.shape(w).num_blocks(), d}).second) {
             auto& list = gathered[static_cast<size_t>(d)];
             if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);
             list.back().second += static_cast<double>(g.shape(w).shard_elements()) * static_cast<double>(per.weight);

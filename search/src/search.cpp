@@ -148,7 +148,7 @@ std::vector<NodeId> image_by_name(const Graph& model, const UserPlan& plan, cons
   const Graph g = plan_graph(model, plan);
   std::map<std::string, NodeId> by_name;
   for (const Node& n : found.nodes())
-    if (!n.name.empty()) by_name.emplace(n.name, n.id);
+    if (!n.name.empty() && n.op->op_class == OpClass::kCompute) by_name.emplace(n.name, n.id);
   std::vector<NodeId> image(g.size(), -1);
   for (const Node& n : g.nodes())
     if (const auto it = by_name.find(n.name); !n.name.empty() && it != by_name.end()) image[static_cast<size_t>(n.id)] = it->second;

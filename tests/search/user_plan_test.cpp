@@ -529,6 +529,16 @@ TEST(UserPlan, CoShardedReplicasShareWhatZeroShards) {
   const auto [a3, au3] = planned(apart, ZeroStage::k3);
   EXPECT_DOUBLE_EQ(c3.weights, a3.weights);
   EXPECT_DOUBLE_EQ(c3.gradients, a3.gradients);
+  // ZeRO 3 gathers every block a device's tasks read before using it: the
+  // two column blocks co-sharded on a device, as much as the whole weight
+  // a data-parallel device gathers.
+  const std::string columns = R"({"select": {"op": "Linear"}, "partition": {"samples": 2, "out": 2}, "devices": [0, 0, 1, 1]})";
+  const std::string whole = R"({"select": {"op": "Linear"}, "partition": {"samples": 2}, "devices": [0, 1]})";
+  const auto [w3, wu3] = planned(columns, ZeroStage::k3);
+  const auto [d3, du3] = planned(whole, ZeroStage::k3);
+  EXPECT_GT(d3.transient, 0);
+  EXPECT_DOUBLE_EQ(w3.weights, d3.weights);
+  EXPECT_GE(w3.transient, d3.transient);
 }
 
 }  // namespace
