@@ -272,6 +272,15 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   }
   if (worst) {
     std::sort(all.begin(), all.end());
+    // A device in several blocks' groups (co-shard: its tasks read several
+    // blocks) synchronizes each of them: as many blocks' bytes as the
+    // busiest device holds.
+    int64_t most = 1;
+    for (size_t i = 0, j = 0; i < all.size(); i = j) {
+      while (j < all.size() && all[j] == all[i]) ++j;
+      most = std::max<int64_t>(most, static_cast<int64_t>(j - i));
+    }
+    worst->bytes *= static_cast<double>(most);
     all.erase(std::unique(all.begin(), all.end()), all.end());
     worst->devices = std::move(all);
   }

@@ -9,6 +9,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/interpreter.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
@@ -539,6 +540,27 @@ TEST(UserPlan, CoShardedReplicasShareWhatZeroShards) {
   EXPECT_GT(d3.transient, 0);
   EXPECT_DOUBLE_EQ(w3.weights, d3.weights);
   EXPECT_GE(w3.transient, d3.transient);
+  // And a device synchronizes every block its co-sharded tasks read: the
+  // two column halves' gradients, as many bytes as the whole weight's.
+  const CostModel cm(toy_machine().with_devices(2), toy_efficiency());
+  std::vector<double> synced;
+  for (const std::string& rule : {columns, whole}) {
+    SearchOptions o;
+    o.algorithm = Algorithm::kPlan;
+    o.plan = std::make_shared<const UserPlan>(plan_text("[" + rule + "]"));
+    const Strategy st = optimize(g, RuleLibrary(none), MachineMapper(cm), o).strategy;
+    const Placement place(st.graph, st.views, 2);
+    const SourceLayouts layouts = source_layouts(st.graph);
+    double bytes = 0;
+    for (const Node& n : st.graph.nodes())
+      if (n.name == "dense0")
+        for (const TensorRef& w : n.inputs)
+          if (layouts.weight(w))
+            if (const auto s = cm.sync_group(place, w, 0)) bytes += s->bytes;
+    synced.push_back(bytes);
+  }
+  EXPECT_GT(synced[1], 0);
+  EXPECT_DOUBLE_EQ(synced[0], synced[1]);
 }
 
 }  // namespace

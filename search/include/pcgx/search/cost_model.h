@@ -197,7 +197,9 @@ class CostModel {
   // and sending their gradients back (backward): the slowest device.
   Seconds input_transfer_time(const Placement& p, NodeId n, int64_t lo) const;
   // Weight layout `t` (read by compute operators): its synchronization, or
-  // nothing when no two devices hold the same block.
+  // nothing when no two devices hold the same block. The group is the
+  // slowest block's; the bytes one block's, times the most blocks one
+  // device synchronizes (several where its tasks co-shard).
   std::optional<SyncGroup> sync_group(const Placement& p, TensorRef t, int64_t lo) const;
   // One tensor's share of the bucketed all-reduce (reduce-scatter) of its
   // group.
