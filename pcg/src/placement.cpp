@@ -105,6 +105,15 @@ const std::vector<int64_t>& Placement::owners(TensorRef t) const {
   return slot;
 }
 
+int64_t Placement::block_holders(TensorRef t, int64_t block) const {
+  const ParallelTensorShape& s = g_.shape(t);
+  const int64_t blocks = s.num_blocks();
+  std::vector<int64_t> holders;
+  for (int64_t c = 0; c < s.replica; ++c) holders.push_back(owner(t, c * blocks + block));
+  std::sort(holders.begin(), holders.end());
+  return std::unique(holders.begin(), holders.end()) - holders.begin();
+}
+
 int64_t Placement::devices_needed() const {
   int64_t need = 1;
   for (const Node& n : g_.nodes()) {

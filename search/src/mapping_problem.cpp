@@ -226,13 +226,7 @@ double Problem::update_seconds_on(const Placement& p, NodeId id, int64_t device)
       const ParallelTensorShape& s = g.shape(w);
       const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i], blocks = s.num_blocks();
       if (!seen.insert({i, sharded ? shard % blocks : shard}).second) continue;
-      double share = shard_bytes(s);
-      if (sharded) {
-        std::set<int64_t> holders;
-        for (int64_t c = 0; c < s.replica; ++c) holders.insert(p.owner(w, c * blocks + shard % blocks));
-        share /= static_cast<double>(holders.size());
-      }
-      bytes += share;
+      bytes += shard_bytes(s) / (sharded ? static_cast<double>(p.block_holders(w, shard % blocks)) : 1.0);
     }
   }
   return cost.update_time(bytes);

@@ -100,14 +100,6 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     if (grad_sharded) m.gradients += elements * static_cast<double>(per.gradient) / r;
     if (opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer) / r;
   };
-  // The distinct devices holding the block of weight shard `shard`.
-  auto group_of = [&](TensorRef w, int64_t shard) {
-    const ParallelTensorShape& s = g.shape(w);
-    const int64_t blocks = s.num_blocks(), block = shard % blocks;
-    std::set<int64_t> holders;
-    for (int64_t c = 0; c < s.replica; ++c) holders.insert(p.owner(w, c * blocks + block));
-    return static_cast<int64_t>(holders.size());
-  };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
   std::set<std::tuple<TensorRef, int64_t, int64_t>> blocks_held;  // (weight, block, device) under ZeRO
   // ZeRO 3: per device, the weights each operator gathers there, in model
@@ -137,7 +129,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w));
             continue;
           }
-          const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : group_of(w, shard);
+          const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : p.block_holders(w, shard % g.shape(w).num_blocks());
           // Each weight shard once, on its owner: copies read by several
           // tasks there count once, and a co-sharded operator's shards
           // (several tasks on one device) each; what ZeRO shards, once per

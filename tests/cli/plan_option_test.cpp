@@ -229,6 +229,25 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
 
 double predicted_ms(const std::string& out);
 
+// The step a run predicts for what it runs ("X ms predicted on ..."); -1 when it says none.
+double run_predicted_ms(const std::string& out) {
+  const size_t at = out.find(" ms predicted on");
+  if (at == std::string::npos) return -1;
+  const size_t from = out.find_last_not_of("0123456789.", at - 1) + 1;
+  return std::stod(out.substr(from, at - from));
+}
+
+// How many Linear operators of a strategy file have a view starting on `device`.
+int64_t linears_starting_on(const fs::path& strategy, int64_t device) {
+  const nlohmann::json st = nlohmann::json::parse(std::ifstream(strategy));
+  int64_t on = 0;
+  for (const auto& node : st.at("graph").at("nodes"))
+    if (node.at("op") == "Linear")
+      for (const auto& v : st.at("views"))
+        if (v.at("node") == node.at("id")) on += v.at("start") == device;
+  return on;
+}
+
 // A run's "loss FIRST -> LAST" line (the whole output when it has none).
 std::string loss_line(const std::string& out) {
   const size_t at = out.find("\nloss ");
@@ -269,24 +288,14 @@ TEST(PlanOption, StatedDevicesPlaceTheOperators) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("predicted (simulated)"), std::string::npos) << r.out;
   ASSERT_EQ(run("optimize mlp-tiny --plan " + without.string() + " --machine dgx-h100 --devices 4 -o " + mapped.string()).code, 0);
-  std::ifstream in(placed);
-  const nlohmann::json st = nlohmann::json::parse(in);
-  int64_t on_2 = 0;
-  for (const auto& node : st.at("graph").at("nodes"))
-    if (node.at("op") == "Linear")
-      for (const auto& v : st.at("views"))
-        if (v.at("node") == node.at("id")) on_2 += v.at("start") == 2;
-  EXPECT_EQ(on_2, 4) << st.at("views").dump();  // every dense layer starts on device 2
+  EXPECT_EQ(linears_starting_on(placed, 2), 4);  // every dense layer starts on device 2
   const auto a = run("run " + placed.string() + " --steps 3 --no-report --no-plot");
   const auto b = run("run " + mapped.string() + " --steps 3 --no-report --no-plot");
   ASSERT_EQ(a.code, 0) << a.out;
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_EQ(loss_line(a.out), loss_line(b.out));
   // run predicts what it runs: the placed plan's simulation, as optimize priced it.
-  const size_t at = a.out.find(" ms predicted on");
-  ASSERT_NE(at, std::string::npos) << a.out;
-  const size_t from = a.out.find_last_not_of("0123456789.", at - 1) + 1;
-  EXPECT_NEAR(std::stod(a.out.substr(from, at - from)), predicted_ms(r.out), 1e-3) << a.out << r.out;
+  EXPECT_NEAR(run_predicted_ms(a.out), predicted_ms(r.out), 1e-3) << a.out << r.out;
   // Co-shard: both halves of every operator's samples on device 1, one
   // after the other, train as the two halves on devices 0 and 1 do.
   const fs::path coshard = dir() / "coshard.json", cosharded = dir() / "cosharded.json", apart = dir() / "apart.json";
@@ -306,14 +315,7 @@ TEST(PlanOption, StatedDevicesPlaceTheOperators) {
   const auto u = run("optimize mlp-tiny --plan " + with.string() + " --search unity --machine dgx-h100 --devices 4 -o " + searched.string());
   ASSERT_EQ(u.code, 0) << u.out;
   EXPECT_NE(u.out.find("predicted (simulated)"), std::string::npos) << u.out;
-  std::ifstream in_searched(searched);
-  const nlohmann::json su = nlohmann::json::parse(in_searched);
-  int64_t searched_on_2 = 0;
-  for (const auto& node : su.at("graph").at("nodes"))
-    if (node.at("op") == "Linear")
-      for (const auto& v : su.at("views"))
-        if (v.at("node") == node.at("id")) searched_on_2 += v.at("start") == 2;
-  EXPECT_EQ(searched_on_2, 4) << su.at("views").dump();
+  EXPECT_EQ(linears_starting_on(searched, 2), 4);
 }
 
 // Devices in a pipelined plan are numbered within each stage: the shipped
@@ -351,10 +353,7 @@ TEST(PlanOption, DevicesInAPipelinedPlanCountWithinTheStage) {
   ASSERT_EQ(a.code, 0) << a.out;
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_EQ(loss_line(a.out), loss_line(b.out));
-  const size_t at = a.out.find(" ms predicted on");
-  ASSERT_NE(at, std::string::npos) << a.out;
-  const size_t from = a.out.find_last_not_of("0123456789.", at - 1) + 1;
-  EXPECT_NEAR(std::stod(a.out.substr(from, at - from)), predicted_ms(r.out), 1e-3) << a.out << r.out;
+  EXPECT_NEAR(run_predicted_ms(a.out), predicted_ms(r.out), 1e-3) << a.out << r.out;
   ASSERT_EQ(run("plan show " + placed.string() + " -o " + shown.string()).code, 0);
   {
     std::ifstream in(shown);

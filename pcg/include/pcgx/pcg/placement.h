@@ -45,6 +45,9 @@ class Placement {
   // Device of every shard of tensor t.
   const std::vector<int64_t>& owners(TensorRef t) const;
   int64_t owner(TensorRef t, int64_t shard) const { return owners(t)[static_cast<size_t>(shard)]; }
+  // The distinct devices holding a replica of block `block` of tensor t
+  // (its data-parallel group; fewer than its replicas where they co-shard).
+  int64_t block_holders(TensorRef t, int64_t block) const;
   // The highest device any task runs on, plus one.
   int64_t devices_needed() const;
 
