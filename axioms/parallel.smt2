@@ -11,6 +11,13 @@
   (=> (distinct d e) (= (combine (combine x d k) e j) (combine (combine x e j) d k)))) :named combine_commute))
 (assert (! (forall ((x Tensor) (d Int) (k Int) (e Int) (j Int))
   (=> (distinct d e) (= (repartition (combine x d k) e j) (combine (repartition x e j) d k)))) :named repartition_combine_commute))
+; Splitting a dimension's blocks k ways and each of them j ways is splitting it k j ways (shard i
+; becomes i k + a, then (i k + a) j + b = i k j + (a j + b): the blocks stay in order); merging
+; likewise; copying each slot k times and each copy j times is copying it k j times. A layout
+; change may take its steps in parts (layout_search.h: a reduce-scatter, then an all-to-all).
+(assert (! (forall ((x Tensor) (d Int) (k Int) (j Int)) (= (repartition (repartition x d k) d j) (repartition x d (* k j)))) :named repartition_repartition))
+(assert (! (forall ((x Tensor) (d Int) (k Int) (j Int)) (= (combine (combine x d k) d j) (combine x d (* k j)))) :named combine_combine))
+(assert (! (forall ((x Tensor) (k Int) (j Int)) (= (replicate (replicate x k) j) (replicate x (* k j)))) :named replicate_replicate))
 ; Replica operators act on slots, Repartition and Combine on blocks: they commute.
 (assert (! (forall ((x Tensor) (d Int) (k Int) (j Int)) (= (replicate (repartition x d k) j) (repartition (replicate x j) d k))) :named replicate_repartition))
 (assert (! (forall ((x Tensor) (d Int) (k Int) (j Int)) (= (replicate (combine x d k) j) (combine (replicate x j) d k))) :named replicate_combine))

@@ -155,6 +155,21 @@ std::vector<NodeId> image_by_name(const Graph& model, const UserPlan& plan, cons
   return image;
 }
 
+// Each conversion of `st` as its cheapest sequence of parallel operators
+// (layout_search.h), kept where the plan mapped again is faster; `image`
+// (model node -> node of st) follows the rewrite.
+void relay_layouts(Strategy& st, const MachineMapper& mapper, std::vector<NodeId>& image, std::vector<LayoutChoice>& choices) {
+  if (!std::isfinite(st.estimate.time)) return;
+  Relaid r = cheapest_layout_changes(st.graph, st.views, mapper.cost());
+  if (r.choices.empty()) return;
+  Strategy mapped = mapper.map(r.graph);
+  if (!(mapped.estimate.time < st.estimate.time)) return;
+  for (NodeId& n : image)
+    if (n >= 0) n = r.image[static_cast<size_t>(n)];
+  st = std::move(mapped);
+  choices = std::move(r.choices);
+}
+
 }  // namespace
 
 bool predicts_by_simulation(const SearchOptions& o) {
@@ -229,6 +244,7 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kPlan: {  // (on a pipeline stage's part of the model a rule may select nothing there)
       std::vector<NodeId> image;
       result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false, &image));
+      relay_layouts(result.strategy, mapper, image, result.relaid);
       if (assigns_devices(*options.plan)) place_stated_devices(model, *options.plan, image, mapper, result.strategy);
       break;
     }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -113,7 +114,7 @@ TEST(PlanCheck, EveryShippedPlanCertifies) {
   for (const auto& [plan, devices] : std::vector<std::pair<std::string, int>>{
            {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4},
            {"gpt-pipeline-three-forwards-8.json", 8}, {"gpt-coshard-heads-2.json", 2},
-           {"gpt-coshard-pipeline-4.json", 4}}) {
+           {"gpt-coshard-pipeline-4.json", 4}, {"gpt-hidden-split-4.json", 4}}) {
     const auto r = run("plan check gpt-tiny " + kPlans + plan + " --machine dgx-h100 --devices " + std::to_string(devices) + " --certify");
     ASSERT_EQ(r.code, 0) << plan << "\n" << r.out;
     EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << plan << "\n" << r.out;
@@ -252,6 +253,32 @@ int64_t linears_starting_on(const fs::path& strategy, int64_t device) {
 std::string loss_line(const std::string& out) {
   const size_t at = out.find("\nloss ");
   return at == std::string::npos ? out : out.substr(at, out.find('\n', at + 1) - at);
+}
+
+// The shipped plan whose conversions the layout search rewrites: plan
+// check lists each with both sequences and their times, and the plan
+// trains to one device's losses (the rewritten sequence moves the values,
+// it does not change them).
+TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
+  const std::string plan = kPlans + "gpt-hidden-split-4.json";
+  const auto r = run("plan check gpt-tiny " + plan + " --machine dgx-h100 --devices 4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("layout search         2 conversions rewritten"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition2(2) Combine0(2) Repartition2(2) ("),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" for Reduce(2) Combine0(2) Repartition2(4) ("), std::string::npos) << r.out;
+  const auto split = run("run gpt-tiny --plan " + plan + " --devices 4 --steps 3 --no-report --no-plot");
+  const auto one = run("run gpt-tiny --devices 1 --steps 3 --no-report --no-plot");
+  ASSERT_EQ(split.code, 0) << split.out;
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_EQ(loss_line(split.out), loss_line(one.out));
+  // Every byte the rewritten conversions send is predicted.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(split.out, m, std::regex("between devices +([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted")))
+      << split.out;
+  EXPECT_EQ(m[1].str(), m[2].str());
+  EXPECT_NE(m[1].str(), "0 B");
 }
 
 // The shipped co-shard plan (4 attention tasks per layer on 2 devices, more

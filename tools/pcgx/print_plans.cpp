@@ -33,6 +33,16 @@ void print_plan_check(std::ostream& out, const std::string& path, const search::
               << (d.to.empty() ? "(the step's output)" : d.to) << "\n";
   }
   if (moves.size() > 12) out << "  ... and " << moves.size() - 12 << " more\n";
+  const auto& relaid = c.report.result.search.relaid;
+  if (relaid.empty()) return;
+  out << "layout search         " << relaid.size() << (relaid.size() == 1 ? " conversion" : " conversions")
+      << " rewritten as a cheaper sequence of parallel operators (forward and backward, as the cost model prices them):\n";
+  for (size_t k = 0; k < relaid.size() && k < 12; ++k) {
+    const auto& r = relaid[k];
+    out << "  " << r.from << " -> " << r.to << ": " << r.after << " (" << std::setprecision(3) << r.after_time.total() * 1e3 << " ms) for "
+        << r.before << " (" << r.before_time.total() * 1e3 << " ms; sending every block straight: " << r.naive_time.total() * 1e3 << " ms)\n";
+  }
+  if (relaid.size() > 12) out << "  ... and " << relaid.size() - 12 << " more\n";
 }
 
 void print_certificate(std::ostream& out, const runner::CertifyReport& rep, bool verbose) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pcgx/search/final_ranking.h"
+#include "pcgx/search/layout_search.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/rule_library.h"
 
@@ -97,6 +98,9 @@ struct SearchResult {
   int64_t pieces = 1;
   double seconds = 0;
   Ranking ranking;  // unity with Rank::kSimulation: the finalists and the chosen one
+  // A plan lowered as written (Algorithm::kPlan): the conversions the
+  // layout search rewrote (layout_search.h), empty where none was cheaper.
+  std::vector<LayoutChoice> relaid;
 };
 
 // The degrees tried for a free degree on `devices` devices.

@@ -1,0 +1,181 @@
+// The layout search (layout_search.h): the sequences it enumerates take
+// one layout to the other; where a plan's conversion has a cheaper
+// sequence it is chosen, priced lower, and the rewritten plan computes what
+// the model computes; conversions that are already one collective stay.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "pcgx/pcg/machine.h"
+#include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/layout_search.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/search.h"
+#include "pcgx/search/user_plan.h"
+#include "search/values.h"
+
+namespace pcgx::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+ParallelTensorShape layout(int64_t replica, std::vector<int64_t> degrees) {
+  const std::vector<int64_t> sizes{8, 16, 32};
+  ParallelTensorShape s = ParallelTensorShape::unpartitioned(sizes, DataType::kFloat32);
+  s.replica = replica;
+  for (size_t j = 0; j < degrees.size(); ++j) s.dims[j].degree = degrees[j];
+  return s;
+}
+
+// What a sequence does to a layout.
+ParallelTensorShape apply(ParallelTensorShape s, const LayoutStep& step) {
+  switch (step.move) {
+    case DataMove::kReduce: s.replica /= step.degree; break;
+    case DataMove::kReplicate: s.replica *= step.degree; break;
+    case DataMove::kCombine: s.dims[static_cast<size_t>(step.dim)].degree /= step.degree; break;
+    case DataMove::kRepartition: s.dims[static_cast<size_t>(step.dim)].degree *= step.degree; break;
+    default: ADD_FAILURE() << "not a layout step";
+  }
+  return s;
+}
+
+TEST(LayoutSearch, EverySequenceTakesOneLayoutToTheOther) {
+  // Partial sums over 2 slots, samples split 2 ways -> hidden split 4 ways.
+  const ParallelTensorShape from = layout(2, {2, 1, 1}), to = layout(1, {1, 1, 4});
+  const auto seqs = layout_sequences(from, to, 2, 1);
+  ASSERT_GE(seqs.size(), 2u);
+  std::set<std::string> seen;
+  for (const auto& seq : seqs) {
+    SCOPED_TRACE(describe(seq));
+    EXPECT_TRUE(seen.insert(describe(seq)).second) << "listed twice";
+    ASSERT_FALSE(seq.empty());
+    EXPECT_EQ(seq.front(), (LayoutStep{DataMove::kReduce, -1, 2}));  // the partial sums summed first, all at once
+    ParallelTensorShape s = from;
+    for (const LayoutStep& step : seq) {
+      s = apply(s, step);
+      EXPECT_FALSE(s.invalid_reason());
+      EXPECT_LE(s.num_shards(), 4);  // never more shards than the larger layout
+    }
+    EXPECT_EQ(s, to);
+  }
+  // pcgx's fixed conversion and the reduce-scatter then all-to-all are both there.
+  EXPECT_TRUE(seen.count("Reduce(2) Combine0(2) Repartition2(4)"));
+  EXPECT_TRUE(seen.count("Reduce(2) Repartition2(2) Combine0(2) Repartition2(2)"));
+}
+
+TEST(LayoutSearch, CopiesComeInPartsToo) {
+  // Partial sums, samples split -> copies everywhere: an all-reduce, then an all-gather.
+  const auto seqs = layout_sequences(layout(2, {2, 1, 1}), layout(4, {1, 1, 1}), 2, 4);
+  std::set<std::string> seen;
+  for (const auto& seq : seqs) seen.insert(describe(seq));
+  EXPECT_TRUE(seen.count("Reduce(2) Combine0(2) Replicate(4)"));
+  EXPECT_TRUE(seen.count("Reduce(2) Replicate(2) Combine0(2) Replicate(2)"));
+}
+
+TEST(LayoutSearch, LayoutsThatDoNotMatchHaveNoSequence) {
+  EXPECT_TRUE(layout_sequences(layout(2, {2, 1, 1}), layout(1, {1, 1, 4}), 3, 1).empty());  // 3 does not divide the slots
+  EXPECT_TRUE(layout_sequences(layout(2, {2, 1, 1}), layout(4, {1, 1, 4}), 2, 1).empty());  // the slots do not add up
+  ParallelTensorShape other = layout(1, {1, 1, 4});
+  other.dims[0].size = 4;
+  EXPECT_TRUE(layout_sequences(layout(1, {2, 1, 1}), other, 1, 1).empty());  // another tensor
+}
+
+// A feed-forward split by Megatron-LM's rows (its output partial sums)
+// inside data parallelism, read by a dropout split along the hidden
+// dimension 4 ways.
+UserPlan hidden_split_plan() {
+  return plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [
+    {"select": {}, "partition": {"samples": 2}},
+    {"select": {"name": "block*.mlp.intermediate"}, "partition": {"samples": 2, "out": 2}},
+    {"select": {"name": "block*.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}},
+    {"select": {"name": "block*.mlp_dropout"}, "partition": {"dim2": 4}}]})",
+                        "hidden.json");
+}
+
+// The parallel operators of a graph.
+int64_t parallel_operators(const Graph& g) {
+  int64_t n = 0;
+  for (const Node& x : g.nodes()) n += x.op->op_class == OpClass::kParallel;
+  return n;
+}
+
+TEST(LayoutSearch, ACheaperSequenceIsChosenAndComputesTheModel) {
+  const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const MachineMapper mapper(cm);
+  const Strategy st = mapper.map(lower_plan(model, hidden_split_plan(), 4));
+  const Relaid r = cheapest_layout_changes(st.graph, st.views, cm);
+  ASSERT_EQ(r.choices.size(), 2u);  // one per layer
+  for (const LayoutChoice& c : r.choices) {
+    SCOPED_TRACE(c.from + " -> " + c.to);
+    EXPECT_EQ(c.before, "Reduce(2) Combine0(2) Repartition2(4)");
+    EXPECT_EQ(c.after, "Reduce(2) Repartition2(2) Combine0(2) Repartition2(2)");
+    EXPECT_LT(c.after_time.total(), c.before_time.total());
+  }
+  EXPECT_EQ(parallel_operators(r.graph), parallel_operators(st.graph) + 2);  // one more operator per layer
+  ASSERT_EQ(r.views.size(), r.graph.size());
+  for (size_t i = 0; i < st.graph.size(); ++i)
+    if (r.image[i] >= 0) EXPECT_EQ(r.views[static_cast<size_t>(r.image[i])], st.views[i]);
+  // The whole plan, priced again at the same views, is faster by what the
+  // two conversions save.
+  const double saved = 2 * (r.choices[0].before_time.total() - r.choices[0].after_time.total());
+  const double before = mapper.map(st.graph).estimate.time, after = mapper.map(r.graph).estimate.time;
+  EXPECT_LT(after, before);
+  EXPECT_LE(before - after, saved * (1 + 1e-9));
+  // At the tiny sizes, where the interpreter runs, the same choice computes the model.
+  const Graph tiny = build_model("gpt-tiny", {{"batch", 4}});
+  const Strategy small = mapper.map(lower_plan(tiny, hidden_split_plan(), 4));
+  const Relaid rs = cheapest_layout_changes(small.graph, small.views, cm);
+  ASSERT_FALSE(rs.choices.empty());
+  EXPECT_LT(max_difference(rs.graph, tiny), 1e-4);
+}
+
+TEST(LayoutSearch, OneCollectiveStaysAsItIs) {
+  // Megatron-LM's plan converts with one collective each time (all-reduce,
+  // reduce-scatter, all-gather): nothing cheaper to find.
+  const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Strategy st =
+      MachineMapper(cm).map(lower_plan(model, load_plan((fs::path(PCGX_SOURCE_DIR) / "data/plans/gpt-megatron-2x2.json").string()), 4));
+  const Relaid r = cheapest_layout_changes(st.graph, st.views, cm);
+  EXPECT_TRUE(r.choices.empty());
+  EXPECT_EQ(r.graph.size(), st.graph.size());
+}
+
+TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {
+  const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const MachineMapper mapper(cm);
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = std::make_shared<const UserPlan>(hidden_split_plan());
+  static const Ruleset none;
+  const SearchResult r = optimize(model, RuleLibrary(none), mapper, o);
+  ASSERT_EQ(r.relaid.size(), 2u);
+  const double as_lowered = mapper.map(lower_plan(model, hidden_split_plan(), 4)).estimate.time;
+  EXPECT_LT(r.strategy.estimate.time, as_lowered);
+  // The conversion the strategy runs is the chosen one.
+  const auto consumers = r.strategy.graph.consumers();
+  int found = 0;
+  for (const Node& n : r.strategy.graph.nodes()) {
+    if (n.name.find("mlp.ffn_output") == std::string::npos || n.op->op_class != OpClass::kCompute) continue;
+    std::vector<NodeId> chain;
+    NodeId x = consumers[static_cast<size_t>(n.id)].at(0).first;
+    while (r.strategy.graph.node(x).op->op_class == OpClass::kParallel) {
+      chain.push_back(x);
+      x = consumers[static_cast<size_t>(x)].at(0).first;
+    }
+    std::vector<LayoutStep> steps;
+    for (NodeId c : chain) steps.push_back(layout_step(r.strategy.graph.node(c)));
+    EXPECT_EQ(describe(steps), "Reduce(2) Repartition2(2) Combine0(2) Repartition2(2)");
+    ++found;
+  }
+  EXPECT_EQ(found, 2);
+}
+
+}  // namespace
+}  // namespace pcgx::search
