@@ -290,6 +290,17 @@ Relaid cheapest_layout_changes(const Graph& g, std::span<const MachineView> view
   std::optional<Placement> placed;
   for (size_t c = 0; c < chains.size(); ++c) {
     const Chain& ch = chains[c];
+    // One merge and one split of the same degree is one collective (an
+    // all-reduce of the partial sums, an all-gather, a reduce-scatter, an
+    // all-to-all) and stays: a posted exchange pays one latency however
+    // many messages a device sends (collectives.h), so for small tensors
+    // (BatchNorm's statistics) the cost model would price a rewrite below
+    // NCCL's collective without the messages being any cheaper to send.
+    if (ch.nodes.size() == 2) {
+      const Node& a = g.node(ch.nodes[0]);
+      const Node& b = g.node(ch.nodes[1]);
+      if (layout_change(a.op->data_move, b.op->data_move) && a.attrs.get_int("degree") == b.attrs.get_int("degree")) continue;
+    }
     const ParallelTensorShape& from = g.shape(ch.source);
     const ParallelTensorShape& to = g.node(ch.nodes.back()).outputs[0];
     const auto candidates = layout_sequences(from, to, ch.sum, ch.copy);

@@ -144,6 +144,17 @@ TEST(LayoutSearch, OneCollectiveStaysAsItIs) {
   const Relaid r = cheapest_layout_changes(st.graph, st.views, cm);
   EXPECT_TRUE(r.choices.empty());
   EXPECT_EQ(r.graph.size(), st.graph.size());
+  // Nor do synchronized BatchNorm's all-reduces of its statistics over 2
+  // nodes, which a posted exchange would undercut only by paying one
+  // latency for its many messages.
+  const Graph cnn = build_model("resnext-50-tiny", {{"batch", 16}});
+  const CostModel cm16(find_machine("dgx-h100").with_devices(16), default_efficiency());
+  const Strategy dp = MachineMapper(cm16).map(lower_plan(
+      cnn, plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 16}}]})", "dp.json"), 16));
+  int64_t all_reduces = 0;
+  for (const Node& n : dp.graph.nodes()) all_reduces += n.op->data_move == DataMove::kReduce && n.attrs.get_int("degree") == 16;
+  EXPECT_GT(all_reduces, 0);
+  EXPECT_TRUE(cheapest_layout_changes(dp.graph, dp.views, cm16).choices.empty());
 }
 
 TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {

@@ -71,7 +71,11 @@ struct LayoutChoice {
 // replaced by the cheapest sequence of layout_sequences where it is
 // cheaper at `views`; the rest copied as it is. Chains from sources
 // (weights' stored layouts), to graph outputs, or over micro-slices are
-// left alone. `views` of the result are the copied nodes' (the new
+// left alone, and so is a conversion that is one collective (a merge and
+// a split of the same degree): a posted exchange pays one latency however
+// many messages a device sends (collectives.h), so the cost model would
+// price a rewrite of a small one (BatchNorm's statistics, all-reduced)
+// below NCCL's collective without its messages being cheaper to send. `views` of the result are the copied nodes' (the new
 // parallel operators' own views are unused: their shards live with their
 // readers, placement.h); `image` maps every node of g to its copy, -1 for
 // a replaced chain's operators.
