@@ -10,6 +10,7 @@
 #include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/relayout.h"
+#include "pcgx/pcg/source_layout.h"
 #include "pcgx/search/collectives.h"
 
 namespace pcgx::search {
@@ -26,16 +27,16 @@ const char* step_name(DataMove m) {
   }
 }
 
-// The steps a conversion may be made of (Pipeline and Batch change when a
-// slice is computed: a chain holding them is left alone).
+// The steps a conversion may be made of (a chain holding anything else
+// is left alone: Pipeline and Batch change when a slice is computed, and
+// an AllReduce's copies would be summed by any Reduce after it).
 bool is_layout_step(const Node& n) {
   if (n.op->op_class != OpClass::kParallel || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
   switch (n.op->data_move) {
     case DataMove::kReduce:
     case DataMove::kReplicate:
     case DataMove::kCombine:
-    case DataMove::kRepartition:
-    case DataMove::kAllReduce: return true;
+    case DataMove::kRepartition: return true;
     default: return false;
   }
 }
@@ -65,17 +66,18 @@ struct Enumerator {
       walk(next, s.move == DataMove::kReplicate ? copied * s.degree : copied);
       path.pop_back();
     };
-    for (int64_t k = 2; k <= copy / copied; ++k)
+    // Whole steps before parts, so that a limit cuts the finest sequences.
+    for (int64_t k = copy / copied; k >= 2; --k)
       if ((copy / copied) % k == 0) step({DataMove::kReplicate, -1, k}, [&](ParallelTensorShape& s) { s.replica *= k; });
     for (int j = 0; j < cur.rank(); ++j) {
       const int64_t d = cur.dims[static_cast<size_t>(j)].degree, want = to.dims[static_cast<size_t>(j)].degree;
       const int64_t g = floor[static_cast<size_t>(j)];
       if (want % d != 0) {  // still above the common divisor: combine down
-        for (int64_t k = 2; k <= d; ++k)
+        for (int64_t k = d; k >= 2; --k)
           if (d % k == 0 && (d / k) % g == 0)
             step({DataMove::kCombine, j, k}, [&](ParallelTensorShape& s) { s.dims[static_cast<size_t>(j)].degree /= k; });
       } else {  // repartition up to the target
-        for (int64_t k = 2; k <= want / d; ++k)
+        for (int64_t k = want / d; k >= 2; --k)
           if ((want / d) % k == 0)
             step({DataMove::kRepartition, j, k}, [&](ParallelTensorShape& s) { s.dims[static_cast<size_t>(j)].degree *= k; });
       }
@@ -104,11 +106,14 @@ struct Chain {
 
 // The conversions of g the search may rewrite (layout_search.h).
 std::vector<Chain> find_chains(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
+  // What is computed from sources alone is their stored or loaded layout
+  // (source_layout.h), priced as such: not a conversion between operators.
+  const SourceLayouts layouts = source_layouts(g);
   std::vector<char> is_output(g.size(), 0);
   for (const TensorRef& o : g.outputs()) is_output[static_cast<size_t>(o.node)] = 1;
   std::vector<Chain> chains;
   for (const Node& n : g.nodes()) {
-    if (!is_layout_step(n) || !is_compute(g.node(n.inputs[0].node))) continue;
+    if (!is_layout_step(n) || !is_compute(g.node(n.inputs[0].node)) || layouts.of[static_cast<size_t>(n.inputs[0].node)] != Layout::kNone) continue;
     Chain c;
     c.source = n.inputs[0];
     NodeId cur = n.id;
@@ -134,11 +139,11 @@ std::vector<Chain> find_chains(const Graph& g, const std::vector<std::vector<std
       const Node& s = g.node(x);
       if (s.outputs[0].slices() > 1 || g.shape(s.inputs[0]).slices() > 1) ok = false;
       const int64_t k = s.attrs.get_int("degree");
-      if (s.op->data_move == DataMove::kReduce || s.op->data_move == DataMove::kAllReduce) {
+      if (s.op->data_move == DataMove::kReduce) {
         if (copied) ok = false;
         c.sum *= k;
       }
-      if (s.op->data_move == DataMove::kReplicate || s.op->data_move == DataMove::kAllReduce) copied = true, c.copy *= k;
+      if (s.op->data_move == DataMove::kReplicate) copied = true, c.copy *= k;
     }
     // The certificate's claims need every partial sum summed at once, first.
     if (c.sum > 1 && (g.node(c.nodes[0]).op->data_move != DataMove::kReduce || g.node(c.nodes[0]).attrs.get_int("degree") != c.sum)) ok = false;
@@ -178,19 +183,28 @@ struct Bench {
     const TensorRef end = append(mini, src, steps);
     const size_t last_step = mini.size();
     std::vector<std::pair<NodeId, NodeId>> placed{{p, prod.id}};
+    std::vector<NodeId> readers;
     const TensorRef old_end{chain.nodes.back(), 0};
     for (NodeId r : chain.readers) {
       const Node& rn = g.node(r);
       std::vector<TensorRef> rin;
       for (const TensorRef& i : rn.inputs) rin.push_back(i == old_end ? end : source_like(i));
-      placed.push_back({mini.add_like(g, r, rin), r});
+      readers.push_back(mini.add_like(g, r, rin));
+      placed.push_back({readers.back(), r});
     }
     mv.assign(mini.size(), MachineView{});
     for (const auto& [mine, theirs] : placed) mv[static_cast<size_t>(mine)] = views[static_cast<size_t>(theirs)];
     const Placement pl(mini, mv, cost.devices());
     std::vector<NodeId> ids(last_step - first_step);
     std::iota(ids.begin(), ids.end(), static_cast<NodeId>(first_step));
-    return chain_time(pl, ids, cost);
+    Seconds t = chain_time(pl, ids, cost);
+    // What a reader then receives itself (all of it, with no sequence; the
+    // other inputs, sources here, live with it).
+    for (NodeId r : readers) {
+      const Seconds in = cost.input_transfer_time(pl, r, 0);
+      t.forward += in.forward, t.backward += in.backward;
+    }
+    return t;
   }
   std::optional<Seconds> try_price(std::span<const LayoutStep> steps) const {
     try {
@@ -285,7 +299,8 @@ Relaid cheapest_layout_changes(const Graph& g, std::span<const MachineView> view
   const std::vector<Chain> chains = find_chains(g, consumers);
   // Per chain end: the sequence replacing its chain.
   std::vector<const Chain*> ends(g.size(), nullptr);
-  std::vector<std::vector<LayoutStep>> chosen(chains.size());
+  std::vector<std::vector<LayoutStep>> chosen(chains.size());  // may be empty: the conversion was an identity
+  std::vector<char> rewritten(chains.size(), 0);
   Relaid r;
   std::optional<Placement> placed;
   for (size_t c = 0; c < chains.size(); ++c) {
@@ -319,7 +334,7 @@ Relaid cheapest_layout_changes(const Graph& g, std::span<const MachineView> view
       if (t && t->total() < best.total() * (1 - 1e-9)) best = *t, pick = &cand;
     }
     if (!pick) continue;
-    chosen[c] = *pick;
+    chosen[c] = *pick, rewritten[c] = 1;
     ends[static_cast<size_t>(ch.nodes.back())] = &ch;
     if (!placed) placed.emplace(g, views, cost.devices());
     r.choices.push_back({g.node(ch.source.node).name, g.node(ch.readers.front()).name, describe(now), describe(*pick), *before, best,
@@ -328,7 +343,7 @@ Relaid cheapest_layout_changes(const Graph& g, std::span<const MachineView> view
   // Copy g, each rewritten chain emitted where its last operator was.
   std::vector<char> dropped(g.size(), 0);
   for (size_t c = 0; c < chains.size(); ++c)
-    if (!chosen[c].empty())
+    if (rewritten[c])
       for (NodeId x : chains[c].nodes) dropped[static_cast<size_t>(x)] = 1;
   r.graph = Graph(g.name());
   r.image.assign(g.size(), -1);

@@ -351,6 +351,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             // layers only), under each boundary option.
             ch.hash = options.plan ? hash_mix(hash_mix(graph_hash(ch.graph), p), c) : graph_hash(ch.graph);
             ch.options = options;
+            ch.options.layout_search = false;  // priced before the chunk is sliced
             const std::string phase = "pipeline " + std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches, stage " +
                                       std::to_string(p + 1);
             if (options.progress)

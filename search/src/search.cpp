@@ -156,17 +156,22 @@ std::vector<NodeId> image_by_name(const Graph& model, const UserPlan& plan, cons
 }
 
 // Each conversion of `st` as its cheapest sequence of parallel operators
-// (layout_search.h), kept where the plan mapped again is faster; `image`
-// (model node -> node of st) follows the rewrite.
-void relay_layouts(Strategy& st, const MachineMapper& mapper, std::vector<NodeId>& image, std::vector<LayoutChoice>& choices) {
+// (layout_search.h), kept where the plan is then faster: mapped again by
+// the DP, or, where the plan places operators itself (`placed`), at the
+// same views by simulation, as such a plan is priced.
+void relay_layouts(Strategy& st, const MachineMapper& mapper, bool placed, std::vector<LayoutChoice>& choices) {
   if (!std::isfinite(st.estimate.time)) return;
   Relaid r = cheapest_layout_changes(st.graph, st.views, mapper.cost());
   if (r.choices.empty()) return;
-  Strategy mapped = mapper.map(r.graph);
-  if (!(mapped.estimate.time < st.estimate.time)) return;
-  for (NodeId& n : image)
-    if (n >= 0) n = r.image[static_cast<size_t>(n)];
-  st = std::move(mapped);
+  Strategy next;
+  if (placed) {
+    next.estimate = simulated_estimate(Simulator(r.graph, r.views, mapper.cost()));
+    next.graph = std::move(r.graph), next.views = std::move(r.views);
+  } else {
+    next = mapper.map(r.graph);
+  }
+  if (!next.estimate.feasible || !(next.estimate.time < st.estimate.time)) return;
+  st = std::move(next);
   choices = std::move(r.choices);
 }
 
@@ -244,8 +249,9 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kPlan: {  // (on a pipeline stage's part of the model a rule may select nothing there)
       std::vector<NodeId> image;
       result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false, &image));
-      relay_layouts(result.strategy, mapper, image, result.relaid);
-      if (assigns_devices(*options.plan)) place_stated_devices(model, *options.plan, image, mapper, result.strategy);
+      const bool placed = assigns_devices(*options.plan);
+      if (placed) place_stated_devices(model, *options.plan, image, mapper, result.strategy);
+      if (options.layout_search) relay_layouts(result.strategy, mapper, placed, result.relaid);
       break;
     }
     case Algorithm::kMcmc: {

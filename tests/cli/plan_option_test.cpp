@@ -256,24 +256,35 @@ std::string loss_line(const std::string& out) {
 }
 
 // The shipped plan whose conversions the layout search rewrites: plan
-// check lists each with both sequences and their times, and the plan
-// trains to one device's losses (the rewritten sequence moves the values,
-// it does not change them).
+// check lists each with both sequences and their times, the strategy it
+// writes holds the rewritten sequence, and that strategy trains to data
+// parallelism's losses (the sequence moves the values, it does not change
+// them) with the bytes it predicts.
 TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   const std::string plan = kPlans + "gpt-hidden-split-4.json";
-  const auto r = run("plan check gpt-tiny " + plan + " --machine dgx-h100 --devices 4");
+  const fs::path out = dir() / "hidden-split.json";
+  const auto r = run("plan check gpt-tiny " + plan + " --machine dgx-h100 --devices 4 -o " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("layout search         2 conversions rewritten"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition2(2) Combine0(2) Repartition2(2) ("),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(" for Reduce(2) Combine0(2) Repartition2(4) ("), std::string::npos) << r.out;
-  const auto split = run("run gpt-tiny --plan " + plan + " --devices 4 --steps 3 --no-report --no-plot");
-  const auto one = run("run gpt-tiny --devices 1 --steps 3 --no-report --no-plot");
+  // Per layer, the rewritten sequence splits the hidden dimension twice by 2.
+  const nlohmann::json st = nlohmann::json::parse(std::ifstream(out));
+  int halves = 0;
+  for (const auto& n : st["graph"]["nodes"])
+    halves += n["op"] == "Repartition" && n["attrs"]["dim"] == 2 && n["attrs"]["degree"] == 2;
+  EXPECT_EQ(halves, 4);
+  // A strategy file trains from its own graph's weights: the reference is
+  // data parallelism's file, whose values are the model's.
+  const fs::path dp = dir() / "hidden-split-dp.json";
+  ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 -o " + dp.string()).code, 0);
+  const auto split = run("run " + out.string() + " --steps 3 --no-report --no-plot");
+  const auto plain = run("run " + dp.string() + " --steps 3 --no-report --no-plot");
   ASSERT_EQ(split.code, 0) << split.out;
-  ASSERT_EQ(one.code, 0) << one.out;
-  EXPECT_EQ(loss_line(split.out), loss_line(one.out));
-  // Every byte the rewritten conversions send is predicted.
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_EQ(loss_line(split.out), loss_line(plain.out));
   std::smatch m;
   ASSERT_TRUE(std::regex_search(split.out, m, std::regex("between devices +([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted")))
       << split.out;

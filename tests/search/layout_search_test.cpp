@@ -15,6 +15,7 @@
 #include "pcgx/search/layout_search.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/search.h"
+#include "pcgx/search/simulator.h"
 #include "pcgx/search/user_plan.h"
 #include "search/values.h"
 
@@ -155,6 +156,72 @@ TEST(LayoutSearch, OneCollectiveStaysAsItIs) {
   for (const Node& n : dp.graph.nodes()) all_reduces += n.op->data_move == DataMove::kReduce && n.attrs.get_int("degree") == 16;
   EXPECT_GT(all_reduces, 0);
   EXPECT_TRUE(cheapest_layout_changes(dp.graph, dp.views, cm16).choices.empty());
+}
+
+// A conversion that changes nothing (two all-to-alls that undo each
+// other) between two operators of an input's values is dropped, operators
+// and all: each task then reads its shard where it is. The same chain
+// after what is computed from a weight alone (its stored layout, priced
+// as such) is left alone.
+TEST(LayoutSearch, AnIdentityConversionIsDroppedAndAWeightsLayoutKept) {
+  for (const char* source : {"Input", "Weight"}) {
+    SCOPED_TRACE(source);
+    Graph g("g");
+    const NodeId x = g.add(source, {{"shape", IntList{8, 4}}, {"degrees", IntList{2, 1}}}, {}, "x");
+    // (From a weight, ScalarMul is data movement or scaling: its layout.)
+    const NodeId a = std::string(source) == "Weight" ? g.add("ScalarMul", {{"scalar", 2.0}}, {{x, 0}}, "a") : g.add("Relu", {}, {{x, 0}}, "a");
+    NodeId t = a;
+    std::vector<NodeId> chain;
+    for (auto [op, dim] : std::vector<std::pair<const char*, int64_t>>{{"Combine", 0}, {"Repartition", 1}, {"Combine", 1}, {"Repartition", 0}})
+      chain.push_back(t = g.add(op, {{"dim", dim}, {"degree", int64_t{2}}}, {{t, 0}}));
+    const NodeId b = g.add("Relu", {}, {{t, 0}}, "b");
+    g.add_output({b, 0});
+    const CostModel cm(find_machine("dgx-h100").with_devices(2), default_efficiency());
+    std::vector<MachineView> views(g.size(), MachineView{});
+    views[static_cast<size_t>(a)] = views[static_cast<size_t>(b)] = MachineView{0, 1, {}};  // task i on device i
+    const Relaid r = cheapest_layout_changes(g, views, cm);
+    if (std::string(source) == "Weight") {
+      EXPECT_TRUE(r.choices.empty());
+      EXPECT_EQ(parallel_operators(r.graph), 4);
+      continue;
+    }
+    ASSERT_EQ(r.choices.size(), 1u);
+    EXPECT_EQ(r.choices[0].before, "Combine0(2) Repartition1(2) Combine1(2) Repartition0(2)");
+    EXPECT_EQ(r.choices[0].after, "");
+    EXPECT_EQ(r.choices[0].after_time.total(), 0.0);
+    EXPECT_EQ(parallel_operators(r.graph), 0);
+    for (NodeId c : chain) EXPECT_EQ(r.image[static_cast<size_t>(c)], -1);
+    EXPECT_LT(max_difference(r.graph, g), 1e-6);
+  }
+}
+
+// A plan that places operators itself is priced by simulation at its
+// stated devices, the rewrite too: it is kept only where that simulation
+// is faster, and the stated devices stay.
+TEST(LayoutSearch, StatedDevicesArePricedWhereTheyAre) {
+  const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const MachineMapper mapper(cm);
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = std::make_shared<const UserPlan>(plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [
+    {"select": {}, "partition": {"samples": 2}},
+    {"select": {"name": "block*.mlp.intermediate"}, "partition": {"samples": 2, "out": 2}},
+    {"select": {"name": "block*.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}},
+    {"select": {"name": "block*.mlp_dropout"}, "partition": {"dim2": 4}, "devices": [0, 1, 2, 3]}]})",
+                                                                                 "stated.json"));
+  static const Ruleset none;
+  const SearchResult r = optimize(model, RuleLibrary(none), mapper, o);
+  ASSERT_TRUE(r.strategy.estimate.feasible);
+  EXPECT_NEAR(r.strategy.estimate.time, simulated_estimate(Simulator(r.strategy.graph, r.strategy.views, cm)).time,
+              1e-12 * r.strategy.estimate.time);
+  o.layout_search = false;
+  const SearchResult as_lowered = optimize(model, RuleLibrary(none), mapper, o);
+  EXPECT_TRUE(as_lowered.relaid.empty());
+  ASSERT_EQ(r.relaid.size(), 2u);
+  EXPECT_LT(r.strategy.estimate.time, as_lowered.strategy.estimate.time);
+  for (const Node& n : r.strategy.graph.nodes())
+    if (n.name == "block0.mlp_dropout") EXPECT_EQ(r.strategy.views[static_cast<size_t>(n.id)].start, 0);
 }
 
 TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {

@@ -66,12 +66,14 @@ struct LayoutChoice {
 };
 
 // `g` with every conversion between compute operators (a chain of
-// Reduce, Combine, Repartition, Replicate and AllReduce from a compute
-// operator's output to compute readers, nothing else reading its inside)
+// Reduce, Combine, Repartition and Replicate from a compute operator's
+// output to compute readers, nothing else reading its inside)
 // replaced by the cheapest sequence of layout_sequences where it is
-// cheaper at `views`; the rest copied as it is. Chains from sources
-// (weights' stored layouts), to graph outputs, or over micro-slices are
-// left alone, and so is a conversion that is one collective (a merge and
+// cheaper at `views`; the rest copied as it is. Chains from sources and
+// what is computed from them alone (weights' stored layouts, inputs'
+// loaded ones: source_layout.h), to graph outputs, over micro-slices or
+// through an AllReduce are left alone, and so is a conversion that is
+// one collective (a merge and
 // a split of the same degree): a posted exchange pays one latency however
 // many messages a device sends (collectives.h), so the cost model would
 // price a rewrite of a small one (BatchNorm's statistics, all-reduced)

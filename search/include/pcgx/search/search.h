@@ -74,6 +74,10 @@ struct SearchOptions {
   int64_t tensor_degree = 0;        // expert: its tensor-parallel degree, as a plan states it (0: the fastest that fits)
   bool sequence_parallel = false;   // expert: Megatron-LM's sequence parallelism inside each tensor-parallel group (baselines.h)
   std::shared_ptr<const UserPlan> plan;  // plan: what it lowers (user_plan.h)
+  // plan: rewrite each conversion as its cheapest sequence of parallel
+  // operators (layout_search.h). Off for a pipeline's chunks, whose
+  // conversions are sliced into micro-batches after they are lowered.
+  bool layout_search = true;
   // unity: how the result is chosen among the search's best and the
   // model's baselines (final_ranking.h): by simulation, or by the DP's
   // estimate alone (the search itself always costs candidates by the DP).
