@@ -158,6 +158,16 @@ TEST(LayoutSearch, OneCollectiveStaysAsItIs) {
   EXPECT_TRUE(cheapest_layout_changes(dp.graph, dp.views, cm16).choices.empty());
 }
 
+// `plan` lowered as written (Algorithm::kPlan).
+SearchResult as_written(const Graph& model, const UserPlan& plan, const MachineMapper& mapper, bool layout_search = true) {
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = std::make_shared<const UserPlan>(plan);
+  o.layout_search = layout_search;
+  static const Ruleset none;
+  return optimize(model, RuleLibrary(none), mapper, o);
+}
+
 // A conversion that changes nothing (two all-to-alls that undo each
 // other) between two operators of an input's values is dropped, operators
 // and all: each task then reads its shard where it is. The same chain
@@ -202,21 +212,17 @@ TEST(LayoutSearch, StatedDevicesArePricedWhereTheyAre) {
   const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
   const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
   const MachineMapper mapper(cm);
-  SearchOptions o;
-  o.algorithm = Algorithm::kPlan;
-  o.plan = std::make_shared<const UserPlan>(plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [
+  const UserPlan stated = plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [
     {"select": {}, "partition": {"samples": 2}},
     {"select": {"name": "block*.mlp.intermediate"}, "partition": {"samples": 2, "out": 2}},
     {"select": {"name": "block*.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}},
     {"select": {"name": "block*.mlp_dropout"}, "partition": {"dim2": 4}, "devices": [0, 1, 2, 3]}]})",
-                                                                                 "stated.json"));
-  static const Ruleset none;
-  const SearchResult r = optimize(model, RuleLibrary(none), mapper, o);
+                                         "stated.json");
+  const SearchResult r = as_written(model, stated, mapper);
   ASSERT_TRUE(r.strategy.estimate.feasible);
   EXPECT_NEAR(r.strategy.estimate.time, simulated_estimate(Simulator(r.strategy.graph, r.strategy.views, cm)).time,
               1e-12 * r.strategy.estimate.time);
-  o.layout_search = false;
-  const SearchResult as_lowered = optimize(model, RuleLibrary(none), mapper, o);
+  const SearchResult as_lowered = as_written(model, stated, mapper, false);
   EXPECT_TRUE(as_lowered.relaid.empty());
   ASSERT_EQ(r.relaid.size(), 2u);
   EXPECT_LT(r.strategy.estimate.time, as_lowered.strategy.estimate.time);
@@ -228,11 +234,7 @@ TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {
   const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
   const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
   const MachineMapper mapper(cm);
-  SearchOptions o;
-  o.algorithm = Algorithm::kPlan;
-  o.plan = std::make_shared<const UserPlan>(hidden_split_plan());
-  static const Ruleset none;
-  const SearchResult r = optimize(model, RuleLibrary(none), mapper, o);
+  const SearchResult r = as_written(model, hidden_split_plan(), mapper);
   ASSERT_EQ(r.relaid.size(), 2u);
   const double as_lowered = mapper.map(lower_plan(model, hidden_split_plan(), 4)).estimate.time;
   EXPECT_LT(r.strategy.estimate.time, as_lowered);
