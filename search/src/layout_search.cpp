@@ -43,6 +43,10 @@ bool is_layout_step(const Node& n) {
 
 bool is_compute(const Node& n) { return n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs); }
 
+// The most shards the split-first sequence may hold (it is priced piece
+// by piece: 192 devices' blocks split both ways would be 36,864).
+constexpr int64_t kMaxSplitFirstShards = 4096;
+
 struct Enumerator {
   const ParallelTensorShape& to;
   std::vector<int64_t> floor;  // per dimension: gcd of the two degrees
@@ -240,6 +244,26 @@ Seconds naive_time(const Placement& p, const Chain& ch, const CostModel& cost) {
   return {exchange_time(cost.machine(), fwd), exchange_time(cost.machine(), bwd)};
 }
 
+// A lone Repartition's or Combine's moves between devices all posted at
+// once, as an exchange prices them: where several shards' groups send to
+// one device, it receives them through its own links (the cost model's
+// per-group price of a scatter or a gather counts only the slowest group
+// alone; NCCL has neither, they are sends and receives). The backward
+// pass sends the other way.
+Seconds posted(const Placement& p, NodeId id, const CostModel& cost) {
+  const Graph& g = p.graph();
+  const Node& n = g.node(id);
+  const bool per_output = n.op->data_move == DataMove::kRepartition;
+  const double bytes = cost.activation_bytes(per_output ? n.outputs[0] : g.shape(n.inputs[0]));
+  std::vector<Transfer> fwd, bwd;
+  for (const Move& m : p.moves(id)) {
+    const int64_t src = p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard), dst = p.owner({id, m.output}, m.out_shard);
+    if (src == dst) continue;
+    fwd.push_back({src, dst, bytes}), bwd.push_back({dst, src, bytes});
+  }
+  return {exchange_time(cost.machine(), fwd), exchange_time(cost.machine(), bwd)};
+}
+
 }  // namespace
 
 LayoutStep layout_step(const Node& n) {
@@ -270,6 +294,33 @@ std::vector<std::vector<LayoutStep>> layout_sequences(const ParallelTensorShape&
     e.path.push_back({DataMove::kReduce, -1, sum});
   }
   e.walk(cur, 1);
+  // The sum, then splitting first: the one dimension that grows split up
+  // to the least common multiple of its two degrees, then every dimension
+  // merged down to its target. Reduce and that Repartition are one step
+  // that sends each partial block straight to the device of the reader's
+  // shard that needs it, and the merges' inputs live with their outputs
+  // (placement.h), so they move nothing: the whole change as one exchange
+  // of pieces. Only so: a lone Repartition or Replicate is priced group by
+  // group (a scatter or a broadcast from each shard), with no device
+  // receiving from several groups at once, which would undercut the
+  // exchange it stands for.
+  int grows = 0;
+  for (int j = 0; j < from.rank(); ++j)
+    grows += std::lcm(from.dims[static_cast<size_t>(j)].degree, to.dims[static_cast<size_t>(j)].degree) > from.dims[static_cast<size_t>(j)].degree;
+  if (sum > 1 && copy == 1 && grows == 1) {
+    ParallelTensorShape wide = cur;
+    std::vector<LayoutStep> first = e.path;
+    for (int j = 0; j < from.rank(); ++j) {
+      const int64_t d = from.dims[static_cast<size_t>(j)].degree, l = std::lcm(d, to.dims[static_cast<size_t>(j)].degree);
+      if (l > d) first.push_back({DataMove::kRepartition, j, l / d}), wide.dims[static_cast<size_t>(j)].degree = l;
+    }
+    for (int j = 0; j < from.rank(); ++j) {
+      const int64_t l = wide.dims[static_cast<size_t>(j)].degree, want = to.dims[static_cast<size_t>(j)].degree;
+      if (l > want) first.push_back({DataMove::kCombine, j, l / want});
+    }
+    if (!wide.invalid_reason() && wide.num_shards() <= kMaxSplitFirstShards && std::find(e.out.begin(), e.out.end(), first) == e.out.end())
+      e.out.push_back(std::move(first));
+  }
   return std::move(e.out);
 }
 
@@ -288,6 +339,11 @@ Seconds chain_time(const Placement& p, std::span<const NodeId> chain, const Cost
       s = *pair, ++i;
     } else {
       s = cost.parallel_time(p, chain[i], 0);
+      const DataMove m = g.node(chain[i]).op->data_move;
+      if (m == DataMove::kRepartition || m == DataMove::kCombine) {
+        const Seconds all = posted(p, chain[i], cost);
+        s.forward = std::max(s.forward, all.forward), s.backward = std::max(s.backward, all.backward);
+      }
     }
     total.forward += s.forward, total.backward += s.backward;
   }

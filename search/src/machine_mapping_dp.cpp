@@ -286,7 +286,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   if (m.dp.time == kInf) {
     int64_t most = 0;
     for (const Node& n : g.nodes())
-      if (p.active[static_cast<size_t>(n.id)]) most = std::max(most, task_count(g, n));
+      if (p.active[static_cast<size_t>(n.id)]) most = std::max(most, task_count(g, n, p.consumers));
     e.infeasible = "an operator runs " + std::to_string(most) + " tasks but the machine has " + std::to_string(cost_.devices()) + " devices";
     return s;
   }

@@ -22,10 +22,15 @@ std::vector<MachineView> canonical_views(const Graph& g) {
 
 }  // namespace
 
-int64_t task_count(const Graph& g, const Node& n) {
+int64_t task_count(const Graph& g, const Node& n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
   if (n.op->op_class == OpClass::kParallel) {
-    int64_t t = n.outputs[0].num_shards();
-    for (const TensorRef& i : n.inputs) t = std::max(t, g.shape(i).num_shards());
+    auto parallel = [&](NodeId x) { return g.node(x).op->op_class == OpClass::kParallel; };
+    const auto& readers = consumers[static_cast<size_t>(n.id)];
+    const bool only_parallel_readers =
+        !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) { return parallel(r.first); });
+    int64_t t = only_parallel_readers ? 1 : n.outputs[0].num_shards();
+    for (const TensorRef& i : n.inputs)
+      if (!parallel(i.node)) t = std::max(t, g.shape(i).num_shards());
     return t;
   }
   return n.outputs.empty() ? 1 : n.outputs[0].num_shards();
@@ -275,7 +280,7 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
 
 Result Problem::leaf(NodeId id, int64_t lo, int64_t size) const {
   const Node& n = g.node(id);
-  if (task_count(g, n) > size) return {};
+  if (task_count(g, n, consumers) > size) return {};
   Result r = comm(place, id, lo);
   if (n.op->op_class != OpClass::kParallel) {
     const Seconds c = task_seconds(id);

@@ -50,7 +50,13 @@ struct KeyHash {
 };
 
 
-int64_t task_count(const Graph& g, const Node& n);
+// The devices a node needs at least: a compute operator's tasks; a
+// parallel operator's shards of the tensors it exchanges with compute
+// operators (or sources). A tensor between two parallel operators is
+// not counted: its shards live with their readers (placement.h), several
+// to a device where it has more of them than its neighbours (a split
+// before a merge: the pieces of one exchange).
+int64_t task_count(const Graph& g, const Node& n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers);
 
 // Shared by the search's threads: looked up and filled without a lock (two
 // threads solving one key compute the same result; the first stays). A

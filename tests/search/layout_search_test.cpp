@@ -55,17 +55,22 @@ TEST(LayoutSearch, EverySequenceTakesOneLayoutToTheOther) {
     EXPECT_TRUE(seen.insert(describe(seq)).second) << "listed twice";
     ASSERT_FALSE(seq.empty());
     EXPECT_EQ(seq.front(), (LayoutStep{DataMove::kReduce, -1, 2}));  // the partial sums summed first, all at once
+    // Never more shards than the larger layout, but for the one that splits
+    // first (then 2 x 4: the pieces of one exchange).
+    const bool split_first = describe(seq) == "Reduce(2) Repartition2(4) Combine0(2)";
     ParallelTensorShape s = from;
     for (const LayoutStep& step : seq) {
       s = apply(s, step);
       EXPECT_FALSE(s.invalid_reason());
-      EXPECT_LE(s.num_shards(), 4);  // never more shards than the larger layout
+      EXPECT_LE(s.num_shards(), split_first ? 8 : 4);
     }
     EXPECT_EQ(s, to);
   }
-  // pcgx's fixed conversion and the reduce-scatter then all-to-all are both there.
+  // pcgx's fixed conversion, the reduce-scatter then all-to-all, and the
+  // split first are all there.
   EXPECT_TRUE(seen.count("Reduce(2) Combine0(2) Repartition2(4)"));
   EXPECT_TRUE(seen.count("Reduce(2) Repartition2(2) Combine0(2) Repartition2(2)"));
+  EXPECT_TRUE(seen.count("Reduce(2) Repartition2(4) Combine0(2)"));
 }
 
 TEST(LayoutSearch, CopiesComeInPartsToo) {
@@ -114,10 +119,13 @@ TEST(LayoutSearch, ACheaperSequenceIsChosenAndComputesTheModel) {
   for (const LayoutChoice& c : r.choices) {
     SCOPED_TRACE(c.from + " -> " + c.to);
     EXPECT_EQ(c.before, "Reduce(2) Combine0(2) Repartition2(4)");
-    EXPECT_EQ(c.after, "Reduce(2) Repartition2(2) Combine0(2) Repartition2(2)");
+    // The sum and the split one exchange, each partial block sent straight
+    // to the device that needs it: the naive plan's price, the least.
+    EXPECT_EQ(c.after, "Reduce(2) Repartition2(4) Combine0(2)");
     EXPECT_LT(c.after_time.total(), c.before_time.total());
+    EXPECT_NEAR(c.after_time.total(), c.naive_time.total(), 1e-9 * c.naive_time.total());
   }
-  EXPECT_EQ(parallel_operators(r.graph), parallel_operators(st.graph) + 2);  // one more operator per layer
+  EXPECT_EQ(parallel_operators(r.graph), parallel_operators(st.graph));  // the same three operators per layer, reordered
   ASSERT_EQ(r.views.size(), r.graph.size());
   for (size_t i = 0; i < st.graph.size(); ++i)
     if (r.image[i] >= 0) EXPECT_EQ(r.views[static_cast<size_t>(r.image[i])], st.views[i]);
@@ -251,7 +259,7 @@ TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {
     }
     std::vector<LayoutStep> steps;
     for (NodeId c : chain) steps.push_back(layout_step(r.strategy.graph.node(c)));
-    EXPECT_EQ(describe(steps), "Reduce(2) Repartition2(2) Combine0(2) Repartition2(2)");
+    EXPECT_EQ(describe(steps), "Reduce(2) Repartition2(4) Combine0(2)");
     ++found;
   }
   EXPECT_EQ(found, 2);

@@ -91,7 +91,10 @@ Relaid cheapest_layout_changes(const Graph& g, std::span<const MachineView> view
 
 // The time of a chain of parallel operators `chain` (in order, each the
 // only reader of the one before) of a placed graph, as the machine-mapping
-// DP prices it.
+// DP prices it, but a lone Repartition or Combine (not one of a pair)
+// never below its moves posted at once: the DP prices a scatter or a
+// gather by its slowest group alone, and a search among sequences would
+// otherwise prefer steps whose groups send to the same devices at once.
 Seconds chain_time(const Placement& p, std::span<const NodeId> chain, const CostModel& cost);
 
 }  // namespace pcgx::search
