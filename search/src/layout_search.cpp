@@ -294,20 +294,21 @@ std::vector<std::vector<LayoutStep>> layout_sequences(const ParallelTensorShape&
     e.path.push_back({DataMove::kReduce, -1, sum});
   }
   e.walk(cur, 1);
-  // The sum, then splitting first: the one dimension that grows split up
-  // to the least common multiple of its two degrees, then every dimension
-  // merged down to its target. Reduce and that Repartition are one step
-  // that sends each partial block straight to the device of the reader's
-  // shard that needs it, and the merges' inputs live with their outputs
-  // (placement.h), so they move nothing: the whole change as one exchange
-  // of pieces. Only so: a lone Repartition or Replicate is priced group by
-  // group (a scatter or a broadcast from each shard), with no device
-  // receiving from several groups at once, which would undercut the
-  // exchange it stands for.
+  // The sum, then splitting first: each dimension that grows split up to
+  // the least common multiple of its two degrees, then every dimension
+  // merged down to its target. Reduce and the first Repartition are one
+  // step that sends each partial block straight to the device of the
+  // reader's shard that needs it where only one dimension grows; the
+  // merges' inputs then live with their outputs (placement.h) and move
+  // nothing: the whole change as one exchange of pieces. (Where several
+  // grow, a later split moves half of what the first sent.) Not with copies: a lone Replicate is priced group by group (a
+  // broadcast from each shard, no device receiving from several at once),
+  // which would undercut the exchange it stands for (chain_time prices a
+  // lone Repartition or Combine no lower than its moves posted at once).
   int grows = 0;
   for (int j = 0; j < from.rank(); ++j)
     grows += std::lcm(from.dims[static_cast<size_t>(j)].degree, to.dims[static_cast<size_t>(j)].degree) > from.dims[static_cast<size_t>(j)].degree;
-  if (sum > 1 && copy == 1 && grows == 1) {
+  if (sum > 1 && copy == 1 && grows >= 1) {
     ParallelTensorShape wide = cur;
     std::vector<LayoutStep> first = e.path;
     for (int j = 0; j < from.rank(); ++j) {

@@ -73,6 +73,14 @@ TEST(LayoutSearch, EverySequenceTakesOneLayoutToTheOther) {
   EXPECT_TRUE(seen.count("Reduce(2) Repartition2(4) Combine0(2)"));
 }
 
+TEST(LayoutSearch, EveryGrowingDimensionSplitsFirst) {
+  // Partial sums, samples split -> two dimensions split 2 ways each.
+  std::set<std::string> seen;
+  for (const auto& seq : layout_sequences(layout(2, {2, 1, 1}), layout(1, {1, 2, 2}), 2, 1)) seen.insert(describe(seq));
+  EXPECT_TRUE(seen.count("Reduce(2) Repartition1(2) Repartition2(2) Combine0(2)"));
+  EXPECT_TRUE(seen.count("Reduce(2) Combine0(2) Repartition1(2) Repartition2(2)"));
+}
+
 TEST(LayoutSearch, CopiesComeInPartsToo) {
   // Partial sums, samples split -> copies everywhere: an all-reduce, then an all-gather.
   const auto seqs = layout_sequences(layout(2, {2, 1, 1}), layout(4, {1, 1, 1}), 2, 4);
