@@ -268,6 +268,9 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   EXPECT_NE(r.out.find("layout search         2 conversions rewritten"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition2(4) Combine0(2) ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" for Reduce(2) Combine0(2) Repartition2(4) ("), std::string::npos) << r.out;
+  const auto o = run("optimize gpt-tiny --plan " + plan + " --machine dgx-h100 --devices 4 -q -o " + (dir() / "hidden-opt.json").string());
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("layout search         2 conversions rewritten"), std::string::npos) << o.out;
   // Per layer, the strategy's sum is read by the hidden dimension's split.
   const nlohmann::json st = nlohmann::json::parse(std::ifstream(out));
   std::map<int64_t, std::string> op;

@@ -111,6 +111,9 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   out << "substitutions applied " << r.applied.size() << "\n";
   for (size_t i = 0; i < r.applied.size() && i < 20; ++i) out << "  " << r.applied[i] << "\n";
   if (r.applied.size() > 20) out << "  ... (all in the strategy file)\n";
+  if (!r.relaid.empty())
+    out << "layout search         " << r.relaid.size() << (r.relaid.size() == 1 ? " conversion" : " conversions")
+        << " rewritten as a cheaper sequence of parallel operators (`pcgx plan check` lists them)\n";
   if (quiet) return;
   out << "operators (tasks, output layout, machine view start:stride or start:[strides])\n";
   for (const Node& nd : r.strategy.graph.nodes()) {
