@@ -30,7 +30,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
 }
 
-PlanCheck check_plan(const OptimizeRequest& q) {
+PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity) {
   if (!q.search.plan) throw FieldError("SearchOptions.plan", "plan check needs a plan");
   validate(q);
   PlanCheck c;
@@ -39,6 +39,16 @@ PlanCheck check_plan(const OptimizeRequest& q) {
   c.report = optimize(q);
   const search::Strategy& st = c.report.result.search.strategy;
   c.communication = search::derived_communication(Placement(st.graph, st.views, q.machine.num_devices()), *c.report.cost);
+  if (compare_unity) {
+    OptimizeRequest u = q;
+    u.search.plan = nullptr;
+    u.search.algorithm = search::Algorithm::kUnity;
+    try {
+      c.unity = optimize(u);
+    } catch (const Error& e) {
+      c.unity_error = e.what();
+    }
+  }
   return c;
 }
 

@@ -82,6 +82,12 @@ TEST(PlanCheck, PrintsWhatEachRuleDecidesAndTheCommunicationDerived) {
   EXPECT_NE(r.out.find("communication derived 9 layout changes of activations"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("block0.attn.output -> block0.attn_dropout"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("data parallel"), std::string::npos) << r.out;
+  // Unity's search of the whole model beside it, and the plan's time over unity's.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("\nunity +([0-9.]+) ms \\(the whole model searched in [0-9.]+ s\\); the plan takes ([0-9.]+)x unity's time")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1].str()), 0);
+  EXPECT_GT(std::stod(m[2].str()), 1.0);  // on the tiny GPT, splitting the layers only adds work: unity's plan is faster
   EXPECT_TRUE(fs::exists(out));
   const fs::path plan = dir() / "nothing.json";
   std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {"name": "decoder.*"}, "partition": {}}]})";
@@ -94,7 +100,7 @@ TEST(PlanCheck, PrintsWhatEachRuleDecidesAndTheCommunicationDerived) {
 // a strategy is one error line.
 TEST(PlanCheck, CertifiesAPlan) {
   const fs::path out = dir() / "dp-certified.json";
-  const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify -v -o " + out.string());
+  const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify -v --no-unity -o " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("by linear_data_parallel_split"), std::string::npos) << r.out;
@@ -107,15 +113,17 @@ TEST(PlanCheck, CertifiesAPlan) {
   expect_one_error_line(run("plan certify " + (dir() / "absent.json").string()), "absent.json", dir() / "never.json");
 }
 
-// Every shipped plan certifies against GPT: data parallelism, Megatron's
-// 2 x 2 (biases as summands beside data parallelism), its pipeline of 8,
-// and the first layer alone.
+// Every shipped plan certifies against its model (GPT's, LLaMA's for
+// llama-*): data parallelism, Megatron's 2 x 2 (biases as summands beside
+// data parallelism) for both, its pipeline of 8, the first layer alone,
+// co-shard and the hidden split.
 TEST(PlanCheck, EveryShippedPlanCertifies) {
   for (const auto& [plan, devices] : std::vector<std::pair<std::string, int>>{
            {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4},
            {"gpt-pipeline-three-forwards-8.json", 8}, {"gpt-coshard-heads-2.json", 2},
-           {"gpt-coshard-pipeline-4.json", 4}, {"gpt-hidden-split-4.json", 4}}) {
-    const auto r = run("plan check gpt-tiny " + kPlans + plan + " --machine dgx-h100 --devices " + std::to_string(devices) + " --certify");
+           {"gpt-coshard-pipeline-4.json", 4}, {"gpt-hidden-split-4.json", 4}, {"llama-megatron-2x2.json", 4}}) {
+    const std::string model = plan.rfind("llama-", 0) == 0 ? "llama-tiny" : "gpt-tiny";
+    const auto r = run("plan check " + model + " " + kPlans + plan + " --machine dgx-h100 --devices " + std::to_string(devices) + " --certify --no-unity");
     ASSERT_EQ(r.code, 0) << plan << "\n" << r.out;
     EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << plan << "\n" << r.out;
     EXPECT_NE(r.out.find("operators           the model's own"), std::string::npos) << plan << "\n" << r.out;
@@ -130,7 +138,7 @@ TEST(PlanCheck, AnUnprovedPlanIsReportedNotRefused) {
   const fs::path axioms = dir() / "axioms-less-linear";
   fs::create_directories(axioms);
   std::ofstream(axioms / "linear.smt2") << "; Linear's axioms taken out\n";
-  const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify --axioms " + axioms.string());
+  const auto r = run("plan check mlp-tiny " + kPlans + "data-parallel-4.json --machine cpu-host --devices 4 --certify --no-unity --axioms " + axioms.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("certificate           UNVERIFIED: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unverified: operator-1 (Linear 'dense0'"), std::string::npos) << r.out;
@@ -255,6 +263,26 @@ std::string loss_line(const std::string& out) {
   return at == std::string::npos ? out : out.substr(at, out.find('\n', at + 1) - at);
 }
 
+// Runs `run ARGS` and `run REFERENCE` (3 steps each) and expects the same
+// losses; returns the first's output.
+std::string trains_like(const std::string& args, const std::string& reference) {
+  const auto a = run("run " + args + " --steps 3 --no-report --no-plot");
+  const auto b = run("run " + reference + " --steps 3 --no-report --no-plot");
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(loss_line(a.out), loss_line(b.out)) << args;
+  return a.out;
+}
+
+// A run's bytes between devices per step, measured, are the predicted
+// ones (and some are sent).
+void expect_bytes_as_predicted(const std::string& out) {
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("between devices +([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted"))) << out;
+  EXPECT_EQ(m[1].str(), m[2].str());
+  EXPECT_NE(m[1].str(), "0 B");
+}
+
 // The shipped plan whose conversions the layout search rewrites: plan
 // check lists each with both sequences and their times, the strategy it
 // writes holds the rewritten sequence, and that strategy trains to data
@@ -263,7 +291,7 @@ std::string loss_line(const std::string& out) {
 TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   const std::string plan = kPlans + "gpt-hidden-split-4.json";
   const fs::path out = dir() / "hidden-split.json";
-  const auto r = run("plan check gpt-tiny " + plan + " --machine dgx-h100 --devices 4 -o " + out.string());
+  const auto r = run("plan check gpt-tiny " + plan + " --machine dgx-h100 --devices 4 --no-unity -o " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("layout search         2 conversions rewritten"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition2(4) Combine0(2) ("), std::string::npos) << r.out;
@@ -282,17 +310,15 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   // A strategy file trains from its own graph's weights: the reference is
   // data parallelism's file, whose values are the model's.
   const fs::path dp = dir() / "hidden-split-dp.json";
-  ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 -o " + dp.string()).code, 0);
-  const auto split = run("run " + out.string() + " --steps 3 --no-report --no-plot");
-  const auto plain = run("run " + dp.string() + " --steps 3 --no-report --no-plot");
-  ASSERT_EQ(split.code, 0) << split.out;
-  ASSERT_EQ(plain.code, 0) << plain.out;
-  EXPECT_EQ(loss_line(split.out), loss_line(plain.out));
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(split.out, m, std::regex("between devices +([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted")))
-      << split.out;
-  EXPECT_EQ(m[1].str(), m[2].str());
-  EXPECT_NE(m[1].str(), "0 B");
+  ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 --no-unity -o " + dp.string()).code, 0);
+  expect_bytes_as_predicted(trains_like(out.string(), dp.string()));
+}
+
+// The shipped LLaMA plan (Megatron-LM's t = 2 inside each layer, SwiGLU's
+// three projections included, beside data parallelism 2) trains to
+// 4-device data parallelism's losses with the bytes it predicts.
+TEST(PlanOption, TheShippedLlamaPlanTrainsAsDataParallelism) {
+  expect_bytes_as_predicted(trains_like("llama-tiny --plan " + kPlans + "llama-megatron-2x2.json --devices 4", "llama-tiny --devices 4"));
 }
 
 // The shipped co-shard plan (4 attention tasks per layer on 2 devices, more

@@ -27,11 +27,11 @@ void certify_and_print(const Graph& strategy, const Graph* model, size_t substit
 
 void add_check(CLI::App& cmd) {
   auto* check = cmd.add_subcommand("check", "Validate a plan against a model, lower it, and print what each rule decides, the communication "
-                                             "derived between the operators, the memory and the predicted and simulated time beside data parallelism");
+                                             "derived between the operators, the memory and the predicted and simulated time beside data parallelism and unity");
   static PlanFlags pf;
   static std::string out;
   static std::vector<std::string> axioms;
-  static bool certify = false, verbose = false;
+  static bool certify = false, verbose = false, no_unity = false;
   check->add_option("MODEL", pf.model, "zoo model name or graph JSON file")->required();
   check->add_option("PLAN", pf.plan, "plan file (pcgx.plan JSON)")->required();
   add_plan_model_options(check, pf);
@@ -40,13 +40,16 @@ void add_check(CLI::App& cmd) {
                                          "computes; names what cannot be proved (docs/plans.md)");
   check->add_option("--axioms", axioms, std::string("with --certify: ") + kAxiomsHelp)->check(CLI::ExistingDirectory);
   check->add_flag("-v,--verbose", verbose, "with --certify: every claim and the axioms its proof used");
+  check->add_flag("--no-unity", no_unity, "do not search the whole model with unity to print beside the plan (the search takes seconds to a minute "
+                                          "on large models)");
   check->callback([] {
     std::shared_ptr<const search::UserPlan> p;
     const runner::OptimizeRequest q = plan_request(pf, p);
     const std::string& plan = pf.plan;
-    const runner::PlanCheck c = runner::check_plan(q);  // (its errors before any output)
+    const runner::PlanCheck c = runner::check_plan(q, !no_unity);  // (its errors before any output)
     print_plan_check(std::cout, plan, *p, c);
     print_optimize_report(std::cout, q, c.report, true);
+    if (!no_unity) print_unity_beside(std::cout, c);
     if (certify) certify_and_print(c.report.file.strategy.graph, &q.model, c.report.file.applied.size(), axioms, verbose);
     if (!out.empty()) {
       search::save_strategy(c.report.file, out);

@@ -45,6 +45,16 @@ void print_plan_check(std::ostream& out, const std::string& path, const search::
   if (relaid.size() > 12) out << "  ... and " << relaid.size() - 12 << " more\n";
 }
 
+void print_unity_beside(std::ostream& out, const runner::PlanCheck& c) {
+  if (!c.unity) {
+    out << "unity                 no plan: " << c.unity_error << "\n";
+    return;
+  }
+  const double plan = c.report.result.search.strategy.estimate.time, unity = c.unity->result.search.strategy.estimate.time;
+  out << "unity                 " << std::fixed << std::setprecision(3) << unity * 1e3 << " ms (the whole model searched in " << std::setprecision(2)
+      << c.unity->result.search.seconds << " s); the plan takes " << plan / unity << "x unity's time\n";
+}
+
 void print_certificate(std::ostream& out, const runner::CertifyReport& rep, bool verbose) {
   const verify::Certificate& c = rep.certificate;
   int64_t proved = 0;

@@ -33,12 +33,17 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated);
 // pcgx plan check: a request lowering a plan, validated, searched and
 // priced (optimize), with what each rule decides (on the devices of one
 // pipeline stage) and the communication derived, costliest first.
+// With `compare_unity`, unity also searches the whole model on the same
+// machine, recipe and pipeline, to print beside the plan (or why it found
+// nothing).
 struct PlanCheck {
   search::PlanDecisions decisions;
   OptimizeReport report;
   std::vector<search::DerivedMove> communication;
+  std::optional<OptimizeReport> unity;
+  std::string unity_error;  // when the comparison found no plan
 };
-PlanCheck check_plan(const OptimizeRequest& q);
+PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity = false);
 
 // The plan a strategy file amounts to (pcgx plan show): its operators'
 // partitions (search::plan_of_strategy), the recipe it trains with, so that
