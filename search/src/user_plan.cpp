@@ -38,8 +38,8 @@ int64_t whole(const json& v, const std::string& source, const std::string& field
 }
 
 PlanSelector read_selector(const json& j, const std::string& source, const std::string& field) {
-  if (!j.is_object()) throw FileError(source, field, "expected an object (name, op, layers)");
-  only_fields(j, source, field + ".", {"name", "op", "layers"});
+  if (!j.is_object()) throw FileError(source, field, "expected an object (name, op, layers, weights)");
+  only_fields(j, source, field + ".", {"name", "op", "layers", "weights"});
   PlanSelector s;
   if (j.contains("name")) {
     if (!j["name"].is_string() || j["name"].get<std::string>().empty()) throw FileError(source, field + ".name", "expected a non-empty name pattern");
@@ -58,6 +58,11 @@ PlanSelector read_selector(const json& j, const std::string& source, const std::
     if (b < a) throw FileError(source, field + ".layers", "the last layer " + std::to_string(b) + " comes before the first " + std::to_string(a));
     s.layers = std::make_pair(a, b);
   }
+  if (j.contains("weights")) {
+    if (!j["weights"].is_boolean())
+      throw FileError(source, field + ".weights", "expected true (operators that read a weight) or false (those that read none)");
+    s.weights = j["weights"].get<bool>();
+  }
   return s;
 }
 
@@ -67,6 +72,7 @@ std::string describe(const PlanSelector& s) {
   if (!s.name.empty()) add("name '" + s.name + "'");
   if (!s.op.empty()) add("op " + s.op);
   if (s.layers) add("layers " + std::to_string(s.layers->first) + "-" + std::to_string(s.layers->second));
+  if (s.weights) add(*s.weights ? "reading a weight" : "reading no weight");
   return out.empty() ? "every operator" : out;
 }
 
@@ -105,8 +111,12 @@ std::optional<int64_t> layer_of(const std::string& name) {
 
 }  // namespace
 
-bool selects(const PlanSelector& s, const Node& n) {
+bool selects(const PlanSelector& s, const Graph& g, const Node& n) {
   if (!s.op.empty() && n.op->name != s.op) return false;
+  if (s.weights) {
+    const bool reads = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& i) { return g.node(i.node).op->name == "Weight"; });
+    if (reads != *s.weights) return false;
+  }
   if (!s.name.empty() && !glob(s.name, n.name)) return false;
   if (s.layers) {
     const auto l = layer_of(n.name);
@@ -267,7 +277,7 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
   for (size_t r = 0; r < plan.rules.size(); ++r) {
     bool any = false;
     for (const Node& n : model.nodes()) {
-      if (n.op->op_class != OpClass::kCompute || !selects(plan.rules[r].select, n)) continue;
+      if (n.op->op_class != OpClass::kCompute || !selects(plan.rules[r].select, model, n)) continue;
       any = true;
       out[static_cast<size_t>(n.id)] = plan.rules[r].partition;
       rule_of[static_cast<size_t>(n.id)] = static_cast<int>(r);
@@ -518,10 +528,10 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
     }
     if (alike) {
       const Run& run = partition[members.front()];
-      rules.push_back({named[members.front()]->id, {PlanSelector{pattern, "", std::nullopt}, run.first, run.second}});
+      rules.push_back({named[members.front()]->id, {PlanSelector{pattern, "", std::nullopt, std::nullopt}, run.first, run.second}});
       continue;
     }
-    for (size_t i : members) rules.push_back({named[i]->id, {PlanSelector{named[i]->name, "", std::nullopt}, partition[i].first, partition[i].second}});
+    for (size_t i : members) rules.push_back({named[i]->id, {PlanSelector{named[i]->name, "", std::nullopt, std::nullopt}, partition[i].first, partition[i].second}});
   }
   std::sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [id, rule] : rules) plan.rules.push_back(std::move(rule));
@@ -585,6 +595,7 @@ std::string plan_to_json(const UserPlan& plan) {
     if (!rule.select.name.empty()) select["name"] = rule.select.name;
     if (!rule.select.op.empty()) select["op"] = rule.select.op;
     if (rule.select.layers) select["layers"] = {rule.select.layers->first, rule.select.layers->second};
+    if (rule.select.weights) select["weights"] = *rule.select.weights;
     json partition = json::object();
     for (const auto& [kind, degree] : rule.partition) partition[kind] = degree;
     const std::string devices = rule.devices.empty() ? std::string() : ", \"devices\": " + json(rule.devices).dump();

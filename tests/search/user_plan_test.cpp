@@ -111,13 +111,27 @@ TEST(UserPlan, SelectorsByNameOpAndLayer) {
   const Graph g = build_model("gpt-tiny", {});
   auto count = [&](const PlanSelector& s) {
     int n = 0;
-    for (const Node& node : g.nodes()) n += node.op->op_class == OpClass::kCompute && selects(s, node);
+    for (const Node& node : g.nodes()) n += node.op->op_class == OpClass::kCompute && selects(s, g, node);
     return n;
   };
   EXPECT_EQ(count({"block*.attn.?_t", "", std::nullopt}), 6);  // q_t, k_t, v_t of two layers
   EXPECT_EQ(count({"", "BatchMatMul", std::nullopt}), 4);
   EXPECT_EQ(count({"*.mlp.*", "Linear", std::make_pair(int64_t{1}, int64_t{1})}), 2);
   EXPECT_EQ(count({"wte", "", std::make_pair(int64_t{0}, int64_t{9})}), 0);  // outside any layer
+  // "weights": the operators reading a weight, or those reading none.
+  const int all = count({}), with = count({"", "", std::nullopt, true}), without = count({"", "", std::nullopt, false});
+  EXPECT_EQ(with + without, all);
+  EXPECT_EQ(count({"", "Linear", std::nullopt, true}), count({"", "Linear", std::nullopt}));  // every projection has its weight
+  EXPECT_EQ(count({"", "LayerNorm", std::nullopt, true}), count({"", "LayerNorm", std::nullopt}));  // gamma and beta
+  EXPECT_EQ(count({"", "BatchMatMul", std::nullopt, true}), 0);  // two activations
+  EXPECT_EQ(count({"", "Softmax", std::nullopt, true}), 0);
+  EXPECT_GT(without, 0);
+  // Written back by plan show, read again the same.
+  const UserPlan p = plan_text(R"([{"select": {"weights": true}, "partition": {"samples": 2}}])");
+  ASSERT_TRUE(p.rules[0].select.weights);
+  EXPECT_TRUE(*p.rules[0].select.weights);
+  EXPECT_NE(plan_to_json(p).find(R"("weights":true)"), std::string::npos) << plan_to_json(p);
+  EXPECT_TRUE(*plan_from_json(plan_to_json(p), "again.json").rules[0].select.weights);
 }
 
 TEST(UserPlan, MistakesNameTheRuleAndTheOperator) {
@@ -151,7 +165,9 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(R"({"format": "pcgx.strategy", "format_version": 1, "rules": []})"), "p.json: format: expected \"pcgx.plan\"");
   EXPECT_EQ(error(head + R"("rules": []})"), "p.json: rules: expected a non-empty array of rules");
   EXPECT_EQ(error(head + R"("rules": [{"select": {}}]})"), "p.json: rules[0].partition: missing: parallel kinds and their degrees ({} runs one task)");
-  EXPECT_EQ(error(head + R"("rules": [{"select": {"nmae": "x"}, "partition": {}}]})"), "p.json: rules[0].select.nmae: unknown field (name, op, layers)");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {"nmae": "x"}, "partition": {}}]})"), "p.json: rules[0].select.nmae: unknown field (name, op, layers, weights)");
+  EXPECT_EQ(error(head + R"("rules": [{"select": {"weights": "yes"}, "partition": {}}]})"),
+            "p.json: rules[0].select.weights: expected true (operators that read a weight) or false (those that read none)");
   EXPECT_EQ(error(head + R"("rules": [{"select": {"op": "Lienar"}, "partition": {}}]})"),
             "p.json: rules[0].select.op: 'Lienar' is not a compute operator (pcgx ops lists them)");
   EXPECT_EQ(error(head + R"("rules": [{"select": {}, "partition": {"out": 0}}]})"), "p.json: rules[0].partition.out: expected a whole number of at least 1");

@@ -55,6 +55,9 @@ struct PlanSelector {
   // part of a node's name that ends in one ("block3.attn.query" is in
   // layer 3); operators outside any layer are not selected.
   std::optional<std::pair<int64_t, int64_t>> layers;
+  // true: operators that read a weight (a Weight source, directly);
+  // false: operators that read none; unset: either.
+  std::optional<bool> weights;
 };
 
 // The pseudo-kind naming whichever kind splits an operator's samples
@@ -115,7 +118,7 @@ struct UserPlan {
 UserPlan plan_from_json(const std::string& text, const std::string& source);
 UserPlan load_plan(const std::string& path);
 
-bool selects(const PlanSelector& s, const Node& n);
+bool selects(const PlanSelector& s, const Graph& g, const Node& n);
 
 // The graph a plan's rules select from: the model with each BatchNorm in
 // its statistics form (baselines.h's synchronized_batch_norm: BatchSum
