@@ -2,6 +2,8 @@
 #include "pcgx/runner/plan_request.h"
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
@@ -43,10 +45,22 @@ PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity) {
     OptimizeRequest u = q;
     u.search.plan = nullptr;
     u.search.algorithm = search::Algorithm::kUnity;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       c.unity = optimize(u);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // the plan's check stands without it
       c.unity_error = e.what();
+    }
+    c.unity_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (c.unity) {
+      const search::Estimate& e = c.unity->result.search.strategy.estimate;
+      if (!e.feasible) {
+        c.unity_error = e.infeasible.empty() ? "no feasible plan" : e.infeasible;
+        c.unity.reset();
+      } else {
+        c.unity_simulated = search::predicts_by_simulation(q.search) && c.unity->simulated > 0;
+        c.unity_time = c.unity_simulated ? c.unity->simulated : e.time;
+      }
     }
   }
   return c;

@@ -22,15 +22,24 @@ std::vector<MachineView> canonical_views(const Graph& g) {
 
 }  // namespace
 
+namespace {
+bool moves(const Graph& g, NodeId x, DataMove m) { return g.node(x).op->data_move == m; }
+// A tensor split by the second step of a layout change that sums (Reduce
+// then Repartition) and read only by merges: the pieces of one exchange,
+// several to a device (layout_search.h's split-first sequence).
+bool pieces_of_an_exchange(const Graph& g, NodeId n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
+  const Node& x = g.node(n);
+  if (x.op->data_move != DataMove::kRepartition || x.inputs.size() != 1 || !moves(g, x.inputs[0].node, DataMove::kReduce)) return false;
+  const auto& readers = consumers[static_cast<size_t>(n)];
+  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) { return moves(g, r.first, DataMove::kCombine); });
+}
+}  // namespace
+
 int64_t task_count(const Graph& g, const Node& n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
   if (n.op->op_class == OpClass::kParallel) {
-    auto parallel = [&](NodeId x) { return g.node(x).op->op_class == OpClass::kParallel; };
-    const auto& readers = consumers[static_cast<size_t>(n.id)];
-    const bool only_parallel_readers =
-        !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) { return parallel(r.first); });
-    int64_t t = only_parallel_readers ? 1 : n.outputs[0].num_shards();
+    int64_t t = pieces_of_an_exchange(g, n.id, consumers) ? 1 : n.outputs[0].num_shards();
     for (const TensorRef& i : n.inputs)
-      if (!parallel(i.node)) t = std::max(t, g.shape(i).num_shards());
+      if (!pieces_of_an_exchange(g, i.node, consumers)) t = std::max(t, g.shape(i).num_shards());
     return t;
   }
   return n.outputs.empty() ? 1 : n.outputs[0].num_shards();

@@ -51,11 +51,12 @@ struct KeyHash {
 
 
 // The devices a node needs at least: a compute operator's tasks; a
-// parallel operator's shards of the tensors it exchanges with compute
-// operators (or sources). A tensor between two parallel operators is
-// not counted: its shards live with their readers (placement.h), several
-// to a device where it has more of them than its neighbours (a split
-// before a merge: the pieces of one exchange).
+// parallel operator's shards of the tensors it reads and writes, but for
+// the pieces of one exchange (a Repartition after a Reduce, read only by
+// Combines: layout_search.h's split-first sequence), whose shards live
+// with their readers (placement.h), several to a device. Nothing wider
+// is accepted: a lone Repartition or Combine is priced group by group,
+// which would undercount such a tensor's moves.
 int64_t task_count(const Graph& g, const Node& n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers);
 
 // Shared by the search's threads: looked up and filled without a lock (two

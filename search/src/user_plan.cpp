@@ -2,6 +2,8 @@
 // the lowering onto baselines.h's parallelize.
 #include "pcgx/search/user_plan.h"
 
+#include "pcgx/pcg/source_layout.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -111,12 +113,20 @@ std::optional<int64_t> layer_of(const std::string& name) {
 
 }  // namespace
 
-bool selects(const PlanSelector& s, const Graph& g, const Node& n) {
-  if (!s.op.empty() && n.op->name != s.op) return false;
-  if (s.weights) {
-    const bool reads = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& i) { return g.node(i.node).op->name == "Weight"; });
-    if (reads != *s.weights) return false;
+std::vector<WeightUse> weight_uses(const Graph& g) {
+  const SourceLayouts layouts = source_layouts(g);
+  std::vector<WeightUse> out(g.size(), WeightUse::kNone);
+  for (const Node& n : g.nodes()) {
+    if (layouts.weight({n.id, 0})) out[static_cast<size_t>(n.id)] = WeightUse::kLayout;
+    else if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& i) { return layouts.weight(i); }))
+      out[static_cast<size_t>(n.id)] = WeightUse::kReads;
   }
+  return out;
+}
+
+bool selects(const PlanSelector& s, const Node& n, WeightUse use) {
+  if (!s.op.empty() && n.op->name != s.op) return false;
+  if (s.weights && use != (*s.weights ? WeightUse::kReads : WeightUse::kNone)) return false;
   if (!s.name.empty() && !glob(s.name, n.name)) return false;
   if (s.layers) {
     const auto l = layer_of(n.name);
@@ -274,10 +284,11 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
                                       bool every_rule_selects) {
   std::vector<NodePlan> out(model.size());
   std::vector<int> rule_of(model.size(), -1);
+  const std::vector<WeightUse> uses = weight_uses(model);
   for (size_t r = 0; r < plan.rules.size(); ++r) {
     bool any = false;
     for (const Node& n : model.nodes()) {
-      if (n.op->op_class != OpClass::kCompute || !selects(plan.rules[r].select, model, n)) continue;
+      if (n.op->op_class != OpClass::kCompute || !selects(plan.rules[r].select, n, uses[static_cast<size_t>(n.id)])) continue;
       any = true;
       out[static_cast<size_t>(n.id)] = plan.rules[r].partition;
       rule_of[static_cast<size_t>(n.id)] = static_cast<int>(r);

@@ -296,6 +296,7 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   EXPECT_NE(r.out.find("layout search         2 conversions rewritten"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition2(4) Combine0(2) ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" for Reduce(2) Combine0(2) Repartition2(4) ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nunity "), std::string::npos) << r.out;  // --no-unity
   const auto o = run("optimize gpt-tiny --plan " + plan + " --machine dgx-h100 --devices 4 -q -o " + (dir() / "hidden-opt.json").string());
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("layout search         2 conversions rewritten"), std::string::npos) << o.out;

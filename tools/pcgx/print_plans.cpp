@@ -50,9 +50,11 @@ void print_unity_beside(std::ostream& out, const runner::PlanCheck& c) {
     out << "unity                 no plan: " << c.unity_error << "\n";
     return;
   }
-  const double plan = c.report.result.search.strategy.estimate.time, unity = c.unity->result.search.strategy.estimate.time;
-  out << "unity                 " << std::fixed << std::setprecision(3) << unity * 1e3 << " ms (the whole model searched in " << std::setprecision(2)
-      << c.unity->result.search.seconds << " s); the plan takes " << plan / unity << "x unity's time\n";
+  const search::Estimate& plan = c.report.result.search.strategy.estimate;
+  out << "unity                 " << std::fixed << std::setprecision(3) << c.unity_time * 1e3 << " ms" << (c.unity_simulated ? " simulated" : "")
+      << " (the whole model searched in " << std::setprecision(2) << c.unity_seconds << " s)";
+  if (plan.feasible) out << "; the plan takes " << plan.time / c.unity_time << "x unity's time";
+  out << "\n";
 }
 
 void print_certificate(std::ostream& out, const runner::CertifyReport& rep, bool verbose) {

@@ -42,6 +42,12 @@ struct PlanCheck {
   std::vector<search::DerivedMove> communication;
   std::optional<OptimizeReport> unity;
   std::string unity_error;  // when the comparison found no plan
+  // Unity's time measured as the plan's is (its simulation where the plan
+  // is priced by simulation, else its prediction), and the search's wall
+  // time, every recipe tried.
+  double unity_time = 0;
+  bool unity_simulated = false;
+  double unity_seconds = 0;
 };
 PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity = false);
 

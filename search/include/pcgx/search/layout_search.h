@@ -51,7 +51,11 @@ LayoutStep layout_step(const Node& n);
 // the greatest common divisor of its two degrees and repartitions it up
 // to its target degree, in any interleaving with Replicates whose degrees
 // multiply to `copy`, never holding more shards than the larger of the
-// two layouts. At most `limit` sequences, in a deterministic order.
+// two layouts (at most `limit` of them, in a deterministic order); and,
+// where partial sums are summed and nothing is copied, the sum followed
+// by splitting first: each growing dimension split to the least common
+// multiple of its two degrees, then every dimension merged down (one
+// sequence more, wider than either layout: see layout_search.cpp).
 std::vector<std::vector<LayoutStep>> layout_sequences(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum,
                                                       int64_t copy, size_t limit = 512);
 

@@ -55,8 +55,11 @@ struct PlanSelector {
   // part of a node's name that ends in one ("block3.attn.query" is in
   // layer 3); operators outside any layer are not selected.
   std::optional<std::pair<int64_t, int64_t>> layers;
-  // true: operators that read a weight (a Weight source, directly);
-  // false: operators that read none; unset: either.
+  // true: operators that read a weight (a Weight, or what is computed
+  // from weights alone: a tied head reads the embedding's transpose);
+  // false: operators that read none; unset: either. What is computed from
+  // weights alone (that transpose: the weight's stored layout,
+  // pcg/source_layout.h) is selected by neither.
   std::optional<bool> weights;
 };
 
@@ -118,7 +121,10 @@ struct UserPlan {
 UserPlan plan_from_json(const std::string& text, const std::string& source);
 UserPlan load_plan(const std::string& path);
 
-bool selects(const PlanSelector& s, const Graph& g, const Node& n);
+// How a compute operator of a graph uses weights (PlanSelector::weights).
+enum class WeightUse : uint8_t { kNone, kReads, kLayout };
+std::vector<WeightUse> weight_uses(const Graph& g);
+bool selects(const PlanSelector& s, const Node& n, WeightUse use);
 
 // The graph a plan's rules select from: the model with each BatchNorm in
 // its statistics form (baselines.h's synchronized_batch_norm: BatchSum
