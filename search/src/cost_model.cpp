@@ -213,12 +213,19 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
     }
     return Seconds{P * fwd, P * bwd};
   }
-  // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once;
-  // the backward pass sends them the other way.
+  // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once.
   const auto [sum, copy] = relayout_factors(a, b);
+  return relayout_time(p, in, out, sum, copy, lo);
+}
+
+Seconds CostModel::relayout_time(const Placement& p, TensorRef in, TensorRef out, int64_t sum, int64_t copy, int64_t lo) const {
+  const Graph& g = p.graph();
+  const ParallelTensorShape& s_in = g.shape(in);
+  const ParallelTensorShape& s_out = g.shape(out);
+  const double P = static_cast<double>(std::max(s_in.slices(), s_out.slices()));
   const double element = static_cast<double>(element_bytes(s_in.dtype, recipe_.precision)) / P;
   std::vector<PieceSize> pieces;
-  relayout_piece_sizes(s_in, b.outputs[0], sum, copy, pieces);
+  relayout_piece_sizes(s_in, s_out, sum, copy, pieces);
   std::vector<Transfer> fwd, bwd;
   fwd.reserve(pieces.size()), bwd.reserve(pieces.size());
   for (const PieceSize& pc : pieces) {

@@ -8,8 +8,6 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
-#include "pcgx/pcg/precision.h"
-#include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/search/collectives.h"
 
@@ -229,19 +227,7 @@ std::vector<LayoutStep> steps_of(const Graph& g, std::span<const NodeId> nodes) 
 // shard holding part of it, all at once (relayout.h's pieces, from the
 // producer's devices to the readers'), forward and the gradients back.
 Seconds naive_time(const Placement& p, const Chain& ch, const CostModel& cost) {
-  const Graph& g = p.graph();
-  const ParallelTensorShape& from = g.shape(ch.source);
-  const TensorRef end{ch.nodes.back(), 0};
-  std::vector<PieceSize> pieces;
-  relayout_piece_sizes(from, g.shape(end), ch.sum, ch.copy, pieces);
-  const double element = static_cast<double>(element_bytes(from.dtype, cost.recipe().precision));
-  std::vector<Transfer> fwd, bwd;
-  for (const PieceSize& pc : pieces) {
-    const int64_t src = p.owner(ch.source, pc.in_shard), dst = p.owner(end, pc.out_shard);
-    fwd.push_back({src, dst, static_cast<double>(pc.elements) * element});
-    bwd.push_back({dst, src, static_cast<double>(pc.elements) * element});
-  }
-  return {exchange_time(cost.machine(), fwd), exchange_time(cost.machine(), bwd)};
+  return cost.relayout_time(p, ch.source, {ch.nodes.back(), 0}, ch.sum, ch.copy, 0);
 }
 
 // A lone Repartition's or Combine's moves between devices all posted at

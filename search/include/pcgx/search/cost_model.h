@@ -193,6 +193,11 @@ class CostModel {
   // else the exchange of the pieces the runtime sends; nothing when they
   // are not a layout change.
   std::optional<Seconds> layout_change_time(const Placement& p, NodeId first, NodeId second, int64_t lo) const;
+  // Tensor `in`'s layout turned into `out`'s (the same logical tensor,
+  // summing groups of `sum` replica slots and copying into `copy`) as the
+  // pieces the runtime sends, all posted at once; the backward pass sends
+  // them the other way (pcg/relayout.h).
+  Seconds relayout_time(const Placement& p, TensorRef in, TensorRef out, int64_t sum, int64_t copy, int64_t lo) const;
   // Compute node `n` receiving input shards that live elsewhere (forward)
   // and sending their gradients back (backward): the slowest device.
   Seconds input_transfer_time(const Placement& p, NodeId n, int64_t lo) const;
