@@ -134,12 +134,25 @@ int main(int argc, char** argv) {
       Recompute recompute = Recompute::kNone;
       std::optional<search::PipelineResult> pipeline;  // a pipelined plan: its strategy and closed-form estimate
       int32_t recompute_layers = kAllLayers;           // full recomputation of this many layers
+      int64_t persistence = 0;                         // ZeRO 3: blocks of fewer parameters kept whole
     };
     std::vector<Plan> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
     // The same plan with ZeRO stage 1: reduce-scatter, half the update, all-gather.
     plans.push_back({"dp ZeRO 1", plans.front().graph, ZeroStage::k1});
     // And stage 3: every weight gathered before each operator's passes.
     plans.push_back({"dp ZeRO 3", plans.front().graph, ZeroStage::k3});
+    // And stage 3 with the smaller half of the weight blocks kept whole
+    // (the persistence threshold): bucketed and gathered after the update.
+    {
+      std::vector<int64_t> sizes;
+      const Graph& g = plans.front().graph;
+      for (const Node& n : g.nodes())
+        if (n.op->is_weight) sizes.push_back(g.shape({n.id, 0}).shard_elements());
+      std::sort(sizes.begin(), sizes.end());
+      sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+      if (sizes.size() > 1)
+        plans.push_back({"dp ZeRO 3 persist", g, ZeroStage::k3, Recompute::kNone, std::nullopt, kAllLayers, sizes[sizes.size() / 2]});
+    }
     // Recomputing (forward kernels again in backward, segments freed and
     // allocated again) and accumulating (a launch per micro-batch, one
     // synchronization), where a policy recomputes something: the
@@ -175,9 +188,9 @@ int main(int argc, char** argv) {
     plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
     for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
       if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
-    for (const auto& [label, graph, zero, recompute, piped, layers] : plans) {
+    for (const auto& [label, graph, zero, recompute, piped, layers, persistence] : plans) {
       TrainingRecipe recipe = cost.recipe();
-      recipe.zero = zero, recipe.recompute = recompute, recipe.recompute_layers = layers;
+      recipe.zero = zero, recipe.recompute = recompute, recipe.recompute_layers = layers, recipe.zero_persistence_threshold = persistence;
       const search::CostModel priced = cost.with_recipe(recipe);
       const search::Strategy st = piped ? piped->search.strategy : search::MachineMapper(priced).map(graph);
       std::optional<PipelineShape> shape;
@@ -192,7 +205,7 @@ int main(int argc, char** argv) {
       // millisecond, while the cores are still waking up.
       runtime::TrainOptions t;
       t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads, t.zero = zero, t.recompute = recompute;
-      t.recompute_layers = layers;
+      t.recompute_layers = layers, t.zero_persistence_threshold = persistence;
       t.pipeline = shape;
       runtime::TrainResult plain;
       try {

@@ -94,6 +94,11 @@ void validate(const OptimizeRequest& q) {
     if (q.recompute != Recompute::kFull)
       throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full)");
   }
+  if (q.zero_persistence_threshold) {
+    if (*q.zero_persistence_threshold < 0) throw FieldError("OptimizeRequest.zero_persistence_threshold", "must not be negative");
+    if (q.zero && !shards_weights(*q.zero))
+      throw FieldError("OptimizeRequest.zero_persistence_threshold", std::string("applies to ZeRO stage 3 (OptimizeRequest.zero), not ") + name(*q.zero));
+  }
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
@@ -177,6 +182,48 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
         return m;
       },
       q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
+}
+
+// At ZeRO stage 3: which weight blocks stay whole (DeepSpeed's persistence
+// threshold). Keeping a block whole trades its memory (the whole weight on
+// every device of its group) for its two gathers before use (one gather
+// after the update instead), so the candidates are the plan's block sizes:
+// threshold b + 1 keeps whole every block of b parameters or fewer. Each
+// re-prices (maps) the plan found; the fastest that fits is kept. At most
+// kThresholds sizes, spread evenly over the sorted ones.
+void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (!shards_weights(chosen.zero)) return;
+  const Graph& g = out.result.search.strategy.graph;
+  const SourceLayouts layouts = source_layouts(g);
+  std::vector<int64_t> sizes;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    for (const TensorRef& t : n.inputs)
+      if (layouts.weight(t) && g.shape(t).replica > 1) sizes.push_back(g.shape(t).shard_elements());
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  constexpr size_t kThresholds = 24;
+  std::vector<int64_t> thresholds;
+  for (size_t i = 0; i < std::min(sizes.size(), kThresholds); ++i) {
+    const size_t at = sizes.size() <= kThresholds ? i : (i + 1) * sizes.size() / kThresholds - 1;
+    thresholds.push_back(sizes[at] + 1);
+  }
+  double best_time = out.result.search.strategy.estimate.time;
+  for (const int64_t t : thresholds) {
+    if (t == chosen.zero_persistence_threshold) continue;
+    TrainingRecipe recipe = chosen;
+    recipe.zero_persistence_threshold = t;
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    const search::MachineMapper mapper(*cost);
+    search::Strategy st = mapper.map(g);
+    RecipeTried tried{recipe, st.estimate.feasible, st.estimate.feasible ? st.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
+    tried.searched = false;
+    out.tried.push_back(tried);
+    if (st.estimate.feasible && st.estimate.time < best_time)
+      best_time = st.estimate.time, out.result.search.strategy = std::move(st), out.cost = std::move(cost);
+  }
 }
 
 // Pipeline stages, the count being per chunk (Megatron-LM counts per
@@ -276,8 +323,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // searches, about 17 minutes.
     std::optional<search::SearchResult> fitted;
     for (const ZeroStage stage : stages) {
-      const TrainingRecipe recipe{precision, policy, stage, policy == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
-                                  q.optimizer};
+      TrainingRecipe recipe{precision, policy, stage, policy == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
+                            q.optimizer};
+      if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -329,6 +377,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     if (!chosen_pipelined) fewest_recomputed_layers(q, eff, out);
     else if (!q.search.plan) fewest_recomputed_layers_pipelined(q, eff, rules, out);
   }
+  if (found && !chosen_pipelined && !q.zero_persistence_threshold && !search::predicts_by_simulation(q.search))
+    fastest_persistence_threshold(q, eff, out);
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
   // micro-batch's, is the other way to fit. Per ZeRO stage (0 and 1: an

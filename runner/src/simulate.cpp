@@ -34,6 +34,14 @@ SimulateReport simulate(SimulateRequest q) {
     recipe.recompute_layers = *q.recompute_layers;
   }
   if (q.zero) recipe.zero = *q.zero;
+  if (!shards_weights(recipe.zero)) recipe.zero_persistence_threshold = 0;  // the strategy's, at stage 3 only
+  if (q.zero_persistence_threshold) {
+    if (!shards_weights(recipe.zero))
+      throw FieldError("SimulateRequest.zero_persistence_threshold", std::string("applies to ZeRO stage 3, and the plan is priced at stage ") +
+                                                                          name(recipe.zero));
+    if (*q.zero_persistence_threshold < 0) throw FieldError("SimulateRequest.zero_persistence_threshold", "must not be negative");
+    recipe.zero_persistence_threshold = *q.zero_persistence_threshold;
+  }
   if (q.optimizer) recipe.optimizer = *q.optimizer;
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());

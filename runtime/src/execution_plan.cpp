@@ -5,6 +5,7 @@
 #include "micro_batches.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 
@@ -22,7 +23,7 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
     const double padded = static_cast<double>(r * ((b.floats + r - 1) / r));
     floats += 2.0 * static_cast<double>(r - 1) * (padded - static_cast<double>(b.floats));
     // Stage 3 gathers twice (before the forward and the backward) instead of once.
-    if (shards_weights(plan.zero)) floats += static_cast<double>(r - 1) * padded;
+    if (b.gathered_for_use) floats += static_cast<double>(r - 1) * padded;
   }
   return floats * sizeof(float);
 }
@@ -30,8 +31,9 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
 namespace {
 
 // Buckets of the stored layouts' blocks, in weight order, one open bucket
-// per group of devices.
-std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes) {
+// per group of devices; a block of at least `alone_from` floats is a
+// bucket alone, gathered for use (ZeRO 3).
+std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes, int64_t alone_from = INT64_MAX) {
   const Graph& g = *plan.graph;
   std::vector<SyncBucket> closed;
   std::map<std::vector<int>, SyncBucket> open;
@@ -49,6 +51,11 @@ std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_by
       }
       std::sort(devices.begin(), devices.end());
       devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+      if (part.floats >= alone_from) {
+        closed.push_back({devices, {}, part.floats, true});
+        closed.back().parts.push_back(std::move(part));
+        continue;
+      }
       SyncBucket& bucket = open[devices];
       bucket.devices = devices;
       bucket.floats += part.floats;
@@ -98,6 +105,13 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
   plan.buckets = sync_buckets(plan, bucket_bytes);
   set_recompute(plan, Recompute::kNone);  // what the step frees
   return plan;
+}
+
+void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold, double bucket_bytes) {
+  if (persistence_threshold < 0) throw FieldError("TrainOptions.zero_persistence_threshold", "must not be negative");
+  plan.zero = zero;
+  plan.zero_persistence_threshold = shards_weights(zero) ? persistence_threshold : 0;
+  plan.buckets = sync_buckets(plan, bucket_bytes, shards_weights(zero) ? persistence_threshold : INT64_MAX);
 }
 
 }  // namespace pcgx::runtime

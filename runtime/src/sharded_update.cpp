@@ -45,12 +45,13 @@ void DeviceExecutor::init_zero() {
   }
   if (!shards_weights(plan_.zero)) return;
   // Stage 3: a bucket is gathered for the first compute reader of its
-  // weight layout (every bucket holds one block of one layout).
+  // weight layout (every bucket holds one block of one layout), unless it
+  // is kept whole (below the persistence threshold).
   const Graph& g = *plan_.graph;
   gathers_before_.assign(g.size(), {});
   std::map<TensorRef, std::vector<size_t>> buckets_of;  // a layout split into blocks: one bucket per block
   for (size_t k = 0; k < plan_.buckets.size(); ++k)
-    if (zero_blocks_[k].member >= 0) buckets_of[plan_.buckets[k].parts.front().tensor].push_back(k);
+    if (zero_blocks_[k].member >= 0 && plan_.buckets[k].gathered_for_use) buckets_of[plan_.buckets[k].parts.front().tensor].push_back(k);
   std::set<TensorRef> seen;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute) continue;
@@ -122,7 +123,7 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
           backend_.copy_range(master(part.tensor, shard), z.weights, at);
           // Mixed precision at stage 3: this copy's compute weights, rounded
           // from the master just gathered (gather_weights rounds them all).
-          if (mixed() && shards_weights(plan_.zero)) {
+          if (mixed() && bucket.gathered_for_use) {
             const Buffer& w = values(part.tensor)[static_cast<size_t>(shard)];
             backend_.copy_rounded(w, master(part.tensor, shard), plan_.precision);
           }
@@ -135,16 +136,19 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
 }
 
 void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
-  if (shards_weights(plan_.zero) && !whole) return;  // gathered before each use
+  bool gathered = false;
   for (size_t k = 0; sharded() && k < plan_.buckets.size(); ++k) {
     const ZeroBlock& z = zero_blocks_[k];
-    if (z.member < 0) continue;
+    if (z.member < 0 || (!whole && plan_.buckets[k].gathered_for_use)) continue;  // stage 3: before each use
     gather_bucket(k, static_cast<int64_t>(plan_.graph->size()), 0);
+    gathered = true;
     if (bytes_sent) *bytes_sent += static_cast<int64_t>(plan_.buckets[k].devices.size() - 1) * z.floats * static_cast<int64_t>(sizeof(float));
   }
-  // Mixed precision: the gathers above wrote the masters; the compute
-  // copies are rounded from them.
-  if (mixed()) refresh_compute_weights();
+  // Mixed precision: the gathers above (or the update, unsharded) wrote
+  // the masters; the compute copies are rounded from them. At stage 3,
+  // only where a block kept whole was gathered: the others are rounded
+  // when gathered for use.
+  if (mixed() && (gathered || !shards_weights(plan_.zero))) refresh_compute_weights();
 }
 
 void DeviceExecutor::gather_before(const Node& n, bool backward) {

@@ -73,13 +73,13 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
       inputs.push_back(n.id);
     }
   }
-  // ZeRO 3 gathers each weight block for its reader: one bucket each.
-  const double bucket_bytes = shards_weights(options.zero) ? 0.0 : options.bucket_bytes;
-  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, bucket_bytes), std::nullopt, options.data, {}};
+  Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
   if (shards_weights(options.zero) && (options.pipeline || s.plan.micro_batches > 1))
     throw FieldError("TrainOptions.zero", "ZeRO stage 3 with micro-batches: a pipelined or accumulating plan shards at most the "
                                           "optimizer state (stage 1)");
-  s.plan.zero = options.zero;
+  // ZeRO 3 gathers each weight block for its reader: one bucket each, but
+  // those kept whole.
+  set_zero(s.plan, options.zero, options.zero_persistence_threshold, options.bucket_bytes);
   s.plan.precision = options.precision;
   // Under a schedule some layers of each chunk: the chunks first, one
   // recomputation plan, which set_pipeline then checks.

@@ -270,11 +270,13 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
     if (members.size() < 2) continue;
     all.insert(all.end(), members.begin(), members.end());
     SyncGroup sg{group_shape(machine_, members), shard_bytes(s), 0};
+    sg.gathered_for_use = gathers_for_use(recipe_, s.shard_elements());
     const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
     if (time <= worst_time) continue;
     std::sort(members.begin(), members.end());
     sg.key = 0x5EC;
     for (int64_t d : members) sg.key = hash_mix(sg.key, static_cast<uint64_t>(d));
+    if (sg.gathered_for_use) sg.key = hash_mix(sg.key, 0x3);  // never in a bucket with the weights kept whole
     worst = std::move(sg), worst_time = time;
   }
   if (worst) {
@@ -302,16 +304,16 @@ double reduce_time(const Machine& m, ZeroStage z, const GroupShape& g, double by
 }
 }  // namespace
 
-double CostModel::sync_share(const GroupShape& g, double bytes) const {
-  if (shards_weights(recipe_.zero)) return reduce_time(machine_, recipe_.zero, g, bytes);  // its own bucket
+double CostModel::sync_share(const SyncGroup& s) const {
+  if (s.gathered_for_use) return reduce_time(machine_, recipe_.zero, s.group, s.bytes);  // its own bucket
   const double bucket = comm_.bucket_bytes;
-  return bytes * reduce_time(machine_, recipe_.zero, g, bucket) / bucket;
+  return s.bytes * reduce_time(machine_, recipe_.zero, s.group, bucket) / bucket;
 }
 
-double CostModel::gather_share(const GroupShape& g, double bytes) const {
-  if (shards_weights(recipe_.zero)) return 2.0 * use_gather_time(g, bytes);  // before its forward and its backward
+double CostModel::gather_share(const SyncGroup& s) const {
+  if (s.gathered_for_use) return 2.0 * use_gather_time(s);  // before its forward and its backward
   const double bucket = comm_.bucket_bytes;
-  return bytes * weight_gather_time(g, bucket) / bucket;
+  return s.bytes * weight_gather_time(s, bucket) / bucket;
 }
 
 namespace {
@@ -324,14 +326,14 @@ double gather_weights(const Machine& m, Precision precision, const GroupShape& g
 }
 }  // namespace
 
-double CostModel::weight_gather_time(const GroupShape& group, double gradient_bytes) const {
-  if (!shards_optimizer(recipe_.zero) || shards_weights(recipe_.zero)) return 0.0;
-  return gather_weights(machine_, recipe_.precision, group, gradient_bytes);
+double CostModel::weight_gather_time(const SyncGroup& bucket, double gradient_bytes) const {
+  if (!shards_optimizer(recipe_.zero) || bucket.gathered_for_use) return 0.0;
+  return gather_weights(machine_, recipe_.precision, bucket.group, gradient_bytes);
 }
 
-double CostModel::use_gather_time(const GroupShape& group, double gradient_bytes) const {
-  if (!shards_weights(recipe_.zero)) return 0.0;
-  return gather_weights(machine_, recipe_.precision, group, gradient_bytes);
+double CostModel::use_gather_time(const SyncGroup& s) const {
+  if (!s.gathered_for_use) return 0.0;
+  return gather_weights(machine_, recipe_.precision, s.group, s.bytes);
 }
 
 double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const {

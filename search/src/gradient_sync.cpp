@@ -36,14 +36,14 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   std::stable_sort(gradients.begin(), gradients.end(), [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready < b.ready; });
   struct Open {
     double bytes = 0, ready = 0;
-    GroupShape group;
+    SyncGroup sync;  // the first gradient's (its group)
   };
   // Buckets in the order they close: (ready, group, bytes).
   std::vector<Open> closed;
   std::map<uint64_t, Open> open;
   for (const ReadyGradient& g : gradients) {
     Open& b = open[g.sync.key];
-    if (b.bytes == 0) b.group = g.sync.group;
+    if (b.bytes == 0) b.sync = g.sync;
     b.bytes += g.sync.bytes, b.ready = g.ready;
     if (b.bytes >= bucket_bytes) closed.push_back(b), b = Open{};
   }
@@ -55,11 +55,11 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   // pass is done (machine.h): everything is exposed.
   double free = cost.machine().device.overlaps_communication ? 0 : backward;
   for (const Open& b : closed) {
-    const double time = cost.bucket_time(b.group, b.bytes);
-    free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.group), std::max(free, b.ready), time)
+    const double time = cost.bucket_time(b.sync.group, b.bytes);
+    free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
                                                          : free + time;
     t.total += time;
-    t.gather += cost.weight_gather_time(b.group, b.bytes);
+    t.gather += cost.weight_gather_time(b.sync, b.bytes);
     ++t.buckets;
   }
   t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
@@ -68,12 +68,39 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 
 SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward) {
   SyncTimeline t;
-  double sum_f = 0, sum_b = 0, gathers = 0, buckets = 0;
-  for (const ShardedStep& op : ops) {
-    sum_f += op.forward, sum_b += op.backward;
-    gathers += 2 * op.gather;
-    for (const SyncGroup& s : op.grads) buckets += cost.bucket_time(s.group, s.bytes), ++t.buckets;
+  // The buckets, in the order the backward pass closes them: per operator
+  // (reverse model order), its weights gathered for use alone, the others
+  // filling buckets per group (closed at CostModel::sync_bucket_bytes);
+  // what is left closes after the last.
+  struct Bucket {
+    SyncGroup sync;
+    double bytes = 0;
+  };
+  std::vector<std::vector<Bucket>> closes(ops.size());
+  std::vector<Bucket> last;
+  {
+    std::map<uint64_t, Bucket> open;
+    for (size_t i = ops.size(); i-- > 0;)
+      for (const SyncGroup& s : ops[i].grads) {
+        Bucket& b = open[s.key];
+        if (b.bytes == 0) b.sync = s;
+        b.bytes += s.bytes;
+        if (b.bytes >= cost.sync_bucket_bytes(s)) closes[i].push_back(std::move(b)), b = Bucket{};
+      }
+    for (auto& [key, b] : open)
+      if (b.bytes > 0) last.push_back(std::move(b));
   }
+  double sum_f = 0, sum_b = 0, gathers = 0, buckets = 0;
+  auto count = [&](const Bucket& b) {
+    buckets += cost.bucket_time(b.sync.group, b.bytes), ++t.buckets;
+    t.gather += cost.weight_gather_time(b.sync, b.bytes);  // weights kept whole (below the persistence threshold)
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    sum_f += ops[i].forward, sum_b += ops[i].backward;
+    gathers += 2 * ops[i].gather;
+    for (const Bucket& b : closes[i]) count(b);
+  }
+  for (const Bucket& b : last) count(b);
   t.total = gathers + buckets;
   if (!cost.machine().device.overlaps_communication) {  // the devices run every gather and bucket themselves
     t.exposed = t.total;
@@ -96,6 +123,7 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
   for (size_t i = 0; i < visits.size(); ++i)
     if (visits[i].op->gathers) gathering.push_back(i);
   std::vector<double> arrived(visits.size(), 0.0);
+  const ShardedStep* first = ops.empty() ? nullptr : &ops.front();
   double channel = 0, compute = 0;
   auto issue = [&](size_t j, double at) {
     if (j >= gathering.size()) return;
@@ -109,9 +137,10 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
     if (op.gathers) compute = std::max(compute, arrived[i]);
     compute += visits[i].backward ? op.backward * bs : op.forward * fs;
     if (visits[i].backward)
-      for (const SyncGroup& s : op.grads) channel = std::max(channel, compute) + cost.bucket_time(s.group, s.bytes);
+      for (const Bucket& b : closes[static_cast<size_t>(&op - first)]) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
     if (op.gathers) issue(j++ + 2, compute);
   }
+  for (const Bucket& b : last) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
   t.exposed = std::max(0.0, std::max(compute, channel) - forward - backward);
   t.exposed = std::min(t.exposed, t.total);
   return t;

@@ -164,9 +164,9 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       const Result& r = m.leaves[i];
       ShardedStep& op = ops.emplace_back();
       op.forward = r.time - r.sync - r.update - r.backward, op.backward = r.backward;
-      op.gathers = !p.syncs[i].empty();
+      op.gathers = p.gathers_for_use(static_cast<NodeId>(i));
       op.grads = p.sync_groups(w, static_cast<NodeId>(i), 0);
-      for (const SyncGroup& s : op.grads) op.gather += p.cost.use_gather_time(s.group, s.bytes);
+      for (const SyncGroup& s : op.grads) op.gather += p.cost.use_gather_time(s);
     }
     const double forward = m.dp.time - m.dp.sync - m.dp.update - m.dp.backward;
     return replay_sharded(p.cost, ops, forward, m.dp.backward);
@@ -191,7 +191,7 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
     for (ReadyGradient& x : grads) x.ready = scale(x.ready);
     for (LinkBusy& b : busy) b.start = scale(b.start), b.end = scale(b.end);
   }
-  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.sync_bucket_bytes(), busy);
+  return replay_buckets(p.cost, std::move(grads), m.dp.backward, p.cost.comm().bucket_bytes, busy);
 }
 
 // Busy seconds per device: each active node's time on the devices it runs on.

@@ -186,6 +186,13 @@ std::vector<SyncGroup> Problem::sync_groups(const Placement& p, NodeId id, int64
   return out;
 }
 
+bool Problem::gathers_for_use(NodeId id) const {
+  const Node& n = g.node(id);
+  for (size_t i : syncs[static_cast<size_t>(id)])
+    if (pcgx::gathers_for_use(cost.recipe(), g.shape(n.inputs[i]).shard_elements())) return true;
+  return false;
+}
+
 namespace {
 // A recomputed node's backward re-runs its forward first.
 Seconds with_recompute(Seconds s, bool recomputed) {
@@ -280,7 +287,7 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
     if (!is_tail[static_cast<size_t>(id)]) s = parallel_seconds(p, id, lo);
   } else {
     s = cost.input_transfer_time(p, id, lo);
-    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x.group, x.bytes) + cost.gather_share(x.group, x.bytes);
+    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x) + cost.gather_share(x);
   }
   r.comm = s.total(), r.backward = s.backward;
   r.time = r.comm + r.sync;

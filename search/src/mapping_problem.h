@@ -119,6 +119,9 @@ struct Problem {
   // tail when they form one layout change, its recomputed forward included.
   Seconds parallel_seconds(const Placement& p, NodeId id, int64_t lo) const;
   std::vector<SyncGroup> sync_groups(const Placement& p, NodeId id, int64_t lo) const;
+  // Whether node `id` gathers weights it synchronizes before each pass (ZeRO
+  // 3: a weight whose blocks reach the persistence threshold).
+  bool gathers_for_use(NodeId id) const;
   // The optimizer update of the weights compute node `id` reads, on one of
   // its devices: all of each, or 1/r of it under ZeRO (r: its sync group).
   double update_seconds(const Placement& p, NodeId id, int64_t lo) const;

@@ -80,12 +80,13 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   // the block's replicas it holds (co-shard), as the runtime's buckets
   // keep it. What the stage does not shard is held per shard.
   const bool opt_sharded = shards_optimizer(recipe.zero), grad_sharded = shards_gradients(recipe.zero);
-  const bool weight_sharded = shards_weights(recipe.zero);
+  // At stage 3 a block below the persistence threshold stays whole.
+  auto weight_sharded = [&](const ParallelTensorShape& s) { return gathers_for_use(recipe, s.shard_elements()); };
   auto per_shard = [&](int64_t d, const ParallelTensorShape& s) {
     if (d < 0 || d >= devices) return;
     const auto elements = static_cast<double>(s.shard_elements());
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    if (!weight_sharded) m.weights += elements * static_cast<double>(per.weight);
+    if (!weight_sharded(s)) m.weights += elements * static_cast<double>(per.weight);
     if (!opt_sharded) m.master += elements * static_cast<double>(per.master);
     if (!grad_sharded) m.gradients += elements * static_cast<double>(per.gradient);
     if (!opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer);
@@ -95,7 +96,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     const auto elements = static_cast<double>(s.shard_elements());
     const double r = static_cast<double>(group);
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    if (weight_sharded) m.weights += elements * static_cast<double>(per.weight) / r;
+    if (weight_sharded(s)) m.weights += elements * static_cast<double>(per.weight) / r;
     if (opt_sharded) m.master += elements * static_cast<double>(per.master) / r;
     if (grad_sharded) m.gradients += elements * static_cast<double>(per.gradient) / r;
     if (opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer) / r;
@@ -136,7 +137,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
           // block a device holds.
           if (weights_held.insert({w, shard}).second) per_shard(d, g.shape(w));
           if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, g.shape(w), group);
-          if (shards_weights(recipe.zero) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, shard % g.shape(w).num_blocks(), d}).second) {
+          if (weight_sharded(g.shape(w)) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, shard % g.shape(w).num_blocks(), d}).second) {
             auto& list = gathered[static_cast<size_t>(d)];
             if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);
             list.back().second += static_cast<double>(g.shape(w).shard_elements()) * static_cast<double>(per.weight);

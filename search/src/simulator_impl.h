@@ -181,7 +181,7 @@ struct Simulator::Impl {
 
   // Whether node n gathers its weights before each pass (ZeRO 3).
   bool gathers(const Node& n) const {
-    return shards_weights(cost.recipe().zero) && task_node(n) && !problem.syncs[static_cast<size_t>(n.id)].empty();
+    return task_node(n) && problem.gathers_for_use(n.id);
   }
 
   // The tasks of every node, without costs (the structure does not depend on the views).
@@ -337,11 +337,12 @@ struct Simulator::Impl {
           tl.set_cost(u.bwd_transfer + slot, time, transfer_ports(d, from));
         }
       }
-      if (u.fwd_gather >= 0) {  // ZeRO 3: every weight it synchronizes, gathered over its group
+      if (u.fwd_gather >= 0) {  // ZeRO 3: every weight it synchronizes and gathers for use, gathered over its group
         double seconds = 0;
         std::set<ResourceId> res;
         for (const SyncGroup& s : problem.sync_groups(*place, id, 0)) {
-          seconds += cost.use_gather_time(s.group, s.bytes);
+          if (!s.gathered_for_use) continue;  // kept whole (below the persistence threshold)
+          seconds += cost.use_gather_time(s);
           sync_resources(s, !cost.machine().device.overlaps_communication, id, res);
         }
         std::vector<ResourceId> r = seconds > 0 ? std::vector<ResourceId>(res.begin(), res.end()) : std::vector<ResourceId>{};
@@ -473,7 +474,7 @@ struct Simulator::Impl {
         if (b.bytes == 0) b.sync = std::move(s), b.bytes = b.sync.bytes;
         else b.bytes += s.bytes;
         b.nodes.push_back(n.id);
-        if (b.bytes >= cost.sync_bucket_bytes()) close(b, N - 1 - k, n.id);
+        if (b.bytes >= cost.sync_bucket_bytes(b.sync)) close(b, N - 1 - k, n.id);
       }
       // The optimizer update of the weights this node reads, on each device
       // running it (what each holds where its tasks co-shard).
@@ -494,11 +495,11 @@ struct Simulator::Impl {
       updated[static_cast<size_t>(d)] = tl.add(order_of(2, 0, static_cast<uint64_t>(d)), of_device[static_cast<size_t>(d)],
                                                update[static_cast<size_t>(d)], {static_cast<ResourceId>(d)});
     }
-    // ZeRO 1, 2: each bucket's updated weights all-gathered once its
-    // members have updated; by the devices themselves where they do their
+    // ZeRO 1, 2 (3: a weight kept whole): each bucket's updated weights
+    // all-gathered once its members have updated; by the devices themselves where they do their
     // own communication, as the buckets are.
     for (size_t k = 0; k < closed.size(); ++k) {
-      const double seconds = cost.weight_gather_time(closed[k].sync.group, closed[k].bytes);
+      const double seconds = cost.weight_gather_time(closed[k].sync, closed[k].bytes);
       if (seconds <= 0) continue;
       std::vector<TaskId> preds;
       for (int64_t d : closed[k].sync.devices)

@@ -26,6 +26,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["recompute"] = name(s.recipe.recompute);
   if (s.recipe.recompute_layers != kAllLayers) j["recompute_layers"] = s.recipe.recompute_layers;
   j["zero"] = static_cast<int>(s.recipe.zero);
+  if (s.recipe.zero_persistence_threshold > 0) j["zero_persistence_threshold"] = s.recipe.zero_persistence_threshold;
   j["optimizer"] = name(s.recipe.optimizer);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
@@ -111,6 +112,14 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;
     if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, 3, got " + j["zero"].dump());
     s.recipe.zero = *z;
+  }
+  if (j.contains("zero_persistence_threshold")) {
+    const json& t = j["zero_persistence_threshold"];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0)
+      throw FileError(source, "zero_persistence_threshold", "expected a non-negative integer (parameters), got " + t.dump());
+    if (!shards_weights(s.recipe.zero))
+      throw FileError(source, "zero_persistence_threshold", std::string("applies to ZeRO stage 3, not ") + name(s.recipe.zero));
+    s.recipe.zero_persistence_threshold = t.get<int64_t>();
   }
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
     const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;

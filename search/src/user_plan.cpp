@@ -138,7 +138,8 @@ bool selects(const PlanSelector& s, const Node& n, WeightUse use) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero", "optimizer", "pipeline", "rules",
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero",
+                              "zero_persistence_threshold", "optimizer", "pipeline", "rules",
                              "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
@@ -178,6 +179,13 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     plan.recompute_layers = v.get<int32_t>();
   }
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
+  if (j.contains("zero_persistence_threshold")) {
+    const json& v = j["zero_persistence_threshold"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      throw FileError(source, "zero_persistence_threshold", "expected a number of parameters (0 or more), got " + v.dump());
+    if (plan.zero != ZeroStage::k3) throw FileError(source, "zero_persistence_threshold", "applies to ZeRO stage 3 (\"zero\": 3)");
+    plan.zero_persistence_threshold = v.get<int64_t>();
+  }
   if (j.contains("optimizer")) plan.optimizer = named("optimizer", optimizer_named, kOptimizerStates);
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
@@ -581,6 +589,7 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.recompute) out += "  \"recompute\": \"" + std::string(name(*plan.recompute)) + "\",\n";
   if (plan.recompute_layers) out += "  \"recompute_layers\": " + std::to_string(*plan.recompute_layers) + ",\n";
   if (plan.zero) out += "  \"zero\": " + std::string(name(*plan.zero)) + ",\n";
+  if (plan.zero_persistence_threshold) out += "  \"zero_persistence_threshold\": " + std::to_string(*plan.zero_persistence_threshold) + ",\n";
   if (plan.optimizer) out += "  \"optimizer\": \"" + std::string(name(*plan.optimizer)) + "\",\n";
   if (const auto& p = plan.pipeline) {
     json pj = json::object();

@@ -272,6 +272,47 @@ TEST(SimulateCommand, ZeroStage3IsPricedSimulatedAndTrained) {
   EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());
 }
 
+// ZeRO 3's persistence threshold end to end: optimize prints and records
+// it, simulate prices it as recorded (ratio 1.00), the runtime gathers the
+// small blocks after the update and sends the bytes predicted; a negative
+// threshold, or one beside another stage, is one error line and no file.
+TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
+  const std::string kept = (dir() / "z3p.json").string(), report = (dir() / "z3p-run.json").string();
+  const auto z = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 3 --zero-persistence-threshold 1000 -q -o " + kept);
+  ASSERT_EQ(z.code, 0) << z.out;
+  EXPECT_NE(z.out.find("  persistence         weight blocks under 1000 parameters kept whole, gathered after the update\n"), std::string::npos) << z.out;
+  std::ifstream f(kept);
+  EXPECT_EQ(nlohmann::json::parse(f).at("zero_persistence_threshold"), 1000);
+  const auto s = run("simulate " + kept);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("(blocks under 1000 parameters kept whole)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("weight gather"), std::string::npos) << s.out;
+  const auto train = run("run " + kept + " --steps 2 --no-plot --report " + report);
+  ASSERT_EQ(train.code, 0) << train.out;
+  EXPECT_NE(train.out.find("weight blocks under 1000 parameters kept whole"), std::string::npos) << train.out;
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("zero_persistence_threshold"), 1000);
+  EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());
+  struct Bad {
+    std::string args, message;
+  };
+  for (const Bad& b : {Bad{"--zero 3 --zero-persistence-threshold=-5",
+                           "error: --zero-persistence-threshold: expected a number of parameters (0 or more) or auto, got '-5'"},
+                       Bad{"--zero 3 --zero-persistence-threshold 1e5x",
+                           "error: --zero-persistence-threshold: expected a number of parameters (0 or more) or auto, got '1e5x'"},
+                       Bad{"--zero 2 --zero-persistence-threshold 100", "error: --zero-persistence-threshold: applies to ZeRO stage 3 (--zero), not 2"}}) {
+    const auto bad = run("optimize gpt-tiny --machine dgx-a100 --devices 4 " + b.args + " -o " + (dir() / "bp.json").string());
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find(b.message + "\n"), std::string::npos) << bad.out;
+    EXPECT_FALSE(fs::exists(dir() / "bp.json"));
+  }
+  const auto sim_bad = run("simulate " + kept + " --zero 1 --zero-persistence-threshold 10");
+  EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
+  EXPECT_NE(sim_bad.out.find("error: --zero-persistence-threshold: applies to ZeRO stage 3"), std::string::npos) << sim_bad.out;
+}
+
 // The ZeRO stage: printed by optimize, recorded, read back by simulate
 // (which can also price another), trained by the runtime; an unknown stage
 // is one error line.

@@ -276,6 +276,43 @@ TEST(OptimizeZero, AutoShardsOnlyWhereMemoryRequires) {
       << none.result.search.strategy.estimate.infeasible;
 }
 
+// At ZeRO stage 3 the persistence threshold is chosen: each block size of
+// the plan tried (re-priced, not searched again), the fastest kept, never
+// slower than sharding every block; a stated one is used as it is, and one
+// beside another stage is refused naming the field.
+TEST(OptimizeZero, Stage3ChoosesThePersistenceThreshold) {
+  OptimizeRequest q = sharded(1e12, ZeroStage::k3);
+  const OptimizeReport chosen = optimize(q);
+  ASSERT_TRUE(chosen.result.search.strategy.estimate.feasible);
+  ASSERT_GT(chosen.tried.size(), 2u);
+  double fastest = chosen.tried.front().time;
+  for (size_t i = 1; i < chosen.tried.size(); ++i) {
+    EXPECT_FALSE(chosen.tried[i].searched);
+    EXPECT_GT(chosen.tried[i].recipe.zero_persistence_threshold, 0);
+    if (chosen.tried[i].feasible) fastest = std::min(fastest, chosen.tried[i].time);
+  }
+  EXPECT_DOUBLE_EQ(chosen.result.search.strategy.estimate.time, fastest);
+  EXPECT_EQ(chosen.file.recipe, chosen.cost->recipe());
+  q.zero_persistence_threshold = 0;
+  const OptimizeReport every = optimize(q);
+  EXPECT_EQ(every.tried.size(), 1u);
+  EXPECT_EQ(every.file.recipe.zero_persistence_threshold, 0);
+  EXPECT_LE(chosen.result.search.strategy.estimate.time, every.result.search.strategy.estimate.time);
+  // Keeping blocks whole costs memory.
+  if (chosen.file.recipe.zero_persistence_threshold > 0) {
+    EXPECT_GT(chosen.result.search.strategy.estimate.max_memory(), every.result.search.strategy.estimate.max_memory());
+  }
+  q.zero_persistence_threshold = 100;
+  EXPECT_EQ(optimize(q).file.recipe.zero_persistence_threshold, 100);
+  q.zero = ZeroStage::k2;
+  try {
+    optimize(q);
+    FAIL() << "a threshold at stage 2 was accepted";
+  } catch (const FieldError& e) {
+    EXPECT_NE(std::string(e.what()).find("OptimizeRequest.zero_persistence_threshold"), std::string::npos) << e.what();
+  }
+}
+
 // Gradient accumulation with the number of micro-batches searched (1, 2,
 // 4, 8): where the whole batch's activations do not fit, the fewest
 // micro-batches that fit; where they do, one. With 64 samples every

@@ -136,7 +136,9 @@ TEST(LayoutSearch, ACheaperSequenceIsChosenAndComputesTheModel) {
   EXPECT_EQ(parallel_operators(r.graph), parallel_operators(st.graph));  // the same three operators per layer, reordered
   ASSERT_EQ(r.views.size(), r.graph.size());
   for (size_t i = 0; i < st.graph.size(); ++i)
-    if (r.image[i] >= 0) EXPECT_EQ(r.views[static_cast<size_t>(r.image[i])], st.views[i]);
+    if (r.image[i] >= 0) {
+      EXPECT_EQ(r.views[static_cast<size_t>(r.image[i])], st.views[i]);
+    }
   // The whole plan, priced again at the same views, is faster by what the
   // two conversions save.
   const double saved = 2 * (r.choices[0].before_time.total() - r.choices[0].after_time.total());
@@ -243,7 +245,9 @@ TEST(LayoutSearch, StatedDevicesArePricedWhereTheyAre) {
   ASSERT_EQ(r.relaid.size(), 2u);
   EXPECT_LT(r.strategy.estimate.time, as_lowered.strategy.estimate.time);
   for (const Node& n : r.strategy.graph.nodes())
-    if (n.name == "block0.mlp_dropout") EXPECT_EQ(r.strategy.views[static_cast<size_t>(n.id)].start, 0);
+    if (n.name == "block0.mlp_dropout") {
+      EXPECT_EQ(r.strategy.views[static_cast<size_t>(n.id)].start, 0);
+    }
 }
 
 TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {

@@ -1,6 +1,8 @@
 #pragma once
-// Small machines with round figures, and a one-Linear graph, so that
-// expected times are easy to work out by hand.
+// Small machines with round figures, and one- and three-Linear graphs, so
+// that expected times are easy to work out by hand.
+#include <string>
+
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
 #include "pcgx/search/cost_model.h"
@@ -47,6 +49,23 @@ inline Graph linear_graph(int64_t batch, int64_t in, int64_t out) {
   const NodeId w = g.add("Weight", {{"shape", IntList{in, out}}}, {}, "w");
   const NodeId y = g.add("Linear", {}, {{x, 0}, {w, 0}}, "fc");
   g.add_output({y, 0});
+  return g;
+}
+
+// x[batch, 32] through three Linears: 32x16 (512 parameters), 16x64
+// (1024), 64x4 (256).
+inline Graph three_linears(int64_t batch) {
+  Graph g("three");
+  const NodeId x = g.add("Input", {{"shape", IntList{batch, 32}}}, {}, "x");
+  TensorRef h{x, 0};
+  int64_t in = 32;
+  int i = 0;
+  for (const int64_t out : {16, 64, 4}) {
+    const NodeId w = g.add("Weight", {{"shape", IntList{in, out}}}, {}, "w" + std::to_string(i));
+    h = {g.add("Linear", {}, {h, {w, 0}}, "fc" + std::to_string(i++)), 0};
+    in = out;
+  }
+  g.add_output(h);
   return g;
 }
 

@@ -139,6 +139,18 @@ TEST(UserPlan, SelectorsByNameOpAndLayer) {
   EXPECT_TRUE(*plan_from_json(plan_to_json(p), "again.json").rules[0].select.weights);
 }
 
+// ZeRO 3's persistence threshold: read with "zero": 3, written back the same.
+TEST(UserPlan, ThePersistenceThresholdReadsAndWritesBack) {
+  const UserPlan p = plan_from_json(
+      R"({"format": "pcgx.plan", "format_version": 1, "zero": 3, "zero_persistence_threshold": 4096, "rules": [{"select": {}, "partition": {}}]})",
+      "p.json");
+  ASSERT_TRUE(p.zero_persistence_threshold.has_value());
+  EXPECT_EQ(*p.zero_persistence_threshold, 4096);
+  const UserPlan again = plan_from_json(plan_to_json(p), "again.json");
+  EXPECT_EQ(again.zero_persistence_threshold, p.zero_persistence_threshold);
+  EXPECT_EQ(again.zero, ZeroStage::k3);
+}
+
 TEST(UserPlan, MistakesNameTheRuleAndTheOperator) {
   const Graph g = build_model("gpt-tiny", {});
   EXPECT_EQ(lowering_error(g, R"([{"select": {"name": "decoder.*"}, "partition": {"samples": 2}}])"),
@@ -179,8 +191,8 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
-            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, optimizer, pipeline, rules, "
-            "unstated)");
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, "
+            "zero_persistence_threshold, optimizer, pipeline, rules, unstated)");
   EXPECT_EQ(error(head + R"("recompute": "full", "recompute_layers": 0, "rules": []})"),
             "p.json: recompute_layers: expected a positive integer, got 0");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "boundaries": ["a", "b"]}, "rules": []})"),
@@ -190,6 +202,10 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 0, "micro_batches": 4}, "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: pipeline.stages: expected a whole number of at least 1");
   EXPECT_EQ(error(head + R"("zero": 4, "rules": [{"select": {}, "partition": {}}]})"), "p.json: zero: expected one of 0, 1, 2, 3");
+  EXPECT_EQ(error(head + R"("zero": 2, "zero_persistence_threshold": 100, "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: zero_persistence_threshold: applies to ZeRO stage 3 (\"zero\": 3)");
+  EXPECT_EQ(error(head + R"("zero": 3, "zero_persistence_threshold": -1, "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: zero_persistence_threshold: expected a number of parameters (0 or more), got -1");
   EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: recompute: expected one of none, selective, full");
   // A schedule: named, or each stage's steps written out (checked).

@@ -25,23 +25,6 @@ CostModel model(ZeroStage z, Precision p = Precision::kFp32, Machine m = toy_mac
   return CostModel(std::move(m), toy_efficiency(), {}, {}, {p, Recompute::kNone, z});
 }
 
-// x[batch, 32] through three Linears: 32x16 (512 parameters), 16x64 (1024),
-// 64x4 (256).
-Graph three_linears(int64_t batch) {
-  Graph g("three");
-  const NodeId x = g.add("Input", {{"shape", IntList{batch, 32}}}, {}, "x");
-  TensorRef h{x, 0};
-  int64_t in = 32;
-  int i = 0;
-  for (const int64_t out : {16, 64, 4}) {
-    const NodeId w = g.add("Weight", {{"shape", IntList{in, out}}}, {}, "w" + std::to_string(i));
-    h = {g.add("Linear", {}, {h, {w, 0}}, "fc" + std::to_string(i++)), 0};
-    in = out;
-  }
-  g.add_output(h);
-  return g;
-}
-
 // One Linear (512 parameters) data parallel on 8 devices: a device keeps
 // 1/8 of the weight as of the state, and gathers the whole weight for the
 // one operator that reads it, twice at once at the turn to the backward
@@ -95,9 +78,12 @@ TEST(Zero3, OneLinearGathersTwiceReduceScattersOnceAndTheSimulatorAgrees) {
   const GroupShape group = group_shape(cm.machine(), all);
   const double gather = collective_time(cm.machine(), Collective::kAllGather, group, 2048);
   const double reduce = collective_time(cm.machine(), Collective::kReduceScatter, group, 2048) + cm.bucket_pack_time(2048);
-  EXPECT_DOUBLE_EQ(cm.use_gather_time(group, 2048), gather);
-  EXPECT_EQ(cm.weight_gather_time(group, 2048), 0);
-  EXPECT_EQ(c0.use_gather_time(group, 2048), 0);
+  SyncGroup sync{group, 2048};
+  sync.gathered_for_use = true;
+  EXPECT_DOUBLE_EQ(cm.use_gather_time(sync), gather);
+  EXPECT_EQ(cm.weight_gather_time(sync, 2048), 0);
+  sync.gathered_for_use = false;
+  EXPECT_EQ(c0.use_gather_time(sync), 0);
   EXPECT_NEAR(s.estimate.sync, 2 * gather + reduce, 1e-15);
   EXPECT_EQ(s.estimate.gather, 0);
   EXPECT_EQ(s.estimate.buckets, 1);

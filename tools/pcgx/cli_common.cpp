@@ -153,6 +153,21 @@ const char* const kZeroHelp =
     "after the update), 2 (the gradients sharded too), 3 (the weights too: each operator all-gathers its weights before its forward "
     "and its backward, as FSDP does)";
 
+static std::optional<int64_t> whole_integer(const std::string& text);  // below
+
+std::optional<int64_t> parse_persistence_threshold(const std::string& text, bool allow_auto) {
+  if (allow_auto && text == "auto") return std::nullopt;
+  const auto v = whole_integer(text);
+  if (!v || *v < 0)
+    throw Error("--zero-persistence-threshold: expected a number of parameters (0 or more)" + std::string(allow_auto ? " or auto" : "") + ", got '" +
+                text + "'");
+  return *v;
+}
+
+const char* const kPersistenceHelp =
+    "with --zero 3: weight blocks of fewer parameters than this stay whole on every device, gathered once after the update as at "
+    "stage 2, instead of before each use (DeepSpeed's stage3_param_persistence_threshold); 0: every block sharded (FSDP)";
+
 LegacyDims parse_dims(const std::string& s) {
   if (s == "reversed") return LegacyDims::kReversed;
   if (s == "forward") return LegacyDims::kForward;

@@ -81,6 +81,10 @@ OptimizerState parse_optimizer_state(const std::string& text);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 extern const char* const kZeroHelp;
+// --zero-persistence-threshold: a number of parameters (>= 0), or where the
+// command chooses (optimize) "auto" (nullopt).
+std::optional<int64_t> parse_persistence_threshold(const std::string& text, bool allow_auto);
+extern const char* const kPersistenceHelp;
 
 // --dims for the legacy format ("forward" or "reversed") and --format
 // ("pcgx" or "flexflow"); errors name the option.

@@ -18,7 +18,7 @@ void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate",
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
-  static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer;
+  static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer, persistence;
   static double bucket_mb = 25;
   static int64_t show = 8;
   static int32_t recompute_layers = 0;
@@ -35,6 +35,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute-layers", recompute_layers, std::string(kRecomputeLayersHelp) + " (default: the strategy's)")->check(positive());
   cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's)");
+  cmd->add_option("--zero-persistence-threshold", persistence, std::string(kPersistenceHelp) + " (default: the strategy's)");
   cmd->add_option("--optimizer", optimizer, std::string(kOptimizerStateHelp) + " (default: the strategy's)");
   cmd->add_option("--schedule", schedule, kScheduleHelp);
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -44,7 +45,8 @@ void add_simulate_command(CLI::App& app) {
     if (pf.plan.empty() && (!pf.machine.empty() || pf.devices > 0 || !pf.sets.empty() || !pf.per_device_batch))
       throw Error("--machine, --devices, --set and --global-batch go with --plan (a strategy file states its own)");
     name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}, {"SimulateRequest.schedule", "--schedule"},
-                {"SimulateRequest.recompute_layers", "--recompute-layers"}});
+                {"SimulateRequest.recompute_layers", "--recompute-layers"},
+                {"SimulateRequest.zero_persistence_threshold", "--zero-persistence-threshold"}});
     runner::SimulateRequest q;
     if (pf.plan.empty()) {
       q.strategy = search::load_strategy(strategy);
@@ -62,6 +64,7 @@ void add_simulate_command(CLI::App& app) {
     if (!recompute.empty()) q.recompute = parse_recompute(recompute, false);
     if (recompute_layers != 0) q.recompute_layers = recompute_layers;
     if (!zero.empty()) q.zero = parse_zero(zero, false);
+    if (!persistence.empty()) q.zero_persistence_threshold = parse_persistence_threshold(persistence, false);
     if (!optimizer.empty()) q.optimizer = parse_optimizer_state(optimizer);
     if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);
     if (!profile.empty()) q.profile = load_profile(profile);

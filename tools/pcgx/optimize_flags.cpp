@@ -52,6 +52,9 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
       ->check(positive());
   f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();
+  cmd->add_option("--zero-persistence-threshold", f.persistence,
+                  std::string(kPersistenceHelp) + "; auto: the fastest that fits among the plan's weight block sizes")
+      ->capture_default_str();
   f.optimizer_flag = cmd->add_option("--optimizer", f.optimizer, std::string(kOptimizerStateHelp) + " (with --plan: the plan's, when it states one)")
                          ->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
@@ -71,7 +74,8 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
               {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
               {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
-              {"OptimizeRequest.recompute", "--recompute"}});
+              {"OptimizeRequest.recompute", "--recompute"},
+              {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"}});
   runner::OptimizeRequest q;
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
@@ -80,6 +84,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.rulesets = f.rulesets, q.allow_unverified = f.allow_unverified, q.reprove = f.reprove;
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
+  q.zero_persistence_threshold = parse_persistence_threshold(f.persistence, true);
   q.optimizer = parse_optimizer_state(f.optimizer);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);

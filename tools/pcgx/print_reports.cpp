@@ -19,6 +19,12 @@ std::string view_strides(const MachineView& v) {
   return s + "]";
 }
 
+// ZeRO 3's persistence threshold in words.
+std::string persistence(int64_t threshold) {
+  if (threshold <= 0) return "every weight block sharded, gathered before each use";
+  return "weight blocks under " + std::to_string(threshold) + " parameters kept whole, gathered after the update";
+}
+
 }  // namespace
 
 void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, bool quiet) {
@@ -85,6 +91,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
       << "\n";
+  if (shards_weights(recipe.zero))
+    out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (q.zero_persistence_threshold ? "" : " (auto)") << "\n";
   out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
       << (optimizer_states(recipe.optimizer) == 1 ? "" : "s") << " per parameter)\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
@@ -94,6 +102,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       const runner::RecipeTried& t = rep.tried[i];
       out << (i ? "; " : "") << (q.precision ? "" : std::string(name(t.recipe.precision)) + " ") << "recompute " << describe_recompute(t.recipe.recompute, t.recipe.recompute_layers)
           << " ZeRO " << name(t.recipe.zero)
+          << (t.recipe.zero_persistence_threshold > 0 ? " persist <" + std::to_string(t.recipe.zero_persistence_threshold) : std::string())
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"))
           << (t.searched ? "" : " (re-priced)");
@@ -143,6 +152,7 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
   if (shards_optimizer(o.zero))
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered"
         << (shards_weights(o.zero) ? " before each forward and backward that reads them (one bucket per weight block)" : " after the update") << "\n";
+  if (shards_weights(o.zero)) out << "  persistence         " << persistence(o.zero_persistence_threshold) << "\n";
   if (o.recompute != Recompute::kNone)
     out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers, o.pipeline && o.pipeline->in_flight())
         << ": the backward pass re-runs what the policy does not keep\n";

@@ -39,7 +39,11 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << " in all, summed over links)\n"
             << "    gradient sync     " << ms(s.sync) << " of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
             << (s.buckets == 1 ? "" : "s") << " on the critical path; the last ends " << ms(s.sync_past) << " after the backward pass"
-            << (shards_weights(sim.recipe().zero) ? ", with ZeRO 3's weight all-gathers before each use" : "") << "\n";
+            << (shards_weights(sim.recipe().zero) ? ", with ZeRO 3's weight all-gathers before each use" : "")
+            << (shards_weights(sim.recipe().zero) && sim.recipe().zero_persistence_threshold > 0
+                    ? " (blocks under " + std::to_string(sim.recipe().zero_persistence_threshold) + " parameters kept whole)"
+                    : std::string())
+            << "\n";
   if (s.gather > 0) out << "    weight gather     " << ms(s.gather) << " (of communication: ZeRO's all-gather after the update)\n";
   double idle = 0, most = 0;
   for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);

@@ -105,7 +105,24 @@ struct TrainingRecipe {
   int32_t recompute_layers = kAllLayers;
   // What the update keeps and streams per parameter (optimizer_state.h).
   OptimizerState optimizer = kDefaultOptimizer;
+  // Under ZeRO stage 3, which weights it shards (DeepSpeed's
+  // stage3_param_persistence_threshold): a weight block (what one device
+  // holds of a weight before sharding, tensor-parallel splits applied) of
+  // fewer parameters than this stays whole on every device of its group
+  // and is gathered once after the update, as at stage 2, instead of
+  // before each use; its gradients and optimizer state stay sharded. Small
+  // blocks (norms, biases) cost a gather's latency twice per step for
+  // almost no memory. 0: every block is sharded (PyTorch FSDP's
+  // FULL_SHARD).
+  int64_t zero_persistence_threshold = 0;
   bool operator==(const TrainingRecipe&) const = default;
 };
+
+// Whether a weight block of `block_elements` parameters is sharded between
+// uses (ZeRO stage 3, above the persistence threshold): gathered before
+// each forward and backward that reads it.
+inline bool gathers_for_use(const TrainingRecipe& r, int64_t block_elements) {
+  return shards_weights(r.zero) && block_elements >= r.zero_persistence_threshold;
+}
 
 }  // namespace pcgx

@@ -51,6 +51,12 @@ struct OptimizeRequest {
   // many layers of each chunk.
   std::optional<int32_t> recompute_layers;
   std::optional<ZeroStage> zero;
+  // At ZeRO stage 3, the weight blocks kept whole below this many
+  // parameters (TrainingRecipe::zero_persistence_threshold). nullopt:
+  // chosen where the plan found is at stage 3: each block size of its
+  // weights tried as the threshold (keeping whole every block up to it),
+  // the plan re-priced (mapped) under each, the fastest that fits kept.
+  std::optional<int64_t> zero_persistence_threshold;
   // The optimizer the plan trains with (its state in memory, its update's
   // traffic): Adam unless said.
   OptimizerState optimizer = kDefaultOptimizer;

@@ -28,6 +28,7 @@ struct SimulateRequest {
   std::optional<Recompute> recompute;
   std::optional<int32_t> recompute_layers;  // with full recomputation (the strategy's or `recompute`)
   std::optional<ZeroStage> zero;
+  std::optional<int64_t> zero_persistence_threshold;  // at ZeRO stage 3 (the strategy's or `zero`)
   std::optional<OptimizerState> optimizer;
   search::Efficiency efficiency = search::default_efficiency();
   Profile profile;

@@ -186,10 +186,11 @@ class DeviceExecutor {
   // After the optimizer's update: under ZeRO the updated blocks into every
   // copy of every bucket's weights; under mixed precision the compute
   // copies rounded from the masters (nothing else at stage 0). At stage 3
-  // nothing, unless `whole` (checkpoints and the trained weights): each
-  // compute operator gathers the weights it synchronizes before its
-  // forward and again before its backward (forward_node, backward_node),
-  // as the cost model prices it; every weight block is its own bucket.
+  // only the blocks kept whole (below the persistence threshold), unless
+  // `whole` (checkpoints and the trained weights): each compute operator
+  // gathers the other weights it synchronizes before its forward and again
+  // before its backward (forward_node, backward_node), as the cost model
+  // prices it; every weight block is its own bucket.
   // Adds the bytes this device sent to `bytes_sent` when given.
   // (The CPU backend keeps each copy's buffer allocated between uses, so
   // stage 3's memory saving is the memory model's, not measured here.)

@@ -54,6 +54,9 @@ struct SyncBucket {
   std::vector<int> devices;  // sorted
   std::vector<SyncPart> parts;
   int64_t floats = 0;
+  // ZeRO stage 3: one weight block alone, gathered before each use of its
+  // weight rather than after the update (set_zero).
+  bool gathered_for_use = false;
 };
 
 inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's bucket_cap_mb = 25
@@ -120,6 +123,10 @@ struct ExecutionPlan {
   // What each bucket's devices shard (device_executor.h: ZeRO): stage 0
   // all-reduces the buckets and every copy is updated whole.
   ZeroStage zero = ZeroStage::k0;
+  // At stage 3, weight blocks of fewer floats stay whole and are gathered
+  // after the update, in buckets, instead of before each use
+  // (TrainingRecipe::zero_persistence_threshold; set_zero).
+  int64_t zero_persistence_threshold = 0;
   // What the backward pass recomputes (set_recompute); none by default.
   Recompute recompute = Recompute::kNone;
   int32_t recompute_layers = kAllLayers;  // under full: how many layers (training_recipe.h)
@@ -199,8 +206,18 @@ std::vector<int64_t> plan_chunks(const ExecutionPlan& plan, const PipelineShape&
 // pcg/step_communication.h counts: 0 at ZeRO stage 0; from stage 1 each
 // bucket of r devices is padded to r equal blocks, and its reduce-scatter
 // and all-gather each send the padding r - 1 times; at stage 3 each bucket
-// is all-gathered twice, so one more all-gather (r - 1 padded blocks).
+// is all-gathered twice, so one more all-gather (r - 1 padded blocks),
+// unless it is kept whole (below the persistence threshold).
 double sharded_sync_extra_bytes(const ExecutionPlan& plan);
+
+// Sets the plan's ZeRO stage and regroups its buckets: up to stage 2 as
+// make_plan groups them (`bucket_bytes`); at stage 3 each weight block of
+// at least `persistence_threshold` floats is a bucket alone, gathered
+// before each use, and the smaller blocks fill buckets of `bucket_bytes`
+// per group of devices, gathered after the update as at stage 2
+// (DeepSpeed gathers its persistent parameters in one coalesced
+// all-gather after the step).
+void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold, double bucket_bytes);
 
 // The devices a strategy needs: 1 + the highest device any task runs on.
 int devices_needed(const Graph& g, std::span<const MachineView> views);

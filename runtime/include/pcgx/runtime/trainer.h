@@ -46,6 +46,9 @@ struct TrainOptions {
   // weights (device_executor.h); the final weights are stage 0's up to the
   // order gradients are summed in.
   ZeroStage zero = ZeroStage::k0;
+  // At stage 3, weight blocks of fewer parameters stay whole, gathered after
+  // the update (TrainingRecipe::zero_persistence_threshold).
+  int64_t zero_persistence_threshold = 0;
   // Activation recomputation (pcg/training_recipe.h): the backward pass
   // re-runs what the policy does not keep (device_executor.h); the
   // gradients are the same bits as keeping everything.

@@ -61,11 +61,13 @@
 // 1/r of each weight it holds (r: the devices holding the same block), and
 // each bucket's weights, in compute precision, are all-gathered over the
 // same group after the update, with nothing left to hide them behind. At
-// stage 3 nothing is gathered after the update: each compute operator
-// all-gathers the weights it reads before its forward and again before its
-// backward (use_gather_time), every weight is its own bucket
-// (sync_bucket_bytes), and gradient_sync.h's replay_sharded runs the
-// gathers beside the compute, one operator ahead.
+// stage 3 each compute operator all-gathers the weights it reads before
+// its forward and again before its backward (use_gather_time), every such
+// weight is its own bucket (sync_bucket_bytes), and gradient_sync.h's
+// replay_sharded runs the gathers beside the compute, one operator ahead;
+// a weight whose blocks are below the recipe's persistence threshold is
+// instead kept whole, its gradients bucketed and each bucket gathered
+// after the update, as at stage 2 (SyncGroup::gathered_for_use).
 //
 // Memory per device (memory_model.h): every weight-layout shard it holds
 // costs param_state_bytes per element (value, FP32 master when mixed,
@@ -138,6 +140,11 @@ struct SyncGroup {
   double bytes = 0;
   uint64_t key = 0;  // tells groups of different devices apart (buckets never mix them)
   std::vector<int64_t> devices;  // every device taking part (all the groups), ascending
+  // ZeRO stage 3: the weight is sharded between uses, gathered before each
+  // forward and backward that reads it (gathers_for_use: its blocks reach
+  // the recipe's persistence threshold); otherwise, under ZeRO, its bucket
+  // is gathered after the update.
+  bool gathered_for_use = false;
 };
 
 // How many times node `n` runs per step: once per micro-slice when it
@@ -169,18 +176,20 @@ class CostModel {
   // copies gradients into its bucket views and pcgx's runtime does), one
   // after another on the sync channel.
   double bucket_time(const GroupShape& group, double bytes) const;
-  // After the update under ZeRO stage 1 or 2: all-gathering the weights of
-  // a bucket of `gradient_bytes` (FP32) over `group`, in compute precision;
-  // 0 at stages 0 and 3.
-  double weight_gather_time(const GroupShape& group, double gradient_bytes) const;
-  // Under ZeRO stage 3: one all-gather, in compute precision, of a weight
-  // whose gradient is `gradient_bytes` (FP32), before a forward or a
-  // backward that reads it; 0 at the other stages.
-  double use_gather_time(const GroupShape& group, double gradient_bytes) const;
-  // The bytes that close a gradient bucket: CommOptions::bucket_bytes, or
-  // at ZeRO stage 3 none (each weight is reduce-scattered on its own, as
-  // FSDP reduce-scatters each unit's gradients).
-  double sync_bucket_bytes() const { return shards_weights(recipe_.zero) ? 0.0 : comm_.bucket_bytes; }
+  // After the update under ZeRO stage 1 or 2 (or 3, for a block below the
+  // persistence threshold): all-gathering the weights of a bucket of
+  // `gradient_bytes` (FP32) over its group, in compute precision; 0 at
+  // stage 0 and for weights gathered for use.
+  double weight_gather_time(const SyncGroup& bucket, double gradient_bytes) const;
+  // Under ZeRO stage 3, for a weight gathered for use: one all-gather, in
+  // compute precision, of the weight whose gradient is `s.bytes` (FP32),
+  // before a forward or a backward that reads it; 0 otherwise.
+  double use_gather_time(const SyncGroup& s) const;
+  // The bytes that close a gradient bucket holding `s`: CommOptions::
+  // bucket_bytes, or for a weight gathered for use (ZeRO 3) none (each is
+  // reduce-scattered on its own, as FSDP reduce-scatters each unit's
+  // gradients; its key keeps it out of the other weights' buckets).
+  double sync_bucket_bytes(const SyncGroup& s) const { return s.gathered_for_use ? 0.0 : comm_.bucket_bytes; }
   // The two copies alone: as a profile measured them (pcgx calibrate), else
   // at the device's memory bandwidth.
   double bucket_pack_time(double bytes) const;
@@ -207,11 +216,12 @@ class CostModel {
   // device synchronizes (several where its tasks co-shard).
   std::optional<SyncGroup> sync_group(const Placement& p, TensorRef t, int64_t lo) const;
   // One tensor's share of the bucketed all-reduce (reduce-scatter) of its
-  // group.
-  double sync_share(const GroupShape& g, double bytes) const;
+  // group (a weight gathered for use: its own reduce-scatter).
+  double sync_share(const SyncGroup& s) const;
   // Its share of the weights' all-gather after the update (ZeRO 1, 2), or
-  // its two gathers before use (ZeRO 3).
-  double gather_share(const GroupShape& g, double bytes) const;
+  // its two gathers before use (ZeRO 3; below the persistence threshold,
+  // its own gather after the update).
+  double gather_share(const SyncGroup& s) const;
   // Moving a tensor's shards from start `from` to start `to` (shard i from
   // device from + i to to + i).
   double move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const;

@@ -26,7 +26,7 @@ struct ReadyGradient {
 struct SyncTimeline {
   double total = 0;    // every bucket's all-reduce (and ZeRO 3's gathers before use)
   double exposed = 0;  // past the end of the backward pass (and ZeRO 3's waits in the forward)
-  double gather = 0;   // ZeRO 1, 2: the buckets' weight all-gathers after the update
+  double gather = 0;   // ZeRO 1, 2 (3: the weights kept whole): the buckets' weight all-gathers after the update
   double hidden() const { return total - exposed; }
   int64_t buckets = 0;
 };
@@ -54,7 +54,12 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 // order, then backward in reverse), the first two gathers are issued at
 // the start and the (j+2)-th once the j-th visit is done, so at most two
 // operators' weights are held (the one computing, the one arriving); the
-// gathers run in that order. In the backward pass each operator's
+// gathers run in that order. A weight below the recipe's persistence
+// threshold is not gathered for use: its gradients fill buckets per group
+// (CostModel::sync_bucket_bytes), each reduce-scattered on the channel
+// once the operator that fills it is done (what is left after the last)
+// and gathered after the update (SyncTimeline::gather), as at stage 2. In
+// the backward pass each other operator's
 // gradients are reduce-scattered once it is done (one bucket per weight),
 // on the channel before the gather it then issues. The simulator builds
 // the same tasks in the same order (simulator.h). Exposed: the time the
@@ -62,7 +67,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 // backward pass; on devices that do not overlap communication, all of it.
 struct ShardedStep {
   double forward = 0, backward = 0;  // the operator's compute and messages
-  bool gathers = false;              // it reads weights it synchronizes (a gathering operator)
+  bool gathers = false;              // it reads weights it gathers for use (a gathering operator)
   double gather = 0;                 // CostModel::use_gather_time of those weights, once
   std::vector<SyncGroup> grads;      // its weights' gradients
 };

@@ -28,11 +28,13 @@
 //                      link ports its all-reduce crosses;
 //   update             per device, after its backward pass and the buckets
 //                      it takes part in (1/r of each weight under ZeRO);
-//   weight gather      under ZeRO stage 1 or 2, per bucket, after the
-//                      updates of its members: the updated weights
-//                      all-gathered on the same channel and ports; under
-//                      stage 3, per compute operator that synchronizes
-//                      weights, before its forward tasks and again before
+//   weight gather      under ZeRO stage 1 or 2 (and at stage 3 for a
+//                      weight below the persistence threshold), per
+//                      bucket, after the updates of its members: the
+//                      updated weights all-gathered on the same channel
+//                      and ports; under stage 3, per compute operator that
+//                      synchronizes weights it gathers for use, before its
+//                      forward tasks and again before
 //                      its backward tasks, on the channels and ports of
 //                      its weights' groups; over the step's sequence of
 //                      such gathers (forward, then backward) the (j+2)-th

@@ -93,6 +93,7 @@ struct UserPlan {
   std::optional<Recompute> recompute;
   std::optional<int32_t> recompute_layers;  // with recompute full: that many layers only
   std::optional<ZeroStage> zero;
+  std::optional<int64_t> zero_persistence_threshold;  // with zero 3: blocks of fewer parameters kept whole
   std::optional<OptimizerState> optimizer;  // sgd, momentum, adam: its state and update priced (optimizer_state.h)
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
   // splits them, or cut after the operators `boundaries` names: one per
