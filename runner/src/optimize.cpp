@@ -211,6 +211,7 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
     thresholds.push_back(sizes[at] + 1);
   }
   double best_time = out.result.search.strategy.estimate.time;
+  out.persistence_chosen = true;
   for (const int64_t t : thresholds) {
     if (t == chosen.zero_persistence_threshold) continue;
     TrainingRecipe recipe = chosen;

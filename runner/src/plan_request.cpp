@@ -75,7 +75,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
-  if (f.recipe.zero_persistence_threshold > 0) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;
+  if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded
   if (shape) plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
   return plan;
 }

@@ -7,6 +7,12 @@ namespace pcgx::runner {
 
 SimulateReport simulate(SimulateRequest q) {
   SimulateReport r;
+  // A plan at stage 3 is mapped under the stated threshold, as it is then
+  // priced (a threshold beside another stage is refused below).
+  if (q.plan && q.zero_persistence_threshold) {
+    const std::optional<ZeroStage> z = q.zero ? q.zero : q.plan->zero;
+    if (!z || shards_weights(*z)) q.plan->zero_persistence_threshold = q.zero_persistence_threshold;
+  }
   r.file = std::make_unique<search::StrategyFile>(q.plan ? optimize(*q.plan).file : std::move(q.strategy));
   search::StrategyFile& f = *r.file;
   if (q.schedule) {

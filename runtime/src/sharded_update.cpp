@@ -136,19 +136,17 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
 }
 
 void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
-  bool gathered = false;
   for (size_t k = 0; sharded() && k < plan_.buckets.size(); ++k) {
     const ZeroBlock& z = zero_blocks_[k];
     if (z.member < 0 || (!whole && plan_.buckets[k].gathered_for_use)) continue;  // stage 3: before each use
     gather_bucket(k, static_cast<int64_t>(plan_.graph->size()), 0);
-    gathered = true;
     if (bytes_sent) *bytes_sent += static_cast<int64_t>(plan_.buckets[k].devices.size() - 1) * z.floats * static_cast<int64_t>(sizeof(float));
   }
-  // Mixed precision: the gathers above (or the update, unsharded) wrote
-  // the masters; the compute copies are rounded from them. At stage 3,
-  // only where a block kept whole was gathered: the others are rounded
-  // when gathered for use.
-  if (mixed() && (gathered || !shards_weights(plan_.zero))) refresh_compute_weights();
+  // Mixed precision: the gathers above (or the update, for the weights in
+  // no bucket) wrote the masters; the compute copies are rounded from
+  // them. (At stage 3 a block gathered for use is rounded again when it is
+  // gathered, from the values its gather writes.)
+  if (mixed()) refresh_compute_weights();
 }
 
 void DeviceExecutor::gather_before(const Node& n, bool backward) {

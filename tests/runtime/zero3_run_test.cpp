@@ -101,6 +101,18 @@ TEST(Zero3Run, FourDevicesReachTheUnpartitionedWeights) {
   }
 }
 
+// In BF16 a weight in no bucket (read where it is stored: here every
+// weight, one device) is updated on its master and its compute copy
+// rounded after the update, at stage 3 as at stage 0: the same bits.
+TEST(Zero3Run, MixedPrecisionRoundsTheWeightsInNoBucket) {
+  const Plan p{build_model("gpt-tiny", {{"batch", 8}}), {}, 1};
+  ASSERT_TRUE(make_plan(p.graph, p.views, p.devices).buckets.empty());
+  const TrainResult replicated = run(p, options(ZeroStage::k0, OptimizerKind::kAdam, Precision::kBf16));
+  const TrainResult sharded = run(p, options(ZeroStage::k3, OptimizerKind::kAdam, Precision::kBf16));
+  EXPECT_EQ(sharded.losses, replicated.losses);
+  for (const auto& [n, w] : replicated.parameters) EXPECT_EQ(sharded.parameters.at(n).data, w.data) << n;
+}
+
 // Per bucket of k devices padded to k blocks of b floats: a reduce-scatter
 // and two all-gathers, each sending (k - 1) k b floats, where stage 0's
 // all-reduce sent 2 (k - 1) x the bucket's floats.

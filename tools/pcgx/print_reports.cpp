@@ -92,7 +92,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
                                           : "")
       << "\n";
   if (shards_weights(recipe.zero))
-    out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (q.zero_persistence_threshold ? "" : " (auto)") << "\n";
+    out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "") << "\n";
   out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
       << (optimizer_states(recipe.optimizer) == 1 ? "" : "s") << " per parameter)\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {

@@ -120,6 +120,10 @@ struct OptimizeReport {
   // where no count above one fits is not listed.
   std::vector<RecipeTried> tried;
   bool accumulation_failed = false;  // some accumulation search found no plan
+  // At ZeRO stage 3: the persistence threshold was chosen among the plan's
+  // block sizes (OptimizeRequest::zero_persistence_threshold nullopt; not
+  // for a pipelined plan or one priced by simulation, which keep 0).
+  bool persistence_chosen = false;
   search::StrategyFile file;       // what `optimize -o` writes
 };
 
