@@ -27,6 +27,10 @@
 // simulated time, its search time, and its simulated time over unity's
 // (> 1: unity's plan is faster in simulation). Reported, not a goal.
 //
+// With --machine NAME, another machine than dgx-h100 (the device counts
+// must fit it: selene's 384 DGX A100 nodes hold 3,072 GPUs); a count above
+// the machine's is refused, not skipped.
+//
 // With --gaps, only the small graphs where `--search exhaustive` finishes
 // (the 1- and 2-layer MLPs on 2 to 8 devices): each algorithm's gap to
 // the exhaustive optimum, predicted by the DP (what exhaustive and unity
@@ -142,6 +146,7 @@ int main(int argc, char** argv) {
   search::SearchOptions base;
   std::vector<std::string> models;
   bool pipeline = false, mcmc = false, autoddl = false, gap = false;
+  std::string machine_name = "dgx-h100";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--pipeline") pipeline = true;
@@ -153,8 +158,9 @@ int main(int argc, char** argv) {
     else if (a == "--devices" && i + 1 < argc) devices = parse_list(argv[++i]);
     else if (a == "--budget" && i + 1 < argc) base.budget = std::stoll(argv[++i]);
     else if (a == "--split" && i + 1 < argc) base.split_min_ops = std::stoll(argv[++i]);
+    else if (a == "--machine" && i + 1 < argc) machine_name = argv[++i];
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: bench_search [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [--autoddl] [--evaluations N] [--gaps] [MODEL...]\n");
+      std::printf("usage: bench_search [--machine dgx-h100] [--devices 8,64,192] [--budget N] [--split K] [--pipeline] [--mcmc] [--proposals N] [--autoddl] [--evaluations N] [--gaps] [MODEL...]\n");
       return 0;
     } else models.push_back(a);
   }
@@ -164,10 +170,22 @@ int main(int argc, char** argv) {
                                 load_ruleset(std::string(PCGX_RULESETS_DIR) + "/llama-v1.json")};
   const search::RuleLibrary rules(rs);
   if (gap) return gaps(rules, base);
-  const Machine full = search::find_machine("dgx-h100");
+  Machine full;
+  try {
+    full = search::find_machine(machine_name);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: --machine: %s\n", e.what());
+    return 2;
+  }
+  for (int64_t n : devices)
+    if (n < 1 || n > full.num_devices()) {
+      std::fprintf(stderr, "error: --devices: %lld devices, but %s has %lld\n", static_cast<long long>(n), machine_name.c_str(),
+                   static_cast<long long>(full.num_devices()));
+      return 2;
+    }
   const std::map<std::string, bool> must_win{{"dlrm", true}, {"xdl", true}, {"candle-uno", true}, {"mlp", true}};
 
-  std::printf("pcgx search on dgx-h100 (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n",
+  std::printf("pcgx search on %s (budget %lld, split %lld); times are predicted per-iteration ms; ratio = baseline / unity\n", machine_name.c_str(),
               static_cast<long long>(base.budget), static_cast<long long>(base.split_min_ops));
   std::printf("%-13s %5s %6s %9s %10s %10s %10s %10s %8s %8s %8s %5s %5s %-13s  %s%s%s%s\n", "model", "devs", "nodes", "search s", "unity", "data-par",
               "expert", "sequential", "dp/u", "exp/u", "seq/u", "used", "idle", "chosen", "goals", pipeline ? "  | pipeline ms (SxM, search s, dp/pipeline)" : "",
@@ -181,7 +199,6 @@ int main(int argc, char** argv) {
       return 2;
     }
     for (int64_t n : devices) {
-      if (n > full.num_devices()) continue;
       ModelParams p;
       if (spec->defaults.count("batch")) p["batch"] = spec->defaults.at("batch") * n;
       const Graph g = build_model(name, p);

@@ -183,43 +183,63 @@ double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
   // how many of its devices send or receive them. Groups and devices are
   // indices below the highest device + 1, so flat arrays hold them (a
   // layout change at 192 devices is 12,288 transfers, costed for every
-  // candidate of the search).
+  // candidate of the search). The arrays are per thread and all zero
+  // between calls: a call touches and clears only the entries its
+  // transfers name (at 3,072 devices clearing whole arrays, or allocating
+  // them, cost more than the transfers themselves).
   int64_t n = 0;
   for (const Transfer& t : transfers) n = std::max({n, t.from + 1, t.to + 1});
   if (n == 0) return 0.0;
   const auto N = static_cast<size_t>(n);
-  std::vector<double> out_bytes(levels * N, 0.0), in_bytes(levels * N, 0.0);
-  std::vector<int64_t> out_devices(levels * N, 0), in_devices(levels * N, 0);
-  std::vector<char> sends(levels * N, 0), receives(levels * N, 0);  // [level][device]
-  std::vector<char> role(N, 0);  // per device: 1 sends, 2 receives
+  struct Scratch {
+    std::vector<double> out_bytes, in_bytes;
+    std::vector<int64_t> out_devices, in_devices;
+    std::vector<char> sends, receives, role;  // [level][device]; per device: 1 sends, 2 receives
+    std::vector<size_t> out_used, in_used, flagged, roled;  // the entries set, to clear
+  };
+  thread_local Scratch z;
+  if (z.out_bytes.size() < levels * N) {
+    z.out_bytes.resize(levels * N, 0.0), z.in_bytes.resize(levels * N, 0.0);
+    z.out_devices.resize(levels * N, 0), z.in_devices.resize(levels * N, 0);
+    z.sends.resize(levels * N, 0), z.receives.resize(levels * N, 0);
+  }
+  if (z.role.size() < N) z.role.resize(N, 0);
   size_t top = 0;
-  bool any = false;
+  bool any = false, both_ways = false;
   for (const Transfer& t : transfers) {
     if (t.from == t.to || t.bytes <= 0) continue;
     size_t l = 0;
     while (l + 1 < levels && group_of(m.links[l], t.from) != group_of(m.links[l], t.to)) ++l;
-    const auto from = static_cast<size_t>(l == 0 ? t.from : group_of(m.links[l - 1], t.from));
-    const auto to = static_cast<size_t>(l == 0 ? t.to : group_of(m.links[l - 1], t.to));
-    out_bytes[l * N + from] += t.bytes, in_bytes[l * N + to] += t.bytes;
-    if (!sends[l * N + static_cast<size_t>(t.from)]) sends[l * N + static_cast<size_t>(t.from)] = 1, ++out_devices[l * N + from];
-    if (!receives[l * N + static_cast<size_t>(t.to)]) receives[l * N + static_cast<size_t>(t.to)] = 1, ++in_devices[l * N + to];
-    role[static_cast<size_t>(t.from)] |= 1, role[static_cast<size_t>(t.to)] |= 2;
+    const size_t from = l * N + static_cast<size_t>(l == 0 ? t.from : group_of(m.links[l - 1], t.from));
+    const size_t to = l * N + static_cast<size_t>(l == 0 ? t.to : group_of(m.links[l - 1], t.to));
+    if (z.out_bytes[from] == 0) z.out_used.push_back(from);
+    if (z.in_bytes[to] == 0) z.in_used.push_back(to);
+    z.out_bytes[from] += t.bytes, z.in_bytes[to] += t.bytes;
+    const size_t sender = l * N + static_cast<size_t>(t.from), receiver = l * N + static_cast<size_t>(t.to);
+    if (!z.sends[sender]) z.sends[sender] = 1, ++z.out_devices[from], z.flagged.push_back(sender);
+    if (!z.receives[receiver]) z.receives[receiver] = 1, ++z.in_devices[to], z.flagged.push_back(receiver);
+    for (const auto& [d, bit] : {std::pair{static_cast<size_t>(t.from), 1}, std::pair{static_cast<size_t>(t.to), 2}}) {
+      if (!z.role[d]) z.roled.push_back(d);
+      z.role[d] = static_cast<char>(z.role[d] | bit);
+      both_ways = both_ways || z.role[d] == 3;
+    }
     top = std::max(top, l), any = true;
   }
-  if (!any) return 0.0;
   // A device that sends and receives makes it a collective step; else
   // every message goes one way, each a lone message.
-  const bool both_ways = std::find(role.begin(), role.end(), 3) != role.end();
   double worst = 0;
-  for (size_t l = 0; l < levels; ++l) {
+  auto time = [&](size_t at, double bytes, int64_t devices) {
+    const size_t l = at / N;
     const LinkLevel& link = m.links[l];
-    auto time = [&](double bytes, int64_t devices) {
-      const int64_t links = l == 0 ? link.ports : std::min<int64_t>(link.ports, devices);
-      return bytes / (link.bandwidth * static_cast<double>(std::max<int64_t>(links, 1)));
-    };
-    for (size_t g = 0; g < N; ++g)
-      worst = std::max({worst, time(out_bytes[l * N + g], out_devices[l * N + g]), time(in_bytes[l * N + g], in_devices[l * N + g])});
-  }
+    const int64_t links = l == 0 ? link.ports : std::min<int64_t>(link.ports, devices);
+    return bytes / (link.bandwidth * static_cast<double>(std::max<int64_t>(links, 1)));
+  };
+  for (size_t at : z.out_used) worst = std::max(worst, time(at, z.out_bytes[at], z.out_devices[at])), z.out_bytes[at] = 0, z.out_devices[at] = 0;
+  for (size_t at : z.in_used) worst = std::max(worst, time(at, z.in_bytes[at], z.in_devices[at])), z.in_bytes[at] = 0, z.in_devices[at] = 0;
+  for (size_t at : z.flagged) z.sends[at] = 0, z.receives[at] = 0;
+  for (size_t d : z.roled) z.role[d] = 0;
+  z.out_used.clear(), z.in_used.clear(), z.flagged.clear(), z.roled.clear();
+  if (!any) return 0.0;
   return step_latency(m.links[top], both_ways) + worst;
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <tbb/concurrent_unordered_map.h>
+
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/relayout.h"
@@ -13,17 +15,24 @@
 namespace pcgx::search {
 namespace {
 
-void add_member(std::vector<int64_t>& group, int64_t device) {
-  if (std::find(group.begin(), group.end(), device) == group.end()) group.push_back(device);
+// Each device once, ascending. (Collected first and sorted once: testing
+// each device against the group as it grows is quadratic, and a
+// data-parallel weight at 3,072 devices has 3,072 holders.)
+void sort_unique(std::vector<int64_t>& group) {
+  std::sort(group.begin(), group.end());
+  group.erase(std::unique(group.begin(), group.end()), group.end());
 }
 
 // Groups of devices keyed by a shard index, filled from moves.
 class Groups {
  public:
   explicit Groups(size_t keys) : members_(keys) {}
-  void add(size_t key, int64_t device) { add_member(members_[key], device); }
+  void add(size_t key, int64_t device) { members_[key].push_back(device), sorted_ = false; }
   // The slowest group running collective `c` on `bytes`.
-  double slowest(const Machine& m, Collective c, double bytes) const {
+  double slowest(const Machine& m, Collective c, double bytes) {
+    if (!sorted_)
+      for (auto& g : members_) sort_unique(g);
+    sorted_ = true;
     double worst = 0;
     for (const auto& g : members_)
       if (g.size() > 1) worst = std::max(worst, collective_time(m, c, group_shape(m, g), bytes));
@@ -32,6 +41,7 @@ class Groups {
 
  private:
   std::vector<std::vector<int64_t>> members_;
+  bool sorted_ = true;
 };
 
 Collective dual(Collective c) {
@@ -54,8 +64,44 @@ double activation_shard_bytes(const ParallelTensorShape& s, Precision p) {
   return static_cast<double>(s.shard_elements() * element_bytes(s.dtype, p));
 }
 
+// A layout change priced as the runtime's pieces is the same whenever its
+// shapes, the owners of its shards, its offset and its bytes per element
+// are: the search meets the same one in many candidates and the view
+// descent in many combinations (at 3,072 devices each is thousands of
+// pieces). Keyed by two independent 64-bit hashes of all of it.
+struct RelayoutKey {
+  uint64_t a = 0, b = 0;
+  bool operator==(const RelayoutKey&) const = default;
+};
+struct RelayoutKeyHash {
+  size_t operator()(const RelayoutKey& k) const { return static_cast<size_t>(k.a); }
+};
+struct RelayoutCache {
+  tbb::concurrent_unordered_map<RelayoutKey, Seconds, RelayoutKeyHash> seconds;
+};
+
+namespace {
+class KeyHasher {
+ public:
+  void add(uint64_t v) { k_.a = hash_mix(k_.a, v), k_.b = hash_mix(k_.b, v ^ 0xA5A5A5A5DEADBEEFULL); }
+  void add(const ParallelTensorShape& s) {
+    add(s.dims.size()), add(static_cast<uint64_t>(s.replica)), add(static_cast<uint64_t>(s.dtype));
+    for (const ParallelDim& d : s.dims) add(static_cast<uint64_t>(d.size)), add(static_cast<uint64_t>(d.degree)), add(static_cast<uint64_t>(d.pipeline));
+  }
+  void add(std::span<const int64_t> v) {
+    add(v.size());
+    for (int64_t x : v) add(static_cast<uint64_t>(x));
+  }
+  RelayoutKey key() const { return k_; }
+
+ private:
+  RelayoutKey k_{0x243F6A8885A308D3ULL, 0x13198A2E03707344ULL};
+};
+}  // namespace
+
 CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm, TrainingRecipe recipe)
-    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), recipe_(recipe) {
+    : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), recipe_(recipe),
+      relayouts_(std::make_shared<RelayoutCache>()) {
   for (const LinkLevel& l : machine_.links)
     if (l.span > 0) period_ = std::lcm(period_, l.span);
   // Fitted figures replace the machine file's.
@@ -193,14 +239,12 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   const double P = static_cast<double>(std::max({s_in.slices(), mid_shape.slices(), b.outputs[0].slices()}));
   const auto mids = static_cast<size_t>(mid_shape.num_shards());
   std::vector<std::vector<int64_t>> from(mids), to(mids);
-  for (const Move& m : p.moves(first)) add_member(from[static_cast<size_t>(m.out_shard)], lo + p.owner(in, m.in_shard));
-  for (const Move& m : p.moves(second)) add_member(to[static_cast<size_t>(m.in_shard)], lo + p.owner(out, m.out_shard));
+  for (const Move& m : p.moves(first)) from[static_cast<size_t>(m.out_shard)].push_back(lo + p.owner(in, m.in_shard));
+  for (const Move& m : p.moves(second)) to[static_cast<size_t>(m.in_shard)].push_back(lo + p.owner(out, m.out_shard));
+  for (auto& x : from) sort_unique(x);
+  for (auto& y : to) sort_unique(y);
   bool same_devices = b.attrs.get_int("degree") == k;
-  for (size_t j = 0; j < mids && same_devices; ++j) {
-    std::vector<int64_t> x = from[j], y = to[j];
-    std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
-    same_devices = static_cast<int64_t>(x.size()) == k && x == y;
-  }
+  for (size_t j = 0; j < mids && same_devices; ++j) same_devices = static_cast<int64_t>(from[j].size()) == k && from[j] == to[j];
   if (same_devices) {
     // The collective within each group. Bytes of one member's buffer: its
     // input shard, or the gathered shard.
@@ -223,7 +267,13 @@ Seconds CostModel::relayout_time(const Placement& p, TensorRef in, TensorRef out
   const ParallelTensorShape& s_in = g.shape(in);
   const ParallelTensorShape& s_out = g.shape(out);
   const double P = static_cast<double>(std::max(s_in.slices(), s_out.slices()));
-  const double element = static_cast<double>(element_bytes(s_in.dtype, recipe_.precision)) / P;
+  const int64_t element_size = element_bytes(s_in.dtype, recipe_.precision);
+  const double element = static_cast<double>(element_size) / P;
+  KeyHasher h;
+  h.add(s_in), h.add(s_out), h.add(static_cast<uint64_t>(sum)), h.add(static_cast<uint64_t>(copy)), h.add(static_cast<uint64_t>(lo));
+  h.add(static_cast<uint64_t>(element_size)), h.add(p.owners(in)), h.add(p.owners(out));
+  const RelayoutKey key = h.key();
+  if (const auto it = relayouts_->seconds.find(key); it != relayouts_->seconds.end()) return it->second;
   std::vector<PieceSize> pieces;
   relayout_piece_sizes(s_in, s_out, sum, copy, pieces);
   std::vector<Transfer> fwd, bwd;
@@ -233,7 +283,9 @@ Seconds CostModel::relayout_time(const Placement& p, TensorRef in, TensorRef out
     fwd.push_back({src, dst, static_cast<double>(pc.elements) * element});
     bwd.push_back({dst, src, static_cast<double>(pc.elements) * element});
   }
-  return Seconds{P * exchange_time(machine_, fwd), P * exchange_time(machine_, bwd)};
+  const Seconds s{P * exchange_time(machine_, fwd), P * exchange_time(machine_, bwd)};
+  relayouts_->seconds.emplace(key, s);
+  return s;
 }
 
 Seconds CostModel::input_transfer_time(const Placement& p, NodeId id, int64_t lo) const {
@@ -266,14 +318,14 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   std::vector<int64_t> members, all;
   for (int64_t b = 0; b < blocks; ++b) {
     members.clear();
-    for (int64_t c = 0; c < s.replica; ++c) add_member(members, lo + p.owner(t, c * blocks + b));
+    for (int64_t c = 0; c < s.replica; ++c) members.push_back(lo + p.owner(t, c * blocks + b));
+    sort_unique(members);
     if (members.size() < 2) continue;
     all.insert(all.end(), members.begin(), members.end());
     SyncGroup sg{group_shape(machine_, members), shard_bytes(s), 0};
     sg.gathered_for_use = gathers_for_use(recipe_, s.shard_elements());
     const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
     if (time <= worst_time) continue;
-    std::sort(members.begin(), members.end());
     sg.key = 0x5EC;
     for (int64_t d : members) sg.key = hash_mix(sg.key, static_cast<uint64_t>(d));
     if (sg.gathered_for_use) sg.key = hash_mix(sg.key, 0x3);  // never in a bucket with the weights kept whole

@@ -1,6 +1,7 @@
 // Memory per device of a mapped graph (see cost_model.h for what counts).
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -101,6 +102,14 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     if (grad_sharded) m.gradients += elements * static_cast<double>(per.gradient) / r;
     if (opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer) / r;
   };
+  // The devices holding each weight block (its ZeRO group), found once per
+  // block rather than per task reading it (every replica's task reads it).
+  std::map<std::pair<TensorRef, int64_t>, int64_t> holders;
+  auto block_holders = [&](TensorRef w, int64_t block) {
+    const auto [it, fresh] = holders.try_emplace({w, block}, 0);
+    if (fresh) it->second = p.block_holders(w, block);
+    return it->second;
+  };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
   std::set<std::tuple<TensorRef, int64_t, int64_t>> blocks_held;  // (weight, block, device) under ZeRO
   // ZeRO 3: per device, the weights each operator gathers there, in model
@@ -130,7 +139,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w));
             continue;
           }
-          const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : p.block_holders(w, shard % g.shape(w).num_blocks());
+          const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : block_holders(w, shard % g.shape(w).num_blocks());
           // Each weight shard once, on its owner: copies read by several
           // tasks there count once, and a co-sharded operator's shards
           // (several tasks on one device) each; what ZeRO shards, once per

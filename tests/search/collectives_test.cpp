@@ -110,6 +110,12 @@ TEST(Collectives, ExchangeChargesTheBusiestLinks) {
   for (int64_t a = 0; a < 8; ++a)
     for (int64_t b = 0; b < 8; ++b) t.push_back({a, b, 8e6 / 8});
   EXPECT_DOUBLE_EQ(exchange_time(m, t), collective_time(m, Collective::kAllToAll, g, 8e6));
+  // Each exchange is priced from nothing: the larger one before leaves no
+  // trace in the smaller ones after it.
+  t = {{0, 1, 1e6}, {0, 2, 1e6}, {3, 1, 5e5}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-6 + 2e6 / 1e10);
+  t = {{0, 4, 1e6}, {1, 5, 2e6}};
+  EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-5 + 3e6 / 2e9);
 }
 
 // With a step latency (machine.h) the steps where every member sends and

@@ -85,6 +85,38 @@ TEST(CostModel, BadEfficiencyAndProfileFilesNameTheField) {
   EXPECT_THROW(find_machine("no-such-machine"), Error);
 }
 
+// relayout_time remembers what it priced, by everything the price depends
+// on: the same change between other owners is priced afresh, the same one
+// again gives what a fresh model gives.
+TEST(CostModel, RelayoutTimeIsPricedAfreshForOtherOwners) {
+  const Machine m = toy_machine();
+  const Graph dp = data_parallel(linear_graph(1000, 1000, 1000), 4);
+  // The input's split (its output owners move with the Linear) and the
+  // output's gather (its input owners do).
+  for (const DataMove kind : {DataMove::kRepartition, DataMove::kCombine}) {
+    const CostModel shared(m, toy_efficiency());
+    NodeId node = -1;
+    for (const Node& n : dp.nodes())
+      if (n.op->data_move == kind) node = n.id;
+    ASSERT_GE(node, 0);
+    const TensorRef in = dp.node(node).inputs[0], out{node, 0};
+    std::vector<double> times;
+    for (const int64_t start : {0, 2, 0}) {  // devices 0-3 (one node), 2-5 (both), 0-3 again
+      std::vector<MachineView> views(dp.size());
+      for (const Node& n : dp.nodes())
+        if (n.op->op_class == OpClass::kCompute) views[static_cast<size_t>(n.id)] = {start, 1};
+      const Placement p(dp, views, 8);
+      const Seconds cached = shared.relayout_time(p, in, out, 1, 1, 0);
+      const Seconds fresh = CostModel(m, toy_efficiency()).relayout_time(p, in, out, 1, 1, 0);
+      EXPECT_EQ(cached.forward, fresh.forward) << start;
+      EXPECT_EQ(cached.backward, fresh.backward) << start;
+      times.push_back(cached.total());
+    }
+    EXPECT_GT(times[1], times[0]);  // crossing the slow link
+    EXPECT_EQ(times[2], times[0]);
+  }
+}
+
 TEST(CostModel, DataParallelLinearByHand) {
   const Machine m = toy_machine();
   const CostModel cm(m, toy_efficiency());

@@ -82,6 +82,7 @@
 // read w, g, m, v; write w, m, v: 7), plus the 2-byte compute copy it
 // writes when mixed.
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -96,6 +97,8 @@
 #include "pcgx/search/collectives.h"
 
 namespace pcgx::search {
+
+struct RelayoutCache;  // cost_model.cpp
 
 struct OpEfficiency {
   double compute = 0.5;   // fraction of peak FLOP/s
@@ -281,6 +284,9 @@ class CostModel {
   double peak_ = 0;  // FLOP/s at the recipe's precision
   int64_t period_ = 1;  // lcm of the link spans: which link a device pair uses repeats with it
   int64_t in_flight_ = 1;  // micro-batches held at once (with_micro_batches_in_flight)
+  // relayout_time's results by what they depend on (shapes, owners, bytes
+  // per element), shared by the copies that keep the machine's links.
+  std::shared_ptr<RelayoutCache> relayouts_;
 };
 
 // Where data/ lives: $PCGX_DATA_DIR, else the source tree's data/ (compiled in).
