@@ -169,6 +169,10 @@ int main(int argc, char** argv) {
   const std::vector<Ruleset> rs{load_ruleset(std::string(PCGX_RULESETS_DIR) + "/unity-v1.json"),
                                 load_ruleset(std::string(PCGX_RULESETS_DIR) + "/llama-v1.json")};
   const search::RuleLibrary rules(rs);
+  if (gap && machine_name != "dgx-h100") {
+    std::fprintf(stderr, "error: --gaps runs on dgx-h100's first devices; --machine does not apply\n");
+    return 2;
+  }
   if (gap) return gaps(rules, base);
   Machine full;
   try {

@@ -12,8 +12,9 @@ Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const Machine
   // choice is made after, in order, so it is the same whatever the threads.
   // Finalists that map to the same plan (the search often returns data
   // parallelism or the expert's plan) are simulated once: node by node the
-  // same computation (deep hashes) on the same views. At thousands of
-  // devices one simulation is seconds.
+  // same computation (deep hashes) reading the same nodes, the same
+  // outputs, on the same views. At thousands of devices one simulation is
+  // seconds.
   Ranking r;
   const size_t n = finalists.size();
   r.finalists.resize(n);
@@ -23,11 +24,20 @@ Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const Machine
     mapped[i] = mapper.map(finalists[i].graph);
     hashes[i] = deep_hashes(mapped[i].graph);
   });
+  auto same_plan = [&](size_t a, size_t b) {
+    const Graph &x = mapped[a].graph, &y = mapped[b].graph;
+    if (hashes[a] != hashes[b] || mapped[a].views != mapped[b].views || mapped[a].estimate.feasible != mapped[b].estimate.feasible ||
+        x.outputs() != y.outputs())
+      return false;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (x.node(static_cast<NodeId>(k)).inputs != y.node(static_cast<NodeId>(k)).inputs) return false;
+    return true;
+  };
   std::vector<size_t> same(n);  // the first finalist with the same plan
   for (size_t i = 0; i < n; ++i) {
     same[i] = i;
     for (size_t j = 0; j < i; ++j)
-      if (same[j] == j && hashes[j] == hashes[i] && mapped[j].views == mapped[i].views) {
+      if (same[j] == j && same_plan(j, i)) {
         same[i] = j;
         break;
       }
