@@ -1,6 +1,6 @@
 // Real models exported by Debian's PyTorch (tests/python/torchvision_models.py):
-// torchvision's ResNeXt-50 (32x4d), Inception-v3 and VGG-13, and a
-// transformer encoder of torch.nn modules. Each imports with PyTorch's
+// torchvision's ResNeXt-50 (32x4d), Inception-v3, VGG-13, MobileNet-v2 and
+// EfficientNet-B0, and a transformer encoder of torch.nn modules. Each imports with PyTorch's
 // parameter count, its output through pcgx's interpreter with the imported
 // weights is PyTorch's to 1e-4, and the unity search optimizes it on 8
 // GPUs. Skips,
@@ -44,7 +44,8 @@ TEST_P(RealModel, ImportsWithPyTorchsParametersAndOutputs) {
   fs::remove(dir / (name + ".onnx"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, RealModel, ::testing::Values("transformer-encoder", "resnext-50", "inception-v3", "vgg-13"),
+INSTANTIATE_TEST_SUITE_P(Torch, RealModel, ::testing::Values("transformer-encoder", "resnext-50", "inception-v3", "vgg-13", "mobilenet-v2",
+                                                                     "efficientnet-b0"),
                          pcgx::testing::model_param_name);
 
 }  // namespace
