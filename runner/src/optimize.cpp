@@ -76,8 +76,11 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   else if (r.recompute_layers != kAllLayers) would.push_back("recomputing more layers");
   if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
+  if (shards_weights(r.zero) && r.zero_persistence_threshold > 0) would.push_back("a lower ZeRO persistence threshold (fewer blocks kept whole)");
+  const bool stage3_only = q.zero && shards_weights(*q.zero);  // micro-batches shard at most the optimizer state
   if (accumulated) would.push_back("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)");
-  else if (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)) would.push_back("gradient accumulation over micro-batches");
+  else if (!stage3_only && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)))
+    would.push_back("gradient accumulation over micro-batches");
   would.push_back("more devices");
   if (!q.pipeline) would.push_back("pipeline stages");
   std::string list;
@@ -211,7 +214,7 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
     thresholds.push_back(sizes[at] + 1);
   }
   double best_time = out.result.search.strategy.estimate.time;
-  out.persistence_chosen = true;
+  out.persistence_chosen = !thresholds.empty();  // (no weight synchronized: nothing to choose)
   for (const int64_t t : thresholds) {
     if (t == chosen.zero_persistence_threshold) continue;
     TrainingRecipe recipe = chosen;
@@ -302,8 +305,10 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   if (q.pipeline && q.zero && shards_gradients(*q.zero))
     throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
                                                  " with micro-batches: a pipelined or accumulating plan shards at most the optimizer "
-                                                 "state (stage 1), as DeepSpeed's pipeline engine allows; stage 2 would reduce-scatter "
-                                                 "every micro-batch's gradients, which pcgx does not price");
+                                                 "state (stage 1), as DeepSpeed's pipeline engine allows; " +
+                                                 (shards_weights(*q.zero) ? "stage 3 would gather every micro-batch's weights again"
+                                                                          : "stage 2 would reduce-scatter every micro-batch's gradients") +
+                                                 ", which pcgx does not price");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));

@@ -165,8 +165,9 @@ std::optional<int64_t> parse_persistence_threshold(const std::string& text, bool
 }
 
 const char* const kPersistenceHelp =
-    "with --zero 3: weight blocks of fewer parameters than this stay whole on every device, gathered once after the update as at "
-    "stage 2, instead of before each use (DeepSpeed's stage3_param_persistence_threshold); 0: every block sharded (FSDP)";
+    "at ZeRO stage 3: weight blocks (what one device holds of a weight before sharding) of fewer parameters than this stay whole "
+    "on every device, gathered once after the update as at stage 2, instead of before each use (DeepSpeed's "
+    "stage3_param_persistence_threshold); 0: every block sharded (FSDP)";
 
 LegacyDims parse_dims(const std::string& s) {
   if (s == "reversed") return LegacyDims::kReversed;

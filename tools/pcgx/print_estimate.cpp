@@ -14,7 +14,7 @@ std::string ms(double seconds) {
   return b;
 }
 
-void print_terms(std::ostream& out, const search::Estimate& e) {
+void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero) {
   out << "  compute             " << ms(e.compute);
   if (e.overhead > 0) out << " (" << ms(e.overhead) << " of it running the nodes: calibrated overhead)";
   out << "\n"
@@ -23,7 +23,11 @@ void print_terms(std::ostream& out, const search::Estimate& e) {
       << ms(e.sync_hidden) << " hidden behind the backward pass\n";
   if (e.gather > 0) out << "  weight gather       " << ms(e.gather) << " after the update (ZeRO), exposed\n";
   out << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
-      << "  between devices     " << human_bytes(e.bytes) << " per step\n";
+      << "  between devices     " << human_bytes(e.bytes) << " per step"
+      << (shards_optimizer(zero) ? " as at ZeRO stage 0 (the sharded buckets' padding and stage 3's gathers before use come on top: "
+                                   "pcgx run predicts and measures them)"
+                                 : "")
+      << "\n";
 }
 
 void print_profile_coverage(std::ostream& out, const search::CostModel& cost, const Graph& g) {

@@ -13,8 +13,10 @@ namespace pcgx::cli {
 std::string ms(double seconds);  // "1.234 ms", or "infeasible"
 
 // "  compute ... communication ... gradient sync ... idle ... bytes", one
-// term a line, indented under a line naming the total.
-void print_terms(std::ostream& out, const search::Estimate& e);
+// term a line, indented under a line naming the total. The bytes are the
+// graph's at ZeRO stage 0 (step_communication.h); under `zero` >= 1 the
+// line says what comes on top.
+void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0);
 
 // With a profile: how many of g's compute operators it times, and the
 // count that fall back to the roofline. Nothing without one.

@@ -37,7 +37,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
             << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
   if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
   out << "iteration time        " << ms(e.time) << (search::predicts_by_simulation(q.search) ? " predicted (simulated)" : " predicted") << "\n";
-  print_terms(out, e);
+  print_terms(out, e, rep.cost ? rep.cost->recipe().zero : ZeroStage::k0);
   if (rep.simulated > 0)
     out << "simulated             " << ms(rep.simulated) << " (pcgx simulate: the plan task by task; ratio to the prediction "
               << std::setprecision(2) << rep.simulated / e.time << ")\n";
@@ -169,7 +169,7 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
   if (s.predicted_step_seconds > 0) {
     out << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << rep.machine.name
         << (rep.predicted_by_simulation ? ", simulated on its views" : "") << " (ratio measured/predicted " << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
-    print_terms(out, rep.predicted);
+    print_terms(out, rep.predicted, rep.cost ? rep.cost->recipe().zero : ZeroStage::k0);
     print_profile_coverage(out, *rep.cost, rep.graph);
     if (rep.terms) {
       out << std::setprecision(3) << "step by term (ms)     predicted  measured on device " << rep.terms->device << "\n";
