@@ -288,6 +288,11 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
   EXPECT_NE(s.out.find("(blocks under 1000 parameters kept whole)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("weight gather"), std::string::npos) << s.out;
+  // Priced with another threshold, the ratio is to the strategy's own recipe, and says so.
+  const auto other = run("simulate " + kept + " --zero-persistence-threshold 0");
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_NE(other.out.find("(the search's estimate under the strategy's own recipe: "), std::string::npos) << other.out;
+  EXPECT_EQ(s.out.find("under the strategy's own recipe"), std::string::npos) << s.out;
   const auto train = run("run " + kept + " --steps 2 --no-plot --report " + report);
   ASSERT_EQ(train.code, 0) << train.out;
   EXPECT_NE(train.out.find("weight blocks under 1000 parameters kept whole"), std::string::npos) << train.out;
