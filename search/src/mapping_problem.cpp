@@ -193,6 +193,21 @@ bool Problem::gathers_for_use(NodeId id) const {
   return false;
 }
 
+double Problem::zero_extra_bytes(const Placement& p) const {
+  if (!shards_weights(cost.recipe().zero)) return 0.0;
+  double out = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!active[i]) continue;
+    for (size_t k : syncs[i]) {
+      const TensorRef w = g.node(static_cast<NodeId>(i)).inputs[k];
+      const ParallelTensorShape& s = g.shape(w);
+      if (!pcgx::gathers_for_use(cost.recipe(), s.shard_elements())) continue;
+      for (int64_t b = 0; b < s.num_blocks(); ++b) out += static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
+    }
+  }
+  return out;
+}
+
 namespace {
 // A recomputed node's backward re-runs its forward first.
 Seconds with_recompute(Seconds s, bool recomputed) {

@@ -76,6 +76,7 @@ const Graph& Simulator::graph() const { return impl_->g; }
 int64_t Simulator::devices() const { return impl_->D; }
 double Simulator::capacity() const { return impl_->cost.machine().device.memory_capacity; }
 const TrainingRecipe& Simulator::recipe() const { return impl_->cost.recipe(); }
+double Simulator::zero_extra_bytes() const { return impl_->problem.zero_extra_bytes(*impl_->place); }
 
 void Simulator::rebuild() {
   Impl& x = *impl_;
@@ -205,7 +206,7 @@ Estimate simulated_estimate(const Simulator& s) {
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());
   e.devices_used = sum.devices_used;
   e.memory = s.memory();
-  e.bytes = step_bytes(s.graph(), s.views(), s.devices());
+  e.bytes = step_bytes(s.graph(), s.views(), s.devices()) + s.zero_extra_bytes();
   const double cap = s.capacity();
   if (e.max_memory() > cap) {
     e.infeasible = "a device needs " + std::to_string(e.max_memory() / 1073741824.0) + " GiB of " + std::to_string(cap / 1073741824.0) + " GiB";

@@ -86,6 +86,18 @@ TEST(Zero3Persistence, KeptBlocksGatherAfterTheUpdateTheOthersBeforeUse) {
   EXPECT_NEAR(sim.time() / s.estimate.time, 1.0, 0.02);
 }
 
+// The step's bytes: each block gathered for use is all-gathered once more
+// than stage 0 sends it, (8 - 1) x its bytes; the simulator counts the same.
+TEST(Zero3Persistence, StepBytesCountTheExtraGatherOfEachShardedBlock) {
+  const Graph dp = data_parallel(three_linears(64), 8);
+  const CostModel c0 = model(ZeroStage::k0), all = model(ZeroStage::k3), some = model(ZeroStage::k3, 600);
+  const double b0 = MachineMapper(c0).map(dp).estimate.bytes;
+  const Strategy s_all = MachineMapper(all).map(dp), s = MachineMapper(some).map(dp);
+  EXPECT_DOUBLE_EQ(s_all.estimate.bytes - b0, 7.0 * (512 + 1024 + 256) * 4);
+  EXPECT_DOUBLE_EQ(s.estimate.bytes - b0, 7.0 * 1024 * 4);
+  EXPECT_DOUBLE_EQ(simulated_estimate(Simulator(s.graph, s.views, some)).bytes, s.estimate.bytes);
+}
+
 // A threshold above every block keeps each weight whole: the memory is
 // stage 2's, byte for byte, nothing is gathered before use, and the step
 // is priced as stage 2's.

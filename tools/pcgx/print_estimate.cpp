@@ -24,9 +24,7 @@ void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero) {
   if (e.gather > 0) out << "  weight gather       " << ms(e.gather) << " after the update (ZeRO), exposed\n";
   out << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
       << "  between devices     " << human_bytes(e.bytes) << " per step"
-      << (shards_optimizer(zero) ? " as at ZeRO stage 0 (the sharded buckets' padding and stage 3's gathers before use come on top: "
-                                   "pcgx run predicts and measures them)"
-                                 : "")
+      << (shards_optimizer(zero) ? " (ZeRO's collectives as the cost model counts them; pcgx run predicts them bucket by bucket, padding included, and measures them)" : "")
       << "\n";
 }
 

@@ -13,9 +13,8 @@ namespace pcgx::cli {
 std::string ms(double seconds);  // "1.234 ms", or "infeasible"
 
 // "  compute ... communication ... gradient sync ... idle ... bytes", one
-// term a line, indented under a line naming the total. The bytes are the
-// graph's at ZeRO stage 0 (step_communication.h); under `zero` >= 1 the
-// line says what comes on top.
+// term a line, indented under a line naming the total. Under ZeRO
+// (`zero` >= 1) the bytes line says what the estimate leaves out.
 void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0);
 
 // With a profile: how many of g's compute operators it times, and the

@@ -184,6 +184,9 @@ class Simulator {
   // Memory of one device (the machine's).
   double capacity() const;
   const TrainingRecipe& recipe() const;  // the cost model's: what memory counts
+  // What ZeRO 3's gathers before use send beyond the graph's stage-0 bytes
+  // (as the machine-mapping DP counts them into Estimate::bytes).
+  double zero_extra_bytes() const;
   SimulationSummary summary() const;
   // Tasks rebuilt by the last set_view or rebuild.
   int64_t rebuilt() const { return rebuilt_; }
