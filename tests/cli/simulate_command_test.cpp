@@ -288,6 +288,12 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
   EXPECT_NE(s.out.find("(blocks under 1000 parameters kept whole)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("weight gather"), std::string::npos) << s.out;
+  // The longest tasks name an update's device once.
+  const auto longest = run("simulate " + kept + " --show 100");
+  ASSERT_EQ(longest.code, 0) << longest.out;
+  EXPECT_NE(longest.out.find("update on device"), std::string::npos) << longest.out;
+  for (int d = 0; d < 4; ++d)
+    EXPECT_EQ(longest.out.find("on device " + std::to_string(d) + " on device " + std::to_string(d)), std::string::npos) << longest.out;
   // Priced with another threshold, the ratio is to the strategy's own recipe, and says so.
   const auto other = run("simulate " + kept + " --zero-persistence-threshold 0");
   ASSERT_EQ(other.code, 0) << other.out;

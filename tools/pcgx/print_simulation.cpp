@@ -71,8 +71,14 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
     out << "longest tasks on the critical path\n";
     for (size_t i = 0; i < longest.size() && static_cast<int64_t>(i) < show; ++i) {
       const search::TimedTask& t = sim.timeline().task(longest[i]);
-      out << "  " << std::setw(12) << ms(t.duration) << "  at " << std::setw(12) << ms(t.start) << "  " << one_line(sim.label(longest[i]));
-      if (!t.resources.empty()) out << " on " << sim.resource_name(t.resources.front()) << (t.resources.size() > 1 ? " and more" : "");
+      const std::string task = one_line(sim.label(longest[i]));
+      out << "  " << std::setw(12) << ms(t.duration) << "  at " << std::setw(12) << ms(t.start) << "  " << task;
+      if (!t.resources.empty()) {
+        // An update or overhead task's label already names its device.
+        const std::string where = sim.resource_name(t.resources.front());
+        const bool named = task.size() >= where.size() && task.compare(task.size() - where.size(), where.size(), where) == 0;
+        if (!named || t.resources.size() > 1) out << " on " << where << (t.resources.size() > 1 ? " and more" : "");
+      }
       out << "\n";
     }
   }
