@@ -5,7 +5,6 @@
 #include "micro_batches.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <map>
 #include <optional>
 
@@ -31,9 +30,9 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
 namespace {
 
 // Buckets of the stored layouts' blocks, in weight order, one open bucket
-// per group of devices; a block of at least `alone_from` floats is a
-// bucket alone, gathered for use (ZeRO 3).
-std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes, int64_t alone_from = INT64_MAX) {
+// per group of devices; a block the plan's ZeRO stage gathers for use
+// (training_recipe.h) is a bucket alone.
+std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes) {
   const Graph& g = *plan.graph;
   std::vector<SyncBucket> closed;
   std::map<std::vector<int>, SyncBucket> open;
@@ -51,7 +50,7 @@ std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_by
       }
       std::sort(devices.begin(), devices.end());
       devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-      if (part.floats >= alone_from) {
+      if (gathers_for_use(plan.zero, plan.zero_persistence_threshold, part.floats)) {
         closed.push_back({devices, {}, part.floats, true});
         closed.back().parts.push_back(std::move(part));
         continue;
@@ -111,7 +110,7 @@ void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold
   if (persistence_threshold < 0) throw FieldError("TrainOptions.zero_persistence_threshold", "must not be negative");
   plan.zero = zero;
   plan.zero_persistence_threshold = shards_weights(zero) ? persistence_threshold : 0;
-  plan.buckets = sync_buckets(plan, bucket_bytes, shards_weights(zero) ? persistence_threshold : INT64_MAX);
+  plan.buckets = sync_buckets(plan, bucket_bytes);
 }
 
 }  // namespace pcgx::runtime

@@ -119,10 +119,13 @@ struct TrainingRecipe {
 };
 
 // Whether a weight block of `block_elements` parameters is sharded between
-// uses (ZeRO stage 3, above the persistence threshold): gathered before
-// each forward and backward that reads it.
+// uses (ZeRO stage 3, at or above the persistence threshold): gathered
+// before each forward and backward that reads it.
+inline bool gathers_for_use(ZeroStage zero, int64_t persistence_threshold, int64_t block_elements) {
+  return shards_weights(zero) && block_elements >= persistence_threshold;
+}
 inline bool gathers_for_use(const TrainingRecipe& r, int64_t block_elements) {
-  return shards_weights(r.zero) && block_elements >= r.zero_persistence_threshold;
+  return gathers_for_use(r.zero, r.zero_persistence_threshold, block_elements);
 }
 
 }  // namespace pcgx
