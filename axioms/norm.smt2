@@ -18,8 +18,10 @@
 (assert (! (forall ((x Tensor) (g Tensor) (b Tensor) (e Int) (d Int) (k Int))
   (=> (and (< d (- (rank x) 1)) (= (rep g) 1) (= (rep b) 1))
       (= (layer_norm_affine (combine x d k) g b e) (combine (layer_norm_affine x (replicate g k) (replicate b k) e) d k)))) :named layer_norm_affine_data_parallel))
+; Copies of copies: slot c of each operand becomes slots c*k .. c*k+k-1 of
+; all three alike, so the norm's slots pair up as before.
 (assert (! (forall ((x Tensor) (g Tensor) (b Tensor) (e Int) (k Int))
-  (=> (and (= (rep x) 1) (= (rep g) 1) (= (rep b) 1))
+  (=> (and (= (rep g) (rep x)) (= (rep b) (rep x)))
       (= (replicate (layer_norm_affine x g b e) k) (layer_norm_affine (replicate x k) (replicate g k) (replicate b k) e)))) :named layer_norm_affine_replicate))
 
 ; BatchNorm: the channel dimension splits, with gamma and beta (whatever

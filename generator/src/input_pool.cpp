@@ -58,7 +58,7 @@ std::vector<PoolTensor> build_pool(const GeneratorConfig& c) {
              c.degrees, group);
   add_family(pool, "w", 2, {n, n}, true, 0, DataType::kFloat32, c.degrees, group);
   if (c.opset.index_inputs) add_family(pool, "i", 1, {n, n}, false, n, DataType::kInt64, c.degrees, group);
-  if (c.opset.vector_weights) add_family(pool, "g", 1, {n}, true, 0, DataType::kFloat32, c.degrees, group);
+  if (c.opset.vector_weights > 0) add_family(pool, "g", c.opset.vector_weights, {n}, true, 0, DataType::kFloat32, c.degrees, group);
   if (c.opset.conv_kernels) add_family(pool, "k", 2, {n, n, 3, 3}, true, 0, DataType::kFloat32, c.degrees, group);
   return pool;
 }

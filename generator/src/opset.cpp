@@ -115,8 +115,9 @@ void derive_pools(Opset& s) {
     for (const PoolInput p : def->pool_inputs) {
       s.index_inputs = s.index_inputs || p == PoolInput::kIndices;
       s.conv_kernels = s.conv_kernels || p == PoolInput::kConvKernels;
-      s.vector_weights = s.vector_weights || p == PoolInput::kVectorWeights;
     }
+    const auto vectors = std::count(def->pool_inputs.begin(), def->pool_inputs.end(), PoolInput::kVectorWeights);
+    s.vector_weights = std::max(s.vector_weights, static_cast<int>(vectors));
   }
 }
 

@@ -58,7 +58,7 @@ Regenerated regenerate(const RegenerateOptions& o, const verify::AxiomSet& all) 
   const auto t1 = std::chrono::steady_clock::now();
   const std::vector<std::vector<std::string>> cores = o.previous ? offered_cores(out.candidates, *o.previous, axioms)
                                                                    : std::vector<std::vector<std::string>>(out.candidates.rules.size());
-  for (const auto& c : cores) out.offered += !c.empty();
+  for (const auto& core : cores) out.offered += !core.empty();
   if (o.previous) say("reusing: " + std::to_string(out.offered) + " candidates are rules of the earlier ruleset whose axioms are unchanged");
   const auto verdicts = verify::prove_all(out.candidates.rules, axioms, verify::ProverOptions{o.timeout_ms}, o.threads,
                                           [&](size_t n, size_t total) { say("verifying: " + std::to_string(n) + "/" + std::to_string(total)); },

@@ -1,6 +1,8 @@
 #include "pcgx/rulesets/numeric_check.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/interpreter.h"
@@ -65,10 +67,21 @@ NumericCheck check_numerically(const Rule& r, int trials) {
 
 namespace {
 
-Graph rescale_graph(const Graph& g, int64_t factor, int64_t degree_from = 0, int64_t degree_to = 0) {
+// `g` with each node's attributes as `edit` gives them (inputs and names kept).
+Graph rebuilt(const Graph& g, const std::function<Attributes(const Node&)>& edit) {
   Graph out(g.name());
   std::vector<NodeId> map;
   for (const Node& n : g.nodes()) {
+    std::vector<TensorRef> ins;
+    for (const TensorRef& t : n.inputs) ins.push_back({map[static_cast<size_t>(t.node)], t.output});
+    map.push_back(out.add(*n.op, edit(n), ins, n.name));
+  }
+  for (const TensorRef& t : g.outputs()) out.add_output({map[static_cast<size_t>(t.node)], t.output});
+  return out;
+}
+
+Graph rescale_graph(const Graph& g, int64_t factor, int64_t degree_from = 0, int64_t degree_to = 0) {
+  return rebuilt(g, [&](const Node& n) {
     Attributes a = n.attrs;
     if (n.op->op_class == OpClass::kSource) {
       IntList shape = a.get_ints("shape");
@@ -96,15 +109,28 @@ Graph rescale_graph(const Graph& g, int64_t factor, int64_t degree_from = 0, int
     }
     if (degree_from > 0 && on_replicas)
       throw Error("a replica-axis " + n.op->name + " fixes its replica degrees");
-    std::vector<TensorRef> ins;
-    for (const TensorRef& t : n.inputs) ins.push_back({map[static_cast<size_t>(t.node)], t.output});
-    map.push_back(out.add(*n.op, a, ins, n.name));
-  }
-  for (const TensorRef& t : g.outputs()) out.add_output({map[static_cast<size_t>(t.node)], t.output});
-  return out;
+    return a;
+  });
+}
+
+Graph with_values(const Graph& g, const std::vector<std::string>& attrs) {
+  return rebuilt(g, [&](const Node& n) {
+    Attributes a = n.attrs;
+    for (const AttrSpec& spec : n.op->attrs) {
+      if (!a.has(spec.name) || std::find(attrs.begin(), attrs.end(), n.op->name + "." + spec.name) == attrs.end())
+        continue;
+      if (spec.type == AttrType::kFloat) a.set(spec.name, a.get_float(spec.name) / 2 + 0.25);
+      if (spec.type == AttrType::kInt) a.set(spec.name, a.get_int(spec.name) + 7);
+    }
+    return a;
+  });
 }
 
 }  // namespace
+
+Rule with_other_values(const Rule& r, const std::vector<std::string>& attrs) {
+  return {r.id, with_values(r.source, attrs), with_values(r.target, attrs), r.output_map, r.proof};
+}
 
 Rule rescale(const Rule& r, int64_t factor) {
   return {r.id, rescale_graph(r.source, factor), rescale_graph(r.target, factor), r.output_map, r.proof};

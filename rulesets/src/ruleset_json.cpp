@@ -43,6 +43,7 @@ json to_value(const Ruleset& r) {
     if (rule.proof) {
       j["proof"] = {{"result", rule.proof->result}, {"seconds", rule.proof->seconds}, {"axioms", rule.proof->axioms}};
       if (rule.proof->degree_generic) j["proof"]["degree_generic"] = true;
+      if (!rule.proof->value_generic.empty()) j["proof"]["value_generic"] = rule.proof->value_generic;
       if (!rule.proof->note.empty()) j["proof"]["note"] = rule.proof->note;
     }
     rules.push_back(std::move(j));
@@ -182,6 +183,13 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
       if (auto g = p->find("degree_generic"); g != p->end() && g->is_boolean()) rec.degree_generic = g->get<bool>();
       if (auto a = p->find("axioms"); a != p->end() && a->is_array())
         for (const auto& x : *a) rec.axioms.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+      if (auto v = p->find("value_generic"); v != p->end()) {
+        if (!v->is_array()) fail(source, path + ".proof.value_generic", "must be an array of \"Op.attr\" names");
+        for (const auto& x : *v) {
+          if (!x.is_string()) fail(source, path + ".proof.value_generic", "must be an array of \"Op.attr\" names");
+          rec.value_generic.push_back(x.get<std::string>());
+        }
+      }
       if (auto n = p->find("note"); n != p->end() && n->is_string()) rec.note = n->get<std::string>();
       rule.proof = rec;
     }

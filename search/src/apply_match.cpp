@@ -17,6 +17,12 @@ Attributes target_attrs(const Node& tn, const Match& m, const Graph& out, const 
   for (const AttrSpec& spec : tn.op->attrs) {
     if (spec.role == AttrRole::kDegree) {
       a.set(spec.name, map_degree(a.get_int(spec.name), m.degree));
+    } else if (spec.role == AttrRole::kValue && a.has(spec.name)) {
+      for (const ValueBinding& b : m.values)
+        if (b.op == tn.op && b.attr == spec.name && b.rule_value == a.at(spec.name)) {
+          a.set(spec.name, b.graph_value);
+          break;
+        }
     } else if (spec.role == AttrRole::kExtentParts) {
       const IntList& rule_parts = a.get_ints(spec.name);
       const auto& s = out.shape(ins[0]);

@@ -25,13 +25,16 @@ struct Matcher {
   std::vector<NodeId> used;     // graph nodes taken, to keep the match injective
   int64_t k = 0;                // 0: unbound
   int64_t lift = 0;             // the samples split the match is lifted over (sample_lift.h); 0: unbound
+  std::vector<ValueBinding> values;  // value-generic attributes bound so far
 
   struct Mark {
     size_t trail;
     int64_t k, lift;
+    size_t values;
   };
-  Mark mark() const { return {trail.size(), k, lift}; }
+  Mark mark() const { return {trail.size(), k, lift, values.size()}; }
   void undo(Mark m) {
+    values.resize(m.values);
     while (trail.size() > m.trail) {
       const NodeId p = trail.back();
       trail.pop_back();
@@ -114,7 +117,26 @@ struct Matcher {
         if (a[i] * b[0] != b[i] * a[0]) return false;
       return true;
     }
+    if (role == AttrRole::kValue && value_generic(pn.op, name)) return bind_value(pn.op, name, v, w);
     return v == w;
+  }
+
+  bool value_generic(const OpDef* op, const std::string& name) const {
+    if (!rule.proof) return false;
+    for (const std::string& g : rule.proof->value_generic)
+      if (g.size() == op->name.size() + 1 + name.size() && g.compare(0, op->name.size(), op->name) == 0 &&
+          g[op->name.size()] == '.' && g.compare(op->name.size() + 1, name.size(), name) == 0)
+        return true;
+    return false;
+  }
+
+  // The rule's value v stands for the graph's w: the same w wherever the
+  // rule has the same v (value_generic.h's argument needs no more).
+  bool bind_value(const OpDef* op, const std::string& name, const AttrValue& v, const AttrValue& w) {
+    for (const ValueBinding& b : values)
+      if (b.op == op && b.attr == name && b.rule_value == v) return b.graph_value == w;
+    values.push_back({op, name, v, w});
+    return true;
   }
 
   bool attrs_ok(const Node& pn, const Node& gn) {
@@ -196,9 +218,9 @@ struct Matcher {
     if (k == 0 && generic && !options.free_degrees.empty()) {
       // The source fixes no degree: the target's degrees are free.
       for (int64_t d : options.free_degrees)
-        if (lift_ok(d)) out.push_back({&rule, nodes, bound, d, l});
+        if (lift_ok(d)) out.push_back({&rule, nodes, bound, d, l, values});
     } else if (lift_ok(k ? k : 2)) {
-      out.push_back({&rule, nodes, std::move(bound), k ? k : 2, l});
+      out.push_back({&rule, nodes, std::move(bound), k ? k : 2, l, values});
     }
   }
 
@@ -256,7 +278,7 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
 std::vector<Match> find_matches(const Graph& g, const Rule& rule,
                                 const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
                                 const MatchOptions& options) {
-  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options, {}, {}, {}, {}, 0, 0};
+  Matcher m{g, rule, consumers, rule.proof && rule.proof->degree_generic, options, {}, {}, {}, {}, 0, 0, {}};
   m.nodes.assign(rule.source.size(), -1);
   m.vars.assign(rule.source.size(), TensorRef{-1, 0});
   std::vector<Match> out;
@@ -274,7 +296,7 @@ std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rul
     if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size() ||
         input < 0 || static_cast<size_t>(input) >= gn.inputs.size())
       return std::nullopt;
-    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0};
+    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0, {}};
     if (!m.attrs_ok(pn, gn)) return std::nullopt;
     std::pair<const OpDef*, int> need{nullptr, 0};
     for (size_t j = 0; j < pn.inputs.size(); ++j) {

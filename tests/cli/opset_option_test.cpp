@@ -24,7 +24,7 @@ TEST(OpsetOption, HelpListsTheShippedOpsets) {
   for (const std::string cmd : {"generate", "regenerate"}) {
     const auto r = run(cmd + " --help");
     EXPECT_EQ(r.code, 0);
-    EXPECT_NE(r.out.find("attention, conv, llama, recsys, unity"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("attention, conv, dropout, layernorm, llama, recsys, unity"), std::string::npos) << r.out;
   }
 }
 
@@ -104,7 +104,8 @@ TEST(OpsetOption, TheDocumentedWorkflowRuns) {
   const std::string strategy = (work / "s.json").string();
   r = run("optimize mlp-tiny --machine cpu-host --devices 2 -q -o " + strategy);
   // (the default: every shipped ruleset, pinned)
-  EXPECT_NE(r.out.find("unity-v1.json and "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unity-v1.json, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layernorm-v1.json and "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("llama-v1.json: shipped (content hash pinned)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("myops-v1.json"), std::string::npos) << r.out;
   // --ruleset takes one file, the model may follow it; repeated, the rulesets are one library.

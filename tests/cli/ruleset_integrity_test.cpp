@@ -33,8 +33,8 @@ const Ruleset& shipped() {
 // The first shipped rule that `pick` accepts, edited, saved alone with a
 // fresh content hash (what a forger would do).
 std::string forged(const std::string& name, const std::function<bool(const Rule&)>& pick, const std::function<void(Rule&)>& edit,
-                   std::string& id) {
-  Ruleset r = shipped();
+                   std::string& id, const Ruleset& from = shipped()) {
+  Ruleset r = from;
   auto it = std::find_if(r.rules.begin(), r.rules.end(), pick);
   EXPECT_NE(it, r.rules.end());
   Rule rule = *it;
@@ -62,6 +62,17 @@ TEST(Integrity, AuditRecomputesDegreeGenericity) {
   const std::string path = forged("generic.json", [](const Rule& r) { return r.proof && !r.proof->degree_generic; },
                                   [](Rule& r) { r.proof->degree_generic = true; }, id);
   expect_audit_fails(path, "FAIL " + id + ": stored degree_generic true: evaluation with degree 4 does not hold");
+}
+
+// A rule claiming a value attribute generic that its proof does not pass
+// through would let the search match it at any value: audit recomputes
+// the claim from the stored core.
+TEST(Integrity, AuditRecomputesValueGenericity) {
+  static const Ruleset dropout = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/dropout-v1.json");
+  std::string id;
+  const std::string path = forged("value_generic.json", [](const Rule& r) { return r.proof && !r.proof->value_generic.empty(); },
+                                  [](Rule& r) { r.proof->value_generic = {"Dropout.rate", "Dropout.seed", "LayerNorm.eps"}; }, id, dropout);
+  expect_audit_fails(path, "FAIL " + id + ": stored value_generic [Dropout.rate, Dropout.seed, LayerNorm.eps]: the stored core passes through [Dropout.rate, Dropout.seed]");
 }
 
 TEST(Integrity, AuditReprovesTheStoredCore) {

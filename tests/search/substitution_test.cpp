@@ -49,6 +49,17 @@ const std::vector<Rule>& llama_ranks() {
   return rules;
 }
 
+// The shipped layernorm-v1 and dropout-v1 rules: generic in the norm's
+// epsilon and the dropout's rate and seed (ProofRecord::value_generic).
+const std::vector<Rule>& layer_norm_ranks() {
+  static const std::vector<Rule> rules = in_all_ranks(load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/layernorm-v1.json"));
+  return rules;
+}
+const std::vector<Rule>& dropout_ranks() {
+  static const std::vector<Rule> rules = in_all_ranks(load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/dropout-v1.json"));
+  return rules;
+}
+
 TEST(RankAdaptation, EveryAdaptedRuleHoldsByEvaluation) {
   size_t adapted = 0;
   for (const Rule& r : all_ranks()) {
@@ -168,8 +179,11 @@ struct TwoRuleSteps {
   size_t checked = 0, norms = 0;
 };
 
-TwoRuleSteps check_two_rule_steps(const std::vector<Graph>& graphs, int64_t lift_tasks, bool lifted_only) {
-  const auto [intros, by_root] = index_rules({&all_ranks(), &llama_ranks()});
+// `counted`: the operator whose rules' steps `norms` counts.
+TwoRuleSteps check_two_rule_steps(const std::vector<Graph>& graphs, int64_t lift_tasks, bool lifted_only,
+                                  std::initializer_list<const std::vector<Rule>*> lists = {&all_ranks(), &llama_ranks()},
+                                  const std::string& counted = "RMSNorm") {
+  const auto [intros, by_root] = index_rules(lists);
   TwoRuleSteps out;
   for (const Graph& g : graphs) {
     for (const Node& n : g.nodes()) {
@@ -191,7 +205,7 @@ TwoRuleSteps check_two_rule_steps(const std::vector<Graph>& graphs, int64_t lift
               const auto k = apply_match(*h, m);
               if (!k) continue;
               ++out.checked;
-              out.norms += std::any_of(r->source.nodes().begin(), r->source.nodes().end(), [](const Node& x) { return x.op->name == "RMSNorm"; });
+              out.norms += std::any_of(r->source.nodes().begin(), r->source.nodes().end(), [&](const Node& x) { return x.op->name == counted; });
               EXPECT_LT(max_difference(g, *k), 1e-3) << in->id << " then " << r->id << " lifted over " << m.lift << " at " << describe(n);
             }
         }
@@ -239,6 +253,73 @@ TEST_P(EveryRuleAtEveryLiftedMatch, PreservesTheOutputs) {
   if (GetParam() == "llama-tiny") {
     EXPECT_GT(norms, 0u);
   }
+}
+
+// Value-generic rules on GPT and BERT, whose 2 x 2 dropouts each have
+// their own seed and whose norms are not at the rules' epsilon (BERT's is
+// 1e-12): every layernorm-v1 and dropout-v1 rule at every match and after
+// every introducer, on the model, data parallel and under Megatron's plan,
+// leaves the outputs unchanged, which holds only if the applied target
+// keeps each operator's own seed, rate and epsilon (a dropout at another
+// seed draws another mask).
+class ValueGenericRules : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ValueGenericRules, PreserveTheOutputsWithTheModelsValues) {
+  const Graph model = build_model(GetParam());
+  std::vector<Graph> graphs{model, data_parallel(model, 2), *expert(model, find_machine("dgx-h100"), 4, 2)};
+  MatchOptions o;
+  o.lift_tasks = 64;
+  std::map<std::string, size_t> applied;
+  for (const Graph& g : graphs) {
+    const auto consumers = g.consumers();
+    for (const auto* rules : {&layer_norm_ranks(), &dropout_ranks()})
+      for (const Rule& rule : *rules)
+        for (const Match& m : find_matches(g, rule, consumers, o)) {
+          const auto h = apply_match(g, m);
+          if (!h) continue;
+          for (const ValueBinding& b : m.values) ++applied[b.op->name];
+          EXPECT_LT(max_difference(g, *h), 1e-3) << rule.id << " lifted over " << m.lift << ": " << rule_text(rule);
+        }
+  }
+  const TwoRuleSteps norms = check_two_rule_steps(graphs, o.lift_tasks, false, {&all_ranks(), &layer_norm_ranks()}, "LayerNorm");
+  const TwoRuleSteps drops = check_two_rule_steps(graphs, o.lift_tasks, false, {&all_ranks(), &dropout_ranks()}, "Dropout");
+  std::printf("%s: %zu LayerNorm and %zu Dropout matches, %zu and %zu two-rule steps\n", GetParam().c_str(),
+              applied["LayerNorm"], applied["Dropout"], norms.norms, drops.norms);
+  EXPECT_GT(applied["LayerNorm"], 0u);
+  EXPECT_GT(applied["Dropout"], 0u);
+  EXPECT_GT(norms.norms, 0u);
+  EXPECT_GT(drops.norms, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ValueGenericRules, ::testing::Values("gpt-tiny", "bert-large-tiny"),
+                         pcgx::testing::model_param_name);
+
+// A value the rule repeats stands for one value of the graph: a rule with
+// two dropouts at seed 0 matches two graph dropouts of one seed, not of
+// two; without value_generic in its record it matches its own values only.
+TEST(ValueGenericRules, BindOneGraphValuePerRuleValue) {
+  auto chain = [](int64_t s1, int64_t s2) {
+    Graph g("chain");
+    TensorRef x{g.add("Input", {{"shape", IntList{4, 4}}}, {}, "x"), 0};
+    x = {g.add("Dropout", {{"rate", 0.1}, {"seed", s1}}, {x}), 0};
+    x = {g.add("Dropout", {{"rate", 0.1}, {"seed", s2}}, {x}), 0};
+    g.add_output(x);
+    return g;
+  };
+  Rule rule{"twice", chain(0, 0), chain(0, 0), {{0, 0}}, ProofRecord{"proved", 0, {"dropout_combine"}, "", false, {"Dropout.seed"}}};
+  EXPECT_EQ(find_matches(chain(5, 5), rule).size(), 1u);
+  EXPECT_TRUE(find_matches(chain(5, 6), rule).empty());
+  const auto m = find_matches(chain(5, 5), rule);
+  ASSERT_EQ(m.size(), 1u);
+  const auto h = apply_match(chain(5, 5), m[0]);
+  ASSERT_TRUE(h);
+  for (const Node& n : h->nodes())
+    if (n.op->name == "Dropout") {
+      EXPECT_EQ(n.attrs.get_int("seed"), 5);
+    }
+  rule.proof->value_generic.clear();
+  EXPECT_TRUE(find_matches(chain(5, 5), rule).empty());
+  EXPECT_EQ(find_matches(chain(0, 0), rule).size(), 1u);
 }
 
 // The two-rule steps on the models themselves. A Split in the introducer

@@ -242,10 +242,10 @@ const Ruleset& shipped_named(const std::string& file) {
   return it->second;
 }
 
-size_t sequence_split_norms(const Graph& g) {
+size_t sequence_split_norms(const Graph& g, const std::string& norm = "RMSNorm") {
   size_t n = 0;
   for (const Node& node : g.nodes())
-    if (node.op->name == "RMSNorm" && node.outputs[0].rank() == 3 && node.outputs[0].dims[1].degree > 1) ++n;
+    if (node.op->name == norm && node.outputs[0].rank() == 3 && node.outputs[0].dims[1].degree > 1) ++n;
   return n;
 }
 
@@ -269,6 +269,28 @@ TEST(UnitySearch, SplitsTheSequenceWithTheShippedLlamaRules) {
   SearchOptions e;
   e.algorithm = Algorithm::kExpert;
   EXPECT_LT(with.strategy.estimate.time, optimize(g, RuleLibrary(both), mapper, e).strategy.estimate.time);
+}
+
+// The same for GPT, whose norms are LayerNorms with gamma and beta and
+// whose residual branches end in dropouts, each with its own seed: the
+// shipped layernorm-v1 (the split needs both weights copied, four
+// operators on one side) and dropout-v1 rules match every one of them
+// because their proofs hold at any epsilon, rate and seed
+// (ProofRecord::value_generic). Without them unity splits no norm.
+TEST(UnitySearch, SplitsGptsSequenceWithValueGenericRules) {
+  const Graph g = build_model("gpt", {{"layers", 2}, {"hidden", 1024}, {"heads", 8}, {"ffn", 4096}, {"seq", 1024}, {"batch", 8}, {"vocab", 8000}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const MachineMapper mapper(cm);
+  const std::vector<Ruleset> all{shipped_named("unity-v1.json"), shipped_named("layernorm-v1.json"), shipped_named("dropout-v1.json")};
+  const SearchResult with = optimize(g, RuleLibrary(all), mapper, SearchOptions{});
+  ASSERT_TRUE(with.strategy.estimate.feasible);
+  EXPECT_GT(sequence_split_norms(with.strategy.graph, "LayerNorm"), 0u);
+  const SearchResult without = optimize(g, RuleLibrary(shipped_named("unity-v1.json")), mapper, SearchOptions{});
+  EXPECT_EQ(sequence_split_norms(without.strategy.graph, "LayerNorm"), 0u);
+  EXPECT_LT(with.strategy.estimate.time, without.strategy.estimate.time);
+  SearchOptions e;
+  e.algorithm = Algorithm::kExpert;
+  EXPECT_LT(with.strategy.estimate.time, optimize(g, RuleLibrary(all), mapper, e).strategy.estimate.time);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOp
   // The stored cores, each proved alone (a second pass: it needs the
   // re-proofs' verdicts only to skip rules already failed).
   std::vector<Proof> core(r.rules.size());
+  std::vector<std::vector<std::string>> value_generic(r.rules.size());
   tbb::enumerable_thread_specific<std::unique_ptr<Prover>> provers;
   tbb::task_arena arena(threads > 0 ? threads : tbb::this_task_arena::max_concurrency());
   arena.execute([&] {
@@ -45,6 +46,7 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOp
       auto& p = provers.local();
       if (!p) p = std::make_unique<Prover>(axioms, options);
       core[i] = p->prove_with(rule, rule.proof->axioms);
+      value_generic[i] = p->value_generic(rule, rule.proof->axioms);
     });
   });
   for (size_t i = 0; i < r.rules.size(); ++i) {
@@ -77,6 +79,14 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOp
     } else if (rule.proof->degree_generic != generic_now) {
       fail(std::string("stored degree_generic ") + (rule.proof->degree_generic ? "true" : "false"),
            generic_now ? "evaluation with degree 4 holds" : "evaluation with degree 4 does not hold (the rule is degree-specific)");
+    } else if (rule.proof->value_generic != value_generic[i]) {
+      auto names = [](const std::vector<std::string>& list) {
+        std::string text;
+        for (const std::string& x : list) text += (text.empty() ? "" : ", ") + x;
+        return "[" + text + "]";
+      };
+      fail("stored value_generic " + names(rule.proof->value_generic),
+           "the stored core passes through " + names(value_generic[i]));
     } else {
       a.verdict = "ok";
     }

@@ -14,6 +14,25 @@
 
 namespace pcgx::verify {
 
+namespace {
+
+NumericCheck check_proved(const Rule& rule, const std::vector<std::string>& value_generic) {
+  NumericCheck c = check_at_other_shapes(rule);
+  if (!c.holds || value_generic.empty()) return c;
+  // What value genericity claims is checked too: a wrong claim is a bug
+  // in value_generic.h's argument or in an axiom.
+  const NumericCheck other = check_numerically(with_other_values(rule, value_generic));
+  if (!other.holds) {
+    std::string names;
+    for (const std::string& a : value_generic) names += (names.empty() ? "" : ", ") + a;
+    c.holds = false;
+    c.counterexample = "with other values of " + names + ": " + other.counterexample;
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& axioms, ProverOptions options,
                                int threads, const std::function<void(size_t, size_t)>& progress,
                                const std::vector<std::vector<std::string>>* cores) {
@@ -37,15 +56,16 @@ std::vector<Verdict> prove_all(const std::vector<Rule>& rules, const AxiomSet& a
         }
       }
       if (!out[i].reused) proof = p->prove(rules[i]);
-      if (out[i].reused) {
-        out[i].check = check_at_other_shapes(rules[i]);
-      } else if (proof.result == Result::kUnsat) {
+      if (!out[i].reused && proof.result == Result::kUnsat) {
         // The stored core must prove the rule alone, as `pcgx audit` checks.
         // A minimal core may not: an axiom outside it can be what created a
         // term the core's instances match. Then the record names every axiom
         // the proof instantiated, with which the same saturation recurs.
         if (p->prove_with(rules[i], proof.axioms).result != Result::kUnsat) proof.axioms = proof.instantiated;
-        out[i].check = check_at_other_shapes(rules[i]);
+      }
+      if (proof.result == Result::kUnsat) {
+        proof.value_generic = p->value_generic(rules[i], proof.axioms);
+        out[i].check = check_proved(rules[i], proof.value_generic);
       }
       const size_t n = ++done;
       if (!progress) return;
@@ -74,7 +94,8 @@ ProvedSet collect_proved(const Ruleset& candidates, const std::vector<Verdict>& 
       out.unproved += rule.id + ": PROVED BUT REFUTED (an axiom is wrong): " + verdicts[i].check.counterexample + "\n";
     } else if (p.result == Result::kUnsat) {
       Rule r = rule;
-      r.proof = ProofRecord{"proved", p.seconds, p.axioms, "", verdicts[i].check.at_degree_4 == DegreeCheck::kHolds};
+      r.proof = ProofRecord{"proved", p.seconds, p.axioms, "", verdicts[i].check.at_degree_4 == DegreeCheck::kHolds,
+                            p.value_generic};
       out.ruleset.rules.push_back(std::move(r));
     } else {
       out.unproved += rule.id + ": " + verdict + ": " + p.reason + "\n    " + rule_text(rule) + "\n";

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <unordered_map>
@@ -7,6 +8,7 @@
 
 #include "pcgx/pcg/error.h"
 #include "terms.h"
+#include "value_generic.h"
 
 namespace pcgx::verify {
 
@@ -37,6 +39,18 @@ Prover::Prover(const AxiomSet& set, ProverOptions options) : impl_(std::make_uni
 Prover::~Prover() = default;
 
 Proof Prover::prove(const Rule& rule) { return prove_with(rule, {}); }
+
+std::vector<std::string> Prover::value_generic(const Rule& rule, const std::vector<std::string>& proof_axioms) const {
+  std::vector<std::string> out;
+  for (const std::string& attr : value_attributes(rule)) {
+    bool all = !proof_axioms.empty();
+    for (const Axiom& ax : impl_->axioms)
+      if (all && std::find(proof_axioms.begin(), proof_axioms.end(), ax.name) != proof_axioms.end())
+        all = passes_through(ax, attr);
+    if (all) out.push_back(attr);
+  }
+  return out;
+}
 
 Proof Prover::prove_with(const Rule& rule, const std::vector<std::string>& only) {
   const std::set<std::string> allowed(only.begin(), only.end());

@@ -288,7 +288,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   OpDef bn;
   bn.name = "BatchNorm";
   bn.summary = "normalizes each channel (dimension 1) over batch and space (per group of `group` samples when > 0), then * gamma + beta";
-  bn.attrs = {float_attr("eps", 1e-5, "added to the variance"),
+  bn.attrs = {value_attr(float_attr("eps", 1e-5, "added to the variance")),
               int_attr("group", 0, "samples per statistics group (0: the whole batch)",
                        [](const AttrValue& v) -> std::optional<std::string> {
                          if (std::get<int64_t>(v) < 0) return "must not be negative";
@@ -368,7 +368,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   OpDef apply;
   apply.name = "BatchNormApply";
   apply.summary = "BatchNorm from given statistics of the whole x (BatchSum, BatchSquares): (x - sum/n) / sqrt(squares/n + eps) * gamma + beta";
-  apply.attrs = {float_attr("eps", 1e-5, "added to the variance")};
+  apply.attrs = {value_attr(float_attr("eps", 1e-5, "added to the variance"))};
   apply.input_names = {"x", "sum", "squares", "gamma", "beta"};
   apply.min_inputs = apply.max_inputs = 5;
   apply.infer_types = [](const Attributes&, std::span<const TensorType> in) {

@@ -286,8 +286,8 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(smul);
 
   OpDef drop = unary("Dropout", "zeroes elements with probability rate, scales the rest by 1/(1-rate)");
-  drop.attrs = {float_attr("rate", 0.1, "probability of dropping an element"),
-                int_attr("seed", 0, "mask seed: the mask is a function of (seed, element index)")};
+  drop.attrs = {value_attr(float_attr("rate", 0.1, "probability of dropping an element")),
+                value_attr(int_attr("seed", 0, "mask seed: the mask is a function of (seed, element index)"))};
   auto base_types = drop.infer_types;
   drop.infer_types = [base_types](const Attributes& a, std::span<const TensorType> in) {
     const double rate = a.get_float("rate");

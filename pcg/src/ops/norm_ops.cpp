@@ -226,7 +226,7 @@ void register_norm_ops(OpRegistry& r) {
   OpDef ln;
   ln.name = "LayerNorm";
   ln.summary = "normalizes the last dimension; affine: * gamma + beta";
-  ln.attrs = {float_attr("eps", 1e-5, "added to the variance"), bool_attr("affine", true, "take gamma and beta inputs")};
+  ln.attrs = {value_attr(float_attr("eps", 1e-5, "added to the variance")), bool_attr("affine", true, "take gamma and beta inputs")};
   ln.input_names = {"x", "gamma", "beta"};
   ln.min_inputs = 1;
   ln.max_inputs = 3;
@@ -256,12 +256,14 @@ void register_norm_ops(OpRegistry& r) {
   ln.backward_reads = reads(0b011, 0);  // x and gamma (its statistics computed again), not beta
   ln.flops = [](const Attributes&, std::span<const TensorType> in, auto) { return per_element(in, 8); };
   ln.smt = {{"layer_norm", 1, {"eps"}, 0, {{"affine", false}}}, {"layer_norm_affine", 3, {"eps"}, 0, {{"affine", true}}}};
+  // gamma and beta: two 1-d weights, or its rules could only state gamma == beta
+  ln.pool_inputs = {PoolInput::kVectorWeights, PoolInput::kVectorWeights};
   r.add(ln);
 
   OpDef rms;
   rms.name = "RMSNorm";
   rms.summary = "x / sqrt(mean(x^2) + eps) * gamma over the last dimension (LLaMA's norm)";
-  rms.attrs = {float_attr("eps", 1e-6, "added to the mean square")};
+  rms.attrs = {value_attr(float_attr("eps", 1e-6, "added to the mean square"))};
   rms.input_names = {"x", "gamma"};
   rms.min_inputs = rms.max_inputs = 2;
   rms.infer_types = [](const Attributes&, std::span<const TensorType> in) {

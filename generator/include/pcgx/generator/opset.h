@@ -27,7 +27,7 @@ struct Opset {
   int default_ndims = 3;
   bool index_inputs = false;   // int64 index tensors (embeddings)
   bool conv_kernels = false;   // 4-d convolution weights
-  bool vector_weights = false; // 1-d weights (a norm's gamma)
+  int vector_weights = 0;      // 1-d weights (a norm's gamma and beta): as many as one operator reads
   // Each operator once, in the order the choices name them.
   std::vector<std::string> operators() const;
 };

@@ -46,6 +46,11 @@ enum class AttrRole : uint8_t {
   kExtentParts,    // parts of the extent along the operator's "axis": a rule's
                    // value matches any proportional one and scales with the extent
   kShape,          // a whole shape (Reshape's target): fixed to one shape
+  kValue,          // a number the result depends on and no shape or degree
+                   // does (a norm's epsilon, a dropout's rate and seed): a
+                   // rule whose proof treats it as any value (its record's
+                   // value_generic) matches every value, the same one
+                   // wherever the rule repeats it
 };
 
 struct AttrSpec {

@@ -191,7 +191,7 @@ struct SmtForm {
 enum class PoolInput : uint8_t {
   kIndices,        // int64 indices (Embedding's rows)
   kConvKernels,    // 4-d convolution weights
-  kVectorWeights,  // 1-d weights (a norm's gamma)
+  kVectorWeights,  // a 1-d weight (a norm's gamma); once per such input
 };
 
 struct OpDef {

@@ -34,6 +34,12 @@ Rule rescale(const Rule& r, int64_t factor);
 // degrees are fixed by the operator).
 Rule regrade(const Rule& r, int64_t from, int64_t to);
 
+// The rule with each value attribute named in `attrs` ("Op.attr", as
+// ProofRecord::value_generic names them) given another value, the same new
+// value wherever the rule had the same old one (a float v becomes
+// v / 2 + 0.25, an integer v + 7): what a value-generic rule claims too.
+Rule with_other_values(const Rule& r, const std::vector<std::string>& attrs);
+
 // check_numerically at the rule's own shapes and at twice and three times
 // them, where legal: fingerprint collisions and axiom gaps surface here. It
 // also evaluates the rule regraded from degree 2 to 4 (`at_degree_4`), which

@@ -13,7 +13,8 @@
 //                  "source": <pcgx.graph>, "target": <pcgx.graph>,
 //                  "output_map": [[0, 0]],        // source output i -> target output j
 //                  "proof": { "result": "proved", "seconds": 0.004, "axioms": [...],
-//                             "degree_generic": true } } ],
+//                             "degree_generic": true,
+//                             "value_generic": ["Dropout.rate", ...] } } ],
 //     "content_hash": "sha256 of the canonical JSON of everything above,
 //                      less the solver times (they vary from run to run)" }
 //
@@ -51,6 +52,12 @@ struct ProofRecord {
   // Also holds with every degree 2 made any power of two k (evaluated at
   // k = 4 when verified): the search may apply it with degree k.
   bool degree_generic = false;
+  // "Op.attr" of each value attribute (AttrRole::kValue) of the rule that
+  // every axiom of the proof takes as any value, passed through unchanged
+  // (verify::value_generic): the rule holds with any value there, the same
+  // one wherever the rule has the same value, and the search matches it so.
+  // Sorted.
+  std::vector<std::string> value_generic;
 };
 
 struct Rule {

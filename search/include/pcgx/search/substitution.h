@@ -11,7 +11,13 @@
 // only, unless its proof record says `degree_generic`, in which case every
 // degree 2^a of the rule (inputs, replicas, parallel operators) stands for
 // k^a for one k >= 2 per match. Operators match with equal attributes, except
-// that a Split's sizes need only be proportional to the rule's.
+// that a Split's sizes need only be proportional to the rule's, and that a
+// value attribute its proof record lists in `value_generic` (a norm's
+// epsilon, a dropout's rate and seed: the proof holds for any value,
+// verifier/src/value_generic.h) matches any value, the same graph value
+// wherever the rule has the same value, and the target takes the graph's
+// (Match::values). GPT's 37 dropouts, each with its own seed, thus match
+// one rule.
 //
 // Lifted matches. A data-parallel graph runs the same computation once per
 // block of samples, so a rule stated without a split of dimension 0 also
@@ -48,12 +54,22 @@
 
 namespace pcgx::search {
 
+// A value attribute of a value-generic rule (ProofRecord::value_generic)
+// as a match found it: the rule's value stands for the graph's, in the
+// rule's target too.
+struct ValueBinding {
+  const OpDef* op = nullptr;
+  std::string attr;
+  AttrValue rule_value, graph_value;
+};
+
 struct Match {
   const Rule* rule = nullptr;
   std::vector<NodeId> nodes;               // per node of rule->source: the graph node (-1 for variables)
   std::map<std::string, TensorRef> vars;   // rule input name -> graph tensor
   int64_t degree = 2;                      // what the rule's degree 2 stands for
   int64_t lift = 1;                        // the samples split it is lifted over (1: none; see below)
+  std::vector<ValueBinding> values;        // value-generic attributes (above)
 };
 
 // A rule read right to left (rules are equalities; the search uses both

@@ -27,7 +27,9 @@ struct AuditResult {
 // Per rule, in this order: a proof record with result "proved"; a fresh
 // proof; evaluation at other shapes; the stored unsat core alone proves it
 // (every name an axiom of `axioms`); the stored degree_generic equals what
-// evaluation with degree 4 finds now. Solver times are not compared.
+// evaluation with degree 4 finds now; the stored value_generic equals what
+// the stored core passes through (Prover::value_generic), and the rule
+// evaluated with other values there holds. Solver times are not compared.
 AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& axioms, ProverOptions options, int threads,
                           const std::function<void(size_t, size_t)>& progress = nullptr);
 

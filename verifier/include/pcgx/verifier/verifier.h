@@ -33,6 +33,7 @@ struct Proof {
   size_t instances = 0;             // axiom instances admitted
   std::string reason;               // why not proved
   std::string unencoded;            // an operator of the rule with no SMT encoding at all, when that is why
+  std::vector<std::string> value_generic;  // proved: Prover::value_generic of the axioms kept
 };
 
 // One axiom: where it is written, the registry operators whose symbols it
@@ -115,6 +116,11 @@ class Prover {
   // The same with only the axioms named (a stored unsat core): a proof
   // shows the core suffices.
   Proof prove_with(const Rule& rule, const std::vector<std::string>& only);
+  // "Op.attr" of each value attribute of `rule` (AttrRole::kValue) that
+  // every axiom named in `proof_axioms` (a proof's stored core) passes
+  // through as any value, so that the rule holds with any value there
+  // (verifier/src/value_generic.h says why). Sorted.
+  std::vector<std::string> value_generic(const Rule& rule, const std::vector<std::string>& proof_axioms) const;
 
  private:
   struct Impl;

@@ -41,6 +41,11 @@ inline AttrSpec float_attr(std::string name, std::optional<double> def, std::str
   if (def) s.default_value = *def;
   return s;
 }
+// `s` as a value no shape or degree depends on (AttrRole::kValue).
+inline AttrSpec value_attr(AttrSpec s) {
+  s.role = AttrRole::kValue;
+  return s;
+}
 inline AttrSpec bool_attr(std::string name, bool def, std::string doc) {
   return {std::move(name), AttrType::kBool, def, std::move(doc), {}, nullptr};
 }
