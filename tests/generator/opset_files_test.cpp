@@ -26,7 +26,10 @@ std::string listed(const Opset& s) {
 TEST(OpsetFiles, ShippedSetsAreTheGeneratorsOwn) {
   std::vector<std::string> names;
   for (const Opset& s : named_opsets()) names.push_back(s.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"attention", "conv", "llama", "recsys", "unity"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"attention", "conv", "dropout", "layernorm", "llama", "recsys", "unity"}));
+  EXPECT_EQ(listed(find_opset("layernorm")), "LayerNorm(affine=true),Combine,Replicate");
+  EXPECT_EQ(find_opset("layernorm").vector_weights, 2);  // gamma and beta
+  EXPECT_EQ(listed(find_opset("dropout")), "Dropout,Repartition,Combine,Replicate,Reduce");
   const std::string unity = "Linear(activation=none|relu),Relu,EwAdd,EwMul,Concat,Split,Repartition,Combine,Replicate,Reduce";
   EXPECT_EQ(listed(find_opset("unity")), unity);
   EXPECT_EQ(listed(find_opset("attention")), unity + ",MatMul,BatchMatMul,Transpose,Softmax,ScalarMul");
