@@ -137,9 +137,16 @@ void plan_regathers(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
 // weight, with FLOPs, whose output is larger than each input (q k^T) starts
 // a segment; an operator whose one activation input is recomputed and whose
 // output is the same size (scale, softmax, dropout) joins it.
+//
+// After full recomputation of some layers (full+selective), in the layers
+// left whole only: a node already re-run whole stays in its segment, and a
+// segment starts or grows only from the selective ones numbered after the
+// full ones.
 void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
+  const int32_t first = plan.segments;  // the selective segments' first number
   for (const Node& n : g.nodes()) {
-    if (!active(g, layouts, n.id) || n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.outputs.size() != 1)
+    if (!active(g, layouts, n.id) || n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.outputs.size() != 1 ||
+        plan.recomputed[static_cast<size_t>(n.id)])
       continue;
     std::vector<TensorRef> acts;
     bool weights = false;
@@ -160,7 +167,8 @@ void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
       if (flops > 0 && out > largest) seg = plan.segments++;
     } else if (acts.size() == 1) {
       const TensorRef t = acts[0];
-      if (plan.recomputed[static_cast<size_t>(t.node)] && elements(g.shape(t)) == out) seg = plan.segment[static_cast<size_t>(t.node)];
+      if (plan.recomputed[static_cast<size_t>(t.node)] && plan.segment[static_cast<size_t>(t.node)] >= first && elements(g.shape(t)) == out)
+        seg = plan.segment[static_cast<size_t>(t.node)];
     }
     if (seg < 0) continue;
     plan.recomputed[static_cast<size_t>(n.id)] = 1;
@@ -219,8 +227,8 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
   RecomputePlan plan;
   plan.recomputed.assign(g.size(), 0);
   plan.segment.assign(g.size(), -1);
-  if (policy == Recompute::kFull) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
-  else if (policy == Recompute::kSelective) plan_selective(g, layouts, plan);
+  if (recomputes_layers(policy)) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
+  if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, plan);
   return plan;
 }
 

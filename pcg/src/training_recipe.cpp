@@ -9,15 +9,18 @@ const char* name(Recompute r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kFullSelective: return "full+selective";
   }
   return "?";
 }
 
-std::optional<Recompute> recompute_named(std::string_view text) { return choice_named(text, kRecomputes); }
+std::optional<Recompute> recompute_named(std::string_view text) { return choice_named(text, kRecomputePolicies); }
 
 std::string describe_recompute(Recompute r, int32_t layers, bool per_chunk) {
-  if (r != Recompute::kFull || layers < 0) return name(r);
-  return std::string(name(r)) + ", first " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + (per_chunk ? " of each chunk" : "");
+  if (!recomputes_layers(r) || layers < 0) return name(r);
+  const std::string count = std::to_string(layers) + (layers == 1 ? " layer" : " layers") + (per_chunk ? " of each chunk" : "");
+  if (r == Recompute::kFullSelective) return "full, first " + count + ", selective in the others";
+  return std::string(name(r)) + ", first " + count;
 }
 
 const char* name(ZeroStage z) {

@@ -72,7 +72,7 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
                     ", ZeRO " + name(r.zero) + ")";
   std::vector<std::string> would;
   if (!is_mixed(r.precision)) would.push_back("mixed precision (bf16, fp16)");
-  if (r.recompute != Recompute::kFull) would.push_back("full recomputation");
+  if (!recomputes_layers(r.recompute)) would.push_back("full recomputation");
   else if (r.recompute_layers != kAllLayers) would.push_back("recomputing more layers");
   if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
@@ -94,8 +94,8 @@ void validate(const OptimizeRequest& q) {
   search::validate(q.search);
   if (q.recompute_layers) {
     if (*q.recompute_layers < 1) throw FieldError("OptimizeRequest.recompute_layers", "must be at least 1");
-    if (q.recompute != Recompute::kFull)
-      throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full)");
+    if (!q.recompute || !recomputes_layers(*q.recompute))
+      throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full or full+selective)");
   }
   if (q.zero_persistence_threshold) {
     if (*q.zero_persistence_threshold < 0) throw FieldError("OptimizeRequest.zero_persistence_threshold", "must not be negative");
@@ -137,9 +137,12 @@ namespace {
 // (which fits: every layer), each re-pricing the plan found with every
 // layer recomputed (`price`: its result, or nothing where it does not
 // fit), finds the fewest that fit, and it is taken where it is faster.
-// Each count tried is listed among the recipes, "(re-priced)".
+// Each count tried is listed among the recipes, "(re-priced)". Under
+// `policy` full+selective the layers left whole recompute selectively, so
+// fewer full layers may fit: the counts are tried again so, after full's,
+// and the faster kept.
 template <class Result>
-void fewest_recomputed_layers(int32_t every, OptimizeReport& out,
+void fewest_recomputed_layers(Recompute policy, int32_t every, OptimizeReport& out,
                               const std::function<std::optional<Result>(const search::CostModel&, double& need)>& price,
                               const OptimizeRequest& q, const search::Efficiency& eff, const std::function<void(Result&&)>& adopt,
                               double found_time) {
@@ -149,7 +152,7 @@ void fewest_recomputed_layers(int32_t every, OptimizeReport& out,
   for (int32_t lo = 1, hi = every; lo < hi;) {  // hi: the fewest known to fit
     const int32_t mid = lo + (hi - lo) / 2;
     TrainingRecipe recipe = chosen;
-    recipe.recompute_layers = mid;
+    recipe.recompute = policy, recipe.recompute_layers = mid;
     auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
     double need = 0;  // where it does not fit: the smallest per-device need found
     std::optional<Result> r = price(*cost, need);
@@ -175,16 +178,17 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
   const TrainingRecipe chosen = out.cost->recipe();
   if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
   const Graph& g = out.result.search.strategy.graph;
-  fewest_recomputed_layers<Mapped>(
-      plan_recompute(g, source_layouts(g), Recompute::kFull).segments, out,
-      [&](const search::CostModel& cost, double& need) -> std::optional<Mapped> {
-        const search::MachineMapper mapper(cost);
-        Mapped m{mapper.map(g)};
-        need = mapper.memory_refusals().smallest_need;
-        if (!m.strategy.estimate.feasible) return std::nullopt;
-        return m;
-      },
-      q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
+  for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
+    fewest_recomputed_layers<Mapped>(
+        policy, plan_recompute(g, source_layouts(g), Recompute::kFull).segments, out,
+        [&](const search::CostModel& cost, double& need) -> std::optional<Mapped> {
+          const search::MachineMapper mapper(cost);
+          Mapped m{mapper.map(g)};
+          need = mapper.memory_refusals().smallest_need;
+          if (!m.strategy.estimate.feasible) return std::nullopt;
+          return m;
+        },
+        q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
 }
 
 // At ZeRO stage 3: which weight blocks stay whole (DeepSpeed's persistence
@@ -285,17 +289,19 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   } catch (const Error&) {
     return;
   }
-  fewest_recomputed_layers<Lowered>(
-      most, out,
-      [&](const search::CostModel& cost, double&) -> std::optional<Lowered> {
-        try {
-          Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
-          if (l.estimate().feasible) return l;
-        } catch (const Error&) {
-        }
-        return std::nullopt;
-      },
-      q, eff, [&](Lowered&& l) { out.result = std::move(l.result); }, std::min(baseline, st.estimate.time));
+  double best = std::min(baseline, st.estimate.time);
+  for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
+    fewest_recomputed_layers<Lowered>(
+        policy, most, out,
+        [&](const search::CostModel& cost, double&) -> std::optional<Lowered> {
+          try {
+            Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
+            if (l.estimate().feasible) return l;
+          } catch (const Error&) {
+          }
+          return std::nullopt;
+        },
+        q, eff, [&](Lowered&& l) { best = l.estimate().time, out.result = std::move(l.result); }, best);
 }
 
 // The recipes searched at one precision (OptimizeReport::tried), into `out`
@@ -329,7 +335,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // searches, about 17 minutes.
     std::optional<search::SearchResult> fitted;
     for (const ZeroStage stage : stages) {
-      TrainingRecipe recipe{precision, policy, stage, policy == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
+      TrainingRecipe recipe{precision, policy, stage, recomputes_layers(policy) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
                             q.optimizer};
       if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
@@ -402,7 +408,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     for (const ZeroStage stage : stages) {
       if (shards_gradients(stage)) break;
       const TrainingRecipe recipe{precision, policies.front(), stage,
-                                  policies.front() == Recompute::kFull ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
+                                  recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

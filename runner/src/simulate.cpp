@@ -33,8 +33,8 @@ SimulateReport simulate(SimulateRequest q) {
   // count is stated too (as optimize reads them).
   if (q.recompute) recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
   if (q.recompute_layers) {
-    if (recipe.recompute != Recompute::kFull)
-      throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation, and the plan is priced with ") +
+    if (!recomputes_layers(recipe.recompute))
+      throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation (or full+selective), and the plan is priced with ") +
                                                                name(recipe.recompute));
     if (*q.recompute_layers < 1) throw FieldError("SimulateRequest.recompute_layers", "must be at least 1");
     recipe.recompute_layers = *q.recompute_layers;

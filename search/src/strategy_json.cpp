@@ -97,14 +97,14 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("recompute")) {
     const std::optional<Recompute> r = j["recompute"].is_string() ? recompute_named(j["recompute"].get<std::string>()) : std::nullopt;
-    if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, got " + j["recompute"].dump());
+    if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, full+selective, got " + j["recompute"].dump());
     s.recipe.recompute = *r;
   }
   if (j.contains("recompute_layers")) {
     if (!j["recompute_layers"].is_number_integer() || j["recompute_layers"].get<int64_t>() < 1 ||
         j["recompute_layers"].get<int64_t>() > INT32_MAX)
       throw FileError(source, "recompute_layers", "expected a positive integer, got " + j["recompute_layers"].dump());
-    if (s.recipe.recompute != Recompute::kFull)
+    if (!recomputes_layers(s.recipe.recompute))
       throw FileError(source, "recompute_layers", std::string("applies to full recomputation, not ") + name(s.recipe.recompute));
     s.recipe.recompute_layers = j["recompute_layers"].get<int32_t>();
   }

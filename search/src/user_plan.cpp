@@ -169,13 +169,13 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     plan.unstated = u == "search" ? Unstated::kSearch : Unstated::kOneTask;
   }
   if (j.contains("precision")) plan.precision = named("precision", precision_named, kPrecisions);
-  if (j.contains("recompute")) plan.recompute = named("recompute", recompute_named, kRecomputes);
+  if (j.contains("recompute")) plan.recompute = named("recompute", recompute_named, kRecomputePolicies);
   if (j.contains("recompute_layers")) {
     const json& v = j["recompute_layers"];
     if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > INT32_MAX)
       throw FileError(source, "recompute_layers", "expected a positive integer, got " + v.dump());
-    if (plan.recompute != Recompute::kFull)
-      throw FileError(source, "recompute_layers", "applies to full recomputation (\"recompute\": \"full\")");
+    if (!plan.recompute || !recomputes_layers(*plan.recompute))
+      throw FileError(source, "recompute_layers", "applies to full recomputation (\"recompute\": \"full\" or \"full+selective\")");
     plan.recompute_layers = v.get<int32_t>();
   }
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);

@@ -584,7 +584,7 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "selective", "recompute_layers": 2,
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
   expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()),
-                        "recompute_layers: applies to full recomputation (\"recompute\": \"full\")", out);
+                        "recompute_layers: applies to full recomputation (\"recompute\": \"full\" or \"full+selective\")", out);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "pcgx/pcg/error.h"
@@ -119,6 +120,62 @@ TEST(OptimizeRecompute, FullOfTheFewestLayersThatFit) {
   bad.recompute = std::nullopt;
   EXPECT_THROW(validate(bad), FieldError);
   EXPECT_THROW(validate(with_layers(capacity, 0)), FieldError);
+}
+
+// full+selective: the layers not recomputed whole recompute selectively,
+// so fewer full layers fit where full alone needs more. Where it fits with
+// fewer full layers than full does, auto takes it when it is faster, and
+// a stated count of it is priced as stated.
+TEST(OptimizeRecompute, FullAndSelectiveFitWithFewerFullLayers) {
+  auto with = [](double capacity, std::optional<Recompute> r, std::optional<int32_t> layers) {
+    OptimizeRequest q = request(capacity, r);
+    q.model = build_model("gpt-tiny", {{"layers", 4}});
+    q.recompute_layers = layers;
+    return q;
+  };
+  auto need_of = [&](Recompute r, std::optional<int32_t> layers) {
+    return optimize(with(1e12, r, layers)).result.search.strategy.estimate.max_memory();
+  };
+  auto time_of = [&](Recompute r, std::optional<int32_t> layers) {
+    return optimize(with(1e12, r, layers)).result.search.strategy.estimate.time;
+  };
+  const double sel = need_of(Recompute::kSelective, std::nullopt);
+  std::vector<double> full{0}, mixed{0};
+  for (int32_t k = 1; k <= 4; ++k) full.push_back(need_of(Recompute::kFull, k)), mixed.push_back(need_of(Recompute::kFullSelective, k));
+  for (int32_t k = 1; k <= 3; ++k) {
+    // Each count keeps less with the other layers selective, and re-runs more.
+    EXPECT_LT(mixed[static_cast<size_t>(k)], full[static_cast<size_t>(k)]) << k;
+    EXPECT_GT(time_of(Recompute::kFullSelective, k), time_of(Recompute::kFull, k)) << k;
+  }
+  EXPECT_DOUBLE_EQ(mixed[4], full[4]);  // every layer whole: nothing left to recompute selectively
+  // A capacity where k - 1 full layers fit only with the others selective,
+  // and full needs k (selective alone does not fit).
+  int32_t k = 2;
+  auto lo = [&](int32_t c) { return std::max(mixed[static_cast<size_t>(c) - 1], full[static_cast<size_t>(c)]); };
+  auto hi = [&](int32_t c) { return std::min(full[static_cast<size_t>(c) - 1], sel); };
+  while (k <= 4 && !(lo(k) < hi(k))) ++k;
+  ASSERT_LE(k, 4) << "no count where fewer full layers fit with the others selective";
+  const double capacity = (lo(k) + hi(k)) / 2;
+  const OptimizeReport rep = optimize(with(capacity, std::nullopt, std::nullopt));
+  ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
+  const double full_time = time_of(Recompute::kFull, k), mixed_time = time_of(Recompute::kFullSelective, k - 1);
+  std::printf("capacity %.0f B: full %d layers %.4f ms, full+selective %d layers %.4f ms; chosen %s\n", capacity, k, full_time * 1e3, k - 1,
+              mixed_time * 1e3, describe_recompute(rep.file.recipe.recompute, rep.file.recipe.recompute_layers).c_str());
+  // One layer fewer re-run whole costs less than the others' selective re-runs.
+  ASSERT_LT(mixed_time, full_time);
+  EXPECT_DOUBLE_EQ(rep.result.search.strategy.estimate.time, mixed_time);
+  EXPECT_EQ(rep.file.recipe.recompute, Recompute::kFullSelective);
+  EXPECT_EQ(rep.file.recipe.recompute_layers, k - 1);
+  EXPECT_EQ(rep.cost->recipe().recompute, Recompute::kFullSelective);
+  bool tried = false;
+  for (const RecipeTried& t : rep.tried) tried = tried || (t.recipe.recompute == Recompute::kFullSelective && !t.searched);
+  EXPECT_TRUE(tried);
+  // Stated, it is priced as stated.
+  const OptimizeReport stated = optimize(with(1e12, Recompute::kFullSelective, 1));
+  EXPECT_EQ(stated.file.recipe.recompute, Recompute::kFullSelective);
+  EXPECT_EQ(stated.file.recipe.recompute_layers, 1);
+  EXPECT_EQ(recompute_named("full+selective"), Recompute::kFullSelective);
+  EXPECT_EQ(describe_recompute(Recompute::kFullSelective, 2), "full, first 2 layers, selective in the others");
 }
 
 // Under pipeline stages the count is per chunk, and auto finds the fewest

@@ -156,7 +156,9 @@ TEST(RuntimeRecompute, SavesTheMemoryTheModelPredicts) {
 
 // Full recomputation of some layers only (Megatron-LM's block method): the
 // same bits as keeping everything, and the memory measured between none's
-// and every layer's, as the memory model predicts at each count.
+// and every layer's, as the memory model predicts at each count. And
+// full+selective, whose other layers re-run their attention scores: the
+// same bits, the memory predicted, less than full's at the same count.
 TEST(RuntimeRecompute, SomeLayersSaveWhatTheModelPredicts) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"layers", 3}});
   for (int devices : {1, 2}) {
@@ -168,14 +170,23 @@ TEST(RuntimeRecompute, SomeLayersSaveWhatTheModelPredicts) {
       return m.activations + m.transient;
     };
     const TrainResult keep = run(p, Recompute::kNone);
-    int64_t previous = keep.buffer_bytes;
-    for (int32_t layers = 1; layers <= 3; ++layers) {
-      SCOPED_TRACE(std::to_string(layers) + " layers");
-      const TrainResult r = run(p, Recompute::kFull, layers);
-      expect_same_bits(r, keep);
-      EXPECT_LT(r.buffer_bytes, previous);
-      EXPECT_EQ(static_cast<double>(keep.buffer_bytes - r.buffer_bytes), predicted(Recompute::kNone, kAllLayers) - predicted(Recompute::kFull, layers));
-      previous = r.buffer_bytes;
+    std::vector<int64_t> full(4, keep.buffer_bytes);  // full[k]: k layers recomputed whole
+    for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective}) {
+      for (int32_t layers = 1; layers <= 3; ++layers) {
+        SCOPED_TRACE(std::string(name(policy)) + ", " + std::to_string(layers) + " layers");
+        const TrainResult r = run(p, policy, layers);
+        expect_same_bits(r, keep);
+        EXPECT_EQ(static_cast<double>(keep.buffer_bytes - r.buffer_bytes), predicted(Recompute::kNone, kAllLayers) - predicted(policy, layers));
+        if (policy == Recompute::kFull) {
+          EXPECT_LT(r.buffer_bytes, full[static_cast<size_t>(layers) - 1]);
+          full[static_cast<size_t>(layers)] = r.buffer_bytes;
+        } else if (layers < 3) {  // with every layer whole selective has nothing left
+          ExecutionPlan mixed = make_plan(p.graph, p.views, p.devices), whole = make_plan(p.graph, p.views, p.devices);
+          set_recompute(mixed, policy, layers), set_recompute(whole, Recompute::kFull, layers);
+          EXPECT_GT(mixed.segments.size(), whole.segments.size()) << "the layers left whole recompute something";
+          EXPECT_LT(r.buffer_bytes, full[static_cast<size_t>(layers)]);
+        }
+      }
     }
   }
 }

@@ -40,7 +40,8 @@ std::map<std::string, bool> recomputed_by_name(const Graph& g, Recompute policy)
 }
 
 TEST(Recompute, NamesParseBack) {
-  for (const Recompute r : kRecomputes) EXPECT_EQ(recompute_named(name(r)), r);
+  for (const Recompute r : kRecomputePolicies) EXPECT_EQ(recompute_named(name(r)), r);
+  EXPECT_EQ(recompute_named("full+selective"), Recompute::kFullSelective);
   EXPECT_FALSE(recompute_named("auto"));
   EXPECT_FALSE(recompute_named("Full"));
 }
@@ -493,7 +494,63 @@ TEST(Recompute, TheStrategyFileRecordsIt) {
     }
   }
   EXPECT_EQ(strategy_error(with_field(text, "recompute", "\"selective\"", "\"some\"")),
-            "s.json: recompute: expected one of none, selective, full, got \"some\"");
+            "s.json: recompute: expected one of none, selective, full, full+selective, got \"some\"");
+  // full+selective with its count, recorded and read back.
+  const CostModel mixed(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFullSelective, ZeroStage::k0, 1});
+  f.recipe = mixed.recipe();
+  EXPECT_EQ(strategy_from_json(strategy_to_json(f), "s.json").recipe, mixed.recipe());
+}
+
+// full+selective: the first layers re-run whole, as full's count says, and
+// in every other layer what selective re-runs, each node in one segment;
+// the DP and the simulator price it alike, between full's count and full
+// of every layer in memory, above full's count in time by the selective
+// re-runs' forward.
+TEST(Recompute, FullOfSomeLayersSelectiveInTheOthers) {
+  const Graph g = build_model("gpt-tiny", {{"layers", 4}});
+  const SourceLayouts layouts = source_layouts(g);
+  const RecomputePlan sel = plan_recompute(g, layouts, Recompute::kSelective);
+  for (int32_t k = 1; k <= 4; ++k) {
+    SCOPED_TRACE(k);
+    const RecomputePlan full = plan_recompute(g, layouts, Recompute::kFull, k);
+    const RecomputePlan mixed = plan_recompute(g, layouts, Recompute::kFullSelective, k);
+    size_t selective_only = 0;
+    for (const Node& n : g.nodes()) {
+      const auto i = static_cast<size_t>(n.id);
+      if (full.recomputed[i]) {
+        // A node of the full layers: in its segment, numbered as full numbers it.
+        EXPECT_TRUE(mixed.recomputed[i]) << n.name;
+        EXPECT_EQ(mixed.segment[i], full.segment[i]) << n.name;
+      } else {
+        // Elsewhere: exactly what selective re-runs there, in segments after full's.
+        EXPECT_EQ(mixed.recomputed[i] != 0, sel.recomputed[i] != 0) << n.name;
+        if (mixed.recomputed[i]) EXPECT_GE(mixed.segment[i], full.segments) << n.name;
+        selective_only += mixed.recomputed[i] != 0;
+      }
+    }
+    if (k < 4) {
+      EXPECT_GT(selective_only, 0u);
+    } else {
+      EXPECT_EQ(selective_only, 0u);  // every layer whole: selective has nothing left
+    }
+    const TrainingRecipe recipe{Precision::kFp32, Recompute::kFullSelective, ZeroStage::k0, k};
+    const CostModel cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, recipe);
+    const Strategy s = MachineMapper(cm).map(g);
+    ASSERT_TRUE(s.estimate.feasible);
+    EXPECT_NEAR(Simulator(g, s.views, cm).time(), s.estimate.time, 1e-9 * s.estimate.time);
+    const Placement p(s.graph, s.views, 1);
+    EXPECT_DOUBLE_EQ(memory_breakdown(p, recipe)[0].total(), s.estimate.max_memory());
+    const CostModel full_cm(toy_machine().with_devices(1), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFull, ZeroStage::k0, k});
+    const Strategy f = MachineMapper(full_cm).map(g);
+    double again = 0;
+    for (const Node& n : g.nodes())
+      if (mixed.recomputed[static_cast<size_t>(n.id)] && !full.recomputed[static_cast<size_t>(n.id)] && n.op->op_class == OpClass::kCompute)
+        again += cm.task_time(g, n).forward;
+    EXPECT_NEAR(s.estimate.time - f.estimate.time, again, 1e-9 * s.estimate.time);
+    if (k < 4) {
+      EXPECT_LT(s.estimate.max_memory(), f.estimate.max_memory());
+    }
+  }
 }
 
 }  // namespace

@@ -129,15 +129,17 @@ const char* const kPrecisionHelp =
     "activations, FP32 master weights, gradients and optimizer state; fp16 with loss scaling)";
 
 std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto) {
-  return parse_choice_or_auto<Recompute>(text, "--recompute", "recomputation policy", kRecomputes, [](Recompute r) { return name(r); }, allow_auto);
+  return parse_choice_or_auto<Recompute>(text, "--recompute", "recomputation policy", kRecomputePolicies, [](Recompute r) { return name(r); }, allow_auto);
 }
 
 const char* const kRecomputeHelp =
     "activation recomputation: none (keep every activation), selective (recompute attention's scores, softmax and dropout), "
-    "full (keep only the tensors between blocks, recompute each block in backward)";
+    "full (keep only the tensors between blocks, recompute each block in backward), full+selective (with --recompute-layers N: "
+    "N blocks full, selective in the others)";
 const char* const kRecomputeLayersHelp =
     "with --recompute full: recompute only the first N layers of the model (with pipeline stages, of each chunk) (Megatron-LM's "
-    "--recompute-method block --recompute-num-layers N); the later layers keep their activations";
+    "--recompute-method block --recompute-num-layers N); the later layers keep their activations (with full+selective: "
+    "recompute selectively)";
 
 OptimizerState parse_optimizer_state(const std::string& text) {
   return parse_choice<OptimizerState>(text, "--optimizer", "optimizer", kOptimizerStates, [](OptimizerState o) { return name(o); });

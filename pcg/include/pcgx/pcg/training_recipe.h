@@ -49,12 +49,25 @@ namespace pcgx {
 // last (recompute_plan.h). Recomputing
 // fewer layers keeps more memory and re-runs less compute, so the fewest
 // that fit is the fastest plan that fits (what `optimize` chooses).
-enum class Recompute : uint8_t { kNone, kSelective, kFull };
+//
+//   full+selective  full recomputation of the first N layers (the same N,
+//              recompute_layers, required), selective in the others: the
+//              layers left whole still drop their attention scores, so
+//              fewer layers need re-running whole to fit
+//              (recompute_plan.h).
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective };
+// The policies a recipe search tries in turn (optimize: none, then
+// selective, then full; full+selective is tried as a count of full layers,
+// as fewer full layers are).
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+// Every policy, by name.
+inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kFullSelective};
 
-// none, selective, full.
+// none, selective, full, full+selective.
 const char* name(Recompute r);
 std::optional<Recompute> recompute_named(std::string_view text);
+// Whether the policy takes a count of fully recomputed layers.
+inline bool recomputes_layers(Recompute r) { return r == Recompute::kFull || r == Recompute::kFullSelective; }
 
 // Sharded data parallelism (ZeRO: Rajbhandari et al. 2020, "ZeRO: Memory
 // Optimizations Toward Training Trillion Parameter Models"), by stage. The
@@ -100,8 +113,8 @@ struct TrainingRecipe {
   Precision precision = kDefaultPrecision;
   Recompute recompute = Recompute::kNone;
   ZeroStage zero = ZeroStage::k0;
-  // Under Recompute::kFull, how many layers of each graph recompute (the
-  // first ones, above); kAllLayers: every layer.
+  // Under full (and full+selective), how many layers of each graph
+  // recompute whole (the first ones, above); kAllLayers: every layer.
   int32_t recompute_layers = kAllLayers;
   // What the update keeps and streams per parameter (optimizer_state.h).
   OptimizerState optimizer = kDefaultOptimizer;
