@@ -155,6 +155,14 @@ void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
       else acts.push_back(t);
     }
     if (weights) continue;
+    // Under full+selective, a node reading what a full layer re-runs (at
+    // most its kept boundary, which is not recomputed) starts nothing: a
+    // segment must not read another's output.
+    if (std::any_of(acts.begin(), acts.end(), [&](const TensorRef& t) {
+          const int32_t s = plan.segment[static_cast<size_t>(t.node)];
+          return plan.recomputed[static_cast<size_t>(t.node)] && s < first;
+        }))
+      continue;
     const int64_t out = elements(n.outputs[0]);
     int32_t seg = -1;
     if (acts.size() >= 2) {

@@ -32,6 +32,8 @@ SimulateReport simulate(SimulateRequest q) {
   // A stated policy is the whole of it: full means every layer unless the
   // count is stated too (as optimize reads them).
   if (q.recompute) recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
+  if (q.recompute == Recompute::kFullSelective && !q.recompute_layers)
+    throw FieldError("SimulateRequest.recompute_layers", "required with full+selective (how many layers re-run whole; every layer is full)");
   if (q.recompute_layers) {
     if (!recomputes_layers(recipe.recompute))
       throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation (or full+selective), and the plan is priced with ") +

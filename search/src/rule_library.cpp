@@ -79,7 +79,13 @@ RuleLibrary::RuleLibrary(std::span<const Ruleset> rulesets, RuleFilter filter) {
   std::set<std::string> stated;
   for (const Ruleset& rules : rulesets) {
     for (const Rule& r : rules.rules) {
-      if (rulesets.size() > 1 && !stated.insert(rule_content(r) + (r.proof && r.proof->degree_generic ? "|generic" : "")).second) continue;
+      // A rule stated alike in two rulesets is kept once, unless their
+      // proofs claim different generality (a generic copy must not be
+      // hidden by a specific one).
+      std::string key = rule_content(r) + (r.proof && r.proof->degree_generic ? "|generic" : "");
+      if (r.proof)
+        for (const std::string& v : r.proof->value_generic) key += "|" + v;
+      if (rulesets.size() > 1 && !stated.insert(key).second) continue;
       for (const Rule& d : {r, reversed(r)}) {
         std::vector<Rule> forms{d};
         for (int to : {2, 4})

@@ -178,6 +178,8 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
       throw FileError(source, "recompute_layers", "applies to full recomputation (\"recompute\": \"full\" or \"full+selective\")");
     plan.recompute_layers = v.get<int32_t>();
   }
+  if (plan.recompute == Recompute::kFullSelective && !plan.recompute_layers)
+    throw FileError(source, "recompute_layers", "required with \"recompute\": \"full+selective\" (how many layers re-run whole; every layer is full)");
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
   if (j.contains("zero_persistence_threshold")) {
     const json& v = j["zero_persistence_threshold"];

@@ -222,6 +222,10 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
             "error: --recompute-layers: applies to full recomputation (--recompute full or full+selective)"},
            {"optimize gpt-tiny --machine dgx-a100 --recompute full --recompute-layers 0 -o " + (dir() / "b.json").string(),
             "error: --recompute-layers: "},
+           {"optimize gpt-tiny --machine dgx-a100 --recompute full+selective -o " + (dir() / "b.json").string(),
+            "error: --recompute-layers: required with full+selective"},
+           {"simulate " + some + " --recompute full+selective",
+            "error: --recompute-layers: required with full+selective"},
            {"simulate " + some + " --recompute selective --recompute-layers 1",
             "error: --recompute-layers: applies to full recomputation (or full+selective), and the plan is priced with selective"}}) {
     const auto bad = run(args);

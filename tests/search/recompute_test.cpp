@@ -498,7 +498,19 @@ TEST(Recompute, TheStrategyFileRecordsIt) {
   // full+selective with its count, recorded and read back.
   const CostModel mixed(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFullSelective, ZeroStage::k0, 1});
   f.recipe = mixed.recipe();
-  EXPECT_EQ(strategy_from_json(strategy_to_json(f), "s.json").recipe, mixed.recipe());
+  const std::string mixed_text = strategy_to_json(f);
+  EXPECT_EQ(strategy_from_json(mixed_text, "s.json").recipe, mixed.recipe());
+  // Without its count it is refused: with every layer whole it is full.
+  std::string uncounted = mixed_text;
+  const std::string count = "\"recompute_layers\": 1";
+  ASSERT_NE(uncounted.find(count), std::string::npos);
+  uncounted.replace(uncounted.find(count), count.size(), "\"recompute_layers_unused\": 1");
+  try {
+    strategy_from_json(uncounted, "s.json");
+    ADD_FAILURE() << "full+selective without a count was accepted";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.json: recompute_layers: required with full+selective"), std::string::npos) << e.what();
+  }
 }
 
 // full+selective: the first layers re-run whole, as full's count says, and
@@ -524,7 +536,9 @@ TEST(Recompute, FullOfSomeLayersSelectiveInTheOthers) {
       } else {
         // Elsewhere: exactly what selective re-runs there, in segments after full's.
         EXPECT_EQ(mixed.recomputed[i] != 0, sel.recomputed[i] != 0) << n.name;
-        if (mixed.recomputed[i]) EXPECT_GE(mixed.segment[i], full.segments) << n.name;
+        if (mixed.recomputed[i]) {
+          EXPECT_GE(mixed.segment[i], full.segments) << n.name;
+        }
         selective_only += mixed.recomputed[i] != 0;
       }
     }

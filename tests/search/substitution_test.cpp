@@ -320,6 +320,19 @@ TEST(ValueGenericRules, BindOneGraphValuePerRuleValue) {
   rule.proof->value_generic.clear();
   EXPECT_TRUE(find_matches(chain(5, 5), rule).empty());
   EXPECT_EQ(find_matches(chain(0, 0), rule).size(), 1u);
+  // Two rulesets stating it alike, specific first: the generic copy stays
+  // in the library (a rule stated alike in both is kept once only when
+  // their proofs claim the same).
+  Ruleset specific, generic;
+  specific.rules = {rule};
+  rule.proof->value_generic = {"Dropout.seed"};
+  generic.rules = {rule};
+  const std::vector<Ruleset> both{specific, generic}, twice{specific, specific};
+  const RuleLibrary library(both);
+  EXPECT_GT(library.size(), RuleLibrary(twice).size());
+  bool matches = false;
+  for (const Rule& r : library.rules()) matches = matches || !find_matches(chain(5, 5), r).empty();
+  EXPECT_TRUE(matches);
 }
 
 // The two-rule steps on the models themselves. A Split in the introducer

@@ -207,7 +207,7 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("zero": 3, "zero_persistence_threshold": -1, "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: zero_persistence_threshold: expected a number of parameters (0 or more), got -1");
   EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),
-            "p.json: recompute: expected one of none, selective, full");
+            "p.json: recompute: expected one of none, selective, full, full+selective");
   // A schedule: named, or each stage's steps written out (checked).
   const std::string rules = R"("rules": [{"select": {}, "partition": {}}]})";
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 4, "schedule": "zb"}, )" + rules),

@@ -1,6 +1,7 @@
 #include "pcgx/verifier/audit.h"
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/rulesets/numeric_check.h"
 
 #include <algorithm>
 #include <memory>
@@ -37,6 +38,7 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOp
   // re-proofs' verdicts only to skip rules already failed).
   std::vector<Proof> core(r.rules.size());
   std::vector<std::vector<std::string>> value_generic(r.rules.size());
+  std::vector<NumericCheck> other_values(r.rules.size(), NumericCheck{true, "", DegreeCheck::kNotRun});
   tbb::enumerable_thread_specific<std::unique_ptr<Prover>> provers;
   tbb::task_arena arena(threads > 0 ? threads : tbb::this_task_arena::max_concurrency());
   arena.execute([&] {
@@ -47,6 +49,9 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOp
       if (!p) p = std::make_unique<Prover>(axioms, options);
       core[i] = p->prove_with(rule, rule.proof->axioms);
       value_generic[i] = p->value_generic(rule, rule.proof->axioms);
+      // What the stored claim says, evaluated (the fresh proof's own claim
+      // was evaluated by prove_all).
+      if (!rule.proof->value_generic.empty()) other_values[i] = check_numerically(with_other_values(rule, rule.proof->value_generic));
     });
   });
   for (size_t i = 0; i < r.rules.size(); ++i) {
@@ -87,6 +92,8 @@ AuditResult audit_ruleset(const Ruleset& r, const AxiomSet& all_axioms, ProverOp
       };
       fail("stored value_generic " + names(rule.proof->value_generic),
            "the stored core passes through " + names(value_generic[i]));
+    } else if (!other_values[i].holds) {
+      fail("stored value_generic refuted by evaluation at other values", other_values[i].counterexample);
     } else {
       a.verdict = "ok";
     }

@@ -30,8 +30,11 @@ Positions positions_of(const std::string& op, const std::string& attr) {
     auto at = static_cast<unsigned>(e.tensors);
     for (const SmtArg& a : e.attrs) {
       const unsigned width = a.code == SmtCode::kFraction ? 2 : 1;
-      if (a.attr == attr)
-        for (unsigned k = 0; k < width; ++k) out.insert({e.symbol, at + k});
+      // A fraction's numerator and denominator are two arguments whose
+      // pairing an axiom could break (one's numerator as another's
+      // denominator) without the check below seeing it: no claim.
+      if (a.attr == attr && width > 1) return {};
+      if (a.attr == attr) out.insert({e.symbol, at});
       at += width;
     }
   }

@@ -24,7 +24,8 @@ namespace pcgx::verify {
 std::vector<std::string> value_attributes(const Rule& rule);
 
 // Whether `axiom` passes value attribute `op_attr` ("Op.attr") through
-// unchanged (above). An axiom that does not use the operator does.
+// unchanged (above). An axiom that does not use the operator does. A value
+// coded as a fraction (two integers) is never claimed.
 bool passes_through(const Axiom& axiom, const std::string& op_attr);
 
 }  // namespace pcgx::verify
