@@ -519,10 +519,14 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   const bool written = po.schedule == PipelineSchedule::kExplicit && !po.programs.empty();
   const double slots = written && best.slowest > 0 ? (best.time - best.update) / best.slowest
                                                    : M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
-  // The slowest stage's compute, over its chunks.
-  std::vector<double> stage_compute(static_cast<size_t>(best.stages), 0.0);
-  for (const StagePlan& sp : best.stage)
+  // The slowest stage's compute, over its chunks, and of it the calibrated
+  // per-node overhead (a chunk's compute includes it, as a plan's does:
+  // machine_mapping.h), scaled alike to the schedule's span.
+  std::vector<double> stage_compute(static_cast<size_t>(best.stages), 0.0), stage_overhead(static_cast<size_t>(best.stages), 0.0);
+  for (const StagePlan& sp : best.stage) {
     stage_compute[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
+    stage_overhead[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.overhead;
+  }
   const auto& times = best.stage_time;
   const auto bottleneck = static_cast<size_t>(std::max_element(times.begin(), times.end()) - times.begin());
   e.feasible = true;
@@ -532,6 +536,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // where slowest charges them to the receiving stage: never below zero.)
   e.bubble = written ? std::max(0.0, (slots - M) * best.slowest) : static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
   e.compute = stage_compute[bottleneck] * slots / M;
+  e.overhead = stage_overhead[bottleneck] * slots / M;
   e.communication = e.time - e.once - e.compute;
   double busy = 0;
   for (const StagePlan& sp : best.stage) busy += M * sp.info.micro_batch;

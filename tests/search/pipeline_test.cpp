@@ -229,6 +229,26 @@ TEST(Pipeline, GradientsSynchronizeDuringTheLastMicroBatch) {
   EXPECT_LT(micro.sync_hidden, whole.sync_hidden);
 }
 
+// The calibrated per-node overhead (Profile::node_overhead) is part of a
+// pipelined plan's time as of every plan's, and its estimate says how much:
+// the stages' chunks each count it per node and micro-batch, and the
+// schedule's span scales the slowest stage's, as its compute.
+TEST_F(PipelineSearch, TheOverheadIsItsOwnTerm) {
+  // (A measured overhead replaces the efficiency table's launch cost, so
+  // two overheads are compared, not one against none.)
+  Profile once, twice;
+  once.node_overhead = 2e-6, twice.node_overhead = 4e-6;
+  const CostModel a_cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), once);
+  const CostModel b_cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), twice);
+  const Graph g = build_model("mlp", {{"batch", 512}});
+  const Estimate a = run(g, a_cm, {2, 4, 1}).search.strategy.estimate, b = run(g, b_cm, {2, 4, 1}).search.strategy.estimate;
+  ASSERT_TRUE(a.feasible && b.feasible);
+  ASSERT_GT(a.overhead, 0);
+  EXPECT_NEAR(b.overhead, 2 * a.overhead, 1e-9 * b.time);
+  EXPECT_NEAR(b.time - a.time, b.overhead - a.overhead, 1e-9 * b.time);
+  EXPECT_NEAR(b.compute - a.compute, b.overhead - a.overhead, 1e-9 * b.time);
+}
+
 // Interleaved 1F1B: S v chunks, chunk j on stage j mod S's devices; a
 // stage's time per micro-batch sums its chunks', and the bubble is v times
 // smaller than plain 1F1B's over the same stage times.
