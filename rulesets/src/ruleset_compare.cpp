@@ -37,6 +37,9 @@ RulesetStats ruleset_stats(const Ruleset& r) {
         if (n.op->op_class != OpClass::kSource) used.insert(n.op->name);
     for (const auto& o : used) ++s.operators[o];
     ++s.proofs[rule.proof ? rule.proof->result : "no proof"];
+    if (!rule.proof) continue;
+    s.degree_generic += rule.proof->degree_generic;
+    for (const std::string& v : rule.proof->value_generic) ++s.value_generic[v];
   }
   return s;
 }

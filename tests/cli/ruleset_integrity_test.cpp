@@ -64,6 +64,24 @@ TEST(Integrity, AuditRecomputesDegreeGenericity) {
   expect_audit_fails(path, "FAIL " + id + ": stored degree_generic true: evaluation with degree 4 does not hold");
 }
 
+// `pcgx ruleset stats` says how many rules claim to hold at any degree and
+// at any value of each value attribute, as the file's proof records count
+// them.
+TEST(Integrity, StatsCountTheGenericClaims) {
+  const std::string file = std::string(PCGX_SOURCE_DIR) + "/rulesets/dropout-v1.json";
+  const Ruleset r = load_ruleset(file);
+  int degree = 0, seed = 0;
+  for (const Rule& rule : r.rules) {
+    degree += rule.proof && rule.proof->degree_generic;
+    seed += rule.proof && std::count(rule.proof->value_generic.begin(), rule.proof->value_generic.end(), "Dropout.seed");
+  }
+  ASSERT_GT(seed, 0);
+  const auto got = run("ruleset stats " + file);
+  ASSERT_EQ(got.code, 0) << got.out;
+  EXPECT_NE(got.out.find("rules that hold at any degree (degree_generic): " + std::to_string(degree) + "\n"), std::string::npos) << got.out;
+  EXPECT_NE(got.out.find("  Dropout.seed  " + std::to_string(seed) + "\n"), std::string::npos) << got.out;
+}
+
 // A rule claiming a value attribute generic that its proof does not pass
 // through would let the search match it at any value: audit recomputes
 // the claim from the stored core.

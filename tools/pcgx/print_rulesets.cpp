@@ -33,6 +33,11 @@ void print_stats(std::ostream& out, const RulesetStats& s) {
   for (const auto& [k, v] : s.operators) out << "  " << std::left << std::setw(14) << k << v << "\n";
   out << "\nproofs\n";
   for (const auto& [k, v] : s.proofs) out << "  " << std::left << std::setw(14) << k << v << "\n";
+  out << "\nrules that hold at any degree (degree_generic): " << s.degree_generic << "\n";
+  if (!s.value_generic.empty()) {
+    out << "rules that hold at any value of an attribute (value_generic)\n";
+    for (const auto& [k, v] : s.value_generic) out << "  " << std::left << std::setw(14) << k << v << "\n";
+  }
 }
 
 void print_diff(std::ostream& out, const RulesetDiff& d, const std::string& a, const std::string& b) {

@@ -24,6 +24,8 @@ struct RulesetStats {
   std::map<std::pair<size_t, size_t>, int> sizes;  // (source, target) compute operators -> rules
   std::map<std::string, int> operators;            // operator -> rules using it (either side)
   std::map<std::string, int> proofs;               // proof result ("no proof") -> rules
+  int degree_generic = 0;                          // proofs claiming any degree (ProofRecord::degree_generic)
+  std::map<std::string, int> value_generic;        // "Op.attr" -> rules whose proof claims any value there
 };
 RulesetStats ruleset_stats(const Ruleset& r);
 
