@@ -66,5 +66,31 @@ TEST(RulesetFormat, ErrorsNameTheRuleAndField) {
   EXPECT_THROW(ruleset_from_json("{", "r.json"), Error);
 }
 
+// A proof record's value_generic: kept through a round trip (and in the
+// content hash); anything but an array of names is an error naming it.
+TEST(RulesetFormat, ValueGenericIsKeptAndChecked) {
+  Ruleset r = sample();
+  r.rules[0].proof = ProofRecord{"proved", 0.001, {"relu_repartition"}, "", true, {"Dropout.seed"}};
+  const std::string text = ruleset_to_json(r);
+  const Ruleset back = ruleset_from_json(text, "mem");
+  ASSERT_TRUE(back.rules[0].proof);
+  EXPECT_EQ(back.rules[0].proof->value_generic, (std::vector<std::string>{"Dropout.seed"}));
+  EXPECT_EQ(back.stored_hash, back.computed_hash);
+  r.rules[0].proof->value_generic.clear();
+  EXPECT_NE(ruleset_from_json(ruleset_to_json(r), "mem").computed_hash, back.computed_hash);
+  for (const std::string& bad : {std::string("\"Dropout.seed\""), std::string("[1]")}) {
+    std::string wrong = text;
+    const std::string field = "\"value_generic\":[\"Dropout.seed\"]";
+    ASSERT_NE(wrong.find(field), std::string::npos) << wrong;
+    wrong.replace(wrong.find(field), field.size(), "\"value_generic\":" + bad);
+    try {
+      ruleset_from_json(wrong, "r.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("r.json: rules[0].proof.value_generic: must be an array of \"Op.attr\" names", 0), 0u) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pcgx
