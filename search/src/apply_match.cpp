@@ -1,5 +1,6 @@
 // Replacing a match by the rule's target (see substitution.h).
 #include <functional>
+#include <map>
 #include <numeric>
 
 #include "degree_map.h"
@@ -64,6 +65,22 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
 
   std::function<TensorRef(TensorRef)> ref;
   std::function<void(NodeId)> emit;
+  // A target operator that is the only one of its kind on both sides is
+  // the source's, rewritten: it keeps the graph node's name, so that the
+  // model's operators stay nameable in a rewritten plan (`pcgx plan show`
+  // selects them by name) and in reports.
+  std::map<const OpDef*, std::pair<int, std::string>> carried;  // op -> (source count, name)
+  for (const Node& pn : rule.source.nodes())
+    if (pn.op->op_class == OpClass::kCompute) {
+      auto& [count, name] = carried[pn.op];
+      ++count, name = g.node(m.nodes[static_cast<size_t>(pn.id)]).name;
+    }
+  for (const Node& tn : rule.target.nodes())
+    if (auto it = carried.find(tn.op); it != carried.end() && tn.op->op_class == OpClass::kCompute) it->second.first += 100;
+  auto name_of = [&](const Node& tn) {
+    const auto it = carried.find(tn.op);
+    return it != carried.end() && it->second.first == 101 ? it->second.second : std::string();
+  };
   std::function<void()> emit_target = [&] {
     if (target_state == 2) return;
     if (target_state == 1) throw Error("the rule would create a cycle");
@@ -85,7 +102,7 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
         ins.push_back(node_outs[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
         if (m.lift > 1) in_lift.push_back(lifted[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)]);
       }
-      const NodeId id = out.add(*tn.op, target_attrs(tn, m, out, ins), ins);
+      const NodeId id = out.add(*tn.op, target_attrs(tn, m, out, ins), ins, name_of(tn));
       for (size_t o = 0; o < out.node(id).outputs.size(); ++o) node_outs[static_cast<size_t>(tn.id)].push_back({id, static_cast<int32_t>(o)});
       if (m.lift > 1) {
         const auto l = lift_node(tn, out, id, in_lift, m.degree, m.lift);

@@ -10,6 +10,18 @@
 namespace pcgx::search {
 namespace {
 
+// A piece's operator's real name: its canonical name's, or, for a part an
+// operator was expanded into within the piece (the vocabulary-parallel
+// loss's "c12.lse"), the real name of what it is a part of with the same
+// suffix ("loss.lse"); "" when there is none.
+std::string real_name(const std::map<std::string, std::string>& names, const std::string& canonical) {
+  if (const auto it = names.find(canonical); it != names.end()) return it->second;
+  const size_t dot = canonical.find('.');
+  if (dot == std::string::npos) return "";
+  const auto it = names.find(canonical.substr(0, dot));
+  return it == names.end() || it->second.empty() ? "" : it->second + canonical.substr(dot);
+}
+
 constexpr const char* kSeedAttr = "seed";
 
 // A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
@@ -218,8 +230,7 @@ Graph join_pieces(const std::string& name, std::span<const JoinPart> parts, std:
         }
         Attributes attrs = n.attrs;
         if (attrs.has(kSeedAttr)) attrs.set(kSeedAttr, seeds.at(attrs.get_int(kSeedAttr)));
-        const auto nm = names.find(n.name);
-        const NodeId id = joined.add(*n.op, attrs, ins, nm == names.end() ? "" : nm->second);
+        const NodeId id = joined.add(*n.op, attrs, ins, real_name(names, n.name));
         for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) outs.push_back({id, o});
       }
       mark(static_cast<int>(p), n.id);

@@ -255,6 +255,15 @@ TEST_P(EveryRuleAtEveryLiftedMatch, PreservesTheOutputs) {
   }
 }
 
+// The names of `g`'s operators of type `op`, sorted (unnamed ones as "").
+std::vector<std::string> names_of(const Graph& g, const std::string& op) {
+  std::vector<std::string> out;
+  for (const Node& n : g.nodes())
+    if (n.op->name == op) out.push_back(n.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The model with every LayerNorm's epsilon made `eps`.
 Graph with_norm_epsilon(const Graph& g, double eps) {
   Graph out(g.name());
@@ -295,6 +304,8 @@ TEST_P(ValueGenericRules, PreserveTheOutputsWithTheModelsValues) {
           if (!h) continue;
           for (const ValueBinding& b : m.values) ++applied[b.op->name];
           EXPECT_LT(max_difference(g, *h), 1e-3) << rule.id << " lifted over " << m.lift << ": " << rule_text(rule);
+          // The rewritten norm or dropout keeps the model's name (apply_match.cpp).
+          for (const char* op : {"LayerNorm", "Dropout"}) EXPECT_EQ(names_of(*h, op), names_of(g, op)) << rule.id;
         }
   }
   const TwoRuleSteps norms = check_two_rule_steps(graphs, o.lift_tasks, false, {&all_ranks(), &layer_norm_ranks()}, "LayerNorm");
