@@ -1,6 +1,5 @@
 // Replacing a match by the rule's target (see substitution.h).
 #include <functional>
-#include <map>
 #include <numeric>
 
 #include "degree_map.h"
@@ -69,17 +68,27 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
   // the source's, rewritten: it keeps the graph node's name, so that the
   // model's operators stay nameable in a rewritten plan (`pcgx plan show`
   // selects them by name) and in reports.
-  std::map<const OpDef*, std::pair<int, std::string>> carried;  // op -> (source count, name)
+  struct Carried {
+    const OpDef* op;
+    int source = 0, target = 0;
+    std::string name;  // the last matched graph node's of that kind
+  };
+  std::vector<Carried> carried;
+  auto kind = [&](const OpDef* op) -> Carried& {
+    for (Carried& c : carried)
+      if (c.op == op) return c;
+    return carried.emplace_back(Carried{op});
+  };
   for (const Node& pn : rule.source.nodes())
     if (pn.op->op_class == OpClass::kCompute) {
-      auto& [count, name] = carried[pn.op];
-      ++count, name = g.node(m.nodes[static_cast<size_t>(pn.id)]).name;
+      Carried& c = kind(pn.op);
+      ++c.source, c.name = g.node(m.nodes[static_cast<size_t>(pn.id)]).name;
     }
   for (const Node& tn : rule.target.nodes())
-    if (auto it = carried.find(tn.op); it != carried.end() && tn.op->op_class == OpClass::kCompute) it->second.first += 100;
+    if (tn.op->op_class == OpClass::kCompute) ++kind(tn.op).target;
   auto name_of = [&](const Node& tn) {
-    const auto it = carried.find(tn.op);
-    return it != carried.end() && it->second.first == 101 ? it->second.second : std::string();
+    const Carried& c = kind(tn.op);
+    return c.source == 1 && c.target == 1 ? c.name : std::string();
   };
   std::function<void()> emit_target = [&] {
     if (target_state == 2) return;
