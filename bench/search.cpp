@@ -51,6 +51,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/rulesets/ruleset.h"
+#include "pcgx/runner/model_source.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/pipeline.h"
@@ -165,9 +166,10 @@ int main(int argc, char** argv) {
     } else models.push_back(a);
   }
   if (models.empty()) models = {"resnext-50", "inception-v3", "bert-large", "dlrm", "xdl", "candle-uno", "mlp", "gpt", "vgg-13"};
-  // The shipped rulesets, as pcgx optimize applies them by default.
-  const std::vector<Ruleset> rs{load_ruleset(std::string(PCGX_RULESETS_DIR) + "/unity-v1.json"),
-                                load_ruleset(std::string(PCGX_RULESETS_DIR) + "/llama-v1.json")};
+  // Every shipped ruleset, as pcgx optimize applies them by default
+  // (rulesets/MANIFEST.json).
+  std::vector<Ruleset> rs;
+  for (const std::string& path : runner::default_rulesets()) rs.push_back(load_ruleset(path));
   const search::RuleLibrary rules(rs);
   if (gap && machine_name != "dgx-h100") {
     std::fprintf(stderr, "error: --gaps runs on dgx-h100's first devices; --machine does not apply\n");
