@@ -93,7 +93,7 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
 void validate(const OptimizeRequest& q) {
   search::validate(q.search);
   if (q.recompute == Recompute::kFullSelective && !q.recompute_layers)
-    throw FieldError("OptimizeRequest.recompute_layers", "required with full+selective (how many layers re-run whole; every layer is full)");
+    throw FieldError("OptimizeRequest.recompute_layers", kFullSelectiveNeedsLayers);
   if (q.recompute_layers) {
     if (*q.recompute_layers < 1) throw FieldError("OptimizeRequest.recompute_layers", "must be at least 1");
     if (!q.recompute || !recomputes_layers(*q.recompute))

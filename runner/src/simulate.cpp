@@ -33,7 +33,7 @@ SimulateReport simulate(SimulateRequest q) {
   // count is stated too (as optimize reads them).
   if (q.recompute) recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
   if (q.recompute == Recompute::kFullSelective && !q.recompute_layers)
-    throw FieldError("SimulateRequest.recompute_layers", "required with full+selective (how many layers re-run whole; every layer is full)");
+    throw FieldError("SimulateRequest.recompute_layers", kFullSelectiveNeedsLayers);
   if (q.recompute_layers) {
     if (!recomputes_layers(recipe.recompute))
       throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation (or full+selective), and the plan is priced with ") +

@@ -109,7 +109,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     s.recipe.recompute_layers = j["recompute_layers"].get<int32_t>();
   }
   if (s.recipe.recompute == Recompute::kFullSelective && !j.contains("recompute_layers"))
-    throw FileError(source, "recompute_layers", "required with full+selective (how many layers re-run whole; every layer is full)");
+    throw FileError(source, "recompute_layers", kFullSelectiveNeedsLayers);
   if (j.contains("zero")) {
     const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;
     if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, 3, got " + j["zero"].dump());

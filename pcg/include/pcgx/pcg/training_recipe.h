@@ -68,6 +68,10 @@ const char* name(Recompute r);
 std::optional<Recompute> recompute_named(std::string_view text);
 // Whether the policy takes a count of fully recomputed layers.
 inline bool recomputes_layers(Recompute r) { return r == Recompute::kFull || r == Recompute::kFullSelective; }
+// Why full+selective stated without its count is refused (each reader of
+// a request or file names its own field).
+inline constexpr const char* kFullSelectiveNeedsLayers =
+    "required with full+selective (how many layers re-run whole; every layer is full)";
 
 // Sharded data parallelism (ZeRO: Rajbhandari et al. 2020, "ZeRO: Memory
 // Optimizations Toward Training Trillion Parameter Models"), by stage. The
