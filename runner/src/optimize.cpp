@@ -54,6 +54,12 @@ Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std:
 
 namespace {
 
+// Whether a plan of `time` is faster than the best so far: beyond the
+// rounding of the same terms summed in another order, so that recipes
+// that price alike keep the first tried (the one that shards and sends
+// less: ZeRO 2 over micro-batches, its buckets all hidden, against 1).
+bool faster(double time, double best) { return time < best * (1 - 1e-12); }
+
 std::string gib(double bytes) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(1) << bytes / 1073741824.0 << " GiB";
@@ -74,10 +80,10 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (!is_mixed(r.precision)) would.push_back("mixed precision (bf16, fp16)");
   if (!recomputes_layers(r.recompute)) would.push_back("full recomputation");
   else if (r.recompute_layers != kAllLayers) would.push_back("recomputing more layers");
-  if (!shards_gradients(r.zero) && !q.pipeline) would.push_back("ZeRO stage 2");
+  if (!shards_gradients(r.zero) && (!q.pipeline || q.pipeline->stages == 1)) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
   if (shards_weights(r.zero) && r.zero_persistence_threshold > 0) would.push_back("a lower ZeRO persistence threshold (fewer blocks kept whole)");
-  const bool stage3_only = q.zero && shards_weights(*q.zero);  // micro-batches shard at most the optimizer state
+  const bool stage3_only = q.zero && shards_weights(*q.zero);  // micro-batches shard at most the gradients
   if (accumulated) would.push_back("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)");
   else if (!stage3_only && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)))
     would.push_back("gradient accumulation over micro-batches");
@@ -231,7 +237,7 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
     RecipeTried tried{recipe, st.estimate.feasible, st.estimate.feasible ? st.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
     tried.searched = false;
     out.tried.push_back(tried);
-    if (st.estimate.feasible && st.estimate.time < best_time)
+    if (st.estimate.feasible && faster(st.estimate.time, best_time))
       best_time = st.estimate.time, out.result.search.strategy = std::move(st), out.cost = std::move(cost);
   }
 }
@@ -310,18 +316,24 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
 // (its rule fields set). Throws where no recipe gave any plan to report.
 OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, const search::RuleLibrary& rules, OptimizeReport out) {
   const search::Efficiency eff = q.efficiency ? *q.efficiency : search::default_efficiency();
-  if (q.pipeline && q.zero && shards_gradients(*q.zero))
-    throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
-                                                 " with micro-batches: a pipelined or accumulating plan shards at most the optimizer "
-                                                 "state (stage 1), as DeepSpeed's pipeline engine allows; " +
-                                                 (shards_weights(*q.zero) ? "stage 3 would gather every micro-batch's weights again"
-                                                                          : "stage 2 would reduce-scatter every micro-batch's gradients") +
-                                                 ", which pcgx does not price");
+  // One stage accumulating over micro-batches (PipelineOptions::stages 1)
+  // may shard the gradients: each micro-batch's are reduce-scattered
+  // (training_recipe.h's syncs_every_micro_batch).
+  const bool one_stage = q.pipeline && q.pipeline->stages == 1;
+  if (q.pipeline && q.zero && (shards_weights(*q.zero) || (shards_gradients(*q.zero) && !one_stage)))
+    throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) + " with micro-batches: " +
+                                                 (shards_weights(*q.zero)
+                                                      ? "an accumulating plan shards at most the gradients (stage 2), a pipelined one the "
+                                                        "optimizer state (stage 1); stage 3 would gather every micro-batch's weights "
+                                                        "again, which pcgx does not price"
+                                                      : "a pipelined plan shards at most the optimizer state (stage 1), as DeepSpeed's "
+                                                        "pipeline engine allows; stage 2 accumulates over micro-batches on one stage"));
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
   if (q.zero) stages = {*q.zero};
   else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over
+  else if (one_stage) stages = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2};
   else if (q.pipeline) stages = {ZeroStage::k0, ZeroStage::k1};
   const bool one_recipe = policies.size() == 1 && stages.size() == 1;
   std::string last_reason;
@@ -373,7 +385,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       // (Not where the search's own figure is a simulation: a re-priced
       // plan's would be the DP's, not comparable.)
       if (e.feasible && !fitted && !q.pipeline && !search::predicts_by_simulation(q.search)) fitted = result.search;
-      const bool better = e.feasible && (!found || e.time < out.result.search.strategy.estimate.time);
+      const bool better = e.feasible && (!found || faster(e.time, out.result.search.strategy.estimate.time));
       if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
       found = found || e.feasible;
       // Memory did not constrain this search: sharding or recomputing more
@@ -395,8 +407,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     fastest_persistence_threshold(q, eff, out);
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
-  // micro-batch's, is the other way to fit. Per ZeRO stage (0 and 1: an
-  // accumulating plan shards at most the optimizer state) one pipeline
+  // micro-batch's, is the other way to fit. Per ZeRO stage (0, 1 and 2:
+  // an accumulating plan shards at most the gradients) one pipeline
   // search tries 1, 2, 4 and 8 micro-batches and keeps the fastest that
   // fits (the fewest: the same FLOPs, fewer launches); a count of one is
   // the plan searched above. Only plans the runtime can run one
@@ -407,14 +419,21 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   const search::Algorithm alg = q.search.algorithm;
   if (constrained && !q.pipeline && q.accumulate && alg != search::Algorithm::kExhaustive && alg != search::Algorithm::kPlan &&
       !q.search.plan && !search::predicts_by_simulation(q.search)) {
+    int64_t fewest = 0;  // micro-batches of the stages before that fit
     for (const ZeroStage stage : stages) {
-      if (shards_gradients(stage)) break;
+      if (shards_weights(stage)) break;
+      // ZeRO 2 reduce-scatters every micro-batch's gradients: at best as
+      // fast as stage 1 over as many micro-batches, so where a stage before
+      // it fitted, it is searched with fewer micro-batches only.
+      if (syncs_every_micro_batch(stage) && fewest == 2) break;
+      search::PipelineOptions accumulation{1, 0};
+      if (syncs_every_micro_batch(stage)) accumulation.fewer_than = fewest;
       const TrainingRecipe recipe{precision, policies.front(), stage,
                                   recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {
-        result = search::optimize_pipeline(q.model, rules, *cost, q.search, search::PipelineOptions{1, 0});
+        result = search::optimize_pipeline(q.model, rules, *cost, q.search, accumulation);
         const search::Strategy& st = result.search.strategy;
         runtime::make_plan(st.graph, std::vector<MachineView>(st.views.begin(), st.views.end()), static_cast<int>(q.machine.num_devices()));
       } catch (const Error&) {  // no count fits, or the runtime cannot run it
@@ -423,8 +442,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       }
       const search::Estimate& e = result.search.strategy.estimate;
       if (!e.feasible || result.micro_batches == 1) continue;
+      fewest = fewest == 0 ? result.micro_batches : std::min(fewest, result.micro_batches);
       out.tried.push_back({recipe, true, e.time, 0, result.micro_batches});
-      if (!found || e.time < out.result.search.strategy.estimate.time) out.result = std::move(result), out.cost = cost, chosen_pipelined = true;
+      if (!found || faster(e.time, out.result.search.strategy.estimate.time)) out.result = std::move(result), out.cost = cost, chosen_pipelined = true;
       found = true;
     }
   }

@@ -21,16 +21,18 @@ void DeviceExecutor::clear_gradients(bool micro_only) {
   for (size_t id = 0; id < grads_.size(); ++id)
     for (size_t o = 0; o < grads_[id].size(); ++o) {
       if (micro_only && !micro_[id][o]) continue;
-      auto& state = touched_[id][o];
-      for (size_t k = 0; k < state.size(); ++k) {
-        if (state[k] & kOverwrittenFirst) {
-          state[k] = kUnzeroed;
-          continue;
-        }
-        if (const Buffer& t = grads_[id][o][k]) backend_.fill(t, 0.f);
-        state[k] = 0;
-      }
+      for (size_t k = 0; k < touched_[id][o].size(); ++k) clear_gradient({static_cast<NodeId>(id), static_cast<int32_t>(o)}, static_cast<int64_t>(k));
     }
+}
+
+void DeviceExecutor::clear_gradient(TensorRef t, int64_t shard) {
+  char& state = touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
+  if (state & kOverwrittenFirst) {  // its first writer overwrites it
+    state = kUnzeroed;
+    return;
+  }
+  if (const Buffer& b = grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)]) backend_.fill(b, 0.f);
+  state = 0;
 }
 
 const Buffer& DeviceExecutor::first_touch(TensorRef x, int64_t s) {

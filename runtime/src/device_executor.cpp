@@ -311,6 +311,13 @@ void DeviceExecutor::unpack_gradients(const SyncBucket& bucket, const Buffer& fl
 
 void DeviceExecutor::synchronize_gradients() {
   if (sharded() && !masters_current_) load_master_blocks();
+  if (syncs_micro_batches()) {  // each micro-batch's, after its backward pass
+    if (micro_batches_synced_ != plan_.micro_batches)
+      throw Error("ZeRO 2: " + std::to_string(micro_batches_synced_) + " of the step's " + std::to_string(plan_.micro_batches) +
+                  " micro-batches synchronized; run the step with forward_backward()");
+    micro_batches_synced_ = 0;
+    return;
+  }
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
     if (!member(bucket)) continue;

@@ -23,6 +23,8 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
     floats += 2.0 * static_cast<double>(r - 1) * (padded - static_cast<double>(b.floats));
     // Stage 3 gathers twice (before the forward and the backward) instead of once.
     if (b.gathered_for_use) floats += static_cast<double>(r - 1) * padded;
+    // Stage 2 over micro-batches reduce-scatters every micro-batch's.
+    if (syncs_every_micro_batch(plan.zero)) floats += static_cast<double>(plan.micro_batches - 1) * static_cast<double>(r - 1) * padded;
   }
   return floats * sizeof(float);
 }

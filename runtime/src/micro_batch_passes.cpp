@@ -15,6 +15,7 @@ double DeviceExecutor::forward_backward() {
   }
   // The loss's gradient first: what each micro-batch's backward starts from.
   clear_gradients(false);
+  micro_batches_synced_ = 0;
   seed_loss();
   forward_pass(0);
   for (int64_t k = 0; k < plan_.micro_batches; ++k) {
@@ -24,6 +25,7 @@ double DeviceExecutor::forward_backward() {
     if (k == 0) backward_pass(2);
     else clear_gradients(true);
     backward_pass(1);
+    if (syncs_micro_batches()) reduce_scatter_micro_batch();
   }
   backward_pass(0);
   return read_loss();

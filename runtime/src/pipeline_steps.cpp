@@ -144,6 +144,7 @@ double DeviceExecutor::scheduled_step() {
   for (auto& [key, set] : in_flight_) free_sets_[static_cast<size_t>(key.first)].push_back(std::move(set));
   in_flight_.clear();
   clear_gradients(false);
+  micro_batches_synced_ = 0;
   seed_loss();
   forward_pass(0);
   backward_pass(2);  // what follows the sum over micro-batches needs no forward value (execution_plan.h)
@@ -172,6 +173,8 @@ double DeviceExecutor::scheduled_step() {
       chunk_forward(x.chunk);
     }
     swap_set(x.chunk, set);
+    // (ZeRO 2 runs one stage of one chunk: trainer.cpp.)
+    if (x.backward && syncs_micro_batches()) reduce_scatter_micro_batch();
     if (x.backward) free_sets_[c].push_back(std::move(set)), --in_use[c];
     else if (!in_flight_.emplace(std::make_pair(x.chunk, x.micro_batch), std::move(set)).second)
       throw Error("pipeline: the " + describe(x) + " twice in one step");

@@ -42,6 +42,7 @@ void DeviceExecutor::init_zero() {
     z.weights = allocate(std::vector<int64_t>{r * z.floats});
     z.w = allocate(std::vector<int64_t>{z.floats});
     z.g = allocate(std::vector<int64_t>{z.floats});
+    if (syncs_micro_batches()) z.part = allocate(std::vector<int64_t>{z.floats});
   }
   if (!shards_weights(plan_.zero)) return;
   // Stage 3: a bucket is gathered for the first compute reader of its
@@ -79,21 +80,40 @@ void DeviceExecutor::load_master_blocks() {
   masters_current_ = true;
 }
 
-void DeviceExecutor::reduce_scatter_bucket(size_t k) {
+void DeviceExecutor::reduce_scatter_bucket(size_t k, bool add) {
   const SyncBucket& bucket = plan_.buckets[k];
   ZeroBlock& z = zero_blocks_[k];
   const Buffer& flat = bucket_buffers_[k];
+  const Buffer& out = add ? z.part : z.g;
   const auto t0 = timing_ ? backend_.now() : Backend::Clock::time_point{};
   pack_gradients(bucket, flat);
   const auto t1 = timing_ ? backend_.now() : Backend::Clock::time_point{};
   if (bucket.devices.size() > 1)
-    comm_.reduce_scatter(bucket.devices, flat.span(), z.g.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
+    comm_.reduce_scatter(bucket.devices, flat.span(), out.span(), collective_tag(static_cast<NodeId>(plan_.graph->size()), static_cast<int64_t>(k), true));
   else
-    backend_.copy_range(z.g, flat, 0);
+    backend_.copy_range(out, flat, 0);
+  if (add) backend_.add_range(z.g, 0, z.part);
   if (timing_) {
     bucket_copy_seconds_ += std::chrono::duration<double>(t1 - t0).count();
     bucket_copy_bytes_ += static_cast<double>(bucket.floats) * sizeof(float);
   }
+}
+
+void DeviceExecutor::reduce_scatter_micro_batch() {
+  const bool add = micro_batches_synced_++ > 0;
+  for (size_t k = 0; k < plan_.buckets.size(); ++k) {
+    const SyncBucket& bucket = plan_.buckets[k];
+    if (!member(bucket)) continue;
+    auto sync = [&] { reduce_scatter_bucket(k, add); };
+    if (bucket.devices.size() > 1) collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), sync);
+    else sync();
+  }
+  // The next micro-batch's gradients start from zero.
+  for (const SyncBucket& bucket : plan_.buckets)
+    if (member(bucket))
+      for (const SyncPart& part : bucket.parts)
+        for (int64_t shard : part.shards)
+          if (owns(part.tensor, shard)) clear_gradient(part.tensor, shard);
 }
 
 DeviceExecutor::UpdateList DeviceExecutor::update_buffers() const {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include <tbb/concurrent_unordered_map.h>
 
@@ -151,6 +152,28 @@ int64_t node_slices(const Graph& g, const Node& n) {
   for (const ParallelTensorShape& s : n.outputs) p = std::max(p, s.slices());
   for (const TensorRef& t : n.inputs) p = std::max(p, g.shape(t).slices());
   return p;
+}
+
+double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
+  const ZeroStage zero = recipe.zero;
+  if (!shards_weights(zero) && !syncs_every_micro_batch(zero)) return 0.0;
+  const Graph& g = p.graph();
+  double out = 0;
+  std::set<TensorRef> seen;  // each weight layout counted at its first compute reader, which synchronizes it
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    for (const TensorRef& w : n.inputs) {
+      if (!layouts.weight(w) || !seen.insert(w).second) continue;
+      const ParallelTensorShape& s = g.shape(w);
+      // Stage 3: gathered once more; stage 2: reduce-scattered again by
+      // every micro-batch after the first.
+      const double again = shards_weights(zero) ? (pcgx::gathers_for_use(recipe, s.shard_elements()) ? 1.0 : 0.0)
+                                                : static_cast<double>(node_slices(g, n) - 1);
+      if (again <= 0) continue;
+      for (int64_t b = 0; b < s.num_blocks(); ++b) out += again * static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
+    }
+  }
+  return out;
 }
 
 Seconds CostModel::task_time(const Graph& g, const Node& n) const {

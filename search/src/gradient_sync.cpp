@@ -37,18 +37,27 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   struct Open {
     double bytes = 0, ready = 0;
     SyncGroup sync;  // the first gradient's (its group)
+    int32_t micro_batch = 0;
   };
-  // Buckets in the order they close: (ready, group, bytes).
+  // Buckets in the order they close: (ready, group, bytes); a micro-batch's
+  // open buckets close at its end (before the next one's first gradient).
   std::vector<Open> closed;
   std::map<uint64_t, Open> open;
+  int32_t last = 0;
+  auto flush = [&] {
+    for (auto& [key, b] : open)
+      if (b.bytes > 0) closed.push_back(b);
+    open.clear();
+  };
   for (const ReadyGradient& g : gradients) {
+    if (g.micro_batch != last) flush();
+    last = std::max(last, g.micro_batch);
     Open& b = open[g.sync.key];
-    if (b.bytes == 0) b.sync = g.sync;
+    if (b.bytes == 0) b.sync = g.sync, b.micro_batch = g.micro_batch;
     b.bytes += g.sync.bytes, b.ready = g.ready;
     if (b.bytes >= bucket_bytes) closed.push_back(b), b = Open{};
   }
-  for (auto& [key, b] : open)
-    if (b.bytes > 0) closed.push_back(b);
+  flush();
   std::stable_sort(closed.begin(), closed.end(), [](const Open& a, const Open& b) { return a.ready < b.ready; });
   SyncTimeline t;
   // A device that does its own communication starts once its backward
@@ -59,7 +68,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
                                                          : free + time;
     t.total += time;
-    t.gather += cost.weight_gather_time(b.sync, b.bytes);
+    if (b.micro_batch == last) t.gather += cost.weight_gather_time(b.sync, b.bytes);
     ++t.buckets;
   }
   t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;

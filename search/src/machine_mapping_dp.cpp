@@ -155,7 +155,8 @@ namespace {
 // gradient is ready when the backward pass has gone through its reader
 // (reverse topological order), scaled to the critical path's backward. In
 // a graph processed in M micro-batches (pipeline.h) the buckets start in
-// the last micro-batch's backward, the last 1/M of it.
+// the last micro-batch's backward, the last 1/M of it; under ZeRO 2 in
+// every micro-batch's.
 SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   if (shards_weights(p.cost.recipe().zero)) {  // ZeRO 3: the gathers beside both passes
     std::vector<ShardedStep> ops;
@@ -183,6 +184,24 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       if (const uint32_t levels = p.comm_levels(w, id)) busy.push_back({done - c, done, levels});
     for (const ParallelTensorShape& o : p.g.node(id).outputs) micro = std::max(micro, o.slices());
     for (SyncGroup& s : p.sync_groups(w, id, 0)) grads.push_back({done, std::move(s)});
+  }
+  if (micro > 1 && syncs_every_micro_batch(p.cost.recipe().zero) && done > 0) {
+    // ZeRO 2: every micro-batch's buckets in its own backward. One stage
+    // runs each micro-batch's forward then its backward (1F1B with one
+    // stage), so micro-batch k's backward is [k (f + b) + f, (k + 1)(f + b)]
+    // from the step's start, and a bucket not done by then runs beside
+    // the next micro-batch's forward.
+    const double M = static_cast<double>(micro);
+    const double b = m.dp.backward / M, f = (m.dp.time - m.dp.sync - m.dp.update - m.dp.backward) / M;
+    std::vector<ReadyGradient> every;
+    std::vector<LinkBusy> every_busy;
+    for (int64_t k = 0; k < micro; ++k) {
+      const double start = static_cast<double>(k) * (f + b) + f;
+      auto at = [&](double x) { return start + x * b / done; };
+      for (const ReadyGradient& x : grads) every.push_back({at(x.ready), x.sync, static_cast<int32_t>(k)});
+      for (const LinkBusy& x : busy) every_busy.push_back({at(x.start), at(x.end), x.levels});
+    }
+    return replay_buckets(p.cost, std::move(every), M * (f + b), p.cost.comm().bucket_bytes, every_busy);
   }
   // Into the last micro-batch's backward, the last 1/M of the pass.
   const double last = m.dp.backward / static_cast<double>(micro);

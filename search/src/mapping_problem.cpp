@@ -193,20 +193,8 @@ bool Problem::gathers_for_use(NodeId id) const {
   return false;
 }
 
-double Problem::zero_extra_bytes(const Placement& p) const {
-  if (!shards_weights(cost.recipe().zero)) return 0.0;
-  double out = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!active[i]) continue;
-    for (size_t k : syncs[i]) {
-      const TensorRef w = g.node(static_cast<NodeId>(i)).inputs[k];
-      const ParallelTensorShape& s = g.shape(w);
-      if (!pcgx::gathers_for_use(cost.recipe(), s.shard_elements())) continue;
-      for (int64_t b = 0; b < s.num_blocks(); ++b) out += static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
-    }
-  }
-  return out;
-}
+double Problem::zero_extra_bytes(const Placement& p) const { return search::zero_extra_bytes(p, layouts, cost.recipe()); }
+
 
 namespace {
 // A recomputed node's backward re-runs its forward first.
@@ -302,7 +290,11 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
     if (!is_tail[static_cast<size_t>(id)]) s = parallel_seconds(p, id, lo);
   } else {
     s = cost.input_transfer_time(p, id, lo);
-    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += cost.sync_share(x) + cost.gather_share(x);
+    // Under ZeRO 2 each micro-batch's gradients are reduce-scattered
+    // (training_recipe.h): once per slice the node runs; its weights are
+    // gathered once, after the update.
+    const double rounds = syncs_every_micro_batch(cost.recipe().zero) ? static_cast<double>(node_slices(g, n)) : 1.0;
+    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += rounds * cost.sync_share(x) + cost.gather_share(x);
   }
   r.comm = s.total(), r.backward = s.backward;
   r.time = r.comm + r.sync;

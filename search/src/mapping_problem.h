@@ -122,12 +122,7 @@ struct Problem {
   // Whether node `id` gathers weights it synchronizes before each pass (ZeRO
   // 3: a weight whose blocks reach the persistence threshold).
   bool gathers_for_use(NodeId id) const;
-  // What ZeRO 3 sends in a step beyond the graph's bytes at stage 0
-  // (step_communication.h's step_bytes): each weight block gathered for use
-  // is all-gathered twice and reduce-scattered once where stage 0
-  // all-reduces it, one all-gather more, (r - 1) x its bytes over its r
-  // holders. (The runtime also pads each bucket to r equal blocks:
-  // runtime/execution_plan.h's sharded_sync_extra_bytes.)
+  // cost_model.h's zero_extra_bytes of this problem's graph and recipe.
   double zero_extra_bytes(const Placement& p) const;
   // The optimizer update of the weights compute node `id` reads, on one of
   // its devices: all of each, or 1/r of it under ZeRO (r: its sync group).

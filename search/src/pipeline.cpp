@@ -119,7 +119,10 @@ namespace {
 
 std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
   if (o.micro_batches > 0) return {o.micro_batches};
-  return {stages, 2 * stages, 4 * stages, 8 * stages};
+  std::vector<int64_t> out;
+  for (const int64_t m : {stages, 2 * stages, 4 * stages, 8 * stages})
+    if (o.fewer_than <= 0 || m < o.fewer_than) out.push_back(m);
+  return out;
 }
 
 // `pg` with its operators and sources named as in the model, `names`
@@ -566,7 +569,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         if (dev >= 0 && dev < cost.devices()) computes[static_cast<size_t>(dev)] = 1;
   e.devices_used = std::count(computes.begin(), computes.end(), 1);
   const SourceLayouts layouts = source_layouts(joined);
-  e.bytes = step_bytes(place, layouts, node_runs(place, layouts));
+  e.bytes = step_bytes(place, layouts, node_runs(place, layouts)) + zero_extra_bytes(place, layouts, cost.recipe());
   if (placed) {  // as a plan of one stage stating devices: the whole of it simulated, under its schedule
     const PipelineShape shape{best.stages, best.micro, best.virtual_stages, po.schedule.value_or(PipelineShape::default_for(best.virtual_stages)),
                               po.programs};

@@ -63,12 +63,18 @@ struct Simulator::Impl {
     std::vector<int64_t> chunk;                    // per node
     std::vector<TaskId> last_backward;             // per chunk: its once-per-step backward, after its last micro-batch's
     std::vector<uint64_t> last_backward_position;  // per chunk: the order position of its last micro-batch's backward
-    // The last micro-batch's backward of every chunk runs task by task (the
-    // gradient buckets start inside it): per task of the one-micro-batch
-    // graph, its copy there; -1 for the rest.
-    std::vector<TaskId> expanded;
-    // Per node: the sub-index of its last task in that expansion (0: none).
-    std::vector<uint64_t> expanded_last;
+    // A micro-batch's backward of every chunk run task by task (the
+    // gradient buckets start inside it): the last micro-batch's, and under
+    // ZeRO 2 (training_recipe.h: each micro-batch's gradients synchronized)
+    // every micro-batch's, in micro-batch order.
+    struct Expanded {
+      int64_t micro_batch = 0;
+      std::vector<TaskId> task;        // per task of the one-micro-batch graph: its copy; -1 for the rest
+      std::vector<uint64_t> last;      // per node: the sub-index of its last task (0: none)
+      std::vector<TaskId> end;         // per chunk: the task that ends its expansion
+      std::vector<uint64_t> position;  // per chunk: that backward step's order position
+    };
+    std::vector<Expanded> expanded;
     uint64_t end_position = 0;                     // after every step
     std::vector<Body> bodies;
     std::vector<int32_t> body_of;                  // per task: its body, -1 for none
@@ -417,23 +423,28 @@ struct Simulator::Impl {
       return tl.add(order, std::move(preds), seconds, {res.begin(), res.end()}, {ports.begin(), ports.end()});
     };
     std::map<uint64_t, uint64_t> slots_taken;  // per expanded task's order: buckets placed after it
-    // Closes bucket b, after node `closer`'s backward (-1: after every node's).
+    // Closes bucket b of expansion x (without micro-batches: nullptr),
+    // after node `closer`'s backward (-1: after every node's).
+    const Pipelined::Expanded* x = nullptr;
     auto close = [&](Open& b, uint64_t position, NodeId closer) {
       std::vector<TaskId> preds;
       // A device that does its own communication runs the bucket itself,
       // after its backward pass (program order: the end of phase 1).
       const bool inline_sync = !m.device.overlaps_communication;
       uint64_t order = order_of(1, inline_sync ? N : position, 2 * kRegion + static_cast<uint64_t>(buckets));
-      if (pipe) {  // in the last micro-batch's backward of the chunks it gathers from
+      if (pipe) {  // in that micro-batch's backward of the chunks it gathers from
+        const bool last = x->micro_batch == pipe->shape.micro_batches - 1;
         uint64_t at = 0;
         for (NodeId n : b.nodes) {
           const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(n)]);
           const Unit& u = units[static_cast<size_t>(n)];
           for (int64_t t = 0; t < u.tasks; ++t) {
-            const TaskId e = pipe->expanded[static_cast<size_t>(u.bwd_compute + static_cast<TaskId>(t))];
-            preds.push_back(e >= 0 ? e : pipe->last_backward[c]);
+            const TaskId e = x->task[static_cast<size_t>(u.bwd_compute + static_cast<TaskId>(t))];
+            // (A once-per-step task's gradient: after the chunk's
+            // once-per-step backward, or an earlier micro-batch's end.)
+            preds.push_back(e >= 0 ? e : last ? pipe->last_backward[c] : x->end[c]);
           }
-          at = std::max(at, pipe->last_backward_position[c]);
+          at = std::max(at, x->position[c]);
         }
         std::sort(preds.begin(), preds.end());
         preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
@@ -444,8 +455,8 @@ struct Simulator::Impl {
         // once-per-step task, which runs after the whole backward).
         if (beside && closer >= 0) {
           const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(closer)]);
-          const uint64_t after = pipe->expanded_last[static_cast<size_t>(closer)];
-          if (after > 0 && pipe->last_backward_position[c] == at) {
+          const uint64_t after = x->last[static_cast<size_t>(closer)];
+          if (after > 0 && x->position[c] == at) {
             uint64_t& taken = slots_taken[order_of(0, at, after)];
             const uint64_t slot = order_of(0, at, after + 1 + taken);
             const bool follows = std::all_of(preds.begin(), preds.end(), [&](TaskId p) { return tl.task(p).order < slot; });
@@ -462,20 +473,37 @@ struct Simulator::Impl {
       const TaskId t = add_bucket(order, std::move(preds), b);
       for (int64_t d : b.sync.devices) of_device[static_cast<size_t>(d)].push_back(t);
       ++buckets;
-      closed.push_back(std::move(b));
+      // ZeRO's weights are gathered once, after the update: the last
+      // micro-batch's buckets.
+      if (!pipe || x == &pipe->expanded.back()) closed.push_back(std::move(b));
       b = Open{};
     };
+    // The buckets of each expansion (without micro-batches, of the one
+    // backward pass), in the order the backward pass fills them.
+    std::vector<std::vector<SyncGroup>> groups(g.size());
+    for (size_t k = 0; k < g.size(); ++k)
+      if (units[k].shape == Unit::kTasks) groups[k] = problem.sync_groups(*place, static_cast<NodeId>(k), 0);
+    const size_t passes = pipe ? pipe->expanded.size() : 1;
+    for (size_t e = 0; e < passes; ++e) {
+      if (pipe) x = &pipe->expanded[e];
+      for (size_t k = g.size(); k-- > 0;) {
+        const Node& n = g.node(static_cast<NodeId>(k));
+        for (const SyncGroup& s : groups[k]) {
+          Open& b = open[s.key];
+          if (b.bytes == 0) b.sync = s, b.bytes = b.sync.bytes;
+          else b.bytes += s.bytes;
+          b.nodes.push_back(n.id);
+          if (b.bytes >= cost.sync_bucket_bytes(b.sync)) close(b, N - 1 - k, n.id);
+        }
+      }
+      for (auto& [key, b] : open)
+        if (b.bytes > 0) close(b, N, -1);
+      open.clear();
+    }
     std::vector<double> update(static_cast<size_t>(D), 0.0);
     for (size_t k = g.size(); k-- > 0;) {
       const Node& n = g.node(static_cast<NodeId>(k));
       if (units[k].shape != Unit::kTasks) continue;
-      for (SyncGroup& s : problem.sync_groups(*place, n.id, 0)) {
-        Open& b = open[s.key];
-        if (b.bytes == 0) b.sync = std::move(s), b.bytes = b.sync.bytes;
-        else b.bytes += s.bytes;
-        b.nodes.push_back(n.id);
-        if (b.bytes >= cost.sync_bucket_bytes(b.sync)) close(b, N - 1 - k, n.id);
-      }
       // The optimizer update of the weights this node reads, on each device
       // running it (what each holds where its tasks co-shard).
       const double seconds = problem.update_seconds(*place, n.id, 0);
@@ -486,8 +514,6 @@ struct Simulator::Impl {
       devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
       for (int64_t d : devs) update[static_cast<size_t>(d)] += devs.size() == tasks ? seconds : problem.update_seconds_on(*place, n.id, d);
     }
-    for (auto& [key, b] : open)
-      if (b.bytes > 0) close(b, N, -1);
     std::vector<TaskId> updated(static_cast<size_t>(D), -1);
     for (int64_t d = 0; d < D; ++d) {
       if (update[static_cast<size_t>(d)] <= 0) continue;

@@ -115,36 +115,42 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     const double d = p.bodies[b].duration;
     return tl.add(at, std::move(waits), d, d > 0 ? devices[static_cast<size_t>(c)] : std::vector<ResourceId>{});
   };
-  // The last micro-batch's backward through chunk c, task by task (in the
-  // one-micro-batch graph's order), after `waits`; returns a task that
-  // ends with it.
-  p.expanded.assign(one.size(), -1);
-  p.expanded_last.assign(g.size(), 0);
-  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c) {
+  // A micro-batch's backward through chunk c, task by task (in the
+  // one-micro-batch graph's order), after `waits`, into expansion `x`;
+  // returns a task that ends with it.
+  const bool every = syncs_every_micro_batch(cost.recipe().zero);
+  p.expanded.resize(every ? static_cast<size_t>(M) : 1);
+  for (size_t k = 0; k < p.expanded.size(); ++k) {
+    Pipelined::Expanded& x = p.expanded[k];
+    x.micro_batch = every ? static_cast<int64_t>(k) : M - 1;
+    x.task.assign(one.size(), -1), x.last.assign(g.size(), 0), x.end.assign(static_cast<size_t>(C), -1), x.position.assign(static_cast<size_t>(C), 0);
+  }
+  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x) {
     std::vector<TaskId> body = members[key(c, true, true)];
     if (((body.size() + 1) << kSlotBits) >= kStepEnd - 1) throw Error("simulate: chunk " + std::to_string(c) + " has too many tasks to simulate");
     std::stable_sort(body.begin(), body.end(), [&](TaskId a, TaskId b) { return one.task(a).order < one.task(b).order; });
     std::vector<TaskId> all;
     for (size_t i = 0; i < body.size(); ++i) {
-      const TimedTask& x = one.task(body[i]);
+      const TimedTask& t = one.task(body[i]);
       std::vector<TaskId> w;
-      for (TaskId r : x.preds)
-        if (const TaskId e = p.expanded[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == key(c, true, true)) w.push_back(e);
+      for (TaskId r : t.preds)
+        if (const TaskId e = x.task[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == key(c, true, true)) w.push_back(e);
       if (w.empty()) w = waits;
       SimTaskInfo what = one_info[static_cast<size_t>(body[i])];
-      what.chunk = c, what.micro_batch = M - 1;
+      what.chunk = c, what.micro_batch = x.micro_batch;
       info.push_back(what);
       p.body_of.push_back(-1);
       const uint64_t sub = static_cast<uint64_t>(i + 1) << kSlotBits;
-      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), x.duration, x.resources);
-      p.expanded[static_cast<size_t>(body[i])] = id;
-      p.expanded_last[static_cast<size_t>(one_info[static_cast<size_t>(body[i])].node)] = sub;
+      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), t.duration, t.resources);
+      x.task[static_cast<size_t>(body[i])] = id;
+      x.last[static_cast<size_t>(one_info[static_cast<size_t>(body[i])].node)] = sub;
       all.push_back(id);
     }
     if (all.empty()) all = waits;
-    info.push_back({SimKind::kBackward, -1, M - 1, -1, c, M - 1});
+    info.push_back({SimKind::kBackward, -1, x.micro_batch, -1, c, x.micro_batch});
     p.body_of.push_back(-1);
-    return tl.add(order_of(0, at, kStepEnd - 1), std::move(all), 0.0, {});
+    x.position[static_cast<size_t>(c)] = at;
+    return x.end[static_cast<size_t>(c)] = tl.add(order_of(0, at, kStepEnd - 1), std::move(all), 0.0, {});
   };
   for (int64_t c = 0; c < C; ++c) step(order_of(0, 0, static_cast<uint64_t>(c)), {}, c, false, false, -1);
   std::vector<TaskId> F(static_cast<size_t>(C * M), -1), B(static_cast<size_t>(C * M), -1);
@@ -162,10 +168,12 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     } else {
       waits.push_back(F[at(c, m)]);
       if (c + 1 < C) waits.push_back(B[at(c + 1, m)]);
-      if (m < M - 1) {
+      if (m < M - 1 && !every) {
         B[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, true, true, m);
+      } else if (m < M - 1) {
+        B[at(c, m)] = expand(q, waits, c, p.expanded[static_cast<size_t>(m)]);
       } else {  // task by task, then the chunk's once-per-step backward
-        B[at(c, m)] = expand(q, waits, c);
+        B[at(c, m)] = expand(q, waits, c, p.expanded.back());
         p.last_backward[static_cast<size_t>(c)] = step(order_of(0, q, kStepEnd), {B[at(c, m)]}, c, true, false, -1);
         p.last_backward_position[static_cast<size_t>(c)] = q;
       }

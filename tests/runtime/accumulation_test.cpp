@@ -23,12 +23,12 @@
 #include "pcgx/search/rule_library.h"
 #include "pcgx/rulesets/ruleset.h"
 #include "mapped_plan.h"
+#include "same_training.h"
 #include "tensor_compare.h"
 
 namespace pcgx::runtime {
 namespace {
 
-using pcgx::testing::relative_difference;
 
 using Plan = pcgx::testing::MappedPlan;
 using pcgx::testing::mapped_plan;
@@ -46,13 +46,7 @@ TrainResult run(const Plan& p) {
   return train(p.graph, p.views, p.devices, o);
 }
 
-void expect_same_training(const TrainResult& got, const TrainResult& want, double tolerance) {
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t s = 0; s < want.losses.size(); ++s)
-    EXPECT_NEAR(got.losses[s], want.losses[s], tolerance * std::fabs(want.losses[s]) + 1e-7) << "step " << s;
-  ASSERT_EQ(got.parameters.size(), want.parameters.size());
-  for (const auto& [name, w] : want.parameters) EXPECT_LT(relative_difference(got.parameters.at(name), w, 1e-2), tolerance) << name;
-}
+using pcgx::testing::expect_same_training;
 
 TEST(Accumulation, MicroBatchesReachOneBatchsWeights) {
   for (const char* model : {"mlp-tiny", "bert-large-tiny", "gpt-tiny"}) {

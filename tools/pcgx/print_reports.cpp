@@ -90,6 +90,9 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
+      << (syncs_every_micro_batch(recipe.zero) && rep.pipelined && rep.result.micro_batches > 1
+              ? ", each micro-batch's gradients reduce-scattered"
+              : "")
       << "\n";
   if (shards_weights(recipe.zero))
     out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "") << "\n";

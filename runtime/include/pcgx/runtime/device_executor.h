@@ -316,6 +316,7 @@ class DeviceExecutor {
   // Zeroes the gradients (all, or the pipelined tensors' only) and seeds
   // the loss's.
   void clear_gradients(bool micro_only);
+  void clear_gradient(TensorRef t, int64_t shard);
   void seed_loss();
   double read_loss();
   // Moves the kernels' offsets, the Pipeline and Batch moves and the
@@ -448,6 +449,7 @@ class DeviceExecutor {
     int member = -1;
     int64_t floats = 0;
     Buffer w, g, weights;
+    Buffer part;  // ZeRO 2 over micro-batches: one micro-batch's reduced block, before it is added to `g`
   };
   std::vector<ZeroBlock> zero_blocks_;  // per bucket of the plan
   // Whole-shard moments of the bucketed copies, parameter_shards() order
@@ -469,8 +471,16 @@ class DeviceExecutor {
   void pack_gradients(const SyncBucket& b, const Buffer& flat);
   void unpack_gradients(const SyncBucket& b, const Buffer& flat);
   // Under ZeRO: the bucket's gradients reduce-scattered into its
-  // ZeroBlock's `g`.
-  void reduce_scatter_bucket(size_t k);
+  // ZeroBlock's `g` (with `add`, added to what `g` holds).
+  void reduce_scatter_bucket(size_t k, bool add = false);
+  // ZeRO 2 over micro-batches (training_recipe.h's syncs_every_micro_batch):
+  // after each micro-batch's backward pass every bucket here is
+  // reduce-scattered and added into this device's block of the step's
+  // gradient, and the whole gradients start again from zero, so
+  // synchronize_gradients() has nothing left to send.
+  bool syncs_micro_batches() const { return syncs_every_micro_batch(plan_.zero) && plan_.micro_batches > 1; }
+  void reduce_scatter_micro_batch();
+  int64_t micro_batches_synced_ = 0;  // this step's
   // Under ZeRO: each ZeroBlock's `w` (the FP32 master block ZeRO keeps and
   // the optimizer updates in place) from this device's copy of the
   // weights, before the first step and after set_source() gave a weight a

@@ -207,7 +207,9 @@ std::vector<int64_t> plan_chunks(const ExecutionPlan& plan, const PipelineShape&
 // bucket of r devices is padded to r equal blocks, and its reduce-scatter
 // and all-gather each send the padding r - 1 times; at stage 3 each bucket
 // is all-gathered twice, so one more all-gather (r - 1 padded blocks),
-// unless it is kept whole (below the persistence threshold).
+// unless it is kept whole (below the persistence threshold); at stage 2
+// over M micro-batches each bucket is reduce-scattered M times, M - 1
+// more (r - 1 padded blocks each).
 double sharded_sync_extra_bytes(const ExecutionPlan& plan);
 
 // Sets the plan's ZeRO stage and regroups its buckets: up to stage 2 as

@@ -92,6 +92,7 @@
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/profile.h"
 #include "pcgx/pcg/training_recipe.h"
 #include "pcgx/search/collectives.h"
@@ -154,6 +155,17 @@ struct SyncGroup {
 // reads or writes micro-batch slices (the most slices of its inputs and
 // outputs), else once. The cost model prices, and the simulator runs, each.
 int64_t node_slices(const Graph& g, const Node& n);
+
+// What a step sends beyond pcg/step_communication.h's step_bytes (which
+// counts every weight block's all-reduce, 2 (r - 1) x its bytes over its r
+// holders) under the recipe's ZeRO stage: at stage 3 each weight block
+// gathered for use is all-gathered twice and reduce-scattered once, one
+// all-gather more, (r - 1) x its bytes; at stage 2 over micro-batches each
+// block is reduce-scattered by every micro-batch its first compute reader
+// runs, (r - 1) x its bytes for each after the first. (The runtime also
+// pads each bucket to r equal blocks: runtime/execution_plan.h's
+// sharded_sync_extra_bytes.)
+double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe);
 
 class CostModel {
  public:

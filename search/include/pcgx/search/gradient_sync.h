@@ -21,6 +21,11 @@ namespace pcgx::search {
 struct ReadyGradient {
   double ready = 0;  // seconds after the backward pass starts
   SyncGroup sync;
+  // The micro-batch whose backward made it, where each micro-batch's
+  // gradients are synchronized (ZeRO 2, training_recipe.h): buckets never
+  // mix micro-batches, and the weights are gathered once, after the
+  // update, for the last micro-batch's buckets only.
+  int32_t micro_batch = 0;
 };
 
 struct SyncTimeline {
@@ -31,8 +36,10 @@ struct SyncTimeline {
   int64_t buckets = 0;
 };
 
-// `gradients` in any order; `backward` is when the backward pass ends. A
-// bucket costs CostModel::bucket_time (packing, all-reduce, unpacking).
+// `gradients` in any order; `backward` is when the backward pass ends
+// (with several micro-batches' gradients: when the last one's ends, every
+// time counted from the same origin). A bucket costs
+// CostModel::bucket_time (packing, all-reduce, unpacking).
 //
 // The backward pass's own messages (a tensor-parallel all-reduce, an
 // input's gradient sent back) share the links with the buckets, as two

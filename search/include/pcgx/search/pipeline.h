@@ -106,6 +106,8 @@ struct PipelineOptions {
   // each at a single-tensor cut; the stages are cut there instead of at the
   // balanced or even-layer cuts. Empty: chosen as above.
   std::vector<std::string> boundaries;
+  // With micro_batches 0: only the counts below it are tried (0: all).
+  int64_t fewer_than = 0;
 };
 
 // One stage's chunk (the whole stage without interleaving).
