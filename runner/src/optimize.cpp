@@ -80,7 +80,7 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (!is_mixed(r.precision)) would.push_back("mixed precision (bf16, fp16)");
   if (!recomputes_layers(r.recompute)) would.push_back("full recomputation");
   else if (r.recompute_layers != kAllLayers) would.push_back("recomputing more layers");
-  if (!shards_gradients(r.zero) && (!q.pipeline || q.pipeline->stages == 1)) would.push_back("ZeRO stage 2");
+  if (!shards_gradients(r.zero) && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1))) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
   if (shards_weights(r.zero) && r.zero_persistence_threshold > 0) would.push_back("a lower ZeRO persistence threshold (fewer blocks kept whole)");
   const bool stage3_only = q.zero && shards_weights(*q.zero);  // micro-batches shard at most the gradients
@@ -319,7 +319,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // One stage accumulating over micro-batches (PipelineOptions::stages 1)
   // may shard the gradients: each micro-batch's are reduce-scattered
   // (training_recipe.h's syncs_every_micro_batch).
-  const bool one_stage = q.pipeline && q.pipeline->stages == 1;
+  const bool one_stage = q.pipeline && q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1;
   if (q.pipeline && q.zero && (shards_weights(*q.zero) || (shards_gradients(*q.zero) && !one_stage)))
     throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) + " with micro-batches: " +
                                                  (shards_weights(*q.zero)

@@ -35,6 +35,13 @@ void DeviceExecutor::clear_gradient(TensorRef t, int64_t shard) {
   state = 0;
 }
 
+void DeviceExecutor::settle_gradient(TensorRef t, int64_t shard) {
+  char& state = touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
+  if (state & kTouched || !(state & kUnzeroed)) return;
+  backend_.fill(grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)], 0.f);
+  state = 0;
+}
+
 const Buffer& DeviceExecutor::first_touch(TensorRef x, int64_t s) {
   char& state = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
   const Buffer& g = grads(x)[static_cast<size_t>(s)];

@@ -311,10 +311,11 @@ void DeviceExecutor::unpack_gradients(const SyncBucket& bucket, const Buffer& fl
 
 void DeviceExecutor::synchronize_gradients() {
   if (sharded() && !masters_current_) load_master_blocks();
-  if (syncs_micro_batches()) {  // each micro-batch's, after its backward pass
-    if (micro_batches_synced_ != plan_.micro_batches)
-      throw Error("ZeRO 2: " + std::to_string(micro_batches_synced_) + " of the step's " + std::to_string(plan_.micro_batches) +
+  if (syncs_micro_batches()) {  // the others' after their backward passes
+    if (micro_batches_synced_ != plan_.micro_batches - 1)
+      throw Error("ZeRO 2: " + std::to_string(micro_batches_synced_) + " of the step's first " + std::to_string(plan_.micro_batches - 1) +
                   " micro-batches synchronized; run the step with forward_backward()");
+    reduce_scatter_micro_batch(true);
     micro_batches_synced_ = 0;
     return;
   }

@@ -24,7 +24,7 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
     // Stage 3 gathers twice (before the forward and the backward) instead of once.
     if (b.gathered_for_use) floats += static_cast<double>(r - 1) * padded;
     // Stage 2 over micro-batches reduce-scatters every micro-batch's.
-    if (syncs_every_micro_batch(plan.zero)) floats += static_cast<double>(plan.micro_batches - 1) * static_cast<double>(r - 1) * padded;
+    if (b.every_micro_batch) floats += static_cast<double>(plan.micro_batches - 1) * static_cast<double>(r - 1) * padded;
   }
   return floats * sizeof(float);
 }
@@ -37,7 +37,19 @@ namespace {
 std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes) {
   const Graph& g = *plan.graph;
   std::vector<SyncBucket> closed;
-  std::map<std::vector<int>, SyncBucket> open;
+  std::map<std::pair<std::vector<int>, bool>, SyncBucket> open;  // by devices and every_micro_batch
+  const bool per_micro_batch = syncs_every_micro_batch(plan.zero) && plan.micro_batches > 1;
+  const auto consumers = g.consumers();
+  // Whether tensor t's gradient arrives with every micro-batch: one of its
+  // readers runs per micro-batch.
+  auto every = [&](TensorRef t) {
+    if (!per_micro_batch) return false;
+    for (const auto& [c, i] : consumers[static_cast<size_t>(t.node)]) {
+      const StepPhase ph = plan.phase[static_cast<size_t>(c)];
+      if (g.node(c).inputs[static_cast<size_t>(i)] == t && (ph == StepPhase::kMicro || ph == StepPhase::kAccumulate)) return true;
+    }
+    return false;
+  };
   for (const Node& n : g.nodes()) {
     if (!n.op->is_weight || plan.parameter[static_cast<size_t>(n.id)].node == n.id) continue;
     const TensorRef t = plan.parameter[static_cast<size_t>(n.id)];
@@ -57,14 +69,16 @@ std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_by
         closed.back().parts.push_back(std::move(part));
         continue;
       }
-      SyncBucket& bucket = open[devices];
+      const std::pair<std::vector<int>, bool> key{devices, every(t)};
+      SyncBucket& bucket = open[key];
       bucket.devices = devices;
+      bucket.every_micro_batch = key.second;
       bucket.floats += part.floats;
       bucket.parts.push_back(std::move(part));
-      if (static_cast<double>(bucket.floats) * sizeof(float) >= bucket_bytes) closed.push_back(std::move(bucket)), open.erase(devices);
+      if (static_cast<double>(bucket.floats) * sizeof(float) >= bucket_bytes) closed.push_back(std::move(bucket)), open.erase(key);
     }
   }
-  for (auto& [devices, bucket] : open) closed.push_back(std::move(bucket));
+  for (auto& [key, bucket] : open) closed.push_back(std::move(bucket));
   return closed;
 }
 

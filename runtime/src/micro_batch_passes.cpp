@@ -25,7 +25,7 @@ double DeviceExecutor::forward_backward() {
     if (k == 0) backward_pass(2);
     else clear_gradients(true);
     backward_pass(1);
-    if (syncs_micro_batches()) reduce_scatter_micro_batch();
+    if (syncs_micro_batches() && k + 1 < plan_.micro_batches) reduce_scatter_micro_batch();  // the last: synchronize_gradients()
   }
   backward_pass(0);
   return read_loss();

@@ -42,7 +42,7 @@ void DeviceExecutor::init_zero() {
     z.weights = allocate(std::vector<int64_t>{r * z.floats});
     z.w = allocate(std::vector<int64_t>{z.floats});
     z.g = allocate(std::vector<int64_t>{z.floats});
-    if (syncs_micro_batches()) z.part = allocate(std::vector<int64_t>{z.floats});
+    if (syncs_micro_batches() && bucket.every_micro_batch) z.part = allocate(std::vector<int64_t>{z.floats});
   }
   if (!shards_weights(plan_.zero)) return;
   // Stage 3: a bucket is gathered for the first compute reader of its
@@ -99,21 +99,25 @@ void DeviceExecutor::reduce_scatter_bucket(size_t k, bool add) {
   }
 }
 
-void DeviceExecutor::reduce_scatter_micro_batch() {
+void DeviceExecutor::reduce_scatter_micro_batch(bool last) {
   const bool add = micro_batches_synced_++ > 0;
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
-    if (!member(bucket)) continue;
-    auto sync = [&] { reduce_scatter_bucket(k, add); };
+    // Before the last, only the buckets whose gradients come with every
+    // micro-batch; the last adds to them and sends the rest.
+    if (!member(bucket) || (!last && !bucket.every_micro_batch)) continue;
+    for (const SyncPart& part : bucket.parts)
+      for (int64_t shard : part.shards)
+        if (owns(part.tensor, shard)) settle_gradient(part.tensor, shard);
+    auto sync = [&] { reduce_scatter_bucket(k, add && bucket.every_micro_batch); };
     if (bucket.devices.size() > 1) collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), sync);
     else sync();
+    if (last) continue;
+    // The next micro-batch's gradients start from zero.
+    for (const SyncPart& part : bucket.parts)
+      for (int64_t shard : part.shards)
+        if (owns(part.tensor, shard)) clear_gradient(part.tensor, shard);
   }
-  // The next micro-batch's gradients start from zero.
-  for (const SyncBucket& bucket : plan_.buckets)
-    if (member(bucket))
-      for (const SyncPart& part : bucket.parts)
-        for (int64_t shard : part.shards)
-          if (owns(part.tensor, shard)) clear_gradient(part.tensor, shard);
 }
 
 DeviceExecutor::UpdateList DeviceExecutor::update_buffers() const {

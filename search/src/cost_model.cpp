@@ -154,6 +154,15 @@ int64_t node_slices(const Graph& g, const Node& n) {
   return p;
 }
 
+bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, TensorRef t) {
+  return layouts.weight(t) && !g.node(t.node).op->is_weight && !layouts.stored[static_cast<size_t>(t.node)];
+}
+
+int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, const Node& reader, TensorRef t) {
+  if (!syncs_every_micro_batch(recipe.zero) || computed_weight_layout(g, layouts, t)) return 1;
+  return node_slices(g, reader);
+}
+
 double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
   const ZeroStage zero = recipe.zero;
   if (!shards_weights(zero) && !syncs_every_micro_batch(zero)) return 0.0;
@@ -161,14 +170,14 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
   double out = 0;
   std::set<TensorRef> seen;  // each weight layout counted at its first compute reader, which synchronizes it
   for (const Node& n : g.nodes()) {
-    if (n.op->op_class != OpClass::kCompute) continue;
+    if (n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id)) continue;
     for (const TensorRef& w : n.inputs) {
       if (!layouts.weight(w) || !seen.insert(w).second) continue;
       const ParallelTensorShape& s = g.shape(w);
       // Stage 3: gathered once more; stage 2: reduce-scattered again by
       // every micro-batch after the first.
       const double again = shards_weights(zero) ? (pcgx::gathers_for_use(recipe, s.shard_elements()) ? 1.0 : 0.0)
-                                                : static_cast<double>(node_slices(g, n) - 1);
+                                                : static_cast<double>(sync_rounds(g, layouts, recipe, n, w) - 1);
       if (again <= 0) continue;
       for (int64_t b = 0; b < s.num_blocks(); ++b) out += again * static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
     }

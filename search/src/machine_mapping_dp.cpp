@@ -198,7 +198,8 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
     for (int64_t k = 0; k < micro; ++k) {
       const double start = static_cast<double>(k) * (f + b) + f;
       auto at = [&](double x) { return start + x * b / done; };
-      for (const ReadyGradient& x : grads) every.push_back({at(x.ready), x.sync, static_cast<int32_t>(k)});
+      for (const ReadyGradient& x : grads)  // (a weight synchronized once: with the last micro-batch's)
+        if (x.sync.rounds > 1 || k + 1 == micro) every.push_back({at(x.ready), x.sync, static_cast<int32_t>(k)});
       for (const LinkBusy& x : busy) every_busy.push_back({at(x.start), at(x.end), x.levels});
     }
     return replay_buckets(p.cost, std::move(every), M * (f + b), p.cost.comm().bucket_bytes, every_busy);

@@ -181,8 +181,12 @@ double Problem::move(int t, int64_t from, int64_t to) const {
 // The synchronizations node `id` pays under `p` shifted by `lo`.
 std::vector<SyncGroup> Problem::sync_groups(const Placement& p, NodeId id, int64_t lo) const {
   std::vector<SyncGroup> out;
+  const Node& n = g.node(id);
   for (size_t i : syncs[static_cast<size_t>(id)])
-    if (auto s = cost.sync_group(p, g.node(id).inputs[i], lo)) out.push_back(*s);
+    if (auto s = cost.sync_group(p, n.inputs[i], lo)) {
+      s->rounds = sync_rounds(g, layouts, cost.recipe(), n, n.inputs[i]);
+      out.push_back(*s);
+    }
   return out;
 }
 
@@ -291,10 +295,8 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
   } else {
     s = cost.input_transfer_time(p, id, lo);
     // Under ZeRO 2 each micro-batch's gradients are reduce-scattered
-    // (training_recipe.h): once per slice the node runs; its weights are
-    // gathered once, after the update.
-    const double rounds = syncs_every_micro_batch(cost.recipe().zero) ? static_cast<double>(node_slices(g, n)) : 1.0;
-    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += rounds * cost.sync_share(x) + cost.gather_share(x);
+    // (SyncGroup::rounds); the weights are gathered once, after the update.
+    for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += static_cast<double>(x.rounds) * cost.sync_share(x) + cost.gather_share(x);
   }
   r.comm = s.total(), r.backward = s.backward;
   r.time = r.comm + r.sync;

@@ -489,6 +489,7 @@ struct Simulator::Impl {
       for (size_t k = g.size(); k-- > 0;) {
         const Node& n = g.node(static_cast<NodeId>(k));
         for (const SyncGroup& s : groups[k]) {
+          if (pipe && x != &pipe->expanded.back() && s.rounds <= 1) continue;  // synchronized once: with the last micro-batch
           Open& b = open[s.key];
           if (b.bytes == 0) b.sync = s, b.bytes = b.sync.bytes;
           else b.bytes += s.bytes;

@@ -36,6 +36,9 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     return false;
   }
   const PipelineShape shape = asked ? *asked : PipelineShape{1, M, 1, PipelineSchedule::k1F1B};
+  if (syncs_every_micro_batch(cost.recipe().zero) && shape.chunks() > 1)
+    throw Error("simulate: ZeRO stage 2 with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state "
+                "(stage 1); stage 2 accumulates over micro-batches on one stage");
   if (shape.micro_batches != M)
     throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
                 std::to_string(M));

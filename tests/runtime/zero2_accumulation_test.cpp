@@ -62,6 +62,34 @@ TEST(Zero2Accumulation, ReachesStageOnesWeightsAndOneDevices) {
   }
 }
 
+// Megatron's plan (tensor parallel 2 inside data parallel 2): its
+// row-parallel Linears' biases are scaled once per step
+// (ScalarMul(Replicate(bias)), a layout computed from the stored one), so
+// their gradients arrive once, after the last micro-batch, and go in a
+// bucket of their own, reduce-scattered once; the others every
+// micro-batch. The same weights as stage 1, and the bytes as predicted.
+TEST(Zero2Accumulation, WeightsWhoseGradientsArriveOncePerStepAreSentOnce) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 16}});
+  const Graph e = *search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2);
+  const Plan p = pcgx::testing::mapped_plan(search::pipelined(e, kMicro, true), 4);
+  ExecutionPlan plan = make_plan(p.graph, p.views, p.devices);
+  set_zero(plan, ZeroStage::k2, 0, kDefaultBucketBytes);
+  int64_t once = 0, every = 0;
+  for (const SyncBucket& b : plan.buckets)
+    if (b.devices.size() > 1) ++(b.every_micro_batch ? every : once);
+  ASSERT_GT(once, 0);
+  ASSERT_GT(every, 0);
+  for (const bool scheduled : {false, true}) {
+    SCOPED_TRACE(scheduled ? "one-stage schedule" : "one micro-batch after another");
+    const int64_t steps = 4;
+    const TrainResult stage1 = run(p, options(ZeroStage::k1, scheduled, steps));
+    const TrainResult stage2 = run(p, options(ZeroStage::k2, scheduled, steps));
+    expect_same_training(stage2, stage1, 1e-5);
+    EXPECT_DOUBLE_EQ(static_cast<double>(stage2.bytes_sent),
+                     static_cast<double>(steps) * (step_bytes(p.graph, p.views, p.devices) + sharded_sync_extra_bytes(plan)));
+  }
+}
+
 // Per bucket of k devices padded to k blocks of b floats, each micro-batch
 // after the first reduce-scatters (k - 1) k b floats more than stage 1;
 // the trainer's prediction (step_communication.h plus

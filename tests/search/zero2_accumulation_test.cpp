@@ -93,5 +93,27 @@ TEST(Zero2Accumulation, BucketsRunInsideEveryMicroBatchsBackward) {
   EXPECT_NEAR(sum.sync_past, s.estimate.sync - s.estimate.sync_hidden, 0.05 * s.estimate.sync) << "past the last backward pass";
 }
 
+// Megatron's plan (tensor parallel 2 inside data parallel 2) scales its
+// row-parallel biases once per step (a layout computed from the stored
+// one): those are synchronized once, with the last micro-batch, the
+// others with every micro-batch, in the estimate and the simulator alike.
+TEST(Zero2Accumulation, WeightsComputedOncePerStepSyncWithTheLastMicroBatch) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 64}, {"hidden", 1024}, {"ffn", 4096}, {"seq", 256}});
+  const Machine machine = find_machine("dgx-h100").with_devices(4);
+  const Graph e = pipelined(*expert(g, machine, 4, 2), kMicro, true);
+  const CostModel c1(machine, default_efficiency(), {}, {}, {Precision::kBf16, Recompute::kNone, ZeroStage::k1});
+  const CostModel c2(machine, default_efficiency(), {}, {}, {Precision::kBf16, Recompute::kNone, ZeroStage::k2});
+  const Strategy s1 = mapped(e, c1), s2 = mapped(e, c2);
+  ASSERT_TRUE(s1.estimate.feasible && s2.estimate.feasible);
+  // Some buckets once: fewer than M times stage 1's, more than once.
+  EXPECT_GT(s2.estimate.buckets, s1.estimate.buckets);
+  EXPECT_LT(s2.estimate.buckets, kMicro * s1.estimate.buckets);
+  const Simulator sim(s2.graph, s2.views, c2, PipelineShape{1, kMicro, 1, PipelineSchedule::k1F1B});
+  const SimulationSummary sum = sim.summary();
+  EXPECT_EQ(sum.buckets, s2.estimate.buckets);
+  EXPECT_NEAR(sum.sync_total, s2.estimate.sync, 1e-9 * s2.estimate.sync);
+  EXPECT_NEAR(sum.time / s2.estimate.time, 1.0, 0.02) << "simulated " << sum.time << ", predicted " << s2.estimate.time;
+}
+
 }  // namespace
 }  // namespace pcgx::search

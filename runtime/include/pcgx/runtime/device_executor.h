@@ -317,6 +317,10 @@ class DeviceExecutor {
   // the loss's.
   void clear_gradients(bool micro_only);
   void clear_gradient(TensorRef t, int64_t shard);
+  // A gradient shard no writer has touched since it was cleared lazily
+  // (its first writer was to overwrite it) is zeroed now: a bucket reads
+  // it whole.
+  void settle_gradient(TensorRef t, int64_t shard);
   void seed_loss();
   double read_loss();
   // Moves the kernels' offsets, the Pipeline and Batch moves and the
@@ -474,12 +478,14 @@ class DeviceExecutor {
   // ZeroBlock's `g` (with `add`, added to what `g` holds).
   void reduce_scatter_bucket(size_t k, bool add = false);
   // ZeRO 2 over micro-batches (training_recipe.h's syncs_every_micro_batch):
-  // after each micro-batch's backward pass every bucket here is
-  // reduce-scattered and added into this device's block of the step's
-  // gradient, and the whole gradients start again from zero, so
-  // synchronize_gradients() has nothing left to send.
+  // after each micro-batch's backward pass but the last, every bucket here
+  // whose gradients come with every micro-batch (SyncBucket::
+  // every_micro_batch) is reduce-scattered and added into this device's
+  // block of the step's gradient, and its whole gradients start again from
+  // zero; synchronize_gradients() then (`last`, after the once-per-step
+  // backward) adds the last micro-batch's and sends the other buckets.
   bool syncs_micro_batches() const { return syncs_every_micro_batch(plan_.zero) && plan_.micro_batches > 1; }
-  void reduce_scatter_micro_batch();
+  void reduce_scatter_micro_batch(bool last = false);
   int64_t micro_batches_synced_ = 0;  // this step's
   // Under ZeRO: each ZeroBlock's `w` (the FP32 master block ZeRO keeps and
   // the optimizer updates in place) from this device's copy of the

@@ -57,6 +57,13 @@ struct SyncBucket {
   // ZeRO stage 3: one weight block alone, gathered before each use of its
   // weight rather than after the update (set_zero).
   bool gathered_for_use = false;
+  // ZeRO 2 over micro-batches (training_recipe.h's syncs_every_micro_batch):
+  // its weights' gradients arrive with every micro-batch (a reader runs
+  // per micro-batch), so it is reduce-scattered after each; a bucket of
+  // weights whose gradients arrive once per step (read only by a layout
+  // computed once per step, search's computed_weight_layout) is
+  // reduce-scattered once, after the last. The two never share a bucket.
+  bool every_micro_batch = false;
 };
 
 inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's bucket_cap_mb = 25
@@ -208,8 +215,9 @@ std::vector<int64_t> plan_chunks(const ExecutionPlan& plan, const PipelineShape&
 // and all-gather each send the padding r - 1 times; at stage 3 each bucket
 // is all-gathered twice, so one more all-gather (r - 1 padded blocks),
 // unless it is kept whole (below the persistence threshold); at stage 2
-// over M micro-batches each bucket is reduce-scattered M times, M - 1
-// more (r - 1 padded blocks each).
+// over M micro-batches each bucket reduce-scattered every micro-batch
+// (SyncBucket::every_micro_batch) is reduce-scattered M - 1 times more
+// (r - 1 padded blocks each).
 double sharded_sync_extra_bytes(const ExecutionPlan& plan);
 
 // Sets the plan's ZeRO stage and regroups its buckets: up to stage 2 as

@@ -149,7 +149,24 @@ struct SyncGroup {
   // the recipe's persistence threshold); otherwise, under ZeRO, its bucket
   // is gathered after the update.
   bool gathered_for_use = false;
+  // How many times a step synchronizes it: under ZeRO 2 over micro-batches
+  // (training_recipe.h's syncs_every_micro_batch) once per micro-batch its
+  // reader runs, unless the layout is computed from the stored one
+  // (computed_weight_layout): the runtime computes that once per step, so
+  // its gradient exists once, after the last micro-batch. Otherwise 1.
+  int64_t rounds = 1;
 };
+
+// A weight layout computed every step from the stored one (Concat,
+// ScalarMul, a weight laid out twice: source_layout.h), not the Weight or
+// the end of its stored chain: the runtime runs it once per step, before
+// the first micro-batch, and its gradient reaches the stored weight once,
+// after the last.
+bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, TensorRef t);
+
+// The times per step a step synchronizes the gradient of weight layout `t`
+// read first by compute node `reader` (SyncGroup::rounds).
+int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, const Node& reader, TensorRef t);
 
 // How many times node `n` runs per step: once per micro-slice when it
 // reads or writes micro-batch slices (the most slices of its inputs and

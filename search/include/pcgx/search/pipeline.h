@@ -76,7 +76,10 @@
 // In either, the weight gradients are synchronized once per iteration,
 // during the last micro-batch's backward pass (PyTorch DDP's no_sync on the
 // others; Megatron-LM's gradient reduction after the last micro-batch), so
-// only that backward can hide the buckets (gradient_sync.h).
+// only that backward can hide the buckets (gradient_sync.h); except, with
+// one stage, under ZeRO 2, which reduce-scatters every micro-batch's
+// gradients in its own backward pass (training_recipe.h's
+// syncs_every_micro_batch; SyncGroup::rounds).
 //
 // The result is one PCG, the stages' PCGs joined (the layout change between
 // two stages runs on the receiving stage), with machine views offset to each
