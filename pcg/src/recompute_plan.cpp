@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_cuts.h"
@@ -228,15 +229,72 @@ void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, std
   plan.segments = next;
 }
 
+// Operators: the named nodes, the parallel operators carrying data only
+// between recomputed nodes, and a segment per group reading one another.
+void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<const std::string> operators, RecomputePlan& plan) {
+  const std::set<std::string_view> named(operators.begin(), operators.end());
+  for (const Node& n : g.nodes())
+    if (active(g, layouts, n.id) && n.op->op_class != OpClass::kParallel && named.count(n.name)) plan.recomputed[static_cast<size_t>(n.id)] = 1;
+  // A parallel operator fed by a recomputed node (through parallel
+  // operators), forward; whose readers are all recomputed (or such
+  // parallel operators), backward.
+  const auto consumers = g.consumers();
+  auto parallel = [&](const Node& n) { return active(g, layouts, n.id) && n.op->op_class == OpClass::kParallel; };
+  std::vector<char> fed(g.size(), 0), only(g.size(), 0);
+  for (const Node& n : g.nodes())
+    if (parallel(n) && !n.inputs.empty()) {
+      const auto in = static_cast<size_t>(n.inputs[0].node);
+      fed[static_cast<size_t>(n.id)] = plan.recomputed[in] || fed[in];
+    }
+  for (size_t i = g.size(); i-- > 0;) {
+    const Node& n = g.node(static_cast<NodeId>(i));
+    if (!parallel(n) || consumers[i].empty()) continue;
+    only[i] = std::all_of(consumers[i].begin(), consumers[i].end(), [&](const auto& c) {
+      const auto r = static_cast<size_t>(c.first);
+      return plan.recomputed[r] || only[r];
+    });
+  }
+  for (size_t i = 0; i < g.size(); ++i)
+    if (fed[i] && only[i]) plan.recomputed[i] = 1;
+  // Segments: the groups of recomputed nodes joined by reading one another
+  // (union-find), numbered by their first node.
+  std::vector<NodeId> parent(g.size());
+  for (size_t i = 0; i < g.size(); ++i) parent[i] = static_cast<NodeId>(i);
+  auto root = [&](NodeId x) {
+    while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    return x;
+  };
+  for (const Node& n : g.nodes())
+    if (plan.recomputed[static_cast<size_t>(n.id)])
+      for (const TensorRef& t : n.inputs)
+        if (plan.recomputed[static_cast<size_t>(t.node)]) {
+          const NodeId a = root(n.id), b = root(t.node);
+          parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
+        }
+  std::map<NodeId, int32_t> number;
+  for (const Node& n : g.nodes())
+    if (plan.recomputed[static_cast<size_t>(n.id)]) {
+      const auto [it, fresh] = number.emplace(root(n.id), plan.segments);
+      plan.segments += fresh;
+      plan.segment[static_cast<size_t>(n.id)] = it->second;
+    }
+}
+
 }  // namespace
 
-RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers, std::span<const int64_t> chunk) {
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, std::span<const int64_t> chunk) {
+  return plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers, chunk, recipe.recompute_operators);
+}
+
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers, std::span<const int64_t> chunk,
+                             std::span<const std::string> operators) {
   if (!chunk.empty() && chunk.size() != g.size()) throw Error("plan_recompute: " + std::to_string(chunk.size()) + " chunks for " + std::to_string(g.size()) + " nodes");
   RecomputePlan plan;
   plan.recomputed.assign(g.size(), 0);
   plan.segment.assign(g.size(), -1);
   if (recomputes_layers(policy)) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
   if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, plan);
+  if (policy == Recompute::kOperators) plan_operators(g, layouts, operators, plan);
   return plan;
 }
 

@@ -10,6 +10,7 @@ const char* name(Recompute r) {
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
     case Recompute::kFullSelective: return "full+selective";
+    case Recompute::kOperators: return "operators";
   }
   return "?";
 }

@@ -98,6 +98,10 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
 
 void validate(const OptimizeRequest& q) {
   search::validate(q.search);
+  if (q.recompute == Recompute::kOperators && q.recompute_operators.empty())
+    throw FieldError("OptimizeRequest.recompute_operators", kOperatorsNeedNames);
+  if (q.recompute != Recompute::kOperators && !q.recompute_operators.empty())
+    throw FieldError("OptimizeRequest.recompute_operators", "applies to recompute operators (OptimizeRequest.recompute)");
   if (q.recompute == Recompute::kFullSelective && !q.recompute_layers)
     throw FieldError("OptimizeRequest.recompute_layers", kFullSelectiveNeedsLayers);
   if (q.recompute_layers) {
@@ -351,6 +355,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     for (const ZeroStage stage : stages) {
       TrainingRecipe recipe{precision, policy, stage, recomputes_layers(policy) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
                             q.optimizer};
+      if (policy == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
@@ -428,8 +433,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       if (syncs_every_micro_batch(stage) && fewest == 2) break;
       search::PipelineOptions accumulation{1, 0};
       if (syncs_every_micro_batch(stage)) accumulation.fewer_than = fewest;
-      const TrainingRecipe recipe{precision, policies.front(), stage,
-                                  recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
+      TrainingRecipe recipe{precision, policies.front(), stage,
+                            recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
+      if (policies.front() == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {
@@ -542,8 +548,10 @@ std::string describe_rules(const OptimizeReport& r) {
 }
 
 OptimizeReport optimize(const OptimizeRequest& request) {
-  const OptimizeRequest q = with_micro_batches(request);
+  OptimizeRequest q = with_micro_batches(request);
   validate(q);
+  if (!q.recompute_operators.empty())  // the names the patterns stand for, as the strategy records them
+    q.recompute_operators = search::recompute_operator_names(q.model, q.recompute_operators, "OptimizeRequest.recompute_operators");
   OptimizeReport base;
   std::vector<Ruleset> rs;
   if (search::uses_rules(q.search.algorithm)) {

@@ -27,6 +27,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->recompute && !stated.recompute) {
     q.recompute = plan->recompute;
     if (plan->recompute_layers && !q.recompute_layers) q.recompute_layers = plan->recompute_layers;
+    if (q.recompute_operators.empty()) q.recompute_operators = plan->recompute_operators;
   }
   if (plan->zero && !stated.zero) {
     q.zero = plan->zero;
@@ -75,6 +76,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
+  plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded
   if (shape) plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
   return plan;

@@ -31,7 +31,14 @@ SimulateReport simulate(SimulateRequest q) {
   if (q.precision) recipe.precision = *q.precision;
   // A stated policy is the whole of it: full means every layer unless the
   // count is stated too (as optimize reads them).
-  if (q.recompute) recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
+  if (q.recompute) {
+    // operators: the strategy's (the operators it names); another policy names none.
+    if (q.recompute == Recompute::kOperators && f.recipe.recompute != Recompute::kOperators)
+      throw FieldError("SimulateRequest.recompute", std::string("operators: the strategy names no operators to recompute (it was searched with ") +
+                                                        name(f.recipe.recompute) + "); optimize with --recompute operators --recompute-operators NAMES");
+    recipe.recompute = *q.recompute, recipe.recompute_layers = kAllLayers;
+    if (recipe.recompute != Recompute::kOperators) recipe.recompute_operators.clear();
+  }
   if (q.recompute == Recompute::kFullSelective && !q.recompute_layers)
     throw FieldError("SimulateRequest.recompute_layers", kFullSelectiveNeedsLayers);
   if (q.recompute_layers) {

@@ -61,6 +61,7 @@ void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
   o.zero = f.recipe.zero, o.zero_persistence_threshold = f.recipe.zero_persistence_threshold, o.recompute = f.recipe.recompute, o.recompute_layers = f.recipe.recompute_layers, o.precision = f.recipe.precision;
+  o.recompute_operators = f.recipe.recompute_operators;
   o.pipeline = search::pipeline_shape(f), o.pipeline_devices = f.devices;
 }
 
@@ -198,6 +199,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (q.precision) o.precision = *q.precision;
     TrainingRecipe recipe;
     recipe.zero = o.zero, recipe.zero_persistence_threshold = o.zero_persistence_threshold, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
+    recipe.recompute_operators = o.recompute_operators;
     recipe.optimizer = runtime::priced_as(o.optimizer);
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);
@@ -232,7 +234,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (scheduled && o.recompute_layers != kAllLayers)
       chunk = pipeline_chunks(graph, views, o.pipeline_devices > 0 ? o.pipeline_devices : runtime::devices_needed(graph, views), *o.pipeline);
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
-                             recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk);
+                             recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk, o.recompute_operators);
   }
   for (const Node& n : graph.nodes())
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) s.batch = std::max(s.batch, n.outputs[0].dims[0].size);

@@ -61,6 +61,10 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   if (options.trace_step >= options.steps) throw Error("the traced step " + std::to_string(options.trace_step) + " is beyond the run's " + std::to_string(options.steps) + " steps");
   validate(options.optimizer);
   validate(options.loss_scaling);
+  if (options.recompute == Recompute::kOperators && options.recompute_operators.empty())
+    throw FieldError("TrainOptions.recompute_operators", kOperatorsNeedNames);
+  if (options.recompute != Recompute::kOperators && !options.recompute_operators.empty())
+    throw FieldError("TrainOptions.recompute_operators", "applies to recompute operators");
   std::vector<NodeId> weights, inputs;
   for (const Node& n : g.nodes()) {
     if (n.op->is_weight) {
@@ -89,7 +93,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   // recomputation plan, which set_pipeline then checks.
   if (options.pipeline && options.pipeline->in_flight() && options.recompute_layers != kAllLayers)
     s.plan.chunk = plan_chunks(s.plan, *options.pipeline, options.pipeline_devices);
-  set_recompute(s.plan, options.recompute, options.recompute_layers);
+  set_recompute(s.plan, options.recompute, options.recompute_layers, options.recompute_operators);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).

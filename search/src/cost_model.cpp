@@ -138,7 +138,7 @@ double CostModel::step_overhead(const Placement& p) const {
   // micro-batch slices) once per micro-batch each way, and a recomputed
   // one forward once more in its backward, half a visit again.
   const Graph& g = p.graph();
-  const RecomputePlan recompute = plan_recompute(g, source_layouts(g), recipe_.recompute, recipe_.recompute_layers);
+  const RecomputePlan recompute = plan_recompute(g, source_layouts(g), recipe_);
   double visits = 0;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class == OpClass::kSource) continue;

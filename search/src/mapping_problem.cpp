@@ -95,7 +95,7 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
         syncs[static_cast<size_t>(n.id)].push_back(i);
     }
   }
-  recompute = plan_recompute(g, layouts, cost.recipe().recompute, cost.recipe().recompute_layers);
+  recompute = plan_recompute(g, layouts, cost.recipe());
   hash_nodes();
   std::vector<std::vector<NodeId>> readers(g.size());
   tree = decompose(g, active, readers);

@@ -18,7 +18,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   const Precision precision = recipe.precision;
   std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
-  const RecomputePlan recompute = plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers, chunk);
+  const RecomputePlan recompute = plan_recompute(g, layouts, recipe, chunk);
   // What the step keeps for backward; the rest is freed after its last
   // forward reader (pcg/saved_tensors.h), a recomputed segment after the
   // last reader of any of its outputs.

@@ -49,7 +49,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   p.chunk = node_chunks(shape);
   // Some layers recomputed: as many of each chunk as its plan counted.
   if (const TrainingRecipe& r = cost.recipe(); recomputes_layers(r.recompute) && r.recompute_layers != kAllLayers)
-    problem.recompute = plan_recompute(g, problem.layouts, r.recompute, r.recompute_layers, p.chunk);
+    problem.recompute = plan_recompute(g, problem.layouts, r, p.chunk);
   const int64_t C = shape.chunks();
 
   // One micro-batch through the whole graph, task by task.

@@ -1,6 +1,7 @@
 // Strategy files and drawings (see strategy_json.h).
 #include "pcgx/search/strategy_json.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -25,6 +26,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["precision"] = name(s.recipe.precision);
   j["recompute"] = name(s.recipe.recompute);
   if (s.recipe.recompute_layers != kAllLayers) j["recompute_layers"] = s.recipe.recompute_layers;
+  if (!s.recipe.recompute_operators.empty()) j["recompute_operators"] = s.recipe.recompute_operators;
   j["zero"] = static_cast<int>(s.recipe.zero);
   if (s.recipe.zero_persistence_threshold > 0) j["zero_persistence_threshold"] = s.recipe.zero_persistence_threshold;
   j["optimizer"] = name(s.recipe.optimizer);
@@ -97,7 +99,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("recompute")) {
     const std::optional<Recompute> r = j["recompute"].is_string() ? recompute_named(j["recompute"].get<std::string>()) : std::nullopt;
-    if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, full+selective, got " + j["recompute"].dump());
+    if (!r) throw FileError(source, "recompute", "expected one of none, selective, full, full+selective, operators, got " + j["recompute"].dump());
     s.recipe.recompute = *r;
   }
   if (j.contains("recompute_layers")) {
@@ -110,6 +112,19 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (s.recipe.recompute == Recompute::kFullSelective && !j.contains("recompute_layers"))
     throw FileError(source, "recompute_layers", kFullSelectiveNeedsLayers);
+  if (j.contains("recompute_operators")) {
+    const json& v = j["recompute_operators"];
+    if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string() && !x.get<std::string>().empty(); }))
+      throw FileError(source, "recompute_operators", "expected a list of operator names, got " + v.dump());
+    if (s.recipe.recompute != Recompute::kOperators)
+      throw FileError(source, "recompute_operators", std::string("applies to recompute operators, not ") + name(s.recipe.recompute));
+    std::vector<std::string> names = v.get<std::vector<std::string>>();
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    s.recipe.recompute_operators = std::move(names);
+  }
+  if (s.recipe.recompute == Recompute::kOperators && s.recipe.recompute_operators.empty())
+    throw FileError(source, "recompute_operators", kOperatorsNeedNames);
   if (j.contains("zero")) {
     const std::optional<ZeroStage> z = j["zero"].is_number_integer() ? zero_named(j["zero"].dump()) : std::nullopt;
     if (!z) throw FileError(source, "zero", "expected one of 0, 1, 2, 3, got " + j["zero"].dump());

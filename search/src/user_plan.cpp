@@ -91,6 +91,35 @@ bool glob(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
+}  // namespace
+
+std::vector<std::string> recompute_operator_names(const Graph& model, std::span<const std::string> patterns, const std::string& what) {
+  const SourceLayouts layouts = source_layouts(model);
+  std::set<std::string> names;
+  for (const std::string& pattern : patterns) {
+    bool any = false;
+    const Node* read_after = nullptr;  // a loss or an output it names
+    for (const Node& n : model.nodes()) {
+      if (n.name.empty() || !glob(pattern, n.name)) continue;
+      if (n.op->op_class == OpClass::kSource || layouts.is_layout(model, n.id)) continue;  // nothing to recompute
+      const bool output = std::any_of(model.outputs().begin(), model.outputs().end(), [&](const TensorRef& t) { return t.node == n.id; });
+      if (n.op->loss != LossKind::kNone || output) {
+        read_after = &n;
+        continue;
+      }
+      names.insert(n.name);
+      any = true;
+    }
+    if (!any && read_after)
+      throw FieldError(what, "'" + pattern + "' names " + describe(*read_after) +
+                                 ", whose output the step reads after its backward pass (a loss or a graph output): it cannot be recomputed");
+    if (!any) throw FieldError(what, "'" + pattern + "' names no operator of " + model.name() + " that computes (a source or a weight's layout has nothing to recompute)");
+  }
+  return {names.begin(), names.end()};
+}
+
+namespace {
+
 // Where the layer number lies in a node's name: the digits ending the
 // first dot-separated part that ends in some (at most 9 of them).
 std::optional<std::pair<size_t, size_t>> layer_digits(const std::string& name) {
@@ -138,7 +167,7 @@ bool selects(const PlanSelector& s, const Node& n, WeightUse use) {
 UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
-  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "zero",
+  only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
                               "zero_persistence_threshold", "optimizer", "pipeline", "rules",
                              "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
@@ -180,6 +209,16 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   }
   if (plan.recompute == Recompute::kFullSelective && !plan.recompute_layers)
     throw FileError(source, "recompute_layers", "required with \"recompute\": \"full+selective\" (how many layers re-run whole; every layer is full)");
+  if (j.contains("recompute_operators")) {
+    const json& v = j["recompute_operators"];
+    if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string() && !x.get<std::string>().empty(); }))
+      throw FileError(source, "recompute_operators", "expected a list of operator names or name patterns ('*' any run, '?' one character), got " + v.dump());
+    if (plan.recompute != Recompute::kOperators)
+      throw FileError(source, "recompute_operators", "applies to \"recompute\": \"operators\"");
+    plan.recompute_operators = v.get<std::vector<std::string>>();
+  }
+  if (plan.recompute == Recompute::kOperators && plan.recompute_operators.empty())
+    throw FileError(source, "recompute_operators", "required with \"recompute\": \"operators\": the names (or name patterns) of the operators to recompute");
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
   if (j.contains("zero_persistence_threshold")) {
     const json& v = j["zero_persistence_threshold"];
@@ -590,6 +629,7 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.precision) out += "  \"precision\": \"" + std::string(name(*plan.precision)) + "\",\n";
   if (plan.recompute) out += "  \"recompute\": \"" + std::string(name(*plan.recompute)) + "\",\n";
   if (plan.recompute_layers) out += "  \"recompute_layers\": " + std::to_string(*plan.recompute_layers) + ",\n";
+  if (!plan.recompute_operators.empty()) out += "  \"recompute_operators\": " + json(plan.recompute_operators).dump() + ",\n";
   if (plan.zero) out += "  \"zero\": " + std::string(name(*plan.zero)) + ",\n";
   if (plan.zero_persistence_threshold) out += "  \"zero_persistence_threshold\": " + std::to_string(*plan.zero_persistence_threshold) + ",\n";
   if (plan.optimizer) out += "  \"optimizer\": \"" + std::string(name(*plan.optimizer)) + "\",\n";

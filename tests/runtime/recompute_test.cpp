@@ -21,6 +21,7 @@
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/pipeline.h"
 #include "mapped_plan.h"
+#include "same_training.h"
 
 namespace pcgx::runtime {
 namespace {
@@ -35,12 +36,7 @@ TrainResult run(const Plan& p, Recompute policy, int32_t layers = kAllLayers) {
   return train(p.graph, p.views, p.devices, o);
 }
 
-void expect_same_bits(const TrainResult& got, const TrainResult& want) {
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t s = 0; s < want.losses.size(); ++s) EXPECT_EQ(got.losses[s], want.losses[s]) << "step " << s;
-  ASSERT_EQ(got.parameters.size(), want.parameters.size());
-  for (const auto& [name, w] : want.parameters) EXPECT_TRUE(got.parameters.at(name) == w) << name;
-}
+using pcgx::testing::expect_same_bits;
 
 // How many nodes a policy recomputes in a plan, checked to be some: a test
 // of a policy that recomputes nothing would pass for nothing.

@@ -494,7 +494,7 @@ TEST(Recompute, TheStrategyFileRecordsIt) {
     }
   }
   EXPECT_EQ(strategy_error(with_field(text, "recompute", "\"selective\"", "\"some\"")),
-            "s.json: recompute: expected one of none, selective, full, full+selective, got \"some\"");
+            "s.json: recompute: expected one of none, selective, full, full+selective, operators, got \"some\"");
   // full+selective with its count, recorded and read back.
   const CostModel mixed(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFullSelective, ZeroStage::k0, 1});
   f.recipe = mixed.recipe();

@@ -191,8 +191,8 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [{"select": {"layers": [3, 1]}, "partition": {}}]})"),
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
-            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, zero, "
-            "zero_persistence_threshold, optimizer, pipeline, rules, unstated)");
+            "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, "
+            "recompute_operators, zero, zero_persistence_threshold, optimizer, pipeline, rules, unstated)");
   EXPECT_EQ(error(head + R"("recompute": "full", "recompute_layers": 0, "rules": []})"),
             "p.json: recompute_layers: expected a positive integer, got 0");
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 2, "boundaries": ["a", "b"]}, "rules": []})"),
@@ -207,7 +207,16 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("zero": 3, "zero_persistence_threshold": -1, "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: zero_persistence_threshold: expected a number of parameters (0 or more), got -1");
   EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),
-            "p.json: recompute: expected one of none, selective, full, full+selective");
+            "p.json: recompute: expected one of none, selective, full, full+selective, operators");
+  // Recomputation per operator: the operators named (or patterns), only with it.
+  EXPECT_EQ(plan_from_json(head + R"("recompute": "operators", "recompute_operators": ["block*.mlp.*"], "rules": [{"select": {}, "partition": {}}]})", "p.json").recompute_operators,
+            std::vector<std::string>{"block*.mlp.*"});
+  EXPECT_EQ(error(head + R"("recompute": "operators", "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: recompute_operators: required with \"recompute\": \"operators\": the names (or name patterns) of the operators to recompute");
+  EXPECT_EQ(error(head + R"("recompute": "selective", "recompute_operators": ["a"], "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: recompute_operators: applies to \"recompute\": \"operators\"");
+  EXPECT_EQ(error(head + R"("recompute": "operators", "recompute_operators": [], "rules": [{"select": {}, "partition": {}}]})"),
+            "p.json: recompute_operators: expected a list of operator names or name patterns ('*' any run, '?' one character), got []");
   // A schedule: named, or each stage's steps written out (checked).
   const std::string rules = R"("rules": [{"select": {}, "partition": {}}]})";
   EXPECT_EQ(error(head + R"("pipeline": {"stages": 2, "micro_batches": 4, "schedule": "zb"}, )" + rules),

@@ -135,7 +135,8 @@ std::optional<Recompute> parse_recompute(const std::string& text, bool allow_aut
 const char* const kRecomputeHelp =
     "activation recomputation: none (keep every activation), selective (recompute attention's scores, softmax and dropout), "
     "full (keep only the tensors between blocks, recompute each block in backward), full+selective (with --recompute-layers N: "
-    "N blocks full, selective in the others)";
+    "N blocks full, selective in the others), operators (the operators optimize's --recompute-operators or a plan's "
+    "recompute_operators names)";
 const char* const kRecomputeLayersHelp =
     "with --recompute full: recompute only the first N layers of the model (with pipeline stages, of each chunk) (Megatron-LM's "
     "--recompute-method block --recompute-num-layers N); the later layers keep their activations (with full+selective: "

@@ -45,7 +45,7 @@ void add_simulate_command(CLI::App& app) {
     if (pf.plan.empty() && (!pf.machine.empty() || pf.devices > 0 || !pf.sets.empty() || !pf.per_device_batch))
       throw Error("--machine, --devices, --set and --global-batch go with --plan (a strategy file states its own)");
     name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}, {"SimulateRequest.schedule", "--schedule"},
-                {"SimulateRequest.recompute_layers", "--recompute-layers"},
+                {"SimulateRequest.recompute_layers", "--recompute-layers"}, {"SimulateRequest.recompute", "--recompute"},
                 {"SimulateRequest.zero_persistence_threshold", "--zero-persistence-threshold"}});
     runner::SimulateRequest q;
     if (pf.plan.empty()) {

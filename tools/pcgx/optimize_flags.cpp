@@ -50,6 +50,10 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                   " (default: every layer where --recompute full is given; with --recompute auto, where full recomputation is what fits, "
                   "the fewest layers that fit)")
       ->check(positive());
+  cmd->add_option("--recompute-operators", f.recompute_operators,
+                  "with --recompute operators: the operators whose outputs the backward pass recomputes instead of keeping, by name or "
+                  "name pattern ('*' any run, '?' one character), comma-separated (\"block*.attn.scores,block*.attn.probs\")")
+      ->delimiter(',');
   f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();
   cmd->add_option("--zero-persistence-threshold", f.persistence,
@@ -74,7 +78,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
               {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
               {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
-              {"OptimizeRequest.recompute", "--recompute"},
+              {"OptimizeRequest.recompute", "--recompute"}, {"OptimizeRequest.recompute_operators", "--recompute-operators"},
               {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"}});
   runner::OptimizeRequest q;
   q.search = f.search;
@@ -87,6 +91,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.zero_persistence_threshold = parse_persistence_threshold(f.persistence, true);
   q.optimizer = parse_optimizer_state(f.optimizer);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
+  q.recompute_operators = f.recompute_operators;
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0, f.zero_flag->count() > 0,

@@ -21,6 +21,7 @@ struct OptimizeFlags {
   std::vector<std::string> sets;
   int64_t devices = 0;
   int32_t recompute_layers = 0;  // 0: not stated
+  std::vector<std::string> recompute_operators;
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
   PipelineFlags pipe;

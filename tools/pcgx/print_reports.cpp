@@ -84,7 +84,13 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   out << "precision             " << name(recipe.precision) << (q.precision ? "" : " (auto)")
       << (is_mixed(recipe.precision) ? " (FP32 master weights, gradients and optimizer state)" : "") << "\n";
   out << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers, rep.pipelined && rep.result.stages > 1)
-      << (q.recompute ? "" : " (auto)") << "\n";
+      << (q.recompute ? "" : " (auto)");
+  if (const auto& ops = recipe.recompute_operators; !ops.empty()) {
+    out << " (" << ops.size() << ": ";
+    for (size_t i = 0; i < ops.size() && i < 4; ++i) out << (i ? ", " : "") << ops[i];
+    out << (ops.size() > 4 ? ", ...)" : ")");
+  }
+  out << "\n";
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
       << (shards_weights(recipe.zero)     ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"

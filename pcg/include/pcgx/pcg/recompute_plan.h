@@ -39,8 +39,16 @@ struct RecomputePlan {
 // that a joined pipeline recomputes what each chunk planned alone does
 // (Megatron-LM's --recompute-num-layers counts per pipeline stage's chunk);
 // a segment belongs to the chunk of its first node.
+//
+// Under operators, the nodes `operators` names (those `g` has; sources and
+// layouts never) and every parallel operator whose input one of them
+// computes (through parallel operators) and whose readers are all
+// recomputed: a layout change between two named operators re-runs with
+// them. Recomputed nodes that read one another form one segment.
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers,
-                             std::span<const int64_t> chunk = {});
+                             std::span<const int64_t> chunk = {}, std::span<const std::string> operators = {});
+// The recipe's policy, layer count and operators.
+RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, std::span<const int64_t> chunk = {});
 
 // The bytes a step's re-run forward passes send between devices again
 // under `policy`, for g with its machine views on `devices` devices: the
@@ -51,6 +59,7 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
 // schedule, pipeline_schedule.h), so only layout changes and collectives
 // send again.
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy,
-                            bool kept_inputs = false, int32_t layers = kAllLayers, std::span<const int64_t> chunk = {});
+                            bool kept_inputs = false, int32_t layers = kAllLayers, std::span<const int64_t> chunk = {},
+                            std::span<const std::string> operators = {});
 
 }  // namespace pcgx

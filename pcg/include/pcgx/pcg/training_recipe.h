@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pcgx/pcg/precision.h"
 
@@ -55,19 +56,31 @@ namespace pcgx {
 //              layers left whole still drop their attention scores, so
 //              fewer layers need re-running whole to fit
 //              (recompute_plan.h).
-enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective };
+//   operators  the operators the recipe names (recompute_operators), each
+//              recomputed in backward instead of kept, whatever they are:
+//              a choice per operator, as a plan states it (nnScaler's
+//              per-operator recompute). Named operators that read one
+//              another re-run together, with the parallel operators
+//              carrying data only between them (recompute_plan.h).
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective, kOperators };
 // The policies a recipe search tries in turn (optimize: none, then
 // selective, then full; full+selective is tried as a count of full layers,
 // as fewer full layers are).
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 // Every policy, by name.
-inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kFullSelective};
+inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kFullSelective,
+                                                   Recompute::kOperators};
 
-// none, selective, full, full+selective.
+// none, selective, full, full+selective, operators.
 const char* name(Recompute r);
 std::optional<Recompute> recompute_named(std::string_view text);
 // Whether the policy takes a count of fully recomputed layers.
 inline bool recomputes_layers(Recompute r) { return r == Recompute::kFull || r == Recompute::kFullSelective; }
+// Why operators stated without its operators is refused (each reader
+// names its own field).
+inline constexpr const char* kOperatorsNeedNames =
+    "required with recompute operators: the names of the operators to recompute (a plan's \"recompute_operators\", "
+    "optimize's --recompute-operators)";
 // Why full+selective stated without its count is refused (each reader of
 // a request or file names its own field).
 inline constexpr const char* kFullSelectiveNeedsLayers =
@@ -139,6 +152,10 @@ struct TrainingRecipe {
   // almost no memory. 0: every block is sharded (PyTorch FSDP's
   // FULL_SHARD).
   int64_t zero_persistence_threshold = 0;
+  // Under recompute operators: the names of the operators recomputed,
+  // sorted, each once (names a graph does not have are ignored: a piece
+  // of a split graph holds some of them).
+  std::vector<std::string> recompute_operators;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

@@ -50,6 +50,9 @@ struct OptimizeRequest {
   // plan found with every layer recomputed). With pipeline stages, that
   // many layers of each chunk.
   std::optional<int32_t> recompute_layers;
+  // With `recompute` operators: the operators recomputed, by name or name
+  // pattern (search's recompute_operator_names, resolved on `model`).
+  std::vector<std::string> recompute_operators;
   std::optional<ZeroStage> zero;
   // At ZeRO stage 3, the weight blocks kept whole below this many
   // parameters (TrainingRecipe::zero_persistence_threshold). nullopt:

@@ -54,6 +54,7 @@ struct TrainOptions {
   // gradients are the same bits as keeping everything.
   Recompute recompute = Recompute::kNone;
   int32_t recompute_layers = kAllLayers;  // under full: the first N layers only (of each chunk under a pipeline schedule)
+  std::vector<std::string> recompute_operators;  // under operators: their names (training_recipe.h)
   // The pipeline schedule a graph with micro-batches runs (set_pipeline,
   // execution_plan.h); none: its micro-batches one at a time through the
   // whole graph.

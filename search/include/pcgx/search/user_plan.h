@@ -92,6 +92,9 @@ struct UserPlan {
   std::optional<Precision> precision;
   std::optional<Recompute> recompute;
   std::optional<int32_t> recompute_layers;  // with recompute full: that many layers only
+  // With recompute operators: the operators recomputed, by name or name
+  // pattern ('*' any run, '?' one character): recompute_operator_names.
+  std::vector<std::string> recompute_operators;
   std::optional<ZeroStage> zero;
   std::optional<int64_t> zero_persistence_threshold;  // with zero 3: blocks of fewer parameters kept whole
   std::optional<OptimizerState> optimizer;  // sgd, momentum, adam: its state and update priced (optimizer_state.h)
@@ -121,6 +124,15 @@ struct UserPlan {
 // degree that is not a whole number of at least 1, an unknown operator type.
 UserPlan plan_from_json(const std::string& text, const std::string& source);
 UserPlan load_plan(const std::string& path);
+
+// The names of `model`'s operators that `patterns` name (globs, as
+// PlanSelector::name), sorted, each once: what recompute operators
+// recomputes (training_recipe.h). Throws FieldError naming `what` (the
+// field) for a pattern naming no operator that computes (a source or a
+// weight's layout has nothing to recompute) but a loss or a graph output
+// (read after the backward pass, never recomputed: a pattern naming others
+// too leaves them out).
+std::vector<std::string> recompute_operator_names(const Graph& model, std::span<const std::string> patterns, const std::string& what);
 
 // How a compute operator of a graph uses weights (PlanSelector::weights).
 enum class WeightUse : uint8_t { kNone, kReads, kLayout };
