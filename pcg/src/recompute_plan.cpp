@@ -231,14 +231,34 @@ void keep_only(const Graph& g, const SourceLayouts& layouts, int32_t layers, std
 
 // Operators: the named nodes, the parallel operators carrying data only
 // between recomputed nodes, and a segment per group reading one another.
-void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<const std::string> operators, RecomputePlan& plan) {
+void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<const std::string> operators, std::span<const int64_t> chunk,
+                    RecomputePlan& plan) {
   const std::set<std::string_view> named(operators.begin(), operators.end());
+  const auto consumers = g.consumers();
+  std::vector<char> output(g.size(), 0);
+  for (const TensorRef& t : g.outputs()) output[static_cast<size_t>(t.node)] = 1;
+  int64_t micro = 1;  // the graph's micro-batches (the slices of its pipelined tensors)
   for (const Node& n : g.nodes())
-    if (active(g, layouts, n.id) && n.op->op_class != OpClass::kParallel && named.count(n.name)) plan.recomputed[static_cast<size_t>(n.id)] = 1;
+    for (const ParallelTensorShape& s : n.outputs) micro = std::max(micro, s.slices());
+  auto sliced = [&](const Node& n) {
+    for (const ParallelTensorShape& s : n.outputs)
+      if (s.slices() > 1) return true;
+    return std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& t) { return g.shape(t).slices() > 1; });
+  };
+  auto other_chunk = [&](NodeId n) {
+    return !chunk.empty() && std::any_of(consumers[static_cast<size_t>(n)].begin(), consumers[static_cast<size_t>(n)].end(),
+                                         [&](const auto& c) { return chunk[static_cast<size_t>(c.first)] != chunk[static_cast<size_t>(n)]; });
+  };
+  // Never what the step reads after its backward pass (a loss, an output:
+  // a pipeline stage's boundary), what runs once per step among
+  // micro-batches, or what another chunk reads.
+  for (const Node& n : g.nodes())
+    if (active(g, layouts, n.id) && n.op->op_class != OpClass::kParallel && named.count(n.name) && n.op->loss == LossKind::kNone &&
+        !output[static_cast<size_t>(n.id)] && (micro == 1 || sliced(n)) && !other_chunk(n.id))
+      plan.recomputed[static_cast<size_t>(n.id)] = 1;
   // A parallel operator fed by a recomputed node (through parallel
   // operators), forward; whose readers are all recomputed (or such
   // parallel operators), backward.
-  const auto consumers = g.consumers();
   auto parallel = [&](const Node& n) { return active(g, layouts, n.id) && n.op->op_class == OpClass::kParallel; };
   std::vector<char> fed(g.size(), 0), only(g.size(), 0);
   for (const Node& n : g.nodes())
@@ -255,7 +275,7 @@ void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<cons
     });
   }
   for (size_t i = 0; i < g.size(); ++i)
-    if (fed[i] && only[i]) plan.recomputed[i] = 1;
+    if (fed[i] && only[i] && !output[i] && !other_chunk(static_cast<NodeId>(i))) plan.recomputed[i] = 1;
   // Segments: the groups of recomputed nodes joined by reading one another
   // (union-find), numbered by their first node.
   std::vector<NodeId> parent(g.size());
@@ -294,7 +314,7 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
   plan.segment.assign(g.size(), -1);
   if (recomputes_layers(policy)) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
   if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, plan);
-  if (policy == Recompute::kOperators) plan_operators(g, layouts, operators, plan);
+  if (policy == Recompute::kOperators) plan_operators(g, layouts, operators, chunk, plan);
   return plan;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "pcgx/pcg/error.h"
@@ -201,6 +202,81 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
           return m;
         },
         q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
+}
+
+// Full recomputation chosen (none and selective left no plan): the
+// operators to recompute chosen a kind at a time instead of whole layers
+// (a kind: the operators whose names differ only in their layer number,
+// "block*.mlp.intermediate"; recompute operators). From what selective
+// re-runs, each kind is ranked by the forward time its re-run adds per
+// byte it frees on the busiest device (the memory model on the plan's
+// views, that kind alone beside the start), and kinds are added in that
+// order until the plan, mapped again, fits; that plan is taken where it
+// is faster than the layers chosen. Each plan mapped is listed among the
+// recipes, "(re-priced)".
+void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (!recomputes_layers(chosen.recompute)) return;
+  const search::Strategy& found = out.result.search.strategy;
+  const Graph& g = found.graph;
+  const SourceLayouts layouts = source_layouts(g);
+  const Placement place(g, found.views, q.machine.num_devices());
+  const RecomputePlan selective = plan_recompute(g, layouts, Recompute::kSelective);
+  std::set<NodeId> outputs;
+  for (const TensorRef& t : g.outputs()) outputs.insert(t.node);
+  std::set<std::string> start;                            // what selective re-runs
+  std::map<std::string, std::vector<const Node*>> kinds;  // by layer pattern (the name itself without a layer)
+  for (const Node& n : g.nodes()) {
+    if (n.name.empty() || n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id) || n.op->loss != LossKind::kNone ||
+        outputs.count(n.id))
+      continue;
+    if (selective.recomputed[static_cast<size_t>(n.id)]) {
+      start.insert(n.name);
+      continue;
+    }
+    const std::string pattern = search::layer_pattern(n.name);
+    kinds[pattern.empty() ? n.name : pattern].push_back(&n);
+  }
+  auto recipe_of = [&](const std::set<std::string>& names) {
+    TrainingRecipe r = chosen;
+    r.recompute = Recompute::kOperators, r.recompute_layers = kAllLayers;
+    r.recompute_operators.assign(names.begin(), names.end());
+    return r;
+  };
+  auto busiest = [&](const std::set<std::string>& names) {
+    const std::vector<double> m = search::memory_per_device(place, recipe_of(names));
+    return *std::max_element(m.begin(), m.end());
+  };
+  struct Kind {
+    const std::vector<const Node*>* nodes;
+    double per_byte;  // seconds of forward re-run per byte freed
+  };
+  std::vector<Kind> ranked;
+  const double start_need = busiest(start);
+  for (const auto& [pattern, nodes] : kinds) {
+    std::set<std::string> with = start;
+    double seconds = 0;
+    for (const Node* n : nodes) with.insert(n->name), seconds += out.cost->task_time(g, *n).forward;
+    const double frees = start_need - busiest(with);
+    if (frees > 0) ranked.push_back({&nodes, seconds / frees});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Kind& a, const Kind& b) { return a.per_byte < b.per_byte; });
+  const double capacity = q.machine.device.memory_capacity;
+  std::set<std::string> names = start;
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    for (const Node* n : *ranked[k].nodes) names.insert(n->name);
+    if (k + 1 < ranked.size() && busiest(names) > capacity) continue;  // not yet on these views
+    const TrainingRecipe recipe = recipe_of(names);
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    const search::MachineMapper mapper(*cost);
+    search::Strategy s = mapper.map(g);
+    RecipeTried tried{recipe, s.estimate.feasible, s.estimate.feasible ? s.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
+    tried.searched = false;
+    out.tried.push_back(tried);
+    if (!s.estimate.feasible) continue;  // the mapping's own views need more: the next kind too
+    if (faster(s.estimate.time, found.estimate.time)) out.result.search.strategy = std::move(s), out.cost = std::move(cost);
+    return;
+  }
 }
 
 // At ZeRO stage 3: which weight blocks stay whole (DeepSpeed's persistence
@@ -405,7 +481,10 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     if (settled || (found && !q.pipeline)) break;
   }
   if (found && !q.recompute && !search::predicts_by_simulation(q.search)) {
-    if (!chosen_pipelined) fewest_recomputed_layers(q, eff, out);
+    if (!chosen_pipelined) {
+      fewest_recomputed_layers(q, eff, out);
+      if (q.recompute_kinds) cheapest_recomputed_operators(q, eff, out);
+    }
     else if (!q.search.plan) fewest_recomputed_layers_pipelined(q, eff, rules, out);
   }
   if (found && !chosen_pipelined && !q.zero_persistence_threshold && !search::predicts_by_simulation(q.search))
@@ -472,6 +551,14 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   out.data_parallel = mapper.map(search::best_data_parallel(q.model, mapper));
   out.file = {q.model.name(), q.machine, q.machine.num_devices(), std::string(search::name(q.search.algorithm)), r.applied, r.strategy};
   out.file.recipe = cm.recipe();
+  // The operators recomputed are those the plan has: a rule that fused one
+  // away took its name (recompute_plan.h ignores absent names).
+  if (auto& names = out.file.recipe.recompute_operators; !names.empty()) {
+    std::set<std::string> present;
+    for (const Node& n : r.strategy.graph.nodes()) present.insert(n.name);
+    std::erase_if(names, [&](const std::string& n) { return !present.count(n); });
+    if (names.empty()) out.file.recipe.recompute = Recompute::kNone;
+  }
   if (out.pipelined) {
     out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
         out.file.virtual_stages = out.result.virtual_stages, out.file.schedule = PipelineShape::default_for(out.result.virtual_stages);

@@ -27,7 +27,16 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->recompute && !stated.recompute) {
     q.recompute = plan->recompute;
     if (plan->recompute_layers && !q.recompute_layers) q.recompute_layers = plan->recompute_layers;
-    if (q.recompute_operators.empty()) q.recompute_operators = plan->recompute_operators;
+  }
+  // The plan's operators wherever recompute operators is the policy (its
+  // own, or stated) and no flag names them: resolved here, so that a
+  // pattern naming nothing is the plan's error.
+  if (q.recompute == Recompute::kOperators && q.recompute_operators.empty() && !plan->recompute_operators.empty()) {
+    try {
+      q.recompute_operators = search::recompute_operator_names(q.model, plan->recompute_operators, "recompute_operators");
+    } catch (const FieldError& e) {
+      throw FileError(plan->source, "recompute_operators", e.reason());
+    }
   }
   if (plan->zero && !stated.zero) {
     q.zero = plan->zero;

@@ -91,7 +91,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   s.plan.precision = options.precision;
   // Under a schedule some layers of each chunk: the chunks first, one
   // recomputation plan, which set_pipeline then checks.
-  if (options.pipeline && options.pipeline->in_flight() && options.recompute_layers != kAllLayers)
+  if (options.pipeline && options.pipeline->in_flight() && (options.recompute_layers != kAllLayers || options.recompute == Recompute::kOperators))
     s.plan.chunk = plan_chunks(s.plan, *options.pipeline, options.pipeline_devices);
   set_recompute(s.plan, options.recompute, options.recompute_layers, options.recompute_operators);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);

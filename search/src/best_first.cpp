@@ -13,6 +13,7 @@
 #include <tbb/parallel_invoke.h>
 
 #include "graph_splitting.h"
+#include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/collectives.h"
@@ -215,8 +216,19 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
         keys[p].push_back({0, L});  // none
         continue;
       }
-      graphs[p].push_back(piece_graph(g, pc, pc.in.node >= 0 ? d : BoundaryLayout{}, pc.out.node >= 0 ? d : BoundaryLayout{}));
-      const auto key = std::make_pair(graph_hash(graphs[p].back().graph), l);
+      PieceGraph pg = piece_graph(g, pc, pc.in.node >= 0 ? d : BoundaryLayout{}, pc.out.node >= 0 ? d : BoundaryLayout{});
+      // Recompute operators names what it recomputes: the piece keeps the
+      // model's names, and which of its operators are named joins its key
+      // (two layers alike but named differently are two searches).
+      uint64_t named = 0;
+      if (const TrainingRecipe& r = cx.mapper.cost().recipe(); r.recompute == Recompute::kOperators) {
+        pg = with_model_names(pg, false);
+        for (const Node& n : pg.graph.nodes())
+          if (std::binary_search(r.recompute_operators.begin(), r.recompute_operators.end(), n.name)) named = hash_mix(named, 0x9E + static_cast<uint64_t>(n.id));
+      }
+      graphs[p].push_back(std::move(pg));
+      const uint64_t h = graph_hash(graphs[p].back().graph);
+      const auto key = std::make_pair(named ? hash_mix(h, named) : h, l);
       keys[p].push_back(key);
       if (std::none_of(searches.begin(), searches.end(), [&](const Search& x) { return x.key == key; })) searches.push_back({key, p, l});
     }

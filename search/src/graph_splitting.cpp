@@ -170,6 +170,20 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, BoundaryLayout in, Bounda
   return pg;
 }
 
+PieceGraph with_model_names(const PieceGraph& pg, bool sources) {
+  PieceGraph out{Graph(pg.graph.name()), {}, pg.seeds};
+  for (const Node& n : pg.graph.nodes()) {
+    const auto it = sources || n.op->op_class != OpClass::kSource ? pg.names.find(n.name) : pg.names.end();
+    const std::string name = it == pg.names.end() ? n.name : it->second;
+    std::vector<TensorRef> ins(n.inputs.begin(), n.inputs.end());
+    out.graph.add(*n.op, n.attrs, ins, name);
+    if (it != pg.names.end()) out.names[name] = name;
+    else if (const auto kept = pg.names.find(n.name); kept != pg.names.end()) out.names[name] = kept->second;
+  }
+  for (const TensorRef& o : pg.graph.outputs()) out.graph.add_output(o);
+  return out;
+}
+
 std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector<std::pair<size_t, TensorRef>>& cuts) {
   std::vector<Piece> pieces;
   Piece cur;

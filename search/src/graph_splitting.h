@@ -57,6 +57,14 @@ struct PieceGraph {
   std::map<int64_t, int64_t> seeds;          // canonical -> model seed
 };
 PieceGraph piece_graph(const Graph& g, const Piece& p, BoundaryLayout in, BoundaryLayout out);
+// `pg` with its operators (and with `sources`, its sources) named as in
+// the model, `names` mapping each name to itself (joining keeps them),
+// seeds as they were: where the search must see the model's names (a
+// written plan selects by them, recompute operators names what it
+// recomputes). Without `sources` the sources keep their canonical names
+// (a piece of a pipeline stage reads the stage's boundary input, whose
+// name would read as a piece's).
+PieceGraph with_model_names(const PieceGraph& pg, bool sources = true);
 
 // One piece's optimized graph and the names it maps back with.
 struct JoinPart {

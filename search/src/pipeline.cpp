@@ -125,20 +125,6 @@ std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
   return out;
 }
 
-// `pg` with its operators and sources named as in the model, `names`
-// mapping each name to itself (joining keeps them), seeds as they were.
-PieceGraph with_model_names(const PieceGraph& pg) {
-  PieceGraph out{Graph(pg.graph.name()), {}, pg.seeds};
-  for (const Node& n : pg.graph.nodes()) {
-    const auto it = pg.names.find(n.name);
-    const std::string name = it == pg.names.end() ? n.name : it->second;
-    std::vector<TensorRef> ins(n.inputs.begin(), n.inputs.end());
-    out.graph.add(*n.op, n.attrs, ins, name);
-    if (it != pg.names.end()) out.names[name] = name;
-  }
-  for (const TensorRef& o : pg.graph.outputs()) out.graph.add_output(o);
-  return out;
-}
 
 }  // namespace
 
@@ -326,9 +312,10 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       std::vector<PieceGraph> graphs;
       for (const Piece& pc : pieces) {
         PieceGraph pg = piece_graph(model, pc, {split_by(pc.in), 1, scatter_by(pc.in)}, {split_by(pc.out), 1, scatter_by(pc.out)});
-        // A written plan selects operators by their names and layers: its
-        // stages keep the model's names (none shares another's lowering).
-        graphs.push_back(options.plan ? with_model_names(pg) : std::move(pg));
+        // A written plan selects operators by their names and layers, and
+        // recompute operators names what it recomputes: its stages keep the
+        // model's names (none shares another's lowering).
+        graphs.push_back(options.plan || cost.recipe().recompute == Recompute::kOperators ? with_model_names(pg) : std::move(pg));
       }
       for (const int64_t M : micro) {
         std::vector<int64_t> holds;

@@ -48,7 +48,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   p.shape = shape;
   p.chunk = node_chunks(shape);
   // Some layers recomputed: as many of each chunk as its plan counted.
-  if (const TrainingRecipe& r = cost.recipe(); recomputes_layers(r.recompute) && r.recompute_layers != kAllLayers)
+  // (Operators: never one another chunk reads.)
+  if (const TrainingRecipe& r = cost.recipe(); (recomputes_layers(r.recompute) && r.recompute_layers != kAllLayers) || r.recompute == Recompute::kOperators)
     problem.recompute = plan_recompute(g, problem.layouts, r, p.chunk);
   const int64_t C = shape.chunks();
 

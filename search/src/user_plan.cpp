@@ -511,13 +511,13 @@ Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool
 }  // namespace pcgx::search
 
 namespace pcgx::search {
-namespace {
 
-// `name` with its layer number replaced by '*', or "" when it has none.
 std::string layer_pattern(const std::string& name) {
   const auto at = layer_digits(name);
   return at ? name.substr(0, at->first) + "*" + name.substr(at->second) : std::string();
 }
+
+namespace {
 
 bool plain_name(const std::string& name) { return name.find_first_of("*?") == std::string::npos; }
 

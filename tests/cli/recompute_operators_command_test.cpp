@@ -54,6 +54,21 @@ TEST(RecomputeOperatorsCommand, TheFlagsNameThemTheStrategyRecordsThemRunTrainsT
   EXPECT_DOUBLE_EQ(read(back)["predicted"]["time"].get<double>(), j["predicted"]["time"].get<double>());
 }
 
+// Pipeline stages: each stage's search sees the model's names (its
+// pieces too), no named operator is read across stages, and the runtime
+// runs the schedule.
+TEST(RecomputeOperatorsCommand, PipelineStagesRecomputeTheirOwn) {
+  const std::string s = (dir() / "pipe.json").string();
+  const auto r = run("optimize gpt-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 2 --recompute operators "
+                     "--recompute-operators 'block*.mlp.*,block*.ln*' -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(read(s)["recompute"], "operators");
+  const auto t = run("run " + s + " --steps 2 --no-report --no-plot");
+  EXPECT_EQ(t.code, 0) << t.out;
+  const auto sim = run("simulate " + s);
+  EXPECT_EQ(sim.code, 0) << sim.out;
+}
+
 TEST(RecomputeOperatorsCommand, MistakesAreOneErrorLine) {
   const std::string o = " -q -o " + (dir() / "bad.json").string();
   for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
@@ -66,6 +81,21 @@ TEST(RecomputeOperatorsCommand, MistakesAreOneErrorLine) {
     EXPECT_NE(r.out.find(want), std::string::npos) << args << "\n" << r.out;
     EXPECT_FALSE(fs::exists(dir() / "bad.json")) << args;
   }
+  // Named without --recompute: recompute those.
+  const std::string implied = (dir() / "implied.json").string();
+  const auto i = run("optimize gpt-tiny --machine cpu-host --devices 2 --search data-parallel --recompute-operators 'block*.mlp.*' -q -o " + implied);
+  ASSERT_EQ(i.code, 0) << i.out;
+  EXPECT_EQ(read(implied)["recompute"], "operators");
+  // A plan's pattern naming nothing is the plan's error.
+  const std::string plan = (dir() / "bad.plan.json").string();
+  {
+    std::ofstream out(plan);
+    out << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "operators", "recompute_operators": ["nothing*"],
+              "rules": [{"select": {}, "partition": {"samples": 2}}]})";
+  }
+  const auto p = run("optimize gpt-tiny --machine cpu-host --devices 2 --plan " + plan + o);
+  EXPECT_EQ(p.code, 2) << p.out;
+  EXPECT_NE(p.out.find("error: " + plan + ": recompute_operators: 'nothing*' names no operator of gpt-tiny"), std::string::npos) << p.out;
   // simulate cannot name operators a strategy does not.
   const std::string s = (dir() / "none.json").string();
   ASSERT_EQ(run("optimize gpt-tiny --machine cpu-host --devices 2 --search data-parallel -q -o " + s).code, 0);

@@ -28,6 +28,7 @@ OptimizeRequest request(double capacity, std::optional<Recompute> recompute) {
   q.efficiency = search::toy_efficiency();
   q.recompute = recompute;
   q.accumulate = false;  // the recipes alone; accumulation: OptimizeAccumulation below
+  q.recompute_kinds = false;  // whole layers; kinds of operators: OptimizeRecompute.KindsOfOperators
   return q;
 }
 
@@ -70,6 +71,43 @@ TEST(OptimizeRecompute, AutoRecomputesWhereNothingElseFits) {
   const OptimizeReport mid = optimize(request((sel + none) / 2, std::nullopt));
   EXPECT_EQ(mid.file.recipe.recompute, Recompute::kSelective);
   EXPECT_EQ(mid.tried.size(), 2u);
+}
+
+// Where full recomputation is what fits, auto also tries kinds of
+// operators (the operators alike in every layer: "block*.mlp.intermediate"),
+// the cheapest forward re-run per byte freed first, beside what selective
+// re-runs, until the plan fits; the faster plan wins. On the 4-layer tiny
+// GPT at a capacity only full recomputation's plans fit, that plan is
+// faster than the fewest whole layers that fit, and it fits.
+TEST(OptimizeRecompute, KindsOfOperators) {
+  auto with = [](double capacity, std::optional<Recompute> r, bool kinds) {
+    OptimizeRequest q = request(capacity, r);
+    q.model = build_model("gpt-tiny", {{"layers", 4}});
+    q.recompute_kinds = kinds;
+    return q;
+  };
+  const double sel = optimize(with(1e12, Recompute::kSelective, false)).result.search.strategy.estimate.max_memory();
+  const double full = optimize(with(1e12, Recompute::kFull, false)).result.search.strategy.estimate.max_memory();
+  ASSERT_LT(full, sel);
+  const double capacity = (full + sel) / 2;
+  const OptimizeReport layers = optimize(with(capacity, std::nullopt, false)), kinds = optimize(with(capacity, std::nullopt, true));
+  ASSERT_TRUE(layers.result.search.strategy.estimate.feasible && kinds.result.search.strategy.estimate.feasible);
+  EXPECT_TRUE(recomputes_layers(layers.file.recipe.recompute));
+  std::printf("capacity %.0f B: %s %.4f ms; %s (%zu operators) %.4f ms, %.0f B\n", capacity,
+              describe_recompute(layers.file.recipe.recompute, layers.file.recipe.recompute_layers).c_str(),
+              layers.result.search.strategy.estimate.time * 1e3, name(kinds.file.recipe.recompute), kinds.file.recipe.recompute_operators.size(),
+              kinds.result.search.strategy.estimate.time * 1e3, kinds.result.search.strategy.estimate.max_memory());
+  EXPECT_EQ(kinds.file.recipe.recompute, Recompute::kOperators);
+  EXPECT_EQ(kinds.cost->recipe().recompute, Recompute::kOperators);
+  EXPECT_FALSE(kinds.file.recipe.recompute_operators.empty());
+  EXPECT_LT(kinds.result.search.strategy.estimate.time, layers.result.search.strategy.estimate.time);
+  EXPECT_LE(kinds.result.search.strategy.estimate.max_memory(), capacity);
+  // Listed among the recipes, re-priced.
+  bool listed = false;
+  for (const RecipeTried& t : kinds.tried) listed = listed || (t.recipe.recompute == Recompute::kOperators && !t.searched && t.feasible);
+  EXPECT_TRUE(listed);
+  // Where no recomputation is needed, none is tried.
+  EXPECT_EQ(optimize(with(1e12, std::nullopt, true)).file.recipe.recompute, Recompute::kNone);
 }
 
 // Where full recomputation is what fits, auto recomputes the fewest layers

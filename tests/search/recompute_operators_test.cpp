@@ -98,6 +98,28 @@ TEST(RecomputeOperators, ParallelOperatorsBetweenNamedOnesRerunWithThem) {
   EXPECT_EQ(plan_recompute(g, layouts, operators({"block9.ln1"})).segments, 0);
 }
 
+// Never recomputed, whatever the names: the loss and the graph's outputs
+// (read after the backward pass), and an operator another pipeline chunk
+// reads (a stage's boundary), whose readers' segments would cross chunks.
+TEST(RecomputeOperators, NeverWhatIsReadAfterTheBackwardPassOrAcrossChunks) {
+  const Graph g = build_model("gpt-tiny", {});
+  const SourceLayouts layouts = source_layouts(g);
+  NodeId ln2 = -1;
+  for (const Node& n : g.nodes())
+    if (n.name == "block0.ln2") ln2 = n.id;
+  ASSERT_GE(ln2, 0);
+  const TrainingRecipe r = operators({"block0.ln2", "block0.mlp.intermediate", "loss"});
+  const RecomputePlan whole = plan_recompute(g, layouts, r);
+  EXPECT_TRUE(whole.recomputed[static_cast<size_t>(ln2)]);
+  for (const TensorRef& t : g.outputs()) EXPECT_FALSE(whole.recomputed[static_cast<size_t>(t.node)]) << describe(g.node(t.node));
+  // A chunk boundary after the second norm: its readers are in the next chunk.
+  std::vector<int64_t> chunk(g.size(), 0);
+  for (const Node& n : g.nodes()) chunk[static_cast<size_t>(n.id)] = n.id > ln2 ? 1 : 0;
+  const RecomputePlan split = plan_recompute(g, layouts, r, chunk);
+  EXPECT_FALSE(split.recomputed[static_cast<size_t>(ln2)]);
+  EXPECT_EQ(split.segments, 1);  // the feed-forward's first product, alone
+}
+
 // Patterns resolve to the names of operators that compute; a pattern
 // naming none, or a loss, is an error naming the field.
 TEST(RecomputeOperators, PatternsResolveToOperatorsThatCompute) {

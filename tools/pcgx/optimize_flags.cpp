@@ -92,9 +92,11 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.optimizer = parse_optimizer_state(f.optimizer);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   q.recompute_operators = f.recompute_operators;
+  // Naming operators without --recompute: recompute those.
+  if (!f.recompute_operators.empty() && f.recompute_flag->count() == 0) q.recompute = Recompute::kOperators;
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
-  runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0, f.zero_flag->count() > 0,
+  runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
                                   f.optimizer_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;

@@ -19,7 +19,8 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
   if (f.machine.empty()) throw Error("--machine is required with a plan (the devices it partitions over)");
   name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
-              {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"}});
+              {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"},
+              {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"}});
   runner::OptimizeRequest q;
   plan = runner::load_sources({f.model, parse_sets(f.sets), f.per_device_batch, f.machine, f.devices, f.plan, false}, q);
   runner::adopt_plan_settings(q, {});  // as optimize --plan with no recipe flags: the plan's, else the defaults

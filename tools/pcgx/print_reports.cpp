@@ -110,6 +110,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     for (size_t i = 0; rep.tried.size() > 1 && i < rep.tried.size(); ++i) {
       const runner::RecipeTried& t = rep.tried[i];
       out << (i ? "; " : "") << (q.precision ? "" : std::string(name(t.recipe.precision)) + " ") << "recompute " << describe_recompute(t.recipe.recompute, t.recipe.recompute_layers)
+          << (t.recipe.recompute_operators.empty() ? "" : " (" + std::to_string(t.recipe.recompute_operators.size()) + ")")
           << " ZeRO " << name(t.recipe.zero)
           << (t.recipe.zero_persistence_threshold > 0 ? " persist <" + std::to_string(t.recipe.zero_persistence_threshold) : std::string())
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "

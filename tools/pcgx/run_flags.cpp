@@ -73,6 +73,7 @@ runner::TrainRequest& run_request(RunFlags& f, runner::BackendKind backend) {
               {"ModelParams.batch", "--batch"}, {"ModelParams", "--batch/--set"}, {"OptimizerOptions.lr", "--lr"},
               {"OptimizerOptions.momentum", "--momentum"}, {"SearchOptions.budget", "--budget"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"TrainRequest.schedule", "--schedule"},
+              {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"},
               {"TrainOutputs.strategy", "--save-strategy"}, {"TrainRequest.precision", "--precision"},
               {"SearchOptions.plan", "--plan"}, {"PipelineOptions.stages", "the plan's pipeline.stages (on --devices)"},
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"}});

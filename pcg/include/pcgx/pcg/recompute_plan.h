@@ -40,11 +40,15 @@ struct RecomputePlan {
 // (Megatron-LM's --recompute-num-layers counts per pipeline stage's chunk);
 // a segment belongs to the chunk of its first node.
 //
-// Under operators, the nodes `operators` names (those `g` has; sources and
-// layouts never) and every parallel operator whose input one of them
-// computes (through parallel operators) and whose readers are all
-// recomputed: a layout change between two named operators re-runs with
-// them. Recomputed nodes that read one another form one segment.
+// Under operators, the nodes `operators` names (those `g` has; never a
+// source or a layout, a loss or a graph output, which the step reads
+// after its backward pass, a node another chunk reads, or, in a graph
+// with micro-batches, one that reads and writes none: it runs once per
+// step) and every parallel operator whose input one of them computes
+// (through parallel operators) and whose readers are all recomputed: a
+// layout change between two named operators re-runs with them.
+// Recomputed nodes that read one another form one segment (within a
+// chunk, since no recomputed node is read across chunks).
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers,
                              std::span<const int64_t> chunk = {}, std::span<const std::string> operators = {});
 // The recipe's policy, layer count and operators.

@@ -67,6 +67,10 @@ struct OptimizeRequest {
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.
   bool accumulate = true;
+  // With `recompute` chosen, where full recomputation is what fits: kinds
+  // of operators to recompute are tried too, the cheapest per byte freed
+  // first (recompute operators); false: whole layers only.
+  bool recompute_kinds = true;
   // Megatron-LM's micro-batch size (search megatron): samples per
   // micro-batch on each data-parallel replica, so the micro-batches are the
   // model's batch over it and over the data-parallel degree, devices /

@@ -134,6 +134,10 @@ UserPlan load_plan(const std::string& path);
 // too leaves them out).
 std::vector<std::string> recompute_operator_names(const Graph& model, std::span<const std::string> patterns, const std::string& what);
 
+// `name` with its layer number (PlanSelector::layers) replaced by '*'
+// ("block3.attn.query" -> "block*.attn.query"), or "" when it has none.
+std::string layer_pattern(const std::string& name);
+
 // How a compute operator of a graph uses weights (PlanSelector::weights).
 enum class WeightUse : uint8_t { kNone, kReads, kLayout };
 std::vector<WeightUse> weight_uses(const Graph& g);
