@@ -204,6 +204,19 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
         q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
 }
 
+// The plan `g` mapped again under `recipe` (its views chosen anew), listed
+// among the recipes tried, "(re-priced)".
+std::pair<search::Strategy, std::shared_ptr<const search::CostModel>> repriced(const OptimizeRequest& q, const search::Efficiency& eff,
+                                                                                const Graph& g, const TrainingRecipe& recipe, OptimizeReport& out) {
+  auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+  const search::MachineMapper mapper(*cost);
+  search::Strategy s = mapper.map(g);
+  RecipeTried tried{recipe, s.estimate.feasible, s.estimate.feasible ? s.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
+  tried.searched = false;
+  out.tried.push_back(tried);
+  return {std::move(s), std::move(cost)};
+}
+
 // Full recomputation chosen (none and selective left no plan): the
 // operators to recompute chosen a kind at a time instead of whole layers
 // (a kind: the operators whose names differ only in their layer number,
@@ -266,13 +279,7 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
   for (size_t k = 0; k < ranked.size(); ++k) {
     for (const Node* n : *ranked[k].nodes) names.insert(n->name);
     if (k + 1 < ranked.size() && busiest(names) > capacity) continue;  // not yet on these views
-    const TrainingRecipe recipe = recipe_of(names);
-    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
-    const search::MachineMapper mapper(*cost);
-    search::Strategy s = mapper.map(g);
-    RecipeTried tried{recipe, s.estimate.feasible, s.estimate.feasible ? s.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
-    tried.searched = false;
-    out.tried.push_back(tried);
+    auto [s, cost] = repriced(q, eff, g, recipe_of(names), out);
     if (!s.estimate.feasible) continue;  // the mapping's own views need more: the next kind too
     if (faster(s.estimate.time, found.estimate.time)) out.result.search.strategy = std::move(s), out.cost = std::move(cost);
     return;
@@ -311,12 +318,7 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
     if (t == chosen.zero_persistence_threshold) continue;
     TrainingRecipe recipe = chosen;
     recipe.zero_persistence_threshold = t;
-    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
-    const search::MachineMapper mapper(*cost);
-    search::Strategy st = mapper.map(g);
-    RecipeTried tried{recipe, st.estimate.feasible, st.estimate.feasible ? st.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
-    tried.searched = false;
-    out.tried.push_back(tried);
+    auto [st, cost] = repriced(q, eff, g, recipe, out);
     if (st.estimate.feasible && faster(st.estimate.time, best_time))
       best_time = st.estimate.time, out.result.search.strategy = std::move(st), out.cost = std::move(cost);
   }
