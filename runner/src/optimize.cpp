@@ -224,9 +224,12 @@ std::pair<search::Strategy, std::shared_ptr<const search::CostModel>> repriced(c
 // re-runs, each kind is ranked by the forward time its re-run adds per
 // byte it frees on the busiest device (the memory model on the plan's
 // views, that kind alone beside the start), and kinds are added in that
-// order until the plan, mapped again, fits; that plan is taken where it
-// is faster than the layers chosen. Each plan mapped is listed among the
-// recipes, "(re-priced)".
+// order until the plan fits on those views; then each kind taken, the
+// longest re-run first, is left out again where the rest still fits (the
+// last one added may free more than was missing). That plan, mapped again
+// (or, where the mapping's views need more, the kinds before leaving any
+// out), is taken where it is faster than the layers chosen. Each plan
+// mapped is listed among the recipes, "(re-priced)".
 void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
   if (!recomputes_layers(chosen.recompute)) return;
@@ -262,7 +265,8 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
   };
   struct Kind {
     const std::vector<const Node*>* nodes;
-    double per_byte;  // seconds of forward re-run per byte freed
+    double seconds;   // of forward re-run
+    double per_byte;  // seconds per byte freed
   };
   std::vector<Kind> ranked;
   const double start_need = busiest(start);
@@ -271,18 +275,39 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
     double seconds = 0;
     for (const Node* n : nodes) with.insert(n->name), seconds += out.cost->task_time(g, *n).forward;
     const double frees = start_need - busiest(with);
-    if (frees > 0) ranked.push_back({&nodes, seconds / frees});
+    if (frees > 0) ranked.push_back({&nodes, seconds, seconds / frees});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const Kind& a, const Kind& b) { return a.per_byte < b.per_byte; });
   const double capacity = q.machine.device.memory_capacity;
-  std::set<std::string> names = start;
+  auto with_kinds = [&](const std::vector<char>& in) {
+    std::set<std::string> names = start;
+    for (size_t k = 0; k < ranked.size(); ++k)
+      if (in[k])
+        for (const Node* n : *ranked[k].nodes) names.insert(n->name);
+    return names;
+  };
+  std::vector<char> in(ranked.size(), 0);
   for (size_t k = 0; k < ranked.size(); ++k) {
-    for (const Node* n : *ranked[k].nodes) names.insert(n->name);
-    if (k + 1 < ranked.size() && busiest(names) > capacity) continue;  // not yet on these views
-    auto [s, cost] = repriced(q, eff, g, recipe_of(names), out);
-    if (!s.estimate.feasible) continue;  // the mapping's own views need more: the next kind too
-    if (faster(s.estimate.time, found.estimate.time)) out.result.search.strategy = std::move(s), out.cost = std::move(cost);
-    return;
+    in[k] = 1;
+    if (k + 1 < ranked.size() && busiest(with_kinds(in)) > capacity) continue;  // not yet on these views
+    // The last kind added may free more than was missing: each kind taken,
+    // the longest re-run first, is left out again where the rest still
+    // fits on these views.
+    std::vector<char> pruned = in;
+    std::vector<size_t> longest;
+    for (size_t j = 0; j <= k; ++j) longest.push_back(j);
+    std::stable_sort(longest.begin(), longest.end(), [&](size_t a, size_t b) { return ranked[a].seconds > ranked[b].seconds; });
+    for (const size_t j : longest) {
+      pruned[j] = 0;
+      if (busiest(with_kinds(pruned)) > capacity) pruned[j] = 1;
+    }
+    for (const std::vector<char>* set : {&pruned, &in}) {
+      if (set == &in && pruned == in) break;
+      auto [s, cost] = repriced(q, eff, g, recipe_of(with_kinds(*set)), out);
+      if (!s.estimate.feasible) continue;  // the mapping's own views need more: the whole set, or the next kind too
+      if (faster(s.estimate.time, found.estimate.time)) out.result.search.strategy = std::move(s), out.cost = std::move(cost);
+      return;
+    }
   }
 }
 
