@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "pcgx/pcg/error.h"
@@ -102,6 +103,21 @@ TEST(OptimizeRecompute, KindsOfOperators) {
   EXPECT_FALSE(kinds.file.recipe.recompute_operators.empty());
   EXPECT_LT(kinds.result.search.strategy.estimate.time, layers.result.search.strategy.estimate.time);
   EXPECT_LE(kinds.result.search.strategy.estimate.max_memory(), capacity);
+  // No kind beyond selective's is left to spare: without any one of them
+  // the plan no longer fits (one device, so the views are the mapping's).
+  std::map<std::string, std::vector<std::string>> by_kind;
+  for (const std::string& n : kinds.file.recipe.recompute_operators) by_kind[search::layer_pattern(n).empty() ? n : search::layer_pattern(n)].push_back(n);
+  const std::vector<std::string> selective{"block*.attn.scores", "block*.attn.scale", "block*.attn.softmax", "block*.attn.attn_dropout"};
+  int64_t beyond = 0;
+  for (const auto& [kind, names] : by_kind) {
+    if (std::find(selective.begin(), selective.end(), kind) != selective.end()) continue;
+    ++beyond;
+    OptimizeRequest without = with(capacity, Recompute::kOperators, false);
+    for (const std::string& n : kinds.file.recipe.recompute_operators)
+      if (std::find(names.begin(), names.end(), n) == names.end()) without.recompute_operators.push_back(n);
+    EXPECT_FALSE(optimize(without).result.search.strategy.estimate.feasible) << kind << " was not needed";
+  }
+  EXPECT_GT(beyond, 0);
   // Listed among the recipes, re-priced.
   bool listed = false;
   for (const RecipeTried& t : kinds.tried) listed = listed || (t.recipe.recompute == Recompute::kOperators && !t.searched && t.feasible);
