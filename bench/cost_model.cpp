@@ -2,7 +2,8 @@
 //   1. `pcgx calibrate` (runner/calibrate.h) on N in-process devices with
 //      the 9 tiny zoo models: links, overhead, kernels, roofline;
 //   2. per tiny model and plan (data parallel, the same with ZeRO stage 1,
-//      with selective and full recomputation and with gradient
+//      with selective and full recomputation, recomputing the first
+//      layer's operators by name (recompute operators), and with gradient
 //      accumulation over 2 micro-batches of that plan's batch (at ZeRO 0
 //      and 2) and a
 //      pipeline of 2 stages over 4 micro-batches of it (1F1B, run with
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
       std::optional<search::PipelineResult> pipeline;  // a pipelined plan: its strategy and closed-form estimate
       int32_t recompute_layers = kAllLayers;           // full recomputation of this many layers
       int64_t persistence = 0;                         // ZeRO 3: blocks of fewer parameters kept whole
+      std::vector<std::string> operators;              // recompute operators: their names
     };
     std::vector<Plan> plans{{"data-parallel", search::best_data_parallel(model, mapper)}};
     // The same plan with ZeRO stage 1: reduce-scatter, half the update, all-gather.
@@ -165,6 +167,15 @@ int main(int argc, char** argv) {
     // Full recomputation of one layer, the others kept (block recomputation).
     if (plan_recompute(dp, layouts, Recompute::kFull).segments > 1)
       plans.push_back({"dp full 1 layer", dp, ZeroStage::k0, Recompute::kFull, std::nullopt, 1});
+    // Recomputation per operator: the compute operators of the first layer
+    // full recomputation re-runs, named (recompute operators).
+    if (const RecomputePlan full = plan_recompute(dp, layouts, Recompute::kFull); full.segments > 0) {
+      std::vector<std::string> names;
+      for (const Node& n : dp.nodes())
+        if (full.segment[static_cast<size_t>(n.id)] == 0 && n.op->op_class == OpClass::kCompute && !n.name.empty()) names.push_back(n.name);
+      std::sort(names.begin(), names.end());
+      if (!names.empty()) plans.push_back({"dp ops", dp, ZeroStage::k0, Recompute::kOperators, std::nullopt, kAllLayers, 0, std::move(names)});
+    }
     // Accumulation: twice the batch in 2 micro-batches, each the size of
     // the other plans' step.
     if (plan_recompute(dp, layouts, Recompute::kFull).segments > 0) {
@@ -191,9 +202,10 @@ int main(int argc, char** argv) {
     plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
     for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
       if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
-    for (const auto& [label, graph, zero, recompute, piped, layers, persistence] : plans) {
+    for (const auto& [label, graph, zero, recompute, piped, layers, persistence, operators] : plans) {
       TrainingRecipe recipe = cost.recipe();
       recipe.zero = zero, recipe.recompute = recompute, recipe.recompute_layers = layers, recipe.zero_persistence_threshold = persistence;
+      recipe.recompute_operators = operators;
       const search::CostModel priced = cost.with_recipe(recipe);
       const search::Strategy st = piped ? piped->search.strategy : search::MachineMapper(priced).map(graph);
       std::optional<PipelineShape> shape;
@@ -208,7 +220,7 @@ int main(int argc, char** argv) {
       // millisecond, while the cores are still waking up.
       runtime::TrainOptions t;
       t.steps = runner::steps_lasting(0.2, st.estimate.time, steps, 20 * steps), t.batches = 1, t.threads = threads, t.zero = zero, t.recompute = recompute;
-      t.recompute_layers = layers, t.zero_persistence_threshold = persistence;
+      t.recompute_layers = layers, t.zero_persistence_threshold = persistence, t.recompute_operators = operators;
       t.pipeline = shape;
       runtime::TrainResult plain;
       try {
