@@ -84,9 +84,8 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (!shards_gradients(r.zero) && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1))) would.push_back("ZeRO stage 2");
   else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
   if (shards_weights(r.zero) && r.zero_persistence_threshold > 0) would.push_back("a lower ZeRO persistence threshold (fewer blocks kept whole)");
-  const bool stage3_only = q.zero && shards_weights(*q.zero);  // micro-batches shard at most the gradients
   if (accumulated) would.push_back("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)");
-  else if (!stage3_only && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0)))
+  else if (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0))
     would.push_back("gradient accumulation over micro-batches");
   would.push_back("more devices");
   if (!q.pipeline) would.push_back("pipeline stages");
@@ -427,20 +426,16 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // may shard the gradients: each micro-batch's are reduce-scattered
   // (training_recipe.h's syncs_every_micro_batch).
   const bool one_stage = q.pipeline && q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1;
-  if (q.pipeline && q.zero && (shards_weights(*q.zero) || (shards_gradients(*q.zero) && !one_stage)))
-    throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) + " with micro-batches: " +
-                                                 (shards_weights(*q.zero)
-                                                      ? "an accumulating plan shards at most the gradients (stage 2), a pipelined one the "
-                                                        "optimizer state (stage 1); stage 3 would gather every micro-batch's weights "
-                                                        "again, which pcgx does not price"
-                                                      : "a pipelined plan shards at most the optimizer state (stage 1), as DeepSpeed's "
-                                                        "pipeline engine allows; stage 2 accumulates over micro-batches on one stage"));
+  if (q.pipeline && q.zero && shards_gradients(*q.zero) && !one_stage)
+    throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
+                                                 " with micro-batches: a pipelined plan shards at most the optimizer state (stage 1), as "
+                                                 "DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over micro-batches on one stage");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
   if (q.zero) stages = {*q.zero};
   else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over
-  else if (one_stage) stages = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2};
+  else if (one_stage) stages = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2, ZeroStage::k3};
   else if (q.pipeline) stages = {ZeroStage::k0, ZeroStage::k1};
   const bool one_recipe = policies.size() == 1 && stages.size() == 1;
   std::string last_reason;
@@ -518,8 +513,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     fastest_persistence_threshold(q, eff, out);
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
-  // micro-batch's, is the other way to fit. Per ZeRO stage (0, 1 and 2:
-  // an accumulating plan shards at most the gradients) one pipeline
+  // micro-batch's, is the other way to fit. Per ZeRO stage one pipeline
   // search tries 1, 2, 4 and 8 micro-batches and keeps the fastest that
   // fits (the fewest: the same FLOPs, fewer launches); a count of one is
   // the plan searched above. Only plans the runtime can run one
@@ -532,16 +526,17 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       !q.search.plan && !search::predicts_by_simulation(q.search)) {
     int64_t fewest = 0;  // micro-batches of the stages before that fit
     for (const ZeroStage stage : stages) {
-      if (shards_weights(stage)) break;
-      // ZeRO 2 reduce-scatters every micro-batch's gradients: at best as
-      // fast as stage 1 over as many micro-batches, so where a stage before
-      // it fitted, it is searched with fewer micro-batches only.
+      // ZeRO 2 reduce-scatters every micro-batch's gradients (3 gathers its
+      // weights too): at best as fast as stage 1 over as many
+      // micro-batches, so where a stage before it fitted, it is searched
+      // with fewer micro-batches only.
       if (syncs_every_micro_batch(stage) && fewest == 2) break;
       search::PipelineOptions accumulation{1, 0};
       if (syncs_every_micro_batch(stage)) accumulation.fewer_than = fewest;
       TrainingRecipe recipe{precision, policies.front(), stage,
                             recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
       if (policies.front() == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
+      if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

@@ -23,8 +23,10 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan) {
     floats += 2.0 * static_cast<double>(r - 1) * (padded - static_cast<double>(b.floats));
     // Stage 3 gathers twice (before the forward and the backward) instead of once.
     if (b.gathered_for_use) floats += static_cast<double>(r - 1) * padded;
-    // Stage 2 over micro-batches reduce-scatters every micro-batch's.
-    if (b.every_micro_batch) floats += static_cast<double>(plan.micro_batches - 1) * static_cast<double>(r - 1) * padded;
+    // Over micro-batches, every micro-batch's reduce-scatter (and at stage
+    // 3, its two gathers).
+    if (b.every_micro_batch)
+      floats += static_cast<double>(plan.micro_batches - 1) * static_cast<double>(r - 1) * padded * (b.gathered_for_use ? 3.0 : 1.0);
   }
   return floats * sizeof(float);
 }
@@ -65,7 +67,7 @@ std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_by
       std::sort(devices.begin(), devices.end());
       devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
       if (gathers_for_use(plan.zero, plan.zero_persistence_threshold, part.floats)) {
-        closed.push_back({devices, {}, part.floats, true});
+        closed.push_back({devices, {}, part.floats, true, every(t)});
         closed.back().parts.push_back(std::move(part));
         continue;
       }

@@ -78,13 +78,11 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
     }
   }
   Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
-  if (shards_weights(options.zero) && (options.pipeline || s.plan.micro_batches > 1))
-    throw FieldError("TrainOptions.zero", "ZeRO stage 3 with micro-batches: an accumulating plan shards at most the "
-                                          "gradients (stage 2), a pipelined one the optimizer state (stage 1)");
   if (shards_gradients(options.zero) && options.pipeline && options.pipeline->chunks() > 1)
-    throw FieldError("TrainOptions.zero", "ZeRO stage 2 with pipeline stages: a pipelined plan shards at most the optimizer state "
-                                          "(stage 1), as DeepSpeed's pipeline engine allows; stage 2 accumulates over micro-batches "
-                                          "on one stage");
+    throw FieldError("TrainOptions.zero", std::string("ZeRO stage ") + name(options.zero) +
+                                              " with pipeline stages: a pipelined plan shards at most the optimizer state "
+                                              "(stage 1), as DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over "
+                                              "micro-batches on one stage");
   // ZeRO 3 gathers each weight block for its reader: one bucket each, but
   // those kept whole.
   set_zero(s.plan, options.zero, options.zero_persistence_threshold, options.bucket_bytes);

@@ -174,10 +174,13 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
     for (const TensorRef& w : n.inputs) {
       if (!layouts.weight(w) || !seen.insert(w).second) continue;
       const ParallelTensorShape& s = g.shape(w);
-      // Stage 3: gathered once more; stage 2: reduce-scattered again by
-      // every micro-batch after the first.
-      const double again = shards_weights(zero) ? (pcgx::gathers_for_use(recipe, s.shard_elements()) ? 1.0 : 0.0)
-                                                : static_cast<double>(sync_rounds(g, layouts, recipe, n, w) - 1);
+      // Reduce-scattered by every micro-batch (rounds), and at stage 3,
+      // where gathered for use, gathered twice by each: beside the
+      // all-reduce step_bytes counts (two of these), 3 rounds - 2 more
+      // (one gather at rounds 1); otherwise rounds - 1 (the gather after
+      // the update included).
+      const auto rounds = static_cast<double>(sync_rounds(g, layouts, recipe, n, w));
+      const double again = pcgx::gathers_for_use(recipe, s.shard_elements()) ? 3 * rounds - 2 : rounds - 1;
       if (again <= 0) continue;
       for (int64_t b = 0; b < s.num_blocks(); ++b) out += again * static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
     }
@@ -395,7 +398,8 @@ double CostModel::sync_share(const SyncGroup& s) const {
 }
 
 double CostModel::gather_share(const SyncGroup& s) const {
-  if (s.gathered_for_use) return 2.0 * use_gather_time(s);  // before its forward and its backward
+  // Before its forward and its backward, in every micro-batch (rounds).
+  if (s.gathered_for_use) return 2.0 * static_cast<double>(s.rounds) * use_gather_time(s);
   const double bucket = comm_.bucket_bytes;
   return s.bytes * weight_gather_time(s, bucket) / bucket;
 }

@@ -75,62 +75,80 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   return t;
 }
 
-SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward) {
+SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward, int64_t micro) {
   SyncTimeline t;
   // The buckets, in the order the backward pass closes them: per operator
   // (reverse model order), its weights gathered for use alone, the others
   // filling buckets per group (closed at CostModel::sync_bucket_bytes);
-  // what is left closes after the last.
+  // what is left closes after the last. A micro-batch before the last
+  // synchronizes only the gradients every micro-batch makes (rounds > 1).
   struct Bucket {
     SyncGroup sync;
     double bytes = 0;
   };
-  std::vector<std::vector<Bucket>> closes(ops.size());
-  std::vector<Bucket> last;
-  {
+  struct Buckets {
+    std::vector<std::vector<Bucket>> closes;
+    std::vector<Bucket> last;
+  };
+  auto buckets_of = [&](bool every) {
+    Buckets out;
+    out.closes.resize(ops.size());
     std::map<uint64_t, Bucket> open;
     for (size_t i = ops.size(); i-- > 0;)
       for (const SyncGroup& s : ops[i].grads) {
+        if (every && s.rounds <= 1) continue;
         Bucket& b = open[s.key];
         if (b.bytes == 0) b.sync = s;
         b.bytes += s.bytes;
-        if (b.bytes >= cost.sync_bucket_bytes(s)) closes[i].push_back(std::move(b)), b = Bucket{};
+        if (b.bytes >= cost.sync_bucket_bytes(s)) out.closes[i].push_back(std::move(b)), b = Bucket{};
       }
     for (auto& [key, b] : open)
-      if (b.bytes > 0) last.push_back(std::move(b));
-  }
-  double sum_f = 0, sum_b = 0, gathers = 0, buckets = 0;
-  auto count = [&](const Bucket& b) {
-    buckets += cost.bucket_time(b.sync.group, b.bytes), ++t.buckets;
-    t.gather += cost.weight_gather_time(b.sync, b.bytes);  // weights kept whole (below the persistence threshold)
+      if (b.bytes > 0) out.last.push_back(std::move(b));
+    return out;
   };
-  for (size_t i = 0; i < ops.size(); ++i) {
-    sum_f += ops[i].forward, sum_b += ops[i].backward;
-    gathers += 2 * ops[i].gather;
-    for (const Bucket& b : closes[i]) count(b);
+  const Buckets final_buckets = buckets_of(false), every_buckets = micro > 1 ? buckets_of(true) : Buckets{};
+  double sum_f = 0, sum_b = 0, gathers = 0, buckets = 0;
+  auto count = [&](const Bucket& b, bool last) {
+    buckets += cost.bucket_time(b.sync.group, b.bytes), ++t.buckets;
+    if (last) t.gather += cost.weight_gather_time(b.sync, b.bytes);  // weights kept whole (below the persistence threshold)
+  };
+  for (int64_t m = 0; m < micro; ++m) {
+    const bool last = m + 1 == micro;
+    const Buckets& set = last ? final_buckets : every_buckets;
+    for (size_t i = 0; i < ops.size(); ++i)
+      for (const Bucket& b : set.closes[i]) count(b, last);
+    for (const Bucket& b : set.last) count(b, last);
   }
-  for (const Bucket& b : last) count(b);
+  for (const ShardedStep& op : ops) sum_f += op.forward, sum_b += op.backward, gathers += 2 * static_cast<double>(op.rounds) * op.gather;
   t.total = gathers + buckets;
   if (!cost.machine().device.overlaps_communication) {  // the devices run every gather and bucket themselves
     t.exposed = t.total;
     return t;
   }
   const double fs = sum_f > 0 ? forward / sum_f : 0.0, bs = sum_b > 0 ? backward / sum_b : 0.0;
-  // The step as one sequence: the operators forward, then backward. The
-  // first two gathers are issued at its start; once the j-th gathering
-  // visit is done (and, backward, its gradients are on the channel), the
-  // (j+2)-th is issued, so the backward's first gathers follow the
-  // forward's last operators.
+  // The step as one sequence: per micro-batch (one stage runs each one's
+  // forward then its backward), the operators forward, then backward; an
+  // operator that runs once per step (rounds 1) with the last. The first
+  // two gathers are issued at its start; once the j-th gathering visit is
+  // done (and, backward, its gradients are on the channel), the (j+2)-th
+  // is issued, so the backward's first gathers follow the forward's last
+  // operators.
   struct Visit {
     const ShardedStep* op;
     bool backward;
+    int64_t micro_batch;
   };
   std::vector<Visit> visits;
-  for (const ShardedStep& op : ops) visits.push_back({&op, false});
-  for (auto it = ops.rbegin(); it != ops.rend(); ++it) visits.push_back({&*it, true});
+  for (int64_t m = 0; m < micro; ++m) {
+    for (const ShardedStep& op : ops)
+      if (op.rounds > 1 || m + 1 == micro) visits.push_back({&op, false, m});
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+      if (it->rounds > 1 || m + 1 == micro) visits.push_back({&*it, true, m});
+    visits.push_back({nullptr, true, m});  // the micro-batch's end: what is left of its buckets
+  }
   std::vector<size_t> gathering;
   for (size_t i = 0; i < visits.size(); ++i)
-    if (visits[i].op->gathers) gathering.push_back(i);
+    if (visits[i].op && visits[i].op->gathers) gathering.push_back(i);
   std::vector<double> arrived(visits.size(), 0.0);
   const ShardedStep* first = ops.empty() ? nullptr : &ops.front();
   double channel = 0, compute = 0;
@@ -142,14 +160,19 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
   issue(0, 0.0), issue(1, 0.0);
   size_t j = 0;
   for (size_t i = 0; i < visits.size(); ++i) {
+    const Buckets& set = visits[i].micro_batch + 1 == micro ? final_buckets : every_buckets;
+    if (!visits[i].op) {
+      for (const Bucket& b : set.last) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
+      continue;
+    }
     const ShardedStep& op = *visits[i].op;
+    const double share = 1.0 / static_cast<double>(op.rounds);
     if (op.gathers) compute = std::max(compute, arrived[i]);
-    compute += visits[i].backward ? op.backward * bs : op.forward * fs;
+    compute += (visits[i].backward ? op.backward * bs : op.forward * fs) * share;
     if (visits[i].backward)
-      for (const Bucket& b : closes[static_cast<size_t>(&op - first)]) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
+      for (const Bucket& b : set.closes[static_cast<size_t>(&op - first)]) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
     if (op.gathers) issue(j++ + 2, compute);
   }
-  for (const Bucket& b : last) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
   t.exposed = std::max(0.0, std::max(compute, channel) - forward - backward);
   t.exposed = std::min(t.exposed, t.total);
   return t;

@@ -160,6 +160,7 @@ namespace {
 SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   if (shards_weights(p.cost.recipe().zero)) {  // ZeRO 3: the gathers beside both passes
     std::vector<ShardedStep> ops;
+    int64_t micro = 1;
     for (size_t i = 0; i < p.g.size(); ++i) {
       if (!p.active[i]) continue;
       const Result& r = m.leaves[i];
@@ -168,9 +169,11 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       op.gathers = p.gathers_for_use(static_cast<NodeId>(i));
       op.grads = p.sync_groups(w, static_cast<NodeId>(i), 0);
       for (const SyncGroup& s : op.grads) op.gather += p.cost.use_gather_time(s);
+      op.rounds = node_slices(p.g, p.g.node(static_cast<NodeId>(i)));
+      micro = std::max(micro, op.rounds);
     }
     const double forward = m.dp.time - m.dp.sync - m.dp.update - m.dp.backward;
-    return replay_sharded(p.cost, ops, forward, m.dp.backward);
+    return replay_sharded(p.cost, ops, forward, m.dp.backward, micro);
   }
   std::vector<ReadyGradient> grads;
   std::vector<LinkBusy> busy;  // each node's own messages, at the end of its backward

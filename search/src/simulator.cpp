@@ -83,9 +83,6 @@ void Simulator::rebuild() {
   timeline_ = Timeline(static_cast<int32_t>(x.sync_base + x.D));
   info_.clear();
   x.place = std::make_unique<Placement>(x.g, x.views, x.D);
-  if (shards_weights(recipe().zero) && x.graph_micro_batches() > 1)
-    throw Error("simulate: ZeRO stage 3 with micro-batches is not modelled: an accumulating plan shards at most the gradients "
-                "(stage 2), a pipelined one the optimizer state (stage 1)");
   if (!x.build_pipelined(timeline_, info_)) {
     x.build_structure(timeline_, info_);
     for (const Node& n : x.g.nodes()) x.cost_node(n.id, timeline_);

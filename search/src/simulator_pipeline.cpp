@@ -37,8 +37,9 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   }
   const PipelineShape shape = asked ? *asked : PipelineShape{1, M, 1, PipelineSchedule::k1F1B};
   if (syncs_every_micro_batch(cost.recipe().zero) && shape.chunks() > 1)
-    throw Error("simulate: ZeRO stage 2 with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state "
-                "(stage 1); stage 2 accumulates over micro-batches on one stage");
+    throw Error(std::string("simulate: ZeRO stage ") + name(cost.recipe().zero) +
+                " with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state (stage 1); stages 2 and 3 "
+                "accumulate over micro-batches on one stage");
   if (shape.micro_batches != M)
     throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
                 std::to_string(M));
@@ -72,7 +73,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     const auto t = static_cast<TaskId>(i);
     const auto n = static_cast<size_t>(one_info[i].node);
     const int64_t sl = slices[n];
-    if (sl > 1) {
+    // (A ZeRO 3 gather moves the whole weight in every micro-batch.)
+    if (sl > 1 && one_info[i].kind != SimKind::kShardGather) {
       const TimedTask& x = one.task(t);
       one.set_cost(t, x.duration / static_cast<double>(sl), std::vector<ResourceId>(x.resources));
     }
@@ -122,15 +124,18 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   // A micro-batch's backward through chunk c, task by task (in the
   // one-micro-batch graph's order), after `waits`, into expansion `x`;
   // returns a task that ends with it.
-  const bool every = syncs_every_micro_batch(cost.recipe().zero);
+  const bool every = syncs_every_micro_batch(cost.recipe().zero), gathers_each = every && shards_weights(cost.recipe().zero);
   p.expanded.resize(every ? static_cast<size_t>(M) : 1);
   for (size_t k = 0; k < p.expanded.size(); ++k) {
     Pipelined::Expanded& x = p.expanded[k];
     x.micro_batch = every ? static_cast<int64_t>(k) : M - 1;
     x.task.assign(one.size(), -1), x.last.assign(g.size(), 0), x.end.assign(static_cast<size_t>(C), -1), x.position.assign(static_cast<size_t>(C), 0);
   }
-  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x) {
-    std::vector<TaskId> body = members[key(c, true, true)];
+  // (Forward too under ZeRO 3, whose every micro-batch gathers the weights
+  // again on the devices' sync channels.)
+  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x, bool backward = true) {
+    const size_t k = key(c, backward, true);
+    std::vector<TaskId> body = members[k];
     if (((body.size() + 1) << kSlotBits) >= kStepEnd - 1) throw Error("simulate: chunk " + std::to_string(c) + " has too many tasks to simulate");
     std::stable_sort(body.begin(), body.end(), [&](TaskId a, TaskId b) { return one.task(a).order < one.task(b).order; });
     std::vector<TaskId> all;
@@ -138,7 +143,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       const TimedTask& t = one.task(body[i]);
       std::vector<TaskId> w;
       for (TaskId r : t.preds)
-        if (const TaskId e = x.task[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == key(c, true, true)) w.push_back(e);
+        if (const TaskId e = x.task[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == k) w.push_back(e);
       if (w.empty()) w = waits;
       SimTaskInfo what = one_info[static_cast<size_t>(body[i])];
       what.chunk = c, what.micro_batch = x.micro_batch;
@@ -151,7 +156,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       all.push_back(id);
     }
     if (all.empty()) all = waits;
-    info.push_back({SimKind::kBackward, -1, x.micro_batch, -1, c, x.micro_batch});
+    info.push_back({backward ? SimKind::kBackward : SimKind::kForward, -1, x.micro_batch, -1, c, x.micro_batch});
     p.body_of.push_back(-1);
     x.position[static_cast<size_t>(c)] = at;
     return x.end[static_cast<size_t>(c)] = tl.add(order_of(0, at, kStepEnd - 1), std::move(all), 0.0, {});
@@ -168,7 +173,14 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     std::vector<TaskId> waits;
     if (!x.backward) {
       if (c > 0) waits.push_back(F[at(c - 1, m)]);
-      F[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, false, true, m);
+      if (gathers_each) {
+        Pipelined::Expanded f;
+        f.micro_batch = m, f.task.assign(one.size(), -1), f.last.assign(g.size(), 0), f.end.assign(static_cast<size_t>(C), -1),
+        f.position.assign(static_cast<size_t>(C), 0);
+        F[at(c, m)] = expand(q, waits, c, f, false);
+      } else {
+        F[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, false, true, m);
+      }
     } else {
       waits.push_back(F[at(c, m)]);
       if (c + 1 < C) waits.push_back(B[at(c + 1, m)]);

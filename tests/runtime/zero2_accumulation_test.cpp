@@ -1,4 +1,4 @@
-// ZeRO stage 2 over micro-batches (pcg/training_recipe.h's
+// ZeRO stages 2 and 3 over micro-batches (pcg/training_recipe.h's
 // syncs_every_micro_batch, device_executor.h): each micro-batch's
 // gradients are reduce-scattered after its backward pass and added into
 // the device's block, where stage 1 sums them whole over the step and
@@ -47,7 +47,8 @@ TrainResult run(const Plan& p, const TrainOptions& o) { return train(p.graph, p.
 using pcgx::testing::expect_same_training;
 
 // Both ways the runtime runs micro-batches: one after another (no
-// schedule) and under a one-stage 1F1B schedule (a strategy file's).
+// schedule) and under a one-stage 1F1B schedule (a strategy file's); at
+// stage 3 every micro-batch gathers the weights again.
 TEST(Zero2Accumulation, ReachesStageOnesWeightsAndOneDevices) {
   for (const char* model : {"mlp-tiny", "gpt-tiny"}) {
     const Plan p = accumulating(model, 4);
@@ -55,9 +56,12 @@ TEST(Zero2Accumulation, ReachesStageOnesWeightsAndOneDevices) {
     for (const bool scheduled : {false, true}) {
       SCOPED_TRACE(std::string(model) + (scheduled ? ", one-stage schedule" : ", one micro-batch after another"));
       const TrainResult stage1 = run(p, options(ZeroStage::k1, scheduled));
-      const TrainResult stage2 = run(p, options(ZeroStage::k2, scheduled));
-      expect_same_training(stage2, stage1, 1e-5);
-      expect_same_training(stage2, one, 1e-4);
+      for (const ZeroStage z : {ZeroStage::k2, ZeroStage::k3}) {
+        SCOPED_TRACE(std::string("ZeRO ") + name(z));
+        const TrainResult sharded = run(p, options(z, scheduled));
+        expect_same_training(sharded, stage1, 1e-5);
+        expect_same_training(sharded, one, 1e-4);
+      }
     }
   }
 }
@@ -110,6 +114,12 @@ TEST(Zero2Accumulation, SendsAReduceScatterPerMicroBatch) {
   EXPECT_EQ(stage2.bytes_sent, stage1.bytes_sent + steps * again * static_cast<int64_t>(sizeof(float)));
   set_zero(plan, ZeroStage::k2, 0, kDefaultBucketBytes);
   EXPECT_DOUBLE_EQ(static_cast<double>(stage2.bytes_sent),
+                   static_cast<double>(steps) * (step_bytes(p.graph, p.views, p.devices) + sharded_sync_extra_bytes(plan)));
+  // Stage 3: each micro-batch also gathers each weight twice, as predicted.
+  const TrainResult stage3 = run(p, options(ZeroStage::k3, false, steps));
+  set_zero(plan, ZeroStage::k3, 0, kDefaultBucketBytes);
+  EXPECT_GT(stage3.bytes_sent, stage2.bytes_sent);
+  EXPECT_DOUBLE_EQ(static_cast<double>(stage3.bytes_sent),
                    static_cast<double>(steps) * (step_bytes(p.graph, p.views, p.devices) + sharded_sync_extra_bytes(plan)));
 }
 

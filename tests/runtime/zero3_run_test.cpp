@@ -156,16 +156,19 @@ TEST(Zero3Run, TraceShowsTwoGathersPerBucketBeforeTheUpdate) {
   }
 }
 
-// Stage 3 with micro-batches is refused, naming the field.
-TEST(Zero3Run, MicroBatchesAreRefused) {
-  const Plan p = zoo_data_parallel("mlp-tiny", 2);
+// Stage 3 with pipeline stages is refused, naming the field (with
+// micro-batches on one stage it runs: Zero2Accumulation.*).
+TEST(Zero3Run, PipelineStagesAreRefused) {
+  const Graph g = build_model("mlp-tiny", {{"batch", 8}});
+  const search::PipelineResult r = pcgx::testing::pipeline_plan(g, "cpu-host", 4, search::Algorithm::kDataParallel, {2, 2});
+  const Plan p = pcgx::testing::plan_of(r, 4);
   TrainOptions o = options(ZeroStage::k3, OptimizerKind::kSgd);
-  o.pipeline = PipelineShape{1, 2, 1, PipelineSchedule::k1F1B};
+  o.pipeline = PipelineShape{2, 2, 1, PipelineSchedule::k1F1B};
   try {
     run(p, o);
     FAIL() << "accepted";
   } catch (const FieldError& e) {
-    EXPECT_NE(std::string(e.what()).find("TrainOptions.zero"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TrainOptions.zero: ZeRO stage 3 with pipeline stages"), std::string::npos) << e.what();
   }
 }
 

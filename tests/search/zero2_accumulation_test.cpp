@@ -1,4 +1,4 @@
-// ZeRO stage 2 over micro-batches (pcg/training_recipe.h's
+// ZeRO stages 2 and 3 over micro-batches (pcg/training_recipe.h's
 // syncs_every_micro_batch): each micro-batch's buckets are reduce-scattered
 // in its own backward pass, the weights gathered once after the update.
 // What the cost model charges against stage 1 on the same plan (M times
@@ -113,6 +113,40 @@ TEST(Zero2Accumulation, WeightsComputedOncePerStepSyncWithTheLastMicroBatch) {
   EXPECT_EQ(sum.buckets, s2.estimate.buckets);
   EXPECT_NEAR(sum.sync_total, s2.estimate.sync, 1e-9 * s2.estimate.sync);
   EXPECT_NEAR(sum.time / s2.estimate.time, 1.0, 0.02) << "simulated " << sum.time << ", predicted " << s2.estimate.time;
+}
+
+// Stage 3 over micro-batches (FSDP with gradient accumulation): every
+// micro-batch gathers each weight before its forward and its backward and
+// reduce-scatters its gradients. Against stage 3 in one batch of the same
+// plan's micro-batch: M times the gathers and the buckets; and the
+// simulator, which expands every micro-batch's passes (the gathers holding
+// the sync channels), prices the step as the estimate does.
+TEST(Zero2Accumulation, StageThreeGathersInEveryMicroBatch) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 64}, {"hidden", 1024}, {"ffn", 4096}, {"seq", 256}});
+  const CostModel c3(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16, Recompute::kNone, ZeroStage::k3});
+  const Graph dp = data_parallel(g, 8);
+  const Strategy micro = mapped(pipelined(dp, kMicro, true), c3);
+  ASSERT_TRUE(micro.estimate.feasible) << micro.estimate.infeasible;
+  const Simulator sim(micro.graph, micro.views, c3, PipelineShape{1, kMicro, 1, PipelineSchedule::k1F1B});
+  const SimulationSummary sum = sim.summary();
+  int64_t gathers = 0;
+  for (size_t i = 0; i < sim.timeline().size(); ++i) gathers += sim.info(static_cast<TaskId>(i)).kind == SimKind::kShardGather;
+  // One batch of a micro-batch's size: its gathers, once.
+  const Graph one = data_parallel(build_model("gpt-tiny", {{"batch", 64 / kMicro}, {"hidden", 1024}, {"ffn", 4096}, {"seq", 256}}), 8);
+  const Strategy single = mapped(one, c3);
+  const Simulator once(single.graph, single.views, c3);
+  int64_t gathers_once = 0;
+  for (size_t i = 0; i < once.timeline().size(); ++i) gathers_once += once.info(static_cast<TaskId>(i)).kind == SimKind::kShardGather;
+  ASSERT_GT(gathers_once, 0);
+  EXPECT_EQ(gathers, kMicro * gathers_once);
+  // Every weight's buckets each micro-batch, but the tied embedding's and
+  // the head's (layouts computed once per step: once).
+  EXPECT_LT(micro.estimate.buckets, kMicro * single.estimate.buckets);
+  EXPECT_GT(micro.estimate.buckets, (kMicro - 1) * single.estimate.buckets);
+  EXPECT_EQ(sum.buckets, micro.estimate.buckets);
+  EXPECT_NEAR(sum.sync_total, micro.estimate.sync, 1e-9 * micro.estimate.sync);
+  EXPECT_GT(micro.estimate.sync, (kMicro - 1) * single.estimate.sync);
+  EXPECT_NEAR(sum.time / micro.estimate.time, 1.0, 0.05) << "simulated " << sum.time << ", predicted " << micro.estimate.time;
 }
 
 }  // namespace

@@ -148,25 +148,5 @@ TEST(Zero3, TinyGptKeepsLessThanStage2AndTheSimulatorAgrees) {
   for (size_t d = 0; d < e.memory.size(); ++d) EXPECT_NEAR(e.memory[d], s3.estimate.memory[d], 1e-6);
 }
 
-// Micro-batches under stage 3 are not modelled: the simulator says so.
-TEST(Zero3, MicroBatchesAreRefused) {
-  static const Ruleset empty;
-  static const RuleLibrary rules(empty);
-  SearchOptions o;
-  o.algorithm = Algorithm::kDataParallel;
-  // Accumulating over 2 micro-batches, planned at stage 1.
-  const PipelineResult r = optimize_pipeline(linear_graph(64, 32, 16), rules, model(ZeroStage::k1), o, {1, 2});
-  const Strategy& s = r.search.strategy;
-  ASSERT_TRUE(s.estimate.feasible) << s.estimate.infeasible;
-  ASSERT_EQ(r.micro_batches, 2);
-  const CostModel cm = model(ZeroStage::k3);
-  try {
-    Simulator(s.graph, s.views, cm);
-    FAIL() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ZeRO stage 3 with micro-batches is not modelled"), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
 }  // namespace pcgx::search

@@ -120,11 +120,12 @@ inline bool shards_optimizer(ZeroStage z) { return z >= ZeroStage::k1; }
 inline bool shards_gradients(ZeroStage z) { return z >= ZeroStage::k2; }
 inline bool shards_weights(ZeroStage z) { return z >= ZeroStage::k3; }
 // Whether a step over micro-batches synchronizes each micro-batch's
-// gradients as its backward pass produces them (stage 2: a device keeps
-// only the reduced 1/r it updates, so no whole gradient outlives its
-// micro-batch; DeepSpeed's ZeRO-2 reduces at every micro-step) rather than
-// summing them whole over the step and synchronizing once after the last
-// (stages 0 and 1).
+// gradients as its backward pass produces them (stages 2 and 3: a device
+// keeps only the reduced 1/r it updates, so no whole gradient outlives its
+// micro-batch; DeepSpeed's ZeRO-2 reduces at every micro-step, FSDP
+// without no_sync too, and at stage 3 every micro-batch gathers the
+// weights again) rather than summing them whole over the step and
+// synchronizing once after the last (stages 0 and 1).
 inline bool syncs_every_micro_batch(ZeroStage z) { return shards_gradients(z); }
 
 inline constexpr int32_t kAllLayers = -1;

@@ -218,7 +218,8 @@ std::vector<int64_t> plan_chunks(const ExecutionPlan& plan, const PipelineShape&
 // unless it is kept whole (below the persistence threshold); at stage 2
 // over M micro-batches each bucket reduce-scattered every micro-batch
 // (SyncBucket::every_micro_batch) is reduce-scattered M - 1 times more
-// (r - 1 padded blocks each).
+// (r - 1 padded blocks each); at stage 3 a bucket gathered for use is also
+// gathered twice by each micro-batch: 3 (M - 1) more in all.
 double sharded_sync_extra_bytes(const ExecutionPlan& plan);
 
 // Sets the plan's ZeRO stage and regroups its buckets: up to stage 2 as

@@ -177,9 +177,9 @@ int64_t node_slices(const Graph& g, const Node& n);
 // counts every weight block's all-reduce, 2 (r - 1) x its bytes over its r
 // holders) under the recipe's ZeRO stage: at stage 3 each weight block
 // gathered for use is all-gathered twice and reduce-scattered once, one
-// all-gather more, (r - 1) x its bytes; at stage 2 over micro-batches each
-// block is reduce-scattered by every micro-batch its first compute reader
-// runs, (r - 1) x its bytes for each after the first. (The runtime also
+// all-gather more, (r - 1) x its bytes; over micro-batches (stages 2 and
+// 3) each block is reduce-scattered, and at stage 3 gathered twice, by
+// every micro-batch its first compute reader runs (SyncGroup::rounds). (The runtime also
 // pads each bucket to r equal blocks: runtime/execution_plan.h's
 // sharded_sync_extra_bytes.)
 double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe);

@@ -77,9 +77,16 @@ struct ShardedStep {
   bool gathers = false;              // it reads weights it gathers for use (a gathering operator)
   double gather = 0;                 // CostModel::use_gather_time of those weights, once
   std::vector<SyncGroup> grads;      // its weights' gradients
+  int64_t rounds = 1;                // its visits per step: once per micro-batch (node_slices), or once
 };
 // `ops` in model order; `forward` and `backward` are the critical path's
-// passes, to which the operators' times are scaled.
-SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward);
+// passes (every micro-batch's), to which the operators' times are scaled.
+// With `micro` micro-batches (one stage: each micro-batch's forward, then
+// its backward) every visit above repeats per micro-batch for the
+// operators that run per micro-batch (ShardedStep::rounds), each at 1/M
+// of its time, gathering again, and each micro-batch's gradients that
+// come with every micro-batch (SyncGroup::rounds) are reduce-scattered in
+// its own backward; the others, with the last micro-batch's.
+SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward, int64_t micro = 1);
 
 }  // namespace pcgx::search

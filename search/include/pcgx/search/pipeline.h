@@ -77,9 +77,9 @@
 // during the last micro-batch's backward pass (PyTorch DDP's no_sync on the
 // others; Megatron-LM's gradient reduction after the last micro-batch), so
 // only that backward can hide the buckets (gradient_sync.h); except, with
-// one stage, under ZeRO 2, which reduce-scatters every micro-batch's
-// gradients in its own backward pass (training_recipe.h's
-// syncs_every_micro_batch; SyncGroup::rounds).
+// one stage, under ZeRO 2 and 3, which reduce-scatter every micro-batch's
+// gradients in its own backward pass (and at 3 gather its weights again:
+// training_recipe.h's syncs_every_micro_batch; SyncGroup::rounds).
 //
 // The result is one PCG, the stages' PCGs joined (the layout change between
 // two stages runs on the receiving stage), with machine views offset to each
