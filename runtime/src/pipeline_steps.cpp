@@ -173,7 +173,7 @@ double DeviceExecutor::scheduled_step() {
       chunk_forward(x.chunk);
     }
     swap_set(x.chunk, set);
-    // (ZeRO 2 runs one stage of one chunk, micro-batches in order:
+    // (ZeRO 2 and 3 run one stage of one chunk, micro-batches in order:
     // trainer.cpp; the last is synchronize_gradients()'.)
     if (x.backward && syncs_micro_batches() && x.micro_batch + 1 < plan_.micro_batches) reduce_scatter_micro_batch();
     if (x.backward) free_sets_[c].push_back(std::move(set)), --in_use[c];

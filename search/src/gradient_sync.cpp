@@ -146,16 +146,20 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
       if (it->rounds > 1 || m + 1 == micro) visits.push_back({&*it, true, m});
     visits.push_back({nullptr, true, m});  // the micro-batch's end: what is left of its buckets
   }
-  std::vector<size_t> gathering;
+  // The gathering visits, per micro-batch: none is prefetched across a
+  // micro-batch's end (the next one's first two are issued as it starts),
+  // so at most two operators' weights are held at once there too.
+  std::vector<std::vector<size_t>> gathering(static_cast<size_t>(micro));
   for (size_t i = 0; i < visits.size(); ++i)
-    if (visits[i].op && visits[i].op->gathers) gathering.push_back(i);
+    if (visits[i].op && visits[i].op->gathers) gathering[static_cast<size_t>(visits[i].micro_batch)].push_back(i);
   std::vector<double> arrived(visits.size(), 0.0);
   const ShardedStep* first = ops.empty() ? nullptr : &ops.front();
   double channel = 0, compute = 0;
+  const std::vector<size_t>* now = &gathering[0];
   auto issue = [&](size_t j, double at) {
-    if (j >= gathering.size()) return;
-    channel = std::max(channel, at) + visits[gathering[j]].op->gather;
-    arrived[gathering[j]] = channel;
+    if (j >= now->size()) return;
+    channel = std::max(channel, at) + visits[(*now)[j]].op->gather;
+    arrived[(*now)[j]] = channel;
   };
   issue(0, 0.0), issue(1, 0.0);
   size_t j = 0;
@@ -163,6 +167,8 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
     const Buckets& set = visits[i].micro_batch + 1 == micro ? final_buckets : every_buckets;
     if (!visits[i].op) {
       for (const Bucket& b : set.last) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
+      if (const auto next = static_cast<size_t>(visits[i].micro_batch) + 1; next < gathering.size())
+        now = &gathering[next], j = 0, issue(0, compute), issue(1, compute);
       continue;
     }
     const ShardedStep& op = *visits[i].op;

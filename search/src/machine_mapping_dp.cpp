@@ -168,8 +168,9 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       op.forward = r.time - r.sync - r.update - r.backward, op.backward = r.backward;
       op.gathers = p.gathers_for_use(static_cast<NodeId>(i));
       op.grads = p.sync_groups(w, static_cast<NodeId>(i), 0);
-      for (const SyncGroup& s : op.grads) op.gather += p.cost.use_gather_time(s);
       op.rounds = node_slices(p.g, p.g.node(static_cast<NodeId>(i)));
+      // A weight gathered once per step (SyncGroup::rounds 1): 1/M of it per visit.
+      for (const SyncGroup& s : op.grads) op.gather += p.cost.use_gather_time(s) * (s.rounds > 1 ? 1.0 : 1.0 / static_cast<double>(op.rounds));
       micro = std::max(micro, op.rounds);
     }
     const double forward = m.dp.time - m.dp.sync - m.dp.update - m.dp.backward;

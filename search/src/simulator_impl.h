@@ -65,7 +65,7 @@ struct Simulator::Impl {
     std::vector<uint64_t> last_backward_position;  // per chunk: the order position of its last micro-batch's backward
     // A micro-batch's backward of every chunk run task by task (the
     // gradient buckets start inside it): the last micro-batch's, and under
-    // ZeRO 2 (training_recipe.h: each micro-batch's gradients synchronized)
+    // ZeRO 2 and 3 (training_recipe.h: each micro-batch's gradients synchronized)
     // every micro-batch's, in micro-batch order.
     struct Expanded {
       int64_t micro_batch = 0;
@@ -346,9 +346,13 @@ struct Simulator::Impl {
       if (u.fwd_gather >= 0) {  // ZeRO 3: every weight it synchronizes and gathers for use, gathered over its group
         double seconds = 0;
         std::set<ResourceId> res;
+        // A weight gathered once per step (a layout computed once per step:
+        // SyncGroup::rounds 1) read by a node that runs per micro-batch is
+        // charged 1/M of its gather in each, as the DP's replay charges it.
+        const double slices = static_cast<double>(node_slices(g, n));
         for (const SyncGroup& s : problem.sync_groups(*place, id, 0)) {
           if (!s.gathered_for_use) continue;  // kept whole (below the persistence threshold)
-          seconds += cost.use_gather_time(s);
+          seconds += cost.use_gather_time(s) * (s.rounds > 1 ? 1.0 : 1.0 / slices);
           sync_resources(s, !cost.machine().device.overlaps_communication, id, res);
         }
         std::vector<ResourceId> r = seconds > 0 ? std::vector<ResourceId>(res.begin(), res.end()) : std::vector<ResourceId>{};
@@ -452,8 +456,9 @@ struct Simulator::Impl {
                             : order_of(0, at, kStepEnd + 1 + static_cast<uint64_t>(buckets));
         // Issued right after the task that closes it, as without
         // micro-batches (where none of its gradients comes from a
-        // once-per-step task, which runs after the whole backward).
-        if (beside && closer >= 0) {
+        // once-per-step task, which runs after the whole backward); at
+        // ZeRO 3 so between the gathers on the sync channel, as there.
+        if ((beside || shards_weights(cost.recipe().zero)) && closer >= 0) {
           const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(closer)]);
           const uint64_t after = x->last[static_cast<size_t>(closer)];
           if (after > 0 && x->position[c] == at) {

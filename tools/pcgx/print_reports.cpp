@@ -97,7 +97,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
       << (syncs_every_micro_batch(recipe.zero) && rep.pipelined && rep.result.micro_batches > 1
-              ? ", each micro-batch's gradients reduce-scattered"
+              ? (shards_weights(recipe.zero) ? ", each micro-batch's weights gathered and gradients reduce-scattered"
+                                             : ", each micro-batch's gradients reduce-scattered")
               : "")
       << "\n";
   if (shards_weights(recipe.zero))

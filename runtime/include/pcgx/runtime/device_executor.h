@@ -453,7 +453,7 @@ class DeviceExecutor {
     int member = -1;
     int64_t floats = 0;
     Buffer w, g, weights;
-    Buffer part;  // ZeRO 2 over micro-batches: one micro-batch's reduced block, before it is added to `g`
+    Buffer part;  // ZeRO 2 and 3 over micro-batches: one micro-batch's reduced block, before it is added to `g`
   };
   std::vector<ZeroBlock> zero_blocks_;  // per bucket of the plan
   // Whole-shard moments of the bucketed copies, parameter_shards() order
@@ -477,7 +477,7 @@ class DeviceExecutor {
   // Under ZeRO: the bucket's gradients reduce-scattered into its
   // ZeroBlock's `g` (with `add`, added to what `g` holds).
   void reduce_scatter_bucket(size_t k, bool add = false);
-  // ZeRO 2 over micro-batches (training_recipe.h's syncs_every_micro_batch):
+  // ZeRO 2 and 3 over micro-batches (training_recipe.h's syncs_every_micro_batch):
   // after each micro-batch's backward pass but the last, every bucket here
   // whose gradients come with every micro-batch (SyncBucket::
   // every_micro_batch) is reduce-scattered and added into this device's

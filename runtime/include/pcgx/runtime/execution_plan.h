@@ -57,7 +57,7 @@ struct SyncBucket {
   // ZeRO stage 3: one weight block alone, gathered before each use of its
   // weight rather than after the update (set_zero).
   bool gathered_for_use = false;
-  // ZeRO 2 over micro-batches (training_recipe.h's syncs_every_micro_batch):
+  // ZeRO 2 and 3 over micro-batches (training_recipe.h's syncs_every_micro_batch):
   // its weights' gradients arrive with every micro-batch (a reader runs
   // per micro-batch), so it is reduce-scattered after each; a bucket of
   // weights whose gradients arrive once per step (read only by a layout

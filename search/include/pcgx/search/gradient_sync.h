@@ -75,7 +75,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 struct ShardedStep {
   double forward = 0, backward = 0;  // the operator's compute and messages
   bool gathers = false;              // it reads weights it gathers for use (a gathering operator)
-  double gather = 0;                 // CostModel::use_gather_time of those weights, once
+  double gather = 0;                 // CostModel::use_gather_time of those weights, once (per visit: 1/rounds of those gathered once per step)
   std::vector<SyncGroup> grads;      // its weights' gradients
   int64_t rounds = 1;                // its visits per step: once per micro-batch (node_slices), or once
 };
@@ -84,9 +84,12 @@ struct ShardedStep {
 // With `micro` micro-batches (one stage: each micro-batch's forward, then
 // its backward) every visit above repeats per micro-batch for the
 // operators that run per micro-batch (ShardedStep::rounds), each at 1/M
-// of its time, gathering again, and each micro-batch's gradients that
-// come with every micro-batch (SyncGroup::rounds) are reduce-scattered in
-// its own backward; the others, with the last micro-batch's.
+// of its time, gathering again (its first two gathers issued as it
+// starts: none is prefetched across a micro-batch's end), and each
+// micro-batch's gradients that come with every micro-batch
+// (SyncGroup::rounds) are reduce-scattered in its own backward; the
+// others, with the last micro-batch's. A weight gathered once per step
+// (rounds 1) is charged 1/rounds of its gather at each visit.
 SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward, int64_t micro = 1);
 
 }  // namespace pcgx::search
