@@ -4,8 +4,8 @@
 //   2. per tiny model and plan (data parallel, the same with ZeRO stage 1,
 //      with selective and full recomputation, recomputing the first
 //      layer's operators by name (recompute operators), and with gradient
-//      accumulation over 2 micro-batches of that plan's batch (at ZeRO 0
-//      and 2) and a
+//      accumulation over 2 micro-batches of that plan's batch (at ZeRO 0,
+//      2 and 3) and a
 //      pipeline of 2 stages over 4 micro-batches of it (1F1B, run with
 //      micro-batches in flight), where the model has something to
 //      recompute,
@@ -181,8 +181,11 @@ int main(int argc, char** argv) {
     if (plan_recompute(dp, layouts, Recompute::kFull).segments > 0) {
       const Graph twice = build_model(name, {{"batch", 2 * find_model(name)->defaults.at("batch")}});
       plans.push_back({"dp 2 micro x2", search::pipelined(search::best_data_parallel(twice, mapper), 2, true)});
-      // And with ZeRO 2: each micro-batch's gradients reduce-scattered.
-      plans.push_back({"dp 2 micro x2 ZeRO 2", plans.back().graph, ZeroStage::k2});
+      // And with ZeRO 2: each micro-batch's gradients reduce-scattered;
+      // ZeRO 3: each micro-batch's weights gathered too.
+      const Graph accumulated = plans.back().graph;
+      plans.push_back({"dp 2 micro x2 ZeRO 2", accumulated, ZeroStage::k2});
+      plans.push_back({"dp 2 micro x2 ZeRO 3", accumulated, ZeroStage::k3});
     }
     // Pipelined: twice the batch over 2 stages of half the devices, 4
     // micro-batches under 1F1B, run with micro-batches in flight.
