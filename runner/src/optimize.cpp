@@ -428,7 +428,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   const bool one_stage = q.pipeline && q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1;
   if (q.pipeline && q.zero && shards_gradients(*q.zero) && !one_stage)
     throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
-                                                 " with micro-batches: a pipelined plan shards at most the optimizer state (stage 1), as "
+                                                 " with pipeline stages: a pipelined plan shards at most the optimizer state (stage 1), as "
                                                  "DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over micro-batches on one stage");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
@@ -573,19 +573,30 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   out.data_parallel = mapper.map(search::best_data_parallel(q.model, mapper));
   out.file = {q.model.name(), q.machine, q.machine.num_devices(), std::string(search::name(q.search.algorithm)), r.applied, r.strategy};
   out.file.recipe = cm.recipe();
-  // The operators recomputed are those the plan has: a rule that fused one
-  // away took its name (recompute_plan.h ignores absent names).
-  if (auto& names = out.file.recipe.recompute_operators; !names.empty()) {
-    std::set<std::string> present;
-    for (const Node& n : r.strategy.graph.nodes()) present.insert(n.name);
-    std::erase_if(names, [&](const std::string& n) { return !present.count(n); });
-    if (names.empty()) out.file.recipe.recompute = Recompute::kNone;
-  }
   if (out.pipelined) {
     out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
         out.file.virtual_stages = out.result.virtual_stages, out.file.schedule = PipelineShape::default_for(out.result.virtual_stages);
     // A stated schedule (a plan's), which memory was counted with.
     if (q.pipeline && q.pipeline->schedule) out.file.schedule = *q.pipeline->schedule, out.file.programs = q.pipeline->programs;
+  }
+  // The operators recomputed are those the plan found recomputes: a rule
+  // that fused one away took its name, and a pipeline stage's boundary
+  // (read by the next stage) is never recomputed (recompute_plan.h). Where
+  // none is left, the names chose nothing: an error.
+  if (auto& names = out.file.recipe.recompute_operators; !names.empty()) {
+    const Graph& fg = r.strategy.graph;
+    std::vector<int64_t> chunk;
+    if (const auto shape = search::pipeline_shape(out.file); shape && shape->chunks() > 1)
+      chunk = pipeline_chunks(fg, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
+    const RecomputePlan plan = plan_recompute(fg, source_layouts(fg), out.file.recipe, chunk);
+    std::set<std::string> recomputed;
+    for (const Node& n : fg.nodes())
+      if (plan.recomputed[static_cast<size_t>(n.id)]) recomputed.insert(n.name);
+    std::erase_if(names, [&](const std::string& n) { return !recomputed.count(n); });
+    if (names.empty())
+      throw FieldError("OptimizeRequest.recompute_operators",
+                       "none of the operators named is recomputed in the plan found (a pipeline stage's boundary, read by the next "
+                       "stage, never is; nor an operator a rule fused away)");
   }
   if (!search::predicts_by_simulation(q.search) && r.strategy.estimate.feasible)
     out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();

@@ -109,7 +109,7 @@ TEST(OptimizePipeline, MicroBatchesAloneAccumulateGradients) {
   const auto zp = run("optimize mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 2 --zero 2 -q -o " +
                       (dir() / "zp.json").string());
   EXPECT_EQ(zp.code, 2) << zp.out;
-  EXPECT_NE(zp.out.find("error: --zero: ZeRO stage 2 with micro-batches: a pipelined plan shards at most the optimizer state (stage 1)"),
+  EXPECT_NE(zp.out.find("error: --zero: ZeRO stage 2 with pipeline stages: a pipelined plan shards at most the optimizer state (stage 1)"),
             std::string::npos) << zp.out;
 }
 

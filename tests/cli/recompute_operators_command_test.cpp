@@ -67,6 +67,15 @@ TEST(RecomputeOperatorsCommand, PipelineStagesRecomputeTheirOwn) {
   EXPECT_EQ(t.code, 0) << t.out;
   const auto sim = run("simulate " + s);
   EXPECT_EQ(sim.code, 0) << sim.out;
+  // A stage's boundary (read by the next stage) is never recomputed:
+  // named alone, one error line, nothing written.
+  const std::string b = (dir() / "boundary.json").string();
+  const auto boundary = run("optimize gpt-tiny --machine cpu-host --devices 2 --pipeline --stages 2 --micro-batches 2 --search data-parallel "
+                            "--recompute-operators block0.mlp_residual -q -o " + b);
+  EXPECT_EQ(boundary.code, 2) << boundary.out;
+  EXPECT_NE(boundary.out.find("error: --recompute-operators: none of the operators named is recomputed in the plan found"), std::string::npos)
+      << boundary.out;
+  EXPECT_FALSE(fs::exists(b));
 }
 
 TEST(RecomputeOperatorsCommand, MistakesAreOneErrorLine) {

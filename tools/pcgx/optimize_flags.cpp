@@ -44,15 +44,17 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
   cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
   f.precision_flag = cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + "; auto: the fastest plan over the machine's mixed precisions and tf32")
       ->capture_default_str();
-  f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search")
+  f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none, then selective, then full where memory limits the search "
+                                                                     "(and where full fits, the fewest layers, full+selective and kinds of operators)")
       ->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, std::string(kRecomputeLayersHelp) +
                   " (default: every layer where --recompute full is given; with --recompute auto, where full recomputation is what fits, "
                   "the fewest layers that fit)")
       ->check(positive());
   cmd->add_option("--recompute-operators", f.recompute_operators,
-                  "with --recompute operators: the operators whose outputs the backward pass recomputes instead of keeping, by name or "
-                  "name pattern ('*' any run, '?' one character), comma-separated (\"block*.attn.scores,block*.attn.probs\")")
+                  "the operators whose outputs the backward pass recomputes instead of keeping (--recompute operators, implied where "
+                  "--recompute is not given), by name or name pattern ('*' any run, '?' one character), comma-separated "
+                  "(\"block*.attn.scores,block*.attn.softmax\"); the per-operator table (without -q) lists the names")
       ->delimiter(',');
   f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();

@@ -54,7 +54,10 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   if (rep.pipelined && rep.result.stages == 1) {
     const int64_t m = rep.result.micro_batches;
     out << "gradient accumulation " << m << (m == 1 ? " micro-batch" : " micro-batches") << (!q.pipeline || q.pipeline->micro_batches == 0 ? " (auto)" : "")
-        << " of " << ms(rep.result.stage.at(0).micro_batch) << ", one synchronization and update " << ms(e.once) << "\n";
+        << " of " << ms(rep.result.stage.at(0).micro_batch)
+        << (syncs_every_micro_batch(rep.cost->recipe().zero) ? ", the last synchronization's exposed tail and the update "
+                                                              : ", one synchronization and update ")
+        << ms(e.once) << "\n";
   } else if (rep.pipelined) {
     const search::PipelineResult& pr = rep.result;
     const bool written = rep.file.schedule != PipelineShape::default_for(pr.virtual_stages);
