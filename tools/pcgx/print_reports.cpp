@@ -48,6 +48,13 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       out << (i ? ", " : "") << f.label << " " << (f.feasible ? ms(f.simulated) + " (predicted " + ms(f.estimate) + ")" : std::string("infeasible"))
                 << (static_cast<int>(i) == r.ranking.chosen ? " *" : "");
     }
+    // The plan kept may be the one chosen, re-priced under a later recipe
+    // (fewer layers recomputed, kinds of operators, a persistence
+    // threshold): then these are the searched recipe's figures.
+    const auto kept = std::find_if(rep.tried.rbegin(), rep.tried.rend(), [&](const runner::RecipeTried& t) {
+      return t.feasible && t.recipe == rep.cost->recipe();
+    });
+    if (kept != rep.tried.rend() && !kept->searched) out << " (under the recipe searched; the plan kept is that one re-priced)";
     out << "\n";
   }
   print_profile_coverage(out, *rep.cost, r.strategy.graph);
