@@ -571,6 +571,15 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     out.busiest_memory = *std::max_element(mem.begin(), mem.end(), [](const auto& a, const auto& b) { return a.total() < b.total(); });
   }
   out.data_parallel = mapper.map(search::best_data_parallel(q.model, mapper));
+  // Against an accumulating plan, data parallelism accumulating over the
+  // same micro-batches: the same activations held, so a like comparison.
+  if (out.pipelined && out.result.stages == 1 && out.result.micro_batches > 1) {
+    try {
+      search::Strategy dp = mapper.map(search::pipelined(search::best_data_parallel(q.model, mapper), out.result.micro_batches, true));
+      if (dp.estimate.feasible || !out.data_parallel.estimate.feasible) out.data_parallel = std::move(dp), out.data_parallel_micro_batches = out.result.micro_batches;
+    } catch (const Error&) {  // a model that cannot take them (data parallelism in one batch stays the baseline)
+    }
+  }
   out.file = {q.model.name(), q.machine, q.machine.num_devices(), std::string(search::name(q.search.algorithm)), r.applied, r.strategy};
   out.file.recipe = cm.recipe();
   if (out.pipelined) {

@@ -89,6 +89,12 @@ TEST(OptimizePipeline, MicroBatchesAloneAccumulateGradients) {
   EXPECT_EQ(j["pipeline"]["micro_batches"], 2);
   const auto t = run("run " + s + " --steps 3 --no-report --no-plot");
   EXPECT_EQ(t.code, 0) << t.out;
+  // The data-parallel baseline accumulates over the same micro-batches:
+  // against data parallelism's own accumulating plan, a speedup of 1.
+  const auto same = run("optimize gpt-tiny --machine cpu-host --devices 4 --micro-batches 2 --search data-parallel -q -o " + (dir() / "dp.json").string());
+  ASSERT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(same.out.find(" (accumulating over the same 2 micro-batches)\n"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("speedup over data parallel  1.00x"), std::string::npos) << same.out;
   // ZeRO 2 accumulates too (each micro-batch's gradients reduce-scattered),
   // recorded and run; stage 2 with pipeline stages is one error line.
   const std::string z2 = (dir() / "z2.json").string();

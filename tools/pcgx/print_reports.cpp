@@ -136,7 +136,9 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
         << human_bytes(m->gradients) << ", optimizer " << human_bytes(m->optimizer) << ", activations " << human_bytes(m->activations)
         << ", transient " << human_bytes(m->transient) << "\n";
   out
-            << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible) << "\n";
+            << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible)
+            << (rep.data_parallel_micro_batches > 1 ? " (accumulating over the same " + std::to_string(rep.data_parallel_micro_batches) + " micro-batches)" : "")
+            << "\n";
   if (dp.estimate.feasible) out << "speedup over data parallel  " << std::setprecision(2) << dp.estimate.time / e.time << "x\n";
   out << "substitutions applied " << r.applied.size() << "\n";
   for (size_t i = 0; i < r.applied.size() && i < 20; ++i) out << "  " << r.applied[i] << "\n";

@@ -106,6 +106,7 @@ struct OptimizeReport {
   // plan is pipelined.
   double simulated = 0;
   search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
+  int64_t data_parallel_micro_batches = 1;  // > 1: that baseline accumulates over as many micro-batches as the plan
   // What the device holding the most keeps, by kind (not pipelined and feasible).
   std::optional<search::DeviceMemory> busiest_memory;
   std::shared_ptr<const search::CostModel> cost;  // what priced the plan (its recipe: the one chosen)
