@@ -110,6 +110,10 @@ TEST(OptimizePipeline, MicroBatchesAloneAccumulateGradients) {
   const std::string z3s = (dir() / "z3.json").string();
   const auto z3 = run("optimize mlp-tiny --machine cpu-host --devices 4 --micro-batches 2 --zero 3 -q -o " + z3s);
   ASSERT_EQ(z3.code, 0) << z3.out;
+  // On one device there is nothing to shard, and the report says so.
+  const auto one = run("optimize mlp-tiny --machine cpu-host --devices 1 --zero 3 -q -o " + (dir() / "one.json").string());
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("(here nothing: no weight has copies on several devices)"), std::string::npos) << one.out;
   const auto z3t = run("run " + z3s + " --steps 3 --no-report --no-plot");
   EXPECT_EQ(z3t.code, 0) << z3t.out;
   const auto zp = run("optimize mlp-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 2 --zero 2 -q -o " +

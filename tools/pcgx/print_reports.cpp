@@ -110,6 +110,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
               ? (shards_weights(recipe.zero) ? ", each micro-batch's weights gathered and gradients reduce-scattered"
                                              : ", each micro-batch's gradients reduce-scattered")
               : "")
+      // A plan whose weights have no copies on several devices has nothing to shard.
+      << (shards_optimizer(recipe.zero) && e.buckets == 0 ? " (here nothing: no weight has copies on several devices)" : "")
       << "\n";
   if (shards_weights(recipe.zero))
     out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "") << "\n";
