@@ -1,0 +1,308 @@
+// Re-pricing the plan a recipe search found (recipe_refinements.h).
+#include "recipe_refinements.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_chunks.h"
+#include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/source_layout.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/user_plan.h"
+
+namespace pcgx::runner {
+
+namespace {
+
+// Full recomputation chosen (none and selective left no plan): the fewest
+// layers recomputed that still fit, Megatron-LM's block method. Recomputing
+// fewer layers keeps more activations and re-runs less, so memory falls and
+// time rises with the count: a bisection over the counts below `every`
+// (which fits: every layer), each re-pricing the plan found with every
+// layer recomputed (`price`: its result, or nothing where it does not
+// fit), finds the fewest that fit, and it is taken where it is faster.
+// Each count tried is listed among the recipes, "(re-priced)". Under
+// `policy` full+selective the layers left whole recompute selectively, so
+// fewer full layers may fit: the counts are tried again so, after full's,
+// and the faster kept.
+template <class Result>
+void fewest_recomputed_layers(Recompute policy, int32_t every, OptimizeReport& out,
+                              const std::function<std::optional<Result>(const search::CostModel&, double& need)>& price,
+                              const OptimizeRequest& q, const search::Efficiency& eff, const std::function<void(Result&&)>& adopt,
+                              double found_time) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  std::optional<std::pair<Result, std::shared_ptr<const search::CostModel>>> best;
+  double best_time = 0;
+  for (int32_t lo = 1, hi = every; lo < hi;) {  // hi: the fewest known to fit
+    const int32_t mid = lo + (hi - lo) / 2;
+    TrainingRecipe recipe = chosen;
+    recipe.recompute = policy, recipe.recompute_layers = mid;
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    double need = 0;  // where it does not fit: the smallest per-device need found
+    std::optional<Result> r = price(*cost, need);
+    RecipeTried tried{recipe, r.has_value(), r ? r->estimate().time : 0.0, need};
+    tried.searched = false;
+    out.tried.push_back(tried);
+    if (r) {
+      hi = mid, best_time = r->estimate().time;
+      best.emplace(std::move(*r), std::move(cost));
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (best && best_time < found_time) adopt(std::move(best->first)), out.cost = std::move(best->second);
+}
+
+// One stage: the plan found mapped again under each count.
+struct Mapped {
+  search::Strategy strategy;
+  const search::Estimate& estimate() const { return strategy.estimate; }
+};
+
+}  // namespace
+
+void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
+  const Graph& g = out.result.search.strategy.graph;
+  for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
+    fewest_recomputed_layers<Mapped>(
+        policy, plan_recompute(g, source_layouts(g), Recompute::kFull).segments, out,
+        [&](const search::CostModel& cost, double& need) -> std::optional<Mapped> {
+          const search::MachineMapper mapper(cost);
+          Mapped m{mapper.map(g)};
+          need = mapper.memory_refusals().smallest_need;
+          if (!m.strategy.estimate.feasible) return std::nullopt;
+          return m;
+        },
+        q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
+}
+
+namespace {
+
+// The plan `g` mapped again under `recipe` (its views chosen anew), listed
+// among the recipes tried, "(re-priced)".
+std::pair<search::Strategy, std::shared_ptr<const search::CostModel>> repriced(const OptimizeRequest& q, const search::Efficiency& eff,
+                                                                                const Graph& g, const TrainingRecipe& recipe, OptimizeReport& out) {
+  auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+  const search::MachineMapper mapper(*cost);
+  search::Strategy s = mapper.map(g);
+  RecipeTried tried{recipe, s.estimate.feasible, s.estimate.feasible ? s.estimate.time : 0.0, mapper.memory_refusals().smallest_need};
+  tried.searched = false;
+  out.tried.push_back(tried);
+  return {std::move(s), std::move(cost)};
+}
+
+}  // namespace
+
+// Full recomputation chosen (none and selective left no plan): the
+// operators to recompute chosen a kind at a time instead of whole layers
+// (a kind: the operators whose names differ only in their layer number,
+// "block*.mlp.intermediate"; recompute operators). From what selective
+// re-runs, each kind is ranked by the forward time its re-run adds per
+// byte it frees on the busiest device (the memory model on the plan's
+// views, that kind alone beside the start), and kinds are added in that
+// order until the plan fits on those views; then each kind taken, the
+// longest re-run first, is left out again where the rest still fits (the
+// last one added may free more than was missing). That plan, mapped again
+// (or, where the mapping's views need more, the kinds before leaving any
+// out), is taken where it is faster than the layers chosen. Each plan
+// mapped is listed among the recipes, "(re-priced)".
+void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (!recomputes_layers(chosen.recompute)) return;
+  const search::Strategy& found = out.result.search.strategy;
+  const Graph& g = found.graph;
+  const SourceLayouts layouts = source_layouts(g);
+  const Placement place(g, found.views, q.machine.num_devices());
+  const RecomputePlan selective = plan_recompute(g, layouts, Recompute::kSelective);
+  std::set<NodeId> outputs;
+  for (const TensorRef& t : g.outputs()) outputs.insert(t.node);
+  std::set<std::string> start;                            // what selective re-runs
+  std::map<std::string, std::vector<const Node*>> kinds;  // by layer pattern (the name itself without a layer)
+  for (const Node& n : g.nodes()) {
+    if (n.name.empty() || n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id) || n.op->loss != LossKind::kNone ||
+        outputs.count(n.id))
+      continue;
+    if (selective.recomputed[static_cast<size_t>(n.id)]) {
+      start.insert(n.name);
+      continue;
+    }
+    const std::string pattern = search::layer_pattern(n.name);
+    kinds[pattern.empty() ? n.name : pattern].push_back(&n);
+  }
+  auto recipe_of = [&](const std::set<std::string>& names) {
+    TrainingRecipe r = chosen;
+    r.recompute = Recompute::kOperators, r.recompute_layers = kAllLayers;
+    r.recompute_operators.assign(names.begin(), names.end());
+    return r;
+  };
+  auto busiest = [&](const std::set<std::string>& names) {
+    const std::vector<double> m = search::memory_per_device(place, recipe_of(names));
+    return *std::max_element(m.begin(), m.end());
+  };
+  struct Kind {
+    const std::vector<const Node*>* nodes;
+    double seconds;   // of forward re-run
+    double per_byte;  // seconds per byte freed
+  };
+  std::vector<Kind> ranked;
+  const double start_need = busiest(start);
+  for (const auto& [pattern, nodes] : kinds) {
+    std::set<std::string> with = start;
+    double seconds = 0;
+    for (const Node* n : nodes) with.insert(n->name), seconds += out.cost->task_time(g, *n).forward;
+    const double frees = start_need - busiest(with);
+    if (frees > 0) ranked.push_back({&nodes, seconds, seconds / frees});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Kind& a, const Kind& b) { return a.per_byte < b.per_byte; });
+  const double capacity = q.machine.device.memory_capacity;
+  auto with_kinds = [&](const std::vector<char>& in) {
+    std::set<std::string> names = start;
+    for (size_t k = 0; k < ranked.size(); ++k)
+      if (in[k])
+        for (const Node* n : *ranked[k].nodes) names.insert(n->name);
+    return names;
+  };
+  std::vector<char> in(ranked.size(), 0);
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    in[k] = 1;
+    if (k + 1 < ranked.size() && busiest(with_kinds(in)) > capacity) continue;  // not yet on these views
+    // The last kind added may free more than was missing: each kind taken,
+    // the longest re-run first, is left out again where the rest still
+    // fits on these views.
+    std::vector<char> pruned = in;
+    std::vector<size_t> longest;
+    for (size_t j = 0; j <= k; ++j) longest.push_back(j);
+    std::stable_sort(longest.begin(), longest.end(), [&](size_t a, size_t b) { return ranked[a].seconds > ranked[b].seconds; });
+    for (const size_t j : longest) {
+      pruned[j] = 0;
+      if (busiest(with_kinds(pruned)) > capacity) pruned[j] = 1;
+    }
+    for (const std::vector<char>* set : {&pruned, &in}) {
+      if (set == &in && pruned == in) break;
+      auto [s, cost] = repriced(q, eff, g, recipe_of(with_kinds(*set)), out);
+      if (!s.estimate.feasible) continue;  // the mapping's own views need more: the whole set, or the next kind too
+      if (faster(s.estimate.time, found.estimate.time)) out.result.search.strategy = std::move(s), out.cost = std::move(cost);
+      return;
+    }
+  }
+}
+
+// At ZeRO stage 3: which weight blocks stay whole (DeepSpeed's persistence
+// threshold). Keeping a block whole trades its memory (the whole weight on
+// every device of its group) for its two gathers before use (one gather
+// after the update instead), so the candidates are the plan's block sizes:
+// threshold b + 1 keeps whole every block of b parameters or fewer. Each
+// re-prices (maps) the plan found; the fastest that fits is kept. At most
+// kThresholds sizes, spread evenly over the sorted ones.
+void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (!shards_weights(chosen.zero)) return;
+  const Graph& g = out.result.search.strategy.graph;
+  const SourceLayouts layouts = source_layouts(g);
+  std::vector<int64_t> sizes;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    for (const TensorRef& t : n.inputs)
+      if (layouts.weight(t) && g.shape(t).replica > 1) sizes.push_back(g.shape(t).shard_elements());
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  constexpr size_t kThresholds = 24;
+  std::vector<int64_t> thresholds;
+  for (size_t i = 0; i < std::min(sizes.size(), kThresholds); ++i) {
+    const size_t at = sizes.size() <= kThresholds ? i : (i + 1) * sizes.size() / kThresholds - 1;
+    thresholds.push_back(sizes[at] + 1);
+  }
+  double best_time = out.result.search.strategy.estimate.time;
+  out.persistence_chosen = !thresholds.empty();  // (no weight synchronized: nothing to choose)
+  for (const int64_t t : thresholds) {
+    if (t == chosen.zero_persistence_threshold) continue;
+    TrainingRecipe recipe = chosen;
+    recipe.zero_persistence_threshold = t;
+    auto [st, cost] = repriced(q, eff, g, recipe, out);
+    if (st.estimate.feasible && faster(st.estimate.time, best_time))
+      best_time = st.estimate.time, out.result.search.strategy = std::move(st), out.cost = std::move(cost);
+  }
+}
+
+// Pipeline stages, the count being per chunk (Megatron-LM counts per
+// stage's model chunk): the plan found, as `pcgx plan show` writes it
+// (its operators' partitions, its stages, micro-batches, schedule and
+// where its chunks end), lowered again under each count, so no stage is
+// searched again.
+namespace {
+struct Lowered {
+  search::PipelineResult result;
+  const search::Estimate& estimate() const { return result.search.strategy.estimate; }
+};
+}  // namespace
+void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                        OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
+  const search::PipelineResult& found = out.result;
+  const search::Strategy& st = found.search.strategy;
+  PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
+                      q.pipeline->schedule.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
+                      q.pipeline->programs};
+  auto plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
+  try {
+    plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, q.machine.num_devices(), shape);
+  } catch (const Error&) {
+    return;  // not expressible as a plan: every layer stays recomputed
+  }
+  plan->source = "the plan found";
+  search::SearchOptions o = q.search;
+  o.algorithm = search::Algorithm::kPlan, o.plan = plan;
+  const search::PipelineOptions po{shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule,
+                                   plan->pipeline->programs, plan->pipeline->boundaries};
+  // The plan lowered again with every layer recomputed is the baseline:
+  // where it does not lower or fit, the counts could not be told apart
+  // from it, and none is tried. Below it, a stated pipelined plan over
+  // memory is an error rather than a result: that count does not fit.
+  double baseline = 0;
+  try {
+    const search::PipelineResult all = search::optimize_pipeline(q.model, rules, *out.cost, o, po);
+    if (!all.search.strategy.estimate.feasible) return;
+    baseline = all.search.strategy.estimate.time;
+  } catch (const Error&) {
+    return;
+  }
+  // The counts that mean something: up to the most layers of a chunk
+  // (a segment is its first node's chunk, recompute_plan.h).
+  int32_t most = 1;
+  try {
+    const std::vector<int64_t> chunk = pipeline_chunks(st.graph, st.views, q.machine.num_devices(), shape);
+    const RecomputePlan every = plan_recompute(st.graph, source_layouts(st.graph), Recompute::kFull, kAllLayers, chunk);
+    std::vector<int64_t> chunk_of(static_cast<size_t>(every.segments), -1);
+    for (size_t n = 0; n < every.segment.size(); ++n)
+      if (const int32_t sgm = every.segment[n]; sgm >= 0 && chunk_of[static_cast<size_t>(sgm)] < 0) chunk_of[static_cast<size_t>(sgm)] = chunk[n];
+    std::map<int64_t, int32_t> per_chunk;
+    for (const int64_t c : chunk_of) most = std::max(most, ++per_chunk[c]);
+  } catch (const Error&) {
+    return;
+  }
+  double best = std::min(baseline, st.estimate.time);
+  for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
+    fewest_recomputed_layers<Lowered>(
+        policy, most, out,
+        [&](const search::CostModel& cost, double&) -> std::optional<Lowered> {
+          try {
+            Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
+            if (l.estimate().feasible) return l;
+          } catch (const Error&) {
+          }
+          return std::nullopt;
+        },
+        q, eff, [&](Lowered&& l) { best = l.estimate().time, out.result = std::move(l.result); }, best);
+}
+
+}  // namespace pcgx::runner

@@ -1,0 +1,32 @@
+#pragma once
+// The choices optimize makes after a recipe search by re-pricing the plan
+// it found (search_recipes in optimize.cpp): the fewest layers recomputed
+// whole (one stage, or per chunk of a pipeline), kinds of operators to
+// recompute instead, and ZeRO 3's persistence threshold. Each plan
+// re-priced is listed among the recipes tried, "(re-priced)", and taken
+// where it is faster than the plan kept so far. Internal to the runner.
+#include "pcgx/runner/optimize.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/rule_library.h"
+
+namespace pcgx::runner {
+
+// Whether a plan of `time` is faster than the best so far: beyond the
+// rounding of the same terms summed in another order, so that recipes
+// that price alike keep the first tried (the one that shards and sends
+// less: ZeRO 2 over micro-batches, its buckets all hidden, against 1).
+inline bool faster(double time, double best) { return time < best * (1 - 1e-12); }
+
+// Full recomputation chosen (none and selective left no plan): the fewest
+// layers recomputed that still fit, whole or with the others selective.
+void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out);
+// The same for pipeline stages, the count being per chunk.
+void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                        OptimizeReport& out);
+// Full recomputation chosen: kinds of operators to recompute instead
+// (recompute operators), the cheapest re-run per byte freed first.
+void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out);
+// At ZeRO stage 3: which weight blocks stay whole.
+void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out);
+
+}  // namespace pcgx::runner
