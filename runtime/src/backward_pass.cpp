@@ -31,7 +31,8 @@ void DeviceExecutor::clear_gradient(TensorRef t, int64_t shard) {
     state = kUnzeroed;
     return;
   }
-  if (const Buffer& b = grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)]) backend_.fill(b, 0.f);
+  // (A gradient given back between its uses is zeroed when taken back.)
+  if (const Buffer& b = grads_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)]; b && b.data) backend_.fill(b, 0.f);
   state = 0;
 }
 
@@ -73,7 +74,7 @@ void DeviceExecutor::backward_node(const Node& n) {
   if (n.op->op_class == OpClass::kSource) return;
   const Graph& g = *plan_.graph;
   const auto k = static_cast<size_t>(n.id);
-  gather_before(n, true);
+  zero_before_backward(n);
   for (size_t s : recompute_before_[k]) recompute_segment(plan_.segments[s]);
   for (const auto& [c, i] : receives_before_[k]) at(c, true), backward_receives(g.node(c), i);
   at(n.id, true);
@@ -86,6 +87,7 @@ void DeviceExecutor::backward_node(const Node& n) {
     case NodePlan::Run::kDone: break;
   }
   for (NodeId c : sends_after_[1][k]) backward_sends(g.node(c));
+  zero_after_backward(n);
   for (size_t s : free_after_backward_[k]) release_segment(plan_.segments[s]);
 }
 

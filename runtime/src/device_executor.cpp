@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/runtime/host_backend.h"
@@ -165,6 +166,7 @@ void DeviceExecutor::init() {
   // Backward, the readers run in descending order: send what they need first, first.
   for (auto& v : sends_after_[1]) std::reverse(v.begin(), v.end());
   init_pipeline();
+  put_away_between_uses();
 }
 
 void DeviceExecutor::forward_sends(const Node& n, bool recompute) {
@@ -235,7 +237,23 @@ Tensor<float> DeviceExecutor::gradient(TensorRef t, int64_t shard) const {
 void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
   const ParallelTensorShape& s = plan_.graph->node(node).outputs[0];
   if (!same_shape(logical, s)) throw Error(describe(plan_.graph->node(node)) + ": value has the wrong shape");
-  if (plan_.graph->node(node).op->is_weight) masters_current_ = false;  // ZeRO's master blocks come from the new value
+  // ZeRO's master blocks come from the new value: the blocks of copies
+  // that exist only while used at once (their copies taken back meanwhile,
+  // outside the step), the others before the next gather or update.
+  std::vector<size_t> windowed;
+  std::optional<OutsideStep> outside;
+  if (plan_.graph->node(node).op->is_weight && sharded()) {
+    const TensorRef p = plan_.parameter[static_cast<size_t>(node)];
+    for (size_t k = 0; k < zero_blocks_.size(); ++k) {
+      ZeroBlock& z = zero_blocks_[k];
+      const auto& parts = plan_.buckets[k].parts;
+      if (z.member < 0 || std::none_of(parts.begin(), parts.end(), [&](const SyncPart& q) { return q.tensor == p; })) continue;
+      z.current = false, masters_current_ = false;
+      if (z.weights_windowed) windowed.push_back(k);
+    }
+    if (!windowed.empty()) outside.emplace(*this);
+    for (size_t k : windowed) bring_back(k, kWeightCopies);
+  }
   auto fill = [&](NodeId id) {
     const auto& offsets = source_offsets_[static_cast<size_t>(id)];
     const int64_t shards = plan_.graph->node(id).outputs[0].num_shards();
@@ -249,6 +267,7 @@ void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
     else if (!staged) staged_[static_cast<size_t>(node)] = logical, staged = true;  // each micro-batch's slices at its turn (no allocation after the first step)
   }
   if (mixed()) round_source(node);
+  for (size_t k : windowed) load_master_block(k), put_away(k, kWeightCopies);
 }
 
 std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() const {
@@ -310,7 +329,7 @@ void DeviceExecutor::unpack_gradients(const SyncBucket& bucket, const Buffer& fl
 }
 
 void DeviceExecutor::synchronize_gradients() {
-  if (sharded() && !masters_current_) load_master_blocks();
+  if (sharded()) load_master_blocks();
   if (syncs_micro_batches()) {  // the others' after their backward passes
     if (micro_batches_synced_ != plan_.micro_batches - 1)
       throw Error(std::string("ZeRO ") + name(plan_.zero) + ": " + std::to_string(micro_batches_synced_) + " of the step's first " + std::to_string(plan_.micro_batches - 1) +
@@ -321,7 +340,7 @@ void DeviceExecutor::synchronize_gradients() {
   }
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
-    if (!member(bucket)) continue;
+    if (!member(bucket) || zero_blocks_[k].grads_windowed) continue;  // (those reduce-scattered in the backward pass)
     Buffer& flat = bucket_buffers_[k];
     if (!flat) flat = allocate(std::vector<int64_t>{bucket.floats});  // once: the size never changes
     // Packing, the all-reduce and unpacking are one recorded event: what
@@ -370,6 +389,7 @@ void DeviceExecutor::forward_node(const Node& n) {
   acquire(n.id);
   gather_before(n, false);
   run_forward(n);
+  zero_after_forward(n);
   for (NodeId c : sends_after_[0][static_cast<size_t>(n.id)]) forward_sends(g.node(c));
   for (size_t s : free_after_forward_[static_cast<size_t>(n.id)]) release_segment(plan_.segments[s]);
   for (NodeId f : free_nodes_after_forward_[static_cast<size_t>(n.id)]) release_node(f);

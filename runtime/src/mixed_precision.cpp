@@ -94,7 +94,7 @@ void DeviceExecutor::refresh_compute_weights() {
     const auto& values = this->values(p);
     const auto& masters = masters_[static_cast<size_t>(p.node)][static_cast<size_t>(p.output)];
     for (size_t k = 0; k < values.size(); ++k)
-      if (values[k]) backend_.copy_rounded(values[k], masters[k], plan_.precision);
+      if (values[k] && values[k].data) backend_.copy_rounded(values[k], masters[k], plan_.precision);  // (a ZeRO 3 copy given back: rounded when gathered)
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "pcgx/runtime/device_executor.h"
@@ -28,6 +29,7 @@ bool bucketed(const Graph& g, TensorRef t) { return !g.node(t.node).op->is_weigh
 
 void DeviceExecutor::init_zero() {
   zero_blocks_.assign(plan_.buckets.size(), {});
+  zero_turns_.assign(plan_.graph->size(), {});
   if (!sharded()) return;
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     const SyncBucket& bucket = plan_.buckets[k];
@@ -39,50 +41,178 @@ void DeviceExecutor::init_zero() {
     // The padding past the bucket's floats stays zero: a zero gradient
     // leaves a zero weight and zero moments zero.
     bucket_buffers_[k] = allocate(std::vector<int64_t>{r * z.floats});
-    z.weights = allocate(std::vector<int64_t>{r * z.floats});
     z.w = allocate(std::vector<int64_t>{z.floats});
     z.g = allocate(std::vector<int64_t>{z.floats});
     if (syncs_micro_batches() && bucket.every_micro_batch) z.part = allocate(std::vector<int64_t>{z.floats});
   }
-  if (!shards_weights(plan_.zero)) return;
-  // Stage 3: a bucket is gathered for the first compute reader of its
-  // weight layout (every bucket holds one block of one layout), unless it
-  // is kept whole (below the persistence threshold).
-  const Graph& g = *plan_.graph;
-  gathers_before_.assign(g.size(), {});
-  std::map<TensorRef, std::vector<size_t>> buckets_of;  // a layout split into blocks: one bucket per block
-  for (size_t k = 0; k < plan_.buckets.size(); ++k)
-    if (zero_blocks_[k].member >= 0 && plan_.buckets[k].gathered_for_use) buckets_of[plan_.buckets[k].parts.front().tensor].push_back(k);
-  std::set<TensorRef> seen;
-  for (const Node& n : g.nodes()) {
-    if (n.op->op_class != OpClass::kCompute) continue;
-    for (const TensorRef& t : n.inputs)
-      if (auto it = buckets_of.find(t); it != buckets_of.end() && seen.insert(t).second)
-        for (size_t k : it->second) gathers_before_[static_cast<size_t>(n.id)].push_back(k);
-  }
+  init_zero_windows();
 }
 
-void DeviceExecutor::load_master_blocks() {
+void DeviceExecutor::init_zero_windows() {
+  // Every device of a bucket decides alike (the gathers' and reduce-scatters'
+  // places and tags must agree): from the plan, not from what it holds.
+  const Graph& g = *plan_.graph;
+  const auto consumers = g.consumers();
+  std::vector<NodeId> rerun_at(g.size(), -1);  // a recomputed node's re-run: before this node's backward
+  for (const RecomputeSegment& seg : plan_.segments)
+    for (NodeId n : seg.nodes) rerun_at[static_cast<size_t>(n)] = seg.last_reader;
   for (size_t k = 0; k < plan_.buckets.size(); ++k) {
     ZeroBlock& z = zero_blocks_[k];
     if (z.member < 0) continue;
-    int64_t at = 0;
-    for (const SyncPart& part : plan_.buckets[k].parts) {
-      for (int64_t shard : part.shards)
-        if (owns(part.tensor, shard)) {  // every copy holds the same values
-          backend_.set_range(z.weights, at, master(part.tensor, shard));
-          break;
+    const SyncBucket& bucket = plan_.buckets[k];
+    NodeId first = static_cast<NodeId>(g.size()), last = -1, back = -1, first_compute = static_cast<NodeId>(g.size());
+    bool micro = true, local = true;
+    for (const SyncPart& part : bucket.parts)
+      for (const auto& [c, i] : consumers[static_cast<size_t>(part.tensor.node)]) {
+        if (g.node(c).inputs[static_cast<size_t>(i)] != part.tensor) continue;
+        first = std::min(first, c), last = std::max(last, c), back = std::max({back, c, rerun_at[static_cast<size_t>(c)]});
+        micro = micro && pass_of(c) == 1;
+        const NodePlan& np = plan_.nodes[static_cast<size_t>(c)];
+        if (np.run != NodePlan::Run::kTasks) {
+          local = false;
+          continue;
         }
-      at += part.floats;
+        if (g.node(c).op->op_class == OpClass::kCompute) first_compute = std::min(first_compute, c);
+        for (int64_t t = 0; t < np.tasks.tasks; ++t)
+          local = local && plan_.owner(part.tensor, np.tasks.input_shard[static_cast<size_t>(t)][static_cast<size_t>(i)]) == np.task_device[static_cast<size_t>(t)];
+      }
+    if (last < 0) continue;
+    // (A pipeline schedule of one chunk runs each micro-batch's nodes as
+    // the passes do; ZeRO 2 and 3 take no other: trainer.cpp.)
+    const bool windows = micro && (!plan_.pipeline || plan_.pipeline->chunks() == 1) && pass_of(back) == 1;
+    z.grads_windowed = windows && shards_gradients(plan_.zero);
+    z.weights_windowed = windows && local && bucket.gathered_for_use;
+    if (z.grads_windowed) {
+      zero_turns_[static_cast<size_t>(last)].open_gradients.push_back(k);
+      zero_turns_[static_cast<size_t>(first)].reduce_after_backward.push_back(k);
     }
-    backend_.copy_range(z.w, z.weights, z.member * z.floats);
+    if (z.weights_windowed) {
+      zero_turns_[static_cast<size_t>(first)].gather_forward.push_back(k);
+      zero_turns_[static_cast<size_t>(last)].drop_after_forward.push_back(k);
+      zero_turns_[static_cast<size_t>(back)].gather_backward.push_back(k);
+      zero_turns_[static_cast<size_t>(first)].drop_after_backward.push_back(k);
+    } else if (bucket.gathered_for_use && first_compute < static_cast<NodeId>(g.size())) {
+      // Its copies stay: gathered before its first compute reader's passes.
+      zero_turns_[static_cast<size_t>(first_compute)].gather_forward.push_back(k);
+      zero_turns_[static_cast<size_t>(first_compute)].gather_backward.push_back(k);
+    }
   }
+}
+
+void DeviceExecutor::put_away_between_uses() {
+  for (size_t k = 0; k < zero_blocks_.size(); ++k) {
+    const ZeroBlock& z = zero_blocks_[k];
+    if (z.member < 0) continue;
+    put_away(k, kFlat);
+    if (z.weights_windowed) put_away(k, kWeightCopies);
+    if (z.grads_windowed) put_away(k, kGradientCopies);
+  }
+  // What init() allocated for them was never used at once with the rest.
+  backend_.trim();
+  peak_floats_ = buffer_floats_;
+}
+
+template <class F>
+void DeviceExecutor::each_copy(size_t k, Copies c, F&& f) {
+  if (c == kFlat) return f(bucket_buffers_[k]);
+  for (const SyncPart& part : plan_.buckets[k].parts)
+    for (int64_t shard : part.shards) {
+      if (!owns(part.tensor, shard)) continue;
+      const auto s = static_cast<size_t>(shard);
+      if (c == kGradientCopies) {
+        f(grads(part.tensor)[s]);
+        continue;
+      }
+      f(values(part.tensor)[s]);
+      if (mixed()) f(masters_[static_cast<size_t>(part.tensor.node)][static_cast<size_t>(part.tensor.output)][s]);
+    }
+}
+
+void DeviceExecutor::put_away(size_t k, Copies c) {
+  char& away = zero_blocks_[k].away[c];
+  if (away) return;
+  int64_t freed = 0;
+  each_copy(k, c, [&](Buffer& b) {
+    if (backend_.release(b)) freed += b.numel;
+  });
+  held(-freed);
+  away = freed > 0 ? 2 : 1;
+}
+
+void DeviceExecutor::bring_back(size_t k, Copies c) {
+  char& away = zero_blocks_[k].away[c];
+  if (!away) return;
+  int64_t floats = 0;
+  // Memory the backend freed comes back zeroed (Backend::reacquire); where
+  // it kept it, gradients are zeroed here (what a flat buffer's padding
+  // holds is only ever zero: the blocks' padding stays zero).
+  each_copy(k, c, [&](Buffer& b) {
+    if (away == 2) backend_.reacquire(b), floats += b.numel;
+    else if (c == kGradientCopies) backend_.fill(b, 0.f);
+  });
+  held(floats);
+  away = 0;
+  if (c != kGradientCopies) return;
+  for (const SyncPart& part : plan_.buckets[k].parts)
+    for (int64_t shard : part.shards)
+      if (owns(part.tensor, shard)) touched_[static_cast<size_t>(part.tensor.node)][static_cast<size_t>(part.tensor.output)][static_cast<size_t>(shard)] = 0;
+}
+
+void DeviceExecutor::load_master_block(size_t k) {
+  ZeroBlock& z = zero_blocks_[k];
+  const bool away = z.away[kWeightCopies] != 0;
+  if (away) bring_back(k, kWeightCopies);  // never set: zeros, as the copies
+  bring_back(k, kFlat);
+  const Buffer& flat = bucket_buffers_[k];
+  int64_t at = 0;
+  for (const SyncPart& part : plan_.buckets[k].parts) {
+    for (int64_t shard : part.shards)
+      if (owns(part.tensor, shard)) {  // every copy holds the same values
+        backend_.set_range(flat, at, master(part.tensor, shard));
+        break;
+      }
+    at += part.floats;
+  }
+  backend_.copy_range(z.w, flat, z.member * z.floats);
+  put_away(k, kFlat);
+  if (away) put_away(k, kWeightCopies);
+  z.current = true;
+}
+
+void DeviceExecutor::load_master_blocks() {
+  if (masters_current_) return;
+  const OutsideStep outside(*this);
+  for (size_t k = 0; k < plan_.buckets.size(); ++k)
+    if (zero_blocks_[k].member >= 0 && !zero_blocks_[k].current) load_master_block(k);
   masters_current_ = true;
+}
+
+void DeviceExecutor::zero_after_forward(const Node& n) {
+  for (size_t k : zero_turns_[static_cast<size_t>(n.id)].drop_after_forward) put_away(k, kWeightCopies);
+}
+
+void DeviceExecutor::zero_before_backward(const Node& n) {
+  for (size_t k : zero_turns_[static_cast<size_t>(n.id)].open_gradients) bring_back(k, kGradientCopies);
+  gather_before(n, true);
+}
+
+void DeviceExecutor::zero_after_backward(const Node& n) {
+  const ZeroTurns& turns = zero_turns_[static_cast<size_t>(n.id)];
+  for (size_t k : turns.reduce_after_backward) {
+    // Over micro-batches each adds its block to the step's (`part`).
+    const bool add = syncs_micro_batches() && slice_ > 0;
+    auto sync = [&] { reduce_scatter_bucket(k, add); };
+    if (plan_.buckets[k].devices.size() > 1) collective(StepEventKind::kGradientSync, static_cast<int64_t>(k), sync);
+    else sync();
+    put_away(k, kGradientCopies);
+  }
+  for (size_t k : turns.drop_after_backward) put_away(k, kWeightCopies);
 }
 
 void DeviceExecutor::reduce_scatter_bucket(size_t k, bool add) {
   const SyncBucket& bucket = plan_.buckets[k];
   ZeroBlock& z = zero_blocks_[k];
+  bring_back(k, kFlat);
   const Buffer& flat = bucket_buffers_[k];
   const Buffer& out = add ? z.part : z.g;
   const auto t0 = timing_ ? backend_.now() : Backend::Clock::time_point{};
@@ -93,6 +223,7 @@ void DeviceExecutor::reduce_scatter_bucket(size_t k, bool add) {
   else
     backend_.copy_range(out, flat, 0);
   if (add) backend_.add_range(z.g, 0, z.part);
+  put_away(k, kFlat);
   if (timing_) {
     bucket_copy_seconds_ += std::chrono::duration<double>(t1 - t0).count();
     bucket_copy_bytes_ += static_cast<double>(bucket.floats) * sizeof(float);
@@ -105,7 +236,7 @@ void DeviceExecutor::reduce_scatter_micro_batch(bool last) {
     const SyncBucket& bucket = plan_.buckets[k];
     // Before the last, only the buckets whose gradients come with every
     // micro-batch; the last adds to them and sends the rest.
-    if (!member(bucket) || (!last && !bucket.every_micro_batch)) continue;
+    if (!member(bucket) || zero_blocks_[k].grads_windowed || (!last && !bucket.every_micro_batch)) continue;
     for (const SyncPart& part : bucket.parts)
       for (int64_t shard : part.shards)
         if (owns(part.tensor, shard)) settle_gradient(part.tensor, shard);
@@ -135,16 +266,19 @@ DeviceExecutor::UpdateList DeviceExecutor::update_buffers() const {
 void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
   const SyncBucket& bucket = plan_.buckets[k];
   const ZeroBlock& z = zero_blocks_[k];
+  bring_back(k, kWeightCopies);
+  bring_back(k, kFlat);
+  const Buffer& flat = bucket_buffers_[k];
   auto gather = [&] {
     if (bucket.devices.size() > 1)
-      comm_.all_gather(bucket.devices, z.w.span(), z.weights.span(), gather_tag(static_cast<NodeId>(tag_node), k, kind));
+      comm_.all_gather(bucket.devices, z.w.span(), flat.span(), gather_tag(static_cast<NodeId>(tag_node), k, kind));
     else
-      backend_.set_range(z.weights, 0, z.w);
+      backend_.set_range(flat, 0, z.w);
     int64_t at = 0;
     for (const SyncPart& part : bucket.parts) {
       for (int64_t shard : part.shards)
         if (owns(part.tensor, shard)) {
-          backend_.copy_range(master(part.tensor, shard), z.weights, at);
+          backend_.copy_range(master(part.tensor, shard), flat, at);
           // Mixed precision at stage 3: this copy's compute weights, rounded
           // from the master just gathered (gather_weights rounds them all).
           if (mixed() && bucket.gathered_for_use) {
@@ -157,9 +291,12 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
   };
   if (bucket.devices.size() > 1) collective(StepEventKind::kWeightGather, static_cast<int64_t>(k), gather);
   else gather();
+  put_away(k, kFlat);
 }
 
 void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
+  std::optional<OutsideStep> outside;
+  if (whole) outside.emplace(*this);
   for (size_t k = 0; sharded() && k < plan_.buckets.size(); ++k) {
     const ZeroBlock& z = zero_blocks_[k];
     if (z.member < 0 || (!whole && plan_.buckets[k].gathered_for_use)) continue;  // stage 3: before each use
@@ -173,28 +310,54 @@ void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
   if (mixed()) refresh_compute_weights();
 }
 
+void DeviceExecutor::drop_whole_copies() {
+  for (size_t k = 0; k < zero_blocks_.size(); ++k)
+    if (zero_blocks_[k].weights_windowed) put_away(k, kWeightCopies);
+  if (full_moments_.empty() || full_moments_away_) return;
+  const auto shards = parameter_shards();
+  int64_t freed = 0;
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (bucketed(*plan_.graph, shards[i].first))
+      for (Buffer* b : {&full_moments_[i].m, &full_moments_[i].v})
+        if (*b && backend_.release(*b)) freed += b->numel;
+  held(-freed);
+  full_moments_away_ = freed > 0 ? 2 : 1;
+}
+
 void DeviceExecutor::gather_before(const Node& n, bool backward) {
-  if (gathers_before_.empty()) return;
-  if (!masters_current_) load_master_blocks();  // the first step, or new weights set
+  if (zero_turns_.empty()) return;
+  const ZeroTurns& turns = zero_turns_[static_cast<size_t>(n.id)];
+  const std::vector<size_t>& list = backward ? turns.gather_backward : turns.gather_forward;
+  if (list.empty()) return;
+  load_master_blocks();  // the first step, or new weights set
   // Tags past the graph's (gather_tag: after_graph above every node id),
   // distinct per node.
   const auto past = static_cast<int64_t>(plan_.graph->size()) + 1 + n.id;
-  for (size_t k : gathers_before_[static_cast<size_t>(n.id)]) gather_bucket(k, past, backward ? 3 : 0);
+  for (size_t k : list) gather_bucket(k, past, backward ? 3 : 0);
 }
 
 std::vector<ParameterSlot> DeviceExecutor::moment_shards(std::span<const ParameterSlot> slots) {
   if (!sharded()) return {slots.begin(), slots.end()};
+  const OutsideStep outside(*this);
   const auto shards = parameter_shards();
   const bool adam = !slots.empty() && slots.front().m && slots.front().v;
   if (full_moments_.empty()) {
     for (const auto& [t, k] : shards) {
       ParameterSlot& s = full_moments_.emplace_back();
       if (!bucketed(*plan_.graph, t)) continue;  // the optimizer's own, below
-      const Buffer& w = values(t)[static_cast<size_t>(k)];
-      s.w = w;
-      s.m = allocate(backend_.shape(w));
-      if (adam) s.v = allocate(backend_.shape(w));
+      // (No `w`: the copy may be given back between uses; nothing reads it.)
+      const std::span<const int64_t> shape = backend_.shape(values(t)[static_cast<size_t>(k)]);
+      s.m = allocate(shape);
+      if (adam) s.v = allocate(shape);
     }
+  } else if (full_moments_away_) {
+    int64_t floats = 0;
+    for (size_t i = 0; i < shards.size(); ++i)
+      if (bucketed(*plan_.graph, shards[i].first))
+        for (Buffer* b : {&full_moments_[i].m, &full_moments_[i].v})
+          if (*b && full_moments_away_ == 2) backend_.reacquire(*b), floats += b->numel;
+    held(floats);
+    full_moments_away_ = 0;
   }
   // The shards outside buckets keep their slots, in the same order.
   size_t next = 0;
@@ -227,10 +390,12 @@ void DeviceExecutor::each_moment_block(std::span<const ParameterSlot> slots,
 std::vector<ParameterSlot> DeviceExecutor::unsharded_moments(std::span<const ParameterSlot> slots, int64_t* bytes_sent) {
   std::vector<ParameterSlot> full = moment_shards(slots);
   if (!sharded()) return full;
+  const OutsideStep outside(*this);
   const auto shards = parameter_shards();
   each_moment_block(slots, [&](size_t k, int kind, const Buffer& block) {
     const SyncBucket& bucket = plan_.buckets[k];
-    const Buffer& flat = bucket_buffers_[k];  // free between steps
+    bring_back(k, kFlat);
+    const Buffer& flat = bucket_buffers_[k];
     if (bucket.devices.size() > 1) {
       comm_.all_gather(bucket.devices, block.span(), flat.span(), gather_tag(static_cast<NodeId>(plan_.graph->size()), k, kind));
       if (bytes_sent) *bytes_sent += static_cast<int64_t>(bucket.devices.size() - 1) * block.numel * static_cast<int64_t>(sizeof(float));
@@ -246,14 +411,17 @@ std::vector<ParameterSlot> DeviceExecutor::unsharded_moments(std::span<const Par
         }
       at += part.floats;
     }
+    put_away(k, kFlat);
   });
   return full;
 }
 
 void DeviceExecutor::shard_moments(std::span<const ParameterSlot> slots) {
   if (!sharded()) return;
+  const OutsideStep outside(*this);
   const auto shards = parameter_shards();
   each_moment_block(slots, [&](size_t k, int kind, const Buffer& block) {
+    bring_back(k, kFlat);
     const Buffer& flat = bucket_buffers_[k];
     int64_t at = 0;
     for (const SyncPart& part : plan_.buckets[k].parts) {
@@ -266,6 +434,7 @@ void DeviceExecutor::shard_moments(std::span<const ParameterSlot> slots) {
       at += part.floats;
     }
     backend_.copy_range(block, flat, zero_blocks_[k].member * zero_blocks_[k].floats);
+    put_away(k, kFlat);
   });
 }
 

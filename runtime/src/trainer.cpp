@@ -198,6 +198,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   if (options.resume) {
     restore_state(*options.resume, s.plan, s.weights, *ex, ex->moment_shards(opt.state(params)));
     ex->shard_moments(opt.state(params));
+    ex->drop_whole_copies();
     opt.set_steps(options.resume->updates >= 0 ? options.resume->updates : options.resume->step);
     if (scaling && options.resume->loss_scale > 0) scaler.restore(options.resume->loss_scale, options.resume->growth_tracker);
   }
@@ -209,6 +210,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
     const std::vector<ParameterSlot> slots =
         moments ? ex->unsharded_moments(opt.state(params), &update.state_bytes) : std::vector<ParameterSlot>{};
     TrainState st = gather_state(s.plan, s.weights, *ex, slots, comm, done, options.optimizer.kind, &update.state_bytes);
+    ex->drop_whole_copies();  // (a step holds 1/r of the moments and, at stage 3, gathers the weights for use)
     st.updates = opt.steps();
     if (scaling) st.loss_scale = scaler.scale(), st.growth_tracker = scaler.growth_tracker();
     comm.set_timing(timed);

@@ -170,10 +170,10 @@ class DeviceExecutor {
   // updated blocks into every copy. The copies in and out of the buckets
   // are stage 0's: the gradients in, the weights out. Every copy then holds what stage 0's
   // update gives it, up to the order the reduce-scatter sums the r
-  // gradients in (with 2 devices, the same bits). Stages 1 and 2 run
-  // alike here: the backward pass writes whole gradient shards, so the
-  // runtime does not keep stage 2's smaller gradient memory, which the
-  // memory model counts (docs/training.md).
+  // gradients in (with 2 devices, the same bits). At stage 1 the
+  // gradients are reduce-scattered after the backward pass; at stages 2 and
+  // 3 each bucket as soon as the backward pass has written its gradients,
+  // which then go (the ZeroBlock comment below says where not).
   //
   // What the optimizer updates on this device, the same list every step:
   // at stage 0 every parameter shard (parameter_shards() order; its master
@@ -191,9 +191,10 @@ class DeviceExecutor {
   // gathers the other weights it synchronizes before its forward and again
   // before its backward (forward_node, backward_node), as the cost model
   // prices it; every weight block is its own bucket.
-  // Adds the bytes this device sent to `bytes_sent` when given.
-  // (The CPU backend keeps each copy's buffer allocated between uses, so
-  // stage 3's memory saving is the memory model's, not measured here.)
+  // Adds the bytes this device sent to `bytes_sent` when given. A stage 3
+  // copy exists only while its readers run (ZeroBlock below): gathered
+  // whole, every copy stays until drop_whole_copies() (after reading them).
+  // Taking copies back outside a step is not counted in buffer_bytes().
   void gather_weights(bool whole = false, int64_t* bytes_sent = nullptr);
   // The optimizer's state (`slots`, in update_buffers() order) as whole
   // shards in parameter_shards() order, as train_state.h reads and writes
@@ -206,6 +207,11 @@ class DeviceExecutor {
   std::vector<ParameterSlot> unsharded_moments(std::span<const ParameterSlot> slots, int64_t* bytes_sent = nullptr);
   std::vector<ParameterSlot> moment_shards(std::span<const ParameterSlot> slots);
   void shard_moments(std::span<const ParameterSlot> slots);
+  // After a checkpoint is gathered or restored: the whole moments and (at
+  // stage 3) the whole weight copies given back, so a step holds what it
+  // held before. Their memory outside the step is not counted in
+  // buffer_bytes().
+  void drop_whole_copies();
 
   // This device's shards of a node output and of its gradient (no buffer
   // for shards it does not own), in the backend's memory.
@@ -220,7 +226,10 @@ class DeviceExecutor {
   // gradients, shards received and in transit, gradient buckets, ZeRO's
   // blocks. After the first step, the memory a step takes beside the
   // optimizer's state (with micro-batches, one micro-batch's activations;
-  // with recomputation, the kept ones and the segments live at once).
+  // with recomputation, the kept ones and the segments live at once;
+  // under ZeRO 2 and 3, the whole weights and gradients only while used).
+  // Not counted: what setting a weight or gathering the weights whole for
+  // a checkpoint takes back outside a step (OutsideStep).
   int64_t buffer_bytes() const { return peak_floats_ * static_cast<int64_t>(sizeof(float)); }
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
   // The FP32 master copy of a parameter shard under mixed precision (what
@@ -264,7 +273,9 @@ class DeviceExecutor {
   }
   void held(int64_t floats) {
     buffer_floats_ += floats;
-    peak_floats_ = std::max(peak_floats_, buffer_floats_);
+    // (Giving back never raises the peak: after OutsideStep the peak may sit
+    // below what is held until those copies go.)
+    if (floats > 0) peak_floats_ = std::max(peak_floats_, buffer_floats_);
   }
   int64_t buffer_floats_ = 0, peak_floats_ = 0;
 
@@ -446,23 +457,69 @@ class DeviceExecutor {
   std::vector<int> group_scratch_;
   std::vector<Buffer> bucket_buffers_;  // per bucket of the plan, allocated on first use
   // Under ZeRO, per bucket this device belongs to (sharded_update.cpp):
-  // its place among the bucket's devices, the block size, its block of the
-  // weights and of the reduced gradients, and the whole bucket's weights
-  // (the all-gather's destination).
+  // its place among the bucket's devices, the block size, and its block of
+  // the weights and of the reduced gradients.
+  //
+  // What stays of the whole bucket between its uses. Its flat buffer (the
+  // reduce-scatter's input, the all-gather's output) exists only while one
+  // runs. At stage 3 the copies of its weights exist only from the gather
+  // before its first reader's forward to its last reader's, and again from
+  // the gather before its first backward (or the re-run of a recomputed
+  // segment holding a reader) to its last; at stages 2 and 3 the whole
+  // gradients only from the first backward writing them to the last, after
+  // which the bucket is reduce-scattered, as DeepSpeed's ZeRO-2 and FSDP
+  // free them. `windowed` says where that holds (init_zero_windows: no
+  // pipeline of several chunks, every reader runs in each micro-batch, and for the
+  // weights every reader is a task on the device holding the copy it
+  // reads); elsewhere the copies stay (as at stage 1) and the bucket is
+  // reduce-scattered after the pass.
+  enum Copies : uint8_t { kWeightCopies, kGradientCopies, kFlat };
   struct ZeroBlock {
     int member = -1;
     int64_t floats = 0;
-    Buffer w, g, weights;
+    Buffer w, g;
     Buffer part;  // ZeRO 2 and 3 over micro-batches: one micro-batch's reduced block, before it is added to `g`
+    bool weights_windowed = false, grads_windowed = false;
+    bool current = false;  // `w` holds this device's block of the weights last set
+    // Per Copies: 0 held, 1 given back (the backend kept the memory), 2 freed.
+    char away[3] = {0, 0, 0};
   };
   std::vector<ZeroBlock> zero_blocks_;  // per bucket of the plan
   // Whole-shard moments of the bucketed copies, parameter_shards() order
   // (unsharded_moments), allocated at the first checkpoint.
   std::vector<ParameterSlot> full_moments_;
+  char full_moments_away_ = 0;  // as ZeroBlock::away
   bool sharded() const { return shards_optimizer(plan_.zero); }
-  // ZeRO 3: per node, the buckets it gathers before each of its passes
-  // (its weights' first compute reader's).
-  std::vector<std::vector<size_t>> gathers_before_;
+  // Per node, what ZeRO does at its turn with the buckets listed: stage 3
+  // gathers before its forward or its backward, and gives the weight copies
+  // back after either; stages 2 and 3 take the whole gradients back before
+  // its backward, and reduce-scatter them and give them back after it.
+  struct ZeroTurns {
+    std::vector<size_t> gather_forward, gather_backward, drop_after_forward, drop_after_backward, open_gradients, reduce_after_backward;
+  };
+  std::vector<ZeroTurns> zero_turns_;
+  void init_zero_windows();
+  // At the end of init(): the copies that exist only while used given back.
+  void put_away_between_uses();
+  bool masters_current_ = false;  // every bucket's `w` is `current`
+  void zero_after_forward(const Node& n);
+  void zero_before_backward(const Node& n);
+  void zero_after_backward(const Node& n);
+  // Bucket k's copies of one kind (each_copy: this device's weight copies
+  // with their masters, or gradients; or the flat buffer) given back to the
+  // backend, and taken back (gradients zeroed, the flat buffer zeroed).
+  template <class F>
+  void each_copy(size_t k, Copies c, F&& f);  // (sharded_update.cpp; no std::function: no allocation in a step)
+  void put_away(size_t k, Copies c);
+  void bring_back(size_t k, Copies c);
+  // Work outside a step (weights set, gathered whole for a checkpoint)
+  // that takes copies back: not counted in buffer_bytes().
+  struct OutsideStep {
+    DeviceExecutor& ex;
+    int64_t peak;
+    explicit OutsideStep(DeviceExecutor& e) : ex(e), peak(e.peak_floats_) {}
+    ~OutsideStep() { ex.peak_floats_ = peak; }
+  };
   // All-gathers bucket k's updated blocks into this device's copies (and
   // their compute copies under mixed precision); `tag_node` and `kind`
   // tell the collective apart.
@@ -490,9 +547,12 @@ class DeviceExecutor {
   // Under ZeRO: each ZeroBlock's `w` (the FP32 master block ZeRO keeps and
   // the optimizer updates in place) from this device's copy of the
   // weights, before the first step and after set_source() gave a weight a
-  // new value; the update then keeps it, and gather_weights() the copies.
+  // new value (a bucket whose copies are given back between uses: at once,
+  // set_source taking them back for it); the update then keeps it, and
+  // gather_weights() the copies. load_master_blocks() loads every bucket
+  // not `current`.
   void load_master_blocks();
-  bool masters_current_ = false;
+  void load_master_block(size_t k);
   // f(bucket, 1 for m or 2 for v, this device's block of it) over the
   // optimizer's `slots` (update_buffers() order) of every bucket here.
   void each_moment_block(std::span<const ParameterSlot> slots, const std::function<void(size_t, int, const Buffer&)>& f);
