@@ -20,6 +20,7 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
 
 namespace pcgx::runtime {
 namespace {
@@ -128,6 +129,28 @@ TEST(BackendSeam, DataParallelTrainsTheSameBits) {
   TrainOptions o;
   o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = OptimizerKind::kAdam;
   expect_same_training(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+}
+
+// ZeRO 2 and 3 give a bucket's whole gradients and weight copies back
+// between their uses (device_executor.h, ZeroBlock); a backend that keeps
+// the memory of what it is given back (Backend::release, as the GPU's)
+// hands the same buffers back with what they held: the gradients must be
+// zeroed again, the weights gathered again, or the bits change.
+TEST(BackendSeam, ZeroStagesTwoAndThreeTrainTheSameBits) {
+  const Graph model = build_model("gpt-tiny", {});
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(2), search::default_efficiency());
+  const search::Strategy s = search::MachineMapper(cm).map(search::data_parallel(model, 2));
+  // And over two micro-batches, each writing the gradients from zero.
+  const pcgx::testing::MappedPlan accumulating =
+      pcgx::testing::mapped_plan(search::pipelined(search::data_parallel(build_model("gpt-tiny", {{"batch", 8}}), 2), 2, true), 2);
+  for (const ZeroStage zero : {ZeroStage::k2, ZeroStage::k3}) {
+    SCOPED_TRACE(std::string("ZeRO ") + name(zero));
+    TrainOptions o;
+    o.steps = 3, o.seed = 3, o.batches = 1, o.optimizer.kind = OptimizerKind::kAdam, o.zero = zero;
+    o.bucket_bytes = 1;  // a bucket per weight block: each given back after its own operator
+    expect_same_training(s.graph, {s.views.begin(), s.views.end()}, 2, o);
+    expect_same_training(accumulating.graph, accumulating.views, 2, o);
+  }
 }
 
 // The expert's DLRM plan: tasks on other devices, moves, layout changes
