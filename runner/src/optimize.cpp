@@ -273,6 +273,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       found = true;
     }
   }
+  if (found && chosen_pipelined && !q.zero_persistence_threshold && !q.search.plan && !search::predicts_by_simulation(q.search))
+    fastest_persistence_threshold_pipelined(q, eff, rules, out);
   out.pipelined = chosen_pipelined;
   if (!found) {
     if (!out.cost)  // every pipelined policy failed

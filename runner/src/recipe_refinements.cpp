@@ -202,10 +202,8 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
 // threshold b + 1 keeps whole every block of b parameters or fewer. Each
 // re-prices (maps) the plan found; the fastest that fits is kept. At most
 // kThresholds sizes, spread evenly over the sorted ones.
-void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
-  const TrainingRecipe chosen = out.cost->recipe();
-  if (!shards_weights(chosen.zero)) return;
-  const Graph& g = out.result.search.strategy.graph;
+namespace {
+std::vector<int64_t> persistence_thresholds(const Graph& g) {
   const SourceLayouts layouts = source_layouts(g);
   std::vector<int64_t> sizes;
   for (const Node& n : g.nodes()) {
@@ -221,6 +219,15 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
     const size_t at = sizes.size() <= kThresholds ? i : (i + 1) * sizes.size() / kThresholds - 1;
     thresholds.push_back(sizes[at] + 1);
   }
+  return thresholds;
+}
+}  // namespace
+
+void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (!shards_weights(chosen.zero)) return;
+  const Graph& g = out.result.search.strategy.graph;
+  const std::vector<int64_t> thresholds = persistence_thresholds(g);
   double best_time = out.result.search.strategy.estimate.time;
   out.persistence_chosen = !thresholds.empty();  // (no weight synchronized: nothing to choose)
   for (const int64_t t : thresholds) {
@@ -233,54 +240,74 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
   }
 }
 
-// Pipeline stages, the count being per chunk (Megatron-LM counts per
-// stage's model chunk): the plan found, as `pcgx plan show` writes it
-// (its operators' partitions, its stages, micro-batches, schedule and
-// where its chunks end), lowered again under each count, so no stage is
-// searched again.
 namespace {
+
 struct Lowered {
   search::PipelineResult result;
   const search::Estimate& estimate() const { return result.search.strategy.estimate; }
 };
-}  // namespace
-void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
-                                        OptimizeReport& out) {
-  const TrainingRecipe chosen = out.cost->recipe();
-  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
-  const search::PipelineResult& found = out.result;
+
+// A pipelined plan found (gradient accumulation: one stage), as `pcgx plan
+// show` writes it (its operators' partitions, its stages, micro-batches,
+// schedule and where its chunks end), to lower again under another recipe,
+// so that no stage is searched again. Nothing where it is not expressible
+// as a plan.
+struct Relowering {
+  search::SearchOptions options;
+  search::PipelineOptions pipeline;
+  PipelineShape shape;
+  std::optional<Lowered> lower(const OptimizeRequest& q, const search::RuleLibrary& rules, const search::CostModel& cost) const {
+    try {
+      Lowered l{search::optimize_pipeline(q.model, rules, cost, options, pipeline)};
+      if (l.estimate().feasible) return l;
+    } catch (const Error&) {  // (a stated pipelined plan over memory is an error rather than a result)
+    }
+    return std::nullopt;
+  }
+};
+
+std::optional<Relowering> relowering(const OptimizeRequest& q, const search::PipelineResult& found) {
   const search::Strategy& st = found.search.strategy;
+  const std::optional<PipelineSchedule> stated = q.pipeline ? q.pipeline->schedule : std::nullopt;
   PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
-                      q.pipeline->schedule.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
-                      q.pipeline->programs};
+                      stated.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
+                      q.pipeline ? q.pipeline->programs : std::vector<std::vector<PipelineStep>>{}};
   auto plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
   try {
     plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, q.machine.num_devices(), shape);
   } catch (const Error&) {
-    return;  // not expressible as a plan: every layer stays recomputed
+    return std::nullopt;
   }
   plan->source = "the plan found";
-  search::SearchOptions o = q.search;
-  o.algorithm = search::Algorithm::kPlan, o.plan = plan;
-  const search::PipelineOptions po{shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule,
-                                   plan->pipeline->programs, plan->pipeline->boundaries};
+  Relowering r{q.search, {shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule, plan->pipeline->programs,
+                          plan->pipeline->boundaries},
+               shape};
+  r.options.algorithm = search::Algorithm::kPlan, r.options.plan = plan;
+  return r;
+}
+
+}  // namespace
+
+// Pipeline stages, the count being per chunk (Megatron-LM counts per
+// stage's model chunk): the plan found lowered again under each count.
+void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                        OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
+  const search::Strategy& st = out.result.search.strategy;
+  const std::optional<Relowering> again = relowering(q, out.result);
+  if (!again) return;  // not expressible as a plan: every layer stays recomputed
   // The plan lowered again with every layer recomputed is the baseline:
   // where it does not lower or fit, the counts could not be told apart
-  // from it, and none is tried. Below it, a stated pipelined plan over
-  // memory is an error rather than a result: that count does not fit.
-  double baseline = 0;
-  try {
-    const search::PipelineResult all = search::optimize_pipeline(q.model, rules, *out.cost, o, po);
-    if (!all.search.strategy.estimate.feasible) return;
-    baseline = all.search.strategy.estimate.time;
-  } catch (const Error&) {
-    return;
-  }
+  // from it, and none is tried.
+  const std::optional<Lowered> all = again->lower(q, rules, *out.cost);
+  if (!all) return;
+  const double baseline = all->estimate().time;
   // The counts that mean something: up to the most layers of a chunk
   // (a segment is its first node's chunk, recompute_plan.h).
   int32_t most = 1;
   try {
-    const std::vector<int64_t> chunk = pipeline_chunks(st.graph, st.views, q.machine.num_devices(), shape);
+    const std::vector<int64_t> chunk = pipeline_chunks(st.graph, st.views, q.machine.num_devices(), again->shape);
     const RecomputePlan every = plan_recompute(st.graph, source_layouts(st.graph), Recompute::kFull, kAllLayers, chunk);
     std::vector<int64_t> chunk_of(static_cast<size_t>(every.segments), -1);
     for (size_t n = 0; n < every.segment.size(); ++n)
@@ -293,16 +320,36 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   double best = std::min(baseline, st.estimate.time);
   for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
     fewest_recomputed_layers<Lowered>(
-        policy, most, out,
-        [&](const search::CostModel& cost, double&) -> std::optional<Lowered> {
-          try {
-            Lowered l{search::optimize_pipeline(q.model, rules, cost, o, po)};
-            if (l.estimate().feasible) return l;
-          } catch (const Error&) {
-          }
-          return std::nullopt;
-        },
-        q, eff, [&](Lowered&& l) { best = l.estimate().time, out.result = std::move(l.result); }, best);
+        policy, most, out, [&](const search::CostModel& cost, double&) { return again->lower(q, rules, cost); }, q, eff,
+        [&](Lowered&& l) { best = l.estimate().time, out.result = std::move(l.result); }, best);
+}
+
+// Gradient accumulation at ZeRO stage 3 (one stage): the persistence
+// threshold as fastest_persistence_threshold chooses it, each candidate the
+// plan found lowered again, against it lowered again under the threshold
+// it was found with (what re-lowering changes in its own right).
+void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                             OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  if (!shards_weights(chosen.zero) || out.result.stages != 1) return;
+  const std::optional<Relowering> again = relowering(q, out.result);
+  if (!again) return;
+  const std::vector<int64_t> thresholds = persistence_thresholds(out.result.search.strategy.graph);
+  const std::optional<Lowered> same = again->lower(q, rules, *out.cost);
+  if (!same || thresholds.empty()) return;
+  double best = std::min(same->estimate().time, out.result.search.strategy.estimate.time);
+  out.persistence_chosen = true;
+  for (const int64_t t : thresholds) {
+    if (t == chosen.zero_persistence_threshold) continue;
+    TrainingRecipe recipe = chosen;
+    recipe.zero_persistence_threshold = t;
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    std::optional<Lowered> l = again->lower(q, rules, *cost);
+    RecipeTried tried{recipe, l.has_value(), l ? l->estimate().time : 0.0, 0, out.result.micro_batches};
+    tried.searched = false;
+    out.tried.push_back(tried);
+    if (l && faster(l->estimate().time, best)) best = l->estimate().time, out.result = std::move(l->result), out.cost = std::move(cost);
+  }
 }
 
 }  // namespace pcgx::runner

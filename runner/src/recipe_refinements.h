@@ -26,7 +26,10 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
 // Full recomputation chosen: kinds of operators to recompute instead
 // (recompute operators), the cheapest re-run per byte freed first.
 void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out);
-// At ZeRO stage 3: which weight blocks stay whole.
+// At ZeRO stage 3: which weight blocks stay whole; with gradient
+// accumulation (one stage), the plan found lowered again under each.
 void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out);
+void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                             OptimizeReport& out);
 
 }  // namespace pcgx::runner

@@ -391,20 +391,27 @@ TEST(OptimizeZero, AutoShardsOnlyWhereMemoryRequires) {
 // the plan tried (re-priced, not searched again), the fastest kept, never
 // slower than sharding every block; a stated one is used as it is, and one
 // beside another stage is refused naming the field.
-TEST(OptimizeZero, Stage3ChoosesThePersistenceThreshold) {
-  OptimizeRequest q = sharded(1e12, ZeroStage::k3);
-  const OptimizeReport chosen = optimize(q);
+// After the plan found (searched), each threshold tried: re-priced, not
+// searched again; the fastest kept and recorded.
+void expect_thresholds_tried(const OptimizeReport& chosen, int64_t micro_batches) {
   ASSERT_TRUE(chosen.result.search.strategy.estimate.feasible);
   ASSERT_GT(chosen.tried.size(), 2u);
   double fastest = chosen.tried.front().time;
   for (size_t i = 1; i < chosen.tried.size(); ++i) {
     EXPECT_FALSE(chosen.tried[i].searched);
+    EXPECT_EQ(chosen.tried[i].micro_batches, micro_batches);
     EXPECT_GT(chosen.tried[i].recipe.zero_persistence_threshold, 0);
     if (chosen.tried[i].feasible) fastest = std::min(fastest, chosen.tried[i].time);
   }
   EXPECT_DOUBLE_EQ(chosen.result.search.strategy.estimate.time, fastest);
   EXPECT_EQ(chosen.file.recipe, chosen.cost->recipe());
   EXPECT_TRUE(chosen.persistence_chosen);
+}
+
+TEST(OptimizeZero, Stage3ChoosesThePersistenceThreshold) {
+  OptimizeRequest q = sharded(1e12, ZeroStage::k3);
+  const OptimizeReport chosen = optimize(q);
+  expect_thresholds_tried(chosen, 1);
   // On the toy machine its norms' and biases' gathers cost more than
   // keeping them whole: a threshold is chosen.
   EXPECT_GT(chosen.file.recipe.zero_persistence_threshold, 0);
@@ -488,6 +495,25 @@ TEST(OptimizeAccumulation, SearchedByDefaultWhereMemoryConstrainsTheFirstRecipe)
   }
   q.accumulate = false;
   for (const RecipeTried& t : optimize(q).tried) EXPECT_EQ(t.micro_batches, 1);
+}
+
+// With gradient accumulation (one stage of two micro-batches), where every
+// micro-batch gathers each sharded block twice, the same choice: the plan
+// found lowered again under each block size (not searched again), the
+// fastest kept, faster than sharding every block.
+TEST(OptimizeZero, Stage3OverMicroBatchesChoosesThePersistenceThreshold) {
+  OptimizeRequest q = sharded(1e12, ZeroStage::k3);
+  q.pipeline = search::PipelineOptions{1, 2};
+  const OptimizeReport chosen = optimize(q);
+  ASSERT_TRUE(chosen.pipelined);
+  expect_thresholds_tried(chosen, 2);
+  EXPECT_EQ(chosen.result.micro_batches, 2);
+  EXPECT_GT(chosen.file.recipe.zero_persistence_threshold, 0);
+  q.zero_persistence_threshold = 0;
+  const OptimizeReport every = optimize(q);
+  EXPECT_EQ(every.tried.size(), 1u);
+  EXPECT_FALSE(every.persistence_chosen);
+  EXPECT_LT(chosen.result.search.strategy.estimate.time, every.result.search.strategy.estimate.time);
 }
 
 TEST(OptimizeZero, APipelineShardsAtMostTheOptimizerState) {
