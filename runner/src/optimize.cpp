@@ -195,6 +195,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       }
       const search::Estimate& e = result.search.strategy.estimate;
       tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
+      if (q.pipeline && result.stages == 1) tried.micro_batches = result.micro_batches;  // (gradient accumulation)
       // A plan priced by simulation (stated devices) is refused by its own
       // memory, which the mapping's refusals do not see.
       const bool over = search::predicts_by_simulation(q.search) && !e.feasible && e.max_memory() > q.machine.device.memory_capacity;

@@ -272,8 +272,9 @@ std::optional<Relowering> relowering(const OptimizeRequest& q, const search::Pip
   PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
                       stated.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
                       q.pipeline ? q.pipeline->programs : std::vector<std::vector<PipelineStep>>{}};
-  auto plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
+  std::shared_ptr<search::UserPlan> plan;
   try {
+    plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
     plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, q.machine.num_devices(), shape);
   } catch (const Error&) {
     return std::nullopt;
@@ -284,6 +285,16 @@ std::optional<Relowering> relowering(const OptimizeRequest& q, const search::Pip
                shape};
   r.options.algorithm = search::Algorithm::kPlan, r.options.plan = plan;
   return r;
+}
+
+// A plan lowered again taken in place of the one found: what the search
+// did (its time, the candidates it explored and evaluated) stays the
+// search's; the plan's own figures (its rules applied, its layout
+// rewrites) are the plan's.
+void adopt(OptimizeReport& out, search::PipelineResult&& lowered) {
+  const search::SearchResult& was = out.result.search;
+  lowered.search.seconds = was.seconds, lowered.search.explored = was.explored, lowered.search.evaluated = was.evaluated;
+  out.result = std::move(lowered);
 }
 
 }  // namespace
@@ -321,7 +332,7 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
     fewest_recomputed_layers<Lowered>(
         policy, most, out, [&](const search::CostModel& cost, double&) { return again->lower(q, rules, cost); }, q, eff,
-        [&](Lowered&& l) { best = l.estimate().time, out.result = std::move(l.result); }, best);
+        [&](Lowered&& l) { best = l.estimate().time, adopt(out, std::move(l.result)); }, best);
 }
 
 // Gradient accumulation at ZeRO stage 3 (one stage): the persistence
@@ -331,6 +342,7 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
 void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
                                              OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
+  out.persistence_chosen = false;  // (not the plan in one batch's, which this one beat)
   if (!shards_weights(chosen.zero) || out.result.stages != 1) return;
   const std::optional<Relowering> again = relowering(q, out.result);
   if (!again) return;
@@ -348,7 +360,7 @@ void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const sea
     RecipeTried tried{recipe, l.has_value(), l ? l->estimate().time : 0.0, 0, out.result.micro_batches};
     tried.searched = false;
     out.tried.push_back(tried);
-    if (l && faster(l->estimate().time, best)) best = l->estimate().time, out.result = std::move(l->result), out.cost = std::move(cost);
+    if (l && faster(l->estimate().time, best)) best = l->estimate().time, adopt(out, std::move(l->result)), out.cost = std::move(cost);
   }
 }
 

@@ -507,6 +507,7 @@ TEST(OptimizeZero, Stage3OverMicroBatchesChoosesThePersistenceThreshold) {
   const OptimizeReport chosen = optimize(q);
   ASSERT_TRUE(chosen.pipelined);
   expect_thresholds_tried(chosen, 2);
+  EXPECT_EQ(chosen.tried.front().micro_batches, 2);
   EXPECT_EQ(chosen.result.micro_batches, 2);
   EXPECT_GT(chosen.file.recipe.zero_persistence_threshold, 0);
   q.zero_persistence_threshold = 0;
