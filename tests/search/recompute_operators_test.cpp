@@ -18,6 +18,8 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/rule_library.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "pcgx/search/user_plan.h"
@@ -159,6 +161,50 @@ TEST(RecomputeOperators, TheStrategyFileRecordsThem) {
             "s.json: recompute_operators: applies to recompute operators, not full");
   EXPECT_EQ(strategy_error(with_field(text, "recompute_operators", "[\n  \"a.b\",\n  \"c\"\n ]", "[1]")),
             "s.json: recompute_operators: expected a list of operator names, got [1]");
+}
+
+// Pipeline chunks that are the same graph share one search, but not
+// where the operators named differ between them (under recompute
+// operators a chunk keeps the model's names, pipeline.cpp): block1's
+// softmax named, its chunk re-runs it, and a chunk like it holding block2
+// is priced as though nothing were named.
+TEST(RecomputeOperators, IdenticalPipelineChunksDifferByWhatTheyRecompute) {
+  const Graph g = build_model("gpt-tiny", {{"layers", 4}, {"batch", 8}});
+  const std::vector<std::string> named = recompute_operator_names(g, std::vector<std::string>{"block1.attn.softmax"}, "test");
+  ASSERT_EQ(named.size(), 1u);
+  NodeId target = -1;
+  for (const Node& n : g.nodes())
+    if (n.name == named.front()) target = n.id;
+  auto id_of = [&](const std::string& name) {
+    for (const Node& n : g.nodes())
+      if (n.name == name) return n.id;
+    return NodeId{-1};
+  };
+  SearchOptions o;
+  o.algorithm = Algorithm::kDataParallel;
+  const PipelineOptions po{4, 4};
+  const RuleLibrary rules{Ruleset{}};
+  const PipelineResult none = optimize_pipeline(g, rules, CostModel(toy_machine().with_devices(4), toy_efficiency()), o, po);
+  const PipelineResult one =
+      optimize_pipeline(g, rules, CostModel(toy_machine().with_devices(4), toy_efficiency(), {}, {}, operators(named)), o, po);
+  ASSERT_EQ(none.stage.size(), one.stage.size());
+  int holding = 0, alike = 0;
+  for (size_t s = 0; s < one.stage.size(); ++s) {
+    ASSERT_EQ(one.stage[s].first, none.stage[s].first);
+    const bool holds = id_of(one.stage[s].first) <= target && target <= id_of(one.stage[s].last);
+    SCOPED_TRACE("stage " + std::to_string(s + 1) + " (" + one.stage[s].first + " .. " + one.stage[s].last + ")");
+    if (holds) {
+      ++holding;
+      EXPECT_GT(one.stage[s].micro_batch, none.stage[s].micro_batch);
+      EXPECT_LT(one.stage[s].memory, none.stage[s].memory);
+    } else {
+      alike += one.stage[s].operators == one.stage[1].operators;
+      EXPECT_DOUBLE_EQ(one.stage[s].micro_batch, none.stage[s].micro_batch);
+      EXPECT_DOUBLE_EQ(one.stage[s].memory, none.stage[s].memory);
+    }
+  }
+  EXPECT_EQ(holding, 1);
+  EXPECT_GE(alike, 1) << "no chunk like block1's without it";
 }
 
 }  // namespace
