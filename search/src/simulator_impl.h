@@ -226,6 +226,24 @@ struct Simulator::Impl {
     const auto N = static_cast<uint64_t>(g.size());
     check_positions(N + 1);
     units.assign(g.size(), Unit{});
+    {
+      // What the loops below add (per task node: each task's transfers in
+      // and out and its two passes, and a gather each way), and room for the
+      // tail (buckets and updates, build_tail): reserved at once.
+      size_t count = 0;
+      for (const Node& n : g.nodes()) {
+        if (!active(n.id) || problem.is_tail[static_cast<size_t>(n.id)]) continue;
+        if (!task_node(n)) {
+          count += 2;
+          continue;
+        }
+        const auto tasks = static_cast<size_t>(place->tasks(n.id).tasks);
+        count += tasks * (2 * n.inputs.size() + 2) + 2;
+      }
+      count += count / 16 + 4 * static_cast<size_t>(D) + 1024;
+      tl.reserve(count);
+      info.reserve(count);
+    }
     auto add = [&](uint64_t order, std::vector<TaskId> preds, SimTaskInfo what) {
       info.push_back(what);
       return tl.add(order, std::move(preds), 0.0, {});

@@ -37,6 +37,10 @@ TaskId Timeline::add(uint64_t order, std::vector<TaskId> preds, double duration,
   return id;
 }
 
+void Timeline::reserve(size_t tasks) {
+  tasks_.reserve(tasks), links_.reserve(tasks), succs_.reserve(tasks), is_dirty_.reserve(tasks), free_.reserve(tasks);
+}
+
 void Timeline::mark(TaskId t) {
   if (is_dirty_[static_cast<size_t>(t)]) return;
   is_dirty_[static_cast<size_t>(t)] = 1;

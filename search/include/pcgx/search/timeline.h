@@ -73,6 +73,9 @@ class Timeline {
   void set_cost(TaskId t, double duration, std::vector<ResourceId> resources, std::vector<ResourceId> background = {});
   // Drops every task with id >= first (the tail a builder rebuilds).
   void truncate(TaskId first);
+  // Room for `tasks` tasks in all, so that a builder adding millions of
+  // them does not move its arrays (and touch fresh memory) again and again.
+  void reserve(size_t tasks);
 
   // Recomputes every task.
   void simulate_full();
