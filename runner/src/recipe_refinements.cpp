@@ -283,7 +283,10 @@ std::optional<Relowering> relowering(const OptimizeRequest& q, const search::Pip
   Relowering r{q.search, {shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule, plan->pipeline->programs,
                           plan->pipeline->boundaries},
                shape};
+  // (The plan states every partition: an expert's or Megatron-LM's degree
+  // and sequence parallelism are in it, and the plan search takes neither.)
   r.options.algorithm = search::Algorithm::kPlan, r.options.plan = plan;
+  r.options.tensor_degree = 0, r.options.sequence_parallel = false;
   return r;
 }
 

@@ -515,6 +515,13 @@ TEST(OptimizeZero, Stage3OverMicroBatchesChoosesThePersistenceThreshold) {
   EXPECT_EQ(every.tried.size(), 1u);
   EXPECT_FALSE(every.persistence_chosen);
   EXPECT_LT(chosen.result.search.strategy.estimate.time, every.result.search.strategy.estimate.time);
+  // The same for the expert's plan at a stated degree (its degree is in
+  // the plan lowered again, which takes none).
+  q.zero_persistence_threshold.reset();
+  q.search.algorithm = search::Algorithm::kExpert, q.search.tensor_degree = 2;
+  const OptimizeReport expert = optimize(q);
+  ASSERT_TRUE(expert.pipelined);
+  expect_thresholds_tried(expert, 2);
 }
 
 TEST(OptimizeZero, APipelineShardsAtMostTheOptimizerState) {
