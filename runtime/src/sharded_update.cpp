@@ -128,31 +128,41 @@ void DeviceExecutor::each_copy(size_t k, Copies c, F&& f) {
     }
 }
 
-void DeviceExecutor::put_away(size_t k, Copies c) {
-  char& away = zero_blocks_[k].away[c];
+template <class Each>
+void DeviceExecutor::give_back(char& away, Each&& each) {
   if (away) return;
   int64_t freed = 0;
-  each_copy(k, c, [&](Buffer& b) {
-    if (backend_.release(b)) freed += b.numel;
+  each([&](Buffer& b) {
+    if (b && backend_.release(b)) freed += b.numel;
   });
   held(-freed);
   away = freed > 0 ? 2 : 1;
 }
 
-void DeviceExecutor::bring_back(size_t k, Copies c) {
-  char& away = zero_blocks_[k].away[c];
+template <class Each>
+void DeviceExecutor::take_back(char& away, Each&& each, bool zero) {
   if (!away) return;
   int64_t floats = 0;
-  // Memory the backend freed comes back zeroed (Backend::reacquire); where
-  // it kept it, gradients are zeroed here (what a flat buffer's padding
-  // holds is only ever zero: the blocks' padding stays zero).
-  each_copy(k, c, [&](Buffer& b) {
+  each([&](Buffer& b) {
+    if (!b) return;
     if (away == 2) backend_.reacquire(b), floats += b.numel;
-    else if (c == kGradientCopies) backend_.fill(b, 0.f);
+    else if (zero) backend_.fill(b, 0.f);
   });
   held(floats);
   away = 0;
-  if (c != kGradientCopies) return;
+}
+
+void DeviceExecutor::put_away(size_t k, Copies c) {
+  give_back(zero_blocks_[k].away[c], [&](auto&& f) { each_copy(k, c, f); });
+}
+
+void DeviceExecutor::bring_back(size_t k, Copies c) {
+  // Where the backend kept the memory, gradients are zeroed here (what a
+  // flat buffer's padding holds is only ever zero: the blocks' padding
+  // stays zero).
+  const bool was_away = zero_blocks_[k].away[c] != 0;
+  take_back(zero_blocks_[k].away[c], [&](auto&& f) { each_copy(k, c, f); }, c == kGradientCopies);
+  if (!was_away || c != kGradientCopies) return;
   for (const SyncPart& part : plan_.buckets[k].parts)
     for (int64_t shard : part.shards)
       if (owns(part.tensor, shard)) touched_[static_cast<size_t>(part.tensor.node)][static_cast<size_t>(part.tensor.output)][static_cast<size_t>(shard)] = 0;
@@ -310,18 +320,17 @@ void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
   if (mixed()) refresh_compute_weights();
 }
 
+template <class F>
+void DeviceExecutor::each_whole_moment(F&& f) {
+  const auto shards = parameter_shards();
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (bucketed(*plan_.graph, shards[i].first)) f(full_moments_[i].m), f(full_moments_[i].v);
+}
+
 void DeviceExecutor::drop_whole_copies() {
   for (size_t k = 0; k < zero_blocks_.size(); ++k)
     if (zero_blocks_[k].weights_windowed) put_away(k, kWeightCopies);
-  if (full_moments_.empty() || full_moments_away_) return;
-  const auto shards = parameter_shards();
-  int64_t freed = 0;
-  for (size_t i = 0; i < shards.size(); ++i)
-    if (bucketed(*plan_.graph, shards[i].first))
-      for (Buffer* b : {&full_moments_[i].m, &full_moments_[i].v})
-        if (*b && backend_.release(*b)) freed += b->numel;
-  held(-freed);
-  full_moments_away_ = freed > 0 ? 2 : 1;
+  if (!full_moments_.empty()) give_back(full_moments_away_, [&](auto&& f) { each_whole_moment(f); });
 }
 
 void DeviceExecutor::gather_before(const Node& n, bool backward) {
@@ -350,14 +359,8 @@ std::vector<ParameterSlot> DeviceExecutor::moment_shards(std::span<const Paramet
       s.m = allocate(shape);
       if (adam) s.v = allocate(shape);
     }
-  } else if (full_moments_away_) {
-    int64_t floats = 0;
-    for (size_t i = 0; i < shards.size(); ++i)
-      if (bucketed(*plan_.graph, shards[i].first))
-        for (Buffer* b : {&full_moments_[i].m, &full_moments_[i].v})
-          if (*b && full_moments_away_ == 2) backend_.reacquire(*b), floats += b->numel;
-    held(floats);
-    full_moments_away_ = 0;
+  } else {
+    take_back(full_moments_away_, [&](auto&& f) { each_whole_moment(f); }, false);
   }
   // The shards outside buckets keep their slots, in the same order.
   size_t next = 0;

@@ -489,6 +489,9 @@ class DeviceExecutor {
   // (unsharded_moments), allocated at the first checkpoint.
   std::vector<ParameterSlot> full_moments_;
   char full_moments_away_ = 0;  // as ZeroBlock::away
+  // f(Buffer&) on each whole moment allocated here (the bucketed shards').
+  template <class F>
+  void each_whole_moment(F&& f);
   bool sharded() const { return shards_optimizer(plan_.zero); }
   // Per node, what ZeRO does at its turn with the buckets listed: stage 3
   // gathers before its forward or its backward, and gives the weight copies
@@ -512,6 +515,15 @@ class DeviceExecutor {
   void each_copy(size_t k, Copies c, F&& f);  // (sharded_update.cpp; no std::function: no allocation in a step)
   void put_away(size_t k, Copies c);
   void bring_back(size_t k, Copies c);
+  // The mechanism under both, and under the checkpoint's whole moments:
+  // every buffer `each` visits (each(f) calls f(Buffer&) on them) given
+  // back, `away` recording how (ZeroBlock::away), or taken back (zeroed
+  // where the backend kept the memory and `zero` asks; freed memory comes
+  // back zeroed), counted in buffer_bytes() as the backend frees it.
+  template <class Each>
+  void give_back(char& away, Each&& each);
+  template <class Each>
+  void take_back(char& away, Each&& each, bool zero);
   // Work outside a step (weights set, gathered whole for a checkpoint)
   // that takes copies back: not counted in buffer_bytes().
   struct OutsideStep {
