@@ -9,8 +9,11 @@ CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t
   CertifyReport r{verify::certify(strategy, axioms, {}, progress), axioms.hash, ""};
   r.operators = "not compared with the model (a strategy file names its model, `plan check --certify` compares them)";
   if (model) {
-    if (const auto differ = verify::same_operators(strategy, *model)) r.certificate.unverified.push_back("the operators are not the model's: " + *differ);
-    else r.operators = "the model's own, each reading what it reads in the model";
+    const std::string whose = substitutions > 0 ? "the model's after the " + std::to_string(substitutions) +
+                                                      " rewrites the plan states (their rules' proofs are the ruleset's: pcgx audit)"
+                                                : std::string("the model's");
+    if (const auto differ = verify::same_operators(strategy, *model)) r.certificate.unverified.push_back("the operators are not " + whose + ": " + *differ);
+    else r.operators = substitutions > 0 ? whose + ", each reading what it reads there" : "the model's own, each reading what it reads in the model";
   } else if (substitutions > 0) {
     r.operators = "the model's after " + std::to_string(substitutions) +
                   " substitutions, which this certificate does not prove (their rules' proofs are the ruleset's: pcgx audit)";

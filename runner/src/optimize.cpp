@@ -16,6 +16,7 @@
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/rulesets/ruleset_trust.h"
 #include "pcgx/runner/model_source.h"
+#include "pcgx/runner/plan_request.h"
 #include "pcgx/search/user_plan.h"
 #include "pcgx/verifier/audit.h"
 #include "pcgx/runtime/execution_plan.h"
@@ -399,9 +400,10 @@ std::string describe_rules(const OptimizeReport& r) {
 
 OptimizeReport optimize(const OptimizeRequest& request) {
   OptimizeRequest q = with_micro_batches(request);
+  resolve_plan_rewrites(q);
   validate(q);
   if (!q.recompute_operators.empty())  // the names the patterns stand for, as the strategy records them
-    q.recompute_operators = search::recompute_operator_names(q.model, q.recompute_operators, "OptimizeRequest.recompute_operators");
+    q.recompute_operators = search::recompute_operator_names(planned_model(q), q.recompute_operators, "OptimizeRequest.recompute_operators");
   OptimizeReport base;
   std::vector<Ruleset> rs;
   if (search::uses_rules(q.search.algorithm)) {

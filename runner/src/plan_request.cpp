@@ -7,6 +7,8 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/runner/model_source.h"
+#include "pcgx/search/rule_library.h"
 
 namespace pcgx::runner {
 
@@ -17,8 +19,9 @@ void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::Use
 }
 
 void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
+  if (!q.search.plan) return;
+  resolve_plan_rewrites(q);
   const auto& plan = q.search.plan;
-  if (!plan) return;
   if (plan->pipeline && !q.pipeline)  // the plan's stages and its schedule (flags stating a pipeline win, with the default schedule)
     q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages,
                                          plan->pipeline->schedule, plan->pipeline->programs,
@@ -33,7 +36,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   // pattern naming nothing is the plan's error.
   if (q.recompute == Recompute::kOperators && q.recompute_operators.empty() && !plan->recompute_operators.empty()) {
     try {
-      q.recompute_operators = search::recompute_operator_names(q.model, plan->recompute_operators, "recompute_operators");
+      q.recompute_operators = search::recompute_operator_names(planned_model(q), plan->recompute_operators, "recompute_operators");
     } catch (const FieldError& e) {
       throw FileError(plan->source, "recompute_operators", e.reason());
     }
@@ -45,10 +48,13 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
 }
 
-PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity) {
-  if (!q.search.plan) throw FieldError("SearchOptions.plan", "plan check needs a plan");
+PlanCheck check_plan(const OptimizeRequest& request, bool compare_unity) {
+  if (!request.search.plan) throw FieldError("SearchOptions.plan", "plan check needs a plan");
+  OptimizeRequest q = request;
+  resolve_plan_rewrites(q);
   validate(q);
   PlanCheck c;
+  c.planned = planned_model(q), c.rewrites = q.search.plan->rewrites.size();
   const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
   c.decisions = search::plan_decisions(q.model, *q.search.plan, q.machine.num_devices() / stages);
   c.report = optimize(q);
@@ -79,7 +85,34 @@ PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity) {
   return c;
 }
 
-search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path) {
+namespace {
+
+// The rulesets' algebraic rules; `checked`: each ruleset trusted as a
+// search's is (load_search_ruleset), else only read.
+search::RuleLibrary algebraic_rules(const std::vector<std::string>& paths, bool checked, bool allow_unverified = false) {
+  std::vector<Ruleset> rs;
+  for (const std::string& path : paths.empty() ? default_rulesets() : paths)
+    rs.push_back(checked ? load_search_ruleset(path, allow_unverified, nullptr) : load_ruleset(path));
+  return search::RuleLibrary(rs, search::RuleFilter::kAlgebraic);
+}
+
+}  // namespace
+
+void resolve_plan_rewrites(OptimizeRequest& q) {
+  const auto& plan = q.search.plan;
+  if (!plan || std::all_of(plan->rewrites.begin(), plan->rewrites.end(), [](const search::PlanRewrite& w) { return w.resolved != nullptr; }))
+    return;
+  auto resolved = std::make_shared<search::UserPlan>(*plan);
+  search::resolve_plan_rewrites(*resolved, algebraic_rules(q.rulesets, true, q.allow_unverified));
+  q.search.plan = std::move(resolved);
+}
+
+Graph planned_model(const OptimizeRequest& q) {
+  return q.search.plan && !q.search.plan->rewrites.empty() ? search::apply_plan_rewrites(q.model, *q.search.plan) : q.model;
+}
+
+search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path, const std::vector<std::string>& rulesets,
+                                       size_t* left_out) {
   const auto shape = search::pipeline_shape(f);
   search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views, shape ? f.devices / shape->stages : 0);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
@@ -88,6 +121,10 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded
   if (shape) plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
+  if (left_out) *left_out = 0;
+  // (Only read, for which rules are algebraic: the plan's rewrites are
+  // checked when a run resolves them.)
+  if (!f.applied.empty()) plan.rewrites = search::plan_rewrites_of(f.applied, algebraic_rules(rulesets, false), left_out);
   return plan;
 }
 

@@ -1,6 +1,8 @@
 // Replacing a match by the rule's target (see substitution.h).
+#include <cctype>
 #include <functional>
 #include <numeric>
+#include <unordered_set>
 
 #include "degree_map.h"
 #include "pcgx/pcg/error.h"
@@ -86,9 +88,31 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
     }
   for (const Node& tn : rule.target.nodes())
     if (tn.op->op_class == OpClass::kCompute) ++kind(tn.op).target;
+  // Any other operator an algebraic rule makes (the Linear of two fused
+  // ones, the Concat of their weights) is named after the first operator
+  // the rule matched, with its own kind ("a.query.linear", a second one
+  // "a.query.linear2", the first number no operator of the graph has), so
+  // that a plan can state the rewrite and what it made (user_plan.h's
+  // PlanRewrite) and a later rewrite of it names where.
+  std::string base;
+  bool algebraic = true;
+  for (const Graph* side : {&rule.source, &rule.target})
+    for (const Node& n : side->nodes()) algebraic = algebraic && n.op->op_class != OpClass::kParallel;
+  for (const Node& pn : rule.source.nodes())
+    if (pn.op->op_class == OpClass::kCompute && base.empty()) base = g.node(m.nodes[static_cast<size_t>(pn.id)]).name;
+  std::unordered_set<std::string> taken;  // (built when first needed)
   auto name_of = [&](const Node& tn) {
     const Carried& c = kind(tn.op);
-    return c.source == 1 && c.target == 1 ? c.name : std::string();
+    if (c.source == 1 && c.target == 1) return c.name;
+    if (!algebraic || base.empty()) return std::string();
+    if (taken.empty())
+      for (const Node& n : g.nodes()) taken.insert(n.name);
+    std::string stem = base + ".";
+    for (const char x : tn.op->name) stem += static_cast<char>(std::tolower(static_cast<unsigned char>(x)));
+    std::string name = stem;
+    for (int k = 2; taken.contains(name); ++k) name = stem + std::to_string(k);
+    taken.insert(name);
+    return name;
   };
   std::function<void()> emit_target = [&] {
     if (target_state == 2) return;

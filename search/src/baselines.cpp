@@ -260,12 +260,13 @@ std::string part_name(const Node& n, const char* suffix) { return n.name.empty()
 
 }  // namespace
 
-Graph synchronized_batch_norm(const Graph& g) {
+Graph synchronized_batch_norm(const Graph& g, const std::set<std::string>* only) {
   if (!has_op(g, "BatchNorm")) return g;
-  return expand_operators(g, [](Graph& out, const Node& n, const std::vector<TensorRef>& ins) -> std::optional<NodeId> {
+  return expand_operators(g, [only](Graph& out, const Node& n, const std::vector<TensorRef>& ins) -> std::optional<NodeId> {
     // The rewrite of this one operator into its synchronized form (BatchSum,
     // BatchSquares, BatchNormApply), so it names it.
     if (n.op->name != "BatchNorm" || n.attrs.get_int("group") != 0) return std::nullopt;
+    if (only && !n.name.empty() && !only->contains(n.name)) return std::nullopt;
     const TensorRef sum{out.add("BatchSum", {}, {ins[0]}, part_name(n, ".sum")), 0};
     const TensorRef squares{out.add("BatchSquares", {}, {ins[0], sum}, part_name(n, ".squares")), 0};
     return out.add("BatchNormApply", {{"eps", n.attrs.get_float("eps")}}, {ins[0], sum, squares, ins[1], ins[2]}, n.name);

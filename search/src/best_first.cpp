@@ -15,6 +15,7 @@
 #include "graph_splitting.h"
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/applied_rule.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/collectives.h"
 #include "pcgx/search/graph_hash.h"
@@ -321,7 +322,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     for (size_t p = 0; p < pieces.size(); ++p) {
       const auto& solved_p = *best[p][chosen[p]];
       const Candidate& c = undone[p] ? solved_p.second : solved_p.first;
-      for (const auto& a : c.applied) applied.push_back(a);
+      for (const auto& a : c.applied) applied.push_back(renamed_applied(a, [&](const std::string& x) { return real_name(graphs[p][chosen[p]].names, x); }));
       parts.push_back({&c.graph, &graphs[p][chosen[p]]});
     }
     return ex.make(join_pieces(g.name(), parts), std::move(applied));

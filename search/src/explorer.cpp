@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 
+#include "pcgx/search/applied_rule.h"
 #include "pcgx/search/common_subexpressions.h"
 #include "pcgx/search/graph_hash.h"
 
@@ -20,7 +21,6 @@ constexpr size_t kMatchesPerRule = 64;
 constexpr int kSimplifySteps = 1000;
 constexpr int kMaxRepeats = 256;
 
-std::string label(const Match& m) { return m.rule->id + (m.degree != 2 ? "@k" + std::to_string(m.degree) : ""); }
 std::string intro_label(const Rule& intro, int64_t degree) { return intro.id + "@k" + std::to_string(degree); }
 
 // The first half of a two-rule step: `g` with introducer `intro` at input
@@ -180,7 +180,7 @@ std::optional<Graph> Explorer::random_neighbour(const Graph& g, uint64_t draw, s
   std::optional<Graph> h;
   if (i < st.matches.size()) {
     h = apply_match(g, st.matches[i]);
-    if (h) applied.push_back(label(st.matches[i]));
+    if (h) applied.push_back(applied_label(g, st.matches[i]));
   } else {
     const Intro& in = st.intros[i - st.matches.size()];
     auto g1 = introduce_and_match(g, *in.rule, in.node, in.input, in.degree, *in.followers, lift_tasks(g));
@@ -188,7 +188,7 @@ std::optional<Graph> Explorer::random_neighbour(const Graph& g, uint64_t draw, s
     if (!g1 || g1->matches.empty()) return std::nullopt;
     const Match& m = g1->matches[static_cast<size_t>((draw / total) % g1->matches.size())];
     h = apply_match(g1->graph, m);
-    if (h) applied.push_back(intro_label(*in.rule, in.degree)), applied.push_back(label(m));
+    if (h) applied.push_back(intro_label(*in.rule, in.degree)), applied.push_back(applied_label(g1->graph, m));
   }
   if (!h) return std::nullopt;
   return simplify(std::move(*h), &applied);
@@ -211,7 +211,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
       auto h = apply_match(g, matches[i]);
       if (!h) return;
       std::vector<std::string> applied = c.applied;
-      applied.push_back(label(matches[i]));
+      applied.push_back(applied_label(g, matches[i]));
       finish(std::move(*h), std::move(applied), {matches[i].rule, matches[i].degree}, out[i]);
       return;
     }
@@ -225,7 +225,7 @@ std::vector<Candidate> Explorer::expand(const Candidate& c, std::unordered_set<u
       if (!h) continue;
       std::vector<std::string> applied = c.applied;
       applied.push_back(intro_label(*in.rule, in.degree));
-      applied.push_back(label(m));
+      applied.push_back(applied_label(g1->graph, m));
       finish(std::move(*h), std::move(applied), {m.rule, m.degree, in.rule, op, in.input}, out[i]);
     }
   });
@@ -275,7 +275,7 @@ Candidate Explorer::repeat(const Candidate& c, std::unordered_set<uint64_t>& see
       if (!h) return;
       std::vector<std::string> applied = best.applied;
       if (step.intro) applied.push_back(intro_label(*step.intro, step.degree));
-      applied.push_back(label(places[i].second));
+      applied.push_back(applied_label(*places[i].first, places[i].second));
       next[i] = settle(std::move(*h), std::move(applied), step, seen, mu);
     });
     std::optional<Candidate> better;

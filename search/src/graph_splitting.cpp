@@ -10,18 +10,6 @@
 namespace pcgx::search {
 namespace {
 
-// A piece's operator's real name: its canonical name's, or, for a part an
-// operator was expanded into within the piece (the vocabulary-parallel
-// loss's "c12.lse"), the real name of what it is a part of with the same
-// suffix ("loss.lse"); "" when there is none.
-std::string real_name(const std::map<std::string, std::string>& names, const std::string& canonical) {
-  if (const auto it = names.find(canonical); it != names.end()) return it->second;
-  const size_t dot = canonical.find('.');
-  if (dot == std::string::npos) return "";
-  const auto it = names.find(canonical.substr(0, dot));
-  return it == names.end() || it->second.empty() ? "" : it->second + canonical.substr(dot);
-}
-
 constexpr const char* kSeedAttr = "seed";
 
 // A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
@@ -35,6 +23,16 @@ ParallelTensorShape layout(const ParallelTensorShape& logical, BoundaryLayout b)
 
 
 }  // namespace
+
+std::string real_name(const std::map<std::string, std::string>& names, const std::string& canonical) {
+  if (const auto it = names.find(canonical); it != names.end()) return it->second;
+  // The longest prefix ending before a dot that names one (a piece keeping
+  // the model's names has dots in them).
+  for (size_t dot = canonical.rfind('.'); dot != std::string::npos && dot > 0; dot = canonical.rfind('.', dot - 1))
+    if (const auto it = names.find(canonical.substr(0, dot)); it != names.end())
+      return it->second.empty() ? "" : it->second + canonical.substr(dot);
+  return "";
+}
 
 std::vector<NodeId> compute_order(const Graph& g) {
   std::vector<NodeId> order;

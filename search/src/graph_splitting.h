@@ -66,6 +66,13 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, BoundaryLayout in, Bounda
 // name would read as a piece's).
 PieceGraph with_model_names(const PieceGraph& pg, bool sources = true);
 
+// A piece's operator's real name: its canonical name's, or, for a part an
+// operator was expanded into within the piece (the vocabulary-parallel
+// loss's "c12.lse") or one a rule made and named after it ("c6.linear",
+// apply_match.cpp), the real name of what it is a part of with the same
+// suffix ("loss.lse"), the longest such prefix; "" when there is none.
+std::string real_name(const std::map<std::string, std::string>& names, const std::string& canonical);
+
 // One piece's optimized graph and the names it maps back with.
 struct JoinPart {
   const Graph* graph;

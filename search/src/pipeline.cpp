@@ -17,6 +17,7 @@
 #include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/step_communication.h"
+#include "pcgx/search/applied_rule.h"
 #include "pcgx/search/graph_hash.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/user_plan.h"
@@ -459,7 +460,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             for (size_t k = 0; k < held.size() && k < sp.memory.size(); ++k) held[k] += sp.memory[k];
             plan.stage_time[static_cast<size_t>(stage)] += info.micro_batch;
             stage_update[static_cast<size_t>(stage)] += info.update;
-            for (const auto& a : searched[p]->applied) plan.applied.push_back(a);
+            for (const auto& a : searched[p]->applied) plan.applied.push_back(renamed_applied(a, [&](const std::string& x) { return real_name(graphs[p].names, x); }));
             plan.stage.push_back(std::move(sp));
           }
           for (int64_t st = 0; st < S; ++st) {

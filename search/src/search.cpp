@@ -249,6 +249,7 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kPlan: {  // (on a pipeline stage's part of the model a rule may select nothing there)
       std::vector<NodeId> image;
       result.strategy = mapper.map(lower_plan(model, *options.plan, mapper.cost().devices(), false, &image));
+      apply_plan_rewrites(model, *options.plan, &result.applied);  // (what it applied, as a strategy records it)
       const bool placed = assigns_devices(*options.plan);
       if (placed) place_stated_devices(model, *options.plan, image, mapper, result.strategy);
       if (options.layout_search) relay_layouts(result.strategy, mapper, placed, result.relaid);

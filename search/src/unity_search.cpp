@@ -104,7 +104,8 @@ SearchResult plan_search(const Graph& model, const RuleLibrary& rules, const Mac
   Candidate c = best_first(std::move(seeds), ex, cx, options.budget);
   result.evaluated = ex.evaluated;
   check_stated(lowered, c.graph, stated, plan.source);
-  result.applied = std::move(c.applied);
+  apply_plan_rewrites(model, plan, &result.applied);  // the plan's first, as a strategy records them
+  for (auto& x : c.applied) result.applied.push_back(std::move(x));
   result.strategy = mapper.map(c.graph);
   return result;
 }

@@ -168,8 +168,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
-                              "zero_persistence_threshold", "optimizer", "pipeline", "rules",
-                             "unstated"});
+                              "zero_persistence_threshold", "optimizer", "pipeline", "rewrites", "rules", "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -287,6 +286,20 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     }
     plan.pipeline = pp;
   }
+  if (j.contains("rewrites")) {
+    if (!j["rewrites"].is_array()) throw FileError(source, "rewrites", "expected an array of {\"rule\": ID, \"at\": [operator names]}");
+    for (size_t i = 0; i < j["rewrites"].size(); ++i) {
+      const json& w = j["rewrites"][i];
+      const std::string field = "rewrites[" + std::to_string(i) + "]";
+      if (!w.is_object()) throw FileError(source, field, "expected an object (rule, at)");
+      only_fields(w, source, field + ".", {"rule", "at"});
+      if (!w.contains("rule") || !w["rule"].is_string()) throw FileError(source, field + ".rule", "expected a rule id (a string)");
+      if (!w.contains("at") || !w["at"].is_array() || w["at"].empty() ||
+          !std::all_of(w["at"].begin(), w["at"].end(), [](const json& x) { return x.is_string(); }))
+        throw FileError(source, field + ".at", "expected a non-empty array of operator names, one per compute operator of the rule's source");
+      plan.rewrites.push_back({w["rule"].get<std::string>(), w["at"].get<std::vector<std::string>>(), nullptr});
+    }
+  }
   if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty()) throw FileError(source, "rules", "expected a non-empty array of rules");
   for (size_t r = 0; r < j["rules"].size(); ++r) {
     const json& rule = j["rules"][r];
@@ -313,7 +326,9 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
 UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_file(path), path); }
 
 Graph plan_graph(const Graph& model, const UserPlan& plan) {
-  Graph g = synchronized_batch_norm(model);
+  const Graph rewritten = apply_plan_rewrites(model, plan);
+  const std::set<std::string> split = batch_norms_split(rewritten, plan);
+  Graph g = synchronized_batch_norm(rewritten, &split);
   // As many blocks as every "classes" degree stated divides: their least
   // common multiple.
   int64_t blocks = 0;
@@ -342,7 +357,7 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
       out[static_cast<size_t>(n.id)] = plan.rules[r].partition;
       rule_of[static_cast<size_t>(n.id)] = static_cast<int>(r);
     }
-    if (!any && every_rule_selects)
+    if (!any && every_rule_selects && !selects_a_statistics_part(model, plan.rules[r].select))
       throw Error(plan.source + ": rules[" + std::to_string(r) + "] (" + describe(plan.rules[r].select) + ") selects no operator of '" +
                   model.name() + "'");
   }
@@ -524,7 +539,13 @@ bool plain_name(const std::string& name) { return name.find_first_of("*?") == st
 }  // namespace
 
 UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, int64_t stage_devices) {
-  std::vector<const Node*> named;
+  // The operators named, and a whole BatchNorm's statistics parts, which
+  // plan_graph would make were a rule to split them: they run as it does.
+  struct Named {
+    std::string name;
+    NodeId id;
+  };
+  std::vector<Named> named;
   std::map<std::string, const Node*> by_name;
   // How each named operator runs: its partition, and its devices where it
   // co-shards (only a device list states that).
@@ -557,8 +578,10 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
         for (int64_t& d : devices) d -= first;
       }
     }
-    named.push_back(&n);
+    named.push_back({n.name, n.id});
     partition.push_back({std::move(p), std::move(devices)});
+    if (n.op->name == "BatchNorm" && n.attrs.get_int("group") == 0)
+      for (const char* part : {".sum", ".squares"}) named.push_back({n.name + part, n.id}), partition.push_back(partition.back());
   }
   UserPlan plan;
   plan.source = g.name();
@@ -576,24 +599,24 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
   // Then the rest, by layer pattern where every operator it selects runs alike.
   std::map<std::string, std::vector<size_t>> by_pattern;
   for (size_t i = 0; i < named.size(); ++i)
-    if (partition[i] != *common) by_pattern[layer_pattern(named[i]->name)].push_back(i);
+    if (partition[i] != *common) by_pattern[layer_pattern(named[i].name)].push_back(i);
   std::vector<std::pair<NodeId, PlanRule>> rules;  // by first operator, for graph order
   for (const auto& [pattern, members] : by_pattern) {
     bool alike = !pattern.empty();
     for (size_t i : members) alike = alike && partition[i] == partition[members.front()];
     if (alike) {  // and the pattern selects nothing else
       size_t selected = 0;
-      for (const Node* n : named) selected += glob(pattern, n->name);
+      for (const Named& n : named) selected += glob(pattern, n.name);
       alike = selected == members.size();
     }
     if (alike) {
       const Run& run = partition[members.front()];
-      rules.push_back({named[members.front()]->id, {PlanSelector{pattern, "", std::nullopt, std::nullopt}, run.first, run.second}});
+      rules.push_back({named[members.front()].id, {PlanSelector{pattern, "", std::nullopt, std::nullopt}, run.first, run.second}});
       continue;
     }
-    for (size_t i : members) rules.push_back({named[i]->id, {PlanSelector{named[i]->name, "", std::nullopt, std::nullopt}, partition[i].first, partition[i].second}});
+    for (size_t i : members) rules.push_back({named[i].id, {PlanSelector{named[i].name, "", std::nullopt, std::nullopt}, partition[i].first, partition[i].second}});
   }
-  std::sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [id, rule] : rules) plan.rules.push_back(std::move(rule));
   return plan;
 }
@@ -650,6 +673,9 @@ std::string plan_to_json(const UserPlan& plan) {
     if (!p->boundaries.empty()) pj["boundaries"] = p->boundaries;
     out += "  \"pipeline\": " + pj.dump() + ",\n";
   }
+  for (size_t i = 0; i < plan.rewrites.size(); ++i)
+    out += std::string(i ? "" : "  \"rewrites\": [\n") + "    " + json{{"rule", plan.rewrites[i].rule}, {"at", plan.rewrites[i].at}}.dump() +
+           (i + 1 < plan.rewrites.size() ? ",\n" : "\n  ],\n");
   out += "  \"rules\": [\n";
   for (size_t r = 0; r < plan.rules.size(); ++r) {
     const PlanRule& rule = plan.rules[r];

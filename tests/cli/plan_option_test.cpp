@@ -10,12 +10,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_test_helpers.h"
 #include "cli/run_pcgx.h"
 #include "temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using pcgx::testing::expect_one_error_line;
+using pcgx::testing::predicted_ms;
 using pcgx::testing::run;
 
 fs::path dir() {
@@ -24,14 +27,6 @@ fs::path dir() {
 }
 
 const std::string kPlans = std::string(PCGX_SOURCE_DIR) + "/data/plans/";
-
-void expect_one_error_line(const pcgx::testing::Result& r, const std::string& text, const fs::path& out) {
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(text), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
-  EXPECT_FALSE(fs::exists(out));
-}
 
 TEST(PlanOption, LowersThePlanAndTheStrategyRuns) {
   const fs::path out = dir() / "tp.json";
@@ -235,8 +230,6 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
                         "not searched with sequential", out);  // (unity searches what a plan does not state: TheUnstatedRestIsSearched)
 
 }
-
-double predicted_ms(const std::string& out);
 
 // The step a run predicts for what it runs ("X ms predicted on ..."); -1 when it says none.
 double run_predicted_ms(const std::string& out) {
@@ -452,146 +445,6 @@ TEST(PlanOption, DevicesInAPipelinedPlanCountWithinTheStage) {
                            "rules": [{"select": {}, "partition": {"samples": 2}, "devices": [2, 3]}]})";
   expect_one_error_line(run("optimize gpt-tiny --plan " + bad.string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
                         "device 2 is not one of the 2 devices", out);
-}
-
-double predicted_ms(const std::string& out) {
-  const size_t at = out.find("iteration time");
-  if (at == std::string::npos) return -1;
-  return std::stod(out.substr(out.find_first_of("0123456789", at)));
-}
-
-// plan show: a unity strategy's plan, fed back with --plan, is priced the
-// same (the issue's round trip; substitutions the strategy applied are
-// named on stderr, and the plan states the model's own operators).
-// On 2 CPU devices unity's plan rewrites the norms and dropouts by rules
-// (layernorm-v1, dropout-v1) and splits the loss by vocabulary inside a
-// searched piece: the rewritten operators keep the model's names, and the
-// loss's part its own ("loss.lse"), or the plan could not state them.
-TEST(PlanShow, AUnityStrategysPlanFedBackPricesTheSame) {
-  const fs::path found = dir() / "unity.json", plan = dir() / "shown.json", again = dir() / "again.json";
-  for (const std::string machine : {"--machine dgx-h100 --devices 4", "--machine cpu-host --devices 2"}) {
-    SCOPED_TRACE(machine);
-    const auto u = run("optimize gpt-tiny " + machine + " -q -o " + found.string());
-    ASSERT_EQ(u.code, 0) << u.out;
-    const auto shown = run("plan show " + found.string() + " -o " + plan.string());
-    ASSERT_EQ(shown.code, 0) << shown.out;
-    ASSERT_TRUE(fs::exists(plan));
-    const auto back = run("optimize gpt-tiny --plan " + plan.string() + " " + machine + " -q -o " + again.string());
-    ASSERT_EQ(back.code, 0) << back.out;
-    EXPECT_GT(predicted_ms(u.out), 0);
-    EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
-  }
-  // Printed when no file is given; a missing strategy is one error line.
-  const auto printed = run("plan show " + found.string());
-  EXPECT_EQ(printed.code, 0);
-  EXPECT_NE(printed.out.find("\"format\": \"pcgx.plan\""), std::string::npos) << printed.out;
-  expect_one_error_line(run("plan show " + (dir() / "none.json").string()), "none.json", dir() / "never.json");
-}
-
-// A pipelined strategy's plan states its stages: where each chunk ends
-// ("boundaries", wherever the search cut them, here a 4-layer GPT whose
-// balanced cut need not fall between even layers), its micro-batches and
-// its written order; fed back, it is priced the same and cut at the same
-// operators. A boundary that is no cut, or the wrong count, is one error.
-TEST(PlanShow, APipelinedStrategysStagesFedBackPriceTheSame) {
-  for (const std::string& how : {std::string("--pipeline --stages 2 --micro-batches 4"),
-                                  std::string("--pipeline --stages 2 --micro-batches 4 --virtual-stages 2 --search data-parallel")}) {
-    SCOPED_TRACE(how);
-    const fs::path found = dir() / "piped.json", plan = dir() / "piped-plan.json", again = dir() / "piped-again.json";
-    const std::string model = "gpt-tiny --set layers=4 --machine dgx-h100 --devices 4 -q ";
-    const auto u = run("optimize " + model + how + " -o " + found.string());
-    ASSERT_EQ(u.code, 0) << u.out;
-    const auto shown = run("plan show " + found.string() + " -o " + plan.string());
-    ASSERT_EQ(shown.code, 0) << shown.out;
-    std::ifstream in(plan);
-    const auto j = nlohmann::json::parse(in);
-    const auto& p = j.at("pipeline");
-    EXPECT_EQ(p.at("stages"), 2);
-    EXPECT_EQ(p.at("micro_batches"), 4);
-    const int64_t chunks = 2 * p.value("virtual_stages", 1);
-    ASSERT_EQ(static_cast<int64_t>(p.at("boundaries").size()), chunks - 1) << p.dump();
-    const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
-    ASSERT_EQ(back.code, 0) << back.out;
-    EXPECT_GT(predicted_ms(u.out), 0);
-    EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
-    // Each stage's first and last operators, as found.
-    auto stage_lines = [](const std::string& out) {
-      std::string lines;
-      for (size_t at = out.find("  stage "); at != std::string::npos; at = out.find("  stage ", at + 1))
-        lines += out.substr(at, out.find(')', at) - at) + "\n";
-      return lines;
-    };
-    EXPECT_FALSE(stage_lines(u.out).empty()) << u.out;
-    EXPECT_EQ(stage_lines(back.out), stage_lines(u.out));
-  }
-  const fs::path bad = dir() / "bad-boundaries.json", out = dir() / "bad-b.json";
-  const std::string base = "optimize gpt-tiny --machine dgx-h100 --devices 4 -o " + out.string() + " --plan " + bad.string();
-  auto plan_with = [&](const std::string& boundaries) {
-    std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "pipeline": {"stages": 2, "micro_batches": 2, "boundaries": )"
-                       << boundaries << R"(}, "rules": [{"select": {}, "partition": {"samples": 2}}]})";
-  };
-  plan_with(R"(["block0.attn.query"])");
-  expect_one_error_line(run(base), "'block0.attn.query' does not end a single-tensor cut of 'gpt-tiny'", out);
-  plan_with(R"(["no.such"])");
-  expect_one_error_line(run(base), "'no.such' is no operator of 'gpt-tiny'", out);
-  plan_with(R"(["block0.mlp_residual", "block1.ln1"])");
-  expect_one_error_line(run(base), "pipeline.boundaries: 2 names for 2 chunks (stages x virtual stages): one per chunk but the last", out);
-  plan_with(R"("block0.mlp_residual")");
-  expect_one_error_line(run(base), "pipeline.boundaries: expected an array of operator names", out);
-}
-
-// plan show writes the strategy's recipe (here full recomputation of 2 of
-// 3 layers, bf16, ZeRO 1), so that the plan fed back without flags trains
-// and is priced the same; recompute_layers beside another policy is one
-// error line.
-// A co-sharding strategy's plan states the devices of the operators that
-// co-shard (only a device list can say it), and fed back is priced the same.
-TEST(PlanShow, ACoShardedStrategysPlanStatesItsDevices) {
-  const fs::path found = dir() / "coshard-found.json", plan = dir() / "coshard-plan.json", again = dir() / "coshard-again.json";
-  const std::string model = "gpt-tiny --machine dgx-h100 --devices 2 ";
-  const auto u = run("optimize " + model + "--plan " + kPlans + "gpt-coshard-heads-2.json -o " + found.string());
-  ASSERT_EQ(u.code, 0) << u.out;
-  const auto shown = run("plan show " + found.string() + " -o " + plan.string());
-  ASSERT_EQ(shown.code, 0) << shown.out;
-  std::ifstream in(plan);
-  const auto j = nlohmann::json::parse(in);
-  int64_t placed = 0;
-  for (const auto& rule : j.at("rules"))
-    if (rule.contains("devices")) {
-      ++placed;
-      EXPECT_NE(rule.at("select").value("name", "").find("attn"), std::string::npos) << rule.dump();
-    }
-  EXPECT_GE(placed, 5) << j.dump();
-  const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
-  ASSERT_EQ(back.code, 0) << back.out;
-  EXPECT_NEAR(predicted_ms(back.out), predicted_ms(u.out), 1e-9) << u.out << back.out;
-}
-
-TEST(PlanShow, TheRecipeTravelsWithThePlan) {
-  const fs::path found = dir() / "recipe-found.json", plan = dir() / "recipe-plan.json", again = dir() / "recipe-again.json";
-  const std::string model = "gpt-tiny --set layers=3 --machine dgx-h100 --devices 4 -q ";
-  const auto u = run("optimize " + model + "--search data-parallel --precision bf16 --zero 1 --recompute full --recompute-layers 2 " +
-                     "--optimizer momentum -o " + found.string());
-  ASSERT_EQ(u.code, 0) << u.out;
-  const auto shown = run("plan show " + found.string() + " -o " + plan.string());
-  ASSERT_EQ(shown.code, 0) << shown.out;
-  std::ifstream in(plan);
-  const auto j = nlohmann::json::parse(in);
-  EXPECT_EQ(j.at("precision"), "bf16");
-  EXPECT_EQ(j.at("recompute"), "full");
-  EXPECT_EQ(j.at("recompute_layers"), 2);
-  EXPECT_EQ(j.at("zero"), 1);
-  EXPECT_EQ(j.at("optimizer"), "momentum");
-  const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
-  ASSERT_EQ(back.code, 0) << back.out;
-  EXPECT_NE(back.out.find("recompute             full, first 2 layers\n"), std::string::npos) << back.out;
-  EXPECT_NE(back.out.find("precision             bf16"), std::string::npos) << back.out;
-  EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
-  const fs::path bad = dir() / "bad-layers.json", out = dir() / "bad-layers-s.json";
-  std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "selective", "recompute_layers": 2,
-                           "rules": [{"select": {}, "partition": {"samples": 4}}]})";
-  expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()),
-                        "recompute_layers: applies to full recomputation (\"recompute\": \"full\" or \"full+selective\")", out);
 }
 
 }  // namespace

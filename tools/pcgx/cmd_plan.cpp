@@ -50,7 +50,7 @@ void add_check(CLI::App& cmd) {
     print_plan_check(std::cout, plan, *p, c);
     print_optimize_report(std::cout, q, c.report, true);
     if (!no_unity) print_unity_beside(std::cout, c);
-    if (certify) certify_and_print(c.report.file.strategy.graph, &q.model, c.report.file.applied.size(), axioms, verbose);
+    if (certify) certify_and_print(c.report.file.strategy.graph, &c.planned, c.rewrites, axioms, verbose);
     if (!out.empty()) {
       search::save_strategy(c.report.file, out);
       std::cerr << "wrote " << out << "\n";
@@ -80,14 +80,21 @@ void add_plan_command(CLI::App& app) {
   });
   auto* show = cmd->add_subcommand("show", "The plan a strategy file amounts to, in the format `optimize --plan` reads");
   static std::string strategy, out;
+  static std::vector<std::string> show_rulesets;
   show->add_option("STRATEGY", strategy, "strategy file (pcgx optimize -o)")->required();
   show->add_option("-o,--output", out, "write the plan here instead of printing it");
+  show->add_option("--ruleset", show_rulesets, "the rulesets the strategy was searched with, where its algebraic rewrites are looked up "
+                                               "(repeatable); default: every shipped ruleset")
+      ->check(CLI::ExistingFile);
   show->callback([] {
     const search::StrategyFile f = search::load_strategy(strategy);
-    const search::UserPlan plan = runner::plan_of_strategy_file(f, strategy);
-    if (!f.applied.empty())
-      std::cerr << "note: the strategy applies " << f.applied.size()
-                << " substitution(s); a plan states how the model's own operators run, so those are not in it\n";
+    size_t left_out = 0;
+    const search::UserPlan plan = runner::plan_of_strategy_file(f, strategy, show_rulesets, &left_out);
+    if (left_out > 0)
+      std::cerr << "note: of the " << f.applied.size() << " substitution(s) the strategy applies, " << left_out
+                << " move parallel operators or rewrite operators without names; a plan derives its communication from its partitions "
+                   "and states only algebraic rewrites at named operators ("
+                << plan.rewrites.size() << " here), so fed back it may be priced differently\n";
     const std::string text = search::plan_to_json(plan);
     if (out.empty()) {
       std::cout << text;

@@ -18,8 +18,10 @@ struct CertifyReport {
   std::string operators;            // whether the operators are the model's, in a line
 };
 
-// `model`: the unpartitioned model the strategy lowers (null: not at hand);
-// `substitutions`: how many rewrites a search applied to it.
+// `model`: the unpartitioned model the strategy lowers (null: not at hand),
+// as rewritten by `substitutions` rewrites a plan states (compared with it
+// then); without a model, `substitutions`: how many rewrites a search
+// applied to it.
 CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axiom_dirs,
                                const verify::CertifyProgress& progress = {});
 

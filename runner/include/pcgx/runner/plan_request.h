@@ -24,11 +24,23 @@ struct StatedSettings {
 // other, naming both).
 void lower_plan_with(search::SearchOptions& s, std::shared_ptr<const search::UserPlan> plan, bool algorithm_stated);
 
-// For a request lowering its search's plan (a no-op otherwise): the plan's
+// For a request lowering its search's plan (a no-op otherwise): its
+// rewrites resolved (resolve_plan_rewrites), the plan's
 // precision, recomputation, ZeRO stage and optimizer where `stated` says the request
 // has none, and its pipeline (stages and schedule) where the request has
 // none.
 void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated);
+
+// Resolves the rewrites of the request's plan (search::resolve_plan_rewrites)
+// against its rulesets (OptimizeRequest::rulesets, or the shipped ones),
+// each trusted as a search's ruleset is; a no-op for a request without
+// such a plan. optimize() and check_plan() call it first.
+void resolve_plan_rewrites(OptimizeRequest& q);
+
+// The model as the request's plan rewrites it (search::apply_plan_rewrites,
+// its rewrites resolved), else the model: the operators whose names a
+// plan's recompute_operators may give.
+Graph planned_model(const OptimizeRequest& q);
 
 // pcgx plan check: a request lowering a plan, validated, searched and
 // priced (optimize), with what each rule decides (on the devices of one
@@ -37,6 +49,8 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated);
 // machine, recipe and pipeline, to print beside the plan (or why it found
 // nothing).
 struct PlanCheck {
+  Graph planned;         // the model as the plan rewrites it (planned_model)
+  size_t rewrites = 0;   // the plan's rewrites
   search::PlanDecisions decisions;
   OptimizeReport report;
   std::vector<search::DerivedMove> communication;
@@ -54,7 +68,13 @@ PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity = false);
 // The plan a strategy file amounts to (pcgx plan show): its operators'
 // partitions (search::plan_of_strategy), the recipe it trains with, so that
 // fed back it trains the same way, and its pipeline where it has one
-// (search::pipeline_of_strategy); described as what `path` runs.
-search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path);
+// (search::pipeline_of_strategy); and the algebraic rewrites it applied
+// that name where (search::plan_rewrites_of, the rules looked up in
+// `rulesets`, or the shipped ones), so that it runs the same operators.
+// Described as what `path` runs. `left_out`: how many of the substitutions
+// it applied the plan does not state (they move parallel operators, whose
+// moves a plan derives from its partitions).
+search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path, const std::vector<std::string>& rulesets = {},
+                                       size_t* left_out = nullptr);
 
 }  // namespace pcgx::runner

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "pcgx/pcg/graph.h"
@@ -49,8 +50,11 @@ int64_t largest_dividing_degree(int64_t devices, int64_t n);
 // BatchNormApply(x, s, BatchSquares(x, s)) with s = BatchSum(x), the same
 // values (axiom batch_norm_is_statistics_applied). Split by samples, each
 // statistic is a partial sum all-reduced across the shards (synchronized
-// BatchNorm: two all-reduces of C numbers, as two passes need).
-Graph synchronized_batch_norm(const Graph& g);
+// BatchNorm: two all-reduces of C numbers, as two passes need). With
+// `only`, just the BatchNorms of those names (and every unnamed one): the
+// others stay whole (one operator, one kernel, where nothing splits their
+// samples).
+Graph synchronized_batch_norm(const Graph& g, const std::set<std::string>* only = nullptr);
 
 // SoftmaxCrossEntropy as its `blocks` blocks' log-sum-exp applied:
 // CrossEntropyApply(x, l, ClassLogSumExp(x, blocks)), the same values

@@ -43,6 +43,7 @@
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/precision.h"
 #include "pcgx/pcg/training_recipe.h"
+#include "pcgx/rulesets/ruleset.h"
 #include "pcgx/search/baselines.h"
 
 namespace pcgx::search {
@@ -61,6 +62,23 @@ struct PlanSelector {
   // weights alone (that transpose: the weight's stored layout,
   // pcg/source_layout.h) is selected by neither.
   std::optional<bool> weights;
+};
+
+// An algebraic rewrite the plan makes before its rules partition the
+// model (a fusion: two Linears reading one input as one Linear over the
+// concatenated weights): a rule of the rulesets, by its id, applied where
+// its source's compute operators are the ones named, in the rule's order
+// (applied_rule.h's form, as pcgx plan show writes what a search applied).
+// What the rule makes is named as the search names it (an operator keeps
+// its name where it is the only one of its kind on both sides) and can be
+// selected by that name; what it leaves unnamed runs as the rules without a
+// name selector say.
+struct PlanRewrite {
+  std::string rule;             // "unity-c01643~", as a rule library names it
+  std::vector<std::string> at;  // the model operators its source matches
+  // The rule itself, from the rulesets (resolve_plan_rewrites); a plan
+  // with rewrites is lowered only once they are resolved.
+  std::shared_ptr<const Rule> resolved;
 };
 
 // The pseudo-kind naming whichever kind splits an operator's samples
@@ -113,6 +131,9 @@ struct UserPlan {
     std::vector<std::string> boundaries;              // empty: even layers
   };
   std::optional<Pipeline> pipeline;
+  // In order, before the rules select: the model they select from is the
+  // model rewritten.
+  std::vector<PlanRewrite> rewrites;
   // In order: an operator runs as the last rule that selects it says, or
   // as one task when none does.
   std::vector<PlanRule> rules;
@@ -143,15 +164,49 @@ enum class WeightUse : uint8_t { kNone, kReads, kLayout };
 std::vector<WeightUse> weight_uses(const Graph& g);
 bool selects(const PlanSelector& s, const Node& n, WeightUse use);
 
-// The graph a plan's rules select from: the model with each BatchNorm in
-// its statistics form (baselines.h's synchronized_batch_norm: BatchSum
-// "NAME.sum", BatchSquares "NAME.squares", BatchNormApply "NAME"), so that
-// it can split samples as data parallelism does; and where a rule states a
+class RuleLibrary;
+
+// Finds each of the plan's rewrites in `algebraic` (the rulesets' algebraic
+// rules, both directions, every rank: rule_library.h's kAlgebraic);
+// throws FileError naming rewrites[i].rule for one it does not hold (a
+// rule with a parallel operator is not a plan's to state: the plan's
+// partitions and derived communication are).
+void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic);
+
+// `model` with the plan's rewrites applied in order, each followed by
+// merging operators computed twice (as the search does); a rewrite none of
+// whose operators is in `model` is skipped (another pipeline stage's).
+// Throws Error naming the plan, rewrites[i] and the operators where the
+// rule matches nowhere at them, or a rewrite is not resolved. `applied`
+// receives those applied as a strategy records them (applied_rule.h).
+Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied = nullptr);
+
+// The rewrites a plan can state among a strategy's applied rules (its
+// "applied", applied_rule.h): the algebraic ones that name where they
+// applied, in order. `left_out`: how many others there were.
+std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, const RuleLibrary& algebraic, size_t* left_out = nullptr);
+
+// The graph a plan's rules select from: the model with the plan's
+// rewrites applied (apply_plan_rewrites), each BatchNorm the plan splits (batch_norms_split) in its statistics form (baselines.h's
+// synchronized_batch_norm: BatchSum "NAME.sum", BatchSquares
+// "NAME.squares", BatchNormApply "NAME"), so that it can split samples as
+// data parallelism does, the others whole; and where a rule states a
 // "classes" degree, each SoftmaxCrossEntropy as its parts
 // (vocabulary_parallel_loss: ClassLogSumExp "NAME.lse", CrossEntropyApply
 // "NAME"), in as many blocks as the largest such degree, so that the loss
 // splits by classes with its logits.
 Graph plan_graph(const Graph& model, const UserPlan& plan);
+
+// The names of the BatchNorms a plan splits, decided on their statistics
+// form: those with a part that the last rule selecting it partitions or
+// places, or that no rule selects where the unstated are searched. The
+// rest run whole: one operator, as a strategy that never split them ran
+// them, so that its plan (plan show) fed back is priced the same.
+std::set<std::string> batch_norms_split(const Graph& model, const UserPlan& plan);
+// Whether `s` selects a statistics part of a BatchNorm of `g` that runs
+// whole: a rule for the parts ("*.bn.sum", {}) selecting nothing but them
+// is no mistake.
+bool selects_a_statistics_part(const Graph& g, const PlanSelector& s);
 
 // What each compute node of `g` (a plan_graph) runs as (empty: one task),
 // checked: throws pcgx::Error naming the plan, the rule and the operator
