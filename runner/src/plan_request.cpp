@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <set>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
@@ -48,13 +49,49 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
 }
 
+namespace {
+
+// The rulesets (`checked`: each trusted as a search's is,
+// load_search_ruleset; else only read) and their algebraic rules.
+struct Algebraic {
+  std::set<std::string> ids;
+  search::RuleLibrary rules;
+};
+Algebraic algebraic_rules(const std::vector<std::string>& paths, bool checked, bool allow_unverified = false) {
+  std::vector<Ruleset> rs;
+  for (const std::string& path : paths.empty() ? default_rulesets() : paths)
+    rs.push_back(checked ? load_search_ruleset(path, allow_unverified, nullptr) : load_ruleset(path));
+  return {search::rule_ids(rs), search::RuleLibrary(rs, search::RuleFilter::kAlgebraic)};
+}
+
+// How the model as a plan states it (plan_graph) differs from the model.
+std::string planned_as(const Graph& model, const search::UserPlan& plan, const Graph& planned) {
+  std::vector<std::string> parts;
+  if (const size_t k = plan.rewrites.size(); k > 0)
+    parts.push_back("after the " + std::to_string(k) + (k == 1 ? " rewrite" : " rewrites") +
+                    " the plan states (their rules' proofs are the ruleset's: pcgx audit)");
+  auto count = [](const Graph& g, const char* op) {
+    return std::count_if(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return n.op->name == op; });
+  };
+  if (count(planned, "BatchNormApply") > count(model, "BatchNormApply"))
+    parts.push_back("its BatchNorms split in their statistics form (axiom batch_norm_is_statistics_applied)");
+  if (count(planned, "ClassLogSumExp") > count(model, "ClassLogSumExp"))
+    parts.push_back("its loss as its blocks' log-sum-exp applied (axiom cross_entropy_is_blocks_applied)");
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return s;
+}
+
+}  // namespace
+
 PlanCheck check_plan(const OptimizeRequest& request, bool compare_unity) {
   if (!request.search.plan) throw FieldError("SearchOptions.plan", "plan check needs a plan");
   OptimizeRequest q = request;
   resolve_plan_rewrites(q);
   validate(q);
   PlanCheck c;
-  c.planned = planned_model(q), c.rewrites = q.search.plan->rewrites.size();
+  c.planned = search::plan_graph(q.model, *q.search.plan);
+  c.planned_as = planned_as(q.model, *q.search.plan, c.planned);
   const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
   c.decisions = search::plan_decisions(q.model, *q.search.plan, q.machine.num_devices() / stages);
   c.report = optimize(q);
@@ -85,25 +122,13 @@ PlanCheck check_plan(const OptimizeRequest& request, bool compare_unity) {
   return c;
 }
 
-namespace {
-
-// The rulesets' algebraic rules; `checked`: each ruleset trusted as a
-// search's is (load_search_ruleset), else only read.
-search::RuleLibrary algebraic_rules(const std::vector<std::string>& paths, bool checked, bool allow_unverified = false) {
-  std::vector<Ruleset> rs;
-  for (const std::string& path : paths.empty() ? default_rulesets() : paths)
-    rs.push_back(checked ? load_search_ruleset(path, allow_unverified, nullptr) : load_ruleset(path));
-  return search::RuleLibrary(rs, search::RuleFilter::kAlgebraic);
-}
-
-}  // namespace
-
 void resolve_plan_rewrites(OptimizeRequest& q) {
   const auto& plan = q.search.plan;
   if (!plan || std::all_of(plan->rewrites.begin(), plan->rewrites.end(), [](const search::PlanRewrite& w) { return w.resolved != nullptr; }))
     return;
   auto resolved = std::make_shared<search::UserPlan>(*plan);
-  search::resolve_plan_rewrites(*resolved, algebraic_rules(q.rulesets, true, q.allow_unverified));
+  const Algebraic a = algebraic_rules(q.rulesets, true, q.allow_unverified);
+  search::resolve_plan_rewrites(*resolved, a.rules, a.ids);
   q.search.plan = std::move(resolved);
 }
 
@@ -112,7 +137,7 @@ Graph planned_model(const OptimizeRequest& q) {
 }
 
 search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path, const std::vector<std::string>& rulesets,
-                                       size_t* left_out) {
+                                       search::RewritesLeftOut* left_out) {
   const auto shape = search::pipeline_shape(f);
   search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views, shape ? f.devices / shape->stages : 0);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
@@ -121,10 +146,13 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded
   if (shape) plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
-  if (left_out) *left_out = 0;
+  if (left_out) *left_out = {};
   // (Only read, for which rules are algebraic: the plan's rewrites are
   // checked when a run resolves them.)
-  if (!f.applied.empty()) plan.rewrites = search::plan_rewrites_of(f.applied, algebraic_rules(rulesets, false), left_out);
+  if (!f.applied.empty()) {
+    const Algebraic a = algebraic_rules(rulesets, false);
+    plan.rewrites = search::plan_rewrites_of(f.applied, a.rules, a.ids, left_out);
+  }
   return plan;
 }
 

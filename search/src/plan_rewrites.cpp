@@ -1,6 +1,7 @@
 // The algebraic rewrites a plan states (see user_plan.h's PlanRewrite).
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/search/applied_rule.h"
@@ -18,6 +19,9 @@ std::map<std::string, const Rule*> by_id(const RuleLibrary& rules) {
   return out;
 }
 
+// The id a ruleset states a library rule under: before "~" and "@".
+std::string stated_id(const std::string& rule) { return rule.substr(0, rule.find_first_of("~@")); }
+
 std::string joined(const std::vector<std::string>& names) {
   std::string s;
   for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -26,7 +30,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic) {
+void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic, const std::set<std::string>& rule_ids) {
   if (plan.rewrites.empty()) return;
   const auto rules = by_id(algebraic);
   for (size_t i = 0; i < plan.rewrites.size(); ++i) {
@@ -34,52 +38,81 @@ void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic) {
     const auto it = rules.find(library_id(w.rule));
     if (it == rules.end())
       throw FileError(plan.source, "rewrites[" + std::to_string(i) + "].rule",
-                      "'" + w.rule + "' is no algebraic rule of the rulesets searched (a rule with a parallel operator is the plan's partitions' to state)");
+                      rule_ids.contains(stated_id(w.rule))
+                          ? "'" + w.rule + "' has a parallel operator: the plan's partitions state that, and the communication is derived"
+                          : "no rule '" + stated_id(w.rule) + "' in the rulesets (pcgx ruleset show lists their ids; --ruleset names others)");
     w.resolved = std::make_shared<const Rule>(*it->second);
   }
 }
 
 Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied) {
   Graph g = model;
+  std::map<std::string, size_t> replaced;  // an operator's name -> the rewrite that replaced it
+  std::set<std::string> seen;              // the model's names and those rewrites made
+  for (const Node& n : model.nodes()) seen.insert(n.name);
   for (size_t i = 0; i < plan.rewrites.size(); ++i) {
     const PlanRewrite& w = plan.rewrites[i];
     const std::string where = plan.source + ": rewrites[" + std::to_string(i) + "] (" + w.rule + " at " + joined(w.at) + ")";
     if (!w.resolved) throw Error(where + ": not resolved against a ruleset");
     // Another pipeline stage's (a stage is lowered on its part of the model).
-    if (std::none_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return std::ranges::find(w.at, n.name) != w.at.end(); }))
-      continue;
+    if (std::none_of(w.at.begin(), w.at.end(), [&](const std::string& x) { return seen.contains(x); })) continue;
+    std::set<std::string> here;
+    for (const Node& n : g.nodes()) here.insert(n.name);
+    for (const std::string& x : w.at) {
+      if (here.contains(x)) continue;
+      if (const auto r = replaced.find(x); r != replaced.end())
+        throw Error(where + ": '" + x + "' was replaced by rewrites[" + std::to_string(r->second) + "]");
+      throw Error(where + ": '" + x + "' is no operator of '" + model.name() + "'" +
+                  (seen.contains(x) ? "" : " (nor one an earlier rewrite makes)"));
+    }
     std::optional<Graph> next;
     for (const Match& m : find_matches(g, *w.resolved)) {
       if (matched_names(g, m) != w.at) continue;
       next = apply_match(g, m);
       if (next) break;
     }
-    if (!next) throw Error(where + ": the rule does not apply at those operators of '" + model.name() + "'");
+    if (!next) throw Error(where + ": the rule does not apply at those operators, in that order");
     // As the search does after each rewrite (explorer.h's simplify): an
     // operator computed twice from the same inputs, once (for rewrites of
     // algebraic rules, all a plan states, its simplifiers never apply).
     if (auto merged = merge_common_subexpressions(*next)) next = std::move(merged);
+    std::set<std::string> after;
+    for (const Node& n : next->nodes()) after.insert(n.name), seen.insert(n.name);
+    for (const std::string& x : here)
+      if (!after.contains(x)) replaced[x] = i;
     g = std::move(*next);
     if (applied) applied->push_back(w.rule + " at " + joined(w.at));
   }
   return g;
 }
 
-std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, const RuleLibrary& algebraic, size_t* left_out) {
+std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, const RuleLibrary& algebraic, const std::set<std::string>& rule_ids,
+                                          RewritesLeftOut* left_out) {
   const auto rules = by_id(algebraic);
   std::vector<PlanRewrite> out;
-  size_t others = 0;
+  RewritesLeftOut others;
   for (const std::string& label : applied) {
     AppliedRule a = parse_applied(label);
     const auto it = rules.find(library_id(a.rule));
-    if (it == rules.end() || a.at.empty()) {
-      ++others;
+    if (it == rules.end()) {
+      ++(rule_ids.contains(stated_id(a.rule)) ? others.parallel : others.unknown);
+      continue;
+    }
+    if (a.at.empty()) {
+      ++others.unnamed;
       continue;
     }
     out.push_back({std::move(a.rule), std::move(a.at), std::make_shared<const Rule>(*it->second)});
   }
   if (left_out) *left_out = others;
   return out;
+}
+
+std::set<std::string> rule_ids(std::span<const Ruleset> rulesets) {
+  std::set<std::string> ids;
+  for (const Ruleset& r : rulesets)
+    for (const Rule& x : r.rules) ids.insert(x.id);
+  return ids;
 }
 
 }  // namespace pcgx::search

@@ -422,6 +422,7 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
   const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of);
   PlanDecisions d;
   d.per_rule.assign(plan.rules.size(), 0);
+  d.whole_batch_norm_parts.assign(plan.rules.size(), 0);
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute) continue;
     const auto k = static_cast<size_t>(n.id);
@@ -430,6 +431,8 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
     else ++d.unstated;
     if (partitions[k].empty()) ++d.one_task;
   }
+  for (size_t r = 0; r < plan.rules.size(); ++r)
+    if (d.per_rule[r] == 0) d.whole_batch_norm_parts[r] = selects_a_statistics_part(g, plan.rules[r].select);
   return d;
 }
 

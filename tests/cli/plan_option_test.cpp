@@ -112,6 +112,37 @@ TEST(PlanCheck, CertifiesAPlan) {
 // llama-*): data parallelism, Megatron's 2 x 2 (biases as summands beside
 // data parallelism) for both, its pipeline of 8, the first layer alone,
 // co-shard and the hidden split.
+// A plan's operators are compared with the model as the plan states it:
+// a ResNeXt split by samples runs its BatchNorms in their statistics form
+// (a proved identity), a LLaMA plan fuses two projections by a rewrite;
+// both certify and say so. A rule written for the statistics parts of
+// BatchNorms that then run whole is told apart from one overridden.
+TEST(PlanCheck, CertifiesAgainstTheModelAsThePlanStatesIt) {
+  const fs::path dp = dir() / "cnn-dp.json", parts = dir() / "cnn-parts.json";
+  std::ofstream(dp) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [{"select": {}, "partition": {"samples": 2}}]})";
+  const auto r = run("plan check resnext-50-tiny " + dp.string() + " --machine cpu-host --devices 2 --certify --no-unity");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("certificate           verified: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("operators           the model's, its BatchNorms split in their statistics form (axiom batch_norm_is_statistics_applied)"),
+            std::string::npos) << r.out;
+  const fs::path fused = dir() / "llama-fused.json";
+  std::ofstream(fused) << R"({"format": "pcgx.plan", "format_version": 1,
+    "rewrites": [{"rule": "unity-c01643~", "at": ["layers0.self_attn.query", "layers0.self_attn.key"]}],
+    "rules": [{"select": {}, "partition": {"samples": 2}}, {"select": {"name": "layers0.self_attn.query.linear"}, "partition": {"out": 2}}]})";
+  const auto f = run("plan check llama-tiny " + fused.string() + " --machine dgx-h100 --devices 2 --certify --no-unity");
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_NE(f.out.find("certificate           verified: "), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("operators           the model's, after the 1 rewrite the plan states"), std::string::npos) << f.out;
+  std::ofstream(parts) << R"({"format": "pcgx.plan", "format_version": 1,
+    "rules": [{"select": {}, "partition": {}}, {"select": {"name": "*.bn.sum"}, "partition": {}}, {"select": {"name": "fc"}, "partition": {}},
+              {"select": {}, "partition": {}}]})";
+  const auto w = run("plan check resnext-50-tiny " + parts.string() + " --machine cpu-host --devices 2 --no-unity");
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_NE(w.out.find("rules[1]         decides 0 of the 56 operators (it selects statistics parts of BatchNorms that run whole)"), std::string::npos)
+      << w.out;
+  EXPECT_NE(w.out.find("rules[2]         decides 0 of the 56 operators (later rules override it everywhere)"), std::string::npos) << w.out;
+}
+
 TEST(PlanCheck, EveryShippedPlanCertifies) {
   for (const auto& [plan, devices] : std::vector<std::pair<std::string, int>>{
            {"data-parallel-4.json", 4}, {"gpt-megatron-2x2.json", 4}, {"gpt-megatron-pipeline-8.json", 8}, {"gpt-first-layer-only.json", 4},

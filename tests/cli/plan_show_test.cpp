@@ -109,6 +109,12 @@ TEST(PlanShow, AlgebraicRewritesAndWholeBatchNormsTravelWithThePlan) {
   ASSERT_EQ(lowered.code, 0) << lowered.out;
   EXPECT_NE(lowered.out.find("unity-c01643~ at layers1.self_attn.query, layers1.self_attn.key"), std::string::npos) << lowered.out;
   ASSERT_EQ(run("plan show " + found.string() + " -o " + piped_again.string()).code, 0);
+  // Looked up in a ruleset without the fusion, the rewrites are left out
+  // and the note says why.
+  const auto elsewhere_shown = run("plan show " + found.string() + " --ruleset " + std::string(PCGX_SOURCE_DIR) + "/rulesets/dropout-v1.json");
+  ASSERT_EQ(elsewhere_shown.code, 0) << elsewhere_shown.out;
+  EXPECT_EQ(elsewhere_shown.out.find("\"rewrites\""), std::string::npos) << elsewhere_shown.out;
+  EXPECT_NE(elsewhere_shown.out.find("whose rules are in none of the rulesets read"), std::string::npos) << elsewhere_shown.out;
   const nlohmann::json shown = nlohmann::json::parse(std::ifstream(piped_again));
   EXPECT_EQ(shown["rewrites"], p["rewrites"]);
   EXPECT_TRUE(shown.contains("pipeline"));
@@ -142,17 +148,17 @@ TEST(PlanShow, AlgebraicRewritesAndWholeBatchNormsTravelWithThePlan) {
   unknown["rewrites"][0]["rule"] = "unity-c99999";
   write(unknown);
   expect_one_error_line(run("optimize llama-tiny --plan " + broken.string() + " --machine dgx-h100 --devices 4 -o " + again.string() + ".x"),
-                        "rewrites[0].rule: 'unity-c99999' is no algebraic rule", fs::path(again.string() + ".x"));
+                        "rewrites[0].rule: no rule 'unity-c99999' in the rulesets", fs::path(again.string() + ".x"));
   nlohmann::json parallel = p;
   parallel["rewrites"][0]["rule"] = "unity-c00014";  // Combine(Repartition(x)) => x
   write(parallel);
   expect_one_error_line(run("optimize llama-tiny --plan " + broken.string() + " --machine dgx-h100 --devices 4 -o " + again.string() + ".x"),
-                        "is no algebraic rule", fs::path(again.string() + ".x"));
+                        "rewrites[0].rule: 'unity-c00014' has a parallel operator", fs::path(again.string() + ".x"));
   nlohmann::json elsewhere = p;
   elsewhere["rewrites"][0]["at"] = {"layers0.mlp.gate_proj", "layers0.self_attn.output"};
   write(elsewhere);
   expect_one_error_line(run("optimize llama-tiny --plan " + broken.string() + " --machine dgx-h100 --devices 4 -o " + again.string() + ".x"),
-                        "rewrites[0] (unity-c01643~ at layers0.mlp.gate_proj, layers0.self_attn.output): the rule does not apply at those operators",
+                        "rewrites[0] (unity-c01643~ at layers0.mlp.gate_proj, layers0.self_attn.output): the rule does not apply at those operators, in that order",
                         fs::path(again.string() + ".x"));
 }
 

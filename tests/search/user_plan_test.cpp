@@ -16,9 +16,9 @@
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/search.h"
 #include "pcgx/search/simulator.h"
-#include "pcgx/search/rule_library.h"
 #include "pcgx/search/user_plan.h"
 #include "pcgx/rulesets/ruleset.h"
+#include "search/plan_support.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::search {
@@ -31,21 +31,6 @@ const fs::path kPlans = fs::path(PCGX_SOURCE_DIR) / "data" / "plans";
 Strategy mapped(const Graph& g, int64_t devices) {
   const CostModel cm(toy_machine().with_devices(devices), toy_efficiency());
   return MachineMapper(cm).map(g);
-}
-
-void expect_same_outputs(const Graph& lowered, const Graph& model) {
-  const SourceFn<float> src = random_sources<float>(9);  // by node name: the same values in both graphs
-  const auto want = evaluate_outputs<float>(model, src), got = evaluate_outputs<float>(lowered, src);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(got[o].data.size(), want[o].data.size());
-    for (size_t i = 0; i < want[o].data.size(); ++i)
-      EXPECT_NEAR(got[o].data[i], want[o].data[i], 1e-4 * (1 + std::abs(want[o].data[i]))) << "output " << o << " element " << i;
-  }
-}
-
-UserPlan plan_text(const std::string& rules) {
-  return plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": )" + rules + "}", "p.json");
 }
 
 std::string lowering_error(const Graph& g, const std::string& rules, int64_t devices = 4) {
@@ -315,72 +300,6 @@ TEST(UserPlan, AStrategysPlanReproducesIt) {
   const size_t two = plan_of_strategy(mapped(*expert(g, m, 4, 2), 4).graph).rules.size();
   const Graph deeper = build_model("gpt-tiny", {{"batch", 4}, {"layers", 4}});
   EXPECT_EQ(plan_of_strategy(mapped(*expert(deeper, m, 4, 2), 4).graph).rules.size(), two);
-}
-
-// A plan's rewrites: unity's fusion of LLaMA's query and key projections
-// (unity-c01643~) at the layer-0 operators named. The Linear it makes is
-// named after them and a rule selects it by that name; the plan lowered
-// computes what the model computes. Unresolved, or where the rule does not
-// apply, it is refused naming the rewrite.
-TEST(UserPlan, RewritesApplyAtTheNamedOperatorsAndComputeTheModel) {
-  const Graph g = build_model("llama-tiny", {{"batch", 4}});
-  const RuleLibrary algebraic(load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json"), RuleFilter::kAlgebraic);
-  const std::string head = R"({"format": "pcgx.plan", "format_version": 1, "rewrites": [{"rule": "unity-c01643~", "at": )";
-  const std::string rules = R"(}], "rules": [{"select": {}, "partition": {"samples": 4}},
-                                            {"select": {"name": "layers0.self_attn.query.linear"}, "partition": {"out": 2, "samples": 2}}]})";
-  UserPlan plan = plan_from_json(head + R"(["layers0.self_attn.query", "layers0.self_attn.key"])" + rules, "p.json");
-  try {
-    lower_plan(g, plan, 4);
-    ADD_FAILURE() << "lowered unresolved";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rewrites[0] (unity-c01643~ at layers0.self_attn.query, layers0.self_attn.key): not resolved"),
-              std::string::npos) << e.what();
-  }
-  resolve_plan_rewrites(plan, algebraic);
-  const Graph lowered = lower_plan(g, plan, 4);
-  const auto fused = std::find_if(lowered.nodes().begin(), lowered.nodes().end(), [](const Node& n) { return n.name == "layers0.self_attn.query.linear"; });
-  ASSERT_NE(fused, lowered.nodes().end());
-  EXPECT_EQ(task_grid(lowered, *fused).num_tasks(), 4);
-  for (const Node& n : lowered.nodes()) EXPECT_NE(n.name, "layers0.self_attn.key");  // fused away; layer 1's stays
-  expect_same_outputs(lowered, g);
-  UserPlan elsewhere = plan_from_json(head + R"(["layers0.self_attn.query", "layers1.self_attn.key"])" + rules, "p.json");
-  resolve_plan_rewrites(elsewhere, algebraic);
-  try {
-    lower_plan(g, elsewhere, 4);
-    ADD_FAILURE() << "applied across layers";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the rule does not apply at those operators of 'llama-tiny'"), std::string::npos) << e.what();
-  }
-}
-
-// A BatchNorm stays one operator unless the plan splits it: a rule that
-// partitions or places one of its statistics parts, or the search of the
-// unstated operators.
-TEST(UserPlan, BatchNormsRunWholeUnlessThePlanSplitsThem) {
-  const Graph g = build_model("resnext-50-tiny", {{"batch", 8}});
-  size_t batch_norms = 0;
-  for (const Node& n : g.nodes()) batch_norms += n.op->name == "BatchNorm";
-  ASSERT_GT(batch_norms, 2u);
-  EXPECT_TRUE(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {}}])")).empty());
-  EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {"samples": 2}}])")).size(), batch_norms);
-  // A rule for a part that keeps it whole keeps the BatchNorm whole, and
-  // is no mistake though it then selects nothing.
-  const UserPlan for_parts = plan_text(R"([{"select": {}, "partition": {}}, {"select": {"name": "stem.bn.sum"}, "partition": {}}])");
-  EXPECT_TRUE(batch_norms_split(g, for_parts).empty());
-  EXPECT_NO_THROW(lower_plan(g, for_parts, 2, true));
-  EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {}}, {"select": {"name": "stem.bn.sum"}, "partition": {"samples": 2}}])")),
-            std::set<std::string>{"stem.bn"});
-  EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {"samples": 2}}, {"select": {"name": "stage*"}, "partition": {}}])")),
-            std::set<std::string>{"stem.bn"});
-  UserPlan searched = plan_text(R"([{"select": {"name": "stem.conv"}, "partition": {"samples": 2}}])");
-  searched.unstated = Unstated::kSearch;
-  EXPECT_EQ(batch_norms_split(g, searched).size(), batch_norms);
-  // Whole, a BatchNorm lowers as one operator of one task.
-  const Graph lowered = lower_plan(g, plan_text(R"([{"select": {}, "partition": {}}])"), 2);
-  size_t whole = 0;
-  for (const Node& n : lowered.nodes()) whole += n.op->name == "BatchNorm";
-  EXPECT_EQ(whole, batch_norms);
-  expect_same_outputs(lowered, g);
 }
 
 TEST(UserPlan, TheSearchLowersAPlanAsStated) {

@@ -18,10 +18,14 @@ namespace {
 
 // The certificate of a strategy's PCG (verifier/certificate.h), printed
 // (print_certificate), with progress on standard error.
-void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axioms_dir, bool verbose) {
-  const runner::CertifyReport rep = runner::certify_strategy(strategy, model, substitutions, axioms_dir, [](size_t n) {
-    if (n % 50 == 0) std::cerr << "certifying: " << n << " claims put to Z3\n";
-  });
+void certify_and_print(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axioms_dir, bool verbose,
+                       const std::string& model_as = "") {
+  const runner::CertifyReport rep = runner::certify_strategy(
+      strategy, model, substitutions, axioms_dir,
+      [](size_t n) {
+        if (n % 50 == 0) std::cerr << "certifying: " << n << " claims put to Z3\n";
+      },
+      model_as);
   print_certificate(std::cout, rep, verbose);
 }
 
@@ -50,7 +54,7 @@ void add_check(CLI::App& cmd) {
     print_plan_check(std::cout, plan, *p, c);
     print_optimize_report(std::cout, q, c.report, true);
     if (!no_unity) print_unity_beside(std::cout, c);
-    if (certify) certify_and_print(c.report.file.strategy.graph, &c.planned, c.rewrites, axioms, verbose);
+    if (certify) certify_and_print(c.report.file.strategy.graph, &c.planned, 0, axioms, verbose, c.planned_as);
     if (!out.empty()) {
       search::save_strategy(c.report.file, out);
       std::cerr << "wrote " << out << "\n";
@@ -88,13 +92,18 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   show->callback([] {
     const search::StrategyFile f = search::load_strategy(strategy);
-    size_t left_out = 0;
+    search::RewritesLeftOut left_out;
     const search::UserPlan plan = runner::plan_of_strategy_file(f, strategy, show_rulesets, &left_out);
-    if (left_out > 0)
-      std::cerr << "note: of the " << f.applied.size() << " substitution(s) the strategy applies, " << left_out
-                << " move parallel operators or rewrite operators without names; a plan derives its communication from its partitions "
-                   "and states only algebraic rewrites at named operators ("
-                << plan.rewrites.size() << " here), so fed back it may be priced differently\n";
+    if (left_out.total() > 0) {
+      std::cerr << "note: of the " << f.applied.size() << " substitution(s) the strategy applies, the plan states " << plan.rewrites.size()
+                << " (algebraic rules at named operators) and leaves out";
+      if (left_out.parallel) std::cerr << " " << left_out.parallel << " with parallel operators (a plan derives its communication from its partitions)";
+      if (left_out.unnamed) std::cerr << (left_out.parallel ? ";" : "") << " " << left_out.unnamed << " at operators without names";
+      if (left_out.unknown)
+        std::cerr << (left_out.parallel || left_out.unnamed ? ";" : "") << " " << left_out.unknown
+                  << " whose rules are in none of the rulesets read (--ruleset: the ones it was searched with)";
+      std::cerr << ": fed back, it may be priced differently\n";
+    }
     const std::string text = search::plan_to_json(plan);
     if (out.empty()) {
       std::cout << text;

@@ -13,6 +13,8 @@ void add_plan_model_options(CLI::App* cmd, PlanFlags& f) {
   cmd->add_option("--devices", f.devices, "use the first N devices; default: all")->check(positive());
   cmd->add_option("--set", f.sets, "override a size parameter: key=value (repeatable)");
   cmd->add_flag("!--global-batch", f.per_device_batch, "take a zoo model's batch as the global batch (default: per device, times --devices)");
+  cmd->add_option("--ruleset", f.rulesets, "where the plan's rewrites are looked up (repeatable); default: every shipped ruleset")
+      ->check(CLI::ExistingFile);
 }
 
 runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const search::UserPlan>& plan) {
@@ -22,6 +24,7 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
               {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"},
               {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"}});
   runner::OptimizeRequest q;
+  q.rulesets = f.rulesets;
   plan = runner::load_sources({f.model, parse_sets(f.sets), f.per_device_batch, f.machine, f.devices, f.plan, false}, q);
   runner::adopt_plan_settings(q, {});  // as optimize --plan with no recipe flags: the plan's, else the defaults
   return q;

@@ -12,7 +12,11 @@ void print_plan_check(std::ostream& out, const std::string& path, const search::
   for (size_t r = 0; r < plan.rules.size(); ++r) {
     const int64_t k = c.decisions.per_rule[r];
     out << "  rules[" << r << "]" << std::string(r < 10 ? 9 : 8, ' ') << "decides " << k << " of the " << c.decisions.operators
-              << " operators" << (k == 0 ? " (later rules override it everywhere)" : "") << "\n";
+              << " operators"
+              << (k > 0                                       ? ""
+                  : c.decisions.whole_batch_norm_parts.at(r) ? " (it selects statistics parts of BatchNorms that run whole)"
+                                                              : " (later rules override it everywhere)")
+              << "\n";
   }
   const int64_t one = c.decisions.one_task, rest = c.decisions.unstated;
   auto ops = [](int64_t n) { return std::to_string(n) + (n == 1 ? " operator" : " operators"); };

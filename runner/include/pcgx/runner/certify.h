@@ -19,10 +19,10 @@ struct CertifyReport {
 };
 
 // `model`: the unpartitioned model the strategy lowers (null: not at hand),
-// as rewritten by `substitutions` rewrites a plan states (compared with it
-// then); without a model, `substitutions`: how many rewrites a search
-// applied to it.
+// or the model as a plan states it, `model_as` saying how in words;
+// without a model, `substitutions`: how many rewrites a search applied to
+// it.
 CertifyReport certify_strategy(const Graph& strategy, const Graph* model, size_t substitutions, const std::vector<std::string>& axiom_dirs,
-                               const verify::CertifyProgress& progress = {});
+                               const verify::CertifyProgress& progress = {}, const std::string& model_as = "");
 
 }  // namespace pcgx::runner

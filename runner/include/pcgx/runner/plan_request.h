@@ -49,8 +49,12 @@ Graph planned_model(const OptimizeRequest& q);
 // machine, recipe and pipeline, to print beside the plan (or why it found
 // nothing).
 struct PlanCheck {
-  Graph planned;         // the model as the plan rewrites it (planned_model)
-  size_t rewrites = 0;   // the plan's rewrites
+  // The model as the plan states it: its rewrites, and the statistics form
+  // of the BatchNorms and the blocks of the loss it splits
+  // (search::plan_graph), what the strategy's operators are compared with;
+  // how it differs from the model, in words ("" where it does not).
+  Graph planned;
+  std::string planned_as;
   search::PlanDecisions decisions;
   OptimizeReport report;
   std::vector<search::DerivedMove> communication;
@@ -71,10 +75,9 @@ PlanCheck check_plan(const OptimizeRequest& q, bool compare_unity = false);
 // (search::pipeline_of_strategy); and the algebraic rewrites it applied
 // that name where (search::plan_rewrites_of, the rules looked up in
 // `rulesets`, or the shipped ones), so that it runs the same operators.
-// Described as what `path` runs. `left_out`: how many of the substitutions
-// it applied the plan does not state (they move parallel operators, whose
-// moves a plan derives from its partitions).
+// Described as what `path` runs. `left_out`: the substitutions it applied
+// that the plan does not state, by why.
 search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std::string& path, const std::vector<std::string>& rulesets = {},
-                                       size_t* left_out = nullptr);
+                                       search::RewritesLeftOut* left_out = nullptr);
 
 }  // namespace pcgx::runner

@@ -168,23 +168,35 @@ class RuleLibrary;
 
 // Finds each of the plan's rewrites in `algebraic` (the rulesets' algebraic
 // rules, both directions, every rank: rule_library.h's kAlgebraic);
-// throws FileError naming rewrites[i].rule for one it does not hold (a
-// rule with a parallel operator is not a plan's to state: the plan's
-// partitions and derived communication are).
-void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic);
+// throws FileError naming rewrites[i].rule for one it does not hold: no
+// rule of that id in `rule_ids` (the rulesets' ids), or one with a
+// parallel operator (not a plan's to state: its partitions and derived
+// communication are).
+void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic, const std::set<std::string>& rule_ids);
 
 // `model` with the plan's rewrites applied in order, each followed by
 // merging operators computed twice (as the search does); a rewrite none of
-// whose operators is in `model` is skipped (another pipeline stage's).
-// Throws Error naming the plan, rewrites[i] and the operators where the
-// rule matches nowhere at them, or a rewrite is not resolved. `applied`
-// receives those applied as a strategy records them (applied_rule.h).
+// whose operators is in `model` or made by an earlier rewrite is skipped
+// (another pipeline stage's). Throws Error naming the plan, rewrites[i]
+// and the operators: one that is no operator of the model, one an earlier
+// rewrite replaced, a rule that matches nowhere at them, or a rewrite not
+// resolved. `applied` receives those applied as a strategy records them
+// (applied_rule.h).
 Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied = nullptr);
 
 // The rewrites a plan can state among a strategy's applied rules (its
 // "applied", applied_rule.h): the algebraic ones that name where they
-// applied, in order. `left_out`: how many others there were.
-std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, const RuleLibrary& algebraic, size_t* left_out = nullptr);
+// applied, in order. `left_out` counts the others by why.
+struct RewritesLeftOut {
+  size_t parallel = 0;  // a rule with a parallel operator (the plan's partitions state that)
+  size_t unnamed = 0;   // an algebraic rule at an operator without a name
+  size_t unknown = 0;   // a rule id none of `rule_ids` is (other rulesets searched it)
+  size_t total() const { return parallel + unnamed + unknown; }
+};
+std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, const RuleLibrary& algebraic, const std::set<std::string>& rule_ids,
+                                          RewritesLeftOut* left_out = nullptr);
+// The ids of the rules of `rulesets`, as they state them (no "~" or "@").
+std::set<std::string> rule_ids(std::span<const Ruleset> rulesets);
 
 // The graph a plan's rules select from: the model with the plan's
 // rewrites applied (apply_plan_rewrites), each BatchNorm the plan splits (batch_norms_split) in its statistics form (baselines.h's
@@ -225,6 +237,9 @@ std::vector<NodePlan> plan_partitions(const Graph& g, const UserPlan& plan, int6
 // last to select; and of all compute operators, those running as one task.
 struct PlanDecisions {
   std::vector<int64_t> per_rule;
+  // Per rule deciding nothing: whether it selects statistics parts of
+  // BatchNorms that run whole (plan_graph), no mistake.
+  std::vector<char> whole_batch_norm_parts;
   int64_t operators = 0, one_task = 0;
   int64_t unstated = 0;  // of them, those no rule selects (searched under "unstated": "search")
 };

@@ -1,0 +1,121 @@
+// A plan's algebraic rewrites (user_plan.h's PlanRewrite) and the
+// BatchNorms it leaves whole (batch_norms_split): lowered, they compute
+// what the model computes, and each mistake is one error naming the plan,
+// the rewrite and the operator.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <span>
+#include <string>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "pcgx/search/rule_library.h"
+#include "pcgx/search/user_plan.h"
+#include "search/plan_support.h"
+
+namespace pcgx::search {
+namespace {
+
+// A plan's rewrites: unity's fusion of LLaMA's query and key projections
+// (unity-c01643~) at the layer-0 operators named. The Linear it makes is
+// named after them and a rule selects it by that name; the plan lowered
+// computes what the model computes. Unresolved, or where the rule does not
+// apply, it is refused naming the rewrite.
+TEST(PlanRewrites, ApplyAtTheNamedOperatorsAndComputeTheModel) {
+  const Graph g = build_model("llama-tiny", {{"batch", 4}});
+  const Ruleset unity = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
+  const RuleLibrary algebraic(unity, RuleFilter::kAlgebraic);
+  const std::set<std::string> ids = rule_ids(std::span(&unity, 1));
+  const std::string head = R"({"format": "pcgx.plan", "format_version": 1, "rewrites": [{"rule": "unity-c01643~", "at": )";
+  const std::string rules = R"(}], "rules": [{"select": {}, "partition": {"samples": 4}},
+                                            {"select": {"name": "layers0.self_attn.query.linear"}, "partition": {"out": 2, "samples": 2}}]})";
+  UserPlan plan = plan_from_json(head + R"(["layers0.self_attn.query", "layers0.self_attn.key"])" + rules, "p.json");
+  try {
+    lower_plan(g, plan, 4);
+    ADD_FAILURE() << "lowered unresolved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rewrites[0] (unity-c01643~ at layers0.self_attn.query, layers0.self_attn.key): not resolved"),
+              std::string::npos) << e.what();
+  }
+  resolve_plan_rewrites(plan, algebraic, ids);
+  const Graph lowered = lower_plan(g, plan, 4);
+  const auto fused = std::find_if(lowered.nodes().begin(), lowered.nodes().end(), [](const Node& n) { return n.name == "layers0.self_attn.query.linear"; });
+  ASSERT_NE(fused, lowered.nodes().end());
+  EXPECT_EQ(task_grid(lowered, *fused).num_tasks(), 4);
+  for (const Node& n : lowered.nodes()) EXPECT_NE(n.name, "layers0.self_attn.key");  // fused away; layer 1's stays
+  expect_same_outputs(lowered, g);
+  // Refused: across layers (the two read different inputs), a name the
+  // model lacks, the same rewrite twice, a rule the rulesets lack or one
+  // with a parallel operator.
+  auto refusal = [&](const std::string& at, const std::string& extra = "") {
+    UserPlan p = plan_from_json(head + at + extra + rules, "p.json");
+    try {
+      resolve_plan_rewrites(p, algebraic, ids);
+      lower_plan(g, p, 4);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("lowered");
+  };
+  EXPECT_EQ(refusal(R"(["layers0.self_attn.query", "layers1.self_attn.key"])"),
+            "p.json: rewrites[0] (unity-c01643~ at layers0.self_attn.query, layers1.self_attn.key): the rule does not apply at those operators, "
+            "in that order");
+  EXPECT_EQ(refusal(R"(["layers0.self_attn.quary", "layers0.self_attn.key"])"),
+            "p.json: rewrites[0] (unity-c01643~ at layers0.self_attn.quary, layers0.self_attn.key): 'layers0.self_attn.quary' is no operator of "
+            "'llama-tiny' (nor one an earlier rewrite makes)");
+  const std::string twice = R"(["layers0.self_attn.query", "layers0.self_attn.key"]}, {"rule": "unity-c01643~", "at": )";
+  EXPECT_EQ(refusal(twice, R"(["layers0.self_attn.query", "layers0.self_attn.key"])"),
+            "p.json: rewrites[1] (unity-c01643~ at layers0.self_attn.query, layers0.self_attn.key): 'layers0.self_attn.query' was replaced by "
+            "rewrites[0]");
+  const std::string layer0 = R"(["layers0.self_attn.query", "layers0.self_attn.key"])";
+  auto with_rule = [&](const std::string& rule) {
+    UserPlan p = plan_from_json(head + layer0 + rules, "p.json");
+    p.rewrites[0].rule = rule;
+    try {
+      resolve_plan_rewrites(p, algebraic, ids);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("resolved");
+  };
+  EXPECT_EQ(with_rule("unity-c99999"), "p.json: rewrites[0].rule: no rule 'unity-c99999' in the rulesets (pcgx ruleset show lists their ids; "
+                                       "--ruleset names others)");
+  EXPECT_EQ(with_rule("unity-c00014~"), "p.json: rewrites[0].rule: 'unity-c00014~' has a parallel operator: the plan's partitions state that, "
+                                        "and the communication is derived");
+}
+
+// A BatchNorm stays one operator unless the plan splits it: a rule that
+// partitions or places one of its statistics parts, or the search of the
+// unstated operators.
+TEST(PlanRewrites, BatchNormsRunWholeUnlessThePlanSplitsThem) {
+  const Graph g = build_model("resnext-50-tiny", {{"batch", 8}});
+  size_t batch_norms = 0;
+  for (const Node& n : g.nodes()) batch_norms += n.op->name == "BatchNorm";
+  ASSERT_GT(batch_norms, 2u);
+  EXPECT_TRUE(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {}}])")).empty());
+  EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {"samples": 2}}])")).size(), batch_norms);
+  // A rule for a part that keeps it whole keeps the BatchNorm whole, and
+  // is no mistake though it then selects nothing.
+  const UserPlan for_parts = plan_text(R"([{"select": {}, "partition": {}}, {"select": {"name": "stem.bn.sum"}, "partition": {}}])");
+  EXPECT_TRUE(batch_norms_split(g, for_parts).empty());
+  EXPECT_NO_THROW(lower_plan(g, for_parts, 2, true));
+  EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {}}, {"select": {"name": "stem.bn.sum"}, "partition": {"samples": 2}}])")),
+            std::set<std::string>{"stem.bn"});
+  EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {"samples": 2}}, {"select": {"name": "stage*"}, "partition": {}}])")),
+            std::set<std::string>{"stem.bn"});
+  UserPlan searched = plan_text(R"([{"select": {"name": "stem.conv"}, "partition": {"samples": 2}}])");
+  searched.unstated = Unstated::kSearch;
+  EXPECT_EQ(batch_norms_split(g, searched).size(), batch_norms);
+  // Whole, a BatchNorm lowers as one operator of one task.
+  const Graph lowered = lower_plan(g, plan_text(R"([{"select": {}, "partition": {}}])"), 2);
+  size_t whole = 0;
+  for (const Node& n : lowered.nodes()) whole += n.op->name == "BatchNorm";
+  EXPECT_EQ(whole, batch_norms);
+  expect_same_outputs(lowered, g);
+}
+
+}  // namespace
+}  // namespace pcgx::search
