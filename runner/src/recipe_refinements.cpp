@@ -266,7 +266,7 @@ struct Relowering {
   }
 };
 
-std::optional<Relowering> relowering(const OptimizeRequest& q, const search::PipelineResult& found) {
+std::optional<Relowering> relowering(const OptimizeRequest& q, const search::PipelineResult& found, const search::RuleLibrary& rules) {
   const search::Strategy& st = found.search.strategy;
   const std::optional<PipelineSchedule> stated = q.pipeline ? q.pipeline->schedule : std::nullopt;
   PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
@@ -276,6 +276,9 @@ std::optional<Relowering> relowering(const OptimizeRequest& q, const search::Pip
   try {
     plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
     plan->pipeline = search::pipeline_of_strategy(st.graph, st.views, q.machine.num_devices(), shape);
+    // The algebraic rewrites the search made, so that the plan runs the
+    // operators it found (their rules are in `rules`).
+    plan->rewrites = search::plan_rewrites_of(found.search.applied, rules, {});
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -309,7 +312,7 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
   const TrainingRecipe chosen = out.cost->recipe();
   if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
   const search::Strategy& st = out.result.search.strategy;
-  const std::optional<Relowering> again = relowering(q, out.result);
+  const std::optional<Relowering> again = relowering(q, out.result, rules);
   if (!again) return;  // not expressible as a plan: every layer stays recomputed
   // The plan lowered again with every layer recomputed is the baseline:
   // where it does not lower or fit, the counts could not be told apart
@@ -347,7 +350,7 @@ void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const sea
   const TrainingRecipe chosen = out.cost->recipe();
   out.persistence_chosen = false;  // (not the plan in one batch's, which this one beat)
   if (!shards_weights(chosen.zero) || out.result.stages != 1) return;
-  const std::optional<Relowering> again = relowering(q, out.result);
+  const std::optional<Relowering> again = relowering(q, out.result, rules);
   if (!again) return;
   const std::vector<int64_t> thresholds = persistence_thresholds(out.result.search.strategy.graph);
   const std::optional<Lowered> same = again->lower(q, rules, *out.cost);

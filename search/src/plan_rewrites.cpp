@@ -19,6 +19,13 @@ std::map<std::string, const Rule*> by_id(const RuleLibrary& rules) {
   return out;
 }
 
+bool has_parallel(const Rule& r) {
+  for (const Graph* side : {&r.source, &r.target})
+    for (const Node& n : side->nodes())
+      if (n.op->op_class == OpClass::kParallel) return true;
+  return false;
+}
+
 // The id a ruleset states a library rule under: before "~" and "@".
 std::string stated_id(const std::string& rule) { return rule.substr(0, rule.find_first_of("~@")); }
 
@@ -39,13 +46,14 @@ void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic, const s
     if (it == rules.end())
       throw FileError(plan.source, "rewrites[" + std::to_string(i) + "].rule",
                       rule_ids.contains(stated_id(w.rule))
-                          ? "'" + w.rule + "' has a parallel operator: the plan's partitions state that, and the communication is derived"
+                          ? "'" + w.rule + "' is no algebraic rule of the rulesets: it has a parallel operator (the plan's partitions state that, and "
+                                           "the communication is derived), or no such direction or rank"
                           : "no rule '" + stated_id(w.rule) + "' in the rulesets (pcgx ruleset show lists their ids; --ruleset names others)");
     w.resolved = std::make_shared<const Rule>(*it->second);
   }
 }
 
-Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied) {
+Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied, bool a_part) {
   Graph g = model;
   std::map<std::string, size_t> replaced;  // an operator's name -> the rewrite that replaced it
   std::set<std::string> seen;              // the model's names and those rewrites made
@@ -55,7 +63,7 @@ Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<
     const std::string where = plan.source + ": rewrites[" + std::to_string(i) + "] (" + w.rule + " at " + joined(w.at) + ")";
     if (!w.resolved) throw Error(where + ": not resolved against a ruleset");
     // Another pipeline stage's (a stage is lowered on its part of the model).
-    if (std::none_of(w.at.begin(), w.at.end(), [&](const std::string& x) { return seen.contains(x); })) continue;
+    if (a_part && std::none_of(w.at.begin(), w.at.end(), [&](const std::string& x) { return seen.contains(x); })) continue;
     std::set<std::string> here;
     for (const Node& n : g.nodes()) here.insert(n.name);
     for (const std::string& x : w.at) {
@@ -63,7 +71,8 @@ Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<
       if (const auto r = replaced.find(x); r != replaced.end())
         throw Error(where + ": '" + x + "' was replaced by rewrites[" + std::to_string(r->second) + "]");
       throw Error(where + ": '" + x + "' is no operator of '" + model.name() + "'" +
-                  (seen.contains(x) ? "" : " (nor one an earlier rewrite makes)"));
+                  (seen.contains(x) ? "" : a_part ? " (nor one an earlier rewrite makes, in the part of the model lowered: a rewrite spans one pipeline stage)"
+                                                  : " (nor one an earlier rewrite makes)"));
     }
     std::optional<Graph> next;
     for (const Match& m : find_matches(g, *w.resolved)) {
@@ -94,8 +103,8 @@ std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, 
   for (const std::string& label : applied) {
     AppliedRule a = parse_applied(label);
     const auto it = rules.find(library_id(a.rule));
-    if (it == rules.end()) {
-      ++(rule_ids.contains(stated_id(a.rule)) ? others.parallel : others.unknown);
+    if (it == rules.end() || has_parallel(*it->second)) {
+      ++(it != rules.end() || rule_ids.contains(stated_id(a.rule)) ? others.parallel : others.unknown);
       continue;
     }
     if (a.at.empty()) {

@@ -325,8 +325,8 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
 
 UserPlan load_plan(const std::string& path) { return plan_from_json(read_text_file(path), path); }
 
-Graph plan_graph(const Graph& model, const UserPlan& plan) {
-  const Graph rewritten = apply_plan_rewrites(model, plan);
+Graph plan_graph(const Graph& model, const UserPlan& plan, bool whole) {
+  const Graph rewritten = apply_plan_rewrites(model, plan, nullptr, !whole);
   const std::set<std::string> split = batch_norms_split(rewritten, plan);
   Graph g = synchronized_batch_norm(rewritten, &split);
   // As many blocks as every "classes" degree stated divides: their least
@@ -513,7 +513,7 @@ std::vector<NodeId> assign_plan_devices(const Graph& model, const UserPlan& plan
 }
 
 Graph lower_plan(const Graph& model, const UserPlan& plan, int64_t devices, bool every_rule_selects, std::vector<NodeId>* image) {
-  const Graph g = plan_graph(model, plan);
+  const Graph g = plan_graph(model, plan, every_rule_selects);
   std::vector<int> rule_of;
   const std::vector<NodePlan> partitions = plan_partitions(g, plan, devices, &rule_of, every_rule_selects);
   std::vector<RefusedPlan> refused;
@@ -547,6 +547,7 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
   struct Named {
     std::string name;
     NodeId id;
+    bool part = false;  // a whole BatchNorm's statistic: one task, no vote for the first rule
   };
   std::vector<Named> named;
   std::map<std::string, const Node*> by_name;
@@ -584,7 +585,7 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
     named.push_back({n.name, n.id});
     partition.push_back({std::move(p), std::move(devices)});
     if (n.op->name == "BatchNorm" && n.attrs.get_int("group") == 0)
-      for (const char* part : {".sum", ".squares"}) named.push_back({n.name + part, n.id}), partition.push_back(partition.back());
+      for (const char* part : {".sum", ".squares"}) named.push_back({n.name + part, n.id, true}), partition.push_back({});
   }
   UserPlan plan;
   plan.source = g.name();
@@ -594,7 +595,8 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
   // split of some other dimension), so that a model's count of layers does
   // not decide it.
   std::map<Run, int> count;
-  for (const Run& p : partition) ++count[p];
+  for (size_t i = 0; i < partition.size(); ++i)
+    if (!named[i].part) ++count[partition[i]];
   const Run* common = &count.begin()->first;
   for (const auto& [p, c] : count)
     if (c > count[*common] || (c == count[*common] && p.first.size() < common->first.size())) common = &p;

@@ -141,6 +141,12 @@ TEST(PlanCheck, CertifiesAgainstTheModelAsThePlanStatesIt) {
   EXPECT_NE(w.out.find("rules[1]         decides 0 of the 56 operators (it selects statistics parts of BatchNorms that run whole)"), std::string::npos)
       << w.out;
   EXPECT_NE(w.out.find("rules[2]         decides 0 of the 56 operators (later rules override it everywhere)"), std::string::npos) << w.out;
+  // Overridden parts of BatchNorms that are split are overridden, nothing else.
+  std::ofstream(parts) << R"({"format": "pcgx.plan", "format_version": 1,
+    "rules": [{"select": {"name": "stem.bn*"}, "partition": {"samples": 2}}, {"select": {}, "partition": {"samples": 2}}]})";
+  const auto o = run("plan check resnext-50-tiny " + parts.string() + " --machine cpu-host --devices 2 --no-unity");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("rules[0]         decides 0 of the 90 operators (later rules override it everywhere)"), std::string::npos) << o.out;
 }
 
 TEST(PlanCheck, EveryShippedPlanCertifies) {

@@ -121,25 +121,6 @@ TEST(PlanShow, AlgebraicRewritesAndWholeBatchNormsTravelWithThePlan) {
   const auto back = run("optimize llama-tiny --plan " + piped_again.string() + " --machine dgx-h100 --devices 4 -q -o " + again.string());
   ASSERT_EQ(back.code, 0) << back.out;
   EXPECT_EQ(predicted_ms(back.out), predicted_ms(lowered.out)) << lowered.out << back.out;
-  // A BatchNorm left whole while the first rule splits the samples: its
-  // statistics parts are written whole too, so it stays whole.
-  const fs::path bn_plan = dir() / "rw-bn.json", bn_shown = dir() / "rw-bn-shown.json";
-  std::ofstream(bn_plan) << R"({"format": "pcgx.plan", "format_version": 1,
-                              "rules": [{"select": {}, "partition": {"samples": 2}}, {"select": {"name": "stage2*"}, "partition": {}}]})";
-  const auto bn = run("optimize resnext-50-tiny --plan " + bn_plan.string() + " --machine cpu-host --devices 2 -q -o " + found.string());
-  ASSERT_EQ(bn.code, 0) << bn.out;
-  ASSERT_EQ(run("plan show " + found.string() + " -o " + bn_shown.string()).code, 0);
-  const auto bn_back = run("optimize resnext-50-tiny --plan " + bn_shown.string() + " --machine cpu-host --devices 2 -q -o " + again.string());
-  ASSERT_EQ(bn_back.code, 0) << bn_back.out;
-  EXPECT_EQ(predicted_ms(bn_back.out), predicted_ms(bn.out)) << bn.out << bn_back.out;
-  auto batch_norms = [](const fs::path& f) {
-    int n = 0;
-    const nlohmann::json strategy = nlohmann::json::parse(std::ifstream(f));
-    for (const auto& node : strategy.at("graph").at("nodes")) n += node.at("op") == "BatchNorm";
-    return n;
-  };
-  EXPECT_EQ(batch_norms(again), 4);  // stage 2's, whole
-  EXPECT_EQ(batch_norms(again), batch_norms(found));
   // A plan with a rewrite to break: LLaMA's.
   ASSERT_TRUE(p.contains("rewrites"));
   const fs::path broken = dir() / "rw-broken.json";
@@ -153,13 +134,40 @@ TEST(PlanShow, AlgebraicRewritesAndWholeBatchNormsTravelWithThePlan) {
   parallel["rewrites"][0]["rule"] = "unity-c00014";  // Combine(Repartition(x)) => x
   write(parallel);
   expect_one_error_line(run("optimize llama-tiny --plan " + broken.string() + " --machine dgx-h100 --devices 4 -o " + again.string() + ".x"),
-                        "rewrites[0].rule: 'unity-c00014' has a parallel operator", fs::path(again.string() + ".x"));
+                        "rewrites[0].rule: 'unity-c00014' is no algebraic rule of the rulesets", fs::path(again.string() + ".x"));
   nlohmann::json elsewhere = p;
   elsewhere["rewrites"][0]["at"] = {"layers0.mlp.gate_proj", "layers0.self_attn.output"};
   write(elsewhere);
   expect_one_error_line(run("optimize llama-tiny --plan " + broken.string() + " --machine dgx-h100 --devices 4 -o " + again.string() + ".x"),
                         "rewrites[0] (unity-c01643~ at layers0.mlp.gate_proj, layers0.self_attn.output): the rule does not apply at those operators, in that order",
                         fs::path(again.string() + ".x"));
+}
+
+// A BatchNorm a plan leaves whole is written whole, its statistics parts
+// with it, and stays whole fed back: where the first rule splits the
+// samples (its parts written whole too), and split by its channels, which
+// it does itself.
+TEST(PlanShow, WholeBatchNormsStayWholeFedBack) {
+  const fs::path plan = dir() / "bn.json", found = dir() / "bn-found.json", shown = dir() / "bn-shown.json", again = dir() / "bn-again.json";
+  auto batch_norms = [](const fs::path& f) {
+    int n = 0;
+    const nlohmann::json strategy = nlohmann::json::parse(std::ifstream(f));
+    for (const auto& node : strategy.at("graph").at("nodes")) n += node.at("op") == "BatchNorm";
+    return n;
+  };
+  for (const auto& [rules, whole] : {std::pair<std::string, int>{R"({"select": {}, "partition": {"samples": 2}}, {"select": {"name": "stage2*"}, "partition": {}})", 4},
+                                     std::pair<std::string, int>{R"({"select": {}, "partition": {}}, {"select": {"op": "BatchNorm"}, "partition": {"channel": 2}})", 17}}) {
+    SCOPED_TRACE(rules);
+    std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [)" + rules + "]}";
+    const auto lowered = run("optimize resnext-50-tiny --plan " + plan.string() + " --machine cpu-host --devices 2 -q -o " + found.string());
+    ASSERT_EQ(lowered.code, 0) << lowered.out;
+    ASSERT_EQ(run("plan show " + found.string() + " -o " + shown.string()).code, 0);
+    const auto back = run("optimize resnext-50-tiny --plan " + shown.string() + " --machine cpu-host --devices 2 -q -o " + again.string());
+    ASSERT_EQ(back.code, 0) << back.out;
+    EXPECT_EQ(predicted_ms(back.out), predicted_ms(lowered.out)) << lowered.out << back.out;
+    EXPECT_EQ(batch_norms(found), whole);
+    EXPECT_EQ(batch_norms(again), whole);
+  }
 }
 
 // A pipelined strategy's plan states its stages: where each chunk ends

@@ -66,6 +66,9 @@ TEST(PlanRewrites, ApplyAtTheNamedOperatorsAndComputeTheModel) {
   EXPECT_EQ(refusal(R"(["layers0.self_attn.quary", "layers0.self_attn.key"])"),
             "p.json: rewrites[0] (unity-c01643~ at layers0.self_attn.quary, layers0.self_attn.key): 'layers0.self_attn.quary' is no operator of "
             "'llama-tiny' (nor one an earlier rewrite makes)");
+  EXPECT_EQ(refusal(R"(["layers0.self_attn.quary", "layers0.self_attn.kee"])"),
+            "p.json: rewrites[0] (unity-c01643~ at layers0.self_attn.quary, layers0.self_attn.kee): 'layers0.self_attn.quary' is no operator of "
+            "'llama-tiny' (nor one an earlier rewrite makes)");
   const std::string twice = R"(["layers0.self_attn.query", "layers0.self_attn.key"]}, {"rule": "unity-c01643~", "at": )";
   EXPECT_EQ(refusal(twice, R"(["layers0.self_attn.query", "layers0.self_attn.key"])"),
             "p.json: rewrites[1] (unity-c01643~ at layers0.self_attn.query, layers0.self_attn.key): 'layers0.self_attn.query' was replaced by "
@@ -83,8 +86,8 @@ TEST(PlanRewrites, ApplyAtTheNamedOperatorsAndComputeTheModel) {
   };
   EXPECT_EQ(with_rule("unity-c99999"), "p.json: rewrites[0].rule: no rule 'unity-c99999' in the rulesets (pcgx ruleset show lists their ids; "
                                        "--ruleset names others)");
-  EXPECT_EQ(with_rule("unity-c00014~"), "p.json: rewrites[0].rule: 'unity-c00014~' has a parallel operator: the plan's partitions state that, "
-                                        "and the communication is derived");
+  EXPECT_EQ(with_rule("unity-c00014~"), "p.json: rewrites[0].rule: 'unity-c00014~' is no algebraic rule of the rulesets: it has a parallel "
+                                        "operator (the plan's partitions state that, and the communication is derived), or no such direction or rank");
 }
 
 // A BatchNorm stays one operator unless the plan splits it: a rule that
@@ -106,6 +109,8 @@ TEST(PlanRewrites, BatchNormsRunWholeUnlessThePlanSplitsThem) {
             std::set<std::string>{"stem.bn"});
   EXPECT_EQ(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {"samples": 2}}, {"select": {"name": "stage*"}, "partition": {}}])")),
             std::set<std::string>{"stem.bn"});
+  // Split by its channels, which it can do itself, it stays whole.
+  EXPECT_TRUE(batch_norms_split(g, plan_text(R"([{"select": {}, "partition": {}}, {"select": {"op": "BatchNorm"}, "partition": {"channel": 2}}])")).empty());
   UserPlan searched = plan_text(R"([{"select": {"name": "stem.conv"}, "partition": {"samples": 2}}])");
   searched.unstated = Unstated::kSearch;
   EXPECT_EQ(batch_norms_split(g, searched).size(), batch_norms);

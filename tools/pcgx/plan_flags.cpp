@@ -15,6 +15,7 @@ void add_plan_model_options(CLI::App* cmd, PlanFlags& f) {
   cmd->add_flag("!--global-batch", f.per_device_batch, "take a zoo model's batch as the global batch (default: per device, times --devices)");
   cmd->add_option("--ruleset", f.rulesets, "where the plan's rewrites are looked up (repeatable); default: every shipped ruleset")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--allow-unverified", f.allow_unverified, kAllowUnverifiedHelp);
 }
 
 runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const search::UserPlan>& plan) {
@@ -22,9 +23,10 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
   name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
               {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"},
-              {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"}});
+              {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"},
+              {"OptimizeRequest.allow_unverified", "--allow-unverified"}});
   runner::OptimizeRequest q;
-  q.rulesets = f.rulesets;
+  q.rulesets = f.rulesets, q.allow_unverified = f.allow_unverified;
   plan = runner::load_sources({f.model, parse_sets(f.sets), f.per_device_batch, f.machine, f.devices, f.plan, false}, q);
   runner::adopt_plan_settings(q, {});  // as optimize --plan with no recipe flags: the plan's, else the defaults
   return q;

@@ -21,10 +21,12 @@ struct PlanFlags {
   std::vector<std::string> sets, rulesets;
   int64_t devices = 0;
   bool per_device_batch = true;
+  bool allow_unverified = false;
 };
 
-// --machine, --devices, --set, --global-batch and --ruleset (MODEL and
-// PLAN are the command's own: a positional argument or an option).
+// --machine, --devices, --set, --global-batch, --ruleset and
+// --allow-unverified (MODEL and PLAN are the command's own: a positional
+// argument or an option).
 void add_plan_model_options(CLI::App* cmd, PlanFlags& f);
 // The request lowering f.plan for f.model on the machine, with the plan's
 // precision, recomputation, ZeRO stage and pipeline (as `optimize --plan`

@@ -175,14 +175,15 @@ class RuleLibrary;
 void resolve_plan_rewrites(UserPlan& plan, const RuleLibrary& algebraic, const std::set<std::string>& rule_ids);
 
 // `model` with the plan's rewrites applied in order, each followed by
-// merging operators computed twice (as the search does); a rewrite none of
-// whose operators is in `model` or made by an earlier rewrite is skipped
-// (another pipeline stage's). Throws Error naming the plan, rewrites[i]
-// and the operators: one that is no operator of the model, one an earlier
-// rewrite replaced, a rule that matches nowhere at them, or a rewrite not
+// merging operators computed twice (as the search does). With `a_part`
+// (`model` is a pipeline stage's part, or may be), a rewrite none of
+// whose operators is in `model` or made by an earlier rewrite is skipped:
+// another stage's. Throws Error naming the plan, rewrites[i] and the
+// operators: one that is no operator of the model, one an earlier rewrite
+// replaced, a rule that matches nowhere at them, or a rewrite not
 // resolved. `applied` receives those applied as a strategy records them
 // (applied_rule.h).
-Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied = nullptr);
+Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<std::string>* applied = nullptr, bool a_part = true);
 
 // The rewrites a plan can state among a strategy's applied rules (its
 // "applied", applied_rule.h): the algebraic ones that name where they
@@ -207,13 +208,18 @@ std::set<std::string> rule_ids(std::span<const Ruleset> rulesets);
 // (vocabulary_parallel_loss: ClassLogSumExp "NAME.lse", CrossEntropyApply
 // "NAME"), in as many blocks as the largest such degree, so that the loss
 // splits by classes with its logits.
-Graph plan_graph(const Graph& model, const UserPlan& plan);
+// `whole`: `model` is the whole model, every rewrite applies to it
+// (apply_plan_rewrites), as lower_plan checks when every rule must select.
+Graph plan_graph(const Graph& model, const UserPlan& plan, bool whole = false);
 
 // The names of the BatchNorms a plan splits, decided on their statistics
-// form: those with a part that the last rule selecting it partitions or
-// places, or that no rule selects where the unstated are searched. The
-// rest run whole: one operator, as a strategy that never split them ran
-// them, so that its plan (plan show) fed back is priced the same.
+// form by the last rule selecting each part: a statistic (NAME.sum,
+// NAME.squares) partitioned or placed, or the part applying them (NAME)
+// run in a way the BatchNorm itself cannot (split by its samples: it
+// normalizes over them); or parts no rule selects where the unstated are
+// searched. The rest run whole: one operator (placed and split as NAME's
+// rule says), as a strategy that never split them ran them, so that its
+// plan (plan show) fed back is priced the same.
 std::set<std::string> batch_norms_split(const Graph& model, const UserPlan& plan);
 // Whether `s` selects a statistics part of a BatchNorm of `g` that runs
 // whole: a rule for the parts ("*.bn.sum", {}) selecting nothing but them
