@@ -22,11 +22,14 @@ std::vector<std::string> matched_names(const Graph& g, const Match& m) {
   return names;
 }
 
-std::string applied_label(const Graph& g, const Match& m) {
-  std::string s = m.rule->id + (m.degree != 2 ? "@k" + std::to_string(m.degree) : "");
-  const std::vector<std::string> names = matched_names(g, m);
-  for (size_t i = 0; i < names.size(); ++i) s += (i ? kBetween : kAt) + names[i];
+std::string format_applied(const AppliedRule& a) {
+  std::string s = a.rule;
+  for (size_t i = 0; i < a.at.size(); ++i) s += (i ? kBetween : kAt) + a.at[i];
   return s;
+}
+
+std::string applied_label(const Graph& g, const Match& m) {
+  return format_applied({m.rule->id + (m.degree != 2 ? "@k" + std::to_string(m.degree) : ""), matched_names(g, m)});
 }
 
 AppliedRule parse_applied(const std::string& label) {
@@ -46,14 +49,11 @@ AppliedRule parse_applied(const std::string& label) {
 
 std::string renamed_applied(const std::string& label, const std::function<std::string(const std::string&)>& rename) {
   AppliedRule a = parse_applied(label);
-  if (a.at.empty()) return label;
-  std::string s = a.rule + kAt;
-  for (size_t i = 0; i < a.at.size(); ++i) {
-    const std::string name = rename(a.at[i]);
+  for (std::string& name : a.at) {
+    name = rename(name);
     if (name.empty()) return a.rule;  // an operator the model left unnamed
-    s += (i ? kBetween : "") + name;
   }
-  return s;
+  return format_applied(a);
 }
 
 std::string library_id(const std::string& rule) {

@@ -6,6 +6,7 @@
 
 #include "degree_map.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/rule_library.h"
 #include "pcgx/search/substitution.h"
 #include "sample_lift.h"
 
@@ -95,9 +96,7 @@ std::optional<Graph> apply_match(const Graph& g, const Match& m) {
   // that a plan can state the rewrite and what it made (user_plan.h's
   // PlanRewrite) and a later rewrite of it names where.
   std::string base;
-  bool algebraic = true;
-  for (const Graph* side : {&rule.source, &rule.target})
-    for (const Node& n : side->nodes()) algebraic = algebraic && n.op->op_class != OpClass::kParallel;
+  const bool algebraic = is_algebraic(rule);
   for (const Node& pn : rule.source.nodes())
     if (pn.op->op_class == OpClass::kCompute && base.empty()) base = g.node(m.nodes[static_cast<size_t>(pn.id)]).name;
   std::unordered_set<std::string> taken;  // (built when first needed)

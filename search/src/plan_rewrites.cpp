@@ -19,21 +19,8 @@ std::map<std::string, const Rule*> by_id(const RuleLibrary& rules) {
   return out;
 }
 
-bool has_parallel(const Rule& r) {
-  for (const Graph* side : {&r.source, &r.target})
-    for (const Node& n : side->nodes())
-      if (n.op->op_class == OpClass::kParallel) return true;
-  return false;
-}
-
 // The id a ruleset states a library rule under: before "~" and "@".
 std::string stated_id(const std::string& rule) { return rule.substr(0, rule.find_first_of("~@")); }
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 
 }  // namespace
 
@@ -60,7 +47,8 @@ Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<
   for (const Node& n : model.nodes()) seen.insert(n.name);
   for (size_t i = 0; i < plan.rewrites.size(); ++i) {
     const PlanRewrite& w = plan.rewrites[i];
-    const std::string where = plan.source + ": rewrites[" + std::to_string(i) + "] (" + w.rule + " at " + joined(w.at) + ")";
+    const std::string label = format_applied({w.rule, w.at});
+    const std::string where = plan.source + ": rewrites[" + std::to_string(i) + "] (" + label + ")";
     if (!w.resolved) throw Error(where + ": not resolved against a ruleset");
     // Another pipeline stage's (a stage is lowered on its part of the model).
     if (a_part && std::none_of(w.at.begin(), w.at.end(), [&](const std::string& x) { return seen.contains(x); })) continue;
@@ -90,7 +78,7 @@ Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<
     for (const std::string& x : here)
       if (!after.contains(x)) replaced[x] = i;
     g = std::move(*next);
-    if (applied) applied->push_back(w.rule + " at " + joined(w.at));
+    if (applied) applied->push_back(label);
   }
   return g;
 }
@@ -103,7 +91,7 @@ std::vector<PlanRewrite> plan_rewrites_of(std::span<const std::string> applied, 
   for (const std::string& label : applied) {
     AppliedRule a = parse_applied(label);
     const auto it = rules.find(library_id(a.rule));
-    if (it == rules.end() || has_parallel(*it->second)) {
+    if (it == rules.end() || !is_algebraic(*it->second)) {
       ++(it != rules.end() || rule_ids.contains(stated_id(a.rule)) ? others.parallel : others.unknown);
       continue;
     }

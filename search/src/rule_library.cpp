@@ -60,7 +60,7 @@ bool keep(const Rule& r, RuleFilter f) {  // in the index
   if (a.compute + a.parallel == 0) return false;  // bare source
   if (inflating(r, a, b)) return false;
   if (a.compute == 0 && b.compute == 0 && b.parallel >= a.parallel) return false;
-  if (f == RuleFilter::kAlgebraic) return a.parallel == 0 && b.parallel == 0;
+  if (f == RuleFilter::kAlgebraic) return is_algebraic(r);
   if (f == RuleFilter::kParallel) return a.parallel + b.parallel > 0;
   return true;
 }
@@ -72,6 +72,8 @@ bool introducer(const Rule& r, RuleFilter f) {
 }
 
 }  // namespace
+
+bool is_algebraic(const Rule& r) { return count(r.source).parallel == 0 && count(r.target).parallel == 0; }
 
 RuleLibrary::RuleLibrary(const Ruleset& rules, RuleFilter filter) : RuleLibrary(std::span<const Ruleset>(&rules, 1), filter) {}
 

@@ -29,6 +29,7 @@ std::vector<std::string> matched_names(const Graph& g, const Match& m);
 // How the search labels applying `m` in `g` (the graph it matched in).
 std::string applied_label(const Graph& g, const Match& m);
 AppliedRule parse_applied(const std::string& label);
+std::string format_applied(const AppliedRule& a);
 // `label` with the names after " at " mapped by `rename` (a searched
 // piece's canonical names to the model's, graph_splitting.h); without the
 // names where one maps to none.

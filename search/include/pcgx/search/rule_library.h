@@ -27,9 +27,12 @@ namespace pcgx::search {
 
 enum class RuleFilter {
   kAll,
-  kAlgebraic,  // no parallel operator on either side
+  kAlgebraic,  // no parallel operator on either side (is_algebraic)
   kParallel,   // a parallel operator on some side
 };
+
+// No parallel operator on either side of the rule.
+bool is_algebraic(const Rule& r);
 
 class RuleLibrary {
  public:
