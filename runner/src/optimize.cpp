@@ -116,14 +116,26 @@ void validate(const OptimizeRequest& q) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
                        "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
+    // Interlaced chunks: run as stated, the first or the last unless the
+    // plan says where the chunks end (search/pipeline.h).
+    if (q.pipeline && !q.pipeline->interlaced.empty()) {
+      if (q.search.algorithm != search::Algorithm::kPlan)
+        throw FieldError("PipelineOptions.interlaced", "interlaced chunks are a written plan's, run as it states them (not searched yet)");
+      const int64_t chunks = q.pipeline->stages * q.pipeline->virtual_stages + static_cast<int64_t>(q.pipeline->interlaced.size());
+      if (q.pipeline->boundaries.empty())
+        for (const int64_t c : q.pipeline->interlaced)
+          if (c != 0 && c != chunks - 1)
+            throw FieldError("PipelineOptions.interlaced", "chunk " + std::to_string(c) + " of " + std::to_string(chunks) +
+                                                               " is neither the first nor the last: state where the chunks end (boundaries)");
+    }
     // Every rule selects some operator of the whole model (on the devices of one stage).
     const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
     if (q.machine.num_devices() % stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(stages) + " stages do not divide the " + std::to_string(q.machine.num_devices()) + " devices");
     std::vector<NodeId> image;
-    const Graph lowered = search::lower_plan(q.model, *q.search.plan, q.machine.num_devices() / stages, true, &image);
+    const Graph lowered = search::lower_plan(q.model, *q.search.plan, plan_rule_devices(q), true, &image);
     std::vector<MachineView> views(lowered.size());  // the devices it states (within a stage), checked before any search
-    search::assign_plan_devices(q.model, *q.search.plan, q.machine.num_devices() / stages, lowered, image, views);
+    search::assign_plan_devices(q.model, *q.search.plan, plan_rule_devices(q), lowered, image, views);
     // Where the plan's chunks end: its own field, named in its file.
     if (q.pipeline && q.search.plan->pipeline && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
       try {
@@ -133,6 +145,11 @@ void validate(const OptimizeRequest& q) {
       }
     }
   }
+}
+
+int64_t plan_rule_devices(const OptimizeRequest& q) {
+  const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
+  return q.pipeline && !q.pipeline->interlaced.empty() ? q.machine.num_devices() : q.machine.num_devices() / stages;
 }
 
 namespace {
@@ -151,6 +168,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
                                                  "DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over micro-batches on one stage");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
+  else if (q.pipeline && !q.pipeline->interlaced.empty()) policies = {Recompute::kNone};  // (not run with interlaced chunks yet: search/pipeline.cpp)
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
   if (q.zero) stages = {*q.zero};
   else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over
@@ -307,6 +325,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   if (out.pipelined) {
     out.file.search += "+pipeline", out.file.pipeline_stages = out.result.stages, out.file.micro_batches = out.result.micro_batches,
         out.file.virtual_stages = out.result.virtual_stages, out.file.schedule = PipelineShape::default_for(out.result.virtual_stages);
+    out.file.interlaced = out.result.interlaced;
     // A stated schedule (a plan's), which memory was counted with.
     if (q.pipeline && q.pipeline->schedule) out.file.schedule = *q.pipeline->schedule, out.file.programs = q.pipeline->programs;
   }

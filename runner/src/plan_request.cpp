@@ -23,10 +23,12 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (!q.search.plan) return;
   resolve_plan_rewrites(q);
   const auto& plan = q.search.plan;
-  if (plan->pipeline && !q.pipeline)  // the plan's stages and its schedule (flags stating a pipeline win, with the default schedule)
+  if (plan->pipeline && !q.pipeline) {  // the plan's stages and its schedule (flags stating a pipeline win, with the default schedule)
     q.pipeline = search::PipelineOptions{plan->pipeline->stages, plan->pipeline->micro_batches, plan->pipeline->virtual_stages,
                                          plan->pipeline->schedule, plan->pipeline->programs,
                                          plan->pipeline->boundaries};
+    q.pipeline->interlaced = plan->pipeline->interlaced;
+  }
   if (plan->precision && !stated.precision) q.precision = plan->precision;
   if (plan->recompute && !stated.recompute) {
     q.recompute = plan->recompute;
@@ -92,8 +94,7 @@ PlanCheck check_plan(const OptimizeRequest& request, bool compare_unity) {
   PlanCheck c;
   c.planned = search::plan_graph(q.model, *q.search.plan);
   c.planned_as = planned_as(q.model, *q.search.plan, c.planned);
-  const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
-  c.decisions = search::plan_decisions(q.model, *q.search.plan, q.machine.num_devices() / stages);
+  c.decisions = search::plan_decisions(q.model, *q.search.plan, plan_rule_devices(q));
   c.report = optimize(q);
   const search::Strategy& st = c.report.result.search.strategy;
   c.communication = search::derived_communication(Placement(st.graph, st.views, q.machine.num_devices()), *c.report.cost);
@@ -101,6 +102,9 @@ PlanCheck check_plan(const OptimizeRequest& request, bool compare_unity) {
     OptimizeRequest u = q;
     u.search.plan = nullptr;
     u.search.algorithm = search::Algorithm::kUnity;
+    // (Its stages and micro-batches; interlaced chunks, and where they
+    // end, are a plan's to state.)
+    if (u.pipeline && !u.pipeline->interlaced.empty()) u.pipeline->interlaced.clear(), u.pipeline->boundaries.clear();
     const auto t0 = std::chrono::steady_clock::now();
     try {
       c.unity = optimize(u);

@@ -271,7 +271,7 @@ std::optional<Relowering> relowering(const OptimizeRequest& q, const search::Pip
   const std::optional<PipelineSchedule> stated = q.pipeline ? q.pipeline->schedule : std::nullopt;
   PipelineShape shape{found.stages, found.micro_batches, found.virtual_stages,
                       stated.value_or(found.virtual_stages > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B),
-                      q.pipeline ? q.pipeline->programs : std::vector<std::vector<PipelineStep>>{}};
+                      q.pipeline ? q.pipeline->programs : std::vector<std::vector<PipelineStep>>{}, found.interlaced};
   std::shared_ptr<search::UserPlan> plan;
   try {
     plan = std::make_shared<search::UserPlan>(search::plan_of_strategy(st.graph));
@@ -286,6 +286,7 @@ std::optional<Relowering> relowering(const OptimizeRequest& q, const search::Pip
   Relowering r{q.search, {shape.stages, shape.micro_batches, shape.virtual_stages, plan->pipeline->schedule, plan->pipeline->programs,
                           plan->pipeline->boundaries},
                shape};
+  r.pipeline.interlaced = found.interlaced;
   // (The plan states every partition: an expert's or Megatron-LM's degree
   // and sequence parallelism are in it, and the plan search takes neither.)
   r.options.algorithm = search::Algorithm::kPlan, r.options.plan = plan;

@@ -17,10 +17,13 @@ void DeviceExecutor::backward() {
   backward_pass(1);
 }
 
-void DeviceExecutor::clear_gradients(bool micro_only) {
+void DeviceExecutor::clear_gradients(bool micro_only, std::optional<int64_t> writer) {
   for (size_t id = 0; id < grads_.size(); ++id)
     for (size_t o = 0; o < grads_[id].size(); ++o) {
       if (micro_only && !micro_[id][o]) continue;
+      // Read by the next chunk's step: its gradient, written there, is kept
+      // for its own chunk's step (cleared when that next chunk's runs).
+      if (writer && id < crosses_.size() && crosses_[id] && step_chunk_[id] != *writer) continue;
       for (size_t k = 0; k < touched_[id][o].size(); ++k) clear_gradient({static_cast<NodeId>(id), static_cast<int32_t>(o)}, static_cast<int64_t>(k));
     }
 }

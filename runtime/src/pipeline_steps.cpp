@@ -18,7 +18,7 @@ void DeviceExecutor::init_pipeline() {
   const PipelineShape& p = *plan_.pipeline;
   const int64_t C = p.chunks(), stage = comm_.rank() / plan_.stage_devices;
   if (stage < p.stages) program_ = stage_programs(p)[static_cast<size_t>(stage)];  // else a device the strategy leaves idle
-  auto here = [&](int64_t c) { return c >= 0 && c % p.stages == stage; };
+  auto here = [&](int64_t c) { return c >= 0 && p.runs_on(c, stage); };  // an interlaced chunk: every stage
   // A node of another stage belongs here to the latest chunk of this stage
   // it reads from (this device sends it what it reads), else to the first
   // chunk here that reads it (this device receives from it).
@@ -56,6 +56,14 @@ void DeviceExecutor::init_pipeline() {
         chunk_tensors_[static_cast<size_t>(c)].push_back({n.id, static_cast<int32_t>(o)});
     }
   }
+  // Read across chunks here (an interlaced chunk beside one of this
+  // stage's): the step of the reader swaps the producer's set in too.
+  crosses_.assign(N, 0);
+  for (const Node& n : g.nodes())
+    for (const TensorRef& t : n.inputs) {
+      const int64_t from = step_chunk_[static_cast<size_t>(t.node)], to = step_chunk_[static_cast<size_t>(n.id)];
+      if (from >= 0 && to == from + 1 && pass_of(t.node) == 1 && pass_of(n.id) == 1) crosses_[static_cast<size_t>(t.node)] = 1;
+    }
   // A value no backward reads is freed by the chunk step that last reads
   // it on this device: one written here in one step and read in another
   // (a stage boundary this device receives for a later chunk) stays with
@@ -149,6 +157,7 @@ double DeviceExecutor::scheduled_step() {
   forward_pass(0);
   backward_pass(2);  // what follows the sum over micro-batches needs no forward value (execution_plan.h)
   std::vector<int64_t> in_use(sets_made_.size(), 0);
+  const bool interlaced = !plan_.pipeline->interlaced.empty();
   for (const PipelineStep& x : program_) {
     const auto c = static_cast<size_t>(x.chunk);
     ActivationSet set;
@@ -165,13 +174,19 @@ double DeviceExecutor::scheduled_step() {
     }
     if (!x.backward) sets_made_[c] = std::max(sets_made_[c], ++in_use[c]);
     swap_set(x.chunk, set);
+    // The chunk before it, run here too (interlaced): its set of this
+    // micro-batch, in flight, swapped in beside (what crosses_ reads).
+    const auto before = in_flight_.find({x.chunk - 1, x.micro_batch});
+    const bool beside = interlaced && before != in_flight_.end();
+    if (beside) swap_set(x.chunk - 1, before->second);
     enter_slice(x.micro_batch, x.chunk, !x.backward);  // into the set's input layouts
     if (x.backward) {
-      clear_gradients(true);
+      clear_gradients(true, interlaced ? std::optional<int64_t>(x.chunk - 1) : std::nullopt);
       chunk_backward(x.chunk);
     } else {
       chunk_forward(x.chunk);
     }
+    if (beside) swap_set(x.chunk - 1, before->second);
     swap_set(x.chunk, set);
     // (ZeRO 2 and 3 run one stage of one chunk, micro-batches in order:
     // trainer.cpp; the last is synchronize_gradients()'.)

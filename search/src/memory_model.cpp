@@ -12,7 +12,8 @@
 
 namespace pcgx::search {
 
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk) {
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,
+                                           std::span<const int64_t> chunk_in_flight) {
   const Graph& g = p.graph();
   const int64_t devices = p.devices();
   const Precision precision = recipe.precision;
@@ -47,9 +48,11 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   std::vector<double> live(static_cast<size_t>(devices), 0.0), forward_peak(static_cast<size_t>(devices), 0.0);
   std::vector<std::vector<std::pair<int64_t, double>>> frees(g.size());
   // A pipelined tensor is kept one micro-slice per micro-batch in flight.
-  auto bytes = [&](const ParallelTensorShape& s) {
+  // (Per chunk where `chunk_in_flight` says: an interlaced chunk holds its own.)
+  auto bytes = [&](const ParallelTensorShape& s, NodeId n) {
     const int64_t slices = s.slices();
-    return activation_shard_bytes(s, precision) * static_cast<double>(std::min(slices, std::max<int64_t>(in_flight, 1))) /
+    const int64_t k = chunk_in_flight.empty() ? in_flight : chunk_in_flight[static_cast<size_t>(chunk[static_cast<size_t>(n)])];
+    return activation_shard_bytes(s, precision) * static_cast<double>(std::min(slices, std::max<int64_t>(k, 1))) /
            static_cast<double>(slices);
   };
   auto kept = [&](TensorRef t, int64_t d, const ParallelTensorShape& s) {
@@ -57,7 +60,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     const auto dev = static_cast<size_t>(d);
     const OutputLife life = lives.at(t);
     if (life == OutputLife::kKept) {
-      mem[dev].activations += bytes(s);
+      mem[dev].activations += bytes(s, t.node);
       return;
     }
     // Alive for one micro-batch at a time: forward until freed, and a
@@ -136,7 +139,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // the copy it received for its backward pass (a pipeline
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
-            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w));
+            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w), w.node);
             continue;
           }
           const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : block_holders(w, shard % g.shape(w).num_blocks());
@@ -199,9 +202,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   return mem;
 }
 
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk) {
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,
+                                      std::span<const int64_t> chunk_in_flight) {
   std::vector<double> total;
-  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight, chunk)) total.push_back(m.total());
+  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight, chunk, chunk_in_flight)) total.push_back(m.total());
   return total;
 }
 

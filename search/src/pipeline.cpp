@@ -46,15 +46,15 @@ struct Plan {
 };
 
 std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
-  const int64_t v = o.virtual_stages;
+  const int64_t v = o.virtual_stages, joint = static_cast<int64_t>(o.interlaced.size());
   if (o.stages > 0) {
     if (o.stages < 1) throw FieldError("PipelineOptions.stages", "must be positive");
     if (devices % o.stages != 0)
       throw FieldError("PipelineOptions.stages", std::to_string(o.stages) + " stages do not divide the " + std::to_string(devices) + " devices");
-    if (static_cast<size_t>(o.stages * v) > cuts + 1)
+    if (static_cast<size_t>(o.stages * v + joint) > cuts + 1)
       throw FieldError(v > 1 ? "PipelineOptions.virtual_stages" : "PipelineOptions.stages",
                        "the model has " + std::to_string(cuts) + " places where exactly one tensor crosses, so at most " +
-                           std::to_string(cuts + 1) + (v > 1 ? " chunks (stages x virtual stages)" : " stages"));
+                           std::to_string(cuts + 1) + (v > 1 || joint > 0 ? " chunks (stages x virtual stages + interlaced)" : " stages"));
     return {o.stages};
   }
   std::vector<int64_t> out;
@@ -82,6 +82,32 @@ std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const 
   std::vector<std::pair<size_t, TensorRef>> out;
   const auto per = static_cast<size_t>(layers / chunks);
   for (int64_t k = 1; k < chunks; ++k) out.push_back(cuts[r.start + static_cast<size_t>(k) * per * r.period]);
+  return out;
+}
+
+// An interlaced pipeline's cuts, unstated: the layers split evenly over
+// the staged chunks, and an interlaced first chunk what precedes the first
+// layer, an interlaced last one what follows the last.
+std::vector<std::pair<size_t, TensorRef>> interlaced_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t staged,
+                                                          const std::vector<int64_t>& interlaced) {
+  const int64_t C = staged + static_cast<int64_t>(interlaced.size());
+  for (const int64_t c : interlaced)
+    if (c != 0 && c != C - 1)
+      throw FieldError("PipelineOptions.interlaced", "chunk " + std::to_string(c) + " of " + std::to_string(C) +
+                                                         " is neither the first nor the last: state where the chunks end (boundaries)");
+  const auto cuts = valid_cuts(g, order);
+  std::vector<uint64_t> gaps;
+  for (size_t c = 0; c + 1 < cuts.size(); ++c)
+    gaps.push_back(gap_signature(g, std::span(order).subspan(cuts[c].first + 1, cuts[c + 1].first - cuts[c].first)));
+  const RepeatingGaps r = repeating_gaps(gaps);
+  if (r.layers() == 0) throw Error("pipeline: '" + g.name() + "' has no repeating layers to run as stages beside interlaced chunks");
+  std::vector<std::pair<size_t, TensorRef>> out = even_layer_cuts(g, order, staged);
+  if (std::find(interlaced.begin(), interlaced.end(), 0) != interlaced.end()) out.insert(out.begin(), cuts[r.start]);
+  if (std::find(interlaced.begin(), interlaced.end(), C - 1) != interlaced.end()) {
+    const size_t after = r.start + r.layers() * r.period;
+    if (after >= cuts.size()) throw Error("pipeline: nothing follows the last layer of '" + g.name() + "' at a single-tensor cut to interlace");
+    out.push_back(cuts[after]);
+  }
   return out;
 }
 
@@ -113,7 +139,7 @@ std::vector<std::pair<size_t, TensorRef>> stated_cuts(const Graph& g, const std:
 void check_boundaries(const Graph& model, const PipelineOptions& po) {
   if (po.boundaries.empty()) return;
   if (po.stages == 0) throw FieldError("PipelineOptions.boundaries", "stated where the chunks end, the stages are stated too");
-  stated_cuts(model, compute_order(model), po.boundaries, po.stages * po.virtual_stages);
+  stated_cuts(model, compute_order(model), po.boundaries, po.stages * po.virtual_stages + static_cast<int64_t>(po.interlaced.size()));
 }
 
 namespace {
@@ -207,6 +233,19 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
   check_boundaries(model, po);
+  const int64_t joint = static_cast<int64_t>(po.interlaced.size());
+  if (joint > 0) {
+    if (options.algorithm != Algorithm::kPlan)
+      throw FieldError("PipelineOptions.interlaced", "interlaced chunks are a written plan's, run as it states them (not searched yet)");
+    if (po.stages < 2) throw FieldError("PipelineOptions.interlaced", "interlaced chunks need pipeline stages (more than 1)");
+    // (Recomputing a layout change that moves data between stages is not
+    // run: the runtime re-runs a segment on its own stage.)
+    if (cost.recipe().recompute != Recompute::kNone)
+      throw Error(std::string("pipeline: recompute ") + name(cost.recipe().recompute) +
+                  " with interlaced chunks is not run yet (a recomputed segment would move data between stages)");
+    check(PipelineShape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs,
+                        po.interlaced});
+  }
   if (options.plan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
   // Stated plans split the layers evenly; a written plan is applied stage
@@ -242,6 +281,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     const int64_t most = *std::max_element(micro.begin(), micro.end());
     const CostModel sub = cost.with_devices(d);
     const MachineMapper mapper(sub);
+    const MachineMapper every(cost);  // an interlaced chunk's: on every device
     // A chunk is searched pipelined in the plan's micro-batches, so that
     // the plan found splits a micro-batch's samples, with 1/v of the
     // devices' memory (a stage's v chunks share its devices), holding as
@@ -268,7 +308,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     // single-device time).
     std::vector<std::vector<std::pair<size_t, TensorRef>>> cut_options;
     if (!po.boundaries.empty()) {
-      cut_options.push_back(stated_cuts(model, order, po.boundaries, S * v));
+      cut_options.push_back(stated_cuts(model, order, po.boundaries, S * v + joint));
+    } else if (joint > 0) {
+      cut_options.push_back(interlaced_cuts(model, order, S * v, po.interlaced));
     } else if (stated) {
       cut_options.push_back(even_layer_cuts(model, order, S * v));
     } else {
@@ -287,7 +329,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     std::map<std::pair<uint64_t, int64_t>, Solved> solved;
     for (size_t c = 0; c < cut_options.size(); ++c) {
       const std::string cut_name = c == 0 ? "" : " (even layers)";
-      // S v chunks, chunk j on the devices of stage j mod S.
+      // S v chunks, chunk j on the devices of stage j mod S (with
+      // interlaced chunks, the staged ones counted without them).
       const auto pieces = pieces_at(order, cut_options[c]);
       // A stage boundary carries its samples split over the stage's
       // devices, or, where a micro-batch (the most tried) could not take
@@ -319,14 +362,23 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         graphs.push_back(options.plan || cost.recipe().recompute == Recompute::kOperators ? with_model_names(pg) : std::move(pg));
       }
       for (const int64_t M : micro) {
-        std::vector<int64_t> holds;
-        auto chunk_holds = [&](int64_t stage) { return (holds[static_cast<size_t>(stage)] + v - 1) / v; };
+        const PipelineShape shape{S, M, v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs, po.interlaced};
+        std::vector<std::vector<int64_t>> held_sets;  // per stage, per chunk (activation_sets_held)
+        // A staged chunk's sets on `stage` (each of a stage's chunks alike);
+        // an interlaced chunk's are its own (held_sets[0][p]).
+        auto chunk_holds = [&](int64_t stage) {
+          const auto& h = held_sets[static_cast<size_t>(stage)];
+          int64_t sets = 0;
+          for (int64_t k = 0; k < shape.chunks(); ++k)
+            if (shape.stage_of(k) == stage) sets = std::max(sets, h[static_cast<size_t>(k)]);
+          return sets;
+        };
         std::vector<const SearchResult*> searched;
         try {
           // Micro-batches in flight per stage, as the schedule's programs
           // hold them (pcg/pipeline_schedule.h), spread over a stage's v
           // chunks (a schedule that cannot run this M refuses it).
-          holds = in_flight_chunks(stage_programs({S, M, v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs}));
+          held_sets = activation_sets_held(shape, stage_programs(shape));
           // What chunk p's search takes: its graph (pipelined in its
           // micro-batches, or a stated plan's as written), its key among
           // the searches done, its options (progress named by its stage).
@@ -354,10 +406,10 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
               };
             return ch;
           };
-          auto run = [&](const Chunk& ch, int64_t k) {
+          auto run = [&](const Chunk& ch, int64_t k, size_t p) {
             Solved s;
             try {
-              s.result = optimize(ch.graph, rules, stated ? mapper : searcher(k), ch.options);
+              s.result = optimize(ch.graph, rules, shape.is_interlaced(static_cast<int64_t>(p)) ? every : stated ? mapper : searcher(k), ch.options);
             } catch (const Error& e) {
               s.error = e.what();
             }
@@ -386,7 +438,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
               keys.push_back(key), todo.push_back(p);
             }
             std::vector<Solved> done(todo.size());
-            tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) { done[i] = run(chunks[todo[i]], first); });
+            tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) { done[i] = run(chunks[todo[i]], first, todo[i]); });
             for (size_t i = 0; i < todo.size(); ++i) keep(keys[i], std::move(done[i]));
           }
           for (size_t p = 0; p < pieces.size(); ++p) {
@@ -397,11 +449,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             auto search_holding = [&](int64_t k, bool last_try) -> const SearchResult* {
               const auto key = std::make_pair(ch.hash, stated ? int64_t{0} : k);
               auto it = solved.find(key);
-              if (it == solved.end()) it = keep(key, run(ch, k));
+              if (it == solved.end()) it = keep(key, run(ch, k, p));
               if (!it->second.error.empty() && last_try) throw Error(it->second.error);
               return &it->second.result;
             };
-            const int64_t first = chunk_holds(0), own = chunk_holds(static_cast<int64_t>(p) % S);
+            const int64_t first = chunk_holds(0), own = shape.is_interlaced(static_cast<int64_t>(p)) ? first : chunk_holds(shape.stage_of(static_cast<int64_t>(p)));
             const SearchResult* r = search_holding(first, stated || own == first);
             if (!stated && own != first && !r->strategy.estimate.feasible) r = search_holding(own, true);
             searched.push_back(r);
@@ -420,26 +472,45 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         // steps (schedule_makespan).
         std::vector<double> chunk_forward(pieces.size(), 0.0), chunk_backward(pieces.size(), 0.0), crossing(pieces.size(), 0.0);
         try {
+          int64_t staged_seen = 0;
           for (size_t p = 0; p < pieces.size(); ++p) {
-            const int64_t stage = static_cast<int64_t>(p) % S, chunk = static_cast<int64_t>(p) / S;
+            // An interlaced chunk runs on every device (stage -1).
+            const bool everywhere = shape.is_interlaced(static_cast<int64_t>(p));
+            const int64_t stage = shape.stage_of(static_cast<int64_t>(p)), chunk = everywhere ? 0 : staged_seen++ / S;
+            const MachineMapper& on = everywhere ? every : mapper;
             const Graph& found = searched[p]->strategy.graph;
             std::vector<NodeId> image(found.size());  // found's nodes in the chunk's graph: the same, or pipelined after
             std::iota(image.begin(), image.end(), NodeId{0});
             StagePlan sp{graphs[p], stated ? pipelined(found, M, p + 1 == pieces.size(), &image) : found, {}, {}, {}};
-            sp.mapped = mapper.map(sp.graph);
+            sp.mapped = on.map(sp.graph);
             if (placed) {
               // The chunk as the plan's lowering placed it (its stated
               // devices, the rest as mapped there), priced by simulation.
               const std::vector<MachineView>& stated_views = searched[p]->strategy.views;
               for (size_t k = 0; k < image.size() && k < stated_views.size(); ++k)
                 if (stated_views[k].placed()) sp.mapped.views[static_cast<size_t>(image[k])] = stated_views[k];
-              sp.mapped.estimate = simulated_estimate(Simulator(sp.graph, sp.mapped.views, mapper.cost()));
+              sp.mapped.estimate = simulated_estimate(Simulator(sp.graph, sp.mapped.views, on.cost()));
             }
             const Estimate& e = sp.mapped.estimate;
             if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
+            if (everywhere) {  // each operator on several stages' devices, or it would start a staged chunk
+              const Placement place(sp.graph, sp.mapped.views, devices);
+              const SourceLayouts layouts = source_layouts(sp.graph);
+              const std::vector<NodeRun> runs = node_runs(place, layouts);
+              for (const Node& n : sp.graph.nodes()) {
+                if (n.op->op_class != OpClass::kCompute || runs[static_cast<size_t>(n.id)].kind != NodeRun::Kind::kTasks ||
+                    layouts.is_layout(sp.graph, n.id))
+                  continue;
+                const std::vector<int64_t> tasks = place.task_devices(n.id);
+                const auto [lo, hi] = std::minmax_element(tasks.begin(), tasks.end());
+                if (*lo / d == *hi / d)
+                  throw Error(describe(n) + " in interlaced chunk " + std::to_string(p) + " runs on stage " + std::to_string(*lo / d) +
+                              "'s devices only: an interlaced chunk's operators run on several stages' (more tasks than a stage has devices)");
+              }
+            }
             PipelineStage& info = sp.info;
             info.stage = stage, info.chunk = chunk;
-            info.first_device = stage * d, info.devices = d;
+            info.first_device = everywhere ? 0 : stage * d, info.devices = everywhere ? devices : d;
             for (NodeId id : pieces[p].nodes) info.operators += model.node(id).op->op_class == OpClass::kCompute;
             info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
             info.update = e.once;
@@ -450,16 +521,21 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
               const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
                                              [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
               const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
-              const int64_t from = (static_cast<int64_t>(p) - 1) % S * d;  // the previous chunk's stage
+              const int64_t from = std::max<int64_t>(shape.stage_of(static_cast<int64_t>(p) - 1), 0) * d;  // the previous chunk's stage
               info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
               crossing[p - 1] = cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
             }
-            sp.memory = memory_per_device(sp.graph, sp.mapped.views, d, cost.recipe(), chunk_holds(stage));
+            sp.memory = memory_per_device(sp.graph, sp.mapped.views, info.devices, cost.recipe(),
+                                          everywhere ? held_sets[0][p] : chunk_holds(stage));
             info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
-            auto& held = plan.memory[static_cast<size_t>(stage)];
-            for (size_t k = 0; k < held.size() && k < sp.memory.size(); ++k) held[k] += sp.memory[k];
-            plan.stage_time[static_cast<size_t>(stage)] += info.micro_batch;
-            stage_update[static_cast<size_t>(stage)] += info.update;
+            // An interlaced chunk is every stage's: its share of each stage's devices.
+            for (int64_t st = everywhere ? 0 : stage; st < (everywhere ? S : stage + 1); ++st) {
+              auto& held = plan.memory[static_cast<size_t>(st)];
+              const size_t off = everywhere ? static_cast<size_t>(st * d) : 0;
+              for (size_t k = 0; k < held.size() && off + k < sp.memory.size(); ++k) held[k] += sp.memory[off + k];
+              plan.stage_time[static_cast<size_t>(st)] += info.micro_batch;
+              stage_update[static_cast<size_t>(st)] += info.update;
+            }
             for (const auto& a : searched[p]->applied) plan.applied.push_back(renamed_applied(a, [&](const std::string& x) { return real_name(graphs[p].names, x); }));
             plan.stage.push_back(std::move(sp));
           }
@@ -476,13 +552,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
           continue;
         }
         plan.time = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * plan.slowest + plan.update;
-        // A written order has no closed form: its steps run as written,
-        // each as long as its chunk's forward or backward, each boundary
-        // crossed between them.
-        if (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty())
-          plan.time = schedule_makespan(PipelineShape{S, M, v, PipelineSchedule::kExplicit, po.programs}, po.programs, chunk_forward,
-                                        chunk_backward, crossing) +
-                      plan.update;
+        // A written order, or one with joint steps, has no closed form: its
+        // steps run as written, each as long as its chunk's forward or
+        // backward, each boundary crossed between them.
+        if ((po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || joint > 0)
+          plan.time = schedule_makespan(shape, stage_programs(shape), chunk_forward, chunk_backward, crossing) + plan.update;
         if (plan.time < best.time) best = std::move(plan);
       }
     }
@@ -507,17 +581,22 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   const double M = static_cast<double>(best.micro);
   // The schedule's span in slots of the slowest stage's micro-batch: the
   // closed form's, or a written order's makespan over it.
-  const bool written = po.schedule == PipelineSchedule::kExplicit && !po.programs.empty();
+  const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || !po.interlaced.empty();
   const double slots = written && best.slowest > 0 ? (best.time - best.update) / best.slowest
                                                    : M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
   // The slowest stage's compute, over its chunks, and of it the calibrated
   // per-node overhead (a chunk's compute includes it, as a plan's does:
   // machine_mapping.h), scaled alike to the schedule's span.
   std::vector<double> stage_compute(static_cast<size_t>(best.stages), 0.0), stage_overhead(static_cast<size_t>(best.stages), 0.0);
-  for (const StagePlan& sp : best.stage) {
-    stage_compute[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
-    stage_overhead[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.overhead;
-  }
+  // (An interlaced chunk is every stage's.)
+  auto stages_of = [&](const StagePlan& sp) {
+    return sp.info.stage < 0 ? std::make_pair(int64_t{0}, best.stages) : std::make_pair(sp.info.stage, sp.info.stage + 1);
+  };
+  for (const StagePlan& sp : best.stage)
+    for (auto [st, end] = stages_of(sp); st < end; ++st) {
+      stage_compute[static_cast<size_t>(st)] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
+      stage_overhead[static_cast<size_t>(st)] += sp.mapped.estimate.overhead;
+    }
   const auto& times = best.stage_time;
   const auto bottleneck = static_cast<size_t>(std::max_element(times.begin(), times.end()) - times.begin());
   e.feasible = true;
@@ -530,11 +609,12 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   e.overhead = stage_overhead[bottleneck] * slots / M;
   e.communication = e.time - e.once - e.compute;
   double busy = 0;
-  for (const StagePlan& sp : best.stage) busy += M * sp.info.micro_batch;
+  for (const StagePlan& sp : best.stage) busy += M * sp.info.micro_batch * static_cast<double>(sp.info.stage < 0 ? best.stages : 1);
   for (const auto& held : best.memory) e.memory.insert(e.memory.end(), held.begin(), held.end());
   e.idle = std::max(0.0, slots * best.slowest - busy / static_cast<double>(best.stages));
   for (const StagePlan& sp : best.stage)
-    if (static_cast<size_t>(sp.info.stage) == bottleneck) e.backward += sp.mapped.estimate.backward;
+    if (const auto [st, end] = stages_of(sp); st <= static_cast<int64_t>(bottleneck) && static_cast<int64_t>(bottleneck) < end)
+      e.backward += sp.mapped.estimate.backward;
   // The gradient synchronization: every stage synchronizes its own weights
   // at once, on its own devices, after its last micro-batch's backward; the
   // one whose once-per-step terms are longest sets e.once, so its buckets
@@ -542,10 +622,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // joined plan's, placed as the runtime places it (an interleaved stage's
   // chunks may use different devices of it).
   std::vector<double> stage_once(static_cast<size_t>(best.stages), 0.0);
-  for (const StagePlan& sp : best.stage) stage_once[static_cast<size_t>(sp.info.stage)] += sp.mapped.estimate.once;
+  for (const StagePlan& sp : best.stage)
+    for (auto [st, end] = stages_of(sp); st < end; ++st) stage_once[static_cast<size_t>(st)] += sp.mapped.estimate.once;
   const auto syncing = std::max_element(stage_once.begin(), stage_once.end()) - stage_once.begin();
   for (const StagePlan& sp : best.stage) {
-    if (sp.info.stage != syncing) continue;
+    if (const auto [st, end] = stages_of(sp); syncing < st || syncing >= end) continue;
     const Estimate& c = sp.mapped.estimate;
     e.sync += c.sync, e.sync_hidden += c.sync_hidden, e.buckets += c.buckets, e.gather += c.gather, e.update += c.update;
   }
@@ -560,7 +641,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   e.bytes = step_bytes(place, layouts, node_runs(place, layouts)) + zero_extra_bytes(place, layouts, cost.recipe());
   if (placed) {  // as a plan of one stage stating devices: the whole of it simulated, under its schedule
     const PipelineShape shape{best.stages, best.micro, best.virtual_stages, po.schedule.value_or(PipelineShape::default_for(best.virtual_stages)),
-                              po.programs};
+                              po.programs, po.interlaced};
     const double bubble = e.bubble;
     e = simulated_estimate(Simulator(joined, views, cost, shape));
     e.bubble = bubble;
@@ -570,6 +651,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   result.search.applied = std::move(best.applied);
   result.search.pieces = best.stages;
   result.stages = best.stages, result.micro_batches = best.micro, result.virtual_stages = best.virtual_stages;
+  result.interlaced = po.interlaced;
   for (const StagePlan& sp : best.stage) result.stage.push_back(sp.info);
   result.search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

@@ -43,15 +43,16 @@ std::vector<double> Simulator::memory() const {
   const Placement& place = *x.place;
   if (!x.pipe) return memory_per_device(place, recipe());
   const PipelineShape& p = x.pipe->shape;
-  const std::vector<int64_t> held = in_flight_chunks(stage_programs(p));
+  // Per stage, per chunk, the activation sets a device holds (one memory
+  // model run per distinct count).
+  const std::vector<std::vector<int64_t>> held = activation_sets_held(p, stage_programs(p));
   const int64_t per = x.D / p.stages;
-  std::map<int64_t, std::vector<double>> by_in_flight;  // one memory model run per distinct count
+  std::map<std::vector<int64_t>, std::vector<double>> by_in_flight;
   std::vector<double> out(static_cast<size_t>(x.D), 0.0);
   for (int64_t d = 0; d < x.D; ++d) {
-    const int64_t stage = std::min(d / per, p.stages - 1);
-    const int64_t k = (held[static_cast<size_t>(stage)] + p.virtual_stages - 1) / p.virtual_stages;
+    const std::vector<int64_t>& k = held[static_cast<size_t>(std::min(d / per, p.stages - 1))];
     auto it = by_in_flight.find(k);
-    if (it == by_in_flight.end()) it = by_in_flight.emplace(k, memory_per_device(place, recipe(), k, x.pipe->chunk)).first;
+    if (it == by_in_flight.end()) it = by_in_flight.emplace(k, memory_per_device(place, recipe(), 1, x.pipe->chunk, k)).first;
     out[static_cast<size_t>(d)] = it->second[static_cast<size_t>(d)];
   }
   return out;

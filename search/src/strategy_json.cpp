@@ -49,6 +49,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (s.pipeline_stages > 0) {
     j["pipeline"] = {{"stages", s.pipeline_stages}, {"micro_batches", s.micro_batches}, {"bubble", e.bubble}};
     if (s.virtual_stages > 1) j["pipeline"]["virtual_stages"] = s.virtual_stages;
+    if (!s.interlaced.empty()) j["pipeline"]["interlaced"] = s.interlaced;
     j["pipeline"]["schedule"] = name(s.schedule);
     if (s.schedule == PipelineSchedule::kExplicit) {
       json programs = json::array();
@@ -206,6 +207,13 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     };
     s.pipeline_stages = count("stages"), s.micro_batches = count("micro_batches");
     if (p.contains("virtual_stages")) s.virtual_stages = count("virtual_stages");
+    if (p.contains("interlaced")) {
+      if (!p["interlaced"].is_array()) throw FileError(source, "pipeline.interlaced", "expected an array of chunk indices");
+      for (const json& c : p["interlaced"]) {
+        if (!c.is_number_integer()) throw FileError(source, "pipeline.interlaced", "expected an array of chunk indices");
+        s.interlaced.push_back(c.get<int64_t>());
+      }
+    }
     s.schedule = PipelineShape::default_for(s.virtual_stages);
     if (p.contains("schedule")) {
       std::string choices;
@@ -241,7 +249,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
 
 std::optional<PipelineShape> pipeline_shape(const StrategyFile& s) {
   if (s.pipeline_stages <= 0) return std::nullopt;
-  return PipelineShape{s.pipeline_stages, s.micro_batches, s.virtual_stages, s.schedule, s.programs};
+  return PipelineShape{s.pipeline_stages, s.micro_batches, s.virtual_stages, s.schedule, s.programs, s.interlaced};
 }
 
 StrategyFile load_strategy(const std::string& path) { return strategy_from_json(read_text_file(path), path); }

@@ -13,6 +13,7 @@
 
 #include "pcgx/pcg/degree_inference.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_chunks.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/graph_json_value.h"
 #include "pcgx/pcg/registry.h"
@@ -230,13 +231,19 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
     if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
-    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs", "boundaries"});
+    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs", "boundaries", "interlaced"});
     if (!p.contains("stages")) throw FileError(source, "pipeline.stages", "missing: how many stages the layers are split over");
     if (!p.contains("micro_batches")) throw FileError(source, "pipeline.micro_batches", "missing: how many micro-batches a step runs");
     UserPlan::Pipeline pp;
     pp.stages = whole(p["stages"], source, "pipeline.stages", 1);
     pp.micro_batches = whole(p["micro_batches"], source, "pipeline.micro_batches", 1);
     if (p.contains("virtual_stages")) pp.virtual_stages = whole(p["virtual_stages"], source, "pipeline.virtual_stages", 1);
+    if (p.contains("interlaced")) {
+      const json& x = p["interlaced"];
+      if (!x.is_array() || x.empty())
+        throw FileError(source, "pipeline.interlaced", "expected an array of chunk indices (0: the first chunk), each run by every stage together");
+      for (size_t k = 0; k < x.size(); ++k) pp.interlaced.push_back(whole(x[k], source, "pipeline.interlaced[" + std::to_string(k) + "]", 0));
+    }
     if (p.contains("schedule")) {
       const auto k = p["schedule"].is_string() ? pipeline_schedule_named(p["schedule"].get<std::string>()) : std::nullopt;
       if (!k || *k == PipelineSchedule::kExplicit)
@@ -270,18 +277,19 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     }
     try {  // a schedule that cannot run (the wrong steps, or a deadlock, its cycle printed)
       check(PipelineShape{pp.stages, pp.micro_batches, pp.virtual_stages,
-                          pp.schedule.value_or(PipelineShape::default_for(pp.virtual_stages)), pp.programs});
+                          pp.schedule.value_or(PipelineShape::default_for(pp.virtual_stages)), pp.programs, pp.interlaced});
     } catch (const Error& e) {
-      throw FileError(source, pp.programs.empty() ? "pipeline" : "pipeline.programs", e.what());
+      throw FileError(source, pp.programs.empty() ? (pp.interlaced.empty() ? "pipeline" : "pipeline.interlaced") : "pipeline.programs", e.what());
     }
     if (p.contains("boundaries")) {
       const json& b = p["boundaries"];
-      const auto chunks = static_cast<size_t>(pp.stages * pp.virtual_stages);
+      const auto chunks = static_cast<size_t>(pp.stages * pp.virtual_stages) + pp.interlaced.size();
       if (!b.is_array() || !std::all_of(b.begin(), b.end(), [](const json& x) { return x.is_string() && !x.get<std::string>().empty(); }))
         throw FileError(source, "pipeline.boundaries", "expected an array of operator names, the last operator of each chunk but the last");
       if (b.size() + 1 != chunks)
         throw FileError(source, "pipeline.boundaries", std::to_string(b.size()) + " names for " + std::to_string(chunks) +
-                                                           " chunks (stages x virtual stages): one per chunk but the last");
+                                                           " chunks (stages x virtual stages" + (pp.interlaced.empty() ? "" : " + interlaced") +
+                                                           "): one per chunk but the last");
       for (const json& x : b) pp.boundaries.push_back(x.get<std::string>());
     }
     plan.pipeline = pp;
@@ -632,18 +640,18 @@ UserPlan::Pipeline pipeline_of_strategy(const Graph& g, std::span<const MachineV
   if (shape.schedule != PipelineShape::default_for(shape.virtual_stages) || !shape.programs.empty())
     p.schedule = shape.schedule, p.programs = shape.programs;
   if (shape.stages <= 1) return p;
-  const int64_t per = devices / shape.stages;
+  p.interlaced = shape.interlaced;
+  // Each chunk's last named compute operator ends it (the runtime's and
+  // the simulator's chunks: pcg/pipeline_chunks.h).
+  const std::vector<int64_t> chunk = pipeline_chunks(g, views, devices, shape);
   const Node* last = nullptr;
-  int64_t stage = -1;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || n.name.empty() || static_cast<size_t>(n.id) >= views.size()) continue;
-    const int64_t start = views[static_cast<size_t>(n.id)].start;
-    if (start < 0) continue;
-    const int64_t s = start / per;
-    if (last && s != stage) p.boundaries.push_back(last->name);
-    stage = s, last = &n;
+    if (views[static_cast<size_t>(n.id)].start < 0) continue;
+    if (last && chunk[static_cast<size_t>(n.id)] != chunk[static_cast<size_t>(last->id)]) p.boundaries.push_back(last->name);
+    last = &n;
   }
-  const int64_t chunks = shape.stages * shape.virtual_stages;
+  const int64_t chunks = shape.chunks();
   if (static_cast<int64_t>(p.boundaries.size()) != chunks - 1)
     throw Error("the strategy's named operators change stage " + std::to_string(p.boundaries.size()) + " times, where " +
                 std::to_string(chunks) + " chunks change it " + std::to_string(chunks - 1) + " times");
@@ -665,6 +673,7 @@ std::string plan_to_json(const UserPlan& plan) {
     json pj = json::object();
     pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;
     if (p->virtual_stages > 1) pj["virtual_stages"] = p->virtual_stages;
+    if (!p->interlaced.empty()) pj["interlaced"] = p->interlaced;
     if (p->schedule && p->programs.empty()) pj["schedule"] = name(*p->schedule);
     if (!p->programs.empty()) {
       json programs = json::array();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "cli/run_pcgx.h"
@@ -25,6 +26,32 @@ inline double predicted_ms(const std::string& out) {
   const size_t at = out.find("iteration time");
   if (at == std::string::npos) return -1;
   return std::stod(out.substr(out.find_first_of("0123456789", at)));
+}
+
+// A run's "loss FIRST -> LAST" line (the whole output when it has none).
+inline std::string loss_line(const std::string& out) {
+  const size_t at = out.find("\nloss ");
+  return at == std::string::npos ? out : out.substr(at, out.find('\n', at + 1) - at);
+}
+
+// Runs `run ARGS` and `run REFERENCE` (3 steps each) and expects the same
+// losses; returns the first's output.
+inline std::string trains_like(const std::string& args, const std::string& reference) {
+  const auto a = run("run " + args + " --steps 3 --no-report --no-plot");
+  const auto b = run("run " + reference + " --steps 3 --no-report --no-plot");
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(loss_line(a.out), loss_line(b.out)) << args;
+  return a.out;
+}
+
+// A run's bytes between devices per step, measured, are the predicted
+// ones (and some are sent).
+inline void expect_bytes_as_predicted(const std::string& out) {
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("between devices +([0-9.]+ [KMG]?i?B) per step measured, ([0-9.]+ [KMG]?i?B) predicted"))) << out;
+  EXPECT_EQ(m[1].str(), m[2].str());
+  EXPECT_NE(m[1].str(), "0 B");
 }
 
 }  // namespace pcgx::testing

@@ -22,7 +22,7 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
   if (f.machine.empty()) throw Error("--machine is required with a plan (the devices it partitions over)");
   name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
-              {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"OptimizeRequest.zero", "the plan's zero"},
+              {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.zero", "the plan's zero"},
               {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}});
   runner::OptimizeRequest q;

@@ -74,6 +74,14 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
             : pr.virtual_stages > 1 ? "interleaved 1F1B (" + std::to_string(pr.virtual_stages) + " virtual stages per device)" + " with flush"
                                     : std::string("1F1B with flush"))
         << ": bubble " << ms(e.bubble) << ", update " << ms(e.once) << "\n";
+    if (!pr.interlaced.empty()) {
+      std::string chunks;
+      for (size_t k = 0; k < pr.interlaced.size(); ++k)
+        chunks += (k == 0 ? "" : k + 1 == pr.interlaced.size() ? " and " : ", ") + std::to_string(pr.interlaced[k]);
+      out << "  interlaced          chunk" << (pr.interlaced.size() > 1 ? "s " : " ") << chunks
+          << " on every device, each step of one run by every stage together (SuperScaler's interlaced pipeline): priced as the "
+             "steps' makespan\n";
+    }
     // A named schedule is priced by the default schedule's closed form (the
     // same time for gpipe); a written order by its steps' makespan
     // (pcg/pipeline_schedule.h's schedule_makespan).
@@ -85,7 +93,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           << ", simulated and run as written\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
       const auto& st = pr.stage[i];
-      out << "  stage " << st.stage + 1 << (pr.virtual_stages > 1 ? "." + std::to_string(st.chunk + 1) : std::string()) << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  " << st.operators
+      const std::string stage = st.stage < 0 ? std::string("every") : std::to_string(st.stage + 1) + (pr.virtual_stages > 1 ? "." + std::to_string(st.chunk + 1) : std::string());
+      out << "  stage " << stage << "  devices " << st.first_device << ".." << st.first_device + st.devices - 1 << "  " << st.operators
                 << " operators (" << st.first << " .. " << st.last << ")  " << ms(st.micro_batch) << " per micro-batch, " << human_bytes(st.memory) << "\n";
     }
   }

@@ -6,7 +6,11 @@
 //
 // Stage s holds devices [s D / S, (s + 1) D / S). The operators that run
 // tasks, in graph order, fall into runs on one stage each: run c is chunk
-// c, which must be on stage c mod S (at most S v runs). Every other node
+// c, which must be on stage c mod S (at most S v runs); with interlaced
+// chunks (pipeline_schedule.h), an operator on the devices of more than one
+// stage is in an interlaced chunk, which the shape must have there, and
+// the staged chunks are counted without them. Every other node (what is
+// computed from weights alone, a weight's layout, included)
 // goes with the first chunk that reads what it writes (a layout change
 // between two stages runs on the receiving stage), else with the last
 // chunk it reads from, else chunk 0.
@@ -22,7 +26,8 @@ namespace pcgx {
 
 // `task_devices`: per node, the devices its tasks run on (empty: a node
 // that runs none). Throws pcgx::Error naming the operator when one runs
-// on two stages or starts a chunk on the wrong stage, or when the stages
+// on two stages (without interlaced chunks) or starts a chunk on the wrong
+// stage, or when the stages
 // do not divide the devices.
 std::vector<int64_t> pipeline_chunks(const Graph& g, const std::vector<std::vector<int64_t>>& task_devices, int64_t devices,
                                      const PipelineShape& p);

@@ -6,6 +6,10 @@
 //
 // A pipelined model is cut into C = S v chunks in model order, chunk c on
 // stage c mod S (v = 1 without interleaving), and a step is M micro-batches.
+// An interlaced pipeline (SuperScaler's, Section 3.4.2: an embedding split
+// over every device while the layers run as stages) adds chunks that every
+// stage runs together: C = S v + I, the staged chunks in model order
+// (skipping the I interlaced ones) the k-th on stage k mod S.
 // Chunk c's forward of micro-batch m needs chunk c - 1's forward of m; its
 // backward needs its own forward of m and chunk c + 1's backward of m.
 // Each stage runs its steps one at a time in its program's order:
@@ -35,6 +39,16 @@
 //
 // All three compute the same gradients: they differ in time (the bubble)
 // and in how many micro-batches' activations a stage holds at once.
+//
+// Interlaced chunks. A step through one is one joint step of every stage
+// (each device runs its tasks of it; its collectives span the stages), in
+// every stage's program, at the same place relative to the other joint
+// steps. Generated schedules place them as SuperScaler's Algorithm 2 does:
+// the staged programs laid out in slots of one step each, a joint forward
+// goes in at the slot where the staged chunk after it needs it (or the
+// one before it has just made its input), a joint backward where the
+// staged chunk after it has just made its gradient (or the one before it
+// needs it), each a barrier between the staged steps of every stage.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -68,7 +82,13 @@ struct PipelineShape {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   // kExplicit: each stage's program as written (parse_pipeline_programs).
   std::vector<std::vector<PipelineStep>> programs = {};
-  int64_t chunks() const { return stages * virtual_stages; }
+  // The interlaced chunks (run by every stage together), ascending.
+  std::vector<int64_t> interlaced = {};
+  int64_t chunks() const { return stages * virtual_stages + static_cast<int64_t>(interlaced.size()); }
+  bool is_interlaced(int64_t chunk) const;
+  // The stage running `chunk`; -1 for an interlaced one.
+  int64_t stage_of(int64_t chunk) const;
+  bool runs_on(int64_t chunk, int64_t stage) const { return is_interlaced(chunk) || stage_of(chunk) == stage; }
   // Whether micro-batches are in flight at once: anything but one stage
   // of one chunk under 1f1b, which runs each micro-batch's forward and
   // backward through the whole graph before the next's (and but one
@@ -84,21 +104,23 @@ struct PipelineShape {
 };
 
 // Throws pcgx::Error naming what is wrong: a count below 1, interleaved
-// with v = 1 or M not a multiple of S, 1f1b with v > 1; for an explicit
+// with v = 1 or M not a multiple of S, 1f1b with v > 1, interlaced chunks
+// out of order or range or with one stage; for an explicit
 // schedule, programs not one per stage, a step run twice, on the wrong
 // stage or by no stage, or a deadlock (run_order).
 void check(const PipelineShape& p);
 
-// Each stage's program: 2 M v steps per stage, in the order it runs them.
+// Each stage's program: 2 M (v + I) steps per stage, in the order it runs them.
 std::vector<std::vector<PipelineStep>> stage_programs(const PipelineShape& p);
 
 // The stage programs run together: a sequence of (stage, step) in which
 // every step comes after the steps it needs and after the steps before it
 // in its stage's program (a topological order of the cross-stage
-// happens-before graph). Throws pcgx::Error when the programs deadlock,
-// naming the step each stuck stage waits at and the step it waits for.
+// happens-before graph); a joint step once, when every stage has reached
+// it. Throws pcgx::Error when the programs deadlock, naming the step each
+// stuck stage waits at and the step (or the stage) it waits for.
 struct ScheduledStep {
-  int64_t stage = 0;
+  int64_t stage = 0;  // -1: a joint step (an interlaced chunk's), every stage's
   PipelineStep step;
 };
 std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs);
@@ -108,7 +130,8 @@ std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<s
 // backward backward[c], and the boundary between chunks c and c + 1 takes
 // transfer[c] each way (activation forward, its gradient back). Each step
 // starts when its stage has finished the step before it in its program
-// and the step it needs has ended and crossed its boundary. With every
+// and the step it needs has ended and crossed its boundary; a joint step
+// when every stage has. With every
 // stage alike and no transfer, 1f1b and gpipe take (M + S - 1)(f + b) and
 // interleaved (M + (S - 1)/v)(f + b) for a stage's f + b over its chunks:
 // the closed forms of search/pipeline.h; a written order takes its own.
@@ -122,17 +145,27 @@ double schedule_makespan(const PipelineShape& p, const std::vector<std::vector<P
 // activation sets. Per stage.
 std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep>>& programs);
 
+// Per stage, per chunk: the micro-batches' activation sets a device of the
+// stage holds at most for the chunk, as the memory model counts them: for
+// a staged chunk the stage's share per chunk of its staged steps in flight
+// (in_flight_chunks of them, over v, rounded up; a device holds only its
+// own stage's chunks, and the boundaries it receives), for an interlaced
+// chunk the most of its own micro-batches in flight.
+std::vector<std::vector<int64_t>> activation_sets_held(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs);
+
 // "forward of micro-batch 3 through chunk 5".
 std::string describe(const PipelineStep& s);
 
 // Explicit stage programs as text (docs/plans.md): one line per stage,
 // its steps in order separated by spaces, "F3" the forward and "B3" the
-// backward of micro-batch 3 through the stage's chunk, "F3@5" through
-// chunk 5 (interleaved: chunk c runs on stage c mod S); '#' starts a
+// backward of micro-batch 3 through chunk s on stage s (the stage's
+// chunk without interleaving or interlaced chunks), "F3@5" through chunk 5
+// (interleaved: chunk c runs on stage c mod S; with interlaced chunks,
+// name every step's chunk); '#' starts a
 // comment, blank lines are skipped. Throws pcgx::Error naming `source`,
 // the line and the token for anything else.
 std::vector<std::vector<PipelineStep>> parse_pipeline_programs(std::string_view text, const std::string& source);
-// The same, written (one line per stage, "@chunk" where it is not the stage's own).
+// The same, written (one line per stage, "@chunk" where the chunk is not the stage's number).
 std::string format_pipeline_programs(const std::vector<std::vector<PipelineStep>>& programs);
 
 }  // namespace pcgx

@@ -148,6 +148,10 @@ std::string describe_rules(const OptimizeReport& report);
 // The options optimize() checks before any work (FieldError naming the
 // field), for a caller to check before it says anything.
 void validate(const OptimizeRequest& request);
+// The devices a written plan's rules divide (their degrees and stated
+// devices): a pipeline stage's, or every device where the plan has
+// interlaced chunks (search/pipeline.h).
+int64_t plan_rule_devices(const OptimizeRequest& request);
 
 // The ruleset the search uses: refused unless verified (unverified_reason:
 // a matching content hash and every rule's proof record "proved") and

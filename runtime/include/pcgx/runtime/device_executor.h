@@ -95,6 +95,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -326,7 +327,10 @@ class DeviceExecutor {
   void backward_node(const Node& n);
   // Zeroes the gradients (all, or the pipelined tensors' only) and seeds
   // the loss's.
-  void clear_gradients(bool micro_only);
+  // With `writer` (a pipeline step's chunk less one, under an interlaced
+  // schedule): the gradients of tensors read across chunks on this device
+  // (crosses_) are cleared only where their chunk is `writer`'s.
+  void clear_gradients(bool micro_only, std::optional<int64_t> writer = std::nullopt);
   void clear_gradient(TensorRef t, int64_t shard);
   // A gradient shard no writer has touched since it was cleared lazily
   // (its first writer was to overwrite it) is zeroed now: a bucket reads
@@ -381,6 +385,10 @@ class DeviceExecutor {
   std::vector<int64_t> sets_made_;                        // per chunk
   std::vector<PipelineStep> program_;                     // this device's stage's
   std::vector<char> starts_freed_;                        // per node: recomputed or freed (a new set's start released)
+  // Per node: 1 when a node stepping in the next chunk on this device reads
+  // its output (an interlaced chunk beside one of this stage's: both run
+  // here, in different steps).
+  std::vector<char> crosses_;
   void init_pipeline();
   double scheduled_step();
   ActivationSet new_set(int64_t chunk);

@@ -121,13 +121,17 @@ struct DeviceMemory {
 // accumulation, which finishes one micro-batch before the next). `chunk`
 // (per node, a joined pipeline's chunks: pcg/pipeline_chunks.h): the
 // recipe's count of recomputed layers is per chunk (pcg/recompute_plan.h).
+// `chunk_in_flight` (per chunk, with `chunk`): the micro-batches each
+// chunk's activations are kept for, in place of `in_flight` (a device of
+// an interlaced pipeline holds its stage's chunks' count and each
+// interlaced chunk's own: pcg/pipeline_schedule.h's activation_sets_held).
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
-                                           std::span<const int64_t> chunk = {});
+                                           std::span<const int64_t> chunk = {}, std::span<const int64_t> chunk_in_flight = {});
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       const TrainingRecipe& recipe, int64_t in_flight = 1);
 // The same for a placement already made (its task tables are reused).
 std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
-                                      std::span<const int64_t> chunk = {});
+                                      std::span<const int64_t> chunk = {}, std::span<const int64_t> chunk_in_flight = {});
 
 }  // namespace pcgx::search

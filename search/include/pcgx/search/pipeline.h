@@ -66,6 +66,13 @@
 // A written plan may state where its chunks end (PipelineOptions::
 // boundaries); then only those cuts are tried.
 //
+// An interlaced pipeline (a written plan's, PipelineOptions::interlaced)
+// lowers each interlaced chunk on every device and each staged chunk on
+// its stage's; every stage holds the interlaced chunks' share of their
+// devices beside its own chunks, and the time is the schedule's makespan
+// (pcg/pipeline_schedule.h's schedule_makespan: a joint step holds every
+// stage), there being no closed form.
+//
 // Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
 // one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
 //
@@ -111,11 +118,19 @@ struct PipelineOptions {
   std::vector<std::string> boundaries;
   // With micro_batches 0: only the counts below it are tried (0: all).
   int64_t fewer_than = 0;
+  // Interlaced chunks (SuperScaler's interlaced pipeline,
+  // pcg/pipeline_schedule.h): by index in model order, each run on every
+  // device by every stage together; the chunks are then S v + I, the
+  // staged ones the model's layers (evenly, Megatron-LM's way) and an
+  // interlaced first or last chunk what precedes the first layer or
+  // follows the last, unless `boundaries` says where they end. Written
+  // plans only (options.algorithm plan).
+  std::vector<int64_t> interlaced;
 };
 
 // One stage's chunk (the whole stage without interleaving).
 struct PipelineStage {
-  int64_t stage = 0;          // 0-based: the devices it runs on
+  int64_t stage = 0;          // 0-based: the devices it runs on; -1: an interlaced chunk, on every device
   int64_t chunk = 0;          // 0-based virtual stage of that device
   int64_t first_device = 0;
   int64_t devices = 0;
@@ -131,7 +146,8 @@ struct PipelineResult {
   int64_t stages = 0;
   int64_t micro_batches = 0;
   int64_t virtual_stages = 1;
-  std::vector<PipelineStage> stage;  // every chunk, in model order (stages x virtual_stages)
+  std::vector<int64_t> interlaced;   // PipelineOptions::interlaced
+  std::vector<PipelineStage> stage;  // every chunk, in model order (stages x virtual_stages + interlaced)
 };
 
 // Searches pipelined strategies for `model` (unpartitioned) on every

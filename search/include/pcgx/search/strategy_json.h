@@ -12,7 +12,8 @@
 //     "views": [ { "node": 5, "start": 0, "stride": 1 },
 //                { "node": 9, "start": 0, "strides": [8, 1] }, ... ],
 //     "pipeline": { "stages": 4, "micro_batches": 16, "virtual_stages": 2,
-//                   "schedule": "interleaved", "bubble": s } }   (pipelined only)
+//                   "schedule": "interleaved", "bubble": s } }   (pipelined only;
+//                   "interlaced": [0, 5]: chunks every stage runs together)
 //
 // `pipeline.schedule` is gpipe, 1f1b or interleaved (pcg/pipeline_schedule.h;
 // absent: 1f1b, interleaved when virtual_stages > 1); a one-stage pipeline
@@ -45,6 +46,7 @@ struct StrategyFile {
   // An explicit schedule's stage programs (pipeline_schedule.h; written as
   // "programs", one string per stage in parse_pipeline_programs' format).
   std::vector<std::vector<PipelineStep>> programs;
+  std::vector<int64_t> interlaced;  // chunks every stage runs together (pipeline_schedule.h)
   // Precision, recomputation and ZeRO stage (absent from older files: tf32, none, 0).
   TrainingRecipe recipe;
 };

@@ -129,6 +129,12 @@ struct UserPlan {
     std::optional<PipelineSchedule> schedule;
     std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
     std::vector<std::string> boundaries;              // empty: even layers
+    // Chunks every stage runs together, on every device (SuperScaler's
+    // interlaced pipeline: pcg/pipeline_schedule.h), by index in model
+    // order; unstated boundaries make an interlaced first chunk what
+    // precedes the first layer and a last one what follows the last. Its
+    // rules' degrees and devices are over every device.
+    std::vector<int64_t> interlaced;
   };
   std::optional<Pipeline> pipeline;
   // In order, before the rules select: the model they select from is the
