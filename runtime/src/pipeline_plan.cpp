@@ -92,25 +92,10 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices) 
         throw Error(describe(n) + ": in pipeline chunk " + std::to_string(to) + ", it reads " + describe(g.node(in.node)) + " of chunk " +
                     std::to_string(from) + " (a chunk reads its own micro-batch tensors and the previous chunk's)");
     }
-  // Two adjacent chunks a stage both runs (an interlaced one beside one of
-  // its own): the gradient one's backward leaves the other is kept for it
-  // until its own backward (device_executor.h), so no other micro-batch's
-  // backward through either comes between.
-  const std::vector<std::vector<PipelineStep>> programs = stage_programs(p);
-  for (int64_t s = 0; s < p.stages; ++s)
-    for (int64_t a = 0; a + 1 < p.chunks(); ++a) {
-      if (!p.runs_on(a, s) || !p.runs_on(a + 1, s)) continue;
-      const PipelineStep* open = nullptr;  // a backward through a + 1 whose one through a has not run
-      for (const PipelineStep& x : programs[static_cast<size_t>(s)]) {
-        if (!x.backward || (x.chunk != a && x.chunk != a + 1)) continue;
-        const bool pairs = open ? x.chunk == a && x.micro_batch == open->micro_batch : x.chunk == a + 1;
-        if (!pairs)
-          throw Error("pipeline: stage " + std::to_string(s) + " runs the " + describe(x) + (open ? " after the " + describe(*open) : std::string()) +
-                      "; the runtime runs a backward through chunk " + std::to_string(a) + " right after the same micro-batch's through chunk " +
-                      std::to_string(a + 1) + " on a stage running both (no other backward through either between)");
-        open = open ? nullptr : &x;
-      }
-    }
+  // A chunk and the interlaced chunk beside it on one stage: the gradient
+  // the later one's backward leaves is kept for the earlier one's
+  // (device_executor.h), so no other micro-batch's backward between.
+  check_paired_backwards(p, stage_programs(p));
   plan.pipeline = p;
   plan.chunk = std::move(chunk);
   plan.stage_devices = per;

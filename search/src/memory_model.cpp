@@ -139,7 +139,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // the copy it received for its backward pass (a pipeline
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
-            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w), w.node);
+            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w), n.id);  // (the reader's chunk)
             continue;
           }
           const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : block_holders(w, shard % g.shape(w).num_blocks());

@@ -275,11 +275,22 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
       }
       pp.schedule = PipelineSchedule::kExplicit;
     }
-    try {  // a schedule that cannot run (the wrong steps, or a deadlock, its cycle printed)
-      check(PipelineShape{pp.stages, pp.micro_batches, pp.virtual_stages,
-                          pp.schedule.value_or(PipelineShape::default_for(pp.virtual_stages)), pp.programs, pp.interlaced});
-    } catch (const Error& e) {
-      throw FileError(source, pp.programs.empty() ? (pp.interlaced.empty() ? "pipeline" : "pipeline.interlaced") : "pipeline.programs", e.what());
+    // A schedule that cannot run: its counts, its interlaced chunks (under
+    // the schedule named, gpipe for a written order), then its written
+    // steps (the wrong steps, or a deadlock, its cycle printed).
+    const PipelineShape shape{pp.stages, pp.micro_batches, pp.virtual_stages,
+                              pp.schedule.value_or(PipelineShape::default_for(pp.virtual_stages)), pp.programs, pp.interlaced};
+    PipelineShape counts = shape;
+    counts.programs.clear();
+    if (counts.schedule == PipelineSchedule::kExplicit) counts.schedule = PipelineSchedule::kGPipe;
+    for (const auto& [what, field] : {std::pair{0, "pipeline"}, std::pair{1, "pipeline.interlaced"}, std::pair{2, "pipeline.programs"}}) {
+      PipelineShape x = what == 2 ? shape : counts;
+      if (what == 0) x.interlaced.clear();
+      try {
+        check(x);
+      } catch (const Error& e) {
+        throw FileError(source, what == 2 && pp.programs.empty() ? "pipeline" : field, e.what());
+      }
     }
     if (p.contains("boundaries")) {
       const json& b = p["boundaries"];

@@ -21,10 +21,9 @@ std::vector<PipelineShape> interlaced_shapes() {
     for (const int64_t M : {1, 2, 4, 8})
       for (const int64_t v : {1, 2}) {
         const int64_t C = S * v;
-        for (const std::vector<int64_t>& joint : std::vector<std::vector<int64_t>>{{0}, {C}, {0, C + 1}, {0, 1}, {1}, {0, 2, C + 2}}) {
+        for (const std::vector<int64_t>& joint : std::vector<std::vector<int64_t>>{{0}, {C}, {0, C + 1}, {1}, {0, 2, C + 2}}) {
           std::vector<PipelineSchedule> kinds = {PipelineSchedule::kGPipe};
           if (v == 1) kinds.push_back(PipelineSchedule::k1F1B);
-          if (v > 1 && M % S == 0) kinds.push_back(PipelineSchedule::kInterleaved);
           for (const PipelineSchedule k : kinds) out.push_back({S, M, v, k, {}, joint});
         }
       }
@@ -71,6 +70,8 @@ TEST(InterlacedSchedule, EveryStageRunsEveryJointStepInOneOrderAndEachOwnStepOnc
     }
     const std::vector<ScheduledStep> order = run_order(p, programs);
     EXPECT_EQ(static_cast<int64_t>(order.size()), 2 * M * p.chunks());
+    // What the CPU runtime needs where a stage runs two adjacent chunks.
+    EXPECT_NO_THROW(check_paired_backwards(p, programs));
     EXPECT_EQ(std::count_if(order.begin(), order.end(), [](const ScheduledStep& x) { return x.stage < 0; }), 2 * M * I);
     for (const ScheduledStep& x : order) EXPECT_EQ(x.stage < 0, p.is_interlaced(x.step.chunk));
   }
@@ -164,11 +165,33 @@ TEST(InterlacedSchedule, WrittenOrdersAreCheckedAndADisagreementDeadlocks) {
   }
 }
 
+// The CPU runtime keeps the gradient a stage's later chunk leaves for its
+// earlier one beside it: another micro-batch's backward between is refused.
+TEST(InterlacedSchedule, ABackwardBetweenAStagesAdjacentChunksIsNamed) {
+  PipelineShape p{2, 2, 1, PipelineSchedule::kExplicit, {}, {0}};
+  p.programs = parse_pipeline_programs("F0@0 F0@1 F1@0 F1@1 B0@1 B1@1 B0@0 B1@0\n"
+                                       "F0@0 F0@2 F1@0 B0@2 F1@2 B1@2 B0@0 B1@0\n",
+                                       "between.txt");
+  EXPECT_NO_THROW(check(p));
+  try {
+    check_paired_backwards(p, p.programs);
+    FAIL() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "pipeline: stage 0 runs the backward of micro-batch 1 through chunk 1 after the backward of micro-batch 0 through "
+                                     "chunk 1; the runtime runs a backward through chunk 0 right after the same micro-batch's through chunk 1 on "
+                                     "a stage running both (no other backward through either between)");
+  }
+  // Without interlaced chunks nothing is asked (S = 1 with v chunks runs them all on stage 0).
+  EXPECT_NO_THROW(check_paired_backwards(PipelineShape{1, 2, 2, PipelineSchedule::kGPipe}, stage_programs({1, 2, 2, PipelineSchedule::kGPipe})));
+}
+
 TEST(InterlacedSchedule, ImpossibleInterlacedChunksAreRefused) {
   EXPECT_THROW(check(PipelineShape{1, 4, 1, PipelineSchedule::k1F1B, {}, {0}}), Error);   // one stage
   EXPECT_THROW(check(PipelineShape{2, 4, 1, PipelineSchedule::k1F1B, {}, {4}}), Error);   // past the 3 chunks
   EXPECT_THROW(check(PipelineShape{2, 4, 1, PipelineSchedule::k1F1B, {}, {2, 0}}), Error);  // not ascending
   EXPECT_THROW(check(PipelineShape{2, 4, 1, PipelineSchedule::k1F1B, {}, {-1}}), Error);
+  EXPECT_THROW(check(PipelineShape{2, 4, 1, PipelineSchedule::k1F1B, {}, {0, 1}}), Error);  // side by side: one chunk
+  EXPECT_THROW(check(PipelineShape{2, 4, 2, PipelineSchedule::kInterleaved, {}, {0}}), Error);  // not run yet
 }
 
 }  // namespace

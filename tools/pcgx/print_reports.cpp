@@ -89,7 +89,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       out << "  schedule            " << name(rep.file.schedule) << ", the plan's: priced "
           << (rep.file.schedule == PipelineSchedule::kExplicit
                   ? std::string(search::predicts_by_simulation(q.search) ? "by simulating it as written" : "as written (its steps' makespan)")
-                                                                 : std::string("as ") + (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B"))
+                  : !pr.interlaced.empty() ? std::string("as its steps' makespan")
+                                           : std::string("as ") + (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B"))
           << ", simulated and run as written\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
       const auto& st = pr.stage[i];

@@ -9,8 +9,9 @@
 // c, which must be on stage c mod S (at most S v runs); with interlaced
 // chunks (pipeline_schedule.h), an operator on the devices of more than one
 // stage is in an interlaced chunk, which the shape must have there, and
-// the staged chunks are counted without them. Every other node (what is
-// computed from weights alone, a weight's layout, included)
+// the staged chunks are counted without them. Every other node (a
+// source's layout included: what is computed from weights alone, an
+// input's slices)
 // goes with the first chunk that reads what it writes (a layout change
 // between two stages runs on the receiving stage), else with the last
 // chunk it reads from, else chunk 0.

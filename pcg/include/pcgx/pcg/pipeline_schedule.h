@@ -105,7 +105,8 @@ struct PipelineShape {
 
 // Throws pcgx::Error naming what is wrong: a count below 1, interleaved
 // with v = 1 or M not a multiple of S, 1f1b with v > 1, interlaced chunks
-// out of order or range or with one stage; for an explicit
+// out of order or range, side by side, with one stage or under
+// interleaved 1F1B; for an explicit
 // schedule, programs not one per stage, a step run twice, on the wrong
 // stage or by no stage, or a deadlock (run_order).
 void check(const PipelineShape& p);
@@ -144,6 +145,14 @@ double schedule_makespan(const PipelineShape& p, const std::vector<std::vector<P
 // flight in): what the stage's activation memory must hold, in chunk
 // activation sets. Per stage.
 std::vector<int64_t> in_flight_chunks(const std::vector<std::vector<PipelineStep>>& programs);
+
+// With interlaced chunks: throws pcgx::Error naming the stage and the step
+// where a stage running two adjacent chunks (one interlaced) runs another
+// micro-batch's backward through either between a backward through the
+// later one and the same micro-batch's through the earlier (the CPU
+// runtime keeps the gradient between them: runtime/device_executor.h).
+// The generated schedules (gpipe, 1f1b) never do.
+void check_paired_backwards(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs);
 
 // Per stage, per chunk: the micro-batches' activation sets a device of the
 // stage holds at most for the chunk, as the memory model counts them: for
