@@ -238,6 +238,27 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
     const double bytes = activation_bytes(op == DataMove::kReduce ? g.shape(n.inputs[0]) : out) / P;
     const Collective c = op == DataMove::kReduce ? Collective::kReduce : Collective::kGather;
     s = {groups.slowest(machine_, c, bytes), groups.slowest(machine_, dual(c), bytes)};
+    if (op == DataMove::kReduce) {
+      // Replica slots summed where they all are (one device: no collective
+      // runs) are an elementwise sum the runtime computes there, k slots
+      // read and one written, as an EwAdd kernel would; backward, the
+      // gradient copied back to each, as EwAdd's backward.
+      std::vector<int64_t> local(static_cast<size_t>(out.num_shards()), 0), device(local.size(), -1);
+      std::vector<char> apart(local.size(), 0);
+      for (const Move& m : moves) {
+        const auto o = static_cast<size_t>(m.out_shard);
+        if (src(m) != dst(m) || (device[o] >= 0 && device[o] != dst(m))) apart[o] = 1;
+        device[o] = dst(m), ++local[o];
+      }
+      std::map<int64_t, double> adds;  // per device, the slots' bytes it reads and writes
+      for (size_t o = 0; o < local.size(); ++o)
+        if (!apart[o] && local[o] > 1) adds[device[o]] += static_cast<double>(local[o] + 1) * bytes;
+      const OpEfficiency& e = efficiency_.of("EwAdd");
+      for (const auto& [dev, b] : adds) {
+        const double t = b / (machine_.device.memory_bandwidth * e.memory) + efficiency_.launch;
+        s.forward = std::max(s.forward, t), s.backward = std::max(s.backward, t * e.backward);
+      }
+    }
   } else if (op == DataMove::kAllReduce) {  // the outputs of one group read the same inputs; key: the first
     const ParallelTensorShape& in = g.shape(n.inputs[0]);
     Groups groups(static_cast<size_t>(in.num_shards()));

@@ -214,5 +214,33 @@ TEST(WeightSynchronization, BucketsOverlapTheBackwardPass) {
   EXPECT_NEAR(t.estimate.sync_hidden, 0.0, 1e-15);
 }
 
+// Unity's hybrid rewrite Add(x, y) = Reduce(2)(Concat_replica(x, y)) with
+// both slots on one device: no collective runs, but the runtime still sums
+// the slots there, an elementwise add priced as EwAdd's (two slots read,
+// one written, at the device's memory bandwidth, with a launch; backward,
+// EwAdd's ratio), not free, so that a search gains nothing by it.
+TEST(LayoutChange, ReplicaSlotsSummedOnOneDeviceCostAnAdd) {
+  const Machine m = two_level();
+  Efficiency e = plain();
+  e.launch = 2e-6;
+  const CostModel cm(m, e);
+  Graph g("hybrid-add");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{64, 256}}}, {}, "x");
+  const TensorRef y = add(g, "Input", {{"shape", IntList{64, 256}}}, {}, "y");
+  const TensorRef a = add(g, "Relu", {}, {x}), b = add(g, "Relu", {}, {y});
+  const TensorRef r = add(g, "Reduce", {{"degree", int64_t{2}}}, {add(g, "Concat", {{"axis", int64_t{-1}}}, {a, b})});
+  const TensorRef sum = add(g, "EwAdd", {}, {a, b});
+  g.add_output(r), g.add_output(sum);
+  std::vector<MachineView> views(g.size());
+  views[static_cast<size_t>(a.node)] = views[static_cast<size_t>(b.node)] = views[static_cast<size_t>(sum.node)] = {0, 1, {}};
+  const Placement p(g, views, 8);
+  const Seconds t = cm.parallel_time(p, r.node, 0);
+  const double add_time = 3.0 * 64 * 256 * 4 / m.device.memory_bandwidth + 2e-6;
+  EXPECT_DOUBLE_EQ(t.forward, add_time);
+  EXPECT_DOUBLE_EQ(t.backward, 2 * add_time);
+  const Seconds kernel = cm.task_time(g, g.node(sum.node));
+  EXPECT_DOUBLE_EQ(t.forward, kernel.forward);
+}
+
 }  // namespace
 }  // namespace pcgx::search
