@@ -120,7 +120,7 @@ void validate(const OptimizeRequest& q) {
     // plan says where the chunks end (search/pipeline.h).
     if (q.pipeline && !q.pipeline->interlaced.empty()) {
       if (q.search.algorithm != search::Algorithm::kPlan)
-        throw FieldError("PipelineOptions.interlaced", "interlaced chunks are a written plan's, run as it states them (not searched yet)");
+        throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
       const int64_t chunks = q.pipeline->stages * q.pipeline->virtual_stages + static_cast<int64_t>(q.pipeline->interlaced.size());
       if (q.pipeline->boundaries.empty())
         for (const int64_t c : q.pipeline->interlaced)

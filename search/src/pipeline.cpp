@@ -236,15 +236,17 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   const int64_t joint = static_cast<int64_t>(po.interlaced.size());
   if (joint > 0) {
     if (options.algorithm != Algorithm::kPlan)
-      throw FieldError("PipelineOptions.interlaced", "interlaced chunks are a written plan's, run as it states them (not searched yet)");
+      throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
     if (po.stages < 2) throw FieldError("PipelineOptions.interlaced", "interlaced chunks need pipeline stages (more than 1)");
     // (Recomputing a layout change that moves data between stages is not
     // run: the runtime re-runs a segment on its own stage.)
     if (cost.recipe().recompute != Recompute::kNone)
       throw Error(std::string("pipeline: recompute ") + name(cost.recipe().recompute) +
                   " with interlaced chunks is not run yet (a recomputed segment would move data between stages)");
-    check(PipelineShape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs,
-                        po.interlaced});
+    const PipelineShape shape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)),
+                              po.programs, po.interlaced};
+    check(shape);
+    check_paired_backwards(shape, stage_programs(shape));  // what the runtime runs, refused before it is priced
   }
   if (options.plan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");

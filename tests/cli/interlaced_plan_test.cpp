@@ -123,7 +123,7 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   refused("type.json", plan, "pipeline.interlaced: expected an array of chunk indices");
   plan = shipped();
   plan["unstated"] = "search";
-  refused("searched.json", plan, "interlaced chunks are a written plan's, run as it states them (not searched yet)");
+  refused("searched.json", plan, "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet");
   // An interlaced chunk whose operator runs on one stage's devices only:
   // found once the chunk is lowered and placed (after optimize's header).
   plan = shipped();
