@@ -83,6 +83,26 @@ TEST(MpiRun, ShardedOptimizerStateTrainsLikeFourVirtualDevices) {
 #endif
 }
 
+// An interlaced pipeline (docs/plans.md): its joint steps run by every
+// rank, the ranks' messages and collectives pair up as the threads' do.
+TEST(MpiRun, AnInterlacedPipelineTrainsLikeFourVirtualDevices) {
+#ifndef PCGX_MPIEXEC
+  GTEST_SKIP() << "pcgx was built without MPI (scripts/install_deps.sh installs libopenmpi-dev)";
+#else
+  const std::string plan = (dir() / "interlaced.json").string();
+  const auto o = run("optimize gpt-tiny --plan " + std::string(PCGX_SOURCE_DIR) + "/data/plans/gpt-interlaced-4.json --machine cpu-host --devices 4 -q -o " + plan);
+  ASSERT_EQ(o.code, 0) << o.out;
+  const std::string common = " run " + plan + " --steps 3 --no-plot";
+  const auto m = run_shell(mpirun(4) + common + " --report " + (dir() / "imp.json").string());
+  ASSERT_EQ(m.code, 0) << m.out;
+  const auto t = run(common + " --report " + (dir() / "ithreads.json").string());
+  ASSERT_EQ(t.code, 0) << t.out;
+  const auto a = read_json(dir() / "imp.json"), b = read_json(dir() / "ithreads.json");
+  EXPECT_EQ(a["loss"], b["loss"]);
+  EXPECT_EQ(a["bytes_per_step"].get<double>(), a["predicted_bytes_per_step"].get<double>());
+#endif
+}
+
 TEST(MpiRun, DevicesMustMatchTheRanks) {
 #ifndef PCGX_MPIEXEC
   GTEST_SKIP() << "pcgx was built without MPI (scripts/install_deps.sh installs libopenmpi-dev)";
