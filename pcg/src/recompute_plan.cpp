@@ -87,6 +87,32 @@ void plan_full(const Graph& g, const SourceLayouts& layouts, std::span<const int
     }
   }
   plan.segments += any;
+  // A parallel operator reading another chunk's tensor is kept (its re-run
+  // would move data between the chunks' devices, which a chunk's own step
+  // cannot: an interlaced chunk beside a staged one; a compute operator
+  // re-runs on the inputs its tasks received). A layout change run in one step
+  // (its two operators, relayout.h: the first writes the second's output)
+  // is re-run whole or not at all: where a kept tensor falls between them,
+  // both are kept.
+  const auto consumers = g.consumers();
+  bool dropped = false;
+  auto keep = [&](size_t a) { plan.recomputed[a] = 0, plan.segment[a] = -1, dropped = true; };
+  if (!chunk.empty())
+    for (const NodeId n : order)
+      if (plan.recomputed[static_cast<size_t>(n)] && g.node(n).op->op_class == OpClass::kParallel &&
+          std::any_of(g.node(n).inputs.begin(), g.node(n).inputs.end(), [&](const TensorRef& t) { return chunk[static_cast<size_t>(t.node)] != chunk[static_cast<size_t>(n)]; }))
+        keep(static_cast<size_t>(n));
+  for (const NodeId n : order)
+    if (const auto partner = layout_change_partner(g, n, consumers[static_cast<size_t>(n)])) {
+      const auto a = static_cast<size_t>(n), b = static_cast<size_t>(*partner);
+      if (plan.recomputed[a] == plan.recomputed[b] && plan.segment[a] == plan.segment[b]) continue;
+      keep(a), keep(b);
+    }
+  if (!dropped) return;
+  std::map<int32_t, int32_t> renumbered;  // segments left, in order
+  for (const NodeId n : order)
+    if (int32_t& s = plan.segment[static_cast<size_t>(n)]; s >= 0) s = renumbered.try_emplace(s, static_cast<int32_t>(renumbered.size())).first->second;
+  plan.segments = static_cast<int32_t>(renumbered.size());
 }
 
 int64_t elements(const ParallelTensorShape& s) { return s.shard_elements(); }

@@ -168,7 +168,6 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
                                                  "DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over micro-batches on one stage");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
-  else if (q.pipeline && !q.pipeline->interlaced.empty()) policies = {Recompute::kNone};  // (not run with interlaced chunks yet: search/pipeline.cpp)
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
   if (q.zero) stages = {*q.zero};
   else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over

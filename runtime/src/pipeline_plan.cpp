@@ -59,7 +59,9 @@ void set_pipeline(ExecutionPlan& plan, const PipelineShape& p, int64_t devices) 
           chunk[static_cast<size_t>(s.last_reader)] != chunk[static_cast<size_t>(n)])
         throw Error(describe(g.node(n)) + ": recomputed with " + describe(g.node(s.nodes.front())) + " and read by " +
                     describe(g.node(s.last_reader)) + " across pipeline chunks (the runtime recomputes within a chunk)");
-      // A re-run runs on its stage alone: what it moves must stay there.
+      // A re-run runs on its stage alone: what it moves must stay there
+      // (in an interlaced chunk every stage re-runs it, in the joint step).
+      if (p.is_interlaced(chunk[static_cast<size_t>(n)])) continue;
       const NodePlan& np = plan.nodes[static_cast<size_t>(n)];
       if (np.run == NodePlan::Run::kTasks) continue;  // its received inputs are kept
       // The devices its data moves between (a shard no task reads may

@@ -87,9 +87,11 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   // those kept whole.
   set_zero(s.plan, options.zero, options.zero_persistence_threshold, options.bucket_bytes);
   s.plan.precision = options.precision;
-  // Under a schedule some layers of each chunk: the chunks first, one
+  // Under a schedule some layers of each chunk (and with interlaced chunks,
+  // whose boundaries cross stages, any layers): the chunks first, one
   // recomputation plan, which set_pipeline then checks.
-  if (options.pipeline && options.pipeline->in_flight() && (options.recompute_layers != kAllLayers || options.recompute == Recompute::kOperators))
+  if (options.pipeline && options.pipeline->in_flight() &&
+      (options.recompute_layers != kAllLayers || options.recompute == Recompute::kOperators || !options.pipeline->interlaced.empty()))
     s.plan.chunk = plan_chunks(s.plan, *options.pipeline, options.pipeline_devices);
   set_recompute(s.plan, options.recompute, options.recompute_layers, options.recompute_operators);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);

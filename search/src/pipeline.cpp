@@ -238,11 +238,6 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     if (options.algorithm != Algorithm::kPlan)
       throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
     if (po.stages < 2) throw FieldError("PipelineOptions.interlaced", "interlaced chunks need pipeline stages (more than 1)");
-    // (Recomputing a layout change that moves data between stages is not
-    // run: the runtime re-runs a segment on its own stage.)
-    if (cost.recipe().recompute != Recompute::kNone)
-      throw Error(std::string("pipeline: recompute ") + name(cost.recipe().recompute) +
-                  " with interlaced chunks is not run yet (a recomputed segment would move data between stages)");
     const PipelineShape shape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)),
                               po.programs, po.interlaced};
     check(shape);

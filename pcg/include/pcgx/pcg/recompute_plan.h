@@ -38,7 +38,10 @@ struct RecomputePlan {
 // pipelined graph's chunks: pipeline_chunks.h), `layers` of each chunk, so
 // that a joined pipeline recomputes what each chunk planned alone does
 // (Megatron-LM's --recompute-num-layers counts per pipeline stage's chunk);
-// a segment belongs to the chunk of its first node.
+// a segment belongs to the chunk of its first node, and a parallel operator
+// reading another chunk's tensor is kept (its re-run would move data
+// between the chunks' devices). A layout change run in one step (relayout.h's partner pair)
+// is recomputed whole or kept whole.
 //
 // Under operators, the nodes `operators` names (those `g` has; never a
 // source or a layout, a loss or a graph output, which the step reads
