@@ -230,8 +230,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, o.bucket_bytes);  // as the trainer
     runtime::set_zero(plan, o.zero, o.zero_persistence_threshold, o.bucket_bytes);
     const bool scheduled = o.pipeline && o.pipeline->in_flight();
-    std::vector<int64_t> chunk;  // some layers of each chunk recomputed: the chunks the runtime finds
-    if (scheduled && (o.recompute_layers != kAllLayers || o.recompute == Recompute::kOperators))
+    std::vector<int64_t> chunk;  // some layers of each chunk recomputed (any, with interlaced chunks): the chunks the runtime finds
+    if (scheduled && (o.recompute_layers != kAllLayers || o.recompute == Recompute::kOperators || !o.pipeline->interlaced.empty()))
       chunk = pipeline_chunks(graph, views, o.pipeline_devices > 0 ? o.pipeline_devices : runtime::devices_needed(graph, views), *o.pipeline);
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
                              recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk, o.recompute_operators);

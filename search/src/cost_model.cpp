@@ -239,25 +239,8 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
     const Collective c = op == DataMove::kReduce ? Collective::kReduce : Collective::kGather;
     s = {groups.slowest(machine_, c, bytes), groups.slowest(machine_, dual(c), bytes)};
     if (op == DataMove::kReduce) {
-      // Replica slots summed where they all are (one device: no collective
-      // runs) are an elementwise sum the runtime computes there, k slots
-      // read and one written, as an EwAdd kernel would; backward, the
-      // gradient copied back to each, as EwAdd's backward.
-      std::vector<int64_t> local(static_cast<size_t>(out.num_shards()), 0), device(local.size(), -1);
-      std::vector<char> apart(local.size(), 0);
-      for (const Move& m : moves) {
-        const auto o = static_cast<size_t>(m.out_shard);
-        if (src(m) != dst(m) || (device[o] >= 0 && device[o] != dst(m))) apart[o] = 1;
-        device[o] = dst(m), ++local[o];
-      }
-      std::map<int64_t, double> adds;  // per device, the slots' bytes it reads and writes
-      for (size_t o = 0; o < local.size(); ++o)
-        if (!apart[o] && local[o] > 1) adds[device[o]] += static_cast<double>(local[o] + 1) * bytes;
-      const OpEfficiency& e = efficiency_.of("EwAdd");
-      for (const auto& [dev, b] : adds) {
-        const double t = b / (machine_.device.memory_bandwidth * e.memory) + efficiency_.launch;
-        s.forward = std::max(s.forward, t), s.backward = std::max(s.backward, t * e.backward);
-      }
+      const Seconds sum = local_sum_time(p, id, lo);
+      s = {std::max(s.forward, sum.forward), std::max(s.backward, sum.backward)};
     }
   } else if (op == DataMove::kAllReduce) {  // the outputs of one group read the same inputs; key: the first
     const ParallelTensorShape& in = g.shape(n.inputs[0]);
@@ -280,6 +263,40 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
     throw Error("cost model: " + n.op->name + " is not a parallel operator");
   }
   return {P * s.forward, P * s.backward};
+}
+
+// Replica slots a Reduce sums where they all are (one device, so no
+// collective runs: Unity's hybrid add on one device) are an elementwise sum
+// the runtime computes there, k slots read and one written, as an EwAdd
+// kernel would; backward, the gradient copied back to each, as EwAdd's
+// backward. Per micro-slice (times P by the callers' convention: 1/P of
+// the bytes here).
+Seconds CostModel::local_sum_time(const Placement& p, NodeId id, int64_t lo) const {
+  const Graph& g = p.graph();
+  const Node& n = g.node(id);
+  if (n.op->data_move != DataMove::kReduce) return {};
+  const ParallelTensorShape& out = n.outputs.at(0);
+  const ParallelTensorShape& in = g.shape(n.inputs[0]);
+  const double P = static_cast<double>(std::max(out.slices(), in.slices()));
+  const double bytes = activation_bytes(in) / P;
+  std::vector<int64_t> local(static_cast<size_t>(out.num_shards()), 0), device(local.size(), -1);
+  std::vector<char> apart(local.size(), 0);
+  for (const Move& m : p.moves(id)) {
+    const auto o = static_cast<size_t>(m.out_shard);
+    const int64_t src = lo + p.owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard), dst = lo + p.owner({id, m.output}, m.out_shard);
+    if (src != dst) apart[o] = 1;
+    device[o] = dst, ++local[o];
+  }
+  std::map<int64_t, double> adds;  // per device, the slots' bytes it reads and writes
+  for (size_t o = 0; o < local.size(); ++o)
+    if (!apart[o] && local[o] > 1) adds[device[o]] += static_cast<double>(local[o] + 1) * bytes;
+  const OpEfficiency& e = efficiency_.of("EwAdd");
+  Seconds s;
+  for (const auto& [dev, b] : adds) {
+    const double t = b / (machine_.device.memory_bandwidth * e.memory) + efficiency_.launch;
+    s.forward = std::max(s.forward, t), s.backward = std::max(s.backward, t * e.backward);
+  }
+  return s;
 }
 
 std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId first, NodeId second, int64_t lo) const {
@@ -313,9 +330,11 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
     }
     return Seconds{P * fwd, P * bwd};
   }
-  // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once.
+  // Otherwise the pieces the runtime sends (pcg/relayout.h), all at once,
+  // after a Reduce's sums of slots on one device.
   const auto [sum, copy] = relayout_factors(a, b);
-  return relayout_time(p, in, out, sum, copy, lo);
+  const Seconds moved = relayout_time(p, in, out, sum, copy, lo), summed = local_sum_time(p, first, lo);
+  return Seconds{moved.forward + P * summed.forward, moved.backward + P * summed.backward};
 }
 
 Seconds CostModel::relayout_time(const Placement& p, TensorRef in, TensorRef out, int64_t sum, int64_t copy, int64_t lo) const {

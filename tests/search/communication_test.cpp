@@ -240,6 +240,22 @@ TEST(LayoutChange, ReplicaSlotsSummedOnOneDeviceCostAnAdd) {
   EXPECT_DOUBLE_EQ(t.backward, 2 * add_time);
   const Seconds kernel = cm.task_time(g, g.node(sum.node));
   EXPECT_DOUBLE_EQ(t.forward, kernel.forward);
+  // Run in one step with the layout change after it (here a Replicate on
+  // the same device): the sum is still the add, not free.
+  Graph h("hybrid-add-then-copy");
+  const TensorRef hx = add(h, "Input", {{"shape", IntList{64, 256}}}, {}, "x");
+  const TensorRef hy = add(h, "Input", {{"shape", IntList{64, 256}}}, {}, "y");
+  const TensorRef ha = add(h, "Relu", {}, {hx}), hb = add(h, "Relu", {}, {hy});
+  const TensorRef hr = add(h, "Reduce", {{"degree", int64_t{2}}}, {add(h, "Concat", {{"axis", int64_t{-1}}}, {ha, hb})});
+  const TensorRef copies = add(h, "Replicate", {{"degree", int64_t{2}}}, {hr});
+  h.add_output(add(h, "Relu", {}, {copies}));
+  std::vector<MachineView> hv(h.size());
+  hv[static_cast<size_t>(ha.node)] = hv[static_cast<size_t>(hb.node)] = {0, 1, {}};
+  hv[static_cast<size_t>(h.outputs()[0].node)] = {0, 0, {}};  // both copies' tasks on device 0
+  const Placement hp(h, hv, 8);
+  const auto fused = cm.layout_change_time(hp, hr.node, copies.node, 0);
+  ASSERT_TRUE(fused.has_value());
+  EXPECT_GE(fused->forward, add_time);
 }
 
 }  // namespace

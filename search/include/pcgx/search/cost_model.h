@@ -304,6 +304,7 @@ class CostModel {
 
  private:
   Seconds single_parallel_time(const Placement& p, NodeId n, int64_t lo) const;
+  Seconds local_sum_time(const Placement& p, NodeId reduce, int64_t lo) const;
 
   Machine machine_;
   Efficiency efficiency_;
