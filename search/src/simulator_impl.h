@@ -418,6 +418,10 @@ struct Simulator::Impl {
       s = problem.parallel_seconds(*place, id, 0);
       if (const NodeId tail = problem.fused_tail[static_cast<size_t>(id)]; tail >= 0) add_move_ports(tail, res);
       add_move_ports(id, res);
+      // A Reduce summing slots where they all are moves nothing: the sum
+      // (the cost model's local_sum_time) holds the devices computing it.
+      if (res.empty() && n.op->data_move == DataMove::kReduce)
+        for (const Move& m : place->moves(id)) res.insert(static_cast<ResourceId>(place->owner({id, m.output}, m.out_shard)));
     } else {  // a shard-level compute node: its copies run on the devices holding its outputs
       s = problem.task_seconds(id);
       for (size_t o = 0; o < n.outputs.size(); ++o)

@@ -124,6 +124,33 @@ TEST(Simulator, OneDeviceRunsEveryTaskInTurn) {
   EXPECT_NEAR(simulated_estimate(sim).backward, sum_up.backward, 0.0);
 }
 
+// A sum of replica slots on one device (Unity's hybrid add there) is an
+// add the device computes: it holds the device as the kernels do, so on
+// one device the step is still the sum of its tasks (an independent Relu
+// beside it does not overlap it).
+TEST(Simulator, ASumOfSlotsOnOneDeviceHoldsIt) {
+  const Machine m = two_level_machine().with_devices(1);
+  const CostModel cm(m, default_efficiency());
+  Graph g("local-sum");
+  auto add = [&](const std::string& op, Attributes a, std::vector<TensorRef> in) { return TensorRef{g.add(op, std::move(a), in), 0}; };
+  const TensorRef x = add("Input", {{"shape", IntList{64, 256}}}, {}), y = add("Input", {{"shape", IntList{64, 256}}}, {});
+  const TensorRef z = add("Input", {{"shape", IntList{64, 256}}}, {});
+  const TensorRef r = add("Reduce", {{"degree", int64_t{2}}}, {add("Concat", {{"axis", int64_t{-1}}}, {add("Relu", {}, {x}), add("Relu", {}, {y})})});
+  g.add_output(r), g.add_output(add("Relu", {}, {z}));
+  std::vector<MachineView> views(g.size());
+  for (const Node& n : g.nodes())
+    if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) views[static_cast<size_t>(n.id)] = {0, 1, {}};
+  const Simulator sim(g, views, cm);
+  double sum = 0, reduce = 0;
+  for (size_t i = 0; i < sim.timeline().size(); ++i) {
+    const TimedTask& t = sim.timeline().task(static_cast<TaskId>(i));
+    sum += t.duration;
+    if (sim.info(static_cast<TaskId>(i)).node == r.node) reduce += t.duration;
+  }
+  EXPECT_GT(reduce, 0.0);
+  EXPECT_DOUBLE_EQ(sim.time(), sum);
+}
+
 TEST(Simulator, DataParallelismSynchronizesGradientsBesideTheBackwardPass) {
   const Machine m = two_level_machine();
   const CostModel cm(m, default_efficiency());
