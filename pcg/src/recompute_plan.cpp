@@ -328,6 +328,10 @@ void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<cons
 
 }  // namespace
 
+bool plans_per_chunk(Recompute policy, int32_t layers, const PipelineShape& p) {
+  return (recomputes_layers(policy) && (layers != kAllLayers || !p.interlaced.empty())) || policy == Recompute::kOperators;
+}
+
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, std::span<const int64_t> chunk) {
   return plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers, chunk, recipe.recompute_operators);
 }

@@ -116,18 +116,7 @@ void validate(const OptimizeRequest& q) {
     if (q.pipeline && (q.pipeline->stages == 0 || q.pipeline->micro_batches == 0))
       throw FieldError(q.pipeline->stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches",
                        "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
-    // Interlaced chunks: run as stated, the first or the last unless the
-    // plan says where the chunks end (search/pipeline.h).
-    if (q.pipeline && !q.pipeline->interlaced.empty()) {
-      if (q.search.algorithm != search::Algorithm::kPlan)
-        throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
-      const int64_t chunks = q.pipeline->stages * q.pipeline->virtual_stages + static_cast<int64_t>(q.pipeline->interlaced.size());
-      if (q.pipeline->boundaries.empty())
-        for (const int64_t c : q.pipeline->interlaced)
-          if (c != 0 && c != chunks - 1)
-            throw FieldError("PipelineOptions.interlaced", "chunk " + std::to_string(c) + " of " + std::to_string(chunks) +
-                                                               " is neither the first nor the last: state where the chunks end (boundaries)");
-    }
+    if (q.pipeline) search::check_interlaced(*q.pipeline, q.search.algorithm);
     // Every rule selects some operator of the whole model (on the devices of one stage).
     const int64_t stages = q.pipeline ? std::max<int64_t>(q.pipeline->stages, 1) : 1;
     if (q.machine.num_devices() % stages != 0)

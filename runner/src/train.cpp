@@ -231,7 +231,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     runtime::set_zero(plan, o.zero, o.zero_persistence_threshold, o.bucket_bytes);
     const bool scheduled = o.pipeline && o.pipeline->in_flight();
     std::vector<int64_t> chunk;  // some layers of each chunk recomputed (any, with interlaced chunks): the chunks the runtime finds
-    if (scheduled && (o.recompute_layers != kAllLayers || o.recompute == Recompute::kOperators || !o.pipeline->interlaced.empty()))
+    if (scheduled && plans_per_chunk(o.recompute, o.recompute_layers, *o.pipeline))
       chunk = pipeline_chunks(graph, views, o.pipeline_devices > 0 ? o.pipeline_devices : runtime::devices_needed(graph, views), *o.pipeline);
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
                              recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk, o.recompute_operators);

@@ -90,8 +90,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   // Under a schedule some layers of each chunk (and with interlaced chunks,
   // whose boundaries cross stages, any layers): the chunks first, one
   // recomputation plan, which set_pipeline then checks.
-  if (options.pipeline && options.pipeline->in_flight() &&
-      (options.recompute_layers != kAllLayers || options.recompute == Recompute::kOperators || !options.pipeline->interlaced.empty()))
+  if (options.pipeline && options.pipeline->in_flight() && plans_per_chunk(options.recompute, options.recompute_layers, *options.pipeline))
     s.plan.chunk = plan_chunks(s.plan, *options.pipeline, options.pipeline_devices);
   set_recompute(s.plan, options.recompute, options.recompute_layers, options.recompute_operators);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);

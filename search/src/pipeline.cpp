@@ -90,11 +90,7 @@ std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const 
 // layer, an interlaced last one what follows the last.
 std::vector<std::pair<size_t, TensorRef>> interlaced_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t staged,
                                                           const std::vector<int64_t>& interlaced) {
-  const int64_t C = staged + static_cast<int64_t>(interlaced.size());
-  for (const int64_t c : interlaced)
-    if (c != 0 && c != C - 1)
-      throw FieldError("PipelineOptions.interlaced", "chunk " + std::to_string(c) + " of " + std::to_string(C) +
-                                                         " is neither the first nor the last: state where the chunks end (boundaries)");
+  const int64_t C = staged + static_cast<int64_t>(interlaced.size());  // (each the first or the last: check_interlaced)
   const auto cuts = valid_cuts(g, order);
   std::vector<uint64_t> gaps;
   for (size_t c = 0; c + 1 < cuts.size(); ++c)
@@ -135,6 +131,23 @@ std::vector<std::pair<size_t, TensorRef>> stated_cuts(const Graph& g, const std:
 }
 
 }  // namespace
+
+void check_interlaced(const PipelineOptions& po, Algorithm algorithm) {
+  if (po.interlaced.empty()) return;
+  if (algorithm != Algorithm::kPlan)
+    throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
+  if (po.stages < 2) throw FieldError("PipelineOptions.interlaced", "interlaced chunks need pipeline stages (more than 1)");
+  const int64_t v = po.virtual_stages;
+  const PipelineShape shape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)),
+                            po.programs, po.interlaced};
+  check(shape);
+  check_paired_backwards(shape, stage_programs(shape));  // what the runtime runs, refused before it is priced
+  if (po.boundaries.empty())
+    for (const int64_t c : po.interlaced)
+      if (c != 0 && c != shape.chunks() - 1)
+        throw FieldError("PipelineOptions.interlaced", "chunk " + std::to_string(c) + " of " + std::to_string(shape.chunks()) +
+                                                           " is neither the first nor the last: state where the chunks end (boundaries)");
+}
 
 void check_boundaries(const Graph& model, const PipelineOptions& po) {
   if (po.boundaries.empty()) return;
@@ -234,15 +247,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
   check_boundaries(model, po);
   const int64_t joint = static_cast<int64_t>(po.interlaced.size());
-  if (joint > 0) {
-    if (options.algorithm != Algorithm::kPlan)
-      throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
-    if (po.stages < 2) throw FieldError("PipelineOptions.interlaced", "interlaced chunks need pipeline stages (more than 1)");
-    const PipelineShape shape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)),
-                              po.programs, po.interlaced};
-    check(shape);
-    check_paired_backwards(shape, stage_programs(shape));  // what the runtime runs, refused before it is priced
-  }
+  check_interlaced(po, options.algorithm);
   if (options.plan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
   // Stated plans split the layers evenly; a written plan is applied stage

@@ -50,8 +50,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   p.chunk = node_chunks(shape);
   // Some layers recomputed: as many of each chunk as its plan counted.
   // (Operators: never one another chunk reads.)
-  if (const TrainingRecipe& r = cost.recipe();
-      (recomputes_layers(r.recompute) && (r.recompute_layers != kAllLayers || !shape.interlaced.empty())) || r.recompute == Recompute::kOperators)
+  if (const TrainingRecipe& r = cost.recipe(); plans_per_chunk(r.recompute, r.recompute_layers, shape))
     problem.recompute = plan_recompute(g, problem.layouts, r, p.chunk);
   const int64_t C = shape.chunks();
 

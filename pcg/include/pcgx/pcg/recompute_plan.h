@@ -15,6 +15,7 @@
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine_view.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/training_recipe.h"
 
@@ -54,6 +55,12 @@ struct RecomputePlan {
 // chunk, since no recomputed node is read across chunks).
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers,
                              std::span<const int64_t> chunk = {}, std::span<const std::string> operators = {});
+// Whether a pipelined graph's plan is made with its chunks (`chunk` above),
+// as the runtime, the simulator and the predicted bytes all make it: a
+// count of layers (per chunk), operators (never one another chunk reads),
+// or any layers with interlaced chunks (whose boundaries cross stages).
+bool plans_per_chunk(Recompute policy, int32_t layers, const PipelineShape& p);
+
 // The recipe's policy, layer count and operators.
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, std::span<const int64_t> chunk = {});
 

@@ -163,6 +163,13 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
 // the count that is not one per chunk but the last.
 void check_boundaries(const Graph& model, const PipelineOptions& pipeline);
 
+// Checks `pipeline.interlaced` (before any search): throws naming what is
+// wrong: interlaced chunks with an `algorithm` other than plan (they are
+// a written plan's, not searched), one stage, a shape pcg's check refuses,
+// an order the runtime cannot run (check_paired_backwards), or, without
+// boundaries, a chunk neither first nor last.
+void check_interlaced(const PipelineOptions& pipeline, Algorithm algorithm);
+
 // `g` with a Pipeline(0, m) after every Input of rank >= 1 and, when
 // `last`, a Batch before every output still pipelined. Throws pcgx::Error
 // (naming the operator) when some operator cannot process slices.
