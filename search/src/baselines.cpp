@@ -14,6 +14,19 @@
 namespace pcgx::search {
 namespace {
 
+// A tensor of the unpartitioned `g` as one task reads it whole: no
+// dimension split, and the replica slots `g` itself gives it (a Concat
+// along the replica axis holds its operands in slots of their own, which
+// only a Split along that axis takes apart: summing them would change the
+// value, as an algebraic rule's Relu(Concat_r(x, y)) shows), 1 elsewhere
+// (a source's or a parallel operator's layout is not the model's).
+ParallelTensorShape whole(const Graph& g, TensorRef t) {
+  const ParallelTensorShape& s = g.shape(t);
+  ParallelTensorShape w = ParallelTensorShape::unpartitioned(g.type(t).shape, s.dtype);
+  if (g.node(t.node).op->op_class == OpClass::kCompute) w.replica = s.replica;
+  return w;
+}
+
 // The layout a plan asks of each input, or nothing when the plan names an
 // unknown kind. An input a kind needs as summands (kSum: the bias of a
 // reduction-parallel Linear, added once in total) gets replica slots, and
@@ -26,7 +39,7 @@ struct Required {
 std::optional<Required> required_inputs(const Graph& g, const Node& n, const NodePlan& plan) {
   const auto types = g.input_types(n);
   Required req;
-  for (const TensorType& t : types) req.layout.push_back(ParallelTensorShape::unpartitioned(t.shape, t.dtype));
+  for (size_t i = 0; i < types.size(); ++i) req.layout.push_back(whole(g, n.inputs[i]));
   req.summands.assign(types.size(), 1);
   if (plan.empty()) return req;
   if (!n.op->kinds) return std::nullopt;
@@ -216,7 +229,7 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
       }
       if (id < 0) {
         std::vector<TensorRef> conv;
-        for (const TensorRef& i : ins) conv.push_back(b.convert(i, ParallelTensorShape::unpartitioned(b.out.type(i).shape, b.out.type(i).dtype)));
+        for (const TensorRef& i : n.inputs) conv.push_back(b.convert(b.map[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)], whole(g, i)));
         id = b.out.add(*n.op, n.attrs, conv, n.name);
       }
     } else if (n.op->data_move == DataMove::kRepartition || n.op->data_move == DataMove::kCombine) {

@@ -328,6 +328,32 @@ namespace {
 
 bool plain_name(const std::string& name) { return name.find_first_of("*?") == std::string::npos; }
 
+// Per tensor of a strategy, the replica slots the model itself gives it,
+// as lowering a plan reads the model (baselines.h's parallelize): a Concat
+// along the replica axis holds each operand in slots of its own, a Split
+// along it takes them apart, and an operator reading such slots runs once
+// per slot; what parallelization adds (Replicate, a replicated input) is
+// not counted.
+std::vector<std::vector<int64_t>> model_replicas(const Graph& g) {
+  std::vector<std::vector<int64_t>> r(g.size());
+  for (const Node& n : g.nodes()) {
+    auto& out = r[static_cast<size_t>(n.id)];
+    out.assign(n.outputs.size(), 1);
+    if (n.inputs.empty()) continue;
+    std::vector<int64_t> in;
+    for (const TensorRef& t : n.inputs) in.push_back(r[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
+    if (n.op->is_shard_level(n.attrs) && n.op->data_move == DataMove::kSplitReplicas) {
+      const IntList& sizes = n.attrs.get_ints("sizes");
+      for (size_t o = 0; o < out.size() && o < sizes.size(); ++o) out[o] = sizes[o];
+    } else if (n.op->is_shard_level(n.attrs) && n.op->data_move == DataMove::kConcatReplicas) {
+      out.assign(out.size(), std::accumulate(in.begin(), in.end(), int64_t{0}));
+    } else {
+      out.assign(out.size(), n.op->op_class == OpClass::kCompute ? *std::max_element(in.begin(), in.end()) : in[0]);
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, int64_t stage_devices) {
@@ -344,6 +370,7 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
   // co-shards (only a device list states that).
   using Run = std::pair<NodePlan, std::vector<int64_t>>;
   std::vector<Run> partition;
+  const std::vector<std::vector<int64_t>> replicas = model_replicas(g);
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.name.empty()) continue;
     const TaskGrid grid = task_grid(g, n);
@@ -352,9 +379,15 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
     NodePlan p;
     for (size_t k = 0; k < grid.names.size(); ++k) {
       if (grid.extents[k] <= 1) continue;
-      if (grid.names[k] == "slot")
+      if (grid.names[k] == "slot") {
+        // One task per slot the model gives its inputs is how the plan's
+        // model runs it too; more copies than that, a plan cannot state.
+        int64_t given = 1;
+        for (const TensorRef& t : n.inputs) given = std::max(given, replicas[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
+        if (grid.extents[k] == given) continue;
         throw Error(pcgx::describe(n) + " runs " + std::to_string(grid.extents[k]) +
                     " replica slots of its own (every input replicated), which a plan cannot state");
+      }
       p[samples && samples->name == grid.names[k] ? std::string(kSamplesKind) : grid.names[k]] = grid.extents[k];
     }
     if (!plain_name(n.name)) throw Error(pcgx::describe(n) + ": a name with '*' or '?' cannot be selected on its own");

@@ -143,6 +143,29 @@ TEST(PlanShow, AlgebraicRewritesAndWholeBatchNormsTravelWithThePlan) {
                         fs::path(again.string() + ".x"));
 }
 
+// Inception on 4 dgx-h100 devices: unity runs pairs of branch ReLUs as one
+// ReLU over two replica slots, one operand in each (unity-c01106~, an
+// algebraic rule). The plan states the rewrite and no partition for the
+// slots (the model's own); fed back it is priced the same, and trained on
+// 4 CPU devices it computes what one device computes.
+TEST(PlanShow, AReluOverReplicaSlotsOfItsOwnTravelsAsItsRewrite) {
+  const fs::path found = dir() / "inception.json", plan = dir() / "inception-plan.json", again = dir() / "inception-again.json";
+  const std::string machine = "--machine dgx-h100 --devices 4";
+  const auto u = run("optimize inception-v3-tiny " + machine + " -q -o " + found.string());
+  ASSERT_EQ(u.code, 0) << u.out;
+  ASSERT_NE(u.out.find("unity-c01106~@4d at "), std::string::npos) << u.out;
+  const auto shown = run("plan show " + found.string() + " -o " + plan.string());
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  const nlohmann::json p = nlohmann::json::parse(std::ifstream(plan));
+  ASSERT_TRUE(p.contains("rewrites")) << p.dump();
+  EXPECT_EQ(p.at("rewrites").at(0).at("rule"), "unity-c01106~@4d");
+  const auto back = run("optimize inception-v3-tiny --plan " + plan.string() + " " + machine + " -q -o " + again.string());
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_GT(predicted_ms(u.out), 0);
+  EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
+  pcgx::testing::trains_like("inception-v3-tiny --plan " + plan.string() + " --devices 4", "inception-v3-tiny --devices 1");
+}
+
 // A BatchNorm a plan leaves whole is written whole, its statistics parts
 // with it, and stays whole fed back: where the first rule splits the
 // samples (its parts written whole too), and split by its channels, which

@@ -90,6 +90,39 @@ TEST(PlanRewrites, ApplyAtTheNamedOperatorsAndComputeTheModel) {
                                         "operator (the plan's partitions state that, and the communication is derived), or no such direction or rank");
 }
 
+// Unity's rewrite of two ReLUs as one over two replica slots
+// (unity-c01106~ at rank 4: Relu(x), Relu(y) = Split_r(Relu(Concat_r(x, y))), the
+// Concat and Split along the replica axis) is algebraic, so a plan states
+// it. Lowered, the ReLU reads each operand in a slot of its own, one task
+// per slot: summing the slots into one whole input, as a replicated
+// input's slots would be, would change the value. Shown back from the
+// lowered strategy, the slots are the model's, not a partition to state.
+TEST(PlanRewrites, OperandsInReplicaSlotsOfTheirOwnStayApart) {
+  const Graph g = build_model("inception-v3-tiny", {{"batch", 4}});
+  const Ruleset unity = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
+  const RuleLibrary algebraic(unity, RuleFilter::kAlgebraic);
+  const std::set<std::string> ids = rule_ids(std::span(&unity, 1));
+  for (const std::string partition : {"{}", R"({"samples": 2})"}) {
+    SCOPED_TRACE(partition);
+    UserPlan plan = plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rewrites": [{"rule": "unity-c01106~@4d",
+                                       "at": ["Mixed_6b.branch1x1.relu", "Mixed_6b.branch7x7_3.relu"]}],
+                                       "rules": [{"select": {}, "partition": )" + partition + "}]}",
+                                   "p.json");
+    resolve_plan_rewrites(plan, algebraic, ids);
+    const Graph lowered = lower_plan(g, plan, 2);
+    const auto relu = std::find_if(lowered.nodes().begin(), lowered.nodes().end(), [](const Node& n) { return n.name == "Mixed_6b.branch1x1.relu.relu"; });
+    ASSERT_NE(relu, lowered.nodes().end());
+    EXPECT_EQ(task_grid(lowered, *relu).num_tasks(), partition == "{}" ? 2 : 4);
+    EXPECT_EQ(lowered.node(relu->inputs[0].node).op->name, "Concat");  // its slots as they are, nothing summed
+    expect_same_outputs(lowered, g);
+    const UserPlan shown = plan_of_strategy(lowered);
+    ASSERT_FALSE(shown.rules.empty());
+    const NodePlan common = partition == "{}" ? NodePlan{} : NodePlan{{std::string(kSamplesKind), 2}};
+    EXPECT_EQ(shown.rules[0].partition, common);
+    for (const PlanRule& r : shown.rules) EXPECT_FALSE(r.partition.contains("slot")) << r.select.name;
+  }
+}
+
 // A BatchNorm stays one operator unless the plan splits it: a rule that
 // partitions or places one of its statistics parts, or the search of the
 // unstated operators.

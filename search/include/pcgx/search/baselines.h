@@ -29,7 +29,9 @@ using NodePlan = std::map<std::string, int64_t>;
 // summands (the bias of a reduction-parallel Linear) becomes k replica
 // slots of x/k. A node whose plan is not legal for it runs unpartitioned
 // (and is listed in `refused`, when given, with the reason). Graph outputs
-// keep their original layout. `image`, when given, receives per node of
+// keep their original layout. A tensor `g` itself holds in replica slots
+// (a Concat along the replica axis: operands side by side, not copies)
+// keeps them, read one task per slot. `image`, when given, receives per node of
 // `g` the node it became (-1: a dropped Repartition or Combine).
 struct RefusedPlan {
   NodeId node;
