@@ -2,6 +2,8 @@
 // distinct seeds are never merged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pcgx/search/common_subexpressions.h"
 #include "search/values.h"
 
@@ -66,6 +68,41 @@ TEST(CommonSubexpressions, MergesChainsAndKeepsSourcesAndSeedsApart) {
   ASSERT_EQ(merged->outputs().size(), 5u);
   EXPECT_EQ(merged->outputs()[0], merged->outputs()[1]);
   EXPECT_LT(max_difference(g, *merged), 1e-6);
+}
+
+// A residual stream gathered for one reader and split again for another
+// (BERT's attention reads the whole of the previous LayerNorm's split
+// output, its residual sum the split one): the second reader reads the
+// split tensor itself, and the gather stays for the first. Either way
+// round: a split joined again is the split's input.
+TEST(CommonSubexpressions, ARoundTripOfLayoutChangesReadsWhereItStarted) {
+  Graph g("trip");
+  const NodeId x = g.add("Input", {{"shape", IntList{8, 6}}}, {}, "x");
+  const NodeId w = g.add("Weight", {{"shape", IntList{6, 6}}}, {}, "w");
+  const NodeId split = g.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{x, 0}});
+  const NodeId norm = g.add("Relu", {}, {{split, 0}});
+  const NodeId whole = g.add("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{norm, 0}});
+  const NodeId y = g.add("Linear", {}, {{whole, 0}, {w, 0}});
+  const NodeId again = g.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{whole, 0}});
+  const NodeId ys = g.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{y, 0}});
+  const NodeId sum = g.add("EwAdd", {}, {{again, 0}, {ys, 0}});
+  // Another dimension, or another degree, is no round trip.
+  const NodeId other = g.add("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {{whole, 0}});
+  const NodeId joined = g.add("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{g.add("Repartition", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{sum, 0}}), 0}});
+  g.add_output({g.add("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{joined, 0}}), 0});
+  g.add_output({other, 0});
+  const auto merged = merge_common_subexpressions(g);
+  ASSERT_TRUE(merged.has_value());
+  // The residual read and the sum split then joined went: the sum reads
+  // the Relu, the output joins the sum itself.
+  const Node& add = *std::find_if(merged->nodes().begin(), merged->nodes().end(), [](const Node& n) { return n.op->name == "EwAdd"; });
+  EXPECT_EQ(merged->node(add.inputs[0].node).op->name, "Relu");
+  EXPECT_EQ(merged->node(merged->outputs()[0].node).op->name, "Combine");
+  EXPECT_EQ(merged->node(merged->node(merged->outputs()[0].node).inputs[0].node).op->name, "EwAdd");
+  EXPECT_EQ(count(*merged, "Repartition"), 3u);  // x's split, y's and the other dimension's
+  EXPECT_EQ(count(*merged, "Combine"), 2u);      // the gather the Linear reads, the output's
+  EXPECT_LT(max_difference(g, *merged), 1e-6);
+  EXPECT_FALSE(merge_common_subexpressions(*merged).has_value());
 }
 
 }  // namespace
