@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "deferred_line.h"
 #include "optimize_flags.h"
 #include "print_reports.h"
 #include "pcgx/pcg/graph_json.h"  // write_text_file_atomic
@@ -20,10 +21,15 @@ void add_optimize_command(CLI::App& app) {
     runner::OptimizeRequest q = optimize_request(f);
     const bool tty = isatty(2);
     auto last = std::chrono::steady_clock::now();
-    q.search.progress = [&](const search::SearchProgress& p) { print_search_progress(p, tty, last); };
-    std::cerr << "optimizing " << q.model.name() << " (" << q.model.size() << " nodes) on " << q.machine.num_devices() << " x "
-              << q.machine.device.name << " (" << q.machine.name << ") with --search " << search::name(q.search.algorithm) << "\n";
+    DeferredLine header("optimizing " + q.model.name() + " (" + std::to_string(q.model.size()) + " nodes) on " +
+                        std::to_string(q.machine.num_devices()) + " x " + q.machine.device.name + " (" + q.machine.name +
+                        ") with --search " + std::string(search::name(q.search.algorithm)) + "\n");
+    q.search.progress = [&](const search::SearchProgress& p) {
+      if (std::chrono::steady_clock::now() - last >= std::chrono::milliseconds(tty ? 100 : 2000)) header.print();
+      print_search_progress(p, tty, last);
+    };
     const runner::OptimizeReport rep = runner::optimize(q);
+    header.print();
     if (tty) std::cerr << "\r\033[K";
     print_ruleset_notes(std::cerr, rep);
     print_optimize_report(std::cout, q, rep, f.quiet);
