@@ -175,6 +175,30 @@ NodePlan sample_plan(const Graph& g, const Node& n, int64_t devices, bool split_
   return best;
 }
 
+}  // namespace
+
+NodePlan spread_plan(const Graph& g, const Node& n, int64_t devices) {
+  if (!n.op->kinds) return {};
+  const auto kinds = n.op->kinds(n.attrs, g.input_types(n));
+  NodePlan out;
+  int64_t left = devices;
+  const ParallelKind* samples = sample_kind(kinds);
+  if (samples) {
+    const int64_t d = largest_dividing_degree(left, sample_size(g, n, *samples));
+    if (d > 1) out[samples->name] = d, left /= d;
+  }
+  for (const ParallelKind& k : kinds) {
+    if (left == 1) break;
+    if (&k == samples || k.outputs.empty() || k.outputs[0] < 0 || k.must_divide > 0) continue;
+    if (std::find(k.inputs.begin(), k.inputs.end(), ParallelKind::kSum) != k.inputs.end()) continue;
+    const int64_t d = largest_dividing_degree(left, splittable(n.outputs[0].dims[static_cast<size_t>(k.outputs[0])]));
+    if (d > 1) out[k.name] = d, left /= d;
+  }
+  return out;
+}
+
+namespace {
+
 // One input, elementwise (the registry says which): an activation, Dropout, a scaling.
 bool unary(const Node& n) { return n.op->elementwise && n.inputs.size() == 1; }
 

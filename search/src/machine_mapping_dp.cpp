@@ -271,6 +271,28 @@ Solved solve_and_place(const Problem& p, int64_t devices) {
 Mapped solve_all(const Problem& p, int64_t devices) { return std::move(solve_and_place(p, devices).m); }
 
 MachineMapper::MachineMapper(const CostModel& cost) : cost_(cost), impl_(std::make_unique<Impl>()) {}
+MachineMapper::MachineMapper(const CostModel& cost, int64_t stage_devices)
+    : cost_(cost), stage_devices_(stage_devices), impl_(std::make_unique<Impl>()) {}
+
+std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLayouts& layouts, int64_t stage_devices) {
+  if (stage_devices <= 0) return std::nullopt;
+  const Graph& g = where.graph();
+  const std::vector<NodeRun> runs = node_runs(where, layouts);
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || runs[static_cast<size_t>(n.id)].kind != NodeRun::Kind::kTasks || layouts.is_layout(g, n.id))
+      continue;
+    const std::vector<int64_t> tasks = where.task_devices(n.id);
+    const auto [lo, hi] = std::minmax_element(tasks.begin(), tasks.end());
+    if (*lo / stage_devices == *hi / stage_devices) return n.id;
+  }
+  return std::nullopt;
+}
+
+std::string one_stage_reason(const Placement& where, NodeId id, int64_t stage_devices) {
+  const std::vector<int64_t> tasks = where.task_devices(id);
+  return describe(where.graph().node(id)) + " runs on stage " + std::to_string(*std::min_element(tasks.begin(), tasks.end()) / stage_devices) +
+         "'s devices only: an interlaced chunk's operators run on several stages' (more tasks than a stage has devices)";
+}
 MachineMapper::~MachineMapper() = default;
 
 MachineMapper::MemoryRefusals MachineMapper::memory_refusals() const {
@@ -287,7 +309,7 @@ double MachineMapper::time(const Graph& g) const {
   if (p.tree.root < 0) return 0;
   const Solved solved = solve_and_place(p, cost_.devices());
   const Mapped& m = solved.m;
-  if (m.dp.time == kInf) return kInf;
+  if (m.dp.time == kInf || one_stage_operator(*solved.where, p.layouts, stage_devices_)) return kInf;
   const auto mem = memory_per_device(*solved.where, cost_.recipe(), cost_.micro_batches_in_flight());
   const double need = *std::max_element(mem.begin(), mem.end());
   if (need > cost_.machine().device.memory_capacity) {
@@ -315,6 +337,10 @@ Strategy MachineMapper::map(const Graph& g) const {
     return s;
   }
   s.views = m.views;
+  if (const auto one = one_stage_operator(*solved.where, p.layouts, stage_devices_)) {
+    e.infeasible = one_stage_reason(*solved.where, *one, stage_devices_);
+    return s;
+  }
   e.time = m.time();
   e.compute = m.dp.compute + m.overhead, e.overhead = m.overhead, e.update = m.dp.update;
   e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;

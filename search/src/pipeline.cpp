@@ -134,8 +134,9 @@ std::vector<std::pair<size_t, TensorRef>> stated_cuts(const Graph& g, const std:
 
 void check_interlaced(const PipelineOptions& po, Algorithm algorithm) {
   if (po.interlaced.empty()) return;
-  if (algorithm != Algorithm::kPlan)
-    throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet (\"unstated\": \"search\", --search unity)");
+  if (algorithm != Algorithm::kPlan && algorithm != Algorithm::kUnity)
+    throw FieldError("PipelineOptions.interlaced", "a plan with interlaced chunks runs as it states them, or its unstated operators searched by unity, not with " +
+                                                       std::string(name(algorithm)));
   if (po.stages < 2) throw FieldError("PipelineOptions.interlaced", "interlaced chunks need pipeline stages (more than 1)");
   const int64_t v = po.virtual_stages;
   const PipelineShape shape{po.stages, std::max<int64_t>(po.micro_batches, 1), v, po.schedule.value_or(PipelineShape::default_for(v)),
@@ -283,7 +284,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     const int64_t most = *std::max_element(micro.begin(), micro.end());
     const CostModel sub = cost.with_devices(d);
     const MachineMapper mapper(sub);
-    const MachineMapper every(cost);  // an interlaced chunk's: on every device
+    const MachineMapper every(cost, d);  // an interlaced chunk's: on every device, each operator on several stages
     // A chunk is searched pipelined in the plan's micro-batches, so that
     // the plan found splits a micro-batch's samples, with 1/v of the
     // devices' memory (a stage's v chunks share its devices), holding as
@@ -494,21 +495,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
               sp.mapped.estimate = simulated_estimate(Simulator(sp.graph, sp.mapped.views, on.cost()));
             }
             const Estimate& e = sp.mapped.estimate;
-            if (e.time == kInf) throw Error("stage " + std::to_string(p + 1) + ": " + e.infeasible);
-            if (everywhere) {  // each operator on several stages' devices, or it would start a staged chunk
+            const std::string which = everywhere ? "interlaced chunk " + std::to_string(p) : "stage " + std::to_string(p + 1);
+            if (e.time == kInf) throw Error(which + ": " + e.infeasible);
+            if (everywhere && placed) {  // the devices a plan states, each operator on several stages' too
               const Placement place(sp.graph, sp.mapped.views, devices);
-              const SourceLayouts layouts = source_layouts(sp.graph);
-              const std::vector<NodeRun> runs = node_runs(place, layouts);
-              for (const Node& n : sp.graph.nodes()) {
-                if (n.op->op_class != OpClass::kCompute || runs[static_cast<size_t>(n.id)].kind != NodeRun::Kind::kTasks ||
-                    layouts.is_layout(sp.graph, n.id))
-                  continue;
-                const std::vector<int64_t> tasks = place.task_devices(n.id);
-                const auto [lo, hi] = std::minmax_element(tasks.begin(), tasks.end());
-                if (*lo / d == *hi / d)
-                  throw Error(describe(n) + " in interlaced chunk " + std::to_string(p) + " runs on stage " + std::to_string(*lo / d) +
-                              "'s devices only: an interlaced chunk's operators run on several stages' (more tasks than a stage has devices)");
-              }
+              if (const auto one = one_stage_operator(place, source_layouts(sp.graph), d)) throw Error(which + ": " + one_stage_reason(place, *one, d));
             }
             PipelineStage& info = sp.info;
             info.stage = stage, info.chunk = chunk;

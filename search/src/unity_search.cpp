@@ -99,7 +99,19 @@ SearchResult plan_search(const Graph& model, const RuleLibrary& rules, const Mac
   split.rules.insert(split.rules.begin(), PlanRule{PlanSelector{}, NodePlan{{kSamplesKind, devices}}});
   try {
     if (devices > 1) seeds.push_back({lower_plan(model, split, devices, false), {}});
-  } catch (const Error&) {  // the samples do not split that way: the first seed alone
+  } catch (const Error&) {
+    // The samples do not split that way (a micro-batch may hold fewer than
+    // there are devices): the rest spread over every device as far as the
+    // sizes allow, so that an interlaced pipeline chunk, whose operators
+    // must each run on several stages' devices, starts from one that does.
+    const Graph g = plan_graph(model, plan);
+    std::vector<int> rule_of;
+    const std::vector<NodePlan> stated_parts = plan_partitions(g, plan, devices, &rule_of, false);
+    seeds.push_back({parallelize(g, [&](const Graph& gr, const Node& n) {
+                       const auto k = static_cast<size_t>(n.id);
+                       return rule_of[k] >= 0 ? stated_parts[k] : spread_plan(gr, n, devices);
+                     }),
+                     {}});
   }
   Candidate c = best_first(std::move(seeds), ex, cx, options.budget);
   result.evaluated = ex.evaluated;

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -121,17 +122,53 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   refused("middle.json", plan, "chunk 1 of 3 is neither the first nor the last: state where the chunks end (boundaries)");
   plan["pipeline"]["interlaced"] = "first";
   refused("type.json", plan, "pipeline.interlaced: expected an array of chunk indices");
-  plan = shipped();
-  plan["unstated"] = "search";
-  refused("searched.json", plan, "a plan with interlaced chunks runs as it states them: its unstated operators are not searched yet");
   // An interlaced chunk whose operator runs on one stage's devices only:
   // found once the chunk is lowered and placed, within a second, so
   // optimize's header ("optimizing ...") is not printed before the error.
   plan = shipped();
   plan["rules"].push_back({{"select", {{"name", "emb_dropout"}}}, {"partition", nlohmann::json::object()}});
   expect_one_error_line(run("optimize gpt-tiny --plan " + written("one-stage.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
-                        "pipeline: no feasible pipelined strategy (2 stages, 4 micro-batches: node 18 'emb_dropout' (Dropout) in "
-                        "interlaced chunk 0 runs on stage 0's devices only", out);
+                        "pipeline: no feasible pipelined strategy (2 stages, 4 micro-batches: interlaced chunk 0: node 18 'emb_dropout' (Dropout) "
+                        "runs on stage 0's devices only", out);
+}
+
+// The operators a plan with interlaced chunks leaves unstated, searched
+// by unity ("unstated": "search"): here all but the embedding tables. The
+// layers are searched on their stages' devices; an interlaced chunk's
+// operators on every device, each spanning several stages (a mapping that
+// leaves one on a stage's devices is infeasible, and the micro-batch's 2
+// samples do not split 4 ways, so the search starts from the rest spread
+// over every device). The plan found trains to data parallelism's losses
+// and its plan, shown and fed back, is priced the same.
+TEST(InterlacedPlan, TheUnstatedRestIsSearched) {
+  nlohmann::json plan = shipped();
+  plan["rules"] = nlohmann::json::array({{{"select", {{"name", "w?e"}, {"op", "Embedding"}}}, {"partition", {{"rows", 4}}}}});
+  plan["unstated"] = "search";
+  const fs::path found = dir() / "searched.json", shown = dir() / "searched-plan.json", again = dir() / "searched-again.json";
+  const std::string machine = " --machine dgx-h100 --devices 4";
+  const auto r = run("optimize gpt-tiny --plan " + written("unstated.json", plan).string() + machine + " -o " + found.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("  stage every  devices 0..3  4 operators (wte .. emb_dropout)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  stage every  devices 0..3  4 operators (ln_f .. loss)"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(found)).at("pipeline").at("interlaced"), nlohmann::json::array({0, 3}));
+  const fs::path dp = dir() / "searched-dp.json";
+  ASSERT_EQ(run("optimize gpt-tiny --search data-parallel" + machine + " -q -o " + dp.string()).code, 0);
+  auto losses = [](const std::string& strategy) {
+    const auto t = run("run " + strategy + " --steps 3 --no-report --no-plot");
+    EXPECT_EQ(t.code, 0) << t.out;
+    std::smatch m;
+    const std::string line = pcgx::testing::loss_line(t.out);
+    EXPECT_TRUE(std::regex_search(line, m, std::regex("([0-9.]+) -> ([0-9.]+)"))) << t.out;
+    return std::make_pair(std::stod(m[1]), std::stod(m[2]));
+  };
+  const auto [first, last] = losses(found.string());
+  const auto [dp_first, dp_last] = losses(dp.string());
+  EXPECT_NEAR(first, dp_first, 1e-4);
+  EXPECT_NEAR(last, dp_last, 1e-4);
+  ASSERT_EQ(run("plan show " + found.string() + " -o " + shown.string()).code, 0);
+  const auto back = run("optimize gpt-tiny --plan " + shown.string() + machine + " -q -o " + again.string());
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_EQ(predicted_ms(back.out), predicted_ms(r.out)) << r.out << back.out;
 }
 
 // Recomputation inside every chunk, the interlaced ones too (their joint

@@ -45,6 +45,12 @@ Graph parallelize(const Graph& g, const std::function<NodePlan(const Graph&, con
 // sums; null when it has none.
 const ParallelKind* sample_kind(const std::vector<ParallelKind>& kinds);
 
+// An operator spread over `devices` (as far as its sizes allow): its
+// samples split by the largest degree that divides them, the devices left
+// along its other output dimensions in turn (where a micro-batch holds
+// fewer samples than there are devices). Empty where nothing splits.
+NodePlan spread_plan(const Graph& g, const Node& n, int64_t devices);
+
 // The largest divisor of `devices` that divides `n`.
 int64_t largest_dividing_degree(int64_t devices, int64_t n);
 

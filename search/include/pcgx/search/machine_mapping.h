@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,6 +75,12 @@ struct Strategy {
 class MachineMapper {
  public:
   explicit MachineMapper(const CostModel& cost);
+  // The mapper of an interlaced pipeline chunk (pcg/pipeline_schedule.h),
+  // run by every stage together: with `stage_devices` > 0 a mapping that
+  // leaves a compute operator's tasks on one stage's devices (stages of
+  // that many consecutive devices) is infeasible, so that a search finds
+  // partitions with more tasks than a stage has devices (one_stage_operator).
+  MachineMapper(const CostModel& cost, int64_t stage_devices);
   ~MachineMapper();
   MachineMapper(const MachineMapper&) = delete;
   MachineMapper& operator=(const MachineMapper&) = delete;
@@ -99,8 +106,18 @@ class MachineMapper {
  private:
   struct Impl;
   const CostModel& cost_;
+  int64_t stage_devices_ = 0;  // an interlaced chunk's: every operator on several stages' devices
   std::unique_ptr<Impl> impl_;
 };
+
+// The first compute operator the runtime runs as tasks (not a weight's
+// stored layout) whose tasks all sit on one stage's devices, stages of
+// `stage_devices` consecutive devices; an interlaced pipeline chunk's
+// operators run on several stages' devices, or they would start a staged
+// chunk of their own.
+std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLayouts& layouts, int64_t stage_devices);
+// Its refusal: "node 18 'emb_dropout' (Dropout) runs on stage 0's devices only: ...".
+std::string one_stage_reason(const Placement& where, NodeId id, int64_t stage_devices);
 
 // What one device keeps through a training step, by kind, in bytes.
 struct DeviceMemory {
