@@ -95,7 +95,10 @@ struct Builder {
     // Partial sums are summed first, whatever replicas the reader wants.
     if (auto p = partial.find(t); p != partial.end() && p->second > 1) cur = add("Reduce", {{"degree", p->second}}, cur);
     ParallelTensorShape s = out.shape(cur);
-    if (s.replica > 1 && s.replica != want.replica) cur = add("Reduce", {{"degree", s.replica}}, cur), s = out.shape(cur);
+    // Slots that are no partial sums are the model's own (whole()): a
+    // reader wanting copies of them gets copies of each, not their sum.
+    const bool copies_of_slots = s.replica > 1 && want.replica % s.replica == 0;
+    if (s.replica > 1 && s.replica != want.replica && !copies_of_slots) cur = add("Reduce", {{"degree", s.replica}}, cur), s = out.shape(cur);
     for (int j = 0; j < s.rank(); ++j) {
       const int64_t have = s.dims[static_cast<size_t>(j)].degree, need = want.dims[static_cast<size_t>(j)].degree;
       if (have > need) {

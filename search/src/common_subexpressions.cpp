@@ -46,7 +46,8 @@ std::optional<Graph> merge_common_subexpressions(const Graph& g) {
     // layout (axioms combine_repartition, repartition_combine), whoever
     // else reads the first: a reader of a gathered activation that wants
     // it split again reads the split one it was gathered from.
-    if (const Node& m = g.node(ins[0].node); ins.size() == 1 && m.inputs.size() == 1 && undoes(n, m)) {
+    if (ins.size() == 1 && g.node(ins[0].node).inputs.size() == 1 && undoes(n, g.node(ins[0].node))) {
+      const Node& m = g.node(ins[0].node);
       const TensorRef x = stand_in(m.inputs[0]);
       if (g.shape(x) == n.outputs[0]) {
         trip[static_cast<size_t>(n.id)] = x, merged = true;

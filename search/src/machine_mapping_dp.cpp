@@ -282,6 +282,7 @@ std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLay
     if (n.op->op_class != OpClass::kCompute || runs[static_cast<size_t>(n.id)].kind != NodeRun::Kind::kTasks || layouts.is_layout(g, n.id))
       continue;
     const std::vector<int64_t> tasks = where.task_devices(n.id);
+    if (tasks.empty()) continue;
     const auto [lo, hi] = std::minmax_element(tasks.begin(), tasks.end());
     if (*lo / stage_devices == *hi / stage_devices) return n.id;
   }

@@ -330,10 +330,13 @@ bool plain_name(const std::string& name) { return name.find_first_of("*?") == st
 
 // Per tensor of a strategy, the replica slots the model itself gives it,
 // as lowering a plan reads the model (baselines.h's parallelize): a Concat
-// along the replica axis holds each operand in slots of its own, a Split
-// along it takes them apart, and an operator reading such slots runs once
-// per slot; what parallelization adds (Replicate, a replicated input) is
-// not counted.
+// along the replica axis that an algebraic rewrite made (it names the
+// operators it makes; a parallel rule's are unnamed, and a plan does not
+// state those) holds each operand in slots of its own, a Split along it
+// takes them apart, and an operator reading such slots runs once per
+// slot. What parallelization adds is not counted: copies (Replicate, a
+// replicated input) keep the count, and a Reduce or AllReduce of k slots
+// leaves 1/k of it.
 std::vector<std::vector<int64_t>> model_replicas(const Graph& g) {
   std::vector<std::vector<int64_t>> r(g.size());
   for (const Node& n : g.nodes()) {
@@ -342,11 +345,17 @@ std::vector<std::vector<int64_t>> model_replicas(const Graph& g) {
     if (n.inputs.empty()) continue;
     std::vector<int64_t> in;
     for (const TensorRef& t : n.inputs) in.push_back(r[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
-    if (n.op->is_shard_level(n.attrs) && n.op->data_move == DataMove::kSplitReplicas) {
+    const bool shard_level = n.op->is_shard_level(n.attrs);
+    if (shard_level && n.op->data_move == DataMove::kSplitReplicas) {
+      // sizes count the strategy's slots: the model's share of them.
       const IntList& sizes = n.attrs.get_ints("sizes");
-      for (size_t o = 0; o < out.size() && o < sizes.size(); ++o) out[o] = sizes[o];
-    } else if (n.op->is_shard_level(n.attrs) && n.op->data_move == DataMove::kConcatReplicas) {
-      out.assign(out.size(), std::accumulate(in.begin(), in.end(), int64_t{0}));
+      const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+      for (size_t o = 0; o < out.size() && o < sizes.size(); ++o)
+        if ((sizes[o] * in[0]) % total == 0) out[o] = std::max<int64_t>(1, sizes[o] * in[0] / total);
+    } else if (shard_level && n.op->data_move == DataMove::kConcatReplicas) {
+      out.assign(out.size(), n.name.empty() ? *std::max_element(in.begin(), in.end()) : std::accumulate(in.begin(), in.end(), int64_t{0}));
+    } else if (n.op->data_move == DataMove::kReduce || n.op->data_move == DataMove::kAllReduce) {
+      out.assign(out.size(), std::max<int64_t>(1, in[0] / n.attrs.get_int("degree")));
     } else {
       out.assign(out.size(), n.op->op_class == OpClass::kCompute ? *std::max_element(in.begin(), in.end()) : in[0]);
     }
@@ -385,8 +394,8 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
         int64_t given = 1;
         for (const TensorRef& t : n.inputs) given = std::max(given, replicas[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
         if (grid.extents[k] == given) continue;
-        throw Error(pcgx::describe(n) + " runs " + std::to_string(grid.extents[k]) +
-                    " replica slots of its own (every input replicated), which a plan cannot state");
+        throw Error(pcgx::describe(n) + " runs " + std::to_string(grid.extents[k]) + " replica slots where its model gives it " +
+                    std::to_string(given) + " (its inputs replicated), which a plan cannot state");
       }
       p[samples && samples->name == grid.names[k] ? std::string(kSamplesKind) : grid.names[k]] = grid.extents[k];
     }

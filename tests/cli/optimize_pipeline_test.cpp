@@ -158,6 +158,14 @@ TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
     EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
     EXPECT_FALSE(fs::exists(out)) << args;
   }
+  // A plan no device can hold, refused within a second: the error line
+  // alone, neither optimize's first line nor a partial report before it.
+  const auto r = run("optimize gpt-tiny --machine dgx-h100 --devices 1 --search data-parallel --set hidden=16384 --set ffn=65536 "
+                     "--set layers=8 --set seq=2048 --set batch=64 -o " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.rfind("error: no feasible strategy: ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 }  // namespace

@@ -123,6 +123,36 @@ TEST(PlanRewrites, OperandsInReplicaSlotsOfTheirOwnStayApart) {
   }
 }
 
+// An operator reading the model's slots through a kind that copies an
+// input (MatMul split by the rows of A, B copied) gets copies of each
+// slot, not copies of their sum; and a strategy running more copies than
+// the model's slots (an AllReduce of them, a parallel rule's Concat
+// along the replica axis, which no plan states) is refused by plan show.
+TEST(PlanRewrites, CopiesOfTheModelsSlotsAreCopiesOfEach) {
+  Graph g("slots");
+  auto input = [&](const char* name, IntList shape) { return TensorRef{g.add("Input", {{"shape", shape}}, {}, name), 0}; };
+  const TensorRef x1 = input("x1", {4, 6}), x2 = input("x2", {4, 6}), y1 = input("y1", {6, 5}), y2 = input("y2", {6, 5});
+  const TensorRef a{g.add("Concat", {{"axis", int64_t{-1}}}, {x1, x2}, "a"), 0}, b{g.add("Concat", {{"axis", int64_t{-1}}}, {y1, y2}, "b"), 0};
+  const NodeId mm = g.add("MatMul", {}, {a, b}, "mm");
+  const NodeId parts = g.add("Split", {{"axis", int64_t{-1}}, {"sizes", IntList{1, 1}}}, {{mm, 0}}, "parts");
+  g.add_output({parts, 0}), g.add_output({parts, 1});
+  const Graph lowered = lower_plan(g, plan_text(R"([{"select": {"name": "mm"}, "partition": {"m": 2}}])"), 2);
+  expect_same_outputs(lowered, g);
+  for (const Node& n : lowered.nodes()) EXPECT_NE(n.op->name, "Reduce");
+
+  Graph s("copies");
+  const TensorRef p{s.add("Input", {{"shape", IntList{4, 6}}}, {}, "p"), 0}, q{s.add("Input", {{"shape", IntList{4, 6}}}, {}, "q"), 0};
+  const TensorRef pair{s.add("Concat", {{"axis", int64_t{-1}}}, {p, q}), 0};  // unnamed: a parallel rule's
+  const TensorRef summed{s.add("AllReduce", {{"degree", int64_t{2}}}, {pair}), 0};
+  s.add_output({s.add("Relu", {}, {summed}, "r"), 0});
+  try {
+    plan_of_strategy(s);
+    ADD_FAILURE() << "stated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(Relu) runs 2 replica slots where its model gives it 1"), std::string::npos) << e.what();
+  }
+}
+
 // A BatchNorm stays one operator unless the plan splits it: a rule that
 // partitions or places one of its statistics parts, or the search of the
 // unstated operators.

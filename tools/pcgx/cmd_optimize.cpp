@@ -25,10 +25,15 @@ void add_optimize_command(CLI::App& app) {
                         std::to_string(q.machine.num_devices()) + " x " + q.machine.device.name + " (" + q.machine.name +
                         ") with --search " + std::string(search::name(q.search.algorithm)) + "\n");
     q.search.progress = [&](const search::SearchProgress& p) {
-      if (std::chrono::steady_clock::now() - last >= std::chrono::milliseconds(tty ? 100 : 2000)) header.print();
+      // Decided here once: print_search_progress prints whenever this
+      // clock reading says it is time (its own reading is later).
+      if (std::chrono::steady_clock::now() - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
+      header.print();
       print_search_progress(p, tty, last);
     };
     const runner::OptimizeReport rep = runner::optimize(q);
+    // Refused before anything is printed: the error line alone.
+    if (const search::Estimate& e = rep.result.search.strategy.estimate; !e.feasible) throw Error("no feasible strategy: " + e.infeasible);
     header.print();
     if (tty) std::cerr << "\r\033[K";
     print_ruleset_notes(std::cerr, rep);

@@ -8,9 +8,9 @@ namespace pcgx::cli {
 DeferredLine::DeferredLine(std::string line, std::chrono::milliseconds after) : line_(std::move(line)) {
   timer_ = std::thread([this, after] {
     std::unique_lock lock(mu_);
-    if (cv_.wait_for(lock, after, [this] { return stopped_; })) return;
-    lock.unlock();
-    print();
+    if (cv_.wait_for(lock, after, [this] { return stopped_; }) || printed_) return;
+    printed_ = true;  // under the lock: never after the destructor has begun
+    std::cerr << line_ << std::flush;
   });
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // A line on stderr saying what a long job does ("optimizing gpt ..."),
 // printed once the job has run a second, or has progress to show after it,
-// or has finished, and never when it fails first: a request refused at once
-// (a plan that cannot run as it states, no strategy that fits) prints its
-// one `error:` line and nothing else.
+// or has finished, and never when it fails first: a request refused within
+// a second (a plan that cannot run as it states, no strategy that fits)
+// prints its one `error:` line and nothing else.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
