@@ -158,7 +158,12 @@ namespace {
 // the last micro-batch's backward, the last 1/M of it; under ZeRO 2 in
 // every micro-batch's.
 SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
-  if (shards_weights(p.cost.recipe().zero)) {  // ZeRO 3: the gathers beside both passes
+  // ZeRO 3: the gathers beside both passes. With every block under the
+  // persistence threshold none is gathered for use: stage 2's buckets.
+  bool gathers = false;
+  if (shards_weights(p.cost.recipe().zero))
+    for (size_t i = 0; i < p.g.size() && !gathers; ++i) gathers = p.active[i] && p.gathers_for_use(static_cast<NodeId>(i));
+  if (gathers) {
     std::vector<ShardedStep> ops;
     int64_t micro = 1;
     for (size_t i = 0; i < p.g.size(); ++i) {

@@ -587,7 +587,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   };
   for (const StagePlan& sp : best.stage)
     for (auto [st, end] = stages_of(sp); st < end; ++st) {
-      stage_compute[static_cast<size_t>(st)] += sp.mapped.estimate.compute - sp.mapped.estimate.once;
+      stage_compute[static_cast<size_t>(st)] += sp.mapped.estimate.compute - sp.mapped.estimate.update;  // (once: the update, and communication)
       stage_overhead[static_cast<size_t>(st)] += sp.mapped.estimate.overhead;
     }
   const auto& times = best.stage_time;

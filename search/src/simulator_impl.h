@@ -220,6 +220,12 @@ struct Simulator::Impl {
   bool gathers(const Node& n) const {
     return task_node(n) && problem.gathers_for_use(n.id);
   }
+  // Whether any node does: ZeRO 3 with every block under the persistence
+  // threshold gathers nothing before use, and runs as stage 2 does (its
+  // buckets beside the backward pass), as the cost model prices it.
+  bool gathers_any() const {
+    return shards_weights(cost.recipe().zero) && std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return gathers(n); });
+  }
 
   // The tasks of every node, without costs (the structure does not depend on the views).
   void build_structure(Timeline& tl, std::vector<SimTaskInfo>& info) {
@@ -472,7 +478,8 @@ struct Simulator::Impl {
     // not sharded): its sync channels, and its links in the background, so
     // that the backward's own collectives and transfers on them go first
     // and the bucket takes the link time they leave (timeline.h).
-    const bool beside = m.device.overlaps_communication && !shards_weights(cost.recipe().zero);
+    const bool sharded = gathers_any();
+    const bool beside = m.device.overlaps_communication && !sharded;
     auto add_bucket = [&](uint64_t order, std::vector<TaskId> preds, const Open& b) {
       const double seconds = cost.bucket_time(b.sync.group, b.bytes);
       if (!beside) return tl.add(order, std::move(preds), seconds, channel(b, !m.device.overlaps_communication));
@@ -512,7 +519,7 @@ struct Simulator::Impl {
         // micro-batches (where none of its gradients comes from a
         // once-per-step task, which runs after the whole backward); at
         // ZeRO 3 so between the gathers on the sync channel, as there.
-        if ((beside || shards_weights(cost.recipe().zero)) && closer >= 0) {
+        if ((beside || sharded) && closer >= 0) {
           const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(closer)]);
           const uint64_t after = x->last[static_cast<size_t>(closer)];
           if (after > 0 && x->position[c] == at) {

@@ -124,7 +124,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   // A micro-batch's backward through chunk c, task by task (in the
   // one-micro-batch graph's order), after `waits`, into expansion `x`;
   // returns a task that ends with it.
-  const bool every = syncs_every_micro_batch(cost.recipe().zero), gathers_each = every && shards_weights(cost.recipe().zero);
+  const bool every = syncs_every_micro_batch(cost.recipe().zero), gathers_each = every && gathers_any();
   p.expanded.resize(every ? static_cast<size_t>(M) : 1);
   for (size_t k = 0; k < p.expanded.size(); ++k) {
     Pipelined::Expanded& x = p.expanded[k];

@@ -249,6 +249,29 @@ TEST_F(PipelineSearch, TheOverheadIsItsOwnTerm) {
   EXPECT_NEAR(b.compute - a.compute, b.overhead - a.overhead, 1e-9 * b.time);
 }
 
+// The estimate's compute is the slowest stage's kernels (the update
+// aside), whatever the communication once per step: ZeRO 3 with every
+// block sharded, over 4 micro-batches, computes what stage 0 computes,
+// gathers the weights in every micro-batch and exposes most of it. Until
+// 2026-11-29 the once-per-step communication was taken off the compute
+// too (LLaMA-65B's shapes on 16 selene devices printed a compute of -107 ms).
+TEST_F(PipelineSearch, ComputeIsTheKernelsWhateverTheCommunication) {
+  const Graph g = build_model("mlp", {{"batch", 512}});
+  auto with = [&](ZeroStage z) {
+    TrainingRecipe r{Precision::kBf16, Recompute::kNone, z};
+    return run(g, CostModel(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, r), {1, 4, 1}).search.strategy.estimate;
+  };
+  const Estimate e0 = with(ZeroStage::k0), e3 = with(ZeroStage::k3);
+  ASSERT_TRUE(e0.feasible && e3.feasible);
+  ASSERT_GT(e3.once - e3.update, e0.once - e0.update);  // more communication once per step
+  EXPECT_NEAR(e3.compute, e0.compute, 1e-9 * e0.compute);
+  for (const Estimate* e : {&e0, &e3}) {
+    EXPECT_GT(e->compute, 0);
+    EXPECT_GE(e->communication, 0);
+    EXPECT_NEAR(e->compute + e->communication + e->once, e->time, 1e-12 * e->time);
+  }
+}
+
 // Interleaved 1F1B: S v chunks, chunk j on stage j mod S's devices; a
 // stage's time per micro-batch sums its chunks', and the bubble is v times
 // smaller than plain 1F1B's over the same stage times.
