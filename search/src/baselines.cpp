@@ -46,6 +46,10 @@ std::optional<Required> required_inputs(const Graph& g, const Node& n, const Nod
   const auto kinds = n.op->kinds(n.attrs, types);
   for (const auto& [name, degree] : plan) {
     if (degree <= 1) continue;
+    if (name == kReplicasKind) {  // every input copied: the operator runs once per copy
+      for (ParallelTensorShape& l : req.layout) l.replica *= degree;
+      continue;
+    }
     auto k = std::find_if(kinds.begin(), kinds.end(), [&name = name](const ParallelKind& x) { return x.name == name; });
     if (k == kinds.end()) return std::nullopt;
     for (size_t i = 0; i < req.layout.size() && i < k->inputs.size(); ++i) {
@@ -68,11 +72,15 @@ struct Builder {
   // Tensors whose innermost replica slots are partial sums, and how many
   // add up to the value (a kind with a kPartial output produced them).
   std::map<TensorRef, int64_t> partial;
+  // Tensors an operator run in copies made (kReplicasKind): how many.
+  std::map<TensorRef, int64_t> copies;
 
   TensorRef add(const std::string& op, Attributes a, TensorRef in) { return {out.add(op, std::move(a), {in}), 0}; }
 
   void note_partial_outputs(NodeId id, const NodePlan& plan) {
     const Node& n = out.node(id);
+    if (const auto r = plan.find(kReplicasKind); r != plan.end() && r->second > 1)
+      for (size_t o = 0; o < n.outputs.size(); ++o) copies[{id, static_cast<int32_t>(o)}] = r->second;
     if (plan.empty() || !n.op->kinds) return;
     std::vector<TensorType> types;
     for (const TensorRef& i : n.inputs) types.push_back(out.type(i));
@@ -95,6 +103,12 @@ struct Builder {
     // Partial sums are summed first, whatever replicas the reader wants.
     if (auto p = partial.find(t); p != partial.end() && p->second > 1) cur = add("Reduce", {{"degree", p->second}}, cur);
     ParallelTensorShape s = out.shape(cur);
+    // Copies a reader wants fewer of: the first. (Of an operator reading
+    // the model's own slots, copies and slots interleave: not taken apart.)
+    if (auto c = copies.find(t); c != copies.end() && s.replica == c->second && want.replica % s.replica != 0) {
+      cur = {out.add("Split", {{"axis", int64_t{-1}}, {"sizes", IntList{1, s.replica - 1}}}, {cur}), 0};
+      s = out.shape(cur);
+    }
     // Slots that are no partial sums are the model's own (whole()): a
     // reader wanting copies of them gets copies of each, not their sum.
     const bool copies_of_slots = s.replica > 1 && want.replica % s.replica == 0;

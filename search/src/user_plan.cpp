@@ -163,6 +163,15 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
     // (co-shard); assign_plan_devices checks its list.
     const bool placed = !plan.rules[static_cast<size_t>(rule_of[k])].devices.empty();
     for (const auto& [name, degree] : out[k]) {
+      if (name == kReplicasKind) {  // copies of the whole operator, no kind of its own
+        if (degree == 1) continue;
+        if (degree > devices && !placed)
+          throw Error(where + ": " + name + " " + std::to_string(degree) + " is more than the " + std::to_string(devices) + " devices");
+        resolved[name] = degree;
+        product *= degree;
+        if (product > devices && !placed) throw Error(where + ": its degrees multiply to more than the " + std::to_string(devices) + " devices");
+        continue;
+      }
       const ParallelKind* kind = nullptr;
       if (name == kSamplesKind) {
         kind = sample_kind(kinds);
@@ -174,7 +183,8 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
       if (!kind) {
         std::string list;
         for (const ParallelKind& x : kinds) list += (list.empty() ? "" : ", ") + x.name;
-        throw Error(where + " has no parallel kind '" + name + "' (its kinds: " + (list.empty() ? "none" : list) + ", or " + kSamplesKind + ")");
+        throw Error(where + " has no parallel kind '" + name + "' (its kinds: " + (list.empty() ? "none" : list) + ", or " + kSamplesKind + " or " +
+                    kReplicasKind + ")");
       }
       if (const auto [it, fresh] = named_as.emplace(kind->name, name); !fresh)
         throw Error(where + ": '" + it->second + "' and '" + name + "' both name its kind " + kind->name);
@@ -394,8 +404,13 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
         int64_t given = 1;
         for (const TensorRef& t : n.inputs) given = std::max(given, replicas[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
         if (grid.extents[k] == given) continue;
+        // More: the operator run in copies, as many per slot of its model.
+        if (grid.extents[k] % given == 0) {
+          p[kReplicasKind] = grid.extents[k] / given;
+          continue;
+        }
         throw Error(pcgx::describe(n) + " runs " + std::to_string(grid.extents[k]) + " replica slots where its model gives it " +
-                    std::to_string(given) + " (its inputs replicated), which a plan cannot state");
+                    std::to_string(given) + ", which no number of copies makes: a plan cannot state it");
       }
       p[samples && samples->name == grid.names[k] ? std::string(kSamplesKind) : grid.names[k]] = grid.extents[k];
     }

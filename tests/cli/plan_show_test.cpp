@@ -169,6 +169,31 @@ TEST(PlanShow, AReluOverReplicaSlotsOfItsOwnTravelsAsItsRewrite) {
   pcgx::testing::trains_like("inception-v3-tiny --plan " + plan.string() + " --devices 4", "inception-v3-tiny --devices 1");
 }
 
+// An operator run in copies ("replicas", SuperScaler's replicate): the
+// plan trains to data parallelism's losses with the bytes it predicts,
+// and its strategy's plan states the copies and is priced the same.
+TEST(PlanShow, ReplicasTrainAndTravel) {
+  const fs::path plan = dir() / "replicas.json", found = dir() / "replicas-found.json", shown = dir() / "replicas-shown.json",
+                 again = dir() / "replicas-again.json";
+  std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "rules": [
+    {"select": {}, "partition": {"samples": 2}},
+    {"select": {"name": "block*.ln1"}, "partition": {"replicas": 2}},
+    {"select": {"name": "ln_f"}, "partition": {"samples": 2, "replicas": 2}}]})";
+  pcgx::testing::expect_bytes_as_predicted(
+      pcgx::testing::trains_like("gpt-tiny --plan " + plan.string() + " --devices 4 --batch 8", "gpt-tiny --devices 4 --batch 8"));
+  const std::string machine = " --machine cpu-host --devices 4";
+  const auto u = run("optimize gpt-tiny --plan " + plan.string() + machine + " -q -o " + found.string());
+  ASSERT_EQ(u.code, 0) << u.out;
+  ASSERT_EQ(run("plan show " + found.string() + " -o " + shown.string()).code, 0);
+  const nlohmann::json p = nlohmann::json::parse(std::ifstream(shown));
+  int copies = 0;
+  for (const auto& r : p.at("rules")) copies += r.at("partition").value("replicas", 0) == 2;
+  EXPECT_EQ(copies, 2) << p.dump();  // block*.ln1 (both layers alike, by pattern) and ln_f
+  const auto back = run("optimize gpt-tiny --plan " + shown.string() + machine + " -q -o " + again.string());
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
+}
+
 // A BatchNorm a plan leaves whole is written whole, its statistics parts
 // with it, and stays whole fed back: where the first rule splits the
 // samples (its parts written whole too), and split by its channels, which

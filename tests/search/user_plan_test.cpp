@@ -80,6 +80,37 @@ TEST(UserPlan, SamplesEverywhereIsDataParallelism) {
   }
 }
 
+// "replicas": k runs an operator in k copies (SuperScaler's replicate):
+// every input copied, one task per copy and per split, the outputs k
+// copies, of which a reader wanting fewer takes the first. The plan
+// computes the model, and a strategy's plan states the copies back.
+TEST(UserPlan, ReplicasRunAnOperatorInCopies) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const UserPlan plan = plan_text(R"([{"select": {}, "partition": {"samples": 2}},
+                                      {"select": {"name": "block*.ln1"}, "partition": {"replicas": 2}},
+                                      {"select": {"name": "ln_f"}, "partition": {"samples": 2, "replicas": 2}}])");
+  const Graph lowered = lower_plan(g, plan, 4);
+  auto node = [&](const std::string& name) { return *std::find_if(lowered.nodes().begin(), lowered.nodes().end(), [&](const Node& n) { return n.name == name; }); };
+  EXPECT_EQ(task_grid(lowered, node("block0.ln1")).num_tasks(), 2);
+  EXPECT_EQ(node("block0.ln1").outputs[0].replica, 2);
+  EXPECT_EQ(task_grid(lowered, node("ln_f")).num_tasks(), 4);
+  size_t firsts = 0;  // the first copy taken for readers that want one
+  for (const Node& n : lowered.nodes()) firsts += n.op->name == "Split" && n.attrs.get_int("axis") == -1;
+  EXPECT_GE(firsts, 3u);
+  expect_same_outputs(lowered, g);
+  const UserPlan shown = plan_of_strategy(lowered);
+  std::map<std::string, NodePlan> by_name;
+  for (const PlanRule& r : shown.rules) by_name[r.select.name] = r.partition;
+  EXPECT_EQ(by_name["block*.ln1"], (NodePlan{{kReplicasKind, 2}}));
+  EXPECT_EQ(by_name["ln_f"], (NodePlan{{kReplicasKind, 2}, {std::string(kSamplesKind), 2}}));
+  try {
+    lower_plan(g, plan_text(R"([{"select": {"name": "ln_f"}, "partition": {"replicas": 3}}])"), 4);
+    ADD_FAILURE() << "3 copies on 4 devices";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "p.json: rules[0]: node 92 'ln_f' (LayerNorm): its degrees multiply to 3, which does not divide the 4 devices");
+  }
+}
+
 // The Megatron example splits each layer's weights two ways: a device
 // keeps less of them than under data parallelism.
 TEST(UserPlan, TensorParallelPlanShardsTheLayersWeights) {
@@ -142,7 +173,7 @@ TEST(UserPlan, MistakesNameTheRuleAndTheOperator) {
   EXPECT_EQ(lowering_error(g, R"([{"select": {"name": "decoder.*"}, "partition": {"samples": 2}}])"),
             "p.json: rules[0] (name 'decoder.*') selects no operator of 'gpt-tiny'");
   const std::string kind = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"heads": 2}}])");
-  EXPECT_EQ(kind, "p.json: rules[0]: node 13 'block0.attn.query' (Linear) has no parallel kind 'heads' (its kinds: batch0, batch1, out, reduce, or samples)");
+  EXPECT_EQ(kind, "p.json: rules[0]: node 13 'block0.attn.query' (Linear) has no parallel kind 'heads' (its kinds: batch0, batch1, out, reduce, or samples or replicas)");
   const std::string divide = lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"out": 3}}])", 3);
   EXPECT_NE(divide.find("node 13 'block0.attn.query' (Linear): out 3 does not divide dimension 1 of input 1 (32)"), std::string::npos) << divide;
   EXPECT_EQ(lowering_error(g, R"([{"select": {"name": "block0.attn.query"}, "partition": {"batch0": 2, "samples": 2}}])"),

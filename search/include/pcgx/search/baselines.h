@@ -19,6 +19,12 @@ namespace pcgx::search {
 // Degrees per parallel kind name ("batch0" -> 8, "out" -> 4); empty: run
 // the operator as one task.
 using NodePlan = std::map<std::string, int64_t>;
+// The one entry of a NodePlan that is no kind of the registry: the
+// operator runs k copies of itself (every input replicated k more times,
+// its outputs k copies, in replica slots outermost of its task grid), as
+// SuperScaler's replicate transformation does; a reader that wants fewer
+// copies takes the first (a Split along the replica axis).
+inline constexpr const char* kReplicasKind = "replicas";
 
 // `g` (unpartitioned) with every compute node run as plan(node). Before a
 // node, its inputs are converted to the layout it needs: partial sums are
