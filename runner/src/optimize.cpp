@@ -336,8 +336,13 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
                        "none of the operators named is recomputed in the plan found (a pipeline stage's boundary, read by the next "
                        "stage, never is; nor an operator a rule fused away)");
   }
-  if (!search::predicts_by_simulation(q.search) && r.strategy.estimate.feasible)
-    out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();
+  if (!search::predicts_by_simulation(q.search) && r.strategy.estimate.feasible) {
+    try {
+      out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();
+    } catch (const search::TooManyTasks& e) {  // a plan too large to run task by task: the report says so
+      out.not_simulated = e.what();
+    }
+  }
   return out;
 }
 

@@ -45,7 +45,13 @@ Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const Machine
   tbb::parallel_for(size_t{0}, n, [&](size_t i) {
     const Strategy& s = mapped[i];
     RankedFinalist f{finalists[i].label, s.estimate.feasible, s.estimate.time, 0};
-    if (f.feasible && same[i] == i) f.simulated = Simulator(s.graph, s.views, mapper.cost()).time();
+    if (f.feasible && same[i] == i) {
+      try {
+        f.simulated = Simulator(s.graph, s.views, mapper.cost()).time();
+      } catch (const TooManyTasks&) {  // too large to run task by task: ranked by its estimate
+        f.simulated = f.estimate;
+      }
+    }
     r.finalists[i] = std::move(f);
   });
   for (size_t i = 0; i < n; ++i)

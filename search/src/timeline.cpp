@@ -11,6 +11,9 @@ namespace pcgx::search {
 
 TaskId Timeline::add(uint64_t order, std::vector<TaskId> preds, double duration, std::vector<ResourceId> resources,
                      std::vector<ResourceId> background) {
+  if (tasks_.size() >= max_tasks_)
+    throw TooManyTasks("simulate: more than " + std::to_string(max_tasks_) +
+                " tasks, too many to simulate task by task here (the cost model's prediction stands alone)");
   const auto id = static_cast<TaskId>(tasks_.size());
   for (ResourceId r : background)
     if (std::find(resources.begin(), resources.end(), r) != resources.end())

@@ -165,6 +165,13 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
     for (const auto& [name, degree] : out[k]) {
       if (name == kReplicasKind) {  // copies of the whole operator, no kind of its own
         if (degree == 1) continue;
+        // (The step's loss is one value; and copies of an operator reading
+        // the model's own slots interleave with them, so no reader could
+        // take one copy of each.)
+        if (n.op->loss != LossKind::kNone) throw Error(where + ": a loss runs once (the step's loss is one value): no replicas");
+        for (const TensorRef& t : n.inputs)
+          if (model.node(t.node).op->op_class == OpClass::kCompute && model.shape(t).replica > 1)
+            throw Error(where + ": an input holds replica slots of its own (a Concat along the replica axis), which replicas cannot copy apart");
         if (degree > devices && !placed)
           throw Error(where + ": " + name + " " + std::to_string(degree) + " is more than the " + std::to_string(devices) + " devices");
         resolved[name] = degree;
@@ -404,13 +411,14 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
         int64_t given = 1;
         for (const TensorRef& t : n.inputs) given = std::max(given, replicas[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)]);
         if (grid.extents[k] == given) continue;
-        // More: the operator run in copies, as many per slot of its model.
-        if (grid.extents[k] % given == 0) {
+        // More: the operator run in copies (where its model gives it one slot:
+        // copies of several interleave with them, which a plan cannot state).
+        if (given == 1) {
           p[kReplicasKind] = grid.extents[k] / given;
           continue;
         }
         throw Error(pcgx::describe(n) + " runs " + std::to_string(grid.extents[k]) + " replica slots where its model gives it " +
-                    std::to_string(given) + ", which no number of copies makes: a plan cannot state it");
+                    std::to_string(given) + " (copies of them), which a plan cannot state");
       }
       p[samples && samples->name == grid.names[k] ? std::string(kSamplesKind) : grid.names[k]] = grid.extents[k];
     }

@@ -121,6 +121,20 @@ TEST(PlanRewrites, OperandsInReplicaSlotsOfTheirOwnStayApart) {
     EXPECT_EQ(shown.rules[0].partition, common);
     for (const PlanRule& r : shown.rules) EXPECT_FALSE(r.partition.contains("slot")) << r.select.name;
   }
+  // Copies of the paired ReLU would interleave with its two slots, which
+  // no reader could take apart: refused, naming it.
+  UserPlan copied = plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rewrites": [{"rule": "unity-c01106~@4d",
+                                       "at": ["Mixed_6b.branch1x1.relu", "Mixed_6b.branch7x7_3.relu"]}],
+                                       "rules": [{"select": {"name": "Mixed_6b.branch1x1.relu.relu"}, "partition": {"replicas": 2}}]})",
+                                   "p.json");
+  resolve_plan_rewrites(copied, algebraic, ids);
+  try {
+    lower_plan(g, copied, 4);
+    ADD_FAILURE() << "copies of the model's slots";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'Mixed_6b.branch1x1.relu.relu' (Relu): an input holds replica slots of its own"), std::string::npos)
+        << e.what();
+  }
 }
 
 // An operator reading the model's slots through a kind that copies an

@@ -16,6 +16,19 @@ namespace {
 // Resources of the hand-built cases.
 constexpr ResourceId kGpu0 = 0, kGpu1 = 1, kLink = 2, kSync0 = 3;
 
+// A timeline holds at most its limit of tasks (kMaxTimelineTasks unless
+// given): the next is refused with TooManyTasks, which the optimize
+// report and the final ranking catch (the plan's prediction then stands
+// alone), instead of a simulation exhausting the machine's memory.
+TEST(Timeline, RefusesTasksPastItsLimit) {
+  Timeline tl(1, 3);
+  for (uint64_t k = 0; k < 3; ++k) tl.add(k, {}, 1.0, {0});
+  EXPECT_THROW(tl.add(3, {}, 1.0, {0}), TooManyTasks);
+  EXPECT_EQ(tl.size(), 3u);
+  tl.simulate_full();
+  EXPECT_DOUBLE_EQ(tl.task(2).end, 3.0);
+}
+
 TEST(Timeline, TasksOnDifferentResourcesOverlap) {
   Timeline tl;
   const TaskId a = tl.add(1, {}, 2.0, {kGpu0});

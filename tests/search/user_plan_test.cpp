@@ -109,6 +109,13 @@ TEST(UserPlan, ReplicasRunAnOperatorInCopies) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "p.json: rules[0]: node 92 'ln_f' (LayerNorm): its degrees multiply to 3, which does not divide the 4 devices");
   }
+  // The step's loss is one value: no copies of it.
+  try {
+    lower_plan(g, plan_text(R"([{"select": {"name": "loss"}, "partition": {"replicas": 2}}])"), 4);
+    ADD_FAILURE() << "copies of the loss";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(SoftmaxCrossEntropy): a loss runs once (the step's loss is one value): no replicas"), std::string::npos) << e.what();
+  }
 }
 
 // The Megatron example splits each layer's weights two ways: a device

@@ -41,6 +41,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   if (rep.simulated > 0)
     out << "simulated             " << ms(rep.simulated) << " (pcgx simulate: the plan task by task; ratio to the prediction "
               << std::setprecision(2) << rep.simulated / e.time << ")\n";
+  else if (!rep.not_simulated.empty())
+    out << "simulated             not run: " << rep.not_simulated << "\n";
   if (!rep.pipelined && r.ranking.chosen >= 0) {
     out << "chosen by simulation  ";
     for (size_t i = 0; i < r.ranking.finalists.size(); ++i) {

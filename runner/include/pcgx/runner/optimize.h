@@ -105,6 +105,7 @@ struct OptimizeReport {
   // estimate; 0 where the search's own figure is a simulation (mcmc) or the
   // plan is pipelined.
   double simulated = 0;
+  std::string not_simulated;  // why not, where the simulation could not run (too many tasks)
   search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
   int64_t data_parallel_micro_batches = 1;  // > 1: that baseline accumulates over as many micro-batches as the plan
   // What the device holding the most keeps, by kind (not pipelined and feasible).

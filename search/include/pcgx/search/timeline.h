@@ -45,6 +45,8 @@
 #include <utility>
 #include <vector>
 
+#include "pcgx/pcg/error.h"
+
 namespace pcgx::search {
 
 using TaskId = int32_t;
@@ -59,9 +61,21 @@ struct TimedTask {
   double start = 0, end = 0;          // the timeline, after simulate()
 };
 
+// The most tasks one timeline holds (about 480 bytes each with what a
+// simulation keeps beside them: some 5 GB): add() past it throws
+// TooManyTasks (a pcgx::Error) saying so, instead of exhausting the machine's memory on a
+// plan too large to run task by task (LLaMA-65B at ZeRO 3 on 2,048
+// devices, every micro-batch's backward pass expanded, is ~90 million).
+inline constexpr size_t kMaxTimelineTasks = 10'000'000;
+class TooManyTasks : public Error {
+ public:
+  using Error::Error;
+};
+
 class Timeline {
  public:
-  explicit Timeline(int32_t resources = 0) : on_(static_cast<size_t>(resources)) {}
+  explicit Timeline(int32_t resources = 0, size_t max_tasks = kMaxTimelineTasks)
+      : max_tasks_(max_tasks), on_(static_cast<size_t>(resources)) {}
 
   // A new task waiting for `preds` (earlier tasks with a smaller order).
   // Throws pcgx::Error when the order is taken or a predecessor does not
@@ -125,6 +139,7 @@ class Timeline {
   std::vector<TimedTask> tasks_;
   std::vector<std::vector<Link>> links_;    // per task, per resource of it
   std::vector<std::vector<TaskId>> succs_;  // ascending ids
+  size_t max_tasks_ = kMaxTimelineTasks;
   std::vector<std::set<Slot>> on_;          // per resource, its foreground tasks by order
   std::vector<std::set<Slot>> behind_;      // per resource, its background tasks by order
   std::vector<char> free_;                  // per task (above), as of the last simulation
