@@ -97,6 +97,15 @@ const std::vector<int64_t>& Placement::owners(TensorRef t) const {
         if (own[s] < 0) own[s] = mine[s];
     }
   }
+  // A shard no one reads, of a Concat or Split along the replica axis (the
+  // copies a first-copy Split leaves; not a graph output): where it comes from, so that it moves nowhere
+  // (on another device it would be a message, and across pipeline stages
+  // one no schedule sends).
+  const auto& outs = g_.outputs();
+  if (n.op->op_class == OpClass::kCompute && n.op->is_shard_level(n.attrs) && std::find(outs.begin(), outs.end(), t) == outs.end())
+    for (const Move& m : moves(t.node))
+      if (m.output == t.output && own[static_cast<size_t>(m.out_shard)] < 0)
+        own[static_cast<size_t>(m.out_shard)] = owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard);
   for (size_t s = 0; s < own.size(); ++s)
     if (own[s] < 0) own[s] = static_cast<int64_t>(s) % std::max<int64_t>(devices_, 1);
   // owners_ may have been resized by the recursion above: index afresh.

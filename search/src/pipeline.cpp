@@ -249,10 +249,6 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   check_boundaries(model, po);
   const int64_t joint = static_cast<int64_t>(po.interlaced.size());
   check_interlaced(po, options.algorithm);
-  if (options.plan)  // (a copy's first taken in the last stage hangs the runtime's schedule: not run yet)
-    for (size_t i = 0; i < options.plan->rules.size(); ++i)
-      if (const auto r = options.plan->rules[i].partition.find(kReplicasKind); r != options.plan->rules[i].partition.end() && r->second > 1)
-        throw Error(options.plan->source + ": rules[" + std::to_string(i) + "]: replicas with pipeline stages or micro-batches are not run yet");
   if (options.plan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
   // Stated plans split the layers evenly; a written plan is applied stage

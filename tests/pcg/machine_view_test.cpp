@@ -51,5 +51,26 @@ TEST(Placement, ShardsFollowTheirReadersViews) {
   EXPECT_EQ(p.devices_needed(), 6);
 }
 
+// A shard no one reads stays where it comes from: the copy a first-copy
+// Split (along the replica axis) leaves behind lives with the Relu task
+// that made it, on device 6, not on device 0 (where a shard with no home
+// used to go: a message, and across pipeline stages one no schedule sends).
+TEST(Placement, AShardNoOneReadsStaysWhereItComesFrom) {
+  Graph g("first copy");
+  const NodeId x = g.add("Input", {{"shape", IntList{8, 4}}}, {}, "x");
+  const NodeId r = g.add("Replicate", {{"degree", int64_t{2}}}, {{x, 0}});
+  const NodeId y = g.add("Relu", {}, {{r, 0}});
+  const NodeId first = g.add("Split", {{"axis", int64_t{-1}}, {"sizes", IntList{1, 1}}}, {{y, 0}});
+  const NodeId z = g.add("Sigmoid", {}, {{first, 0}});
+  g.add_output({z, 0});
+  std::vector<MachineView> views(g.size());
+  views[static_cast<size_t>(y)] = {5, 1, {}};  // the two copies on devices 5 and 6
+  views[static_cast<size_t>(z)] = {5, 1, {}};
+  const Placement p(g, views, 8);
+  EXPECT_EQ(p.owners({y, 0}), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(p.owners({first, 0}), (std::vector<int64_t>{5}));
+  EXPECT_EQ(p.owners({first, 1}), (std::vector<int64_t>{6}));
+}
+
 }  // namespace
 }  // namespace pcgx
