@@ -96,7 +96,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   Machine machine = search::find_machine(q.machine);
   std::string devices_from = "TrainRequest.devices";  // or the strategy file, when it decided
   std::string searched;  // the strategy file of the search, when asked for
-  std::optional<OptimizerState> planned_optimizer;  // a strategy file's, noted where the run trains another
+  std::optional<OptimizerState> planned_optimizer;  // a strategy file's or a plan's, noted where the run trains another
+  std::string planned_in = q.target;
   if (q.schedule && !is_strategy_file(q.target))
     throw FieldError("TrainRequest.schedule", "a pipeline schedule applies to a pipelined strategy file, and " + q.target + " is not one");
   if (is_strategy_file(q.target)) {
@@ -170,6 +171,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         // A plan's recipe and pipeline, where the request states none (the
         // optimizer is the run's own, whatever the plan says).
         adopt_plan_settings(oq, {true, q.precision.has_value(), false, false, true});
+        if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
+          planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);
         if (r.file.pipeline_stages == 1)
           say("note: the plan found accumulates gradients over " + std::to_string(r.file.micro_batches) + " micro-batches, run one at a time");
@@ -250,7 +253,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
   const int64_t steps = o.steps;
   // Said once the request is known to run (bad input is one line).
   if (const OptimizerState runs = runtime::priced_as(o.optimizer); planned_optimizer && runs != *planned_optimizer)
-    say(std::string("note: ") + q.target + " was planned with " + name(*planned_optimizer) + "; this run trains with " +
+    say(std::string("note: ") + planned_in + " was planned with " + name(*planned_optimizer) + "; this run trains with " +
         runtime::name(o.optimizer.kind) + " (" + name(runs) + ": " + std::to_string(optimizer_states(runs)) + " FP32 state" +
         (optimizer_states(runs) == 1 ? "" : "s") + " per parameter), and its prediction is for that");
   say("training " + s.model + " (" + s.strategy + ") on " + std::to_string(q.devices) + (world ? " MPI rank" : rep.gpu ? " cuda device" : " cpu device") +

@@ -255,6 +255,16 @@ TEST(PlanOption, TheRecipeInThePlanUnlessAFlagSaysOtherwise) {
   EXPECT_NE(flags.out.find("precision             tf32"), std::string::npos) << flags.out;
   EXPECT_NE(flags.out.find("ZeRO stage            0"), std::string::npos) << flags.out;
   EXPECT_NE(flags.out.find("optimizer             adam"), std::string::npos) << flags.out;
+  // run --plan trains with its own optimizer (its --optimizer, sgd by
+  // default) and says so where the plan states another, as for a strategy.
+  std::ofstream(plan) << R"({"format": "pcgx.plan", "format_version": 1, "optimizer": "adam", "rules": [{"select": {}, "partition": {"samples": 2}}]})";
+  const auto trained = run("run mlp-tiny --plan " + plan.string() + " --devices 2 --steps 2 --no-report --no-plot");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("note: the plan " + plan.string() + " was planned with adam; this run trains with sgd"), std::string::npos)
+      << trained.out;
+  const auto as_planned = run("run mlp-tiny --plan " + plan.string() + " --devices 2 --steps 2 --optimizer adam --no-report --no-plot");
+  ASSERT_EQ(as_planned.code, 0) << as_planned.out;
+  EXPECT_EQ(as_planned.out.find("was planned with"), std::string::npos) << as_planned.out;
 }
 
 TEST(PlanOption, MistakesAreOneErrorLine) {
