@@ -554,7 +554,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       }
     }
   }
-  if (best.time == kInf) throw Error("pipeline: no feasible pipelined strategy (" + why + ")");
+  if (best.time == kInf)  // (a written plan's: named, as its other mistakes are)
+    throw Error((options.plan ? options.plan->source + ": " : std::string()) + "pipeline: no feasible pipelined strategy (" + why + ")");
 
   // One PCG: the stages joined, views offset to each stage's devices.
   std::vector<JoinPart> parts;

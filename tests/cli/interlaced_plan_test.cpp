@@ -128,7 +128,7 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   plan = shipped();
   plan["rules"].push_back({{"select", {{"name", "emb_dropout"}}}, {"partition", nlohmann::json::object()}});
   expect_one_error_line(run("optimize gpt-tiny --plan " + written("one-stage.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
-                        "pipeline: no feasible pipelined strategy (2 stages, 4 micro-batches: interlaced chunk 0: node 18 'emb_dropout' (Dropout) "
+                        "one-stage.json: pipeline: no feasible pipelined strategy (2 stages, 4 micro-batches: interlaced chunk 0: node 18 'emb_dropout' (Dropout) "
                         "runs on stage 0's devices only", out);
 }
 
