@@ -163,52 +163,48 @@ std::vector<NodePlan> plan_partitions(const Graph& model, const UserPlan& plan, 
     // (co-shard); assign_plan_devices checks its list.
     const bool placed = !plan.rules[static_cast<size_t>(rule_of[k])].devices.empty();
     for (const auto& [name, degree] : out[k]) {
-      if (name == kReplicasKind) {  // copies of the whole operator, no kind of its own
-        if (degree == 1) continue;
+      const ParallelKind* kind = nullptr;  // none for replicas: copies of the whole operator, no kind of its own
+      if (name == kReplicasKind) {
         // (The step's loss is one value; and copies of an operator reading
         // the model's own slots interleave with them, so no reader could
         // take one copy of each.)
-        if (n.op->loss != LossKind::kNone) throw Error(where + ": a loss runs once (the step's loss is one value): no replicas");
+        if (degree > 1 && n.op->loss != LossKind::kNone) throw Error(where + ": a loss runs once (the step's loss is one value): no replicas");
         for (const TensorRef& t : n.inputs)
-          if (model.node(t.node).op->op_class == OpClass::kCompute && model.shape(t).replica > 1)
+          if (degree > 1 && model.node(t.node).op->op_class == OpClass::kCompute && model.shape(t).replica > 1)
             throw Error(where + ": an input holds replica slots of its own (a Concat along the replica axis), which replicas cannot copy apart");
-        if (degree > devices && !placed)
-          throw Error(where + ": " + name + " " + std::to_string(degree) + " is more than the " + std::to_string(devices) + " devices");
-        resolved[name] = degree;
-        product *= degree;
-        if (product > devices && !placed) throw Error(where + ": its degrees multiply to more than the " + std::to_string(devices) + " devices");
-        continue;
-      }
-      const ParallelKind* kind = nullptr;
-      if (name == kSamplesKind) {
-        kind = sample_kind(kinds);
-        if (!kind) continue;  // nothing splits its samples: it runs unsplit by them
       } else {
-        for (const ParallelKind& x : kinds)
-          if (x.name == name) kind = &x;
+        if (name == kSamplesKind) {
+          kind = sample_kind(kinds);
+          if (!kind) continue;  // nothing splits its samples: it runs unsplit by them
+        } else {
+          for (const ParallelKind& x : kinds)
+            if (x.name == name) kind = &x;
+        }
+        if (!kind) {
+          std::string list;
+          for (const ParallelKind& x : kinds) list += (list.empty() ? "" : ", ") + x.name;
+          throw Error(where + " has no parallel kind '" + name + "' (its kinds: " + (list.empty() ? "none" : list) + ", or " + kSamplesKind +
+                      " or " + kReplicasKind + ")");
+        }
+        if (const auto [it, fresh] = named_as.emplace(kind->name, name); !fresh)
+          throw Error(where + ": '" + it->second + "' and '" + name + "' both name its kind " + kind->name);
       }
-      if (!kind) {
-        std::string list;
-        for (const ParallelKind& x : kinds) list += (list.empty() ? "" : ", ") + x.name;
-        throw Error(where + " has no parallel kind '" + name + "' (its kinds: " + (list.empty() ? "none" : list) + ", or " + kSamplesKind + " or " +
-                    kReplicasKind + ")");
-      }
-      if (const auto [it, fresh] = named_as.emplace(kind->name, name); !fresh)
-        throw Error(where + ": '" + it->second + "' and '" + name + "' both name its kind " + kind->name);
       if (degree == 1) continue;
       if (degree > devices && !placed)
         throw Error(where + ": " + name + " " + std::to_string(degree) + " is more than the " + std::to_string(devices) + " devices");
-      for (size_t i = 0; i < kind->inputs.size() && i < in.size(); ++i) {
-        const int dim = kind->inputs[i];
-        if (dim < 0) continue;
-        const int64_t size = in[i].shape.at(static_cast<size_t>(dim));
-        if (size % degree != 0)
-          throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide dimension " + std::to_string(dim) + " of input " +
-                      std::to_string(i) + " (" + std::to_string(size) + ")");
+      if (kind) {
+        for (size_t i = 0; i < kind->inputs.size() && i < in.size(); ++i) {
+          const int dim = kind->inputs[i];
+          if (dim < 0) continue;
+          const int64_t size = in[i].shape.at(static_cast<size_t>(dim));
+          if (size % degree != 0)
+            throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide dimension " + std::to_string(dim) + " of input " +
+                        std::to_string(i) + " (" + std::to_string(size) + ")");
+        }
+        if (kind->must_divide > 0 && kind->must_divide % degree != 0)
+          throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide " + std::to_string(kind->must_divide));
       }
-      if (kind->must_divide > 0 && kind->must_divide % degree != 0)
-        throw Error(where + ": " + name + " " + std::to_string(degree) + " does not divide " + std::to_string(kind->must_divide));
-      resolved[kind->name] = degree;
+      resolved[kind ? kind->name : name] = degree;
       product *= degree;
       if (product > devices && !placed)
         throw Error(where + ": its degrees multiply to more than the " + std::to_string(devices) + " devices");
