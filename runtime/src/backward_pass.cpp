@@ -94,13 +94,27 @@ void DeviceExecutor::backward_node(const Node& n) {
   for (size_t s : free_after_backward_[k]) release_segment(plan_.segments[s]);
 }
 
+const Buffer& DeviceExecutor::scratch_contribution(size_t input, const ParallelTensorShape& shape) {
+  auto fits = [&](const Buffer& b) {
+    const std::span<const int64_t> have = backend_.shape(b);
+    if (have.size() != shape.dims.size()) return false;
+    for (size_t d = 0; d < have.size(); ++d) {
+      const ParallelDim& pd = shape.dims[d];
+      if (have[d] != pd.size / pd.degree / pd.pipeline) return false;
+    }
+    return true;
+  };
+  for (const auto& [i, b] : scratch_contributions_)
+    if (i == input && fits(b)) return b;
+  return scratch_contributions_.emplace_back(input, allocate(shape.slice_shape())).second;
+}
+
 void DeviceExecutor::backward_compute(const Node& n) {
   const NodePlan& np = plan_.nodes[static_cast<size_t>(n.id)];
   const TaskTable& tt = np.tasks;
   const int me = comm_.rank();
   const size_t ins = n.inputs.size(), outs = n.outputs.size();
   auto is_float = [&](size_t i) { return plan_.graph->shape(n.inputs[i]).dtype == DataType::kFloat32; };
-  auto& contributions = contributions_[static_cast<size_t>(n.id)];
   for (int64_t t = 0; t < tt.tasks; ++t) {
     if (np.task_device[static_cast<size_t>(t)] != me) continue;
     const auto& shards = tt.input_shard[static_cast<size_t>(t)];
@@ -113,8 +127,9 @@ void DeviceExecutor::backward_compute(const Node& n) {
       din_[i] = nullptr;
       if (!is_float(i)) continue;  // index inputs: no gradient
       // The first contribution to a gradient shard of this device is
-      // written in place (it is zero, or overwritten); later ones, and
-      // those for another device, go through a buffer of this task.
+      // written in place (it is zero, or overwritten); later ones go
+      // through a scratch buffer added right after the kernel, those for
+      // another device through a buffer of this task.
       const bool overwrites = backend_.overwrites_gradient(n, i);
       char& touched = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
       if (mine && !(touched & kTouched)) {
@@ -126,7 +141,7 @@ void DeviceExecutor::backward_compute(const Node& n) {
         }
         direct_[i] = 1;
       } else {
-        const Buffer& c = buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
+        const Buffer& c = mine ? scratch_contribution(i, plan_.graph->shape(x)) : buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
         if (!overwrites) backend_.fill(c, 0.f);
         din_[i] = &c;
       }
@@ -152,7 +167,7 @@ void DeviceExecutor::backward_compute(const Node& n) {
         if (din_[i]) backend_.round(*din_[i], plan_.precision);
     for (size_t i = 0; i < ins; ++i) {
       if (!is_float(i) || direct_[i]) continue;
-      const Buffer& c = contributions.find({t, i})->second;
+      const Buffer& c = *din_[i];
       const int owner = plan_.owner(n.inputs[i], shards[i]);
       if (owner == me) {
         accumulate(n.inputs[i], shards[i], c);

@@ -93,6 +93,7 @@
 // orders the work and the messages, so the same executor drives the CPU
 // and a GPU.
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -459,8 +460,17 @@ class DeviceExecutor {
   std::vector<std::vector<TaskContext>> contexts_;  // [node][task]
   std::vector<std::vector<std::vector<int64_t>>> source_offsets_;  // [source node][shard]
   // Input shards a task received from another device (kept for backward),
-  // blocks in transit for moves, and gradient contributions of a task.
+  // blocks in transit for moves, and gradient contributions of a task
+  // sent to or received from another device.
   std::vector<std::map<Slot, Buffer>> received_, move_buffers_, contributions_;
+  // A task's contribution to a gradient shard this device holds that the
+  // kernel cannot write in place (backward_compute): added into the shard
+  // right after the kernel, so one buffer per input position and shape
+  // serves every node. A buffer per node would hold a second copy of every
+  // weight gradient summed over micro-batches. A deque: references stay
+  // valid while a task's later inputs add entries.
+  std::deque<std::pair<size_t, Buffer>> scratch_contributions_;
+  const Buffer& scratch_contribution(size_t input, const ParallelTensorShape& shape);
   std::vector<std::vector<NodeId>> sliced_from_;  // [source]: the layouts filled from it
   std::vector<int> group_scratch_;
   std::vector<Buffer> bucket_buffers_;  // per bucket of the plan, allocated on first use
