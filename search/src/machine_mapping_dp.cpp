@@ -296,8 +296,10 @@ std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLay
 
 std::string one_stage_reason(const Placement& where, NodeId id, int64_t stage_devices) {
   const std::vector<int64_t> tasks = where.task_devices(id);
-  return describe(where.graph().node(id)) + " runs on stage " + std::to_string(*std::min_element(tasks.begin(), tasks.end()) / stage_devices) +
-         "'s devices only: an interlaced chunk's operators run on several stages' (more tasks than a stage has devices)";
+  const int64_t stage = *std::min_element(tasks.begin(), tasks.end()) / stage_devices;
+  return describe(where.graph().node(id)) + " runs on stage " + std::to_string(stage) + "'s devices (" + std::to_string(stage * stage_devices) +
+         ".." + std::to_string((stage + 1) * stage_devices - 1) +
+         ") only: an interlaced chunk's operators run on several stages' (more tasks than a stage has devices)";
 }
 MachineMapper::~MachineMapper() = default;
 

@@ -496,11 +496,22 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             }
             const Estimate& e = sp.mapped.estimate;
             const std::string which = everywhere ? "interlaced chunk " + std::to_string(p) : "stage " + std::to_string(p + 1);
-            if (e.time == kInf) throw Error(which + ": " + e.infeasible);
-            if (everywhere && placed) {  // the devices a plan states, each operator on several stages' too
+            // An interlaced chunk's operator left on one stage's devices,
+            // refused naming the plan's rule that decided it.
+            auto one_stage = [&]() -> std::string {
+              if (!everywhere || sp.mapped.views.size() != sp.graph.size()) return {};
               const Placement place(sp.graph, sp.mapped.views, devices);
-              if (const auto one = one_stage_operator(place, source_layouts(sp.graph), d)) throw Error(which + ": " + one_stage_reason(place, *one, d));
+              const auto one = one_stage_operator(place, source_layouts(sp.graph), d);
+              if (!one) return {};
+              const std::string rule = options.plan ? rule_selecting(model, *options.plan, devices, sp.graph.node(*one).name) : "";
+              return one_stage_reason(place, *one, d) + (rule.empty() ? "" : "; " + rule);
+            };
+            if (e.time == kInf) {
+              const std::string one = one_stage();
+              throw Error(which + ": " + (one.empty() ? e.infeasible : one));
             }
+            if (placed)  // the devices a plan states, each operator on several stages' too
+              if (const std::string one = one_stage(); !one.empty()) throw Error(which + ": " + one);
             PipelineStage& info = sp.info;
             info.stage = stage, info.chunk = chunk;
             info.first_device = everywhere ? 0 : stage * d, info.devices = everywhere ? devices : d;

@@ -259,6 +259,19 @@ std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan,
   return out;
 }
 
+std::string rule_selecting(const Graph& model, const UserPlan& plan, int64_t devices, const std::string& name) {
+  try {
+    const Graph g = plan_graph(model, plan);
+    std::vector<int> rule_of;
+    plan_partitions(g, plan, devices, &rule_of, false);
+    for (const Node& n : g.nodes())
+      if (n.name == name && rule_of[static_cast<size_t>(n.id)] >= 0) return "rules[" + std::to_string(rule_of[static_cast<size_t>(n.id)]) + "] selects it";
+    return "no rule selects it";
+  } catch (const Error&) {
+    return {};  // the plan's own mistakes are reported where they are found
+  }
+}
+
 bool assigns_devices(const UserPlan& plan) {
   return std::any_of(plan.rules.begin(), plan.rules.end(), [](const PlanRule& r) { return !r.devices.empty(); });
 }

@@ -127,9 +127,23 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   // optimize's header ("optimizing ...") is not printed before the error.
   plan = shipped();
   plan["rules"].push_back({{"select", {{"name", "emb_dropout"}}}, {"partition", nlohmann::json::object()}});
-  expect_one_error_line(run("optimize gpt-tiny --plan " + written("one-stage.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
+  // The error names the stage's devices and the rule that decided it.
+  const auto one = run("optimize gpt-tiny --plan " + written("one-stage.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string());
+  expect_one_error_line(one,
                         "one-stage.json: pipeline: no feasible pipelined strategy (2 stages, 4 micro-batches: interlaced chunk 0: node 18 'emb_dropout' (Dropout) "
-                        "runs on stage 0's devices only", out);
+                        "runs on stage 0's devices (0..1) only", out);
+  EXPECT_NE(one.out.find("; rules[" + std::to_string(plan["rules"].size() - 1) + "] selects it)"), std::string::npos) << one.out;
+  // One no rule selects (the embeddings' sum, its rule "emb_*" dropped)
+  // runs as one task on one stage: refused, saying so.
+  plan = shipped();
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& rule : plan["rules"])
+    if (rule["select"].value("name", "") != "emb_*") kept.push_back(rule);
+  ASSERT_EQ(kept.size() + 1, plan["rules"].size());
+  plan["rules"] = kept;
+  expect_one_error_line(run("optimize gpt-tiny --plan " + written("unselected.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
+                        "'emb_add' (EwAdd) runs on stage 0's devices (0..1) only: an interlaced chunk's operators run on several stages' (more tasks "
+                        "than a stage has devices); no rule selects it)", out);
 }
 
 // The operators a plan with interlaced chunks leaves unstated, searched

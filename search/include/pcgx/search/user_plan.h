@@ -263,6 +263,11 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
 // selected operator has no name or shares it with another.
 std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan, int64_t devices);
 
+// Which rule decides how the compute operator named `name` runs, for an
+// error about it: "rules[3] selects it" (the last that does), "no rule
+// selects it", or empty where the plan does not lower.
+std::string rule_selecting(const Graph& model, const UserPlan& plan, int64_t devices, const std::string& name);
+
 // The model with the plan applied: plan_graph, plan_partitions, then
 // parallelize; a combination of kinds an operator's degree inference
 // refuses is an error naming the rule and the operator. `image`, when
