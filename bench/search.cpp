@@ -56,6 +56,7 @@
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/pipeline.h"
 #include "pcgx/search/simulator.h"
+#include "pcgx/search/timeline.h"
 #include "pcgx/search/unity_search.h"
 
 using namespace pcgx;
@@ -89,7 +90,13 @@ Run run(const Graph& g, const search::RuleLibrary& rules, const search::MachineM
   try {
     const search::SearchResult r = search::optimize(g, rules, mapper, o);
     if (!r.strategy.estimate.feasible) return {0, r.seconds, 0, 0, 0, ""};
-    const double sim = search::Simulator(r.strategy.graph, r.strategy.views, mapper.cost()).time();
+    // A plan too large to simulate task by task (timeline.h) keeps its
+    // prediction; its simulated time is left out (0), not the plan.
+    double sim = 0;
+    try {
+      sim = search::Simulator(r.strategy.graph, r.strategy.views, mapper.cost()).time();
+    } catch (const search::TooManyTasks&) {
+    }
     const auto& ranked = r.ranking;
     return {r.strategy.estimate.time, r.seconds, r.strategy.estimate.idle, r.strategy.estimate.devices_used, sim,
             ranked.chosen >= 0 ? ranked.finalists[static_cast<size_t>(ranked.chosen)].label : ""};

@@ -593,12 +593,7 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
   return mapper.time(split) < mapper.time(whole) ? split : whole;
 }
 
-namespace {
-
-// The expert's fastest degree that fits; where none fits, the one needing
-// the least memory (the closest miss: what a pipeline's micro-batches or
-// the error message start from). With it, its graph.
-std::optional<std::pair<int64_t, Graph>> tuned(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
+std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
   const std::vector<int64_t> degrees = expert_tensor_degrees(m, n, expert_family(g));
@@ -622,16 +617,14 @@ std::optional<std::pair<int64_t, Graph>> tuned(const Graph& g, const MachineMapp
   return best;
 }
 
-}  // namespace
-
 std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
-  auto t = tuned(g, mapper, sequence_parallel);
+  auto t = tuned_expert_choice(g, mapper, sequence_parallel);
   if (!t) return std::nullopt;
   return std::move(t->second);
 }
 
 int64_t tuned_expert_degree(const Graph& g, const MachineMapper& mapper) {
-  const auto t = tuned(g, mapper, false);
+  const auto t = tuned_expert_choice(g, mapper, false);
   return t ? t->first : 0;
 }
 

@@ -108,7 +108,7 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
   auto add_baselines = [&](const Graph& from, const std::vector<std::string>& applied) {
     // The baselines are built and timed on their own (in parallel) and
     // added in one order after: the same seeds whatever the threads.
-    std::optional<Graph> dp, expert;
+    std::optional<Graph> dp, expert, sequence_parallel;
     // Data parallelism over fewer devices than the machine's: the mapping
     // DP then runs parallel branches side by side, one group of devices
     // each (branch parallelism across groups, data parallelism inside).
@@ -124,7 +124,17 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
         },
         [&] {
           try {
-            if (auto e = tuned_expert(from, cx.mapper)) expert = ex.simplify(*e);
+            auto e = tuned_expert_choice(from, cx.mapper);
+            if (!e) return;
+            expert = ex.simplify(e->second);
+            // And at its degree with Korthikanti et al.'s sequence
+            // parallelism: the rules split a norm's sequence one reader's
+            // edge at a time, which a post-norm (BERT's, read by the next
+            // attention and the next residual sum) cannot reach one
+            // cheaper step at a time.
+            const CostModel& cost = cx.mapper.cost();
+            if (e->first > 1 && cx.options.seed_sequence_parallel)
+              if (auto s = search::expert(from, cost.machine(), cost.devices(), e->first, true)) sequence_parallel = ex.simplify(*s);
           } catch (const Error&) {
           }
         },
@@ -141,6 +151,8 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
           });
         });
     if (dp) seeds.push_back({std::move(*dp), applied});
+    if (sequence_parallel && (!expert || graph_hash(*sequence_parallel) != graph_hash(*expert)))
+      seeds.push_back({std::move(*sequence_parallel), applied});
     if (expert) seeds.push_back({std::move(*expert), applied});
     std::optional<size_t> fastest;
     for (size_t i = 0; i < grouped.size(); ++i)

@@ -254,16 +254,19 @@ size_t sequence_split_norms(const Graph& g, const std::string& norm = "RMSNorm")
 // over the samples split: substitution.h), unity splits a LLaMA layer's
 // norms along the sequence inside Megatron's tensor-parallel plan, and
 // beats the expert's plan; unity-v1 alone has no rule for RMSNorm and
-// splits none. Nothing in the search names sequence parallelism.
+// splits none. Searched without the expert's sequence-parallel plan among
+// its starts (seed_sequence_parallel), so the split comes from the rules.
 TEST(UnitySearch, SplitsTheSequenceWithTheShippedLlamaRules) {
   const Graph g = build_model("llama", {{"layers", 2}, {"hidden", 1024}, {"heads", 8}, {"ffn", 2816}, {"seq", 1024}, {"batch", 8}, {"vocab", 8000}});
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
   const MachineMapper mapper(cm);
   const std::vector<Ruleset> both{shipped_named("unity-v1.json"), shipped_named("llama-v1.json")};
-  const SearchResult with = optimize(g, RuleLibrary(both), mapper, SearchOptions{});
+  SearchOptions rules_only;
+  rules_only.seed_sequence_parallel = false;
+  const SearchResult with = optimize(g, RuleLibrary(both), mapper, rules_only);
   ASSERT_TRUE(with.strategy.estimate.feasible);
   EXPECT_GT(sequence_split_norms(with.strategy.graph), 0u);
-  const SearchResult without = optimize(g, RuleLibrary(shipped_named("unity-v1.json")), mapper, SearchOptions{});
+  const SearchResult without = optimize(g, RuleLibrary(shipped_named("unity-v1.json")), mapper, rules_only);
   EXPECT_EQ(sequence_split_norms(without.strategy.graph), 0u);
   EXPECT_LT(with.strategy.estimate.time, without.strategy.estimate.time);
   SearchOptions e;
@@ -282,15 +285,40 @@ TEST(UnitySearch, SplitsGptsSequenceWithValueGenericRules) {
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
   const MachineMapper mapper(cm);
   const std::vector<Ruleset> all{shipped_named("unity-v1.json"), shipped_named("layernorm-v1.json"), shipped_named("dropout-v1.json")};
-  const SearchResult with = optimize(g, RuleLibrary(all), mapper, SearchOptions{});
+  SearchOptions rules_only;
+  rules_only.seed_sequence_parallel = false;
+  const SearchResult with = optimize(g, RuleLibrary(all), mapper, rules_only);
   ASSERT_TRUE(with.strategy.estimate.feasible);
   EXPECT_GT(sequence_split_norms(with.strategy.graph, "LayerNorm"), 0u);
-  const SearchResult without = optimize(g, RuleLibrary(shipped_named("unity-v1.json")), mapper, SearchOptions{});
+  const SearchResult without = optimize(g, RuleLibrary(shipped_named("unity-v1.json")), mapper, rules_only);
   EXPECT_EQ(sequence_split_norms(without.strategy.graph, "LayerNorm"), 0u);
   EXPECT_LT(with.strategy.estimate.time, without.strategy.estimate.time);
   SearchOptions e;
   e.algorithm = Algorithm::kExpert;
   EXPECT_LT(with.strategy.estimate.time, optimize(g, RuleLibrary(all), mapper, e).strategy.estimate.time);
+}
+
+// BERT's post-norms, which the rules cannot split one cheaper step at a
+// time: unity starts from the expert's plan with sequence parallelism too
+// (SearchOptions::seed_sequence_parallel), so it splits them and is as
+// fast as that plan, where without that start it splits none.
+TEST(UnitySearch, StartsFromTheExpertsSequenceParallelPlan) {
+  const Graph g = build_model("bert-large", {{"layers", 2}, {"heads", 8}, {"seq", 512}, {"batch", 16}});
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
+  const MachineMapper mapper(cm);
+  const RuleLibrary rules(shipped_named("unity-v1.json"));
+  const SearchResult seeded = optimize(g, rules, mapper, SearchOptions{});
+  SearchOptions rules_only;
+  rules_only.seed_sequence_parallel = false;
+  const SearchResult unseeded = optimize(g, rules, mapper, rules_only);
+  SearchOptions e;
+  e.algorithm = Algorithm::kExpert, e.sequence_parallel = true;
+  const SearchResult expert_sp = optimize(g, rules, mapper, e);
+  ASSERT_TRUE(seeded.strategy.estimate.feasible);
+  EXPECT_GT(sequence_split_norms(seeded.strategy.graph, "LayerNorm"), 0u);
+  EXPECT_EQ(sequence_split_norms(unseeded.strategy.graph, "LayerNorm"), 0u);
+  EXPECT_LE(seeded.strategy.estimate.time, expert_sp.strategy.estimate.time * (1 + 1e-9));
+  EXPECT_LT(seeded.strategy.estimate.time, unseeded.strategy.estimate.time);
 }
 
 }  // namespace

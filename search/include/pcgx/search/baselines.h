@@ -135,6 +135,10 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
 // The expert strategy with its fastest tensor-parallel degree under
 // `mapper`; nothing for a model of no family it covers (`--search expert`).
 std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false);
+// Its degree with it: the fastest that fits; where none fits, the one
+// needing the least memory (the closest miss: what a pipeline's
+// micro-batches or the error message start from).
+std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false);
 // The tensor-parallel degree tuned_expert chooses (without sequence
 // parallelism); 0 for a model of no family it covers.
 int64_t tuned_expert_degree(const Graph& g, const MachineMapper& mapper);

@@ -73,6 +73,11 @@ struct SearchOptions {
   int64_t exhaustive_max_nodes = 0; // its space: PCGs of at most this many nodes (0: see unity_search.h)
   int64_t tensor_degree = 0;        // expert: its tensor-parallel degree, as a plan states it (0: the fastest that fits)
   bool sequence_parallel = false;   // expert: Megatron-LM's sequence parallelism inside each tensor-parallel group (baselines.h)
+  // unity: among the baselines it starts from, the expert's plan at its
+  // degree with sequence parallelism too; false: only the rules split a
+  // sequence (a post-norm's split, BERT's, is out of their reach one
+  // cheaper step at a time: docs/search.md).
+  bool seed_sequence_parallel = true;
   std::shared_ptr<const UserPlan> plan;  // plan: what it lowers (user_plan.h)
   // plan: rewrite each conversion as its cheapest sequence of parallel
   // operators (layout_search.h). Off for a pipeline's chunks, whose
