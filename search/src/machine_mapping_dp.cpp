@@ -353,6 +353,8 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.compute = m.dp.compute + m.overhead, e.overhead = m.overhead, e.update = m.dp.update;
   e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets, e.gather = m.sync.gather;
+  if (shards_weights(cost_.recipe().zero))
+    for (size_t i = 0; i < g.size(); ++i) e.gathered_for_use += p.active[i] && p.gathers_for_use(static_cast<NodeId>(i));
   e.once = m.dp.update + m.sync.exposed + m.sync.gather;
   e.backward = m.dp.backward;
   e.memory = memory_per_device(*solved.where, cost_.recipe(), cost_.micro_batches_in_flight());

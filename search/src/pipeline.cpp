@@ -627,8 +627,10 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // joined plan's, placed as the runtime places it (an interleaved stage's
   // chunks may use different devices of it).
   std::vector<double> stage_once(static_cast<size_t>(best.stages), 0.0);
-  for (const StagePlan& sp : best.stage)
+  for (const StagePlan& sp : best.stage) {
     for (auto [st, end] = stages_of(sp); st < end; ++st) stage_once[static_cast<size_t>(st)] += sp.mapped.estimate.once;
+    e.gathered_for_use += sp.mapped.estimate.gathered_for_use;
+  }
   const auto syncing = std::max_element(stage_once.begin(), stage_once.end()) - stage_once.begin();
   for (const StagePlan& sp : best.stage) {
     if (const auto [st, end] = stages_of(sp); syncing < st || syncing >= end) continue;

@@ -136,6 +136,8 @@ SimulationSummary Simulator::summary() const {
   s.time = timeline_.makespan();
   s.tasks = static_cast<int64_t>(timeline_.size());
   s.buckets = x.buckets;
+  if (shards_weights(x.cost.recipe().zero))
+    for (const Node& n : x.g.nodes()) s.gathered_for_use += x.gathers(n);
   s.devices.assign(static_cast<size_t>(x.D), {});
   std::vector<char> used(static_cast<size_t>(x.D), 0);
   for (size_t i = 0; i < timeline_.size(); ++i) {
@@ -199,6 +201,7 @@ Estimate simulated_estimate(const Simulator& s) {
   e.backward = sum.backward;
   e.communication = sum.communication + sum.sync;
   e.sync = sum.sync_total, e.sync_hidden = std::max(0.0, sum.sync_total - sum.sync_past), e.buckets = sum.buckets;
+  e.gathered_for_use = sum.gathered_for_use;
   double idle = 0;
   for (const DeviceSummary& d : sum.devices) idle += d.idle;
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());

@@ -34,6 +34,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
                     {"idle", e.idle},       {"devices_used", e.devices_used}, {"max_memory", e.max_memory()}};
+  if (e.gathered_for_use > 0) j["predicted"]["gathered_for_use"] = e.gathered_for_use;
   j["applied"] = s.applied;
   j["graph"] = graph_to_value(s.strategy.graph);
   json views = json::array();
@@ -195,7 +196,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     e.communication = p.value("communication", 0.0), e.idle = p.value("idle", 0.0), e.overhead = p.value("overhead", 0.0);
     e.update = p.value("update", 0.0);
     e.sync = p.value("sync", 0.0), e.sync_hidden = p.value("sync_hidden", 0.0), e.buckets = p.value("buckets", int64_t{0});
-    e.gather = p.value("gather", 0.0);
+    e.gather = p.value("gather", 0.0), e.gathered_for_use = p.value("gathered_for_use", int64_t{0});
     e.bytes = p.value("bytes", 0.0), e.devices_used = p.value("devices_used", int64_t{0});
   }
   if (j.contains("pipeline")) {

@@ -285,8 +285,20 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
   const auto z = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 3 --zero-persistence-threshold 1000 -q -o " + kept);
   ASSERT_EQ(z.code, 0) << z.out;
   EXPECT_NE(z.out.find("  persistence         weight blocks under 1000 parameters kept whole, gathered after the update\n"), std::string::npos) << z.out;
+  EXPECT_NE(z.out.find(": weights, optimizer state and gradients sharded"), std::string::npos) << z.out;
   std::ifstream f(kept);
-  EXPECT_EQ(nlohmann::json::parse(f).at("zero_persistence_threshold"), 1000);
+  const auto recorded = nlohmann::json::parse(f);
+  EXPECT_EQ(recorded.at("zero_persistence_threshold"), 1000);
+  EXPECT_GT(recorded.at("predicted").value("gathered_for_use", 0), 0);
+  // A threshold above every block shards no weight between uses (stage 2
+  // in all but name): the report says so rather than "weights sharded".
+  const auto whole = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 3 --zero-persistence-threshold 1000000000 -q -o " +
+                         (dir() / "z3-whole.json").string());
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  EXPECT_EQ(whole.out.find("weights, optimizer state and gradients sharded"), std::string::npos) << whole.out;
+  EXPECT_NE(whole.out.find("every weight block kept whole between uses (under the persistence threshold): stage 2's communication"), std::string::npos)
+      << whole.out;
+  EXPECT_NE(whole.out.find("gathered after the update (here every block)\n"), std::string::npos) << whole.out;
   const auto s = run("simulate " + kept);
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("(blocks under 1000 parameters kept whole)"), std::string::npos) << s.out;

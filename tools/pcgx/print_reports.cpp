@@ -113,20 +113,25 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << (ops.size() > 4 ? ", ...)" : ")");
   }
   out << "\n";
+  // ZeRO 3 with every weight block under the persistence threshold shards
+  // no weight between uses: stage 2 in all but name, and said so.
+  const bool gathers = shards_weights(recipe.zero) && e.gathered_for_use > 0;
+  const bool all_whole = shards_weights(recipe.zero) && !gathers && e.buckets > 0;
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
-      << (shards_weights(recipe.zero)     ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
+      << (gathers                         ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_optimizer(recipe.zero) ? ": optimizer state sharded over each weight's data-parallel group"
                                           : "")
+      << (all_whole ? ", every weight block kept whole between uses (under the persistence threshold): stage 2's communication" : "")
       << (syncs_every_micro_batch(recipe.zero) && rep.pipelined && rep.result.micro_batches > 1
-              ? (shards_weights(recipe.zero) ? ", each micro-batch's weights gathered and gradients reduce-scattered"
-                                             : ", each micro-batch's gradients reduce-scattered")
+              ? (gathers ? ", each micro-batch's weights gathered and gradients reduce-scattered" : ", each micro-batch's gradients reduce-scattered")
               : "")
       // A plan whose weights have no copies on several devices has nothing to shard.
       << (shards_optimizer(recipe.zero) && e.buckets == 0 ? " (here nothing: no weight has copies on several devices)" : "")
       << "\n";
-  if (shards_weights(recipe.zero))
-    out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "") << "\n";
+  if (shards_weights(recipe.zero) && e.buckets > 0)
+    out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "")
+        << (all_whole ? " (here every block)" : "") << "\n";
   out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
       << (optimizer_states(recipe.optimizer) == 1 ? "" : "s") << " per parameter)\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {

@@ -51,6 +51,8 @@ struct Estimate {
   double sync_hidden = 0;    // of sync: behind the backward pass (not in time)
   int64_t buckets = 0;       // gradient buckets
   double gather = 0;         // ZeRO 1, 2: all-gathering the updated weights (in communication and once)
+  int64_t gathered_for_use = 0;  // ZeRO 3: operators that gather their weights before each use (every
+                                 // stage's); 0: every block under the persistence threshold, kept whole
   double bytes = 0;          // sent between devices per step, as the runtime runs the plan
                              // (pcg/step_communication.h)
   double idle = 0;           // mean over devices of time not spent busy

@@ -135,6 +135,7 @@ struct SimulationSummary {
   // resource of the backward pass: then the critical path runs along them.
   double sync_past = 0;
   int64_t buckets = 0;
+  int64_t gathered_for_use = 0;  // ZeRO 3: operators gathering their weights before each use
   int64_t tasks = 0;
   int64_t devices_used = 0;  // devices that run at least one forward task
   std::vector<DeviceSummary> devices;
