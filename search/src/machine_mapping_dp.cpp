@@ -297,7 +297,7 @@ std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLay
 std::string one_stage_reason(const Placement& where, NodeId id, int64_t stage_devices) {
   const std::vector<int64_t> tasks = where.task_devices(id);
   const int64_t stage = *std::min_element(tasks.begin(), tasks.end()) / stage_devices;
-  return describe(where.graph().node(id)) + " runs on stage " + std::to_string(stage) + "'s devices (" + std::to_string(stage * stage_devices) +
+  return describe(where.graph().node(id)) + " runs on stage " + std::to_string(stage + 1) + "'s devices (" + std::to_string(stage * stage_devices) +
          ".." + std::to_string((stage + 1) * stage_devices - 1) +
          ") only: an interlaced chunk's operators run on several stages' (more tasks than a stage has devices)";
 }
@@ -353,8 +353,14 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.compute = m.dp.compute + m.overhead, e.overhead = m.overhead, e.update = m.dp.update;
   e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets, e.gather = m.sync.gather;
+  // Operators whose weights are gathered before use: a block at the
+  // persistence threshold with copies on several devices (a sync group).
   if (shards_weights(cost_.recipe().zero))
-    for (size_t i = 0; i < g.size(); ++i) e.gathered_for_use += p.active[i] && p.gathers_for_use(static_cast<NodeId>(i));
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!p.active[i] || !p.gathers_for_use(static_cast<NodeId>(i))) continue;
+      const std::vector<SyncGroup> groups = p.sync_groups(*solved.where, static_cast<NodeId>(i), 0);
+      e.gathered_for_use += std::any_of(groups.begin(), groups.end(), [](const SyncGroup& s) { return s.gathered_for_use; });
+    }
   e.once = m.dp.update + m.sync.exposed + m.sync.gather;
   e.backward = m.dp.backward;
   e.memory = memory_per_device(*solved.where, cost_.recipe(), cost_.micro_batches_in_flight());

@@ -499,7 +499,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             // An interlaced chunk's operator left on one stage's devices,
             // refused naming the plan's rule that decided it.
             auto one_stage = [&]() -> std::string {
-              if (!everywhere || sp.mapped.views.size() != sp.graph.size()) return {};
+              const auto& v = sp.mapped.views;
+              if (!everywhere || v.size() != sp.graph.size() || std::none_of(v.begin(), v.end(), [](const MachineView& m) { return m.placed(); }))
+                return {};  // not mapped (an operator with more tasks than devices): the mapper's reason stands
               const Placement place(sp.graph, sp.mapped.views, devices);
               const auto one = one_stage_operator(place, source_layouts(sp.graph), d);
               if (!one) return {};

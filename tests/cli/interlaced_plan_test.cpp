@@ -131,7 +131,7 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   const auto one = run("optimize gpt-tiny --plan " + written("one-stage.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string());
   expect_one_error_line(one,
                         "one-stage.json: pipeline: no feasible pipelined strategy (2 stages, 4 micro-batches: interlaced chunk 0: node 18 'emb_dropout' (Dropout) "
-                        "runs on stage 0's devices (0..1) only", out);
+                        "runs on stage 1's devices (0..1) only", out);
   EXPECT_NE(one.out.find("; rules[" + std::to_string(plan["rules"].size() - 1) + "] selects it)"), std::string::npos) << one.out;
   // One no rule selects (the embeddings' sum, its rule "emb_*" dropped)
   // runs as one task on one stage: refused, saying so.
@@ -142,7 +142,7 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   ASSERT_EQ(kept.size() + 1, plan["rules"].size());
   plan["rules"] = kept;
   expect_one_error_line(run("optimize gpt-tiny --plan " + written("unselected.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
-                        "'emb_add' (EwAdd) runs on stage 0's devices (0..1) only: an interlaced chunk's operators run on several stages' (more tasks "
+                        "'emb_add' (EwAdd) runs on stage 1's devices (0..1) only: an interlaced chunk's operators run on several stages' (more tasks "
                         "than a stage has devices); no rule selects it)", out);
 }
 

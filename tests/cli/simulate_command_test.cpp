@@ -299,6 +299,10 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
   EXPECT_NE(whole.out.find("every weight block kept whole between uses (under the persistence threshold): stage 2's communication"), std::string::npos)
       << whole.out;
   EXPECT_NE(whole.out.find("gathered after the update (here every block)\n"), std::string::npos) << whole.out;
+  const auto whole_sim = run("simulate " + (dir() / "z3-whole.json").string());
+  ASSERT_EQ(whole_sim.code, 0) << whole_sim.out;
+  EXPECT_NE(whole_sim.out.find("ZeRO 3 with every weight block kept whole between uses (stage 2's communication)"), std::string::npos) << whole_sim.out;
+  EXPECT_EQ(whole_sim.out.find("all-gathers before each use"), std::string::npos) << whole_sim.out;
   const auto s = run("simulate " + kept);
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("(blocks under 1000 parameters kept whole)"), std::string::npos) << s.out;

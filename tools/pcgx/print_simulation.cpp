@@ -43,8 +43,10 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << " in all, summed over links)\n"
             << "    gradient sync     " << ms(s.sync) << " of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
             << (s.buckets == 1 ? "" : "s") << " on the critical path; the last ends " << ms(s.sync_past) << " after the backward pass"
-            << (shards_weights(sim.recipe().zero) ? ", with ZeRO 3's weight all-gathers before each use" : "")
-            << (shards_weights(sim.recipe().zero) && sim.recipe().zero_persistence_threshold > 0
+            << (!shards_weights(sim.recipe().zero) ? ""
+                : s.gathered_for_use > 0          ? ", with ZeRO 3's weight all-gathers before each use"
+                                                  : ", ZeRO 3 with every weight block kept whole between uses (stage 2's communication)")
+            << (shards_weights(sim.recipe().zero) && s.gathered_for_use > 0 && sim.recipe().zero_persistence_threshold > 0
                     ? " (blocks under " + std::to_string(sim.recipe().zero_persistence_threshold) + " parameters kept whole)"
                     : std::string())
             << "\n";

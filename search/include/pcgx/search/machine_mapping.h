@@ -118,7 +118,8 @@ class MachineMapper {
 // operators run on several stages' devices, or they would start a staged
 // chunk of their own.
 std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLayouts& layouts, int64_t stage_devices);
-// Its refusal: "node 18 'emb_dropout' (Dropout) runs on stage 0's devices (0..1) only: ...".
+// Its refusal: "node 18 'emb_dropout' (Dropout) runs on stage 1's devices (0..1) only: ..."
+// (stages counted from 1, as the pipeline search's other errors and optimize's summary).
 std::string one_stage_reason(const Placement& where, NodeId id, int64_t stage_devices);
 
 // What one device keeps through a training step, by kind, in bytes.
