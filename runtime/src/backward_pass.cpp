@@ -94,7 +94,10 @@ void DeviceExecutor::backward_node(const Node& n) {
   for (size_t s : free_after_backward_[k]) release_segment(plan_.segments[s]);
 }
 
-const Buffer& DeviceExecutor::scratch_contribution(size_t input, const ParallelTensorShape& shape) {
+const Buffer& DeviceExecutor::scratch_contribution(NodeId node, Slot slot, const ParallelTensorShape& shape) {
+  auto& known = scratch_of_[static_cast<size_t>(node)];
+  if (const auto it = known.find(slot); it != known.end()) return *it->second;
+  const size_t input = slot.second;
   auto fits = [&](const Buffer& b) {
     const std::span<const int64_t> have = backend_.shape(b);
     if (have.size() != shape.dims.size()) return false;
@@ -105,8 +108,8 @@ const Buffer& DeviceExecutor::scratch_contribution(size_t input, const ParallelT
     return true;
   };
   for (const auto& [i, b] : scratch_contributions_)
-    if (i == input && fits(b)) return b;
-  return scratch_contributions_.emplace_back(input, allocate(shape.slice_shape())).second;
+    if (i == input && fits(b)) return *(known[slot] = &b);
+  return *(known[slot] = &scratch_contributions_.emplace_back(input, allocate(shape.slice_shape())).second);
 }
 
 void DeviceExecutor::backward_compute(const Node& n) {
@@ -141,7 +144,8 @@ void DeviceExecutor::backward_compute(const Node& n) {
         }
         direct_[i] = 1;
       } else {
-        const Buffer& c = mine ? scratch_contribution(i, plan_.graph->shape(x)) : buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
+        const Buffer& c = mine ? scratch_contribution(n.id, {t, i}, plan_.graph->shape(x))
+                               : buffer(contributions_, n.id, {t, i}, plan_.graph->shape(x));
         if (!overwrites) backend_.fill(c, 0.f);
         din_[i] = &c;
       }

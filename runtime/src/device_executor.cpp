@@ -47,6 +47,7 @@ void DeviceExecutor::init() {
   received_once_.resize(g.size());
   move_buffers_.resize(g.size());
   contributions_.resize(g.size());
+  scratch_of_.resize(g.size());
   kernel_times_.resize(g.size());
   partial_sums_.resize(g.size());
   held_grads_.resize(g.size());

@@ -470,7 +470,8 @@ class DeviceExecutor {
   // weight gradient summed over micro-batches. A deque: references stay
   // valid while a task's later inputs add entries.
   std::deque<std::pair<size_t, Buffer>> scratch_contributions_;
-  const Buffer& scratch_contribution(size_t input, const ParallelTensorShape& shape);
+  std::vector<std::map<Slot, const Buffer*>> scratch_of_;  // per node and (task, input): its scratch, found once
+  const Buffer& scratch_contribution(NodeId node, Slot slot, const ParallelTensorShape& shape);
   std::vector<std::vector<NodeId>> sliced_from_;  // [source]: the layouts filled from it
   std::vector<int> group_scratch_;
   std::vector<Buffer> bucket_buffers_;  // per bucket of the plan, allocated on first use
