@@ -322,10 +322,17 @@ int default_kernel_threads(int local_devices) {
   return std::max(1, cores / std::max(local_devices, 1));
 }
 
+namespace {
+int64_t gathering_buckets(const ExecutionPlan& plan) {
+  return std::count_if(plan.buckets.begin(), plan.buckets.end(), [](const SyncBucket& b) { return b.gathered_for_use; });
+}
+}  // namespace
+
 TrainResult train(const Graph& g, std::span<const MachineView> views, int devices, const TrainOptions& options) {
   const Setup setup = prepare(g, views, devices, options);
   TrainResult result;
   result.devices = devices;
+  result.buckets_gathered_for_use = gathering_buckets(setup.plan);
   result.target = setup.synthetic ? setup.synthetic->target() : "";
   result.data = setup.source().describe();
   InProcessWorld world(devices);
@@ -360,6 +367,7 @@ TrainResult train(const Graph& g, std::span<const MachineView> views, MpiWorld& 
   const Setup setup = prepare(g, views, world.size(), options);
   TrainResult result;
   result.devices = world.size();
+  result.buckets_gathered_for_use = gathering_buckets(setup.plan);
   result.target = setup.synthetic ? setup.synthetic->target() : "";
   result.data = setup.source().describe();
   Communicator& comm = world.communicator();

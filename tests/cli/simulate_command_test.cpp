@@ -303,6 +303,12 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
   ASSERT_EQ(whole_sim.code, 0) << whole_sim.out;
   EXPECT_NE(whole_sim.out.find("ZeRO 3 with every weight block kept whole between uses (stage 2's communication)"), std::string::npos) << whole_sim.out;
   EXPECT_EQ(whole_sim.out.find("all-gathers before each use"), std::string::npos) << whole_sim.out;
+  const auto whole_run = run("run " + (dir() / "z3-whole.json").string() + " --steps 2 --no-plot --report " + (dir() / "z3-whole-run.json").string());
+  ASSERT_EQ(whole_run.code, 0) << whole_run.out;
+  EXPECT_NE(whole_run.out.find("after the update (every weight block under the persistence threshold, kept whole between uses: stage 2's communication)"),
+            std::string::npos)
+      << whole_run.out;
+  EXPECT_EQ(whole_run.out.find("before each forward and backward"), std::string::npos) << whole_run.out;
   const auto s = run("simulate " + kept);
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("(blocks under 1000 parameters kept whole)"), std::string::npos) << s.out;

@@ -193,7 +193,12 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
       << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n";
   if (shards_optimizer(o.zero))
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered"
-        << (shards_weights(o.zero) ? " before each forward and backward that reads them (one bucket per weight block)" : " after the update") << "\n";
+        << (shards_weights(o.zero) && s.result.buckets_gathered_for_use > 0 ? " before each forward and backward that reads them (one bucket per weight block)"
+                                                                            : " after the update")
+        << (shards_weights(o.zero) && s.result.buckets_gathered_for_use == 0
+                ? " (every weight block under the persistence threshold, kept whole between uses: stage 2's communication)"
+                : "")
+        << "\n";
   if (shards_weights(o.zero)) out << "  persistence         " << persistence(o.zero_persistence_threshold) << "\n";
   if (o.recompute != Recompute::kNone)
     out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers, o.pipeline && o.pipeline->in_flight())

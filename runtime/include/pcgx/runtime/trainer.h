@@ -112,6 +112,9 @@ struct TrainResult {
   std::vector<double> step_seconds;  // per step
   std::map<std::string, Tensor<float>> parameters;  // final weights by name (logical values)
   int64_t bytes_sent = 0;            // between devices, whole run
+  // ZeRO 3: the gradient buckets whose weight block is gathered before
+  // each use (0: every block under the persistence threshold, kept whole).
+  int64_t buckets_gathered_for_use = 0;
   // The most buffer memory any device's executor held at once
   // (DeviceExecutor::buffer_bytes: activations, gradients, messages,
   // buckets; not the optimizer's state); under MPI, rank 0's.
