@@ -1,4 +1,4 @@
-// Pipeline parallelism: stages, micro-batches, 1F1B timing (see pipeline.h).
+// Pipeline parallelism: stages, micro-batches, 1F1B timing (see pipeline.h); where the chunks end: pipeline_cuts.cpp.
 #include "pcgx/search/pipeline.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <tbb/parallel_for.h>
 
 #include "graph_splitting.h"
+#include "pipeline_cuts.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/placement.h"
@@ -63,73 +64,6 @@ std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOp
   return out;
 }
 
-// Megatron-LM's stages: the model's layers (the repeating gaps between its
-// cuts, pcg/graph_cuts.h) split evenly over the chunks, what precedes the
-// first layer (the embeddings) in the first chunk and what follows the
-// last (the head and the loss) in the last.
-std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks) {
-  if (chunks <= 1) return {};
-  const auto cuts = valid_cuts(g, order);
-  std::vector<uint64_t> gaps;
-  for (size_t c = 0; c + 1 < cuts.size(); ++c)
-    gaps.push_back(gap_signature(g, std::span(order).subspan(cuts[c].first + 1, cuts[c + 1].first - cuts[c].first)));
-  const RepeatingGaps r = repeating_gaps(gaps);
-  const auto layers = static_cast<int64_t>(r.layers());
-  if (layers == 0) throw Error("megatron: '" + g.name() + "' has no repeating layers to split over pipeline stages");
-  if (layers % chunks != 0)
-    throw FieldError("PipelineOptions.stages", "Megatron-LM splits the " + std::to_string(layers) + " layers of '" + g.name() +
-                                                   "' evenly, and " + std::to_string(chunks) + " chunks (stages x virtual stages) do not divide them");
-  std::vector<std::pair<size_t, TensorRef>> out;
-  const auto per = static_cast<size_t>(layers / chunks);
-  for (int64_t k = 1; k < chunks; ++k) out.push_back(cuts[r.start + static_cast<size_t>(k) * per * r.period]);
-  return out;
-}
-
-// An interlaced pipeline's cuts, unstated: the layers split evenly over
-// the staged chunks, and an interlaced first chunk what precedes the first
-// layer, an interlaced last one what follows the last.
-std::vector<std::pair<size_t, TensorRef>> interlaced_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t staged,
-                                                          const std::vector<int64_t>& interlaced) {
-  const int64_t C = staged + static_cast<int64_t>(interlaced.size());  // (each the first or the last: check_interlaced)
-  const auto cuts = valid_cuts(g, order);
-  std::vector<uint64_t> gaps;
-  for (size_t c = 0; c + 1 < cuts.size(); ++c)
-    gaps.push_back(gap_signature(g, std::span(order).subspan(cuts[c].first + 1, cuts[c + 1].first - cuts[c].first)));
-  const RepeatingGaps r = repeating_gaps(gaps);
-  if (r.layers() == 0) throw Error("pipeline: '" + g.name() + "' has no repeating layers to run as stages beside interlaced chunks");
-  std::vector<std::pair<size_t, TensorRef>> out = even_layer_cuts(g, order, staged);
-  if (std::find(interlaced.begin(), interlaced.end(), 0) != interlaced.end()) out.insert(out.begin(), cuts[r.start]);
-  if (std::find(interlaced.begin(), interlaced.end(), C - 1) != interlaced.end()) {
-    const size_t after = r.start + r.layers() * r.period;
-    if (after >= cuts.size()) throw Error("pipeline: nothing follows the last layer of '" + g.name() + "' at a single-tensor cut to interlace");
-    out.push_back(cuts[after]);
-  }
-  return out;
-}
-
-// The cuts after the operators `names` (PipelineOptions::boundaries).
-std::vector<std::pair<size_t, TensorRef>> stated_cuts(const Graph& g, const std::vector<NodeId>& order, const std::vector<std::string>& names,
-                                                      int64_t chunks) {
-  if (static_cast<int64_t>(names.size()) != chunks - 1)
-    throw FieldError("PipelineOptions.boundaries", std::to_string(names.size()) + " operators end chunks, and " + std::to_string(chunks) +
-                                                       " chunks (stages x virtual stages) need " + std::to_string(chunks - 1));
-  const auto cuts = valid_cuts(g, order);
-  std::vector<std::pair<size_t, TensorRef>> out;
-  for (const std::string& name : names) {
-    const auto at = std::find_if(cuts.begin(), cuts.end(), [&](const auto& c) { return g.node(order[c.first]).name == name; });
-    if (at == cuts.end()) {
-      const bool exists = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return n.name == name; });
-      throw FieldError("PipelineOptions.boundaries", "'" + name + "' " +
-                                                         (exists ? "does not end a single-tensor cut of '" + g.name() + "' (more than one tensor crosses after it)"
-                                                                 : "is no operator of '" + g.name() + "'"));
-    }
-    if (!out.empty() && at->first <= out.back().first)
-      throw FieldError("PipelineOptions.boundaries", "'" + name + "' does not come after '" + g.node(order[out.back().first]).name + "'");
-    out.push_back(*at);
-  }
-  return out;
-}
-
 }  // namespace
 
 void check_interlaced(const PipelineOptions& po, Algorithm algorithm) {
@@ -166,7 +100,6 @@ std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
   return out;
 }
 
-
 }  // namespace
 
 Graph pipelined(const Graph& g, int64_t m, bool last, std::vector<NodeId>* image) {
@@ -194,40 +127,6 @@ Graph pipelined(const Graph& g, int64_t m, bool last, std::vector<NodeId>* image
         if (const int64_t p = out.shape(t).dims[static_cast<size_t>(d)].pipeline; p > 1)
           t = {out.add("Batch", {{"dim", d}, {"degree", p}}, {t}), 0};
     out.add_output(t);
-  }
-  return out;
-}
-
-std::vector<std::pair<size_t, TensorRef>> balanced_cuts(const Graph& g, const std::vector<double>& weight, int64_t stages) {
-  const std::vector<NodeId> order = compute_order(g);
-  const auto cuts = valid_cuts(g, order);
-  const size_t c = cuts.size(), s = static_cast<size_t>(stages);
-  if (stages <= 1 || c + 1 < s) return {};
-  std::vector<double> prefix(order.size() + 1, 0.0);
-  for (size_t i = 0; i < order.size(); ++i) prefix[i + 1] = prefix[i] + weight[static_cast<size_t>(order[i])];
-  // Stage boundaries b_0 = 0 < b_1 < ... < b_s = order.size(), b_j one past a cut.
-  auto end_of = [&](size_t j) { return cuts[j].first + 1; };
-  // best[k][j]: the smallest largest stage for k stages ending at cut j.
-  std::vector<std::vector<double>> best(s, std::vector<double>(c, kInf));
-  std::vector<std::vector<size_t>> from(s, std::vector<size_t>(c, 0));
-  for (size_t j = 0; j < c; ++j) best[1][j] = prefix[end_of(j)];
-  for (size_t k = 2; k < s; ++k)
-    for (size_t j = 0; j < c; ++j)
-      for (size_t i = 0; i < j; ++i) {
-        const double v = std::max(best[k - 1][i], prefix[end_of(j)] - prefix[end_of(i)]);
-        if (v < best[k][j]) best[k][j] = v, from[k][j] = i;
-      }
-  size_t last = 0;
-  double top = kInf;
-  for (size_t j = 0; j < c; ++j) {
-    const double v = std::max(best[s - 1][j], prefix[order.size()] - prefix[end_of(j)]);
-    if (v < top) top = v, last = j;
-  }
-  if (top == kInf) return {};
-  std::vector<std::pair<size_t, TensorRef>> out(s - 1);
-  for (size_t k = s - 1; k-- > 0;) {
-    out[k] = cuts[last];
-    last = from[k + 1][last];
   }
   return out;
 }
@@ -499,8 +398,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             // An interlaced chunk's operator left on one stage's devices,
             // refused naming the plan's rule that decided it.
             auto one_stage = [&]() -> std::string {
-              const auto& v = sp.mapped.views;
-              if (!everywhere || v.size() != sp.graph.size() || std::none_of(v.begin(), v.end(), [](const MachineView& m) { return m.placed(); }))
+              const auto& views = sp.mapped.views;
+              if (!everywhere || views.size() != sp.graph.size() ||
+                  std::none_of(views.begin(), views.end(), [](const MachineView& m) { return m.placed(); }))
                 return {};  // not mapped (an operator with more tasks than devices): the mapper's reason stands
               const Placement place(sp.graph, sp.mapped.views, devices);
               const auto one = one_stage_operator(place, source_layouts(sp.graph), d);

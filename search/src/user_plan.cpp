@@ -238,10 +238,17 @@ PlanDecisions plan_decisions(const Graph& model, const UserPlan& plan, int64_t d
   return d;
 }
 
+namespace {
+// plan_graph(model) and, per node, the rule it runs by (-1: none).
+std::pair<Graph, std::vector<int>> rules_of(const Graph& model, const UserPlan& plan, int64_t devices) {
+  std::pair<Graph, std::vector<int>> out{plan_graph(model, plan), {}};
+  plan_partitions(out.first, plan, devices, &out.second, false);
+  return out;
+}
+}  // namespace
+
 std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan, int64_t devices) {
-  const Graph g = plan_graph(model, plan);
-  std::vector<int> rule_of;
-  plan_partitions(g, plan, devices, &rule_of, false);
+  const auto [g, rule_of] = rules_of(model, plan, devices);
   std::map<std::string, int> named;  // compute operators per name
   for (const Node& n : g.nodes())
     if (n.op->op_class == OpClass::kCompute) ++named[n.name];
@@ -261,9 +268,7 @@ std::set<std::string> stated_operators(const Graph& model, const UserPlan& plan,
 
 std::string rule_selecting(const Graph& model, const UserPlan& plan, int64_t devices, const std::string& name) {
   try {
-    const Graph g = plan_graph(model, plan);
-    std::vector<int> rule_of;
-    plan_partitions(g, plan, devices, &rule_of, false);
+    const auto [g, rule_of] = rules_of(model, plan, devices);
     for (const Node& n : g.nodes())
       if (n.name == name && rule_of[static_cast<size_t>(n.id)] >= 0) return "rules[" + std::to_string(rule_of[static_cast<size_t>(n.id)]) + "] selects it";
     return "no rule selects it";

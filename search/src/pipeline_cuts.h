@@ -1,0 +1,29 @@
+#pragma once
+// Where a pipeline's chunks end (internal to search/; pipeline.cpp): cuts
+// of the model, each a position in its compute order after which one
+// tensor crosses (pcg/graph_cuts.h's valid_cuts). pipeline.h's
+// balanced_cuts is the searched choice; these are the stated ones.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+
+namespace pcgx::search {
+
+// Megatron-LM's stages: the model's layers split evenly over `chunks`, the
+// embeddings in the first chunk and the head and loss in the last. Throws
+// naming PipelineOptions.stages where the chunks do not divide the layers.
+std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks);
+// An interlaced pipeline's cuts, unstated: the layers evenly over the
+// `staged` chunks, an interlaced first chunk what precedes the first
+// layer, an interlaced last one what follows the last.
+std::vector<std::pair<size_t, TensorRef>> interlaced_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t staged,
+                                                          const std::vector<int64_t>& interlaced);
+// The cuts after the operators `names` (PipelineOptions::boundaries), one
+// per chunk but the last; throws naming that field otherwise.
+std::vector<std::pair<size_t, TensorRef>> stated_cuts(const Graph& g, const std::vector<NodeId>& order, const std::vector<std::string>& names,
+                                                      int64_t chunks);
+
+}  // namespace pcgx::search
