@@ -128,11 +128,11 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
   const double fs = sum_f > 0 ? forward / sum_f : 0.0, bs = sum_b > 0 ? backward / sum_b : 0.0;
   // The step as one sequence: per micro-batch (one stage runs each one's
   // forward then its backward), the operators forward, then backward; an
-  // operator that runs once per step (rounds 1) with the last. The first
-  // two gathers are issued at its start; once the j-th gathering visit is
-  // done (and, backward, its gradients are on the channel), the (j+2)-th
-  // is issued, so the backward's first gathers follow the forward's last
-  // operators.
+  // operator that runs once per step (rounds 1) with the last. First the
+  // compute and the gather channel, which the buckets never delay: the
+  // first two gathers are issued at its start; once the j-th gathering
+  // visit is done, the (j+2)-th is issued, so the backward's first gathers
+  // follow the forward's last operators.
   struct Visit {
     const ShardedStep* op;
     bool backward;
@@ -154,31 +154,81 @@ SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep
     if (visits[i].op && visits[i].op->gathers) gathering[static_cast<size_t>(visits[i].micro_batch)].push_back(i);
   std::vector<double> arrived(visits.size(), 0.0);
   const ShardedStep* first = ops.empty() ? nullptr : &ops.front();
-  double channel = 0, compute = 0;
+  std::vector<LinkBusy> busy;  // the gathers and the operators' messages, which the buckets yield to
+  struct Issued {
+    double ready;
+    const Bucket* bucket;
+  };
+  std::vector<Issued> issued;  // the buckets, in the order they are issued
+  double gather_channel = 0, compute = 0;
+  // Per link level, when the last gather issued so far that crosses it
+  // ends: an operator's messages issued after it on that level wait for it
+  // (a link runs what is issued to it in order, as the simulator's ports do).
+  std::vector<double> gathered_by(32, 0.0);
   const std::vector<size_t>* now = &gathering[0];
   auto issue = [&](size_t j, double at) {
     if (j >= now->size()) return;
-    channel = std::max(channel, at) + visits[(*now)[j]].op->gather;
-    arrived[(*now)[j]] = channel;
+    const ShardedStep& op = *visits[(*now)[j]].op;
+    const double start = std::max(gather_channel, at);
+    gather_channel = start + op.gather;
+    arrived[(*now)[j]] = gather_channel;
+    uint32_t levels = 0;
+    for (const SyncGroup& s : op.grads)
+      if (s.gathered_for_use) levels |= crossed_levels(cost.machine(), s.group);
+    if (levels && op.gather > 0) {
+      busy.push_back({start, gather_channel, levels});
+      for (size_t l = 0; l < gathered_by.size(); ++l)
+        if (levels & (uint32_t{1} << l)) gathered_by[l] = gather_channel;
+    }
   };
   issue(0, 0.0), issue(1, 0.0);
   size_t j = 0;
   for (size_t i = 0; i < visits.size(); ++i) {
     const Buckets& set = visits[i].micro_batch + 1 == micro ? final_buckets : every_buckets;
     if (!visits[i].op) {
-      for (const Bucket& b : set.last) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
+      for (const Bucket& b : set.last) issued.push_back({compute, &b});
       if (const auto next = static_cast<size_t>(visits[i].micro_batch) + 1; next < gathering.size())
         now = &gathering[next], j = 0, issue(0, compute), issue(1, compute);
       continue;
     }
     const ShardedStep& op = *visits[i].op;
-    const double share = 1.0 / static_cast<double>(op.rounds);
+    const double share = 1.0 / static_cast<double>(op.rounds), scale = visits[i].backward ? bs : fs;
     if (op.gathers) compute = std::max(compute, arrived[i]);
-    compute += (visits[i].backward ? op.backward * bs : op.forward * fs) * share;
+    const double runs = (visits[i].backward ? op.backward : op.forward) * scale * share;
+    const double m = std::min(runs, (visits[i].backward ? op.messages_backward : op.messages_forward) * scale * share);
+    if (m > 0 && op.levels) {  // its messages, at the end of the visit, after the gathers issued before them
+      double after = 0;
+      for (size_t l = 0; l < gathered_by.size(); ++l)
+        if (op.levels & (uint32_t{1} << l)) after = std::max(after, gathered_by[l]);
+      compute = std::max(compute + runs - m, after) + m;
+      busy.push_back({compute - m, compute, op.levels});
+    } else {
+      compute += runs;
+    }
     if (visits[i].backward)
-      for (const Bucket& b : set.closes[static_cast<size_t>(&op - first)]) channel = std::max(channel, compute) + cost.bucket_time(b.sync.group, b.bytes);
+      for (const Bucket& b : set.closes[static_cast<size_t>(&op - first)]) issued.push_back({compute, &b});
     if (op.gathers) issue(j++ + 2, compute);
   }
+  // Then the buckets on the sync channel, each in the link time that what
+  // went first leaves on the levels its group crosses.
+  std::stable_sort(busy.begin(), busy.end(), [](const LinkBusy& a, const LinkBusy& b) { return a.start < b.start; });
+  std::map<uint32_t, std::vector<LinkBusy>> blocking;  // per levels crossed: the busy intervals, merged
+  auto blocking_of = [&](uint32_t levels) -> const std::vector<LinkBusy>& {
+    auto [it, added] = blocking.try_emplace(levels);
+    if (added)
+      for (const LinkBusy& b : busy) {
+        if (!(b.levels & levels)) continue;
+        if (!it->second.empty() && b.start <= it->second.back().end) it->second.back().end = std::max(it->second.back().end, b.end);
+        else it->second.push_back({b.start, b.end, levels});
+      }
+    return it->second;
+  };
+  double channel = 0;
+  for (const Issued& x : issued) {
+    const uint32_t levels = crossed_levels(cost.machine(), x.bucket->sync.group);
+    channel = run_beside(blocking_of(levels), levels, std::max(channel, x.ready), cost.bucket_time(x.bucket->sync.group, x.bucket->bytes));
+  }
+  channel = std::max(channel, gather_channel);
   t.exposed = std::max(0.0, std::max(compute, channel) - forward - backward);
   t.exposed = std::min(t.exposed, t.total);
   return t;

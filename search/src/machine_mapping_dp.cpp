@@ -171,6 +171,9 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       const Result& r = m.leaves[i];
       ShardedStep& op = ops.emplace_back();
       op.forward = r.time - r.sync - r.update - r.backward, op.backward = r.backward;
+      const Result c = p.comm(w, static_cast<NodeId>(i), 0);
+      op.messages_forward = c.comm - c.backward, op.messages_backward = c.backward;
+      op.levels = p.comm_levels(w, static_cast<NodeId>(i));
       op.gathers = p.gathers_for_use(static_cast<NodeId>(i));
       op.grads = p.sync_groups(w, static_cast<NodeId>(i), 0);
       op.rounds = node_slices(p.g, p.g.node(static_cast<NodeId>(i)));
@@ -359,7 +362,7 @@ Strategy MachineMapper::map(const Graph& g) const {
     for (size_t i = 0; i < g.size(); ++i) {
       if (!p.active[i] || !p.gathers_for_use(static_cast<NodeId>(i))) continue;
       const std::vector<SyncGroup> groups = p.sync_groups(*solved.where, static_cast<NodeId>(i), 0);
-      e.gathered_for_use += std::any_of(groups.begin(), groups.end(), [](const SyncGroup& s) { return s.gathered_for_use; });
+      e.gathered_for_use += std::any_of(groups.begin(), groups.end(), [](const SyncGroup& x) { return x.gathered_for_use; });
     }
   e.once = m.dp.update + m.sync.exposed + m.sync.gather;
   e.backward = m.dp.backward;

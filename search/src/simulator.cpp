@@ -81,7 +81,7 @@ double Simulator::zero_extra_bytes() const { return impl_->problem.zero_extra_by
 
 void Simulator::rebuild() {
   Impl& x = *impl_;
-  timeline_ = Timeline(static_cast<int32_t>(x.sync_base + x.D));
+  timeline_ = Timeline(x.resources());
   info_.clear();
   x.place = std::make_unique<Placement>(x.g, x.views, x.D);
   if (!x.build_pipelined(timeline_, info_)) {
@@ -118,6 +118,7 @@ void Simulator::set_view(NodeId n, const MachineView& v) {
 std::string Simulator::resource_name(ResourceId r) const {
   const Impl& x = *impl_;
   if (r < x.D) return "device " + std::to_string(r);
+  if (r >= x.gather_base) return "gather channel of device " + std::to_string(r - x.gather_base);
   if (r >= x.sync_base) return "sync channel of device " + std::to_string(r - x.sync_base);
   const auto& links = x.cost.machine().links;
   size_t l = links.size() - 1;
@@ -151,8 +152,8 @@ SimulationSummary Simulator::summary() const {
       if (r < x.D) {
         s.devices[static_cast<size_t>(r)].compute += t.duration;
         if (k.kind == SimKind::kForward && t.duration > 0) used[static_cast<size_t>(r)] = 1;
-      } else if (r >= x.sync_base) {
-        s.devices[static_cast<size_t>(r - x.sync_base)].sync += t.duration;
+      } else if (r >= x.sync_base) {  // (the sync or the gather channel)
+        s.devices[static_cast<size_t>((r - x.sync_base) % x.D)].sync += t.duration;
       }
     }
   }

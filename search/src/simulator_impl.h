@@ -38,6 +38,11 @@ struct Simulator::Impl {
   int64_t D;
   std::vector<int32_t> port_base;  // per link level: first port resource
   int32_t sync_base = 0;
+  // ZeRO 3's gathers before use have a channel of their own per device,
+  // after the sync channels (FSDP and DeepSpeed all-gather on a stream
+  // apart from their reduce-scatters): resources() counts it only then.
+  int32_t gather_base = 0;
+  int32_t resources() const { return gather_base + (gathers_any() ? static_cast<int32_t>(D) : 0); }
 
   // Per node: where its tasks are in the timeline.
   struct Unit {
@@ -108,6 +113,7 @@ struct Simulator::Impl {
       next += static_cast<int32_t>(groups_below(l) * adapters(l));
     }
     sync_base = next;
+    gather_base = sync_base + static_cast<int32_t>(D);
   }
 
   int64_t groups_below(size_t level) const {
@@ -409,7 +415,7 @@ struct Simulator::Impl {
         for (const SyncGroup& s : problem.sync_groups(*place, id, 0)) {
           if (!s.gathered_for_use) continue;  // kept whole (below the persistence threshold)
           seconds += cost.use_gather_time(s) * (s.rounds > 1 ? 1.0 : 1.0 / slices);
-          sync_resources(s, !cost.machine().device.overlaps_communication, id, res);
+          sync_resources(s, !cost.machine().device.overlaps_communication, id, res, nullptr, true);
         }
         std::vector<ResourceId> r = seconds > 0 ? std::vector<ResourceId>(res.begin(), res.end()) : std::vector<ResourceId>{};
         tl.set_cost(u.fwd_gather, seconds, r);
@@ -442,13 +448,14 @@ struct Simulator::Impl {
   }
 
   // The ports a collective over sync group `s` crosses, on its members'
-  // sync channels (and compute streams, `with_devices`), into `out`; the
+  // sync channels (their gather channels for ZeRO 3's gathers before use,
+  // `before_use`; and compute streams, `with_devices`), into `out`; the
   // ports into `ports` instead where given.
   void sync_resources(const SyncGroup& s, bool with_devices, NodeId reader, std::set<ResourceId>& out,
-                      std::set<ResourceId>* ports = nullptr) const {
+                      std::set<ResourceId>* ports = nullptr, bool before_use = false) const {
     for (int64_t d : s.devices) {
       check_device(d, reader);
-      out.insert(sync_base + static_cast<ResourceId>(d));
+      out.insert((before_use ? gather_base : sync_base) + static_cast<ResourceId>(d));
       if (with_devices) out.insert(static_cast<ResourceId>(d));
       for (size_t l = 0; l < cost.machine().links.size(); ++l)
         if (s.group.crossed(l)) (ports ? *ports : out).insert(port(l, d));
@@ -474,12 +481,13 @@ struct Simulator::Impl {
       return std::vector<ResourceId>(res.begin(), res.end());
     };
     // A bucket beside the backward pass (the device overlaps communication,
-    // as DDP's and Megatron-LM's separate communication streams do; weights
-    // not sharded): its sync channels, and its links in the background, so
-    // that the backward's own collectives and transfers on them go first
-    // and the bucket takes the link time they leave (timeline.h).
+    // as DDP's and Megatron-LM's separate communication streams do): its
+    // sync channels, and its links in the background, so that the passes'
+    // own collectives and transfers on them go first and the bucket takes
+    // the link time they leave (timeline.h). Under ZeRO 3 the gathers before
+    // use, on their own channels, go first too.
     const bool sharded = gathers_any();
-    const bool beside = m.device.overlaps_communication && !sharded;
+    const bool beside = m.device.overlaps_communication;
     auto add_bucket = [&](uint64_t order, std::vector<TaskId> preds, const Open& b) {
       const double seconds = cost.bucket_time(b.sync.group, b.bytes);
       if (!beside) return tl.add(order, std::move(preds), seconds, channel(b, !m.device.overlaps_communication));

@@ -15,7 +15,8 @@ std::string simulation_trace_json(const Simulator& s) {
   const int64_t devices = s.devices();
   auto track_of = [&](ResourceId r) {
     if (r < devices) return kDevices;
-    return s.resource_name(r).rfind("sync channel", 0) == 0 ? kChannels : kLinks;
+    const std::string name = s.resource_name(r);
+    return name.rfind("sync channel", 0) == 0 || name.rfind("gather channel", 0) == 0 ? kChannels : kLinks;
   };
   trace.process(kDevices, "devices");
   trace.process(kLinks, "links");

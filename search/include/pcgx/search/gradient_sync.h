@@ -55,25 +55,31 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
                             const std::vector<LinkBusy>& busy = {});
 
 // ZeRO stage 3 as FSDP runs it (Zhao et al., "PyTorch FSDP", VLDB 2023,
-// Section 3.3), on the same one channel. Each operator that reads weights
-// it synchronizes all-gathers them before its forward and again before its
-// backward. Over the step's sequence of such visits (forward in model
-// order, then backward in reverse), the first two gathers are issued at
-// the start and the (j+2)-th once the j-th visit is done, so at most two
-// operators' weights are held (the one computing, the one arriving); the
-// gathers run in that order. A weight below the recipe's persistence
-// threshold is not gathered for use: its gradients fill buckets per group
-// (CostModel::sync_bucket_bytes), each reduce-scattered on the channel
-// once the operator that fills it is done (what is left after the last)
-// and gathered after the update (SyncTimeline::gather), as at stage 2. In
-// the backward pass each other operator's
-// gradients are reduce-scattered once it is done (one bucket per weight),
-// on the channel before the gather it then issues. The simulator builds
-// the same tasks in the same order (simulator.h). Exposed: the time the
-// compute waits for gathers plus the channel's run past the end of the
-// backward pass; on devices that do not overlap communication, all of it.
+// Section 3.3). Each operator that reads weights it synchronizes
+// all-gathers them before its forward and again before its backward, on a
+// gather channel of its own (FSDP and DeepSpeed issue the all-gathers on a
+// stream apart from the reduce-scatters). Over the step's sequence of such
+// visits (forward in model order, then backward in reverse), the first two
+// gathers are issued at the start and the (j+2)-th once the j-th visit is
+// done, so at most two operators' weights are held (the one computing, the
+// one arriving); the gathers run in that order. A weight below the
+// recipe's persistence threshold is not gathered for use: its gradients
+// fill buckets per group (CostModel::sync_bucket_bytes), each
+// reduce-scattered once the operator that fills it is done (what is left
+// after the last) and gathered after the update (SyncTimeline::gather), as
+// at stage 2. In the backward pass each other operator's gradients are
+// reduce-scattered once it is done (one bucket per weight). The buckets run
+// on the sync channel, in the order they are issued, beside the passes:
+// the gathers and the operators' own messages (each at the end of its
+// visit, as replay_buckets places them) go first on the link levels they
+// cross, and a bucket takes the time they leave. The simulator builds the
+// same tasks in the same order (simulator.h). Exposed: the time the compute
+// waits for gathers plus the channels' run past the end of the backward
+// pass; on devices that do not overlap communication, all of it.
 struct ShardedStep {
   double forward = 0, backward = 0;  // the operator's compute and messages
+  double messages_forward = 0, messages_backward = 0;  // of those, its own messages (Problem::comm)
+  uint32_t levels = 0;               // the link levels those cross (LinkBusy::levels)
   bool gathers = false;              // it reads weights it gathers for use (a gathering operator)
   double gather = 0;                 // CostModel::use_gather_time of those weights, once (per visit: 1/rounds of those gathered once per step)
   std::vector<SyncGroup> grads;      // its weights' gradients

@@ -24,8 +24,10 @@
 //                      weight gradients of one device group, in the order
 //                      the backward pass produces them; a bucket starts
 //                      when its last gradient is ready, on the sync channel
-//                      of each member (beside the compute stream) and the
-//                      link ports its all-reduce crosses;
+//                      of each member (beside the compute stream) and, in
+//                      the background (timeline.h), the link ports its
+//                      all-reduce crosses: the passes' own messages and
+//                      ZeRO 3's gathers before use go first;
 //   update             per device, after its backward pass and the buckets
 //                      it takes part in (1/r of each weight under ZeRO);
 //   weight gather      under ZeRO stage 1 or 2 (and at stage 3 for a
@@ -35,13 +37,14 @@
 //                      and ports; under stage 3, per compute operator that
 //                      synchronizes weights it gathers for use, before its
 //                      forward tasks and again before
-//                      its backward tasks, on the channels and ports of
-//                      its weights' groups; over the step's sequence of
-//                      such gathers (forward, then backward) the (j+2)-th
-//                      waits for the j-th's operator to finish and runs
-//                      after that operator's buckets, as gradient_sync.h's
-//                      replay_sharded runs them (every weight its own
-//                      bucket);
+//                      its backward tasks, on the members' gather channels
+//                      (one per device, apart from the sync channel, as
+//                      FSDP's all-gather stream) and the ports of its
+//                      weights' groups; over the step's sequence of such
+//                      gathers (forward, then backward) the (j+2)-th
+//                      waits for the j-th's operator to finish, as
+//                      gradient_sync.h's replay_sharded runs them (every
+//                      weight its own bucket);
 //   overhead           with a calibrated profile (profile.h), what running
 //                      the nodes costs a step beyond kernels and messages
 //                      (CostModel::step_overhead), last on every device.
@@ -111,7 +114,7 @@ struct SimTaskInfo {
 
 struct DeviceSummary {
   double compute = 0;        // busy on its compute stream (forward, backward, update)
-  double sync = 0;           // busy on its sync channel (the buckets it takes part in)
+  double sync = 0;           // busy on its sync channel (the buckets it takes part in) and its gather channel (ZeRO 3)
   double idle = 0;           // iteration time not spent computing
 };
 
@@ -122,7 +125,7 @@ struct SimulationSummary {
   double update = 0;         // of compute: the optimizer update
   double overhead = 0;       // of compute: the calibrated per-step overhead
   double communication = 0;  // activations' transfers and collectives: exposed
-  double sync = 0;           // gradient buckets (and ZeRO 3's gathers before use: the sync channel's tasks): exposed
+  double sync = 0;           // gradient buckets (and ZeRO 3's gathers before use: the sync and gather channels' tasks): exposed
   double gather = 0;         // ZeRO's weight all-gathers after the update (of communication)
   double backward = 0;       // of time: the backward pass's tasks (compute, gradient transfers, its collectives)
   // Over every task:
@@ -178,7 +181,8 @@ class Simulator {
   const SimTaskInfo& info(TaskId t) const { return info_[static_cast<size_t>(t)]; }
   const Graph& graph() const;
   const std::vector<MachineView>& views() const;
-  // "device 3", "nvlink port of device 3", "infiniband adapter 2 of devices 8-15", "sync channel of device 3".
+  // "device 3", "nvlink port of device 3", "infiniband adapter 2 of devices 8-15", "sync channel of device 3",
+  // "gather channel of device 3" (ZeRO 3's gathers before use).
   std::string resource_name(ResourceId r) const;
   // Resources 0 .. devices-1 are the devices' compute streams.
   int64_t devices() const;
