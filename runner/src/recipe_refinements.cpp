@@ -224,12 +224,21 @@ std::vector<int64_t> persistence_thresholds(const Graph& g) {
 }  // namespace
 
 void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
-  const TrainingRecipe chosen = out.cost->recipe();
-  if (!shards_weights(chosen.zero)) return;
+  TrainingRecipe chosen = out.cost->recipe();
+  if (!shards_weights(chosen.zero)) {
+    // Another stage won, but stage 3 was priced on this plan (every block
+    // sharded) and fit: it competes at its best threshold too, since
+    // keeping the small blocks whole can make it the fastest.
+    const bool stage3_fit = std::any_of(out.tried.begin(), out.tried.end(), [&](const RecipeTried& t) {
+      return t.feasible && !t.searched && shards_weights(t.recipe.zero) && t.recipe.recompute == chosen.recompute &&
+             t.recipe.zero_persistence_threshold == 0 && t.micro_batches == 1;
+    });
+    if (!stage3_fit) return;
+    chosen.zero = ZeroStage::k3, chosen.zero_persistence_threshold = 0;
+  }
   const Graph& g = out.result.search.strategy.graph;
   const std::vector<int64_t> thresholds = persistence_thresholds(g);
   double best_time = out.result.search.strategy.estimate.time;
-  out.persistence_chosen = !thresholds.empty();  // (no weight synchronized: nothing to choose)
   for (const int64_t t : thresholds) {
     if (t == chosen.zero_persistence_threshold) continue;
     TrainingRecipe recipe = chosen;
@@ -238,6 +247,8 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
     if (st.estimate.feasible && faster(st.estimate.time, best_time))
       best_time = st.estimate.time, out.result.search.strategy = std::move(st), out.cost = std::move(cost);
   }
+  // (No weight synchronized: nothing to choose.)
+  out.persistence_chosen = !thresholds.empty() && shards_weights(out.cost->recipe().zero);
 }
 
 namespace {

@@ -56,9 +56,11 @@ struct OptimizeRequest {
   std::optional<ZeroStage> zero;
   // At ZeRO stage 3, the weight blocks kept whole below this many
   // parameters (TrainingRecipe::zero_persistence_threshold). nullopt:
-  // chosen where the plan found is at stage 3: each block size of its
-  // weights tried as the threshold (keeping whole every block up to it),
-  // the plan re-priced (mapped) under each, the fastest that fits kept.
+  // chosen where the plan found is at stage 3, or another stage won but
+  // stage 3 was priced on the plan and fit (every block sharded): each
+  // block size of its weights tried as the threshold (keeping whole every
+  // block up to it), the plan re-priced (mapped) under each, the fastest
+  // that fits kept, stage 3 then chosen where it beats the stage kept.
   std::optional<int64_t> zero_persistence_threshold;
   // The optimizer the plan trains with (its state in memory, its update's
   // traffic): Adam unless said.
