@@ -236,14 +236,16 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       const auto pieces = pieces_at(order, cut_options[c]);
       // A stage boundary carries its samples split over the stage's
       // devices, or, where a micro-batch (the most tried) could not take
-      // that, over the largest power-of-two share of them it can.
+      // that, over the largest power-of-two share of them it can: none
+      // where a micro-batch is one sample (data parallelism of 1).
       auto split_by = [&](TensorRef t) -> int64_t {
         if (t.node < 0 || model.shape(t).rank() == 0) return 1;
         const int64_t size = model.shape(t).dims[0].size;
-        if (size % d == 0 && size % (d * most) != 0)
-          for (int64_t k = d / 2; k > 1; k /= 2)
-            if (d % k == 0 && size % (k * most) == 0) return k;
-        return size % d == 0 ? d : 1;
+        if (size % d != 0) return 1;
+        if (size % (d * most) == 0) return d;
+        for (int64_t k = d / 2; k > 1; k /= 2)
+          if (d % k == 0 && size % (k * most) == 0) return k;
+        return 1;
       };
       // Scatter-gather (Megatron-LM's, Narayanan et al. 2021, Section 4.1):
       // where the samples go fewer ways than the stage has devices, the

@@ -113,6 +113,28 @@ TEST(ExpertDegree, PipelineBoundariesAreScatteredAndGathered) {
   EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
 }
 
+// With no data parallelism and a micro-batch of one sample (Megatron-LM's
+// GPT-3 175B run in Korthikanti et al. 2022: t = 8, p = 8 on 64 GPUs,
+// micro-batch 1), a boundary's samples cannot be split over a stage's
+// devices: its last dimension is, each device sending its own part, and
+// the plan computes the model. (Until 2026-11-30 the boundary was split by
+// samples whatever the micro-batch and no such plan was found: "cannot
+// split dimension 0 (size 8, degree 1, pipeline 8) 2 more ways".)
+TEST(ExpertDegree, AOneSampleMicroBatchScattersItsBoundaryByItsLastDimension) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  SearchOptions o;
+  o.algorithm = Algorithm::kMegatron, o.tensor_degree = 2;
+  const PipelineResult r = optimize_pipeline(g, no_rules(), CostModel(toy_machine().with_devices(4), toy_efficiency()), o, PipelineOptions{2, 8});
+  ASSERT_EQ(r.micro_batches, 8);
+  int scattered = 0;
+  for (const Node& n : r.search.strategy.graph.nodes()) {
+    const ParallelTensorShape& s = n.outputs[0];
+    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == 1 && s.dims[2].degree == 2 && s.replica == 1) ++scattered;
+  }
+  EXPECT_GE(scattered, 1);
+  EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
+}
+
 // Megatron-LM's vocabulary-parallel ends: the word table split by rows
 // over t for the lookup (partial sums, then summed), the logits by
 // vocabulary for the head (gathered for the loss); the position table
