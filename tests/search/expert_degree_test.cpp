@@ -101,16 +101,21 @@ TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
 // devices split 2 ways by samples and 2 by its last dimension, so each
 // device receives a quarter of it, not half; the joined strategy computes
 // the model.
-TEST(ExpertDegree, PipelineBoundariesAreScatteredAndGathered) {
-  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
-  const PipelineResult r = tiny_gpt_pipeline(g);
+// The boundaries split `samples` ways by samples and 2 by their last
+// dimension, and what the joined strategy computes.
+void expect_scattered_boundaries(const Graph& g, const PipelineResult& r, int64_t samples) {
   int scattered = 0;
   for (const Node& n : r.search.strategy.graph.nodes()) {
     const ParallelTensorShape& s = n.outputs[0];
-    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == 2 && s.dims[2].degree == 2 && s.replica == 1) ++scattered;
+    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == samples && s.dims[2].degree == 2 && s.replica == 1) ++scattered;
   }
   EXPECT_GE(scattered, 1);
   EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
+}
+
+TEST(ExpertDegree, PipelineBoundariesAreScatteredAndGathered) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  expect_scattered_boundaries(g, tiny_gpt_pipeline(g), 2);
 }
 
 // With no data parallelism and a micro-batch of one sample (Megatron-LM's
@@ -126,13 +131,7 @@ TEST(ExpertDegree, AOneSampleMicroBatchScattersItsBoundaryByItsLastDimension) {
   o.algorithm = Algorithm::kMegatron, o.tensor_degree = 2;
   const PipelineResult r = optimize_pipeline(g, no_rules(), CostModel(toy_machine().with_devices(4), toy_efficiency()), o, PipelineOptions{2, 8});
   ASSERT_EQ(r.micro_batches, 8);
-  int scattered = 0;
-  for (const Node& n : r.search.strategy.graph.nodes()) {
-    const ParallelTensorShape& s = n.outputs[0];
-    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == 1 && s.dims[2].degree == 2 && s.replica == 1) ++scattered;
-  }
-  EXPECT_GE(scattered, 1);
-  EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
+  expect_scattered_boundaries(g, r, 1);
 }
 
 // Megatron-LM's vocabulary-parallel ends: the word table split by rows
