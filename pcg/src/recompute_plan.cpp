@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_cuts.h"
 #include "pcgx/pcg/relayout.h"
@@ -326,6 +327,23 @@ void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<cons
     }
 }
 
+// Flash: each kernel whose inner operators nothing recomputes yet has them
+// recomputed in its own backward, a segment per kernel.
+void plan_flash(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
+  const AttentionKernels kernels = find_attention_kernels(g, layouts);
+  if (kernels.members.empty()) return;
+  plan.in_kernel.assign(g.size(), 0);
+  for (const std::vector<NodeId>& k : kernels.members) {
+    const auto inner = std::span(k).first(k.size() - 1);
+    if (std::any_of(inner.begin(), inner.end(), [&](NodeId n) { return plan.recomputed[static_cast<size_t>(n)]; })) continue;
+    for (const NodeId n : inner) {
+      plan.recomputed[static_cast<size_t>(n)] = 1, plan.in_kernel[static_cast<size_t>(n)] = 1;
+      plan.segment[static_cast<size_t>(n)] = plan.segments;
+    }
+    ++plan.segments;
+  }
+}
+
 }  // namespace
 
 bool plans_per_chunk(Recompute policy, int32_t layers, const PipelineShape& p) {
@@ -333,18 +351,23 @@ bool plans_per_chunk(Recompute policy, int32_t layers, const PipelineShape& p) {
 }
 
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, std::span<const int64_t> chunk) {
-  return plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers, chunk, recipe.recompute_operators);
+  return plan_recompute(g, layouts, recipe.recompute, recipe.recompute_layers, chunk, recipe.recompute_operators, recipe.attention);
 }
 
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers, std::span<const int64_t> chunk,
-                             std::span<const std::string> operators) {
+                             std::span<const std::string> operators, AttentionKernel attention) {
   if (!chunk.empty() && chunk.size() != g.size()) throw Error("plan_recompute: " + std::to_string(chunk.size()) + " chunks for " + std::to_string(g.size()) + " nodes");
   RecomputePlan plan;
   plan.recomputed.assign(g.size(), 0);
   plan.segment.assign(g.size(), -1);
+  const bool flash = attention == AttentionKernel::kFlash;
   if (recomputes_layers(policy)) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
+  if (flash && policy != Recompute::kOperators) plan_flash(g, layouts, plan);
   if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, plan);
-  if (policy == Recompute::kOperators) plan_operators(g, layouts, operators, chunk, plan);
+  if (policy == Recompute::kOperators) {
+    plan_operators(g, layouts, operators, chunk, plan);  // (numbers its segments from the recomputed nodes: before the kernels')
+    if (flash) plan_flash(g, layouts, plan);
+  }
   return plan;
 }
 

@@ -36,4 +36,14 @@ const char* name(ZeroStage z) {
 
 std::optional<ZeroStage> zero_named(std::string_view text) { return choice_named(text, kZeroStages); }
 
+const char* name(AttentionKernel a) {
+  switch (a) {
+    case AttentionKernel::kEager: return "eager";
+    case AttentionKernel::kFlash: return "flash";
+  }
+  return "?";
+}
+
+std::optional<AttentionKernel> attention_named(std::string_view text) { return choice_named(text, kAttentionKernels); }
+
 }  // namespace pcgx

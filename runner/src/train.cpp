@@ -62,6 +62,7 @@ void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
   o.zero = f.recipe.zero, o.zero_persistence_threshold = f.recipe.zero_persistence_threshold, o.recompute = f.recipe.recompute, o.recompute_layers = f.recipe.recompute_layers, o.precision = f.recipe.precision;
   o.recompute_operators = f.recipe.recompute_operators;
+  o.attention = f.recipe.attention;
   o.pipeline = search::pipeline_shape(f), o.pipeline_devices = f.devices;
 }
 
@@ -203,6 +204,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     TrainingRecipe recipe;
     recipe.zero = o.zero, recipe.zero_persistence_threshold = o.zero_persistence_threshold, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
     recipe.recompute_operators = o.recompute_operators;
+    recipe.attention = o.attention;
     recipe.optimizer = runtime::priced_as(o.optimizer);
     rep.cost = std::make_shared<const search::CostModel>(rep.machine, search::default_efficiency(), profile, comm, recipe);
     const search::Strategy st = search::MachineMapper(*rep.cost).map(graph);

@@ -10,10 +10,10 @@
 
 namespace pcgx::runtime {
 
-void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers, std::span<const std::string> operators) {
+void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers, std::span<const std::string> operators, AttentionKernel attention) {
   const Graph& g = *plan.graph;
   // Under a pipeline schedule the count is per chunk, as each chunk's plan counts it.
-  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy, layers, plan.chunk, operators);
+  const RecomputePlan rp = plan_recompute(g, plan.layouts, policy, layers, plan.chunk, operators, attention);
   plan.recompute = policy;
   plan.recompute_layers = layers;
   plan.segments.assign(static_cast<size_t>(rp.segments), {});

@@ -92,7 +92,7 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
   // recomputation plan, which set_pipeline then checks.
   if (options.pipeline && options.pipeline->in_flight() && plans_per_chunk(options.recompute, options.recompute_layers, *options.pipeline))
     s.plan.chunk = plan_chunks(s.plan, *options.pipeline, options.pipeline_devices);
-  set_recompute(s.plan, options.recompute, options.recompute_layers, options.recompute_operators);
+  set_recompute(s.plan, options.recompute, options.recompute_layers, options.recompute_operators, options.attention);
   if (options.pipeline) set_pipeline(s.plan, *options.pipeline, options.pipeline_devices);
   // Batch k of a run serves steps k, k + batches, ...: more batches than
   // steps would never be read, so they are not made (--batches 10^9).

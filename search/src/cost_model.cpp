@@ -7,6 +7,7 @@
 
 #include <tbb/concurrent_unordered_map.h>
 
+#include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/relayout.h"
@@ -208,6 +209,30 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   const double bytes = memory_bytes(*n.op, n.attrs, in, out, recipe_.precision);
   const DeviceSpec& d = machine_.device;
   const double fwd = std::max(flops / (peak_ * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
+  return {k * fwd, k * fwd * e.backward};
+}
+
+Seconds CostModel::attention_kernel_time(const Graph& g, const std::vector<NodeId>& members) const {
+  auto type = [](const ParallelTensorShape& s) { return TensorType{s.slice_shape(), s.dtype}; };
+  auto bytes_of = [&](const ParallelTensorShape& s) { return static_cast<double>(product(s.slice_shape()) * element_bytes(s.dtype, recipe_.precision)); };
+  double flops = 0, bytes = 0;
+  int64_t p = 1;
+  std::set<TensorRef> read;
+  for (const NodeId m : members) {
+    const Node& n = g.node(m);
+    std::vector<TensorType> in, out;
+    for (const TensorRef& t : n.inputs) {
+      in.push_back(type(g.shape(t))), p = std::max(p, g.shape(t).slices());
+      if (std::find(members.begin(), members.end(), t.node) == members.end() && read.insert(t).second) bytes += bytes_of(g.shape(t));
+    }
+    for (const ParallelTensorShape& s : n.outputs) out.push_back(type(s)), p = std::max(p, s.slices());
+    if (n.op->flops) flops += n.op->flops(n.attrs, in, out);
+  }
+  for (const ParallelTensorShape& s : g.node(members.back()).outputs) bytes += bytes_of(s);
+  flops *= attention_kernel_fraction(g, members);
+  const OpEfficiency& e = efficiency_.of("FlashAttention");
+  const double fwd = std::max(flops / (peak_ * e.compute), bytes / (machine_.device.memory_bandwidth * e.memory)) + efficiency_.launch;
+  const double k = static_cast<double>(p);
   return {k * fwd, k * fwd * e.backward};
 }
 

@@ -96,6 +96,8 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
     }
   }
   recompute = plan_recompute(g, layouts, cost.recipe());
+  if (cost.recipe().attention == AttentionKernel::kFlash) kernels = find_attention_kernels(g, layouts);
+  else kernels.kernel.assign(g.size(), -1);
   hash_nodes();
   std::vector<std::vector<NodeId>> readers(g.size());
   tree = decompose(g, active, readers);
@@ -129,7 +131,12 @@ void Problem::hash_nodes() {
     for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
     if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
-    if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0);
+    if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0 + static_cast<uint64_t>(recompute.recomputed_in_kernel(n.id)));
+    if (kernels.first(n.id)) {  // it stands for its kernel: every member's own shapes
+      for (const NodeId m : kernels.members[static_cast<size_t>(kernels.kernel[id])]) h = hash_mix(h, own[static_cast<size_t>(m)]);
+    } else if (kernels.in_kernel(n.id)) {
+      h = hash_mix(h, 0xF1A5);
+    }
     local[id] = h;
   }
 }
@@ -209,7 +216,13 @@ Seconds with_recompute(Seconds s, bool recomputed) {
 }  // namespace
 
 Seconds Problem::task_seconds(NodeId id) const {
-  return with_recompute(cost.task_time(g, g.node(id)), recompute.recomputed[static_cast<size_t>(id)]);
+  // A FlashAttention kernel's time stands at its first operator, nothing at
+  // the others; the scores it recomputes in its backward are in that
+  // time, and only a layer re-run whole (full) runs its forward again.
+  const bool again = recompute.recomputed[static_cast<size_t>(id)] && !recompute.recomputed_in_kernel(id);
+  if (kernels.first(id)) return with_recompute(cost.attention_kernel_time(g, kernels.members[static_cast<size_t>(kernels.kernel[static_cast<size_t>(id)])]), again);
+  if (kernels.in_kernel(id)) return {};
+  return with_recompute(cost.task_time(g, g.node(id)), again);
 }
 
 Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) const {

@@ -30,6 +30,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["zero"] = static_cast<int>(s.recipe.zero);
   if (s.recipe.zero_persistence_threshold > 0) j["zero_persistence_threshold"] = s.recipe.zero_persistence_threshold;
   j["optimizer"] = name(s.recipe.optimizer);
+  if (s.recipe.attention != AttentionKernel::kEager) j["attention"] = name(s.recipe.attention);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
@@ -139,6 +140,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     if (!shards_weights(s.recipe.zero))
       throw FileError(source, "zero_persistence_threshold", std::string("applies to ZeRO stage 3, not ") + name(s.recipe.zero));
     s.recipe.zero_persistence_threshold = t.get<int64_t>();
+  }
+  if (j.contains("attention")) {  // absent: eager, as every strategy before it was priced
+    const std::optional<AttentionKernel> a = j["attention"].is_string() ? attention_named(j["attention"].get<std::string>()) : std::nullopt;
+    if (!a) throw FileError(source, "attention", "expected one of eager, flash, got " + j["attention"].dump());
+    s.recipe.attention = *a;
   }
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
     const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;

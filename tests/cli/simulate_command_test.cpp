@@ -417,6 +417,30 @@ TEST(SimulateCommand, TheOptimizerIsPricedRecordedAndSimulated) {
   EXPECT_FALSE(fs::exists(dir() / "opt-bad.json"));
 }
 
+// The attention kernel: flash printed by optimize with its kernels,
+// recorded, read back by simulate (which can price the plan eager
+// instead), faster than eager at a long sequence; an unknown kernel is one
+// error line naming the choices.
+TEST(SimulateCommand, TheAttentionKernelIsPricedRecordedAndSimulated) {
+  const std::string flash = (dir() / "att-flash.json").string();
+  const std::string common = "optimize gpt-tiny --set seq=512 --machine dgx-a100 --devices 2 --search data-parallel --precision bf16 -q ";
+  const auto a = run(common + "--attention flash -o " + flash);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("attention             flash (2 kernels: q k^T to the weighted sum, no scores kept)"), std::string::npos) << a.out;
+  const auto s = run("simulate " + flash);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("attention             flash\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ratio 1.00)"), std::string::npos) << s.out;
+  const auto eager = run("simulate " + flash + " --attention eager");
+  ASSERT_EQ(eager.code, 0) << eager.out;
+  EXPECT_EQ(eager.out.find("attention "), std::string::npos) << eager.out;
+  EXPECT_EQ(eager.out.find("ratio 1.00)"), std::string::npos) << eager.out;  // priced eager, slower than the flash plan's estimate
+  const auto bad = run(common + "--attention sdpa -o " + (dir() / "att-bad.json").string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --attention: unknown attention kernel 'sdpa' (eager, flash)\n"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir() / "att-bad.json"));
+}
+
 // A pipelined strategy runs its schedule micro-batch by micro-batch; the
 // schedule is recorded, and a bad one is one error line.
 TEST(SimulateCommand, APipelinedStrategyRunsItsSchedule) {

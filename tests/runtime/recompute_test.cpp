@@ -209,5 +209,33 @@ TEST(RuntimeRecompute, RefusesRecomputingAGraphOutput) {
   EXPECT_TRUE(keep.segments.empty());
 }
 
+// FlashAttention's plans (training_recipe.h): the CPU runtime runs the
+// kernels eager but keeps none of their scores, re-running them in
+// backward as the kernel does: the same bits as keeping everything, and
+// the memory the model predicts for flash saved.
+TEST(RuntimeRecompute, FlashAttentionKeepsNoScores) {
+  for (const char* model : {"gpt-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(model);
+    const Graph g = build_model(model, {{"batch", 8}});
+    const Plan p = mapped_plan(search::data_parallel(g, 2), 2);
+    TrainOptions o;
+    o.steps = 4, o.seed = 7, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
+    const TrainResult keep = train(p.graph, p.views, p.devices, o);
+    o.attention = AttentionKernel::kFlash;
+    const TrainResult flash = train(p.graph, p.views, p.devices, o);
+    expect_same_bits(flash, keep);
+    const Placement place(p.graph, p.views, p.devices);
+    auto predicted = [&](AttentionKernel a) {
+      TrainingRecipe r{Precision::kFp32, Recompute::kNone};
+      r.attention = a;
+      const search::DeviceMemory m = search::memory_breakdown(place, r)[0];
+      return m.activations + m.transient;
+    };
+    const double saves = predicted(AttentionKernel::kEager) - predicted(AttentionKernel::kFlash);
+    ASSERT_GT(saves, 0);
+    EXPECT_EQ(static_cast<double>(keep.buffer_bytes - flash.buffer_bytes), saves);
+  }
+}
+
 }  // namespace
 }  // namespace pcgx::runtime

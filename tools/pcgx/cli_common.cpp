@@ -146,6 +146,10 @@ OptimizerState parse_optimizer_state(const std::string& text) {
   return parse_choice<OptimizerState>(text, "--optimizer", "optimizer", kOptimizerStates, [](OptimizerState o) { return name(o); });
 }
 
+AttentionKernel parse_attention(const std::string& text) {
+  return parse_choice<AttentionKernel>(text, "--attention", "attention kernel", kAttentionKernels, [](AttentionKernel a) { return name(a); });
+}
+
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
   return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }

@@ -63,6 +63,7 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
       ->capture_default_str();
   f.optimizer_flag = cmd->add_option("--optimizer", f.optimizer, std::string(kOptimizerStateHelp) + " (with --plan: the plan's, when it states one)")
                          ->capture_default_str();
+  cmd->add_option("--attention", f.attention, kAttentionHelp)->capture_default_str();
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -92,6 +93,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   q.zero_persistence_threshold = parse_persistence_threshold(f.persistence, true);
   q.optimizer = parse_optimizer_state(f.optimizer);
+  q.attention = parse_attention(f.attention);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   q.recompute_operators = f.recompute_operators;
   // Naming operators without --recompute: recompute those.

@@ -17,7 +17,8 @@ namespace pcgx::cli {
 struct OptimizeFlags {
   std::vector<std::string> rulesets;
   std::string model, machine, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
-      recompute = "auto", zero = "auto", plan, optimizer = "adam", persistence = "auto";
+      recompute = "auto", zero = "auto", plan, optimizer = "adam", persistence = "auto",
+      attention = "eager";
   std::vector<std::string> sets;
   int64_t devices = 0;
   int32_t recompute_layers = 0;  // 0: not stated

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_common.h"
+#include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
 
 namespace pcgx::cli {
@@ -134,6 +135,11 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
         << (all_whole ? " (here every block)" : "") << "\n";
   out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
       << (optimizer_states(recipe.optimizer) == 1 ? "" : "s") << " per parameter)\n";
+  if (recipe.attention != AttentionKernel::kEager) {
+    const Graph& g = rep.result.search.strategy.graph;
+    out << "attention             " << name(recipe.attention) << " (" << find_attention_kernels(g, source_layouts(g)).members.size()
+        << " kernels: q k^T to the weighted sum, no scores kept)\n";
+  }
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";

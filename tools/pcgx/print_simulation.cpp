@@ -25,6 +25,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers, sim.pipeline() && sim.pipeline()->in_flight()) << "\n"
             << "ZeRO stage            " << name(recipe.zero) << "\n"
             << "optimizer             " << name(recipe.optimizer) << "\n";
+  if (recipe.attention != AttentionKernel::kEager) out << "attention             " << name(recipe.attention) << "\n";
   if (const auto p = sim.pipeline())
     out << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")
               << (p->virtual_stages > 1 ? " x " + std::to_string(p->virtual_stages) + " virtual" : std::string()) << ", "

@@ -28,6 +28,11 @@ struct RecomputePlan {
   // that segment's backward); -1 for nodes not recomputed.
   std::vector<int32_t> segment;
   int32_t segments = 0;
+  // Per node (empty: none): recomputed inside a FlashAttention kernel's
+  // backward (training_recipe.h's AttentionKernel::kFlash), which re-runs
+  // the scores itself: the cost model charges no separate re-run.
+  std::vector<char> in_kernel;
+  bool recomputed_in_kernel(NodeId n) const { return !in_kernel.empty() && in_kernel[static_cast<size_t>(n)]; }
 };
 
 // The plan of `policy` on `g` (any PCG: a model or a parallelized strategy),
@@ -53,8 +58,16 @@ struct RecomputePlan {
 // layout change between two named operators re-runs with them.
 // Recomputed nodes that read one another form one segment (within a
 // chunk, since no recomputed node is read across chunks).
+//
+// Under `attention` flash, each FlashAttention kernel (attention_kernels.h)
+// the policy leaves whole has its inner operators (all but the weighted
+// sum) recomputed, a segment per kernel, marked in_kernel: the kernel
+// keeps none of them and its backward re-runs them; the policy's own
+// choices come first (full's layers re-run the kernel whole, and selective
+// then finds nothing left of attention to take).
 RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recompute policy, int32_t layers = kAllLayers,
-                             std::span<const int64_t> chunk = {}, std::span<const std::string> operators = {});
+                             std::span<const int64_t> chunk = {}, std::span<const std::string> operators = {},
+                             AttentionKernel attention = AttentionKernel::kEager);
 // Whether a pipelined graph's plan is made with its chunks (`chunk` above),
 // as the runtime, the simulator and the predicted bytes all make it: a
 // count of layers (per chunk), operators (never one another chunk reads),

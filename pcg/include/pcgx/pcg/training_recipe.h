@@ -128,6 +128,28 @@ inline bool shards_weights(ZeroStage z) { return z >= ZeroStage::k3; }
 // synchronizing once after the last (stages 0 and 1).
 inline bool syncs_every_micro_batch(ZeroStage z) { return shards_gradients(z); }
 
+// The attention kernel a plan's runs use, in the vocabulary of Hugging
+// Face Transformers' attn_implementation:
+//
+//   eager  each operator of attention its own kernel (q k^T, scale,
+//          softmax, dropout, the attention-weighted sum), every
+//          [b, a, s, s] tensor between them written and read again: what
+//          the reference interpreter and the CPU runtime compute.
+//   flash  FlashAttention (Dao et al. 2022; FlashAttention-2, Dao 2023):
+//          from q k^T to the weighted sum one kernel that never writes the
+//          scores. It reads q, k and v and writes the output; its backward
+//          recomputes the scores block by block from q and k; under a
+//          causal mask it skips the blocks above the diagonal. The values
+//          are the same: the cost model prices the kernel
+//          (attention_kernels.h), the memory model keeps none of the
+//          scores, and the CPU runtime, which runs eager kernels, re-runs
+//          them in backward as the kernel does (recompute_plan.h).
+enum class AttentionKernel : uint8_t { kEager, kFlash };
+inline constexpr AttentionKernel kAttentionKernels[] = {AttentionKernel::kEager, AttentionKernel::kFlash};
+// "eager", "flash".
+const char* name(AttentionKernel a);
+std::optional<AttentionKernel> attention_named(std::string_view text);
+
 inline constexpr int32_t kAllLayers = -1;
 
 // "none", "selective", "full", or "full, first N layers" (`layers` >= 0
@@ -157,6 +179,7 @@ struct TrainingRecipe {
   // sorted, each once (names a graph does not have are ignored: a piece
   // of a split graph holds some of them).
   std::vector<std::string> recompute_operators;
+  AttentionKernel attention = AttentionKernel::kEager;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

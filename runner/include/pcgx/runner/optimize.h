@@ -65,6 +65,8 @@ struct OptimizeRequest {
   // The optimizer the plan trains with (its state in memory, its update's
   // traffic): Adam unless said.
   OptimizerState optimizer = kDefaultOptimizer;
+  // The attention kernel the plan runs (training_recipe.h): eager unless said.
+  AttentionKernel attention = AttentionKernel::kEager;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.

@@ -192,7 +192,8 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
 // nodes, a recomputed graph output. Also sets what the step frees as no
 // backward pass reads it (ExecutionPlan::freed), as make_plan does.
 // Under operators, those `operators` names.
-void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers = kAllLayers, std::span<const std::string> operators = {});
+void set_recompute(ExecutionPlan& plan, Recompute policy, int32_t layers = kAllLayers, std::span<const std::string> operators = {},
+                   AttentionKernel attention = AttentionKernel::kEager);
 
 // Makes `plan` run its micro-batches under `p` (pcg/pipeline_schedule.h):
 // each device runs its stage's program, one chunk's nodes per step, and

@@ -55,6 +55,10 @@ struct TrainOptions {
   Recompute recompute = Recompute::kNone;
   int32_t recompute_layers = kAllLayers;  // under full: the first N layers only (of each chunk under a pipeline schedule)
   std::vector<std::string> recompute_operators;  // under operators: their names (training_recipe.h)
+  // Under flash, the attention kernels' scores are not kept but re-run in
+  // backward, as a FlashAttention kernel does (recompute_plan.h); the
+  // kernels themselves stay eager on the CPU: the same values.
+  AttentionKernel attention = AttentionKernel::kEager;
   // The pipeline schedule a graph with micro-batches runs (set_pipeline,
   // execution_plan.h); none: its micro-batches one at a time through the
   // whole graph.

@@ -200,6 +200,13 @@ class CostModel {
   // One task of compute node `n` (without recomputation: pcg/recompute_plan.h says
   // which nodes re-run their forward in backward).
   Seconds task_time(const Graph& g, const Node& n) const;
+  // One task of a FlashAttention kernel (pcg/attention_kernels.h: its
+  // operators in forward order): the operators' FLOPs (the fraction a
+  // causal mask leaves) and only the bytes of what it reads from outside
+  // and writes at the end, at the efficiency table's "FlashAttention"
+  // entry (its backward, the scores recomputed, a multiple of the
+  // forward as for any operator).
+  Seconds attention_kernel_time(const Graph& g, const std::vector<NodeId>& members) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.
   double update_time(double bytes) const;
   // One gradient bucket of `bytes` on `group`: its gradients copied into

@@ -1,0 +1,46 @@
+#pragma once
+// Where a graph's attention runs as one FlashAttention kernel
+// (training_recipe.h's AttentionKernel::kFlash): from the product of two
+// activations that grows them (q k^T: [b, a, s, s] from [b, a, s, d]),
+// through the same-sized operators reading it alone (scale, softmax,
+// dropout), to the product that reads their result with another
+// activation (the attention-weighted sum). One finding, read alike by the
+// cost model (which prices the kernel at its first operator and nothing
+// at the others), the memory model and the runtime (which keep none of
+// the kernel's inner tensors: recompute_plan.h re-runs them in backward).
+//
+// A chain is a kernel only when each inner tensor has one reader, the next
+// operator of the chain, and every operator reads no weight: the tensors
+// the kernel never writes must not be read elsewhere. The graph may be a
+// model or a parallelized strategy (its operators' shards: a parallel
+// operator between two of them ends the chain).
+#include <cstdint>
+#include <vector>
+
+#include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/source_layout.h"
+
+namespace pcgx {
+
+struct AttentionKernels {
+  // Per node: the kernel it runs in, -1 for none.
+  std::vector<int32_t> kernel;
+  // Per kernel: its operators in forward order (the scores' product
+  // first, the weighted sum last).
+  std::vector<std::vector<NodeId>> members;
+  bool in_kernel(NodeId n) const { return kernel[static_cast<size_t>(n)] >= 0; }
+  // Whether n is a kernel's first operator (the one that stands for it).
+  bool first(NodeId n) const {
+    const int32_t k = kernel[static_cast<size_t>(n)];
+    return k >= 0 && members[static_cast<size_t>(k)].front() == n;
+  }
+};
+
+AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& layouts);
+
+// The fraction of the scores a kernel computes: (s + 1) / (2 s) of an
+// s x s causal block (the blocks above the diagonal skipped), 1 without a
+// causal mask. `members` as AttentionKernels lists them.
+double attention_kernel_fraction(const Graph& g, const std::vector<NodeId>& members);
+
+}  // namespace pcgx

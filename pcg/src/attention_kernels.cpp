@@ -1,0 +1,83 @@
+// FlashAttention's kernels in a graph (see attention_kernels.h).
+#include "pcgx/pcg/attention_kernels.h"
+
+#include <algorithm>
+
+namespace pcgx {
+namespace {
+
+// A compute operator (not a shard-level one) with one output that reads no
+// weight: its activation inputs, or nothing when it is not one.
+std::vector<TensorRef> activations(const SourceLayouts& layouts, const Node& n) {
+  if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.outputs.size() != 1) return {};
+  std::vector<TensorRef> acts;
+  for (const TensorRef& t : n.inputs) {
+    if (layouts.weight(t)) return {};
+    acts.push_back(t);
+  }
+  return acts;
+}
+
+bool has_flops(const Graph& g, const Node& n) {
+  if (!n.op->flops) return false;
+  std::vector<TensorType> in, out;
+  for (const TensorRef& t : n.inputs) in.push_back({g.shape(t).logical_shape(), g.shape(t).dtype});
+  for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
+  return n.op->flops(n.attrs, in, out) > 0;
+}
+
+}  // namespace
+
+AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& layouts) {
+  AttentionKernels out;
+  out.kernel.assign(g.size(), -1);
+  std::vector<std::vector<NodeId>> readers(g.size());
+  for (const Node& n : g.nodes())
+    for (const TensorRef& t : n.inputs) readers[static_cast<size_t>(t.node)].push_back(n.id);
+  for (std::vector<NodeId>& r : readers) r.erase(std::unique(r.begin(), r.end()), r.end());
+  for (const Node& n : g.nodes()) {
+    const std::vector<TensorRef> acts = activations(layouts, n);
+    if (acts.size() < 2 || out.kernel[static_cast<size_t>(n.id)] >= 0 || !has_flops(g, n)) continue;
+    const int64_t grown = n.outputs[0].shard_elements();
+    if (std::any_of(acts.begin(), acts.end(), [&](const TensorRef& t) { return g.shape(t).shard_elements() >= grown; })) continue;
+    // Follow the one reader of each inner tensor: same-sized operators of
+    // one activation, then the product that shrinks it back.
+    std::vector<NodeId> chain{n.id};
+    bool closed = false;
+    while (!closed) {
+      const std::vector<NodeId>& next = readers[static_cast<size_t>(chain.back())];
+      const bool output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& t) { return t.node == chain.back(); });
+      if (next.size() != 1 || output) break;
+      const Node& r = g.node(next.front());
+      const std::vector<TensorRef> in = activations(layouts, r);
+      if (in.empty() || std::count_if(r.inputs.begin(), r.inputs.end(), [&](const TensorRef& t) { return t.node == chain.back(); }) != 1) break;
+      if (in.size() == 1 && r.outputs[0].shard_elements() == grown) {
+        chain.push_back(r.id);
+      } else if (in.size() >= 2 && r.outputs[0].shard_elements() < grown && has_flops(g, r)) {
+        chain.push_back(r.id);
+        closed = true;
+      } else {
+        break;
+      }
+    }
+    if (!closed) continue;
+    const auto k = static_cast<int32_t>(out.members.size());
+    for (const NodeId m : chain) out.kernel[static_cast<size_t>(m)] = k;
+    out.members.push_back(std::move(chain));
+  }
+  return out;
+}
+
+double attention_kernel_fraction(const Graph& g, const std::vector<NodeId>& members) {
+  for (const NodeId m : members) {
+    const Node& n = g.node(m);
+    if (!n.attrs.has("causal") || !n.attrs.get_bool("causal")) continue;
+    const ParallelTensorShape& s = n.outputs[0];
+    if (s.rank() < 2) continue;
+    const auto rows = static_cast<double>(s.dims[s.rank() - 1].size);
+    return (rows + 1) / (2 * rows);
+  }
+  return 1.0;
+}
+
+}  // namespace pcgx

@@ -1,0 +1,168 @@
+// FlashAttention (training_recipe.h's AttentionKernel::kFlash,
+// pcg/attention_kernels.h): where a graph's attention runs as one kernel,
+// what the cost model charges for it (worked by hand), what the memory
+// model keeps, that the simulator agrees, and how a strategy file records
+// it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/attention_kernels.h"
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/simulator.h"
+#include "pcgx/search/strategy_json.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+CostModel model(AttentionKernel a, Recompute r = Recompute::kNone, Machine m = toy_machine()) {
+  TrainingRecipe recipe{Precision::kFp32, r, ZeroStage::k0};
+  recipe.attention = a;
+  return CostModel(std::move(m), toy_efficiency(), {}, {}, recipe);
+}
+
+// The tiny GPT's two layers: one kernel each, from the scores' product
+// through scale, softmax and dropout to the weighted sum; in its
+// data-parallel strategy too (no parallel operator inside attention).
+TEST(FlashAttention, OneKernelPerLayerFromTheScoresToTheWeightedSum) {
+  const Graph g = build_model("gpt-tiny", {});
+  for (const Graph& x : {g, data_parallel(g, 2)}) {
+    const AttentionKernels k = find_attention_kernels(x, source_layouts(x));
+    ASSERT_EQ(k.members.size(), 2u);
+    for (size_t l = 0; l < 2; ++l) {
+      std::vector<std::string> names;
+      for (const NodeId n : k.members[l]) names.push_back(x.node(n).name);
+      const std::string b = "block" + std::to_string(l) + ".attn.";
+      EXPECT_EQ(names, (std::vector<std::string>{b + "scores", b + "scale", b + "softmax", b + "attn_dropout", b + "context"}));
+      EXPECT_TRUE(k.first(k.members[l].front()));
+      EXPECT_FALSE(k.first(k.members[l].back()));
+    }
+  }
+  // Nothing in an MLP.
+  EXPECT_TRUE(find_attention_kernels(build_model("mlp-tiny", {}), source_layouts(build_model("mlp-tiny", {}))).members.empty());
+}
+
+// q [1, 2, 128, 4] times k^T [1, 2, 4, 128], a causal softmax, times v
+// [1, 2, 128, 4] on the toy device (1 TFLOP/s, 100 GB/s, every efficiency
+// 1): the operators' FLOPs, 129/256 of them under the causal mask
+// ((s + 1) / 2s of the 128 x 128 scores), against the bytes of q, k^T, v
+// and the output alone (4 x 1024 floats), the larger; backward twice the
+// forward (the toy's fallback).
+TEST(FlashAttention, KernelTimeWorkedByHand) {
+  GraphBuilder b("attn");
+  const TensorRef q = b.input("q", IntList{1, 2, 128, 4}), kt = b.input("kt", IntList{1, 2, 4, 128}),
+                  v = b.input("v", IntList{1, 2, 128, 4});
+  const TensorRef probs = b.softmax(b.batch_matmul(q, kt, "scores"), true, "softmax");
+  b.graph().add_output(b.batch_matmul(probs, v, "context"));
+  const Graph g = b.finish();
+  const AttentionKernels k = find_attention_kernels(g, source_layouts(g));
+  ASSERT_EQ(k.members.size(), 1u);
+  ASSERT_EQ(k.members[0].size(), 3u);
+  double flops = 0;
+  for (const NodeId n : k.members[0]) {
+    const Node& node = g.node(n);
+    std::vector<TensorType> in, out;
+    for (const TensorRef& t : node.inputs) in.push_back({g.shape(t).logical_shape(), g.shape(t).dtype});
+    out.push_back({node.outputs[0].logical_shape(), node.outputs[0].dtype});
+    flops += node.op->flops(node.attrs, in, out);
+  }
+  ASSERT_GT(flops, 2 * 2 * (2 * 128 * 128 * 4));  // the two products, and the softmax
+  const CostModel cm = model(AttentionKernel::kFlash);
+  const double forward = std::max(flops * 129.0 / 256.0 / 1e12, 4 * 1024 * 4 / 1e11);
+  ASSERT_GT(flops * 129.0 / 256.0 / 1e12, 4 * 1024 * 4 / 1e11);  // compute-bound: the mask counts
+  const Seconds s = cm.attention_kernel_time(g, k.members[0]);
+  EXPECT_DOUBLE_EQ(s.forward, forward);
+  EXPECT_DOUBLE_EQ(s.backward, 2 * forward);
+}
+
+// A long sequence (1024): eager writes and reads the [b, a, s, s] scores
+// between its kernels; flash reads q, k, v once. The mapped step under
+// flash is faster, keeps less (no scores), and the simulator prices it as
+// the estimate does; a stage that re-runs its layers whole (full) runs the
+// kernel's forward again.
+TEST(FlashAttention, FasterAndSmallerThanEagerAndTheSimulatorAgrees) {
+  const Graph g = data_parallel(build_model("gpt-tiny", {{"batch", 8}, {"seq", 1024}}), 8);
+  const CostModel eager = model(AttentionKernel::kEager), flash = model(AttentionKernel::kFlash);
+  const Strategy e = MachineMapper(eager).map(g), f = MachineMapper(flash).map(g);
+  ASSERT_TRUE(f.estimate.feasible) << f.estimate.infeasible;
+  EXPECT_LT(f.estimate.time, e.estimate.time);
+  EXPECT_LT(f.estimate.max_memory(), e.estimate.max_memory());
+  // What flash keeps is what selective recomputation keeps (the same
+  // tensors re-run in backward), at no re-run cost of its own.
+  const Strategy sel = MachineMapper(model(AttentionKernel::kEager, Recompute::kSelective)).map(g);
+  EXPECT_DOUBLE_EQ(f.estimate.max_memory(), sel.estimate.max_memory());
+  const Simulator sim(f.graph, f.views, flash);
+  EXPECT_NEAR(sim.time(), f.estimate.time, 1e-9 * f.estimate.time);
+  // Full recomputation: the kernel's forward runs again, its inner
+  // operators are the layer's (not the kernel's) re-run.
+  const CostModel full = model(AttentionKernel::kFlash, Recompute::kFull);
+  const RecomputePlan plan = plan_recompute(f.graph, source_layouts(f.graph), full.recipe());
+  const AttentionKernels k = find_attention_kernels(f.graph, source_layouts(f.graph));
+  for (const NodeId n : k.members[0]) EXPECT_FALSE(plan.recomputed_in_kernel(n));
+  const Strategy ff = MachineMapper(full).map(g);
+  const Strategy fe = MachineMapper(model(AttentionKernel::kEager, Recompute::kFull)).map(g);
+  EXPECT_LT(ff.estimate.time, fe.estimate.time);
+  EXPECT_GT(ff.estimate.time, f.estimate.time);
+  // Without full, the kernels' inner operators are re-run inside them.
+  const RecomputePlan none = plan_recompute(f.graph, source_layouts(f.graph), flash.recipe());
+  for (const std::vector<NodeId>& m : k.members) {
+    for (size_t i = 0; i + 1 < m.size(); ++i) EXPECT_TRUE(none.recomputed_in_kernel(m[i]));
+    EXPECT_FALSE(none.recomputed[static_cast<size_t>(m.back())]);
+  }
+}
+
+// On one device the step is its tasks in turn: flash takes off each
+// kernel's operators' eager times (forward and backward) and adds the
+// kernel's, nothing else (no separate re-run of what it recomputes).
+TEST(FlashAttention, OneDevicesStepTradesTheOperatorsForTheKernel) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}});
+  const Machine one = toy_machine().with_devices(1);
+  const CostModel eager = model(AttentionKernel::kEager, Recompute::kNone, one), flash = model(AttentionKernel::kFlash, Recompute::kNone, one);
+  const Strategy e = MachineMapper(eager).map(g), f = MachineMapper(flash).map(g);
+  ASSERT_TRUE(e.estimate.feasible && f.estimate.feasible);
+  double saved = 0;
+  for (const std::vector<NodeId>& k : find_attention_kernels(g, source_layouts(g)).members) {
+    for (const NodeId n : k) saved += eager.task_time(g, g.node(n)).total();
+    saved -= flash.attention_kernel_time(g, k).total();
+  }
+  ASSERT_GT(saved, 0);
+  EXPECT_NEAR(e.estimate.time - f.estimate.time, saved, 1e-9 * e.estimate.time);
+}
+
+// The strategy file records flash (eager, the default, is left out); a
+// value that is neither is an error naming the field and the choices.
+TEST(FlashAttention, TheStrategyFileRecordsIt) {
+  EXPECT_EQ(attention_named("flash"), AttentionKernel::kFlash);
+  EXPECT_EQ(attention_named("eager"), AttentionKernel::kEager);
+  EXPECT_FALSE(attention_named("Flash"));
+  const CostModel cm = model(AttentionKernel::kFlash);
+  const Graph g = build_model("gpt-tiny", {});
+  StrategyFile f{g.name(), cm.machine(), 8, "data-parallel", {}, MachineMapper(cm).map(data_parallel(g, 8))};
+  f.recipe = cm.recipe();
+  const std::string text = strategy_to_json(f);
+  EXPECT_NE(text.find("\"attention\": \"flash\""), std::string::npos);
+  EXPECT_EQ(strategy_from_json(text, "s.json").recipe.attention, AttentionKernel::kFlash);
+  nlohmann::json bad = nlohmann::json::parse(text);
+  bad["attention"] = "fused";
+  try {
+    strategy_from_json(bad.dump(), "s.json");
+    FAIL() << "an unknown attention kernel was accepted";
+  } catch (const FileError& e) {
+    EXPECT_EQ(std::string(e.what()), "s.json: attention: expected one of eager, flash, got \"fused\"");
+  }
+  f.recipe.attention = AttentionKernel::kEager;
+  EXPECT_EQ(strategy_to_json(f).find("\"attention\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pcgx::search
