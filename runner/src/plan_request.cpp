@@ -49,6 +49,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
     if (plan->zero_persistence_threshold && !q.zero_persistence_threshold) q.zero_persistence_threshold = plan->zero_persistence_threshold;
   }
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
+  if (plan->attention && !stated.attention) q.attention = *plan->attention;
 }
 
 namespace {
@@ -146,6 +147,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views, shape ? f.devices / shape->stages : 0);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
+  if (f.recipe.attention != AttentionKernel::kEager) plan.attention = f.recipe.attention;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
   plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded

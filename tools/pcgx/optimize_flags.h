@@ -27,7 +27,8 @@ struct OptimizeFlags {
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false;
   PipelineFlags pipe;
   search::SearchOptions search;
-  CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr, *optimizer_flag = nullptr;
+  CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr, *optimizer_flag = nullptr,
+             *attention_flag = nullptr;
 };
 
 void add_optimize_options(CLI::App* cmd, OptimizeFlags& f);
