@@ -327,15 +327,21 @@ void plan_operators(const Graph& g, const SourceLayouts& layouts, std::span<cons
     }
 }
 
-// Flash: each kernel whose inner operators nothing recomputes yet has them
-// recomputed in its own backward, a segment per kernel.
+// Flash: each kernel that nothing recomputes yet, and whose inputs nothing
+// recomputes (a segment must not read another's output, nor be read by
+// one), has its inner operators recomputed in its own backward, a segment
+// per kernel.
 void plan_flash(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
   const AttentionKernels kernels = find_attention_kernels(g, layouts);
   if (kernels.members.empty()) return;
   plan.in_kernel.assign(g.size(), 0);
+  auto recomputed = [&](NodeId n) { return plan.recomputed[static_cast<size_t>(n)] != 0; };
   for (const std::vector<NodeId>& k : kernels.members) {
     const auto inner = std::span(k).first(k.size() - 1);
-    if (std::any_of(inner.begin(), inner.end(), [&](NodeId n) { return plan.recomputed[static_cast<size_t>(n)]; })) continue;
+    const bool taken = std::any_of(k.begin(), k.end(), [&](NodeId n) {
+      return recomputed(n) || std::any_of(g.node(n).inputs.begin(), g.node(n).inputs.end(), [&](const TensorRef& t) { return recomputed(t.node); });
+    });
+    if (taken) continue;
     for (const NodeId n : inner) {
       plan.recomputed[static_cast<size_t>(n)] = 1, plan.in_kernel[static_cast<size_t>(n)] = 1;
       plan.segment[static_cast<size_t>(n)] = plan.segments;

@@ -121,7 +121,9 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
   const Graph& g = found.graph;
   const SourceLayouts layouts = source_layouts(g);
   const Placement place(g, found.views, q.machine.num_devices());
-  const RecomputePlan selective = plan_recompute(g, layouts, Recompute::kSelective);
+  // (Under flash, what the kernels re-run themselves is not named: the
+  // kernels keep it from the start, at no re-run of their own.)
+  const RecomputePlan selective = plan_recompute(g, layouts, Recompute::kSelective, kAllLayers, {}, {}, chosen.attention);
   std::set<NodeId> outputs;
   for (const TensorRef& t : g.outputs()) outputs.insert(t.node);
   std::set<std::string> start;                            // what selective re-runs
@@ -130,6 +132,7 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
     if (n.name.empty() || n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id) || n.op->loss != LossKind::kNone ||
         outputs.count(n.id))
       continue;
+    if (selective.recomputed_in_kernel(n.id)) continue;
     if (selective.recomputed[static_cast<size_t>(n.id)]) {
       start.insert(n.name);
       continue;

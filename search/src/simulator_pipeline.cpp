@@ -132,7 +132,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     x.task.assign(one.size(), -1), x.last.assign(g.size(), 0), x.end.assign(static_cast<size_t>(C), -1), x.position.assign(static_cast<size_t>(C), 0);
   }
   // (Forward too under ZeRO 3, whose every micro-batch gathers the weights
-  // again on the devices' sync channels.)
+  // again on the devices' gather channels.)
   auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x, bool backward = true) {
     const size_t k = key(c, backward, true);
     std::vector<TaskId> body = members[k];

@@ -139,6 +139,28 @@ TEST(FlashAttention, OneDevicesStepTradesTheOperatorsForTheKernel) {
   EXPECT_NEAR(e.estimate.time - f.estimate.time, saved, 1e-9 * e.estimate.time);
 }
 
+// Recomputing an operator that feeds a kernel (operators naming
+// block0's transposed keys) leaves that kernel to the choice made: no
+// segment reads another's output, which the runtime could not re-run;
+// block1's kernel is still flash's.
+TEST(FlashAttention, AKernelAnotherChoiceFeedsIsLeftToIt) {
+  const Graph g = build_model("gpt-tiny", {});
+  const std::vector<std::string> names{"block0.attn.k_t"};
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), Recompute::kOperators, kAllLayers, {}, names, AttentionKernel::kFlash);
+  for (const Node& n : g.nodes()) {
+    const int32_t s = plan.segment[static_cast<size_t>(n.id)];
+    if (s < 0) continue;
+    for (const TensorRef& t : n.inputs) {
+      const int32_t from = plan.segment[static_cast<size_t>(t.node)];
+      EXPECT_TRUE(from < 0 || from == s) << n.name << " reads " << g.node(t.node).name << " of another segment";
+    }
+  }
+  const AttentionKernels k = find_attention_kernels(g, source_layouts(g));
+  ASSERT_EQ(k.members.size(), 2u);
+  EXPECT_FALSE(plan.recomputed_in_kernel(k.members[0].front()));
+  EXPECT_TRUE(plan.recomputed_in_kernel(k.members[1].front()));
+}
+
 // The strategy file records flash (eager, the default, is left out); a
 // value that is neither is an error naming the field and the choices.
 TEST(FlashAttention, TheStrategyFileRecordsIt) {
