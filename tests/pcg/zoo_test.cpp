@@ -47,6 +47,21 @@ TEST(Zoo, LlamaHasLlama7BsExactParameterCount) {
   EXPECT_EQ(model_info(build_model("llama")).parameters, int64_t{6738415616});
 }
 
+// Grouped-query attention: LLaMA-2 70B (Touvron et al. 2023b; Hugging
+// Face's config: 80 layers of 8192, 64 heads sharing 8 key/value heads,
+// SwiGLU 28672, vocabulary 32000) to the parameter; key/value heads that
+// do not divide the heads are refused naming the parameter.
+TEST(Zoo, LlamaWithGroupedQueryAttentionHasLlama2_70BsParameterCount) {
+  const ModelParams llama2_70b{{"layers", 80}, {"hidden", 8192}, {"heads", 64}, {"kv_heads", 8}, {"ffn", 28672}, {"vocab", 32000}};
+  EXPECT_EQ(model_info(build_model("llama", llama2_70b)).parameters, int64_t{68976648192});
+  try {
+    build_model("llama-tiny", {{"kv_heads", 3}});
+    FAIL() << "3 key/value heads for 4 heads were accepted";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "ModelParams.kv_heads");
+  }
+}
+
 TEST(Zoo, EveryModelHasATinyVariantThatTrainsOneForwardPass) {
   int models = 0;
   for (const auto& spec : model_zoo()) {

@@ -273,6 +273,20 @@ void expect_trains_like_one_device(const Graph& model, const search::Strategy& s
   for (const auto& [name, w] : one.parameters) EXPECT_LT(relative_difference(par.parameters.at(name), w, 1e-2), 1e-4) << name;
 }
 
+// Grouped-query attention under Megatron's tensor parallelism on 2
+// devices (LLaMA-tiny, 2 key/value heads for 4 query heads): each device
+// repeats its key/value head for its two query heads, and the gradients of
+// the copies sum back into the one projection; the weights reach the
+// one-device run's.
+TEST(Runtime, GroupedQueryAttentionTrainsLikeOneDevice) {
+  const Graph model = build_model("llama-tiny", {{"batch", 8}, {"kv_heads", 2}});
+  const Machine m = search::find_machine("dgx-h100").with_devices(2);
+  const CostModel cm(m, search::default_efficiency());
+  const search::Strategy s = MachineMapper(cm).map(*search::expert(model, m, 2, 2));
+  ASSERT_TRUE(s.estimate.feasible);
+  expect_trains_like_one_device(model, s);
+}
+
 // Megatron on 2 nodes of 2 devices: tensor parallelism inside a node, data
 // parallelism across, through views with one stride per grid dimension,
 // the cross-entropy split by vocabulary with the logits (its shares of the

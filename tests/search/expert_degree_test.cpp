@@ -134,6 +134,21 @@ TEST(ExpertDegree, AOneSampleMicroBatchScattersItsBoundaryByItsLastDimension) {
   expect_scattered_boundaries(g, r, 1);
 }
 
+// Grouped-query attention (LLaMA-tiny with 2 key/value heads for 4):
+// Megatron-LM's tensor parallelism splits the key/value projections with
+// the query heads, each device repeating the key/value heads its query
+// heads read; at 2 and 4 devices the plan computes the model.
+TEST(ExpertDegree, GroupedQueryAttentionSplitsTheKeyValueHeads) {
+  const Graph g = build_model("llama-tiny", {{"batch", 8}, {"kv_heads", 2}});
+  const Machine m = toy_machine().with_devices(4);
+  for (const int64_t t : {2, 4}) {
+    SCOPED_TRACE(t);
+    const Graph e = *expert(g, m, 4, t);
+    EXPECT_EQ(feature_degree(e), t);
+    EXPECT_LT(max_difference(g, e), 1e-5);
+  }
+}
+
 // Megatron-LM's vocabulary-parallel ends: the word table split by rows
 // over t for the lookup (partial sums, then summed), the logits by
 // vocabulary for the head (gathered for the loss); the position table

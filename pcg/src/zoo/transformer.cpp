@@ -11,6 +11,7 @@ namespace {
 
 struct Dims {
   int64_t batch, seq, hidden, heads, ffn;
+  int64_t kv_heads = 0;  // grouped-query attention's key/value heads; 0: as many as heads
 };
 
 // Multi-head self-attention on x[b, s, h]; returns the output projection.
@@ -18,13 +19,21 @@ struct Dims {
 TensorRef attention(GraphBuilder& b, TensorRef x, const Dims& d, bool causal, const std::string& n, bool bias = true,
                     double dropout = 0.1) {
   const int64_t dh = d.hidden / d.heads;
-  auto heads = [&](TensorRef t, const std::string& what, std::vector<int64_t> perm) {
-    TensorRef r = b.reshape(t, {d.batch, d.seq, d.heads, dh}, n + "." + what + "_heads");
+  // Grouped-query attention (Ainslie et al. 2023): kv key/value heads,
+  // each read by heads / kv query heads, its copies side by side.
+  const int64_t kv = d.kv_heads > 0 ? d.kv_heads : d.heads, group = d.heads / kv;
+  auto heads = [&](TensorRef t, const std::string& what, std::vector<int64_t> perm, int64_t count) {
+    TensorRef r = b.reshape(t, {d.batch, d.seq, count, dh}, n + "." + what + "_heads");
+    if (count < d.heads) {
+      TensorRef one = b.reshape(r, {d.batch, d.seq, count, 1, dh}, n + "." + what + "_group");
+      r = b.reshape(b.concat(std::vector<TensorRef>(static_cast<size_t>(group), one), 3, n + "." + what + "_repeat"),
+                    {d.batch, d.seq, d.heads, dh}, n + "." + what + "_repeated");
+    }
     return b.transpose(r, perm, n + "." + what + "_t");
   };
-  TensorRef q = heads(b.linear(x, d.hidden, "none", bias, n + ".query"), "q", {0, 2, 1, 3});
-  TensorRef k = heads(b.linear(x, d.hidden, "none", bias, n + ".key"), "k", {0, 2, 3, 1});
-  TensorRef v = heads(b.linear(x, d.hidden, "none", bias, n + ".value"), "v", {0, 2, 1, 3});
+  TensorRef q = heads(b.linear(x, d.hidden, "none", bias, n + ".query"), "q", {0, 2, 1, 3}, d.heads);
+  TensorRef k = heads(b.linear(x, kv * dh, "none", bias, n + ".key"), "k", {0, 2, 3, 1}, kv);
+  TensorRef v = heads(b.linear(x, kv * dh, "none", bias, n + ".value"), "v", {0, 2, 1, 3}, kv);
   TensorRef scores = b.batch_matmul(q, k, n + ".scores");
   scores = b.scalar_mul(scores, 1.0 / std::sqrt(static_cast<double>(dh)), n + ".scale");
   TensorRef probs = b.softmax(scores, causal, n + ".softmax");
@@ -41,12 +50,14 @@ TensorRef feed_forward(GraphBuilder& b, TensorRef x, const Dims& d, const std::s
 }
 
 Dims dims_of(const ModelParams& p) {
-  return {param(p, "batch"), param(p, "seq"), param(p, "hidden"), param(p, "heads"), param(p, "ffn")};
+  return {param(p, "batch"), param(p, "seq"), param(p, "hidden"), param(p, "heads"), param(p, "ffn"), p.count("kv_heads") ? param(p, "kv_heads") : 0};
 }
 
 void check_heads(const Dims& d) {
   if (d.hidden % d.heads != 0)
     throw Error("hidden size " + std::to_string(d.hidden) + " is not a multiple of heads " + std::to_string(d.heads));
+  if (d.kv_heads > 0 && (d.kv_heads > d.heads || d.heads % d.kv_heads != 0))
+    throw FieldError("ModelParams.kv_heads", std::to_string(d.kv_heads) + " key/value heads do not divide " + std::to_string(d.heads) + " heads");
 }
 
 // logits = x * table^T, the LM head sharing the word embedding table.
@@ -139,12 +150,13 @@ ModelSpec llama(bool tiny) {
              "recomputation, which optimize's --recompute auto chooses). Rotary position embeddings are not "
              "modelled (no parameters: an elementwise rotation of q and k per position)";
   s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
-                                  {"ffn", 64}, {"vocab", 100}}
+                                  {"kv_heads", 0}, {"ffn", 64}, {"vocab", 100}}
                     : ModelParams{{"batch", 1}, {"seq", 512}, {"layers", 32}, {"hidden", 4096}, {"heads", 32},
-                                  {"ffn", 11008}, {"vocab", 32000}};
+                                  {"kv_heads", 0}, {"ffn", 11008}, {"vocab", 32000}};
   s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
-                  {"hidden", "model width"}, {"heads", "attention heads"}, {"ffn", "SwiGLU hidden width"},
-                  {"vocab", "vocabulary size"}};
+                  {"hidden", "model width"}, {"heads", "attention heads"},
+                  {"kv_heads", "key/value heads (grouped-query attention, LLaMA-2 70B's 8; each read by heads / kv_heads query heads); 0: as many as heads"},
+                  {"ffn", "SwiGLU hidden width"}, {"vocab", "vocabulary size"}};
   s.build = [](const ModelParams& p) {
     const Dims d = dims_of(p);
     check_heads(d);
