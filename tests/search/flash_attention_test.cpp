@@ -18,6 +18,8 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
+#include "pcgx/search/rule_library.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
 #include "search/toy_machines.h"
@@ -159,6 +161,27 @@ TEST(FlashAttention, AKernelAnotherChoiceFeedsIsLeftToIt) {
   ASSERT_EQ(k.members.size(), 2u);
   EXPECT_FALSE(plan.recomputed_in_kernel(k.members[0].front()));
   EXPECT_TRUE(plan.recomputed_in_kernel(k.members[1].front()));
+}
+
+// Pipeline stages (2 of 4 devices, 4 micro-batches): every chunk's
+// kernels priced as kernels, faster than eager, and the schedule simulated
+// micro-batch by micro-batch within 5% of the closed form.
+TEST(FlashAttention, APipelinedPlanPricesEveryChunksKernels) {
+  static const Ruleset empty;
+  static const RuleLibrary rules(empty);
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}, {"layers", 4}});
+  const Machine m = toy_machine().with_devices(8);
+  const CostModel eager = model(AttentionKernel::kEager, Recompute::kNone, m), flash = model(AttentionKernel::kFlash, Recompute::kNone, m);
+  SearchOptions o;
+  o.algorithm = Algorithm::kDataParallel;
+  const PipelineResult f = optimize_pipeline(g, rules, flash, o, PipelineOptions{2, 4});
+  const PipelineResult e = optimize_pipeline(g, rules, eager, o, PipelineOptions{2, 4});
+  const Strategy& s = f.search.strategy;
+  ASSERT_TRUE(s.estimate.feasible && e.search.strategy.estimate.feasible);
+  EXPECT_LT(s.estimate.time, e.search.strategy.estimate.time);
+  EXPECT_EQ(find_attention_kernels(s.graph, source_layouts(s.graph)).members.size(), 4u);
+  const double simulated = Simulator(s.graph, s.views, flash, PipelineShape{2, 4, 1, PipelineSchedule::k1F1B}).time();
+  EXPECT_NEAR(simulated / s.estimate.time, 1.0, 0.05) << "simulated " << simulated << ", predicted " << s.estimate.time;
 }
 
 // The strategy file records flash (eager, the default, is left out); a
