@@ -202,12 +202,12 @@ double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t de
 }
 
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy, bool kept_inputs,
-                            int32_t layers, std::span<const int64_t> chunk, std::span<const std::string> operators) {
-  if (policy == Recompute::kNone) return 0;
+                            int32_t layers, std::span<const int64_t> chunk, std::span<const std::string> operators, AttentionKernel attention) {
+  if (policy == Recompute::kNone && attention == AttentionKernel::kEager) return 0;
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
   const std::vector<NodeRun> runs = node_runs(p, layouts);
-  const RecomputePlan plan = plan_recompute(g, layouts, policy, layers, chunk, operators);
+  const RecomputePlan plan = plan_recompute(g, layouts, policy, layers, chunk, operators, attention);
   double floats = 0;
   for (const Node& n : g.nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)] && !(kept_inputs && runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks))

@@ -239,7 +239,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (scheduled && plans_per_chunk(o.recompute, o.recompute_layers, *o.pipeline))
       chunk = pipeline_chunks(graph, views, o.pipeline_devices > 0 ? o.pipeline_devices : runtime::devices_needed(graph, views), *o.pipeline);
     s.predicted_step_bytes = step_bytes(graph, views, q.devices) + runtime::sharded_sync_extra_bytes(plan) +
-                             recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk, o.recompute_operators);
+                             recompute_step_bytes(graph, views, q.devices, o.recompute, scheduled, o.recompute_layers, chunk, o.recompute_operators,
+                                                  o.attention);
   }
   for (const Node& n : graph.nodes())
     if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) s.batch = std::max(s.batch, n.outputs[0].dims[0].size);

@@ -87,6 +87,6 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, const
 // send again.
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy,
                             bool kept_inputs = false, int32_t layers = kAllLayers, std::span<const int64_t> chunk = {},
-                            std::span<const std::string> operators = {});
+                            std::span<const std::string> operators = {}, AttentionKernel attention = AttentionKernel::kEager);
 
 }  // namespace pcgx
