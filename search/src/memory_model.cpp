@@ -56,7 +56,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
            static_cast<double>(slices);
   };
   auto kept = [&](TensorRef t, int64_t d, const ParallelTensorShape& s) {
-    if (d < 0 || d >= devices) return;
+    // A FlashAttention kernel's inner tensors (the scores) never reach
+    // memory: it holds a block of them at a time, in its own buffers.
+    if (d < 0 || d >= devices || recompute.recomputed_in_kernel(t.node)) return;
     const auto dev = static_cast<size_t>(d);
     const OutputLife life = lives.at(t);
     if (life == OutputLife::kKept) {
