@@ -116,6 +116,19 @@ TEST(Certificate, LlamaUnderTensorParallelismIsVerified) {
   EXPECT_TRUE(causal && scale) << listed(c);
 }
 
+// Grouped-query attention (2 key/value heads for 4 query heads) under the
+// same plan: each device's key/value head concatenated twice beside
+// itself and reshaped into its query heads, every claim proved.
+TEST(Certificate, GroupedQueryAttentionUnderTensorParallelismIsVerified) {
+  const auto tp = search::expert(build_model("llama-tiny", {{"batch", 4}, {"kv_heads", 2}}), search::find_machine("cpu-host"), 4, 2);
+  ASSERT_TRUE(tp);
+  const Certificate c = certify(*tp, axioms());
+  EXPECT_TRUE(c.verified()) << listed(c);
+  bool repeated = false;
+  for (const CertifiedClaim& claim : c.claims) repeated = repeated || (claim.what.starts_with("Concat") && claim.proved());
+  EXPECT_TRUE(repeated) << listed(c);
+}
+
 // y = x W computed on two copies of x and W and then summed: 2 x W, a
 // legal PCG that is not the model. The sum is the conversion named.
 TEST(Certificate, APlanComputingSomethingElseIsNamed) {

@@ -24,11 +24,9 @@ TensorRef attention(GraphBuilder& b, TensorRef x, const Dims& d, bool causal, co
   const int64_t kv = d.kv_heads > 0 ? d.kv_heads : d.heads, group = d.heads / kv;
   auto heads = [&](TensorRef t, const std::string& what, std::vector<int64_t> perm, int64_t count) {
     TensorRef r = b.reshape(t, {d.batch, d.seq, count, dh}, n + "." + what + "_heads");
-    if (count < d.heads) {
-      TensorRef one = b.reshape(r, {d.batch, d.seq, count, 1, dh}, n + "." + what + "_group");
-      r = b.reshape(b.concat(std::vector<TensorRef>(static_cast<size_t>(group), one), 3, n + "." + what + "_repeat"),
+    if (count < d.heads)  // [b, s, kv, g dh]: head i's g copies side by side, then [b, s, kv g, dh] (4-d throughout)
+      r = b.reshape(b.concat(std::vector<TensorRef>(static_cast<size_t>(group), r), 3, n + "." + what + "_repeat"),
                     {d.batch, d.seq, d.heads, dh}, n + "." + what + "_repeated");
-    }
     return b.transpose(r, perm, n + "." + what + "_t");
   };
   TensorRef q = heads(b.linear(x, d.hidden, "none", bias, n + ".query"), "q", {0, 2, 1, 3}, d.heads);
