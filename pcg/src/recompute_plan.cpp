@@ -335,9 +335,11 @@ void plan_flash(const Graph& g, const SourceLayouts& layouts, RecomputePlan& pla
   const AttentionKernels kernels = find_attention_kernels(g, layouts);
   if (kernels.members.empty()) return;
   plan.in_kernel.assign(g.size(), 0);
+  plan.unwritten.assign(g.size(), 0);
   auto recomputed = [&](NodeId n) { return plan.recomputed[static_cast<size_t>(n)] != 0; };
   for (const std::vector<NodeId>& k : kernels.members) {
     const auto inner = std::span(k).first(k.size() - 1);
+    for (const NodeId n : inner) plan.unwritten[static_cast<size_t>(n)] = 1;
     const bool taken = std::any_of(k.begin(), k.end(), [&](NodeId n) {
       return recomputed(n) || std::any_of(g.node(n).inputs.begin(), g.node(n).inputs.end(), [&](const TensorRef& t) { return recomputed(t.node); });
     });

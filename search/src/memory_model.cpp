@@ -58,7 +58,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   auto kept = [&](TensorRef t, int64_t d, const ParallelTensorShape& s) {
     // A FlashAttention kernel's inner tensors (the scores) never reach
     // memory: it holds a block of them at a time, in its own buffers.
-    if (d < 0 || d >= devices || recompute.recomputed_in_kernel(t.node)) return;
+    if (d < 0 || d >= devices || recompute.never_written(t.node)) return;
     const auto dev = static_cast<size_t>(d);
     const OutputLife life = lives.at(t);
     if (life == OutputLife::kKept) {

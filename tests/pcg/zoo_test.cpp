@@ -62,6 +62,37 @@ TEST(Zoo, LlamaWithGroupedQueryAttentionHasLlama2_70BsParameterCount) {
   }
 }
 
+// Grouped-query attention reads its key/value heads as Hugging Face's
+// repeat_kv does: query head i reads key/value head i / (heads / kv). The
+// same model with every head's own key and value projections, each made
+// of the columns of the key/value head it would read, computes the same
+// loss; with the heads read in another order (i % kv) it would not.
+TEST(Zoo, GroupedQueryAttentionReadsItsHeadsAsRepeatKv) {
+  const Graph mha = build_model("llama-tiny");  // hidden 32, 4 heads of 8
+  for (const int64_t kv : {1, 2}) {
+    SCOPED_TRACE(kv);
+    const Graph gqa = build_model("llama-tiny", {{"kv_heads", kv}});
+    const SourceFn<float> random = random_sources<float>(11);
+    const SourceFn<float> repeated = [&](const Node& n) {
+      const bool kv_weight = n.name.ends_with("self_attn.key.W") || n.name.ends_with("self_attn.value.W");
+      if (!kv_weight) return random(n);
+      const Node* grouped = nullptr;
+      for (const Node& x : gqa.nodes())
+        if (x.name == n.name) grouped = &x;
+      EXPECT_NE(grouped, nullptr) << n.name;
+      const Tensor<float> w = random(*grouped);  // [32, kv * 8]
+      Tensor<float> out({32, 32});
+      for (int64_t r = 0; r < 32; ++r)
+        for (int64_t h = 0; h < 4; ++h)
+          for (int64_t e = 0; e < 8; ++e)
+            out.data[static_cast<size_t>(r * 32 + h * 8 + e)] = w.data[static_cast<size_t>(r * kv * 8 + (h / (4 / kv)) * 8 + e)];
+      return out;
+    };
+    const float a = evaluate_outputs<float>(gqa, random)[0].data[0], b = evaluate_outputs<float>(mha, repeated)[0].data[0];
+    EXPECT_NEAR(a, b, 1e-5 * std::abs(b));
+  }
+}
+
 TEST(Zoo, EveryModelHasATinyVariantThatTrainsOneForwardPass) {
   int models = 0;
   for (const auto& spec : model_zoo()) {

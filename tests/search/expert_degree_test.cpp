@@ -145,6 +145,15 @@ TEST(ExpertDegree, GroupedQueryAttentionSplitsTheKeyValueHeads) {
     SCOPED_TRACE(t);
     const Graph e = *expert(g, m, 4, t);
     EXPECT_EQ(feature_degree(e), t);
+    // The key and value projections split with the query heads where the
+    // key/value heads divide among the devices (2 of them at t = 2); at
+    // t = 4 (fewer key/value heads than devices) they run unsplit, where
+    // Megatron-LM refuses the plan.
+    for (const Node& n : e.nodes()) {
+      if (n.name.ends_with("self_attn.key") || n.name.ends_with("self_attn.value")) {
+        EXPECT_EQ(n.outputs[0].dims.back().degree, t == 2 ? 2 : 1) << n.name;
+      }
+    }
     EXPECT_LT(max_difference(g, e), 1e-5);
   }
 }

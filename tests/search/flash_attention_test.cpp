@@ -120,9 +120,16 @@ TEST(FlashAttention, FasterAndSmallerThanEagerAndTheSimulatorAgrees) {
   const AttentionKernels k = find_attention_kernels(f.graph, source_layouts(f.graph));
   for (const NodeId n : k.members[0]) EXPECT_FALSE(plan.recomputed_in_kernel(n));
   const Strategy ff = MachineMapper(full).map(g);
-  const Strategy fe = MachineMapper(model(AttentionKernel::kEager, Recompute::kFull)).map(g);
+  const CostModel full_eager = model(AttentionKernel::kEager, Recompute::kFull);
+  const Strategy fe = MachineMapper(full_eager).map(g);
   EXPECT_LT(ff.estimate.time, fe.estimate.time);
   EXPECT_GT(ff.estimate.time, f.estimate.time);
+  // Its re-run writes no scores either: what the layers keep is full's,
+  // the transient less.
+  const std::vector<DeviceMemory> ffm = memory_breakdown(Placement(ff.graph, ff.views, 8), full.recipe()),
+                                  fem = memory_breakdown(Placement(ff.graph, ff.views, 8), full_eager.recipe());
+  EXPECT_DOUBLE_EQ(ffm[0].activations, fem[0].activations);
+  EXPECT_LT(ffm[0].transient, fem[0].transient);
   // Without full, the kernels' inner operators are re-run inside them.
   const RecomputePlan none = plan_recompute(f.graph, source_layouts(f.graph), flash.recipe());
   for (const std::vector<NodeId>& m : k.members) {

@@ -116,17 +116,21 @@ TEST(Certificate, LlamaUnderTensorParallelismIsVerified) {
   EXPECT_TRUE(causal && scale) << listed(c);
 }
 
-// Grouped-query attention (2 key/value heads for 4 query heads) under the
-// same plan: each device's key/value head concatenated twice beside
-// itself and reshaped into its query heads, every claim proved.
+// Grouped-query attention (2 key/value heads for 4 query heads, and 1)
+// under the same plan (tensor parallel 2, and 1 with a single key/value
+// head): each key/value head concatenated beside itself and reshaped
+// into its query heads, every claim proved.
 TEST(Certificate, GroupedQueryAttentionUnderTensorParallelismIsVerified) {
-  const auto tp = search::expert(build_model("llama-tiny", {{"batch", 4}, {"kv_heads", 2}}), search::find_machine("cpu-host"), 4, 2);
-  ASSERT_TRUE(tp);
-  const Certificate c = certify(*tp, axioms());
-  EXPECT_TRUE(c.verified()) << listed(c);
-  bool repeated = false;
-  for (const CertifiedClaim& claim : c.claims) repeated = repeated || (claim.what.starts_with("Concat") && claim.proved());
-  EXPECT_TRUE(repeated) << listed(c);
+  for (const int64_t kv : {2, 1}) {  // each key/value head read by 2, by 4 (three copies, concatenated two at a time)
+    SCOPED_TRACE(kv);
+    const auto tp = search::expert(build_model("llama-tiny", {{"batch", 4}, {"kv_heads", kv}}), search::find_machine("cpu-host"), 4, 2 / kv);
+    ASSERT_TRUE(tp);
+    const Certificate c = certify(*tp, axioms());
+    EXPECT_TRUE(c.verified()) << listed(c);
+    bool repeated = false;
+    for (const CertifiedClaim& claim : c.claims) repeated = repeated || (claim.what.starts_with("Concat") && claim.proved());
+    EXPECT_TRUE(repeated) << listed(c);
+  }
 }
 
 // y = x W computed on two copies of x and W and then summed: 2 x W, a

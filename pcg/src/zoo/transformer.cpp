@@ -3,6 +3,7 @@
 // causal attention, tied LM head) and a LLaMA-style decoder (pre-RMSNorm,
 // SwiGLU feed-forward, no biases, untied LM head).
 #include <cmath>
+#include <functional>
 
 #include "builders.h"
 
@@ -24,9 +25,18 @@ TensorRef attention(GraphBuilder& b, TensorRef x, const Dims& d, bool causal, co
   const int64_t kv = d.kv_heads > 0 ? d.kv_heads : d.heads, group = d.heads / kv;
   auto heads = [&](TensorRef t, const std::string& what, std::vector<int64_t> perm, int64_t count) {
     TensorRef r = b.reshape(t, {d.batch, d.seq, count, dh}, n + "." + what + "_heads");
-    if (count < d.heads)  // [b, s, kv, g dh]: head i's g copies side by side, then [b, s, kv g, dh] (4-d throughout)
-      r = b.reshape(b.concat(std::vector<TensorRef>(static_cast<size_t>(group), r), 3, n + "." + what + "_repeat"),
-                    {d.batch, d.seq, d.heads, dh}, n + "." + what + "_repeated");
+    if (count < d.heads) {  // [b, s, kv, g dh]: head i's g copies side by side, then [b, s, kv g, dh] (4-d throughout)
+      // Two at a time (a Concat's proofs take two tensors): copies of
+      // copies, doubling, and one more where the count is odd.
+      int step = 0;
+      std::function<TensorRef(int64_t)> copies = [&](int64_t c) -> TensorRef {
+        if (c == 1) return r;
+        const TensorRef half = copies(c / 2);
+        TensorRef out = b.concat({half, half}, 3, n + "." + what + "_repeat" + std::to_string(step++));
+        return c % 2 ? b.concat({out, r}, 3, n + "." + what + "_repeat" + std::to_string(step++)) : out;
+      };
+      r = b.reshape(copies(group), {d.batch, d.seq, d.heads, dh}, n + "." + what + "_repeated");
+    }
     return b.transpose(r, perm, n + "." + what + "_t");
   };
   TensorRef q = heads(b.linear(x, d.hidden, "none", bias, n + ".query"), "q", {0, 2, 1, 3}, d.heads);

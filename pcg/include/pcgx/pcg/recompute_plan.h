@@ -33,6 +33,11 @@ struct RecomputePlan {
   // the scores itself: the cost model charges no separate re-run.
   std::vector<char> in_kernel;
   bool recomputed_in_kernel(NodeId n) const { return !in_kernel.empty() && in_kernel[static_cast<size_t>(n)]; }
+  // Per node (empty: none): a FlashAttention kernel's inner operator,
+  // whatever recomputes it (the kernel, or a layer re-run whole): its
+  // outputs never reach memory, the kernel holding a block at a time.
+  std::vector<char> unwritten;
+  bool never_written(NodeId n) const { return !unwritten.empty() && unwritten[static_cast<size_t>(n)]; }
 };
 
 // The plan of `policy` on `g` (any PCG: a model or a parallelized strategy),
