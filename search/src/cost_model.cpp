@@ -236,6 +236,19 @@ Seconds CostModel::attention_kernel_time(const Graph& g, const std::vector<NodeI
   return {k * fwd, k * fwd * e.backward};
 }
 
+AttentionKernels CostModel::attention_kernels(const Graph& g, const SourceLayouts& layouts) const {
+  if (recipe_.attention == AttentionKernel::kFlash) return find_attention_kernels(g, layouts);
+  AttentionKernels none;
+  none.kernel.assign(g.size(), -1);
+  return none;
+}
+
+Seconds CostModel::operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const {
+  const int32_t k = kernels.kernel[static_cast<size_t>(id)];
+  if (k < 0) return task_time(g, g.node(id));
+  return kernels.first(id) ? attention_kernel_time(g, kernels.members[static_cast<size_t>(k)]) : Seconds{};
+}
+
 Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) const {
   const Graph& g = p.graph();
   const Node& n = g.node(id);

@@ -96,8 +96,7 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
     }
   }
   recompute = plan_recompute(g, layouts, cost.recipe());
-  if (cost.recipe().attention == AttentionKernel::kFlash) kernels = find_attention_kernels(g, layouts);
-  else kernels.kernel.assign(g.size(), -1);
+  kernels = cost.attention_kernels(g, layouts);
   hash_nodes();
   std::vector<std::vector<NodeId>> readers(g.size());
   tree = decompose(g, active, readers);
@@ -219,10 +218,7 @@ Seconds Problem::task_seconds(NodeId id) const {
   // A FlashAttention kernel's time stands at its first operator, nothing at
   // the others; the scores it recomputes in its backward are in that
   // time, and only a layer re-run whole (full) runs its forward again.
-  const bool again = recompute.recomputed[static_cast<size_t>(id)] && !recompute.recomputed_in_kernel(id);
-  if (kernels.first(id)) return with_recompute(cost.attention_kernel_time(g, kernels.members[static_cast<size_t>(kernels.kernel[static_cast<size_t>(id)])]), again);
-  if (kernels.in_kernel(id)) return {};
-  return with_recompute(cost.task_time(g, g.node(id)), again);
+  return with_recompute(cost.operator_time(g, kernels, id), recompute.recomputed[static_cast<size_t>(id)] && !recompute.recomputed_in_kernel(id));
 }
 
 Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) const {

@@ -173,16 +173,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // What each operator weighs in the balanced cuts: its task's time, a
   // FlashAttention kernel's at its first operator (attention_kernels.h).
   std::vector<double> weight(model.size(), 0.0);
-  AttentionKernels kernels;
-  if (cost.recipe().attention == AttentionKernel::kFlash) kernels = find_attention_kernels(model, source_layouts(model));
-  else kernels.kernel.assign(model.size(), -1);
-  for (NodeId id : order) {
-    if (model.node(id).op->op_class != OpClass::kCompute) continue;
-    const auto k = kernels.kernel[static_cast<size_t>(id)];
-    weight[static_cast<size_t>(id)] = k < 0                ? cost.task_time(model, model.node(id)).total()
-                                      : kernels.first(id) ? cost.attention_kernel_time(model, kernels.members[static_cast<size_t>(k)]).total()
-                                                          : 0.0;
-  }
+  const AttentionKernels kernels = cost.attention_kernels(model, source_layouts(model));
+  for (NodeId id : order)
+    if (model.node(id).op->op_class == OpClass::kCompute) weight[static_cast<size_t>(id)] = cost.operator_time(model, kernels, id).total();
 
   PipelineResult result;
   std::mutex progress_mutex;  // chunks searched side by side report through one callback
