@@ -28,6 +28,14 @@ void DeviceExecutor::clear_gradients(bool micro_only, std::optional<int64_t> wri
     }
 }
 
+void DeviceExecutor::clear_chunk_gradients(int64_t chunk, std::optional<int64_t> writer) {
+  for (const TensorRef& t : chunk_grads_[static_cast<size_t>(chunk)]) {
+    const auto id = static_cast<size_t>(t.node);
+    if (writer && crosses_[id] && step_chunk_[id] != *writer) continue;  // (as clear_gradients)
+    for (size_t k = 0; k < touched_[id][static_cast<size_t>(t.output)].size(); ++k) clear_gradient(t, static_cast<int64_t>(k));
+  }
+}
+
 void DeviceExecutor::clear_gradient(TensorRef t, int64_t shard) {
   char& state = touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   if (state & kOverwrittenFirst) {  // its first writer overwrites it
@@ -158,7 +166,7 @@ void DeviceExecutor::backward_compute(const Node& n) {
     const bool clock = tracing(), marks = timing_ && !clock;
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
     const int64_t m0 = marks ? backend_.mark() : 0;
-    backend_.backward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins),
+    backend_.backward(n, context(n.id, t), std::span(in_.data(), ins),
                       std::span(out_.data(), outs), std::span(dout_.data(), outs), std::span(din_.data(), ins));
     if (marks) timed_calls_.push_back({n.id, TimedPart::kBackward, m0, backend_.mark()});
     if (clock) {

@@ -53,7 +53,6 @@ void DeviceExecutor::init() {
   held_grads_.resize(g.size());
   micro_.resize(g.size());
   pass_.resize(g.size());
-  slice_offsets_.resize(g.size());
   staged_.resize(g.size());
   for (const Node& n : g.nodes()) {
     const StepPhase ph = plan.phase.empty() ? StepPhase::kMicro : plan.phase[static_cast<size_t>(n.id)];
@@ -88,8 +87,6 @@ void DeviceExecutor::init() {
     }
     const TaskTable& tt = plan.nodes[id].tasks;
     for (int64_t t = 0; t < tt.tasks; ++t) contexts_[id].push_back(tt.context(t));
-    if (plan.micro_batches > 1) base_contexts_.push_back(contexts_[id]);
-    else base_contexts_.emplace_back();
     arity = std::max(arity, n.inputs.size());
     outputs = std::max(outputs, n.outputs.size());
   }
@@ -475,7 +472,7 @@ void DeviceExecutor::forward_compute(const Node& n) {
     const bool clock = tracing(), marks = timing_ && !clock;
     const auto t0 = clock ? backend_.now() : Backend::Clock::time_point{};
     const int64_t m0 = marks ? backend_.mark() : 0;
-    backend_.forward(n, contexts_[static_cast<size_t>(n.id)][static_cast<size_t>(t)], std::span(in_.data(), ins), std::span(out_.data(), outs));
+    backend_.forward(n, context(n.id, t), std::span(in_.data(), ins), std::span(out_.data(), outs));
     if (marks) timed_calls_.push_back({n.id, recomputing_ ? TimedPart::kRecompute : TimedPart::kForward, m0, backend_.mark()});
     if (clock) {
       const auto t1 = backend_.now();

@@ -34,28 +34,6 @@ double DeviceExecutor::forward_backward() {
 void DeviceExecutor::enter_slice(int64_t k, int64_t chunk, bool fill) {
   slice_ = k;
   const Graph& g = *plan_.graph;
-  const int me = comm_.rank();
-  for (const Node& n : g.nodes()) {
-    const auto id = static_cast<size_t>(n.id);
-    if (pass_[id] != 1) continue;
-    // Where a Pipeline cuts (a Batch places) the micro-batch in the whole
-    // shard, which spans the pipelined dimensions (make_plan checks).
-    if (n.op->data_move == DataMove::kPipeline || n.op->data_move == DataMove::kBatch) {
-      const ParallelTensorShape& s = n.op->data_move == DataMove::kPipeline ? n.outputs[0] : g.shape(n.inputs[0]);
-      zeros_.assign(s.dims.size(), 0);
-      micro_batch_offset(s, zeros_, k, slice_offsets_[id]);
-    }
-    const NodePlan& np = plan_.nodes[id];
-    for (int64_t t = 0; t < np.tasks.tasks; ++t) {
-      if (np.task_device[static_cast<size_t>(t)] != me) continue;
-      TaskContext& c = contexts_[id][static_cast<size_t>(t)];
-      const TaskContext& base = base_contexts_[id][static_cast<size_t>(t)];
-      for (size_t i = 0; i < n.inputs.size(); ++i)
-        if (micro(n.inputs[i])) micro_batch_offset(g.shape(n.inputs[i]), base.input_offsets[i], k, c.input_offsets[i]);
-      for (size_t o = 0; o < n.outputs.size(); ++o)
-        if (micro({n.id, static_cast<int32_t>(o)})) micro_batch_offset(n.outputs[o], base.output_offsets[o], k, c.output_offsets[o]);
-    }
-  }
   // The pipelined layouts of the inputs: this micro-batch's part of each shard.
   if (!fill) return;
   for (size_t src = 0; src < staged_.size(); ++src) {
@@ -78,9 +56,9 @@ std::pair<Move::Kind, const std::vector<int64_t>*> DeviceExecutor::move_kind(con
   // Only a Pipeline or Batch that cuts micro-batches runs once per one
   // (one of degree 1 is a copy, run once per step).
   if (n.op->data_move == DataMove::kPipeline && pass_of(n.id) == 1 && plan_.micro_batches > 1)
-    return {Move::Kind::kCut, &slice_offsets_[static_cast<size_t>(n.id)]};
+    return {Move::Kind::kCut, &slice_offsets_[static_cast<size_t>(slice_)][static_cast<size_t>(n.id)]};
   if (n.op->data_move == DataMove::kBatch && pass_of(n.id) == 1 && plan_.micro_batches > 1)
-    return {Move::Kind::kPlace, &slice_offsets_[static_cast<size_t>(n.id)]};
+    return {Move::Kind::kPlace, &slice_offsets_[static_cast<size_t>(slice_)][static_cast<size_t>(n.id)]};
   return {m.kind, &m.offset};
 }
 

@@ -8,8 +8,44 @@
 
 namespace pcgx::runtime {
 
+void DeviceExecutor::init_slices() {
+  slice_contexts_.clear(), slice_offsets_.clear();
+  if (plan_.micro_batches == 1) return;
+  const Graph& g = *plan_.graph;
+  const int me = comm_.rank();
+  const auto M = static_cast<size_t>(plan_.micro_batches);
+  slice_contexts_.assign(M, std::vector<std::vector<TaskContext>>(g.size()));
+  slice_offsets_.assign(M, std::vector<std::vector<int64_t>>(g.size()));
+  for (const Node& n : g.nodes()) {
+    const auto id = static_cast<size_t>(n.id);
+    if (pass_[id] != 1) continue;
+    for (size_t k = 0; k < M; ++k) {
+      const auto slice = static_cast<int64_t>(k);
+      // Where a Pipeline cuts (a Batch places) the micro-batch in the whole
+      // shard, which spans the pipelined dimensions (make_plan checks).
+      if (n.op->data_move == DataMove::kPipeline || n.op->data_move == DataMove::kBatch) {
+        const ParallelTensorShape& s = n.op->data_move == DataMove::kPipeline ? n.outputs[0] : g.shape(n.inputs[0]);
+        const std::vector<int64_t> zeros(s.dims.size(), 0);
+        micro_batch_offset(s, zeros, slice, slice_offsets_[k][id]);
+      }
+      const NodePlan& np = plan_.nodes[id];
+      for (int64_t t = 0; t < np.tasks.tasks; ++t) {
+        if (np.task_device[static_cast<size_t>(t)] != me) continue;
+        auto& tasks = slice_contexts_[k][id];
+        if (tasks.empty()) tasks = contexts_[id];
+        TaskContext& c = tasks[static_cast<size_t>(t)];
+        const TaskContext& base = contexts_[id][static_cast<size_t>(t)];
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          if (micro(n.inputs[i])) micro_batch_offset(g.shape(n.inputs[i]), base.input_offsets[i], slice, c.input_offsets[i]);
+        for (size_t o = 0; o < n.outputs.size(); ++o)
+          if (micro({n.id, static_cast<int32_t>(o)})) micro_batch_offset(n.outputs[o], base.output_offsets[o], slice, c.output_offsets[o]);
+      }
+    }
+  }
+}
+
 void DeviceExecutor::init_pipeline() {
-  if (!plan_.pipeline) return;
+  if (!plan_.pipeline) return init_slices();
   starts_freed_.assign(plan_.graph->size(), 0);
   for (const RecomputeSegment& seg : plan_.segments)
     for (NodeId n : seg.nodes) starts_freed_[static_cast<size_t>(n)] = 1;
@@ -56,6 +92,21 @@ void DeviceExecutor::init_pipeline() {
         chunk_tensors_[static_cast<size_t>(c)].push_back({n.id, static_cast<int32_t>(o)});
     }
   }
+  // What a chunk's backward can write: its nodes' pipelined outputs and
+  // inputs.
+  chunk_grads_.assign(static_cast<size_t>(C), {});
+  for (int64_t c = 0; c < C; ++c) {
+    auto& list = chunk_grads_[static_cast<size_t>(c)];
+    auto add = [&](TensorRef t) {
+      if (micro(t) && std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
+    };
+    for (NodeId id : chunk_nodes_[static_cast<size_t>(c)]) {
+      const Node& n = g.node(id);
+      for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) add({id, o});
+      for (const TensorRef& t : n.inputs) add(t);
+    }
+  }
+  init_slices();
   // Read across chunks here (an interlaced chunk beside one of this
   // stage's): the step of the reader swaps the producer's set in too.
   crosses_.assign(N, 0);
@@ -181,7 +232,7 @@ double DeviceExecutor::scheduled_step() {
     if (beside) swap_set(x.chunk - 1, before->second);
     enter_slice(x.micro_batch, x.chunk, !x.backward);  // into the set's input layouts
     if (x.backward) {
-      clear_gradients(true, interlaced ? std::optional<int64_t>(x.chunk - 1) : std::nullopt);
+      clear_chunk_gradients(x.chunk, interlaced ? std::optional<int64_t>(x.chunk - 1) : std::nullopt);
       chunk_backward(x.chunk);
     } else {
       chunk_forward(x.chunk);

@@ -332,6 +332,10 @@ class DeviceExecutor {
   // schedule): the gradients of tensors read across chunks on this device
   // (crosses_) are cleared only where their chunk is `writer`'s.
   void clear_gradients(bool micro_only, std::optional<int64_t> writer = std::nullopt);
+  // The same for a pipeline step of `chunk`: only the gradients its
+  // backward can write (chunk_grads_), the others being cleared by their
+  // own chunk's steps before they are written again.
+  void clear_chunk_gradients(int64_t chunk, std::optional<int64_t> writer);
   void clear_gradient(TensorRef t, int64_t shard);
   // A gradient shard no writer has touched since it was cleared lazily
   // (its first writer was to overwrite it) is zeroed now: a bucket reads
@@ -339,10 +343,23 @@ class DeviceExecutor {
   void settle_gradient(TensorRef t, int64_t shard);
   void seed_loss();
   double read_loss();
-  // Moves the kernels' offsets, the Pipeline and Batch moves and the
-  // pipelined layouts of the inputs to micro-batch k; with `chunk` >= 0,
+  // Makes micro-batch k the running one (the kernels' offsets and the
+  // Pipeline and Batch moves become k's: context(), move_kind()) and fills
+  // the pipelined layouts of the inputs with k's slices; with `chunk` >= 0,
   // only that chunk's input layouts are filled (none when `fill` is false).
   void enter_slice(int64_t k, int64_t chunk = -1, bool fill = true);
+  // Per micro-batch k: each pass-1 node's task contexts here, their whole
+  // shards' offsets moved to k's slice, and where a Pipeline (Batch) cuts
+  // (places) k's slice; made once (init_slices), so that entering a
+  // micro-batch costs its input slices' copies alone. A pass-1 node's
+  // kernels read context(), the running slice's.
+  std::vector<std::vector<std::vector<TaskContext>>> slice_contexts_;  // [k][node][task]
+  std::vector<std::vector<std::vector<int64_t>>> slice_offsets_;       // [k][node]
+  const TaskContext& context(NodeId n, int64_t t) const {
+    const auto id = static_cast<size_t>(n);
+    const auto& sliced = slice_contexts_.empty() ? contexts_[id] : slice_contexts_[static_cast<size_t>(slice_)][id];
+    return (sliced.empty() ? contexts_[id] : sliced)[static_cast<size_t>(t)];
+  }
   // A move's kind and offset this pass: a Pipeline's copy cuts the
   // micro-batch's slice, a Batch's places it.
   std::pair<Move::Kind, const std::vector<int64_t>*> move_kind(const Node& n, const Move& m) const;
@@ -354,12 +371,8 @@ class DeviceExecutor {
   std::vector<int> pass_;
   std::vector<std::vector<char>> micro_;  // [node][output]: pipelined
   int64_t slice_ = 0;
-  // Per node and task: the offsets of the whole shards (kernel contexts
-  // get the running slice's added).
-  std::vector<std::vector<TaskContext>> base_contexts_;
-  std::vector<std::vector<int64_t>> slice_offsets_;  // per Pipeline or Batch node: the running slice's
   std::vector<Tensor<float>> staged_;  // per Input with pipelined layouts: this step's value
-  std::vector<int64_t> offset_scratch_, zeros_;
+  std::vector<int64_t> offset_scratch_;
   // Per node: outputs of kAccumulate tasks after the first micro-batch,
   // added into the outputs; gradients for another device's shard of a
   // once_per_step input, summed until the last micro-batch.
@@ -372,6 +385,7 @@ class DeviceExecutor {
   std::vector<std::vector<NodeId>> chunk_nodes_;
   std::vector<std::vector<TensorRef>> chunk_tensors_;
   std::vector<std::vector<std::vector<char>>> chunk_shards_;  // [chunk][tensor][shard]: held here
+  std::vector<std::vector<TensorRef>> chunk_grads_;  // per chunk: the pipelined tensors its nodes read or write
   // One micro-batch's buffers of a chunk (see the class comment): per
   // chunk tensor its shards; per chunk node its received inputs and its
   // recomputation state.
@@ -391,6 +405,7 @@ class DeviceExecutor {
   // here, in different steps).
   std::vector<char> crosses_;
   void init_pipeline();
+  void init_slices();  // slice_contexts_, slice_offsets_
   double scheduled_step();
   ActivationSet new_set(int64_t chunk);
   void swap_set(int64_t chunk, ActivationSet& s);  // in, and out again
