@@ -36,6 +36,14 @@ void DeviceExecutor::clear_chunk_gradients(int64_t chunk, std::optional<int64_t>
   }
 }
 
+bool DeviceExecutor::sums_in_place(const Node& n, size_t i) const {
+  // Not within a micro-batch (a tensor two nodes read sums their parts as
+  // a one-device run does, part by part), nor under mixed precision,
+  // where each micro-batch's part is rounded before it is added in FP32
+  // (as autocast's AccumulateGrad does).
+  return slice_ > 0 && !micro(n.inputs[i]) && !mixed() && !backend_.overwrites_gradient(n, i) && backend_.accumulates_gradient(n, i);
+}
+
 void DeviceExecutor::clear_gradient(TensorRef t, int64_t shard) {
   char& state = touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(shard)];
   if (state & kOverwrittenFirst) {  // its first writer overwrites it
@@ -138,9 +146,11 @@ void DeviceExecutor::backward_compute(const Node& n) {
       din_[i] = nullptr;
       if (!is_float(i)) continue;  // index inputs: no gradient
       // The first contribution to a gradient shard of this device is
-      // written in place (it is zero, or overwritten); later ones go
-      // through a scratch buffer added right after the kernel, those for
-      // another device through a buffer of this task.
+      // written in place (it is zero, or overwritten), and so are those of
+      // later micro-batches to a gradient summed over them where the
+      // kernel adds (sums_in_place); other later ones go through a scratch
+      // buffer added right after the kernel, those for another device
+      // through a buffer of this task.
       const bool overwrites = backend_.overwrites_gradient(n, i);
       char& touched = touched_[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)][static_cast<size_t>(s)];
       if (mine && !(touched & kTouched)) {
@@ -150,6 +160,9 @@ void DeviceExecutor::backward_compute(const Node& n) {
         } else {
           din_[i] = &first_touch(x, s);
         }
+        direct_[i] = 1;
+      } else if (mine && sums_in_place(n, i)) {
+        din_[i] = &grads(x)[static_cast<size_t>(s)];
         direct_[i] = 1;
       } else {
         const Buffer& c = mine ? scratch_contribution(n.id, {t, i}, plan_.graph->shape(x))

@@ -442,7 +442,10 @@ TEST(PlanOption, DevicesInAPipelinedPlanCountWithinTheStage) {
   const auto b = run("run gpt-tiny --plan " + dp.string() + " --devices 4 --batch 8 --steps 3 --no-report --no-plot");
   ASSERT_EQ(a.code, 0) << a.out;
   ASSERT_EQ(b.code, 0) << b.out;
-  EXPECT_EQ(loss_line(a.out), loss_line(b.out));
+  // (The co-sharded heads' weight gradients are summed over the two
+  // micro-batches in place, by products of other shapes than whole heads':
+  // the last losses differ by about 2e-7 relative.)
+  pcgx::testing::expect_close_losses(a.out, b.out);
   EXPECT_NEAR(run_predicted_ms(a.out), predicted_ms(r.out), 1e-3) << a.out << r.out;
   ASSERT_EQ(run("plan show " + placed.string() + " -o " + shown.string()).code, 0);
   {

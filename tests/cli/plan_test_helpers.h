@@ -3,6 +3,7 @@
 // a run of the pcgx binary.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -32,6 +33,18 @@ inline double predicted_ms(const std::string& out) {
 inline std::string loss_line(const std::string& out) {
   const size_t at = out.find("\nloss ");
   return at == std::string::npos ? out : out.substr(at, out.find('\n', at + 1) - at);
+}
+
+// Two runs' losses, first and last, as printed (6 digits) and within
+// `relative` of each other: for plans whose kernels split the same sums
+// differently (co-sharded heads against whole ones), which agree to the
+// last few float bits, not to every bit.
+inline void expect_close_losses(const std::string& a, const std::string& b, double relative = 1e-5) {
+  const std::regex loss("\nloss +([0-9.e+-]+) -> ([0-9.e+-]+)");
+  std::smatch x, y;
+  ASSERT_TRUE(std::regex_search(a, x, loss)) << a;
+  ASSERT_TRUE(std::regex_search(b, y, loss)) << b;
+  for (size_t k : {1u, 2u}) EXPECT_NEAR(std::stod(x[k].str()), std::stod(y[k].str()), relative * std::fabs(std::stod(y[k].str()))) << x[0] << " vs " << y[0];
 }
 
 // Runs `run ARGS` and `run REFERENCE` (3 steps each) and expects the same

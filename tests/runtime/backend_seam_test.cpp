@@ -7,7 +7,11 @@
 // with the backend overwriting the gradients of every other node
 // (Backend::overwrites_gradient, as the GPU's does), so the executor skips
 // zeroing them: any gradient it then adds into without zeroing, or a
-// partial sum it lets a kernel overwrite, changes the bits. Kernel times
+// partial sum it lets a kernel overwrite, changes the bits. (A gradient
+// an overwriting kernel writes is summed over micro-batches through a
+// scratch buffer, not in place (Backend::accumulates_gradient): that run
+// is held to one whose backend sums the same nodes' gradients apart.)
+// Kernel times
 // come from the backend's marks (Backend::mark), as a GPU's events.
 #include <gtest/gtest.h>
 
@@ -29,7 +33,10 @@ class DisguisedBackend final : public Backend {
  public:
   // ticking_marks: each mark() is 1 ms after the one before it, whatever
   // the host's clock says.
-  explicit DisguisedBackend(bool overwrite = false, bool ticking_marks = false) : overwrite_(overwrite), ticking_(ticking_marks) {}
+  // sum_apart: the nodes whose gradients `overwrite` would overwrite have
+  // them summed over micro-batches apart, as they are then, unoverwritten.
+  explicit DisguisedBackend(bool overwrite = false, bool ticking_marks = false, bool sum_apart = false)
+      : overwrite_(overwrite), ticking_(ticking_marks), sum_apart_(sum_apart) {}
   std::string name() const override { return "disguised"; }
   Buffer allocate(std::span<const int64_t> shape) override { return hide(host_.allocate(shape)); }
   std::span<const int64_t> shape(const Buffer& b) const override { return host_.shape(b); }
@@ -68,6 +75,9 @@ class DisguisedBackend final : public Backend {
     host_.backward(n, ctx, pointers(i), pointers(o), pointers(d), pointers(g));
   }
   bool overwrites_gradient(const Node& n, size_t) const override { return overwrite_ && n.id % 2 == 0; }
+  bool accumulates_gradient(const Node& n, size_t i) const override {
+    return !((overwrite_ || sum_apart_) && n.id % 2 == 0) && host_.accumulates_gradient(n, i);
+  }
   void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) override {
     std::vector<ParameterSlot> r(slots.begin(), slots.end());
     for (ParameterSlot& s : r) s.w = real(s.w), s.g = real(s.g), s.m = real(s.m), s.v = real(s.v);
@@ -102,15 +112,19 @@ class DisguisedBackend final : public Backend {
     for (const Buffer& b : bs) p.push_back(b ? &b : nullptr);
     return p;
   }
-  bool overwrite_, ticking_;
+  bool overwrite_, ticking_, sum_apart_;
   int64_t marks_ = 0;
   HostBackend host_;
 };
 
 void expect_same_training(const Graph& g, const std::vector<MachineView>& views, int devices, TrainOptions o) {
-  const TrainResult plain = train(g, views, devices, o);
+  const TrainResult host = train(g, views, devices, o);
+  TrainOptions apart_options = o;
+  apart_options.backend = [](int) { return std::make_unique<DisguisedBackend>(false, false, true); };
+  const TrainResult apart = train(g, views, devices, apart_options);
   for (const bool overwrite : {false, true}) {
     SCOPED_TRACE(overwrite ? "every other node's gradients overwritten" : "gradients added into zeros");
+    const TrainResult& plain = overwrite ? apart : host;
     o.backend = [overwrite](int) { return std::make_unique<DisguisedBackend>(overwrite); };
     const TrainResult hidden = train(g, views, devices, o);
     EXPECT_EQ(hidden.backend, "disguised");

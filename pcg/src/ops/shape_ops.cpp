@@ -153,6 +153,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef cat;
   cat.name = "Concat";
   cat.weight_layout = true;
+  cat.grad_writes = true;  // (its rule writes the gradient: data movement)
   cat.data_move = DataMove::kConcatReplicas;
   cat.summary = "concatenates inputs along a dimension, or their replica slots (axis -1)";
   cat.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to concatenate; -1: the replica axis"),
@@ -203,6 +204,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef split;
   split.name = "Split";
   split.weight_layout = true;
+  split.grad_writes = true;  // (its rule writes the gradient: data movement)
   split.data_move = DataMove::kSplitReplicas;
   split.summary = "splits a dimension (or the replica slots, axis -1) into pieces of the given sizes";
   split.attrs = {with_domain(int_attr("axis", std::nullopt, "dimension to split; -1: the replica axis"),
@@ -251,6 +253,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef reshape;
   reshape.name = "Reshape";
   reshape.weight_layout = true;
+  reshape.grad_writes = true;  // (its rule writes the gradient: data movement)
   reshape.summary = "reinterprets the row-major data with a new shape";
   reshape.attrs = {with_domain(ints_attr("shape", std::nullopt, "the new shape", positive_int_list()), GenDomain::kRegroup)};
   reshape.input_names = {"x"};
@@ -284,6 +287,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef tr;
   tr.name = "Transpose";
   tr.weight_layout = true;
+  tr.grad_writes = true;  // (its rule writes the gradient: data movement)
   tr.summary = "permutes dimensions: output dimension d is input dimension perm[d]";
   tr.attrs = {with_domain(ints_attr("perm", std::nullopt, "the permutation"), GenDomain::kPermutation)};
   tr.input_names = {"x"};

@@ -229,6 +229,13 @@ struct OpDef {
   // output (always right, and keeps them all until the backward pass).
   std::function<BackwardReads(const Attributes&)> backward_reads;
   ShardGrad shard_grad_f32 = nullptr;  // shard-level operators
+  // grad_f32 writes its inputs' gradients (a data-movement rule) instead
+  // of adding into them. A rule that adds may be handed a gradient that
+  // already holds a sum, and adds its part in place: the runtime sums a
+  // weight's gradient over micro-batches so, as Megatron-LM's gradient-
+  // accumulation fusion does (tests/pcg/gradient_adds_test.cpp checks
+  // every operator's flag against its rule).
+  bool grad_writes = false;
 
   FlopCount flops;      // forward FLOPs of the whole (logical) operator
   // Forward memory traffic in bytes when it is not "read every input, write

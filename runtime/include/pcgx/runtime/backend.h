@@ -124,6 +124,15 @@ class Backend {
     (void)n, (void)input;
     return false;
   }
+  // Whether backward(n, ...) adds input i's gradient into in_grad[i]
+  // whatever it holds, not only into zeros: the executor then sums a
+  // gradient over micro-batches in place (no scratch buffer, no add after
+  // the kernel), as Megatron-LM's gradient-accumulation fusion does. (Not
+  // where it overwrites input i's gradient: overwrites_gradient.)
+  virtual bool accumulates_gradient(const Node& n, size_t input) const {
+    (void)n, (void)input;
+    return false;
+  }
   // One optimizer update of every slot; the list is the same every call.
   virtual void update(const UpdateRule& rule, std::span<const ParameterSlot> slots) = 0;
 

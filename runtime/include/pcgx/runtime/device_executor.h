@@ -337,6 +337,9 @@ class DeviceExecutor {
   // own chunk's steps before they are written again.
   void clear_chunk_gradients(int64_t chunk, std::optional<int64_t> writer);
   void clear_gradient(TensorRef t, int64_t shard);
+  // Whether node n's kernel adds input i's part of a later micro-batch
+  // straight into the gradient summed over them (Backend::accumulates_gradient).
+  bool sums_in_place(const Node& n, size_t i) const;
   // A gradient shard no writer has touched since it was cleared lazily
   // (its first writer was to overwrite it) is zeroed now: a bucket reads
   // it whole.
