@@ -199,6 +199,29 @@ TEST(FlashAttention, APipelinedPlanPricesEveryChunksKernels) {
   EXPECT_NEAR(simulated / s.estimate.time, 1.0, 0.05) << "simulated " << simulated << ", predicted " << s.estimate.time;
 }
 
+// Where the stages are cut: the balanced cuts weigh each attention by its
+// kernel's time, so with flash (attention cheaper, the LM head of a 2,048
+// word vocabulary weighing more beside it) the cut moves a layer later
+// than eager's, and the plan there is faster, under flash, than one cut
+// where eager's weights balance.
+TEST(FlashAttention, PipelineCutsBalanceTheKernelsTimes) {
+  static const Ruleset empty;
+  static const RuleLibrary rules(empty);
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}, {"layers", 4}, {"vocab", 2048}});
+  const Machine m = toy_machine().with_devices(8);
+  const CostModel eager = model(AttentionKernel::kEager, Recompute::kNone, m), flash = model(AttentionKernel::kFlash, Recompute::kNone, m);
+  SearchOptions o;
+  o.algorithm = Algorithm::kDataParallel;
+  const PipelineResult f = optimize_pipeline(g, rules, flash, o, PipelineOptions{2, 4});
+  const PipelineResult e = optimize_pipeline(g, rules, eager, o, PipelineOptions{2, 4});
+  EXPECT_EQ(e.stage[0].last, "block1.mlp_residual");  // (also the even layers' cut)
+  ASSERT_EQ(f.stage[0].last, "block2.mlp_residual");
+  PipelineOptions at_eagers{2, 4};
+  at_eagers.boundaries = {e.stage[0].last};
+  const PipelineResult x = optimize_pipeline(g, rules, flash, o, at_eagers);
+  EXPECT_LT(f.search.strategy.estimate.time, x.search.strategy.estimate.time);
+}
+
 // The strategy file records flash (eager, the default, is left out); a
 // value that is neither is an error naming the field and the choices.
 TEST(FlashAttention, TheStrategyFileRecordsIt) {
