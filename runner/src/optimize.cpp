@@ -238,6 +238,11 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   }
   if (found && !chosen_pipelined && !q.zero_persistence_threshold && !search::predicts_by_simulation(q.search))
     fastest_persistence_threshold(q, eff, out);
+  // The plan found re-priced under a recipe no search ran under: searched
+  // under it once more (and, a new plan taken, its threshold chosen again).
+  if (found && !chosen_pipelined && !search::predicts_by_simulation(q.search) && search_chosen_recipe(q, eff, rules, out) &&
+      !q.zero_persistence_threshold)
+    fastest_persistence_threshold(q, eff, out);
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
   // micro-batch's, is the other way to fit. Per ZeRO stage one pipeline

@@ -385,4 +385,19 @@ void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const sea
   }
 }
 
+bool search_chosen_recipe(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules, OptimizeReport& out) {
+  const TrainingRecipe chosen = out.cost->recipe();
+  for (const RecipeTried& t : out.tried)
+    if (t.searched && t.recipe == chosen) return false;  // its own search's plan
+  auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, chosen);
+  const search::MachineMapper mapper(*cost);
+  search::SearchResult again = search::optimize(q.model, rules, mapper, q.search);
+  const search::Estimate& e = again.strategy.estimate;
+  RecipeTried tried{chosen, e.feasible, e.feasible ? e.time : 0.0, mapper.memory_refusals().smallest_need};
+  out.tried.push_back(tried);
+  if (!e.feasible || !faster(e.time, out.result.search.strategy.estimate.time)) return false;
+  out.result.search = std::move(again), out.cost = std::move(cost);
+  return true;
+}
+
 }  // namespace pcgx::runner

@@ -32,4 +32,12 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
 void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
                                              OptimizeReport& out);
 
+// The plan kept was re-priced under a recipe no search ran under (a later
+// ZeRO stage, its persistence threshold, fewer layers recomputed): one
+// search more, under that recipe, whose plan is taken where it is faster
+// (a stage that shards the weights favours other splits than the one the
+// first recipe's search chose). Listed among the recipes tried; true
+// where its plan was taken.
+bool search_chosen_recipe(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules, OptimizeReport& out);
+
 }  // namespace pcgx::runner
