@@ -391,11 +391,31 @@ bool search_chosen_recipe(const OptimizeRequest& q, const search::Efficiency& ef
     if (t.searched && t.recipe == chosen) return false;  // its own search's plan
   auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, chosen);
   const search::MachineMapper mapper(*cost);
-  search::SearchResult again = search::optimize(q.model, rules, mapper, q.search);
+  search::SearchResult again;
+  try {
+    again = search::optimize(q.model, rules, mapper, q.search);
+  } catch (const Error&) {  // (the plan kept stands)
+    return false;
+  }
   const search::Estimate& e = again.strategy.estimate;
   RecipeTried tried{chosen, e.feasible, e.feasible ? e.time : 0.0, mapper.memory_refusals().smallest_need};
+  tried.again = true;
   out.tried.push_back(tried);
   if (!e.feasible || !faster(e.time, out.result.search.strategy.estimate.time)) return false;
+  // Operators named to recompute (cheapest_recomputed_operators) must
+  // still be there to recompute: a rule may have fused one away.
+  if (!chosen.recompute_operators.empty()) {
+    const Graph& g = again.strategy.graph;
+    const RecomputePlan plan = plan_recompute(g, source_layouts(g), chosen);
+    std::set<std::string> recomputed;
+    for (const Node& n : g.nodes())
+      if (plan.recomputed[static_cast<size_t>(n.id)]) recomputed.insert(n.name);
+    for (const std::string& name : chosen.recompute_operators)
+      if (!recomputed.count(name)) return false;
+  }
+  // The report's search figures are both searches'.
+  const search::SearchResult& first = out.result.search;
+  again.seconds += first.seconds, again.explored += first.explored, again.evaluated += first.evaluated;
   out.result.search = std::move(again), out.cost = std::move(cost);
   return true;
 }

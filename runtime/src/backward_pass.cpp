@@ -1,6 +1,7 @@
 // The backward pass of a device's step (device_executor.h): gradients
 // cleared and seeded, each node's gradient rule, and the contributions
 // sent to and received from other devices.
+#include <algorithm>
 #include <chrono>
 
 #include "pcgx/pcg/error.h"
@@ -40,8 +41,11 @@ bool DeviceExecutor::sums_in_place(const Node& n, size_t i) const {
   // Not within a micro-batch (a tensor two nodes read sums their parts as
   // a one-device run does, part by part), nor under mixed precision,
   // where each micro-batch's part is rounded before it is added in FP32
-  // (as autocast's AccumulateGrad does).
-  return slice_ > 0 && !micro(n.inputs[i]) && !mixed() && !backend_.overwrites_gradient(n, i) && backend_.accumulates_gradient(n, i);
+  // (as autocast's AccumulateGrad does), nor where the node reads the
+  // tensor twice (both inputs' gradients would be the one buffer).
+  const TensorRef x = n.inputs[i];
+  return slice_ > 0 && !micro(x) && !mixed() && std::count(n.inputs.begin(), n.inputs.end(), x) == 1 &&
+         !backend_.overwrites_gradient(n, i) && backend_.accumulates_gradient(n, i);
 }
 
 void DeviceExecutor::clear_gradient(TensorRef t, int64_t shard) {

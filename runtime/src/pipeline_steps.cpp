@@ -19,6 +19,10 @@ void DeviceExecutor::init_slices() {
   for (const Node& n : g.nodes()) {
     const auto id = static_cast<size_t>(n.id);
     if (pass_[id] != 1) continue;
+    // (A node with no pipelined input or output reads its whole shards.)
+    bool sliced = false;
+    for (const TensorRef& in : n.inputs) sliced = sliced || micro(in);
+    for (size_t o = 0; o < n.outputs.size(); ++o) sliced = sliced || micro({n.id, static_cast<int32_t>(o)});
     for (size_t k = 0; k < M; ++k) {
       const auto slice = static_cast<int64_t>(k);
       // Where a Pipeline cuts (a Batch places) the micro-batch in the whole
@@ -28,6 +32,7 @@ void DeviceExecutor::init_slices() {
         const std::vector<int64_t> zeros(s.dims.size(), 0);
         micro_batch_offset(s, zeros, slice, slice_offsets_[k][id]);
       }
+      if (!sliced) continue;
       const NodePlan& np = plan_.nodes[id];
       for (int64_t t = 0; t < np.tasks.tasks; ++t) {
         if (np.task_device[static_cast<size_t>(t)] != me) continue;

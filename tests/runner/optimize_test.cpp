@@ -612,6 +612,8 @@ TEST(OptimizeZero, TheStageKeptIsSearchedAgain) {
     if (rep.tried[k].feasible) repriced = std::min(repriced, rep.tried[k].time);
   }
   ASSERT_GT(again, 0u) << "no recipe searched again";
+  EXPECT_TRUE(rep.tried[again].again);  // ("(searched again)" in the report)
+  EXPECT_FALSE(rep.tried[0].again);
   EXPECT_EQ(rep.tried[again].recipe.zero, ZeroStage::k1);
   EXPECT_LT(rep.tried[again].time, 0.9 * std::min(repriced, rep.tried[0].time));
   EXPECT_LE(rep.result.search.strategy.estimate.time, asked * (1 + 1e-9));

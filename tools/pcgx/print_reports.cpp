@@ -54,8 +54,9 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     // The plan kept may be the one chosen, re-priced under a later recipe
     // (fewer layers recomputed, kinds of operators, a persistence
     // threshold): then these are the searched recipe's figures.
+    // (A search once more under it whose plan was not kept is not it.)
     const auto kept = std::find_if(rep.tried.rbegin(), rep.tried.rend(), [&](const runner::RecipeTried& t) {
-      return t.feasible && t.recipe == rep.cost->recipe();
+      return t.feasible && t.recipe == rep.cost->recipe() && (!t.again || t.time == e.time);
     });
     if (kept != rep.tried.rend() && !kept->searched) out << " (under the recipe searched; the plan kept is that one re-priced)";
     out << "\n";
@@ -151,7 +152,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           << (t.recipe.zero_persistence_threshold > 0 ? " persist <" + std::to_string(t.recipe.zero_persistence_threshold) : std::string())
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"))
-          << (t.searched ? "" : " (re-priced)");
+          << (t.again ? " (searched again)" : t.searched ? "" : " (re-priced)");
     }
     out << "\n";
   }

@@ -95,6 +95,10 @@ struct RecipeTried {
   // false: not searched again, the plan an earlier stage's search found
   // re-priced (mapped) under this recipe.
   bool searched = true;
+  // Searched once more under the recipe a re-priced plan was kept under
+  // (its plan kept only where faster: a `time` unlike the plan kept's
+  // means the re-priced one stayed).
+  bool again = false;
 };
 
 struct OptimizeReport {

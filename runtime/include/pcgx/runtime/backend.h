@@ -112,7 +112,9 @@ class Backend {
   // Its gradient (operator.h, GradKernel): `in_grad` holds zeros on entry
   // (a null entry for an index input) and the task's gradient of each
   // input on return; except where overwrites_gradient(n, i), when
-  // in_grad[i] holds anything on entry and backward writes every element.
+  // in_grad[i] holds anything on entry and backward writes every element,
+  // and where accumulates_gradient(n, i), when it may hold a sum so far
+  // and backward adds the task's gradient into it.
   virtual void backward(const Node& n, const TaskContext& ctx, std::span<const Buffer* const> in,
                         std::span<const Buffer* const> out, std::span<const Buffer* const> out_grad,
                         std::span<const Buffer* const> in_grad) = 0;
