@@ -10,10 +10,12 @@
 #include <cmath>
 #include <string>
 
+#include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_builder.h"
 #include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/runtime/trainer.h"
@@ -239,6 +241,30 @@ TEST(RuntimeRecompute, FlashAttentionKeepsNoScores) {
     EXPECT_EQ(static_cast<double>(keep.buffer_bytes - flash.buffer_bytes), saves);
     EXPECT_LT(predicted(AttentionKernel::kFlash, Recompute::kNone), predicted(AttentionKernel::kEager, Recompute::kSelective));
   }
+}
+
+// FlashAttention's re-run of the scores sends again what they read from
+// another device: with every attention kernel's operators on device 1 and
+// the rest on device 0, the re-run scores receive the query and key again
+// (recompute_step_bytes with flash, no policy), the same bits as keeping.
+TEST(RuntimeRecompute, FlashAttentionsRerunReceivesItsInputsAgain) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const AttentionKernels kernels = find_attention_kernels(g, source_layouts(g));
+  ASSERT_EQ(kernels.members.size(), 2u);
+  std::vector<MachineView> views(g.size());
+  for (const auto& members : kernels.members)
+    for (const NodeId n : members) views[static_cast<size_t>(n)].start = 1;
+  TrainOptions o;
+  o.steps = 4, o.seed = 7, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
+  const TrainResult keep = train(g, views, 2, o);
+  o.attention = AttentionKernel::kFlash;
+  const TrainResult flash = train(g, views, 2, o);
+  expect_same_bits(flash, keep);
+  const auto steps = static_cast<double>(keep.losses.size());
+  const double again = recompute_step_bytes(g, views, 2, Recompute::kNone, false, kAllLayers, {}, {}, AttentionKernel::kFlash);
+  EXPECT_GT(again, 0);
+  EXPECT_EQ(static_cast<double>(keep.bytes_sent) / steps, step_bytes(g, views, 2));
+  EXPECT_EQ(static_cast<double>(flash.bytes_sent) / steps, step_bytes(g, views, 2) + again);
 }
 
 }  // namespace
