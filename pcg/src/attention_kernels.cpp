@@ -68,6 +68,24 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
   return out;
 }
 
+AttentionKernels fused_softmax_kernels(const Graph& g, const SourceLayouts& layouts) {
+  const AttentionKernels chains = find_attention_kernels(g, layouts);
+  AttentionKernels out;
+  out.kernel.assign(g.size(), -1);
+  for (const std::vector<NodeId>& chain : chains.members)
+    // (Inner members only: the scores' and the weighted sum's products
+    // stay kernels of their own.)
+    for (size_t i = 1; i + 2 < chain.size(); ++i) {
+      const Node& scale = g.node(chain[i]);
+      const Node& softmax = g.node(chain[i + 1]);
+      if (!scale.op->elementwise || softmax.op->elementwise) continue;
+      const auto k = static_cast<int32_t>(out.members.size());
+      out.kernel[static_cast<size_t>(scale.id)] = out.kernel[static_cast<size_t>(softmax.id)] = k;
+      out.members.push_back({scale.id, softmax.id});
+    }
+  return out;
+}
+
 double attention_kernel_fraction(const Graph& g, const std::vector<NodeId>& members) {
   for (const NodeId m : members) {
     const Node& n = g.node(m);

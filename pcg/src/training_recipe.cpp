@@ -40,6 +40,7 @@ const char* name(AttentionKernel a) {
   switch (a) {
     case AttentionKernel::kEager: return "eager";
     case AttentionKernel::kFlash: return "flash";
+    case AttentionKernel::kFused: return "fused";
   }
   return "?";
 }

@@ -238,6 +238,7 @@ Seconds CostModel::attention_kernel_time(const Graph& g, const std::vector<NodeI
 
 AttentionKernels CostModel::attention_kernels(const Graph& g, const SourceLayouts& layouts) const {
   if (recipe_.attention == AttentionKernel::kFlash) return find_attention_kernels(g, layouts);
+  if (recipe_.attention == AttentionKernel::kFused) return fused_softmax_kernels(g, layouts);
   AttentionKernels none;
   none.kernel.assign(g.size(), -1);
   return none;
@@ -246,7 +247,10 @@ AttentionKernels CostModel::attention_kernels(const Graph& g, const SourceLayout
 Seconds CostModel::operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const {
   const int32_t k = kernels.kernel[static_cast<size_t>(id)];
   if (k < 0) return task_time(g, g.node(id));
-  return kernels.first(id) ? attention_kernel_time(g, kernels.members[static_cast<size_t>(k)]) : Seconds{};
+  if (!kernels.first(id)) return {};
+  const std::vector<NodeId>& members = kernels.members[static_cast<size_t>(k)];
+  // A fused scale and softmax: the softmax's pass alone, at its first member.
+  return recipe_.attention == AttentionKernel::kFused ? task_time(g, g.node(members.back())) : attention_kernel_time(g, members);
 }
 
 Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) const {

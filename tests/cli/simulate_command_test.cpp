@@ -440,7 +440,7 @@ TEST(SimulateCommand, TheAttentionKernelIsPricedRecordedAndSimulated) {
   EXPECT_GT(std::stod(eager.out.substr(at + 6)), 1.01) << eager.out;
   const auto bad = run(common + "--attention sdpa -o " + (dir() / "att-bad.json").string());
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("error: --attention: unknown attention kernel 'sdpa' (eager, flash)\n"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("error: --attention: unknown attention kernel 'sdpa' (eager, flash, fused)\n"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir() / "att-bad.json"));
 }
 

@@ -236,12 +236,12 @@ TEST(FlashAttention, TheStrategyFileRecordsIt) {
   EXPECT_NE(text.find("\"attention\": \"flash\""), std::string::npos);
   EXPECT_EQ(strategy_from_json(text, "s.json").recipe.attention, AttentionKernel::kFlash);
   nlohmann::json bad = nlohmann::json::parse(text);
-  bad["attention"] = "fused";
+  bad["attention"] = "sdpa";
   try {
     strategy_from_json(bad.dump(), "s.json");
     FAIL() << "an unknown attention kernel was accepted";
   } catch (const FileError& e) {
-    EXPECT_EQ(std::string(e.what()), "s.json: attention: expected one of eager, flash, got \"fused\"");
+    EXPECT_EQ(std::string(e.what()), "s.json: attention: expected one of eager, flash, fused, got \"sdpa\"");
   }
   f.recipe.attention = AttentionKernel::kEager;
   EXPECT_EQ(strategy_to_json(f).find("\"attention\""), std::string::npos);

@@ -78,11 +78,12 @@ inline constexpr const char* kOptimizerStateHelp =
     "the optimizer the plan trains with, for its state in memory and its update's traffic: sgd (none), momentum (one FP32 state per "
     "parameter) or adam (two)";
 OptimizerState parse_optimizer_state(const std::string& text);
-// --attention of optimize and simulate: eager or flash (training_recipe.h).
+// --attention of optimize and simulate: eager, fused or flash (training_recipe.h).
 inline constexpr const char* kAttentionHelp =
-    "the attention kernel the plan runs: eager (each operator its own kernel, the [b, a, s, s] scores written between them, as "
-    "Megatron-LM's 2021-2022 published runs ran) or flash (FlashAttention, as most training since 2023 runs: q k^T to the weighted "
-    "sum one kernel that keeps no scores and recomputes them in its backward)";
+    "the attention kernel the plan runs: eager (each operator its own kernel, the [b, a, s, s] scores written between them), "
+    "fused (eager, but the scale and the masked softmax one kernel, as Megatron-LM's FusedScaleMaskSoftmax runs them) or flash "
+    "(FlashAttention, as most training since 2023 runs: q k^T to the weighted sum one kernel that keeps no scores and recomputes "
+    "them in its backward)";
 AttentionKernel parse_attention(const std::string& text);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);

@@ -136,10 +136,14 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
         << (all_whole ? " (here every block)" : "") << "\n";
   out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
       << (optimizer_states(recipe.optimizer) == 1 ? "" : "s") << " per parameter)\n";
-  if (recipe.attention != AttentionKernel::kEager) {
+  if (recipe.attention == AttentionKernel::kFlash) {
     const Graph& g = rep.result.search.strategy.graph;
     out << "attention             " << name(recipe.attention) << " (" << find_attention_kernels(g, source_layouts(g)).members.size()
         << " kernels: q k^T to the weighted sum, no scores kept)\n";
+  } else if (recipe.attention == AttentionKernel::kFused) {
+    const Graph& g = rep.result.search.strategy.graph;
+    out << "attention             " << name(recipe.attention) << " (" << fused_softmax_kernels(g, source_layouts(g)).members.size()
+        << " kernels: the scale and the softmax as one)\n";
   }
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";

@@ -38,6 +38,13 @@ struct AttentionKernels {
 
 AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& layouts);
 
+// Megatron-LM's masked-softmax fusion (training_recipe.h's
+// AttentionKernel::kFused): in each attention chain above, an elementwise
+// inner member (the scale) and the inner member after it that is not
+// elementwise (the softmax, normalizing along a dimension) as one kernel
+// of those two, the scale first.
+AttentionKernels fused_softmax_kernels(const Graph& g, const SourceLayouts& layouts);
+
 // The fraction of the scores a kernel computes: (s + 1) / (2 s) of an
 // s x s causal block (the blocks above the diagonal skipped), 1 without a
 // causal mask. `members` as AttentionKernels lists them.

@@ -144,9 +144,15 @@ inline bool syncs_every_micro_batch(ZeroStage z) { return shards_gradients(z); }
 //          (attention_kernels.h), the memory model keeps none of the
 //          scores, and the CPU runtime, which runs eager kernels, re-runs
 //          them in backward as the kernel does (recompute_plan.h).
-enum class AttentionKernel : uint8_t { kEager, kFlash };
-inline constexpr AttentionKernel kAttentionKernels[] = {AttentionKernel::kEager, AttentionKernel::kFlash};
-// "eager", "flash".
+//   fused  eager, but the scale and the (causally masked) softmax after it
+//          one kernel, as Megatron-LM runs them (FusedScaleMaskSoftmax,
+//          its masked-softmax fusion): the scores are read once and the
+//          probabilities written once, no scaled copy between. Priced by
+//          the softmax's own pass (attention_kernels.h's
+//          fused_softmax_kernels); kept and recomputed as eager.
+enum class AttentionKernel : uint8_t { kEager, kFlash, kFused };
+inline constexpr AttentionKernel kAttentionKernels[] = {AttentionKernel::kEager, AttentionKernel::kFlash, AttentionKernel::kFused};
+// "eager", "flash", "fused".
 const char* name(AttentionKernel a);
 std::optional<AttentionKernel> attention_named(std::string_view text);
 

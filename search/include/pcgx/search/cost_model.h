@@ -208,10 +208,11 @@ class CostModel {
   // entry (its backward, the scores recomputed, a multiple of the
   // forward as for any operator).
   Seconds attention_kernel_time(const Graph& g, const std::vector<NodeId>& members) const;
-  // The FlashAttention kernels of g under this recipe (none unless it
-  // states flash), and one task of compute node `id` with them: its own
-  // time, its kernel's at the kernel's first operator, nothing at the
-  // kernel's others.
+  // The attention kernels of g under this recipe (FlashAttention's, or the
+  // fused scale and softmax; none under eager), and one task of compute
+  // node `id` with them: its own time, its kernel's at the kernel's first
+  // operator (a fused scale and softmax: the softmax's pass), nothing at
+  // the kernel's others.
   AttentionKernels attention_kernels(const Graph& g, const SourceLayouts& layouts) const;
   Seconds operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.
