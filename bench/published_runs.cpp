@@ -22,7 +22,8 @@
 // as stated where p > 1): its predicted time beside Megatron's plan, and
 // its search time.
 //
-// Usage: bench_published_runs [--rows N] [--unity]  (the first N rows; default all)
+// Usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]
+//        (the first N rows; default all; the attention kernel priced, default eager)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -66,17 +67,20 @@ double flops(const Row& r) {
 int main(int argc, char** argv) {
   size_t rows = std::size(kRows);
   bool unity = false;
+  AttentionKernel attention = AttentionKernel::kEager;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) rows = std::min<size_t>(rows, static_cast<size_t>(std::max(1, std::atoi(argv[++i]))));
     else if (a == "--unity") unity = true;
+    else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
     else {
-      std::printf("usage: bench_published_runs [--rows N] [--unity]\n");
+      std::printf("usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   const Machine selene = search::find_machine("selene");
-  std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s; seconds per iteration\n", selene.name.c_str());
+  std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention; seconds per iteration\n", selene.name.c_str(),
+              name(attention));
   std::printf("%-7s %5s %3s %3s %5s %4s %10s %10s %10s %6s %6s %16s %8s  %s\n", "params", "GPUs", "t", "p", "batch", "M", "predicted",
               "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search", "note");
   double sum_abs = 0, sim_abs = 0;
@@ -93,6 +97,7 @@ int main(int argc, char** argv) {
     if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, r.virtual_stages};
     q.micro_batch_size = r.micro_batch;
     q.precision = Precision::kFp16, q.recompute = Recompute::kFull, q.zero = ZeroStage::k0;
+    q.attention = attention;
     const auto t0 = std::chrono::steady_clock::now();
     std::string note = r.virtual_stages > 1 ? "interleaved, v = " + std::to_string(r.virtual_stages) : "";
     try {
