@@ -13,6 +13,7 @@
 
 #include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/zoo.h"
 #include "pcgx/search/baselines.h"
@@ -73,7 +74,15 @@ TEST(FusedSoftmax, PricedAsTheSoftmaxAloneAndTheSimulatorAgrees) {
   EXPECT_DOUBLE_EQ(f.estimate.max_memory(), e.estimate.max_memory());
   const Simulator sim(f.graph, f.views, fused);
   EXPECT_NEAR(sim.time(), f.estimate.time, 1e-9 * f.estimate.time);
-  // Selective recomputation re-runs the softmax as eager: the fused kernel again.
+  // Selective and full recomputation re-run a kernel's two members
+  // together (the kernel again, priced at the scale), never one alone.
+  for (const Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    const RecomputePlan plan = plan_recompute(g, source_layouts(g), model(AttentionKernel::kFused, r).recipe());
+    for (const auto& members : k.members) {
+      EXPECT_TRUE(plan.recomputed[static_cast<size_t>(members[0])]) << name(r);
+      EXPECT_EQ(plan.recomputed[static_cast<size_t>(members[0])], plan.recomputed[static_cast<size_t>(members[1])]) << name(r);
+    }
+  }
   const CostModel selective = model(AttentionKernel::kFused, Recompute::kSelective), eager_selective = model(AttentionKernel::kEager, Recompute::kSelective);
   EXPECT_LT(MachineMapper(selective).map(g).estimate.time, MachineMapper(eager_selective).map(g).estimate.time);
 }
