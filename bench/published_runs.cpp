@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     else if (a == "--unity") unity = true;
     else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
     else {
+      if (a == "--attention") std::fprintf(stderr, "error: --attention: unknown attention kernel '%s' (eager, flash, fused)\n", i + 1 < argc ? argv[i + 1] : "");
       std::printf("usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }

@@ -203,7 +203,7 @@ double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t de
 
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy, bool kept_inputs,
                             int32_t layers, std::span<const int64_t> chunk, std::span<const std::string> operators, AttentionKernel attention) {
-  if (policy == Recompute::kNone && attention == AttentionKernel::kEager) return 0;
+  if (policy == Recompute::kNone && attention != AttentionKernel::kFlash) return 0;  // (only flash re-runs anything of its own)
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
   const std::vector<NodeRun> runs = node_runs(p, layouts);

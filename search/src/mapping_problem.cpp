@@ -215,10 +215,20 @@ Seconds with_recompute(Seconds s, bool recomputed) {
 }  // namespace
 
 Seconds Problem::task_seconds(NodeId id) const {
-  // A FlashAttention kernel's time stands at its first operator, nothing at
-  // the others; the scores it recomputes in its backward are in that
-  // time, and only a layer re-run whole (full) runs its forward again.
-  return with_recompute(cost.operator_time(g, kernels, id), recompute.recomputed[static_cast<size_t>(id)] && !recompute.recomputed_in_kernel(id));
+  // An attention kernel's time stands at its first operator, nothing at
+  // the others; the scores a FlashAttention kernel recomputes in its
+  // backward are in that time, and only a layer re-run whole (full) runs
+  // its forward again. A fused scale and softmax re-runs as the kernel
+  // where both re-run; one recomputed alone (recompute operators naming
+  // it) re-runs its own eager pass.
+  const Seconds s = cost.operator_time(g, kernels, id);
+  const bool again = recompute.recomputed[static_cast<size_t>(id)] && !recompute.recomputed_in_kernel(id);
+  if (again && kernels.in_kernel(id) && cost.recipe().attention == AttentionKernel::kFused) {
+    const std::vector<NodeId>& members = kernels.members[static_cast<size_t>(kernels.kernel[static_cast<size_t>(id)])];
+    const bool whole = std::all_of(members.begin(), members.end(), [&](NodeId m) { return recompute.recomputed[static_cast<size_t>(m)] != 0; });
+    if (!whole) return {s.forward, s.backward + cost.task_time(g, g.node(id)).forward};
+  }
+  return with_recompute(s, again);
 }
 
 Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) const {

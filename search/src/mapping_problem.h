@@ -100,7 +100,7 @@ struct Problem {
   std::vector<char> is_tail;
   std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
   RecomputePlan recompute;                   // the cost model's recipe on g
-  AttentionKernels kernels;                  // under flash attention (training_recipe.h); none otherwise
+  AttentionKernels kernels;                  // under flash or fused attention (training_recipe.h); none otherwise
   std::vector<uint64_t> local;               // local hashes
   SPTree tree;
   std::vector<uint64_t> tree_hash;

@@ -170,8 +170,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   if (counts.empty())
     throw Error("pipeline: no stage count of 2, 4 or 8 divides the " + std::to_string(devices) + " devices and fits the model's " +
                 std::to_string(cuts) + " single-tensor cuts");
-  // What each operator weighs in the balanced cuts: its task's time, a
-  // FlashAttention kernel's at its first operator (attention_kernels.h).
+  // What each operator weighs in the balanced cuts: its task's time, an
+  // attention kernel's at its first operator (attention_kernels.h).
   std::vector<double> weight(model.size(), 0.0);
   const AttentionKernels kernels = cost.attention_kernels(model, source_layouts(model));
   for (NodeId id : order)

@@ -143,7 +143,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("attention")) {  // absent: eager, as every strategy before it was priced
     const std::optional<AttentionKernel> a = j["attention"].is_string() ? attention_named(j["attention"].get<std::string>()) : std::nullopt;
-    if (!a) throw FileError(source, "attention", "expected one of eager, flash, fused, got " + j["attention"].dump());
+    if (!a) {
+      std::string choices;
+      for (const AttentionKernel k : kAttentionKernels) choices += std::string(choices.empty() ? "" : ", ") + name(k);
+      throw FileError(source, "attention", "expected one of " + choices + ", got " + j["attention"].dump());
+    }
     s.recipe.attention = *a;
   }
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced

@@ -244,18 +244,22 @@ TEST(RuntimeRecompute, FlashAttentionKeepsNoScores) {
 }
 
 // Megatron-LM's fused scale and softmax changes only the price: the CPU
-// runtime trains it as eager, the same bits, buffers and bytes.
+// runtime trains it as eager, the same bits, buffers and bytes, with
+// recomputation too.
 TEST(RuntimeRecompute, AFusedSoftmaxTrainsAsEager) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
   const Plan p = mapped_plan(search::data_parallel(g, 2), 2);
-  TrainOptions o;
-  o.steps = 4, o.seed = 7, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9;
-  const TrainResult eager = train(p.graph, p.views, p.devices, o);
-  o.attention = AttentionKernel::kFused;
-  const TrainResult fused = train(p.graph, p.views, p.devices, o);
-  expect_same_bits(fused, eager);
-  EXPECT_EQ(fused.buffer_bytes, eager.buffer_bytes);
-  EXPECT_EQ(fused.bytes_sent, eager.bytes_sent);
+  for (const Recompute policy : {Recompute::kNone, Recompute::kSelective}) {
+    SCOPED_TRACE(name(policy));
+    TrainOptions o;
+    o.steps = 4, o.seed = 7, o.batches = 2, o.optimizer.lr = 0.05, o.optimizer.momentum = 0.9, o.recompute = policy;
+    const TrainResult eager = train(p.graph, p.views, p.devices, o);
+    o.attention = AttentionKernel::kFused;
+    const TrainResult fused = train(p.graph, p.views, p.devices, o);
+    expect_same_bits(fused, eager);
+    EXPECT_EQ(fused.buffer_bytes, eager.buffer_bytes);
+    EXPECT_EQ(fused.bytes_sent, eager.bytes_sent);
+  }
 }
 
 // FlashAttention's re-run of the scores sends again what they read from

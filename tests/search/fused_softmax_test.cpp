@@ -87,6 +87,35 @@ TEST(FusedSoftmax, PricedAsTheSoftmaxAloneAndTheSimulatorAgrees) {
   EXPECT_LT(MachineMapper(selective).map(g).estimate.time, MachineMapper(eager_selective).map(g).estimate.time);
 }
 
+// One member recomputed alone (recompute operators naming the softmax, or
+// the scale) re-runs its own eager pass, not the kernel's and not nothing.
+TEST(FusedSoftmax, AMemberRecomputedAloneRerunsItsOwnPass) {
+  const Graph g = data_parallel(build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}}), 8);
+  const CostModel eager = model(AttentionKernel::kEager), fused = model(AttentionKernel::kFused);
+  const AttentionKernels k = fused.attention_kernels(g, source_layouts(g));
+  ASSERT_EQ(k.members.size(), 2u);
+  const Strategy base = MachineMapper(fused).map(g);
+  for (const size_t member : {size_t{0}, size_t{1}}) {
+    TrainingRecipe r = fused.recipe();
+    r.recompute = Recompute::kOperators;
+    double own = 0;
+    for (const auto& members : k.members) {
+      r.recompute_operators.push_back(g.node(members[member]).name);
+      own += eager.task_time(g, g.node(members[member])).forward;
+    }
+    const CostModel alone = fused.with_recipe(r);
+    const RecomputePlan plan = plan_recompute(g, source_layouts(g), r);
+    for (const auto& members : k.members) {
+      ASSERT_TRUE(plan.recomputed[static_cast<size_t>(members[member])]);
+      ASSERT_FALSE(plan.recomputed[static_cast<size_t>(members[1 - member])]);
+    }
+    const Strategy s = MachineMapper(alone).map(g);
+    ASSERT_EQ(s.views, base.views);
+    EXPECT_NEAR(s.estimate.time - base.estimate.time, own, 1e-9 * base.estimate.time) << "member " << member;
+    EXPECT_NEAR(Simulator(s.graph, s.views, alone).time(), s.estimate.time, 1e-9 * s.estimate.time);
+  }
+}
+
 // The strategy file records it; read back, the same recipe.
 TEST(FusedSoftmax, TheStrategyFileRecordsIt) {
   EXPECT_EQ(attention_named("fused"), AttentionKernel::kFused);

@@ -57,7 +57,8 @@ struct TrainOptions {
   std::vector<std::string> recompute_operators;  // under operators: their names (training_recipe.h)
   // Under flash, the attention kernels' scores are not kept but re-run in
   // backward, as a FlashAttention kernel does (recompute_plan.h); the
-  // kernels themselves stay eager on the CPU: the same values.
+  // kernels themselves stay eager on the CPU: the same values. Fused (a
+  // scale and softmax as one kernel) runs as eager.
   AttentionKernel attention = AttentionKernel::kEager;
   // The pipeline schedule a graph with micro-batches runs (set_pipeline,
   // execution_plan.h); none: its micro-batches one at a time through the
