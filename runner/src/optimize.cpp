@@ -333,10 +333,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     std::vector<int64_t> chunk;
     if (const auto shape = search::pipeline_shape(out.file); shape && shape->chunks() > 1)
       chunk = pipeline_chunks(fg, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
-    const RecomputePlan plan = plan_recompute(fg, source_layouts(fg), out.file.recipe, chunk);
-    std::set<std::string> recomputed;
-    for (const Node& n : fg.nodes())
-      if (plan.recomputed[static_cast<size_t>(n.id)]) recomputed.insert(n.name);
+    const std::set<std::string> recomputed = recomputed_names(fg, out.file.recipe, chunk);
     std::erase_if(names, [&](const std::string& n) { return !recomputed.count(n); });
     if (names.empty())
       throw FieldError("OptimizeRequest.recompute_operators",

@@ -385,6 +385,14 @@ void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const sea
   }
 }
 
+std::set<std::string> recomputed_names(const Graph& g, const TrainingRecipe& recipe, std::span<const int64_t> chunk) {
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), recipe, chunk);
+  std::set<std::string> names;
+  for (const Node& n : g.nodes())
+    if (plan.recomputed[static_cast<size_t>(n.id)]) names.insert(n.name);
+  return names;
+}
+
 bool search_chosen_recipe(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules, OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
   for (const RecipeTried& t : out.tried)
@@ -405,11 +413,7 @@ bool search_chosen_recipe(const OptimizeRequest& q, const search::Efficiency& ef
   // Operators named to recompute (cheapest_recomputed_operators) must
   // still be there to recompute: a rule may have fused one away.
   if (!chosen.recompute_operators.empty()) {
-    const Graph& g = again.strategy.graph;
-    const RecomputePlan plan = plan_recompute(g, source_layouts(g), chosen);
-    std::set<std::string> recomputed;
-    for (const Node& n : g.nodes())
-      if (plan.recomputed[static_cast<size_t>(n.id)]) recomputed.insert(n.name);
+    const std::set<std::string> recomputed = recomputed_names(again.strategy.graph, chosen);
     for (const std::string& name : chosen.recompute_operators)
       if (!recomputed.count(name)) return false;
   }

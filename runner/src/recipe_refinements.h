@@ -5,6 +5,10 @@
 // recompute instead, and ZeRO 3's persistence threshold. Each plan
 // re-priced is listed among the recipes tried, "(re-priced)", and taken
 // where it is faster than the plan kept so far. Internal to the runner.
+#include <set>
+#include <span>
+#include <string>
+
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/rule_library.h"
@@ -16,6 +20,10 @@ namespace pcgx::runner {
 // that price alike keep the first tried (the one that shards and sends
 // less: ZeRO 2 over micro-batches, its buckets all hidden, against 1).
 inline bool faster(double time, double best) { return time < best * (1 - 1e-12); }
+
+// The names of the operators `g`'s recomputation plan under `recipe` re-runs
+// (with pipeline chunks, `chunk` as plan_recompute takes it).
+std::set<std::string> recomputed_names(const Graph& g, const TrainingRecipe& recipe, std::span<const int64_t> chunk = {});
 
 // Full recomputation chosen (none and selective left no plan): the fewest
 // layers recomputed that still fit, whole or with the others selective.

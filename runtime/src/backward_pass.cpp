@@ -18,23 +18,25 @@ void DeviceExecutor::backward() {
   backward_pass(1);
 }
 
-void DeviceExecutor::clear_gradients(bool micro_only, std::optional<int64_t> writer) {
+void DeviceExecutor::clear_gradients(bool micro_only) {
   for (size_t id = 0; id < grads_.size(); ++id)
-    for (size_t o = 0; o < grads_[id].size(); ++o) {
-      if (micro_only && !micro_[id][o]) continue;
-      // Read by the next chunk's step: its gradient, written there, is kept
-      // for its own chunk's step (cleared when that next chunk's runs).
-      if (writer && id < crosses_.size() && crosses_[id] && step_chunk_[id] != *writer) continue;
-      for (size_t k = 0; k < touched_[id][o].size(); ++k) clear_gradient({static_cast<NodeId>(id), static_cast<int32_t>(o)}, static_cast<int64_t>(k));
-    }
+    for (size_t o = 0; o < grads_[id].size(); ++o)
+      if (!micro_only || micro_[id][o]) clear_tensor_gradients({static_cast<NodeId>(id), static_cast<int32_t>(o)});
 }
 
 void DeviceExecutor::clear_chunk_gradients(int64_t chunk, std::optional<int64_t> writer) {
   for (const TensorRef& t : chunk_grads_[static_cast<size_t>(chunk)]) {
+    // Read by the next chunk's step: its gradient, written there, is kept
+    // for its own chunk's step (cleared when that next chunk's runs).
     const auto id = static_cast<size_t>(t.node);
-    if (writer && crosses_[id] && step_chunk_[id] != *writer) continue;  // (as clear_gradients)
-    for (size_t k = 0; k < touched_[id][static_cast<size_t>(t.output)].size(); ++k) clear_gradient(t, static_cast<int64_t>(k));
+    if (writer && crosses_[id] && step_chunk_[id] != *writer) continue;
+    clear_tensor_gradients(t);
   }
+}
+
+void DeviceExecutor::clear_tensor_gradients(TensorRef t) {
+  const auto shards = touched_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)].size();
+  for (size_t k = 0; k < shards; ++k) clear_gradient(t, static_cast<int64_t>(k));
 }
 
 bool DeviceExecutor::sums_in_place(const Node& n, size_t i) const {

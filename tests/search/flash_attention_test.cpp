@@ -181,16 +181,19 @@ TEST(FlashAttention, AKernelAnotherChoiceFeedsIsLeftToIt) {
 // Pipeline stages (2 of 4 devices, 4 micro-batches): every chunk's
 // kernels priced as kernels, faster than eager, and the schedule simulated
 // micro-batch by micro-batch within 5% of the closed form.
-TEST(FlashAttention, APipelinedPlanPricesEveryChunksKernels) {
+// Data-parallel stages of `g` on the 8 toy devices, under attention `a`.
+PipelineResult pipelined_on_toy(const Graph& g, AttentionKernel a, const PipelineOptions& po = {2, 4}) {
   static const Ruleset empty;
   static const RuleLibrary rules(empty);
-  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}, {"layers", 4}});
-  const Machine m = toy_machine().with_devices(8);
-  const CostModel eager = model(AttentionKernel::kEager, Recompute::kNone, m), flash = model(AttentionKernel::kFlash, Recompute::kNone, m);
   SearchOptions o;
   o.algorithm = Algorithm::kDataParallel;
-  const PipelineResult f = optimize_pipeline(g, rules, flash, o, PipelineOptions{2, 4});
-  const PipelineResult e = optimize_pipeline(g, rules, eager, o, PipelineOptions{2, 4});
+  return optimize_pipeline(g, rules, model(a, Recompute::kNone, toy_machine().with_devices(8)), o, po);
+}
+
+TEST(FlashAttention, APipelinedPlanPricesEveryChunksKernels) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}, {"layers", 4}});
+  const CostModel flash = model(AttentionKernel::kFlash, Recompute::kNone, toy_machine().with_devices(8));
+  const PipelineResult f = pipelined_on_toy(g, AttentionKernel::kFlash), e = pipelined_on_toy(g, AttentionKernel::kEager);
   const Strategy& s = f.search.strategy;
   ASSERT_TRUE(s.estimate.feasible && e.search.strategy.estimate.feasible);
   EXPECT_LT(s.estimate.time, e.search.strategy.estimate.time);
@@ -205,20 +208,13 @@ TEST(FlashAttention, APipelinedPlanPricesEveryChunksKernels) {
 // than eager's, and the plan there is faster, under flash, than one cut
 // where eager's weights balance.
 TEST(FlashAttention, PipelineCutsBalanceTheKernelsTimes) {
-  static const Ruleset empty;
-  static const RuleLibrary rules(empty);
   const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}, {"layers", 4}, {"vocab", 2048}});
-  const Machine m = toy_machine().with_devices(8);
-  const CostModel eager = model(AttentionKernel::kEager, Recompute::kNone, m), flash = model(AttentionKernel::kFlash, Recompute::kNone, m);
-  SearchOptions o;
-  o.algorithm = Algorithm::kDataParallel;
-  const PipelineResult f = optimize_pipeline(g, rules, flash, o, PipelineOptions{2, 4});
-  const PipelineResult e = optimize_pipeline(g, rules, eager, o, PipelineOptions{2, 4});
+  const PipelineResult f = pipelined_on_toy(g, AttentionKernel::kFlash), e = pipelined_on_toy(g, AttentionKernel::kEager);
   EXPECT_EQ(e.stage[0].last, "block1.mlp_residual");  // (also the even layers' cut)
   ASSERT_EQ(f.stage[0].last, "block2.mlp_residual");
   PipelineOptions at_eagers{2, 4};
   at_eagers.boundaries = {e.stage[0].last};
-  const PipelineResult x = optimize_pipeline(g, rules, flash, o, at_eagers);
+  const PipelineResult x = pipelined_on_toy(g, AttentionKernel::kFlash, at_eagers);
   EXPECT_LT(f.search.strategy.estimate.time, x.search.strategy.estimate.time);
 }
 

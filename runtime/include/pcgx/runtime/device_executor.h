@@ -326,16 +326,16 @@ class DeviceExecutor {
   // releases that go with it.
   void forward_node(const Node& n);
   void backward_node(const Node& n);
-  // Zeroes the gradients (all, or the pipelined tensors' only) and seeds
-  // the loss's.
-  // With `writer` (a pipeline step's chunk less one, under an interlaced
-  // schedule): the gradients of tensors read across chunks on this device
-  // (crosses_) are cleared only where their chunk is `writer`'s.
-  void clear_gradients(bool micro_only, std::optional<int64_t> writer = std::nullopt);
+  // Zeroes the gradients (all, or the pipelined tensors' only).
+  void clear_gradients(bool micro_only);
   // The same for a pipeline step of `chunk`: only the gradients its
   // backward can write (chunk_grads_), the others being cleared by their
-  // own chunk's steps before they are written again.
+  // own chunk's steps before they are written again. With `writer` (the
+  // chunk less one, under an interlaced schedule): the gradients of
+  // tensors read across chunks on this device (crosses_) are cleared only
+  // where their chunk is `writer`'s.
   void clear_chunk_gradients(int64_t chunk, std::optional<int64_t> writer);
+  void clear_tensor_gradients(TensorRef t);  // every shard of t here
   void clear_gradient(TensorRef t, int64_t shard);
   // Whether node n's kernel adds input i's part of a later micro-batch
   // straight into the gradient summed over them (Backend::accumulates_gradient).
