@@ -98,16 +98,19 @@ TEST(ExpertDegree, PerPipelineStageWithMicroBatches) {
 
 // Scatter-gather of a stage boundary (Megatron-LM's, Narayanan et al.
 // 2021, Section 4.1): a micro-batch of 2 samples crosses into a stage of 4
-// devices split 2 ways by samples and 2 by its last dimension, so each
-// device receives a quarter of it, not half; the joined strategy computes
-// the model.
-// The boundaries split `samples` ways by samples and 2 by their last
-// dimension, and what the joined strategy computes.
+// devices split 2 ways by samples and 2 by its sequence, so each device
+// receives a quarter of it, not half; the joined strategy computes the
+// model.
+// The boundaries split `samples` ways by samples and 2 by their sequence
+// (the second dimension: what sequence parallelism holds already), and
+// what the joined strategy computes.
 void expect_scattered_boundaries(const Graph& g, const PipelineResult& r, int64_t samples) {
   int scattered = 0;
   for (const Node& n : r.search.strategy.graph.nodes()) {
     const ParallelTensorShape& s = n.outputs[0];
-    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == samples && s.dims[2].degree == 2 && s.replica == 1) ++scattered;
+    if (n.op->name == "Repartition" && s.rank() == 3 && s.dims[0].degree == samples && s.dims[1].degree == 2 && s.dims[2].degree == 1 &&
+        s.replica == 1)
+      ++scattered;
   }
   EXPECT_GE(scattered, 1);
   EXPECT_LT(max_difference(g, r.search.strategy.graph), 1e-5);
@@ -121,11 +124,14 @@ TEST(ExpertDegree, PipelineBoundariesAreScatteredAndGathered) {
 // With no data parallelism and a micro-batch of one sample (Megatron-LM's
 // GPT-3 175B run in Korthikanti et al. 2022: t = 8, p = 8 on 64 GPUs,
 // micro-batch 1), a boundary's samples cannot be split over a stage's
-// devices: its last dimension is, each device sending its own part, and
-// the plan computes the model. (Until 2026-11-30 the boundary was split by
+// devices: its sequence is, each device sending its own part, and the
+// plan computes the model. (Until 2026-11-30 the boundary was split by
 // samples whatever the micro-batch and no such plan was found: "cannot
-// split dimension 0 (size 8, degree 1, pipeline 8) 2 more ways".)
-TEST(ExpertDegree, AOneSampleMicroBatchScattersItsBoundaryByItsLastDimension) {
+// split dimension 0 (size 8, degree 1, pipeline 8) 2 more ways"; then by
+// its last dimension until sequence parallelism showed that costs a
+// gather and a cut at every boundary: SimulatedPipeline.
+// SequenceParallelBoundariesCrossAsEachDevicesShard.)
+TEST(ExpertDegree, AOneSampleMicroBatchScattersItsBoundaryBySequence) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
   SearchOptions o;
   o.algorithm = Algorithm::kMegatron, o.tensor_degree = 2;
