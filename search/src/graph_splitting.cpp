@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char* kSeedAttr = "seed";
 
-// A boundary layout: the sample dimension split by `degree` (1: unpartitioned).
+// A boundary layout: the samples, the second and the last dimension split
+// as `b` states (1: unpartitioned).
 ParallelTensorShape layout(const ParallelTensorShape& logical, BoundaryLayout b) {
   ParallelTensorShape s = ParallelTensorShape::unpartitioned(logical.logical_shape(), logical.dtype);
   if (b.samples > 1 && s.rank() > 0) s.dims[0].degree = b.samples;
@@ -120,8 +121,9 @@ PieceGraph piece_graph(const Graph& g, const Piece& p, BoundaryLayout in, Bounda
     for (int64_t d = 0; d < carried.rank(); ++d)
       if (const int64_t k = carried.dims[static_cast<size_t>(d)].pipeline; k > 1)
         t = {out.add("Pipeline", {{"dim", d}, {"degree", k}}, {t}), 0};
-    // The samples first: the last dimension's Combine, next, meets the
-    // stage's own layout change as one step (relayout.h), holding no copy.
+    // The samples first: the scattered dimension's Combine (the second's
+    // or the last's), next, meets the stage's own layout change as one
+    // step (relayout.h), holding no copy.
     if (s.rank() > 0 && s.dims[0].degree > 1) t = {out.add("Combine", {{"dim", int64_t{0}}, {"degree", s.dims[0].degree}}, {t}), 0};
     if (s.rank() > 2 && s.dims[1].degree > 1) t = {out.add("Combine", {{"dim", int64_t{1}}, {"degree", s.dims[1].degree}}, {t}), 0};
     if (s.rank() > 1 && s.dims.back().degree > 1)
@@ -218,7 +220,7 @@ Graph join_pieces(const std::string& name, std::span<const JoinPart> parts, std:
       if (is_source(n) && n.name.starts_with(kPieceInputPrefix)) {
         // The carried tensor from the layout the previous piece gives to the
         // one this piece reads, dimension by dimension (the samples, and
-        // the last under scatter-gather).
+        // the second or the last under scatter-gather).
         TensorRef t = carry;
         const ParallelTensorShape& wanted = n.outputs[0];
         for (int64_t d = 0; d < wanted.rank(); ++d) {

@@ -35,10 +35,11 @@ std::vector<Piece> pieces_at(const std::vector<NodeId>& order, const std::vector
 // How a boundary tensor is split between pieces: its samples (dimension
 // 0), its second dimension (a transformer's sequence, which sequence
 // parallelism keeps split between layers), and its last dimension.
-// Splitting the last dimension is Megatron-LM's scatter-gather of a
-// pipeline stage boundary (Narayanan et al. 2021, Section 4.1): each of the
-// devices that would each receive the same samples whole receives 1/r of
-// them, and the stage gathers them on its own links.
+// Splitting the second (or, where it does not divide, the last) is
+// Megatron-LM's scatter-gather of a pipeline stage boundary (Narayanan et
+// al. 2021, Section 4.1): each of the devices that would each receive the
+// same samples whole receives 1/r of them, and the stage gathers them on
+// its own links.
 struct BoundaryLayout {
   int64_t samples = 1, second = 1, last = 1;
   int64_t degree() const { return samples * second * last; }

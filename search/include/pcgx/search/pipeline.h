@@ -15,8 +15,9 @@
 // D/S devices with options.algorithm (`unity` by default; identical stages
 // are searched once), with its boundary tensors split along samples by D/S
 // where a micro-batch (of the most tried) takes that, else by the largest
-// power-of-two share of D/S it takes, the rest of D/S splitting the last
-// dimension (Megatron-LM's scatter-gather). It is searched pipelined: a Pipeline(0, M) after
+// power-of-two share of D/S it takes, the rest of D/S splitting the
+// second dimension (a transformer's sequence), else the last
+// (Megatron-LM's scatter-gather). It is searched pipelined: a Pipeline(0, M) after
 // each of its inputs, so every operator runs M times on micro-batch slices
 // (cost_model.h costs each slice) and a plan found splits a micro-batch's
 // samples, not the whole batch's; once per micro-batch count tried. Its
