@@ -263,7 +263,19 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       // or cut at the join (split by hidden it was gathered onto one
       // device there and sent whole: a GPT of 12 layers, t = 8, 4 stages
       // x 3 chunks, simulated 30% above its estimate; now within 1%).
+      // Under a stated sequence parallelism of degree tp the stage's output
+      // is split by samples over the data-parallel groups and by sequence
+      // inside each: the boundary is taken so where a micro-batch's samples
+      // divide among the groups (split by samples over more devices it
+      // needed an all-to-all at both ends: GPT, 12 layers, t = 8, 4 x 16
+      // devices, 3 chunks, micro-batches of 4 sequences over 2 groups,
+      // simulated 11% above its estimate).
+      const int64_t tp = options.sequence_parallel && options.tensor_degree > 1 ? options.tensor_degree : 1;
       auto boundary = [&](TensorRef t) -> BoundaryLayout {
+        if (tp > 1 && t.node >= 0 && model.shape(t).rank() >= 3 && d % tp == 0) {
+          const auto& dims = model.shape(t).dims;
+          if (dims[1].size % tp == 0 && dims[0].size % (d / tp * most) == 0) return {d / tp, tp, 1};
+        }
         const int64_t k = split_by(t);
         if (t.node < 0 || model.shape(t).rank() < 2 || d % k != 0 || d / k <= 1) return {k, 1, 1};
         const int64_t r = d / k;
