@@ -255,31 +255,20 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       // where the samples go fewer ways than the stage has devices, the
       // rest split another dimension, so that each device sends and
       // receives its own part of the boundary and the stage gathers it on
-      // its own links. The sequence (a transformer's boundary is [samples,
-      // sequence, hidden]) where it divides, else the last: under
-      // sequence parallelism the stage's last operators hold their output
-      // split by sequence over the tensor-parallel group already, so the
-      // boundary crosses as each device's own shard with nothing gathered
-      // or cut at the join (split by hidden it was gathered onto one
-      // device there and sent whole: a GPT of 12 layers, t = 8, 4 stages
-      // x 3 chunks, simulated 30% above its estimate; now within 1%).
-      // Under a stated sequence parallelism of degree tp the stage's output
-      // is split by samples over the data-parallel groups and by sequence
-      // inside each: the boundary is taken so where a micro-batch's samples
-      // divide among the groups (split by samples over more devices it
-      // needed an all-to-all at both ends: GPT, 12 layers, t = 8, 4 x 16
-      // devices, 3 chunks, micro-batches of 4 sequences over 2 groups,
-      // simulated 11% above its estimate).
+      // its own links: the sequence (a transformer's boundary is [samples,
+      // sequence, hidden]) where it divides, else the last. Sequence
+      // parallelism holds a stage's output split so already (by samples
+      // over the data-parallel groups, by sequence inside each), and a
+      // boundary split the same way crosses as each device's own shard,
+      // nothing gathered or cut at the join (docs/simulator.md).
       const int64_t tp = options.sequence_parallel && options.tensor_degree > 1 ? options.tensor_degree : 1;
       auto boundary = [&](TensorRef t) -> BoundaryLayout {
-        if (tp > 1 && t.node >= 0 && model.shape(t).rank() >= 3 && d % tp == 0) {
-          const auto& dims = model.shape(t).dims;
-          if (dims[1].size % tp == 0 && dims[0].size % (d / tp * most) == 0) return {d / tp, tp, 1};
-        }
         const int64_t k = split_by(t);
-        if (t.node < 0 || model.shape(t).rank() < 2 || d % k != 0 || d / k <= 1) return {k, 1, 1};
-        const int64_t r = d / k;
+        if (t.node < 0 || model.shape(t).rank() < 2) return {k, 1, 1};
         const auto& dims = model.shape(t).dims;
+        if (tp > 1 && dims.size() >= 3 && d % tp == 0 && dims[1].size % tp == 0 && dims[0].size % (d / tp * most) == 0) return {d / tp, tp, 1};
+        const int64_t r = d / k;  // (k divides d)
+        if (r <= 1) return {k, 1, 1};
         if (dims.size() >= 3 && dims[1].size % r == 0) return {k, r, 1};
         return {k, 1, dims.back().size % r == 0 ? r : 1};
       };
