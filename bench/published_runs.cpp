@@ -22,8 +22,20 @@
 // as stated where p > 1): its predicted time beside Megatron's plan, and
 // its search time.
 //
+// A second table prices Korthikanti et al., "Reducing Activation
+// Recomputation in Large Transformer Models" (MLSys 2023), Table 4: the
+// same GPT family a year later (Table 3's configurations: t = 8, p stages,
+// micro-batches of one sequence, no data parallelism), each model with
+// full recomputation and with sequence parallelism plus selective
+// recomputation. Their Megatron-LM sends each Linear's input gradient
+// while it computes its weight's (--async-tensor-model-parallel-allreduce,
+// on by default since early 2022; under sequence parallelism the
+// reduce-scatter), so those rows are priced with overlap_grad_input; the
+// SC'21 rows ran before it existed (added September 2021) and are priced
+// without. The schedule is 1F1B (Table 3 states no virtual stages).
+//
 // Usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]
-//        (the first N rows; default all; the attention kernel priced, default eager)
+//        (the first N rows of each table; default all; the attention kernel priced, default eager)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +68,49 @@ constexpr Row kRows[] = {
     {"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 148, 2},  {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 1, 155, 2},
     {"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 163, 3}, {"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 1, 163, 1},
 };
+
+// Korthikanti et al. (2022), Tables 3 and 4 (as recorded from the paper:
+// docs/results.md): iteration seconds with full
+// recomputation and with sequence parallelism and selective recomputation.
+struct Row2022 {
+  const char* params;
+  int64_t heads, hidden, layers, p, gpus, batch;
+  double full, selective;
+};
+constexpr Row2022 kRows2022[] = {
+    {"22B", 64, 6144, 48, 1, 8, 4, 1.42, 1.10},
+    {"175B", 96, 12288, 96, 8, 64, 64, 18.13, 13.75},
+    {"530B", 128, 20480, 105, 35, 280, 280, 49.05, 37.83},
+    {"1T", 160, 25600, 128, 64, 512, 512, 94.42, 71.49},
+};
+
+// Megatron-LM's plan for a GPT of the family (sequence 2048, vocabulary
+// 51,200, FFN 4h) on `gpus` selene devices, in FP16 without a sharded
+// optimizer: the caller adds the recomputation and the schedule.
+runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t batch, int64_t gpus, int64_t t, int64_t micro_batch,
+                                     AttentionKernel attention) {
+  runner::OptimizeRequest q;
+  q.model = build_model("gpt", {{"layers", layers}, {"hidden", hidden}, {"heads", heads}, {"ffn", 4 * hidden}, {"seq", 2048},
+                                {"vocab", 51200}, {"batch", batch}});
+  q.machine = search::find_machine("selene").with_devices(gpus);
+  q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = t;
+  q.micro_batch_size = micro_batch;
+  q.precision = Precision::kFp16, q.zero = ZeroStage::k0, q.attention = attention;
+  return q;
+}
+
+// The plan's predicted and simulated seconds per iteration, and how long
+// optimize took; an Error where it has no feasible plan.
+struct Priced {
+  double predicted = 0, simulated = 0, seconds = 0;
+};
+Priced price(const runner::OptimizeRequest& q) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const runner::OptimizeReport rep = runner::optimize(q);
+  const search::Estimate& e = rep.result.search.strategy.estimate;
+  if (!e.feasible) throw Error(e.infeasible);
+  return {e.time, rep.simulated, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
 
 double flops(const Row& r) {
   const double B = static_cast<double>(r.batch), s = 2048, l = static_cast<double>(r.layers), h = static_cast<double>(r.hidden), V = 51200;
@@ -90,28 +145,18 @@ int main(int argc, char** argv) {
     const Row& r = kRows[i];
     const int64_t d = r.gpus / (r.t * r.p), per_replica = r.batch / d, micro = per_replica / r.micro_batch;
     const double published = flops(r) / (r.tflops * 1e12 * static_cast<double>(r.gpus));
-    runner::OptimizeRequest q;
-    q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", 2048},
-                                  {"vocab", 51200}, {"batch", r.batch}});
-    q.machine = selene.with_devices(r.gpus);
-    q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t;
+    runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, r.t, r.micro_batch, attention);
     if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, r.virtual_stages};
-    q.micro_batch_size = r.micro_batch;
-    q.precision = Precision::kFp16, q.recompute = Recompute::kFull, q.zero = ZeroStage::k0;
-    q.attention = attention;
-    const auto t0 = std::chrono::steady_clock::now();
+    q.recompute = Recompute::kFull;
     std::string note = r.virtual_stages > 1 ? "interleaved, v = " + std::to_string(r.virtual_stages) : "";
     try {
-      const runner::OptimizeReport rep = runner::optimize(q);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const search::Estimate& e = rep.result.search.strategy.estimate;
-      if (!e.feasible) throw Error(e.infeasible);
-      const double ratio = e.time / published, sim_ratio = rep.simulated / published;
+      const Priced x = price(q);
+      const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
       sum_abs += std::fabs(ratio - 1), sim_abs += std::fabs(sim_ratio - 1), ++priced;
       std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10.3f %10.3f %10.3f %6.3f %6.3f %8.1f / %5.1f %7.1fs  %s\n", r.params,
                   static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
-                  static_cast<long long>(micro), e.time, rep.simulated, published, ratio, sim_ratio,
-                  flops(r) / (e.time * static_cast<double>(r.gpus)) / 1e12, r.tflops, seconds, note.c_str());
+                  static_cast<long long>(micro), x.predicted, x.simulated, published, ratio, sim_ratio,
+                  flops(r) / (x.predicted * static_cast<double>(r.gpus)) / 1e12, r.tflops, x.seconds, note.c_str());
     } catch (const Error& err) {
       std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params,
                   static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
@@ -125,11 +170,8 @@ int main(int argc, char** argv) {
       u.accumulate = false;
       const auto t1 = std::chrono::steady_clock::now();
       try {
-        const runner::OptimizeReport rep = runner::optimize(u);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-        const search::Estimate& e = rep.result.search.strategy.estimate;
-        if (!e.feasible) throw Error(e.infeasible);
-        std::printf("  unity: %.3f s predicted (%.3f of the published time), found in %.1f s\n", e.time, e.time / published, seconds);
+        const Priced x = price(u);
+        std::printf("  unity: %.3f s predicted (%.3f of the published time), found in %.1f s\n", x.predicted, x.predicted / published, x.seconds);
       } catch (const Error& err) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
         std::printf("  unity: no plan after %.1f s: %s\n", seconds, err.what());
@@ -140,5 +182,37 @@ int main(int argc, char** argv) {
   if (priced > 0)
     std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%% (goal: <= 8%%, every row within 15%%); simulated: %.1f%%\n",
                 priced, 100 * sum_abs / priced, 100 * sim_abs / priced);
+
+  std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, input gradients sent beside the weight products; seconds per iteration\n",
+              selene.name.c_str(), name(attention));
+  std::printf("%-6s %5s %3s %5s  %-28s %10s %10s %10s %6s %6s %8s\n", "params", "GPUs", "p", "batch", "recipe", "predicted", "simulated",
+              "published", "ratio", "sim", "search");
+  double sum2 = 0, sim2 = 0;
+  int priced2 = 0;
+  for (size_t i = 0; i < std::min(rows, std::size(kRows2022)); ++i) {
+    const Row2022& r = kRows2022[i];
+    for (const bool selective : {false, true}) {
+      runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, 8, 1, attention);
+      q.search.sequence_parallel = selective;
+      if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1};
+      q.recompute = selective ? Recompute::kSelective : Recompute::kFull, q.overlap_grad_input = true;
+      const char* recipe = selective ? "sequence parallel, selective" : "full recomputation";
+      const double published = selective ? r.selective : r.full;
+      try {
+        const Priced x = price(q);
+        const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
+        sum2 += std::fabs(ratio - 1), sim2 += std::fabs(sim_ratio - 1), ++priced2;
+        std::printf("%-6s %5lld %3lld %5lld  %-28s %10.3f %10.3f %10.3f %6.3f %6.3f %7.1fs\n", r.params, static_cast<long long>(r.gpus),
+                    static_cast<long long>(r.p), static_cast<long long>(r.batch), recipe, x.predicted, x.simulated, published, ratio, sim_ratio,
+                    x.seconds);
+      } catch (const Error& err) {
+        std::printf("%-6s %5lld %3lld %5lld  %-28s %10s %10s %10.3f %6s %6s %8s  not priced: %s\n", r.params, static_cast<long long>(r.gpus),
+                    static_cast<long long>(r.p), static_cast<long long>(r.batch), recipe, "-", "-", published, "-", "-", "-", err.what());
+      }
+      std::fflush(stdout);
+    }
+  }
+  if (priced2 > 0)
+    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced2, 100 * sum2 / priced2, 100 * sim2 / priced2);
   return 0;
 }

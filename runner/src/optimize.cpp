@@ -180,7 +180,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
                             q.optimizer};
       if (policy == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
-      recipe.attention = q.attention;
+      recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -269,7 +269,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
                             recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
       if (policies.front() == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
-      recipe.attention = q.attention;
+      recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

@@ -3,6 +3,7 @@
 #include "mapping_problem.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 
 #include "pcgx/pcg/relayout.h"
@@ -130,6 +131,14 @@ void Problem::hash_nodes() {
     for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
     if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
+    // A collective sent beside its reader's weight product (overlap_grad_input).
+    if (n.op->op_class == OpClass::kParallel && cost.recipe().overlap_grad_input) {
+      const NodeId last = fused_tail[id] >= 0 ? fused_tail[id] : n.id;
+      double products = 0;
+      for (NodeId r : products_beside(last)) products += weight_gradient_seconds(r);
+      h = hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(products));
+    }
+    if (splits_backward(n.id)) h = hash_mix(h, 0x5B11);
     if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0 + static_cast<uint64_t>(recompute.recomputed_in_kernel(n.id)));
     if (kernels.first(n.id)) {  // it stands for its kernel: every member's own shapes
       for (const NodeId m : kernels.members[static_cast<size_t>(kernels.kernel[id])]) h = hash_mix(h, own[static_cast<size_t>(m)]);
@@ -231,6 +240,38 @@ Seconds Problem::task_seconds(NodeId id) const {
   return with_recompute(s, again);
 }
 
+bool Problem::splits_backward(NodeId id) const {
+  if (!cost.recipe().overlap_grad_input || !cost.machine().device.overlaps_communication || !active[static_cast<size_t>(id)]) return false;
+  const Node& n = g.node(id);
+  if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || !n.op->operand_products || n.inputs.size() < 2) return false;
+  // One operand a weight, the other an activation.
+  return layouts.weight(n.inputs[0]) != layouts.weight(n.inputs[1]);
+}
+
+double Problem::weight_gradient_seconds(NodeId id) const {
+  return splits_backward(id) ? cost.operator_time(g, kernels, id).backward / 2 : 0.0;
+}
+
+std::vector<NodeId> Problem::products_beside(NodeId last) const {
+  std::vector<NodeId> out;
+  if (!cost.recipe().overlap_grad_input || g.node(last).op->op_class != OpClass::kParallel) return out;
+  for (const auto& [reader, idx] : consumers[static_cast<size_t>(last)]) {
+    if (idx > 1 || !splits_backward(reader) || layouts.weight(g.node(reader).inputs[static_cast<size_t>(idx)])) return {};
+    if (out.empty() || out.back() != reader) out.push_back(reader);
+  }
+  return out;
+}
+
+double Problem::hidden_behind_weight_product(const Placement& p, NodeId id, double backward) const {
+  if (backward <= 0 || !cost.recipe().overlap_grad_input) return 0;
+  const NodeId last = fused_tail[static_cast<size_t>(id)] >= 0 ? fused_tail[static_cast<size_t>(id)] : id;
+  const std::vector<NodeId> beside = products_beside(last);
+  if (beside.empty() || comm_levels(p, id) == 0) return 0;
+  double products = 0;
+  for (NodeId r : beside) products += weight_gradient_seconds(r);
+  return std::min(backward, products);
+}
+
 Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) const {
   Seconds s;
   if (const NodeId tail = fused_tail[static_cast<size_t>(id)]; tail >= 0) {
@@ -318,6 +359,11 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
     for (const SyncGroup& x : sync_groups(p, id, lo)) r.sync += static_cast<double>(x.rounds) * cost.sync_share(x) + cost.gather_share(x);
   }
   r.comm = s.total(), r.backward = s.backward;
+  // Sent while its reader computes its weight's gradient.
+  if (n.op->op_class == OpClass::kParallel) {
+    const double hidden = hidden_behind_weight_product(p, id, s.backward);
+    r.comm -= hidden, r.backward -= hidden;
+  }
   r.time = r.comm + r.sync;
   return r;
 }

@@ -117,6 +117,28 @@ struct Problem {
   // Costs of one node under placement `p` shifted by `lo` (mapping_problem.cpp).
   // A compute node's task, its recomputed forward included.
   Seconds task_seconds(NodeId id) const;
+  // Whether compute node `id`'s backward computes its input's gradient
+  // first and its weight's after, while the input's moves on
+  // (TrainingRecipe::overlap_grad_input, on a machine whose devices overlap
+  // communication): a product of an activation and a weight
+  // (OpDef::operand_products).
+  bool splits_backward(NodeId id) const;
+  // Of such a node's backward, the weight's product: half of it, each of
+  // its two products the forward's cost (its recomputed forward aside); 0
+  // where it does not split.
+  double weight_gradient_seconds(NodeId id) const;
+  // The readers of parallel node `last`'s output (ascending) whose weight
+  // products the collective carrying its gradient back runs beside: every
+  // reader, where each is a product that splits its backward and reads it
+  // as its activation (Megatron-LM's query, key and value, one product
+  // there); else none. Their input gradients come first, summed and sent,
+  // and their weight products run meanwhile, after the first reader's
+  // input gradient (the last computed).
+  std::vector<NodeId> products_beside(NodeId last) const;
+  // Of parallel node `id`'s backward (`backward` seconds), what runs beside
+  // the weight products of products_beside: a collective between devices
+  // (on their links; a sum of slots on one device holds the device).
+  double hidden_behind_weight_product(const Placement& p, NodeId id, double backward) const;
   // A parallel node that heads its collective (not a fused tail): with its
   // tail when they form one layout change, its recomputed forward included.
   Seconds parallel_seconds(const Placement& p, NodeId id, int64_t lo) const;

@@ -23,6 +23,7 @@ const char* to_string(SimKind k) {
     case SimKind::kOverhead: return "overhead";
     case SimKind::kGather: return "weight gather";
     case SimKind::kShardGather: return "weight gather before use";
+    case SimKind::kWeightGradient: return "weight gradient";
   }
   return "?";
 }
@@ -177,7 +178,7 @@ SimulationSummary Simulator::summary() const {
       if (k == SimKind::kBackward) s.backward += d;
       continue;
     }
-    if (k == SimKind::kBackward || k == SimKind::kGradientTransfer || (k == SimKind::kCollective && info_[static_cast<size_t>(t)].index == 1))
+    if (k == SimKind::kBackward || k == SimKind::kWeightGradient || k == SimKind::kGradientTransfer || (k == SimKind::kCollective && info_[static_cast<size_t>(t)].index == 1))
       s.backward += d;
     // A bucket held back on its links by the backward's own collectives
     // (in the background, timeline.h): that wait is communication.

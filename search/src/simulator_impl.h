@@ -50,7 +50,12 @@ struct Simulator::Impl {
     TaskId fwd_transfer = -1, fwd_compute = -1, bwd_compute = -1, bwd_transfer = -1;  // kTasks
     TaskId fwd = -1, bwd = -1;                                                        // kSingle
     TaskId fwd_gather = -1, bwd_gather = -1;  // ZeRO 3: its weights gathered before each pass (kTasks)
+    // Its weight's product after its input's (TrainingRecipe::overlap_grad_input):
+    // bwd_compute computes the input's gradient, bwd_weight the weight's (kTasks).
+    TaskId bwd_weight = -1;
     int64_t tasks = 0, inputs = 0;
+    // The task of task t's backward after which its weights' gradients are complete.
+    TaskId gradients_done(int64_t t) const { return (bwd_weight >= 0 ? bwd_weight : bwd_compute) + static_cast<TaskId>(t); }
   };
   std::vector<Unit> units;
   TaskId tail_start = 0;  // buckets and updates, rebuilt on every change
@@ -250,7 +255,7 @@ struct Simulator::Impl {
           continue;
         }
         const auto tasks = static_cast<size_t>(place->tasks(n.id).tasks);
-        count += tasks * (2 * n.inputs.size() + 2) + 2;
+        count += tasks * (2 * n.inputs.size() + 3) + 2;
       }
       count += count / 16 + 4 * static_cast<size_t>(D) + 1024;
       tl.reserve(count);
@@ -269,6 +274,20 @@ struct Simulator::Impl {
       uint64_t issues_at = 0;
     };
     std::vector<Visit> visits;
+    // Where each split product's weight product runs (overlap_grad_input):
+    // after the input gradient of the first of the products beside which
+    // their input's collective runs (position, sub-index offset), else
+    // after its own.
+    std::vector<std::pair<NodeId, uint64_t>> weight_product_at(g.size(), {-1, 0});
+    for (const Node& n : g.nodes()) {
+      if (!active(n.id) || n.op->op_class != OpClass::kParallel || problem.is_tail[static_cast<size_t>(n.id)]) continue;
+      const std::vector<NodeId> beside = problem.products_beside(last_of(n.id));
+      uint64_t offset = 0;
+      for (NodeId r : beside) {
+        weight_product_at[static_cast<size_t>(r)] = {beside.front(), offset};
+        offset += static_cast<uint64_t>(place->tasks(r).tasks);
+      }
+    }
     uint64_t first_gathering = 0;
     for (const Node& n : g.nodes())
       if (active(n.id) && !problem.is_tail[static_cast<size_t>(n.id)] && gathers(n)) {
@@ -341,6 +360,16 @@ struct Simulator::Impl {
           if (u.bwd_gather >= 0) preds.push_back(u.bwd_gather);
           add(order_of(1, pos, static_cast<uint64_t>(t)), preds, {SimKind::kBackward, n.id, t, -1});
         }
+        // The weight's product on the same device after the input's, whose
+        // gradient meanwhile moves on (its transfers wait for bwd_compute alone).
+        if (problem.splits_backward(n.id)) {
+          const auto [at, offset] = weight_product_at[k];
+          const uint64_t where = at >= 0 ? N - 1 - static_cast<uint64_t>(at) : pos;
+          u.bwd_weight = static_cast<TaskId>(tl.size());
+          for (int64_t t = 0; t < u.tasks; ++t)
+            add(order_of(1, where, kRegion / 2 + offset + static_cast<uint64_t>(t)), {u.bwd_compute + static_cast<TaskId>(t)},
+                {SimKind::kWeightGradient, n.id, t, -1});
+        }
         // after its buckets (build_tail: 2 kRegion + b)
         if (u.bwd_gather >= 0) visits.push_back({u.bwd_compute, u.tasks, order_of(1, pos, 3 * kRegion)});
         u.bwd_transfer = static_cast<TaskId>(tl.size());
@@ -384,11 +413,13 @@ struct Simulator::Impl {
       const TaskTable& tt = place->tasks(id);
       const auto& dev = place->task_devices(id);
       const Seconds c = problem.task_seconds(id);
+      const double weight_product = u.bwd_weight >= 0 ? problem.weight_gradient_seconds(id) : 0.0;
       for (int64_t t = 0; t < u.tasks; ++t) {
         const int64_t d = dev[static_cast<size_t>(t)];
         check_device(d, id);
         tl.set_cost(u.fwd_compute + static_cast<TaskId>(t), c.forward, {static_cast<ResourceId>(d)});
-        tl.set_cost(u.bwd_compute + static_cast<TaskId>(t), c.backward, {static_cast<ResourceId>(d)});
+        tl.set_cost(u.bwd_compute + static_cast<TaskId>(t), c.backward - weight_product, {static_cast<ResourceId>(d)});
+        if (u.bwd_weight >= 0) tl.set_cost(u.bwd_weight + static_cast<TaskId>(t), weight_product, {static_cast<ResourceId>(d)});
         for (int64_t i = 0; i < u.inputs; ++i) {
           const TensorRef in = n.inputs[static_cast<size_t>(i)];
           const ParallelTensorShape& s = g.shape(in);
@@ -512,7 +543,7 @@ struct Simulator::Impl {
           const auto c = static_cast<size_t>(pipe->chunk[static_cast<size_t>(n)]);
           const Unit& u = units[static_cast<size_t>(n)];
           for (int64_t t = 0; t < u.tasks; ++t) {
-            const TaskId e = x->task[static_cast<size_t>(u.bwd_compute + static_cast<TaskId>(t))];
+            const TaskId e = x->task[static_cast<size_t>(u.gradients_done(t))];
             // (A once-per-step task's gradient: after the chunk's
             // once-per-step backward, or an earlier micro-batch's end.)
             preds.push_back(e >= 0 ? e : last ? pipe->last_backward[c] : x->end[c]);
@@ -540,7 +571,7 @@ struct Simulator::Impl {
       } else {
         for (NodeId n : b.nodes) {
           const Unit& u = units[static_cast<size_t>(n)];
-          for (int64_t t = 0; t < u.tasks; ++t) preds.push_back(u.bwd_compute + static_cast<TaskId>(t));
+          for (int64_t t = 0; t < u.tasks; ++t) preds.push_back(u.gradients_done(t));
         }
       }
       info.push_back({SimKind::kSync, -1, buckets, -1});

@@ -31,6 +31,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (s.recipe.zero_persistence_threshold > 0) j["zero_persistence_threshold"] = s.recipe.zero_persistence_threshold;
   j["optimizer"] = name(s.recipe.optimizer);
   if (s.recipe.attention != AttentionKernel::kEager) j["attention"] = name(s.recipe.attention);
+  if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
@@ -149,6 +150,10 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
       throw FileError(source, "attention", "expected one of " + choices + ", got " + j["attention"].dump());
     }
     s.recipe.attention = *a;
+  }
+  if (j.contains("overlap_grad_input")) {  // absent: off, as every strategy before it was priced
+    if (!j["overlap_grad_input"].is_boolean()) throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
+    s.recipe.overlap_grad_input = j["overlap_grad_input"].get<bool>();
   }
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
     const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;

@@ -307,14 +307,15 @@ TEST(PlanShow, ACoShardedStrategysPlanStatesItsDevices) {
 }
 
 // plan show writes the strategy's recipe (here full recomputation of 2 of
-// 3 layers, bf16, ZeRO 1, FlashAttention), so that the plan fed back
+// 3 layers, bf16, ZeRO 1, FlashAttention, input gradients sent beside the
+// weight products), so that the plan fed back
 // without flags trains and is priced the same; recompute_layers beside
 // another policy, and an unknown attention kernel, are one error line.
 TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   const fs::path found = dir() / "recipe-found.json", plan = dir() / "recipe-plan.json", again = dir() / "recipe-again.json";
   const std::string model = "gpt-tiny --set layers=3 --machine dgx-h100 --devices 4 -q ";
   const auto u = run("optimize " + model + "--search data-parallel --precision bf16 --zero 1 --recompute full --recompute-layers 2 " +
-                     "--optimizer momentum --attention flash -o " + found.string());
+                     "--optimizer momentum --attention flash --overlap-grad-input -o " + found.string());
   ASSERT_EQ(u.code, 0) << u.out;
   const auto shown = run("plan show " + found.string() + " -o " + plan.string());
   ASSERT_EQ(shown.code, 0) << shown.out;
@@ -326,11 +327,13 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   EXPECT_EQ(j.at("zero"), 1);
   EXPECT_EQ(j.at("optimizer"), "momentum");
   EXPECT_EQ(j.at("attention"), "flash");
+  EXPECT_EQ(j.at("overlap_grad_input"), true);
   const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
   ASSERT_EQ(back.code, 0) << back.out;
   EXPECT_NE(back.out.find("recompute             full, first 2 layers\n"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("precision             bf16"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("attention             flash"), std::string::npos) << back.out;
+  EXPECT_NE(back.out.find("input gradients       sent while each weight's gradient is computed"), std::string::npos) << back.out;
   EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
   const fs::path bad = dir() / "bad-layers.json", out = dir() / "bad-layers-s.json";
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "selective", "recompute_layers": 2,
@@ -340,6 +343,9 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "attention": "sdpa",
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
   expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()), "attention: expected one of eager, flash", out);
+  std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "overlap_grad_input": "on",
+                           "rules": [{"select": {}, "partition": {"samples": 4}}]})";
+  expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()), "overlap_grad_input: expected true or false", out);
 }
 
 }  // namespace

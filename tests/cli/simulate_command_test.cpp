@@ -444,6 +444,39 @@ TEST(SimulateCommand, TheAttentionKernelIsPricedRecordedAndSimulated) {
   EXPECT_FALSE(fs::exists(dir() / "att-bad.json"));
 }
 
+// Input gradients sent beside the weight products (Megatron-LM's
+// asynchronous tensor-parallel all-reduce): said by optimize, recorded,
+// simulated as predicted, and simulate can price the plan without it
+// (slower than its estimate); a value other than on or off is one error
+// line; on a machine whose devices do their own communication the report
+// says it changes nothing.
+TEST(SimulateCommand, InputGradientsSentBesideWeightProducts) {
+  const std::string s = (dir() / "overlap.json").string();
+  const std::string common = "optimize gpt-tiny --set seq=512 --machine dgx-a100 --devices 4 --search megatron --tensor-parallel 4 -q ";
+  const auto a = run(common + "--overlap-grad-input -o " + s);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("input gradients       sent while each weight's gradient is computed (--overlap-grad-input)\n"), std::string::npos) << a.out;
+  const auto on = run("simulate " + s);
+  ASSERT_EQ(on.code, 0) << on.out;
+  EXPECT_NE(on.out.find("input gradients       sent while"), std::string::npos) << on.out;
+  auto ratio = [](const std::string& out) {
+    const size_t at = out.find("ratio ");
+    return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
+  };
+  EXPECT_NEAR(ratio(on.out), 1.0, 0.015) << on.out;
+  const auto off = run("simulate " + s + " --overlap-grad-input off");
+  ASSERT_EQ(off.code, 0) << off.out;
+  EXPECT_EQ(off.out.find("input gradients"), std::string::npos) << off.out;
+  EXPECT_GT(ratio(off.out), ratio(on.out) + 0.01) << off.out;
+  const auto bad = run("simulate " + s + " --overlap-grad-input yes");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --overlap-grad-input: expected on or off, got 'yes'\n"), std::string::npos) << bad.out;
+  const auto cpu = run("optimize mlp-tiny --machine cpu-host --devices 2 --search data-parallel -q --overlap-grad-input -o " +
+                       (dir() / "overlap-cpu.json").string());
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  EXPECT_NE(cpu.out.find("this machine's devices do their own communication (--overlap-grad-input has no effect)"), std::string::npos) << cpu.out;
+}
+
 // A pipelined strategy runs its schedule micro-batch by micro-batch; the
 // schedule is recorded, and a bad one is one error line.
 TEST(SimulateCommand, APipelinedStrategyRunsItsSchedule) {

@@ -150,6 +150,18 @@ AttentionKernel parse_attention(const std::string& text) {
   return parse_choice<AttentionKernel>(text, "--attention", "attention kernel", kAttentionKernels, [](AttentionKernel a) { return name(a); });
 }
 
+bool parse_on_off(const std::string& text, const char* flag) {
+  if (text == "on") return true;
+  if (text == "off") return false;
+  throw Error(std::string(flag) + ": expected on or off, got '" + text + "'");
+}
+
+std::string overlap_grad_input_line(const Machine& m) {
+  return m.device.overlaps_communication
+             ? "sent while each weight's gradient is computed (--overlap-grad-input)"
+             : "sent after each operator's backward: this machine's devices do their own communication (--overlap-grad-input has no effect)";
+}
+
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
   return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }

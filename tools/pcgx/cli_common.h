@@ -85,6 +85,15 @@ inline constexpr const char* kAttentionHelp =
     "(FlashAttention, as most training since 2023 runs: q k^T to the weighted sum one kernel that keeps no scores and recomputes "
     "them in its backward)";
 AttentionKernel parse_attention(const std::string& text);
+// --overlap-grad-input of optimize (a flag) and simulate (on or off):
+// TrainingRecipe::overlap_grad_input.
+inline constexpr const char* kOverlapGradInputHelp =
+    "each product reading a weight (a Linear) computes its input's gradient first and sends it on (a tensor-parallel all-reduce, "
+    "sequence parallelism's reduce-scatter) while it computes its weight's gradient, as Megatron-LM does since 2022 "
+    "(--async-tensor-model-parallel-allreduce); priced and simulated on machines whose devices overlap communication";
+bool parse_on_off(const std::string& text, const char* flag);
+// What a report says of overlap_grad_input on machine `m`.
+std::string overlap_grad_input_line(const Machine& m);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 extern const char* const kZeroHelp;

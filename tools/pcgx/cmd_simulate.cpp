@@ -18,7 +18,7 @@ void add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate",
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
-  static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer, persistence, attention;
+  static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer, persistence, attention, overlap;
   static double bucket_mb = 25;
   static int64_t show = 8;
   static int32_t recompute_layers = 0;
@@ -38,6 +38,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--zero-persistence-threshold", persistence, std::string(kPersistenceHelp) + " (default: the strategy's)");
   cmd->add_option("--optimizer", optimizer, std::string(kOptimizerStateHelp) + " (default: the strategy's)");
   cmd->add_option("--attention", attention, std::string(kAttentionHelp) + " (default: the strategy's)");
+  cmd->add_option("--overlap-grad-input", overlap, std::string(kOverlapGradInputHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--schedule", schedule, kScheduleHelp);
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
@@ -68,6 +69,7 @@ void add_simulate_command(CLI::App& app) {
     if (!persistence.empty()) q.zero_persistence_threshold = parse_persistence_threshold(persistence, false);
     if (!optimizer.empty()) q.optimizer = parse_optimizer_state(optimizer);
     if (!attention.empty()) q.attention = parse_attention(attention);
+    if (!overlap.empty()) q.overlap_grad_input = parse_on_off(overlap, "--overlap-grad-input");
     if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);
     if (!profile.empty()) q.profile = load_profile(profile);
     q.bucket_bytes = bucket_mb * 1024 * 1024;

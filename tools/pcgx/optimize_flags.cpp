@@ -65,6 +65,7 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                          ->capture_default_str();
   f.attention_flag = cmd->add_option("--attention", f.attention, std::string(kAttentionHelp) + " (with --plan: the plan's, when it states one)")
                          ->capture_default_str();
+  cmd->add_flag("--overlap-grad-input", f.overlap_grad_input, kOverlapGradInputHelp);
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -95,6 +96,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.zero_persistence_threshold = parse_persistence_threshold(f.persistence, true);
   q.optimizer = parse_optimizer_state(f.optimizer);
   q.attention = parse_attention(f.attention);
+  q.overlap_grad_input = f.overlap_grad_input;
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   q.recompute_operators = f.recompute_operators;
   // Naming operators without --recompute: recompute those.
@@ -102,7 +104,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
-                                  f.optimizer_flag->count() > 0, f.attention_flag->count() > 0});
+                                  f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_grad_input});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

@@ -145,6 +145,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << "attention             " << name(recipe.attention) << " (" << fused_softmax_kernels(g, source_layouts(g)).members.size()
         << " kernels: the scale and the softmax as one)\n";
   }
+  if (recipe.overlap_grad_input)
+    out << "input gradients       " << overlap_grad_input_line(q.machine) << "\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";

@@ -26,6 +26,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "ZeRO stage            " << name(recipe.zero) << "\n"
             << "optimizer             " << name(recipe.optimizer) << "\n";
   if (recipe.attention != AttentionKernel::kEager) out << "attention             " << name(recipe.attention) << "\n";
+  if (recipe.overlap_grad_input) out << "input gradients       " << overlap_grad_input_line(m) << "\n";
   if (const auto p = sim.pipeline())
     out << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")
               << (p->virtual_stages > 1 ? " x " + std::to_string(p->virtual_stages) + " virtual" : std::string()) << ", "

@@ -237,6 +237,7 @@ void register_conv_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(conv, conv_k);
+  conv.operand_products = true;
   conv.grad_f32 = &conv_grad;
   conv.backward_reads = &fused_activation_reads;
   conv.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {

@@ -158,6 +158,7 @@ void register_linear_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(lin, linear_k);
+  lin.operand_products = true;
   lin.grad_f32 = &linear_grad;
   lin.backward_reads = &fused_activation_reads;
   lin.flops = [](const Attributes& a, std::span<const TensorType> in, std::span<const TensorType> out) {
@@ -195,6 +196,7 @@ void register_linear_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(mm, matmul_k);
+  mm.operand_products = true;
   mm.grad_f32 = &matmul_grad;
   mm.backward_reads = reads(0b11, 0);
   mm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {
@@ -233,6 +235,7 @@ void register_linear_ops(OpRegistry& r) {
     return kinds;
   };
   PCGX_KERNELS(bmm, batch_matmul_k);
+  bmm.operand_products = true;
   bmm.grad_f32 = &batch_matmul_grad;
   bmm.backward_reads = reads(0b11, 0);
   bmm.flops = [](const Attributes&, std::span<const TensorType> in, std::span<const TensorType> out) {

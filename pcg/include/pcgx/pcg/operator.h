@@ -249,6 +249,11 @@ struct OpDef {
   // Output element i depends on element i of each input alone, and every
   // input has the output's shape (Relu, EwAdd, Dropout, ...).
   bool elementwise = false;
+  // Its backward is one product per operand, each as costly as its
+  // forward (a matrix product, a convolution): an input's gradient is
+  // complete before the weight's product runs, so a runtime may send it
+  // meanwhile (TrainingRecipe::overlap_grad_input).
+  bool operand_products = false;
   // The same meaning at any rank, with `dim`/`axis` its only rank-dependent
   // attributes: a rule over such operators holds at rank 2 and 4 when it
   // holds at rank 3 (search/rank_adapt.h adapts the shipped rules).

@@ -186,6 +186,18 @@ struct TrainingRecipe {
   // of a split graph holds some of them).
   std::vector<std::string> recompute_operators;
   AttentionKernel attention = AttentionKernel::kEager;
+  // Each product reading a weight (a Linear) computes its input's gradient
+  // first and sends it on (the collective its input's layout change runs
+  // backward: a tensor-parallel all-reduce, or sequence parallelism's
+  // reduce-scatter) while it computes its weight's gradient, as Megatron-LM
+  // does since late 2021 (--async-tensor-model-parallel-allreduce, on by
+  // default from 2022; with --sequence-parallel its reduce-scatter beside
+  // the weight's product). Only the time changes: the cost model hides the
+  // collective behind the weight's product, the simulator runs the two
+  // side by side, on machines whose devices overlap communication. Off:
+  // each operator's backward ends before its gradient moves (PyTorch
+  // autograd, pcgx's runtimes).
+  bool overlap_grad_input = false;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

@@ -67,6 +67,9 @@ struct OptimizeRequest {
   OptimizerState optimizer = kDefaultOptimizer;
   // The attention kernel the plan runs (training_recipe.h): eager unless said.
   AttentionKernel attention = AttentionKernel::kEager;
+  // Each product sends its input's gradient while it computes its
+  // weight's (TrainingRecipe::overlap_grad_input): off unless said.
+  bool overlap_grad_input = false;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.

@@ -92,7 +92,10 @@
 
 namespace pcgx::search {
 
-enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead, kGather, kShardGather };
+// kWeightGradient: a product's weight gradient computed after its input's
+// (TrainingRecipe::overlap_grad_input), while that one moves on.
+enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead, kGather, kShardGather,
+                               kWeightGradient };
 const char* to_string(SimKind k);
 
 // What a simulated task stands for.

@@ -1,0 +1,143 @@
+// A product's input gradient sent while its weight's gradient is computed
+// (TrainingRecipe::overlap_grad_input, Megatron-LM's asynchronous
+// tensor-parallel all-reduce): the estimate hides the collective that
+// carries a Linear's input gradient back behind that Linear's weight
+// product, the simulator runs the two side by side, and the two save the
+// same time. Nothing moves where no collective follows a product's input
+// gradient (data parallelism) or where the devices do their own
+// communication. A strategy file records it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/source_layout.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/simulator.h"
+#include "pcgx/search/strategy_json.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+CostModel model(bool overlap, Machine m = toy_machine(), Recompute r = Recompute::kNone) {
+  TrainingRecipe recipe{Precision::kFp32, r, ZeroStage::k0};
+  recipe.overlap_grad_input = overlap;
+  return CostModel(std::move(m), toy_efficiency(), {}, {}, recipe);
+}
+
+// Megatron-LM's tensor parallelism over the 4 devices of a node.
+Graph megatron(bool sequence_parallel) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}});
+  const std::optional<Graph> t = expert(g, toy_machine(), 4, 4, sequence_parallel);
+  if (!t) throw Error("no tensor-parallel plan");
+  return *t;
+}
+
+// The weight products' share of the backward pass: half of each product
+// of an activation and a weight (the bound on what can hide).
+double weight_products(const Graph& g, const CostModel& c) {
+  const SourceLayouts layouts = source_layouts(g);
+  double sum = 0;
+  for (const Node& n : g.nodes())
+    if (n.op->operand_products && n.inputs.size() >= 2 && layouts.weight(n.inputs[0]) != layouts.weight(n.inputs[1]) &&
+        !layouts.is_layout(g, n.id))
+      sum += c.task_time(g, n).backward / 2;
+  return sum;
+}
+
+// Each mapped and priced both ways: the estimate saves what the simulator
+// does (each within what it is without the overlap of the other).
+struct BothWays {
+  Strategy off, on;
+  double simulated_off = 0, simulated_on = 0;
+};
+BothWays both_ways(const Graph& g, const CostModel& off, const CostModel& on) {
+  BothWays b{MachineMapper(off).map(g), MachineMapper(on).map(g)};
+  b.simulated_off = Simulator(b.off.graph, b.off.views, off).time();
+  b.simulated_on = Simulator(b.on.graph, b.on.views, on).time();
+  return b;
+}
+void expect_same_saving(const BothWays& b) {
+  ASSERT_TRUE(b.off.estimate.feasible && b.on.estimate.feasible);
+  const double apart = std::abs(b.simulated_off - b.off.estimate.time);
+  EXPECT_NEAR(b.simulated_on, b.on.estimate.time, apart + 1e-6 * b.off.estimate.time)
+      << "the estimate saves " << b.off.estimate.time - b.on.estimate.time << " s, the simulator " << b.simulated_off - b.simulated_on;
+}
+
+TEST(OverlapGradInput, TensorParallelCollectivesHideBehindWeightProductsAlikeInEstimateAndSimulation) {
+  for (const bool sp : {false, true}) {
+    SCOPED_TRACE(sp ? "sequence parallel" : "tensor parallel");
+    const Graph g = megatron(sp);
+    const CostModel off = model(false), on = model(true);
+    const BothWays b = both_ways(g, off, on);
+    expect_same_saving(b);
+    const double saved = b.off.estimate.time - b.on.estimate.time;
+    EXPECT_GT(saved, 0.01 * b.off.estimate.time) << "the collectives carrying the column-parallel inputs' gradients hide";
+    EXPECT_LE(saved, weight_products(b.off.graph, off) * (1 + 1e-9)) << "no more than the weight products hide";
+    // Beside one another: a weight product runs while a collective of the
+    // backward pass does.
+    const Simulator sim(b.on.graph, b.on.views, on);
+    bool beside = false;
+    for (TaskId w = 0; w < static_cast<TaskId>(sim.timeline().size()) && !beside; ++w) {
+      if (sim.info(w).kind != SimKind::kWeightGradient) continue;
+      const TimedTask& x = sim.timeline().task(w);
+      for (TaskId c = 0; c < static_cast<TaskId>(sim.timeline().size()) && !beside; ++c) {
+        const TimedTask& y = sim.timeline().task(c);
+        beside = sim.info(c).kind == SimKind::kCollective && sim.info(c).index == 1 && y.duration > 0 && y.start < x.end && x.start < y.end;
+      }
+    }
+    EXPECT_TRUE(beside);
+  }
+}
+
+// Full recomputation re-runs each layer's forward before its backward: the
+// weight products hide the collectives all the same, as much in both.
+TEST(OverlapGradInput, UnderFullRecomputationTheTwoStillAgree) {
+  const BothWays b = both_ways(megatron(false), model(false, toy_machine(), Recompute::kFull), model(true, toy_machine(), Recompute::kFull));
+  expect_same_saving(b);
+  EXPECT_GT(b.off.estimate.time - b.on.estimate.time, 0);
+}
+
+// Data parallelism sends no product's input gradient anywhere, and a
+// device doing its own communication cannot run a collective beside its
+// product: the same step, to the bit, in the estimate and the simulator.
+TEST(OverlapGradInput, NothingChangesWithoutACollectiveToHideOrALinkOfItsOwn) {
+  const Graph dp = data_parallel(build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}}), 4);
+  const BothWays d = both_ways(dp, model(false), model(true));
+  EXPECT_DOUBLE_EQ(d.on.estimate.time, d.off.estimate.time);
+  EXPECT_DOUBLE_EQ(d.simulated_on, d.simulated_off);
+  Machine cpu = toy_machine();
+  cpu.device.overlaps_communication = false;
+  const BothWays t = both_ways(megatron(false), model(false, cpu), model(true, cpu));
+  EXPECT_DOUBLE_EQ(t.on.estimate.time, t.off.estimate.time);
+  EXPECT_DOUBLE_EQ(t.simulated_on, t.simulated_off);
+}
+
+TEST(OverlapGradInput, AStrategyFileRecordsIt) {
+  const CostModel on = model(true);
+  StrategyFile f;
+  f.model = "gpt-tiny", f.machine = on.machine(), f.devices = 4, f.search = "megatron", f.recipe = on.recipe();
+  f.strategy = MachineMapper(on).map(megatron(false));
+  nlohmann::json j = nlohmann::json::parse(strategy_to_json(f));
+  EXPECT_EQ(j["overlap_grad_input"], true);
+  EXPECT_TRUE(strategy_from_json(j.dump(), "s.json").recipe.overlap_grad_input);
+  j.erase("overlap_grad_input");
+  EXPECT_FALSE(strategy_from_json(j.dump(), "s.json").recipe.overlap_grad_input) << "absent: off, as strategies before it were priced";
+  j["overlap_grad_input"] = "yes";
+  try {
+    (void)strategy_from_json(j.dump(), "s.json");
+    ADD_FAILURE() << "a string accepted";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap_grad_input"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::search
