@@ -170,8 +170,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.precision = q.precision.value_or(kDefaultPrecision);
         oq.optimizer = runtime::priced_as(q.options.optimizer);
         // A plan's recipe and pipeline, where the request states none (the
-        // optimizer is the run's own, whatever the plan says).
-        adopt_plan_settings(oq, {true, q.precision.has_value(), false, false, true});
+        // optimizer is the run's own, whatever the plan says; input
+        // gradients are not sent beside the weight products, which
+        // pcgx's runtimes do not do, so the search prices what runs).
+        adopt_plan_settings(oq, {true, q.precision.has_value(), false, false, true, false, true});
         if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
           planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);

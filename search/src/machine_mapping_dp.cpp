@@ -188,14 +188,41 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   std::vector<LinkBusy> busy;  // each node's own messages, at the end of its backward
   double done = 0;
   int64_t micro = 1;
+  // Products whose weight products run beside the collective carrying
+  // their input gradient (overlap_grad_input): their gradients are ready
+  // at that collective's backward, after its re-run, in the group's
+  // order (each when those after it remain, `after` seconds).
+  std::vector<NodeId> ready_with(p.g.size(), -1);
+  std::vector<double> after(p.g.size(), 0.0);
+  std::vector<std::vector<std::pair<double, SyncGroup>>> pending(p.g.size());
+  for (size_t i = 0; i < p.g.size(); ++i)
+    if (p.active[i] && p.g.node(static_cast<NodeId>(i)).op->op_class == OpClass::kParallel)
+      if (const std::vector<NodeId> beside = p.products_beside(static_cast<NodeId>(i)); !beside.empty())
+        for (size_t k = beside.size(); k-- > 0;) {
+          ready_with[static_cast<size_t>(beside[k])] = static_cast<NodeId>(i);
+          if (k + 1 < beside.size()) after[static_cast<size_t>(beside[k])] = after[static_cast<size_t>(beside[k + 1])] + p.weight_gradient_seconds(beside[k + 1]);
+        }
   for (size_t i = p.g.size(); i-- > 0;) {
     if (!p.active[i]) continue;
     const auto id = static_cast<NodeId>(i);
     done += m.leaves[i].backward;
-    if (const double c = std::min(p.comm(w, id, 0).backward, m.leaves[i].backward); c > 0)
+    // (A collective hidden behind its readers' weight products holds its
+    // links for the whole of it all the same.)
+    const bool collective = p.g.node(id).op->op_class == OpClass::kParallel && !p.is_tail[i];
+    const Seconds own = collective ? p.parallel_seconds(w, id, 0) : Seconds{};
+    const Problem::Beside beside = collective ? p.beside_products(w, id, own) : Problem::Beside{};
+    const double hidden = beside.hidden;
+    if (const double c = std::min(p.comm(w, id, 0).backward + hidden, m.leaves[i].backward + hidden); c > 0)
       if (const uint32_t levels = p.comm_levels(w, id)) busy.push_back({done - c, done, levels});
     for (const ParallelTensorShape& o : p.g.node(id).outputs) micro = std::max(micro, o.slices());
-    for (SyncGroup& s : p.sync_groups(w, id, 0)) grads.push_back({done, std::move(s)});
+    if (const NodeId with = ready_with[i]; with >= 0) {
+      for (SyncGroup& s : p.sync_groups(w, id, 0)) pending[static_cast<size_t>(with)].emplace_back(after[i], std::move(s));
+    } else {
+      for (SyncGroup& s : p.sync_groups(w, id, 0)) grads.push_back({done, std::move(s)});
+    }
+    // The collective: its group's weight products end before what of its
+    // backward outlasts them.
+    for (auto& [left, x] : pending[i]) grads.push_back({done - beside.left - left, std::move(x)});
   }
   if (micro > 1 && syncs_every_micro_batch(p.cost.recipe().zero) && done > 0) {
     // ZeRO 2: every micro-batch's buckets in its own backward. One stage

@@ -133,9 +133,8 @@ void Problem::hash_nodes() {
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
     // A collective sent beside its reader's weight product (overlap_grad_input).
     if (n.op->op_class == OpClass::kParallel && cost.recipe().overlap_grad_input) {
-      const NodeId last = fused_tail[id] >= 0 ? fused_tail[id] : n.id;
       double products = 0;
-      for (NodeId r : products_beside(last)) products += weight_gradient_seconds(r);
+      for (NodeId r : products_beside(n.id)) products += weight_gradient_seconds(r);
       h = hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(products));
     }
     if (splits_backward(n.id)) h = hash_mix(h, 0x5B11);
@@ -252,24 +251,32 @@ double Problem::weight_gradient_seconds(NodeId id) const {
   return splits_backward(id) ? cost.operator_time(g, kernels, id).backward / 2 : 0.0;
 }
 
-std::vector<NodeId> Problem::products_beside(NodeId last) const {
+std::vector<NodeId> Problem::products_beside(NodeId id) const {
   std::vector<NodeId> out;
-  if (!cost.recipe().overlap_grad_input || g.node(last).op->op_class != OpClass::kParallel) return out;
+  if (!cost.recipe().overlap_grad_input || !active[static_cast<size_t>(id)] || g.node(id).op->op_class != OpClass::kParallel ||
+      is_tail[static_cast<size_t>(id)])
+    return out;
+  const NodeId last = fused_tail[static_cast<size_t>(id)] >= 0 ? fused_tail[static_cast<size_t>(id)] : id;
   for (const auto& [reader, idx] : consumers[static_cast<size_t>(last)]) {
     if (idx > 1 || !splits_backward(reader) || layouts.weight(g.node(reader).inputs[static_cast<size_t>(idx)])) return {};
+    if (!out.empty() && place.tasks(reader).tasks != place.tasks(out.front()).tasks) return {};
     if (out.empty() || out.back() != reader) out.push_back(reader);
   }
   return out;
 }
 
-double Problem::hidden_behind_weight_product(const Placement& p, NodeId id, double backward) const {
-  if (backward <= 0 || !cost.recipe().overlap_grad_input) return 0;
-  const NodeId last = fused_tail[static_cast<size_t>(id)] >= 0 ? fused_tail[static_cast<size_t>(id)] : id;
-  const std::vector<NodeId> beside = products_beside(last);
-  if (beside.empty() || comm_levels(p, id) == 0) return 0;
-  double products = 0;
+double Problem::rerun_seconds(NodeId id, const Seconds& s) const { return recompute.recomputed[static_cast<size_t>(id)] ? s.forward : 0.0; }
+
+Problem::Beside Problem::beside_products(const Placement& p, NodeId id, const Seconds& s) const {
+  Beside b;
+  const std::vector<NodeId> beside = products_beside(id);
+  if (beside.empty() || comm_levels(p, id) == 0) return b;
+  double products = 0;  // each reader's weight product, and as much its input product
   for (NodeId r : beside) products += weight_gradient_seconds(r);
-  return std::min(backward, products);
+  const double rerun = rerun_seconds(id, s), backward = s.backward - rerun;
+  b.left = std::max(0.0, backward - products);
+  b.hidden = std::min(backward, products);
+  return b;
 }
 
 Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) const {
@@ -361,7 +368,7 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
   r.comm = s.total(), r.backward = s.backward;
   // Sent while its reader computes its weight's gradient.
   if (n.op->op_class == OpClass::kParallel) {
-    const double hidden = hidden_behind_weight_product(p, id, s.backward);
+    const double hidden = beside_products(p, id, s).hidden;
     r.comm -= hidden, r.backward -= hidden;
   }
   r.time = r.comm + r.sync;

@@ -127,18 +127,28 @@ struct Problem {
   // its two products the forward's cost (its recomputed forward aside); 0
   // where it does not split.
   double weight_gradient_seconds(NodeId id) const;
-  // The readers of parallel node `last`'s output (ascending) whose weight
-  // products the collective carrying its gradient back runs beside: every
-  // reader, where each is a product that splits its backward and reads it
-  // as its activation (Megatron-LM's query, key and value, one product
-  // there); else none. Their input gradients come first, summed and sent,
-  // and their weight products run meanwhile, after the first reader's
-  // input gradient (the last computed).
-  std::vector<NodeId> products_beside(NodeId last) const;
-  // Of parallel node `id`'s backward (`backward` seconds), what runs beside
-  // the weight products of products_beside: a collective between devices
-  // (on their links; a sum of slots on one device holds the device).
-  double hidden_behind_weight_product(const Placement& p, NodeId id, double backward) const;
+  // The readers of parallel node `id`'s output (its fused tail's where it
+  // heads one; ascending) whose weight products the collective carrying
+  // its gradient back runs beside: every reader, where each is a product
+  // that splits its backward and reads it as its activation, all with as
+  // many tasks (Megatron-LM's query, key and value, one product there);
+  // else none. Their input gradients come first, summed and sent, and
+  // their weight products run meanwhile.
+  std::vector<NodeId> products_beside(NodeId id) const;
+  // What of parallel node `id`'s backward (`s`: its times under `p`, its
+  // re-run included) runs beside the products of products_beside, where it
+  // crosses devices: its backward collective beside their weight
+  // products. A re-run (recomputation) comes first: the weight products
+  // read what it re-creates. (Megatron-LM runs sequence parallelism's
+  // repeated all-gather beside its input-gradient GEMM; not modelled.)
+  struct Beside {
+    double hidden = 0;  // seconds of the node's backward hidden in all
+    double left = 0;    // of its backward collective, what outlasts the weight products
+  };
+  Beside beside_products(const Placement& p, NodeId id, const Seconds& s) const;
+  // Of a parallel node's times `s`, its recomputed forward in backward (0
+  // where it is not recomputed).
+  double rerun_seconds(NodeId id, const Seconds& s) const;
   // A parallel node that heads its collective (not a fused tail): with its
   // tail when they form one layout change, its recomputed forward included.
   Seconds parallel_seconds(const Placement& p, NodeId id, int64_t lo) const;

@@ -53,11 +53,18 @@ struct Simulator::Impl {
     // Its weight's product after its input's (TrainingRecipe::overlap_grad_input):
     // bwd_compute computes the input's gradient, bwd_weight the weight's (kTasks).
     TaskId bwd_weight = -1;
+    // A recomputed collective's re-run, before its backward where products
+    // run beside it (kSingle); -1: in bwd.
+    TaskId bwd_rerun = -1;
     int64_t tasks = 0, inputs = 0;
     // The task of task t's backward after which its weights' gradients are complete.
     TaskId gradients_done(int64_t t) const { return (bwd_weight >= 0 ? bwd_weight : bwd_compute) + static_cast<TaskId>(t); }
   };
   std::vector<Unit> units;
+  // Per split product: the node at whose backward position its weight
+  // product runs (its collective's last), and its sub-index offset there
+  // ({-1, 0}: not split).
+  std::vector<std::pair<NodeId, uint64_t>> weight_product_at;
   TaskId tail_start = 0;  // buckets and updates, rebuilt on every change
   int64_t buckets = 0;
 
@@ -274,19 +281,19 @@ struct Simulator::Impl {
       uint64_t issues_at = 0;
     };
     std::vector<Visit> visits;
-    // Where each split product's weight product runs (overlap_grad_input):
-    // after the input gradient of the first of the products beside which
-    // their input's collective runs (position, sub-index offset), else
-    // after its own.
-    std::vector<std::pair<NodeId, uint64_t>> weight_product_at(g.size(), {-1, 0});
+    // Which products split their backward (overlap_grad_input): those a
+    // collective runs beside (Problem::products_beside), their weight
+    // products at the collective's backward position, in the group's order.
+    weight_product_at.assign(g.size(), {-1, 0});
     for (const Node& n : g.nodes()) {
-      if (!active(n.id) || n.op->op_class != OpClass::kParallel || problem.is_tail[static_cast<size_t>(n.id)]) continue;
-      const std::vector<NodeId> beside = problem.products_beside(last_of(n.id));
+      if (!active(n.id) || n.op->op_class != OpClass::kParallel) continue;
+      const std::vector<NodeId> beside = problem.products_beside(n.id);
       uint64_t offset = 0;
       for (NodeId r : beside) {
-        weight_product_at[static_cast<size_t>(r)] = {beside.front(), offset};
+        weight_product_at[static_cast<size_t>(r)] = {last_of(n.id), offset};
         offset += static_cast<uint64_t>(place->tasks(r).tasks);
       }
+      if (offset >= kRegion / 2) throw Error("simulate: " + describe(n) + "'s readers have too many tasks to simulate (" + std::to_string(offset) + ")");
     }
     uint64_t first_gathering = 0;
     for (const Node& n : g.nodes())
@@ -362,14 +369,6 @@ struct Simulator::Impl {
         }
         // The weight's product on the same device after the input's, whose
         // gradient meanwhile moves on (its transfers wait for bwd_compute alone).
-        if (problem.splits_backward(n.id)) {
-          const auto [at, offset] = weight_product_at[k];
-          const uint64_t where = at >= 0 ? N - 1 - static_cast<uint64_t>(at) : pos;
-          u.bwd_weight = static_cast<TaskId>(tl.size());
-          for (int64_t t = 0; t < u.tasks; ++t)
-            add(order_of(1, where, kRegion / 2 + offset + static_cast<uint64_t>(t)), {u.bwd_compute + static_cast<TaskId>(t)},
-                {SimKind::kWeightGradient, n.id, t, -1});
-        }
         // after its buckets (build_tail: 2 kRegion + b)
         if (u.bwd_gather >= 0) visits.push_back({u.bwd_compute, u.tasks, order_of(1, pos, 3 * kRegion)});
         u.bwd_transfer = static_cast<TaskId>(tl.size());
@@ -382,8 +381,27 @@ struct Simulator::Impl {
         preds.assign(1, u.fwd);
         for (size_t o = 0; o < g.node(last).outputs.size(); ++o) gradient_sources({last, static_cast<int32_t>(o)}, -1, preds);
         const bool collective = n.op->op_class == OpClass::kParallel;
-        u.bwd = add(order_of(1, N - 1 - static_cast<uint64_t>(last), 0), preds,
-                    {collective ? SimKind::kCollective : SimKind::kBackward, n.id, collective ? 1 : 0, -1});
+        const uint64_t at = N - 1 - static_cast<uint64_t>(last);
+        // With products beside it (overlap_grad_input): its re-run first
+        // (the weight products read what it re-creates), then its backward
+        // beside their weight products, each after its own input gradient.
+        const std::vector<NodeId> beside = collective ? problem.products_beside(n.id) : std::vector<NodeId>{};
+        uint64_t sub = 0;
+        if (!beside.empty() && problem.recompute.recomputed[k]) {
+          u.bwd_rerun = add(order_of(1, at, sub++), preds, {SimKind::kCollective, n.id, 1, -1});
+          preds.assign(1, u.bwd_rerun);
+        }
+        u.bwd = add(order_of(1, at, sub), preds, {collective ? SimKind::kCollective : SimKind::kBackward, n.id, collective ? 1 : 0, -1});
+        for (NodeId r : beside) {
+          Unit& w = units[static_cast<size_t>(r)];
+          const uint64_t offset = weight_product_at[static_cast<size_t>(r)].second;
+          w.bwd_weight = static_cast<TaskId>(tl.size());
+          for (int64_t t = 0; t < w.tasks; ++t) {
+            preds.assign(1, w.bwd_compute + static_cast<TaskId>(t));
+            if (u.bwd_rerun >= 0) preds.push_back(u.bwd_rerun);
+            add(order_of(1, at, kRegion / 2 + offset + static_cast<uint64_t>(t)), preds, {SimKind::kWeightGradient, r, t, -1});
+          }
+        }
       }
     }
     tail_start = static_cast<TaskId>(tl.size());
@@ -475,6 +493,11 @@ struct Simulator::Impl {
     }
     std::vector<ResourceId> r(res.begin(), res.end());
     tl.set_cost(u.fwd, s.forward, s.forward > 0 ? r : std::vector<ResourceId>{});
+    if (u.bwd_rerun >= 0) {  // the re-run on its own, before the products beside the rest
+      const double rerun = problem.rerun_seconds(id, s);
+      tl.set_cost(u.bwd_rerun, rerun, rerun > 0 ? r : std::vector<ResourceId>{});
+      s.backward -= rerun;
+    }
     tl.set_cost(u.bwd, s.backward, s.backward > 0 ? r : std::vector<ResourceId>{});
   }
 
@@ -535,6 +558,10 @@ struct Simulator::Impl {
       // A device that does its own communication runs the bucket itself,
       // after its backward pass (program order: the end of phase 1).
       const bool inline_sync = !m.device.overlaps_communication;
+      // (After the weight products of its members, some run later than
+      // their own position: overlap_grad_input.)
+      for (NodeId n : b.nodes)
+        if (const NodeId at = weight_product_at[static_cast<size_t>(n)].first; at >= 0) position = std::max(position, N - 1 - static_cast<uint64_t>(at));
       uint64_t order = order_of(1, inline_sync ? N : position, 2 * kRegion + static_cast<uint64_t>(buckets));
       if (pipe) {  // in that micro-batch's backward of the chunks it gathers from
         const bool last = x->micro_batch == pipe->shape.micro_batches - 1;

@@ -88,9 +88,10 @@ AttentionKernel parse_attention(const std::string& text);
 // --overlap-grad-input of optimize (a flag) and simulate (on or off):
 // TrainingRecipe::overlap_grad_input.
 inline constexpr const char* kOverlapGradInputHelp =
-    "each product reading a weight (a Linear) computes its input's gradient first and sends it on (a tensor-parallel all-reduce, "
-    "sequence parallelism's reduce-scatter) while it computes its weight's gradient, as Megatron-LM does since 2022 "
-    "(--async-tensor-model-parallel-allreduce); priced and simulated on machines whose devices overlap communication";
+    "each product of an activation and a weight (a Linear) whose input came through a collective computes its input's gradient "
+    "first and sends it back (a tensor-parallel all-reduce, sequence parallelism's reduce-scatter) while it computes its weight's "
+    "gradient, as Megatron-LM does since 2022 (--async-tensor-model-parallel-allreduce); priced and simulated on machines whose "
+    "devices overlap communication";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);
