@@ -260,6 +260,9 @@ std::vector<NodeId> Problem::products_beside(NodeId id) const {
   for (const auto& [reader, idx] : consumers[static_cast<size_t>(last)]) {
     if (idx > 1 || !splits_backward(reader) || layouts.weight(g.node(reader).inputs[static_cast<size_t>(idx)])) return {};
     if (!out.empty() && place.tasks(reader).tasks != place.tasks(out.front()).tasks) return {};
+    // (ZeRO 3's gathers before use and reduce-scatters are replayed per
+    // operator, not beside a collective: not modelled together.)
+    if (gathers_for_use(reader)) return {};
     if (out.empty() || out.back() != reader) out.push_back(reader);
   }
   return out;

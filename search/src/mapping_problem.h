@@ -117,11 +117,10 @@ struct Problem {
   // Costs of one node under placement `p` shifted by `lo` (mapping_problem.cpp).
   // A compute node's task, its recomputed forward included.
   Seconds task_seconds(NodeId id) const;
-  // Whether compute node `id`'s backward computes its input's gradient
-  // first and its weight's after, while the input's moves on
-  // (TrainingRecipe::overlap_grad_input, on a machine whose devices overlap
-  // communication): a product of an activation and a weight
-  // (OpDef::operand_products).
+  // Whether compute node `id` can compute its input's gradient first and
+  // its weight's after (TrainingRecipe::overlap_grad_input, on a machine
+  // whose devices overlap communication): a product of an activation and a
+  // weight (OpDef::operand_products). Those products_beside names do.
   bool splits_backward(NodeId id) const;
   // Of such a node's backward, the weight's product: half of it, each of
   // its two products the forward's cost (its recomputed forward aside); 0

@@ -65,6 +65,7 @@ std::string Simulator::label(TaskId t) const {
   if (k.kind == SimKind::kGather) return "weight gather of bucket " + std::to_string(k.index);
   if (k.kind == SimKind::kShardGather)
     return describe(graph().node(k.node)) + " weight gather before " + (k.index == 0 ? "forward" : "backward");
+  if (k.kind == SimKind::kCollective && k.index == 2) return describe(graph().node(k.node)) + " collective re-run in backward";
   if (k.kind == SimKind::kUpdate || k.kind == SimKind::kOverhead) return std::string(to_string(k.kind)) + " on device " + std::to_string(k.device);
   if (k.node < 0)
     return "chunk " + std::to_string(k.chunk) + " " + to_string(k.kind) +
@@ -178,7 +179,7 @@ SimulationSummary Simulator::summary() const {
       if (k == SimKind::kBackward) s.backward += d;
       continue;
     }
-    if (k == SimKind::kBackward || k == SimKind::kWeightGradient || k == SimKind::kGradientTransfer || (k == SimKind::kCollective && info_[static_cast<size_t>(t)].index == 1))
+    if (k == SimKind::kBackward || k == SimKind::kWeightGradient || k == SimKind::kGradientTransfer || (k == SimKind::kCollective && info_[static_cast<size_t>(t)].index >= 1))
       s.backward += d;
     // A bucket held back on its links by the backward's own collectives
     // (in the background, timeline.h): that wait is communication.

@@ -367,8 +367,8 @@ struct Simulator::Impl {
           if (u.bwd_gather >= 0) preds.push_back(u.bwd_gather);
           add(order_of(1, pos, static_cast<uint64_t>(t)), preds, {SimKind::kBackward, n.id, t, -1});
         }
-        // The weight's product on the same device after the input's, whose
-        // gradient meanwhile moves on (its transfers wait for bwd_compute alone).
+        // (A product a collective runs beside has its weight product added
+        // with that collective, below: bwd_weight.)
         // after its buckets (build_tail: 2 kRegion + b)
         if (u.bwd_gather >= 0) visits.push_back({u.bwd_compute, u.tasks, order_of(1, pos, 3 * kRegion)});
         u.bwd_transfer = static_cast<TaskId>(tl.size());
@@ -388,7 +388,7 @@ struct Simulator::Impl {
         const std::vector<NodeId> beside = collective ? problem.products_beside(n.id) : std::vector<NodeId>{};
         uint64_t sub = 0;
         if (!beside.empty() && problem.recompute.recomputed[k]) {
-          u.bwd_rerun = add(order_of(1, at, sub++), preds, {SimKind::kCollective, n.id, 1, -1});
+          u.bwd_rerun = add(order_of(1, at, sub++), preds, {SimKind::kCollective, n.id, 2, -1});
           preds.assign(1, u.bwd_rerun);
         }
         u.bwd = add(order_of(1, at, sub), preds, {collective ? SimKind::kCollective : SimKind::kBackward, n.id, collective ? 1 : 0, -1});

@@ -158,7 +158,7 @@ bool parse_on_off(const std::string& text, const char* flag) {
 
 std::string overlap_grad_input_line(const Machine& m) {
   return m.device.overlaps_communication
-             ? "sent while each weight's gradient is computed (--overlap-grad-input)"
+             ? "sent while the weight gradients are computed, where a collective carries them (--overlap-grad-input)"
              : "sent after each operator's backward: this machine's devices do their own communication (--overlap-grad-input has no effect)";
 }
 

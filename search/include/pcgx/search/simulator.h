@@ -104,7 +104,8 @@ struct SimTaskInfo {
   NodeId node = -1;     // -1: a bucket or an update
   int64_t index = -1;   // task index within the node, the bucket (sync, gather), the updating device,
                         // for a ZeRO 3 gather 0 before the node's forward, 1 before its backward,
-                        // or for a collective 0 in the forward pass, 1 in the backward
+                        // or for a collective 0 in the forward pass, 1 in the backward, 2 its
+                        // re-run in the backward ahead of products beside it (overlap_grad_input)
   int64_t device = -1;  // the device of a compute task or update; -1 otherwise
   // A pipelined graph's chunk step (node -1, kind forward or backward): its
   // chunk and micro-batch (-1: the chunk's once-per-step operators).
