@@ -117,6 +117,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     }
     adopt(f, graph, views, o);
     planned_optimizer = f.recipe.optimizer;
+    if (f.recipe.overlap_grad_input)
+      say("note: " + q.target + " was planned with input gradients sent beside the weight products (overlap_grad_input); the " +
+          "runtime sends them after each operator's backward, and the prediction is for that");
     if (q.precision && *q.precision != o.precision)
       say(std::string("note: ") + q.target + " was planned in " + name(o.precision) + "; training in " + name(*q.precision) +
           " as TrainRequest.precision says (the prediction is for " + name(*q.precision) + ")");

@@ -471,10 +471,15 @@ TEST(SimulateCommand, InputGradientsSentBesideWeightProducts) {
   const auto bad = run("simulate " + s + " --overlap-grad-input yes");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("error: --overlap-grad-input: expected on or off, got 'yes'\n"), std::string::npos) << bad.out;
-  const auto cpu = run("optimize mlp-tiny --machine cpu-host --devices 2 --search data-parallel -q --overlap-grad-input -o " +
-                       (dir() / "overlap-cpu.json").string());
+  const std::string cpu_s = (dir() / "overlap-cpu.json").string();
+  const auto cpu = run("optimize mlp-tiny --machine cpu-host --devices 2 --search data-parallel -q --overlap-grad-input -o " + cpu_s);
   ASSERT_EQ(cpu.code, 0) << cpu.out;
   EXPECT_NE(cpu.out.find("this machine's devices do their own communication (--overlap-grad-input has no effect)"), std::string::npos) << cpu.out;
+  // The runtime does not overlap: a run of such a strategy says what it prices.
+  const auto trained = run("run " + cpu_s + " --steps 2 --no-plot --no-report");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("was planned with input gradients sent beside the weight products (overlap_grad_input); the runtime sends "
+                             "them after each operator's backward"), std::string::npos) << trained.out;
 }
 
 // A pipelined strategy runs its schedule micro-batch by micro-batch; the
