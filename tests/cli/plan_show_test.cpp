@@ -335,6 +335,10 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   EXPECT_NE(back.out.find("attention             flash"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("input gradients       sent while the weight gradients are computed"), std::string::npos) << back.out;
   EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
+  // A flag the plan states can be turned off.
+  const auto without = run("optimize " + model + "--plan " + plan.string() + " --no-overlap-grad-input -o " + again.string());
+  ASSERT_EQ(without.code, 0) << without.out;
+  EXPECT_EQ(without.out.find("input gradients"), std::string::npos) << without.out;
   const fs::path bad = dir() / "bad-layers.json", out = dir() / "bad-layers-s.json";
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "selective", "recompute_layers": 2,
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";

@@ -65,7 +65,8 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                          ->capture_default_str();
   f.attention_flag = cmd->add_option("--attention", f.attention, std::string(kAttentionHelp) + " (with --plan: the plan's, when it states one)")
                          ->capture_default_str();
-  cmd->add_flag("--overlap-grad-input", f.overlap_grad_input, kOverlapGradInputHelp);
+  f.overlap_flag = cmd->add_flag("--overlap-grad-input,!--no-overlap-grad-input", f.overlap_grad_input,
+                                 std::string(kOverlapGradInputHelp) + " (--no-overlap-grad-input: not, whatever a --plan states)");
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -104,7 +105,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
-                                  f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_grad_input});
+                                  f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

@@ -28,7 +28,7 @@ struct OptimizeFlags {
   PipelineFlags pipe;
   search::SearchOptions search;
   CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr, *optimizer_flag = nullptr,
-             *attention_flag = nullptr;
+             *attention_flag = nullptr, *overlap_flag = nullptr;
 };
 
 void add_optimize_options(CLI::App* cmd, OptimizeFlags& f);
