@@ -132,12 +132,8 @@ void Problem::hash_nodes() {
     if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
     // A collective sent beside its reader's weight product (overlap_grad_input).
-    if (n.op->op_class == OpClass::kParallel && cost.recipe().overlap_grad_input) {
-      double products = 0;
-      for (NodeId r : products_beside(n.id)) products += weight_gradient_seconds(r);
-      h = hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(products));
-    }
-    if (splits_backward(n.id)) h = hash_mix(h, 0x5B11);
+    if (n.op->op_class == OpClass::kParallel && cost.recipe().overlap_grad_input)
+      h = hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(weight_products_beside(n.id)));
     if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0 + static_cast<uint64_t>(recompute.recomputed_in_kernel(n.id)));
     if (kernels.first(n.id)) {  // it stands for its kernel: every member's own shapes
       for (const NodeId m : kernels.members[static_cast<size_t>(kernels.kernel[id])]) h = hash_mix(h, own[static_cast<size_t>(m)]);
@@ -268,14 +264,18 @@ std::vector<NodeId> Problem::products_beside(NodeId id) const {
   return out;
 }
 
+double Problem::weight_products_beside(NodeId id) const {
+  double sum = 0;
+  for (NodeId r : products_beside(id)) sum += weight_gradient_seconds(r);
+  return sum;
+}
+
 double Problem::rerun_seconds(NodeId id, const Seconds& s) const { return recompute.recomputed[static_cast<size_t>(id)] ? s.forward : 0.0; }
 
 Problem::Beside Problem::beside_products(const Placement& p, NodeId id, const Seconds& s) const {
   Beside b;
-  const std::vector<NodeId> beside = products_beside(id);
-  if (beside.empty() || comm_levels(p, id) == 0) return b;
-  double products = 0;  // each reader's weight product, and as much its input product
-  for (NodeId r : beside) products += weight_gradient_seconds(r);
+  if (products_beside(id).empty() || comm_levels(p, id) == 0) return b;
+  const double products = weight_products_beside(id);
   const double rerun = rerun_seconds(id, s), backward = s.backward - rerun;
   b.left = std::max(0.0, backward - products);
   b.hidden = std::min(backward, products);

@@ -134,6 +134,8 @@ struct Problem {
   // else none. Their input gradients come first, summed and sent, and
   // their weight products run meanwhile.
   std::vector<NodeId> products_beside(NodeId id) const;
+  // Their weight products' seconds, summed.
+  double weight_products_beside(NodeId id) const;
   // What of parallel node `id`'s backward (`s`: its times under `p`, its
   // re-run included) runs beside the products of products_beside, where it
   // crosses devices: its backward collective beside their weight
