@@ -133,7 +133,8 @@ void Problem::hash_nodes() {
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
     // A collective sent beside its reader's weight product (overlap_grad_input).
     if (n.op->op_class == OpClass::kParallel && cost.recipe().overlap_grad_input)
-      h = hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(weight_products_beside(n.id)));
+      h = hash_mix(hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(weight_products_beside(n.id))),
+                   std::bit_cast<uint64_t>(input_products_beside_rerun(n.id)));
     if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0 + static_cast<uint64_t>(recompute.recomputed_in_kernel(n.id)));
     if (kernels.first(n.id)) {  // it stands for its kernel: every member's own shapes
       for (const NodeId m : kernels.members[static_cast<size_t>(kernels.kernel[id])]) h = hash_mix(h, own[static_cast<size_t>(m)]);
@@ -272,6 +273,27 @@ double Problem::weight_products_beside(NodeId id) const {
 
 double Problem::rerun_seconds(NodeId id, const Seconds& s) const { return recompute.recomputed[static_cast<size_t>(id)] ? s.forward : 0.0; }
 
+bool Problem::rerun_beside_input_products(NodeId id) const {
+  if (!recompute.recomputed[static_cast<size_t>(id)]) return false;
+  const std::vector<NodeId> readers = products_beside(id);
+  return !readers.empty() && std::none_of(readers.begin(), readers.end(), [&](NodeId r) { return recompute.recomputed[static_cast<size_t>(r)] != 0; });
+}
+
+double Problem::input_products_beside_rerun(NodeId id) const {
+  if (!rerun_beside_input_products(id)) return 0;
+  const std::vector<NodeId> readers = products_beside(id);
+  // The first output gradient in, last in the graph's order: the backward
+  // pass runs readers first, a collective where its fused tail is.
+  auto last_in = static_cast<NodeId>(g.size());
+  for (NodeId r : readers)
+    for (const auto& [c, idx] : consumers[static_cast<size_t>(r)])
+      if (active[static_cast<size_t>(c)]) last_in = std::min(last_in, std::max(c, fused_tail[static_cast<size_t>(c)]));
+  double sum = 0;
+  for (NodeId r : readers)
+    if (r < last_in) sum += weight_gradient_seconds(r);
+  return sum;
+}
+
 Problem::Beside Problem::beside_products(const Placement& p, NodeId id, const Seconds& s) const {
   Beside b;
   if (products_beside(id).empty() || comm_levels(p, id) == 0) return b;
@@ -279,6 +301,7 @@ Problem::Beside Problem::beside_products(const Placement& p, NodeId id, const Se
   const double rerun = rerun_seconds(id, s), backward = s.backward - rerun;
   b.left = std::max(0.0, backward - products);
   b.hidden = std::min(backward, products);
+  b.hidden += std::min(rerun, input_products_beside_rerun(id));
   return b;
 }
 

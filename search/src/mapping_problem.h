@@ -136,12 +136,29 @@ struct Problem {
   std::vector<NodeId> products_beside(NodeId id) const;
   // Their weight products' seconds, summed.
   double weight_products_beside(NodeId id) const;
+  // Whether parallel node `id`'s re-run in backward (recomputation) runs
+  // beside the input-gradient products of products_beside: where it is
+  // recomputed and none of them is, so that only their weight products
+  // read what it re-creates (Megatron-LM's sequence parallelism gathers
+  // a Linear's input again in backward, launched before the input-gradient
+  // GEMM and waited for before the weight-gradient one; Korthikanti et
+  // al. 2022, Section 4.2.2). Where a reader is recomputed its re-run
+  // forward reads it, so the re-run comes first.
+  bool rerun_beside_input_products(NodeId id) const;
+  // The seconds of those input-gradient products that run after every
+  // reader's output gradient is in, when the re-run is launched (as
+  // Megatron-LM's fused query-key-value product's backward begins): a
+  // reader whose product comes before another reader's output gradient in
+  // the backward pass (the graph's order, as the simulator runs it) runs
+  // before the re-run. 0 where !rerun_beside_input_products.
+  double input_products_beside_rerun(NodeId id) const;
   // What of parallel node `id`'s backward (`s`: its times under `p`, its
   // re-run included) runs beside the products of products_beside, where it
-  // crosses devices: its backward collective beside their weight
-  // products. A re-run (recomputation) comes first: the weight products
-  // read what it re-creates. (Megatron-LM runs sequence parallelism's
-  // repeated all-gather beside its input-gradient GEMM; not modelled.)
+  // crosses devices: its backward collective beside their weight products,
+  // and its re-run beside their input-gradient products where
+  // rerun_beside_input_products (each product of a pair costs the same, so
+  // the input-gradient products' seconds are the weight products'); a
+  // re-run otherwise comes first.
   struct Beside {
     double hidden = 0;  // seconds of the node's backward hidden in all
     double left = 0;    // of its backward collective, what outlasts the weight products

@@ -144,14 +144,23 @@ void Simulator::Impl::build_structure(Timeline& tl, std::vector<SimTaskInfo>& in
       for (size_t o = 0; o < g.node(last).outputs.size(); ++o) gradient_sources({last, static_cast<int32_t>(o)}, -1, preds);
       const bool collective = n.op->op_class == OpClass::kParallel;
       const uint64_t at = N - 1 - static_cast<uint64_t>(last);
-      // With products beside it (overlap_grad_input): its re-run first
-      // (the weight products read what it re-creates), then its backward
-      // beside their weight products, each after its own input gradient.
+      // With products beside it (overlap_grad_input): its re-run before
+      // their weight products (which read what it re-creates), beside their
+      // input-gradient products where none of them re-runs its forward
+      // (Problem::rerun_beside_input_products: it waits for what they
+      // wait for), else after them; then its backward beside their weight
+      // products, each after its own input gradient.
       const std::vector<NodeId> beside = collective ? problem.products_beside(n.id) : std::vector<NodeId>{};
       uint64_t sub = 0;
       if (!beside.empty() && problem.recompute.recomputed[k]) {
-        u.bwd_rerun = add(order_of(1, at, sub++), preds, {SimKind::kCollective, n.id, 2, -1});
-        preds.assign(1, u.bwd_rerun);
+        std::vector<TaskId> rerun_preds = preds;
+        if (problem.rerun_beside_input_products(n.id)) {
+          rerun_preds.assign(1, u.fwd);
+          for (NodeId r : beside)
+            for (size_t o = 0; o < g.node(r).outputs.size(); ++o) gradient_sources({r, static_cast<int32_t>(o)}, -1, rerun_preds);
+        }
+        u.bwd_rerun = add(order_of(1, at, sub++), std::move(rerun_preds), {SimKind::kCollective, n.id, 2, -1});
+        preds.push_back(u.bwd_rerun);
       }
       u.bwd = add(order_of(1, at, sub), preds, {collective ? SimKind::kCollective : SimKind::kBackward, n.id, collective ? 1 : 0, -1});
       for (NodeId r : beside) {

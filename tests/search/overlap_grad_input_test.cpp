@@ -138,17 +138,47 @@ TEST(OverlapGradInput, UnderFullRecomputationTheReRunIsNotHidden) {
 }
 
 // Selective recomputation under sequence parallelism gathers each
-// all-gathered input again in backward (Korthikanti et al.): that re-run
-// comes first, and the reduce-scatter runs beside the weight products, in
-// both.
-TEST(OverlapGradInput, ASequenceParallelReGatherComesFirst) {
+// all-gathered input again in backward (Korthikanti et al.): Megatron-LM
+// launches that all-gather as the Linear's backward begins, computes the
+// input gradient meanwhile and waits for it before the weight gradient.
+// In both, the re-run runs beside the input-gradient products that follow
+// every reader's output gradient (here the query's: the key's and value's
+// come before the query's gradient is in) and before the weight products,
+// and the reduce-scatter beside those. On links 20 times faster the re-run
+// is shorter than the query's product, so all of it hides.
+TEST(OverlapGradInput, ASequenceParallelReGatherRunsBesideTheInputGradientProducts) {
   Machine fast = toy_machine();
   fast.links[0].bandwidth *= 20;
   for (const Machine& m : {toy_machine(), fast}) {
     SCOPED_TRACE(&m == &fast ? "fast links" : "toy links");
-    const BothWays b = both_ways(megatron(true), model(false, m, Recompute::kSelective), model(true, m, Recompute::kSelective));
+    const CostModel off = model(false, m, Recompute::kSelective), on = model(true, m, Recompute::kSelective);
+    const BothWays b = both_ways(megatron(true), off, on);
     expect_same_saving(b);
     EXPECT_GT(b.off.estimate.time - b.on.estimate.time, 0);
+    const Simulator sim(b.on.graph, b.on.views, on);
+    const Timeline& tl = sim.timeline();
+    int reruns = 0;
+    for (TaskId r = 0; r < static_cast<TaskId>(tl.size()); ++r) {
+      const SimTaskInfo& k = sim.info(r);
+      if (k.kind != SimKind::kCollective || k.index != 2 || tl.task(r).duration <= 0) continue;
+      ++reruns;
+      const TimedTask& rerun = tl.task(r);
+      bool beside_input = false, weight_after = true;
+      for (TaskId t = 0; t < static_cast<TaskId>(tl.size()); ++t) {
+        const TimedTask& x = tl.task(t);
+        if (sim.info(t).node < 0 || !b.on.graph.node(sim.info(t).node).op->operand_products || x.duration <= 0) continue;
+        if (sim.info(t).kind == SimKind::kBackward && x.start < rerun.end && rerun.start < x.end) beside_input = true;
+        if (sim.info(t).kind == SimKind::kWeightGradient && x.start < rerun.end && rerun.start < x.end) weight_after = false;
+      }
+      EXPECT_TRUE(beside_input) << sim.label(r) << " runs beside no input-gradient product";
+      EXPECT_TRUE(weight_after) << sim.label(r) << " runs beside a weight product, which reads what it gathers";
+      if (&m == &fast) {  // all of it hidden: the reduce-scatter right after it, as the query's input product ends
+        const TimedTask& next = tl.task(r + 1);
+        EXPECT_EQ(sim.info(r + 1).index, 1);
+        EXPECT_GT(next.start, rerun.end) << "the re-run outlasts the input-gradient products it runs beside";
+      }
+    }
+    EXPECT_EQ(reruns, 5) << "two gathers a layer, two layers, and the output head's";
   }
 }
 
