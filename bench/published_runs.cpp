@@ -34,6 +34,26 @@
 // SC'21 rows ran before it existed (added September 2021) and are priced
 // without. The schedule is 1F1B (Table 3 states no virtual stages).
 //
+// A third table prices Megatron-Core r0.8.0's H100 weak-scaling table
+// (Megatron-LM's README, "Performance Benchmarking", images/model_table.png
+// as of 2026): GPT models of 1.7B to 462B parameters, sequence 4096,
+// vocabulary 131,072, t and p as stated, data parallelism 48, with the
+// communication overlaps the README names: the gradient buckets beside
+// the backward pass (--overlap-grad-reduce, pcgx's default), the
+// distributed optimizer's weights gathered beside the next forward pass
+// (--overlap-param-gather: overlap_param_gather, ZeRO 1; where p = 1 only:
+// pcgx does not model it with pipeline stages, which gather after the
+// update here), and tensor
+// parallelism's collectives beside its products (--tp-comm-overlap, which
+// overlaps more than pcgx prices: overlap_grad_input, with sequence
+// parallelism wherever t > 1). BF16, FlashAttention (Transformer Engine's
+// fused attention). What the table does not state is left to pcgx, one
+// rule for every row: the fewest micro-batches that fit, recomputation
+// only where nothing else fits, 1F1B with micro-batches of one sequence
+// where p > 1. The machine: dgx-h100's nodes, as many as the row uses.
+// The published time is Megatron-LM's FLOP count (num_floating_point_operations:
+// 72 B s l h^2 (1 + s / (6 h) + V / (12 l h))) over its TFLOP/s per GPU.
+//
 // Usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]
 //        (the first N rows of each table; default all; the attention kernel priced, default eager)
 #include <chrono>
@@ -82,6 +102,20 @@ constexpr Row2022 kRows2022[] = {
     {"175B", 96, 12288, 96, 8, 64, 64, 18.13, 13.75},
     {"530B", 128, 20480, 105, 35, 280, 280, 49.05, 37.83},
     {"1T", 160, 25600, 128, 64, 512, 512, 94.42, 71.49},
+};
+
+// Megatron-Core r0.8.0 on H100 (Megatron-LM's README): t, p as stated, d = 48.
+struct RowH100 {
+  const char* params;
+  int64_t heads, hidden, layers, t, p, gpus, batch;
+  double tflops;  // published, per GPU
+};
+constexpr RowH100 kRowsH100[] = {
+    {"1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8},      {"7.1B", 32, 4096, 30, 2, 1, 96, 192, 465.9},
+    {"16B", 48, 6144, 32, 4, 1, 192, 192, 489.1},      {"32B", 56, 7168, 48, 8, 1, 384, 192, 459.6},
+    {"70B", 64, 8192, 84, 8, 2, 768, 384, 419.7},      {"119B", 80, 10240, 92, 8, 4, 1536, 768, 420.5},
+    {"177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8},  {"314B", 128, 16384, 96, 8, 8, 3072, 1536, 474.4},
+    {"462B", 144, 18432, 112, 8, 16, 6144, 3072, 459.9},
 };
 
 // Megatron-LM's plan for a GPT of the family (sequence 2048, vocabulary
@@ -214,5 +248,52 @@ int main(int argc, char** argv) {
   }
   if (priced2 > 0)
     std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced2, 100 * sum2 / priced2, 100 * sim2 / priced2);
+
+  std::printf("\nMegatron-Core r0.8.0 on H100 (Megatron-LM's README), priced on dgx-h100 nodes: bf16, flash attention, sequence parallel, "
+              "ZeRO 1 with its weights gathered beside the forward pass (p = 1; after the update where p > 1), input gradients sent beside the "
+              "weight products; seconds per iteration\n");
+  std::printf("%-6s %5s %3s %3s %5s %-22s %10s %10s %10s %6s %6s %16s %8s\n", "params", "GPUs", "t", "p", "batch", "pcgx's choices", "predicted",
+              "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search");
+  double sum3 = 0, sim3 = 0;
+  int priced3 = 0;
+  const Machine h100 = search::find_machine("dgx-h100");
+  for (size_t i = 0; i < std::min(rows, std::size(kRowsH100)); ++i) {
+    const RowH100& r = kRowsH100[i];
+    const double s = 4096, V = 131072, B = static_cast<double>(r.batch), l = static_cast<double>(r.layers), h = static_cast<double>(r.hidden);
+    const double model_flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    const double published = model_flops / (r.tflops * 1e12 * static_cast<double>(r.gpus));
+    runner::OptimizeRequest q;
+    q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", 4096},
+                                  {"vocab", 131072}, {"batch", r.batch}});
+    Machine m = h100;
+    m.nodes = std::max(m.nodes, r.gpus / m.devices_per_node);
+    q.machine = m.with_devices(r.gpus);
+    q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t, q.search.sequence_parallel = r.t > 1;
+    q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash;
+    q.overlap_grad_input = true, q.overlap_param_gather = r.p == 1;
+    if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1}, q.micro_batch_size = 1;
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      const runner::OptimizeReport rep = runner::optimize(q);
+      const search::Estimate& e = rep.result.search.strategy.estimate;
+      if (!e.feasible) throw Error(e.infeasible);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double ratio = e.time / published, sim_ratio = rep.simulated / published;
+      sum3 += std::fabs(ratio - 1), sim3 += std::fabs(sim_ratio - 1), ++priced3;
+      const int64_t mb = std::max<int64_t>(1, rep.file.micro_batches);
+      const std::string chose = std::to_string(mb) + " micro-batch" + (mb == 1 ? "" : "es") + ", " + name(rep.file.recipe.recompute);
+      std::printf("%-6s %5lld %3lld %3lld %5lld %-22s %10.3f %10.3f %10.3f %6.3f %6.3f %8.1f / %5.1f %7.1fs\n", r.params,
+                  static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
+                  chose.c_str(), e.time, rep.simulated, published, ratio, sim_ratio, model_flops / (e.time * static_cast<double>(r.gpus)) / 1e12,
+                  r.tflops, seconds);
+    } catch (const Error& err) {
+      std::printf("%-6s %5lld %3lld %3lld %5lld %-22s %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params, static_cast<long long>(r.gpus),
+                  static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch), "-", "-", "-", published, "-", "-", "-",
+                  "-", err.what());
+    }
+    std::fflush(stdout);
+  }
+  if (priced3 > 0)
+    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced3, 100 * sum3 / priced3, 100 * sim3 / priced3);
   return 0;
 }

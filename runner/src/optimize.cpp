@@ -181,6 +181,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       if (policy == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
+      recipe.overlap_param_gather = q.overlap_param_gather;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -270,6 +271,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       if (policies.front() == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
+      recipe.overlap_param_gather = q.overlap_param_gather;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

@@ -51,6 +51,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
   if (plan->attention && !stated.attention) q.attention = *plan->attention;
   if (plan->overlap_grad_input && !stated.overlap_grad_input) q.overlap_grad_input = *plan->overlap_grad_input;
+  if (plan->overlap_param_gather && !stated.overlap_param_gather) q.overlap_param_gather = *plan->overlap_param_gather;
 }
 
 namespace {
@@ -150,6 +151,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
   if (f.recipe.attention != AttentionKernel::kEager) plan.attention = f.recipe.attention;
   if (f.recipe.overlap_grad_input) plan.overlap_grad_input = true;
+  if (f.recipe.overlap_param_gather) plan.overlap_param_gather = true;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
   plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded

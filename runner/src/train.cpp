@@ -120,6 +120,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (f.recipe.overlap_grad_input)
       say("note: " + q.target + " was planned with input gradients sent beside the weight products (overlap_grad_input); the " +
           "runtime sends them after each operator's backward, and the prediction is for that");
+    if (f.recipe.overlap_param_gather && shards_optimizer(f.recipe.zero))
+      say("note: " + q.target + " was planned with ZeRO's weights gathered beside the next forward pass (overlap_param_gather); the " +
+          "runtime gathers them after the update, and the prediction is for that");
     if (q.precision && *q.precision != o.precision)
       say(std::string("note: ") + q.target + " was planned in " + name(o.precision) + "; training in " + name(*q.precision) +
           " as TrainRequest.precision says (the prediction is for " + name(*q.precision) + ")");
@@ -174,9 +177,10 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         oq.optimizer = runtime::priced_as(q.options.optimizer);
         // A plan's recipe and pipeline, where the request states none (the
         // optimizer is the run's own, whatever the plan says; input
-        // gradients are not sent beside the weight products, which
-        // pcgx's runtimes do not do, so the search prices what runs).
-        adopt_plan_settings(oq, {true, q.precision.has_value(), false, false, true, false, true});
+        // gradients are not sent beside the weight products, nor weights
+        // gathered beside the forward pass, which pcgx's runtimes do not
+        // do, so the search prices what runs).
+        adopt_plan_settings(oq, {true, q.precision.has_value(), false, false, true, false, true, true});
         if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
           planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);

@@ -38,6 +38,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     double bytes = 0, ready = 0;
     SyncGroup sync;  // the first gradient's (its group)
     int32_t micro_batch = 0;
+    double needed = 0;
   };
   // Buckets in the order they close: (ready, group, bytes); a micro-batch's
   // open buckets close at its end (before the next one's first gradient).
@@ -53,7 +54,8 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     if (g.micro_batch != last) flush();
     last = std::max(last, g.micro_batch);
     Open& b = open[g.sync.key];
-    if (b.bytes == 0) b.sync = g.sync, b.micro_batch = g.micro_batch;
+    if (b.bytes == 0) b.sync = g.sync, b.micro_batch = g.micro_batch, b.needed = g.needed;
+    b.needed = std::min(b.needed, g.needed);
     b.bytes += g.sync.bytes, b.ready = g.ready;
     if (b.bytes >= bucket_bytes) closed.push_back(b), b = Open{};
   }
@@ -63,16 +65,33 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   // A device that does its own communication starts once its backward
   // pass is done (machine.h): everything is exposed.
   double free = cost.machine().device.overlaps_communication ? 0 : backward;
+  std::vector<ParamGather> gathers;
   for (const Open& b : closed) {
     const double time = cost.bucket_time(b.sync.group, b.bytes);
     free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
                                                          : free + time;
     t.total += time;
-    if (b.micro_batch == last) t.gather += cost.weight_gather_time(b.sync, b.bytes);
+    if (b.micro_batch == last) gathers.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed});
     ++t.buckets;
+  }
+  if (gathers_beside_forward(cost)) {
+    t.gather = replay_param_gathers(std::move(gathers));
+  } else {
+    for (const ParamGather& x : gathers) t.gather += x.seconds;
   }
   t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
   return t;
+}
+
+double replay_param_gathers(std::vector<ParamGather> gathers) {
+  std::stable_sort(gathers.begin(), gathers.end(), [](const ParamGather& a, const ParamGather& b) { return a.needed < b.needed; });
+  double wait = 0, issued = 0;  // the forward pass's delay so far; when the next gather is issued
+  for (const ParamGather& x : gathers) {
+    const double start = std::max(x.needed + wait, issued + x.seconds);  // its first reader
+    wait = start - x.needed;
+    issued = start;
+  }
+  return wait;
 }
 
 SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward, int64_t micro) {

@@ -194,7 +194,27 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   // order (each when those after it remain, `after` seconds).
   std::vector<NodeId> ready_with(p.g.size(), -1);
   std::vector<double> after(p.g.size(), 0.0);
-  std::vector<std::vector<std::pair<double, SyncGroup>>> pending(p.g.size());
+  struct Pending {
+    double after;
+    SyncGroup sync;
+    double needed;
+  };
+  std::vector<std::vector<Pending>> pending(p.g.size());
+  // When each node's first forward starts (overlap_param_gather): its
+  // share of the forward pass before it, in the first micro-batch's.
+  std::vector<double> needed(p.g.size(), 0.0);
+  {
+    double before = 0;
+    for (size_t i = 0; i < p.g.size(); ++i) {
+      if (!p.active[i]) continue;
+      needed[i] = before;
+      const Result& r = m.leaves[i];
+      before += std::max(0.0, r.time - r.sync - r.update - r.backward);
+      for (const ParallelTensorShape& o : p.g.node(static_cast<NodeId>(i)).outputs) micro = std::max(micro, o.slices());
+    }
+    const double first = std::max(0.0, m.dp.time - m.dp.sync - m.dp.update - m.dp.backward) / static_cast<double>(micro);
+    for (double& x : needed) x = before > 0 ? x * first / before : 0.0;
+  }
   for (size_t i = 0; i < p.g.size(); ++i)
     if (p.active[i] && p.g.node(static_cast<NodeId>(i)).op->op_class == OpClass::kParallel)
       if (const std::vector<NodeId> beside = p.products_beside(static_cast<NodeId>(i)); !beside.empty())
@@ -216,13 +236,13 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       if (const uint32_t levels = p.comm_levels(w, id)) busy.push_back({done - c, done, levels});
     for (const ParallelTensorShape& o : p.g.node(id).outputs) micro = std::max(micro, o.slices());
     if (const NodeId with = ready_with[i]; with >= 0) {
-      for (SyncGroup& s : p.sync_groups(w, id, 0)) pending[static_cast<size_t>(with)].emplace_back(after[i], std::move(s));
+      for (SyncGroup& s : p.sync_groups(w, id, 0)) pending[static_cast<size_t>(with)].push_back({after[i], std::move(s), needed[i]});
     } else {
-      for (SyncGroup& s : p.sync_groups(w, id, 0)) grads.push_back({done, std::move(s)});
+      for (SyncGroup& s : p.sync_groups(w, id, 0)) grads.push_back({done, std::move(s), 0, needed[i]});
     }
     // The collective: its group's weight products end before what of its
     // backward outlasts them.
-    for (auto& [left, x] : pending[i]) grads.push_back({done - beside.left - left, std::move(x)});
+    for (Pending& x : pending[i]) grads.push_back({done - beside.left - x.after, std::move(x.sync), 0, x.needed});
   }
   if (micro > 1 && syncs_every_micro_batch(p.cost.recipe().zero) && done > 0) {
     // ZeRO 2: every micro-batch's buckets in its own backward. One stage
@@ -238,7 +258,7 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
       const double start = static_cast<double>(k) * (f + b) + f;
       auto at = [&](double x) { return start + x * b / done; };
       for (const ReadyGradient& x : grads)  // (a weight synchronized once: with the last micro-batch's)
-        if (x.sync.rounds > 1 || k + 1 == micro) every.push_back({at(x.ready), x.sync, static_cast<int32_t>(k)});
+        if (x.sync.rounds > 1 || k + 1 == micro) every.push_back({at(x.ready), x.sync, static_cast<int32_t>(k), x.needed});
       for (const LinkBusy& x : busy) every_busy.push_back({at(x.start), at(x.end), x.levels});
     }
     return replay_buckets(p.cost, std::move(every), M * (f + b), p.cost.comm().bucket_bytes, every_busy);

@@ -20,6 +20,7 @@
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/pcg/step_communication.h"
 #include "pcgx/search/applied_rule.h"
+#include "pcgx/search/gradient_sync.h"
 #include "pcgx/search/graph_hash.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/user_plan.h"
@@ -146,6 +147,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
                                                           " stages, not " + std::to_string(po.micro_batches));
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
+  // (Each stage's gathers would wait for its own first forward, which the
+  // first micro-batch reaches one stage after another: not modelled.)
+  if (gathers_beside_forward(cost) && po.stages != 1)
+    throw FieldError("TrainingRecipe.overlap_param_gather",
+                     "ZeRO's weights gathered beside the forward pass are not modelled with pipeline stages (one stage only: gradient accumulation)");
   check_boundaries(model, po);
   const int64_t joint = static_cast<int64_t>(po.interlaced.size());
   check_interlaced(po, options.algorithm);

@@ -68,7 +68,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
-                              "zero_persistence_threshold", "optimizer", "attention", "overlap_grad_input", "pipeline", "rewrites", "rules", "unstated"});
+                              "zero_persistence_threshold", "optimizer", "attention", "overlap_grad_input", "overlap_param_gather", "pipeline", "rewrites", "rules", "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -132,6 +132,11 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     if (!j["overlap_grad_input"].is_boolean())
       throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
     plan.overlap_grad_input = j["overlap_grad_input"].get<bool>();
+  }
+  if (j.contains("overlap_param_gather")) {
+    if (!j["overlap_param_gather"].is_boolean())
+      throw FileError(source, "overlap_param_gather", "expected true or false, got " + j["overlap_param_gather"].dump());
+    plan.overlap_param_gather = j["overlap_param_gather"].get<bool>();
   }
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
@@ -262,6 +267,7 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.optimizer) out += "  \"optimizer\": \"" + std::string(name(*plan.optimizer)) + "\",\n";
   if (plan.attention) out += "  \"attention\": \"" + std::string(name(*plan.attention)) + "\",\n";
   if (plan.overlap_grad_input) out += std::string("  \"overlap_grad_input\": ") + (*plan.overlap_grad_input ? "true" : "false") + ",\n";
+  if (plan.overlap_param_gather) out += std::string("  \"overlap_param_gather\": ") + (*plan.overlap_param_gather ? "true" : "false") + ",\n";
   if (const auto& p = plan.pipeline) {
     json pj = json::object();
     pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;

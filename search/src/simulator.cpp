@@ -62,7 +62,8 @@ std::vector<double> Simulator::memory() const {
 std::string Simulator::label(TaskId t) const {
   const SimTaskInfo& k = info(t);
   if (k.kind == SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
-  if (k.kind == SimKind::kGather) return "weight gather of bucket " + std::to_string(k.index);
+  if (k.kind == SimKind::kGather)
+    return "weight gather of bucket " + std::to_string(k.index) + (k.node >= 0 ? " beside the forward pass" : " after the update");
   if (k.kind == SimKind::kShardGather)
     return describe(graph().node(k.node)) + " weight gather before " + (k.index == 0 ? "forward" : "backward");
   if (k.kind == SimKind::kCollective && k.index == 2) return describe(graph().node(k.node)) + " collective re-run in backward";
@@ -99,7 +100,9 @@ void Simulator::set_view(NodeId n, const MachineView& v) {
   Impl& x = *impl_;
   if (n < 0 || static_cast<size_t>(n) >= x.g.size()) throw Error("simulate: no node " + std::to_string(n));
   x.views[static_cast<size_t>(n)] = v;
-  if (x.graph_micro_batches() > 1) {  // chunk bodies are simulated whole: build again
+  // Chunk bodies are simulated whole, and the weight gathers beside the
+  // forward pass follow the buckets: build again.
+  if (x.graph_micro_batches() > 1 || x.param_gathers_in_structure()) {
     rebuild();
     return;
   }

@@ -67,6 +67,31 @@ struct Simulator::Impl {
   std::vector<std::pair<NodeId, uint64_t>> weight_product_at;
   TaskId tail_start = 0;  // buckets and updates, rebuilt on every change
   int64_t buckets = 0;
+  // ZeRO's weights gathered beside the next forward pass
+  // (TrainingRecipe::overlap_param_gather, gradient_sync.h's
+  // replay_param_gathers): a gather task per bucket, in the order the
+  // forward pass first reads the buckets, one chain per set of devices
+  // (each pipeline stage's devices gather their own weights, as each
+  // rank's distributed optimizer does): each issued at the first reader
+  // of the one before it in its chain (the first at its own), after what
+  // that reader waits for; each reader's first forward waits for its
+  // buckets'. Part of the structure (empty: gathered after the update,
+  // in the tail).
+  struct ParamGather {
+    double seconds = 0;
+    std::vector<ResourceId> resources;  // its members' sync channels
+    NodeId first = -1;                  // the first node reading it in the forward pass
+    int32_t before = -1;                // the one before it in its chain (-1: none)
+    NodeId issuer = -1;                 // the node issuing it: `before`'s first, else its own
+    std::vector<int64_t> devices;       // its chain's devices
+    TaskId task = -1;
+  };
+  std::vector<ParamGather> param_gathers;
+  std::vector<std::vector<int32_t>> param_buckets_of;  // per node: the param_gathers its weights are in
+  // Fills param_gathers and param_buckets_of from the current placement
+  // (the buckets the tail closes, simulator_tail.cpp).
+  void plan_param_gathers();
+  bool param_gathers_in_structure() const;
 
   // A pipelined graph (simulator_pipeline.cpp): its micro-batches run
   // through chunk bodies, one task per stage program step.

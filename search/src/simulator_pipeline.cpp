@@ -40,6 +40,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     throw Error(std::string("simulate: ZeRO stage ") + name(cost.recipe().zero) +
                 " with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state (stage 1); stages 2 and 3 "
                 "accumulate over micro-batches on one stage");
+  if (param_gathers_in_structure() && shape.chunks() > 1)
+    throw Error("simulate: ZeRO's weights gathered beside the forward pass (overlap_param_gather) are not modelled with pipeline stages");
   if (shape.micro_batches != M)
     throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
                 std::to_string(M));
@@ -69,14 +71,22 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   auto key = [](int64_t c, bool backward, bool micro) { return static_cast<size_t>((c * 2 + backward) * 2 + micro); };
   std::vector<std::vector<TaskId>> members(static_cast<size_t>(C * 4));
   std::vector<size_t> body_of(one.size());
+  std::vector<std::vector<TaskId>> first_gathers(static_cast<size_t>(C));
   for (size_t i = 0; i < one.size(); ++i) {
     const auto t = static_cast<TaskId>(i);
     const auto n = static_cast<size_t>(one_info[i].node);
     const int64_t sl = slices[n];
     // (A ZeRO 3 gather moves the whole weight in every micro-batch.)
-    if (sl > 1 && one_info[i].kind != SimKind::kShardGather) {
+    if (sl > 1 && one_info[i].kind != SimKind::kShardGather && one_info[i].kind != SimKind::kGather) {
       const TimedTask& x = one.task(t);
       one.set_cost(t, x.duration / static_cast<double>(sl), std::vector<ResourceId>(x.resources));
+    }
+    // ZeRO's weights gathered beside the forward pass: with the first
+    // micro-batch's forward through the chunk issuing them only.
+    if (one_info[i].kind == SimKind::kGather) {
+      body_of[i] = key(p.chunk[n], false, true);
+      first_gathers[static_cast<size_t>(p.chunk[n])].push_back(t);
+      continue;
     }
     body_of[i] = key(p.chunk[n], (one.task(t).order >> 62) == 1, sl > 1);
     members[body_of[i]].push_back(t);
@@ -91,8 +101,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     for (TaskId t : members[b]) {
       const TimedTask& x = one.task(t);
       preds.clear();
-      for (TaskId q : x.preds)
-        if (body_of[static_cast<size_t>(q)] == b) preds.push_back(local[static_cast<size_t>(q)]);
+      for (TaskId q : x.preds)  // (not the first micro-batch's weight gathers: not in a body)
+        if (body_of[static_cast<size_t>(q)] == b && local[static_cast<size_t>(q)] >= 0) preds.push_back(local[static_cast<size_t>(q)]);
       local[static_cast<size_t>(t)] = sub.add(x.order, preds, x.duration, x.resources);
       for (ResourceId r : x.resources)
         if (r < D && x.duration > 0) dev.push_back(r);
@@ -133,9 +143,11 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   }
   // (Forward too under ZeRO 3, whose every micro-batch gathers the weights
   // again on the devices' gather channels.)
-  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x, bool backward = true) {
+  auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x, bool backward = true,
+                    bool with_gathers = false) {
     const size_t k = key(c, backward, true);
     std::vector<TaskId> body = members[k];
+    if (with_gathers) body.insert(body.end(), first_gathers[static_cast<size_t>(c)].begin(), first_gathers[static_cast<size_t>(c)].end());
     if (((body.size() + 1) << kSlotBits) >= kStepEnd - 1) throw Error("simulate: chunk " + std::to_string(c) + " has too many tasks to simulate");
     std::stable_sort(body.begin(), body.end(), [&](TaskId a, TaskId b) { return one.task(a).order < one.task(b).order; });
     std::vector<TaskId> all;
@@ -144,7 +156,9 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       std::vector<TaskId> w;
       for (TaskId r : t.preds)
         if (const TaskId e = x.task[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == k) w.push_back(e);
-      if (w.empty()) w = waits;
+      // (A chain's first weight gather is issued as the step begins, on
+      // its stage's devices, whatever the chunk waits for.)
+      if (w.empty() && one_info[static_cast<size_t>(body[i])].kind != SimKind::kGather) w = waits;
       SimTaskInfo what = one_info[static_cast<size_t>(body[i])];
       what.chunk = c, what.micro_batch = x.micro_batch;
       info.push_back(what);
@@ -173,11 +187,12 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     std::vector<TaskId> waits;
     if (!x.backward) {
       if (c > 0) waits.push_back(F[at(c - 1, m)]);
-      if (gathers_each) {
+      const bool first_gathering = m == 0 && !first_gathers[static_cast<size_t>(c)].empty();
+      if (gathers_each || first_gathering) {
         Pipelined::Expanded f;
         f.micro_batch = m, f.task.assign(one.size(), -1), f.last.assign(g.size(), 0), f.end.assign(static_cast<size_t>(C), -1),
         f.position.assign(static_cast<size_t>(C), 0);
-        F[at(c, m)] = expand(q, waits, c, f, false);
+        F[at(c, m)] = expand(q, waits, c, f, false, first_gathering);
       } else {
         F[at(c, m)] = step(order_of(0, q, 0), std::move(waits), c, false, true, m);
       }

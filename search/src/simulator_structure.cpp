@@ -12,6 +12,7 @@ void Simulator::Impl::build_structure(Timeline& tl, std::vector<SimTaskInfo>& in
   const auto N = static_cast<uint64_t>(g.size());
   check_positions(N + 1);
   units.assign(g.size(), Unit{});
+  plan_param_gathers();
   {
     // What the loops below add (per task node: each task's transfers in
     // and out and its two passes, and a gather each way), and room for the
@@ -91,11 +92,29 @@ void Simulator::Impl::build_structure(Timeline& tl, std::vector<SimTaskInfo>& in
               {SimKind::kTransfer, n.id, t, -1});
         }
       if (gathers(n)) u.fwd_gather = add_gather(n.id, false);
+      // ZeRO's weights gathered beside the forward pass
+      // (plan_param_gathers): those issued as this node starts, after the
+      // one before them and what this node waits for.
+      uint64_t issued = 0;
+      for (size_t k = 0; k < param_gathers.size(); ++k) {
+        if (param_gathers[k].issuer != n.id) continue;
+        const uint64_t sub = kRegion / 2 + issued++;  // after its transfers, before its compute
+        if (static_cast<uint64_t>(u.tasks * u.inputs) >= kRegion / 2 || sub >= kRegion - 2)
+          throw Error("simulate: " + describe(n) + " issues too many weight gathers to simulate (" + std::to_string(issued) + ")");
+        preds.clear();
+        if (const int32_t b = param_gathers[k].before; b >= 0) {
+          preds.push_back(param_gathers[static_cast<size_t>(b)].task);
+          for (int64_t i = 0; i < u.tasks * u.inputs; ++i) preds.push_back(u.fwd_transfer + static_cast<TaskId>(i));
+        }
+        param_gathers[k].task = add(order_of(0, id, sub), preds, {SimKind::kGather, n.id, static_cast<int64_t>(k), -1});
+        tl.set_cost(param_gathers[k].task, param_gathers[k].seconds, param_gathers[k].resources);
+      }
       u.fwd_compute = static_cast<TaskId>(tl.size());
       for (int64_t t = 0; t < u.tasks; ++t) {
         preds.clear();
         for (int64_t i = 0; i < u.inputs; ++i) preds.push_back(u.fwd_transfer + static_cast<TaskId>(t * u.inputs + i));
         if (u.fwd_gather >= 0) preds.push_back(u.fwd_gather);
+        for (const int32_t b : param_buckets_of[static_cast<size_t>(n.id)]) preds.push_back(param_gathers[static_cast<size_t>(b)].task);
         add(order_of(0, id, kRegion + static_cast<uint64_t>(t)), preds, {SimKind::kForward, n.id, t, -1});
       }
       if (u.fwd_gather >= 0) visits.push_back({u.fwd_compute, u.tasks, order_of(0, id, 3 * kRegion)});

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/gradient_sync.h"
 #include "simulator_impl.h"
 
 namespace pcgx::search {
@@ -148,8 +149,9 @@ void Simulator::Impl::build_tail(Timeline& tl, std::vector<SimTaskInfo>& info) {
   }
   // ZeRO 1, 2 (3: a weight kept whole): each bucket's updated weights
   // all-gathered once its members have updated; by the devices themselves where they do their
-  // own communication, as the buckets are.
-  for (size_t k = 0; k < closed.size(); ++k) {
+  // own communication, as the buckets are. (Under overlap_param_gather:
+  // beside the forward pass, in the structure.)
+  for (size_t k = 0; k < closed.size() && param_gathers.empty(); ++k) {
     const double seconds = cost.weight_gather_time(closed[k].sync, closed[k].bytes);
     if (seconds <= 0) continue;
     std::vector<TaskId> preds;
@@ -163,6 +165,62 @@ void Simulator::Impl::build_tail(Timeline& tl, std::vector<SimTaskInfo>& info) {
       info.push_back({SimKind::kOverhead, -1, d, d});
       tl.add(order_of(3, 0, static_cast<uint64_t>(d)), {}, overhead, {static_cast<ResourceId>(d)});
     }
+}
+
+bool Simulator::Impl::param_gathers_in_structure() const { return gathers_beside_forward(cost) && !gathers_any(); }
+
+void Simulator::Impl::plan_param_gathers() {
+  param_gathers.clear();
+  param_buckets_of.assign(g.size(), {});
+  if (!param_gathers_in_structure()) return;
+  // The buckets build_tail closes (of the last micro-batch's backward):
+  // gradients in backward order, per sync group, closed at the group's
+  // bucket size, the rest at the end.
+  struct Open {
+    double bytes = 0;
+    SyncGroup sync;
+    std::vector<NodeId> nodes;
+  };
+  std::vector<Open> closed;
+  std::map<uint64_t, Open> open;
+  for (size_t k = g.size(); k-- > 0;) {
+    if (!active(static_cast<NodeId>(k)) || problem.is_tail[k] || !task_node(g.node(static_cast<NodeId>(k)))) continue;
+    for (const SyncGroup& s : problem.sync_groups(*place, static_cast<NodeId>(k), 0)) {
+      Open& b = open[s.key];
+      if (b.bytes == 0) b.sync = s, b.bytes = s.bytes;
+      else b.bytes += s.bytes;
+      b.nodes.push_back(static_cast<NodeId>(k));
+      if (b.bytes >= cost.sync_bucket_bytes(b.sync)) closed.push_back(std::move(b)), b = Open{};
+    }
+  }
+  for (auto& [key, b] : open)
+    if (b.bytes > 0) closed.push_back(std::move(b));
+  for (Open& b : closed) {
+    const double seconds = cost.weight_gather_time(b.sync, b.bytes);
+    if (seconds <= 0) continue;
+    std::set<ResourceId> res, ports;
+    sync_resources(b.sync, false, b.nodes.front(), res, &ports);
+    param_gathers.push_back({seconds, {res.begin(), res.end()}, *std::min_element(b.nodes.begin(), b.nodes.end()), -1, -1, b.sync.devices});
+    for (NodeId n : b.nodes) param_buckets_of[static_cast<size_t>(n)].push_back(static_cast<int32_t>(param_gathers.size() - 1));
+  }
+  // In the order the forward pass first reads them.
+  std::vector<size_t> order(param_gathers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return param_gathers[a].first < param_gathers[b].first; });
+  std::vector<ParamGather> sorted;
+  std::vector<int32_t> rank(order.size());
+  for (size_t i = 0; i < order.size(); ++i) sorted.push_back(std::move(param_gathers[order[i]])), rank[order[i]] = static_cast<int32_t>(i);
+  param_gathers = std::move(sorted);
+  for (auto& of : param_buckets_of)
+    for (int32_t& b : of) b = rank[static_cast<size_t>(b)];
+  std::map<std::vector<int64_t>, int32_t> last;  // per chain: its latest gather
+  for (size_t k = 0; k < param_gathers.size(); ++k) {
+    ParamGather& x = param_gathers[k];
+    auto [it, fresh] = last.try_emplace(x.devices, static_cast<int32_t>(k));
+    x.before = fresh ? -1 : it->second;
+    x.issuer = fresh ? x.first : param_gathers[static_cast<size_t>(it->second)].first;
+    it->second = static_cast<int32_t>(k);
+  }
 }
 
 }  // namespace pcgx::search

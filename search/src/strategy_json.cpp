@@ -32,6 +32,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["optimizer"] = name(s.recipe.optimizer);
   if (s.recipe.attention != AttentionKernel::kEager) j["attention"] = name(s.recipe.attention);
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
+  if (s.recipe.overlap_param_gather) j["overlap_param_gather"] = true;
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
@@ -154,6 +155,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   if (j.contains("overlap_grad_input")) {  // absent: off, as every strategy before it was priced
     if (!j["overlap_grad_input"].is_boolean()) throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
     s.recipe.overlap_grad_input = j["overlap_grad_input"].get<bool>();
+  }
+  if (j.contains("overlap_param_gather")) {  // absent: off, as every strategy before it was priced
+    if (!j["overlap_param_gather"].is_boolean())
+      throw FileError(source, "overlap_param_gather", "expected true or false, got " + j["overlap_param_gather"].dump());
+    s.recipe.overlap_param_gather = j["overlap_param_gather"].get<bool>();
   }
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
     const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;

@@ -308,14 +308,14 @@ TEST(PlanShow, ACoShardedStrategysPlanStatesItsDevices) {
 
 // plan show writes the strategy's recipe (here full recomputation of 2 of
 // 3 layers, bf16, ZeRO 1, FlashAttention, input gradients sent beside the
-// weight products), so that the plan fed back
+// weight products, weights gathered beside the forward pass), so that the plan fed back
 // without flags trains and is priced the same; recompute_layers beside
 // another policy, and an unknown attention kernel, are one error line.
 TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   const fs::path found = dir() / "recipe-found.json", plan = dir() / "recipe-plan.json", again = dir() / "recipe-again.json";
   const std::string model = "gpt-tiny --set layers=3 --machine dgx-h100 --devices 4 -q ";
   const auto u = run("optimize " + model + "--search data-parallel --precision bf16 --zero 1 --recompute full --recompute-layers 2 " +
-                     "--optimizer momentum --attention flash --overlap-grad-input -o " + found.string());
+                     "--optimizer momentum --attention flash --overlap-grad-input --overlap-param-gather -o " + found.string());
   ASSERT_EQ(u.code, 0) << u.out;
   const auto shown = run("plan show " + found.string() + " -o " + plan.string());
   ASSERT_EQ(shown.code, 0) << shown.out;
@@ -328,17 +328,20 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   EXPECT_EQ(j.at("optimizer"), "momentum");
   EXPECT_EQ(j.at("attention"), "flash");
   EXPECT_EQ(j.at("overlap_grad_input"), true);
+  EXPECT_EQ(j.at("overlap_param_gather"), true);
   const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
   ASSERT_EQ(back.code, 0) << back.out;
   EXPECT_NE(back.out.find("recompute             full, first 2 layers\n"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("precision             bf16"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("attention             flash"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("input gradients       sent while the weight gradients are computed"), std::string::npos) << back.out;
+  EXPECT_NE(back.out.find("weights after update  gathered beside the next step's forward pass"), std::string::npos) << back.out;
   EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;
   // A flag the plan states can be turned off.
-  const auto without = run("optimize " + model + "--plan " + plan.string() + " --no-overlap-grad-input -o " + again.string());
+  const auto without = run("optimize " + model + "--plan " + plan.string() + " --no-overlap-grad-input --no-overlap-param-gather -o " + again.string());
   ASSERT_EQ(without.code, 0) << without.out;
   EXPECT_EQ(without.out.find("input gradients"), std::string::npos) << without.out;
+  EXPECT_EQ(without.out.find("weights after update"), std::string::npos) << without.out;
   const fs::path bad = dir() / "bad-layers.json", out = dir() / "bad-layers-s.json";
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "selective", "recompute_layers": 2,
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
@@ -350,6 +353,9 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "overlap_grad_input": "on",
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
   expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()), "overlap_grad_input: expected true or false", out);
+  std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "overlap_param_gather": 1,
+                           "rules": [{"select": {}, "partition": {"samples": 4}}]})";
+  expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()), "overlap_param_gather: expected true or false", out);
 }
 
 }  // namespace

@@ -444,6 +444,12 @@ TEST(SimulateCommand, TheAttentionKernelIsPricedRecordedAndSimulated) {
   EXPECT_FALSE(fs::exists(dir() / "att-bad.json"));
 }
 
+// The ratio `pcgx simulate` prints (simulated over the strategy's estimate); 0 where none.
+double ratio(const std::string& out) {
+  const size_t at = out.find("ratio ");
+  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
+}
+
 // Input gradients sent beside the weight products (Megatron-LM's
 // asynchronous tensor-parallel all-reduce): said by optimize, recorded,
 // simulated as predicted, and simulate can price the plan without it
@@ -459,10 +465,6 @@ TEST(SimulateCommand, InputGradientsSentBesideWeightProducts) {
   const auto on = run("simulate " + s);
   ASSERT_EQ(on.code, 0) << on.out;
   EXPECT_NE(on.out.find("input gradients       sent while"), std::string::npos) << on.out;
-  auto ratio = [](const std::string& out) {
-    const size_t at = out.find("ratio ");
-    return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
-  };
   EXPECT_NEAR(ratio(on.out), 1.0, 0.015) << on.out;
   const auto off = run("simulate " + s + " --overlap-grad-input off");
   ASSERT_EQ(off.code, 0) << off.out;
@@ -480,6 +482,48 @@ TEST(SimulateCommand, InputGradientsSentBesideWeightProducts) {
   ASSERT_EQ(trained.code, 0) << trained.out;
   EXPECT_NE(trained.out.find("was planned with input gradients sent beside the weight products (overlap_grad_input); the runtime sends "
                              "them after each operator's backward"), std::string::npos) << trained.out;
+}
+
+// ZeRO's weights gathered beside the next forward pass: optimize records
+// and reports it, simulate agrees with the prediction and re-prices the
+// strategy without it (slower), a bad value is one error line, ZeRO 0
+// and a machine whose devices do their own communication say it has no
+// effect, and a run of such a strategy says the runtime gathers after the
+// update.
+TEST(SimulateCommand, WeightsGatheredBesideTheNextForwardPass) {
+  const std::string s = (dir() / "param-gather.json").string();
+  // (Buckets of 0.1 MiB: several, so that the later ones hide behind the
+  // forward pass; the first is waited for either way.)
+  const std::string common = "optimize gpt-tiny --set seq=512 --machine dgx-h100 --devices 16 --search data-parallel --zero 1 --bucket-mb 0.1 -q ";
+  const auto a = run(common + "--overlap-param-gather -o " + s);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("weights after update  gathered beside the next step's forward pass, each operator waiting for its bucket's "
+                       "(--overlap-param-gather)\n"), std::string::npos) << a.out;
+  const auto on = run("simulate " + s + " --bucket-mb 0.1");
+  ASSERT_EQ(on.code, 0) << on.out;
+  EXPECT_NE(on.out.find("weights after update  gathered beside"), std::string::npos) << on.out;
+  EXPECT_NEAR(ratio(on.out), 1.0, 0.015) << on.out;
+  const auto off = run("simulate " + s + " --bucket-mb 0.1 --overlap-param-gather off");
+  ASSERT_EQ(off.code, 0) << off.out;
+  EXPECT_EQ(off.out.find("weights after update"), std::string::npos) << off.out;
+  EXPECT_GT(ratio(off.out), ratio(on.out) + 0.01) << off.out;
+  const auto bad = run("simulate " + s + " --overlap-param-gather 1");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("error: --overlap-param-gather: expected on or off, got '1'\n"), std::string::npos) << bad.out;
+  const auto zero0 = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --search data-parallel --zero 0 -q --overlap-param-gather -o " +
+                         (dir() / "param-gather-0.json").string());
+  ASSERT_EQ(zero0.code, 0) << zero0.out;
+  EXPECT_NE(zero0.out.find("no weights gathered after the update at ZeRO stage 0 (--overlap-param-gather has no effect)"), std::string::npos)
+      << zero0.out;
+  const std::string cpu_s = (dir() / "param-gather-cpu.json").string();
+  const auto cpu = run("optimize mlp-tiny --machine cpu-host --devices 2 --search data-parallel --zero 1 -q --overlap-param-gather -o " + cpu_s);
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  EXPECT_NE(cpu.out.find("this machine's devices do their own communication (--overlap-param-gather has no effect)"), std::string::npos)
+      << cpu.out;
+  const auto trained = run("run " + cpu_s + " --steps 2 --no-plot --no-report");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("was planned with ZeRO's weights gathered beside the next forward pass (overlap_param_gather); the runtime "
+                             "gathers them after the update"), std::string::npos) << trained.out;
 }
 
 // A pipelined strategy runs its schedule micro-batch by micro-batch; the

@@ -21,6 +21,8 @@
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
+#include "search/priced_both_ways.h"
+#include "search/recipe_flag_checks.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::search {
@@ -55,18 +57,8 @@ double weight_products(const Graph& g, const CostModel& c) {
   return sum;
 }
 
-// Each mapped and priced both ways: the estimate saves what the simulator
-// does (each within what it is without the overlap of the other).
-struct BothWays {
-  Strategy off, on;
-  double simulated_off = 0, simulated_on = 0;
-};
-BothWays both_ways(const Graph& g, const CostModel& off, const CostModel& on) {
-  BothWays b{MachineMapper(off).map(g), MachineMapper(on).map(g)};
-  b.simulated_off = Simulator(b.off.graph, b.off.views, off).time();
-  b.simulated_on = Simulator(b.on.graph, b.on.views, on).time();
-  return b;
-}
+// The estimate saves what the simulator does (each within what it is
+// without the overlap of the other).
 void expect_same_saving(const BothWays& b) {
   ASSERT_TRUE(b.off.estimate.feasible && b.on.estimate.feasible);
   const double apart = std::abs(b.simulated_off - b.off.estimate.time);
@@ -202,18 +194,7 @@ TEST(OverlapGradInput, AStrategyFileRecordsIt) {
   StrategyFile f;
   f.model = "gpt-tiny", f.machine = on.machine(), f.devices = 4, f.search = "megatron", f.recipe = on.recipe();
   f.strategy = MachineMapper(on).map(megatron(false));
-  nlohmann::json j = nlohmann::json::parse(strategy_to_json(f));
-  EXPECT_EQ(j["overlap_grad_input"], true);
-  EXPECT_TRUE(strategy_from_json(j.dump(), "s.json").recipe.overlap_grad_input);
-  j.erase("overlap_grad_input");
-  EXPECT_FALSE(strategy_from_json(j.dump(), "s.json").recipe.overlap_grad_input) << "absent: off, as strategies before it were priced";
-  j["overlap_grad_input"] = "yes";
-  try {
-    (void)strategy_from_json(j.dump(), "s.json");
-    ADD_FAILURE() << "a string accepted";
-  } catch (const FileError& e) {
-    EXPECT_NE(std::string(e.what()).find("overlap_grad_input"), std::string::npos) << e.what();
-  }
+  expect_recipe_flag_round_trip(f, "overlap_grad_input", &TrainingRecipe::overlap_grad_input);
 }
 
 }  // namespace

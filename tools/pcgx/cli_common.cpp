@@ -162,6 +162,13 @@ std::string overlap_grad_input_line(const Machine& m) {
              : "sent after each operator's backward: this machine's devices do their own communication (--overlap-grad-input has no effect)";
 }
 
+std::string overlap_param_gather_line(const Machine& m, ZeroStage zero) {
+  if (zero == ZeroStage::k0) return "no weights gathered after the update at ZeRO stage 0 (--overlap-param-gather has no effect)";
+  return m.device.overlaps_communication
+             ? "gathered beside the next step's forward pass, each operator waiting for its bucket's (--overlap-param-gather)"
+             : "gathered after the update: this machine's devices do their own communication (--overlap-param-gather has no effect)";
+}
+
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
   return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }

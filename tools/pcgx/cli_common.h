@@ -92,9 +92,17 @@ inline constexpr const char* kOverlapGradInputHelp =
     "first and sends it back (a tensor-parallel all-reduce, sequence parallelism's reduce-scatter) while it computes its weight's "
     "gradient, as Megatron-LM does since 2022 (--async-tensor-model-parallel-allreduce); priced and simulated on machines whose "
     "devices overlap communication";
+// --overlap-param-gather of optimize (a flag) and simulate (on or off):
+// TrainingRecipe::overlap_param_gather.
+inline constexpr const char* kOverlapParamGatherHelp =
+    "under ZeRO 1 and 2, each bucket's updated weights are all-gathered beside the next step's forward pass, each operator's first "
+    "forward waiting for its bucket's, instead of after the update, as Megatron-LM's distributed optimizer does with "
+    "--overlap-param-gather; priced and simulated on machines whose devices overlap communication, without pipeline stages";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);
+// What a report says of overlap_param_gather on machine `m` under `zero`.
+std::string overlap_param_gather_line(const Machine& m, ZeroStage zero);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 extern const char* const kZeroHelp;

@@ -67,6 +67,8 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                          ->capture_default_str();
   f.overlap_flag = cmd->add_flag("--overlap-grad-input,!--no-overlap-grad-input", f.overlap_grad_input,
                                  std::string(kOverlapGradInputHelp) + " (--no-overlap-grad-input: not, whatever a --plan states)");
+  f.param_gather_flag = cmd->add_flag("--overlap-param-gather,!--no-overlap-param-gather", f.overlap_param_gather,
+                                      std::string(kOverlapParamGatherHelp) + " (--no-overlap-param-gather: not, whatever a --plan states)");
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -98,6 +100,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.optimizer = parse_optimizer_state(f.optimizer);
   q.attention = parse_attention(f.attention);
   q.overlap_grad_input = f.overlap_grad_input;
+  q.overlap_param_gather = f.overlap_param_gather;
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   q.recompute_operators = f.recompute_operators;
   // Naming operators without --recompute: recompute those.
@@ -105,7 +108,8 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   if (!f.efficiency.empty()) q.efficiency = search::load_efficiency(f.efficiency);
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
-                                  f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_flag->count() > 0});
+                                  f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_flag->count() > 0,
+                                  f.param_gather_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

@@ -24,11 +24,12 @@ struct OptimizeFlags {
   int32_t recompute_layers = 0;  // 0: not stated
   std::vector<std::string> recompute_operators;
   double bucket_mb = 25;
-  bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false, overlap_grad_input = false;
+  bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false, overlap_grad_input = false,
+       overlap_param_gather = false;
   PipelineFlags pipe;
   search::SearchOptions search;
   CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr, *optimizer_flag = nullptr,
-             *attention_flag = nullptr, *overlap_flag = nullptr;
+             *attention_flag = nullptr, *overlap_flag = nullptr, *param_gather_flag = nullptr;
 };
 
 void add_optimize_options(CLI::App* cmd, OptimizeFlags& f);

@@ -147,6 +147,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   }
   if (recipe.overlap_grad_input)
     out << "input gradients       " << overlap_grad_input_line(q.machine) << "\n";
+  if (recipe.overlap_param_gather)
+    out << "weights after update  " << overlap_param_gather_line(q.machine, recipe.zero) << "\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";

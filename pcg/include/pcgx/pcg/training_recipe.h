@@ -198,6 +198,16 @@ struct TrainingRecipe {
   // each operator's backward ends before its gradient moves (PyTorch
   // autograd, pcgx's runtimes).
   bool overlap_grad_input = false;
+  // Under ZeRO 1 and 2 (and 3's blocks kept whole), each bucket's updated
+  // weights are all-gathered beside the next step's forward pass instead
+  // of after the update, as Megatron-LM's distributed optimizer does with
+  // --overlap-param-gather: the first bucket's gather issued as the step
+  // begins, each next one as the first operator reading the one before it
+  // starts, and each operator's first forward waiting for its bucket's.
+  // Only the time changes, on machines whose devices overlap
+  // communication. Off: the gathers run after the update, exposed
+  // (DeepSpeed's ZeRO 1 and 2, pcgx's runtimes).
+  bool overlap_param_gather = false;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

@@ -70,6 +70,9 @@ struct OptimizeRequest {
   // Each product sends its input's gradient while it computes its
   // weight's (TrainingRecipe::overlap_grad_input): off unless said.
   bool overlap_grad_input = false;
+  // ZeRO 1 and 2's weights gathered beside the next forward pass
+  // (TrainingRecipe::overlap_param_gather): off unless said.
+  bool overlap_param_gather = false;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.

@@ -10,7 +10,9 @@
 // that do not overlap communication (DeviceSpec::overlaps_communication,
 // pcgx's CPU runtime), the buckets run after the backward pass. Under ZeRO
 // stage 1 or 2 each bucket's weights are all-gathered after the update
-// (CostModel::weight_gather_time), all of it exposed.
+// (CostModel::weight_gather_time), all of it exposed; with
+// TrainingRecipe::overlap_param_gather, beside the next step's forward
+// pass instead (replay_param_gathers).
 #include <cstdint>
 #include <vector>
 
@@ -26,12 +28,16 @@ struct ReadyGradient {
   // mix micro-batches, and the weights are gathered once, after the
   // update, for the last micro-batch's buckets only.
   int32_t micro_batch = 0;
+  // When the first forward pass reading it starts (the first
+  // micro-batch's), in seconds after the step starts: when its bucket's
+  // weights must have arrived under overlap_param_gather.
+  double needed = 0;
 };
 
 struct SyncTimeline {
   double total = 0;    // every bucket's all-reduce (and ZeRO 3's gathers before use)
   double exposed = 0;  // past the end of the backward pass (and ZeRO 3's waits in the forward)
-  double gather = 0;   // ZeRO 1, 2 (3: the weights kept whole): the buckets' weight all-gathers after the update
+  double gather = 0;   // ZeRO 1, 2 (3: the weights kept whole): the buckets' weight all-gathers after the update (exposed: all of them, or under overlap_param_gather what the forward pass waits for them)
   double hidden() const { return total - exposed; }
   int64_t buckets = 0;
 };
@@ -53,6 +59,26 @@ struct LinkBusy {
 };
 SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
                             const std::vector<LinkBusy>& busy = {});
+
+// Megatron-LM's --overlap-param-gather (TrainingRecipe::overlap_param_gather):
+// the buckets' weight all-gathers beside the forward pass, in the order the
+// forward pass first reads them (`needed`, ascending), one at a time: the
+// first issued as the step starts, each next one as the first operator
+// reading the one before it starts (once that one has arrived), and that
+// operator waiting for its own. Returns how long the forward pass waits
+// in all (what is exposed). The links the gathers cross are not shared
+// with the forward pass's own messages here (nor in the simulator).
+struct ParamGather {
+  double seconds = 0;  // CostModel::weight_gather_time
+  double needed = 0;   // when the forward pass first reads the bucket, without waiting
+};
+double replay_param_gathers(std::vector<ParamGather> gathers);
+// Whether the weights gathered after the update (ZeRO 1 and 2, and 3's
+// blocks kept whole) are gathered beside the next forward pass instead:
+// the recipe's overlap_param_gather, on devices that overlap communication.
+inline bool gathers_beside_forward(const CostModel& cost) {
+  return cost.recipe().overlap_param_gather && cost.recipe().zero != ZeroStage::k0 && cost.machine().device.overlaps_communication;
+}
 
 // ZeRO stage 3 as FSDP runs it (Zhao et al., "PyTorch FSDP", VLDB 2023,
 // Section 3.3). Each operator that reads weights it synchronizes

@@ -118,6 +118,7 @@ struct UserPlan {
   std::optional<OptimizerState> optimizer;  // sgd, momentum, adam: its state and update priced (optimizer_state.h)
   std::optional<AttentionKernel> attention;  // eager, flash, fused (training_recipe.h)
   std::optional<bool> overlap_grad_input;    // TrainingRecipe::overlap_grad_input
+  std::optional<bool> overlap_param_gather;  // TrainingRecipe::overlap_param_gather
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
   // splits them, or cut after the operators `boundaries` names: one per
   // chunk but the last) and micro-batches, each stage on its devices /

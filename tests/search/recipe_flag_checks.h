@@ -1,0 +1,35 @@
+#pragma once
+// A strategy file's boolean recipe field (overlap_grad_input,
+// overlap_param_gather): written where on, read back, absent read as off
+// (as strategies before it were priced), anything but a boolean an error
+// naming the field.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/search/strategy_json.h"
+
+namespace pcgx::search {
+
+inline void expect_recipe_flag_round_trip(const StrategyFile& f, const char* field, bool TrainingRecipe::*flag) {
+  ASSERT_TRUE(f.recipe.*flag) << field;
+  nlohmann::json j = nlohmann::json::parse(strategy_to_json(f));
+  EXPECT_EQ(j[field], true);
+  EXPECT_TRUE(strategy_from_json(j.dump(), "s.json").recipe.*flag);
+  j.erase(field);
+  EXPECT_FALSE(strategy_from_json(j.dump(), "s.json").recipe.*flag) << "absent: off, as strategies before it were priced";
+  for (const nlohmann::json& bad : {nlohmann::json("yes"), nlohmann::json(1)}) {
+    j[field] = bad;
+    try {
+      (void)strategy_from_json(j.dump(), "s.json");
+      ADD_FAILURE() << bad.dump() << " accepted";
+    } catch (const FileError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace pcgx::search
