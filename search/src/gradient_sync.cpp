@@ -71,7 +71,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
                                                          : free + time;
     t.total += time;
-    if (b.micro_batch == last) gathers.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed});
+    if (b.micro_batch == last) gathers.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed, b.sync.devices});
     ++t.buckets;
   }
   if (gathers_beside_forward(cost)) {
@@ -85,11 +85,13 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 
 double replay_param_gathers(std::vector<ParamGather> gathers) {
   std::stable_sort(gathers.begin(), gathers.end(), [](const ParamGather& a, const ParamGather& b) { return a.needed < b.needed; });
-  double wait = 0, issued = 0;  // the forward pass's delay so far; when the next gather is issued
+  double wait = 0;                               // the forward pass's delay so far
+  std::map<std::vector<int64_t>, double> issued;  // per chain: when its next gather is issued
   for (const ParamGather& x : gathers) {
-    const double start = std::max(x.needed + wait, issued + x.seconds);  // its first reader
+    double& at = issued[x.devices];
+    const double start = std::max(x.needed + wait, at + x.seconds);  // its first reader
     wait = start - x.needed;
-    issued = start;
+    at = start;
   }
   return wait;
 }

@@ -162,8 +162,10 @@ std::string overlap_grad_input_line(const Machine& m) {
              : "sent after each operator's backward: this machine's devices do their own communication (--overlap-grad-input has no effect)";
 }
 
-std::string overlap_param_gather_line(const Machine& m, ZeroStage zero) {
+std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gathered_for_use) {
   if (zero == ZeroStage::k0) return "no weights gathered after the update at ZeRO stage 0 (--overlap-param-gather has no effect)";
+  if (gathered_for_use)
+    return "ZeRO 3 gathers weights before each use; the blocks kept whole are gathered after the update (--overlap-param-gather has no effect)";
   return m.device.overlaps_communication
              ? "gathered beside the next step's forward pass, each operator waiting for its bucket's (--overlap-param-gather)"
              : "gathered after the update: this machine's devices do their own communication (--overlap-param-gather has no effect)";

@@ -101,8 +101,9 @@ inline constexpr const char* kOverlapParamGatherHelp =
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);
-// What a report says of overlap_param_gather on machine `m` under `zero`.
-std::string overlap_param_gather_line(const Machine& m, ZeroStage zero);
+// What a report says of overlap_param_gather on machine `m` under `zero`
+// (`gathered_for_use`: ZeRO 3 gathers some weights before each use).
+std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gathered_for_use);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 extern const char* const kZeroHelp;

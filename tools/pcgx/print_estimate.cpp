@@ -14,14 +14,17 @@ std::string ms(double seconds) {
   return b;
 }
 
-void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero) {
+void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero, bool beside_forward) {
   out << "  compute             " << ms(e.compute);
   if (e.overhead > 0) out << " (" << ms(e.overhead) << " of it running the nodes: calibrated overhead)";
   out << "\n"
       << "  communication       " << ms(e.communication) << " exposed\n"
       << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", "
       << ms(e.sync_hidden) << " hidden behind the backward pass\n";
-  if (e.gather > 0) out << "  weight gather       " << ms(e.gather) << " after the update (ZeRO), exposed\n";
+  if (e.gather > 0)
+    out << "  weight gather       " << ms(e.gather)
+        << (beside_forward && e.gathered_for_use == 0 ? " beside the forward pass (ZeRO): what the forward pass waits for them\n"
+                                                      : " after the update (ZeRO), exposed\n");
   out << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
       << "  between devices     " << human_bytes(e.bytes) << " per step"
       << (shards_optimizer(zero) ? " (ZeRO's collectives as the cost model counts them; pcgx run predicts them bucket by bucket, padding included, and measures them)" : "")

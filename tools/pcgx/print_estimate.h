@@ -15,7 +15,9 @@ std::string ms(double seconds);  // "1.234 ms", or "infeasible"
 // "  compute ... communication ... gradient sync ... idle ... bytes", one
 // term a line, indented under a line naming the total. Under ZeRO
 // (`zero` >= 1) the bytes line says what the estimate leaves out.
-void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0);
+// `beside_forward`: ZeRO's weights gathered beside the forward pass
+// (gradient_sync.h's gathers_beside_forward), where e.gather is its wait.
+void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0, bool beside_forward = false);
 
 // With a profile: how many of g's compute operators it times, and the
 // count that fall back to the roofline. Nothing without one.

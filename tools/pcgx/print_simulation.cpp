@@ -27,7 +27,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "optimizer             " << name(recipe.optimizer) << "\n";
   if (recipe.attention != AttentionKernel::kEager) out << "attention             " << name(recipe.attention) << "\n";
   if (recipe.overlap_grad_input) out << "input gradients       " << overlap_grad_input_line(m) << "\n";
-  if (recipe.overlap_param_gather) out << "weights after update  " << overlap_param_gather_line(m, recipe.zero) << "\n";
+  if (recipe.overlap_param_gather) out << "weights after update  " << overlap_param_gather_line(m, recipe.zero, f.strategy.estimate.gathered_for_use > 0) << "\n";
   if (const auto p = sim.pipeline())
     out << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")
               << (p->virtual_stages > 1 ? " x " + std::to_string(p->virtual_stages) + " virtual" : std::string()) << ", "
@@ -55,7 +55,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "\n";
   if (s.gather > 0)
     out << "    weight gather     " << ms(s.gather)
-        << (sim.recipe().overlap_param_gather && m.device.overlaps_communication ? " (of communication: ZeRO's all-gathers beside the forward pass, where it waits for them)\n"
+        << (sim.recipe().overlap_param_gather && m.device.overlaps_communication && s.gathered_for_use == 0 ? " (of communication: ZeRO's all-gathers beside the forward pass, where it waits for them)\n"
                                                                                    : " (of communication: ZeRO's all-gather after the update)\n");
   double idle = 0, most = 0;
   for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);

@@ -62,15 +62,18 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 
 // Megatron-LM's --overlap-param-gather (TrainingRecipe::overlap_param_gather):
 // the buckets' weight all-gathers beside the forward pass, in the order the
-// forward pass first reads them (`needed`, ascending), one at a time: the
-// first issued as the step starts, each next one as the first operator
-// reading the one before it starts (once that one has arrived), and that
-// operator waiting for its own. Returns how long the forward pass waits
-// in all (what is exposed). The links the gathers cross are not shared
-// with the forward pass's own messages here (nor in the simulator).
+// forward pass first reads them (`needed`, ascending), one at a time per
+// set of devices (each rank's distributed optimizer runs its own chain):
+// the first issued as the step starts, each next one as the first operator
+// reading the one before it in its chain starts (once that one has
+// arrived), and that operator waiting for its own. Returns how long the
+// forward pass waits in all (what is exposed). The links the gathers
+// cross are not shared with the forward pass's own messages here (nor in
+// the simulator).
 struct ParamGather {
   double seconds = 0;  // CostModel::weight_gather_time
   double needed = 0;   // when the forward pass first reads the bucket, without waiting
+  std::vector<int64_t> devices = {};  // its chain: the devices of its group (SyncGroup::devices)
 };
 double replay_param_gathers(std::vector<ParamGather> gathers);
 // Whether the weights gathered after the update (ZeRO 1 and 2, and 3's
