@@ -31,6 +31,43 @@ double run_beside(const std::vector<LinkBusy>& busy, uint32_t levels, double sta
 
 }  // namespace
 
+namespace {
+
+// The buckets whose weights are gathered beside the forward pass: the last
+// micro-batch's gradients in the order the operators come in the backward
+// pass (their forward order reversed: `needed` descending), not the order
+// they are ready in (a weight product run beside a collective,
+// overlap_grad_input, would otherwise share a bucket with a later
+// layer's), per group, closed at the bucket size, the rest at the end; as
+// the simulator forms them (simulator_tail.cpp, plan_param_gathers).
+std::vector<ParamGather> param_gather_buckets(const CostModel& cost, const std::vector<ReadyGradient>& gradients, int32_t last,
+                                              double bucket_bytes) {
+  std::vector<const ReadyGradient*> order;
+  for (const ReadyGradient& g : gradients)
+    if (g.micro_batch == last) order.push_back(&g);
+  std::stable_sort(order.begin(), order.end(), [](const ReadyGradient* a, const ReadyGradient* b) { return a->needed > b->needed; });
+  struct Open {
+    SyncGroup sync;
+    double bytes = 0, needed = 0;
+  };
+  std::vector<Open> closed;
+  std::map<uint64_t, Open> open;
+  for (const ReadyGradient* g : order) {
+    Open& b = open[g->sync.key];
+    if (b.bytes == 0) b.sync = g->sync, b.needed = g->needed;
+    b.needed = std::min(b.needed, g->needed);
+    b.bytes += g->sync.bytes;
+    if (b.bytes >= bucket_bytes) closed.push_back(std::move(b)), b = Open{};
+  }
+  for (auto& [key, b] : open)
+    if (b.bytes > 0) closed.push_back(std::move(b));
+  std::vector<ParamGather> out;
+  for (const Open& b : closed) out.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed, b.sync.devices});
+  return out;
+}
+
+}  // namespace
+
 SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
                             const std::vector<LinkBusy>& busy) {
   std::stable_sort(gradients.begin(), gradients.end(), [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready < b.ready; });
@@ -38,7 +75,6 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     double bytes = 0, ready = 0;
     SyncGroup sync;  // the first gradient's (its group)
     int32_t micro_batch = 0;
-    double needed = 0;
   };
   // Buckets in the order they close: (ready, group, bytes); a micro-batch's
   // open buckets close at its end (before the next one's first gradient).
@@ -54,8 +90,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     if (g.micro_batch != last) flush();
     last = std::max(last, g.micro_batch);
     Open& b = open[g.sync.key];
-    if (b.bytes == 0) b.sync = g.sync, b.micro_batch = g.micro_batch, b.needed = g.needed;
-    b.needed = std::min(b.needed, g.needed);
+    if (b.bytes == 0) b.sync = g.sync, b.micro_batch = g.micro_batch;
     b.bytes += g.sync.bytes, b.ready = g.ready;
     if (b.bytes >= bucket_bytes) closed.push_back(b), b = Open{};
   }
@@ -65,20 +100,16 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   // A device that does its own communication starts once its backward
   // pass is done (machine.h): everything is exposed.
   double free = cost.machine().device.overlaps_communication ? 0 : backward;
-  std::vector<ParamGather> gathers;
+  double after_update = 0;  // the gathers after the update
   for (const Open& b : closed) {
     const double time = cost.bucket_time(b.sync.group, b.bytes);
     free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
                                                          : free + time;
     t.total += time;
-    if (b.micro_batch == last) gathers.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed, b.sync.devices});
+    if (b.micro_batch == last) after_update += cost.weight_gather_time(b.sync, b.bytes);
     ++t.buckets;
   }
-  if (gathers_beside_forward(cost)) {
-    t.gather = replay_param_gathers(std::move(gathers));
-  } else {
-    for (const ParamGather& x : gathers) t.gather += x.seconds;
-  }
+  t.gather = gathers_beside_forward(cost) ? replay_param_gathers(param_gather_buckets(cost, gradients, last, bucket_bytes)) : after_update;
   t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
   return t;
 }

@@ -31,9 +31,10 @@
 namespace pcgx::search {
 namespace {
 
-CostModel model(bool overlap, ZeroStage zero = ZeroStage::k1, Machine m = toy_machine(), double bucket_bytes = 64 << 10) {
+CostModel model(bool overlap, ZeroStage zero = ZeroStage::k1, Machine m = toy_machine(), double bucket_bytes = 64 << 10,
+                bool grad_input = false) {
   TrainingRecipe recipe{Precision::kFp32, Recompute::kNone, zero};
-  recipe.overlap_param_gather = overlap;
+  recipe.overlap_param_gather = overlap, recipe.overlap_grad_input = grad_input;
   CommOptions comm;
   comm.bucket_bytes = bucket_bytes;
   return CostModel(std::move(m), toy_efficiency(), {}, comm, recipe);
@@ -62,7 +63,7 @@ TEST(OverlapParamGather, TheForwardPassWaitsForEachBucketsGatherIssuedAtTheReade
 }
 
 // Data parallelism (and Megatron-LM's tensor parallelism times data
-// parallelism), in one batch and in 4 micro-batches (at ZeRO 1, whose
+// parallelism, with and without sequence parallelism), in one batch and in 4 micro-batches (at ZeRO 1, whose
 // gradients are reduce-scattered once, and ZeRO 2, every micro-batch's):
 // the estimate saves
 // what the simulator does, within 1e-6 of the step beyond their gap
@@ -70,23 +71,32 @@ TEST(OverlapParamGather, TheForwardPassWaitsForEachBucketsGatherIssuedAtTheReade
 // cost, and the simulator runs the gathers beside forward tasks.
 TEST(OverlapParamGather, EstimateAndSimulatorSaveAlikeAndTheGathersRunBesideTheForwardPass) {
   const Graph g = gpt();
-  const std::optional<Graph> tensor = expert(g, toy_machine(), 8, 4, false);
-  ASSERT_TRUE(tensor);
-  const std::tuple<const char*, Graph, ZeroStage> plans[] = {
-      {"data parallel", data_parallel(g, 8), ZeroStage::k1},
-      {"data parallel, 4 micro-batches", pipelined(data_parallel(gpt(32), 8), 4, true), ZeroStage::k1},
-      {"data parallel, 4 micro-batches, ZeRO 2", pipelined(data_parallel(gpt(32), 8), 4, true), ZeroStage::k2},
-      {"tensor x data parallel", *tensor, ZeroStage::k1}};
-  for (const auto& [what, plan, zero] : plans) {
+  const std::optional<Graph> tensor = expert(g, toy_machine(), 8, 4, false), sequence = expert(g, toy_machine(), 8, 4, true);
+  ASSERT_TRUE(tensor && sequence);
+  // (exact: the two save the same to 1e-6 of the step; else the estimate
+  // saves no more than the simulator, which lets operators that do not
+  // read a late bucket go on where the estimate delays the whole pass, and
+  // in a micro-batched plan does not make an operator run once per step
+  // wait: docs/training.md)
+  const std::tuple<const char*, Graph, ZeroStage, bool> plans[] = {
+      {"data parallel", data_parallel(g, 8), ZeroStage::k1, true},
+      {"data parallel, 4 micro-batches", pipelined(data_parallel(gpt(32), 8), 4, true), ZeroStage::k1, false},
+      {"data parallel, 4 micro-batches, ZeRO 2", pipelined(data_parallel(gpt(32), 8), 4, true), ZeroStage::k2, false},
+      {"tensor x data parallel", *tensor, ZeroStage::k1, true},
+      {"sequence x data parallel, input gradients beside the weight products", *sequence, ZeroStage::k1, false}};
+  for (const auto& [what, plan, zero, exact] : plans) {
     SCOPED_TRACE(what);
-    const CostModel off = model(false, zero), on = model(true, zero);
+    // (Input gradients beside the weight products make some gradients
+    // ready late: the gathers' buckets still follow the operators' order.)
+    const bool grad_input = std::string(what).find("input gradients") != std::string::npos;
+    const CostModel off = model(false, zero, toy_machine(), 64 << 10, grad_input), on = model(true, zero, toy_machine(), 64 << 10, grad_input);
     const BothWays b = both_ways(plan, off, on);
     ASSERT_TRUE(b.off.estimate.feasible && b.on.estimate.feasible);
     const double saved = b.off.estimate.time - b.on.estimate.time, simulated = b.simulated_off - b.simulated_on;
     EXPECT_GT(saved, 0) << "the gathers hide behind the forward pass";
     EXPECT_LE(saved, b.off.estimate.gather * (1 + 1e-9)) << "no more than the gathers hide";
-    const double apart = std::abs(b.simulated_off - b.off.estimate.time);
-    EXPECT_NEAR(simulated, saved, apart + 1e-6 * b.off.estimate.time);
+    if (exact) EXPECT_NEAR(simulated, saved, 1e-6 * b.off.estimate.time);
+    else EXPECT_LE(saved, simulated + 1e-6 * b.off.estimate.time);
     const Simulator sim(b.on.graph, b.on.views, on);
     const Timeline& tl = sim.timeline();
     int gathers = 0;
@@ -149,8 +159,7 @@ TEST(OverlapParamGather, ReadersWaitForTheirBuckets) {
   for (TaskId t = 0; t < static_cast<TaskId>(tl.size()); ++t)
     if (sim.info(t).kind == SimKind::kForward && tl.task(t).duration > 0) first_forward_after = std::max(first_forward_after, tl.task(t).start);
   EXPECT_GE(first_forward_after, last_gather) << "the last bucket's reader starts after its gather";
-  const double apart = std::abs(b.simulated_off - b.off.estimate.time);
-  EXPECT_NEAR(b.simulated_off - b.simulated_on, b.off.estimate.time - b.on.estimate.time, apart + 1e-6 * b.off.estimate.time);
+  EXPECT_NEAR(b.simulated_off - b.simulated_on, b.off.estimate.time - b.on.estimate.time, 1e-6 * b.off.estimate.time);
 }
 
 // No gather after the update to move (ZeRO 0; ZeRO 3 gathering every
