@@ -510,6 +510,13 @@ TEST(SimulateCommand, WeightsGatheredBesideTheNextForwardPass) {
   const auto bad = run("simulate " + s + " --overlap-param-gather 1");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("error: --overlap-param-gather: expected on or off, got '1'\n"), std::string::npos) << bad.out;
+  // Not modelled with pipeline stages: one error line naming the flag.
+  const auto staged = run("optimize gpt-tiny --set batch=32 --global-batch --machine dgx-h100 --devices 8 --search data-parallel --zero 1 "
+                          "--pipeline --stages 2 --micro-batches 4 --overlap-param-gather -q -o " + (dir() / "param-gather-staged.json").string());
+  EXPECT_EQ(staged.code, 2) << staged.out;
+  EXPECT_NE(staged.out.find("error: --overlap-param-gather: ZeRO's weights gathered beside the forward pass are not modelled with pipeline stages"),
+            std::string::npos) << staged.out;
+  EXPECT_FALSE(fs::exists(dir() / "param-gather-staged.json"));
   const auto zero0 = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --search data-parallel --zero 0 -q --overlap-param-gather -o " +
                          (dir() / "param-gather-0.json").string());
   ASSERT_EQ(zero0.code, 0) << zero0.out;

@@ -87,7 +87,8 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
               {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
               {"OptimizeRequest.recompute", "--recompute"}, {"OptimizeRequest.recompute_operators", "--recompute-operators"},
-              {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"}});
+              {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"},
+              {"TrainingRecipe.overlap_param_gather", "--overlap-param-gather"}});
   runner::OptimizeRequest q;
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);

@@ -24,6 +24,7 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
               {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.zero", "the plan's zero"},
               {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"},
+              {"TrainingRecipe.overlap_param_gather", "the plan's overlap_param_gather"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}});
   runner::OptimizeRequest q;
   q.rulesets = f.rulesets, q.allow_unverified = f.allow_unverified;
