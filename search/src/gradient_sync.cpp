@@ -33,36 +33,55 @@ double run_beside(const std::vector<LinkBusy>& busy, uint32_t levels, double sta
 
 namespace {
 
+// A bucket of gradients of one group (the first gradient's).
+struct Bucket {
+  double bytes = 0, ready = 0;  // ready: its last gradient's
+  double needed = 0;            // the earliest ReadyGradient::needed of its gradients
+  SyncGroup sync;
+  int32_t micro_batch = 0;
+};
+
+// Gradients into buckets in the order given: per group, a bucket closes at
+// `bucket_bytes`; a micro-batch's open buckets close before the next one's
+// first gradient, and whatever is open at the end closes then (in group
+// order). In the order they close.
+std::vector<Bucket> fill_buckets(const std::vector<const ReadyGradient*>& order, double bucket_bytes) {
+  std::vector<Bucket> closed;
+  std::map<uint64_t, Bucket> open;
+  int32_t last = 0;
+  auto flush = [&] {
+    for (auto& [key, b] : open)
+      if (b.bytes > 0) closed.push_back(b);
+    open.clear();
+  };
+  for (const ReadyGradient* g : order) {
+    if (g->micro_batch != last) flush();
+    last = std::max(last, g->micro_batch);
+    Bucket& b = open[g->sync.key];
+    if (b.bytes == 0) b.sync = g->sync, b.micro_batch = g->micro_batch, b.needed = g->needed;
+    b.needed = std::min(b.needed, g->needed);
+    b.bytes += g->sync.bytes, b.ready = g->ready;
+    if (b.bytes >= bucket_bytes) closed.push_back(b), b = Bucket{};
+  }
+  flush();
+  return closed;
+}
+
 // The buckets whose weights are gathered beside the forward pass: the last
 // micro-batch's gradients in the order the operators come in the backward
 // pass (their forward order reversed: `needed` descending), not the order
 // they are ready in (a weight product run beside a collective,
 // overlap_grad_input, would otherwise share a bucket with a later
-// layer's), per group, closed at the bucket size, the rest at the end; as
-// the simulator forms them (simulator_tail.cpp, plan_param_gathers).
+// layer's); as the simulator forms them (simulator_tail.cpp,
+// plan_param_gathers).
 std::vector<ParamGather> param_gather_buckets(const CostModel& cost, const std::vector<ReadyGradient>& gradients, int32_t last,
                                               double bucket_bytes) {
   std::vector<const ReadyGradient*> order;
   for (const ReadyGradient& g : gradients)
     if (g.micro_batch == last) order.push_back(&g);
   std::stable_sort(order.begin(), order.end(), [](const ReadyGradient* a, const ReadyGradient* b) { return a->needed > b->needed; });
-  struct Open {
-    SyncGroup sync;
-    double bytes = 0, needed = 0;
-  };
-  std::vector<Open> closed;
-  std::map<uint64_t, Open> open;
-  for (const ReadyGradient* g : order) {
-    Open& b = open[g->sync.key];
-    if (b.bytes == 0) b.sync = g->sync, b.needed = g->needed;
-    b.needed = std::min(b.needed, g->needed);
-    b.bytes += g->sync.bytes;
-    if (b.bytes >= bucket_bytes) closed.push_back(std::move(b)), b = Open{};
-  }
-  for (auto& [key, b] : open)
-    if (b.bytes > 0) closed.push_back(std::move(b));
   std::vector<ParamGather> out;
-  for (const Open& b : closed) out.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed, b.sync.devices});
+  for (const Bucket& b : fill_buckets(order, bucket_bytes)) out.push_back({cost.weight_gather_time(b.sync, b.bytes), b.needed, b.sync.devices});
   return out;
 }
 
@@ -71,37 +90,18 @@ std::vector<ParamGather> param_gather_buckets(const CostModel& cost, const std::
 SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
                             const std::vector<LinkBusy>& busy) {
   std::stable_sort(gradients.begin(), gradients.end(), [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready < b.ready; });
-  struct Open {
-    double bytes = 0, ready = 0;
-    SyncGroup sync;  // the first gradient's (its group)
-    int32_t micro_batch = 0;
-  };
-  // Buckets in the order they close: (ready, group, bytes); a micro-batch's
-  // open buckets close at its end (before the next one's first gradient).
-  std::vector<Open> closed;
-  std::map<uint64_t, Open> open;
+  // Buckets in the order they close, then by when they are ready.
+  std::vector<const ReadyGradient*> order;
   int32_t last = 0;
-  auto flush = [&] {
-    for (auto& [key, b] : open)
-      if (b.bytes > 0) closed.push_back(b);
-    open.clear();
-  };
-  for (const ReadyGradient& g : gradients) {
-    if (g.micro_batch != last) flush();
-    last = std::max(last, g.micro_batch);
-    Open& b = open[g.sync.key];
-    if (b.bytes == 0) b.sync = g.sync, b.micro_batch = g.micro_batch;
-    b.bytes += g.sync.bytes, b.ready = g.ready;
-    if (b.bytes >= bucket_bytes) closed.push_back(b), b = Open{};
-  }
-  flush();
-  std::stable_sort(closed.begin(), closed.end(), [](const Open& a, const Open& b) { return a.ready < b.ready; });
+  for (const ReadyGradient& g : gradients) order.push_back(&g), last = std::max(last, g.micro_batch);
+  std::vector<Bucket> closed = fill_buckets(order, bucket_bytes);
+  std::stable_sort(closed.begin(), closed.end(), [](const Bucket& a, const Bucket& b) { return a.ready < b.ready; });
   SyncTimeline t;
   // A device that does its own communication starts once its backward
   // pass is done (machine.h): everything is exposed.
   double free = cost.machine().device.overlaps_communication ? 0 : backward;
   double after_update = 0;  // the gathers after the update
-  for (const Open& b : closed) {
+  for (const Bucket& b : closed) {
     const double time = cost.bucket_time(b.sync.group, b.bytes);
     free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
                                                          : free + time;
