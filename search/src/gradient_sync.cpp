@@ -109,22 +109,31 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
     if (b.micro_batch == last) after_update += cost.weight_gather_time(b.sync, b.bytes);
     ++t.buckets;
   }
-  t.gather = gathers_beside_forward(cost) ? replay_param_gathers(param_gather_buckets(cost, gradients, last, bucket_bytes)) : after_update;
+  if (gathers_beside_forward(cost)) {
+    t.param_gathers = param_gather_buckets(cost, gradients, last, bucket_bytes);
+    t.gather = replay_param_gathers(t.param_gathers);
+  } else {
+    t.gather = after_update;
+  }
   t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
   return t;
 }
 
-double replay_param_gathers(std::vector<ParamGather> gathers) {
+double replay_param_gathers(std::vector<ParamGather> gathers, double start, GatherChains& chains) {
   std::stable_sort(gathers.begin(), gathers.end(), [](const ParamGather& a, const ParamGather& b) { return a.needed < b.needed; });
-  double wait = 0;                               // the forward pass's delay so far
-  std::map<std::vector<int64_t>, double> issued;  // per chain: when its next gather is issued
+  double wait = 0;  // the forward pass's delay so far
   for (const ParamGather& x : gathers) {
-    double& at = issued[x.devices];
-    const double start = std::max(x.needed + wait, at + x.seconds);  // its first reader
-    wait = start - x.needed;
-    at = start;
+    double& at = chains[x.devices];  // when this gather is issued
+    const double reader = std::max(start + x.needed + wait, at + x.seconds);  // its first reader starts
+    wait = reader - start - x.needed;
+    at = reader;
   }
   return wait;
+}
+
+double replay_param_gathers(std::vector<ParamGather> gathers) {
+  GatherChains fresh;
+  return replay_param_gathers(std::move(gathers), 0, fresh);
 }
 
 SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward, int64_t micro) {

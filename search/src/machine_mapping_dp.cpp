@@ -403,6 +403,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.compute = m.dp.compute + m.overhead, e.overhead = m.overhead, e.update = m.dp.update;
   e.communication = m.dp.comm + m.sync.exposed + m.sync.gather;
   e.sync = m.sync.total, e.sync_hidden = m.sync.hidden(), e.buckets = m.sync.buckets, e.gather = m.sync.gather;
+  e.param_gathers = m.sync.param_gathers;
   // Operators whose weights are gathered before use: a block at the
   // persistence threshold with copies on several devices (a sync group).
   if (shards_weights(cost_.recipe().zero))

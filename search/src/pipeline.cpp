@@ -44,6 +44,7 @@ struct Plan {
   std::vector<std::vector<double>> memory;  // per stage, per device: its chunks' sum
   std::vector<double> stage_time;           // per stage: one micro-batch through its chunks
   double time = kInf, slowest = 0, update = 0;
+  double gather_wait = 0;  // under overlap_param_gather: what the stages' first forwards wait for their weights, in the step
   std::vector<StagePlan> stage;
   std::vector<std::string> applied;
 };
@@ -147,13 +148,13 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
                                                           " stages, not " + std::to_string(po.micro_batches));
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
     throw FieldError("PipelineOptions.stages", "Megatron-LM's plan states its pipeline stages");
-  // (Each stage's gathers would wait for its own first forward, which the
-  // first micro-batch reaches one stage after another: not modelled.)
-  if (gathers_beside_forward(cost) && po.stages != 1)
-    throw FieldError("TrainingRecipe.overlap_param_gather",
-                     "ZeRO's weights gathered beside the forward pass are not modelled with pipeline stages (one stage only: gradient accumulation)");
   check_boundaries(model, po);
   const int64_t joint = static_cast<int64_t>(po.interlaced.size());
+  // (An interlaced chunk runs on every stage's devices, each stage's chain
+  // of gathers reaching into it: not modelled.)
+  const bool beside = gathers_beside_forward(cost);
+  if (beside && joint > 0)
+    throw FieldError("TrainingRecipe.overlap_param_gather", "ZeRO's weights gathered beside the forward pass are not modelled with interlaced chunks");
   check_interlaced(po, options.algorithm);
   if (options.plan && (po.stages == 0 || po.micro_batches == 0))
     throw FieldError(po.stages == 0 ? "PipelineOptions.stages" : "PipelineOptions.micro_batches", "a written plan is pipelined with its stages and micro-batches stated (in the plan, or both flags)");
@@ -442,7 +443,10 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             info.first_device = everywhere ? 0 : stage * d, info.devices = everywhere ? devices : d;
             for (NodeId id : pieces[p].nodes) info.operators += model.node(id).op->op_class == OpClass::kCompute;
             info.first = model.node(pieces[p].nodes.front()).name, info.last = model.node(pieces[p].nodes.back()).name;
-            info.update = e.once;
+            // (Under overlap_param_gather the gathers the chunk's first
+            // forward waits for are replayed below, from when the first
+            // micro-batch reaches it: not a once-per-step term.)
+            info.update = beside ? e.once - e.gather : e.once;
             info.micro_batch = (e.time - e.once) / static_cast<double>(M);
             chunk_backward[p] = e.backward / static_cast<double>(M);
             chunk_forward[p] = info.micro_batch - chunk_backward[p];
@@ -484,8 +488,24 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         // A written order, or one with joint steps, has no closed form: its
         // steps run as written, each as long as its chunk's forward or
         // backward, each boundary crossed between them.
-        if ((po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || joint > 0)
-          plan.time = schedule_makespan(shape, stage_programs(shape), chunk_forward, chunk_backward, crossing) + plan.update;
+        const auto programs = stage_programs(shape);
+        const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || joint > 0;
+        const double steps = written || beside ? schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing) : 0.0;
+        if (written) plan.time = steps + plan.update;
+        // ZeRO's weights gathered beside the forward pass: every stage's
+        // chains start with the step, each chunk's first forward waiting
+        // for its gathers from when the schedule reaches it (a later stage
+        // has the first micro-batch's way through the stages before it to
+        // gather in), the delay going on down the schedule.
+        if (beside) {
+          std::vector<GatherChains> chains(static_cast<size_t>(S));  // per stage: its devices numbered as its chunks' mappings number them
+          auto wait = [&](int64_t chunk, double start) {
+            return replay_param_gathers(plan.stage[static_cast<size_t>(chunk)].mapped.estimate.param_gathers, start,
+                                        chains[static_cast<size_t>(shape.stage_of(chunk))]);
+          };
+          plan.gather_wait = std::max(0.0, schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing, wait) - steps);
+          plan.time += plan.gather_wait;
+        }
         if (plan.time < best.time) best = std::move(plan);
       }
     }
@@ -562,6 +582,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     const Estimate& c = sp.mapped.estimate;
     e.sync += c.sync, e.sync_hidden += c.sync_hidden, e.buckets += c.buckets, e.gather += c.gather, e.update += c.update;
   }
+  if (beside) e.gather = best.gather_wait;
   const Placement place(joined, views, cost.devices());
   std::vector<char> computes(static_cast<size_t>(cost.devices()), 0);
   for (const Node& n : joined.nodes())

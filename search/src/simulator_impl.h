@@ -88,6 +88,10 @@ struct Simulator::Impl {
   };
   std::vector<ParamGather> param_gathers;
   std::vector<std::vector<int32_t>> param_buckets_of;  // per node: the param_gathers its weights are in
+  // Per node of a pipelined graph, its chunk: a bucket never spans two
+  // (each model chunk's buffers hold its own, as Megatron-LM's do, and as
+  // the estimate maps each chunk alone). Empty: one chunk.
+  std::vector<int64_t> gather_chunks;
   // Fills param_gathers and param_buckets_of from the current placement
   // (the buckets the tail closes, simulator_tail.cpp).
   void plan_param_gathers();

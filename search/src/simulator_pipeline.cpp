@@ -28,6 +28,7 @@ std::vector<int64_t> Simulator::Impl::node_chunks(const PipelineShape& p) const 
 
 bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& info) {
   pipe.reset();
+  gather_chunks.clear();
   const int64_t M = graph_micro_batches();
   if (M <= 1) {
     if (asked && asked->micro_batches > 1)
@@ -40,8 +41,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     throw Error(std::string("simulate: ZeRO stage ") + name(cost.recipe().zero) +
                 " with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state (stage 1); stages 2 and 3 "
                 "accumulate over micro-batches on one stage");
-  if (param_gathers_in_structure() && shape.chunks() > 1)
-    throw Error("simulate: ZeRO's weights gathered beside the forward pass (overlap_param_gather) are not modelled with pipeline stages");
+  if (param_gathers_in_structure() && !shape.interlaced.empty())
+    throw Error("simulate: ZeRO's weights gathered beside the forward pass (overlap_param_gather) are not modelled with interlaced chunks");
   if (shape.micro_batches != M)
     throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
                 std::to_string(M));
@@ -50,6 +51,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   Pipelined p;
   p.shape = shape;
   p.chunk = node_chunks(shape);
+  gather_chunks = p.chunk;
   // Some layers recomputed: as many of each chunk as its plan counted.
   // (Operators: never one another chunk reads.)
   if (const TrainingRecipe& r = cost.recipe(); plans_per_chunk(r.recompute, r.recompute_layers, shape))
@@ -72,6 +74,9 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   std::vector<std::vector<TaskId>> members(static_cast<size_t>(C * 4));
   std::vector<size_t> body_of(one.size());
   std::vector<std::vector<TaskId>> first_gathers(static_cast<size_t>(C));
+  // Chunks whose first forward reads a gathered bucket (a stage's chain
+  // runs on through its chunks: a gather may be issued in the chunk before).
+  std::vector<char> reads_gathers(static_cast<size_t>(C), 0);
   for (size_t i = 0; i < one.size(); ++i) {
     const auto t = static_cast<TaskId>(i);
     const auto n = static_cast<size_t>(one_info[i].node);
@@ -90,6 +95,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     }
     body_of[i] = key(p.chunk[n], (one.task(t).order >> 62) == 1, sl > 1);
     members[body_of[i]].push_back(t);
+    for (TaskId q : one.task(t).preds)
+      if (one_info[static_cast<size_t>(q)].kind == SimKind::kGather) reads_gathers[static_cast<size_t>(p.chunk[n])] = 1;
   }
   p.bodies.assign(members.size(), Body{});
   std::vector<std::vector<ResourceId>> devices(static_cast<size_t>(C));
@@ -141,6 +148,9 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     x.micro_batch = every ? static_cast<int64_t>(k) : M - 1;
     x.task.assign(one.size(), -1), x.last.assign(g.size(), 0), x.end.assign(static_cast<size_t>(C), -1), x.position.assign(static_cast<size_t>(C), 0);
   }
+  // The first micro-batch's weight gathers as expanded (a later chunk's
+  // readers wait for one issued in an earlier chunk of their stage).
+  std::vector<TaskId> gather_task(one.size(), -1);
   // (Forward too under ZeRO 3, whose every micro-batch gathers the weights
   // again on the devices' gather channels.)
   auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x, bool backward = true,
@@ -156,6 +166,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       std::vector<TaskId> w;
       for (TaskId r : t.preds)
         if (const TaskId e = x.task[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == k) w.push_back(e);
+        else if (const TaskId gt = gather_task[static_cast<size_t>(r)]; gt >= 0 && !backward && x.micro_batch == 0) w.push_back(gt);
       // (A chain's first weight gather is issued as the step begins, on
       // its stage's devices, whatever the chunk waits for.)
       if (w.empty() && one_info[static_cast<size_t>(body[i])].kind != SimKind::kGather) w = waits;
@@ -166,6 +177,12 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       const uint64_t sub = static_cast<uint64_t>(i + 1) << kSlotBits;
       const TaskId id = tl.add(order_of(0, at, sub), std::move(w), t.duration, t.resources);
       x.task[static_cast<size_t>(body[i])] = id;
+      // (A gather is waited for by its readers, not by the chunk's end: it
+      // may be the first of the stage's next chunk.)
+      if (what.kind == SimKind::kGather) {
+        gather_task[static_cast<size_t>(body[i])] = id;
+        continue;
+      }
       x.last[static_cast<size_t>(one_info[static_cast<size_t>(body[i])].node)] = sub;
       all.push_back(id);
     }
@@ -187,7 +204,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     std::vector<TaskId> waits;
     if (!x.backward) {
       if (c > 0) waits.push_back(F[at(c - 1, m)]);
-      const bool first_gathering = m == 0 && !first_gathers[static_cast<size_t>(c)].empty();
+      const bool first_gathering = m == 0 && (!first_gathers[static_cast<size_t>(c)].empty() || reads_gathers[static_cast<size_t>(c)]);
       if (gathers_each || first_gathering) {
         Pipelined::Expanded f;
         f.micro_batch = m, f.task.assign(one.size(), -1), f.last.assign(g.size(), 0), f.end.assign(static_cast<size_t>(C), -1),

@@ -182,11 +182,12 @@ void Simulator::Impl::plan_param_gathers() {
     std::vector<NodeId> nodes;
   };
   std::vector<Open> closed;
-  std::map<uint64_t, Open> open;
+  std::map<std::pair<int64_t, uint64_t>, Open> open;  // by (chunk, group)
   for (size_t k = g.size(); k-- > 0;) {
     if (!active(static_cast<NodeId>(k)) || problem.is_tail[k] || !task_node(g.node(static_cast<NodeId>(k)))) continue;
+    const int64_t chunk = k < gather_chunks.size() ? gather_chunks[k] : 0;
     for (const SyncGroup& s : problem.sync_groups(*place, static_cast<NodeId>(k), 0)) {
-      Open& b = open[s.key];
+      Open& b = open[{chunk, s.key}];
       if (b.bytes == 0) b.sync = s, b.bytes = s.bytes;
       else b.bytes += s.bytes;
       b.nodes.push_back(static_cast<NodeId>(k));

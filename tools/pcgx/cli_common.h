@@ -97,7 +97,8 @@ inline constexpr const char* kOverlapGradInputHelp =
 inline constexpr const char* kOverlapParamGatherHelp =
     "under ZeRO 1 and 2, each bucket's updated weights are all-gathered beside the next step's forward pass, each operator's first "
     "forward waiting for its bucket's, instead of after the update, as Megatron-LM's distributed optimizer does with "
-    "--overlap-param-gather; priced and simulated on machines whose devices overlap communication, without pipeline stages";
+    "--overlap-param-gather; priced and simulated on machines whose devices overlap communication (with pipeline stages, each stage's "
+    "first forward waiting from when the first micro-batch reaches it; not with interlaced chunks)";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/param_gathers.h"
 
 namespace pcgx::search {
 
@@ -40,6 +41,10 @@ struct SyncTimeline {
   double gather = 0;   // ZeRO 1, 2 (3: the weights kept whole): the buckets' weight all-gathers after the update (exposed: all of them, or under overlap_param_gather what the forward pass waits for them)
   double hidden() const { return total - exposed; }
   int64_t buckets = 0;
+  // Under overlap_param_gather: the gathers `gather` waits for, `needed`
+  // counted from the first forward pass's start (a pipeline replays them
+  // from its stage's, pipeline.h).
+  std::vector<ParamGather> param_gathers;
 };
 
 // `gradients` in any order; `backward` is when the backward pass ends
@@ -60,22 +65,6 @@ struct LinkBusy {
 SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
                             const std::vector<LinkBusy>& busy = {});
 
-// Megatron-LM's --overlap-param-gather (TrainingRecipe::overlap_param_gather):
-// the buckets' weight all-gathers beside the forward pass, in the order the
-// forward pass first reads them (`needed`, ascending), one at a time per
-// set of devices (each rank's distributed optimizer runs its own chain):
-// the first issued as the step starts, each next one as the first operator
-// reading the one before it in its chain starts (once that one has
-// arrived), and that operator waiting for its own. Returns how long the
-// forward pass waits in all (what is exposed). The links the gathers
-// cross are not shared with the forward pass's own messages here (nor in
-// the simulator).
-struct ParamGather {
-  double seconds = 0;  // CostModel::weight_gather_time
-  double needed = 0;   // when the forward pass first reads the bucket, without waiting
-  std::vector<int64_t> devices = {};  // its chain: the devices of its group (SyncGroup::devices)
-};
-double replay_param_gathers(std::vector<ParamGather> gathers);
 // Whether the weights gathered after the update (ZeRO 1 and 2, and 3's
 // blocks kept whole) are gathered beside the next forward pass instead:
 // the recipe's overlap_param_gather, on devices that overlap communication.

@@ -33,6 +33,7 @@
 
 #include "pcgx/pcg/machine_view.h"
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/param_gathers.h"
 #include "pcgx/pcg/source_layout.h"
 
 namespace pcgx::search {
@@ -50,7 +51,9 @@ struct Estimate {
   double sync = 0;           // gradient synchronization, all buckets
   double sync_hidden = 0;    // of sync: behind the backward pass (not in time)
   int64_t buckets = 0;       // gradient buckets
-  double gather = 0;         // ZeRO 1, 2: all-gathering the updated weights (in communication and once)
+  double gather = 0;         // ZeRO 1, 2: all-gathering the updated weights (in communication and once;
+                             // under overlap_param_gather what the forward pass waits for them)
+  std::vector<ParamGather> param_gathers;  // under overlap_param_gather: those gathers (SyncTimeline's)
   int64_t gathered_for_use = 0;  // ZeRO 3: operators that gather their weights before each use (every
                                  // stage's); 0: every block under the persistence threshold, kept whole
   double bytes = 0;          // sent between devices per step, as the runtime runs the plan
