@@ -41,9 +41,7 @@
 // communication overlaps the README names: the gradient buckets beside
 // the backward pass (--overlap-grad-reduce, pcgx's default), the
 // distributed optimizer's weights gathered beside the next forward pass
-// (--overlap-param-gather: overlap_param_gather, ZeRO 1; where p = 1 only:
-// pcgx does not model it with pipeline stages, which gather after the
-// update here), and tensor
+// (--overlap-param-gather: overlap_param_gather, ZeRO 1), and tensor
 // parallelism's collectives beside its products (--tp-comm-overlap, which
 // overlaps more than pcgx prices: overlap_grad_input, with sequence
 // parallelism wherever t > 1). BF16, FlashAttention (Transformer Engine's
@@ -270,7 +268,7 @@ int main(int argc, char** argv) {
     q.machine = m.with_devices(r.gpus);
     q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t, q.search.sequence_parallel = r.t > 1;
     q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash;
-    q.overlap_grad_input = true, q.overlap_param_gather = r.p == 1;
+    q.overlap_grad_input = true, q.overlap_param_gather = true;
     if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1}, q.micro_batch_size = 1;
     try {
       const auto t0 = std::chrono::steady_clock::now();

@@ -84,7 +84,7 @@ struct StepTimes {
   std::vector<std::vector<double>> start, end;
 };
 StepTimes step_times(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs, std::span<const double> forward,
-                     std::span<const double> backward, std::span<const double> transfer, const FirstForwardWait& wait = {});
+                     std::span<const double> backward, std::span<const double> transfer, const ForwardWait& wait = {});
 
 // The k-th forward (or backward) of stage s in Megatron-LM's interleaved
 // order: micro-batches in groups of S through each local chunk in turn
@@ -432,7 +432,7 @@ std::vector<std::vector<PipelineStep>> parse_pipeline_programs(std::string_view 
 namespace {
 
 StepTimes step_times(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs, std::span<const double> forward,
-                     std::span<const double> backward, std::span<const double> transfer, const FirstForwardWait& wait) {
+                     std::span<const double> backward, std::span<const double> transfer, const ForwardWait& wait) {
   const std::vector<ScheduledStep> order = run_order(p, programs);
   const int64_t C = p.chunks(), M = p.micro_batches;
   if (static_cast<int64_t>(forward.size()) != C || static_cast<int64_t>(backward.size()) != C ||
@@ -440,7 +440,6 @@ StepTimes step_times(const PipelineShape& p, const std::vector<std::vector<Pipel
     throw Error("pipeline schedule: step times for " + std::to_string(forward.size()) + " chunks, where the schedule has " + std::to_string(C));
   std::vector<double> fwd_end(static_cast<size_t>(C * M), 0.0), bwd_end(static_cast<size_t>(C * M), 0.0);
   std::vector<double> stage_free(static_cast<size_t>(p.stages), 0.0);
-  std::vector<char> waited(static_cast<size_t>(C), 0);
   auto at = [&](int64_t c, int64_t m) { return static_cast<size_t>(c * M + m); };
   StepTimes out;
   for (const auto& prog : programs) out.start.emplace_back(prog.size(), 0.0), out.end.emplace_back(prog.size(), 0.0);
@@ -456,8 +455,8 @@ StepTimes step_times(const PipelineShape& p, const std::vector<std::vector<Pipel
       ready = std::max(ready, fwd_end[at(x.chunk, x.micro_batch)]);
       if (x.chunk + 1 < C) ready = std::max(ready, bwd_end[at(x.chunk + 1, x.micro_batch)] + transfer[c]);
     }
-    // (A chunk's first forward in run order may first wait, as told.)
-    if (!x.backward && wait && !waited[c]) waited[c] = 1, ready += wait(x.chunk, ready);
+    // (A forward may first wait, as told.)
+    if (!x.backward && wait) ready += wait(s.stage, x, ready);
     const double end = ready + (x.backward ? backward[c] : forward[c]);
     (x.backward ? bwd_end : fwd_end)[at(x.chunk, x.micro_batch)] = end;
     for (size_t k = first; k < last; ++k) {
@@ -472,7 +471,7 @@ StepTimes step_times(const PipelineShape& p, const std::vector<std::vector<Pipel
 }  // namespace
 
 double schedule_makespan(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs, std::span<const double> forward,
-                         std::span<const double> backward, std::span<const double> transfer, const FirstForwardWait& wait) {
+                         std::span<const double> backward, std::span<const double> transfer, const ForwardWait& wait) {
   const StepTimes t = step_times(p, programs, forward, backward, transfer, wait);
   double makespan = 0;
   for (const auto& ends : t.end)

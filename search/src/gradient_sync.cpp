@@ -119,23 +119,6 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   return t;
 }
 
-double replay_param_gathers(std::vector<ParamGather> gathers, double start, GatherChains& chains) {
-  std::stable_sort(gathers.begin(), gathers.end(), [](const ParamGather& a, const ParamGather& b) { return a.needed < b.needed; });
-  double wait = 0;  // the forward pass's delay so far
-  for (const ParamGather& x : gathers) {
-    double& at = chains[x.devices];  // when this gather is issued
-    const double reader = std::max(start + x.needed + wait, at + x.seconds);  // its first reader starts
-    wait = reader - start - x.needed;
-    at = reader;
-  }
-  return wait;
-}
-
-double replay_param_gathers(std::vector<ParamGather> gathers) {
-  GatherChains fresh;
-  return replay_param_gathers(std::move(gathers), 0, fresh);
-}
-
 SyncTimeline replay_sharded(const CostModel& cost, const std::vector<ShardedStep>& ops, double forward, double backward, int64_t micro) {
   SyncTimeline t;
   // The buckets, in the order the backward pass closes them: per operator

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -493,17 +494,17 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         const double steps = written || beside ? schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing) : 0.0;
         if (written) plan.time = steps + plan.update;
         // ZeRO's weights gathered beside the forward pass: every stage's
-        // chains start with the step, each chunk's first forward waiting
-        // for its gathers from when the schedule reaches it (a later stage
-        // has the first micro-batch's way through the stages before it to
-        // gather in), the delay going on down the schedule.
+        // gathers start with the step, each chunk's first forward waiting
+        // for its own from when the schedule reaches it (a later stage has
+        // the first micro-batch's way through the stages before it to
+        // gather in), the delay going on down the schedule
+        // (param_gathers.h: chained per stage, or aligned under the
+        // interleaved schedule).
         if (beside) {
-          std::vector<GatherChains> chains(static_cast<size_t>(S));  // per stage: its devices numbered as its chunks' mappings number them
-          auto wait = [&](int64_t chunk, double start) {
-            return replay_param_gathers(plan.stage[static_cast<size_t>(chunk)].mapped.estimate.param_gathers, start,
-                                        chains[static_cast<size_t>(shape.stage_of(chunk))]);
-          };
-          plan.gather_wait = std::max(0.0, schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing, wait) - steps);
+          std::vector<std::vector<ParamGather>> gathers;
+          for (const StagePlan& sp : plan.stage) gathers.push_back(sp.mapped.estimate.param_gathers);
+          PipelineGathers wait(shape, std::move(gathers));
+          plan.gather_wait = std::max(0.0, schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing, std::ref(wait)) - steps);
           plan.time += plan.gather_wait;
         }
         if (plan.time < best.time) best = std::move(plan);

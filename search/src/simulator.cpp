@@ -24,6 +24,7 @@ const char* to_string(SimKind k) {
     case SimKind::kGather: return "weight gather";
     case SimKind::kShardGather: return "weight gather before use";
     case SimKind::kWeightGradient: return "weight gradient";
+    case SimKind::kGatherIssue: return "weight gathers issued";
   }
   return "?";
 }
@@ -64,6 +65,7 @@ std::string Simulator::label(TaskId t) const {
   if (k.kind == SimKind::kSync) return "gradient bucket " + std::to_string(k.index);
   if (k.kind == SimKind::kGather)
     return "weight gather of bucket " + std::to_string(k.index) + (k.node >= 0 ? " beside the forward pass" : " after the update");
+  if (k.kind == SimKind::kGatherIssue) return "chunk " + std::to_string(k.chunk) + "'s weight gathers issued";
   if (k.kind == SimKind::kShardGather)
     return describe(graph().node(k.node)) + " weight gather before " + (k.index == 0 ? "forward" : "backward");
   if (k.kind == SimKind::kCollective && k.index == 2) return describe(graph().node(k.node)) + " collective re-run in backward";

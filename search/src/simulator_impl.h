@@ -92,6 +92,11 @@ struct Simulator::Impl {
   // (each model chunk's buffers hold its own, as Megatron-LM's do, and as
   // the estimate maps each chunk alone). Empty: one chunk.
   std::vector<int64_t> gather_chunks;
+  // Under the interleaved schedule, a chunk's gathers are issued together
+  // (param_gathers.h, Megatron-LM's --align-param-gather): each after the
+  // one before it in its chain only, not at a reader (build_pipelined adds
+  // when the stage issues them).
+  bool aligned_gathers = false;
   // Fills param_gathers and param_buckets_of from the current placement
   // (the buckets the tail closes, simulator_tail.cpp).
   void plan_param_gathers();

@@ -29,6 +29,7 @@ std::vector<int64_t> Simulator::Impl::node_chunks(const PipelineShape& p) const 
 bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& info) {
   pipe.reset();
   gather_chunks.clear();
+  aligned_gathers = false;
   const int64_t M = graph_micro_batches();
   if (M <= 1) {
     if (asked && asked->micro_batches > 1)
@@ -52,6 +53,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   p.shape = shape;
   p.chunk = node_chunks(shape);
   gather_chunks = p.chunk;
+  aligned_gathers = shape.virtual_stages > 1;
   // Some layers recomputed: as many of each chunk as its plan counted.
   // (Operators: never one another chunk reads.)
   if (const TrainingRecipe& r = cost.recipe(); plans_per_chunk(r.recompute, r.recompute_layers, shape))
@@ -151,6 +153,9 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   // The first micro-batch's weight gathers as expanded (a later chunk's
   // readers wait for one issued in an earlier chunk of their stage).
   std::vector<TaskId> gather_task(one.size(), -1);
+  // Aligned (the interleaved schedule): per chunk, when its stage issues
+  // its gathers (-1: as the step starts, its first two chunks').
+  std::vector<TaskId> issued(static_cast<size_t>(C), -1);
   // (Forward too under ZeRO 3, whose every micro-batch gathers the weights
   // again on the devices' gather channels.)
   auto expand = [&](uint64_t at, const std::vector<TaskId>& waits, int64_t c, Pipelined::Expanded& x, bool backward = true,
@@ -168,8 +173,13 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
         if (const TaskId e = x.task[static_cast<size_t>(r)]; e >= 0 && body_of[static_cast<size_t>(r)] == k) w.push_back(e);
         else if (const TaskId gt = gather_task[static_cast<size_t>(r)]; gt >= 0 && !backward && x.micro_batch == 0) w.push_back(gt);
       // (A chain's first weight gather is issued as the step begins, on
-      // its stage's devices, whatever the chunk waits for.)
-      if (w.empty() && one_info[static_cast<size_t>(body[i])].kind != SimKind::kGather) w = waits;
+      // its stage's devices, whatever the chunk waits for; aligned, a
+      // chunk's as its stage issues them.)
+      if (one_info[static_cast<size_t>(body[i])].kind == SimKind::kGather) {
+        if (const TaskId when = issued[static_cast<size_t>(c)]; when >= 0) w.push_back(when);
+      } else if (w.empty()) {
+        w = waits;
+      }
       SimTaskInfo what = one_info[static_cast<size_t>(body[i])];
       what.chunk = c, what.micro_batch = x.micro_batch;
       info.push_back(what);
@@ -198,12 +208,28 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   p.last_backward.assign(static_cast<size_t>(C), -1);
   p.last_backward_position.assign(static_cast<size_t>(C), 0);
   uint64_t q = 1;
+  const int64_t S = shape.stages, v = shape.virtual_stages;
+  std::vector<int64_t> forwards(static_cast<size_t>(S), 0);  // per stage: forward steps so far
+  std::vector<TaskId> on_stage(static_cast<size_t>(S), -1);  // per stage: its last step
   for (const ScheduledStep& s : order) {
     const PipelineStep& x = s.step;
     const int64_t c = x.chunk, m = x.micro_batch;
     std::vector<TaskId> waits;
     if (!x.backward) {
       if (c > 0) waits.push_back(F[at(c - 1, m)]);
+      // Aligned: chunk k >= 2 of the stage issued at its forward step
+      // S (k - 1) - stage, as that step could start (param_gathers.h).
+      if (aligned_gathers && s.stage >= 0) {
+        const int64_t j = forwards[static_cast<size_t>(s.stage)]++;
+        for (int64_t k = 2; k < v; ++k)
+          if (j == S * (k - 1) - s.stage) {
+            std::vector<TaskId> when = waits;
+            if (const TaskId before = on_stage[static_cast<size_t>(s.stage)]; before >= 0) when.push_back(before);
+            info.push_back({SimKind::kGatherIssue, -1, -1, -1, k * S + s.stage, -1});
+            p.body_of.push_back(-1);
+            issued[static_cast<size_t>(k * S + s.stage)] = tl.add(order_of(0, q, kStepEnd - 2), std::move(when), 0.0, {});
+          }
+      }
       const bool first_gathering = m == 0 && (!first_gathers[static_cast<size_t>(c)].empty() || reads_gathers[static_cast<size_t>(c)]);
       if (gathers_each || first_gathering) {
         Pipelined::Expanded f;
@@ -226,6 +252,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
         p.last_backward_position[static_cast<size_t>(c)] = q;
       }
     }
+    if (s.stage >= 0) on_stage[static_cast<size_t>(s.stage)] = x.backward ? B[at(c, m)] : F[at(c, m)];
     ++q;
   }
   p.end_position = q;

@@ -104,7 +104,8 @@ void Simulator::Impl::build_structure(Timeline& tl, std::vector<SimTaskInfo>& in
         preds.clear();
         if (const int32_t b = param_gathers[k].before; b >= 0) {
           preds.push_back(param_gathers[static_cast<size_t>(b)].task);
-          for (int64_t i = 0; i < u.tasks * u.inputs; ++i) preds.push_back(u.fwd_transfer + static_cast<TaskId>(i));
+          if (!aligned_gathers)
+            for (int64_t i = 0; i < u.tasks * u.inputs; ++i) preds.push_back(u.fwd_transfer + static_cast<TaskId>(i));
         }
         param_gathers[k].task = add(order_of(0, id, sub), preds, {SimKind::kGather, n.id, static_cast<int64_t>(k), -1});
         tl.set_cost(param_gathers[k].task, param_gathers[k].seconds, param_gathers[k].resources);

@@ -219,7 +219,7 @@ void Simulator::Impl::plan_param_gathers() {
     ParamGather& x = param_gathers[k];
     auto [it, fresh] = last.try_emplace(x.devices, static_cast<int32_t>(k));
     x.before = fresh ? -1 : it->second;
-    x.issuer = fresh ? x.first : param_gathers[static_cast<size_t>(it->second)].first;
+    x.issuer = fresh || aligned_gathers ? x.first : param_gathers[static_cast<size_t>(it->second)].first;
     it->second = static_cast<int32_t>(k);
   }
 }

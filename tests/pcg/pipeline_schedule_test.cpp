@@ -209,25 +209,31 @@ TEST(PipelineSchedule, MakespanIsTheClosedFormForEveryStageAlike) {
   EXPECT_THROW(schedule_makespan(two, stage_programs(two), std::vector<double>(3, 1.0), bwd, none), Error);
 }
 
-// A chunk's first forward waiting (ZeRO's weights gathered beside the
-// forward pass): 2 stages, 1f1b, 4 micro-batches, f = 1, b = 2 (15 plain).
-// The first stage waiting 1 s shifts everything: 16. The second stage's
-// first forward, ready at 1 s, waiting until 2.5 s: its steps, back to
-// back from then, end at 14.5 and the first stage's last backward at
-// 16.5. Waiting until 0.5 s: no wait, the first micro-batch takes longer
-// to reach it. Asked once per chunk, with when it is ready.
-TEST(PipelineSchedule, AChunksFirstForwardWaitsAsTold) {
+// A forward waiting (ZeRO's weights gathered beside the forward pass):
+// 2 stages, 1f1b, 4 micro-batches, f = 1, b = 2 (15 plain). The first
+// stage's first forward waiting 1 s shifts everything: 16. The second
+// stage's, ready at 1 s, waiting until 2.5 s: its steps, back to back
+// from then, end at 14.5 and the first stage's last backward at 16.5.
+// Waiting until 0.5 s: no wait, the first micro-batch takes longer to
+// reach it. Asked for every forward, in run order, with its stage and
+// when it is ready.
+TEST(PipelineSchedule, AForwardWaitsAsTold) {
   const PipelineShape two{2, 4, 1, PipelineSchedule::k1F1B};
   const std::vector<double> fwd(2, 1.0), bwd(2, 2.0), none(2, 0.0);
-  std::vector<std::pair<int64_t, double>> asked;
+  std::vector<std::pair<int64_t, double>> asked;  // (stage, start) of the first micro-batch's forwards
+  int64_t forwards = 0;
   auto until = [&](int64_t chunk, double at, double time) {
-    return [&asked, chunk, at, time](int64_t c, double start) {
-      asked.emplace_back(c, start);
-      return c == chunk ? std::max(0.0, at - start) + time : 0.0;
+    return [&, chunk, at, time](int64_t stage, const PipelineStep& x, double start) {
+      ++forwards;
+      EXPECT_EQ(stage, x.chunk);
+      if (x.micro_batch != 0) return 0.0;
+      asked.emplace_back(stage, start);
+      return x.chunk == chunk ? std::max(0.0, at - start) + time : 0.0;
     };
   };
   EXPECT_DOUBLE_EQ(schedule_makespan(two, stage_programs(two), fwd, bwd, none, until(0, 0.0, 1.0)), 16.0);
   EXPECT_EQ(asked, (std::vector<std::pair<int64_t, double>>{{0, 0.0}, {1, 2.0}}));
+  EXPECT_EQ(forwards, 8);
   EXPECT_DOUBLE_EQ(schedule_makespan(two, stage_programs(two), fwd, bwd, none, until(1, 2.5, 0.0)), 16.5);
   EXPECT_DOUBLE_EQ(schedule_makespan(two, stage_programs(two), fwd, bwd, none, until(1, 0.5, 0.0)), 15.0);
   EXPECT_DOUBLE_EQ(schedule_makespan(two, stage_programs(two), fwd, bwd, none, {}), 15.0);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -167,24 +168,25 @@ TEST(OverlapParamGather, EstimateAndSimulatorSaveAlikeAndTheGathersRunBesideTheF
   }
 }
 
-// Pipeline stages: every stage's chain of gathers starts with the step,
-// but a stage's first forward waits for them only from when the first
-// micro-batch reaches it, so a later stage has the stages before it to
-// gather in; the delay goes on down the schedule. The estimate replays
-// each chunk's gathers from when the schedule reaches it (1F1B, and
-// interleaved, where a stage's chain runs on into its next chunk) and
-// agrees with the simulator within the gap the two have without the
-// overlap. Here the links are 10 times slower, so that the gathers
-// outlast the first micro-batch's forward on the first stage: the first
-// stage waits, and the second stage, replayed from the step's start,
-// would wait too.
+// Pipeline stages (Megatron-LM's plan, t = 4, 2 stages, 4 micro-batches
+// on 32 dgx-a100 devices): every stage's gathers start with the step, but
+// a stage's first forward waits for them only from when the first
+// micro-batch reaches it. One chunk per stage: a stage's chain goes on
+// from there; interleaved (3 virtual stages), a stage issues its first
+// two chunks' gathers as the step starts and each later chunk's at its
+// forward step S (k - 1) - stage (aligned, param_gathers.h). The estimate
+// replays each chunk's gathers as the schedule reaches it and agrees with
+// the simulator within the gap the two have without the overlap; every
+// gather is waited for by a forward reading its bucket (a later chunk's
+// first one, issued in the chunk before it, too), and aligned, none
+// starts before its chunk is issued.
 TEST(OverlapParamGather, EachStageWaitsFromWhenTheFirstMicroBatchReachesIt) {
   static const Ruleset empty;
   static const RuleLibrary rules(empty);
   SearchOptions o;
   o.algorithm = Algorithm::kMegatron, o.tensor_degree = 4, o.sequence_parallel = true;
-  const Graph g = build_model("gpt", {{"layers", 4}, {"hidden", 1024}, {"heads", 16}, {"ffn", 4096}, {"seq", 2048}, {"vocab", 1024}, {"batch", 32}});
-  for (const int64_t v : {1, 2}) {
+  const Graph g = build_model("gpt", {{"layers", 6}, {"hidden", 1024}, {"heads", 16}, {"ffn", 4096}, {"seq", 2048}, {"vocab", 1024}, {"batch", 32}});
+  for (const int64_t v : {1, 3}) {
     SCOPED_TRACE("virtual stages " + std::to_string(v));
     TrainingRecipe recipe{Precision::kBf16, Recompute::kNone, ZeroStage::k1};
     const Machine m = find_machine("dgx-a100").with_devices(32);
@@ -209,11 +211,21 @@ TEST(OverlapParamGather, EachStageWaitsFromWhenTheFirstMicroBatchReachesIt) {
     for (TaskId t = 0; t < static_cast<TaskId>(tl.size()); ++t)
       if (sim.info(t).kind == SimKind::kForward && sim.info(t).node >= 0)
         for (TaskId p : tl.task(t).preds) waited[static_cast<size_t>(p)] = 1;
+    // Interleaved (aligned): a stage issues its chunks from the third on
+    // at its forward step S (k - 1) - stage, none of their gathers
+    // starting before.
+    std::map<int64_t, double> issued;  // by chunk
+    for (TaskId t = 0; t < static_cast<TaskId>(tl.size()); ++t)
+      if (sim.info(t).kind == SimKind::kGatherIssue) issued[sim.info(t).chunk] = tl.task(t).end;
+    EXPECT_EQ(static_cast<int64_t>(issued.size()), v > 2 ? 2 * (v - 2) : 0);
     int gathers = 0;
     for (TaskId t = 0; t < static_cast<TaskId>(tl.size()); ++t)
       if (sim.info(t).kind == SimKind::kGather) {
         ++gathers;
         EXPECT_TRUE(waited[static_cast<size_t>(t)]) << sim.label(t);
+        if (const auto it = issued.find(sim.info(t).chunk); it != issued.end()) {
+          EXPECT_GE(tl.task(t).start, it->second) << sim.label(t);
+        }
       }
     EXPECT_GT(gathers, 2 * v) << "several buckets per chunk";
   }

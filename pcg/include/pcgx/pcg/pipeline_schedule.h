@@ -137,13 +137,13 @@ std::vector<ScheduledStep> run_order(const PipelineShape& p, const std::vector<s
 // stage alike and no transfer, 1f1b and gpipe take (M + S - 1)(f + b) and
 // interleaved (M + (S - 1)/v)(f + b) for a stage's f + b over its chunks:
 // the closed forms of search/pipeline.h; a written order takes its own.
-// With `wait`, each chunk's first forward in run order, ready at `start`
-// (seconds after the step starts), first waits wait(chunk, start) seconds
-// (ZeRO's weights gathered beside the forward pass, search/param_gathers.h);
-// called once per chunk, in run order.
-using FirstForwardWait = std::function<double(int64_t chunk, double start)>;
+// With `wait`, each forward step, ready at `start` (seconds after the step
+// starts), first waits wait(stage, step, start) seconds (ZeRO's weights
+// gathered beside the forward pass, search/param_gathers.h); called for
+// every forward step, in run order (a joint step's stage: -1).
+using ForwardWait = std::function<double(int64_t stage, const PipelineStep& step, double start)>;
 double schedule_makespan(const PipelineShape& p, const std::vector<std::vector<PipelineStep>>& programs, std::span<const double> forward,
-                         std::span<const double> backward, std::span<const double> transfer, const FirstForwardWait& wait = {});
+                         std::span<const double> backward, std::span<const double> transfer, const ForwardWait& wait = {});
 
 // The most micro-batches whose forward a stage has run through one of its
 // chunks and whose backward there it has not, counted over its chunks

@@ -94,8 +94,10 @@ namespace pcgx::search {
 
 // kWeightGradient: a product's weight gradient computed after its input's
 // (TrainingRecipe::overlap_grad_input), while that one moves on.
+// (kGatherIssue: zero-length, where a pipelined plan's stage issues a
+// chunk's weight gathers under the interleaved schedule; chunk set.)
 enum class SimKind : uint8_t { kForward, kBackward, kTransfer, kGradientTransfer, kCollective, kSync, kUpdate, kOverhead, kGather, kShardGather,
-                               kWeightGradient };
+                               kWeightGradient, kGatherIssue };
 const char* to_string(SimKind k);
 
 // What a simulated task stands for.
