@@ -22,7 +22,7 @@ double replay_param_gathers(std::vector<ParamGather> gathers) {
 }
 
 PipelineGathers::PipelineGathers(const PipelineShape& shape, std::vector<std::vector<ParamGather>> chunk_gathers)
-    : shape_(shape), gathers_(std::move(chunk_gathers)), aligned_(shape.virtual_stages > 1) {
+    : shape_(shape), gathers_(std::move(chunk_gathers)), aligned_(shape.schedule == PipelineSchedule::kInterleaved) {
   for (auto& g : gathers_)
     std::stable_sort(g.begin(), g.end(), [](const ParamGather& a, const ParamGather& b) { return a.needed < b.needed; });
   gathers_.resize(static_cast<size_t>(shape_.chunks()));

@@ -490,7 +490,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         // steps run as written, each as long as its chunk's forward or
         // backward, each boundary crossed between them.
         const auto programs = stage_programs(shape);
-        const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || joint > 0;
+        // (GPipe through several chunks per stage has no closed form either.)
+        const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || joint > 0 ||
+                             (shape.schedule == PipelineSchedule::kGPipe && v > 1);
         const double steps = written || beside ? schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing) : 0.0;
         if (written) plan.time = steps + plan.update;
         // ZeRO's weights gathered beside the forward pass: every stage's
@@ -500,6 +502,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         // gather in), the delay going on down the schedule
         // (param_gathers.h: chained per stage, or aligned under the
         // interleaved schedule).
+        // (A plan stating devices prices its chunks by simulation, which
+        // lists no gathers: ranked without them, then simulated whole.)
         if (beside) {
           std::vector<std::vector<ParamGather>> gathers;
           for (const StagePlan& sp : plan.stage) gathers.push_back(sp.mapped.estimate.param_gathers);
@@ -532,7 +536,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   const double M = static_cast<double>(best.micro);
   // The schedule's span in slots of the slowest stage's micro-batch: the
   // closed form's, or a written order's makespan over it.
-  const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || !po.interlaced.empty();
+  const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || !po.interlaced.empty() ||
+                       (po.schedule == PipelineSchedule::kGPipe && best.virtual_stages > 1);
   const double slots = written && best.slowest > 0 ? (best.time - best.update) / best.slowest
                                                    : M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
   // The slowest stage's compute, over its chunks, and of it the calibrated
@@ -574,7 +579,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // chunks may use different devices of it).
   std::vector<double> stage_once(static_cast<size_t>(best.stages), 0.0);
   for (const StagePlan& sp : best.stage) {
-    for (auto [st, end] = stages_of(sp); st < end; ++st) stage_once[static_cast<size_t>(st)] += sp.mapped.estimate.once;
+    for (auto [st, end] = stages_of(sp); st < end; ++st)  // (under the gathers beside the forward pass, without their wait: priced above)
+      stage_once[static_cast<size_t>(st)] += sp.mapped.estimate.once - (beside ? sp.mapped.estimate.gather : 0.0);
     e.gathered_for_use += sp.mapped.estimate.gathered_for_use;
   }
   const auto syncing = std::max_element(stage_once.begin(), stage_once.end()) - stage_once.begin();

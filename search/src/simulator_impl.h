@@ -92,7 +92,8 @@ struct Simulator::Impl {
   // (each model chunk's buffers hold its own, as Megatron-LM's do, and as
   // the estimate maps each chunk alone). Empty: one chunk.
   std::vector<int64_t> gather_chunks;
-  // Under the interleaved schedule, a chunk's gathers are issued together
+  // Under the interleaved schedule (not GPipe or a written order with
+  // several chunks per stage: chained), a chunk's gathers are issued together
   // (param_gathers.h, Megatron-LM's --align-param-gather): each after the
   // one before it in its chain only, not at a reader (build_pipelined adds
   // when the stage issues them).

@@ -43,7 +43,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
                 " with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state (stage 1); stages 2 and 3 "
                 "accumulate over micro-batches on one stage");
   if (param_gathers_in_structure() && !shape.interlaced.empty())
-    throw Error("simulate: ZeRO's weights gathered beside the forward pass (overlap_param_gather) are not modelled with interlaced chunks");
+    throw Error("simulate: ZeRO's weights gathered beside the forward pass (overlap_param_gather) are not modelled with interlaced chunks "
+                "(simulate with --overlap-param-gather off)");
   if (shape.micro_batches != M)
     throw Error("simulate: the pipeline runs " + std::to_string(shape.micro_batches) + " micro-batches but the graph's Pipeline degrees cut " +
                 std::to_string(M));
@@ -53,7 +54,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   p.shape = shape;
   p.chunk = node_chunks(shape);
   gather_chunks = p.chunk;
-  aligned_gathers = shape.virtual_stages > 1;
+  aligned_gathers = shape.schedule == PipelineSchedule::kInterleaved;
   // Some layers recomputed: as many of each chunk as its plan counted.
   // (Operators: never one another chunk reads.)
   if (const TrainingRecipe& r = cost.recipe(); plans_per_chunk(r.recompute, r.recompute_layers, shape))

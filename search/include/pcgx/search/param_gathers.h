@@ -11,7 +11,9 @@
 // (nor in the simulator).
 //
 // With pipeline stages (PipelineGathers) every stage's chain starts as the
-// step starts, but a stage's first forward starts only when the first
+// step starts (Megatron-Core r0.8: the first bucket from zero_grad; since
+// r0.9 from its own reader's pre-hook, a bucket's gather later, not
+// modelled), but a stage's first forward starts only when the first
 // micro-batch reaches it, and the chain goes on only from there: a pass
 // is replayed from the time it starts (`start`), the chains carrying over
 // from one pass to the next on the same devices (a stage's chunks in the
@@ -22,7 +24,8 @@
 // on every stage at once, and those of chunk c >= 2 as the stage reaches
 // the forward step its schedule lines up with the first stage's first
 // forward of chunk c - 1; they run one after another per set of devices,
-// and each reader waits for its own.
+// and each reader waits for its own. Other orders with several chunks per
+// stage (GPipe, a written order) are chained.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -55,7 +58,7 @@ double replay_param_gathers(std::vector<ParamGather> gathers);
 // forward waits for its weights). `chunk_gathers`: per chunk of `shape`
 // (no interlaced chunks), its gathers, `needed` counted from its first
 // forward's start and `devices` numbered within its stage. Aligned under
-// the interleaved schedule (virtual stages > 1), chained otherwise.
+// the interleaved schedule, chained otherwise.
 class PipelineGathers {
  public:
   PipelineGathers(const PipelineShape& shape, std::vector<std::vector<ParamGather>> chunk_gathers);

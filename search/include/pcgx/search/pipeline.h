@@ -109,7 +109,9 @@ struct PipelineOptions {
   int64_t virtual_stages = 1;  // v: chunks per device (interleaved 1F1B when > 1)
   // The schedule the stages run (a plan's); unset: 1F1B, interleaved with
   // v > 1. Its micro-batches in flight are what memory counts; the time is
-  // the default schedule's closed form (the simulator runs it as given).
+  // the default schedule's closed form (the simulator runs it as given),
+  // or, for GPipe through several chunks per stage, which has none, its
+  // steps' makespan (schedule_makespan), as a written order's.
   std::optional<PipelineSchedule> schedule;
   std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
   // Where the chunks end (a written plan's "boundaries"): the names of the
