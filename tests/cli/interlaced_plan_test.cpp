@@ -144,6 +144,17 @@ TEST(InterlacedPlan, MistakesAreOneErrorLine) {
   expect_one_error_line(run("optimize gpt-tiny --plan " + written("unselected.json", plan).string() + " --machine dgx-h100 --devices 4 -o " + out.string()),
                         "'emb_add' (EwAdd) runs on stage 1's devices (0..1) only: an interlaced chunk's operators run on several stages' (more tasks "
                         "than a stage has devices); no rule selects it)", out);
+  // ZeRO's weights gathered beside the forward pass: not modelled with
+  // interlaced chunks, refused by optimize (naming the flag) and by
+  // simulate.
+  expect_one_error_line(run("optimize gpt-tiny --plan " + kPlan + " --machine dgx-h100 --devices 4 --zero 1 --overlap-param-gather -o " + out.string()),
+                        "error: --overlap-param-gather: ZeRO's weights gathered beside the forward pass are not modelled with interlaced chunks", out);
+  const fs::path zero1 = dir() / "interlaced-zero1.json";
+  ASSERT_EQ(run("optimize gpt-tiny --plan " + kPlan + " --machine dgx-h100 --devices 4 --zero 1 -q -o " + zero1.string()).code, 0);
+  const auto sim = run("simulate " + zero1.string() + " --overlap-param-gather on");
+  EXPECT_EQ(sim.code, 2) << sim.out;
+  EXPECT_NE(sim.out.find("error: simulate: ZeRO's weights gathered beside the forward pass (overlap_param_gather) are not modelled with "
+                         "interlaced chunks (simulate with --overlap-param-gather off)\n"), std::string::npos) << sim.out;
 }
 
 // The operators a plan with interlaced chunks leaves unstated, searched
