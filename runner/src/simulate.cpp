@@ -17,6 +17,7 @@ SimulateReport simulate(SimulateRequest q) {
   search::StrategyFile& f = *r.file;
   if (q.schedule) {
     if (f.pipeline_stages <= 0) throw FieldError("SimulateRequest.schedule", "the strategy is not pipelined (it has no micro-batches)");
+    r.reordered = f.schedule != *q.schedule || (*q.schedule == PipelineSchedule::kExplicit && f.programs != q.programs);
     f.schedule = *q.schedule, f.programs = std::move(q.programs);
     try {
       check(*search::pipeline_shape(f));

@@ -35,6 +35,11 @@ TEST(ScheduleFile, AnOrderAsWrittenTrainsAndSimulates) {
   const auto sim = run("simulate " + pipelined().string() + " --schedule " + kSchedules + "three-forwards-2x4.txt");
   ASSERT_EQ(sim.code, 0) << sim.out;
   EXPECT_NE(sim.out.find("explicit schedule"), std::string::npos) << sim.out;
+  // The strategy was priced with its own order (1F1B): the ratio says so.
+  EXPECT_NE(sim.out.find("(the search's estimate under the strategy's own schedule: "), std::string::npos) << sim.out;
+  const auto own_sim = run("simulate " + pipelined().string());
+  ASSERT_EQ(own_sim.code, 0) << own_sim.out;
+  EXPECT_NE(own_sim.out.find("(the search's estimate: "), std::string::npos) << own_sim.out;
   const auto own = run("run " + pipelined().string() + " --steps 3 --no-report --no-plot");
   const auto written = run("run " + pipelined().string() + " --steps 3 --no-report --no-plot --schedule " + kSchedules + "three-forwards-2x4.txt");
   ASSERT_EQ(written.code, 0) << written.out;

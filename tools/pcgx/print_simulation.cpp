@@ -34,12 +34,18 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
               << p->micro_batches << " micro-batches, " << name(p->schedule) << " schedule (each micro-batch's steps simulated)\n";
   out << "iteration time        " << ms(s.time) << " simulated";
   // Priced under another recipe than the strategy's (--precision, --zero,
-  // ...): the ratio is then to what the strategy was searched with, not
-  // the simulator against the model.
+  // ...) or run in another stage order (--schedule): the ratio is then to
+  // what the strategy was searched with, not the simulator against the
+  // model.
   const bool other = !(recipe == f.recipe);
+  const bool reordered = rep.reordered;
   if (f.strategy.estimate.feasible && f.strategy.estimate.time > 0)
-    out << " (the search's estimate" << (other ? " under the strategy's own recipe" : "") << ": " << ms(f.strategy.estimate.time)
-        << ", ratio " << std::fixed << std::setprecision(2) << s.time / f.strategy.estimate.time << ")";
+    out << " (the search's estimate"
+        << (other && reordered ? " under the strategy's own recipe and schedule"
+            : other            ? " under the strategy's own recipe"
+            : reordered        ? " under the strategy's own schedule"
+                               : "")
+        << ": " << ms(f.strategy.estimate.time) << ", ratio " << std::fixed << std::setprecision(2) << s.time / f.strategy.estimate.time << ")";
   out << "\n  along the critical path (" << s.critical_path.size() << " tasks)\n"
             << "    compute           " << ms(s.compute) << "\n"
             << "    communication     " << ms(s.communication) << " exposed (transfers and collectives: " << ms(s.communication_total)

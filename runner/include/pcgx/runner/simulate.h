@@ -45,6 +45,9 @@ struct SimulateReport {
   std::unique_ptr<search::CostModel> cost;
   std::unique_ptr<search::Simulator> sim;
   search::SimulationSummary summary;
+  // The stages run in another order than the strategy was priced with
+  // (SimulateRequest::schedule): its estimate is the old order's.
+  bool reordered = false;
 };
 
 // Throws FieldError naming SimulateRequest.schedule for a schedule the
