@@ -579,8 +579,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // chunks may use different devices of it).
   std::vector<double> stage_once(static_cast<size_t>(best.stages), 0.0);
   for (const StagePlan& sp : best.stage) {
-    for (auto [st, end] = stages_of(sp); st < end; ++st)  // (under the gathers beside the forward pass, without their wait: priced above)
-      stage_once[static_cast<size_t>(st)] += sp.mapped.estimate.once - (beside ? sp.mapped.estimate.gather : 0.0);
+    for (auto [st, end] = stages_of(sp); st < end; ++st) stage_once[static_cast<size_t>(st)] += sp.info.update;  // (PipelineStage::update)
     e.gathered_for_use += sp.mapped.estimate.gathered_for_use;
   }
   const auto syncing = std::max_element(stage_once.begin(), stage_once.end()) - stage_once.begin();
