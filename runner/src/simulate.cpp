@@ -2,6 +2,8 @@
 #include "pcgx/runner/simulate.h"
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/gradient_sync.h"
+#include "pcgx/search/pipeline_timing.h"
 
 namespace pcgx::runner {
 
@@ -65,6 +67,8 @@ SimulateReport simulate(SimulateRequest q) {
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
   r.sim = std::make_unique<search::Simulator>(f.strategy.graph, views, *r.cost, search::pipeline_shape(f));
+  if (r.reordered && !f.chunks.empty() && recipe == f.recipe)
+    r.repriced = search::scheduled_time(*search::pipeline_shape(f), f.chunks, search::gathers_beside_forward(*r.cost)).time;
   r.summary = r.sim->summary();
   return r;
 }

@@ -46,6 +46,7 @@ struct Plan {
   std::vector<double> stage_time;           // per stage: one micro-batch through its chunks
   double time = kInf, slowest = 0, update = 0;
   double gather_wait = 0;  // under overlap_param_gather: what the stages' first forwards wait for their weights, in the step
+  bool closed_form = true;  // (ScheduledTime::closed_form)
   std::vector<StagePlan> stage;
   std::vector<std::string> applied;
 };
@@ -392,12 +393,6 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         Plan plan;
         plan.stages = S, plan.micro = M, plan.virtual_stages = v;
         plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
-        plan.stage_time.assign(static_cast<size_t>(S), 0.0);
-        std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
-        // Per chunk, one micro-batch: its forward, its backward, and the
-        // message from the chunk before it (each way): a written order's
-        // steps (schedule_makespan).
-        std::vector<double> chunk_forward(pieces.size(), 0.0), chunk_backward(pieces.size(), 0.0), crossing(pieces.size(), 0.0);
         try {
           int64_t staged_seen = 0;
           for (size_t p = 0; p < pieces.size(); ++p) {
@@ -449,15 +444,19 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             // micro-batch reaches it: not a once-per-step term.)
             info.update = beside ? e.once - e.gather : e.once;
             info.micro_batch = (e.time - e.once) / static_cast<double>(M);
-            chunk_backward[p] = e.backward / static_cast<double>(M);
-            chunk_forward[p] = info.micro_batch - chunk_backward[p];
+            info.backward = e.backward / static_cast<double>(M);
+            info.forward = info.micro_batch - info.backward;
+            // (A plan stating devices prices its chunks by simulation,
+            // which lists no gathers: ranked without them, then simulated
+            // whole.)
+            if (beside) info.param_gathers = e.param_gathers;
             if (pieces[p].in.node >= 0) {  // receive the boundary, send its gradient back
               const Node& in = *std::find_if(sp.graph.nodes().begin(), sp.graph.nodes().end(),
                                              [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
               const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
               const int64_t from = std::max<int64_t>(shape.stage_of(static_cast<int64_t>(p) - 1), 0) * d;  // the previous chunk's stage
               info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
-              crossing[p - 1] = cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
+              plan.stage.back().info.crossing = cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
             }
             sp.memory = memory_per_device(sp.graph, sp.mapped.views, info.devices, cost.recipe(),
                                           everywhere ? held_sets[0][p] : chunk_holds(stage));
@@ -467,8 +466,6 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
               auto& held = plan.memory[static_cast<size_t>(st)];
               const size_t off = everywhere ? static_cast<size_t>(st * d) : 0;
               for (size_t k = 0; k < held.size() && off + k < sp.memory.size(); ++k) held[k] += sp.memory[off + k];
-              plan.stage_time[static_cast<size_t>(st)] += info.micro_batch;
-              stage_update[static_cast<size_t>(st)] += info.update;
             }
             for (const auto& a : searched[p]->applied) plan.applied.push_back(renamed_applied(a, [&](const std::string& x) { return real_name(graphs[p].names, x); }));
             plan.stage.push_back(std::move(sp));
@@ -479,37 +476,14 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             if (fullest > cost.machine().device.memory_capacity)
               throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(fullest / 1073741824.0) + " GiB per device");
           }
-          plan.slowest = *std::max_element(plan.stage_time.begin(), plan.stage_time.end());
-          plan.update = *std::max_element(stage_update.begin(), stage_update.end());
+          std::vector<PipelineStage> chunks;
+          for (const StagePlan& sp : plan.stage) chunks.push_back(sp.info);
+          ScheduledTime t = scheduled_time(shape, chunks, beside);
+          plan.time = t.time, plan.slowest = t.slowest, plan.update = t.update, plan.gather_wait = t.gather_wait;
+          plan.stage_time = std::move(t.stage_time), plan.closed_form = t.closed_form;
         } catch (const Error& e) {
           why = std::to_string(S) + " stages" + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
           continue;
-        }
-        plan.time = (static_cast<double>(M) + static_cast<double>(S - 1) / static_cast<double>(v)) * plan.slowest + plan.update;
-        // A written order, or one with joint steps, has no closed form: its
-        // steps run as written, each as long as its chunk's forward or
-        // backward, each boundary crossed between them.
-        const auto programs = stage_programs(shape);
-        // (GPipe through several chunks per stage has no closed form either.)
-        const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || joint > 0 ||
-                             (shape.schedule == PipelineSchedule::kGPipe && v > 1);
-        const double steps = written || beside ? schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing) : 0.0;
-        if (written) plan.time = steps + plan.update;
-        // ZeRO's weights gathered beside the forward pass: every stage's
-        // gathers start with the step, each chunk's first forward waiting
-        // for its own from when the schedule reaches it (a later stage has
-        // the first micro-batch's way through the stages before it to
-        // gather in), the delay going on down the schedule
-        // (param_gathers.h: chained per stage, or aligned under the
-        // interleaved schedule).
-        // (A plan stating devices prices its chunks by simulation, which
-        // lists no gathers: ranked without them, then simulated whole.)
-        if (beside) {
-          std::vector<std::vector<ParamGather>> gathers;
-          for (const StagePlan& sp : plan.stage) gathers.push_back(sp.mapped.estimate.param_gathers);
-          PipelineGathers wait(shape, std::move(gathers));
-          plan.gather_wait = std::max(0.0, schedule_makespan(shape, programs, chunk_forward, chunk_backward, crossing, std::ref(wait)) - steps);
-          plan.time += plan.gather_wait;
         }
         if (plan.time < best.time) best = std::move(plan);
       }
@@ -536,8 +510,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   const double M = static_cast<double>(best.micro);
   // The schedule's span in slots of the slowest stage's micro-batch: the
   // closed form's, or a written order's makespan over it.
-  const bool written = (po.schedule == PipelineSchedule::kExplicit && !po.programs.empty()) || !po.interlaced.empty() ||
-                       (po.schedule == PipelineSchedule::kGPipe && best.virtual_stages > 1);
+  const bool written = !best.closed_form;
   const double slots = written && best.slowest > 0 ? (best.time - best.update) / best.slowest
                                                    : M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
   // The slowest stage's compute, over its chunks, and of it the calibrated

@@ -2,6 +2,7 @@
 #include "pcgx/search/strategy_json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -65,12 +66,72 @@ std::string strategy_to_json(const StrategyFile& s) {
       }
       j["pipeline"]["programs"] = programs;
     }
+    if (!s.chunks.empty()) {
+      json chunks = json::array();
+      for (const PipelineStage& c : s.chunks) {
+        json k = {{"stage", c.stage}, {"forward", c.forward}, {"backward", c.backward}, {"crossing", c.crossing}, {"update", c.update}};
+        if (!c.param_gathers.empty()) {
+          k["gathers"] = json::array();
+          for (const ParamGather& g : c.param_gathers) k["gathers"].push_back({{"seconds", g.seconds}, {"needed", g.needed}, {"devices", g.devices}});
+        }
+        chunks.push_back(k);
+      }
+      j["pipeline"]["chunks"] = chunks;
+    }
   }
   return j.dump(1) + "\n";
 }
 
 namespace {
 StrategyFile strategy_from_value(const json& j, const std::string& source);
+
+// pipeline.chunks: one object per chunk of `shape`, times not negative;
+// micro_batch derived (pipeline_timing.h), the whole checked by pricing it.
+std::vector<PipelineStage> chunks_from_value(const json& a, const PipelineShape& shape, const std::string& source) {
+  const std::string field = "pipeline.chunks";
+  if (!a.is_array()) throw FileError(source, field, "expected one object per chunk");
+  auto seconds = [&](const json& o, const char* key, const std::string& at) {
+    if (!o.contains(key) || !o[key].is_number() || !(o[key].get<double>() >= 0) || !std::isfinite(o[key].get<double>()))
+      throw FileError(source, at + "." + key, "expected seconds (a number, not negative)");
+    return o[key].get<double>();
+  };
+  std::vector<PipelineStage> out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const json& o = a[i];
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    if (!o.is_object()) throw FileError(source, at, "expected an object");
+    PipelineStage c;
+    if (!o.contains("stage") || !o["stage"].is_number_integer()) throw FileError(source, at + ".stage", "expected an integer");
+    c.stage = o["stage"].get<int64_t>();
+    c.forward = seconds(o, "forward", at), c.backward = seconds(o, "backward", at);
+    c.crossing = seconds(o, "crossing", at), c.update = seconds(o, "update", at);
+    if (o.contains("gathers")) {
+      if (!o["gathers"].is_array()) throw FileError(source, at + ".gathers", "expected an array of gathers");
+      for (size_t k = 0; k < o["gathers"].size(); ++k) {
+        const json& g = o["gathers"][k];
+        const std::string gat = at + ".gathers[" + std::to_string(k) + "]";
+        if (!g.is_object()) throw FileError(source, gat, "expected an object");
+        ParamGather pg;
+        pg.seconds = seconds(g, "seconds", gat), pg.needed = seconds(g, "needed", gat);
+        if (!g.contains("devices") || !g["devices"].is_array()) throw FileError(source, gat + ".devices", "expected an array of devices");
+        for (const json& d : g["devices"]) {
+          if (!d.is_number_integer() || d.get<int64_t>() < 0) throw FileError(source, gat + ".devices", "expected an array of devices");
+          pg.devices.push_back(d.get<int64_t>());
+        }
+        c.param_gathers.push_back(std::move(pg));
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i].micro_batch = out[i].forward + out[i].backward + (i > 0 ? 2 * out[i - 1].crossing : 0.0);
+  try {
+    scheduled_time(shape, out, false);
+  } catch (const Error& e) {
+    throw FileError(source, field, e.what());
+  }
+  return out;
+}
 }  // namespace
 
 StrategyFile strategy_from_json(const std::string& text, const std::string& source) {
@@ -264,6 +325,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
       throw FileError(source, "pipeline", e.what());
     }
     s.strategy.estimate.bubble = p.value("bubble", 0.0);
+    if (p.contains("chunks")) s.chunks = chunks_from_value(p["chunks"], *pipeline_shape(s), source);
   }
   return s;
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
 #include "temp_dir.h"
@@ -26,6 +28,11 @@ fs::path pipelined() {
   return s;
 }
 
+double ratio(const std::string& out) {
+  const size_t at = out.find("ratio ");
+  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
+}
+
 std::string last_loss(const std::string& out) {
   const size_t at = out.rfind("loss ");
   return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
@@ -35,11 +42,32 @@ TEST(ScheduleFile, AnOrderAsWrittenTrainsAndSimulates) {
   const auto sim = run("simulate " + pipelined().string() + " --schedule " + kSchedules + "three-forwards-2x4.txt");
   ASSERT_EQ(sim.code, 0) << sim.out;
   EXPECT_NE(sim.out.find("explicit schedule"), std::string::npos) << sim.out;
-  // The strategy was priced with its own order (1F1B): the ratio says so.
-  EXPECT_NE(sim.out.find("(the search's estimate under the strategy's own schedule: "), std::string::npos) << sim.out;
+  // The strategy's chunks priced in the order written, beside what the
+  // search priced in its own (1F1B).
+  EXPECT_NE(sim.out.find("(the search's estimate of its stages in this order: "), std::string::npos) << sim.out;
+  EXPECT_NE(sim.out.find("; in its own order "), std::string::npos) << sim.out;
+  EXPECT_NEAR(ratio(sim.out), 1.0, 0.05) << sim.out;
   const auto own_sim = run("simulate " + pipelined().string());
   ASSERT_EQ(own_sim.code, 0) << own_sim.out;
   EXPECT_NE(own_sim.out.find("(the search's estimate: "), std::string::npos) << own_sim.out;
+  // A file without its chunks' times (written before they were kept):
+  // the ratio is to the strategy's own order's estimate, and says so.
+  nlohmann::json j;
+  {
+    std::ifstream in(pipelined());
+    j = nlohmann::json::parse(in);
+  }
+  ASSERT_TRUE(j["pipeline"].contains("chunks"));
+  j["pipeline"].erase("chunks");
+  const fs::path old = pipelined().parent_path() / "pp-without-chunks.json";
+  std::ofstream(old) << j.dump();
+  const auto unpriced = run("simulate " + old.string() + " --schedule " + kSchedules + "three-forwards-2x4.txt");
+  ASSERT_EQ(unpriced.code, 0) << unpriced.out;
+  EXPECT_NE(unpriced.out.find("(the search's estimate under the strategy's own schedule: "), std::string::npos) << unpriced.out;
+  // Another recipe too: the chunks' times are the strategy's recipe's.
+  const auto other = run("simulate " + pipelined().string() + " --precision bf16 --schedule " + kSchedules + "three-forwards-2x4.txt");
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_NE(other.out.find("(the search's estimate under the strategy's own recipe and schedule: "), std::string::npos) << other.out;
   const auto own = run("run " + pipelined().string() + " --steps 3 --no-report --no-plot");
   const auto written = run("run " + pipelined().string() + " --steps 3 --no-report --no-plot --schedule " + kSchedules + "three-forwards-2x4.txt");
   ASSERT_EQ(written.code, 0) << written.out;

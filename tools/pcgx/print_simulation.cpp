@@ -39,7 +39,10 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
   // model.
   const bool other = !(recipe == f.recipe);
   const bool reordered = rep.reordered;
-  if (f.strategy.estimate.feasible && f.strategy.estimate.time > 0)
+  if (rep.repriced && *rep.repriced > 0)
+    out << " (the search's estimate of its stages in this order: " << ms(*rep.repriced) << ", ratio " << std::fixed << std::setprecision(2)
+        << s.time / *rep.repriced << "; in its own order " << ms(f.strategy.estimate.time) << ")";
+  else if (f.strategy.estimate.feasible && f.strategy.estimate.time > 0)
     out << " (the search's estimate"
         << (other && reordered ? " under the strategy's own recipe and schedule"
             : other            ? " under the strategy's own recipe"

@@ -48,6 +48,11 @@ struct SimulateReport {
   // The stages run in another order than the strategy was priced with
   // (SimulateRequest::schedule): its estimate is the old order's.
   bool reordered = false;
+  // Then, where the strategy keeps its chunks' times (StrategyFile::chunks)
+  // and the recipe is its own: the step those chunks take in the new order,
+  // priced as the search prices a plan stating that order
+  // (search/pipeline_timing.h).
+  std::optional<double> repriced;
 };
 
 // Throws FieldError naming SimulateRequest.schedule for a schedule the

@@ -99,6 +99,7 @@
 #include <vector>
 
 #include "pcgx/pcg/pipeline_schedule.h"
+#include "pcgx/search/pipeline_timing.h"
 #include "pcgx/search/search.h"
 
 namespace pcgx::search {
@@ -129,19 +130,6 @@ struct PipelineOptions {
   // follows the last, unless `boundaries` says where they end. Written
   // plans only (options.algorithm plan).
   std::vector<int64_t> interlaced;
-};
-
-// One stage's chunk (the whole stage without interleaving).
-struct PipelineStage {
-  int64_t stage = 0;          // 0-based: the devices it runs on; -1: an interlaced chunk, on every device
-  int64_t chunk = 0;          // 0-based virtual stage of that device
-  int64_t first_device = 0;
-  int64_t devices = 0;
-  int64_t operators = 0;      // compute operators of the model in the stage
-  std::string first, last;    // the first and last of them (graph order)
-  double micro_batch = 0;     // one micro-batch through this chunk (seconds; t_s sums a stage's chunks)
-  double update = 0;          // its share of u_s (seconds)
-  double memory = 0;          // bytes of this chunk on its fullest device (a device holds its stage's every chunk)
 };
 
 struct PipelineResult {

@@ -15,6 +15,14 @@
 //                   "schedule": "interleaved", "bubble": s } }   (pipelined only;
 //                   "interlaced": [0, 5]: chunks every stage runs together)
 //
+// `pipeline.chunks` (optional; written by optimize where the step was
+// priced from them): per chunk in model order, one micro-batch's times as
+// the search priced them (pipeline_timing.h), { "stage": 0, "forward": s,
+// "backward": s, "crossing": s (to the next chunk, each way), "update": s
+// (once per step), "gathers": [ { "seconds": s, "needed": s, "devices":
+// [..] } ] (under overlap_param_gather) }: what lets the same chunks be
+// priced in another stage order (`pcgx simulate --schedule`).
+//
 // `pipeline.schedule` is gpipe, 1f1b or interleaved (pcg/pipeline_schedule.h;
 // absent: 1f1b, interleaved when virtual_stages > 1); a one-stage pipeline
 // is gradient accumulation.
@@ -29,6 +37,7 @@
 #include "pcgx/pcg/machine.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline_timing.h"
 
 namespace pcgx::search {
 
@@ -47,6 +56,9 @@ struct StrategyFile {
   // "programs", one string per stage in parse_pipeline_programs' format).
   std::vector<std::vector<PipelineStep>> programs;
   std::vector<int64_t> interlaced;  // chunks every stage runs together (pipeline_schedule.h)
+  // The chunks' times the step was priced from (empty: not recorded, or
+  // not priced from them: a plan stating devices is simulated whole).
+  std::vector<PipelineStage> chunks;
   // Precision, recomputation and ZeRO stage (absent from older files: tf32, none, 0).
   TrainingRecipe recipe;
 };

@@ -1,0 +1,60 @@
+#pragma once
+// A pipelined plan's step time from its chunks' times (pipeline.h's
+// formulas), apart from the search that found the chunks: the search
+// ranks its plans with it, and a strategy file keeps its chunks' times
+// ("pipeline.chunks") so that `pcgx simulate --schedule` prices the same
+// chunks run in another order as the search would have.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pcgx/pcg/pipeline_schedule.h"
+#include "pcgx/search/param_gathers.h"
+
+namespace pcgx::search {
+
+// One stage's chunk (the whole stage without interleaving).
+struct PipelineStage {
+  int64_t stage = 0;          // 0-based: the devices it runs on; -1: an interlaced chunk, on every device
+  int64_t chunk = 0;          // 0-based virtual stage of that device
+  int64_t first_device = 0;
+  int64_t devices = 0;
+  int64_t operators = 0;      // compute operators of the model in the stage
+  std::string first, last;    // the first and last of them (graph order)
+  double micro_batch = 0;     // one micro-batch through this chunk (seconds; t_s sums a stage's chunks): forward +
+                              // backward + receiving its boundary and sending its gradient back (2 x the crossing
+                              // of the chunk before)
+  double forward = 0;         // of micro_batch: one micro-batch's forward through the chunk
+  double backward = 0;        // of micro_batch: its backward
+  double crossing = 0;        // the boundary to the next chunk, each way (0 for the last chunk)
+  double update = 0;          // its share of u_s (seconds): once-per-step terms, without gathers beside the forward pass
+  // Under overlap_param_gather (gradient_sync.h's gathers_beside_forward):
+  // the chunk's gathers (Estimate::param_gathers), replayed as its stage
+  // runs its forward steps (PipelineGathers).
+  std::vector<ParamGather> param_gathers;
+  double memory = 0;          // bytes of this chunk on its fullest device (a device holds its stage's every chunk)
+};
+
+struct ScheduledTime {
+  double time = 0;                  // seconds per step
+  std::vector<double> stage_time;   // per stage: one micro-batch through its chunks (t_s; an interlaced chunk counts on every stage)
+  double slowest = 0;               // max_s t_s
+  double update = 0;                // max_s u_s
+  double gather_wait = 0;           // of time: the forward steps' waits for weights gathered beside them
+  bool closed_form = true;          // false: priced by the steps' makespan (schedule_makespan)
+};
+
+// The step of a plan whose chunks (in model order, one per chunk of
+// `shape`) run under `shape`'s schedule: the closed form of pipeline.h
+// for 1f1b, interleaved and GPipe through one chunk per stage; the
+// makespan of the stages' steps (pcg's schedule_makespan) plus max_s u_s
+// for a written order, interlaced chunks and GPipe through several chunks
+// per stage. With `gathers_beside` (ZeRO's weights gathered beside the
+// forward pass) the forward steps' waits for them are added, replayed
+// through the steps (param_gathers.h; not with interlaced chunks).
+// Throws pcgx::Error when the chunks do not match the shape (their count,
+// a chunk on the wrong stage) or the order cannot run (check()).
+ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const PipelineStage> chunks, bool gathers_beside);
+
+}  // namespace pcgx::search

@@ -1,0 +1,63 @@
+// A pipelined plan's step from its chunks' times (pipeline_timing.h).
+#include "pcgx/search/pipeline_timing.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "pcgx/pcg/error.h"
+
+namespace pcgx::search {
+
+ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const PipelineStage> chunks, bool gathers_beside) {
+  check(shape);
+  const int64_t S = shape.stages, v = shape.virtual_stages;
+  if (static_cast<int64_t>(chunks.size()) != shape.chunks())
+    throw Error(std::to_string(chunks.size()) + " chunk times for a pipeline of " + std::to_string(shape.chunks()) + " chunks");
+  ScheduledTime out;
+  out.stage_time.assign(static_cast<size_t>(S), 0.0);
+  std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
+  std::vector<double> forward, backward, crossing;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const PipelineStage& k = chunks[c];
+    if (k.stage != shape.stage_of(static_cast<int64_t>(c)))
+      throw Error("chunk " + std::to_string(c) + " runs on stage " + std::to_string(k.stage) + " where the pipeline runs it on stage " +
+                  std::to_string(shape.stage_of(static_cast<int64_t>(c))));
+    // (An interlaced chunk runs on every stage.)
+    for (int64_t st = k.stage < 0 ? 0 : k.stage; st < (k.stage < 0 ? S : k.stage + 1); ++st) {
+      out.stage_time[static_cast<size_t>(st)] += k.micro_batch;
+      stage_update[static_cast<size_t>(st)] += k.update;
+    }
+    forward.push_back(k.forward), backward.push_back(k.backward), crossing.push_back(k.crossing);
+  }
+  out.slowest = *std::max_element(out.stage_time.begin(), out.stage_time.end());
+  out.update = *std::max_element(stage_update.begin(), stage_update.end());
+  const double M = static_cast<double>(shape.micro_batches);
+  out.time = (M + static_cast<double>(S - 1) / static_cast<double>(v)) * out.slowest + out.update;
+  // A written order, or one with joint steps, has no closed form: its
+  // steps run as written, each as long as its chunk's forward or
+  // backward, each boundary crossed between them. (GPipe through several
+  // chunks per stage has none either.)
+  out.closed_form = !(shape.schedule == PipelineSchedule::kExplicit || !shape.interlaced.empty() ||
+                      (shape.schedule == PipelineSchedule::kGPipe && v > 1));
+  if (out.closed_form && !gathers_beside) return out;
+  const auto programs = stage_programs(shape);
+  const double steps = schedule_makespan(shape, programs, forward, backward, crossing);
+  if (!out.closed_form) out.time = steps + out.update;
+  // ZeRO's weights gathered beside the forward pass: every stage's
+  // gathers start with the step, each chunk's first forward waiting for
+  // its own from when the schedule reaches it (a later stage has the
+  // first micro-batch's way through the stages before it to gather in),
+  // the delay going on down the schedule (param_gathers.h: chained per
+  // stage, or aligned under the interleaved schedule).
+  if (gathers_beside) {
+    if (!shape.interlaced.empty()) throw Error("ZeRO's weights gathered beside the forward pass are not modelled with interlaced chunks");
+    std::vector<std::vector<ParamGather>> gathers;
+    for (const PipelineStage& k : chunks) gathers.push_back(k.param_gathers);
+    PipelineGathers wait(shape, std::move(gathers));
+    out.gather_wait = std::max(0.0, schedule_makespan(shape, programs, forward, backward, crossing, std::ref(wait)) - steps);
+    out.time += out.gather_wait;
+  }
+  return out;
+}
+
+}  // namespace pcgx::search
