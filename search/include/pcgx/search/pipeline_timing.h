@@ -25,7 +25,7 @@ struct PipelineStage {
   double micro_batch = 0;     // one micro-batch through this chunk (seconds; t_s sums a stage's chunks): forward +
                               // backward + receiving its boundary and sending its gradient back (2 x the crossing
                               // of the chunk before)
-  double forward = 0;         // of micro_batch: one micro-batch's forward through the chunk
+  double forward = 0;         // of micro_batch: what is not backward (its forward pass, the once-per-micro-batch rest)
   double backward = 0;        // of micro_batch: its backward
   double crossing = 0;        // the boundary to the next chunk, each way (0 for the last chunk)
   double update = 0;          // its share of u_s (seconds): once-per-step terms, without gathers beside the forward pass
@@ -54,7 +54,8 @@ struct ScheduledTime {
 // forward pass) the forward steps' waits for them are added, replayed
 // through the steps (param_gathers.h; not with interlaced chunks).
 // Throws pcgx::Error when the chunks do not match the shape (their count,
-// a chunk on the wrong stage) or the order cannot run (check()).
+// a chunk on the wrong stage), the order cannot run (check()), or with
+// `gathers_beside` and interlaced chunks.
 ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const PipelineStage> chunks, bool gathers_beside);
 
 }  // namespace pcgx::search

@@ -16,16 +16,23 @@
 //                   "interlaced": [0, 5]: chunks every stage runs together)
 //
 // `pipeline.chunks` (optional; written by optimize where the step was
-// priced from them): per chunk in model order, one micro-batch's times as
-// the search priced them (pipeline_timing.h), { "stage": 0, "forward": s,
-// "backward": s, "crossing": s (to the next chunk, each way), "update": s
-// (once per step), "gathers": [ { "seconds": s, "needed": s, "devices":
+// priced from them exactly): per chunk in model order, one micro-batch's
+// times as the search priced them (pipeline_timing.h), { "stage": 0 (-1:
+// interlaced), "forward": s, "backward": s, "crossing": s (to the next
+// chunk, each way), "update": s (once per step), "gathers": [ {
+// "seconds": s, "needed": s after the chunk's forward starts, "devices":
 // [..] } ] (under overlap_param_gather) }: what lets the same chunks be
-// priced in another stage order (`pcgx simulate --schedule`).
+// priced in another stage order (`pcgx simulate --schedule`). A chunk's
+// micro_batch is derived (forward + backward + 2 x the crossing before
+// it). Read back, every time is a finite number >= 0, `stage` an integer,
+// `devices` integers >= 0, and the chunks must be one per chunk of the
+// pipeline, each on the stage the pipeline runs it on (else an error on
+// `pipeline.chunks`).
 //
-// `pipeline.schedule` is gpipe, 1f1b or interleaved (pcg/pipeline_schedule.h;
-// absent: 1f1b, interleaved when virtual_stages > 1); a one-stage pipeline
-// is gradient accumulation.
+// `pipeline.schedule` is gpipe, 1f1b, interleaved or explicit (with
+// `pipeline.programs`, one string of steps per stage;
+// pcg/pipeline_schedule.h; absent: 1f1b, interleaved when virtual_stages
+// > 1); a one-stage pipeline is gradient accumulation.
 //
 // `views` lists every placed node (pcg/machine_view.h): its task i runs on
 // device start + i * stride, or with `strides` (one per task-grid
