@@ -57,7 +57,7 @@ class Context {
   TensorRef tensor(const std::string& name, int64_t index_range = 0);
   // A Weight named `name` holding `value` (an initializer reshaped or
   // transposed as the operator takes it).
-  TensorRef weight(const std::string& name, const Tensor<float>& value);
+  TensorRef weight(const std::string& name, Tensor<float> value);
   // The name a weight made of constant `name` takes: its initializer's.
   std::string weight_name(const std::string& name) const {
     const Constant* k = constant(name);

@@ -9,8 +9,11 @@
 namespace pcgx::importer {
 
 Tensor<float> Constant::as_tensor() const {
-  Tensor<float> t(shape);
-  for (size_t i = 0; i < values.size(); ++i) t.data[i] = static_cast<float>(values[i]);
+  // (Built from the values, not zero-filled first: a model's weights are
+  // most of its file.)
+  Tensor<float> t;
+  t.shape = shape;
+  t.data.assign(values.begin(), values.end());
   return t;
 }
 
@@ -29,9 +32,9 @@ const Constant* Context::constant(const std::string& name) const {
   return it == constants_.end() ? nullptr : &it->second;
 }
 
-TensorRef Context::weight(const std::string& name, const Tensor<float>& value) {
+TensorRef Context::weight(const std::string& name, Tensor<float> value) {
   const TensorRef w = b_.weight(name, value.shape);
-  weights_[name] = value;
+  weights_[name] = std::move(value);
   return w;
 }
 
@@ -105,12 +108,14 @@ namespace {
 
 // n values of type T from the raw bytes, or else from the typed field.
 template <class T, class Field>
-void read_values(const onnx::TensorProto& t, const Field& field, std::vector<double>& out, const std::string& where) {
+void read_values(const onnx::TensorProto& t, const Field& field, size_t n, std::vector<double>& out, const std::string& where) {
   const std::string& raw = t.raw_data();
   const size_t have = t.has_raw_data() ? raw.size() / sizeof(T) : static_cast<size_t>(field.size());
-  if (have != out.size()) throw Error(where + ": " + std::to_string(have) + " values for a shape of " + std::to_string(out.size()));
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = t.has_raw_data() ? static_cast<double>(read_le<T>(raw, i)) : static_cast<double>(field.Get(static_cast<int>(i)));
+  if (have != n) throw Error(where + ": " + std::to_string(have) + " values for a shape of " + std::to_string(n));
+  out.clear();
+  out.reserve(n);  // (appended, not zero-filled first: a model's weights are most of its file)
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(t.has_raw_data() ? static_cast<double>(read_le<T>(raw, i)) : static_cast<double>(field.Get(static_cast<int>(i))));
 }
 
 }  // namespace
@@ -119,13 +124,13 @@ Constant constant_of(const onnx::TensorProto& t, const std::string& where) {
   Constant c;
   c.shape.assign(t.dims().begin(), t.dims().end());
   if (t.data_location() == onnx::TensorProto::EXTERNAL) throw Error(where + ": data in an external file (pcgx reads self-contained models)");
-  c.values.resize(static_cast<size_t>(product(c.shape)));
+  const auto n = static_cast<size_t>(product(c.shape));
   switch (t.data_type()) {
-    case onnx::TensorProto::FLOAT: read_values<float>(t, t.float_data(), c.values, where); break;
-    case onnx::TensorProto::DOUBLE: read_values<double>(t, t.double_data(), c.values, where); break;
-    case onnx::TensorProto::INT64: read_values<int64_t>(t, t.int64_data(), c.values, where), c.integer = true; break;
-    case onnx::TensorProto::INT32: read_values<int32_t>(t, t.int32_data(), c.values, where), c.integer = true; break;
-    case onnx::TensorProto::BOOL: read_values<uint8_t>(t, t.int32_data(), c.values, where), c.integer = true; break;
+    case onnx::TensorProto::FLOAT: read_values<float>(t, t.float_data(), n, c.values, where); break;
+    case onnx::TensorProto::DOUBLE: read_values<double>(t, t.double_data(), n, c.values, where); break;
+    case onnx::TensorProto::INT64: read_values<int64_t>(t, t.int64_data(), n, c.values, where), c.integer = true; break;
+    case onnx::TensorProto::INT32: read_values<int32_t>(t, t.int32_data(), n, c.values, where), c.integer = true; break;
+    case onnx::TensorProto::BOOL: read_values<uint8_t>(t, t.int32_data(), n, c.values, where), c.integer = true; break;
     default: throw Error(where + ": element type " + std::to_string(t.data_type()) + " (pcgx reads float, double, int64, int32 and bool)");
   }
   return c;
@@ -134,10 +139,16 @@ Constant constant_of(const onnx::TensorProto& t, const std::string& where) {
 bool onnx_available(std::string*) { return true; }
 
 ImportedModel import_onnx(const std::string& path, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
+  // Read whole, then parsed: from one buffer the parser sizes each tensor's
+  // bytes at once, where from a stream it grows them chunk by chunk.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(path + ": cannot be read");
+  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw Error(path + ": cannot be read");
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in)) throw Error(path + ": not an ONNX model (the protobuf does not parse)");
+  if (!model.ParseFromString(bytes)) throw Error(path + ": not an ONNX model (the protobuf does not parse)");
+  std::string().swap(bytes);
   const onnx::GraphProto& g = model.graph();
   ImportedModel out;
   for (const auto& o : model.opset_import())
