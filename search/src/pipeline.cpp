@@ -46,7 +46,7 @@ struct Plan {
   std::vector<double> stage_time;           // per stage: one micro-batch through its chunks
   double time = kInf, slowest = 0, update = 0;
   double gather_wait = 0;  // under overlap_param_gather: what the stages' first forwards wait for their weights, in the step
-  bool closed_form = true;  // (ScheduledTime::closed_form)
+  double steps = 0;  // (ScheduledTime::steps)
   std::vector<StagePlan> stage;
   std::vector<std::string> applied;
 };
@@ -480,7 +480,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
           for (const StagePlan& sp : plan.stage) chunks.push_back(sp.info);
           ScheduledTime t = scheduled_time(shape, chunks, beside);
           plan.time = t.time, plan.slowest = t.slowest, plan.update = t.update, plan.gather_wait = t.gather_wait;
-          plan.stage_time = std::move(t.stage_time), plan.closed_form = t.closed_form;
+          plan.stage_time = std::move(t.stage_time), plan.steps = t.steps;
         } catch (const Error& e) {
           why = std::to_string(S) + " stages" + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
           continue;
@@ -508,11 +508,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   }
   Estimate& e = result.search.strategy.estimate;
   const double M = static_cast<double>(best.micro);
-  // The schedule's span in slots of the slowest stage's micro-batch: the
-  // closed form's, or a written order's makespan over it.
-  const bool written = !best.closed_form;
-  const double slots = written && best.slowest > 0 ? (best.time - best.update) / best.slowest
-                                                   : M + static_cast<double>(best.stages - 1) / static_cast<double>(best.virtual_stages);
+  // The schedule's span in slots of the slowest stage's micro-batch: its
+  // steps' makespan over it.
+  const double slots = best.slowest > 0 ? best.steps / best.slowest : M;
   // The slowest stage's compute, over its chunks, and of it the calibrated
   // per-node overhead (a chunk's compute includes it, as a plan's does:
   // machine_mapping.h), scaled alike to the schedule's span.
@@ -531,9 +529,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   e.feasible = true;
   e.time = best.time;
   e.once = best.update;
-  // (A written order's makespan crosses the stage boundaries between steps,
-  // where slowest charges them to the receiving stage: never below zero.)
-  e.bubble = written ? std::max(0.0, (slots - M) * best.slowest) : static_cast<double>(best.stages - 1) * best.slowest / static_cast<double>(best.virtual_stages);
+  // (The makespan crosses the stage boundaries between steps, where
+  // slowest charges them to the receiving stage: never below zero.)
+  e.bubble = std::max(0.0, (slots - M) * best.slowest);
   e.compute = stage_compute[bottleneck] * slots / M;
   e.overhead = stage_overhead[bottleneck] * slots / M;
   e.communication = e.time - e.once - e.compute;

@@ -16,7 +16,11 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
   ScheduledTime out;
   out.stage_time.assign(static_cast<size_t>(S), 0.0);
   std::vector<double> stage_update(static_cast<size_t>(S), 0.0);
-  std::vector<double> forward, backward, crossing;
+  // Each step holds its stage for its chunk's forward or backward and the
+  // boundary it receives (forward) or sends back (backward), as the
+  // chunk's micro_batch counts it and the simulator runs it (Megatron-LM
+  // waits for its point-to-point messages in the step that needs them).
+  std::vector<double> forward, backward, crossing(chunks.size(), 0.0);
   for (size_t c = 0; c < chunks.size(); ++c) {
     const PipelineStage& k = chunks[c];
     if (k.stage != shape.stage_of(static_cast<int64_t>(c)))
@@ -27,22 +31,21 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
       out.stage_time[static_cast<size_t>(st)] += k.micro_batch;
       stage_update[static_cast<size_t>(st)] += k.update;
     }
-    forward.push_back(k.forward), backward.push_back(k.backward), crossing.push_back(k.crossing);
+    const double received = c > 0 ? chunks[c - 1].crossing : 0.0;
+    forward.push_back(k.forward + received), backward.push_back(k.backward + received);
   }
   out.slowest = *std::max_element(out.stage_time.begin(), out.stage_time.end());
   out.update = *std::max_element(stage_update.begin(), stage_update.end());
   const double M = static_cast<double>(shape.micro_batches);
-  out.time = (M + static_cast<double>(S - 1) / static_cast<double>(v)) * out.slowest + out.update;
-  // A written order, or one with joint steps, has no closed form: its
-  // steps run as written, each as long as its chunk's forward or
-  // backward, each boundary crossed between them. (GPipe through several
-  // chunks per stage has none either.)
-  out.closed_form = !(shape.schedule == PipelineSchedule::kExplicit || !shape.interlaced.empty() ||
-                      (shape.schedule == PipelineSchedule::kGPipe && v > 1));
-  if (out.closed_form && !gathers_beside) return out;
+  out.closed_form = (M + static_cast<double>(S - 1) / static_cast<double>(v)) * out.slowest + out.update;
+  // The steps as the stages run them, each chunk at its own time: where
+  // the stages differ, the others' fill and drain steps are shorter than
+  // the slowest stage's, which the closed form charges them. (A written
+  // order, joint steps and GPipe through several chunks per stage have no
+  // closed form at all.)
   const auto programs = stage_programs(shape);
-  const double steps = schedule_makespan(shape, programs, forward, backward, crossing);
-  if (!out.closed_form) out.time = steps + out.update;
+  out.steps = schedule_makespan(shape, programs, forward, backward, crossing);
+  out.time = out.steps + out.update;
   // ZeRO's weights gathered beside the forward pass: every stage's
   // gathers start with the step, each chunk's first forward waiting for
   // its own from when the schedule reaches it (a later stage has the
@@ -54,7 +57,7 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
     std::vector<std::vector<ParamGather>> gathers;
     for (const PipelineStage& k : chunks) gathers.push_back(k.param_gathers);
     PipelineGathers wait(shape, std::move(gathers));
-    out.gather_wait = std::max(0.0, schedule_makespan(shape, programs, forward, backward, crossing, std::ref(wait)) - steps);
+    out.gather_wait = std::max(0.0, schedule_makespan(shape, programs, forward, backward, crossing, std::ref(wait)) - out.steps);
     out.time += out.gather_wait;
   }
   return out;

@@ -86,7 +86,7 @@ class PipelineSearch : public ::testing::Test {
   }
 };
 
-TEST_F(PipelineSearch, StrategyFollowsTheOneFOneBFormula) {
+TEST_F(PipelineSearch, StrategyIsPricedByItsOneFOneBSteps) {
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency());
   const Graph g = build_model("mlp", {{"batch", 512}});
   const PipelineResult r = run(g, cm, {});
@@ -96,8 +96,15 @@ TEST_F(PipelineSearch, StrategyFollowsTheOneFOneBFormula) {
   int64_t ops = 0;
   for (const auto& s : r.stage) slowest = std::max(slowest, s.micro_batch), update = std::max(update, s.update), ops += s.operators;
   const Estimate& e = r.search.strategy.estimate;
-  EXPECT_NEAR(e.time, static_cast<double>(r.micro_batches + r.stages - 1) * slowest + update, 1e-12);
-  EXPECT_NEAR(e.bubble, static_cast<double>(r.stages - 1) * slowest, 1e-12);
+  // Its 1F1B steps run together (pipeline_timing.h): at least M slots of
+  // the slowest stage, at most the closed form's M + S - 1 (which charges
+  // every fill and drain step the slowest stage's time).
+  const ScheduledTime t = scheduled_time(PipelineShape{r.stages, r.micro_batches}, r.stage, false);
+  EXPECT_NEAR(e.time, t.time, 1e-12);
+  EXPECT_NEAR(t.closed_form, static_cast<double>(r.micro_batches + r.stages - 1) * slowest + update, 1e-12);
+  EXPECT_LE(e.time, t.closed_form + 1e-12);
+  EXPECT_GT(e.time, static_cast<double>(r.micro_batches) * slowest + update);
+  EXPECT_NEAR(e.bubble, e.time - update - static_cast<double>(r.micro_batches) * slowest, 1e-12);
   int64_t computes = 0;
   for (const Node& n : g.nodes()) computes += n.op->op_class == OpClass::kCompute;
   EXPECT_EQ(ops, computes);  // every operator staged
@@ -232,7 +239,9 @@ TEST(Pipeline, GradientsSynchronizeDuringTheLastMicroBatch) {
 // The calibrated per-node overhead (Profile::node_overhead) is part of a
 // pipelined plan's time as of every plan's, and its estimate says how much:
 // the stages' chunks each count it per node and micro-batch, and the
-// schedule's span scales the slowest stage's, as its compute.
+// schedule's span scales the slowest stage's, as its compute. (Not to the
+// last digit: each step carries its own chunk's overhead, so the span in
+// slots of the slowest stage moves a little with it, 0.03% here.)
 TEST_F(PipelineSearch, TheOverheadIsItsOwnTerm) {
   // (A measured overhead replaces the efficiency table's launch cost, so
   // two overheads are compared, not one against none.)
@@ -244,9 +253,9 @@ TEST_F(PipelineSearch, TheOverheadIsItsOwnTerm) {
   const Estimate a = run(g, a_cm, {2, 4, 1}).search.strategy.estimate, b = run(g, b_cm, {2, 4, 1}).search.strategy.estimate;
   ASSERT_TRUE(a.feasible && b.feasible);
   ASSERT_GT(a.overhead, 0);
-  EXPECT_NEAR(b.overhead, 2 * a.overhead, 1e-9 * b.time);
-  EXPECT_NEAR(b.time - a.time, b.overhead - a.overhead, 1e-9 * b.time);
-  EXPECT_NEAR(b.compute - a.compute, b.overhead - a.overhead, 1e-9 * b.time);
+  EXPECT_NEAR(b.overhead, 2 * a.overhead, 1e-3 * a.overhead);
+  EXPECT_NEAR(b.time - a.time, b.overhead - a.overhead, 0.05 * a.overhead);
+  EXPECT_NEAR(b.compute - a.compute, b.overhead - a.overhead, 0.05 * a.overhead);
 }
 
 // The estimate's compute is the slowest stage's kernels (the update
@@ -273,8 +282,9 @@ TEST_F(PipelineSearch, ComputeIsTheKernelsWhateverTheCommunication) {
 }
 
 // Interleaved 1F1B: S v chunks, chunk j on stage j mod S's devices; a
-// stage's time per micro-batch sums its chunks', and the bubble is v times
-// smaller than plain 1F1B's over the same stage times.
+// stage's time per micro-batch sums its chunks', the steps come to about
+// the closed form (M + (S - 1) / v) t + u (the stages nearly alike), and
+// the bubble is smaller than plain 1F1B's over the same stage times.
 TEST_F(PipelineSearch, InterleavedFollowsItsFormula) {
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency());
   const Graph g = build_model("mlp", {{"batch", 512}});
@@ -291,8 +301,11 @@ TEST_F(PipelineSearch, InterleavedFollowsItsFormula) {
   }
   const double slowest = std::max(t[0], t[1]), update = std::max(u[0], u[1]);
   const Estimate& e = r.search.strategy.estimate;
-  EXPECT_NEAR(e.time, (4 + 1.0 / 2) * slowest + update, 1e-12);
-  EXPECT_NEAR(e.bubble, slowest / 2, 1e-12);
+  const ScheduledTime st = scheduled_time(PipelineShape{2, 4, 2, PipelineSchedule::kInterleaved}, r.stage, false);
+  EXPECT_NEAR(e.time, st.time, 1e-12);
+  EXPECT_NEAR(st.closed_form, (4 + 1.0 / 2) * slowest + update, 1e-12);
+  EXPECT_NEAR(e.time / st.closed_form, 1.0, 0.01);
+  EXPECT_NEAR(e.bubble, e.time - update - 4 * slowest, 1e-12);
   EXPECT_EQ(static_cast<int64_t>(e.memory.size()), 8);  // per device, its chunks summed
   EXPECT_LT(e.bubble, plain.search.strategy.estimate.bubble);
   // Every operator is in one chunk.

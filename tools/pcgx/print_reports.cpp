@@ -87,15 +87,13 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           << " on every device, each step of one run by every stage together (SuperScaler's interlaced pipeline): priced as the "
              "steps' makespan\n";
     }
-    // A named schedule is priced by the default schedule's closed form (the
-    // same time for gpipe); a written order by its steps' makespan
-    // (pcg/pipeline_schedule.h's schedule_makespan).
+    // Every schedule is priced by its steps' makespan
+    // (pcg/pipeline_schedule.h's schedule_makespan, search/pipeline_timing.h).
     if (written)
       out << "  schedule            " << name(rep.file.schedule) << ", the plan's: priced "
           << (rep.file.schedule == PipelineSchedule::kExplicit
                   ? std::string(search::predicts_by_simulation(q.search) ? "by simulating it as written" : "as written (its steps' makespan)")
-                  : !pr.interlaced.empty() ? std::string("as its steps' makespan")
-                                           : std::string("as ") + (pr.virtual_stages > 1 ? "interleaved 1F1B" : "1F1B"))
+                  : std::string("as its steps' makespan"))
           << ", simulated and run as written\n";
     for (size_t i = 0; i < pr.stage.size(); ++i) {
       const auto& st = pr.stage[i];

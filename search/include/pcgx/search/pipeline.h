@@ -42,7 +42,12 @@
 // stage s's optimizer update and weight-gradient synchronization:
 //     T = (M + S - 1) * max_s t_s + max_s u_s
 // M slots of the slowest stage in the steady state, S - 1 more to fill and
-// drain the pipeline (the bubble). Memory: stage s keeps the activations of
+// drain the pipeline (the bubble). That is the time with every stage
+// alike; the plan is priced by the schedule's steps run together, each
+// chunk at its own forward and backward time, the boundaries crossed
+// between them (pipeline_timing.h, pcg's schedule_makespan), which comes
+// to the formula then and to less where the stages differ (the other
+// stages' fill and drain steps are shorter than the slowest's). Memory: stage s keeps the activations of
 // at most min(S - s, M) micro-batches (s from 0), a fraction
 // min(S - s, M) / M of the whole mini-batch's.
 //
@@ -53,7 +58,7 @@
 // one micro-batch through all of stage s's chunks (each receiving its
 // boundary and sending back its gradient):
 //     T = (M + (S - 1) / v) * max_s t_s + max_s u_s
-// the bubble v times smaller, for v times the boundary messages; M must be
+// (with every stage alike; priced by its steps as above) the bubble v times smaller, for v times the boundary messages; M must be
 // a multiple of S (as Megatron-LM requires). Memory: device s keeps the
 // chunk activations of Megatron-LM's warm-up, 2 (S - s - 1) + (v - 1) S
 // micro-batch chunks, and one more, spread over its v chunks.
@@ -70,9 +75,8 @@
 // An interlaced pipeline (a written plan's, PipelineOptions::interlaced)
 // lowers each interlaced chunk on every device and each staged chunk on
 // its stage's; every stage holds the interlaced chunks' share of their
-// devices beside its own chunks, and the time is the schedule's makespan
-// (pcg/pipeline_schedule.h's schedule_makespan: a joint step holds every
-// stage), there being no closed form.
+// devices beside its own chunks, and the schedule's makespan (a joint
+// step holds every stage) has no closed form.
 //
 // Unless given, S is tried at 2, 4 and 8 (dividing the devices, at most
 // one more than the cuts) and M at S, 2S, 4S and 8S; the fastest plan wins.
@@ -109,10 +113,8 @@ struct PipelineOptions {
   int64_t micro_batches = 0;  // 0: try S, 2S, 4S, 8S
   int64_t virtual_stages = 1;  // v: chunks per device (interleaved 1F1B when > 1)
   // The schedule the stages run (a plan's); unset: 1F1B, interleaved with
-  // v > 1. Its micro-batches in flight are what memory counts; the time is
-  // the default schedule's closed form (the simulator runs it as given),
-  // or, for GPipe through several chunks per stage, which has none, its
-  // steps' makespan (schedule_makespan), as a written order's.
+  // v > 1. Its micro-batches in flight are what memory counts, and its
+  // steps' makespan is the time (pipeline_timing.h).
   std::optional<PipelineSchedule> schedule;
   std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
   // Where the chunks end (a written plan's "boundaries"): the names of the

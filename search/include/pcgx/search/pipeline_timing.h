@@ -37,20 +37,25 @@ struct PipelineStage {
 };
 
 struct ScheduledTime {
-  double time = 0;                  // seconds per step
+  double time = 0;                  // seconds per step: steps + update + gather_wait
+  double steps = 0;                 // of time: the stages' steps run together (schedule_makespan)
   std::vector<double> stage_time;   // per stage: one micro-batch through its chunks (t_s; an interlaced chunk counts on every stage)
   double slowest = 0;               // max_s t_s
   double update = 0;                // max_s u_s
   double gather_wait = 0;           // of time: the forward steps' waits for weights gathered beside them
-  bool closed_form = true;          // false: priced by the steps' makespan (schedule_makespan)
+  // pipeline.h's closed form, (M + (S - 1) / v) max_s t_s + max_s u_s: what
+  // `steps + update` comes to with every stage alike (more where the
+  // stages differ: it charges every step the slowest stage's time).
+  double closed_form = 0;
 };
 
 // The step of a plan whose chunks (in model order, one per chunk of
-// `shape`) run under `shape`'s schedule: the closed form of pipeline.h
-// for 1f1b, interleaved and GPipe through one chunk per stage; the
-// makespan of the stages' steps (pcg's schedule_makespan) plus max_s u_s
-// for a written order, interlaced chunks and GPipe through several chunks
-// per stage. With `gathers_beside` (ZeRO's weights gathered beside the
+// `shape`) run under `shape`'s schedule: the makespan of the stages'
+// steps (pcg's schedule_makespan: each step holding its stage for its
+// chunk's forward or backward and the boundary it receives or sends back,
+// as micro_batch counts them and the simulator runs them), whatever the
+// order (1f1b, interleaved, GPipe, written, with interlaced chunks), plus
+// max_s u_s. With `gathers_beside` (ZeRO's weights gathered beside the
 // forward pass) the forward steps' waits for them are added, replayed
 // through the steps (param_gathers.h; not with interlaced chunks).
 // Throws pcgx::Error when the chunks do not match the shape (their count,
