@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced2, 100 * sum2 / priced2, 100 * sim2 / priced2);
 
   std::printf("\nMegatron-Core r0.8.0 on H100 (Megatron-LM's README), priced on dgx-h100 nodes: bf16, flash attention, sequence parallel, "
-              "ZeRO 1 with its weights gathered beside the forward pass (p = 1; after the update where p > 1), input gradients sent beside the "
+              "ZeRO 1 with its weights gathered beside the forward pass, input gradients sent beside the "
               "weight products; seconds per iteration\n");
   std::printf("%-6s %5s %3s %3s %5s %-22s %10s %10s %10s %6s %6s %16s %8s\n", "params", "GPUs", "t", "p", "batch", "pcgx's choices", "predicted",
               "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search");
