@@ -529,8 +529,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   e.feasible = true;
   e.time = best.time;
   e.once = best.update;
-  // (The makespan crosses the stage boundaries between steps, where
-  // slowest charges them to the receiving stage: never below zero.)
+  // (The slowest stage alone runs M of its micro-batches in series: never
+  // below zero.)
   e.bubble = std::max(0.0, (slots - M) * best.slowest);
   e.compute = stage_compute[bottleneck] * slots / M;
   e.overhead = stage_overhead[bottleneck] * slots / M;

@@ -54,8 +54,14 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
   // stage, or aligned under the interleaved schedule).
   if (gathers_beside) {
     if (!shape.interlaced.empty()) throw Error("ZeRO's weights gathered beside the forward pass are not modelled with interlaced chunks");
+    // (A chunk's gathers are needed from its compute's start, which comes
+    // after the boundary its forward step receives first.)
     std::vector<std::vector<ParamGather>> gathers;
-    for (const PipelineStage& k : chunks) gathers.push_back(k.param_gathers);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      gathers.push_back(chunks[c].param_gathers);
+      if (c > 0)
+        for (ParamGather& g : gathers.back()) g.needed += chunks[c - 1].crossing;
+    }
     PipelineGathers wait(shape, std::move(gathers));
     out.gather_wait = std::max(0.0, schedule_makespan(shape, programs, forward, backward, crossing, std::ref(wait)) - out.steps);
     out.time += out.gather_wait;

@@ -241,7 +241,8 @@ TEST(Pipeline, GradientsSynchronizeDuringTheLastMicroBatch) {
 // the stages' chunks each count it per node and micro-batch, and the
 // schedule's span scales the slowest stage's, as its compute. (Not to the
 // last digit: each step carries its own chunk's overhead, so the span in
-// slots of the slowest stage moves a little with it, 0.03% here.)
+// slots of the slowest stage moves a little with it: the overhead term
+// 0.03% off twice the other here, the time's change 3% off the term's.)
 TEST_F(PipelineSearch, TheOverheadIsItsOwnTerm) {
   // (A measured overhead replaces the efficiency table's launch cost, so
   // two overheads are compared, not one against none.)

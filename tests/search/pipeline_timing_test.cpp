@@ -128,6 +128,30 @@ TEST(ScheduledTime, StagesThatDifferAreRunStepByStep) {
   EXPECT_DOUBLE_EQ(alike.steps + alike.update, alike.closed_form);
 }
 
+// A boundary is held by the step that receives it (forward) or sends its
+// gradient back (backward). Two stages, 2 micro-batches of 1F1B, chunk 0
+// f 1, b 2 and a boundary of 0.5 to chunk 1, whose f 1, b 2 become steps
+// of 1.5 and 2.5: stage 0 runs F0 0-1, F1 1-2; stage 1 F0 1-2.5, B0
+// 2.5-5, F1 5-6.5, B1 6.5-9; stage 0 B0 5-7, B1 9-11. Then a gather
+// beside the forward pass on stage 1, issued as the step starts and
+// taking 3, read 0.2 into chunk 1's compute: its first forward, ready at
+// 1, reads it at 1 + 0.5 + 0.2 and so waits 1.3, and everything after it
+// on both stages moves by as much: 12.3.
+TEST(ScheduledTime, ABoundaryIsHeldByTheStepsThatCrossIt) {
+  std::vector<PipelineStage> chunks(2);
+  chunks[0].stage = 0, chunks[0].forward = 1, chunks[0].backward = 2, chunks[0].crossing = 0.5, chunks[0].micro_batch = 3;
+  chunks[1].stage = 1, chunks[1].forward = 1, chunks[1].backward = 2, chunks[1].micro_batch = 4;
+  const PipelineShape shape{2, 2};
+  const ScheduledTime t = scheduled_time(shape, chunks, false);
+  EXPECT_DOUBLE_EQ(t.steps, 11.0);
+  EXPECT_DOUBLE_EQ(t.closed_form, 12.0);  // (2 + 1) x 4
+  chunks[1].param_gathers.push_back(ParamGather{3.0, 0.2, {0}});
+  const ScheduledTime w = scheduled_time(shape, chunks, true);
+  EXPECT_DOUBLE_EQ(w.steps, 11.0);
+  EXPECT_DOUBLE_EQ(w.gather_wait, 1.3);
+  EXPECT_DOUBLE_EQ(w.time, 12.3);
+}
+
 TEST(ScheduledTime, ChunksThatDoNotMatchThePipelineAreRefused) {
   const PipelineResult r = megatron(cost(false), 1, PipelineSchedule::k1F1B);
   const PipelineShape shape = shape_of(r, PipelineSchedule::k1F1B);

@@ -44,10 +44,11 @@
 // M slots of the slowest stage in the steady state, S - 1 more to fill and
 // drain the pipeline (the bubble). That is the time with every stage
 // alike; the plan is priced by the schedule's steps run together, each
-// chunk at its own forward and backward time, the boundaries crossed
-// between them (pipeline_timing.h, pcg's schedule_makespan), which comes
-// to the formula then and to less where the stages differ (the other
-// stages' fill and drain steps are shorter than the slowest's). Memory: stage s keeps the activations of
+// step holding its stage for its chunk's forward or backward and the
+// boundary it receives or sends back (pipeline_timing.h, pcg's
+// schedule_makespan), which comes to the formula then and, with one chunk
+// per stage, to less where the stages differ (the other stages' fill and
+// drain steps are shorter than the slowest's). Memory: stage s keeps the activations of
 // at most min(S - s, M) micro-batches (s from 0), a fraction
 // min(S - s, M) / M of the whole mini-batch's.
 //

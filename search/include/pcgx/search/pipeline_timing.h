@@ -30,8 +30,9 @@ struct PipelineStage {
   double crossing = 0;        // the boundary to the next chunk, each way (0 for the last chunk)
   double update = 0;          // its share of u_s (seconds): once-per-step terms, without gathers beside the forward pass
   // Under overlap_param_gather (gradient_sync.h's gathers_beside_forward):
-  // the chunk's gathers (Estimate::param_gathers), replayed as its stage
-  // runs its forward steps (PipelineGathers).
+  // the chunk's gathers (Estimate::param_gathers, `needed` counted from
+  // the start of the chunk's own compute, after the boundary it receives),
+  // replayed as its stage runs its forward steps (PipelineGathers).
   std::vector<ParamGather> param_gathers;
   double memory = 0;          // bytes of this chunk on its fullest device (a device holds its stage's every chunk)
 };
@@ -44,8 +45,10 @@ struct ScheduledTime {
   double update = 0;                // max_s u_s
   double gather_wait = 0;           // of time: the forward steps' waits for weights gathered beside them
   // pipeline.h's closed form, (M + (S - 1) / v) max_s t_s + max_s u_s: what
-  // `steps + update` comes to with every stage alike (more where the
-  // stages differ: it charges every step the slowest stage's time).
+  // `steps + update` comes to with every stage alike. With one chunk per
+  // stage it is more where the stages differ (it charges every fill and
+  // drain step the slowest stage's time); with several the chunks of a
+  // stage differ too, and the steps may come a little above or below it.
   double closed_form = 0;
 };
 

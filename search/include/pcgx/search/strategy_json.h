@@ -20,7 +20,8 @@
 // times as the search priced them (pipeline_timing.h), { "stage": 0 (-1:
 // interlaced), "forward": s, "backward": s, "crossing": s (to the next
 // chunk, each way), "update": s (once per step), "gathers": [ {
-// "seconds": s, "needed": s after the chunk's forward starts, "devices":
+// "seconds": s, "needed": s after the chunk's own compute starts (after
+// the boundary its forward step receives), "devices":
 // [..] } ] (under overlap_param_gather) }: what lets the same chunks be
 // priced in another stage order (`pcgx simulate --schedule`). A chunk's
 // micro_batch is derived (forward + backward + 2 x the crossing before
