@@ -21,8 +21,6 @@
 #include "pcgx/verifier/audit.h"
 #include "pcgx/runtime/execution_plan.h"
 #include "pcgx/search/baselines.h"
-#include "pcgx/search/gradient_sync.h"
-#include "pcgx/search/pipeline_timing.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/rule_library.h"
 #include "pcgx/search/simulator.h"
@@ -330,13 +328,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // The chunks' times, kept where the step was priced from them (not
     // where it was simulated: a plan stating devices), so that the same
     // chunks can be priced in another order (simulate --schedule).
-    if (r.strategy.estimate.feasible) {
-      try {
-        const double t = search::scheduled_time(*search::pipeline_shape(out.file), out.result.stage, search::gathers_beside_forward(cm)).time;
-        if (std::abs(t - r.strategy.estimate.time) <= 1e-9 * r.strategy.estimate.time) out.file.chunks = out.result.stage;
-      } catch (const Error&) {
-      }
-    }
+    if (r.strategy.estimate.feasible && !out.result.simulated) out.file.chunks = out.result.stage;
   }
   // The operators recomputed are those the plan found recomputes: a rule
   // that fused one away took its name, and a pipeline stage's boundary

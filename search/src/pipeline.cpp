@@ -455,8 +455,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
                                              [](const Node& n) { return n.name.starts_with(kPieceInputPrefix); });
               const ParallelTensorShape carried = sp.graph.node(sp.graph.consumers()[static_cast<size_t>(in.id)].at(0).first).outputs[0];
               const int64_t from = std::max<int64_t>(shape.stage_of(static_cast<int64_t>(p) - 1), 0) * d;  // the previous chunk's stage
-              info.micro_batch += 2 * cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
-              plan.stage.back().info.crossing = cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
+              const double crossing = cost.move_time(carried, from, info.first_device) / static_cast<double>(M);
+              info.micro_batch += 2 * crossing;
+              plan.stage.back().info.crossing = crossing;
             }
             sp.memory = memory_per_device(sp.graph, sp.mapped.views, info.devices, cost.recipe(),
                                           everywhere ? held_sets[0][p] : chunk_holds(stage));
@@ -575,6 +576,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     const double bubble = e.bubble;
     e = simulated_estimate(Simulator(joined, views, cost, shape));
     e.bubble = bubble;
+    result.simulated = true;
   }
   result.search.strategy.graph = std::move(joined);
   result.search.strategy.views = std::move(views);

@@ -20,7 +20,9 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
   // boundary it receives (forward) or sends back (backward), as the
   // chunk's micro_batch counts it and the simulator runs it (Megatron-LM
   // waits for its point-to-point messages in the step that needs them).
-  std::vector<double> forward, backward, crossing(chunks.size(), 0.0);
+  // (So nothing is crossed between steps.)
+  std::vector<double> forward, backward;
+  const std::vector<double> between(chunks.size(), 0.0);
   for (size_t c = 0; c < chunks.size(); ++c) {
     const PipelineStage& k = chunks[c];
     if (k.stage != shape.stage_of(static_cast<int64_t>(c)))
@@ -44,7 +46,7 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
   // order, joint steps and GPipe through several chunks per stage have no
   // closed form at all.)
   const auto programs = stage_programs(shape);
-  out.steps = schedule_makespan(shape, programs, forward, backward, crossing);
+  out.steps = schedule_makespan(shape, programs, forward, backward, between);
   out.time = out.steps + out.update;
   // ZeRO's weights gathered beside the forward pass: every stage's
   // gathers start with the step, each chunk's first forward waiting for
@@ -63,7 +65,7 @@ ScheduledTime scheduled_time(const PipelineShape& shape, std::span<const Pipelin
         for (ParamGather& g : gathers.back()) g.needed += chunks[c - 1].crossing;
     }
     PipelineGathers wait(shape, std::move(gathers));
-    out.gather_wait = std::max(0.0, schedule_makespan(shape, programs, forward, backward, crossing, std::ref(wait)) - out.steps);
+    out.gather_wait = std::max(0.0, schedule_makespan(shape, programs, forward, backward, between, std::ref(wait)) - out.steps);
     out.time += out.gather_wait;
   }
   return out;

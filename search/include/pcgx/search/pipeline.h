@@ -142,6 +142,9 @@ struct PipelineResult {
   int64_t virtual_stages = 1;
   std::vector<int64_t> interlaced;   // PipelineOptions::interlaced
   std::vector<PipelineStage> stage;  // every chunk, in model order (stages x virtual_stages + interlaced)
+  // The estimate is the joined plan's simulation (a plan stating devices),
+  // not scheduled_time of `stage` (pipeline_timing.h).
+  bool simulated = false;
 };
 
 // Searches pipelined strategies for `model` (unpartitioned) on every
