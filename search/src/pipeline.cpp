@@ -90,6 +90,16 @@ void check_interlaced(const PipelineOptions& po, Algorithm algorithm) {
 }
 
 void check_boundaries(const Graph& model, const PipelineOptions& po) {
+  if (po.first_stage_layers < 0 || po.last_stage_layers < 0)
+    throw FieldError(po.first_stage_layers < 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers", "must be positive");
+  if (po.first_stage_layers > 0 || po.last_stage_layers > 0) {
+    const std::string field = po.first_stage_layers > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers";
+    if (po.stages < 2) throw FieldError(field, "an uneven split needs pipeline stages stated (more than 1)");
+    if (po.virtual_stages > 1) throw FieldError(field, "an uneven split is not modelled with interleaving (virtual stages)");
+    if (!po.boundaries.empty() || !po.interlaced.empty())
+      throw FieldError(field, "an uneven split and stated boundaries or interlaced chunks: say where the chunks end one way");
+    even_layer_cuts(model, compute_order(model), po.stages, po.first_stage_layers, po.last_stage_layers);
+  }
   if (po.boundaries.empty()) return;
   if (po.stages == 0) throw FieldError("PipelineOptions.boundaries", "stated where the chunks end, the stages are stated too");
   stated_cuts(model, compute_order(model), po.boundaries, po.stages * po.virtual_stages + static_cast<int64_t>(po.interlaced.size()));
@@ -226,8 +236,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       cut_options.push_back(stated_cuts(model, order, po.boundaries, S * v + joint));
     } else if (joint > 0) {
       cut_options.push_back(interlaced_cuts(model, order, S * v, po.interlaced));
-    } else if (stated) {
-      cut_options.push_back(even_layer_cuts(model, order, S * v));
+    } else if (stated || po.first_stage_layers > 0 || po.last_stage_layers > 0) {
+      cut_options.push_back(even_layer_cuts(model, order, S * v, po.first_stage_layers, po.last_stage_layers));
     } else {
       cut_options.push_back(balanced_cuts(model, weight, S * v));
       try {

@@ -41,17 +41,37 @@ Layers layers_of(const Graph& g, const std::vector<NodeId>& order) {
 // cuts, pcg/graph_cuts.h) split evenly over the chunks, what precedes the
 // first layer (the embeddings) in the first chunk and what follows the
 // last (the head and the loss) in the last.
-std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks) {
+std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks, int64_t first,
+                                                          int64_t last) {
   if (chunks <= 1) return {};
   const auto [cuts, r] = layers_of(g, order);
   const auto layers = static_cast<int64_t>(r.layers());
   if (layers == 0) throw Error("megatron: '" + g.name() + "' has no repeating layers to split over pipeline stages");
-  if (layers % chunks != 0)
+  // Layers per chunk: the stated ends, the rest evenly between.
+  std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
+  if (first > 0) held.front() = first;
+  if (last > 0) held.back() = last;
+  const int64_t between = chunks - (first > 0) - (last > 0), rest = layers - first - last;
+  if (first > 0 || last > 0) {
+    const std::string field = first > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers";
+    const std::string stated = (first > 0 ? std::to_string(first) + " in the first stage" : "") + (first > 0 && last > 0 ? " and " : "") +
+                               (last > 0 ? std::to_string(last) + " in the last" : "");
+    if (rest < between || (between == 0 && rest != 0) || (between > 0 && rest % between != 0))
+      throw FieldError(field, "'" + g.name() + "' has " + std::to_string(layers) + " layers: " + stated + " leave " + std::to_string(rest) +
+                                  ", which the " + std::to_string(between) + " stages between cannot share evenly (one layer or more each)");
+  } else if (layers % chunks != 0) {
     throw FieldError("PipelineOptions.stages", "Megatron-LM splits the " + std::to_string(layers) + " layers of '" + g.name() +
-                                                   "' evenly, and " + std::to_string(chunks) + " chunks (stages x virtual stages) do not divide them");
+                                                   "' evenly, and " + std::to_string(chunks) +
+                                                   " chunks (stages x virtual stages) do not divide them (an uneven split states the first or last stage's layers)");
+  }
+  for (int64_t& h : held)
+    if (h == 0) h = rest / between;
   std::vector<std::pair<size_t, TensorRef>> out;
-  const auto per = static_cast<size_t>(layers / chunks);
-  for (int64_t k = 1; k < chunks; ++k) out.push_back(cuts[r.start + static_cast<size_t>(k) * per * r.period]);
+  size_t done = 0;
+  for (size_t k = 0; k + 1 < held.size(); ++k) {
+    done += static_cast<size_t>(held[k]);
+    out.push_back(cuts[r.start + done * r.period]);
+  }
   return out;
 }
 

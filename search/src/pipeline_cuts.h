@@ -15,7 +15,12 @@ namespace pcgx::search {
 // Megatron-LM's stages: the model's layers split evenly over `chunks`, the
 // embeddings in the first chunk and the head and loss in the last. Throws
 // naming PipelineOptions.stages where the chunks do not divide the layers.
-std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks);
+// With `first` (`last`) > 0 the first (last) chunk holds that many layers
+// and the rest split evenly over the chunks between (Megatron-LM's uneven
+// pipeline, PipelineOptions::first_stage_layers); throws naming that field
+// where they do not.
+std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks,
+                                                          int64_t first = 0, int64_t last = 0);
 // An interlaced pipeline's cuts, unstated: the layers evenly over the
 // `staged` chunks, an interlaced first chunk what precedes the first
 // layer, an interlaced last one what follows the last.

@@ -203,4 +203,43 @@ TEST(OptimizePipeline, MegatronPlanAsStated) {
   EXPECT_NE(unity.out.find("error: --micro-batch-size: is Megatron-LM's"), std::string::npos) << unity.out;
 }
 
+
+// --first-stage-layers / --last-stage-layers: Megatron-LM's uneven
+// pipeline (and DeepSpeed's, counting the embeddings and the head as
+// layers): the stated ends, the rest even between; refused where the rest
+// does not split or the split means nothing.
+TEST(OptimizePipeline, MegatronUnevenStages) {
+  const std::string s = (dir() / "uneven.json").string();
+  const std::string base = "optimize gpt-tiny --set batch=8 --global-batch --machine cpu-host --devices 4 --search megatron ";
+  const auto r = run(base + "--set layers=6 --pipeline-parallel 4 --first-stage-layers 1 --last-stage-layers 1 --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(wte .. block0.mlp_residual)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(block1.ln1 .. block2.mlp_residual)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(block3.ln1 .. block4.mlp_residual)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(block5.ln1 .. loss)"), std::string::npos) << r.out;
+  const auto t = run("run " + s + " --steps 2 --no-report --no-plot");
+  EXPECT_EQ(t.code, 0) << t.out;
+  // One end stated: the first stage holds 3 of 5 layers, the second 2.
+  const auto one = run(base + "--set layers=5 --pipeline-parallel 2 --first-stage-layers 3 --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("(wte .. block2.mlp_residual)"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("(block3.ln1 .. loss)"), std::string::npos) << one.out;
+  const std::string never = (dir() / "never.json").string();
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--set layers=5 --pipeline-parallel 2 --micro-batch-size 2", "(an uneven split states the first or last stage's layers)"},
+           {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 2 --last-stage-layers 2 --micro-batch-size 2",
+            "error: --first-stage-layers: 'gpt-tiny' has 5 layers: 2 in the first stage and 2 in the last leave 1, which the 0 stages between"},
+           {"--set layers=6 --pipeline-parallel 4 --last-stage-layers 1 --micro-batch-size 2",
+            "error: --last-stage-layers: 'gpt-tiny' has 6 layers: 1 in the last leave 5, which the 3 stages between cannot share evenly"},
+           {"--set layers=5 --first-stage-layers 2", "error: --first-stage-layers needs pipeline stages (--pipeline-parallel P)"},
+           {"--set layers=6 --pipeline-parallel 2 --virtual-stages 2 --last-stage-layers 1 --micro-batch-size 2",
+            "error: --last-stage-layers: an uneven split is not modelled with interleaving"},
+           {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 0", "error: --first-stage-layers: "}}) {
+    const auto bad = run(base + flags + " -q -o " + never);
+    EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
+    EXPECT_FALSE(fs::exists(never)) << flags;
+  }
+}
+
 }  // namespace

@@ -148,7 +148,7 @@ TEST(Machine, PeakPerPrecisionIsOptionalAndRoundTrips) {
     EXPECT_EQ(std::string(e.what()), "m.json: device.peak_flops_by_precision.fp8: unknown precision (fp32, tf32, bf16, fp16)");
   }
   // The bundled GPU machines price every precision but Volta's BF16.
-  for (const char* name : {"dgx-a100", "dgx-h100", "dgx-h200"})
+  for (const char* name : {"dgx-a100", "dgx-h100", "dgx-h200", "selene", "jean-zay-a100"})
     for (const Precision p : kPrecisions) EXPECT_GT(load_machine(kMachines + name + ".json").device.peak(p), 0) << name;
   // The H200: the H100's processor, its memory faster and larger.
   const Machine h100 = load_machine(kMachines + "dgx-h100.json"), h200 = load_machine(kMachines + "dgx-h200.json");

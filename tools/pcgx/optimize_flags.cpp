@@ -80,8 +80,9 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
 runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   name_flags({{"SearchOptions.budget", "--budget"}, {"SearchOptions.alpha", "--alpha"}, {"SearchOptions.split_min_ops", "--split"},
               {"SearchOptions.exhaustive_limit", "--limit"}, {"SearchOptions.exhaustive_max_nodes", "--max-nodes"}, {"SearchOptions.proposals", "--proposals"},
-              {"SearchOptions.evaluations", "--evaluations"}, {"PipelineOptions.stages", "--stages"}, {"PipelineOptions.micro_batches", "--micro-batches"},
-              {"PipelineOptions.virtual_stages", "--virtual-stages"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"},
+              {"SearchOptions.evaluations", "--evaluations"}, {"PipelineOptions.stages", f.pipe.pipeline_parallel > 0 ? "--pipeline-parallel" : "--stages"},
+              {"PipelineOptions.micro_batches", "--micro-batches"}, {"PipelineOptions.virtual_stages", "--virtual-stages"}, {"PipelineOptions.first_stage_layers", "--first-stage-layers"},
+              {"PipelineOptions.last_stage_layers", "--last-stage-layers"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.pipeline", "--pipeline"}, {"OptimizeRequest.zero", "--zero"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}, {"Machine.device.peak_flops_by_precision", "--precision"},
               {"CommOptions.bucket_bytes", "--bucket-mb"}, {"SearchOptions.tensor_degree", "--tensor-parallel"}, {"SearchOptions.algorithm", "--search"},
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},

@@ -13,6 +13,13 @@ void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
       ->check(positive());
   cmd->add_option("--virtual-stages", f.virtual_stages, "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1)")
       ->check(positive());
+  cmd->add_option("--first-stage-layers", f.first_stage_layers,
+                  "the first pipeline stage holds this many of the model's layers (and the embeddings), the rest split evenly over the "
+                  "stages after it (Megatron-LM's --decoder-first-pipeline-num-layers; a DeepSpeed pipeline that counts the embeddings "
+                  "as a layer); stated stages, no virtual stages")->check(positive());
+  cmd->add_option("--last-stage-layers", f.last_stage_layers,
+                  "the last pipeline stage holds this many of the model's layers (and the head and loss), the rest split evenly over the "
+                  "stages before it (Megatron-LM's --decoder-last-pipeline-num-layers)")->check(positive());
   cmd->add_option("--micro-batches", f.micro_batches,
                   "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
                   "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
@@ -32,7 +39,12 @@ void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
   // auto (0): the pipeline search tries S, 2S, 4S and 8S micro-batches for
   // S stages; without --pipeline, 1, 2, 4 and 8 (gradient accumulation).
   const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
-  if (f.pipeline) q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
+  if (!f.pipeline && (f.first_stage_layers || f.last_stage_layers))
+    throw Error(std::string(f.first_stage_layers ? "--first-stage-layers" : "--last-stage-layers") + " needs pipeline stages (--pipeline-parallel P)");
+  if (f.pipeline) {
+    q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
+    q.pipeline->first_stage_layers = f.first_stage_layers, q.pipeline->last_stage_layers = f.last_stage_layers;
+  }
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch
   q.micro_batch_size = f.micro_batch_size;

@@ -1,7 +1,7 @@
 #pragma once
 // `pcgx optimize`'s pipeline flags (--pipeline, --stages, --virtual-stages,
-// --micro-batches, and Megatron-LM's --pipeline-parallel and
-// --micro-batch-size) and their translation into the request's
+// --micro-batches, --first-stage-layers, --last-stage-layers, and
+// Megatron-LM's --pipeline-parallel and --micro-batch-size) and their translation into the request's
 // PipelineOptions: one concept, kept out of cmd_optimize.cpp.
 #include <CLI/CLI.hpp>
 
@@ -14,7 +14,7 @@ namespace pcgx::cli {
 
 struct PipelineFlags {
   bool pipeline = false;
-  int64_t stages = 0, virtual_stages = 1, pipeline_parallel = 0, micro_batch_size = 0;
+  int64_t stages = 0, virtual_stages = 1, pipeline_parallel = 0, micro_batch_size = 0, first_stage_layers = 0, last_stage_layers = 0;
   std::string micro_batches;  // a count, auto, or empty (not given)
 };
 

@@ -133,6 +133,15 @@ struct PipelineOptions {
   // follows the last, unless `boundaries` says where they end. Written
   // plans only (options.algorithm plan).
   std::vector<int64_t> interlaced;
+  // Megatron-LM's uneven pipeline (--decoder-first-pipeline-num-layers,
+  // --decoder-last-pipeline-num-layers; DeepSpeed's pipelines split a
+  // model so where its embeddings and head count as layers): the first
+  // (last) stage holds this many of the model's layers, what precedes
+  // (follows) them included, and the layers left split evenly over the
+  // stages between. 0: not stated (even layers, or searched). Stated
+  // stages without interleaving only; the cuts are then these, under any
+  // search.
+  int64_t first_stage_layers = 0, last_stage_layers = 0;
 };
 
 struct PipelineResult {
@@ -157,7 +166,10 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
 // Checks `pipeline.boundaries` against `model` (before any search):
 // throws FieldError on PipelineOptions.boundaries naming the operator that
 // ends no single-tensor cut, is not in the model or comes out of order, or
-// the count that is not one per chunk but the last.
+// the count that is not one per chunk but the last; and the stated first
+// and last stages' layers (FieldError on PipelineOptions.first_stage_layers
+// or last_stage_layers) where the rest do not split evenly, or beside
+// boundaries, interleaving, interlaced chunks or unstated stages.
 void check_boundaries(const Graph& model, const PipelineOptions& pipeline);
 
 // Checks `pipeline.interlaced` (before any search): throws naming what is
