@@ -339,9 +339,26 @@ bool has_unsampled(const Graph& model) {
   return false;
 }
 
+// A piece of a transformer cut before its first layer or after its last
+// (a pipeline chunk holding only the embeddings, or only the final norm,
+// the head and the loss): a word embedding, or a norm before a
+// classification loss, and nothing a transformer's ends do not hold.
+bool transformer_end(const Graph& g) {
+  bool loss = false;
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute) continue;
+    if (n.op->loss == LossKind::kClassification) loss = true;
+    else if (!n.op->elementwise && !is_projection(n) && !is_embedding_table(n) &&
+             !(n.op->name == "MatMul" || n.op->name == "Transpose" || n.op->name == "Reshape" || n.op->name == "LayerNorm" || n.op->name == "RMSNorm"))
+      return false;
+  }
+  return has_op(g, "Embedding") || (loss && (has_op(g, "LayerNorm") || has_op(g, "RMSNorm")));
+}
+
 std::string expert_family(const Graph& g) {
   if (has_op(g, "EmbeddingBag")) return "recommendation";
   if ((has_op(g, "LayerNorm") || has_op(g, "RMSNorm")) && has_op(g, "BatchMatMul")) return "transformer";
+  if (transformer_end(g)) return "transformer";
   // A stack of dense layers: Linears, activations and a loss, nothing else.
   bool linear = false;
   for (const Node& n : g.nodes()) {

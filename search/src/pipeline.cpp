@@ -95,10 +95,20 @@ void check_boundaries(const Graph& model, const PipelineOptions& po) {
   if (po.first_stage_layers > 0 || po.last_stage_layers > 0) {
     const std::string field = po.first_stage_layers > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers";
     if (po.stages < 2) throw FieldError(field, "an uneven split needs pipeline stages stated (more than 1)");
-    if (po.virtual_stages > 1) throw FieldError(field, "an uneven split is not modelled with interleaving (virtual stages)");
     if (!po.boundaries.empty() || !po.interlaced.empty())
       throw FieldError(field, "an uneven split and stated boundaries or interlaced chunks: say where the chunks end one way");
-    even_layer_cuts(model, compute_order(model), po.stages, po.first_stage_layers, po.last_stage_layers);
+    even_layer_cuts(model, compute_order(model), po.stages, po.virtual_stages, po.first_stage_layers, po.last_stage_layers);
+  }
+  if (!po.layout.empty()) {
+    const auto chunks = static_cast<size_t>(po.stages * po.virtual_stages);
+    if (po.stages < 1) throw FieldError("PipelineOptions.layout", "a layout needs pipeline stages stated");
+    if (po.first_stage_layers > 0 || po.last_stage_layers > 0 || !po.boundaries.empty() || !po.interlaced.empty())
+      throw FieldError("PipelineOptions.layout", "a layout and an uneven split, stated boundaries or interlaced chunks: say where the chunks end one way");
+    if (po.layout.size() != chunks)
+      throw FieldError("PipelineOptions.layout", "the layout has " + std::to_string(po.layout.size()) + " chunks, and " +
+                                                      std::to_string(po.stages) + " stages x " + std::to_string(po.virtual_stages) +
+                                                      " virtual stages are " + std::to_string(chunks));
+    layout_cuts(model, compute_order(model), po.layout);
   }
   if (po.boundaries.empty()) return;
   if (po.stages == 0) throw FieldError("PipelineOptions.boundaries", "stated where the chunks end, the stages are stated too");
@@ -232,16 +242,18 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     // inside a layer, and a stage's parallel time need not follow its
     // single-device time).
     std::vector<std::vector<std::pair<size_t, TensorRef>>> cut_options;
-    if (!po.boundaries.empty()) {
+    if (!po.layout.empty()) {
+      cut_options.push_back(layout_cuts(model, order, po.layout));
+    } else if (!po.boundaries.empty()) {
       cut_options.push_back(stated_cuts(model, order, po.boundaries, S * v + joint));
     } else if (joint > 0) {
       cut_options.push_back(interlaced_cuts(model, order, S * v, po.interlaced));
     } else if (stated || po.first_stage_layers > 0 || po.last_stage_layers > 0) {
-      cut_options.push_back(even_layer_cuts(model, order, S * v, po.first_stage_layers, po.last_stage_layers));
+      cut_options.push_back(even_layer_cuts(model, order, S, v, po.first_stage_layers, po.last_stage_layers));
     } else {
       cut_options.push_back(balanced_cuts(model, weight, S * v));
       try {
-        auto even = even_layer_cuts(model, order, S * v);
+        auto even = even_layer_cuts(model, order, S, v);
         if (!even.empty() && even != cut_options[0]) cut_options.push_back(std::move(even));
       } catch (const Error&) {  // no repeating layers, or not a multiple of the chunks
       }

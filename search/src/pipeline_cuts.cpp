@@ -40,18 +40,22 @@ Layers layers_of(const Graph& g, const std::vector<NodeId>& order) {
 // Megatron-LM's stages: the model's layers (the repeating gaps between its
 // cuts, pcg/graph_cuts.h) split evenly over the chunks, what precedes the
 // first layer (the embeddings) in the first chunk and what follows the
-// last (the head and the loss) in the last.
-std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks, int64_t first,
-                                                          int64_t last) {
+// last (the head and the loss) in the last. An uneven split as
+// Megatron-LM's get_num_layers_to_build makes it: the stated stages'
+// layers, the rest evenly over the stages between, and each stage's
+// layers evenly over its v chunks (chunk c on stage c mod S).
+std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t stages,
+                                                          int64_t virtual_stages, int64_t first, int64_t last) {
+  const int64_t S = stages, v = virtual_stages, chunks = S * v;
   if (chunks <= 1) return {};
   const auto [cuts, r] = layers_of(g, order);
   const auto layers = static_cast<int64_t>(r.layers());
   if (layers == 0) throw Error("megatron: '" + g.name() + "' has no repeating layers to split over pipeline stages");
-  // Layers per chunk: the stated ends, the rest evenly between.
-  std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
-  if (first > 0) held.front() = first;
-  if (last > 0) held.back() = last;
-  const int64_t between = chunks - (first > 0) - (last > 0), rest = layers - first - last;
+  // Layers per stage: the stated ends, the rest evenly between.
+  std::vector<int64_t> per_stage(static_cast<size_t>(S), 0);
+  if (first > 0) per_stage.front() = first;
+  if (last > 0) per_stage.back() = last;
+  const int64_t between = S - (first > 0) - (last > 0), rest = layers - first - last;
   if (first > 0 || last > 0) {
     const std::string field = first > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers";
     const std::string stated = (first > 0 ? std::to_string(first) + " in the first stage" : "") + (first > 0 && last > 0 ? " and " : "") +
@@ -59,18 +63,48 @@ std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const 
     if (rest < between || (between == 0 && rest != 0) || (between > 0 && rest % between != 0))
       throw FieldError(field, "'" + g.name() + "' has " + std::to_string(layers) + " layers: " + stated + " leave " + std::to_string(rest) +
                                   ", which the " + std::to_string(between) + " stages between cannot share evenly (one layer or more each)");
+    for (int64_t& n : per_stage)
+      if (n == 0) n = rest / between;
+    for (size_t k = 0; k < per_stage.size(); ++k)
+      if (per_stage[k] % v != 0) {
+        const bool end = (k == 0 && first > 0) || (k + 1 == per_stage.size() && last > 0);
+        throw FieldError(!end ? field : k == 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers",
+                         std::string(k == 0 ? "the first" : k + 1 == per_stage.size() ? "the last" : "each middle") + " stage's " +
+                             std::to_string(per_stage[k]) + " layers do not split evenly over its " + std::to_string(v) + " virtual stages");
+      }
   } else if (layers % chunks != 0) {
     throw FieldError("PipelineOptions.stages", "Megatron-LM splits the " + std::to_string(layers) + " layers of '" + g.name() +
                                                    "' evenly, and " + std::to_string(chunks) +
                                                    " chunks (stages x virtual stages) do not divide them (an uneven split states the first or last stage's layers)");
+  } else {
+    std::fill(per_stage.begin(), per_stage.end(), layers / S);
   }
-  for (int64_t& h : held)
-    if (h == 0) h = rest / between;
   std::vector<std::pair<size_t, TensorRef>> out;
   size_t done = 0;
-  for (size_t k = 0; k + 1 < held.size(); ++k) {
-    done += static_cast<size_t>(held[k]);
+  for (int64_t c = 0; c + 1 < chunks; ++c) {
+    done += static_cast<size_t>(per_stage[static_cast<size_t>(c % S)] / v);
     out.push_back(cuts[r.start + done * r.period]);
+  }
+  return out;
+}
+
+std::vector<std::pair<size_t, TensorRef>> layout_cuts(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& layout) {
+  const auto [cuts, r] = layers_of(g, order);
+  const auto layers = static_cast<int64_t>(r.layers());
+  int64_t stated = 0;
+  for (const int64_t n : layout) stated += n;
+  if (stated != layers)
+    throw FieldError("PipelineOptions.layout", "'" + g.name() + "' has " + std::to_string(layers) + " layers, and the layout's chunks hold " +
+                                                    std::to_string(stated));
+  std::vector<std::pair<size_t, TensorRef>> out;
+  size_t done = 0;
+  for (size_t k = 0; k + 1 < layout.size(); ++k) {
+    done += static_cast<size_t>(layout[k]);
+    const size_t at = r.start + done * r.period;
+    if (at >= cuts.size())
+      throw FieldError("PipelineOptions.layout", "nothing follows the last layer of '" + g.name() + "' at a single-tensor cut, so chunk " +
+                                                      std::to_string(k + 2) + " cannot hold the head alone");
+    out.push_back(cuts[at]);
   }
   return out;
 }
@@ -83,7 +117,7 @@ std::vector<std::pair<size_t, TensorRef>> interlaced_cuts(const Graph& g, const 
   const int64_t C = staged + static_cast<int64_t>(interlaced.size());  // (each the first or the last: check_interlaced)
   const auto [cuts, r] = layers_of(g, order);
   if (r.layers() == 0) throw Error("pipeline: '" + g.name() + "' has no repeating layers to run as stages beside interlaced chunks");
-  std::vector<std::pair<size_t, TensorRef>> out = even_layer_cuts(g, order, staged);
+  std::vector<std::pair<size_t, TensorRef>> out = even_layer_cuts(g, order, staged, 1);
   if (std::find(interlaced.begin(), interlaced.end(), 0) != interlaced.end()) out.insert(out.begin(), cuts[r.start]);
   if (std::find(interlaced.begin(), interlaced.end(), C - 1) != interlaced.end()) {
     const size_t after = r.start + r.layers() * r.period;

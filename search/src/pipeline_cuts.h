@@ -12,15 +12,22 @@
 
 namespace pcgx::search {
 
-// Megatron-LM's stages: the model's layers split evenly over `chunks`, the
-// embeddings in the first chunk and the head and loss in the last. Throws
-// naming PipelineOptions.stages where the chunks do not divide the layers.
-// With `first` (`last`) > 0 the first (last) chunk holds that many layers
-// and the rest split evenly over the chunks between (Megatron-LM's uneven
-// pipeline, PipelineOptions::first_stage_layers); throws naming that field
-// where they do not.
-std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t chunks,
-                                                          int64_t first = 0, int64_t last = 0);
+// Megatron-LM's stages: the model's layers split evenly over the `stages`
+// x `virtual_stages` chunks, the embeddings in the first chunk and the
+// head and loss in the last. Throws naming PipelineOptions.stages where
+// the chunks do not divide the layers. With `first` (`last`) > 0 the first
+// (last) stage holds that many layers and the rest split evenly over the
+// stages between, each stage's over its virtual stages (Megatron-LM's
+// uneven pipeline, PipelineOptions::first_stage_layers); throws naming
+// that field where they do not split.
+std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t stages,
+                                                          int64_t virtual_stages = 1, int64_t first = 0, int64_t last = 0);
+// The cuts a pipeline layout states (PipelineOptions::layout: each
+// chunk's layers in model order, an empty first or last chunk holding
+// only the embeddings or only the head and loss). Throws naming
+// PipelineOptions.layout where its layers are not the model's or nothing
+// follows the last layer at a cut.
+std::vector<std::pair<size_t, TensorRef>> layout_cuts(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& layout);
 // An interlaced pipeline's cuts, unstated: the layers evenly over the
 // `staged` chunks, an interlaced first chunk what precedes the first
 // layer, an interlaced last one what follows the last.

@@ -224,6 +224,16 @@ TEST(OptimizePipeline, MegatronUnevenStages) {
   ASSERT_EQ(one.code, 0) << one.out;
   EXPECT_NE(one.out.find("(wte .. block2.mlp_residual)"), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("(block3.ln1 .. loss)"), std::string::npos) << one.out;
+  // Interleaved (Megatron-LM's way): 10 layers as 4 on the first stage, 6
+  // on the second, each stage's over its 2 chunks: 2, 3, 2, 3 in model
+  // order (chunk c on stage c mod 2).
+  const auto v2 = run(base + "--set layers=10 --pipeline-parallel 2 --virtual-stages 2 --first-stage-layers 4 --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(v2.code, 0) << v2.out;
+  const auto strategy = nlohmann::json::parse(std::ifstream(s));
+  const auto plan = run("plan show " + s);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("\"boundaries\":[\"block1.mlp_residual\",\"block4.mlp_residual\",\"block6.mlp_residual\"]"), std::string::npos)
+      << plan.out;
   const std::string never = (dir() / "never.json").string();
   for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
            {"--set layers=5 --pipeline-parallel 2 --micro-batch-size 2", "(an uneven split states the first or last stage's layers)"},
@@ -233,9 +243,50 @@ TEST(OptimizePipeline, MegatronUnevenStages) {
             "error: --last-stage-layers: 'gpt-tiny' has 6 layers: 1 in the last leave 5, which the 3 stages between cannot share evenly"},
            {"--set layers=5 --first-stage-layers 2", "error: --first-stage-layers needs pipeline stages (--pipeline-parallel P)"},
            {"--set layers=6 --pipeline-parallel 2 --virtual-stages 2 --last-stage-layers 1 --micro-batch-size 2",
-            "error: --last-stage-layers: an uneven split is not modelled with interleaving"},
+            "error: --last-stage-layers: the first stage's 5 layers do not split evenly over its 2 virtual stages"},
+           {"--set layers=5 --pipeline-parallel 2 --virtual-stages 2 --first-stage-layers 4 --last-stage-layers 1 --micro-batch-size 2",
+            "error: --last-stage-layers: the last stage's 1 layers do not split evenly over its 2 virtual stages"},
+           {"--set layers=10 --pipeline-parallel 4 --virtual-stages 2 --first-stage-layers 2 --last-stage-layers 2 --micro-batch-size 1",
+            "error: --first-stage-layers: each middle stage's 3 layers do not split evenly over its 2 virtual stages"},
            {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 0", "error: --first-stage-layers: "}}) {
     const auto bad = run(base + flags + " -q -o " + never);
+    EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
+    EXPECT_FALSE(fs::exists(never)) << flags;
+  }
+}
+
+
+// --pipeline-layout: Megatron-LM's layout string states each chunk; more
+// chunks than stages are virtual stages, implied.
+TEST(OptimizePipeline, MegatronPipelineLayout) {
+  const std::string s = (dir() / "layout.json").string();
+  const std::string base = "optimize gpt-tiny --set batch=8 --set layers=6 --global-batch --machine cpu-host --devices 4 --search megatron ";
+  const auto r = run(base + "--pipeline-parallel 2 --pipeline-layout 'Et|t*2|(t*2|)*1,tL' --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("interleaved 1F1B (2 virtual stages per device)"), std::string::npos) << r.out;
+  const auto plan = run("plan show " + s);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("\"boundaries\":[\"block0.mlp_residual\",\"block2.mlp_residual\",\"block4.mlp_residual\"]"), std::string::npos)
+      << plan.out;
+  EXPECT_NE(plan.out.find("\"virtual_stages\":2"), std::string::npos) << plan.out;
+  const auto t = run("run " + s + " --steps 2 --no-report --no-plot");
+  EXPECT_EQ(t.code, 0) << t.out;
+  // The embeddings alone in the first chunk, the head alone in the last.
+  const auto ends = run(base + "--pipeline-parallel 4 --pipeline-layout 'E|t*3|t*3|L' --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(ends.code, 0) << ends.out;
+  EXPECT_NE(ends.out.find("(wte .. emb_dropout)"), std::string::npos) << ends.out;
+  EXPECT_NE(ends.out.find("(ln_f .. loss)"), std::string::npos) << ends.out;
+  const std::string never = (dir() / "never.json").string();
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*2|tL'",
+            "error: --pipeline-layout: the layout has 3 chunks, and 2 stages x 1 virtual stages are 2"},
+           {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*3L'", "error: --pipeline-layout: 'gpt-tiny' has 6 layers, and the layout's chunks hold 5"},
+           {"--pipeline-parallel 2 --pipeline-layout 'Et*3|t*3X'", "error: --pipeline-layout: unknown character 'X'"},
+           {"--pipeline-parallel 2 --pipeline-layout 'Et*3|t*3L' --first-stage-layers 3",
+            "error: --pipeline-layout: a layout and an uneven split"},
+           {"--pipeline-layout 'Et*3|t*3L'", "error: --pipeline-layout needs the pipeline stages stated"}}) {
+    const auto bad = run(base + flags + " --micro-batch-size 2 -q -o " + never);
     EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
     EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
     EXPECT_FALSE(fs::exists(never)) << flags;

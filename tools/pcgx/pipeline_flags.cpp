@@ -3,6 +3,7 @@
 
 #include "cli_common.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/pipeline_layout.h"
 
 namespace pcgx::cli {
 
@@ -16,10 +17,15 @@ void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--first-stage-layers", f.first_stage_layers,
                   "the first pipeline stage holds this many of the model's layers (and the embeddings), the rest split evenly over the "
                   "stages after it (Megatron-LM's --decoder-first-pipeline-num-layers; a DeepSpeed pipeline that counts the embeddings "
-                  "as a layer); stated stages, no virtual stages")->check(positive());
+                  "as a layer); stated stages; with --virtual-stages, each stage's layers split evenly over its chunks")->check(positive());
   cmd->add_option("--last-stage-layers", f.last_stage_layers,
                   "the last pipeline stage holds this many of the model's layers (and the head and loss), the rest split evenly over the "
                   "stages before it (Megatron-LM's --decoder-last-pipeline-num-layers)")->check(positive());
+  cmd->add_option("--pipeline-layout", f.layout,
+                  "what each pipeline chunk holds, in Megatron-LM's --pipeline-model-parallel-layout string: E the embeddings, t a "
+                  "layer, L the head and loss, | the end of a chunk, x*n and (...)*n repeat (\"Et*3|(t*4|)*30,t*3L\": 126 layers in "
+                  "32 chunks, the first and last one short); the chunks in model order, chunk c on stage c mod P; more chunks "
+                  "than stages are virtual stages (--virtual-stages implied)");
   cmd->add_option("--micro-batches", f.micro_batches,
                   "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
                   "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "
@@ -41,9 +47,18 @@ void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
   const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
   if (!f.pipeline && (f.first_stage_layers || f.last_stage_layers))
     throw Error(std::string(f.first_stage_layers ? "--first-stage-layers" : "--last-stage-layers") + " needs pipeline stages (--pipeline-parallel P)");
+  std::vector<int64_t> layout;
+  if (!f.layout.empty()) {
+    if (!f.pipeline || f.stages == 0) throw Error("--pipeline-layout needs the pipeline stages stated (--pipeline-parallel P)");
+    layout = search::parse_pipeline_layout(f.layout);
+    // As Megatron-LM: the layout's chunks beyond the stages are virtual stages.
+    const auto chunks = static_cast<int64_t>(layout.size());
+    if (f.virtual_stages == 1 && chunks % f.stages == 0) f.virtual_stages = chunks / f.stages;
+  }
   if (f.pipeline) {
     q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
     q.pipeline->first_stage_layers = f.first_stage_layers, q.pipeline->last_stage_layers = f.last_stage_layers;
+    q.pipeline->layout = std::move(layout);
   }
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch

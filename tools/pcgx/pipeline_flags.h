@@ -1,6 +1,7 @@
 #pragma once
 // `pcgx optimize`'s pipeline flags (--pipeline, --stages, --virtual-stages,
-// --micro-batches, --first-stage-layers, --last-stage-layers, and
+// --micro-batches, --first-stage-layers, --last-stage-layers,
+// --pipeline-layout, and
 // Megatron-LM's --pipeline-parallel and --micro-batch-size) and their translation into the request's
 // PipelineOptions: one concept, kept out of cmd_optimize.cpp.
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@ struct PipelineFlags {
   bool pipeline = false;
   int64_t stages = 0, virtual_stages = 1, pipeline_parallel = 0, micro_batch_size = 0, first_stage_layers = 0, last_stage_layers = 0;
   std::string micro_batches;  // a count, auto, or empty (not given)
+  std::string layout;         // Megatron-LM's layout string, or empty
 };
 
 void add_pipeline_options(CLI::App* cmd, PipelineFlags& f);

@@ -124,7 +124,9 @@ std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devi
 // devices of a node (for recommendation models, up to all devices)
 // dividing the device count, and that count.
 std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices, const std::string& family = "");
-// The family expert() recognized ("recommendation", "transformer", "mlp") or "".
+// The family expert() recognized ("recommendation", "transformer", "mlp") or "";
+// a transformer's ends alone (a pipeline chunk of only its embeddings, or
+// only its final norm, head and loss) are "transformer" too.
 std::string expert_family(const Graph& g);
 
 // The data-parallel baseline, with operators that cannot split their

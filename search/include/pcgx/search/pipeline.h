@@ -138,10 +138,16 @@ struct PipelineOptions {
   // model so where its embeddings and head count as layers): the first
   // (last) stage holds this many of the model's layers, what precedes
   // (follows) them included, and the layers left split evenly over the
-  // stages between. 0: not stated (even layers, or searched). Stated
-  // stages without interleaving only; the cuts are then these, under any
-  // search.
+  // stages between; with virtual stages, each stage's layers evenly over
+  // its chunks. 0: not stated (even layers, or searched). Stated stages
+  // only; the cuts are then these, under any search.
   int64_t first_stage_layers = 0, last_stage_layers = 0;
+  // Megatron-LM's pipeline layout (pipeline_layout.h): the layers of each
+  // chunk in model order (chunk c on stage c mod S), the embeddings in the
+  // first, the head and loss in the last; as many as the stages x virtual
+  // stages, summing to the model's layers. Empty: not stated. The cuts are
+  // then these, under any search.
+  std::vector<int64_t> layout;
 };
 
 struct PipelineResult {
@@ -168,8 +174,11 @@ PipelineResult optimize_pipeline(const Graph& model, const RuleLibrary& rules, c
 // ends no single-tensor cut, is not in the model or comes out of order, or
 // the count that is not one per chunk but the last; and the stated first
 // and last stages' layers (FieldError on PipelineOptions.first_stage_layers
-// or last_stage_layers) where the rest do not split evenly, or beside
-// boundaries, interleaving, interlaced chunks or unstated stages.
+// or last_stage_layers) where the rest do not split evenly (over the
+// stages, and each stage's over its virtual stages), or beside boundaries,
+// interlaced chunks or unstated stages; and the layout (FieldError on
+// PipelineOptions.layout) likewise, and where its chunks are not the
+// stages x virtual stages or its layers not the model's.
 void check_boundaries(const Graph& model, const PipelineOptions& pipeline);
 
 // Checks `pipeline.interlaced` (before any search): throws naming what is
