@@ -92,12 +92,19 @@ void check_interlaced(const PipelineOptions& po, Algorithm algorithm) {
 void check_boundaries(const Graph& model, const PipelineOptions& po) {
   if (po.first_stage_layers < 0 || po.last_stage_layers < 0)
     throw FieldError(po.first_stage_layers < 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers", "must be positive");
+  if (po.embedding_as_layer || po.loss_as_layer) {
+    const std::string field = po.embedding_as_layer ? "PipelineOptions.embedding_as_layer" : "PipelineOptions.loss_as_layer";
+    if (po.stages < 2) throw FieldError(field, "counting the embeddings or the loss as a layer needs pipeline stages stated (more than 1)");
+    if (po.first_stage_layers > 0 || po.last_stage_layers > 0 || !po.layout.empty() || !po.boundaries.empty() || !po.interlaced.empty())
+      throw FieldError(field, "with stated first or last stage layers, a layout, boundaries or interlaced chunks: say where the chunks end one way");
+    even_layer_cuts(model, compute_order(model), po.stages, po.virtual_stages, LayerSplit{0, 0, po.embedding_as_layer, po.loss_as_layer});
+  }
   if (po.first_stage_layers > 0 || po.last_stage_layers > 0) {
     const std::string field = po.first_stage_layers > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers";
     if (po.stages < 2) throw FieldError(field, "an uneven split needs pipeline stages stated (more than 1)");
     if (!po.boundaries.empty() || !po.interlaced.empty())
       throw FieldError(field, "an uneven split and stated boundaries or interlaced chunks: say where the chunks end one way");
-    even_layer_cuts(model, compute_order(model), po.stages, po.virtual_stages, po.first_stage_layers, po.last_stage_layers);
+    even_layer_cuts(model, compute_order(model), po.stages, po.virtual_stages, LayerSplit{po.first_stage_layers, po.last_stage_layers});
   }
   if (!po.layout.empty()) {
     const auto chunks = static_cast<size_t>(po.stages * po.virtual_stages);
@@ -248,8 +255,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       cut_options.push_back(stated_cuts(model, order, po.boundaries, S * v + joint));
     } else if (joint > 0) {
       cut_options.push_back(interlaced_cuts(model, order, S * v, po.interlaced));
-    } else if (stated || po.first_stage_layers > 0 || po.last_stage_layers > 0) {
-      cut_options.push_back(even_layer_cuts(model, order, S, v, po.first_stage_layers, po.last_stage_layers));
+    } else if (const LayerSplit split{po.first_stage_layers, po.last_stage_layers, po.embedding_as_layer, po.loss_as_layer};
+               stated || split.first > 0 || split.last > 0 || split.embedding || split.loss) {
+      cut_options.push_back(even_layer_cuts(model, order, S, v, split));
     } else {
       cut_options.push_back(balanced_cuts(model, weight, S * v));
       try {

@@ -37,20 +37,62 @@ Layers layers_of(const Graph& g, const std::vector<NodeId>& order) {
 
 }  // namespace
 
-// Megatron-LM's stages: the model's layers (the repeating gaps between its
-// cuts, pcg/graph_cuts.h) split evenly over the chunks, what precedes the
-// first layer (the embeddings) in the first chunk and what follows the
-// last (the head and the loss) in the last. An uneven split as
-// Megatron-LM's get_num_layers_to_build makes it: the stated stages'
-// layers, the rest evenly over the stages between, and each stage's
-// layers evenly over its v chunks (chunk c on stage c mod S).
+namespace {
+
+// The cuts after chunks holding `held` layers each, in model order; an
+// empty first (last) chunk holds only what precedes (follows) the layers.
+// Throws naming `field` where their sum is not the model's layers or
+// nothing follows the last layer at a cut.
+std::vector<std::pair<size_t, TensorRef>> cuts_holding(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& held,
+                                                       const std::string& field) {
+  const auto [cuts, r] = layers_of(g, order);
+  const auto layers = static_cast<int64_t>(r.layers());
+  int64_t stated = 0;
+  for (const int64_t n : held) stated += n;
+  if (stated != layers)
+    throw FieldError(field, "'" + g.name() + "' has " + std::to_string(layers) + " layers, and the chunks hold " + std::to_string(stated));
+  std::vector<std::pair<size_t, TensorRef>> out;
+  size_t done = 0;
+  for (size_t k = 0; k + 1 < held.size(); ++k) {
+    done += static_cast<size_t>(held[k]);
+    const size_t at = r.start + done * r.period;
+    if (at >= cuts.size())
+      throw FieldError(field, "nothing follows the last layer of '" + g.name() + "' at a single-tensor cut, so chunk " + std::to_string(k + 2) +
+                                  " cannot hold the head alone");
+    out.push_back(cuts[at]);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Megatron-LM's stages (its get_num_layers_to_build): the model's layers
+// (the repeating gaps between its cuts, pcg/graph_cuts.h) split evenly
+// over the chunks, what precedes the first layer (the embeddings) in the
+// first chunk and what follows the last (the head and the loss) in the
+// last. Uneven: the stated stages' layers, the rest evenly over the stages
+// between, each stage's over its v chunks (chunk c on stage c mod S); or
+// the embeddings and the loss counted as a layer each, the first and last
+// chunks one layer short.
 std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t stages,
-                                                          int64_t virtual_stages, int64_t first, int64_t last) {
-  const int64_t S = stages, v = virtual_stages, chunks = S * v;
+                                                          int64_t virtual_stages, const LayerSplit& split) {
+  const int64_t S = stages, v = virtual_stages, chunks = S * v, first = split.first, last = split.last;
   if (chunks <= 1) return {};
   const auto [cuts, r] = layers_of(g, order);
   const auto layers = static_cast<int64_t>(r.layers());
   if (layers == 0) throw Error("megatron: '" + g.name() + "' has no repeating layers to split over pipeline stages");
+  std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
+  if (split.embedding || split.loss) {
+    const std::string field = split.embedding ? "PipelineOptions.embedding_as_layer" : "PipelineOptions.loss_as_layer";
+    const int64_t counted = layers + split.embedding + split.loss;
+    if (counted % chunks != 0)
+      throw FieldError(field, "the " + std::to_string(layers) + " layers of '" + g.name() + "'" + (split.embedding ? ", the embeddings" : "") +
+                                  (split.loss ? ", the loss" : "") + ": " + std::to_string(counted) + " in all, which " + std::to_string(chunks) +
+                                  " chunks (stages x virtual stages) do not divide");
+    std::fill(held.begin(), held.end(), counted / chunks);
+    held.front() -= split.embedding, held.back() -= split.loss;
+    return cuts_holding(g, order, held, field);
+  }
   // Layers per stage: the stated ends, the rest evenly between.
   std::vector<int64_t> per_stage(static_cast<size_t>(S), 0);
   if (first > 0) per_stage.front() = first;
@@ -79,34 +121,12 @@ std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const 
   } else {
     std::fill(per_stage.begin(), per_stage.end(), layers / S);
   }
-  std::vector<std::pair<size_t, TensorRef>> out;
-  size_t done = 0;
-  for (int64_t c = 0; c + 1 < chunks; ++c) {
-    done += static_cast<size_t>(per_stage[static_cast<size_t>(c % S)] / v);
-    out.push_back(cuts[r.start + done * r.period]);
-  }
-  return out;
+  for (int64_t c = 0; c < chunks; ++c) held[static_cast<size_t>(c)] = per_stage[static_cast<size_t>(c % S)] / v;
+  return cuts_holding(g, order, held, "PipelineOptions.stages");
 }
 
 std::vector<std::pair<size_t, TensorRef>> layout_cuts(const Graph& g, const std::vector<NodeId>& order, const std::vector<int64_t>& layout) {
-  const auto [cuts, r] = layers_of(g, order);
-  const auto layers = static_cast<int64_t>(r.layers());
-  int64_t stated = 0;
-  for (const int64_t n : layout) stated += n;
-  if (stated != layers)
-    throw FieldError("PipelineOptions.layout", "'" + g.name() + "' has " + std::to_string(layers) + " layers, and the layout's chunks hold " +
-                                                    std::to_string(stated));
-  std::vector<std::pair<size_t, TensorRef>> out;
-  size_t done = 0;
-  for (size_t k = 0; k + 1 < layout.size(); ++k) {
-    done += static_cast<size_t>(layout[k]);
-    const size_t at = r.start + done * r.period;
-    if (at >= cuts.size())
-      throw FieldError("PipelineOptions.layout", "nothing follows the last layer of '" + g.name() + "' at a single-tensor cut, so chunk " +
-                                                      std::to_string(k + 2) + " cannot hold the head alone");
-    out.push_back(cuts[at]);
-  }
-  return out;
+  return cuts_holding(g, order, layout, "PipelineOptions.layout");
 }
 
 // An interlaced pipeline's cuts, unstated: the layers split evenly over
@@ -117,7 +137,7 @@ std::vector<std::pair<size_t, TensorRef>> interlaced_cuts(const Graph& g, const 
   const int64_t C = staged + static_cast<int64_t>(interlaced.size());  // (each the first or the last: check_interlaced)
   const auto [cuts, r] = layers_of(g, order);
   if (r.layers() == 0) throw Error("pipeline: '" + g.name() + "' has no repeating layers to run as stages beside interlaced chunks");
-  std::vector<std::pair<size_t, TensorRef>> out = even_layer_cuts(g, order, staged, 1);
+  std::vector<std::pair<size_t, TensorRef>> out = even_layer_cuts(g, order, staged);
   if (std::find(interlaced.begin(), interlaced.end(), 0) != interlaced.end()) out.insert(out.begin(), cuts[r.start]);
   if (std::find(interlaced.begin(), interlaced.end(), C - 1) != interlaced.end()) {
     const size_t after = r.start + r.layers() * r.period;

@@ -12,16 +12,24 @@
 
 namespace pcgx::search {
 
+// How Megatron-LM splits a model's layers over its chunks where they are
+// not even (PipelineOptions' first_stage_layers and last_stage_layers,
+// or embedding_as_layer and loss_as_layer).
+struct LayerSplit {
+  int64_t first = 0, last = 0;
+  bool embedding = false, loss = false;
+};
+
 // Megatron-LM's stages: the model's layers split evenly over the `stages`
 // x `virtual_stages` chunks, the embeddings in the first chunk and the
 // head and loss in the last. Throws naming PipelineOptions.stages where
-// the chunks do not divide the layers. With `first` (`last`) > 0 the first
-// (last) stage holds that many layers and the rest split evenly over the
-// stages between, each stage's over its virtual stages (Megatron-LM's
-// uneven pipeline, PipelineOptions::first_stage_layers); throws naming
-// that field where they do not split.
+// the chunks do not divide the layers. Uneven (`split`): the first (last)
+// stage holds `first` (`last`) layers and the rest split evenly over the
+// stages between, each stage's over its virtual stages; or the embeddings
+// (the loss) counted as a layer, the first (last) chunk one layer short.
+// Throws naming the field where they do not split.
 std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const std::vector<NodeId>& order, int64_t stages,
-                                                          int64_t virtual_stages = 1, int64_t first = 0, int64_t last = 0);
+                                                          int64_t virtual_stages = 1, const LayerSplit& split = {});
 // The cuts a pipeline layout states (PipelineOptions::layout: each
 // chunk's layers in model order, an empty first or last chunk holding
 // only the embeddings or only the head and loss). Throws naming

@@ -234,8 +234,27 @@ TEST(OptimizePipeline, MegatronUnevenStages) {
   ASSERT_EQ(plan.code, 0) << plan.out;
   EXPECT_NE(plan.out.find("\"boundaries\":[\"block1.mlp_residual\",\"block4.mlp_residual\",\"block6.mlp_residual\"]"), std::string::npos)
       << plan.out;
+  // The embeddings and the loss counted as a layer each (Megatron-LM's
+  // --account-for-*-in-pipeline-split): 6 layers and 2 more over 4 chunks,
+  // the first and the last one layer short: 1, 2, 2, 1.
+  const auto counted = run(base + "--set layers=6 --pipeline-parallel 2 --virtual-stages 2 --account-for-embedding-in-pipeline-split "
+                                  "--account-for-loss-in-pipeline-split --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(counted.code, 0) << counted.out;
+  const auto counted_plan = run("plan show " + s);
+  EXPECT_NE(counted_plan.out.find("\"boundaries\":[\"block0.mlp_residual\",\"block2.mlp_residual\",\"block4.mlp_residual\"]"),
+            std::string::npos)
+      << counted_plan.out;
+  // The embeddings alone: 5 layers and the embeddings over 2 stages, 2 and 3.
+  const auto embedding = run(base + "--set layers=5 --pipeline-parallel 2 --account-for-embedding-in-pipeline-split --micro-batch-size 2 -q -o " + s);
+  ASSERT_EQ(embedding.code, 0) << embedding.out;
+  EXPECT_NE(embedding.out.find("(wte .. block1.mlp_residual)"), std::string::npos) << embedding.out;
   const std::string never = (dir() / "never.json").string();
   for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--set layers=5 --pipeline-parallel 2 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+            "error: --account-for-embedding-in-pipeline-split: the 5 layers of 'gpt-tiny', the embeddings, the loss: 7 in all, which 2 chunks"},
+           {"--set layers=5 --pipeline-parallel 2 --account-for-loss-in-pipeline-split --first-stage-layers 2",
+            "error: --account-for-loss-in-pipeline-split: with stated first or last stage layers"},
+           {"--set layers=5 --account-for-loss-in-pipeline-split", "error: --account-for-loss-in-pipeline-split needs pipeline stages"},
            {"--set layers=5 --pipeline-parallel 2 --micro-batch-size 2", "(an uneven split states the first or last stage's layers)"},
            {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 2 --last-stage-layers 2 --micro-batch-size 2",
             "error: --first-stage-layers: 'gpt-tiny' has 5 layers: 2 in the first stage and 2 in the last leave 1, which the 0 stages between"},
@@ -281,7 +300,7 @@ TEST(OptimizePipeline, MegatronPipelineLayout) {
   for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
            {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*2|tL'",
             "error: --pipeline-layout: the layout has 3 chunks, and 2 stages x 1 virtual stages are 2"},
-           {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*3L'", "error: --pipeline-layout: 'gpt-tiny' has 6 layers, and the layout's chunks hold 5"},
+           {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*3L'", "error: --pipeline-layout: 'gpt-tiny' has 6 layers, and the chunks hold 5"},
            {"--pipeline-parallel 2 --pipeline-layout 'Et*3|t*3X'", "error: --pipeline-layout: unknown character 'X'"},
            {"--pipeline-parallel 2 --pipeline-layout 'Et*3|t*3L' --first-stage-layers 3",
             "error: --pipeline-layout: a layout and an uneven split"},

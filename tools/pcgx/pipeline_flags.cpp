@@ -21,6 +21,12 @@ void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--last-stage-layers", f.last_stage_layers,
                   "the last pipeline stage holds this many of the model's layers (and the head and loss), the rest split evenly over the "
                   "stages before it (Megatron-LM's --decoder-last-pipeline-num-layers)")->check(positive());
+  cmd->add_flag("--account-for-embedding-in-pipeline-split", f.embedding_as_layer,
+                "the embeddings count as a layer when the layers split evenly over the pipeline's chunks: the first chunk holds one "
+                "layer fewer (Megatron-LM's flag of that name; DeepSpeed's pipelines split so)");
+  cmd->add_flag("--account-for-loss-in-pipeline-split", f.loss_as_layer,
+                "the head and loss count as a layer when the layers split evenly over the pipeline's chunks: the last chunk holds one "
+                "layer fewer (Megatron-LM's flag of that name)");
   cmd->add_option("--pipeline-layout", f.layout,
                   "what each pipeline chunk holds, in Megatron-LM's --pipeline-model-parallel-layout string: E the embeddings, t a "
                   "layer, L the head and loss, | the end of a chunk, x*n and (...)*n repeat (\"Et*3|(t*4|)*30,t*3L\": 126 layers in "
@@ -47,6 +53,9 @@ void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
   const int64_t micro = parse_count_or_auto("--micro-batches", f.micro_batches.empty() ? (f.pipeline ? "auto" : "1") : f.micro_batches);
   if (!f.pipeline && (f.first_stage_layers || f.last_stage_layers))
     throw Error(std::string(f.first_stage_layers ? "--first-stage-layers" : "--last-stage-layers") + " needs pipeline stages (--pipeline-parallel P)");
+  if (!f.pipeline && (f.embedding_as_layer || f.loss_as_layer))
+    throw Error(std::string(f.embedding_as_layer ? "--account-for-embedding-in-pipeline-split" : "--account-for-loss-in-pipeline-split") +
+                " needs pipeline stages (--pipeline-parallel P)");
   std::vector<int64_t> layout;
   if (!f.layout.empty()) {
     if (!f.pipeline || f.stages == 0) throw Error("--pipeline-layout needs the pipeline stages stated (--pipeline-parallel P)");
@@ -59,6 +68,7 @@ void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
     q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
     q.pipeline->first_stage_layers = f.first_stage_layers, q.pipeline->last_stage_layers = f.last_stage_layers;
     q.pipeline->layout = std::move(layout);
+    q.pipeline->embedding_as_layer = f.embedding_as_layer, q.pipeline->loss_as_layer = f.loss_as_layer;
   }
   else if (micro != 1) q.pipeline = search::PipelineOptions{1, micro};  // gradient accumulation
   q.accumulate = f.micro_batches.empty();  // given 1: one batch

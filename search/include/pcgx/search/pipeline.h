@@ -142,6 +142,12 @@ struct PipelineOptions {
   // its chunks. 0: not stated (even layers, or searched). Stated stages
   // only; the cuts are then these, under any search.
   int64_t first_stage_layers = 0, last_stage_layers = 0;
+  // Megatron-LM's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split (DeepSpeed's pipelines split so
+  // too): the embeddings (the loss, with the head) count as a layer, the
+  // layers and they split evenly over the chunks, so the first (last)
+  // chunk holds one layer fewer than the others. Not with the two above.
+  bool embedding_as_layer = false, loss_as_layer = false;
   // Megatron-LM's pipeline layout (pipeline_layout.h): the layers of each
   // chunk in model order (chunk c on stage c mod S), the embeddings in the
   // first, the head and loss in the last; as many as the stages x virtual
