@@ -126,10 +126,11 @@ void validate(const OptimizeRequest& q) {
     std::vector<MachineView> views(lowered.size());  // the devices it states (within a stage), checked before any search
     search::assign_plan_devices(q.model, *q.search.plan, plan_rule_devices(q), lowered, image, views);
     // Where the plan's chunks end: its own field, named in its file.
-    if (q.pipeline && q.search.plan->pipeline && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
+    if (q.pipeline && q.search.plan->pipeline && !q.pipeline->boundaries.empty() && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
       try {
         search::check_boundaries(q.model, *q.pipeline);
       } catch (const FieldError& e) {
+        if (e.field() != "PipelineOptions.boundaries") throw;
         throw Error(q.search.plan->source + ": pipeline.boundaries: " + e.reason());
       }
     }

@@ -343,6 +343,8 @@ bool has_unsampled(const Graph& model) {
 // (a pipeline chunk holding only the embeddings, or only the final norm,
 // the head and the loss): a word embedding, or a norm before a
 // classification loss, and nothing a transformer's ends do not hold.
+// (Asked only of a pipeline chunk, expert()'s `chunk_of_transformer`: a
+// whole graph of that shape is no transformer.)
 bool transformer_end(const Graph& g) {
   bool loss = false;
   for (const Node& n : g.nodes()) {
@@ -358,7 +360,6 @@ bool transformer_end(const Graph& g) {
 std::string expert_family(const Graph& g) {
   if (has_op(g, "EmbeddingBag")) return "recommendation";
   if ((has_op(g, "LayerNorm") || has_op(g, "RMSNorm")) && has_op(g, "BatchMatMul")) return "transformer";
-  if (transformer_end(g)) return "transformer";
   // A stack of dense layers: Linears, activations and a loss, nothing else.
   bool linear = false;
   for (const Node& n : g.nodes()) {
@@ -419,8 +420,9 @@ bool splits_logits(const Graph& g, int64_t t) {
 
 }  // namespace
 
-std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel) {
-  const std::string family = expert_family(model);
+std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel,
+                            bool chunk_of_transformer) {
+  const std::string family = chunk_of_transformer && expert_family(model).empty() && transformer_end(model) ? "transformer" : expert_family(model);
   if (family == "recommendation") {
     // Every table spread over `tensor_degree` devices (by default all of
     // them): by its embedding columns where they divide, else by its rows

@@ -52,7 +52,7 @@ struct Plan {
 };
 
 std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
-  const int64_t v = o.virtual_stages, joint = static_cast<int64_t>(o.interlaced.size());
+  const int64_t v = std::max<int64_t>(o.virtual_stages, 1), joint = static_cast<int64_t>(o.interlaced.size());
   if (o.stages > 0) {
     if (o.stages < 1) throw FieldError("PipelineOptions.stages", "must be positive");
     if (devices % o.stages != 0)
@@ -66,6 +66,17 @@ std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOp
   std::vector<int64_t> out;
   for (int64_t s : {2, 4, 8})
     if (devices % s == 0 && static_cast<size_t>(s * v) <= cuts + 1) out.push_back(s);
+  return out;
+}
+
+// The virtual stages tried with S stages: the stated count, or with
+// virtual_stages 0 each of 1, 2 and 4 whose S v chunks the model's cuts
+// allow.
+std::vector<int64_t> virtual_counts(int64_t S, size_t cuts, const PipelineOptions& o) {
+  if (o.virtual_stages > 0) return {o.virtual_stages};
+  std::vector<int64_t> out;
+  for (const int64_t v : {1, 2, 4})
+    if (static_cast<size_t>(S * v) <= cuts + 1) out.push_back(v);
   return out;
 }
 
@@ -90,36 +101,34 @@ void check_interlaced(const PipelineOptions& po, Algorithm algorithm) {
 }
 
 void check_boundaries(const Graph& model, const PipelineOptions& po) {
+  // What says where the chunks end, stated once: conflicts first, then each.
+  const bool ends = po.first_stage_layers > 0 || po.last_stage_layers > 0, counted = po.embedding_as_layer || po.loss_as_layer;
+  const int ways = (ends ? 1 : 0) + (counted ? 1 : 0) + (po.layout.empty() ? 0 : 1) + (po.boundaries.empty() ? 0 : 1);
+  const std::string field = !po.layout.empty() ? "PipelineOptions.layout"
+                            : counted          ? (po.embedding_as_layer ? "PipelineOptions.embedding_as_layer" : "PipelineOptions.loss_as_layer")
+                            : ends             ? (po.first_stage_layers > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers")
+                                               : "PipelineOptions.boundaries";
   if (po.first_stage_layers < 0 || po.last_stage_layers < 0)
     throw FieldError(po.first_stage_layers < 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers", "must be positive");
-  if (po.embedding_as_layer || po.loss_as_layer) {
-    const std::string field = po.embedding_as_layer ? "PipelineOptions.embedding_as_layer" : "PipelineOptions.loss_as_layer";
-    if (po.stages < 2) throw FieldError(field, "counting the embeddings or the loss as a layer needs pipeline stages stated (more than 1)");
-    if (po.first_stage_layers > 0 || po.last_stage_layers > 0 || !po.layout.empty() || !po.boundaries.empty() || !po.interlaced.empty())
-      throw FieldError(field, "with stated first or last stage layers, a layout, boundaries or interlaced chunks: say where the chunks end one way");
-    even_layer_cuts(model, compute_order(model), po.stages, po.virtual_stages, LayerSplit{0, 0, po.embedding_as_layer, po.loss_as_layer});
-  }
-  if (po.first_stage_layers > 0 || po.last_stage_layers > 0) {
-    const std::string field = po.first_stage_layers > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers";
-    if (po.stages < 2) throw FieldError(field, "an uneven split needs pipeline stages stated (more than 1)");
-    if (!po.boundaries.empty() || !po.interlaced.empty())
-      throw FieldError(field, "an uneven split and stated boundaries or interlaced chunks: say where the chunks end one way");
-    even_layer_cuts(model, compute_order(model), po.stages, po.virtual_stages, LayerSplit{po.first_stage_layers, po.last_stage_layers});
-  }
+  if (ways > 1 || (ways == 1 && po.boundaries.empty() && !po.interlaced.empty()))
+    throw FieldError(field, "stated where the chunks end more than one way (first or last stage layers, the ends counted as layers, a layout, "
+                            "boundaries or interlaced chunks): say it one way");
+  if (ways == 0) return;
+  if (po.virtual_stages < 1) throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and chunks stated where they end: state the virtual stages");
+  if (po.boundaries.empty() && po.stages < 2) throw FieldError(field, "needs pipeline stages stated (more than 1)");
+  const std::vector<NodeId> order = compute_order(model);
+  if (counted) even_layer_cuts(model, order, po.stages, po.virtual_stages, LayerSplit{0, 0, po.embedding_as_layer, po.loss_as_layer});
+  if (ends) even_layer_cuts(model, order, po.stages, po.virtual_stages, LayerSplit{po.first_stage_layers, po.last_stage_layers});
   if (!po.layout.empty()) {
     const auto chunks = static_cast<size_t>(po.stages * po.virtual_stages);
-    if (po.stages < 1) throw FieldError("PipelineOptions.layout", "a layout needs pipeline stages stated");
-    if (po.first_stage_layers > 0 || po.last_stage_layers > 0 || !po.boundaries.empty() || !po.interlaced.empty())
-      throw FieldError("PipelineOptions.layout", "a layout and an uneven split, stated boundaries or interlaced chunks: say where the chunks end one way");
     if (po.layout.size() != chunks)
-      throw FieldError("PipelineOptions.layout", "the layout has " + std::to_string(po.layout.size()) + " chunks, and " +
-                                                      std::to_string(po.stages) + " stages x " + std::to_string(po.virtual_stages) +
-                                                      " virtual stages are " + std::to_string(chunks));
-    layout_cuts(model, compute_order(model), po.layout);
+      throw FieldError(field, "the layout has " + std::to_string(po.layout.size()) + " chunks, and " + std::to_string(po.stages) + " stages x " +
+                                  std::to_string(po.virtual_stages) + " virtual stages are " + std::to_string(chunks));
+    layout_cuts(model, order, po.layout);
   }
   if (po.boundaries.empty()) return;
   if (po.stages == 0) throw FieldError("PipelineOptions.boundaries", "stated where the chunks end, the stages are stated too");
-  stated_cuts(model, compute_order(model), po.boundaries, po.stages * po.virtual_stages + static_cast<int64_t>(po.interlaced.size()));
+  stated_cuts(model, order, po.boundaries, po.stages * po.virtual_stages + static_cast<int64_t>(po.interlaced.size()));
 }
 
 namespace {
@@ -169,10 +178,21 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
                                const PipelineOptions& po) {
   const auto t0 = std::chrono::steady_clock::now();
   if (po.micro_batches < 0) throw FieldError("PipelineOptions.micro_batches", "must be positive");
-  const int64_t v = po.virtual_stages;
-  if (v < 1) throw FieldError("PipelineOptions.virtual_stages", "must be positive");
-  if (v > 1 && po.stages == 1) throw FieldError("PipelineOptions.virtual_stages", "interleaving needs pipeline stages (more than 1)");
-  if (v > 1 && po.stages > 1 && po.micro_batches > 0 && po.micro_batches % po.stages != 0)
+  const int64_t v_stated = po.virtual_stages;  // 0: searched (virtual_counts)
+  if (v_stated < 0) throw FieldError("PipelineOptions.virtual_stages", "must be positive");
+  if (v_stated != 1 && po.stages == 1) throw FieldError("PipelineOptions.virtual_stages", "interleaving needs pipeline stages (more than 1)");
+  if (v_stated == 0) {
+    if (options.algorithm == Algorithm::kMegatron || options.algorithm == Algorithm::kPlan)
+      throw FieldError("PipelineOptions.virtual_stages", std::string(options.algorithm == Algorithm::kMegatron ? "Megatron-LM's plan" : "a written plan") +
+                                                             " states its virtual stages; they are searched with unity, data-parallel, expert or sequential");
+    if (!po.boundaries.empty() || !po.interlaced.empty() || !po.layout.empty() || po.first_stage_layers > 0 || po.last_stage_layers > 0 ||
+        po.embedding_as_layer || po.loss_as_layer)
+      throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and chunks stated where they end: state the virtual stages");
+    if (po.micro_batches > 0 && po.stages > 1 && po.micro_batches % po.stages != 0)
+      throw FieldError("PipelineOptions.micro_batches", "searching interleaved schedules needs a multiple of the " + std::to_string(po.stages) +
+                                                            " stages, not " + std::to_string(po.micro_batches));
+  }
+  if (v_stated > 1 && po.stages > 1 && po.micro_batches > 0 && po.micro_batches % po.stages != 0)
     throw FieldError("PipelineOptions.micro_batches", "the interleaved schedule needs a multiple of the " + std::to_string(po.stages) +
                                                           " stages, not " + std::to_string(po.micro_batches));
   if (options.algorithm == Algorithm::kMegatron && po.stages == 0)
@@ -217,7 +237,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   std::mutex progress_mutex;  // chunks searched side by side report through one callback
   Plan best;
   std::string why = "no stage count tried";
-  for (const int64_t S : counts) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (stages, virtual stages) tried
+  for (const int64_t S : counts)
+    for (const int64_t v : virtual_counts(S, cuts, po)) shapes.emplace_back(S, v);
+  for (const auto& stages_and_virtual : shapes) {
+    const int64_t S = stages_and_virtual.first, v = stages_and_virtual.second;
     const int64_t d = devices / S;
     const std::vector<int64_t> micro = micro_counts(S, po);
     const int64_t most = *std::max_element(micro.begin(), micro.end());
@@ -353,7 +377,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             ch.hash = options.plan ? hash_mix(hash_mix(graph_hash(ch.graph), p), c) : graph_hash(ch.graph);
             ch.options = options;
             ch.options.layout_search = false;  // priced before the chunk is sliced
-            const std::string phase = "pipeline " + std::to_string(S) + " stages, " + std::to_string(M) + " micro-batches, stage " +
+            const std::string phase = "pipeline " + std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : "") + ", " +
+                                      std::to_string(M) + " micro-batches, stage " +
                                       std::to_string(p + 1);
             if (options.progress)
               ch.options.progress = [&, phase](const SearchProgress& pr) {
@@ -417,7 +442,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             searched.push_back(r);
           }
         } catch (const Error& e) {
-          why = std::to_string(S) + " stages" + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
+          why = std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
           continue;
         }
         Plan plan;
@@ -513,7 +538,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
           plan.time = t.time, plan.slowest = t.slowest, plan.update = t.update, plan.gather_wait = t.gather_wait;
           plan.stage_time = std::move(t.stage_time), plan.steps = t.steps;
         } catch (const Error& e) {
-          why = std::to_string(S) + " stages" + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
+          why = std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
           continue;
         }
         if (plan.time < best.time) best = std::move(plan);

@@ -47,6 +47,7 @@ std::vector<std::pair<size_t, TensorRef>> cuts_holding(const Graph& g, const std
                                                        const std::string& field) {
   const auto [cuts, r] = layers_of(g, order);
   const auto layers = static_cast<int64_t>(r.layers());
+  if (layers == 0) throw FieldError(field, "'" + g.name() + "' has no repeating layers to split over pipeline stages");
   int64_t stated = 0;
   for (const int64_t n : held) stated += n;
   if (stated != layers)
@@ -82,6 +83,9 @@ std::vector<std::pair<size_t, TensorRef>> even_layer_cuts(const Graph& g, const 
   const auto layers = static_cast<int64_t>(r.layers());
   if (layers == 0) throw Error("megatron: '" + g.name() + "' has no repeating layers to split over pipeline stages");
   std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
+  if (first > layers || last > layers || first + last > layers)
+    throw FieldError(first > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers",
+                     "'" + g.name() + "' has " + std::to_string(layers) + " layers, fewer than the " + std::to_string(first + last) + " stated");
   if (split.embedding || split.loss) {
     const std::string field = split.embedding ? "PipelineOptions.embedding_as_layer" : "PipelineOptions.loss_as_layer";
     const int64_t counted = layers + split.embedding + split.loss;

@@ -10,12 +10,15 @@ namespace {
 
 constexpr const char* kField = "PipelineOptions.layout";
 constexpr size_t kMaxExpanded = 1 << 20;  // a layout of a million layers is a typo
+constexpr int kMaxDepth = 64;             // groups within groups
 
 [[noreturn]] void bad(const std::string& why) { throw FieldError(kField, why); }
 
 // Expands `text` from `at` to the matching ')' (or the end where `depth`
-// is 0): repetitions unrolled, commas and spaces dropped.
-std::string expand(std::string_view text, size_t& at, int depth) {
+// is 0): repetitions unrolled, commas and spaces dropped. `work` counts
+// every character written, kept or not, against kMaxExpanded.
+std::string expand(std::string_view text, size_t& at, int depth, size_t& work) {
+  if (depth > kMaxDepth) bad("groups nested more than " + std::to_string(kMaxDepth) + " deep");
   std::string out;
   auto count = [&]() -> size_t {  // after '*'
     const size_t from = at;
@@ -28,14 +31,16 @@ std::string expand(std::string_view text, size_t& at, int depth) {
     return n;
   };
   auto repeat = [&](const std::string& unit, size_t n) {
-    if (unit.size() * n + out.size() > kMaxExpanded) bad("more than " + std::to_string(kMaxExpanded) + " characters once expanded");
+    work += unit.size() * n;
+    if (unit.size() * n + out.size() > kMaxExpanded || work > 4 * kMaxExpanded)
+      bad("more than " + std::to_string(kMaxExpanded) + " characters once expanded");
     for (size_t i = 0; i < n; ++i) out += unit;
   };
   while (at < text.size()) {
     const char c = text[at++];
     if (c == ',' || c == ' ') continue;
     if (c == '(') {
-      const std::string group = expand(text, at, depth + 1);
+      const std::string group = expand(text, at, depth + 1, work);
       if (at >= text.size() || text[at] != '*') bad("a group '(...)' must be followed by '*' and a count");
       ++at;
       repeat(group, count());
@@ -48,6 +53,7 @@ std::string expand(std::string_view text, size_t& at, int depth) {
         repeat(std::string(1, c), count());
       } else {
         out += c;
+        if (++work > 4 * kMaxExpanded) bad("more than " + std::to_string(kMaxExpanded) + " characters once expanded");
       }
     } else {
       bad(std::string("unknown character '") + c + "' at position " + std::to_string(at - 1) +
@@ -61,8 +67,8 @@ std::string expand(std::string_view text, size_t& at, int depth) {
 }  // namespace
 
 std::vector<int64_t> parse_pipeline_layout(std::string_view text) {
-  size_t at = 0;
-  const std::string flat = expand(text, at, 0);
+  size_t at = 0, work = 0;
+  const std::string flat = expand(text, at, 0, work);
   std::vector<int64_t> layers{0};
   std::vector<std::string> chunks{""};
   for (const char c : flat) {

@@ -233,7 +233,8 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     case Algorithm::kDataParallel: result.strategy = mapper.map(best_data_parallel(model, mapper)); break;
     case Algorithm::kMegatron: {  // the tensor-parallel degree stated, 1 unless given (Megatron-LM's default)
       const CostModel& cost = mapper.cost();
-      auto e = expert(model, cost.machine(), cost.devices(), std::max<int64_t>(options.tensor_degree, 1), options.sequence_parallel);
+      // (A pipeline chunk may hold only a transformer's embeddings or head.)
+      auto e = expert(model, cost.machine(), cost.devices(), std::max<int64_t>(options.tensor_degree, 1), options.sequence_parallel, true);
       if (!e) throw Error("megatron: no Megatron-LM plan for '" + model.name() + "' (it covers transformers)");
       result.strategy = mapper.map(*e);
       break;

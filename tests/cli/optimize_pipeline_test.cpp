@@ -7,6 +7,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_test_helpers.h"
 #include "cli/run_pcgx.h"
 #include "temp_dir.h"
 
@@ -74,6 +75,37 @@ TEST(OptimizePipeline, VirtualStagesInterleave) {
   EXPECT_EQ(nlohmann::json::parse(in)["pipeline"]["virtual_stages"], 2);
   const auto t = run("run " + s + " --steps 2 --no-report --no-plot");
   EXPECT_EQ(t.code, 0) << t.out;
+}
+
+// --virtual-stages auto: each of 1, 2 and 4 tried with the stages, the
+// fastest kept (the same plan as stating it), recorded in the strategy;
+// refused where something else fixes the chunks.
+TEST(OptimizePipeline, VirtualStagesAutoKeepsTheFastest) {
+  const std::string s = (dir() / "virtual-auto.json").string();
+  const std::string base = "optimize gpt-tiny --set layers=8 --machine cpu-host --devices 4 --search data-parallel --pipeline --stages 2 "
+                           "--micro-batches 4 -q -o " + s + " --virtual-stages ";
+  double best = 1e300;
+  int64_t best_v = 0;
+  for (const int64_t v : {1, 2, 4}) {
+    const auto r = run(base + std::to_string(v));
+    ASSERT_EQ(r.code, 0) << r.out;
+    if (pcgx::testing::predicted_ms(r.out) < best) best = pcgx::testing::predicted_ms(r.out), best_v = v;
+  }
+  const auto a = run(base + "auto");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_DOUBLE_EQ(pcgx::testing::predicted_ms(a.out), best) << a.out;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(s))["pipeline"].value("virtual_stages", 1), best_v);
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"optimize gpt-tiny --set layers=8 --set batch=8 --global-batch --machine cpu-host --devices 4 --search megatron --pipeline-parallel 2 "
+            "--virtual-stages auto --micro-batch-size 2",
+            "error: --virtual-stages: Megatron-LM's plan states its virtual stages"},
+           {"optimize gpt-tiny --set layers=8 --machine cpu-host --devices 4 --pipeline --stages 2 --virtual-stages auto --first-stage-layers 2",
+            "error: --virtual-stages: searched virtual stages, and chunks stated where they end"},
+           {"optimize gpt-tiny --machine cpu-host --devices 4 --virtual-stages auto", "error: --virtual-stages needs --pipeline"}}) {
+    const auto bad = run(flags + " -q -o " + (dir() / "never.json").string());
+    EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
+  }
 }
 
 // --micro-batches without --pipeline: gradient accumulation, a one-stage
@@ -148,7 +180,7 @@ TEST(OptimizePipeline, ImpossibleRequestsAreExitCode2) {
            {"mlp-tiny --machine cpu-host --devices 4 --virtual-stages 2", "error: --virtual-stages needs --pipeline"},
            {"bert-large-tiny --machine cpu-host --devices 4 --pipeline --stages 2 --virtual-stages 2 --micro-batches 3",
             "error: --micro-batches: the interleaved schedule needs a multiple of the 2 stages, not 3"},
-           {"mlp-tiny --machine cpu-host --devices 4 --pipeline --virtual-stages 0", "error: --virtual-stages: must be a positive integer"},
+           {"mlp-tiny --machine cpu-host --devices 4 --pipeline --virtual-stages 0", "error: --virtual-stages: expected a positive count or auto, got '0'"},
        }) {
     const auto r = run("optimize " + args + " -o " + out);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
@@ -229,7 +261,6 @@ TEST(OptimizePipeline, MegatronUnevenStages) {
   // order (chunk c on stage c mod 2).
   const auto v2 = run(base + "--set layers=10 --pipeline-parallel 2 --virtual-stages 2 --first-stage-layers 4 --micro-batch-size 2 -q -o " + s);
   ASSERT_EQ(v2.code, 0) << v2.out;
-  const auto strategy = nlohmann::json::parse(std::ifstream(s));
   const auto plan = run("plan show " + s);
   ASSERT_EQ(plan.code, 0) << plan.out;
   EXPECT_NE(plan.out.find("\"boundaries\":[\"block1.mlp_residual\",\"block4.mlp_residual\",\"block6.mlp_residual\"]"), std::string::npos)
@@ -253,7 +284,9 @@ TEST(OptimizePipeline, MegatronUnevenStages) {
            {"--set layers=5 --pipeline-parallel 2 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
             "error: --account-for-embedding-in-pipeline-split: the 5 layers of 'gpt-tiny', the embeddings, the loss: 7 in all, which 2 chunks"},
            {"--set layers=5 --pipeline-parallel 2 --account-for-loss-in-pipeline-split --first-stage-layers 2",
-            "error: --account-for-loss-in-pipeline-split: with stated first or last stage layers"},
+            "error: --account-for-loss-in-pipeline-split: stated where the chunks end more than one way"},
+           {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 9223372036854775807 --last-stage-layers 9223372036854775807",
+            "error: --first-stage-layers: 'gpt-tiny' has 5 layers, fewer than the"},
            {"--set layers=5 --account-for-loss-in-pipeline-split", "error: --account-for-loss-in-pipeline-split needs pipeline stages"},
            {"--set layers=5 --pipeline-parallel 2 --micro-batch-size 2", "(an uneven split states the first or last stage's layers)"},
            {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 2 --last-stage-layers 2 --micro-batch-size 2",
@@ -296,6 +329,8 @@ TEST(OptimizePipeline, MegatronPipelineLayout) {
   ASSERT_EQ(ends.code, 0) << ends.out;
   EXPECT_NE(ends.out.find("(wte .. emb_dropout)"), std::string::npos) << ends.out;
   EXPECT_NE(ends.out.find("(ln_f .. loss)"), std::string::npos) << ends.out;
+  const auto ends_run = run("run " + s + " --steps 2 --no-report --no-plot");
+  EXPECT_EQ(ends_run.code, 0) << ends_run.out;
   const std::string never = (dir() / "never.json").string();
   for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
            {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*2|tL'",
@@ -303,7 +338,10 @@ TEST(OptimizePipeline, MegatronPipelineLayout) {
            {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*3L'", "error: --pipeline-layout: 'gpt-tiny' has 6 layers, and the chunks hold 5"},
            {"--pipeline-parallel 2 --pipeline-layout 'Et*3|t*3X'", "error: --pipeline-layout: unknown character 'X'"},
            {"--pipeline-parallel 2 --pipeline-layout 'Et*3|t*3L' --first-stage-layers 3",
-            "error: --pipeline-layout: a layout and an uneven split"},
+            "error: --pipeline-layout: stated where the chunks end more than one way"},
+           {"--pipeline --stages 1 --pipeline-layout 'Et*3|t*3L'", "error: --pipeline-layout: needs pipeline stages stated (more than 1)"},
+           {"--pipeline-parallel 2 --virtual-stages 1 --pipeline-layout 'Et*2|t|t*2|tL'",
+            "error: --pipeline-layout: the layout has 4 chunks, and 2 stages x 1 virtual stages are 2"},
            {"--pipeline-layout 'Et*3|t*3L'", "error: --pipeline-layout needs the pipeline stages stated"}}) {
     const auto bad = run(base + flags + " --micro-batch-size 2 -q -o " + never);
     EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;

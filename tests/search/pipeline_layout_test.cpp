@@ -48,6 +48,12 @@ TEST(PipelineLayout, MalformedIsAnErrorNamingTheField) {
            {"t|tL", "a layout states 'E' and 'L' once each"},
            {"Et*2000000L", "a repetition of more than"},
            {"E(t*1000|)*2000L", "characters once expanded"},
+           {"", "chunk 1 of 1 holds no layer"},
+           {"|", "chunk 1 of 2 holds no layer"},
+           {"(", "a group '(' is not closed"},
+           {"E*0L", "a layout states 'E' and 'L' once each"},
+           {std::string(100, '(') + "t" + std::string(100, ')'), "groups nested more than 64 deep"},
+           {"E" + [] { std::string r; for (int i = 0; i < 10000; ++i) r += "(t*1000000)*0"; return r; }() + "L", "characters once expanded"},
        }) {
     try {
       parse_pipeline_layout(text);

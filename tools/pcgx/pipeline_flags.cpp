@@ -12,8 +12,9 @@ void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--stages", f.stages, "pipeline stages (default: the best of 2, 4, 8)")->check(positive());
   cmd->add_option("--pipeline-parallel", f.pipeline_parallel, "pipeline stages, Megatron-LM's way of saying --pipeline --stages P (1: none)")
       ->check(positive());
-  cmd->add_option("--virtual-stages", f.virtual_stages, "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1)")
-      ->check(positive());
+  cmd->add_option("--virtual-stages", f.virtual_stages,
+                  "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1), or auto: the search "
+                  "tries 1, 2 and 4 with each stage count and keeps the fastest (not with --search megatron, which states them)");
   cmd->add_option("--first-stage-layers", f.first_stage_layers,
                   "the first pipeline stage holds this many of the model's layers (and the embeddings), the rest split evenly over the "
                   "stages after it (Megatron-LM's --decoder-first-pipeline-num-layers; a DeepSpeed pipeline that counts the embeddings "
@@ -46,7 +47,8 @@ void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
     if (f.pipeline || f.stages) throw Error("--pipeline-parallel: states the stages itself (leave out --pipeline and --stages)");
     if (f.pipeline_parallel > 1) f.pipeline = true, f.stages = f.pipeline_parallel;
   }
-  if (!f.pipeline && (f.stages != 0 || f.virtual_stages != 1)) throw Error(f.stages ? "--stages needs --pipeline" : "--virtual-stages needs --pipeline");
+  if (!f.pipeline && (f.stages != 0 || !f.virtual_stages.empty())) throw Error(f.stages ? "--stages needs --pipeline" : "--virtual-stages needs --pipeline");
+  int64_t virtual_stages = f.virtual_stages.empty() ? 1 : parse_count_or_auto("--virtual-stages", f.virtual_stages);
   if (f.micro_batch_size > 0 && !f.micro_batches.empty()) throw Error("--micro-batch-size: give it or --micro-batches, not both");
   // auto (0): the pipeline search tries S, 2S, 4S and 8S micro-batches for
   // S stages; without --pipeline, 1, 2, 4 and 8 (gradient accumulation).
@@ -62,10 +64,10 @@ void apply_pipeline_flags(PipelineFlags f, runner::OptimizeRequest& q) {
     layout = search::parse_pipeline_layout(f.layout);
     // As Megatron-LM: the layout's chunks beyond the stages are virtual stages.
     const auto chunks = static_cast<int64_t>(layout.size());
-    if (f.virtual_stages == 1 && chunks % f.stages == 0) f.virtual_stages = chunks / f.stages;
+    if (f.virtual_stages.empty() && f.stages > 1 && chunks % f.stages == 0) virtual_stages = chunks / f.stages;
   }
   if (f.pipeline) {
-    q.pipeline = search::PipelineOptions{f.stages, micro, f.virtual_stages};
+    q.pipeline = search::PipelineOptions{f.stages, micro, virtual_stages};
     q.pipeline->first_stage_layers = f.first_stage_layers, q.pipeline->last_stage_layers = f.last_stage_layers;
     q.pipeline->layout = std::move(layout);
     q.pipeline->embedding_as_layer = f.embedding_as_layer, q.pipeline->loss_as_layer = f.loss_as_layer;

@@ -15,7 +15,8 @@ namespace pcgx::cli {
 
 struct PipelineFlags {
   bool pipeline = false;
-  int64_t stages = 0, virtual_stages = 1, pipeline_parallel = 0, micro_batch_size = 0, first_stage_layers = 0, last_stage_layers = 0;
+  int64_t stages = 0, pipeline_parallel = 0, micro_batch_size = 0, first_stage_layers = 0, last_stage_layers = 0;
+  std::string virtual_stages;  // a count, auto, or empty (1)
   std::string micro_batches;  // a count, auto, or empty (not given)
   std::string layout;         // Megatron-LM's layout string, or empty
   bool embedding_as_layer = false, loss_as_layer = false;

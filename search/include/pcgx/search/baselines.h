@@ -118,15 +118,17 @@ bool has_unsampled(const Graph& g);
 //     every Linear split by output columns (Megatron's MLP block); the
 //     split is gathered before the next Linear unless that one has no
 //     fused activation, which then runs row-parallel with a Reduce.
+// With `chunk_of_transformer` (a pipeline chunk of a model cut into
+// stages, --search megatron's), a chunk holding only a transformer's
+// embeddings, or only its final norm, head and loss, is a transformer's
+// too: its word embedding, head and loss split by vocabulary.
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0,
-                            bool sequence_parallel = false);
+                            bool sequence_parallel = false, bool chunk_of_transformer = false);
 // The tensor-parallel degrees worth trying: powers of two up to the
 // devices of a node (for recommendation models, up to all devices)
 // dividing the device count, and that count.
 std::vector<int64_t> expert_tensor_degrees(const Machine& machine, int64_t devices, const std::string& family = "");
-// The family expert() recognized ("recommendation", "transformer", "mlp") or "";
-// a transformer's ends alone (a pipeline chunk of only its embeddings, or
-// only its final norm, head and loss) are "transformer" too.
+// The family expert() recognized ("recommendation", "transformer", "mlp") or "".
 std::string expert_family(const Graph& g);
 
 // The data-parallel baseline, with operators that cannot split their

@@ -112,7 +112,9 @@ namespace pcgx::search {
 struct PipelineOptions {
   int64_t stages = 0;         // 0: try 2, 4, 8; 1: gradient accumulation
   int64_t micro_batches = 0;  // 0: try S, 2S, 4S, 8S
-  int64_t virtual_stages = 1;  // v: chunks per device (interleaved 1F1B when > 1)
+  // v: chunks per device (interleaved 1F1B when > 1); 0: 1, 2 and 4 tried
+  // with each stage count (searched plans, chunks not stated)
+  int64_t virtual_stages = 1;
   // The schedule the stages run (a plan's); unset: 1F1B, interleaved with
   // v > 1. Its micro-batches in flight are what memory counts, and its
   // steps' makespan is the time (pipeline_timing.h).
