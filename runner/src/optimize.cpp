@@ -126,12 +126,16 @@ void validate(const OptimizeRequest& q) {
     std::vector<MachineView> views(lowered.size());  // the devices it states (within a stage), checked before any search
     search::assign_plan_devices(q.model, *q.search.plan, plan_rule_devices(q), lowered, image, views);
     // Where the plan's chunks end: its own field, named in its file.
-    if (q.pipeline && q.search.plan->pipeline && !q.pipeline->boundaries.empty() && q.pipeline->boundaries == q.search.plan->pipeline->boundaries) {
+    const auto& stated = q.search.plan->pipeline;
+    const bool boundaries = q.pipeline && stated && !stated->boundaries.empty() && q.pipeline->boundaries == stated->boundaries;
+    const bool layout = q.pipeline && stated && !stated->layout.empty() && q.pipeline->layout == stated->layout;
+    if (boundaries || layout) {
       try {
         search::check_boundaries(q.model, *q.pipeline);
       } catch (const FieldError& e) {
-        if (e.field() != "PipelineOptions.boundaries") throw;
-        throw Error(q.search.plan->source + ": pipeline.boundaries: " + e.reason());
+        if (boundaries && e.field() == "PipelineOptions.boundaries") throw Error(q.search.plan->source + ": pipeline.boundaries: " + e.reason());
+        if (layout && e.field() == "PipelineOptions.layout") throw Error(q.search.plan->source + ": pipeline.layout: " + e.reason());
+        throw;
       }
     }
   }

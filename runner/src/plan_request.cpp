@@ -28,6 +28,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
                                          plan->pipeline->schedule, plan->pipeline->programs,
                                          plan->pipeline->boundaries};
     q.pipeline->interlaced = plan->pipeline->interlaced;
+    q.pipeline->layout = plan->pipeline->layout;
   }
   if (plan->precision && !stated.precision) q.precision = plan->precision;
   if (plan->recompute && !stated.recompute) {

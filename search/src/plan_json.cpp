@@ -9,6 +9,7 @@
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/graph_json_value.h"
 #include "pcgx/pcg/registry.h"
+#include "pcgx/search/pipeline_layout.h"
 #include "pcgx/search/user_plan.h"
 
 namespace pcgx::search {
@@ -141,13 +142,30 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
     if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
-    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs", "boundaries", "interlaced"});
+    only_fields(p, source, "pipeline.", {"stages", "micro_batches", "virtual_stages", "schedule", "programs", "boundaries", "interlaced", "layout"});
     if (!p.contains("stages")) throw FileError(source, "pipeline.stages", "missing: how many stages the layers are split over");
     if (!p.contains("micro_batches")) throw FileError(source, "pipeline.micro_batches", "missing: how many micro-batches a step runs");
     UserPlan::Pipeline pp;
     pp.stages = whole(p["stages"], source, "pipeline.stages", 1);
     pp.micro_batches = whole(p["micro_batches"], source, "pipeline.micro_batches", 1);
     if (p.contains("virtual_stages")) pp.virtual_stages = whole(p["virtual_stages"], source, "pipeline.virtual_stages", 1);
+    if (p.contains("layout")) {  // Megatron-LM's layout string (pipeline_layout.h)
+      if (!p["layout"].is_string())
+        throw FileError(source, "pipeline.layout", "expected Megatron-LM's layout string, e.g. \"Et*3|(t*4|)*30,t*3L\"");
+      if (p.contains("boundaries")) throw FileError(source, "pipeline.layout", "give the layout or the boundaries, not both");
+      try {
+        pp.layout = parse_pipeline_layout(p["layout"].get<std::string>());
+      } catch (const FieldError& e) {
+        throw FileError(source, "pipeline.layout", e.reason());
+      }
+      // As Megatron-LM: the layout's chunks beyond the stages are virtual stages.
+      const auto chunks = static_cast<int64_t>(pp.layout.size());
+      if (!p.contains("virtual_stages") && pp.stages > 1 && chunks % pp.stages == 0) pp.virtual_stages = chunks / pp.stages;
+      if (chunks != pp.stages * pp.virtual_stages)
+        throw FileError(source, "pipeline.layout", "the layout has " + std::to_string(chunks) + " chunks, and " + std::to_string(pp.stages) +
+                                                       " stages x " + std::to_string(pp.virtual_stages) + " virtual stages are " +
+                                                       std::to_string(pp.stages * pp.virtual_stages));
+    }
     if (p.contains("interlaced")) {
       const json& x = p["interlaced"];
       if (!x.is_array() || x.empty())

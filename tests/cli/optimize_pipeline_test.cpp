@@ -331,6 +331,31 @@ TEST(OptimizePipeline, MegatronPipelineLayout) {
   EXPECT_NE(ends.out.find("(ln_f .. loss)"), std::string::npos) << ends.out;
   const auto ends_run = run("run " + s + " --steps 2 --no-report --no-plot");
   EXPECT_EQ(ends_run.code, 0) << ends_run.out;
+  // A written plan states it too ("layout"), its virtual stages implied.
+  const auto write_plan = [&](const std::string& name, const std::string& pipeline) {
+    const std::string path = (dir() / name).string();
+    std::ofstream(path) << R"({"format": "pcgx.plan", "format_version": 1, "pipeline": )" << pipeline
+                        << R"(, "rules": [{"select": {}, "partition": {}}]})";
+    return path;
+  };
+  const std::string planned = write_plan("layout-plan.json", R"({"stages": 2, "micro_batches": 4, "layout": "Et|t*2|(t*2|)*1,tL"})");
+  const auto p = run("optimize gpt-tiny --set batch=8 --set layers=6 --global-batch --machine cpu-host --devices 4 --plan " + planned + " -q -o " + s);
+  ASSERT_EQ(p.code, 0) << p.out;
+  const auto shown = run("plan show " + s);
+  EXPECT_NE(shown.out.find("\"boundaries\":[\"block0.mlp_residual\",\"block2.mlp_residual\",\"block4.mlp_residual\"]"), std::string::npos)
+      << shown.out;
+  for (const auto& [pipeline, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"stages": 2, "micro_batches": 4, "layout": "Et|t*2|tX"})", "pipeline.layout: unknown character 'X'"},
+           {R"({"stages": 2, "micro_batches": 4, "layout": "Et*3|tt|tL"})", "pipeline.layout: the layout has 3 chunks, and 2 stages x 1 virtual"},
+           {R"({"stages": 2, "micro_batches": 4, "layout": "Et*2|t*3L"})", "pipeline.layout: 'gpt-tiny' has 6 layers, and the chunks hold 5"},
+           {R"({"stages": 2, "micro_batches": 4, "layout": "Et*3|t*3L", "boundaries": ["block2.mlp_residual"]})",
+            "pipeline.layout: give the layout or the boundaries, not both"}}) {
+    const std::string bad_plan = write_plan("bad-layout-plan.json", pipeline);
+    const auto bad = run("optimize gpt-tiny --set batch=8 --set layers=6 --global-batch --machine cpu-host --devices 4 --plan " + bad_plan +
+                         " -q -o " + (dir() / "never.json").string());
+    EXPECT_EQ(bad.code, 2) << pipeline << "\n" << bad.out;
+    EXPECT_NE(bad.out.find("error: " + bad_plan + ": " + says), std::string::npos) << pipeline << "\n" << bad.out;
+  }
   const std::string never = (dir() / "never.json").string();
   for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
            {"--pipeline-parallel 2 --pipeline-layout 'Et*2|t*2|tL'",

@@ -132,6 +132,9 @@ struct UserPlan {
     std::optional<PipelineSchedule> schedule;
     std::vector<std::vector<PipelineStep>> programs;  // with schedule explicit
     std::vector<std::string> boundaries;              // empty: even layers
+    // Megatron-LM's layout string instead ("layout", pipeline_layout.h):
+    // each chunk's layers in model order; empty: not given.
+    std::vector<int64_t> layout;
     // Chunks every stage runs together, on every device (SuperScaler's
     // interlaced pipeline: pcg/pipeline_schedule.h), by index in model
     // order; unstated boundaries make an interlaced first chunk what
