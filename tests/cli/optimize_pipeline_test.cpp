@@ -331,6 +331,9 @@ TEST(OptimizePipeline, MegatronPipelineLayout) {
   EXPECT_NE(ends.out.find("(ln_f .. loss)"), std::string::npos) << ends.out;
   const auto ends_run = run("run " + s + " --steps 2 --no-report --no-plot");
   EXPECT_EQ(ends_run.code, 0) << ends_run.out;
+  const auto expert = run("optimize gpt-tiny --set batch=8 --set layers=6 --global-batch --machine cpu-host --devices 4 --search expert "
+                          "--pipeline --stages 4 --micro-batches 2 --pipeline-layout 'E|t*3|t*3|L' -q -o " + s);
+  EXPECT_EQ(expert.code, 0) << expert.out;
   // A written plan states it too ("layout"), its virtual stages implied.
   const auto write_plan = [&](const std::string& name, const std::string& pipeline) {
     const std::string path = (dir() / name).string();

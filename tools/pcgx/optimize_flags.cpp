@@ -17,7 +17,8 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
       ->allow_extra_args(false);  // one file per --ruleset: the next word is the model
   f.search_flag = cmd->add_option("--search", f.algorithm, "unity, data-parallel, expert, sequential, exhaustive, mcmc (FlexFlow's MCMC, costed by simulation), "
                   "autoddl (AutoDDL's coordinate descent over SBP signatures) or megatron (Megatron-LM's plan as stated: "
-                  "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly) or plan (--plan's, as "
+                  "--tensor-parallel, --pipeline-parallel, --virtual-stages, --micro-batch-size, layers split evenly unless --first-stage-layers, "
+                  "--last-stage-layers, the --account-for-*-in-pipeline-split flags or --pipeline-layout say otherwise) or plan (--plan's, as "
                   "written; the default with --plan)")->capture_default_str();
   cmd->add_option("--plan", f.plan, "a plan written by hand (pcgx.plan JSON, docs/plans.md): each operator runs as the plan's rules say, the "
                   "communication between them derived; operators no rule selects run as one task");

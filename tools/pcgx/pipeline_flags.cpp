@@ -14,14 +14,16 @@ void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
       ->check(positive());
   cmd->add_option("--virtual-stages", f.virtual_stages,
                   "interleaved 1F1B: model chunks per device (Megatron-LM's virtual pipeline stages; default 1), or auto: the search "
-                  "tries 1, 2 and 4 with each stage count and keeps the fastest (not with --search megatron, which states them)");
+                  "tries 1, 2 and 4 with each stage count and keeps the fastest (not with --search megatron or a plan, which state them, "
+                  "nor with --first-stage-layers, --last-stage-layers, the --account-for-* flags or --pipeline-layout)");
   cmd->add_option("--first-stage-layers", f.first_stage_layers,
                   "the first pipeline stage holds this many of the model's layers (and the embeddings), the rest split evenly over the "
-                  "stages after it (Megatron-LM's --decoder-first-pipeline-num-layers; a DeepSpeed pipeline that counts the embeddings "
+                  "stages between (after it, or up to the last stage's --last-stage-layers) (Megatron-LM's --decoder-first-pipeline-num-layers; a DeepSpeed pipeline that counts the embeddings "
                   "as a layer); stated stages; with --virtual-stages, each stage's layers split evenly over its chunks")->check(positive());
   cmd->add_option("--last-stage-layers", f.last_stage_layers,
                   "the last pipeline stage holds this many of the model's layers (and the head and loss), the rest split evenly over the "
-                  "stages before it (Megatron-LM's --decoder-last-pipeline-num-layers)")->check(positive());
+                  "stages between (Megatron-LM's --decoder-last-pipeline-num-layers); stated stages; with --virtual-stages, each "
+                  "stage's layers split evenly over its chunks")->check(positive());
   cmd->add_flag("--account-for-embedding-in-pipeline-split", f.embedding_as_layer,
                 "the embeddings count as a layer when the layers split evenly over the pipeline's chunks: the first chunk holds one "
                 "layer fewer (Megatron-LM's flag of that name; DeepSpeed's pipelines split so)");
@@ -31,8 +33,9 @@ void add_pipeline_options(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--pipeline-layout", f.layout,
                   "what each pipeline chunk holds, in Megatron-LM's --pipeline-model-parallel-layout string: E the embeddings, t a "
                   "layer, L the head and loss, | the end of a chunk, x*n and (...)*n repeat (\"Et*3|(t*4|)*30,t*3L\": 126 layers in "
-                  "32 chunks, the first and last one short); the chunks in model order, chunk c on stage c mod P; more chunks "
-                  "than stages are virtual stages (--virtual-stages implied)");
+                  "32 chunks, the first and last one short; commas cosmetic); the chunks in model order, chunk c on stage c mod P; "
+                  "more chunks than stages are virtual stages (--virtual-stages implied); stated stages; not with another way of "
+                  "stating the chunks' ends");
   cmd->add_option("--micro-batches", f.micro_batches,
                   "micro-batches per iteration, or auto: with --pipeline, through the stages (default auto: the best of 1, 2, 4, 8 x "
                   "stages); without, gradient accumulation (one micro-batch's activations at a time, one synchronization and update; "

@@ -119,7 +119,7 @@ bool has_unsampled(const Graph& g);
 //     split is gathered before the next Linear unless that one has no
 //     fused activation, which then runs row-parallel with a Reduce.
 // With `chunk_of_transformer` (a pipeline chunk of a model cut into
-// stages, --search megatron's), a chunk holding only a transformer's
+// stages, --search megatron's and expert's), a chunk holding only a transformer's
 // embeddings, or only its final norm, head and loss, is a transformer's
 // too: its word embedding, head and loss split by vocabulary.
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0,
