@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
@@ -56,6 +60,44 @@ TEST(SimulatedPipeline, ClosedFormsAgreeWhereTheirAssumptionsHold) {
       EXPECT_GT(sum.communication, 0);  // the boundary messages
       EXPECT_EQ(sum.devices_used, 4);
     }
+}
+
+// Stages split unevenly as Megatron-LM's options state it (the first or
+// last stage's layers, the ends counted as layers, a layout): the cuts
+// where they say, the stages' times apart, and the cost model's step
+// (each step at its own stage's time) what the simulator runs.
+TEST(SimulatedPipeline, UnevenStagesAgreeWithTheirEstimate) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const Graph g = build_model("gpt", {{"layers", 6}, {"hidden", 1024}, {"heads", 16}, {"ffn", 4096}, {"seq", 1024}, {"vocab", 8192}, {"batch", 32}});
+  static const Ruleset empty;
+  static const RuleLibrary rules(empty);
+  SearchOptions o;
+  o.algorithm = Algorithm::kMegatron, o.tensor_degree = 1;
+  PipelineOptions first{2, 8, 1};
+  first.first_stage_layers = 1;  // 1 and 5 layers
+  PipelineOptions counted{2, 8, 2};
+  counted.embedding_as_layer = counted.loss_as_layer = true;  // 8 over 4 chunks: 1, 2, 2, 1
+  PipelineOptions layout{2, 8, 2};
+  layout.layout = {1, 2, 2, 1};  // the same cuts, stated
+  double counted_time = 0;
+  for (const auto& [name, po, last_of_first] : std::vector<std::tuple<std::string, PipelineOptions, std::string>>{
+           {"first", first, "block0.mlp_residual"}, {"counted", counted, "block0.mlp_residual"}, {"layout", layout, "block0.mlp_residual"}}) {
+    SCOPED_TRACE(name);
+    const PipelineResult r = optimize_pipeline(g, rules, cm, o, po);
+    ASSERT_EQ(r.stage.size(), static_cast<size_t>(po.stages * po.virtual_stages));
+    EXPECT_EQ(r.stage[0].last, last_of_first);
+    if (name == "first") {
+      EXPECT_GT(r.stage[1].forward, 3 * r.stage[0].forward);  // 5 layers and the head against 1
+    }
+    if (name == "counted") counted_time = r.search.strategy.estimate.time;
+    if (name == "layout") {
+      EXPECT_DOUBLE_EQ(r.search.strategy.estimate.time, counted_time);
+    }
+    const Strategy& s = r.search.strategy;
+    const Simulator sim(s.graph, s.views, cm, shape_of(r, PipelineShape::default_for(r.virtual_stages)));
+    EXPECT_NEAR(sim.time(), s.estimate.time, 0.03 * s.estimate.time) << "simulated " << sim.time() << " s, estimated " << s.estimate.time << " s";
+    std::printf("%s: estimated %.6f s, simulated %.6f s\n", name.c_str(), s.estimate.time, sim.time());
+  }
 }
 
 // GPipe and 1F1B have the same bubble over balanced stages (they differ in
