@@ -343,8 +343,8 @@ bool has_unsampled(const Graph& model) {
 // (a pipeline chunk holding only the embeddings, or only the final norm,
 // the head and the loss): a word embedding, or a norm before a
 // classification loss, and nothing a transformer's ends do not hold.
-// (Asked only of a pipeline chunk, expert()'s `chunk_of_transformer`: a
-// whole graph of that shape is no transformer.)
+// (Asked only where the caller says the graph is a transformer's chunk,
+// expert()'s `chunk_of_transformer`: --search megatron and expert.)
 bool transformer_end(const Graph& g) {
   bool loss = false;
   for (const Node& n : g.nodes()) {
@@ -612,16 +612,18 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper) {
   return mapper.time(split) < mapper.time(whole) ? split : whole;
 }
 
-std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
+std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, const MachineMapper& mapper, bool sequence_parallel,
+                                                             bool chunk_of_transformer) {
   const Machine& m = mapper.cost().machine();
   const int64_t n = mapper.cost().devices();
-  const std::vector<int64_t> degrees = expert_tensor_degrees(m, n, expert_family(g));
+  const std::string family = chunk_of_transformer && expert_family(g).empty() && transformer_end(g) ? "transformer" : expert_family(g);
+  const std::vector<int64_t> degrees = expert_tensor_degrees(m, n, family);
   // Each degree built and mapped on its own (in parallel), compared after
   // in order: the same choice whatever the threads.
   std::vector<std::optional<Graph>> built(degrees.size());
   std::vector<Estimate> est(degrees.size());
   tbb::parallel_for(size_t{0}, degrees.size(), [&](size_t i) {
-    built[i] = expert(g, m, n, degrees[i], sequence_parallel);
+    built[i] = expert(g, m, n, degrees[i], sequence_parallel, chunk_of_transformer);
     if (built[i]) est[i] = mapper.map(*built[i]).estimate;
   });
   std::optional<std::pair<int64_t, Graph>> best;
@@ -636,8 +638,8 @@ std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, con
   return best;
 }
 
-std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel) {
-  auto t = tuned_expert_choice(g, mapper, sequence_parallel);
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel, bool chunk_of_transformer) {
+  auto t = tuned_expert_choice(g, mapper, sequence_parallel, chunk_of_transformer);
   if (!t) return std::nullopt;
   return std::move(t->second);
 }

@@ -71,12 +71,14 @@ std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOp
 
 // The virtual stages tried with S stages: the stated count, or with
 // virtual_stages 0 each of 1, 2 and 4 whose S v chunks the model's cuts
-// allow.
+// allow (more than 1 only where the stated micro-batches are a multiple
+// of S).
 std::vector<int64_t> virtual_counts(int64_t S, size_t cuts, const PipelineOptions& o) {
   if (o.virtual_stages > 0) return {o.virtual_stages};
   std::vector<int64_t> out;
   for (const int64_t v : {1, 2, 4})
-    if (static_cast<size_t>(S * v) <= cuts + 1) out.push_back(v);
+    // (Interleaving runs a multiple of the stages' micro-batches.)
+    if (static_cast<size_t>(S * v) <= cuts + 1 && (v == 1 || o.micro_batches == 0 || o.micro_batches % S == 0)) out.push_back(v);
   return out;
 }
 
@@ -188,9 +190,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     if (!po.boundaries.empty() || !po.interlaced.empty() || !po.layout.empty() || po.first_stage_layers > 0 || po.last_stage_layers > 0 ||
         po.embedding_as_layer || po.loss_as_layer)
       throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and chunks stated where they end: state the virtual stages");
-    if (po.micro_batches > 0 && po.stages > 1 && po.micro_batches % po.stages != 0)
-      throw FieldError("PipelineOptions.micro_batches", "searching interleaved schedules needs a multiple of the " + std::to_string(po.stages) +
-                                                            " stages, not " + std::to_string(po.micro_batches));
+    if (po.schedule) throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and a schedule stated: state the virtual stages");
   }
   if (v_stated > 1 && po.stages > 1 && po.micro_batches > 0 && po.micro_batches % po.stages != 0)
     throw FieldError("PipelineOptions.micro_batches", "the interleaved schedule needs a multiple of the " + std::to_string(po.stages) +

@@ -241,10 +241,9 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
     }
     case Algorithm::kExpert: {
       const CostModel& cost = mapper.cost();
-      auto e = options.tensor_degree > 0 ? expert(model, cost.machine(), cost.devices(), options.tensor_degree, options.sequence_parallel)
-                                         : tuned_expert(model, mapper, options.sequence_parallel);
       // (A pipeline chunk may hold only a transformer's embeddings or head.)
-      if (!e) e = expert(model, cost.machine(), cost.devices(), options.tensor_degree, options.sequence_parallel, true);
+      auto e = options.tensor_degree > 0 ? expert(model, cost.machine(), cost.devices(), options.tensor_degree, options.sequence_parallel, true)
+                                         : tuned_expert(model, mapper, options.sequence_parallel, true);
       if (!e) throw Error("expert: no expert strategy for '" + model.name() + "' (it covers transformers, recommendation models and plain MLPs)");
       result.strategy = mapper.map(*e);
       break;

@@ -325,7 +325,7 @@ TEST_F(PipelineSearch, ImpossibleRequestsAreErrors) {
   EXPECT_THROW(run(g, cm, {2, 7}), Error);   // 7 micro-batches do not divide the batch
   EXPECT_THROW(run(build_model("resnext-50-tiny"), cm, {}), Error);
   EXPECT_THROW(run(g, cm, {2, 6, -1}), FieldError);   // negative virtual stages (0: searched)
-  EXPECT_THROW(run(g, cm, {2, 3, 0}), FieldError);    // searched virtual stages: 3 micro-batches, not a multiple of the 2 stages
+  EXPECT_THROW(run(g, cm, {2, 6, 0, PipelineSchedule::kGPipe}), FieldError);  // searched virtual stages, a schedule stated
   EXPECT_THROW(run(g, cm, {1, 2, 2}), FieldError);    // interleaving without stages
   EXPECT_THROW(run(g, cm, {2, 3, 2}), FieldError);    // 3 micro-batches, not a multiple of the 2 stages
   EXPECT_THROW(run(g, cm, {2, 2, 64}), FieldError);   // more chunks than the model's cuts allow

@@ -119,7 +119,8 @@ bool has_unsampled(const Graph& g);
 //     split is gathered before the next Linear unless that one has no
 //     fused activation, which then runs row-parallel with a Reduce.
 // With `chunk_of_transformer` (a pipeline chunk of a model cut into
-// stages, --search megatron's and expert's), a chunk holding only a transformer's
+// stages, as --search megatron and expert take every graph), a chunk
+// holding only a transformer's
 // embeddings, or only its final norm, head and loss, is a transformer's
 // too: its word embedding, head and loss split by vocabulary.
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0,
@@ -138,11 +139,14 @@ Graph best_data_parallel(const Graph& g, const MachineMapper& mapper);
 
 // The expert strategy with its fastest tensor-parallel degree under
 // `mapper`; nothing for a model of no family it covers (`--search expert`).
-std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false);
+// With `chunk_of_transformer`, as expert()'s.
+std::optional<Graph> tuned_expert(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false,
+                                  bool chunk_of_transformer = false);
 // Its degree with it: the fastest that fits; where none fits, the one
 // needing the least memory (the closest miss: what a pipeline's
 // micro-batches or the error message start from).
-std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false);
+std::optional<std::pair<int64_t, Graph>> tuned_expert_choice(const Graph& g, const MachineMapper& mapper, bool sequence_parallel = false,
+                                                             bool chunk_of_transformer = false);
 // The tensor-parallel degree tuned_expert chooses (without sequence
 // parallelism); 0 for a model of no family it covers.
 int64_t tuned_expert_degree(const Graph& g, const MachineMapper& mapper);
