@@ -110,13 +110,14 @@ void check_boundaries(const Graph& model, const PipelineOptions& po) {
                             : counted          ? (po.embedding_as_layer ? "PipelineOptions.embedding_as_layer" : "PipelineOptions.loss_as_layer")
                             : ends             ? (po.first_stage_layers > 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers")
                                                : "PipelineOptions.boundaries";
+  if (po.virtual_stages < 1 && (ways > 0 || !po.interlaced.empty()))
+    throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and chunks stated where they end: state the virtual stages");
   if (po.first_stage_layers < 0 || po.last_stage_layers < 0)
     throw FieldError(po.first_stage_layers < 0 ? "PipelineOptions.first_stage_layers" : "PipelineOptions.last_stage_layers", "must be positive");
   if (ways > 1 || (ways == 1 && po.boundaries.empty() && !po.interlaced.empty()))
     throw FieldError(field, "stated where the chunks end more than one way (first or last stage layers, the ends counted as layers, a layout, "
                             "boundaries or interlaced chunks): say it one way");
   if (ways == 0) return;
-  if (po.virtual_stages < 1) throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and chunks stated where they end: state the virtual stages");
   if (po.boundaries.empty() && po.stages < 2) throw FieldError(field, "needs pipeline stages stated (more than 1)");
   const std::vector<NodeId> order = compute_order(model);
   if (counted) even_layer_cuts(model, order, po.stages, po.virtual_stages, LayerSplit{0, 0, po.embedding_as_layer, po.loss_as_layer});
@@ -187,9 +188,6 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     if (options.algorithm == Algorithm::kMegatron || options.algorithm == Algorithm::kPlan)
       throw FieldError("PipelineOptions.virtual_stages", std::string(options.algorithm == Algorithm::kMegatron ? "Megatron-LM's plan" : "a written plan") +
                                                              " states its virtual stages; they are searched with unity, data-parallel, expert or sequential");
-    if (!po.boundaries.empty() || !po.interlaced.empty() || !po.layout.empty() || po.first_stage_layers > 0 || po.last_stage_layers > 0 ||
-        po.embedding_as_layer || po.loss_as_layer)
-      throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and chunks stated where they end: state the virtual stages");
     if (po.schedule) throw FieldError("PipelineOptions.virtual_stages", "searched virtual stages, and a schedule stated: state the virtual stages");
   }
   if (v_stated > 1 && po.stages > 1 && po.micro_batches > 0 && po.micro_batches % po.stages != 0)

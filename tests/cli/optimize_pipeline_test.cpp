@@ -237,6 +237,15 @@ TEST(OptimizePipeline, MegatronPlanAsStated) {
 }
 
 
+// `pcgx COMMAND -q -o NEVER` refused: exit code 2, the reason printed,
+// nothing written.
+void expect_refused(const std::string& command, const std::string& says, const std::string& never) {
+  const auto bad = run(command + " -q -o " + never);
+  EXPECT_EQ(bad.code, 2) << command << "\n" << bad.out;
+  EXPECT_NE(bad.out.find(says), std::string::npos) << command << "\n" << bad.out;
+  EXPECT_FALSE(fs::exists(never)) << command;
+}
+
 // --first-stage-layers / --last-stage-layers: Megatron-LM's uneven
 // pipeline (and DeepSpeed's, counting the embeddings and the head as
 // layers): the stated ends, the rest even between; refused where the rest
@@ -301,12 +310,8 @@ TEST(OptimizePipeline, MegatronUnevenStages) {
             "error: --last-stage-layers: the last stage's 1 layers do not split evenly over its 2 virtual stages"},
            {"--set layers=10 --pipeline-parallel 4 --virtual-stages 2 --first-stage-layers 2 --last-stage-layers 2 --micro-batch-size 1",
             "error: --first-stage-layers: each middle stage's 3 layers do not split evenly over its 2 virtual stages"},
-           {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 0", "error: --first-stage-layers: "}}) {
-    const auto bad = run(base + flags + " -q -o " + never);
-    EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
-    EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
-    EXPECT_FALSE(fs::exists(never)) << flags;
-  }
+           {"--set layers=5 --pipeline-parallel 2 --first-stage-layers 0", "error: --first-stage-layers: "}})
+    expect_refused(base + flags, says, never);
 }
 
 
@@ -371,12 +376,8 @@ TEST(OptimizePipeline, MegatronPipelineLayout) {
            {"--pipeline --stages 1 --pipeline-layout 'Et*3|t*3L'", "error: --pipeline-layout: needs pipeline stages stated (more than 1)"},
            {"--pipeline-parallel 2 --virtual-stages 1 --pipeline-layout 'Et*2|t|t*2|tL'",
             "error: --pipeline-layout: the layout has 4 chunks, and 2 stages x 1 virtual stages are 2"},
-           {"--pipeline-layout 'Et*3|t*3L'", "error: --pipeline-layout needs the pipeline stages stated"}}) {
-    const auto bad = run(base + flags + " --micro-batch-size 2 -q -o " + never);
-    EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
-    EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
-    EXPECT_FALSE(fs::exists(never)) << flags;
-  }
+           {"--pipeline-layout 'Et*3|t*3L'", "error: --pipeline-layout needs the pipeline stages stated"}})
+    expect_refused(base + flags + " --micro-batch-size 2", says, never);
 }
 
 }  // namespace
