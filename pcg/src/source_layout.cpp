@@ -1,5 +1,7 @@
 #include "pcgx/pcg/source_layout.h"
 
+#include <algorithm>
+
 namespace pcgx {
 
 SourceLayouts source_layouts(const Graph& g) {
@@ -58,6 +60,49 @@ SourceLayouts source_layouts(const Graph& g) {
       for (NodeId c : chain) s.stored[static_cast<size_t>(c)] = 1;
   }
   return s;
+}
+
+namespace {
+// The lowest stage of the Weights node n is computed from (a weight
+// layout's inputs are weights or their layouts: a small DAG, walked
+// without allocating, as the cost model asks in its inner loops).
+ZeroStage lowest_zero(const Graph& g, const TrainingRecipe& r, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.op->is_weight) return zero_of(r, node.name);
+  ZeroStage lowest = ZeroStage::k3;
+  bool any = false;
+  for (const TensorRef& i : node.inputs) lowest = std::min(lowest, lowest_zero(g, r, i.node)), any = true;
+  return any ? lowest : r.zero;
+}
+}  // namespace
+
+ZeroStage zero_of(const Graph& g, const TrainingRecipe& r, TensorRef t) {
+  if (r.zero_weights.empty()) return r.zero;
+  return lowest_zero(g, r, t.node);
+}
+
+std::vector<ZeroStage> weight_zero_stages(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& r) {
+  std::vector<ZeroStage> out(g.size(), r.zero);
+  if (r.zero_weights.empty()) return out;
+  for (const Node& n : g.nodes())
+    if (n.op->is_weight) out[static_cast<size_t>(n.id)] = zero_of(r, n.name);
+  // Each weight layout a compute operator reads lowers the Weights it is
+  // computed from to its own stage (the lowest of theirs).
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id)) continue;
+    for (const TensorRef& t : n.inputs) {
+      if (!layouts.weight(t)) continue;
+      const ZeroStage z = zero_of(g, r, t);
+      std::vector<NodeId> todo{t.node};
+      while (!todo.empty()) {
+        const Node& m = g.node(todo.back());
+        todo.pop_back();
+        if (m.op->is_weight) out[static_cast<size_t>(m.id)] = std::min(out[static_cast<size_t>(m.id)], z);
+        else for (const TensorRef& i : m.inputs) todo.push_back(i.node);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace pcgx

@@ -2,6 +2,8 @@
 
 #include "pcgx/pcg/named_choice.h"
 
+#include <algorithm>
+
 namespace pcgx {
 
 const char* name(Recompute r) {
@@ -35,6 +37,40 @@ const char* name(ZeroStage z) {
 }
 
 std::optional<ZeroStage> zero_named(std::string_view text) { return choice_named(text, kZeroStages); }
+
+ZeroStage zero_of(ZeroStage plan, const ZeroWeights& groups, std::string_view weight) {
+  const auto it = std::lower_bound(groups.begin(), groups.end(), weight, [](const WeightZero& w, std::string_view n) { return w.weight < n; });
+  return it != groups.end() && it->weight == weight ? it->stage : plan;
+}
+
+ZeroStage highest_zero(ZeroStage plan, const ZeroWeights& groups) {
+  for (const WeightZero& w : groups) plan = std::max(plan, w.stage);
+  return plan;
+}
+
+std::optional<std::string> zero_weights_problem(ZeroStage plan, const ZeroWeights& groups) {
+  for (const WeightZero& w : groups)
+    if ((w.stage == ZeroStage::k0) != (plan == ZeroStage::k0))
+      return "weight " + w.weight + " at ZeRO stage " + name(w.stage) + " beside the plan's stage " + name(plan) +
+             ": stage 0 cannot mix with a sharded stage (stage 1 moves the same bytes as 0's all-reduce and keeps less: "
+             "stage 1 instead)";
+  return std::nullopt;
+}
+
+std::string describe_zero_weights(ZeroStage plan, const ZeroWeights& groups) {
+  std::string out;
+  for (const ZeroStage z : kZeroStages) {
+    if (z == plan) continue;
+    std::vector<const std::string*> names;
+    for (const WeightZero& w : groups)
+      if (w.stage == z) names.push_back(&w.weight);
+    if (names.empty()) continue;
+    out += std::string(out.empty() ? "" : "; ") + "stage " + name(z) + ": " + std::to_string(names.size()) + (names.size() == 1 ? " weight (" : " weights (");
+    for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", " : "") + *names[i];
+    out += names.size() > 3 ? ", ...)" : ")";
+  }
+  return out;
+}
 
 const char* name(AttentionKernel a) {
   switch (a) {

@@ -106,9 +106,29 @@ void validate(const OptimizeRequest& q) {
   }
   if (q.zero_persistence_threshold) {
     if (*q.zero_persistence_threshold < 0) throw FieldError("OptimizeRequest.zero_persistence_threshold", "must not be negative");
-    if (q.zero && !shards_weights(*q.zero))
+    if (q.zero && !shards_weights(highest_zero(*q.zero, q.zero_weights)))
       throw FieldError("OptimizeRequest.zero_persistence_threshold", std::string("applies to ZeRO stage 3 (OptimizeRequest.zero), not ") + name(*q.zero));
   }
+  // Against the stated stage, or, open, against one another (groups at 0
+  // and at a sharded stage mix with no plan stage).
+  if (q.zero) {
+    if (const auto why = zero_weights_problem(*q.zero, q.zero_weights)) throw FieldError("OptimizeRequest.zero_weights", *why);
+  } else {
+    const auto at0 = std::find_if(q.zero_weights.begin(), q.zero_weights.end(), [](const WeightZero& w) { return w.stage == ZeroStage::k0; });
+    const auto sharded = std::find_if(q.zero_weights.begin(), q.zero_weights.end(), [](const WeightZero& w) { return w.stage != ZeroStage::k0; });
+    if (at0 != q.zero_weights.end() && sharded != q.zero_weights.end())
+      throw FieldError("OptimizeRequest.zero_weights", "weight " + at0->weight + " at ZeRO stage 0 beside " + sharded->weight + " at " + name(sharded->stage) +
+                                                           ": stage 0 cannot mix with a sharded stage (at stage 1 it moves the same bytes and keeps less)");
+  }
+  // One stage accumulating over micro-batches (PipelineOptions::stages 1)
+  // may shard the gradients: each micro-batch's are reduce-scattered
+  // (training_recipe.h's syncs_every_micro_batch).
+  if (const ZeroStage most = highest_zero(q.zero.value_or(ZeroStage::k0), q.zero_weights);
+      q.pipeline && shards_gradients(most) && !(q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1))
+    throw FieldError(q.zero && shards_gradients(*q.zero) ? "OptimizeRequest.zero" : "OptimizeRequest.zero_weights",
+                     std::string("ZeRO stage ") + name(most) +
+                         " with pipeline stages: a pipelined plan shards at most the optimizer state (stage 1), as "
+                         "DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over micro-batches on one stage");
   if (!(q.comm.bucket_bytes > 0) || !std::isfinite(q.comm.bucket_bytes)) throw FieldError("CommOptions.bucket_bytes", "must be a positive number");
   if (q.pipeline && q.search.algorithm == search::Algorithm::kExhaustive)
     throw FieldError("OptimizeRequest.pipeline", "stages are searched with unity, data-parallel, expert or sequential, not exhaustive");
@@ -156,10 +176,6 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // may shard the gradients: each micro-batch's are reduce-scattered
   // (training_recipe.h's syncs_every_micro_batch).
   const bool one_stage = q.pipeline && q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1;
-  if (q.pipeline && q.zero && shards_gradients(*q.zero) && !one_stage)
-    throw FieldError("OptimizeRequest.zero", std::string("ZeRO stage ") + name(*q.zero) +
-                                                 " with pipeline stages: a pipelined plan shards at most the optimizer state (stage 1), as "
-                                                 "DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over micro-batches on one stage");
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
   if (q.recompute) policies = {*q.recompute};
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
@@ -167,6 +183,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   else if (q.machine.num_devices() == 1) stages = {ZeroStage::k0};  // no replica to shard over
   else if (one_stage) stages = {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2, ZeroStage::k3};
   else if (q.pipeline) stages = {ZeroStage::k0, ZeroStage::k1};
+  // Weights at stated stages: only the plan stages they mix with.
+  std::erase_if(stages, [&](ZeroStage z) { return zero_weights_problem(z, q.zero_weights).has_value(); });
+  if (stages.empty()) throw FieldError("OptimizeRequest.zero_weights", "weights at a sharded ZeRO stage need more than one device to shard over");
   const bool one_recipe = policies.size() == 1 && stages.size() == 1;
   std::string last_reason;
   bool found = false, settled = false;
@@ -184,7 +203,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       TrainingRecipe recipe{precision, policy, stage, recomputes_layers(policy) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
                             q.optimizer};
       if (policy == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
-      if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
+      recipe.zero_weights = q.zero_weights;
+      if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
       recipe.overlap_param_gather = q.overlap_param_gather;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
@@ -249,6 +269,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   if (found && !chosen_pipelined && !search::predicts_by_simulation(q.search) && search_chosen_recipe(q, eff, rules, out) &&
       !q.zero_persistence_threshold)
     fastest_persistence_threshold(q, eff, out);
+  if (found && !chosen_pipelined && !q.zero && q.zero_weights.empty() && !search::predicts_by_simulation(q.search))
+    fastest_zero_groups(q, eff, out);
   // Memory left the first recipe (the cheapest) no plan: accumulating gradients
   // over micro-batches (a one-stage pipeline), whose activations are one
   // micro-batch's, is the other way to fit. Per ZeRO stage one pipeline
@@ -274,7 +296,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       TrainingRecipe recipe{precision, policies.front(), stage,
                             recomputes_layers(policies.front()) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers, q.optimizer};
       if (policies.front() == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
-      if (shards_weights(stage)) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
+      recipe.zero_weights = q.zero_weights;
+      if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
       recipe.overlap_param_gather = q.overlap_param_gather;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
@@ -297,6 +320,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   }
   if (found && chosen_pipelined && !q.zero_persistence_threshold && !q.search.plan && !search::predicts_by_simulation(q.search))
     fastest_persistence_threshold_pipelined(q, eff, rules, out);
+  if (found && chosen_pipelined && !q.zero && q.zero_weights.empty() && !q.search.plan && !search::predicts_by_simulation(q.search))
+    fastest_zero_groups_pipelined(q, eff, rules, out);
   out.pipelined = chosen_pipelined;
   if (!found) {
     if (!out.cost)  // every pipelined policy failed
@@ -431,6 +456,7 @@ OptimizeReport optimize(const OptimizeRequest& request) {
   validate(q);
   if (!q.recompute_operators.empty())  // the names the patterns stand for, as the strategy records them
     q.recompute_operators = search::recompute_operator_names(planned_model(q), q.recompute_operators, "OptimizeRequest.recompute_operators");
+  if (!q.zero_weights.empty()) q.zero_weights = search::zero_weight_stages(planned_model(q), q.zero_weights, "OptimizeRequest.zero_weights");
   OptimizeReport base;
   std::vector<Ruleset> rs;
   if (search::uses_rules(q.search.algorithm)) {

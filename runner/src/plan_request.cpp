@@ -49,6 +49,18 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
     q.zero = plan->zero;
     if (plan->zero_persistence_threshold && !q.zero_persistence_threshold) q.zero_persistence_threshold = plan->zero_persistence_threshold;
   }
+  // The plan's weight groups where no flag states any: resolved here, so
+  // that a pattern naming no weight, or a group at 0 beside a stated
+  // sharded stage (or the reverse), is the plan's error.
+  if (!plan->zero_weights.empty() && q.zero_weights.empty()) {
+    try {
+      q.zero_weights = search::zero_weight_stages(planned_model(q), plan->zero_weights, "zero_weights");
+      if (q.zero)
+        if (const auto why = zero_weights_problem(*q.zero, q.zero_weights)) throw FieldError("zero_weights", *why);
+    } catch (const FieldError& e) {
+      throw FileError(plan->source, "zero_weights", e.reason());
+    }
+  }
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
   if (plan->attention && !stated.attention) q.attention = *plan->attention;
   if (plan->overlap_grad_input && !stated.overlap_grad_input) q.overlap_grad_input = *plan->overlap_grad_input;
@@ -150,12 +162,14 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   search::UserPlan plan = search::plan_of_strategy(f.strategy.graph, f.strategy.views, shape ? f.devices / shape->stages : 0);
   plan.description = "what " + path + " (" + f.search + ", " + std::to_string(f.devices) + " devices) runs";
   plan.precision = f.recipe.precision, plan.recompute = f.recipe.recompute, plan.zero = f.recipe.zero, plan.optimizer = f.recipe.optimizer;
+  for (const WeightZero& w : f.recipe.zero_weights)
+    if (w.stage != f.recipe.zero) plan.zero_weights.push_back(w);
   if (f.recipe.attention != AttentionKernel::kEager) plan.attention = f.recipe.attention;
   if (f.recipe.overlap_grad_input) plan.overlap_grad_input = true;
   if (f.recipe.overlap_param_gather) plan.overlap_param_gather = true;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
   plan.recompute_operators = f.recipe.recompute_operators;
-  if (shards_weights(f.recipe.zero)) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded
+  if (shards_weights(highest_zero(f.recipe))) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded
   if (shape) plan.pipeline = search::pipeline_of_strategy(f.strategy.graph, f.strategy.views, f.devices, *shape);
   if (left_out) *left_out = {};
   // (Only read, for which rules are algebraic: the plan's rewrites are

@@ -228,7 +228,7 @@ std::vector<int64_t> persistence_thresholds(const Graph& g) {
 
 void fastest_persistence_threshold(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
   TrainingRecipe chosen = out.cost->recipe();
-  if (!shards_weights(chosen.zero)) {
+  if (!shards_weights(highest_zero(chosen))) {
     // Another stage won, but stage 3 was priced on this plan (every block
     // sharded) and fit: it competes at its best threshold too, since
     // keeping the small blocks whole can make it the fastest.
@@ -251,7 +251,7 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
       best_time = st.estimate.time, out.result.search.strategy = std::move(st), out.cost = std::move(cost);
   }
   // (No weight synchronized: nothing to choose.)
-  out.persistence_chosen = !thresholds.empty() && shards_weights(out.cost->recipe().zero);
+  out.persistence_chosen = !thresholds.empty() && shards_weights(highest_zero(out.cost->recipe()));
 }
 
 namespace {
@@ -364,7 +364,7 @@ void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const sea
                                              OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
   out.persistence_chosen = false;  // (not the plan in one batch's, which this one beat)
-  if (!shards_weights(chosen.zero) || out.result.stages != 1) return;
+  if (!shards_weights(highest_zero(chosen)) || out.result.stages != 1) return;
   const std::optional<Relowering> again = relowering(q, out.result, rules);
   if (!again) return;
   const std::vector<int64_t> thresholds = persistence_thresholds(out.result.search.strategy.graph);
@@ -391,6 +391,79 @@ std::set<std::string> recomputed_names(const Graph& g, const TrainingRecipe& rec
   for (const Node& n : g.nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)]) names.insert(n.name);
   return names;
+}
+
+// ZeRO groups (fastest_zero_groups): the weights of `g` by layer pattern,
+// the groups with fewest parameters first; each group lowered, the lowest
+// stage first, under the recipe kept so far, `taken` pricing it (true:
+// faster and fitting, kept). Where any group moved, the recipe kept is
+// listed among the recipes tried.
+namespace {
+template <class Taken>
+void lower_zero_groups(const Graph& g, OptimizeReport& out, Taken&& taken) {
+  TrainingRecipe best = out.cost->recipe();
+  if (!shards_gradients(best.zero) || !best.zero_weights.empty()) return;
+  struct Group {
+    int64_t parameters = 0;
+    std::vector<std::string> weights;
+  };
+  std::map<std::string, Group> by_pattern;
+  for (const Node& n : g.nodes())
+    if (n.op->is_weight && !n.name.empty()) {
+      const std::string pattern = search::layer_pattern(n.name);  // (a weight outside any layer: its own group)
+      Group& x = by_pattern[pattern.empty() ? n.name : pattern];
+      x.parameters += n.outputs[0].num_elements();
+      x.weights.push_back(n.name);
+    }
+  if (by_pattern.size() < 2) return;  // one group: the plan's stage, chosen already
+  std::vector<const Group*> order;
+  for (const auto& [pattern, x] : by_pattern) order.push_back(&x);
+  std::stable_sort(order.begin(), order.end(), [](const Group* a, const Group* b) { return a->parameters < b->parameters; });
+  bool moved = false;
+  for (const Group* group : order)
+    for (auto lower = ZeroStage::k1; lower < best.zero; lower = static_cast<ZeroStage>(static_cast<int>(lower) + 1)) {
+      TrainingRecipe recipe = best;
+      for (const std::string& w : group->weights) recipe.zero_weights.push_back({w, lower});
+      std::sort(recipe.zero_weights.begin(), recipe.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+      if (!taken(recipe)) continue;
+      best = std::move(recipe), moved = true;
+      break;
+    }
+  if (!moved) return;
+  RecipeTried tried{best, true, out.result.search.strategy.estimate.time, 0, out.result.micro_batches};
+  tried.searched = false;
+  out.tried.push_back(tried);
+}
+}  // namespace
+
+void fastest_zero_groups(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
+  const Graph g = out.result.search.strategy.graph;
+  lower_zero_groups(g, out, [&](const TrainingRecipe& recipe) {
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    search::Strategy s = search::MachineMapper(*cost).map(g);
+    if (!s.estimate.feasible || !faster(s.estimate.time, out.result.search.strategy.estimate.time)) return false;
+    out.result.search.strategy = std::move(s), out.cost = std::move(cost);
+    return true;
+  });
+}
+
+void fastest_zero_groups_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules, OptimizeReport& out) {
+  if (!shards_gradients(out.cost->recipe().zero) || out.result.stages != 1) return;
+  const std::optional<Relowering> again = relowering(q, out.result, rules);
+  if (!again) return;
+  // Against the plan lowered again under its own recipe (what re-lowering
+  // changes in its own right), as fastest_persistence_threshold_pipelined.
+  const std::optional<Lowered> same = again->lower(q, rules, *out.cost);
+  if (!same) return;
+  double best = std::min(same->estimate().time, out.result.search.strategy.estimate.time);
+  const Graph g = out.result.search.strategy.graph;
+  lower_zero_groups(g, out, [&](const TrainingRecipe& recipe) {
+    auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+    std::optional<Lowered> l = again->lower(q, rules, *cost);
+      if (!l || !faster(l->estimate().time, best)) return false;
+    best = l->estimate().time, adopt(out, std::move(l->result)), out.cost = std::move(cost);
+    return true;
+  });
 }
 
 bool search_chosen_recipe(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules, OptimizeReport& out) {

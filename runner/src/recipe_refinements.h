@@ -40,6 +40,18 @@ void fastest_persistence_threshold(const OptimizeRequest& q, const search::Effic
 void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
                                              OptimizeReport& out);
 
+// At ZeRO stage 2 or 3 chosen for the whole plan (no group stated): weight
+// groups (the weights whose names differ only in their layer number,
+// search's layer_pattern), the smallest first, each lowered to a stage
+// that shards less (1, then 2 from 3) where the plan, re-priced, still
+// fits and is faster; one line among the recipes tried where any group
+// moved. Over micro-batches (one stage), each the plan found lowered
+// again, as the persistence threshold is: a group at stage 1 is
+// synchronized once per step instead of in every micro-batch.
+void fastest_zero_groups(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out);
+void fastest_zero_groups_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
+                                   OptimizeReport& out);
+
 // The plan kept was re-priced under a recipe no search ran under (a later
 // ZeRO stage, its persistence threshold, fewer layers recomputed): one
 // search more, under that recipe, whose plan is taken where it is faster

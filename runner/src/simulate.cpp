@@ -13,7 +13,7 @@ SimulateReport simulate(SimulateRequest q) {
   // priced (a threshold beside another stage is refused below).
   if (q.plan && q.zero_persistence_threshold) {
     const std::optional<ZeroStage> z = q.zero ? q.zero : q.plan->zero;
-    if (!z || shards_weights(*z)) q.plan->zero_persistence_threshold = q.zero_persistence_threshold;
+    if (!z || shards_weights(q.zero ? *z : highest_zero(*z, q.plan->zero_weights))) q.plan->zero_persistence_threshold = q.zero_persistence_threshold;
   }
   r.file = std::make_unique<search::StrategyFile>(q.plan ? optimize(*q.plan).file : std::move(q.strategy));
   search::StrategyFile& f = *r.file;
@@ -51,10 +51,10 @@ SimulateReport simulate(SimulateRequest q) {
     if (*q.recompute_layers < 1) throw FieldError("SimulateRequest.recompute_layers", "must be at least 1");
     recipe.recompute_layers = *q.recompute_layers;
   }
-  if (q.zero) recipe.zero = *q.zero;
-  if (!shards_weights(recipe.zero)) recipe.zero_persistence_threshold = 0;  // the strategy's, at stage 3 only
+  if (q.zero) recipe.zero = *q.zero, recipe.zero_weights.clear();  // every weight at the stage stated
+  if (!shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = 0;  // the strategy's, at stage 3 only
   if (q.zero_persistence_threshold) {
-    if (!shards_weights(recipe.zero))
+    if (!shards_weights(highest_zero(recipe)))
       throw FieldError("SimulateRequest.zero_persistence_threshold", std::string("applies to ZeRO stage 3, and the plan is priced at stage ") +
                                                                           name(recipe.zero));
     if (*q.zero_persistence_threshold < 0) throw FieldError("SimulateRequest.zero_persistence_threshold", "must not be negative");

@@ -60,7 +60,7 @@ void check_request(const TrainRequest& q, bool rank0) {
 void adopt(const search::StrategyFile& f, Graph& graph, std::vector<MachineView>& views, runtime::TrainOptions& o) {
   graph = f.strategy.graph;
   views.assign(f.strategy.views.begin(), f.strategy.views.end());
-  o.zero = f.recipe.zero, o.zero_persistence_threshold = f.recipe.zero_persistence_threshold, o.recompute = f.recipe.recompute, o.recompute_layers = f.recipe.recompute_layers, o.precision = f.recipe.precision;
+  o.zero = f.recipe.zero, o.zero_persistence_threshold = f.recipe.zero_persistence_threshold, o.zero_weights = f.recipe.zero_weights, o.recompute = f.recipe.recompute, o.recompute_layers = f.recipe.recompute_layers, o.precision = f.recipe.precision;
   o.recompute_operators = f.recipe.recompute_operators;
   o.attention = f.recipe.attention;
   o.pipeline = search::pipeline_shape(f), o.pipeline_devices = f.devices;
@@ -211,7 +211,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     // The prediction for what runs, with its ZeRO stage and recomputation.
     if (q.precision) o.precision = *q.precision;
     TrainingRecipe recipe;
-    recipe.zero = o.zero, recipe.zero_persistence_threshold = o.zero_persistence_threshold, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
+    recipe.zero = o.zero, recipe.zero_persistence_threshold = o.zero_persistence_threshold, recipe.zero_weights = o.zero_weights, recipe.recompute = o.recompute, recipe.recompute_layers = o.recompute_layers, recipe.precision = o.precision;
     recipe.recompute_operators = o.recompute_operators;
     recipe.attention = o.attention;
     recipe.optimizer = runtime::priced_as(o.optimizer);
@@ -242,7 +242,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     }
     if (rep.predicted.feasible) s.predicted_step_seconds = rep.predicted.time;
     runtime::ExecutionPlan plan = runtime::make_plan(graph, views, q.devices, o.bucket_bytes);  // as the trainer
-    runtime::set_zero(plan, o.zero, o.zero_persistence_threshold, o.bucket_bytes);
+    runtime::set_zero(plan, o.zero, o.zero_persistence_threshold, o.zero_weights, o.bucket_bytes);
     const bool scheduled = o.pipeline && o.pipeline->in_flight();
     std::vector<int64_t> chunk;  // some layers of each chunk recomputed (any, with interlaced chunks): the chunks the runtime finds
     if (scheduled && plans_per_chunk(o.recompute, o.recompute_layers, *o.pipeline))

@@ -330,7 +330,7 @@ void DeviceExecutor::synchronize_gradients() {
   if (sharded()) load_master_blocks();
   if (syncs_micro_batches()) {  // the others' after their backward passes
     if (micro_batches_synced_ != plan_.micro_batches - 1)
-      throw Error(std::string("ZeRO ") + name(plan_.zero) + ": " + std::to_string(micro_batches_synced_) + " of the step's first " + std::to_string(plan_.micro_batches - 1) +
+      throw Error(std::string("ZeRO ") + name(highest_zero(plan_.zero, plan_.zero_weights)) + ": " + std::to_string(micro_batches_synced_) + " of the step's first " + std::to_string(plan_.micro_batches - 1) +
                   " micro-batches synchronized; run the step with forward_backward()");
     reduce_scatter_micro_batch(true);
     micro_batches_synced_ = 0;

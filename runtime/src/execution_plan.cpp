@@ -39,13 +39,15 @@ namespace {
 std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_bytes) {
   const Graph& g = *plan.graph;
   std::vector<SyncBucket> closed;
-  std::map<std::pair<std::vector<int>, bool>, SyncBucket> open;  // by devices and every_micro_batch
-  const bool per_micro_batch = syncs_every_micro_batch(plan.zero) && plan.micro_batches > 1;
+  std::map<std::tuple<std::vector<int>, bool, ZeroStage>, SyncBucket> open;  // by devices, every_micro_batch and stage
   const auto consumers = g.consumers();
-  // Whether tensor t's gradient arrives with every micro-batch: one of its
-  // readers runs per micro-batch.
-  auto every = [&](TensorRef t) {
-    if (!per_micro_batch) return false;
+  TrainingRecipe recipe;
+  recipe.zero = plan.zero, recipe.zero_weights = plan.zero_weights;
+  const std::vector<ZeroStage> stage = weight_zero_stages(g, plan.layouts, recipe);
+  // Whether tensor t's gradient, at stage z, arrives with every micro-batch
+  // to be synchronized: one of its readers runs per micro-batch.
+  auto every = [&](TensorRef t, ZeroStage z) {
+    if (!syncs_every_micro_batch(z) || plan.micro_batches <= 1) return false;
     for (const auto& [c, i] : consumers[static_cast<size_t>(t.node)]) {
       const StepPhase ph = plan.phase[static_cast<size_t>(c)];
       if (g.node(c).inputs[static_cast<size_t>(i)] == t && (ph == StepPhase::kMicro || ph == StepPhase::kAccumulate)) return true;
@@ -56,6 +58,7 @@ std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_by
     if (!n.op->is_weight || plan.parameter[static_cast<size_t>(n.id)].node == n.id) continue;
     const TensorRef t = plan.parameter[static_cast<size_t>(n.id)];
     const ParallelTensorShape& s = g.shape(t);
+    const ZeroStage z = stage[static_cast<size_t>(n.id)];
     const int64_t blocks = s.num_blocks();
     for (int64_t b = 0; b < blocks; ++b) {
       SyncPart part{t, {}, s.shard_elements()};
@@ -66,15 +69,16 @@ std::vector<SyncBucket> sync_buckets(const ExecutionPlan& plan, double bucket_by
       }
       std::sort(devices.begin(), devices.end());
       devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-      if (gathers_for_use(plan.zero, plan.zero_persistence_threshold, part.floats)) {
-        closed.push_back({devices, {}, part.floats, true, every(t)});
+      if (gathers_for_use(z, plan.zero_persistence_threshold, part.floats)) {
+        closed.push_back({devices, {}, part.floats, true, every(t, z), z});
         closed.back().parts.push_back(std::move(part));
         continue;
       }
-      const std::pair<std::vector<int>, bool> key{devices, every(t)};
+      const std::tuple<std::vector<int>, bool, ZeroStage> key{devices, every(t, z), z};
       SyncBucket& bucket = open[key];
       bucket.devices = devices;
-      bucket.every_micro_batch = key.second;
+      bucket.every_micro_batch = std::get<1>(key);
+      bucket.zero = z;
       bucket.floats += part.floats;
       bucket.parts.push_back(std::move(part));
       if (static_cast<double>(bucket.floats) * sizeof(float) >= bucket_bytes) closed.push_back(std::move(bucket)), open.erase(key);
@@ -124,10 +128,13 @@ ExecutionPlan make_plan(const Graph& g, std::span<const MachineView> views, int 
   return plan;
 }
 
-void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold, double bucket_bytes) {
+void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold, const ZeroWeights& groups, double bucket_bytes) {
   if (persistence_threshold < 0) throw FieldError("TrainOptions.zero_persistence_threshold", "must not be negative");
+  if (const auto why = zero_weights_problem(zero, groups)) throw FieldError("TrainOptions.zero_weights", *why);
   plan.zero = zero;
-  plan.zero_persistence_threshold = shards_weights(zero) ? persistence_threshold : 0;
+  plan.zero_weights = groups;
+  std::sort(plan.zero_weights.begin(), plan.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+  plan.zero_persistence_threshold = shards_weights(highest_zero(zero, groups)) ? persistence_threshold : 0;
   plan.buckets = sync_buckets(plan, bucket_bytes);
 }
 

@@ -29,7 +29,10 @@ std::string run_report_json(const RunSummary& s) {
   j["seed"] = s.options.seed;
   j["kernel_threads"] = s.options.threads;
   j["zero"] = std::stoi(name(s.options.zero));
-  if (shards_weights(s.options.zero) && s.options.zero_persistence_threshold > 0) j["zero_persistence_threshold"] = s.options.zero_persistence_threshold;
+  if (shards_weights(highest_zero(s.options.zero, s.options.zero_weights)) && s.options.zero_persistence_threshold > 0)
+    j["zero_persistence_threshold"] = s.options.zero_persistence_threshold;
+  for (const WeightZero& w : s.options.zero_weights)
+    if (w.stage != s.options.zero) j["zero_weights"][w.weight] = std::stoi(name(w.stage));
   j["recompute"] = name(s.options.recompute);
   if (s.options.recompute_layers != kAllLayers) j["recompute_layers"] = s.options.recompute_layers;
   j["precision"] = name(s.options.precision);

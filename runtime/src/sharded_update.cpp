@@ -80,7 +80,7 @@ void DeviceExecutor::init_zero_windows() {
     // (A pipeline schedule of one chunk runs each micro-batch's nodes as
     // the passes do; ZeRO 2 and 3 take no other: trainer.cpp.)
     const bool windows = micro && (!plan_.pipeline || plan_.pipeline->chunks() == 1) && pass_of(back) == 1;
-    z.grads_windowed = windows && shards_gradients(plan_.zero);
+    z.grads_windowed = windows && shards_gradients(bucket.zero);
     z.weights_windowed = windows && local && bucket.gathered_for_use;
     if (z.grads_windowed) {
       zero_turns_[static_cast<size_t>(last)].open_gradients.push_back(k);

@@ -78,14 +78,15 @@ Setup prepare(const Graph& g, std::span<const MachineView> views, int devices, c
     }
   }
   Setup s{std::move(weights), std::move(inputs), make_plan(g, views, devices, options.bucket_bytes), std::nullopt, options.data, {}};
-  if (shards_gradients(options.zero) && options.pipeline && options.pipeline->chunks() > 1)
-    throw FieldError("TrainOptions.zero", std::string("ZeRO stage ") + name(options.zero) +
+  if (shards_gradients(highest_zero(options.zero, options.zero_weights)) && options.pipeline && options.pipeline->chunks() > 1)
+    throw FieldError(shards_gradients(options.zero) ? "TrainOptions.zero" : "TrainOptions.zero_weights",
+                     std::string("ZeRO stage ") + name(highest_zero(options.zero, options.zero_weights)) +
                                               " with pipeline stages: a pipelined plan shards at most the optimizer state "
                                               "(stage 1), as DeepSpeed's pipeline engine allows; stages 2 and 3 accumulate over "
                                               "micro-batches on one stage");
   // ZeRO 3 gathers each weight block for its reader: one bucket each, but
   // those kept whole.
-  set_zero(s.plan, options.zero, options.zero_persistence_threshold, options.bucket_bytes);
+  set_zero(s.plan, options.zero, options.zero_persistence_threshold, options.zero_weights, options.bucket_bytes);
   s.plan.precision = options.precision;
   // Under a schedule some layers of each chunk (and with interlaced chunks,
   // whose boundaries cross stages, any layers): the chunks first, one
@@ -207,7 +208,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   auto gather = [&](int64_t done, bool moments) {
     const bool timed = comm.timing();
     comm.set_timing(false);
-    if (shards_weights(options.zero)) ex->gather_weights(true, &update.state_bytes);  // the copies are otherwise gathered only for use
+    if (shards_weights(highest_zero(options.zero, options.zero_weights))) ex->gather_weights(true, &update.state_bytes);  // the copies are otherwise gathered only for use
     const std::vector<ParameterSlot> slots =
         moments ? ex->unsharded_moments(opt.state(params), &update.state_bytes) : std::vector<ParameterSlot>{};
     TrainState st = gather_state(s.plan, s.weights, *ex, slots, comm, done, options.optimizer.kind, &update.state_bytes);

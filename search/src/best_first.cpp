@@ -203,6 +203,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   std::vector<std::vector<const std::pair<Candidate, Candidate>*>> best(pieces.size(),
                                                                         std::vector<const std::pair<Candidate, Candidate>*>(L, nullptr));
   std::vector<std::vector<PieceGraph>> graphs(pieces.size());
+  std::vector<std::vector<ZeroWeights>> piece_zero(pieces.size());  // per piece and layout: its weights' ZeRO groups, by its names
   // Each piece under each boundary layout, and which of them are distinct
   // searches (identical pieces are searched once).
   struct Search {
@@ -239,6 +240,17 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
         for (const Node& n : pg.graph.nodes())
           if (std::binary_search(r.recompute_operators.begin(), r.recompute_operators.end(), n.name)) named = hash_mix(named, 0x9E + static_cast<uint64_t>(n.id));
       }
+      // ZeRO's weight groups name weights, which a piece renames (so that
+      // layers alike share a search): its own recipe names them as the
+      // piece does, and their stages join its key.
+      ZeroWeights& zero = piece_zero[p].emplace_back();
+      if (const TrainingRecipe& r = cx.mapper.cost().recipe(); !r.zero_weights.empty()) {
+        for (const Node& n : pg.graph.nodes())
+          if (const auto it = pg.names.find(n.name); n.op->is_weight && it != pg.names.end())
+            if (const ZeroStage z = zero_of(r, it->second); z != r.zero) zero.push_back({n.name, z});
+        std::sort(zero.begin(), zero.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+        for (const WeightZero& w : zero) named = hash_mix(hash_mix(named, hash_string(w.weight)), 0x2E0 + static_cast<uint64_t>(w.stage));
+      }
       graphs[p].push_back(std::move(pg));
       const uint64_t h = graph_hash(graphs[p].back().graph);
       const auto key = std::make_pair(named ? hash_mix(h, named) : h, l);
@@ -258,16 +270,32 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     };
   std::vector<SearchResult> results(searches.size());
   std::vector<std::pair<Candidate, Candidate>> found(searches.size());
+  std::atomic<int64_t> evaluated_apart{0};  // by the explorers of pieces with their own recipe
   tbb::parallel_for(size_t{0}, searches.size(), [&](size_t i) {
     const Search& s = searches[i];
-    Context local{cx.rules, cx.algebraic, cx.mapper, options, cx.degrees, results[i], "", kInf};
+    // A piece whose weights' groups its own names state: its own cost
+    // model, mapper and explorer.
+    const bool own = !cx.mapper.cost().recipe().zero_weights.empty();
+    std::optional<CostModel> cost;
+    std::optional<MachineMapper> mapper;
+    std::optional<Explorer> explorer;
+    if (own) {
+      TrainingRecipe r = cx.mapper.cost().recipe();
+      r.zero_weights = piece_zero[s.piece][s.layout];
+      cost.emplace(cx.mapper.cost().with_recipe(r));
+      mapper.emplace(*cost);
+      explorer.emplace(cx.rules, *mapper, cx.degrees);
+    }
+    const Explorer& e = own ? *explorer : ex;
+    Context local{cx.rules, cx.algebraic, own ? *mapper : cx.mapper, options, cx.degrees, results[i], "", kInf};
     const BoundaryLayout d = degrees[s.layout];
     local.phase = "piece " + std::to_string(s.piece + 1) + "/" + std::to_string(pieces.size()) + " layout " + std::to_string(d.samples) +
                   (d.second > 1 ? "x" + std::to_string(d.second) : "");
-    std::vector<Seed> seeds = seeds_for(graphs[s.piece][s.layout].graph, ex, local, with_baselines, true);
+    std::vector<Seed> seeds = seeds_for(graphs[s.piece][s.layout].graph, e, local, with_baselines, true);
     Candidate start;
-    Candidate best_found = best_first(std::move(seeds), ex, local, cx.options.budget, &start);
+    Candidate best_found = best_first(std::move(seeds), e, local, cx.options.budget, &start);
     found[i] = {std::move(best_found), std::move(start)};
+    if (own) evaluated_apart += explorer->evaluated.load();
   });
   for (size_t i = 0; i < searches.size(); ++i) {
     cx.result.explored += results[i].explored;
@@ -276,6 +304,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
   for (size_t p = 0; p < pieces.size(); ++p)
     for (size_t l = 0; l < keys[p].size(); ++l)
       if (keys[p][l].second < L) best[p][l] = &solved.at(keys[p][l]);
+  ex.evaluated += evaluated_apart.load();
   cx.result.evaluated = ex.evaluated;
   // Chain DP over layouts: piece costs plus the layout change between pieces.
   std::vector<std::vector<double>> dp(pieces.size(), std::vector<double>(L, kInf));

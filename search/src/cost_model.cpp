@@ -104,6 +104,8 @@ class KeyHasher {
 CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, CommOptions comm, TrainingRecipe recipe)
     : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), recipe_(recipe),
       relayouts_(std::make_shared<RelayoutCache>()) {
+  // (zero_of looks a weight's group up by name in the sorted list.)
+  std::sort(recipe_.zero_weights.begin(), recipe_.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
   for (const LinkLevel& l : machine_.links)
     if (l.span > 0) period_ = std::lcm(period_, l.span);
   // Fitted figures replace the machine file's.
@@ -160,13 +162,13 @@ bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, Tensor
 }
 
 int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, const Node& reader, TensorRef t) {
-  if (!syncs_every_micro_batch(recipe.zero) || computed_weight_layout(g, layouts, t)) return 1;
+  if (!syncs_every_micro_batch(zero_of(g, recipe, t)) || computed_weight_layout(g, layouts, t)) return 1;
   return node_slices(g, reader);
 }
 
 double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
-  const ZeroStage zero = recipe.zero;
-  if (!shards_weights(zero) && !syncs_every_micro_batch(zero)) return 0.0;
+  const ZeroStage highest = highest_zero(recipe);
+  if (!shards_weights(highest) && !syncs_every_micro_batch(highest)) return 0.0;
   const Graph& g = p.graph();
   double out = 0;
   std::set<TensorRef> seen;  // each weight layout counted at its first compute reader, which synchronizes it
@@ -181,7 +183,7 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
       // (one gather at rounds 1); otherwise rounds - 1 (the gather after
       // the update included).
       const auto rounds = static_cast<double>(sync_rounds(g, layouts, recipe, n, w));
-      const double again = pcgx::gathers_for_use(recipe, s.shard_elements()) ? 3 * rounds - 2 : rounds - 1;
+      const double again = gathers_for_use(zero_of(g, recipe, w), recipe.zero_persistence_threshold, s.shard_elements()) ? 3 * rounds - 2 : rounds - 1;
       if (again <= 0) continue;
       for (int64_t b = 0; b < s.num_blocks(); ++b) out += again * static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
     }
@@ -433,6 +435,7 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   std::optional<SyncGroup> worst;
   double worst_time = -1;
   std::vector<int64_t> members, all;
+  const ZeroStage stage = zero_of(p.graph(), recipe_, t);
   for (int64_t b = 0; b < blocks; ++b) {
     members.clear();
     for (int64_t c = 0; c < s.replica; ++c) members.push_back(lo + p.owner(t, c * blocks + b));
@@ -440,12 +443,15 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
     if (members.size() < 2) continue;
     all.insert(all.end(), members.begin(), members.end());
     SyncGroup sg{group_shape(machine_, members), shard_bytes(s), 0};
-    sg.gathered_for_use = gathers_for_use(recipe_, s.shard_elements());
+    sg.gathered_for_use = gathers_for_use(stage, recipe_.zero_persistence_threshold, s.shard_elements());
     const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
     if (time <= worst_time) continue;
     sg.key = 0x5EC;
     for (int64_t d : members) sg.key = hash_mix(sg.key, static_cast<uint64_t>(d));
     if (sg.gathered_for_use) sg.key = hash_mix(sg.key, 0x3);  // never in a bucket with the weights kept whole
+    // Weights of different stages never share a bucket (nor do they in the
+    // runtime: execution_plan.h): what a device keeps of them differs.
+    if (!recipe_.zero_weights.empty()) sg.key = hash_mix(sg.key, 0x20 + static_cast<uint64_t>(stage));
     worst = std::move(sg), worst_time = time;
   }
   if (worst) {

@@ -161,7 +161,7 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
   // ZeRO 3: the gathers beside both passes. With every block under the
   // persistence threshold none is gathered for use: stage 2's buckets.
   bool gathers = false;
-  if (shards_weights(p.cost.recipe().zero))
+  if (shards_weights(highest_zero(p.cost.recipe())))
     for (size_t i = 0; i < p.g.size() && !gathers; ++i) gathers = p.active[i] && p.gathers_for_use(static_cast<NodeId>(i));
   if (gathers) {
     std::vector<ShardedStep> ops;
@@ -244,7 +244,7 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
     // backward outlasts them.
     for (Pending& x : pending[i]) grads.push_back({done - beside.left - x.after, std::move(x.sync), 0, x.needed});
   }
-  if (micro > 1 && syncs_every_micro_batch(p.cost.recipe().zero) && done > 0) {
+  if (micro > 1 && syncs_every_micro_batch(highest_zero(p.cost.recipe())) && done > 0) {
     // ZeRO 2: every micro-batch's buckets in its own backward. One stage
     // runs each micro-batch's forward then its backward (1F1B with one
     // stage), so micro-batch k's backward is [k (f + b) + f, (k + 1)(f + b)]
@@ -406,7 +406,7 @@ Strategy MachineMapper::map(const Graph& g) const {
   e.param_gathers = m.sync.param_gathers;
   // Operators whose weights are gathered before use: a block at the
   // persistence threshold with copies on several devices (a sync group).
-  if (shards_weights(cost_.recipe().zero))
+  if (shards_weights(highest_zero(cost_.recipe())))
     for (size_t i = 0; i < g.size(); ++i) {
       if (!p.active[i] || !p.gathers_for_use(static_cast<NodeId>(i))) continue;
       const std::vector<SyncGroup> groups = p.sync_groups(*solved.where, static_cast<NodeId>(i), 0);

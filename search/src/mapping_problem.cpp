@@ -127,7 +127,12 @@ void Problem::hash_nodes() {
     uint64_t h = hash_mix(own[id], where[id]);
     for (const TensorRef& t : n.inputs)
       h = hash_mix(hash_mix(h, where[static_cast<size_t>(t.node)]), layouts.weight(t) ? 0x3E16 : 0xAC7);
-    for (size_t i : syncs[id]) h = hash_mix(h, 0x5C + i);
+    for (size_t i : syncs[id]) {
+      h = hash_mix(h, 0x5C + i);
+      // Each synchronized weight at its own ZeRO stage (training_recipe.h's
+      // ZeroWeights): two leaves alike but for it cost differently.
+      if (!cost.recipe().zero_weights.empty()) h = hash_mix(h, 0x2E0 + static_cast<uint64_t>(zero_of(g, cost.recipe(), n.inputs[i])));
+    }
     for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
     if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));
     if (is_tail[id]) h = hash_mix(h, 0x7A11);
@@ -204,7 +209,7 @@ std::vector<SyncGroup> Problem::sync_groups(const Placement& p, NodeId id, int64
 bool Problem::gathers_for_use(NodeId id) const {
   const Node& n = g.node(id);
   for (size_t i : syncs[static_cast<size_t>(id)])
-    if (pcgx::gathers_for_use(cost.recipe(), g.shape(n.inputs[i]).shard_elements())) return true;
+    if (pcgx::gathers_for_use(zero_of(g, cost.recipe(), n.inputs[i]), cost.recipe().zero_persistence_threshold, g.shape(n.inputs[i]).shard_elements())) return true;
   return false;
 }
 

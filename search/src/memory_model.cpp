@@ -85,24 +85,28 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   // same block (`group` of them): one share per device, however many of
   // the block's replicas it holds (co-shard), as the runtime's buckets
   // keep it. What the stage does not shard is held per shard.
-  const bool opt_sharded = shards_optimizer(recipe.zero), grad_sharded = shards_gradients(recipe.zero);
+  // Each weight at its own stage (training_recipe.h's ZeroWeights); the
+  // optimizer state is sharded for all or for none.
+  const bool opt_sharded = shards_optimizer(recipe.zero);
   // At stage 3 a block below the persistence threshold stays whole.
-  auto weight_sharded = [&](const ParallelTensorShape& s) { return gathers_for_use(recipe, s.shard_elements()); };
-  auto per_shard = [&](int64_t d, const ParallelTensorShape& s) {
+  auto weight_sharded = [&](ZeroStage z, const ParallelTensorShape& s) { return gathers_for_use(z, recipe.zero_persistence_threshold, s.shard_elements()); };
+  auto per_shard = [&](int64_t d, ZeroStage z, const ParallelTensorShape& s) {
     if (d < 0 || d >= devices) return;
+    const bool grad_sharded = shards_gradients(z);
     const auto elements = static_cast<double>(s.shard_elements());
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    if (!weight_sharded(s)) m.weights += elements * static_cast<double>(per.weight);
+    if (!weight_sharded(z, s)) m.weights += elements * static_cast<double>(per.weight);
     if (!opt_sharded) m.master += elements * static_cast<double>(per.master);
     if (!grad_sharded) m.gradients += elements * static_cast<double>(per.gradient);
     if (!opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer);
   };
-  auto per_block = [&](int64_t d, const ParallelTensorShape& s, int64_t group) {
+  auto per_block = [&](int64_t d, ZeroStage z, const ParallelTensorShape& s, int64_t group) {
     if (d < 0 || d >= devices) return;
+    const bool grad_sharded = shards_gradients(z);
     const auto elements = static_cast<double>(s.shard_elements());
     const double r = static_cast<double>(group);
     DeviceMemory& m = mem[static_cast<size_t>(d)];
-    if (weight_sharded(s)) m.weights += elements * static_cast<double>(per.weight) / r;
+    if (weight_sharded(z, s)) m.weights += elements * static_cast<double>(per.weight) / r;
     if (opt_sharded) m.master += elements * static_cast<double>(per.master) / r;
     if (grad_sharded) m.gradients += elements * static_cast<double>(per.gradient) / r;
     if (opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer) / r;
@@ -149,9 +153,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
           // tasks there count once, and a co-sharded operator's shards
           // (several tasks on one device) each; what ZeRO shards, once per
           // block a device holds.
-          if (weights_held.insert({w, shard}).second) per_shard(d, g.shape(w));
-          if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, g.shape(w), group);
-          if (weight_sharded(g.shape(w)) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, shard % g.shape(w).num_blocks(), d}).second) {
+          const ZeroStage z = zero_of(g, recipe, w);
+          if (weights_held.insert({w, shard}).second) per_shard(d, z, g.shape(w));
+          if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, z, g.shape(w), group);
+          if (weight_sharded(z, g.shape(w)) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, shard % g.shape(w).num_blocks(), d}).second) {
             auto& list = gathered[static_cast<size_t>(d)];
             if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);
             list.back().second += static_cast<double>(g.shape(w).shard_elements()) * static_cast<double>(per.weight);

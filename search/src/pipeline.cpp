@@ -336,10 +336,12 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
       std::vector<PieceGraph> graphs;
       for (const Piece& pc : pieces) {
         PieceGraph pg = piece_graph(model, pc, boundary(pc.in), boundary(pc.out));
-        // A written plan selects operators by their names and layers, and
-        // recompute operators names what it recomputes: its stages keep the
-        // model's names (none shares another's lowering).
-        graphs.push_back(options.plan || cost.recipe().recompute == Recompute::kOperators ? with_model_names(pg) : std::move(pg));
+        // A written plan selects operators by their names and layers,
+        // recompute operators names what it recomputes, and ZeRO's weight
+        // groups name their weights: its stages keep the model's names
+        // (none shares another's lowering).
+        const bool named = options.plan || cost.recipe().recompute == Recompute::kOperators || !cost.recipe().zero_weights.empty();
+        graphs.push_back(named ? with_model_names(pg) : std::move(pg));
       }
       for (const int64_t M : micro) {
         const PipelineShape shape{S, M, v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs, po.interlaced};

@@ -69,7 +69,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
-                              "zero_persistence_threshold", "optimizer", "attention", "overlap_grad_input", "overlap_param_gather", "pipeline", "rewrites", "rules", "unstated"});
+                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "overlap_grad_input", "overlap_param_gather", "pipeline", "rewrites", "rules", "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -120,11 +120,25 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (plan.recompute == Recompute::kOperators && plan.recompute_operators.empty())
     throw FileError(source, "recompute_operators", "required with \"recompute\": \"operators\": the names (or name patterns) of the operators to recompute");
   if (j.contains("zero")) plan.zero = named("zero", zero_named, kZeroStages);
+  if (j.contains("zero_weights")) {  // names or patterns (resolved on the model: zero_weight_stages)
+    const json& v = j["zero_weights"];
+    if (!v.is_object() || v.empty())
+      throw FileError(source, "zero_weights", "expected an object of weight names or name patterns to ZeRO stages, e.g. {\"block*.mlp.*\": 3}, got " + v.dump());
+    for (const auto& [weight, stage] : v.items()) {
+      const std::optional<ZeroStage> z = stage.is_number_integer() ? zero_named(stage.dump()) : std::nullopt;
+      if (weight.empty()) throw FileError(source, "zero_weights", "expected weight names or name patterns, got an empty one");
+      if (!z) throw FileError(source, "zero_weights." + weight, "expected one of 0, 1, 2, 3, got " + stage.dump());
+      plan.zero_weights.push_back({weight, *z});
+    }
+    if (plan.zero)
+      if (const auto why = zero_weights_problem(*plan.zero, plan.zero_weights)) throw FileError(source, "zero_weights", *why);
+  }
   if (j.contains("zero_persistence_threshold")) {
     const json& v = j["zero_persistence_threshold"];
     if (!v.is_number_integer() || v.get<int64_t>() < 0)
       throw FileError(source, "zero_persistence_threshold", "expected a number of parameters (0 or more), got " + v.dump());
-    if (plan.zero != ZeroStage::k3) throw FileError(source, "zero_persistence_threshold", "applies to ZeRO stage 3 (\"zero\": 3)");
+    if (!plan.zero || !shards_weights(highest_zero(*plan.zero, plan.zero_weights)))
+      throw FileError(source, "zero_persistence_threshold", "applies to ZeRO stage 3 (\"zero\": 3, or a weight at 3 in \"zero_weights\")");
     plan.zero_persistence_threshold = v.get<int64_t>();
   }
   if (j.contains("optimizer")) plan.optimizer = named("optimizer", optimizer_named, kOptimizerStates);
@@ -282,6 +296,11 @@ std::string plan_to_json(const UserPlan& plan) {
   if (!plan.recompute_operators.empty()) out += "  \"recompute_operators\": " + json(plan.recompute_operators).dump() + ",\n";
   if (plan.zero) out += "  \"zero\": " + std::string(name(*plan.zero)) + ",\n";
   if (plan.zero_persistence_threshold) out += "  \"zero_persistence_threshold\": " + std::to_string(*plan.zero_persistence_threshold) + ",\n";
+  if (!plan.zero_weights.empty()) {
+    json zw = json::object();
+    for (const WeightZero& w : plan.zero_weights) zw[w.weight] = std::stoi(name(w.stage));
+    out += "  \"zero_weights\": " + zw.dump() + ",\n";
+  }
   if (plan.optimizer) out += "  \"optimizer\": \"" + std::string(name(*plan.optimizer)) + "\",\n";
   if (plan.attention) out += "  \"attention\": \"" + std::string(name(*plan.attention)) + "\",\n";
   if (plan.overlap_grad_input) out += std::string("  \"overlap_grad_input\": ") + (*plan.overlap_grad_input ? "true" : "false") + ",\n";

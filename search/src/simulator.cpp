@@ -144,7 +144,7 @@ SimulationSummary Simulator::summary() const {
   s.time = timeline_.makespan();
   s.tasks = static_cast<int64_t>(timeline_.size());
   s.buckets = x.buckets;
-  if (shards_weights(x.cost.recipe().zero))
+  if (shards_weights(highest_zero(x.cost.recipe())))
     for (const Node& n : x.g.nodes()) s.gathered_for_use += x.gathers(n);
   s.devices.assign(static_cast<size_t>(x.D), {});
   std::vector<char> used(static_cast<size_t>(x.D), 0);

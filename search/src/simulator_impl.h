@@ -277,7 +277,7 @@ struct Simulator::Impl {
   // threshold gathers nothing before use, and runs as stage 2 does (its
   // buckets beside the backward pass), as the cost model prices it.
   bool gathers_any() const {
-    return shards_weights(cost.recipe().zero) && std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return gathers(n); });
+    return shards_weights(highest_zero(cost.recipe())) && std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) { return gathers(n); });
   }
 
   // The tasks of every node, without costs (the structure does not depend on the views).

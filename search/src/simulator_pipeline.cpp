@@ -38,8 +38,8 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     return false;
   }
   const PipelineShape shape = asked ? *asked : PipelineShape{1, M, 1, PipelineSchedule::k1F1B};
-  if (syncs_every_micro_batch(cost.recipe().zero) && shape.chunks() > 1)
-    throw Error(std::string("simulate: ZeRO stage ") + name(cost.recipe().zero) +
+  if (syncs_every_micro_batch(highest_zero(cost.recipe())) && shape.chunks() > 1)
+    throw Error(std::string("simulate: ZeRO stage ") + name(highest_zero(cost.recipe())) +
                 " with pipeline stages is not modelled: a pipelined plan shards at most the optimizer state (stage 1); stages 2 and 3 "
                 "accumulate over micro-batches on one stage");
   if (param_gathers_in_structure() && !shape.interlaced.empty())
@@ -144,7 +144,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   // A micro-batch's backward through chunk c, task by task (in the
   // one-micro-batch graph's order), after `waits`, into expansion `x`;
   // returns a task that ends with it.
-  const bool every = syncs_every_micro_batch(cost.recipe().zero), gathers_each = every && gathers_any();
+  const bool every = syncs_every_micro_batch(highest_zero(cost.recipe())), gathers_each = every && gathers_any();
   p.expanded.resize(every ? static_cast<size_t>(M) : 1);
   for (size_t k = 0; k < p.expanded.size(); ++k) {
     Pipelined::Expanded& x = p.expanded[k];

@@ -30,6 +30,8 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (!s.recipe.recompute_operators.empty()) j["recompute_operators"] = s.recipe.recompute_operators;
   j["zero"] = static_cast<int>(s.recipe.zero);
   if (s.recipe.zero_persistence_threshold > 0) j["zero_persistence_threshold"] = s.recipe.zero_persistence_threshold;
+  for (const WeightZero& w : s.recipe.zero_weights)
+    if (w.stage != s.recipe.zero) j["zero_weights"][w.weight] = static_cast<int>(w.stage);
   j["optimizer"] = name(s.recipe.optimizer);
   if (s.recipe.attention != AttentionKernel::kEager) j["attention"] = name(s.recipe.attention);
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
@@ -200,10 +202,20 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
     const json& t = j["zero_persistence_threshold"];
     if (!t.is_number_integer() || t.get<int64_t>() < 0)
       throw FileError(source, "zero_persistence_threshold", "expected a non-negative integer (parameters), got " + t.dump());
-    if (!shards_weights(s.recipe.zero))
-      throw FileError(source, "zero_persistence_threshold", std::string("applies to ZeRO stage 3, not ") + name(s.recipe.zero));
     s.recipe.zero_persistence_threshold = t.get<int64_t>();
   }
+  if (j.contains("zero_weights")) {  // checked against the graph's weights below
+    const json& v = j["zero_weights"];
+    if (!v.is_object()) throw FileError(source, "zero_weights", "expected an object of weight names to ZeRO stages, got " + v.dump());
+    for (const auto& [weight, stage] : v.items()) {
+      const std::optional<ZeroStage> z = stage.is_number_integer() ? zero_named(stage.dump()) : std::nullopt;
+      if (!z) throw FileError(source, "zero_weights." + weight, "expected one of 0, 1, 2, 3, got " + stage.dump());
+      s.recipe.zero_weights.push_back({weight, *z});  // (an object's keys come sorted, each once)
+    }
+    if (const auto why = zero_weights_problem(s.recipe.zero, s.recipe.zero_weights)) throw FileError(source, "zero_weights", *why);
+  }
+  if (j.contains("zero_persistence_threshold") && !shards_weights(highest_zero(s.recipe)))
+    throw FileError(source, "zero_persistence_threshold", std::string("applies to ZeRO stage 3, not ") + name(s.recipe.zero));
   if (j.contains("attention")) {  // absent: eager, as every strategy before it was priced
     const std::optional<AttentionKernel> a = j["attention"].is_string() ? attention_named(j["attention"].get<std::string>()) : std::nullopt;
     if (!a) {
@@ -232,6 +244,9 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
       if (a.is_string()) s.applied.push_back(a.get<std::string>());
   if (!j.contains("graph")) throw FileError(source, "graph", "missing");
   s.strategy.graph = graph_from_value(j["graph"], source, "graph");
+  for (const WeightZero& w : s.recipe.zero_weights)
+    if (std::none_of(s.strategy.graph.nodes().begin(), s.strategy.graph.nodes().end(), [&](const Node& n) { return n.op->is_weight && n.name == w.weight; }))
+      throw FileError(source, "zero_weights." + w.weight, "the graph has no weight of that name");
   s.strategy.views.assign(s.strategy.graph.size(), MachineView{});
   if (!j.contains("views") || !j["views"].is_array()) throw FileError(source, "views", "expected an array");
   std::vector<std::string> view_field(s.strategy.graph.size());

@@ -68,6 +68,31 @@ std::vector<std::string> recompute_operator_names(const Graph& model, std::span<
   return {names.begin(), names.end()};
 }
 
+ZeroWeights zero_weight_stages(const Graph& model, const ZeroWeights& groups, const std::string& what) {
+  std::map<std::string, std::pair<ZeroStage, std::string>> stage;  // weight: its stage and the pattern that gave it
+  for (const WeightZero& group : groups) {
+    bool any = false;
+    for (const Node& n : model.nodes()) {
+      if (!n.op->is_weight || n.name.empty() || !glob(group.weight, n.name)) continue;
+      any = true;
+      const auto [it, fresh] = stage.try_emplace(n.name, group.stage, group.weight);
+      if (!fresh && it->second.first != group.stage)
+        throw FieldError(what, "weight " + n.name + " is at ZeRO stage " + name(it->second.first) + " by '" + it->second.second + "' and at " +
+                                   name(group.stage) + " by '" + group.weight + "'");
+    }
+    if (!any) {
+      std::string some;
+      int listed = 0;
+      for (const Node& n : model.nodes())
+        if (n.op->is_weight && !n.name.empty() && listed++ < 6) some += (some.empty() ? "" : ", ") + n.name;
+      throw FieldError(what, "'" + group.weight + "' names no weight of " + model.name() + " (its weights: " + some + (listed > 6 ? ", ..." : "") + ")");
+    }
+  }
+  ZeroWeights out;
+  for (const auto& [weight, s] : stage) out.push_back({weight, s.first});
+  return out;
+}
+
 namespace {
 
 // Where the layer number lies in a node's name: the digits ending the

@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -348,6 +349,71 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
   const auto sim_bad = run("simulate " + kept + " --zero 1 --zero-persistence-threshold 10");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
   EXPECT_NE(sim_bad.out.find("error: --zero-persistence-threshold: applies to ZeRO stage 3"), std::string::npos) << sim_bad.out;
+}
+
+// ZeRO stages per weight group end to end: optimize prints and records
+// them (names, not patterns), simulate prices them as recorded (within
+// 2%), plan show writes them back and the plan is priced the same, the
+// runtime trains them and sends the bytes predicted; bad groups are one
+// error line and no file.
+TEST(SimulateCommand, ZeroWeightGroupsAreRecordedSimulatedAndTrained) {
+  const std::string grouped = (dir() / "zw.json").string(), report = (dir() / "zw-run.json").string();
+  const auto z = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --search data-parallel --zero 1 --zero-persistence-threshold 0 "
+                     "--zero-weights 'block1.mlp.*.W=3,block0.*=2' -q -o " + grouped);
+  ASSERT_EQ(z.code, 0) << z.out;
+  EXPECT_NE(z.out.find("  weight groups       stage 2: 16 weights (block0."), std::string::npos) << z.out;
+  EXPECT_NE(z.out.find("stage 3: 2 weights (block1.mlp.ffn_output.W, block1.mlp.intermediate.W) (the other weights at 1)\n"), std::string::npos) << z.out;
+  std::ifstream f(grouped);
+  const auto recorded = nlohmann::json::parse(f);
+  EXPECT_EQ(recorded.at("zero"), 1);
+  EXPECT_EQ(recorded.at("zero_weights").size(), 18u);
+  EXPECT_EQ(recorded.at("zero_weights").at("block1.mlp.intermediate.W"), 3);
+  EXPECT_EQ(recorded.at("zero_weights").at("block0.ln1.gamma"), 2);
+  EXPECT_EQ(recorded.at("predicted").value("gathered_for_use", 0), 2);
+  const auto s = run("simulate " + grouped);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("  weight groups       stage 2: 16 weights"), std::string::npos) << s.out;
+  // (Within 2%: the stage-1 and stage-2 weights' buckets, kept apart,
+  // interleave in the backward pass a little differently in the two.)
+  const size_t ratio = s.out.find(", ratio ");
+  ASSERT_NE(ratio, std::string::npos) << s.out;
+  EXPECT_NEAR(std::stod(s.out.substr(ratio + 8)), 1.0, 0.02) << s.out;
+  const std::string plan = (dir() / "zw-plan.json").string();
+  const auto shown = run("plan show " + grouped + " -o " + plan);
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  const auto again = run("optimize gpt-tiny --machine dgx-a100 --devices 4 --plan " + plan + " -q -o " + (dir() / "zw-again.json").string());
+  ASSERT_EQ(again.code, 0) << again.out;
+  auto predicted = [](const std::string& out) {
+    const size_t at = out.find("iteration time        ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  ASSERT_FALSE(predicted(z.out).empty()) << z.out;
+  EXPECT_EQ(predicted(again.out), predicted(z.out)) << again.out;
+  EXPECT_NE(again.out.find("stage 3: 2 weights (block1.mlp.ffn_output.W, block1.mlp.intermediate.W)"), std::string::npos) << again.out;
+  const auto train = run("run " + grouped + " --steps 2 --no-plot --report " + report);
+  ASSERT_EQ(train.code, 0) << train.out;
+  EXPECT_NE(train.out.find("  weight groups       stage 2: 16 weights"), std::string::npos) << train.out;
+  std::ifstream in(report);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("zero_weights").at("block1.mlp.ffn_output.W"), 3);
+  EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());
+  struct Bad {
+    std::string args, message;
+  };
+  for (const Bad& b : {Bad{"--zero-weights wte", "error: --zero-weights: expected PATTERN=STAGE (a weight name or pattern, a stage of 0, 1, 2, 3: 'block*.mlp.*=3'), got 'wte'"},
+                       Bad{"--zero-weights 'wte.*=4'", "error: --zero-weights: expected PATTERN=STAGE"},
+                       Bad{"--zero-weights 'x*=3'", "error: --zero-weights: 'x*' names no weight of gpt-tiny (its weights: wte.table, "},
+                       Bad{"--zero 0 --zero-weights 'wte.*=3'", "error: --zero-weights: weight wte.* at ZeRO stage 3 beside the plan's stage 0"},
+                       Bad{"--zero-weights 'wte.*=0,block0.*=3'", "error: --zero-weights: weight wte.* at ZeRO stage 0 beside block0.* at 3: stage 0 cannot mix"},
+                       Bad{"--zero-weights 'block0.*=3,*.W=2'", "error: --zero-weights: weight block0.attn.query.W is at ZeRO stage 3 by 'block0.*' and at 2 by '*.W'"},
+                       Bad{"--zero 2 --pipeline --stages 2 --micro-batches 2 --zero-weights 'wte.*=1'", "error: --zero: ZeRO stage 2 with pipeline stages"},
+                       Bad{"--zero 1 --pipeline --stages 2 --micro-batches 2 --zero-weights 'wte.*=2'", "error: --zero-weights: ZeRO stage 2 with pipeline stages"}}) {
+    const auto bad = run("optimize gpt-tiny --machine dgx-a100 --devices 4 " + b.args + " -o " + (dir() / "bw.json").string());
+    EXPECT_EQ(bad.code, 2) << b.args << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(b.message), std::string::npos) << bad.out;
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+    EXPECT_FALSE(fs::exists(dir() / "bw.json"));
+  }
 }
 
 // The ZeRO stage: printed by optimize, recorded, read back by simulate

@@ -77,7 +77,7 @@ TEST(Zero2Accumulation, WeightsWhoseGradientsArriveOncePerStepAreSentOnce) {
   const Graph e = *search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2);
   const Plan p = pcgx::testing::mapped_plan(search::pipelined(e, kMicro, true), 4);
   ExecutionPlan plan = make_plan(p.graph, p.views, p.devices);
-  set_zero(plan, ZeroStage::k2, 0, kDefaultBucketBytes);
+  set_zero(plan, ZeroStage::k2, 0, {}, kDefaultBucketBytes);
   int64_t once = 0, every = 0;
   for (const SyncBucket& b : plan.buckets)
     if (b.devices.size() > 1) ++(b.every_micro_batch ? every : once);
@@ -112,12 +112,12 @@ TEST(Zero2Accumulation, SendsAReduceScatterPerMicroBatch) {
   }
   ASSERT_GT(again, 0);
   EXPECT_EQ(stage2.bytes_sent, stage1.bytes_sent + steps * again * static_cast<int64_t>(sizeof(float)));
-  set_zero(plan, ZeroStage::k2, 0, kDefaultBucketBytes);
+  set_zero(plan, ZeroStage::k2, 0, {}, kDefaultBucketBytes);
   EXPECT_DOUBLE_EQ(static_cast<double>(stage2.bytes_sent),
                    static_cast<double>(steps) * (step_bytes(p.graph, p.views, p.devices) + sharded_sync_extra_bytes(plan)));
   // Stage 3: each micro-batch also gathers each weight twice, as predicted.
   const TrainResult stage3 = run(p, options(ZeroStage::k3, false, steps));
-  set_zero(plan, ZeroStage::k3, 0, kDefaultBucketBytes);
+  set_zero(plan, ZeroStage::k3, 0, {}, kDefaultBucketBytes);
   EXPECT_GT(stage3.bytes_sent, stage2.bytes_sent);
   EXPECT_DOUBLE_EQ(static_cast<double>(stage3.bytes_sent),
                    static_cast<double>(steps) * (step_bytes(p.graph, p.views, p.devices) + sharded_sync_extra_bytes(plan)));

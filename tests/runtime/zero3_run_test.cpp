@@ -44,7 +44,7 @@ std::vector<SyncBucket> buckets(const Plan& p) { return make_plan(p.graph, p.vie
 // The buckets the trainer runs at stage 3 with `threshold`.
 std::vector<SyncBucket> buckets(const Plan& p, int64_t threshold) {
   ExecutionPlan e = make_plan(p.graph, p.views, p.devices);
-  set_zero(e, ZeroStage::k3, threshold, kDefaultBucketBytes);
+  set_zero(e, ZeroStage::k3, threshold, {}, kDefaultBucketBytes);
   return e.buckets;
 }
 

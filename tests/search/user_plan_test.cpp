@@ -216,7 +216,7 @@ TEST(UserPlan, MalformedFilesNameTheField) {
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
             "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, "
-            "recompute_operators, zero, zero_persistence_threshold, optimizer, attention, overlap_grad_input, overlap_param_gather, pipeline, rewrites, rules, unstated)");
+            "recompute_operators, zero, zero_persistence_threshold, zero_weights, optimizer, attention, overlap_grad_input, overlap_param_gather, pipeline, rewrites, rules, unstated)");
   const std::string one_rule = R"("rules": [{"select": {}, "partition": {}}]})";
   EXPECT_EQ(error(head + R"("rewrites": {"rule": "x"}, )" + one_rule), "p.json: rewrites: expected an array of {\"rule\": ID, \"at\": [operator names]}");
   EXPECT_EQ(error(head + R"("rewrites": [{"at": ["a"]}], )" + one_rule), "p.json: rewrites[0].rule: expected a rule id (a string)");
@@ -234,7 +234,14 @@ TEST(UserPlan, MalformedFilesNameTheField) {
             "p.json: pipeline.stages: expected a whole number of at least 1");
   EXPECT_EQ(error(head + R"("zero": 4, "rules": [{"select": {}, "partition": {}}]})"), "p.json: zero: expected one of 0, 1, 2, 3");
   EXPECT_EQ(error(head + R"("zero": 2, "zero_persistence_threshold": 100, "rules": [{"select": {}, "partition": {}}]})"),
-            "p.json: zero_persistence_threshold: applies to ZeRO stage 3 (\"zero\": 3)");
+            "p.json: zero_persistence_threshold: applies to ZeRO stage 3 (\"zero\": 3, or a weight at 3 in \"zero_weights\")");
+  EXPECT_EQ(error(head + R"("zero": 2, "zero_weights": {"w*": 3}, "zero_persistence_threshold": 100, "rules": [{"select": {}, "partition": {}}]})"), "");
+  EXPECT_EQ(error(head + R"("zero_weights": ["w0"], "rules": []})"),
+            "p.json: zero_weights: expected an object of weight names or name patterns to ZeRO stages, e.g. {\"block*.mlp.*\": 3}, got [\"w0\"]");
+  EXPECT_EQ(error(head + R"("zero_weights": {"w0": "3"}, "rules": []})"), "p.json: zero_weights.w0: expected one of 0, 1, 2, 3, got \"3\"");
+  EXPECT_EQ(error(head + R"("zero": 0, "zero_weights": {"w0": 3}, "rules": []})"),
+            "p.json: zero_weights: weight w0 at ZeRO stage 3 beside the plan's stage 0: stage 0 cannot mix with a sharded stage (stage 1 "
+            "moves the same bytes as 0's all-reduce and keeps less: stage 1 instead)");
   EXPECT_EQ(error(head + R"("zero": 3, "zero_persistence_threshold": -1, "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: zero_persistence_threshold: expected a number of parameters (0 or more), got -1");
   EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),

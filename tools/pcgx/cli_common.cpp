@@ -175,6 +175,17 @@ std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
   return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }
 
+ZeroWeights parse_zero_weights(const std::vector<std::string>& items) {
+  ZeroWeights out;
+  for (const std::string& item : items) {
+    const size_t eq = item.rfind('=');
+    const std::optional<ZeroStage> z = eq == std::string::npos ? std::nullopt : zero_named(item.substr(eq + 1));
+    if (eq == 0 || !z) throw FieldError("--zero-weights", "expected PATTERN=STAGE (a weight name or pattern, a stage of 0, 1, 2, 3: 'block*.mlp.*=3'), got '" + item + "'");
+    out.push_back({item.substr(0, eq), *z});
+  }
+  return out;
+}
+
 const char* const kZeroHelp =
     "sharded data parallelism (ZeRO): 0 (every replica keeps all of its weights' state, gradients all-reduced), 1 (the FP32 master "
     "weights and the optimizer's state (Adam's moments) sharded over each weight's data-parallel group: gradients reduce-scattered, weights all-gathered "

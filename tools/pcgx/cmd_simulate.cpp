@@ -35,7 +35,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--precision", precision, std::string(kPrecisionHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute", recompute, std::string(kRecomputeHelp) + " (default: the strategy's)");
   cmd->add_option("--recompute-layers", recompute_layers, std::string(kRecomputeLayersHelp) + " (default: the strategy's)")->check(positive());
-  cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's)");
+  cmd->add_option("--zero", zero, std::string(kZeroHelp) + " (default: the strategy's; stated, every weight at it, whatever weight groups the strategy has)");
   cmd->add_option("--zero-persistence-threshold", persistence, std::string(kPersistenceHelp) + " (default: the strategy's)");
   cmd->add_option("--optimizer", optimizer, std::string(kOptimizerStateHelp) + " (default: the strategy's)");
   cmd->add_option("--attention", attention, std::string(kAttentionHelp) + " (default: the strategy's)");

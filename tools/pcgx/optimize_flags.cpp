@@ -59,6 +59,11 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
       ->delimiter(',');
   f.zero_flag = cmd->add_option("--zero", f.zero, std::string(kZeroHelp) + "; auto: the fastest plan that fits, sharding more only where memory limits the search")
       ->capture_default_str();
+  cmd->add_option("--zero-weights", f.zero_weights,
+                  "weight groups at their own ZeRO stage, PATTERN=STAGE, comma-separated (\"block*.mlp.*=3,block*.attn.*=2\"): the weights whose "
+                  "names match ('*' any run, '?' one character) train at that stage, the others at --zero's (as FSDP wraps modules with "
+                  "their own sharding strategy); stages 1, 2 and 3 mix, 0 only with 0")
+      ->delimiter(',');
   cmd->add_option("--zero-persistence-threshold", f.persistence,
                   std::string(kPersistenceHelp) + "; auto: the fastest that fits among the plan's weight block sizes")
       ->capture_default_str();
@@ -92,7 +97,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
               {"SearchOptions.sequence_parallel", "--sequence-parallel"}, {"OptimizeRequest.micro_batch_size", "--micro-batch-size"},
               {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
               {"OptimizeRequest.recompute", "--recompute"}, {"OptimizeRequest.recompute_operators", "--recompute-operators"},
-              {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"},
+              {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"}, {"OptimizeRequest.zero_weights", "--zero-weights"},
               {"TrainingRecipe.overlap_param_gather", "--overlap-param-gather"}});
   runner::OptimizeRequest q;
   q.search = f.search;
@@ -103,6 +108,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.comm.bucket_bytes = f.bucket_mb * 1024 * 1024, q.precision = parse_precision(f.precision, true);
   q.recompute = parse_recompute(f.recompute, true), q.zero = parse_zero(f.zero, true);
   q.zero_persistence_threshold = parse_persistence_threshold(f.persistence, true);
+  q.zero_weights = parse_zero_weights(f.zero_weights);
   q.optimizer = parse_optimizer_state(f.optimizer);
   q.attention = parse_attention(f.attention);
   q.overlap_grad_input = f.overlap_grad_input;

@@ -23,6 +23,7 @@ struct OptimizeFlags {
   int64_t devices = 0;
   int32_t recompute_layers = 0;  // 0: not stated
   std::vector<std::string> recompute_operators;
+  std::vector<std::string> zero_weights;  // PATTERN=STAGE each
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false, overlap_grad_input = false,
        overlap_param_gather = false;

@@ -22,7 +22,7 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
   if (f.machine.empty()) throw Error("--machine is required with a plan (the devices it partitions over)");
   name_flags({{"SearchOptions.plan", "PLAN"}, {"PipelineOptions.stages", "the plan's pipeline.stages"},
               {"PipelineOptions.micro_batches", "the plan's pipeline.micro_batches"},
-              {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.zero", "the plan's zero"},
+              {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.zero", "the plan's zero"}, {"OptimizeRequest.zero_weights", "the plan's zero_weights"},
               {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"},
               {"TrainingRecipe.overlap_param_gather", "the plan's overlap_param_gather"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}});

@@ -67,7 +67,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     const int64_t m = rep.result.micro_batches;
     out << "gradient accumulation " << m << (m == 1 ? " micro-batch" : " micro-batches") << (!q.pipeline || q.pipeline->micro_batches == 0 ? " (auto)" : "")
         << " of " << ms(rep.result.stage.at(0).micro_batch)
-        << (syncs_every_micro_batch(rep.cost->recipe().zero) ? ", the last synchronization's exposed tail and the update "
+        << (syncs_every_micro_batch(highest_zero(rep.cost->recipe())) ? ", the last synchronization's exposed tail and the update "
                                                               : ", one synchronization and update ")
         << ms(e.once) << "\n";
   } else if (rep.pipelined) {
@@ -117,7 +117,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   // ZeRO 3 with every weight block under the persistence threshold shards
   // no weight between uses: stage 2 in all but name, and said so.
   const bool gathers = shards_weights(recipe.zero) && e.gathered_for_use > 0;
-  const bool all_whole = shards_weights(recipe.zero) && !gathers && e.buckets > 0;
+  const bool all_whole = shards_weights(recipe.zero) && !gathers && e.buckets > 0 && recipe.zero_weights.empty();
   out << "ZeRO stage            " << name(recipe.zero) << (q.zero ? "" : " (auto)")
       << (gathers                         ? ": weights, optimizer state and gradients sharded over each weight's data-parallel group"
           : shards_gradients(recipe.zero) ? ": optimizer state and gradients sharded over each weight's data-parallel group"
@@ -126,11 +126,15 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       << (all_whole ? ", every weight block kept whole between uses (under the persistence threshold): stage 2's communication" : "")
       << (syncs_every_micro_batch(recipe.zero) && rep.pipelined && rep.result.micro_batches > 1
               ? (gathers ? ", each micro-batch's weights gathered and gradients reduce-scattered" : ", each micro-batch's gradients reduce-scattered")
+          : syncs_every_micro_batch(highest_zero(recipe)) && rep.pipelined && rep.result.micro_batches > 1
+              ? ", the gradients of the weights at stages 2 and 3 reduce-scattered each micro-batch"
               : "")
       // A plan whose weights have no copies on several devices has nothing to shard.
       << (shards_optimizer(recipe.zero) && e.buckets == 0 ? " (here nothing: no weight has copies on several devices)" : "")
       << "\n";
-  if (shards_weights(recipe.zero) && e.buckets > 0)
+  if (const std::string groups = describe_zero_weights(recipe.zero, recipe.zero_weights); !groups.empty())
+    out << "  weight groups       " << groups << " (the other weights at " << name(recipe.zero) << ")\n";
+  if (shards_weights(highest_zero(recipe)) && e.buckets > 0)
     out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "")
         << (all_whole ? " (here every block)" : "") << "\n";
   out << "optimizer             " << name(recipe.optimizer) << " (" << optimizer_states(recipe.optimizer) << " FP32 state"
@@ -157,6 +161,10 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
           << (t.recipe.recompute_operators.empty() ? "" : " (" + std::to_string(t.recipe.recompute_operators.size()) + ")")
           << " ZeRO " << name(t.recipe.zero)
           << (t.recipe.zero_persistence_threshold > 0 ? " persist <" + std::to_string(t.recipe.zero_persistence_threshold) : std::string())
+          << [&] {
+               const auto other = std::count_if(t.recipe.zero_weights.begin(), t.recipe.zero_weights.end(), [&](const WeightZero& w) { return w.stage != t.recipe.zero; });
+               return other > 0 ? " (" + std::to_string(other) + " weight" + (other == 1 ? "" : "s") + " at another stage)" : std::string();
+             }()
           << (t.micro_batches > 1 ? " " + std::to_string(t.micro_batches) + " micro-batches" : "") << ": "
           << (t.feasible ? ms(t.time) : t.smallest_need > 0 ? "needs " + human_bytes(t.smallest_need) : std::string("infeasible"))
           << (t.again ? " (searched again)" : t.searched ? "" : " (re-priced)");
@@ -205,15 +213,19 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
   out << "model                 " << s.model << "\n"
       << "strategy              " << s.strategy << "\n"
       << "devices               " << rep.devices << (rep.gpu ? " (cuda" : " (cpu") << (rep.mpi ? ", MPI: one rank each)" : ", in-process)") << "\n";
+  const bool some_gathered = shards_weights(highest_zero(o.zero, o.zero_weights)) && s.result.buckets_gathered_for_use > 0;
   if (shards_optimizer(o.zero))
     out << "ZeRO stage            " << name(o.zero) << ": each gradient bucket reduce-scattered, its optimizer state and update split over its devices, the weights all-gathered"
-        << (shards_weights(o.zero) && s.result.buckets_gathered_for_use > 0 ? " before each forward and backward that reads them (one bucket per weight block)"
-                                                                            : " after the update")
-        << (shards_weights(o.zero) && s.result.buckets_gathered_for_use == 0
+        << (some_gathered && shards_weights(o.zero) ? " before each forward and backward that reads them (one bucket per weight block)"
+            : some_gathered                         ? " after the update, those at stage 3 before each forward and backward that reads them"
+                                                    : " after the update")
+        << (shards_weights(o.zero) && s.result.buckets_gathered_for_use == 0 && o.zero_weights.empty()
                 ? " (every weight block under the persistence threshold, kept whole between uses: stage 2's communication)"
                 : "")
         << "\n";
-  if (shards_weights(o.zero)) out << "  persistence         " << persistence(o.zero_persistence_threshold) << "\n";
+  if (const std::string groups = describe_zero_weights(o.zero, o.zero_weights); !groups.empty())
+    out << "  weight groups       " << groups << " (the other weights at " << name(o.zero) << ")\n";
+  if (shards_weights(highest_zero(o.zero, o.zero_weights))) out << "  persistence         " << persistence(o.zero_persistence_threshold) << "\n";
   if (o.recompute != Recompute::kNone)
     out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers, o.pipeline && o.pipeline->in_flight())
         << ": the backward pass re-runs what the policy does not keep\n";

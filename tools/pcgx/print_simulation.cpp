@@ -23,8 +23,10 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "strategy              " << f.search << " (" << label << ")\n"
             << "precision             " << name(recipe.precision) << "\n"
             << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers, sim.pipeline() && sim.pipeline()->in_flight()) << "\n"
-            << "ZeRO stage            " << name(recipe.zero) << "\n"
-            << "optimizer             " << name(recipe.optimizer) << "\n";
+            << "ZeRO stage            " << name(recipe.zero) << "\n";
+  if (const std::string groups = describe_zero_weights(recipe.zero, recipe.zero_weights); !groups.empty())
+    out << "  weight groups       " << groups << " (the other weights at " << name(recipe.zero) << ")\n";
+  out << "optimizer             " << name(recipe.optimizer) << "\n";
   if (recipe.attention != AttentionKernel::kEager) out << "attention             " << name(recipe.attention) << "\n";
   if (recipe.overlap_grad_input) out << "input gradients       " << overlap_grad_input_line(m) << "\n";
   if (recipe.overlap_param_gather) out << "weights after update  " << overlap_param_gather_line(m, recipe.zero, f.strategy.estimate.gathered_for_use > 0) << "\n";
@@ -55,10 +57,11 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << " in all, summed over links)\n"
             << "    gradient sync     " << ms(s.sync) << " of " << ms(s.sync_total) << " in " << s.buckets << " bucket"
             << (s.buckets == 1 ? "" : "s") << " on the critical path; the last ends " << ms(s.sync_past) << " after the backward pass"
-            << (!shards_weights(sim.recipe().zero) ? ""
-                : s.gathered_for_use > 0          ? ", with ZeRO 3's weight all-gathers before each use"
-                                                  : ", ZeRO 3 with every weight block kept whole between uses (stage 2's communication)")
-            << (shards_weights(sim.recipe().zero) && s.gathered_for_use > 0 && sim.recipe().zero_persistence_threshold > 0
+            << (!shards_weights(highest_zero(sim.recipe())) ? ""
+                : s.gathered_for_use > 0                   ? ", with ZeRO 3's weight all-gathers before each use"
+                : sim.recipe().zero_weights.empty()        ? ", ZeRO 3 with every weight block kept whole between uses (stage 2's communication)"
+                                                           : ", the weights at stage 3 kept whole between uses (stage 2's communication)")
+            << (shards_weights(highest_zero(sim.recipe())) && s.gathered_for_use > 0 && sim.recipe().zero_persistence_threshold > 0
                     ? " (blocks under " + std::to_string(sim.recipe().zero_persistence_threshold) + " parameters kept whole)"
                     : std::string())
             << "\n";

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
+#include "pcgx/pcg/training_recipe.h"
 
 namespace pcgx {
 
@@ -52,5 +53,17 @@ struct SourceLayouts {
 };
 
 SourceLayouts source_layouts(const Graph& g);
+
+// The ZeRO stage weight layout `t` trains at (training_recipe.h's
+// ZeroWeights): its Weight's, or, computed from several Weights, the
+// lowest of theirs (it is synchronized as one tensor: what all of them
+// shard at least).
+ZeroStage zero_of(const Graph& g, const TrainingRecipe& r, TensorRef t);
+// Per node, the stage each Weight trains at, as the runtime shards its
+// stored layout: its own, lowered to that of any weight layout computed
+// from it that an operator reads (zero_of), so that a Weight feeding a
+// Concat with a weight at a lower stage is sharded as the Concat is
+// synchronized. Other nodes: the plan's stage.
+std::vector<ZeroStage> weight_zero_stages(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& r);
 
 }  // namespace pcgx

@@ -128,6 +128,43 @@ inline bool shards_weights(ZeroStage z) { return z >= ZeroStage::k3; }
 // synchronizing once after the last (stages 0 and 1).
 inline bool syncs_every_micro_batch(ZeroStage z) { return shards_gradients(z); }
 
+// A ZeRO stage per weight group (PyTorch FSDP wraps each module with its
+// own sharding strategy: FULL_SHARD, SHARD_GRAD_OP): the weights named
+// here, by their Weight operators' names, train at their own stage; every
+// other weight at the plan's (TrainingRecipe::zero). Stages 1, 2 and 3 mix
+// freely: they run the same collectives on a bucket (reduce-scatter, a
+// block's update, an all-gather) and differ in what a device keeps
+// between uses (its gradient block only from 2, its weight block only at
+// 3) and in when (from 2, every micro-batch's gradients are synchronized
+// beside its backward pass; at 3 the weights are gathered before each
+// use). Stage 0 beside a sharded stage is refused (zero_weights_problem):
+// it would all-reduce and update whole where the others reduce-scatter,
+// while stage 1 moves the same bytes (a reduce-scatter and an all-gather
+// are an all-reduce's two halves) and keeps less. A weight layout computed
+// from several weights (a Concat a rewrite made) trains at the lowest of
+// their stages, and so do they (source_layout.h's zero_of and
+// weight_zero_stages).
+struct WeightZero {
+  std::string weight;  // a Weight operator's name
+  ZeroStage stage = ZeroStage::k1;
+  bool operator==(const WeightZero&) const = default;
+};
+// Sorted by weight name, each once.
+using ZeroWeights = std::vector<WeightZero>;
+
+// The stage of the weight named `weight` under a plan stage and its groups.
+ZeroStage zero_of(ZeroStage plan, const ZeroWeights& groups, std::string_view weight);
+// The highest stage any weight trains at (what a plan-wide limit checks:
+// pipeline stages shard at most the optimizer state).
+ZeroStage highest_zero(ZeroStage plan, const ZeroWeights& groups);
+// Why a plan stage and groups cannot train together (stage 0 beside a
+// sharded stage), or nullopt.
+std::optional<std::string> zero_weights_problem(ZeroStage plan, const ZeroWeights& groups);
+// "stage 2: 16 weights (block0.attn.key.W, block0.attn.key.b, ...); stage
+// 3: 1 weight (wte.table)": the weights whose stage differs from the
+// plan's, per stage, as a report lists them ("" where none does).
+std::string describe_zero_weights(ZeroStage plan, const ZeroWeights& groups);
+
 // The attention kernel a plan's runs use, in the vocabulary of Hugging
 // Face Transformers' attn_implementation:
 //
@@ -181,6 +218,9 @@ struct TrainingRecipe {
   // almost no memory. 0: every block is sharded (PyTorch FSDP's
   // FULL_SHARD).
   int64_t zero_persistence_threshold = 0;
+  // The weights training at another stage than `zero` (ZeroWeights above;
+  // empty: every weight at `zero`).
+  ZeroWeights zero_weights;
   // Under recompute operators: the names of the operators recomputed,
   // sorted, each once (names a graph does not have are ignored: a piece
   // of a split graph holds some of them).
@@ -217,8 +257,9 @@ struct TrainingRecipe {
 inline bool gathers_for_use(ZeroStage zero, int64_t persistence_threshold, int64_t block_elements) {
   return shards_weights(zero) && block_elements >= persistence_threshold;
 }
-inline bool gathers_for_use(const TrainingRecipe& r, int64_t block_elements) {
-  return gathers_for_use(r.zero, r.zero_persistence_threshold, block_elements);
-}
+
+// The stage of the weight named `weight`, and the highest any weight trains at.
+inline ZeroStage zero_of(const TrainingRecipe& r, std::string_view weight) { return zero_of(r.zero, r.zero_weights, weight); }
+inline ZeroStage highest_zero(const TrainingRecipe& r) { return highest_zero(r.zero, r.zero_weights); }
 
 }  // namespace pcgx

@@ -62,6 +62,12 @@ struct OptimizeRequest {
   // block up to it), the plan re-priced (mapped) under each, the fastest
   // that fits kept, stage 3 then chosen where it beats the stage kept.
   std::optional<int64_t> zero_persistence_threshold;
+  // Weight groups at their own ZeRO stage (training_recipe.h's
+  // ZeroWeights), each weight named by its name or a name pattern ('*' any
+  // run, '?' one character; search's zero_weight_stages, resolved on
+  // `model`), in every recipe tried; with `zero` open, only the plan stages
+  // they mix with are tried (a sharded group: 1, 2 and 3).
+  ZeroWeights zero_weights;
   // The optimizer the plan trains with (its state in memory, its update's
   // traffic): Adam unless said.
   OptimizerState optimizer = kDefaultOptimizer;
@@ -140,7 +146,10 @@ struct OptimizeReport {
   // the fewest of 1, 2, 4 or 8 micro-batches that fit (the fastest: it
   // adds no FLOPs, where recomputation re-runs the forward pass), among
   // plans the runtime runs; it competes with the rest on time. A stage
-  // where no count above one fits is not listed.
+  // where no count above one fits is not listed. Where ZeRO 2 or 3 was
+  // kept with the stage open and weight groups lowered to a stage that
+  // shards less paid (recipe_refinements.h's fastest_zero_groups), that
+  // mix is listed too, re-priced.
   std::vector<RecipeTried> tried;
   bool accumulation_failed = false;  // some accumulation search found no plan
   // At ZeRO stage 3: the persistence threshold was chosen among the plan's

@@ -590,7 +590,7 @@ class DeviceExecutor {
   // block of the step's gradient, and its whole gradients start again from
   // zero; synchronize_gradients() then (`last`, after the once-per-step
   // backward) adds the last micro-batch's and sends the other buckets.
-  bool syncs_micro_batches() const { return syncs_every_micro_batch(plan_.zero) && plan_.micro_batches > 1; }
+  bool syncs_micro_batches() const { return syncs_every_micro_batch(highest_zero(plan_.zero, plan_.zero_weights)) && plan_.micro_batches > 1; }
   void reduce_scatter_micro_batch(bool last = false);
   int64_t micro_batches_synced_ = 0;  // this step's
   // Under ZeRO: each ZeroBlock's `w` (the FP32 master block ZeRO keeps and

@@ -64,6 +64,9 @@ struct SyncBucket {
   // computed once per step, search's computed_weight_layout) is
   // reduce-scattered once, after the last. The two never share a bucket.
   bool every_micro_batch = false;
+  // The ZeRO stage of its weights (ExecutionPlan::zero_weights): a bucket
+  // holds weights of one stage.
+  ZeroStage zero = ZeroStage::k0;
 };
 
 inline constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;  // DDP's bucket_cap_mb = 25
@@ -134,6 +137,9 @@ struct ExecutionPlan {
   // after the update, in buckets, instead of before each use
   // (TrainingRecipe::zero_persistence_threshold; set_zero).
   int64_t zero_persistence_threshold = 0;
+  // The weights at another stage than `zero` (training_recipe.h's
+  // ZeroWeights), by their Weight operators' names.
+  ZeroWeights zero_weights;
   // What the backward pass recomputes (set_recompute); none by default.
   Recompute recompute = Recompute::kNone;
   int32_t recompute_layers = kAllLayers;  // under full: how many layers (training_recipe.h)
@@ -229,8 +235,11 @@ double sharded_sync_extra_bytes(const ExecutionPlan& plan);
 // before each use, and the smaller blocks fill buckets of `bucket_bytes`
 // per group of devices, gathered after the update as at stage 2
 // (DeepSpeed gathers its persistent parameters in one coalesced
-// all-gather after the step).
-void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold, double bucket_bytes);
+// all-gather after the step). Each weight at its own stage where `groups`
+// names it (sorted here; stage 0 beside a sharded stage is a FieldError
+// naming TrainOptions.zero_weights), lowered to that of a weight layout
+// computed from it (pcg's weight_zero_stages), each bucket of one stage.
+void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold, const ZeroWeights& groups, double bucket_bytes);
 
 // The devices a strategy needs: 1 + the highest device any task runs on.
 int devices_needed(const Graph& g, std::span<const MachineView> views);

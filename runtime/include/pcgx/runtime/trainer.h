@@ -49,6 +49,8 @@ struct TrainOptions {
   // At stage 3, weight blocks of fewer parameters stay whole, gathered after
   // the update (TrainingRecipe::zero_persistence_threshold).
   int64_t zero_persistence_threshold = 0;
+  // The weights at another stage (TrainingRecipe::zero_weights).
+  ZeroWeights zero_weights;
   // Activation recomputation (pcg/training_recipe.h): the backward pass
   // re-runs what the policy does not keep (device_executor.h); the
   // gradients are the same bits as keeping everything.

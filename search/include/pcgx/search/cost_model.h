@@ -176,7 +176,7 @@ int64_t node_slices(const Graph& g, const Node& n);
 
 // What a step sends beyond pcg/step_communication.h's step_bytes (which
 // counts every weight block's all-reduce, 2 (r - 1) x its bytes over its r
-// holders) under the recipe's ZeRO stage: at stage 3 each weight block
+// holders) under each weight's ZeRO stage (the recipe's, or its group's): at stage 3 each weight block
 // gathered for use is all-gathered twice and reduce-scattered once, one
 // all-gather more, (r - 1) x its bytes; over micro-batches (stages 2 and
 // 3) each block is reduce-scattered, and at stage 3 gathered twice, by

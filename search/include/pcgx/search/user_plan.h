@@ -115,6 +115,7 @@ struct UserPlan {
   std::vector<std::string> recompute_operators;
   std::optional<ZeroStage> zero;
   std::optional<int64_t> zero_persistence_threshold;  // with zero 3: blocks of fewer parameters kept whole
+  ZeroWeights zero_weights;  // weights by name or pattern at their own stage (zero_weight_stages)
   std::optional<OptimizerState> optimizer;  // sgd, momentum, adam: its state and update priced (optimizer_state.h)
   std::optional<AttentionKernel> attention;  // eager, flash, fused (training_recipe.h)
   std::optional<bool> overlap_grad_input;    // TrainingRecipe::overlap_grad_input
@@ -166,6 +167,13 @@ UserPlan load_plan(const std::string& path);
 // (read after the backward pass, never recomputed: a pattern naming others
 // too leaves them out).
 std::vector<std::string> recompute_operator_names(const Graph& model, std::span<const std::string> patterns, const std::string& what);
+
+// The weights of `model` (its Weight operators) that `groups` names by name
+// or name pattern, each with its group's stage, sorted by name, each once:
+// what TrainingRecipe::zero_weights holds. Throws FieldError naming `what`
+// for a pattern naming no weight, or a weight two patterns give different
+// stages.
+ZeroWeights zero_weight_stages(const Graph& model, const ZeroWeights& groups, const std::string& what);
 
 // `name` with its layer number (PlanSelector::layers) replaced by '*'
 // ("block3.attn.query" -> "block*.attn.query"), or "" when it has none.
