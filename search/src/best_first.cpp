@@ -124,7 +124,7 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
         },
         [&] {
           try {
-            auto e = tuned_expert_choice(from, cx.mapper);
+            auto e = tuned_expert_choice(from, cx.mapper, false, cx.options.transformer_chunk);
             if (!e) return;
             expert = ex.simplify(e->second);
             // And at its degree with Korthikanti et al.'s sequence
@@ -134,7 +134,7 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
             // cheaper step at a time.
             const CostModel& cost = cx.mapper.cost();
             if (e->first > 1 && cx.options.seed_sequence_parallel)
-              if (auto s = search::expert(from, cost.machine(), cost.devices(), e->first, true)) sequence_parallel = ex.simplify(*s);
+              if (auto s = search::expert(from, cost.machine(), cost.devices(), e->first, true, cx.options.transformer_chunk)) sequence_parallel = ex.simplify(*s);
           } catch (const Error&) {
           }
         },

@@ -216,6 +216,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   const std::vector<NodeId> order = compute_order(model);
   const size_t cuts = valid_cuts(model, order).size();
   const auto counts = stage_counts(devices, cuts, po);
+  const bool transformer = expert_family(model) == "transformer";  // (its chunks: SearchOptions::transformer_chunk)
   try {  // an operator that cannot take micro-batches rules out every plan
     pipelined(model, po.micro_batches > 0 ? po.micro_batches : 2, true);
   } catch (const Error& e) {
@@ -234,7 +235,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   PipelineResult result;
   std::mutex progress_mutex;  // chunks searched side by side report through one callback
   Plan best;
-  std::string why = "no stage count tried";
+  // Why each shape tried was refused, in the order tried (the error names
+  // them all, so that a user sees what each stage count ran into).
+  std::vector<std::string> refused;
   std::vector<std::pair<int64_t, int64_t>> shapes;  // (stages, virtual stages) tried
   for (const int64_t S : counts)
     for (const int64_t v : virtual_counts(S, cuts, po)) shapes.emplace_back(S, v);
@@ -376,6 +379,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             // layers only), under each boundary option.
             ch.hash = options.plan ? hash_mix(hash_mix(graph_hash(ch.graph), p), c) : graph_hash(ch.graph);
             ch.options = options;
+            ch.options.transformer_chunk = transformer;  // (a chunk of only its ends: the vocabulary-parallel seed)
             ch.options.layout_search = false;  // priced before the chunk is sliced
             const std::string phase = "pipeline " + std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : "") + ", " +
                                       std::to_string(M) + " micro-batches, stage " +
@@ -442,7 +446,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             searched.push_back(r);
           }
         } catch (const Error& e) {
-          why = std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
+          refused.push_back(std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " +
+                            std::to_string(M) + " micro-batches: " + e.what());
           continue;
         }
         Plan plan;
@@ -538,15 +543,21 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
           plan.time = t.time, plan.slowest = t.slowest, plan.update = t.update, plan.gather_wait = t.gather_wait;
           plan.stage_time = std::move(t.stage_time), plan.steps = t.steps;
         } catch (const Error& e) {
-          why = std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " + std::to_string(M) + " micro-batches: " + e.what();
+          refused.push_back(std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " +
+                            std::to_string(M) + " micro-batches: " + e.what());
           continue;
         }
         if (plan.time < best.time) best = std::move(plan);
       }
     }
   }
-  if (best.time == kInf)  // (a written plan's: named, as its other mistakes are)
+  if (best.time == kInf) {  // (a written plan's: named, as its other mistakes are)
+    std::string why = refused.empty() ? "no stage count tried" : refused.front();
+    constexpr size_t kListed = 6;
+    for (size_t i = 1; i < refused.size() && i < kListed; ++i) why += "; " + refused[i];
+    if (refused.size() > kListed) why += "; and " + std::to_string(refused.size() - kListed) + " more";
     throw Error((options.plan ? options.plan->source + ": " : std::string()) + "pipeline: no feasible pipelined strategy (" + why + ")");
+  }
 
   // One PCG: the stages joined, views offset to each stage's devices.
   std::vector<JoinPart> parts;

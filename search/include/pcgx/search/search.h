@@ -78,6 +78,12 @@ struct SearchOptions {
   // sequence (a post-norm's split, BERT's, is out of their reach one
   // cheaper step at a time: docs/search.md).
   bool seed_sequence_parallel = true;
+  // unity: the graph is a pipeline chunk of a transformer (set by the
+  // pipeline search, pipeline.h), so that a chunk holding only its
+  // embeddings or only its head and loss starts from Megatron-LM's
+  // vocabulary-parallel plan too (baselines.h's chunk_of_transformer), as
+  // --search megatron and expert give it.
+  bool transformer_chunk = false;
   std::shared_ptr<const UserPlan> plan;  // plan: what it lowers (user_plan.h)
   // plan: rewrite each conversion as its cheapest sequence of parallel
   // operators (layout_search.h). Off for a pipeline's chunks, whose
