@@ -394,9 +394,9 @@ std::set<std::string> recomputed_names(const Graph& g, const TrainingRecipe& rec
 }
 
 // ZeRO groups (fastest_zero_groups): the weights of `g` by layer pattern,
-// the groups with fewest parameters first; each group lowered, the lowest
-// stage first, under the recipe kept so far, `taken` pricing it (true:
-// faster and fitting, kept). Where any group moved, the recipe kept is
+// the groups with fewest parameters first; each group at each lower
+// stage, under the recipe kept so far, `taken` pricing it (true: faster
+// than the plan kept and fitting, kept). Where any group moved, the recipe kept is
 // listed among the recipes tried.
 namespace {
 template <class Taken>
@@ -420,15 +420,20 @@ void lower_zero_groups(const Graph& g, OptimizeReport& out, Taken&& taken) {
   for (const auto& [pattern, x] : by_pattern) order.push_back(&x);
   std::stable_sort(order.begin(), order.end(), [](const Group* a, const Group* b) { return a->parameters < b->parameters; });
   bool moved = false;
-  for (const Group* group : order)
-    for (auto lower = ZeroStage::k1; lower < best.zero; lower = static_cast<ZeroStage>(static_cast<int>(lower) + 1)) {
-      TrainingRecipe recipe = best;
+  for (const Group* group : order) {
+    // Each lower stage from the recipe before this group; `taken` keeps a
+    // later one only where it beats the one taken before (stage 1 skips
+    // the reduce-scatters of the micro-batches but the last, where stage
+    // 2 may hide them behind the backward passes).
+    const TrainingRecipe base = best;
+    for (auto lower = ZeroStage::k1; lower < base.zero; lower = static_cast<ZeroStage>(static_cast<int>(lower) + 1)) {
+      TrainingRecipe recipe = base;
       for (const std::string& w : group->weights) recipe.zero_weights.push_back({w, lower});
       std::sort(recipe.zero_weights.begin(), recipe.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
       if (!taken(recipe)) continue;
       best = std::move(recipe), moved = true;
-      break;
     }
+  }
   if (!moved) return;
   RecipeTried tried{best, true, out.result.search.strategy.estimate.time, 0, out.result.micro_batches};
   tried.searched = false;

@@ -42,9 +42,9 @@ void fastest_persistence_threshold_pipelined(const OptimizeRequest& q, const sea
 
 // At ZeRO stage 2 or 3 chosen for the whole plan (no group stated): weight
 // groups (the weights whose names differ only in their layer number,
-// search's layer_pattern), the smallest first, each lowered to a stage
-// that shards less (1, then 2 from 3) where the plan, re-priced, still
-// fits and is faster; one line among the recipes tried where any group
+// search's layer_pattern), the smallest first, each tried at the stages
+// that shard less (1, and 2 from 3), the fastest kept where the plan,
+// re-priced, still fits and is faster; one line among the recipes tried where any group
 // moved. Over micro-batches (one stage), each the plan found lowered
 // again, as the persistence threshold is: a group at stage 1 is
 // synchronized once per step instead of in every micro-batch.
