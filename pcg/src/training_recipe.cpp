@@ -57,6 +57,19 @@ std::optional<std::string> zero_weights_problem(ZeroStage plan, const ZeroWeight
   return std::nullopt;
 }
 
+std::optional<std::string> zero_weights_problem(std::optional<ZeroStage> plan, const ZeroWeights& groups) {
+  if (plan) return zero_weights_problem(*plan, groups);
+  const auto at0 = std::find_if(groups.begin(), groups.end(), [](const WeightZero& w) { return w.stage == ZeroStage::k0; });
+  const auto sharded = std::find_if(groups.begin(), groups.end(), [](const WeightZero& w) { return w.stage != ZeroStage::k0; });
+  if (at0 == groups.end() || sharded == groups.end()) return std::nullopt;
+  return "weight " + at0->weight + " at ZeRO stage 0 beside " + sharded->weight + " at " + name(sharded->stage) +
+         ": stage 0 cannot mix with a sharded stage (at stage 1 it moves the same bytes and keeps less)";
+}
+
+void sort_zero_weights(ZeroWeights& groups) {
+  std::sort(groups.begin(), groups.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+}
+
 std::string describe_zero_weights(ZeroStage plan, const ZeroWeights& groups) {
   std::string out;
   for (const ZeroStage z : kZeroStages) {

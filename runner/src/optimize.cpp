@@ -111,15 +111,7 @@ void validate(const OptimizeRequest& q) {
   }
   // Against the stated stage, or, open, against one another (groups at 0
   // and at a sharded stage mix with no plan stage).
-  if (q.zero) {
-    if (const auto why = zero_weights_problem(*q.zero, q.zero_weights)) throw FieldError("OptimizeRequest.zero_weights", *why);
-  } else {
-    const auto at0 = std::find_if(q.zero_weights.begin(), q.zero_weights.end(), [](const WeightZero& w) { return w.stage == ZeroStage::k0; });
-    const auto sharded = std::find_if(q.zero_weights.begin(), q.zero_weights.end(), [](const WeightZero& w) { return w.stage != ZeroStage::k0; });
-    if (at0 != q.zero_weights.end() && sharded != q.zero_weights.end())
-      throw FieldError("OptimizeRequest.zero_weights", "weight " + at0->weight + " at ZeRO stage 0 beside " + sharded->weight + " at " + name(sharded->stage) +
-                                                           ": stage 0 cannot mix with a sharded stage (at stage 1 it moves the same bytes and keeps less)");
-  }
+  if (const auto why = zero_weights_problem(q.zero, q.zero_weights)) throw FieldError("OptimizeRequest.zero_weights", *why);
   // One stage accumulating over micro-batches (PipelineOptions::stages 1)
   // may shard the gradients: each micro-batch's are reduce-scattered
   // (training_recipe.h's syncs_every_micro_batch).

@@ -20,6 +20,13 @@ namespace pcgx::runner {
 
 namespace {
 
+// The kind of an operator or weight: its name with the layer number as
+// '*' ("block*.mlp.intermediate"); one outside any layer, its own.
+std::string kind_of(const std::string& name) {
+  std::string pattern = search::layer_pattern(name);
+  return pattern.empty() ? name : pattern;
+}
+
 // Full recomputation chosen (none and selective left no plan): the fewest
 // layers recomputed that still fit, Megatron-LM's block method. Recomputing
 // fewer layers keeps more activations and re-runs less, so memory falls and
@@ -137,8 +144,7 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
       start.insert(n.name);
       continue;
     }
-    const std::string pattern = search::layer_pattern(n.name);
-    kinds[pattern.empty() ? n.name : pattern].push_back(&n);
+    kinds[kind_of(n.name)].push_back(&n);
   }
   auto recipe_of = [&](const std::set<std::string>& names) {
     TrainingRecipe r = chosen;
@@ -410,8 +416,7 @@ void lower_zero_groups(const Graph& g, OptimizeReport& out, Taken&& taken) {
   std::map<std::string, Group> by_pattern;
   for (const Node& n : g.nodes())
     if (n.op->is_weight && !n.name.empty()) {
-      const std::string pattern = search::layer_pattern(n.name);  // (a weight outside any layer: its own group)
-      Group& x = by_pattern[pattern.empty() ? n.name : pattern];
+      Group& x = by_pattern[kind_of(n.name)];
       x.parameters += n.outputs[0].num_elements();
       x.weights.push_back(n.name);
     }
@@ -429,7 +434,7 @@ void lower_zero_groups(const Graph& g, OptimizeReport& out, Taken&& taken) {
     for (auto lower = ZeroStage::k1; lower < base.zero; lower = static_cast<ZeroStage>(static_cast<int>(lower) + 1)) {
       TrainingRecipe recipe = base;
       for (const std::string& w : group->weights) recipe.zero_weights.push_back({w, lower});
-      std::sort(recipe.zero_weights.begin(), recipe.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+      sort_zero_weights(recipe.zero_weights);
       if (!taken(recipe)) continue;
       best = std::move(recipe), moved = true;
     }

@@ -133,7 +133,7 @@ void set_zero(ExecutionPlan& plan, ZeroStage zero, int64_t persistence_threshold
   if (const auto why = zero_weights_problem(zero, groups)) throw FieldError("TrainOptions.zero_weights", *why);
   plan.zero = zero;
   plan.zero_weights = groups;
-  std::sort(plan.zero_weights.begin(), plan.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+  sort_zero_weights(plan.zero_weights);
   plan.zero_persistence_threshold = shards_weights(highest_zero(zero, groups)) ? persistence_threshold : 0;
   plan.buckets = sync_buckets(plan, bucket_bytes);
 }

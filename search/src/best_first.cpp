@@ -248,7 +248,7 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
         for (const Node& n : pg.graph.nodes())
           if (const auto it = pg.names.find(n.name); n.op->is_weight && it != pg.names.end())
             if (const ZeroStage z = zero_of(r, it->second); z != r.zero) zero.push_back({n.name, z});
-        std::sort(zero.begin(), zero.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+        sort_zero_weights(zero);
         for (const WeightZero& w : zero) named = hash_mix(hash_mix(named, hash_string(w.weight)), 0x2E0 + static_cast<uint64_t>(w.stage));
       }
       graphs[p].push_back(std::move(pg));

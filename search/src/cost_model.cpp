@@ -105,7 +105,7 @@ CostModel::CostModel(Machine machine, Efficiency efficiency, Profile profile, Co
     : machine_(std::move(machine)), efficiency_(std::move(efficiency)), profile_(std::move(profile)), comm_(comm), recipe_(recipe),
       relayouts_(std::make_shared<RelayoutCache>()) {
   // (zero_of looks a weight's group up by name in the sorted list.)
-  std::sort(recipe_.zero_weights.begin(), recipe_.zero_weights.end(), [](const WeightZero& a, const WeightZero& b) { return a.weight < b.weight; });
+  sort_zero_weights(recipe_.zero_weights);
   for (const LinkLevel& l : machine_.links)
     if (l.span > 0) period_ = std::lcm(period_, l.span);
   // Fitted figures replace the machine file's.

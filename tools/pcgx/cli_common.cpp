@@ -175,6 +175,11 @@ std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {
   return parse_choice_or_auto<ZeroStage>(text, "--zero", "ZeRO stage", kZeroStages, [](ZeroStage z) { return name(z); }, allow_auto);
 }
 
+std::string weight_groups_line(ZeroStage plan, const ZeroWeights& groups) {
+  const std::string listed = describe_zero_weights(plan, groups);
+  return listed.empty() ? std::string() : "  weight groups       " + listed + " (the other weights at " + name(plan) + ")\n";
+}
+
 ZeroWeights parse_zero_weights(const std::vector<std::string>& items) {
   ZeroWeights out;
   for (const std::string& item : items) {

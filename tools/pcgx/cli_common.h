@@ -107,6 +107,10 @@ std::string overlap_grad_input_line(const Machine& m);
 std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gathered_for_use);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
+// "  weight groups       stage 2: ... (the other weights at 1)\n", the
+// line a report gives weights at another stage than the plan's; "" where
+// none is.
+std::string weight_groups_line(ZeroStage plan, const ZeroWeights& groups);
 // --zero-weights: PATTERN=STAGE items, each stage 0-3 (the patterns
 // resolved on the model later: search's zero_weight_stages).
 ZeroWeights parse_zero_weights(const std::vector<std::string>& items);

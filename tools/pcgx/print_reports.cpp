@@ -132,8 +132,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
       // A plan whose weights have no copies on several devices has nothing to shard.
       << (shards_optimizer(recipe.zero) && e.buckets == 0 ? " (here nothing: no weight has copies on several devices)" : "")
       << "\n";
-  if (const std::string groups = describe_zero_weights(recipe.zero, recipe.zero_weights); !groups.empty())
-    out << "  weight groups       " << groups << " (the other weights at " << name(recipe.zero) << ")\n";
+  out << weight_groups_line(recipe.zero, recipe.zero_weights);
   if (shards_weights(highest_zero(recipe)) && e.buckets > 0)
     out << "  persistence         " << persistence(recipe.zero_persistence_threshold) << (rep.persistence_chosen ? " (auto)" : "")
         << (all_whole ? " (here every block)" : "") << "\n";
@@ -223,8 +222,7 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
                 ? " (every weight block under the persistence threshold, kept whole between uses: stage 2's communication)"
                 : "")
         << "\n";
-  if (const std::string groups = describe_zero_weights(o.zero, o.zero_weights); !groups.empty())
-    out << "  weight groups       " << groups << " (the other weights at " << name(o.zero) << ")\n";
+  out << weight_groups_line(o.zero, o.zero_weights);
   if (shards_weights(highest_zero(o.zero, o.zero_weights))) out << "  persistence         " << persistence(o.zero_persistence_threshold) << "\n";
   if (o.recompute != Recompute::kNone)
     out << "recompute             " << describe_recompute(o.recompute, o.recompute_layers, o.pipeline && o.pipeline->in_flight())

@@ -24,8 +24,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
             << "precision             " << name(recipe.precision) << "\n"
             << "recompute             " << describe_recompute(recipe.recompute, recipe.recompute_layers, sim.pipeline() && sim.pipeline()->in_flight()) << "\n"
             << "ZeRO stage            " << name(recipe.zero) << "\n";
-  if (const std::string groups = describe_zero_weights(recipe.zero, recipe.zero_weights); !groups.empty())
-    out << "  weight groups       " << groups << " (the other weights at " << name(recipe.zero) << ")\n";
+  out << weight_groups_line(recipe.zero, recipe.zero_weights);
   out << "optimizer             " << name(recipe.optimizer) << "\n";
   if (recipe.attention != AttentionKernel::kEager) out << "attention             " << name(recipe.attention) << "\n";
   if (recipe.overlap_grad_input) out << "input gradients       " << overlap_grad_input_line(m) << "\n";

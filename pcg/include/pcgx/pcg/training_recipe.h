@@ -158,8 +158,13 @@ ZeroStage zero_of(ZeroStage plan, const ZeroWeights& groups, std::string_view we
 // pipeline stages shard at most the optimizer state).
 ZeroStage highest_zero(ZeroStage plan, const ZeroWeights& groups);
 // Why a plan stage and groups cannot train together (stage 0 beside a
-// sharded stage), or nullopt.
+// sharded stage), or nullopt; with the plan's stage open (nullopt), why
+// the groups cannot train together whatever it is (groups at 0 beside
+// sharded ones).
 std::optional<std::string> zero_weights_problem(ZeroStage plan, const ZeroWeights& groups);
+std::optional<std::string> zero_weights_problem(std::optional<ZeroStage> plan, const ZeroWeights& groups);
+// Sorts groups by weight name, as zero_of looks them up.
+void sort_zero_weights(ZeroWeights& groups);
 // "stage 2: 16 weights (block0.attn.key.W, block0.attn.key.b, ...); stage
 // 3: 1 weight (wte.table)": the weights whose stage differs from the
 // plan's, per stage, as a report lists them ("" where none does).
