@@ -1,6 +1,8 @@
 #include "pcgx/pcg/source_layout.h"
 
 #include <algorithm>
+#include <array>
+#include <set>
 
 namespace pcgx {
 
@@ -60,6 +62,68 @@ SourceLayouts source_layouts(const Graph& g) {
       for (NodeId c : chain) s.stored[static_cast<size_t>(c)] = 1;
   }
   return s;
+}
+
+std::optional<WeightCopy> weight_copy(const Graph& g, TensorRef t) {
+  const ParallelTensorShape& s = g.shape(t);
+  WeightCopy c;
+  c.weight_dim.resize(s.dims.size());
+  for (size_t k = 0; k < s.dims.size(); ++k) c.weight_dim[k] = static_cast<int64_t>(k);
+  // Walk back to the Weight, carrying each layout dimension to the
+  // dimension of the tensor reached.
+  NodeId at = t.node;
+  for (;;) {
+    const Node& n = g.node(at);
+    if (n.op->is_weight) break;
+    if (n.inputs.size() != 1 || n.outputs.size() != 1) return std::nullopt;
+    if (n.op->permutes) {
+      const std::vector<int64_t> perm = n.op->permutes(n.attrs);
+      if (perm.size() != s.dims.size()) return std::nullopt;
+      for (int64_t& d : c.weight_dim) d = perm[static_cast<size_t>(d)];
+    } else if (!n.op->is_shard_level(n.attrs) || !keeps_value(n.op->data_move)) {
+      return std::nullopt;
+    }
+    at = n.inputs[0].node;
+  }
+  if (g.node(at).outputs[0].dims.size() != s.dims.size() || s.dims.size() > 8) return std::nullopt;
+  c.weight = at;
+  c.replica = s.replica;
+  c.degrees.assign(s.dims.size(), 1);
+  for (size_t k = 0; k < s.dims.size(); ++k) c.degrees[static_cast<size_t>(c.weight_dim[k])] = s.dims[k].degree;
+  return c;
+}
+
+std::map<TensorRef, TensorRef> parameter_copies(const Graph& g, const SourceLayouts& layouts) {
+  std::map<TensorRef, TensorRef> out;
+  std::set<TensorRef> seen;
+  std::map<NodeId, std::vector<std::pair<TensorRef, WeightCopy>>> first;  // per Weight
+  for (const Node& n : g.nodes()) {
+    if (n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id)) continue;
+    for (const TensorRef& t : n.inputs) {
+      if (!layouts.weight(t) || !seen.insert(t).second) continue;
+      std::optional<WeightCopy> c = weight_copy(g, t);
+      if (!c) continue;
+      auto& earlier = first[c->weight];
+      const auto same = std::find_if(earlier.begin(), earlier.end(), [&](const auto& f) { return f.second.same_parameter(*c); });
+      if (same != earlier.end()) out.emplace(t, same->first);
+      else earlier.emplace_back(t, std::move(*c));
+    }
+  }
+  return out;
+}
+
+int64_t WeightCopy::weight_block(const ParallelTensorShape& s, int64_t shard) const {
+  const int64_t blocks = s.num_blocks();
+  int64_t b = shard % blocks, out = 0;
+  // The layout's block coordinates (the last dimension fastest), each put
+  // at its Weight dimension; then the Weight's index over `degrees`.
+  std::array<int64_t, 8> at{};
+  for (size_t k = s.dims.size(); k-- > 0;) {
+    at[static_cast<size_t>(weight_dim[k])] = b % s.dims[k].degree;
+    b /= s.dims[k].degree;
+  }
+  for (size_t j = 0; j < degrees.size(); ++j) out = out * degrees[j] + at[j];
+  return out;
 }
 
 namespace {

@@ -107,7 +107,9 @@ void validate(const OptimizeRequest& q) {
   if (q.zero_persistence_threshold) {
     if (*q.zero_persistence_threshold < 0) throw FieldError("OptimizeRequest.zero_persistence_threshold", "must not be negative");
     if (q.zero && !shards_weights(highest_zero(*q.zero, q.zero_weights)))
-      throw FieldError("OptimizeRequest.zero_persistence_threshold", std::string("applies to ZeRO stage 3 (OptimizeRequest.zero), not ") + name(*q.zero));
+      throw FieldError("OptimizeRequest.zero_persistence_threshold",
+                       std::string("applies to ZeRO stage 3 (OptimizeRequest.zero, or a weight group's in OptimizeRequest.zero_weights), not ") +
+                           name(*q.zero) + (q.zero_weights.empty() ? "" : " with no group at 3"));
   }
   // Against the stated stage, or, open, against one another (groups at 0
   // and at a sharded stage mix with no plan stage).

@@ -161,6 +161,13 @@ bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, Tensor
   return layouts.weight(t) && !g.node(t.node).op->is_weight && !layouts.stored[static_cast<size_t>(t.node)];
 }
 
+std::set<TensorRef> synchronized_as_copies(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
+  std::set<TensorRef> out;
+  for (const auto& [copy, of] : parameter_copies(g, layouts))
+    if (!gathers_for_use(zero_of(g, recipe, of), recipe.zero_persistence_threshold, g.shape(of).shard_elements())) out.insert(copy);
+  return out;
+}
+
 int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, const Node& reader, TensorRef t) {
   if (!syncs_every_micro_batch(zero_of(g, recipe, t)) || computed_weight_layout(g, layouts, t)) return 1;
   return node_slices(g, reader);
@@ -171,7 +178,9 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
   if (!shards_weights(highest) && !syncs_every_micro_batch(highest)) return 0.0;
   const Graph& g = p.graph();
   double out = 0;
-  std::set<TensorRef> seen;  // each weight layout counted at its first compute reader, which synchronizes it
+  // Each weight layout counted at its first compute reader, which
+  // synchronizes it; a parameter's copy at its first layout's.
+  std::set<TensorRef> seen = synchronized_as_copies(g, layouts, recipe);
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id)) continue;
     for (const TensorRef& w : n.inputs) {

@@ -78,13 +78,16 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
     fused_tail[static_cast<size_t>(n.id)] = *tail;
     is_tail[static_cast<size_t>(*tail)] = 1;
   }
-  // A weight layout's gradient is synchronized by its first compute reader.
+  // A weight layout's gradient is synchronized by its first compute
+  // reader, a parameter's (read through several layouts) by its first
+  // layout's.
+  copies = synchronized_as_copies(g, layouts, cost.recipe());
   syncs.resize(g.size());
   for (const Node& n : g.nodes()) {
     if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kCompute) continue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const TensorRef t = n.inputs[i];
-      if (!layouts.weight(t)) continue;
+      if (!layouts.weight(t) || copies.count(t)) continue;
       NodeId first = -1;
       for (const auto& [c, idx] : consumers[static_cast<size_t>(t.node)])
         if (g.node(c).inputs[static_cast<size_t>(idx)] == t && g.node(c).op->op_class == OpClass::kCompute) {
@@ -326,9 +329,11 @@ Seconds Problem::parallel_seconds(const Placement& p, NodeId id, int64_t lo) con
 }
 
 double Problem::update_seconds(const Placement& p, NodeId id, int64_t lo) const {
+  // Each weight layout updated once, by the node synchronizing it (its
+  // first compute reader; a parameter's copy by its first layout's).
   double bytes = 0;
-  for (const TensorRef& i : g.node(id).inputs) {
-    if (!layouts.weight(i)) continue;
+  for (size_t k : syncs[static_cast<size_t>(id)]) {
+    const TensorRef i = g.node(id).inputs[k];
     double share = shard_bytes(g.shape(i));
     if (shards_optimizer(cost.recipe().zero))
       if (const auto s = cost.sync_group(p, i, lo)) share /= static_cast<double>(s->group.size);
@@ -346,9 +351,8 @@ double Problem::update_seconds_on(const Placement& p, NodeId id, int64_t device)
   double bytes = 0;
   for (int64_t t = 0; t < tt.tasks; ++t) {
     if (dev[static_cast<size_t>(t)] != device) continue;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
+    for (size_t i : syncs[static_cast<size_t>(id)]) {
       const TensorRef w = n.inputs[i];
-      if (!layouts.weight(w)) continue;
       const ParallelTensorShape& s = g.shape(w);
       const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i], blocks = s.num_blocks();
       if (!seen.insert({i, sharded ? shard % blocks : shard}).second) continue;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -99,6 +100,11 @@ struct Problem {
   std::vector<NodeId> fused_tail;            // per node: the parallel node it forms one collective with, or -1
   std::vector<char> is_tail;
   std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
+  // Weight layouts holding a parameter an earlier layout holds
+  // (source_layout.h's parameter_copies: a tied head's transposed
+  // table): synchronized and updated as that one, not again; under ZeRO 3
+  // a block gathered for use is still gathered, and synchronized, per layout.
+  std::set<TensorRef> copies;
   RecomputePlan recompute;                   // the cost model's recipe on g
   AttentionKernels kernels;                  // under flash or fused attention (training_recipe.h); none otherwise
   std::vector<uint64_t> local;               // local hashes
@@ -176,8 +182,10 @@ struct Problem {
   bool gathers_for_use(NodeId id) const;
   // cost_model.h's zero_extra_bytes of this problem's graph and recipe.
   double zero_extra_bytes(const Placement& p) const;
-  // The optimizer update of the weights compute node `id` reads, on one of
-  // its devices: all of each, or 1/r of it under ZeRO (r: its sync group).
+  // The optimizer update of the weights compute node `id` synchronizes
+  // (`syncs`: each weight layout updated by its first reader, once), on
+  // one of its devices: all of each, or 1/r of it under ZeRO (r: its sync
+  // group).
   double update_seconds(const Placement& p, NodeId id, int64_t lo) const;
   // The same where several of the node's tasks share `device` (co-shard):
   // each weight shard the device's tasks read updated once, or under ZeRO

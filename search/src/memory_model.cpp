@@ -120,6 +120,23 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     return it->second;
   };
   std::set<std::pair<TensorRef, int64_t>> weights_held;
+  // A parameter read through several layouts (source_layout.h's
+  // parameter_copies: a tied head's transposed table) is held once per
+  // device per block of it, however many of the layouts' shards there
+  // hold that block: (its first layout, the Weight's block, device).
+  const std::map<TensorRef, TensorRef> copies = parameter_copies(g, layouts);
+  std::map<TensorRef, WeightCopy> copy_of;
+  for (const auto& [c, of] : copies)
+    for (const TensorRef& t : {c, of}) copy_of.emplace(t, *weight_copy(g, t));
+  std::set<std::tuple<TensorRef, int64_t, int64_t>> parameter_held;
+  // Whether shard `shard` of weight layout w, on d, is the first of its
+  // parameter's block there (always, for a parameter read once).
+  auto first_of_parameter = [&](TensorRef w, int64_t shard, int64_t d) {
+    const auto it = copy_of.find(w);
+    if (it == copy_of.end()) return true;
+    const auto rep = copies.find(w);
+    return parameter_held.insert({rep == copies.end() ? w : rep->second, it->second.weight_block(g.shape(w), shard), d}).second;
+  };
   std::set<std::tuple<TensorRef, int64_t, int64_t>> blocks_held;  // (weight, block, device) under ZeRO
   // ZeRO 3: per device, the weights each operator gathers there, in model
   // order (two operators' at most are held at once: cost_model.h).
@@ -154,8 +171,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
           // (several tasks on one device) each; what ZeRO shards, once per
           // block a device holds.
           const ZeroStage z = zero_of(g, recipe, w);
-          if (weights_held.insert({w, shard}).second) per_shard(d, z, g.shape(w));
-          if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, z, g.shape(w), group);
+          if (weights_held.insert({w, shard}).second && first_of_parameter(w, shard, d)) {
+            per_shard(d, z, g.shape(w));
+            if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, z, g.shape(w), group);
+          }
           if (weight_sharded(z, g.shape(w)) && group > 1 && d >= 0 && d < devices && gathered_here.insert({w, shard % g.shape(w).num_blocks(), d}).second) {
             auto& list = gathered[static_cast<size_t>(d)];
             if (list.empty() || list.back().first != n.id) list.emplace_back(n.id, 0.0);

@@ -340,7 +340,11 @@ TEST(SimulateCommand, ZeroPersistenceThresholdIsRecordedSimulatedAndTrained) {
                            "error: --zero-persistence-threshold: expected a number of parameters (0 or more) or auto, got '-5'"},
                        Bad{"--zero 3 --zero-persistence-threshold 1e5x",
                            "error: --zero-persistence-threshold: expected a number of parameters (0 or more) or auto, got '1e5x'"},
-                       Bad{"--zero 2 --zero-persistence-threshold 100", "error: --zero-persistence-threshold: applies to ZeRO stage 3 (--zero), not 2"}}) {
+                       Bad{"--zero 2 --zero-persistence-threshold 100",
+                           "error: --zero-persistence-threshold: applies to ZeRO stage 3 (--zero, or a weight group's in --zero-weights), not 2"},
+                       Bad{"--zero 1 --zero-weights 'block0.*=2' --zero-persistence-threshold 100",
+                           "error: --zero-persistence-threshold: applies to ZeRO stage 3 (--zero, or a weight group's in --zero-weights), not 1 "
+                           "with no group at 3"}}) {
     const auto bad = run("optimize gpt-tiny --machine dgx-a100 --devices 4 " + b.args + " -o " + (dir() / "bp.json").string());
     EXPECT_EQ(bad.code, 2) << bad.out;
     EXPECT_NE(bad.out.find(b.message + "\n"), std::string::npos) << bad.out;
@@ -558,18 +562,18 @@ TEST(SimulateCommand, InputGradientsSentBesideWeightProducts) {
 // update.
 TEST(SimulateCommand, WeightsGatheredBesideTheNextForwardPass) {
   const std::string s = (dir() / "param-gather.json").string();
-  // (Buckets of 0.1 MiB: several, so that the later ones hide behind the
+  // (Buckets of 0.05 MiB: several, so that the later ones hide behind the
   // forward pass; the first is waited for either way.)
-  const std::string common = "optimize gpt-tiny --set seq=512 --machine dgx-h100 --devices 16 --search data-parallel --zero 1 --bucket-mb 0.1 -q ";
+  const std::string common = "optimize gpt-tiny --set seq=512 --machine dgx-h100 --devices 16 --search data-parallel --zero 1 --bucket-mb 0.05 -q ";
   const auto a = run(common + "--overlap-param-gather -o " + s);
   ASSERT_EQ(a.code, 0) << a.out;
   EXPECT_NE(a.out.find("weights after update  gathered beside the next step's forward pass, each operator waiting for its bucket's "
                        "(--overlap-param-gather)\n"), std::string::npos) << a.out;
-  const auto on = run("simulate " + s + " --bucket-mb 0.1");
+  const auto on = run("simulate " + s + " --bucket-mb 0.05");
   ASSERT_EQ(on.code, 0) << on.out;
   EXPECT_NE(on.out.find("weights after update  gathered beside"), std::string::npos) << on.out;
   EXPECT_NEAR(ratio(on.out), 1.0, 0.015) << on.out;
-  const auto off = run("simulate " + s + " --bucket-mb 0.1 --overlap-param-gather off");
+  const auto off = run("simulate " + s + " --bucket-mb 0.05 --overlap-param-gather off");
   ASSERT_EQ(off.code, 0) << off.out;
   EXPECT_EQ(off.out.find("weights after update"), std::string::npos) << off.out;
   EXPECT_GT(ratio(off.out), ratio(on.out) + 0.01) << off.out;

@@ -287,6 +287,7 @@ void register_shape_ops(OpRegistry& r) {
   OpDef tr;
   tr.name = "Transpose";
   tr.weight_layout = true;
+  tr.permutes = [](const Attributes& a) { return a.get_ints("perm"); };
   tr.grad_writes = true;  // (its rule writes the gradient: data movement)
   tr.summary = "permutes dimensions: output dimension d is input dimension perm[d]";
   tr.attrs = {with_domain(ints_attr("perm", std::nullopt, "the permutation"), GenDomain::kPermutation)};

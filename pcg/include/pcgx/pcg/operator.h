@@ -246,6 +246,11 @@ struct OpDef {
   // than a computation per step: data movement (Concat, Split, Reshape,
   // Transpose) and scaling by a constant (ScalarMul).
   bool weight_layout = false;
+  // Its output is its one input with the dimensions permuted: output
+  // dimension d is input dimension permutes(attrs)[d] (Transpose). A
+  // weight read through it still holds the weight's values, rearranged:
+  // source_layout.h's weight_copy follows it.
+  std::function<std::vector<int64_t>(const Attributes&)> permutes;
   // Output element i depends on element i of each input alone, and every
   // input has the output's shape (Relu, EwAdd, Dropout, ...).
   bool elementwise = false;

@@ -25,6 +25,8 @@
 // source: it stands for the output of the previous piece of a split graph
 // (unity_search.h), and moving it costs what moving any activation costs.
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "pcgx/pcg/graph.h"
@@ -53,6 +55,35 @@ struct SourceLayouts {
 };
 
 SourceLayouts source_layouts(const Graph& g);
+
+// The Weight a layout holds the values of, and how: `t` reached from one
+// Weight through operators that keep its values (value-preserving
+// parallel operators, dimension permutations) and nothing else. Two
+// layouts alike in `weight`, `degrees` and `replica` hold the same blocks
+// of the Weight, each block in as many copies: one parameter read twice,
+// as a tied LM head reads the word embedding table transposed. A
+// framework keeps such a parameter once per device, sums the gradients of
+// its uses there and synchronizes it once (PyTorch's DDP and FSDP,
+// Megatron-LM without pipeline stages), and so do the memory and cost
+// models where the two layouts' copies share devices (search/).
+struct WeightCopy {
+  NodeId weight = -1;
+  std::vector<int64_t> degrees;     // per dimension of the Weight
+  int64_t replica = 1;
+  std::vector<int64_t> weight_dim;  // per dimension of the layout: the Weight's it is
+  bool same_parameter(const WeightCopy& o) const { return weight == o.weight && degrees == o.degrees && replica == o.replica; }
+  // The block of the Weight (ParallelTensorShape's canonical block order
+  // over `degrees`) that shard `shard` of layout `s` holds.
+  int64_t weight_block(const ParallelTensorShape& s, int64_t shard) const;
+};
+// nullopt where `t` is not such a copy (a Weight's own output is one of
+// itself; a Concat, a ScalarMul or a Reshape on the way is not).
+std::optional<WeightCopy> weight_copy(const Graph& g, TensorRef t);
+// The weight layouts compute operators read that hold a parameter an
+// earlier one holds (same_parameter; earlier: its first compute reader
+// comes first in node order), each mapped to that first layout. Empty
+// where every Weight is read through one layout.
+std::map<TensorRef, TensorRef> parameter_copies(const Graph& g, const SourceLayouts& layouts);
 
 // The ZeRO stage weight layout `t` trains at (training_recipe.h's
 // ZeroWeights): its Weight's, or, computed from several Weights, the

@@ -41,7 +41,11 @@
 // layout was written; the final estimate replays the buckets against the
 // backward pass and charges only what is not hidden (gradient_sync.h);
 // nothing is hidden on a device that does not overlap communication with
-// computation (DeviceSpec::overlaps_communication).
+// computation (DeviceSpec::overlaps_communication). A parameter read
+// through several layouts holding the same blocks (source_layout.h's
+// parameter_copies: a tied LM head reads the embedding table transposed)
+// is synchronized and updated once, by its first layout
+// (synchronized_as_copies).
 //
 // Pipelining (Pipeline/Batch, pipeline.h): a task whose shards are
 // processed in p micro-slices runs p times on slice shapes (so p launches),
@@ -70,6 +74,7 @@
 // after the update, as at stage 2 (SyncGroup::gathered_for_use).
 //
 // Memory per device (memory_model.h): every weight-layout shard it holds
+// (a parameter's block once, however many of its layouts hold it there)
 // costs param_state_bytes per element (value, FP32 master when mixed,
 // gradient, the optimizer's states: Adam's two moments), every output shard of a compute or
 // parallel operator (moved copies included) is kept for the backward pass
@@ -84,6 +89,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -164,6 +170,13 @@ struct SyncGroup {
 // the first micro-batch, and its gradient reaches the stored weight once,
 // after the last.
 bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, TensorRef t);
+
+// The weight layouts whose gradient is synchronized, and whose weights
+// are updated, through an earlier layout of the same parameter
+// (source_layout.h's parameter_copies: a tied head's transposed table),
+// not again: every copy but those whose blocks ZeRO 3 gathers for use
+// (each read gathers them and reduce-scatters its gradient).
+std::set<TensorRef> synchronized_as_copies(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe);
 
 // The times per step a step synchronizes the gradient of weight layout `t`
 // read first by compute node `reader` (SyncGroup::rounds).

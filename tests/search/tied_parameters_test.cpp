@@ -1,0 +1,89 @@
+// A parameter read through two layouts (a tied LM head reads the word
+// embedding table transposed; source_layout.h's parameter_copies) is one
+// parameter: held once per device, updated once and synchronized once,
+// by the memory model, the cost model and the simulator alike, as PyTorch
+// DDP/FSDP and Megatron-LM without pipeline stages keep it. A weight of
+// its own in the same place is two.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pcgx/pcg/graph_builder.h"
+#include "pcgx/pcg/model_info.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/simulator.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+enum class Second { kSameTensor, kTransposed, kOwnWeight };
+
+// x[64, 256] -> x W -> (x W) W2 -> MSE, with W2 = W, W transposed, or a
+// weight of its own; every weight 256 x 256.
+Graph two_products(Second second) {
+  GraphBuilder b("tied");
+  const TensorRef x = b.input("x", {64, 256});
+  const TensorRef w = b.weight("W", {256, 256});
+  const TensorRef h = b.matmul(x, w, "first");
+  const TensorRef w2 = second == Second::kSameTensor ? w : second == Second::kTransposed ? b.transpose(w, {1, 0}, "W.T") : b.weight("W2", {256, 256});
+  const TensorRef y = b.matmul(h, w2, "second");
+  b.mse_loss(y, b.input("target", {64, 256}), "loss");
+  return b.finish();
+}
+
+CostModel model(ZeroStage z) { return CostModel(toy_machine(), toy_efficiency(), {}, {}, TrainingRecipe{Precision::kBf16, Recompute::kNone, z}); }
+
+TEST(TiedParameters, ATiedWeightIsHeldUpdatedAndSynchronizedOnce) {
+  for (const ZeroStage z : {ZeroStage::k0, ZeroStage::k1, ZeroStage::k2}) {
+    SCOPED_TRACE("ZeRO " + std::to_string(static_cast<int>(z)));
+    const CostModel cm = model(z);
+    auto mapped = [&](Second s) { return MachineMapper(cm).map(data_parallel(two_products(s), 8)); };
+    const Strategy same = mapped(Second::kSameTensor), tied = mapped(Second::kTransposed), own = mapped(Second::kOwnWeight);
+    ASSERT_TRUE(same.estimate.feasible && tied.estimate.feasible && own.estimate.feasible);
+    // The transposed read costs what reading W twice does.
+    EXPECT_NEAR(tied.estimate.sync, same.estimate.sync, 1e-12 * same.estimate.sync);
+    EXPECT_NEAR(tied.estimate.time, same.estimate.time, 1e-9 * same.estimate.time);
+    EXPECT_EQ(tied.estimate.buckets, same.estimate.buckets);
+    // A second weight synchronizes twice the bytes and updates twice the state.
+    EXPECT_GT(own.estimate.sync, tied.estimate.sync * 1.5);
+    EXPECT_GT(own.estimate.time, tied.estimate.time);
+    const auto m_tied = memory_breakdown(Placement(tied.graph, tied.views, 8), cm.recipe());
+    const auto m_own = memory_breakdown(Placement(own.graph, own.views, 8), cm.recipe());
+    const ParamBytes per = param_bytes(Precision::kBf16);
+    const double parameters = 256.0 * 256.0, shards = z == ZeroStage::k0 ? 1.0 : 8.0;
+    for (size_t d = 0; d < m_tied.size(); ++d) {
+      EXPECT_DOUBLE_EQ(m_tied[d].weights, parameters * static_cast<double>(per.weight));
+      EXPECT_DOUBLE_EQ(m_tied[d].master, parameters * static_cast<double>(per.master) / shards);
+      EXPECT_DOUBLE_EQ(m_tied[d].optimizer, parameters * static_cast<double>(per.optimizer) / shards);
+      EXPECT_DOUBLE_EQ(m_own[d].weights, 2 * m_tied[d].weights);
+      EXPECT_DOUBLE_EQ(m_own[d].optimizer, 2 * m_tied[d].optimizer);
+    }
+    // The simulator runs the one synchronization the estimate prices.
+    const Simulator sim(tied.graph, tied.views, cm);
+    EXPECT_EQ(sim.summary().buckets, tied.estimate.buckets);
+    EXPECT_NEAR(sim.summary().sync_total, tied.estimate.sync, 1e-9 * tied.estimate.sync);
+    EXPECT_NEAR(sim.time(), tied.estimate.time, 1e-6 * tied.estimate.time);
+  }
+}
+
+// GPT's tied head on 8 devices, data parallel: each device holds the
+// model's parameters once (pcgx info's count), not the table twice.
+TEST(TiedParameters, GptsTableIsCountedOnce) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 16}});
+  const CostModel cm = model(ZeroStage::k0);
+  const Strategy s = MachineMapper(cm).map(data_parallel(g, 8));
+  const auto mem = memory_breakdown(Placement(s.graph, s.views, 8), cm.recipe());
+  ASSERT_EQ(mem.size(), 8U);
+  const double parameters = static_cast<double>(model_info(g).parameters);
+  for (const DeviceMemory& m : mem) {
+    EXPECT_DOUBLE_EQ(m.weights, parameters * static_cast<double>(param_bytes(Precision::kBf16).weight));
+    EXPECT_DOUBLE_EQ(m.master, parameters * static_cast<double>(param_bytes(Precision::kBf16).master));
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::search
