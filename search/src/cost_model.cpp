@@ -161,11 +161,21 @@ bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, Tensor
   return layouts.weight(t) && !g.node(t.node).op->is_weight && !layouts.stored[static_cast<size_t>(t.node)];
 }
 
-std::set<TensorRef> synchronized_as_copies(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
-  std::set<TensorRef> out;
-  for (const auto& [copy, of] : parameter_copies(g, layouts))
-    if (!gathers_for_use(zero_of(g, recipe, of), recipe.zero_persistence_threshold, g.shape(of).shard_elements())) out.insert(copy);
+std::map<TensorRef, ParameterCopy> parameter_copy_map(const Graph& g, const SourceLayouts& layouts) {
+  std::map<TensorRef, ParameterCopy> out;
+  for (const auto& [copy, of] : parameter_copies(g, layouts)) out.emplace(copy, ParameterCopy{of, *weight_copy(g, copy), *weight_copy(g, of)});
   return out;
+}
+
+bool held_by_original(const Placement& p, TensorRef t, const ParameterCopy& c) {
+  const Graph& g = p.graph();
+  const ParallelTensorShape& original = g.shape(c.of);
+  const ParallelTensorShape& copy = g.shape(t);
+  std::set<std::pair<int64_t, int64_t>> held;  // (the Weight's block, device)
+  for (int64_t s = 0; s < original.num_shards(); ++s) held.emplace(c.original.weight_block(original, s), p.owner(c.of, s));
+  for (int64_t s = 0; s < copy.num_shards(); ++s)
+    if (!held.count({c.copy.weight_block(copy, s), p.owner(t, s)})) return false;
+  return true;
 }
 
 int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe, const Node& reader, TensorRef t) {
@@ -179,8 +189,12 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
   const Graph& g = p.graph();
   double out = 0;
   // Each weight layout counted at its first compute reader, which
-  // synchronizes it; a parameter's copy at its first layout's.
-  std::set<TensorRef> seen = synchronized_as_copies(g, layouts, recipe);
+  // synchronizes it; a parameter's copy where its original holds it, at
+  // the original's (unless gathered for use: each copy its own).
+  std::set<TensorRef> seen;
+  for (const auto& [copy, c] : parameter_copy_map(g, layouts))
+    if (!gathers_for_use(zero_of(g, recipe, c.of), recipe.zero_persistence_threshold, g.shape(c.of).shard_elements()) && held_by_original(p, copy, c))
+      seen.insert(copy);
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || layouts.is_layout(g, n.id)) continue;
     for (const TensorRef& w : n.inputs) {

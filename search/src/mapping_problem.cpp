@@ -79,18 +79,19 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
     is_tail[static_cast<size_t>(*tail)] = 1;
   }
   // A weight layout's gradient is synchronized by its first compute
-  // reader, a parameter's (read through several layouts) by its first
-  // layout's.
-  copies = synchronized_as_copies(g, layouts, cost.recipe());
+  // reader (not a layout computed from it, which is synchronized as its
+  // own); a parameter's copy, where its original holds it, by the
+  // original's (sync_groups).
+  copies = parameter_copy_map(g, layouts);
   syncs.resize(g.size());
   for (const Node& n : g.nodes()) {
     if (!active[static_cast<size_t>(n.id)] || n.op->op_class != OpClass::kCompute) continue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const TensorRef t = n.inputs[i];
-      if (!layouts.weight(t) || copies.count(t)) continue;
+      if (!layouts.weight(t)) continue;
       NodeId first = -1;
       for (const auto& [c, idx] : consumers[static_cast<size_t>(t.node)])
-        if (g.node(c).inputs[static_cast<size_t>(idx)] == t && g.node(c).op->op_class == OpClass::kCompute) {
+        if (g.node(c).inputs[static_cast<size_t>(idx)] == t && g.node(c).op->op_class == OpClass::kCompute && !layouts.is_layout(g, c)) {
           first = c;
           break;
         }
@@ -198,11 +199,21 @@ double Problem::move(int t, int64_t from, int64_t to) const {
 }
 
 // The synchronizations node `id` pays under `p` shifted by `lo`.
+bool Problem::held_as_copy(const Placement& p, TensorRef t, bool gathers_too) const {
+  const auto c = copies.find(t);
+  if (c == copies.end()) return false;
+  if (!gathers_too && pcgx::gathers_for_use(zero_of(g, cost.recipe(), c->second.of), cost.recipe().zero_persistence_threshold,
+                                            g.shape(c->second.of).shard_elements()))
+    return false;
+  return held_by_original(p, t, c->second);
+}
+
 std::vector<SyncGroup> Problem::sync_groups(const Placement& p, NodeId id, int64_t lo) const {
   std::vector<SyncGroup> out;
   const Node& n = g.node(id);
   for (size_t i : syncs[static_cast<size_t>(id)])
-    if (auto s = cost.sync_group(p, n.inputs[i], lo)) {
+    if (held_as_copy(p, n.inputs[i], false)) continue;
+    else if (auto s = cost.sync_group(p, n.inputs[i], lo)) {
       s->rounds = sync_rounds(g, layouts, cost.recipe(), n, n.inputs[i]);
       out.push_back(*s);
     }
@@ -334,6 +345,7 @@ double Problem::update_seconds(const Placement& p, NodeId id, int64_t lo) const 
   double bytes = 0;
   for (size_t k : syncs[static_cast<size_t>(id)]) {
     const TensorRef i = g.node(id).inputs[k];
+    if (held_as_copy(p, i, true)) continue;
     double share = shard_bytes(g.shape(i));
     if (shards_optimizer(cost.recipe().zero))
       if (const auto s = cost.sync_group(p, i, lo)) share /= static_cast<double>(s->group.size);
@@ -353,6 +365,7 @@ double Problem::update_seconds_on(const Placement& p, NodeId id, int64_t device)
     if (dev[static_cast<size_t>(t)] != device) continue;
     for (size_t i : syncs[static_cast<size_t>(id)]) {
       const TensorRef w = n.inputs[i];
+      if (held_as_copy(p, w, true)) continue;
       const ParallelTensorShape& s = g.shape(w);
       const int64_t shard = tt.input_shard[static_cast<size_t>(t)][i], blocks = s.num_blocks();
       if (!seen.insert({i, sharded ? shard % blocks : shard}).second) continue;

@@ -5,7 +5,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -102,9 +101,14 @@ struct Problem {
   std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
   // Weight layouts holding a parameter an earlier layout holds
   // (source_layout.h's parameter_copies: a tied head's transposed
-  // table): synchronized and updated as that one, not again; under ZeRO 3
-  // a block gathered for use is still gathered, and synchronized, per layout.
-  std::set<TensorRef> copies;
+  // table). Where the original holds the same blocks on the same devices
+  // (held_by_original) a copy is updated as it, not again, and
+  // synchronized as it unless ZeRO 3 gathers its blocks for use (then
+  // gathered and reduce-scattered per layout).
+  std::map<TensorRef, ParameterCopy> copies;
+  // Whether `t` is such a copy under `p` (`gathers_too`: even where ZeRO 3
+  // gathers its blocks for use).
+  bool held_as_copy(const Placement& p, TensorRef t, bool gathers_too) const;
   RecomputePlan recompute;                   // the cost model's recipe on g
   AttentionKernels kernels;                  // under flash or fused attention (training_recipe.h); none otherwise
   std::vector<uint64_t> local;               // local hashes

@@ -124,18 +124,20 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   // parameter_copies: a tied head's transposed table) is held once per
   // device per block of it, however many of the layouts' shards there
   // hold that block: (its first layout, the Weight's block, device).
-  const std::map<TensorRef, TensorRef> copies = parameter_copies(g, layouts);
-  std::map<TensorRef, WeightCopy> copy_of;
-  for (const auto& [c, of] : copies)
-    for (const TensorRef& t : {c, of}) copy_of.emplace(t, *weight_copy(g, t));
+  const std::map<TensorRef, ParameterCopy> copies = parameter_copy_map(g, layouts);
+  std::map<TensorRef, WeightCopy> originals;
+  for (const auto& [c, x] : copies) originals.emplace(x.of, x.original);
   std::set<std::tuple<TensorRef, int64_t, int64_t>> parameter_held;
-  // Whether shard `shard` of weight layout w, on d, is the first of its
-  // parameter's block there (always, for a parameter read once).
+  // Whether shard `shard` of weight layout w, on d, is to be counted: a
+  // copy's only where its original holds none of that block (the
+  // original's shards always, as any weight's).
   auto first_of_parameter = [&](TensorRef w, int64_t shard, int64_t d) {
-    const auto it = copy_of.find(w);
-    if (it == copy_of.end()) return true;
-    const auto rep = copies.find(w);
-    return parameter_held.insert({rep == copies.end() ? w : rep->second, it->second.weight_block(g.shape(w), shard), d}).second;
+    if (const auto o = originals.find(w); o != originals.end()) {
+      parameter_held.insert({w, o->second.weight_block(g.shape(w), shard), d});
+      return true;
+    }
+    const auto c = copies.find(w);
+    return c == copies.end() || parameter_held.insert({c->second.of, c->second.copy.weight_block(g.shape(w), shard), d}).second;
   };
   std::set<std::tuple<TensorRef, int64_t, int64_t>> blocks_held;  // (weight, block, device) under ZeRO
   // ZeRO 3: per device, the weights each operator gathers there, in model

@@ -21,6 +21,7 @@ Attributes degree(int64_t k) { return {{"degree", k}}; }
 struct Layouts {
   Graph g;
   TensorRef w, rows, rows_t, cols_t, scaled, reshaped;
+  TensorRef w3, rotated;  // V[2, 3, 4] read as [4, 2, 3] (perm {2, 0, 1}, not its own inverse), its last dimension split
 };
 
 // W[6, 4] read through five layouts, each by a Relu.
@@ -35,7 +36,9 @@ Layouts layouts() {
   l.cols_t = b.op("Replicate", degree(2), {b.op("Repartition", dim_degree(0, 2), {b.transpose(l.w, {1, 0})})});
   l.scaled = b.op("Replicate", degree(2), {b.scalar_mul(l.w, 2.0)});
   l.reshaped = b.op("Replicate", degree(2), {b.reshape(l.w, {4, 6})});
-  for (TensorRef t : {l.rows, l.rows_t, l.cols_t, l.scaled, l.reshaped}) b.unary("Relu", t);
+  l.w3 = b.weight("V", {2, 3, 4});
+  l.rotated = b.op("Replicate", degree(2), {b.op("Repartition", dim_degree(0, 2), {b.transpose(l.w3, {2, 0, 1})})});
+  for (TensorRef t : {l.rows, l.rows_t, l.cols_t, l.scaled, l.reshaped, l.rotated}) b.unary("Relu", t);
   l.g = b.finish();
   return l;
 }
@@ -48,14 +51,15 @@ std::vector<float> sorted(std::vector<float> v) {
 TEST(WeightCopy, EachShardHoldsTheBlockOfTheWeightItNames) {
   const Layouts l = layouts();
   const GraphValues<float> values = evaluate(l.g, random_sources<float>(7));
-  const Tensor<float>& w = values[static_cast<size_t>(l.w.node)][0].shards[0];
-  for (TensorRef t : {l.rows, l.rows_t, l.cols_t}) {
+  for (TensorRef t : {l.rows, l.rows_t, l.cols_t, l.rotated}) {
     const auto c = weight_copy(l.g, t);
     ASSERT_TRUE(c.has_value());
-    EXPECT_EQ(c->weight, l.w.node);
+    const TensorRef source = t == l.rotated ? l.w3 : l.w;
+    const Tensor<float>& w = values[static_cast<size_t>(source.node)][0].shards[0];
+    EXPECT_EQ(c->weight, source.node);
     EXPECT_EQ(c->replica, 2);
     const ParallelTensorShape& s = l.g.shape(t);
-    ParallelTensorShape in_w = l.g.shape(l.w);
+    ParallelTensorShape in_w = l.g.shape(source);
     for (size_t j = 0; j < in_w.dims.size(); ++j) in_w.dims[j].degree = c->degrees[j];
     const ShardedTensor<float>& held = values[static_cast<size_t>(t.node)][0];
     for (int64_t shard = 0; shard < s.num_shards(); ++shard) {
@@ -75,6 +79,7 @@ TEST(WeightCopy, ATransposedCopySplitAlikeIsTheSameParameter) {
   ASSERT_TRUE(rows && rows_t && cols_t);
   EXPECT_EQ(rows->degrees, (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(cols_t->degrees, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(weight_copy(l.g, l.rotated)->degrees, (std::vector<int64_t>{1, 1, 2}));
   EXPECT_TRUE(rows->same_parameter(*rows_t));
   EXPECT_FALSE(rows->same_parameter(*cols_t));
   // Computed layouts hold other values.

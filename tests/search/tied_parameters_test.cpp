@@ -70,6 +70,38 @@ TEST(TiedParameters, ATiedWeightIsHeldUpdatedAndSynchronizedOnce) {
   }
 }
 
+// The copy on other devices (the second product on devices 4-7, the
+// first on 0-3, as a pipeline's last stage holds the head's copy) is a
+// parameter of its own there: held, synchronized and updated on those
+// devices too, in the estimate's terms and the simulator's alike.
+TEST(TiedParameters, ACopyOnOtherDevicesIsItsOwn) {
+  const CostModel cm = model(ZeroStage::k0);
+  const Strategy s = MachineMapper(cm).map(data_parallel(two_products(Second::kTransposed), 4));
+  ASSERT_TRUE(s.estimate.feasible);
+  std::vector<MachineView> apart(s.views.begin(), s.views.end());
+  NodeId second = -1;
+  for (const Node& n : s.graph.nodes())
+    if (n.name == "second") second = n.id;
+  ASSERT_GE(second, 0);
+  ASSERT_EQ(apart[static_cast<size_t>(second)].start, 0);
+  apart[static_cast<size_t>(second)].start = 4;
+  const Placement together(s.graph, s.views, 8), away(s.graph, apart, 8);
+  const SourceLayouts layouts = source_layouts(s.graph);
+  const std::map<TensorRef, ParameterCopy> copies = parameter_copy_map(s.graph, layouts);
+  ASSERT_EQ(copies.size(), 1U);
+  EXPECT_TRUE(held_by_original(together, copies.begin()->first, copies.begin()->second));
+  EXPECT_FALSE(held_by_original(away, copies.begin()->first, copies.begin()->second));
+  const auto m_together = memory_breakdown(together, cm.recipe()), m_away = memory_breakdown(away, cm.recipe());
+  const double w = 256.0 * 256.0 * static_cast<double>(param_bytes(Precision::kBf16).weight);
+  for (size_t d = 0; d < 8; ++d) {
+    EXPECT_DOUBLE_EQ(m_together[d].weights, d < 4 ? w : 0.0) << d;
+    EXPECT_DOUBLE_EQ(m_away[d].weights, w) << d;
+  }
+  // Two groups of 4 synchronize (and update) where one did.
+  const Simulator one(s.graph, s.views, cm), two(s.graph, apart, cm);
+  EXPECT_GT(two.summary().sync_total, 1.9 * one.summary().sync_total);
+}
+
 // GPT's tied head on 8 devices, data parallel: each device holds the
 // model's parameters once (pcgx info's count), not the table twice.
 TEST(TiedParameters, GptsTableIsCountedOnce) {

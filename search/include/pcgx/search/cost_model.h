@@ -42,10 +42,11 @@
 // backward pass and charges only what is not hidden (gradient_sync.h);
 // nothing is hidden on a device that does not overlap communication with
 // computation (DeviceSpec::overlaps_communication). A parameter read
-// through several layouts holding the same blocks (source_layout.h's
-// parameter_copies: a tied LM head reads the embedding table transposed)
-// is synchronized and updated once, by its first layout
-// (synchronized_as_copies).
+// through several layouts holding the same blocks on the same devices
+// (source_layout.h's parameter_copies: a tied LM head reads the
+// embedding table transposed) is synchronized and updated once, by its
+// first layout (held_by_original); at ZeRO 3 a copy whose blocks are
+// gathered for use is still gathered, and reduce-scattered, as its own.
 //
 // Pipelining (Pipeline/Batch, pipeline.h): a task whose shards are
 // processed in p micro-slices runs p times on slice shapes (so p launches),
@@ -171,12 +172,21 @@ struct SyncGroup {
 // after the last.
 bool computed_weight_layout(const Graph& g, const SourceLayouts& layouts, TensorRef t);
 
-// The weight layouts whose gradient is synchronized, and whose weights
-// are updated, through an earlier layout of the same parameter
-// (source_layout.h's parameter_copies: a tied head's transposed table),
-// not again: every copy but those whose blocks ZeRO 3 gathers for use
-// (each read gathers them and reduce-scatters its gradient).
-std::set<TensorRef> synchronized_as_copies(const Graph& g, const SourceLayouts& layouts, const TrainingRecipe& recipe);
+// A weight layout holding a parameter an earlier layout holds
+// (source_layout.h's parameter_copies: a tied head's transposed table):
+// the layout it copies, and how each names the Weight's blocks.
+struct ParameterCopy {
+  TensorRef of;
+  WeightCopy copy, original;
+};
+std::map<TensorRef, ParameterCopy> parameter_copy_map(const Graph& g, const SourceLayouts& layouts);
+// Whether under `p` every shard of copy `t` sits on a device where the
+// original holds the same block of the Weight: the parameter is then
+// kept, updated and synchronized there once, by the original's reader
+// (on other devices, or split otherwise, the copy is a parameter of its
+// own there, as Megatron-LM keeps the head's copy on the last pipeline
+// stage).
+bool held_by_original(const Placement& p, TensorRef t, const ParameterCopy& c);
 
 // The times per step a step synchronizes the gradient of weight layout `t`
 // read first by compute node `reader` (SyncGroup::rounds).
