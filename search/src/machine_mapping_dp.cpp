@@ -316,6 +316,7 @@ Solved solve_and_place(const Problem& p, int64_t devices) {
     }
   s.where = std::make_unique<Placement>(p.g, m.views, devices);
   refine_views(p, *s.where, m);
+  settle_copies(p, *s.where, m);
   m.sync = replay(p, *s.where, m);
   m.overhead = p.cost.step_overhead(*s.where);
   return s;

@@ -102,6 +102,12 @@ std::vector<NodeId> touched_by(const Problem& p, NodeId n) {
   }
   for (const auto& [c, idx] : p.consumers[static_cast<size_t>(n)])
     if (p.active[static_cast<size_t>(c)]) s.insert(c);
+  // The readers of a tied parameter's copies of a layout n reads: whether
+  // the copy is held with it (synchronized once) follows n's view.
+  for (const auto& [copy, c] : p.copies)
+    if (std::find(p.g.node(n).inputs.begin(), p.g.node(n).inputs.end(), c.of) != p.g.node(n).inputs.end())
+      for (const auto& [r, idx] : p.consumers[static_cast<size_t>(copy.node)])
+        if (p.active[static_cast<size_t>(r)]) s.insert(r);
   std::vector<NodeId> out(s.begin(), s.end());
   for (NodeId x : std::vector<NodeId>(out)) {
     if (const NodeId tail = p.fused_tail[static_cast<size_t>(x)]; tail >= 0) out.push_back(tail);
@@ -208,6 +214,19 @@ void refine_views(const Problem& p, Placement& w, Mapped& m) {
     const double dcomm = now.comm - old.comm, dsync = now.sync - old.sync, dback = now.backward - old.backward;
     leaf.comm += dcomm, leaf.sync += dsync, leaf.backward += dback, leaf.time += dcomm + dsync;
     m.dp.comm += dcomm, m.dp.sync += dsync, m.dp.backward += dback, m.dp.time += dcomm + dsync;
+  }
+}
+
+void settle_copies(const Problem& p, const Placement& w, Mapped& m) {
+  if (p.copies.empty()) return;
+  for (const Node& n : p.g.nodes()) {
+    const auto i = static_cast<size_t>(n.id);
+    if (!p.active[i] || n.op->op_class == OpClass::kParallel) continue;
+    if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& t) { return p.copies.count(t) > 0; })) continue;
+    Result& leaf = m.leaves[i];
+    const double dsync = p.comm(w, n.id, 0).sync - leaf.sync, dupdate = p.update_seconds(w, n.id, 0) - leaf.update;
+    leaf.sync += dsync, leaf.update += dupdate, leaf.compute += dupdate, leaf.time += dsync + dupdate;
+    m.dp.sync += dsync, m.dp.update += dupdate, m.dp.compute += dupdate, m.dp.time += dsync + dupdate;
   }
 }
 
