@@ -136,6 +136,10 @@ void Problem::hash_nodes() {
       // Each synchronized weight at its own ZeRO stage (training_recipe.h's
       // ZeroWeights): two leaves alike but for it cost differently.
       if (!cost.recipe().zero_weights.empty()) h = hash_mix(h, 0x2E0 + static_cast<uint64_t>(zero_of(g, cost.recipe(), n.inputs[i])));
+      // A tied parameter's copy, priced as held with its original or not at
+      // the first placement (held_as_copy), which a graph elsewhere decides.
+      if (copies.count(n.inputs[i]))
+        h = hash_mix(h, 0xC09 + (held_as_copy(place, n.inputs[i], true) ? 2u : 0u) + (held_as_copy(place, n.inputs[i], false) ? 1u : 0u));
     }
     for (NodeId f : feeders[id]) h = hash_mix(h, own[static_cast<size_t>(f)] ^ (layouts.weight({f, 0}) ? 1 : 0));
     if (fused_tail[id] >= 0) h = hash_mix(h, hash_mix(own[static_cast<size_t>(fused_tail[id])], where[static_cast<size_t>(fused_tail[id])]));

@@ -238,9 +238,9 @@ Mapped solve_all(const Problem& p, int64_t devices);
 void refine_views(const Problem& p, Placement& where, Mapped& m);
 // A tied parameter's copy (Problem::copies) is priced by its reader
 // against the original at the DP's first placement; with the views
-// final, each copy reader's update and synchronization are priced again
-// at them, as the simulator prices them (view_refinement.cpp): changes
-// `m.leaves` and `m.dp`.
+// final, each copy reader on the whole machine has its update and
+// synchronization priced again at them, as the simulator prices them
+// (view_refinement.cpp): changes `m.leaves` and `m.dp`.
 void settle_copies(const Problem& p, const Placement& where, Mapped& m);
 
 }  // namespace pcgx::search

@@ -219,9 +219,14 @@ void refine_views(const Problem& p, Placement& w, Mapped& m) {
 
 void settle_copies(const Problem& p, const Placement& w, Mapped& m) {
   if (p.copies.empty()) return;
+  const int64_t devices = p.cost.devices();
   for (const Node& n : p.g.nodes()) {
     const auto i = static_cast<size_t>(n.id);
     if (!p.active[i] || n.op->op_class == OpClass::kParallel) continue;
+    // On the whole machine, in series (as refine_views' operators): the
+    // DP's total moves by the node's change. (Inside a split the DP keeps
+    // the slower branch; its figure stands.)
+    if (m.at[i] != std::make_pair(int64_t{0}, devices)) continue;
     if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& t) { return p.copies.count(t) > 0; })) continue;
     Result& leaf = m.leaves[i];
     const double dsync = p.comm(w, n.id, 0).sync - leaf.sync, dupdate = p.update_seconds(w, n.id, 0) - leaf.update;
