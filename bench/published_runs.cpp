@@ -119,6 +119,10 @@ constexpr RowH100 kRowsH100[] = {
 // Megatron-LM's plan for a GPT of the family (sequence 2048, vocabulary
 // 51,200, FFN 4h) on `gpus` selene devices, in FP16 without a sharded
 // optimizer: the caller adds the recomputation and the schedule.
+// Megatron-LM's own cross-entropy unless `--cross-entropy` says otherwise:
+// vocab_parallel_cross_entropy, eager (--cross-entropy-loss-fusion is off
+// by default, and none of the runs names it).
+CrossEntropyKernel cross_entropy = CrossEntropyKernel::kEager;
 runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t batch, int64_t gpus, int64_t t, int64_t micro_batch,
                                      AttentionKernel attention) {
   runner::OptimizeRequest q;
@@ -127,7 +131,7 @@ runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t hea
   q.machine = search::find_machine("selene").with_devices(gpus);
   q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = t;
   q.micro_batch_size = micro_batch;
-  q.precision = Precision::kFp16, q.zero = ZeroStage::k0, q.attention = attention;
+  q.precision = Precision::kFp16, q.zero = ZeroStage::k0, q.attention = attention, q.cross_entropy = cross_entropy;
   return q;
 }
 
@@ -160,15 +164,17 @@ int main(int argc, char** argv) {
     if (a == "--rows" && i + 1 < argc) rows = std::min<size_t>(rows, static_cast<size_t>(std::max(1, std::atoi(argv[++i]))));
     else if (a == "--unity") unity = true;
     else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
+    else if (a == "--cross-entropy" && i + 1 < argc && cross_entropy_named(argv[i + 1])) cross_entropy = *cross_entropy_named(argv[++i]);
     else {
       if (a == "--attention") std::fprintf(stderr, "error: --attention: unknown attention kernel '%s' (eager, flash, fused)\n", i + 1 < argc ? argv[i + 1] : "");
-      std::printf("usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]\n");
+      if (a == "--cross-entropy") std::fprintf(stderr, "error: --cross-entropy: unknown cross-entropy kernel '%s' (fused, eager)\n", i + 1 < argc ? argv[i + 1] : "");
+      std::printf("usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   const Machine selene = search::find_machine("selene");
-  std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention; seconds per iteration\n", selene.name.c_str(),
-              name(attention));
+  std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention, %s cross-entropy; seconds per iteration\n",
+              selene.name.c_str(), name(attention), name(cross_entropy));
   std::printf("%-7s %5s %3s %3s %5s %4s %10s %10s %10s %6s %6s %16s %8s  %s\n", "params", "GPUs", "t", "p", "batch", "M", "predicted",
               "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search", "note");
   double sum_abs = 0, sim_abs = 0;
@@ -215,8 +221,9 @@ int main(int argc, char** argv) {
     std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%% (goal: <= 8%%, every row within 15%%); simulated: %.1f%%\n",
                 priced, 100 * sum_abs / priced, 100 * sim_abs / priced);
 
-  std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, input gradients sent beside the weight products; seconds per iteration\n",
-              selene.name.c_str(), name(attention));
+  std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, %s cross-entropy, input gradients sent beside the weight products; "
+              "seconds per iteration\n",
+              selene.name.c_str(), name(attention), name(cross_entropy));
   std::printf("%-6s %5s %3s %5s  %-28s %10s %10s %10s %6s %6s %8s\n", "params", "GPUs", "p", "batch", "recipe", "predicted", "simulated",
               "published", "ratio", "sim", "search");
   double sum2 = 0, sim2 = 0;
@@ -249,7 +256,7 @@ int main(int argc, char** argv) {
 
   std::printf("\nMegatron-Core r0.8.0 on H100 (Megatron-LM's README), priced on dgx-h100 nodes: bf16, flash attention, sequence parallel, "
               "ZeRO 1 with its weights gathered beside the forward pass, input gradients sent beside the "
-              "weight products; seconds per iteration\n");
+              "weight products, %s cross-entropy; seconds per iteration\n", name(cross_entropy));
   std::printf("%-6s %5s %3s %3s %5s %-22s %10s %10s %10s %6s %6s %16s %8s\n", "params", "GPUs", "t", "p", "batch", "pcgx's choices", "predicted",
               "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search");
   double sum3 = 0, sim3 = 0;
@@ -267,7 +274,7 @@ int main(int argc, char** argv) {
     m.nodes = std::max(m.nodes, r.gpus / m.devices_per_node);
     q.machine = m.with_devices(r.gpus);
     q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t, q.search.sequence_parallel = r.t > 1;
-    q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash;
+    q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
     q.overlap_grad_input = true, q.overlap_param_gather = true;
     if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1}, q.micro_batch_size = 1;
     try {

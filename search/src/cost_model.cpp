@@ -230,9 +230,21 @@ Seconds CostModel::task_time(const Graph& g, const Node& n) const {
   if (const ProfileEntry* e = profile_.find(n.op->name, in_shapes)) return {k * e->forward, k * e->backward};
   const OpEfficiency& e = efficiency_.of(n.op->name);
   if (e.view) return {};
-  const double flops = n.op->flops ? n.op->flops(n.attrs, in, out) : 0.0;
-  const double bytes = memory_bytes(*n.op, n.attrs, in, out, recipe_.precision);
   const DeviceSpec& d = machine_.device;
+  const bool eager_loss = recipe_.cross_entropy == CrossEntropyKernel::kEager && n.op->cross_entropy != CrossEntropyPart::kNone;
+  if (eager_loss && n.op->cross_entropy == CrossEntropyPart::kSoftmax) {
+    // The eager passes over the logits, each its own streaming kernel
+    // (cross_entropy_kernel.h), at the table's "EagerCrossEntropy".
+    const CrossEntropyPasses passes = eager_cross_entropy_passes(element_bytes(in[0].dtype, recipe_.precision));
+    const auto elements = static_cast<double>(product(in[0].shape));
+    const double bandwidth = d.memory_bandwidth * efficiency_.of("EagerCrossEntropy").memory;
+    return {k * (elements * passes.forward_bytes / bandwidth + passes.forward_kernels * efficiency_.launch),
+            k * (elements * passes.backward_bytes / bandwidth + passes.backward_kernels * efficiency_.launch)};
+  }
+  const double flops = n.op->flops ? n.op->flops(n.attrs, in, out) : 0.0;
+  double bytes = memory_bytes(*n.op, n.attrs, in, out, recipe_.precision);
+  // Picking the labels' logits indexes the rows: their other classes stay unread.
+  if (eager_loss) bytes -= static_cast<double>(product(in[0].shape) * element_bytes(in[0].dtype, recipe_.precision));
   const double fwd = std::max(flops / (peak_ * e.compute), bytes / (d.memory_bandwidth * e.memory)) + efficiency_.launch;
   return {k * fwd, k * fwd * e.backward};
 }

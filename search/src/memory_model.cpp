@@ -80,6 +80,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   auto freed_after = [&](NodeId n) {
     for (const auto& [d, b] : frees[static_cast<size_t>(n)]) live[static_cast<size_t>(d)] -= b;
   };
+  auto eager_softmax = [&](const Node& n) {
+    return recipe.cross_entropy == CrossEntropyKernel::kEager && n.op->cross_entropy == CrossEntropyPart::kSoftmax;
+  };
   const ParamBytes per = param_bytes(precision, recipe.optimizer);
   // Under ZeRO what the stage shards is split over the devices holding the
   // same block (`group` of them): one share per device, however many of
@@ -165,6 +168,18 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
             if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w), n.id);  // (the reader's chunk)
+            if (i == 0 && eager_softmax(n) && lives.at(w) == OutputLife::kKept && here >= 0 && here < devices) {
+              // An eager cross-entropy keeps the FP32 probabilities in
+              // place of the logits, and while its forward runs holds both
+              // (cross_entropy_kernel.h; FP32 logits are worked in place).
+              const ParallelTensorShape& s = g.shape(w);
+              const auto logit = static_cast<double>(element_bytes(s.dtype, precision));
+              const double probabilities = eager_cross_entropy_passes(element_bytes(s.dtype, precision)).kept_bytes;
+              const auto dv = static_cast<size_t>(here);
+              mem[dv].activations += bytes(s, n.id) * (probabilities - logit) / logit;
+              if (probabilities != logit)
+                forward_peak[dv] = std::max(forward_peak[dv], live[dv] + activation_shard_bytes(s, precision) / static_cast<double>(s.slices()));
+            }
             continue;
           }
           const int64_t group = recipe.zero == ZeroStage::k0 ? 1 : block_holders(w, shard % g.shape(w).num_blocks());

@@ -10,6 +10,7 @@
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/pcg/graph_json_value.h"
+#include "pcgx/pcg/named_choice.h"
 #include "pcgx/pcg/placement.h"
 
 namespace pcgx::search {
@@ -34,6 +35,7 @@ std::string strategy_to_json(const StrategyFile& s) {
     if (w.stage != s.recipe.zero) j["zero_weights"][w.weight] = static_cast<int>(w.stage);
   j["optimizer"] = name(s.recipe.optimizer);
   if (s.recipe.attention != AttentionKernel::kEager) j["attention"] = name(s.recipe.attention);
+  if (s.recipe.cross_entropy != CrossEntropyKernel::kFused) j["cross_entropy"] = name(s.recipe.cross_entropy);
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
   if (s.recipe.overlap_param_gather) j["overlap_param_gather"] = true;
   const Estimate& e = s.strategy.estimate;
@@ -86,6 +88,16 @@ std::string strategy_to_json(const StrategyFile& s) {
 
 namespace {
 StrategyFile strategy_from_value(const json& j, const std::string& source);
+
+// A kernel choice (attention, cross-entropy) by name; anything else names the field and the choices.
+template <class E, std::size_t N>
+E kernel_choice(const json& v, const std::string& source, const std::string& field, const E (&choices)[N]) {
+  const std::optional<E> k = v.is_string() ? choice_named(v.get<std::string>(), choices) : std::nullopt;
+  if (k) return *k;
+  std::string names;
+  for (const E c : choices) names += std::string(names.empty() ? "" : ", ") + name(c);
+  throw FileError(source, field, "expected one of " + names + ", got " + v.dump());
+}
 
 // pipeline.chunks: one object per chunk of `shape`, times not negative;
 // micro_batch derived (pipeline_timing.h), the whole checked by pricing it.
@@ -216,15 +228,9 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("zero_persistence_threshold") && !shards_weights(highest_zero(s.recipe)))
     throw FileError(source, "zero_persistence_threshold", std::string("applies to ZeRO stage 3, not ") + name(s.recipe.zero));
-  if (j.contains("attention")) {  // absent: eager, as every strategy before it was priced
-    const std::optional<AttentionKernel> a = j["attention"].is_string() ? attention_named(j["attention"].get<std::string>()) : std::nullopt;
-    if (!a) {
-      std::string choices;
-      for (const AttentionKernel k : kAttentionKernels) choices += std::string(choices.empty() ? "" : ", ") + name(k);
-      throw FileError(source, "attention", "expected one of " + choices + ", got " + j["attention"].dump());
-    }
-    s.recipe.attention = *a;
-  }
+  // Absent: eager attention and a fused cross-entropy, as every strategy before them was priced.
+  if (j.contains("attention")) s.recipe.attention = kernel_choice(j["attention"], source, "attention", kAttentionKernels);
+  if (j.contains("cross_entropy")) s.recipe.cross_entropy = kernel_choice(j["cross_entropy"], source, "cross_entropy", kCrossEntropyKernels);
   if (j.contains("overlap_grad_input")) {  // absent: off, as every strategy before it was priced
     if (!j["overlap_grad_input"].is_boolean()) throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
     s.recipe.overlap_grad_input = j["overlap_grad_input"].get<bool>();

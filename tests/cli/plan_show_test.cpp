@@ -315,7 +315,7 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   const fs::path found = dir() / "recipe-found.json", plan = dir() / "recipe-plan.json", again = dir() / "recipe-again.json";
   const std::string model = "gpt-tiny --set layers=3 --machine dgx-h100 --devices 4 -q ";
   const auto u = run("optimize " + model + "--search data-parallel --precision bf16 --zero 1 --recompute full --recompute-layers 2 " +
-                     "--optimizer momentum --attention flash --overlap-grad-input --overlap-param-gather -o " + found.string());
+                     "--optimizer momentum --attention flash --cross-entropy eager --overlap-grad-input --overlap-param-gather -o " + found.string());
   ASSERT_EQ(u.code, 0) << u.out;
   const auto shown = run("plan show " + found.string() + " -o " + plan.string());
   ASSERT_EQ(shown.code, 0) << shown.out;
@@ -327,6 +327,7 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   EXPECT_EQ(j.at("zero"), 1);
   EXPECT_EQ(j.at("optimizer"), "momentum");
   EXPECT_EQ(j.at("attention"), "flash");
+  EXPECT_EQ(j.at("cross_entropy"), "eager");
   EXPECT_EQ(j.at("overlap_grad_input"), true);
   EXPECT_EQ(j.at("overlap_param_gather"), true);
   const auto back = run("optimize " + model + "--plan " + plan.string() + " -o " + again.string());
@@ -334,6 +335,7 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   EXPECT_NE(back.out.find("recompute             full, first 2 layers\n"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("precision             bf16"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("attention             flash"), std::string::npos) << back.out;
+  EXPECT_NE(back.out.find("cross-entropy         eager"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("input gradients       sent while the weight gradients are computed"), std::string::npos) << back.out;
   EXPECT_NE(back.out.find("weights after update  gathered beside the next step's forward pass"), std::string::npos) << back.out;
   EXPECT_EQ(predicted_ms(back.out), predicted_ms(u.out)) << u.out << back.out;

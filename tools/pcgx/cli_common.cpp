@@ -150,6 +150,18 @@ AttentionKernel parse_attention(const std::string& text) {
   return parse_choice<AttentionKernel>(text, "--attention", "attention kernel", kAttentionKernels, [](AttentionKernel a) { return name(a); });
 }
 
+std::string cross_entropy_line(const Graph& g) {
+  int64_t softmaxes = 0;
+  for (const Node& n : g.nodes()) softmaxes += n.op && n.op->cross_entropy == CrossEntropyPart::kSoftmax ? 1 : 0;
+  return std::string("eager (") + std::to_string(softmaxes) + (softmaxes == 1 ? " softmax" : " softmaxes") +
+         " over the logits in FP32 passes, the FP32 probabilities kept for backward)";
+}
+
+CrossEntropyKernel parse_cross_entropy(const std::string& text) {
+  return parse_choice<CrossEntropyKernel>(text, "--cross-entropy", "cross-entropy kernel", kCrossEntropyKernels,
+                                          [](CrossEntropyKernel k) { return name(k); });
+}
+
 bool parse_on_off(const std::string& text, const char* flag) {
   if (text == "on") return true;
   if (text == "off") return false;

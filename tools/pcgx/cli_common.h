@@ -85,6 +85,15 @@ inline constexpr const char* kAttentionHelp =
     "(FlashAttention, as most training since 2023 runs: q k^T to the weighted sum one kernel that keeps no scores and recomputes "
     "them in its backward)";
 AttentionKernel parse_attention(const std::string& text);
+// --cross-entropy of optimize and simulate: fused or eager (cross_entropy_kernel.h).
+inline constexpr const char* kCrossEntropyHelp =
+    "how the plan's runs compute the cross-entropy over the logits: fused (one kernel reads the logits once and writes their "
+    "gradient once, as pcgx's runtimes, Transformer Engine's and Liger's kernels do) or eager (the logits cast to FP32 and taken "
+    "through separate passes, the FP32 probabilities kept for backward, as Megatron-LM's vocab_parallel_cross_entropy and "
+    "PyTorch's cross_entropy under autocast run it)";
+CrossEntropyKernel parse_cross_entropy(const std::string& text);
+// What a report says of an eager cross-entropy in g: "eager (1 softmax over the logits ...)".
+std::string cross_entropy_line(const Graph& g);
 // --overlap-grad-input of optimize (a flag) and simulate (on or off):
 // TrainingRecipe::overlap_grad_input.
 inline constexpr const char* kOverlapGradInputHelp =

@@ -147,6 +147,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << "attention             " << name(recipe.attention) << " (" << fused_softmax_kernels(g, source_layouts(g)).members.size()
         << " kernels: the scale and the softmax as one)\n";
   }
+  if (recipe.cross_entropy == CrossEntropyKernel::kEager) out << "cross-entropy         " << cross_entropy_line(rep.result.search.strategy.graph) << "\n";
   if (recipe.overlap_grad_input)
     out << "input gradients       " << overlap_grad_input_line(q.machine) << "\n";
   if (recipe.overlap_param_gather)

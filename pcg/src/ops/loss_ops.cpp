@@ -201,6 +201,7 @@ void register_loss_ops(OpRegistry& r) {
   OpDef ce;
   ce.name = "SoftmaxCrossEntropy";
   ce.loss = LossKind::kClassification;
+  ce.cross_entropy = CrossEntropyPart::kSoftmax;
   ce.summary = "mean over samples of -log softmax(logits)[label]; logits[..., classes], labels[...]";
   ce.input_names = {"logits", "labels"};
   ce.min_inputs = ce.max_inputs = 2;
@@ -224,6 +225,7 @@ void register_loss_ops(OpRegistry& r) {
   OpDef lse;
   lse.name = "ClassLogSumExp";
   lse.loss_part = true;
+  lse.cross_entropy = CrossEntropyPart::kSoftmax;
   lse.summary = "log sum exp of each of `blocks` blocks of consecutive classes: x[..., classes] -> [..., blocks]";
   lse.attrs = {int_attr("blocks", 1, "blocks of consecutive classes (dividing the classes)",
                         [](const AttrValue& v) -> std::optional<std::string> {
@@ -259,6 +261,7 @@ void register_loss_ops(OpRegistry& r) {
   OpDef apply;
   apply.name = "CrossEntropyApply";
   apply.loss = LossKind::kClassification;
+  apply.cross_entropy = CrossEntropyPart::kPick;
   apply.summary = "SoftmaxCrossEntropy from its blocks' log-sum-exp (ClassLogSumExp): mean over samples of "
                   "log sum exp(lse) - logits[label]; logits[..., classes], labels[...], lse[..., blocks]";
   apply.input_names = {"logits", "labels", "lse"};

@@ -194,6 +194,8 @@ enum class PoolInput : uint8_t {
   kVectorWeights,  // a 1-d weight (a norm's gamma); once per such input
 };
 
+enum class CrossEntropyPart : uint8_t { kNone, kSoftmax, kPick };
+
 struct OpDef {
   std::string name;
   OpClass op_class = OpClass::kCompute;
@@ -204,6 +206,13 @@ struct OpDef {
   // precision it runs in FP32 as the loss does (its output is not rounded
   // to the compute precision), as autocast runs losses.
   bool loss_part = false;
+  // Its part in a cross-entropy over logits (its first input, the classes
+  // last), by which the cost and memory models price an eager
+  // cross-entropy (cross_entropy_kernel.h): kSoftmax takes the softmax over
+  // the classes (SoftmaxCrossEntropy, ClassLogSumExp: the eager passes run
+  // there), kPick only the labels' logits (CrossEntropyApply: under eager
+  // an index into the rows, the logits not read through).
+  CrossEntropyPart cross_entropy = CrossEntropyPart::kNone;
   std::string summary;
   std::vector<AttrSpec> attrs;
   std::vector<std::string> input_names;  // for messages; the last repeats when variadic

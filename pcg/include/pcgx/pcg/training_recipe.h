@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pcgx/pcg/cross_entropy_kernel.h"
 #include "pcgx/pcg/precision.h"
 
 namespace pcgx {
@@ -231,6 +232,9 @@ struct TrainingRecipe {
   // of a split graph holds some of them).
   std::vector<std::string> recompute_operators;
   AttentionKernel attention = AttentionKernel::kEager;
+  // How the cross-entropy over the logits runs: one fused kernel, or
+  // eager FP32 passes keeping the FP32 probabilities (cross_entropy_kernel.h).
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::kFused;
   // Each product reading a weight (a Linear) computes its input's gradient
   // first and sends it on (the collective its input's layout change runs
   // backward: a tensor-parallel all-reduce, or sequence parallelism's

@@ -73,6 +73,9 @@ struct OptimizeRequest {
   OptimizerState optimizer = kDefaultOptimizer;
   // The attention kernel the plan runs (training_recipe.h): eager unless said.
   AttentionKernel attention = AttentionKernel::kEager;
+  // How the plan's runs compute the cross-entropy (cross_entropy_kernel.h):
+  // fused unless said.
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::kFused;
   // Each product sends its input's gradient while it computes its
   // weight's (TrainingRecipe::overlap_grad_input): off unless said.
   bool overlap_grad_input = false;

@@ -31,6 +31,7 @@ struct SimulateRequest {
   std::optional<int64_t> zero_persistence_threshold;  // at ZeRO stage 3 (the strategy's or `zero`)
   std::optional<OptimizerState> optimizer;
   std::optional<AttentionKernel> attention;  // the strategy's unless said
+  std::optional<CrossEntropyKernel> cross_entropy;  // the strategy's unless said
   std::optional<bool> overlap_grad_input;    // the strategy's unless said
   std::optional<bool> overlap_param_gather;  // the strategy's unless said
   search::Efficiency efficiency = search::default_efficiency();

@@ -83,7 +83,9 @@
 // transient), so is the copy of every activation shard a task reads from
 // another device (a pipeline stage's received boundary), and a pipelined
 // tensor keeps one micro-slice per micro-batch in flight. Under ZeRO a device keeps 1/r of the state its
-// stage shards.
+// stage shards. Under an eager cross-entropy (pcg/cross_entropy_kernel.h)
+// a softmax over the logits keeps FP32 probabilities in their place, and
+// while its forward runs holds the 16-bit logits beside them (transient).
 // The optimizer update streams update_words FP32 words per parameter (Adam:
 // read w, g, m, v; write w, m, v: 7), plus the 2-byte compute copy it
 // writes when mixed.
@@ -221,7 +223,11 @@ class CostModel {
   const CommOptions& comm() const { return comm_; }
 
   // One task of compute node `n` (without recomputation: pcg/recompute_plan.h says
-  // which nodes re-run their forward in backward).
+  // which nodes re-run their forward in backward). Under an eager
+  // cross-entropy (pcg/cross_entropy_kernel.h) a softmax over the logits
+  // is priced as its passes, each over every logit element of the task at
+  // the efficiency table's "EagerCrossEntropy" memory figure plus a
+  // launch, and picking the labels' logits reads no logits.
   Seconds task_time(const Graph& g, const Node& n) const;
   // One task of a FlashAttention kernel (pcg/attention_kernels.h: its
   // operators in forward order): the operators' FLOPs (the fraction a
