@@ -168,15 +168,18 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
             if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w), n.id);  // (the reader's chunk)
-            if (i == 0 && eager_softmax(n) && lives.at(w) == OutputLife::kKept && here >= 0 && here < devices) {
+            if (i == 0 && eager_softmax(n) && !recompute.recomputed[static_cast<size_t>(n.id)] && here >= 0 && here < devices) {
               // An eager cross-entropy keeps the FP32 probabilities in
-              // place of the logits, and while its forward runs holds both
-              // (cross_entropy_kernel.h; FP32 logits are worked in place).
+              // place of the logits (counted as kept already where no
+              // recomputation frees them), and while its forward runs
+              // holds both (cross_entropy_kernel.h; FP32 logits are worked
+              // in place).
               const ParallelTensorShape& s = g.shape(w);
               const auto logit = static_cast<double>(element_bytes(s.dtype, precision));
               const double probabilities = eager_cross_entropy_passes(element_bytes(s.dtype, precision)).kept_bytes;
+              const double already = lives.at(w) == OutputLife::kKept ? logit : 0.0;
               const auto dv = static_cast<size_t>(here);
-              mem[dv].activations += bytes(s, n.id) * (probabilities - logit) / logit;
+              mem[dv].activations += bytes(s, n.id) * (probabilities - already) / logit;
               if (probabilities != logit)
                 forward_peak[dv] = std::max(forward_peak[dv], live[dv] + activation_shard_bytes(s, precision) / static_cast<double>(s.slices()));
             }

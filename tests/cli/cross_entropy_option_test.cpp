@@ -55,6 +55,12 @@ TEST(CrossEntropyOption, EagerIsPricedRecordedAndSimulated) {
   ASSERT_EQ(as_fused.code, 0) << as_fused.out;
   EXPECT_EQ(as_fused.out.find("cross-entropy "), std::string::npos) << as_fused.out;
   EXPECT_LT(ratio(as_fused.out), 0.995) << as_fused.out;
+  // pcgx's runtime trains it with its fused kernel, says so, and predicts that.
+  const auto trained = run("run " + eager + " --steps 1 --no-report --no-plot");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("note: " + eager + " was planned with an eager cross-entropy (cross_entropy); the runtime runs its fused kernel"),
+            std::string::npos)
+      << trained.out;
 }
 
 TEST(CrossEntropyOption, APlanStatesIt) {

@@ -93,8 +93,11 @@ TEST(EagerCrossEntropy, PricedPassByPassAndSimulatedAlike) {
 }
 
 // What a device keeps: under BF16 the FP32 probabilities (4 bytes a logit)
-// in place of the 2-byte logits, and while the loss's forward runs both;
-// in FP32 the passes work in the logits' own buffer: nothing changes.
+// in place of the 2-byte logits, and while the loss's forward runs both
+// (here the logits dwarf every other activation, so that moment is the
+// forward's peak); in FP32 the passes work in the logits' own buffer:
+// nothing changes. The probabilities are kept whether or not the logits
+// are recomputed (no eager backward reads the logits).
 TEST(EagerCrossEntropy, KeepsTheFp32Probabilities) {
   const Graph g = data_parallel(build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}, {"vocab", 4096}}), 8);
   const NodeId loss = node_of(g, "SoftmaxCrossEntropy");
@@ -108,9 +111,37 @@ TEST(EagerCrossEntropy, KeepsTheFp32Probabilities) {
     for (size_t d = 0; d < a.size(); ++d) {
       EXPECT_DOUBLE_EQ(b[d].activations - a[d].activations, per_device * (4 - logit)) << name(p) << " device " << d;
       if (p == Precision::kFp32) EXPECT_DOUBLE_EQ(b[d].transient, a[d].transient) << d;
-      else EXPECT_GE(b[d].transient, per_device * logit) << d;
+      else {
+        EXPECT_GT(b[d].transient, a[d].transient) << d;
+        EXPECT_GE(b[d].transient, per_device * logit) << d;
+      }
+    }
+    // The head recomputed (recompute operators naming it): fused keeps no
+    // logits, eager still keeps the probabilities.
+    TrainingRecipe rf = fused.recipe(), re = eager.recipe();
+    rf.recompute = re.recompute = Recompute::kOperators;
+    rf.recompute_operators = re.recompute_operators = {"lm_logits"};
+    const std::vector<DeviceMemory> c = memory_breakdown(placed, rf), e = memory_breakdown(placed, re);
+    for (size_t d = 0; d < c.size(); ++d) {
+      EXPECT_LT(c[d].activations, a[d].activations - 0.9 * per_device * logit) << name(p) << " device " << d;
+      EXPECT_DOUBLE_EQ(e[d].activations - c[d].activations, per_device * 4) << name(p) << " device " << d;
     }
   }
+}
+
+// A measured profile times pcgx's runtimes, whose loss is fused: eager
+// prices its passes whatever the profile says of the operator.
+TEST(EagerCrossEntropy, AProfiledLossIsStillPricedAsItsPasses) {
+  const Graph g = data_parallel(build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}, {"vocab", 4096}}), 8);
+  const Node& loss = g.node(node_of(g, "SoftmaxCrossEntropy"));
+  Profile measured;
+  measured.add({loss.op->name, {g.shape(loss.inputs[0]).slice_shape(), g.shape(loss.inputs[1]).slice_shape()}, 1.0, 2.0});
+  TrainingRecipe recipe{Precision::kBf16, Recompute::kNone, ZeroStage::k0};
+  const CostModel fused(toy_machine(), with_launches(), measured, {}, recipe);
+  EXPECT_DOUBLE_EQ(fused.task_time(g, loss).forward, 1.0);
+  recipe.cross_entropy = CrossEntropyKernel::kEager;
+  const CostModel eager(toy_machine(), with_launches(), measured, {}, recipe);
+  EXPECT_DOUBLE_EQ(eager.task_time(g, loss).forward, model(CrossEntropyKernel::kEager, Precision::kBf16).task_time(g, loss).forward);
 }
 
 // Megatron-LM's plan splits the loss by vocabulary (ClassLogSumExp, then

@@ -153,6 +153,7 @@ AttentionKernel parse_attention(const std::string& text) {
 std::string cross_entropy_line(const Graph& g) {
   int64_t softmaxes = 0;
   for (const Node& n : g.nodes()) softmaxes += n.op && n.op->cross_entropy == CrossEntropyPart::kSoftmax ? 1 : 0;
+  if (softmaxes == 0) return "eager (the model has no cross-entropy: nothing changes)";
   return std::string("eager (") + std::to_string(softmaxes) + (softmaxes == 1 ? " softmax" : " softmaxes") +
          " over the logits in FP32 passes, the FP32 probabilities kept for backward)";
 }

@@ -227,7 +227,9 @@ class CostModel {
   // cross-entropy (pcg/cross_entropy_kernel.h) a softmax over the logits
   // is priced as its passes, each over every logit element of the task at
   // the efficiency table's "EagerCrossEntropy" memory figure plus a
-  // launch, and picking the labels' logits reads no logits.
+  // launch (a table without the entry: its default's), and picking the
+  // labels' logits reads no logits; a measured profile's times for these
+  // operators (pcgx's runtimes run them fused) are not used for them.
   Seconds task_time(const Graph& g, const Node& n) const;
   // One task of a FlashAttention kernel (pcg/attention_kernels.h: its
   // operators in forward order): the operators' FLOPs (the fraction a
