@@ -63,6 +63,24 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
     if (!closed) continue;
     const auto k = static_cast<int32_t>(out.members.size());
     for (const NodeId m : chain) out.kernel[static_cast<size_t>(m)] = k;
+    // The permutations into the kernel, read only by it, and the one out
+    // of it, its output's only reader: strides, not passes.
+    auto permutation = [&](NodeId id) {
+      const Node& p = g.node(id);
+      return p.op->permutes && p.op->op_class == OpClass::kCompute && !p.op->is_shard_level(p.attrs) && p.inputs.size() == 1;
+    };
+    for (const NodeId m : chain)
+      for (const TensorRef& t : g.node(m).inputs) {
+        const std::vector<NodeId>& by = readers[static_cast<size_t>(t.node)];
+        if (out.kernel[static_cast<size_t>(t.node)] < 0 && permutation(t.node) && by.size() == 1 && by.front() == m) {
+          out.strided.resize(g.size(), 0);
+          out.strided[static_cast<size_t>(t.node)] = 1;
+        }
+      }
+    if (const std::vector<NodeId>& by = readers[static_cast<size_t>(chain.back())]; by.size() == 1 && permutation(by.front())) {
+      out.strided.resize(g.size(), 0);
+      out.strided[static_cast<size_t>(by.front())] = 1;
+    }
     out.members.push_back(std::move(chain));
   }
   return out;

@@ -283,6 +283,7 @@ AttentionKernels CostModel::attention_kernels(const Graph& g, const SourceLayout
 }
 
 Seconds CostModel::operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const {
+  if (kernels.strided_view(id)) return {};  // (read or written by a FlashAttention kernel through its strides)
   const int32_t k = kernels.kernel[static_cast<size_t>(id)];
   if (k < 0) return task_time(g, g.node(id));
   if (!kernels.first(id)) return {};

@@ -5,6 +5,8 @@
 // it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -50,6 +52,20 @@ TEST(FlashAttention, OneKernelPerLayerFromTheScoresToTheWeightedSum) {
       EXPECT_TRUE(k.first(k.members[l].front()));
       EXPECT_FALSE(k.first(k.members[l].back()));
     }
+    // The transposes into the heads' layout and back are the kernel's
+    // strides (attention_kernels.h), nothing else is; the fused softmax
+    // (an eager attention's) reads through none.
+    std::vector<std::string> strided;
+    for (const Node& n : x.nodes())
+      if (k.strided_view(n.id)) strided.push_back(n.name);
+    std::vector<std::string> want;
+    for (const std::string b : {"block0.attn.", "block1.attn."})
+      for (const std::string t : {"q_t", "k_t", "v_t", "context_t"}) want.push_back(b + t);
+    std::sort(strided.begin(), strided.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(strided, want);
+    const AttentionKernels fused = fused_softmax_kernels(x, source_layouts(x));
+    for (const Node& n : x.nodes()) EXPECT_FALSE(fused.strided_view(n.id)) << n.name;
   }
   // Nothing in an MLP.
   EXPECT_TRUE(find_attention_kernels(build_model("mlp-tiny", {}), source_layouts(build_model("mlp-tiny", {}))).members.empty());
@@ -148,10 +164,17 @@ TEST(FlashAttention, OneDevicesStepTradesTheOperatorsForTheKernel) {
   const Strategy e = MachineMapper(eager).map(g), f = MachineMapper(flash).map(g);
   ASSERT_TRUE(e.estimate.feasible && f.estimate.feasible);
   double saved = 0;
-  for (const std::vector<NodeId>& k : find_attention_kernels(g, source_layouts(g)).members) {
+  const AttentionKernels kernels = find_attention_kernels(g, source_layouts(g));
+  for (const std::vector<NodeId>& k : kernels.members) {
     for (const NodeId n : k) saved += eager.task_time(g, g.node(n)).total();
     saved -= flash.attention_kernel_time(g, k).total();
   }
+  // And the transposes it reads and writes through its strides.
+  double transposes = 0;
+  for (const Node& n : g.nodes())
+    if (kernels.strided_view(n.id)) transposes += eager.task_time(g, n).total();
+  ASSERT_GT(transposes, 0);
+  saved += transposes;
   ASSERT_GT(saved, 0);
   EXPECT_NEAR(e.estimate.time - f.estimate.time, saved, 1e-9 * e.estimate.time);
 }
@@ -204,14 +227,15 @@ TEST(FlashAttention, APipelinedPlanPricesEveryChunksKernels) {
 
 // Where the stages are cut: the balanced cuts weigh each attention by its
 // kernel's time, so with flash (attention cheaper, the LM head of a 2,048
-// word vocabulary weighing more beside it) the cut moves a layer later
-// than eager's, and the plan there is faster, under flash, than one cut
-// where eager's weights balance.
+// word vocabulary weighing more beside it, the transposes around each
+// kernel strides rather than passes) the cut moves a layer and a half
+// later than eager's, into the last layer, and the plan there is faster,
+// under flash, than one cut where eager's weights balance.
 TEST(FlashAttention, PipelineCutsBalanceTheKernelsTimes) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 256}, {"layers", 4}, {"vocab", 2048}});
   const PipelineResult f = pipelined_on_toy(g, AttentionKernel::kFlash), e = pipelined_on_toy(g, AttentionKernel::kEager);
   EXPECT_EQ(e.stage[0].last, "block1.mlp_residual");  // (also the even layers' cut)
-  ASSERT_EQ(f.stage[0].last, "block2.mlp_residual");
+  ASSERT_EQ(f.stage[0].last, "block3.attn_residual");
   PipelineOptions at_eagers{2, 4};
   at_eagers.boundaries = {e.stage[0].last};
   const PipelineResult x = pipelined_on_toy(g, AttentionKernel::kFlash, at_eagers);

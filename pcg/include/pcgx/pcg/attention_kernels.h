@@ -9,6 +9,14 @@
 // at the others), the memory model and the runtime (which keep none of
 // the kernel's inner tensors: recompute_plan.h re-runs them in backward).
 //
+// FlashAttention reads q, k and v, and writes its output, at whatever
+// strides keep a head's vector contiguous: a dimension permutation
+// (an operator the registry says `permutes`, a Transpose) whose output
+// only the kernel reads, or whose input is the kernel's output and read
+// by it alone, is that strided access and never a pass of its own (the
+// zoo's transposes of q, k and v into [b, a, s, d] and of the output
+// back). Eager kernels, and Megatron-LM's fused softmax, copy them.
+//
 // A chain is a kernel only when each inner tensor has one reader, the next
 // operator of the chain, and every operator reads no weight: the tensors
 // the kernel never writes must not be read elsewhere. The graph may be a
@@ -28,6 +36,10 @@ struct AttentionKernels {
   // Per kernel: its operators in forward order (the scores' product
   // first, the weighted sum last).
   std::vector<std::vector<NodeId>> members;
+  // Per node (empty: none): a permutation the kernel reads or writes
+  // through by strides (above), priced as no pass.
+  std::vector<char> strided;
+  bool strided_view(NodeId n) const { return !strided.empty() && strided[static_cast<size_t>(n)]; }
   bool in_kernel(NodeId n) const { return kernel[static_cast<size_t>(n)] >= 0; }
   // Whether n is a kernel's first operator (the one that stands for it).
   bool first(NodeId n) const {

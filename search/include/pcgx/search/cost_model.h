@@ -242,7 +242,8 @@ class CostModel {
   // fused scale and softmax; none under eager), and one task of compute
   // node `id` with them: its own time, its kernel's at the kernel's first
   // operator (a fused scale and softmax: the softmax's pass), nothing at
-  // the kernel's others.
+  // the kernel's others, nothing for a transpose a FlashAttention kernel
+  // reads or writes through its strides.
   AttentionKernels attention_kernels(const Graph& g, const SourceLayouts& layouts) const;
   Seconds operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.
