@@ -64,22 +64,42 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
     const auto k = static_cast<int32_t>(out.members.size());
     for (const NodeId m : chain) out.kernel[static_cast<size_t>(m)] = k;
     // The permutations into the kernel, read only by it, and the one out
-    // of it, its output's only reader: strides, not passes.
-    auto permutation = [&](NodeId id) {
+    // of it, its output's only reader: strides, not passes, where each
+    // leaves the head dimension innermost in memory (the kernel's loads
+    // and stores run along it). Of the products A[.., m, k] B[.., k, n]:
+    // the scores' A (q) and B (k^T) hold it at k, the weighted sum's B
+    // (v) at n, its output at n.
+    auto is_output = [&](NodeId id) { return std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& t) { return t.node == id; }); };
+    // A permutation whose input's innermost dimension lands at `at` of its output.
+    auto permutation_to = [&](NodeId id, int64_t at) {
       const Node& p = g.node(id);
-      return p.op->permutes && p.op->op_class == OpClass::kCompute && !p.op->is_shard_level(p.attrs) && p.inputs.size() == 1;
+      if (!p.op->permutes || p.op->op_class != OpClass::kCompute || p.op->is_shard_level(p.attrs) || p.inputs.size() != 1) return false;
+      const std::vector<int64_t> perm = p.op->permutes(p.attrs);  // output dimension d is input dimension perm[d]
+      const auto last = static_cast<int64_t>(perm.size()) - 1;
+      return at >= 0 && at <= last && perm[static_cast<size_t>(at)] == last;
     };
-    for (const NodeId m : chain)
-      for (const TensorRef& t : g.node(m).inputs) {
-        const std::vector<NodeId>& by = readers[static_cast<size_t>(t.node)];
-        if (out.kernel[static_cast<size_t>(t.node)] < 0 && permutation(t.node) && by.size() == 1 && by.front() == m) {
-          out.strided.resize(g.size(), 0);
-          out.strided[static_cast<size_t>(t.node)] = 1;
-        }
-      }
-    if (const std::vector<NodeId>& by = readers[static_cast<size_t>(chain.back())]; by.size() == 1 && permutation(by.front())) {
+    auto mark = [&](NodeId id) {
       out.strided.resize(g.size(), 0);
-      out.strided[static_cast<size_t>(by.front())] = 1;
+      out.strided[static_cast<size_t>(id)] = 1;
+    };
+    const Node& scores = g.node(chain.front());
+    const Node& weighted = g.node(chain.back());
+    const auto rank = static_cast<int64_t>(scores.outputs[0].rank());
+    auto head_at = [&](const Node& m, size_t input) -> int64_t {
+      if (m.id == scores.id) return input == 0 ? rank - 1 : rank - 2;
+      if (m.id == weighted.id && input == 1) return rank - 1;
+      return -1;
+    };
+    for (const Node* m : {&scores, &weighted})
+      for (size_t i = 0; i < m->inputs.size(); ++i) {
+        const NodeId from = m->inputs[i].node;
+        const std::vector<NodeId>& by = readers[static_cast<size_t>(from)];
+        if (out.kernel[static_cast<size_t>(from)] < 0 && by.size() == 1 && !is_output(from) && permutation_to(from, head_at(*m, i))) mark(from);
+      }
+    // The output transposed: its innermost dimension must stay innermost.
+    if (const std::vector<NodeId>& by = readers[static_cast<size_t>(weighted.id)]; by.size() == 1) {
+      const Node& t = g.node(by.front());
+      if (t.outputs.size() == 1 && permutation_to(t.id, static_cast<int64_t>(t.outputs[0].rank()) - 1)) mark(t.id);
     }
     out.members.push_back(std::move(chain));
   }

@@ -131,6 +131,7 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
   // (Under flash, what the kernels re-run themselves is not named: the
   // kernels keep it from the start, at no re-run of their own.)
   const RecomputePlan selective = plan_recompute(g, layouts, Recompute::kSelective, kAllLayers, {}, {}, chosen.attention);
+  const AttentionKernels strided = out.cost->attention_kernels(g, layouts);  // (a transpose FlashAttention reads through re-runs at no cost)
   std::set<NodeId> outputs;
   for (const TensorRef& t : g.outputs()) outputs.insert(t.node);
   std::set<std::string> start;                            // what selective re-runs
@@ -166,7 +167,7 @@ void cheapest_recomputed_operators(const OptimizeRequest& q, const search::Effic
   for (const auto& [pattern, nodes] : kinds) {
     std::set<std::string> with = start;
     double seconds = 0;
-    for (const Node* n : nodes) with.insert(n->name), seconds += out.cost->task_time(g, *n).forward;
+    for (const Node* n : nodes) with.insert(n->name), seconds += strided.strided_view(n->id) ? 0.0 : out.cost->task_time(g, *n).forward;
     const double frees = start_need - busiest(with);
     if (frees > 0) ranked.push_back({&nodes, seconds, seconds / frees});
   }

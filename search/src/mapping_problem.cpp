@@ -154,6 +154,7 @@ void Problem::hash_nodes() {
     } else if (kernels.in_kernel(n.id)) {
       h = hash_mix(h, 0xF1A5);
     }
+    if (kernels.strided_view(n.id)) h = hash_mix(h, 0x57D1);  // (no pass: a graph elsewhere, its readers, decides it)
     local[id] = h;
   }
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,37 @@ TEST(FlashAttention, KernelTimeWorkedByHand) {
   const Seconds s = cm.attention_kernel_time(g, k.members[0]);
   EXPECT_DOUBLE_EQ(s.forward, forward);
   EXPECT_DOUBLE_EQ(s.backward, 2 * forward);
+}
+
+// Which transposes the kernel reads or writes through its strides: those
+// that leave the head dimension innermost, read by the kernel alone (or
+// reading its output alone), and no graph output. q, k and v from
+// [1, 128, 2, 4] projections (d = 4 innermost).
+TEST(FlashAttention, TransposesReadThroughStridesKeepTheHeadDimensionInnermost) {
+  enum class Variant { kPlain, kQIsAnOutput, kKReadTwice, kDNotInnermost };
+  auto strided = [](Variant v) {
+    GraphBuilder b("attn");
+    const bool d_outer = v == Variant::kDNotInnermost;
+    const TensorRef xq = b.input("xq", d_outer ? IntList{1, 128, 4, 2} : IntList{1, 128, 2, 4});
+    const TensorRef xk = b.input("xk", IntList{1, 128, 2, 4}), xv = b.input("xv", IntList{1, 128, 2, 4});
+    const TensorRef q = b.transpose(xq, d_outer ? IntList{0, 3, 1, 2} : IntList{0, 2, 1, 3}, "q_t");
+    const TensorRef k = b.transpose(xk, {0, 2, 3, 1}, "k_t"), vt = b.transpose(xv, {0, 2, 1, 3}, "v_t");
+    const TensorRef probs = b.softmax(b.batch_matmul(q, k, "scores"), true, "softmax");
+    b.graph().add_output(b.transpose(b.batch_matmul(probs, vt, "context"), {0, 2, 1, 3}, "context_t"));
+    if (v == Variant::kQIsAnOutput) b.graph().add_output(q);
+    if (v == Variant::kKReadTwice) b.graph().add_output(b.unary("Relu", k, "k_again"));
+    const Graph g = b.finish();
+    const AttentionKernels kernels = find_attention_kernels(g, source_layouts(g));
+    EXPECT_EQ(kernels.members.size(), 1u);
+    std::set<std::string> names;
+    for (const Node& n : g.nodes())
+      if (kernels.strided_view(n.id)) names.insert(n.name);
+    return names;
+  };
+  EXPECT_EQ(strided(Variant::kPlain), (std::set<std::string>{"q_t", "k_t", "v_t", "context_t"}));
+  EXPECT_EQ(strided(Variant::kQIsAnOutput), (std::set<std::string>{"k_t", "v_t", "context_t"}));
+  EXPECT_EQ(strided(Variant::kKReadTwice), (std::set<std::string>{"q_t", "v_t", "context_t"}));
+  EXPECT_EQ(strided(Variant::kDNotInnermost), (std::set<std::string>{"k_t", "v_t", "context_t"}));
 }
 
 // A long sequence (1024): eager writes and reads the [b, a, s, s] scores
