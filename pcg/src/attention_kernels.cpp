@@ -35,6 +35,7 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
   for (const Node& n : g.nodes())
     for (const TensorRef& t : n.inputs) readers[static_cast<size_t>(t.node)].push_back(n.id);
   for (std::vector<NodeId>& r : readers) r.erase(std::unique(r.begin(), r.end()), r.end());
+  auto is_output = [&](NodeId id) { return std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& t) { return t.node == id; }); };
   for (const Node& n : g.nodes()) {
     const std::vector<TensorRef> acts = activations(layouts, n);
     if (acts.size() < 2 || out.kernel[static_cast<size_t>(n.id)] >= 0 || !has_flops(g, n)) continue;
@@ -46,8 +47,7 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
     bool closed = false;
     while (!closed) {
       const std::vector<NodeId>& next = readers[static_cast<size_t>(chain.back())];
-      const bool output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& t) { return t.node == chain.back(); });
-      if (next.size() != 1 || output) break;
+      if (next.size() != 1 || is_output(chain.back())) break;
       const Node& r = g.node(next.front());
       const std::vector<TensorRef> in = activations(layouts, r);
       if (in.empty() || std::count_if(r.inputs.begin(), r.inputs.end(), [&](const TensorRef& t) { return t.node == chain.back(); }) != 1) break;
@@ -69,7 +69,6 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
     // and stores run along it). Of the products A[.., m, k] B[.., k, n]:
     // the scores' A (q) and B (k^T) hold it at k, the weighted sum's B
     // (v) at n, its output at n.
-    auto is_output = [&](NodeId id) { return std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& t) { return t.node == id; }); };
     // A permutation whose input's innermost dimension lands at `at` of its output.
     auto permutation_to = [&](NodeId id, int64_t at) {
       const Node& p = g.node(id);

@@ -175,8 +175,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
               // holds both (cross_entropy_kernel.h; FP32 logits are worked
               // in place).
               const ParallelTensorShape& s = g.shape(w);
-              const auto logit = static_cast<double>(element_bytes(s.dtype, precision));
-              const double probabilities = eager_cross_entropy_passes(element_bytes(s.dtype, precision)).kept_bytes;
+              const int64_t logit_bytes = element_bytes(s.dtype, precision);
+              const auto logit = static_cast<double>(logit_bytes);
+              const double probabilities = eager_cross_entropy_passes(logit_bytes).kept_bytes;
               const double already = lives.at(w) == OutputLife::kKept ? logit : 0.0;
               const auto dv = static_cast<size_t>(here);
               mem[dv].activations += bytes(s, n.id) * (probabilities - already) / logit;

@@ -1,6 +1,6 @@
 #pragma once
-// What the plan tests (plan_option_test.cpp, plan_show_test.cpp) read from
-// a run of the pcgx binary.
+// What the command-line tests (the plan tests, simulate's, the schedule
+// file's, --cross-entropy's) read from a run of the pcgx binary.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +27,12 @@ inline double predicted_ms(const std::string& out) {
   const size_t at = out.find("iteration time");
   if (at == std::string::npos) return -1;
   return std::stod(out.substr(out.find_first_of("0123456789", at)));
+}
+
+// The ratio `pcgx simulate` prints (simulated over the strategy's estimate); 0 where none.
+inline double ratio(const std::string& out) {
+  const size_t at = out.find("ratio ");
+  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
 }
 
 // A run's "loss FIRST -> LAST" line (the whole output when it has none).

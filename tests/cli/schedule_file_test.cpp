@@ -7,12 +7,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_test_helpers.h"
 #include "cli/run_pcgx.h"
 #include "temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using pcgx::testing::ratio;
 using pcgx::testing::run;
 
 const std::string kSchedules = std::string(PCGX_SOURCE_DIR) + "/data/schedules/";
@@ -26,11 +28,6 @@ fs::path pipelined() {
     return out;
   }();
   return s;
-}
-
-double ratio(const std::string& out) {
-  const size_t at = out.find("ratio ");
-  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
 }
 
 std::string last_loss(const std::string& out) {

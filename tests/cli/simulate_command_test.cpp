@@ -12,12 +12,14 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_test_helpers.h"
 #include "cli/run_pcgx.h"
 #include "temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using pcgx::testing::ratio;
 using pcgx::testing::run;
 
 fs::path dir() {
@@ -514,11 +516,6 @@ TEST(SimulateCommand, TheAttentionKernelIsPricedRecordedAndSimulated) {
   EXPECT_FALSE(fs::exists(dir() / "att-bad.json"));
 }
 
-// The ratio `pcgx simulate` prints (simulated over the strategy's estimate); 0 where none.
-double ratio(const std::string& out) {
-  const size_t at = out.find("ratio ");
-  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
-}
 
 // Input gradients sent beside the weight products (Megatron-LM's
 // asynchronous tensor-parallel all-reduce): said by optimize, recorded,
