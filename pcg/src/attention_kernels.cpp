@@ -1,7 +1,10 @@
 // FlashAttention's kernels in a graph (see attention_kernels.h).
 #include "pcgx/pcg/attention_kernels.h"
 
+#include "pcgx/pcg/tensor.h"
+
 #include <algorithm>
+#include <optional>
 
 namespace pcgx {
 namespace {
@@ -24,6 +27,19 @@ bool has_flops(const Graph& g, const Node& n) {
   for (const TensorRef& t : n.inputs) in.push_back({g.shape(t).logical_shape(), g.shape(t).dtype});
   for (const ParallelTensorShape& s : n.outputs) out.push_back({s.logical_shape(), s.dtype});
   return n.op->flops(n.attrs, in, out) > 0;
+}
+
+// Data movement that keeps every element where a strided read finds it:
+// one input viewed in another shape (a Reshape), no permutation, no scaling.
+bool is_view(const Graph& g, const Node& n) {
+  if (!n.op->weight_layout || n.op->permutes || n.op->elementwise || n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs)) return false;
+  return n.inputs.size() == 1 && n.outputs.size() == 1 && n.outputs[0].shard_elements() == g.shape(n.inputs[0]).shard_elements();
+}
+
+// Data movement of two or more inputs into one output (a Concat on a data
+// dimension): copies of one tensor where every input is that tensor.
+bool is_copies(const Node& n) {
+  return n.op->weight_layout && n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && n.inputs.size() >= 2 && n.outputs.size() == 1;
 }
 
 }  // namespace
@@ -89,11 +105,38 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
       if (m.id == weighted.id && input == 1) return rank - 1;
       return -1;
     };
+    auto alone = [&](NodeId id) { return out.kernel[static_cast<size_t>(id)] < 0 && readers[static_cast<size_t>(id)].size() == 1 && !is_output(id); };
+    // A group's head copies behind a permutation the kernel reads by
+    // strides: views, then copies of one tensor (every leaf of the
+    // concatenations the same tensor, each inner one read by the next
+    // alone).
+    auto mark_grouped = [&](NodeId permutation) {
+      std::vector<NodeId> chain{permutation};
+      NodeId at = g.node(permutation).inputs[0].node;
+      while (is_view(g, g.node(at)) && alone(at)) chain.push_back(at), at = g.node(at).inputs[0].node;
+      if (!is_copies(g.node(at)) || !alone(at)) return;
+      std::vector<NodeId> copies{at};
+      std::optional<TensorRef> source;
+      for (size_t c = 0; c < copies.size(); ++c)
+        for (const TensorRef& t : g.node(copies[c]).inputs) {
+          if (is_copies(g.node(t.node)) && alone(t.node)) {
+            if (std::find(copies.begin(), copies.end(), t.node) == copies.end()) copies.push_back(t.node);
+          } else if (source && *source != t) {
+            return;  // (a concatenation of different tensors)
+          } else {
+            source = t;
+          }
+        }
+      const int64_t count = product(g.node(at).outputs[0].logical_shape()) / product(g.shape(*source).logical_shape());
+      out.grouped.resize(g.size(), 0), out.grouped_sum.resize(g.size(), 0);
+      for (const NodeId c : copies) mark(c), out.grouped[static_cast<size_t>(c)] = count;
+      for (const NodeId c : chain) out.grouped[static_cast<size_t>(c)] = count;
+      out.grouped_sum[static_cast<size_t>(at)] = count;
+    };
     for (const Node* m : {&scores, &weighted})
       for (size_t i = 0; i < m->inputs.size(); ++i) {
         const NodeId from = m->inputs[i].node;
-        const std::vector<NodeId>& by = readers[static_cast<size_t>(from)];
-        if (out.kernel[static_cast<size_t>(from)] < 0 && by.size() == 1 && !is_output(from) && permutation_to(from, head_at(*m, i))) mark(from);
+        if (alone(from) && permutation_to(from, head_at(*m, i))) mark(from), mark_grouped(from);
       }
     // The output transposed: its innermost dimension must stay innermost.
     if (const std::vector<NodeId>& by = readers[static_cast<size_t>(weighted.id)]; by.size() == 1) {

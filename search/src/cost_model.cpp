@@ -282,7 +282,15 @@ AttentionKernels CostModel::attention_kernels(const Graph& g, const SourceLayout
   return none;
 }
 
+Seconds CostModel::grouped_heads_time(const Node& n, int64_t copies) const {
+  const ParallelTensorShape& out = n.outputs[0];
+  const double bytes = static_cast<double>(product(out.slice_shape()) * element_bytes(out.dtype, recipe_.precision));
+  const double pass = bytes * (1.0 + 1.0 / static_cast<double>(copies)) / (machine_.device.memory_bandwidth * efficiency_.of(n.op->name).memory);
+  return {0.0, static_cast<double>(out.slices()) * (pass + efficiency_.launch)};
+}
+
 Seconds CostModel::operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const {
+  if (const int64_t copies = kernels.grouped_sum_copies(id)) return grouped_heads_time(g.node(id), copies);
   if (kernels.strided_view(id)) return {};  // (read or written by a FlashAttention kernel through its strides)
   const int32_t k = kernels.kernel[static_cast<size_t>(id)];
   if (k < 0) return task_time(g, g.node(id));

@@ -155,6 +155,7 @@ void Problem::hash_nodes() {
       h = hash_mix(h, 0xF1A5);
     }
     if (kernels.strided_view(n.id)) h = hash_mix(h, 0x57D1);  // (no pass: a graph elsewhere, its readers, decides it)
+    if (const int64_t copies = kernels.grouped_sum_copies(n.id)) h = hash_mix(h, 0x6A0D + static_cast<uint64_t>(copies));
     local[id] = h;
   }
 }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/saved_tensors.h"
 #include "pcgx/pcg/step_communication.h"
@@ -55,19 +56,26 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     return activation_shard_bytes(s, precision) * static_cast<double>(std::min(slices, std::max<int64_t>(k, 1))) /
            static_cast<double>(slices);
   };
+  // Grouped-query attention's head copies that a FlashAttention kernel
+  // reads in place (attention_kernels.h): none written, the permutation
+  // the kernel reads standing for the head it keeps.
+  const AttentionKernels kernels = recipe.attention == AttentionKernel::kFlash ? find_attention_kernels(g, layouts) : AttentionKernels{};
   auto kept = [&](TensorRef t, int64_t d, const ParallelTensorShape& s) {
     // A FlashAttention kernel's inner tensors (the scores) never reach
     // memory: it holds a block of them at a time, in its own buffers.
     if (d < 0 || d >= devices || recompute.never_written(t.node)) return;
+    const int64_t copies = kernels.grouped_copies(t.node);
+    if (copies > 0 && !g.node(t.node).op->permutes) return;
+    const double share = copies > 0 ? 1.0 / static_cast<double>(copies) : 1.0;
     const auto dev = static_cast<size_t>(d);
     const OutputLife life = lives.at(t);
     if (life == OutputLife::kKept) {
-      mem[dev].activations += bytes(s, t.node);
+      mem[dev].activations += share * bytes(s, t.node);
       return;
     }
     // Alive for one micro-batch at a time: forward until freed, and a
     // recomputed one again during its segment's backward.
-    const double slice = activation_shard_bytes(s, precision) / static_cast<double>(s.slices());
+    const double slice = share * activation_shard_bytes(s, precision) / static_cast<double>(s.slices());
     const int32_t seg = recompute.segment[static_cast<size_t>(t.node)];
     live[dev] += slice;
     forward_peak[dev] = std::max(forward_peak[dev], live[dev]);

@@ -136,6 +136,93 @@ TEST(FlashAttention, TransposesReadThroughStridesKeepTheHeadDimensionInnermost) 
   EXPECT_EQ(strided(Variant::kDNotInnermost), (std::set<std::string>{"k_t", "v_t", "context_t"}));
 }
 
+// Grouped-query attention: the key/value heads' copies for their query
+// heads (the zoo's `_repeat` concats, doubling, one more where the group
+// is odd) are read by the kernel through strides: every copy no forward
+// pass, the last one (standing for them) a backward of one pass summing
+// the copies' gradients into the head's (worked by hand on the toy
+// device: 100 GB/s, every efficiency 1, no launch). q has no copies; with
+// every head its own (kv_heads 0) nothing is copied. The simulator agrees.
+TEST(FlashAttention, GroupedHeadsCopiesAreReadThroughStrides) {
+  for (const int64_t kv : {1, 2, 0}) {
+    const Graph g = build_model("llama-tiny", {{"heads", 6}, {"hidden", 48}, {"kv_heads", kv}, {"seq", 64}});
+    const int64_t group = kv == 0 ? 1 : 6 / kv;
+    const AttentionKernels k = find_attention_kernels(g, source_layouts(g));
+    ASSERT_EQ(k.members.size(), 2u);
+    std::set<std::string> copies, last, read;
+    for (const Node& n : g.nodes()) {
+      const bool copy = n.name.find("_repeat") != std::string::npos;  // (the copies, and the view of them as heads)
+      if (copy && n.name.find("_repeated") == std::string::npos) {
+        EXPECT_TRUE(k.strided_view(n.id)) << n.name;
+        copies.insert(n.name);
+      }
+      const bool k_or_v_t = n.name.ends_with(".k_t") || n.name.ends_with(".v_t");
+      EXPECT_EQ(k.grouped_copies(n.id), (copy || k_or_v_t) && group > 1 ? group : 0) << n.name;
+      if (k.grouped_sum_copies(n.id) > 0) {
+        EXPECT_EQ(k.grouped_sum_copies(n.id), group) << n.name;
+        last.insert(n.name);
+      }
+    }
+    // Six copies: three (two concats: a doubling, one more for the odd
+    // count) doubled; three: the first two concats alone.
+    const size_t per_tensor = group == 6 ? 3 : group == 3 ? 2 : 0;
+    EXPECT_EQ(copies.size(), 2 * 2 * per_tensor);  // k and v in two layers
+    EXPECT_EQ(last.size(), group == 1 ? 0u : 4u);
+    const CostModel cm = model(AttentionKernel::kFlash, Recompute::kNone, toy_machine().with_devices(2));
+    for (const Node& n : g.nodes()) {
+      if (k.grouped_sum_copies(n.id) == 0) continue;
+      const double bytes = static_cast<double>(n.outputs[0].num_elements()) * 4;
+      const Seconds t = cm.operator_time(g, k, n.id);
+      EXPECT_EQ(t.forward, 0.0) << n.name;
+      EXPECT_DOUBLE_EQ(t.backward, bytes * (1.0 + 1.0 / static_cast<double>(group)) / 1e11) << n.name;
+    }
+    if (group == 1) continue;
+    const Graph dp = data_parallel(g, 2);
+    const Strategy f = MachineMapper(cm).map(dp);
+    ASSERT_TRUE(f.estimate.feasible);
+    EXPECT_NEAR(Simulator(f.graph, f.views, cm).time(), f.estimate.time, 1e-9 * f.estimate.time);
+    // Memory: the transposed copies k^T and v that the kernel keeps count
+    // as the head alone, where selective recomputation (the same tensors
+    // kept, eager kernels) keeps the copies.
+    const CostModel selective = model(AttentionKernel::kEager, Recompute::kSelective, toy_machine().with_devices(2));
+    const Placement placed(f.graph, f.views, 2);
+    const std::vector<DeviceMemory> fm = memory_breakdown(placed, cm.recipe()), sm = memory_breakdown(placed, selective.recipe());
+    double copies_kept = 0;  // per device: half the samples
+    const AttentionKernels fk = find_attention_kernels(f.graph, source_layouts(f.graph));
+    for (const Node& n : f.graph.nodes())
+      if (fk.grouped_copies(n.id) > 0 && n.op->permutes)
+        copies_kept += static_cast<double>(n.outputs[0].shard_elements()) * 4 * (1.0 - 1.0 / static_cast<double>(group));
+    ASSERT_GT(copies_kept, 0);
+    for (size_t d = 0; d < 2; ++d) EXPECT_DOUBLE_EQ(sm[d].activations - fm[d].activations, copies_kept) << "device " << d;
+  }
+}
+
+// Copies are taken as strides only where every concatenated tensor is the
+// one head and each copy reaches the kernel alone: a copy also read
+// elsewhere, or a concatenation of two different tensors, is a pass.
+TEST(FlashAttention, OnlyCopiesOfOneHeadReadByTheKernelAloneAreStrides) {
+  enum class Variant { kCopies, kCopyReadTwice, kTwoTensors };
+  auto grouped = [](Variant v) {
+    GraphBuilder b("attn");
+    const TensorRef xq = b.input("xq", IntList{1, 128, 2, 4}), xk = b.input("xk", IntList{1, 128, 1, 4}),
+                    other = b.input("other", IntList{1, 128, 1, 4}), xv = b.input("xv", IntList{1, 128, 2, 4});
+    const TensorRef copies = b.concat({xk, v == Variant::kTwoTensors ? other : xk}, 3, "k_repeat");
+    const TensorRef k = b.transpose(b.reshape(copies, {1, 128, 2, 4}, "k_repeated"), {0, 2, 3, 1}, "k_t");
+    const TensorRef q = b.transpose(xq, {0, 2, 1, 3}, "q_t"), vt = b.transpose(xv, {0, 2, 1, 3}, "v_t");
+    const TensorRef probs = b.softmax(b.batch_matmul(q, k, "scores"), true, "softmax");
+    b.graph().add_output(b.batch_matmul(probs, vt, "context"));
+    if (v == Variant::kCopyReadTwice) b.graph().add_output(b.unary("Relu", copies, "copies_again"));
+    const Graph g = b.finish();
+    const AttentionKernels kernels = find_attention_kernels(g, source_layouts(g));
+    EXPECT_EQ(kernels.members.size(), 1u);
+    const NodeId repeat = copies.node;
+    return std::make_pair(kernels.strided_view(repeat), kernels.grouped_copies(repeat));
+  };
+  EXPECT_EQ(grouped(Variant::kCopies), std::make_pair(true, int64_t{2}));
+  EXPECT_EQ(grouped(Variant::kCopyReadTwice), std::make_pair(false, int64_t{0}));
+  EXPECT_EQ(grouped(Variant::kTwoTensors), std::make_pair(false, int64_t{0}));
+}
+
 // A long sequence (1024): eager writes and reads the [b, a, s, s] scores
 // between its kernels; flash reads q, k, v once. The mapped step under
 // flash is faster, keeps less (no scores), and the simulator prices it as

@@ -17,6 +17,15 @@
 // zoo's transposes of q, k and v into [b, a, s, d] and of the output
 // back). Eager kernels, and Megatron-LM's fused softmax, copy them.
 //
+// Under grouped-query attention the kernel reads each key/value head for
+// the query heads of its group (FlashAttention-2's num_heads_k): the
+// copies of a head made for its group (copies of one tensor concatenated,
+// doubling, as the zoo's `_repeat` concats make them, then viewed as more
+// heads) are no forward pass either, where they reach the kernel alone
+// through such a view and a strided permutation. Their backward is one
+// pass, FlashAttention-2's: the gradients of the g copies (written by the
+// kernel per query head) summed into the grouped head's.
+//
 // A chain is a kernel only when each inner tensor has one reader, the next
 // operator of the chain, and every operator reads no weight: the tensors
 // the kernel never writes must not be read elsewhere. The graph may be a
@@ -40,6 +49,19 @@ struct AttentionKernels {
   // through by strides (above), priced as no pass.
   std::vector<char> strided;
   bool strided_view(NodeId n) const { return !strided.empty() && strided[static_cast<size_t>(n)]; }
+  // Per node (empty: none): for a group's head copies (above), the views
+  // of them and the strided permutation the kernel reads, how many copies
+  // of the head its output holds (0 elsewhere). The kernel reads the head
+  // in place, so none of them is written: the memory model keeps the
+  // permutation's output at 1/copies (the head) and the others not at all.
+  std::vector<int64_t> grouped;
+  int64_t grouped_copies(NodeId n) const { return grouped.empty() ? 0 : grouped[static_cast<size_t>(n)]; }
+  // Per node (empty: none): at the last of the copies, the one its view
+  // reads, how many (0 elsewhere): it stands for the chain, forward no
+  // pass (it is strided too), backward the copies' gradients summed into
+  // the grouped head's, one pass over the copies' bytes and the head's.
+  std::vector<int64_t> grouped_sum;
+  int64_t grouped_sum_copies(NodeId n) const { return grouped_sum.empty() ? 0 : grouped_sum[static_cast<size_t>(n)]; }
   bool in_kernel(NodeId n) const { return kernel[static_cast<size_t>(n)] >= 0; }
   // Whether n is a kernel's first operator (the one that stands for it).
   bool first(NodeId n) const {

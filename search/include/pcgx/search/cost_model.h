@@ -243,9 +243,17 @@ class CostModel {
   // node `id` with them: its own time, its kernel's at the kernel's first
   // operator (a fused scale and softmax: the softmax's pass), nothing at
   // the kernel's others, nothing for a transpose a FlashAttention kernel
-  // reads or writes through its strides.
+  // reads or writes through its strides, nor for the copies of a grouped
+  // key/value head it reads by strides, whose last copy's backward is the
+  // copies' gradients summed (grouped_heads_time).
   AttentionKernels attention_kernels(const Graph& g, const SourceLayouts& layouts) const;
   Seconds operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const;
+  // One task of n, the last of a grouped head's `copies` copies
+  // (AttentionKernels::grouped_sum): no forward; in backward, one pass
+  // reading the copies' gradients (its output's bytes) and writing the
+  // head's (1/copies of them), at the table's memory figure for n's
+  // operator (a Concat).
+  Seconds grouped_heads_time(const Node& n, int64_t copies) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.
   double update_time(double bytes) const;
   // One gradient bucket of `bytes` on `group`: its gradients copied into
