@@ -10,7 +10,8 @@
 //      micro-batches in flight), where the model has something to
 //      recompute,
 //      unity searched on the calibrated model, the expert's where one
-//      applies): the prediction
+//      applies, and for a transformer the expert's with sequence
+//      parallelism too): the prediction
 //      of the calibrated cost model, then a timed training run of that
 //      plan; printed measured/predicted and the terms of both
 //      (runner/step_terms.h) for the busiest device; beside it the
@@ -203,8 +204,13 @@ int main(int argc, char** argv) {
     search::SearchOptions so;
     so.budget = 6;
     plans.push_back({"unity", search::optimize(model, rules, mapper, so).strategy.graph});
-    for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model)))
+    for (int64_t t : search::expert_tensor_degrees(machine, devices, search::expert_family(model))) {
       if (auto e = search::expert(model, machine, devices, t)) plans.push_back({"expert t=" + std::to_string(t), std::move(*e)});
+      // Sequence parallelism (Korthikanti et al.): the norms, dropouts and
+      // residual adds split by sequence between the tensor-parallel halves.
+      if (t > 1 && search::expert_family(model) == "transformer")
+        if (auto e = search::expert(model, machine, devices, t, true)) plans.push_back({"expert t=" + std::to_string(t) + " sp", std::move(*e)});
+    }
     for (const auto& [label, graph, zero, recompute, piped, layers, persistence, operators] : plans) {
       TrainingRecipe recipe = cost.recipe();
       recipe.zero = zero, recipe.recompute = recompute, recipe.recompute_layers = layers, recipe.zero_persistence_threshold = persistence;

@@ -76,14 +76,16 @@ std::string no_plan(const OptimizeRequest& q, const std::vector<RecipeTried>& tr
   if (!is_mixed(r.precision)) would.push_back("mixed precision (bf16, fp16)");
   if (!recomputes_layers(r.recompute)) would.push_back("full recomputation");
   else if (r.recompute_layers != kAllLayers) would.push_back("recomputing more layers");
-  if (!shards_gradients(r.zero) && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1))) would.push_back("ZeRO stage 2");
-  else if (!shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
-  if (shards_weights(r.zero) && r.zero_persistence_threshold > 0) would.push_back("a lower ZeRO persistence threshold (fewer blocks kept whole)");
+  // (ZeRO shards over a weight's data-parallel group: one device has none.)
+  const bool several = q.machine.num_devices() > 1;
+  if (several && !shards_gradients(r.zero) && (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1))) would.push_back("ZeRO stage 2");
+  else if (several && !shards_optimizer(r.zero)) would.push_back("ZeRO stage 1");
+  if (several && shards_weights(r.zero) && r.zero_persistence_threshold > 0) would.push_back("a lower ZeRO persistence threshold (fewer blocks kept whole)");
   if (accumulated) would.push_back("more micro-batches of gradient accumulation (PipelineOptions.micro_batches 16)");
   else if (!q.pipeline || (q.pipeline->stages == 1 && q.pipeline->micro_batches != 0))
     would.push_back("gradient accumulation over micro-batches");
   would.push_back("more devices");
-  if (!q.pipeline) would.push_back("pipeline stages");
+  if (several && !q.pipeline) would.push_back("pipeline stages");
   std::string list;
   for (size_t i = 0; i < would.size(); ++i) list += (i == 0 ? "" : i + 1 == would.size() ? " or " : ", ") + would[i];
   return why + "; " + list + " would lower it";

@@ -342,11 +342,11 @@ Candidate search_graph(const Graph& g, const RuleLibrary& rules, Context& cx, bo
     cx.result.evaluated = ex.evaluated;
     return out;
   };
-  if (dp.back()[l] == kInf) {
-    Candidate out = whole_baselines(Candidate{g, kInf, {}, 0});
-    if (out.cost == kInf) throw Error("search: no feasible layout for some piece of the model");
-    return out;
-  }
+  // Where no layout fits, the model itself comes back infeasible, as a
+  // search of one piece returns its best: the caller prices it (the
+  // mapping records how much memory the plans it refused needed) and may
+  // try another recipe.
+  if (dp.back()[l] == kInf) return whole_baselines(Candidate{g, kInf, {}, 0});
   std::vector<size_t> chosen(pieces.size());
   for (size_t p = pieces.size(); p-- > 0;) chosen[p] = l, l = from[p][l];
 

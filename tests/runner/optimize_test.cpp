@@ -288,6 +288,25 @@ TEST(OptimizeRecompute, NoPlanNamesTheSmallestNeed) {
   EXPECT_NE(one.result.search.strategy.estimate.infeasible.find("recompute selective"), std::string::npos);
 }
 
+// Unity splits the tiny GPT into pieces. Where no layout of some piece fits
+// a device, its search comes back infeasible (as a search of one piece
+// does) instead of ending optimize: every recipe is still tried, and the
+// reason names the smallest need found. On one device it names no ZeRO
+// stage and no pipeline stages (nothing to shard over or to split onto).
+TEST(OptimizeRecompute, UnityGoesOnWhereAPieceFitsNoLayout) {
+  OptimizeRequest q = request(4096, std::nullopt);
+  q.search.algorithm = search::Algorithm::kUnity;
+  const OptimizeReport rep = optimize(q);
+  EXPECT_GT(rep.result.search.pieces, 1);
+  const search::Estimate& e = rep.result.search.strategy.estimate;
+  ASSERT_FALSE(e.feasible);
+  EXPECT_GE(rep.tried.size(), 3u);  // none, selective, full
+  EXPECT_NE(e.infeasible.find("the smallest plan found needs"), std::string::npos) << e.infeasible;
+  EXPECT_EQ(e.infeasible.find("ZeRO stage"), std::string::npos) << e.infeasible;
+  EXPECT_EQ(e.infeasible.find("pipeline stages"), std::string::npos) << e.infeasible;
+  EXPECT_NE(e.infeasible.find("more devices"), std::string::npos) << e.infeasible;
+}
+
 // A plan placing its operators (stated devices) is priced by simulation,
 // and refused by its own memory: the reason names its need, as the
 // mapping's refusals name theirs. Co-sharded onto one of two devices it
