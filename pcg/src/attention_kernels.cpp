@@ -107,17 +107,23 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
     };
     auto alone = [&](NodeId id) { return out.kernel[static_cast<size_t>(id)] < 0 && readers[static_cast<size_t>(id)].size() == 1 && !is_output(id); };
     // A group's head copies behind a permutation the kernel reads by
-    // strides: views, then copies of one tensor (every leaf of the
+    // strides: one view, then copies of one tensor (every leaf of the
     // concatenations the same tensor, each inner one read by the next
-    // alone).
+    // alone), concatenated along its last dimension and viewed as more
+    // heads, [.., kv, g d] as [.., kv g, d]: query head i then reads head
+    // i / g, as FlashAttention-2's num_heads_k has it.
     auto mark_grouped = [&](NodeId permutation) {
-      std::vector<NodeId> chain{permutation};
-      NodeId at = g.node(permutation).inputs[0].node;
-      while (is_view(g, g.node(at)) && alone(at)) chain.push_back(at), at = g.node(at).inputs[0].node;
+      const NodeId view = g.node(permutation).inputs[0].node;
+      if (!is_view(g, g.node(view)) || !alone(view)) return;
+      const NodeId at = g.node(view).inputs[0].node;
       if (!is_copies(g.node(at)) || !alone(at)) return;
+      const std::vector<int64_t> stacked = g.node(at).outputs[0].logical_shape(), heads = g.node(view).outputs[0].logical_shape();
+      const auto last = static_cast<int64_t>(stacked.size()) - 1;
+      auto along_last = [&](const Node& c) { return c.attrs.has("axis") && c.attrs.get_int("axis") == last; };
       std::vector<NodeId> copies{at};
       std::optional<TensorRef> source;
-      for (size_t c = 0; c < copies.size(); ++c)
+      for (size_t c = 0; c < copies.size(); ++c) {
+        if (!along_last(g.node(copies[c]))) return;
         for (const TensorRef& t : g.node(copies[c]).inputs) {
           if (is_copies(g.node(t.node)) && alone(t.node)) {
             if (std::find(copies.begin(), copies.end(), t.node) == copies.end()) copies.push_back(t.node);
@@ -127,10 +133,16 @@ AttentionKernels find_attention_kernels(const Graph& g, const SourceLayouts& lay
             source = t;
           }
         }
-      const int64_t count = product(g.node(at).outputs[0].logical_shape()) / product(g.shape(*source).logical_shape());
+      }
+      const std::vector<int64_t> head = g.shape(*source).logical_shape();
+      if (last < 1 || head.size() != stacked.size() || heads.size() != stacked.size() || stacked[static_cast<size_t>(last)] % head.back() != 0) return;
+      const int64_t count = stacked[static_cast<size_t>(last)] / head.back();
+      for (int64_t d = 0; d < last - 1; ++d)
+        if (heads[static_cast<size_t>(d)] != stacked[static_cast<size_t>(d)]) return;
+      if (heads[static_cast<size_t>(last - 1)] != stacked[static_cast<size_t>(last - 1)] * count || heads.back() != head.back()) return;
       out.grouped.resize(g.size(), 0), out.grouped_sum.resize(g.size(), 0);
       for (const NodeId c : copies) mark(c), out.grouped[static_cast<size_t>(c)] = count;
-      for (const NodeId c : chain) out.grouped[static_cast<size_t>(c)] = count;
+      for (const NodeId c : {permutation, view}) out.grouped[static_cast<size_t>(c)] = count;
       out.grouped_sum[static_cast<size_t>(at)] = count;
     };
     for (const Node* m : {&scores, &weighted})

@@ -175,7 +175,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // the copy it received for its backward pass (a pipeline
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
-            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += bytes(g.shape(w), n.id);  // (the reader's chunk)
+            // (A grouped head's transposed copies, as kept: the head alone.)
+            const double share = kernels.grouped_copies(w.node) > 0 ? 1.0 / static_cast<double>(kernels.grouped_copies(w.node)) : 1.0;
+            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += share * bytes(g.shape(w), n.id);  // (the reader's chunk)
             if (i == 0 && eager_softmax(n) && !recompute.recomputed[static_cast<size_t>(n.id)] && here >= 0 && here < devices) {
               // An eager cross-entropy keeps the FP32 probabilities in
               // place of the logits (counted as kept already where no

@@ -198,15 +198,18 @@ TEST(FlashAttention, GroupedHeadsCopiesAreReadThroughStrides) {
 }
 
 // Copies are taken as strides only where every concatenated tensor is the
-// one head and each copy reaches the kernel alone: a copy also read
-// elsewhere, or a concatenation of two different tensors, is a pass.
+// one head, stacked along its last dimension, and each copy reaches the
+// kernel alone: a copy also read elsewhere, a concatenation of two
+// different tensors, or copies stacked along the heads, is a pass.
 TEST(FlashAttention, OnlyCopiesOfOneHeadReadByTheKernelAloneAreStrides) {
-  enum class Variant { kCopies, kCopyReadTwice, kTwoTensors };
+  enum class Variant { kCopies, kCopyReadTwice, kTwoTensors, kAlongHeads };
   auto grouped = [](Variant v) {
     GraphBuilder b("attn");
     const TensorRef xq = b.input("xq", IntList{1, 128, 2, 4}), xk = b.input("xk", IntList{1, 128, 1, 4}),
                     other = b.input("other", IntList{1, 128, 1, 4}), xv = b.input("xv", IntList{1, 128, 2, 4});
-    const TensorRef copies = b.concat({xk, v == Variant::kTwoTensors ? other : xk}, 3, "k_repeat");
+    // (Along the heads, [1, 128, 2, 4] is head i % 1's copies in another
+    // order than FlashAttention-2's i / g: left a pass.)
+    const TensorRef copies = b.concat({xk, v == Variant::kTwoTensors ? other : xk}, v == Variant::kAlongHeads ? 2 : 3, "k_repeat");
     const TensorRef k = b.transpose(b.reshape(copies, {1, 128, 2, 4}, "k_repeated"), {0, 2, 3, 1}, "k_t");
     const TensorRef q = b.transpose(xq, {0, 2, 1, 3}, "q_t"), vt = b.transpose(xv, {0, 2, 1, 3}, "v_t");
     const TensorRef probs = b.softmax(b.batch_matmul(q, k, "scores"), true, "softmax");
@@ -221,6 +224,7 @@ TEST(FlashAttention, OnlyCopiesOfOneHeadReadByTheKernelAloneAreStrides) {
   EXPECT_EQ(grouped(Variant::kCopies), std::make_pair(true, int64_t{2}));
   EXPECT_EQ(grouped(Variant::kCopyReadTwice), std::make_pair(false, int64_t{0}));
   EXPECT_EQ(grouped(Variant::kTwoTensors), std::make_pair(false, int64_t{0}));
+  EXPECT_EQ(grouped(Variant::kAlongHeads), std::make_pair(false, int64_t{0}));
 }
 
 // A long sequence (1024): eager writes and reads the [b, a, s, s] scores

@@ -102,7 +102,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
                 << " operators (" << st.first << " .. " << st.last << ")  " << ms(st.micro_batch) << " per micro-batch, " << human_bytes(st.memory) << "\n";
     }
   }
-  if (!rep.pipelined) out << "gradient accumulation none: the batch in one micro-batch" << (q.accumulate ? " (auto)" : "") << "\n";
+  if (!rep.pipelined) out << "gradient accumulation none: the batch in one micro-batch\n";
   const search::Strategy& dp = rep.data_parallel;
   const TrainingRecipe& recipe = rep.cost->recipe();
   out << "precision             " << name(recipe.precision) << (q.precision ? "" : " (auto)")

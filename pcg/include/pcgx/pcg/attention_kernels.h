@@ -18,11 +18,12 @@
 // back). Eager kernels, and Megatron-LM's fused softmax, copy them.
 //
 // Under grouped-query attention the kernel reads each key/value head for
-// the query heads of its group (FlashAttention-2's num_heads_k): the
-// copies of a head made for its group (copies of one tensor concatenated,
-// doubling, as the zoo's `_repeat` concats make them, then viewed as more
-// heads) are no forward pass either, where they reach the kernel alone
-// through such a view and a strided permutation. Their backward is one
+// the query heads of its group (FlashAttention-2's num_heads_k: query head
+// i reads head i / g): the copies of a head made for its group (copies of
+// one tensor concatenated along its last dimension, doubling, as the zoo's
+// `_repeat` concats make them, then viewed as g times the heads,
+// [.., kv, g d] as [.., kv g, d]) are no forward pass either, where they
+// reach the kernel alone through that view and a strided permutation. Their backward is one
 // pass, FlashAttention-2's: the gradients of the g copies (written by the
 // kernel per query head) summed into the grouped head's.
 //
