@@ -60,13 +60,16 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   // reads in place (attention_kernels.h): none written, the permutation
   // the kernel reads standing for the head it keeps.
   const AttentionKernels kernels = recipe.attention == AttentionKernel::kFlash ? find_attention_kernels(g, layouts) : AttentionKernels{};
+  auto grouped_share = [&](NodeId n) {
+    const int64_t copies = kernels.grouped_copies(n);
+    return copies > 0 ? 1.0 / static_cast<double>(copies) : 1.0;
+  };
   auto kept = [&](TensorRef t, int64_t d, const ParallelTensorShape& s) {
     // A FlashAttention kernel's inner tensors (the scores) never reach
     // memory: it holds a block of them at a time, in its own buffers.
     if (d < 0 || d >= devices || recompute.never_written(t.node)) return;
-    const int64_t copies = kernels.grouped_copies(t.node);
-    if (copies > 0 && !g.node(t.node).op->permutes) return;
-    const double share = copies > 0 ? 1.0 / static_cast<double>(copies) : 1.0;
+    if (kernels.grouped_copies(t.node) > 0 && !g.node(t.node).op->permutes) return;
+    const double share = grouped_share(t.node);
     const auto dev = static_cast<size_t>(d);
     const OutputLife life = lives.at(t);
     if (life == OutputLife::kKept) {
@@ -176,8 +179,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
             // (A grouped head's transposed copies, as kept: the head alone.)
-            const double share = kernels.grouped_copies(w.node) > 0 ? 1.0 / static_cast<double>(kernels.grouped_copies(w.node)) : 1.0;
-            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += share * bytes(g.shape(w), n.id);  // (the reader's chunk)
+            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += grouped_share(w.node) * bytes(g.shape(w), n.id);  // (the reader's chunk)
             if (i == 0 && eager_softmax(n) && !recompute.recomputed[static_cast<size_t>(n.id)] && here >= 0 && here < devices) {
               // An eager cross-entropy keeps the FP32 probabilities in
               // place of the logits (counted as kept already where no
