@@ -329,10 +329,6 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   const search::MachineMapper mapper(cm);
   const search::SearchResult& r = out.result.search;
 
-  if (!out.pipelined && r.strategy.estimate.feasible) {
-    const auto mem = search::memory_breakdown(Placement(r.strategy.graph, r.strategy.views, q.machine.num_devices()), cm.recipe());
-    out.busiest_memory = *std::max_element(mem.begin(), mem.end(), [](const auto& a, const auto& b) { return a.total() < b.total(); });
-  }
   out.data_parallel = mapper.map(search::best_data_parallel(q.model, mapper));
   // Against an accumulating plan, data parallelism accumulating over the
   // same micro-batches: the same activations held, so a like comparison.
@@ -360,21 +356,24 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // that fused one away took its name, and a pipeline stage's boundary
   // (read by the next stage) is never recomputed (recompute_plan.h). Where
   // none is left, the names chose nothing: an error.
+  const std::optional<PipelineShape> shape = search::pipeline_shape(out.file);
+  std::vector<int64_t> chunk;  // per node, a pipelined plan's chunk (pcg/pipeline_chunks.h)
+  if (shape && shape->chunks() > 1) chunk = pipeline_chunks(r.strategy.graph, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
   if (auto& names = out.file.recipe.recompute_operators; !names.empty()) {
-    const Graph& fg = r.strategy.graph;
-    std::vector<int64_t> chunk;
-    if (const auto shape = search::pipeline_shape(out.file); shape && shape->chunks() > 1)
-      chunk = pipeline_chunks(fg, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
-    const std::set<std::string> recomputed = recomputed_names(fg, out.file.recipe, chunk);
+    const std::set<std::string> recomputed = recomputed_names(r.strategy.graph, out.file.recipe, chunk);
     std::erase_if(names, [&](const std::string& n) { return !recomputed.count(n); });
     if (names.empty())
       throw FieldError("OptimizeRequest.recompute_operators",
                        "none of the operators named is recomputed in the plan found (a pipeline stage's boundary, read by the next "
                        "stage, never is; nor an operator a rule fused away)");
   }
+  if (r.strategy.estimate.feasible) {
+    const Placement place(r.strategy.graph, r.strategy.views, q.machine.num_devices());
+    out.memory = shape ? search::memory_breakdown(place, cm.recipe(), *shape, chunk) : search::memory_breakdown(place, cm.recipe());
+  }
   if (!search::predicts_by_simulation(q.search) && r.strategy.estimate.feasible) {
     try {
-      out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, search::pipeline_shape(out.file)).time();
+      out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, shape).time();
     } catch (const search::TooManyTasks& e) {  // a plan too large to run task by task: the report says so
       out.not_simulated = e.what();
     }

@@ -7,6 +7,7 @@
 
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/pcg/attention_kernels.h"
+#include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/saved_tensors.h"
 #include "pcgx/pcg/step_communication.h"
@@ -259,6 +260,24 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     mem[d].transient += most;
   }
   return mem;
+}
+
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
+                                           std::span<const int64_t> chunk) {
+  // Per stage, per chunk, the activation sets a device holds (one memory
+  // model run per distinct count).
+  const std::vector<std::vector<int64_t>> held = activation_sets_held(shape, stage_programs(shape));
+  const int64_t devices = p.devices(), per = devices / shape.stages;
+  std::map<std::vector<int64_t>, std::vector<DeviceMemory>> by_in_flight;
+  std::vector<DeviceMemory> out(static_cast<size_t>(devices));
+  for (int64_t d = 0; d < devices; ++d) {
+    const std::vector<int64_t>& k = held[static_cast<size_t>(std::min(d / per, shape.stages - 1))];
+    auto it = by_in_flight.find(k);
+    if (it == by_in_flight.end())  // (no chunks given: one, the stage's count)
+      it = by_in_flight.emplace(k, chunk.empty() ? memory_breakdown(p, recipe, k.at(0)) : memory_breakdown(p, recipe, 1, chunk, k)).first;
+    out[static_cast<size_t>(d)] = it->second[static_cast<size_t>(d)];
+  }
+  return out;
 }
 
 std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,

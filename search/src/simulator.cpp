@@ -40,23 +40,15 @@ std::optional<PipelineShape> Simulator::pipeline() const {
   return impl_->pipe->shape;
 }
 
-std::vector<double> Simulator::memory() const {
+std::vector<DeviceMemory> Simulator::memory_breakdown() const {
   const Impl& x = *impl_;
-  const Placement& place = *x.place;
-  if (!x.pipe) return memory_per_device(place, recipe());
-  const PipelineShape& p = x.pipe->shape;
-  // Per stage, per chunk, the activation sets a device holds (one memory
-  // model run per distinct count).
-  const std::vector<std::vector<int64_t>> held = activation_sets_held(p, stage_programs(p));
-  const int64_t per = x.D / p.stages;
-  std::map<std::vector<int64_t>, std::vector<double>> by_in_flight;
-  std::vector<double> out(static_cast<size_t>(x.D), 0.0);
-  for (int64_t d = 0; d < x.D; ++d) {
-    const std::vector<int64_t>& k = held[static_cast<size_t>(std::min(d / per, p.stages - 1))];
-    auto it = by_in_flight.find(k);
-    if (it == by_in_flight.end()) it = by_in_flight.emplace(k, memory_per_device(place, recipe(), 1, x.pipe->chunk, k)).first;
-    out[static_cast<size_t>(d)] = it->second[static_cast<size_t>(d)];
-  }
+  if (!x.pipe) return search::memory_breakdown(*x.place, recipe());
+  return search::memory_breakdown(*x.place, recipe(), x.pipe->shape, x.pipe->chunk);
+}
+
+std::vector<double> Simulator::memory() const {
+  std::vector<double> out;
+  for (const DeviceMemory& m : memory_breakdown()) out.push_back(m.total());
   return out;
 }
 

@@ -145,6 +145,43 @@ TEST(SimulatedPipeline, MemoryCountsTheScheduleMicroBatchesInFlight) {
     EXPECT_GT(gpipe[d], one[d]);
   }
   EXPECT_GT(one_f_one_b[0], one_f_one_b[3]);
+  // By kind, as optimize and simulate print it: stage d's devices keep
+  // what the memory model counts with its 4 - d micro-batches in flight,
+  // kind by kind, summing to memory().
+  const Simulator sim(s.graph, s.views, cm, shape_of(r, PipelineSchedule::k1F1B));
+  const std::vector<DeviceMemory> kinds = sim.memory_breakdown();
+  ASSERT_EQ(kinds.size(), 4u);
+  for (size_t d = 0; d < 4; ++d) {
+    const DeviceMemory alone = memory_breakdown(Placement(s.graph, s.views, 4), cm.recipe(), 4 - static_cast<int64_t>(d))[d];
+    EXPECT_EQ(kinds[d].weights, alone.weights) << d;
+    EXPECT_EQ(kinds[d].optimizer, alone.optimizer) << d;
+    EXPECT_EQ(kinds[d].activations, alone.activations) << d;
+    EXPECT_EQ(kinds[d].transient, alone.transient) << d;
+    EXPECT_EQ(kinds[d].total(), one_f_one_b[d]) << d;
+  }
+  EXPECT_GT(kinds[0].activations, kinds[3].activations);
+}
+
+// Gradient accumulation is one chunk: its breakdown, given no chunks, is
+// the memory model's with one micro-batch in flight (the plan finishes
+// one micro-batch before the next).
+TEST(SimulatedPipeline, AccumulationKeepsOneMicroBatchByKind) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency(), {}, {}, {Precision::kBf16});
+  const Graph g = build_model("gpt-tiny", {{"batch", 32}});
+  const PipelineResult r = plan(g, cm, {1, 4});
+  const Strategy& s = r.search.strategy;
+  ASSERT_TRUE(s.estimate.feasible);
+  const Placement place(s.graph, s.views, 4);
+  const std::vector<DeviceMemory> kinds = memory_breakdown(place, cm.recipe(), shape_of(r, PipelineSchedule::k1F1B), {});
+  const std::vector<DeviceMemory> one = memory_breakdown(place, cm.recipe(), 1);
+  const std::vector<DeviceMemory> all = memory_breakdown(place, cm.recipe(), 4);
+  ASSERT_EQ(kinds.size(), 4u);
+  for (size_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(kinds[d].activations, one[d].activations) << d;
+    EXPECT_EQ(kinds[d].total(), one[d].total()) << d;
+    EXPECT_LT(kinds[d].activations, all[d].activations) << d;
+    EXPECT_DOUBLE_EQ(kinds[d].total(), s.estimate.memory[d]) << d;
+  }
 }
 
 TEST(SimulatedPipeline, GradientAccumulationRunsMicroBatchesBackToBack) {

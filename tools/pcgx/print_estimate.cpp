@@ -1,5 +1,6 @@
 #include "print_estimate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -29,6 +30,53 @@ void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero, b
       << "  between devices     " << human_bytes(e.bytes) << " per step"
       << (shards_optimizer(zero) ? " (ZeRO's collectives as the cost model counts them; pcgx run predicts them bucket by bucket, padding included, and measures them)" : "")
       << "\n";
+}
+
+namespace {
+
+// "device 3", "devices 0..7", "devices 0..7, 16..23".
+std::string device_ranges(const std::vector<int64_t>& devices) {
+  std::string out = devices.size() == 1 ? "device " : "devices ";
+  for (size_t i = 0; i < devices.size();) {
+    size_t j = i;
+    while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1) ++j;
+    out += (i ? ", " : "") + std::to_string(devices[i]) + (j > i ? ".." + std::to_string(devices[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_memory_breakdown(std::ostream& out, const std::vector<search::DeviceMemory>& memory, const std::string& indent, size_t most) {
+  struct Group {
+    std::string text;
+    double total = 0;  // the most any of its devices keeps
+    std::vector<int64_t> devices;
+  };
+  std::vector<Group> groups;
+  for (size_t d = 0; d < memory.size(); ++d) {
+    const search::DeviceMemory& m = memory[d];
+    const std::string text = "weights " + human_bytes(m.weights) + ", master " + human_bytes(m.master) + ", gradients " +
+                             human_bytes(m.gradients) + ", optimizer " + human_bytes(m.optimizer) + ", activations " +
+                             human_bytes(m.activations) + ", transient " + human_bytes(m.transient);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.text == text; });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{text, 0, {}});
+    g->total = std::max(g->total, m.total());
+    g->devices.push_back(static_cast<int64_t>(d));
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.total > b.total; });
+  for (size_t i = 0; i < groups.size() && i < most; ++i) {
+    const std::string where = device_ranges(groups[i].devices);
+    out << indent << where << std::string(where.size() + indent.size() < 22 ? 22 - where.size() - indent.size() : 1, ' ')
+        << human_bytes(groups[i].total) << ": " << groups[i].text << "\n";
+  }
+  if (groups.size() > most) {
+    size_t devices = 0;
+    for (size_t i = most; i < groups.size(); ++i) devices += groups[i].devices.size();
+    out << indent << "... " << groups.size() - most << " more breakdowns on " << devices << " devices, each at most "
+        << human_bytes(groups[most].total) << "\n";
+  }
 }
 
 void print_profile_coverage(std::ostream& out, const search::CostModel& cost, const Graph& g) {

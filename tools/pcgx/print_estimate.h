@@ -3,6 +3,7 @@
 // every predicted time reads as the sum it is (docs/design.md "Search").
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "pcgx/pcg/graph.h"
 #include "pcgx/search/cost_model.h"
@@ -18,6 +19,14 @@ std::string ms(double seconds);  // "1.234 ms", or "infeasible"
 // `beside_forward`: ZeRO's weights gathered beside the forward pass
 // (gradient_sync.h's gathers_beside_forward), where e.gather is its wait.
 void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0, bool beside_forward = false);
+
+// What each device keeps, by kind, one line per distinct breakdown (as
+// printed), busiest first, naming its devices and the most one of them
+// keeps ("  devices 0..7, 16..23  1.25 GiB: weights ..., master ...,
+// gradients ..., optimizer ..., activations ..., transient ..."); past
+// `most` lines, one line counting the rest; each line starts with `indent`.
+void print_memory_breakdown(std::ostream& out, const std::vector<search::DeviceMemory>& memory, const std::string& indent = "  ",
+                            size_t most = 8);
 
 // With a profile: how many of g's compute operators it times, and the
 // count that fall back to the roofline. Nothing without one.

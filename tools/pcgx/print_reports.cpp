@@ -172,11 +172,16 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     }
     out << "\n";
   }
-  out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity) << "\n";
-  if (const auto& m = rep.busiest_memory)
-    out << "  busiest device      weights " << human_bytes(m->weights) << ", master " << human_bytes(m->master) << ", gradients "
-        << human_bytes(m->gradients) << ", optimizer " << human_bytes(m->optimizer) << ", activations " << human_bytes(m->activations)
-        << ", transient " << human_bytes(m->transient) << "\n";
+  out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity);
+  // A pipelined plan's figure is each chunk's as the search counted it
+  // alone; the breakdown is the joined plan's, as the simulator counts it
+  // (they count a stage's boundary differently: docs/training.md).
+  double joined = 0;
+  for (const search::DeviceMemory& m : rep.memory) joined = std::max(joined, m.total());
+  if (!rep.memory.empty() && human_bytes(joined) != human_bytes(e.max_memory()))
+    out << " (each pipeline stage counted alone by the search; the plan joined, below: " << human_bytes(joined) << ")";
+  out << "\n";
+  print_memory_breakdown(out, rep.memory);
   out
             << "data parallel         " << (dp.estimate.feasible ? ms(dp.estimate.time) : "infeasible: " + dp.estimate.infeasible)
             << (rep.data_parallel_micro_batches > 1 ? " (accumulating over the same " + std::to_string(rep.data_parallel_micro_batches) + " micro-batches)" : "")

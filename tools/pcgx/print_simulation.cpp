@@ -71,11 +71,13 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
                                                                                    : " (of communication: ZeRO's all-gather after the update)\n");
   double idle = 0, most = 0;
   for (const auto& d : s.devices) idle += d.idle, most = std::max(most, d.idle);
-  const std::vector<double> mem = sim.memory();
-  const double fullest = mem.empty() ? 0.0 : *std::max_element(mem.begin(), mem.end());
+  const std::vector<search::DeviceMemory> mem = sim.memory_breakdown();
+  double fullest = 0;
+  for (const search::DeviceMemory& d : mem) fullest = std::max(fullest, d.total());
   out << "  memory per device   " << std::fixed << std::setprecision(2) << fullest / 1073741824.0 << " GiB max of "
             << sim.capacity() / 1073741824.0 << " GiB" << (fullest > sim.capacity() ? " (over capacity)" : "")
             << (sim.pipeline() ? " (the schedule's micro-batches in flight)" : "") << "\n";
+  print_memory_breakdown(out, mem, "    ");
   out << "  devices             " << s.devices_used << " of " << f.devices << " compute; idle " << ms(idle / static_cast<double>(s.devices.size()))
             << " mean, " << ms(most) << " most\n"
             << "  tasks               " << s.tasks << "\n";

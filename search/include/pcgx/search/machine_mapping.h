@@ -36,6 +36,10 @@
 #include "pcgx/search/param_gathers.h"
 #include "pcgx/pcg/source_layout.h"
 
+namespace pcgx {
+struct PipelineShape;  // pcg/pipeline_schedule.h
+}
+
 namespace pcgx::search {
 
 struct Estimate {
@@ -150,6 +154,14 @@ struct DeviceMemory {
 // interlaced chunk's own: pcg/pipeline_schedule.h's activation_sets_held).
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
                                            std::span<const int64_t> chunk = {}, std::span<const int64_t> chunk_in_flight = {});
+// The same for a pipelined plan under its schedule: a device of stage s
+// holds, per chunk, the activation sets its stage's program keeps in
+// flight (pcg/pipeline_schedule.h's activation_sets_held: 1F1B's S - s,
+// GPipe's M, one for gradient accumulation); `chunk` per node
+// (pcg/pipeline_chunks.h; empty: one chunk). What the simulator counts,
+// and optimize prints.
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
+                                           std::span<const int64_t> chunk);
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       const TrainingRecipe& recipe, int64_t in_flight = 1);

@@ -180,6 +180,8 @@ class Simulator {
   // holds them (pcg/pipeline_schedule.h: 1F1B's S - s, GPipe's M, spread
   // over a stage's chunks); one micro-batch otherwise.
   std::vector<double> memory() const;
+  // The same by kind (weights, master, gradients, optimizer, activations, transient).
+  std::vector<DeviceMemory> memory_breakdown() const;
   // What task t is, in words: "layer0.fc1 (Linear) forward 3",
   // "gradient bucket 2", "chunk 1 backward of micro-batch 5".
   std::string label(TaskId t) const;

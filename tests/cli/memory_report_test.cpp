@@ -1,0 +1,139 @@
+// What `pcgx optimize` and `pcgx simulate` print of memory: under "memory
+// per device", one line per distinct breakdown by kind (weights, master,
+// gradients, optimizer, activations, transient), busiest first, naming its
+// devices, for plans in one batch, accumulating and pipelined alike.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/run_pcgx.h"
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pcgx::testing::run;
+
+fs::path dir() {
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_memory_report_test");
+  return d;
+}
+
+struct BreakdownLine {
+  std::vector<int64_t> devices;
+  std::string total;  // "13.50 KiB"
+};
+
+// The lines after "memory per device" indented by `indent` plus two:
+// "  devices 0..1, 4..5   60.25 KiB: weights ...".
+std::vector<BreakdownLine> breakdown(const std::string& out, const std::string& indent) {
+  std::vector<BreakdownLine> lines;
+  std::istringstream in(out.substr(out.find(indent + "memory per device")));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && line.rfind(indent + "  device", 0) == 0) {
+    BreakdownLine b;
+    // "<indent>  devices 0..1, 4..5   60.25 KiB: weights ...": the total the
+    // two words before the colon, the devices the words before them.
+    const size_t colon = line.find(": weights ");
+    EXPECT_NE(colon, std::string::npos) << line;
+    const std::string head = line.substr(0, colon);
+    const size_t unit = head.rfind(' '), number = head.rfind(' ', unit - 1);
+    b.total = head.substr(number + 1);
+    std::istringstream words(head.substr(head.find("device"), number - head.find("device")));
+    std::string word;
+    words >> word;  // "device" or "devices"
+    while (words >> word) {
+      if (!word.empty() && word.back() == ',') word.pop_back();
+      const size_t dots = word.find("..");
+      if (dots == std::string::npos) {
+        b.devices.push_back(std::stoll(word));
+        continue;
+      }
+      for (int64_t d = std::stoll(word.substr(0, dots)); d <= std::stoll(word.substr(dots + 2)); ++d) b.devices.push_back(d);
+    }
+    EXPECT_NE(line.find(", master "), std::string::npos) << line;
+    EXPECT_NE(line.find(", gradients "), std::string::npos) << line;
+    EXPECT_NE(line.find(", optimizer "), std::string::npos) << line;
+    EXPECT_NE(line.find(", activations "), std::string::npos) << line;
+    EXPECT_NE(line.find(", transient "), std::string::npos) << line;
+    lines.push_back(b);
+  }
+  return lines;
+}
+
+// The figure "memory per device" states: the max, or for a pipelined plan
+// counted stage by stage, the joined plan's max where it differs.
+std::string headline_max(const std::string& out) {
+  const std::string line = out.substr(out.find("memory per device     "), out.find('\n', out.find("memory per device     ")) - out.find("memory per device     "));
+  const std::string joined = "the plan joined, below: ";
+  if (const size_t j = line.find(joined); j != std::string::npos) return line.substr(j + joined.size(), line.size() - j - joined.size() - 1);
+  const std::string figure = line.substr(22);
+  return figure.substr(0, figure.find(" max of "));
+}
+
+// Every device in exactly one line, and the first line the busiest.
+void expect_every_device_once(const std::vector<BreakdownLine>& lines, int64_t devices, const std::string& busiest) {
+  ASSERT_FALSE(lines.empty());
+  std::multiset<int64_t> seen;
+  for (const BreakdownLine& b : lines) seen.insert(b.devices.begin(), b.devices.end());
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), devices);
+  for (int64_t d = 0; d < devices; ++d) EXPECT_EQ(seen.count(d), 1u) << "device " << d;
+  EXPECT_EQ(lines[0].total, busiest);
+}
+
+TEST(MemoryReport, EveryDeviceByKindInOneBatchAccumulatingAndPipelined) {
+  const struct {
+    std::string flags;
+    int64_t devices;
+    size_t least_lines;  // distinct breakdowns at least
+  } plans[] = {
+      {"mlp-tiny --machine cpu-host --devices 2", 2, 1},
+      {"mlp-tiny --machine cpu-host --devices 4 --micro-batches 2", 4, 1},
+      // Two stages keep different layers and 1F1B's in-flight counts.
+      {"mlp-tiny --set batch=64 --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 4", 4, 2},
+  };
+  for (size_t i = 0; i < std::size(plans); ++i) {
+    SCOPED_TRACE(plans[i].flags);
+    const std::string s = (dir() / ("plan" + std::to_string(i) + ".json")).string();
+    const auto o = run("optimize " + plans[i].flags + " -q -o " + s);
+    ASSERT_EQ(o.code, 0) << o.out;
+    const std::vector<BreakdownLine> lines = breakdown(o.out, "");
+    EXPECT_GE(lines.size(), plans[i].least_lines) << o.out;
+    expect_every_device_once(lines, plans[i].devices, headline_max(o.out));
+    // simulate counts the same plan the same way, line for line.
+    const auto sim = run("simulate " + s);
+    ASSERT_EQ(sim.code, 0) << sim.out;
+    const std::vector<BreakdownLine> simulated = breakdown(sim.out, "  ");
+    ASSERT_EQ(simulated.size(), lines.size()) << sim.out;
+    for (size_t l = 0; l < lines.size(); ++l) {
+      EXPECT_EQ(simulated[l].devices, lines[l].devices) << l;
+      EXPECT_EQ(simulated[l].total, lines[l].total) << l;
+    }
+  }
+}
+
+// Past eight distinct breakdowns, one line counts the rest.
+TEST(MemoryReport, ManyBreakdownsEndInACount) {
+  // Eight stages of two devices, each holding another count of
+  // micro-batches: more than eight distinct breakdowns.
+  const auto o = run("optimize gpt-tiny --machine dgx-a100 --devices 16 --pipeline --stages 8 --micro-batches 8 --search data-parallel -q -o " +
+                     (dir() / "eight.json").string());
+  ASSERT_EQ(o.code, 0) << o.out;
+  const std::vector<BreakdownLine> lines = breakdown(o.out, "");
+  ASSERT_FALSE(lines.empty()) << o.out;
+  EXPECT_LE(lines.size(), 8u) << o.out;
+  EXPECT_EQ(lines[0].total, headline_max(o.out)) << o.out;  // the busiest first, not device 0
+  std::set<int64_t> named;
+  for (const BreakdownLine& b : lines) named.insert(b.devices.begin(), b.devices.end());
+  ASSERT_LT(named.size(), 16u) << o.out;
+  const size_t at = o.out.find("  ... ", o.out.find("memory per device"));
+  ASSERT_NE(at, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" more breakdowns on " + std::to_string(16 - named.size()) + " devices, each at most ", at), std::string::npos) << o.out;
+}
+
+}  // namespace
