@@ -352,13 +352,13 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // chunks can be priced in another order (simulate --schedule).
     if (r.strategy.estimate.feasible && !out.result.simulated) out.file.chunks = out.result.stage;
   }
+  const std::optional<PipelineShape> shape = search::pipeline_shape(out.file);
+  std::vector<int64_t> chunk;  // per node, a pipelined plan's chunk (pcg/pipeline_chunks.h)
+  if (shape && shape->chunks() > 1) chunk = pipeline_chunks(r.strategy.graph, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
   // The operators recomputed are those the plan found recomputes: a rule
   // that fused one away took its name, and a pipeline stage's boundary
   // (read by the next stage) is never recomputed (recompute_plan.h). Where
   // none is left, the names chose nothing: an error.
-  const std::optional<PipelineShape> shape = search::pipeline_shape(out.file);
-  std::vector<int64_t> chunk;  // per node, a pipelined plan's chunk (pcg/pipeline_chunks.h)
-  if (shape && shape->chunks() > 1) chunk = pipeline_chunks(r.strategy.graph, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
   if (auto& names = out.file.recipe.recompute_operators; !names.empty()) {
     const std::set<std::string> recomputed = recomputed_names(r.strategy.graph, out.file.recipe, chunk);
     std::erase_if(names, [&](const std::string& n) { return !recomputed.count(n); });

@@ -7,6 +7,7 @@
 
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/pcg/attention_kernels.h"
+#include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/saved_tensors.h"
@@ -14,14 +15,36 @@
 
 namespace pcgx::search {
 
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,
-                                           std::span<const int64_t> chunk_in_flight) {
+namespace {
+
+// The micro-batches whose activations a device keeps of a node's tensors:
+// one count for every node, or per chunk (`chunk_in_flight`: an
+// interlaced chunk holds its own), or per stage and chunk (`stage_held`,
+// a pipeline schedule's: stage d / per_stage's row).
+struct InFlight {
+  int64_t count = 1;
+  std::span<const int64_t> chunk;            // per node; empty: one chunk
+  std::span<const int64_t> chunk_in_flight;  // per chunk
+  const std::vector<std::vector<int64_t>>* stage_held = nullptr;
+  int64_t per_stage = 1;
+
+  int64_t of(NodeId n, int64_t device) const {
+    const size_t c = chunk.empty() ? 0 : static_cast<size_t>(chunk[static_cast<size_t>(n)]);
+    if (stage_held) {
+      const auto stage = std::min(static_cast<size_t>(device / per_stage), stage_held->size() - 1);
+      return (*stage_held)[stage].at(c);
+    }
+    return chunk_in_flight.empty() ? count : chunk_in_flight[c];
+  }
+};
+
+std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& recipe, const InFlight& in_flight) {
   const Graph& g = p.graph();
   const int64_t devices = p.devices();
   const Precision precision = recipe.precision;
   std::vector<DeviceMemory> mem(static_cast<size_t>(devices));
   const SourceLayouts layouts = source_layouts(g);
-  const RecomputePlan recompute = plan_recompute(g, layouts, recipe, chunk);
+  const RecomputePlan recompute = plan_recompute(g, layouts, recipe, in_flight.chunk);
   // What the step keeps for backward; the rest is freed after its last
   // forward reader (pcg/saved_tensors.h), a recomputed segment after the
   // last reader of any of its outputs.
@@ -51,9 +74,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   std::vector<std::vector<std::pair<int64_t, double>>> frees(g.size());
   // A pipelined tensor is kept one micro-slice per micro-batch in flight.
   // (Per chunk where `chunk_in_flight` says: an interlaced chunk holds its own.)
-  auto bytes = [&](const ParallelTensorShape& s, NodeId n) {
+  auto bytes = [&](const ParallelTensorShape& s, NodeId n, int64_t device) {
     const int64_t slices = s.slices();
-    const int64_t k = chunk_in_flight.empty() ? in_flight : chunk_in_flight[static_cast<size_t>(chunk[static_cast<size_t>(n)])];
+    const int64_t k = in_flight.of(n, device);
     return activation_shard_bytes(s, precision) * static_cast<double>(std::min(slices, std::max<int64_t>(k, 1))) /
            static_cast<double>(slices);
   };
@@ -74,7 +97,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     const auto dev = static_cast<size_t>(d);
     const OutputLife life = lives.at(t);
     if (life == OutputLife::kKept) {
-      mem[dev].activations += share * bytes(s, t.node);
+      mem[dev].activations += share * bytes(s, t.node, d);
       return;
     }
     // Alive for one micro-batch at a time: forward until freed, and a
@@ -180,7 +203,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
             // stage's boundary input, one per micro-batch in flight).
             const int64_t here = dev[static_cast<size_t>(t)];
             // (A grouped head's transposed copies, as kept: the head alone.)
-            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += grouped_share(w.node) * bytes(g.shape(w), n.id);  // (the reader's chunk)
+            if (d != here && here >= 0 && here < devices) mem[static_cast<size_t>(here)].activations += grouped_share(w.node) * bytes(g.shape(w), n.id, here);  // (the reader's chunk)
             if (i == 0 && eager_softmax(n) && !recompute.recomputed[static_cast<size_t>(n.id)] && here >= 0 && here < devices) {
               // An eager cross-entropy keeps the FP32 probabilities in
               // place of the logits (counted as kept already where no
@@ -193,7 +216,7 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
               const double probabilities = eager_cross_entropy_passes(logit_bytes).kept_bytes;
               const double already = lives.at(w) == OutputLife::kKept ? logit : 0.0;
               const auto dv = static_cast<size_t>(here);
-              mem[dv].activations += bytes(s, n.id) * (probabilities - already) / logit;
+              mem[dv].activations += bytes(s, n.id, here) * (probabilities - already) / logit;
               if (probabilities != logit)
                 forward_peak[dv] = std::max(forward_peak[dv], live[dv] + activation_shard_bytes(s, precision) / static_cast<double>(s.slices()));
             }
@@ -262,22 +285,26 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   return mem;
 }
 
+}  // namespace
+
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,
+                                           std::span<const int64_t> chunk_in_flight) {
+  return breakdown(p, recipe, InFlight{in_flight, chunk, chunk_in_flight});
+}
+
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
                                            std::span<const int64_t> chunk) {
-  // Per stage, per chunk, the activation sets a device holds (one memory
-  // model run per distinct count).
+  const int64_t devices = p.devices();
+  if (shape.stages < 1 || devices < shape.stages || devices % shape.stages != 0)
+    throw Error("memory: " + std::to_string(devices) + " devices do not split into " + std::to_string(shape.stages) + " pipeline stages");
+  if (chunk.empty() && shape.chunks() > 1)
+    throw Error("memory: a pipeline of " + std::to_string(shape.chunks()) + " chunks needs each node's chunk");
+  // Per stage, per chunk, the activation sets a device holds: one pass,
+  // each device counting with its own stage's row.
   const std::vector<std::vector<int64_t>> held = activation_sets_held(shape, stage_programs(shape));
-  const int64_t devices = p.devices(), per = devices / shape.stages;
-  std::map<std::vector<int64_t>, std::vector<DeviceMemory>> by_in_flight;
-  std::vector<DeviceMemory> out(static_cast<size_t>(devices));
-  for (int64_t d = 0; d < devices; ++d) {
-    const std::vector<int64_t>& k = held[static_cast<size_t>(std::min(d / per, shape.stages - 1))];
-    auto it = by_in_flight.find(k);
-    if (it == by_in_flight.end())  // (no chunks given: one, the stage's count)
-      it = by_in_flight.emplace(k, chunk.empty() ? memory_breakdown(p, recipe, k.at(0)) : memory_breakdown(p, recipe, 1, chunk, k)).first;
-    out[static_cast<size_t>(d)] = it->second[static_cast<size_t>(d)];
-  }
-  return out;
+  InFlight k;
+  k.chunk = chunk, k.stage_held = &held, k.per_stage = devices / shape.stages;
+  return breakdown(p, recipe, k);
 }
 
 std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,

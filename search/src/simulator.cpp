@@ -3,7 +3,6 @@
 #include "pcgx/search/simulator.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "pcgx/pcg/error.h"

@@ -32,7 +32,10 @@ struct BreakdownLine {
 // "  devices 0..1, 4..5   60.25 KiB: weights ...".
 std::vector<BreakdownLine> breakdown(const std::string& out, const std::string& indent) {
   std::vector<BreakdownLine> lines;
-  std::istringstream in(out.substr(out.find(indent + "memory per device")));
+  const size_t at = out.find(indent + "memory per device");
+  EXPECT_NE(at, std::string::npos) << out;
+  if (at == std::string::npos) return lines;
+  std::istringstream in(out.substr(at));
   std::string line;
   std::getline(in, line);
   while (std::getline(in, line) && line.rfind(indent + "  device", 0) == 0) {
@@ -66,19 +69,32 @@ std::vector<BreakdownLine> breakdown(const std::string& out, const std::string& 
   return lines;
 }
 
+// "13.50 KiB" in bytes.
+double bytes(const std::string& figure) {
+  const double x = std::stod(figure);
+  const std::string unit = figure.substr(figure.find(' ') + 1);
+  return unit == "GiB" ? x * 1073741824.0 : unit == "MiB" ? x * 1048576.0 : unit == "KiB" ? x * 1024.0 : x;
+}
+
+const char* const kJoined = "the plan joined, as simulated and run: ";
+
 // The figure "memory per device" states: the max, or for a pipelined plan
 // counted stage by stage, the joined plan's max where it differs.
 std::string headline_max(const std::string& out) {
-  const std::string line = out.substr(out.find("memory per device     "), out.find('\n', out.find("memory per device     ")) - out.find("memory per device     "));
-  const std::string joined = "the plan joined, below: ";
+  const size_t at = out.find("memory per device     ");
+  if (at == std::string::npos) return "(no memory line)";
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  const std::string joined = kJoined;
   if (const size_t j = line.find(joined); j != std::string::npos) return line.substr(j + joined.size(), line.size() - j - joined.size() - 1);
   const std::string figure = line.substr(22);
   return figure.substr(0, figure.find(" max of "));
 }
 
-// Every device in exactly one line, and the first line the busiest.
+// Every device in exactly one line, the busiest first and each line's
+// total no more than the one before.
 void expect_every_device_once(const std::vector<BreakdownLine>& lines, int64_t devices, const std::string& busiest) {
   ASSERT_FALSE(lines.empty());
+  for (size_t l = 1; l < lines.size(); ++l) EXPECT_GE(bytes(lines[l - 1].total), bytes(lines[l].total)) << l;
   std::multiset<int64_t> seen;
   for (const BreakdownLine& b : lines) seen.insert(b.devices.begin(), b.devices.end());
   EXPECT_EQ(static_cast<int64_t>(seen.size()), devices);
@@ -91,17 +107,22 @@ TEST(MemoryReport, EveryDeviceByKindInOneBatchAccumulatingAndPipelined) {
     std::string flags;
     int64_t devices;
     size_t least_lines;  // distinct breakdowns at least
+    std::string says;    // what the plan is
+    bool counts_apart;   // the search's count and the joined plan's differ
   } plans[] = {
-      {"mlp-tiny --machine cpu-host --devices 2", 2, 1},
-      {"mlp-tiny --machine cpu-host --devices 4 --micro-batches 2", 4, 1},
+      // (Where the two counts differ: ManyBreakdownsEndInACount.)
+      {"mlp-tiny --machine cpu-host --devices 2", 2, 1, "gradient accumulation none", false},
+      {"mlp-tiny --machine cpu-host --devices 4 --micro-batches 2", 4, 1, "gradient accumulation 2 micro-batches", false},
       // Two stages keep different layers and 1F1B's in-flight counts.
-      {"mlp-tiny --set batch=64 --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 4", 4, 2},
+      {"mlp-tiny --set batch=64 --machine cpu-host --devices 4 --pipeline --stages 2 --micro-batches 4", 4, 2, "pipeline              2 stages", false},
   };
   for (size_t i = 0; i < std::size(plans); ++i) {
     SCOPED_TRACE(plans[i].flags);
     const std::string s = (dir() / ("plan" + std::to_string(i) + ".json")).string();
     const auto o = run("optimize " + plans[i].flags + " -q -o " + s);
     ASSERT_EQ(o.code, 0) << o.out;
+    EXPECT_NE(o.out.find(plans[i].says), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find(kJoined) != std::string::npos, plans[i].counts_apart) << o.out;
     const std::vector<BreakdownLine> lines = breakdown(o.out, "");
     EXPECT_GE(lines.size(), plans[i].least_lines) << o.out;
     expect_every_device_once(lines, plans[i].devices, headline_max(o.out));
@@ -117,7 +138,11 @@ TEST(MemoryReport, EveryDeviceByKindInOneBatchAccumulatingAndPipelined) {
   }
 }
 
-// Past eight distinct breakdowns, one line counts the rest.
+// Past eight distinct breakdowns, one line counts the rest. Here too the
+// search's count and the joined plan's differ, and the headline says so:
+// each stage's boundary is read by a layer's norm and its residual add,
+// and the joined plan keeps a received copy per reader (docs/training.md
+// "What each device keeps").
 TEST(MemoryReport, ManyBreakdownsEndInACount) {
   // Eight stages of two devices, each holding another count of
   // micro-batches: more than eight distinct breakdowns.
@@ -126,14 +151,22 @@ TEST(MemoryReport, ManyBreakdownsEndInACount) {
   ASSERT_EQ(o.code, 0) << o.out;
   const std::vector<BreakdownLine> lines = breakdown(o.out, "");
   ASSERT_FALSE(lines.empty()) << o.out;
-  EXPECT_LE(lines.size(), 8u) << o.out;
+  EXPECT_EQ(lines.size(), 8u) << o.out;
+  EXPECT_NE(o.out.find(kJoined), std::string::npos) << o.out;
+  for (size_t l = 1; l < lines.size(); ++l) EXPECT_GE(bytes(lines[l - 1].total), bytes(lines[l].total)) << l;
   EXPECT_EQ(lines[0].total, headline_max(o.out)) << o.out;  // the busiest first, not device 0
   std::set<int64_t> named;
   for (const BreakdownLine& b : lines) named.insert(b.devices.begin(), b.devices.end());
   ASSERT_LT(named.size(), 16u) << o.out;
   const size_t at = o.out.find("  ... ", o.out.find("memory per device"));
   ASSERT_NE(at, std::string::npos) << o.out;
-  EXPECT_NE(o.out.find(" more breakdowns on " + std::to_string(16 - named.size()) + " devices, each at most ", at), std::string::npos) << o.out;
+  const size_t rest = 16 - named.size();
+  EXPECT_NE(o.out.find(" more breakdown", at), std::string::npos) << o.out;
+  const std::string most = ", each at most ";
+  const size_t m = o.out.find(" on " + std::to_string(rest) + (rest == 1 ? " device" : " devices") + most, at);
+  ASSERT_NE(m, std::string::npos) << o.out;
+  const size_t figure = o.out.find(most, m) + most.size();
+  EXPECT_LE(bytes(o.out.substr(figure, o.out.find('\n', figure) - figure)), bytes(lines.back().total)) << o.out;
 }
 
 }  // namespace

@@ -154,6 +154,8 @@ TEST(SimulatedPipeline, MemoryCountsTheScheduleMicroBatchesInFlight) {
   for (size_t d = 0; d < 4; ++d) {
     const DeviceMemory alone = memory_breakdown(Placement(s.graph, s.views, 4), cm.recipe(), 4 - static_cast<int64_t>(d))[d];
     EXPECT_EQ(kinds[d].weights, alone.weights) << d;
+    EXPECT_EQ(kinds[d].master, alone.master) << d;
+    EXPECT_EQ(kinds[d].gradients, alone.gradients) << d;
     EXPECT_EQ(kinds[d].optimizer, alone.optimizer) << d;
     EXPECT_EQ(kinds[d].activations, alone.activations) << d;
     EXPECT_EQ(kinds[d].transient, alone.transient) << d;

@@ -34,10 +34,13 @@ void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero, b
 
 namespace {
 
-// "device 3", "devices 0..7", "devices 0..7, 16..23".
+// "device 3", "devices 0..7", "devices 0..7, 16..23"; past four ranges
+// "devices 0, 8, 16, 24, ... (384 devices)".
 std::string device_ranges(const std::vector<int64_t>& devices) {
   std::string out = devices.size() == 1 ? "device " : "devices ";
-  for (size_t i = 0; i < devices.size();) {
+  size_t ranges = 0;
+  for (size_t i = 0; i < devices.size(); ++ranges) {
+    if (ranges == 4) return out + ", ... (" + std::to_string(devices.size()) + " devices)";
     size_t j = i;
     while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1) ++j;
     out += (i ? ", " : "") + std::to_string(devices[i]) + (j > i ? ".." + std::to_string(devices[j]) : "");
@@ -74,8 +77,9 @@ void print_memory_breakdown(std::ostream& out, const std::vector<search::DeviceM
   if (groups.size() > most) {
     size_t devices = 0;
     for (size_t i = most; i < groups.size(); ++i) devices += groups[i].devices.size();
-    out << indent << "... " << groups.size() - most << " more breakdowns on " << devices << " devices, each at most "
-        << human_bytes(groups[most].total) << "\n";
+    const size_t more = groups.size() - most;
+    out << indent << "... " << more << " more breakdown" << (more == 1 ? "" : "s") << " on " << devices << " device" << (devices == 1 ? "" : "s")
+        << ", each at most " << human_bytes(groups[most].total) << "\n";
   }
 }
 

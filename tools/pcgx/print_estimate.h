@@ -1,6 +1,7 @@
 #pragma once
-// How `pcgx optimize` and `pcgx run` print a prediction: its terms, so
-// every predicted time reads as the sum it is (docs/design.md "Search").
+// How `pcgx optimize`, `pcgx run` and `pcgx simulate` print a prediction:
+// its terms, so every predicted time reads as the sum it is (docs/design.md
+// "Search"), and what each device keeps, by kind.
 #include <ostream>
 #include <string>
 #include <vector>

@@ -174,12 +174,14 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   }
   out << "memory per device     " << human_bytes(e.max_memory()) << " max of " << human_bytes(q.machine.device.memory_capacity);
   // A pipelined plan's figure is each chunk's as the search counted it
-  // alone; the breakdown is the joined plan's, as the simulator counts it
-  // (they count a stage's boundary differently: docs/training.md).
+  // alone; the breakdown is the joined plan's, as the simulator and the
+  // runtime count it (a stage boundary counted differently:
+  // docs/training.md "What each device keeps").
   double joined = 0;
   for (const search::DeviceMemory& m : rep.memory) joined = std::max(joined, m.total());
-  if (!rep.memory.empty() && human_bytes(joined) != human_bytes(e.max_memory()))
-    out << " (each pipeline stage counted alone by the search; the plan joined, below: " << human_bytes(joined) << ")";
+  if (rep.pipelined && rep.result.stages > 1 && human_bytes(joined) != human_bytes(e.max_memory()))
+    out << " (the search's count, stage by stage; the plan joined, as simulated and run: " << human_bytes(joined)
+        << (joined > q.machine.device.memory_capacity ? ", over capacity" : "") << ")";
   out << "\n";
   print_memory_breakdown(out, rep.memory);
   out

@@ -36,10 +36,6 @@
 #include "pcgx/search/param_gathers.h"
 #include "pcgx/pcg/source_layout.h"
 
-namespace pcgx {
-struct PipelineShape;  // pcg/pipeline_schedule.h
-}
-
 namespace pcgx::search {
 
 struct Estimate {
@@ -158,8 +154,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
 // holds, per chunk, the activation sets its stage's program keeps in
 // flight (pcg/pipeline_schedule.h's activation_sets_held: 1F1B's S - s,
 // GPipe's M, one for gradient accumulation); `chunk` per node
-// (pcg/pipeline_chunks.h; empty: one chunk). What the simulator counts,
-// and optimize prints.
+// (pcg/pipeline_chunks.h; empty: one chunk). One pass over the graph.
+// What the simulator counts, and optimize prints. Throws pcgx::Error
+// where the devices do not split into the stages, or several chunks come
+// without `chunk`.
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
                                            std::span<const int64_t> chunk);
 // Totals of memory_breakdown.
