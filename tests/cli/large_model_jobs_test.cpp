@@ -21,12 +21,13 @@
 namespace pcgx::testing {
 namespace {
 
-// optimize ARGS -q -o FILE: the strategy it wrote.
-nlohmann::json optimized(const std::string& args, const std::string& file) {
+// optimize ARGS -q -o FILE: the strategy it wrote; `report`, what it printed.
+nlohmann::json optimized(const std::string& args, const std::string& file, std::string* report = nullptr) {
   const std::string path = (std::filesystem::temp_directory_path() / file).string();
   std::filesystem::remove(path);
   const Result r = run("optimize " + args + " -q -o " + path);
   EXPECT_EQ(r.code, 0) << r.out;
+  if (report) *report = r.out;
   std::ifstream in(path);
   if (!in) return {};
   return nlohmann::json::parse(in);
@@ -42,10 +43,20 @@ void expect_fits(const nlohmann::json& s, const std::string& precision) {
 }
 
 TEST(LargeModelJobs, MegatronLm17BFitsOn32A100sInFp16) {
+  std::string report;
   expect_fits(optimized("gpt --set layers=24 --set hidden=2304 --set heads=24 --set ffn=9216 --set seq=2048 --set vocab=51200 "
                         "--set batch=512 --global-batch --machine dgx-a100 --devices 32 --precision fp16 --micro-batches 4",
-                        "pcgx-large-gpt-1.7b.json"),
+                        "pcgx-large-gpt-1.7b.json", &report),
               "fp16");
+  // The report names the recipe chosen and what each device keeps, by kind
+  // (memory_report_test.cpp checks those lines' form).
+  for (const char* line : {"\ngradient accumulation 4 micro-batches of ", "\nprecision             fp16 (FP32 master weights",
+                           "\nrecompute             ", "\nZeRO stage            ", "\nmemory per device     "})
+    EXPECT_NE(report.find(line), std::string::npos) << line << "\n" << report;
+  const size_t memory = report.find("\nmemory per device     ");
+  ASSERT_NE(memory, std::string::npos) << report;
+  EXPECT_NE(report.find("\n  device", memory), std::string::npos) << report;
+  EXPECT_NE(report.find(": weights ", memory), std::string::npos) << report;
 }
 
 TEST(LargeModelJobs, Llama7BAtContext2048FitsOn8H100sInBf16) {
