@@ -72,8 +72,8 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
   // per node, what goes after it has run.
   std::vector<double> live(static_cast<size_t>(devices), 0.0), forward_peak(static_cast<size_t>(devices), 0.0);
   std::vector<std::vector<std::pair<int64_t, double>>> frees(g.size());
-  // A pipelined tensor is kept one micro-slice per micro-batch in flight.
-  // (Per chunk where `chunk_in_flight` says: an interlaced chunk holds its own.)
+  // A pipelined tensor is kept one micro-slice per micro-batch in flight:
+  // on the device keeping it, of its node's chunk (InFlight::of).
   auto bytes = [&](const ParallelTensorShape& s, NodeId n, int64_t device) {
     const int64_t slices = s.slices();
     const int64_t k = in_flight.of(n, device);
@@ -299,6 +299,10 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
     throw Error("memory: " + std::to_string(devices) + " devices do not split into " + std::to_string(shape.stages) + " pipeline stages");
   if (chunk.empty() && shape.chunks() > 1)
     throw Error("memory: a pipeline of " + std::to_string(shape.chunks()) + " chunks needs each node's chunk");
+  if (!chunk.empty() && chunk.size() != p.graph().size())
+    throw Error("memory: " + std::to_string(chunk.size()) + " chunks given for " + std::to_string(p.graph().size()) + " nodes");
+  for (const int64_t c : chunk)
+    if (c < 0 || c >= shape.chunks()) throw Error("memory: chunk " + std::to_string(c) + " of a pipeline of " + std::to_string(shape.chunks()));
   // Per stage, per chunk, the activation sets a device holds: one pass,
   // each device counting with its own stage's row.
   const std::vector<std::vector<int64_t>> held = activation_sets_held(shape, stage_programs(shape));

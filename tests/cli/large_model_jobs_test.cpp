@@ -55,8 +55,11 @@ TEST(LargeModelJobs, MegatronLm17BFitsOn32A100sInFp16) {
     EXPECT_NE(report.find(line), std::string::npos) << line << "\n" << report;
   const size_t memory = report.find("\nmemory per device     ");
   ASSERT_NE(memory, std::string::npos) << report;
-  EXPECT_NE(report.find("\n  device", memory), std::string::npos) << report;
-  EXPECT_NE(report.find(": weights ", memory), std::string::npos) << report;
+  const size_t next = report.find('\n', memory + 1);  // the line after "memory per device"
+  ASSERT_NE(next, std::string::npos) << report;
+  const std::string line = report.substr(next + 1, report.find('\n', next + 1) - next - 1);
+  EXPECT_EQ(line.rfind("  device", 0), 0u) << report;
+  EXPECT_NE(line.find(": weights "), std::string::npos) << report;
 }
 
 TEST(LargeModelJobs, Llama7BAtContext2048FitsOn8H100sInBf16) {

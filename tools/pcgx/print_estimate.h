@@ -23,7 +23,7 @@ void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = 
 
 // What each device keeps, by kind, one line per distinct breakdown (as
 // printed), busiest first, naming its devices and the most one of them
-// keeps ("  devices 0..7, 16..23  1.25 GiB: weights ..., master ...,
+// keeps ("  devices 0..7, 16..23 1.25 GiB: weights ..., master ...,
 // gradients ..., optimizer ..., activations ..., transient ..."); past
 // `most` lines, one line counting the rest; each line starts with `indent`.
 void print_memory_breakdown(std::ostream& out, const std::vector<search::DeviceMemory>& memory, const std::string& indent = "  ",

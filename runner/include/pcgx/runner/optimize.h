@@ -132,7 +132,7 @@ struct OptimizeReport {
   search::Strategy data_parallel;  // the data-parallel baseline on the same machine, for comparison
   int64_t data_parallel_micro_batches = 1;  // > 1: that baseline accumulates over as many micro-batches as the plan
   // What each device keeps through a step, by kind, under the plan's
-  // schedule (search/machine_mapping.h); empty where no plan was found.
+  // schedule (search/machine_mapping.h); empty where the plan is infeasible.
   std::vector<search::DeviceMemory> memory;
   std::shared_ptr<const search::CostModel> cost;  // what priced the plan (its recipe: the one chosen)
   // With recomputation or the ZeRO stage left open, the recipes searched in
