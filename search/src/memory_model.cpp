@@ -18,23 +18,19 @@ namespace pcgx::search {
 namespace {
 
 // The micro-batches whose activations a device keeps of a node's tensors:
-// one count for every node, or per chunk (`chunk_in_flight`: an
-// interlaced chunk holds its own), or per stage and chunk (`stage_held`,
-// a pipeline schedule's: stage d / per_stage's row).
+// one count for every node, or per stage and chunk (`stage_held`, a
+// pipeline schedule's: stage device / per_stage's row, the node's chunk).
 struct InFlight {
   int64_t count = 1;
-  std::span<const int64_t> chunk;            // per node; empty: one chunk
-  std::span<const int64_t> chunk_in_flight;  // per chunk
+  std::span<const int64_t> chunk;  // per node; empty: one chunk
   const std::vector<std::vector<int64_t>>* stage_held = nullptr;
   int64_t per_stage = 1;
 
   int64_t of(NodeId n, int64_t device) const {
+    if (!stage_held) return count;
     const size_t c = chunk.empty() ? 0 : static_cast<size_t>(chunk[static_cast<size_t>(n)]);
-    if (stage_held) {
-      const auto stage = std::min(static_cast<size_t>(device / per_stage), stage_held->size() - 1);
-      return (*stage_held)[stage].at(c);
-    }
-    return chunk_in_flight.empty() ? count : chunk_in_flight[c];
+    const auto stage = std::min(static_cast<size_t>(device / per_stage), stage_held->size() - 1);
+    return (*stage_held)[stage][c];
   }
 };
 
@@ -287,9 +283,8 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
 
 }  // namespace
 
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,
-                                           std::span<const int64_t> chunk_in_flight) {
-  return breakdown(p, recipe, InFlight{in_flight, chunk, chunk_in_flight});
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
+  return breakdown(p, recipe, InFlight{in_flight});
 }
 
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
@@ -311,10 +306,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
   return breakdown(p, recipe, k);
 }
 
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight, std::span<const int64_t> chunk,
-                                      std::span<const int64_t> chunk_in_flight) {
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight) {
   std::vector<double> total;
-  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight, chunk, chunk_in_flight)) total.push_back(m.total());
+  for (const DeviceMemory& m : memory_breakdown(p, recipe, in_flight)) total.push_back(m.total());
   return total;
 }
 

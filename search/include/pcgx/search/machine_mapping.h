@@ -141,30 +141,25 @@ struct DeviceMemory {
 // Memory per device of a mapped graph trained with `recipe` (what counts:
 // cost_model.h); a pipelined tensor keeps `in_flight` of its micro-slices
 // (a pipeline stage keeps the micro-batches in flight; 1 for gradient
-// accumulation, which finishes one micro-batch before the next). `chunk`
-// (per node, a joined pipeline's chunks: pcg/pipeline_chunks.h): the
-// recipe's count of recomputed layers is per chunk (pcg/recompute_plan.h).
-// `chunk_in_flight` (per chunk, with `chunk`): the micro-batches each
-// chunk's activations are kept for, in place of `in_flight` (a device of
-// an interlaced pipeline holds its stage's chunks' count and each
-// interlaced chunk's own: pcg/pipeline_schedule.h's activation_sets_held).
-std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
-                                           std::span<const int64_t> chunk = {}, std::span<const int64_t> chunk_in_flight = {});
+// accumulation, which finishes one micro-batch before the next). A joined
+// pipeline's plan is counted by the overload below.
+std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
 // The same for a pipelined plan under its schedule: a device of stage s
 // holds, per chunk, the activation sets its stage's program keeps in
 // flight (pcg/pipeline_schedule.h's activation_sets_held: 1F1B's S - s,
-// GPipe's M, one for gradient accumulation); `chunk` per node
-// (pcg/pipeline_chunks.h; empty: one chunk). One pass over the graph.
-// What the simulator counts, and optimize prints. Throws pcgx::Error
-// where the devices do not split into the stages, or several chunks come
-// without `chunk`.
+// GPipe's M, one for gradient accumulation; an interlaced chunk its own
+// count on every stage); `chunk` per node (pcg/pipeline_chunks.h; empty:
+// one chunk), by which the recipe's count of recomputed layers is per
+// chunk too (pcg/recompute_plan.h). One pass over the graph. What the
+// simulator counts, and optimize prints. Throws pcgx::Error where the
+// devices do not split into the stages, or the chunks do not fit the
+// graph and the shape.
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
                                            std::span<const int64_t> chunk);
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       const TrainingRecipe& recipe, int64_t in_flight = 1);
 // The same for a placement already made (its task tables are reused).
-std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1,
-                                      std::span<const int64_t> chunk = {}, std::span<const int64_t> chunk_in_flight = {});
+std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& recipe, int64_t in_flight = 1);
 
 }  // namespace pcgx::search
