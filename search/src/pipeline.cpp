@@ -13,6 +13,7 @@
 #include <tbb/parallel_for.h>
 
 #include "graph_splitting.h"
+#include "joined_pipeline.h"
 #include "pipeline_cuts.h"
 #include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
@@ -50,6 +51,13 @@ struct Plan {
   std::vector<StagePlan> stage;
   std::vector<std::string> applied;
 };
+
+// A candidate's chunks joined into one PCG (joined_pipeline.h).
+JoinedPlan join_stages(const std::string& name, const Plan& plan) {
+  std::vector<JoinedChunk> chunks;
+  for (const StagePlan& sp : plan.stage) chunks.push_back({&sp.graph, &sp.piece, &sp.mapped.views, sp.info.first_device});
+  return join_chunks(name, chunks);
+}
 
 std::vector<int64_t> stage_counts(int64_t devices, size_t cuts, const PipelineOptions& o) {
   const int64_t v = std::max<int64_t>(o.virtual_stages, 1), joint = static_cast<int64_t>(o.interlaced.size());
@@ -143,39 +151,6 @@ std::vector<int64_t> micro_counts(int64_t stages, const PipelineOptions& o) {
     if (o.fewer_than <= 0 || m < o.fewer_than) out.push_back(m);
   return out;
 }
-
-}  // namespace
-
-Graph pipelined(const Graph& g, int64_t m, bool last, std::vector<NodeId>* image) {
-  Graph out(g.name());
-  std::map<TensorRef, TensorRef> map;
-  if (image) image->assign(g.size(), -1);
-  for (const Node& n : g.nodes()) {
-    std::vector<TensorRef> ins;
-    for (const TensorRef& i : n.inputs) ins.push_back(map.at(i));
-    const NodeId id = out.add(*n.op, n.attrs, ins, n.name);
-    if (image) (*image)[static_cast<size_t>(n.id)] = id;
-    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) map[{n.id, o}] = {id, o};
-    if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) {
-      try {
-        map[{n.id, 0}] = {out.add("Pipeline", {{"dim", int64_t{0}}, {"degree", m}}, {{id, 0}}), 0};
-      } catch (const Error& e) {
-        throw Error("input '" + n.name + "' cannot be cut into " + std::to_string(m) + " micro-batches: " + e.what());
-      }
-    }
-  }
-  for (const TensorRef& o : g.outputs()) {
-    TensorRef t = map.at(o);
-    if (last)
-      for (int64_t d = 0; d < out.shape(t).rank(); ++d)
-        if (const int64_t p = out.shape(t).dims[static_cast<size_t>(d)].pipeline; p > 1)
-          t = {out.add("Batch", {{"dim", d}, {"degree", p}}, {t}), 0};
-    out.add_output(t);
-  }
-  return out;
-}
-
-namespace {
 
 PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, const CostModel& cost, const SearchOptions& options,
                                const PipelineOptions& po) {
@@ -346,6 +321,11 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         const bool named = options.plan || cost.recipe().recompute == Recompute::kOperators || !cost.recipe().zero_weights.empty();
         graphs.push_back(named ? with_model_names(pg) : std::move(pg));
       }
+      // The shape tried, as a refusal names it.
+      auto tried = [&](int64_t M) {
+        return std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " +
+               std::to_string(M) + " micro-batches: ";
+      };
       for (const int64_t M : micro) {
         const PipelineShape shape{S, M, v, po.schedule.value_or(PipelineShape::default_for(v)), po.programs, po.interlaced};
         std::vector<std::vector<int64_t>> held_sets;  // per stage, per chunk (activation_sets_held)
@@ -446,8 +426,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             searched.push_back(r);
           }
         } catch (const Error& e) {
-          refused.push_back(std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " +
-                            std::to_string(M) + " micro-batches: " + e.what());
+          refused.push_back(tried(M) + e.what());
           continue;
         }
         Plan plan;
@@ -543,11 +522,23 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
           plan.time = t.time, plan.slowest = t.slowest, plan.update = t.update, plan.gather_wait = t.gather_wait;
           plan.stage_time = std::move(t.stage_time), plan.steps = t.steps;
         } catch (const Error& e) {
-          refused.push_back(std::to_string(S) + " stages" + (v > 1 ? " x " + std::to_string(v) + " virtual" : std::string()) + cut_name + ", " +
-                            std::to_string(M) + " micro-batches: " + e.what());
+          refused.push_back(tried(M) + e.what());
           continue;
         }
-        if (plan.time < best.time) best = std::move(plan);
+        if (plan.time >= best.time) continue;
+        // The search counted each chunk alone; joined, as simulated and run,
+        // a boundary read by several operators is received once by each
+        // (docs/training.md "What each device keeps"): over capacity either
+        // way, a plan is never returned.
+        if (S > 1 || joint > 0) {
+          const JoinedPeak peak = joined_peak(join_stages(model.name(), plan), devices, cost.recipe(), shape);
+          if (peak.bytes > cost.machine().device.memory_capacity) {
+            refused.push_back(tried(M) + "device " + std::to_string(peak.device) + " needs " + std::to_string(peak.bytes / 1073741824.0) +
+                              " GiB with the stages joined, as simulated and run");
+            continue;
+          }
+        }
+        best = std::move(plan);
       }
     }
   }
@@ -560,19 +551,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   }
 
   // One PCG: the stages joined, views offset to each stage's devices.
-  std::vector<JoinPart> parts;
-  for (const StagePlan& sp : best.stage) parts.push_back({&sp.graph, &sp.piece});
-  std::vector<JoinOrigin> origin;
-  Graph joined = join_pieces(model.name(), parts, &origin);
-  std::vector<MachineView> views(joined.size());
-  for (const Node& n : joined.nodes()) {
-    if (is_source(n)) continue;
-    const JoinOrigin o = origin[static_cast<size_t>(n.id)];
-    const StagePlan& sp = best.stage[static_cast<size_t>(o.part)];
-    MachineView view = sp.mapped.views[static_cast<size_t>(o.node)];
-    view.start = sp.info.first_device + std::max<int64_t>(view.start, 0);
-    views[static_cast<size_t>(n.id)] = view;
-  }
+  JoinedPlan whole = join_stages(model.name(), best);
+  Graph& joined = whole.graph;
+  std::vector<MachineView>& views = whole.views;
   Estimate& e = result.search.strategy.estimate;
   const double M = static_cast<double>(best.micro);
   // The schedule's span in slots of the slowest stage's micro-batch: its

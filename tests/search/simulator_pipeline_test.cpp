@@ -185,6 +185,38 @@ TEST(SimulatedPipeline, AccumulationKeepsOneMicroBatchByKind) {
   }
 }
 
+// The search counts each stage alone; the plan joined can keep more where
+// a boundary is read directly by several operators (each receives its
+// copy: docs/training.md "What each device keeps"). Data parallelism in
+// 8 stages of gpt-tiny crosses so. A capacity between the two counts
+// refuses the plan, naming the joined need; one above both returns it.
+TEST(SimulatedPipeline, APlanWhoseJoinedCountIsOverCapacityIsNotReturned) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 32}});
+  const Machine m = find_machine("dgx-a100").with_devices(16);
+  const CostModel roomy(m, default_efficiency());
+  const PipelineResult r = plan(g, roomy, {8, 8});
+  const Strategy& s = r.search.strategy;
+  ASSERT_TRUE(s.estimate.feasible);
+  const std::vector<double> joined = Simulator(s.graph, s.views, roomy, shape_of(r, PipelineSchedule::k1F1B)).memory();
+  const double search = s.estimate.max_memory(), most = *std::max_element(joined.begin(), joined.end());
+  ASSERT_GT(most, search);  // the premise: the joined plan keeps more
+  Machine tight = m;
+  tight.device.memory_capacity = (search + most) / 2;
+  try {
+    plan(g, CostModel(tight, default_efficiency()), {8, 8});
+    ADD_FAILURE() << "a plan was returned whose joined count is over the capacity of " << tight.device.memory_capacity << " B";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB with the stages joined"), std::string::npos) << e.what();
+  }
+  tight.device.memory_capacity = most;
+  const CostModel enough(tight, default_efficiency());
+  const PipelineResult fits = plan(g, enough, {8, 8});
+  const Strategy& f = fits.search.strategy;
+  ASSERT_TRUE(f.estimate.feasible);
+  const std::vector<double> held = Simulator(f.graph, f.views, enough, shape_of(fits, PipelineSchedule::k1F1B)).memory();
+  EXPECT_LE(*std::max_element(held.begin(), held.end()), tight.device.memory_capacity);
+}
+
 TEST(SimulatedPipeline, GradientAccumulationRunsMicroBatchesBackToBack) {
   const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency(), {}, {}, {Precision::kBf16});
   const Graph g = build_model("gpt-tiny", {{"batch", 64}});
