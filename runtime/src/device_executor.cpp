@@ -235,21 +235,24 @@ Tensor<float> DeviceExecutor::gradient(TensorRef t, int64_t shard) const {
 void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
   const ParallelTensorShape& s = plan_.graph->node(node).outputs[0];
   if (!same_shape(logical, s)) throw Error(describe(plan_.graph->node(node)) + ": value has the wrong shape");
-  // ZeRO's master blocks come from the new value: the blocks of copies
-  // that exist only while used at once (their copies taken back meanwhile,
-  // outside the step), the others before the next gather or update.
+  // ZeRO's master blocks come from the new value: under mixed precision
+  // at once, from the value before it is rounded; else the blocks of
+  // copies that exist only while used at once (their copies taken back
+  // meanwhile, outside the step), the others before the next gather or
+  // update.
   std::vector<size_t> windowed;
   std::optional<OutsideStep> outside;
-  if (plan_.graph->node(node).op->is_weight && sharded()) {
-    const TensorRef p = plan_.parameter[static_cast<size_t>(node)];
+  const TensorRef p = plan_.graph->node(node).op->is_weight ? plan_.parameter[static_cast<size_t>(node)] : TensorRef{-1, 0};
+  const bool blocks = p.node >= 0 && block_master(p);
+  if (p.node >= 0 && sharded()) {
     for (size_t k = 0; k < zero_blocks_.size(); ++k) {
       ZeroBlock& z = zero_blocks_[k];
       const auto& parts = plan_.buckets[k].parts;
       if (z.member < 0 || std::none_of(parts.begin(), parts.end(), [&](const SyncPart& q) { return q.tensor == p; })) continue;
-      z.current = false, masters_current_ = false;
+      if (!blocks) z.current = false, masters_current_ = false;
       if (z.weights_windowed) windowed.push_back(k);
     }
-    if (!windowed.empty()) outside.emplace(*this);
+    if (!windowed.empty() || blocks) outside.emplace(*this);
     for (size_t k : windowed) bring_back(k, kWeightCopies);
   }
   auto fill = [&](NodeId id) {
@@ -264,8 +267,12 @@ void DeviceExecutor::set_source(NodeId node, const Tensor<float>& logical) {
     if (!micro({id, 0})) fill(id);
     else if (!staged) staged_[static_cast<size_t>(node)] = logical, staged = true;  // each micro-batch's slices at its turn (no allocation after the first step)
   }
+  if (blocks) write_master_blocks(p);
   if (mixed()) round_source(node);
-  for (size_t k : windowed) load_master_block(k), put_away(k, kWeightCopies);
+  for (size_t k : windowed) {
+    if (!blocks) load_master_block(k);
+    put_away(k, kWeightCopies);
+  }
 }
 
 std::vector<std::pair<TensorRef, int64_t>> DeviceExecutor::parameter_shards() const {

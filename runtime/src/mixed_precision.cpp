@@ -77,7 +77,7 @@ void DeviceExecutor::round_source(NodeId n) {
     const TensorRef p = plan_.parameter[static_cast<size_t>(n)];
     const auto& values = this->values(p);
     const auto& masters = masters_[static_cast<size_t>(p.node)][static_cast<size_t>(p.output)];
-    for (size_t k = 0; k < values.size(); ++k)
+    for (size_t k = 0; k < values.size() && !block_master(p); ++k)  // (its blocks already written: write_master_blocks)
       if (values[k]) backend_.copy(masters[k], values[k]);
   } else if (!rounds_[static_cast<size_t>(n)]) {
     return;
@@ -87,14 +87,17 @@ void DeviceExecutor::round_source(NodeId n) {
     if (!micro({id, 0})) round_outputs(id);  // a pipelined layout's slices are rounded as enter_slice uploads them
 }
 
+bool DeviceExecutor::block_master(TensorRef t) const { return mixed() && sharded() && !plan_.graph->node(t.node).op->is_weight; }
+
 void DeviceExecutor::refresh_compute_weights() {
   for (const Node& n : plan_.graph->nodes()) {
     if (!n.op->is_weight) continue;
     const TensorRef p = plan_.parameter[static_cast<size_t>(n.id)];
+    if (block_master(p)) continue;  // rounded as its bucket is gathered (gather_bucket)
     const auto& values = this->values(p);
     const auto& masters = masters_[static_cast<size_t>(p.node)][static_cast<size_t>(p.output)];
     for (size_t k = 0; k < values.size(); ++k)
-      if (values[k] && values[k].data) backend_.copy_rounded(values[k], masters[k], plan_.precision);  // (a ZeRO 3 copy given back: rounded when gathered)
+      if (values[k]) backend_.copy_rounded(values[k], masters[k], plan_.precision);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/runtime/device_executor.h"
 
 namespace pcgx::runtime {
@@ -44,6 +45,9 @@ void DeviceExecutor::init_zero() {
     z.w = allocate(std::vector<int64_t>{z.floats});
     z.g = allocate(std::vector<int64_t>{z.floats});
     if (syncs_micro_batches() && bucket.every_micro_batch) z.part = allocate(std::vector<int64_t>{z.floats});
+    // Under mixed precision the blocks are the masters, written as weights
+    // are set (write_master_blocks); unset, zero as the weights.
+    z.current = mixed();
   }
   init_zero_windows();
 }
@@ -107,6 +111,7 @@ void DeviceExecutor::put_away_between_uses() {
     if (z.weights_windowed) put_away(k, kWeightCopies);
     if (z.grads_windowed) put_away(k, kGradientCopies);
   }
+  if (mixed() && sharded()) give_back(whole_masters_away_, [&](auto&& f) { each_whole_master(f); });
   // What init() allocated for them was never used at once with the rest.
   backend_.trim();
   peak_floats_ = buffer_floats_;
@@ -123,9 +128,43 @@ void DeviceExecutor::each_copy(size_t k, Copies c, F&& f) {
         f(grads(part.tensor)[s]);
         continue;
       }
-      f(values(part.tensor)[s]);
-      if (mixed()) f(masters_[static_cast<size_t>(part.tensor.node)][static_cast<size_t>(part.tensor.output)][s]);
+      f(values(part.tensor)[s]);  // (its master: the bucket's blocks, block_master)
     }
+}
+
+template <class F>
+void DeviceExecutor::each_whole_master(F&& f) {
+  for (const auto& [t, k] : parameter_shards())
+    if (block_master(t)) f(masters_[static_cast<size_t>(t.node)][static_cast<size_t>(t.output)][static_cast<size_t>(k)]);
+}
+
+bool DeviceExecutor::gathers_whole_weights() const {
+  return sharded() && (mixed() || shards_weights(highest_zero(plan_.zero, plan_.zero_weights)));
+}
+
+void DeviceExecutor::write_master_blocks(TensorRef t) {
+  for (size_t k = 0; k < zero_blocks_.size(); ++k) {
+    ZeroBlock& z = zero_blocks_[k];
+    if (z.member < 0) continue;
+    const Buffer& flat = bucket_buffers_[k];
+    const int64_t mine = z.member * z.floats;
+    bool open = false;
+    int64_t at = 0;
+    for (const SyncPart& part : plan_.buckets[k].parts) {
+      for (int64_t shard : part.shards)
+        if (part.tensor == t && owns(t, shard)) {  // every copy holds the same values
+          // The block as it is, in its place of the flat buffer; the part
+          // over it; the block back.
+          if (!open) bring_back(k, kFlat), backend_.set_range(flat, mine, z.w), open = true;
+          backend_.set_range(flat, at, values(t)[static_cast<size_t>(shard)]);
+          break;
+        }
+      at += part.floats;
+    }
+    if (!open) continue;
+    backend_.copy_range(z.w, flat, mine);
+    put_away(k, kFlat);
+  }
 }
 
 template <class Each>
@@ -170,6 +209,7 @@ void DeviceExecutor::bring_back(size_t k, Copies c) {
 
 void DeviceExecutor::load_master_block(size_t k) {
   ZeroBlock& z = zero_blocks_[k];
+  if (mixed()) throw Error("zero: bucket " + std::to_string(k) + "'s master blocks reloaded under mixed precision, whose whole masters are given back");
   const bool away = z.away[kWeightCopies] != 0;
   if (away) bring_back(k, kWeightCopies);  // never set: zeros, as the copies
   bring_back(k, kFlat);
@@ -288,13 +328,13 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
     for (const SyncPart& part : bucket.parts) {
       for (int64_t shard : part.shards)
         if (owns(part.tensor, shard)) {
-          backend_.copy_range(master(part.tensor, shard), flat, at);
-          // Mixed precision at stage 3: this copy's compute weights, rounded
-          // from the master just gathered (gather_weights rounds them all).
-          if (mixed() && bucket.gathered_for_use) {
-            const Buffer& w = values(part.tensor)[static_cast<size_t>(shard)];
-            backend_.copy_rounded(w, master(part.tensor, shard), plan_.precision);
-          }
+          // The weights; under mixed precision rounded to the compute copy,
+          // and the FP32 master whole where a checkpoint gathers it.
+          const Buffer& w = values(part.tensor)[static_cast<size_t>(shard)];
+          backend_.copy_range(w, flat, at);
+          if (!mixed()) continue;
+          backend_.round(w, plan_.precision);
+          if (!whole_masters_away_) backend_.copy_range(master(part.tensor, shard), flat, at);
         }
       at += part.floats;
     }
@@ -307,16 +347,15 @@ void DeviceExecutor::gather_bucket(size_t k, int64_t tag_node, int kind) {
 void DeviceExecutor::gather_weights(bool whole, int64_t* bytes_sent) {
   std::optional<OutsideStep> outside;
   if (whole) outside.emplace(*this);
+  if (whole && mixed() && sharded()) take_back(whole_masters_away_, [&](auto&& f) { each_whole_master(f); }, false);
   for (size_t k = 0; sharded() && k < plan_.buckets.size(); ++k) {
     const ZeroBlock& z = zero_blocks_[k];
     if (z.member < 0 || (!whole && plan_.buckets[k].gathered_for_use)) continue;  // stage 3: before each use
     gather_bucket(k, static_cast<int64_t>(plan_.graph->size()), 0);
     if (bytes_sent) *bytes_sent += static_cast<int64_t>(plan_.buckets[k].devices.size() - 1) * z.floats * static_cast<int64_t>(sizeof(float));
   }
-  // Mixed precision: the gathers above (or the update, for the weights in
-  // no bucket) wrote the masters; the compute copies are rounded from
-  // them. (At stage 3 a block gathered for use is rounded again when it is
-  // gathered, from the values its gather writes.)
+  // Mixed precision: the gathers above rounded their compute copies; the
+  // weights in no bucket are rounded from the masters the update wrote.
   if (mixed()) refresh_compute_weights();
 }
 
@@ -331,6 +370,7 @@ void DeviceExecutor::drop_whole_copies() {
   for (size_t k = 0; k < zero_blocks_.size(); ++k)
     if (zero_blocks_[k].weights_windowed) put_away(k, kWeightCopies);
   if (!full_moments_.empty()) give_back(full_moments_away_, [&](auto&& f) { each_whole_moment(f); });
+  if (mixed() && sharded()) give_back(whole_masters_away_, [&](auto&& f) { each_whole_master(f); });
 }
 
 void DeviceExecutor::gather_before(const Node& n, bool backward) {

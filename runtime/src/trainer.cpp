@@ -208,7 +208,7 @@ Device run_device(const Graph& g, const Setup& s, TimedCommunicator& comm, const
   auto gather = [&](int64_t done, bool moments) {
     const bool timed = comm.timing();
     comm.set_timing(false);
-    if (shards_weights(highest_zero(options.zero, options.zero_weights))) ex->gather_weights(true, &update.state_bytes);  // the copies are otherwise gathered only for use
+    if (ex->gathers_whole_weights()) ex->gather_weights(true, &update.state_bytes);  // (ZeRO 3's copies, or its masters' blocks under mixed precision)
     const std::vector<ParameterSlot> slots =
         moments ? ex->unsharded_moments(opt.state(params), &update.state_bytes) : std::vector<ParameterSlot>{};
     TrainState st = gather_state(s.plan, s.weights, *ex, slots, comm, done, options.optimizer.kind, &update.state_bytes);

@@ -187,7 +187,8 @@ class DeviceExecutor {
   UpdateList update_buffers() const;
   // After the optimizer's update: under ZeRO the updated blocks into every
   // copy of every bucket's weights; under mixed precision the compute
-  // copies rounded from the masters (nothing else at stage 0). At stage 3
+  // copies rounded (from the gathered blocks under ZeRO, from the masters
+  // at stage 0). At stage 3
   // only the blocks kept whole (below the persistence threshold), unless
   // `whole` (checkpoints and the trained weights): each compute operator
   // gathers the other weights it synchronizes before its forward and again
@@ -236,8 +237,16 @@ class DeviceExecutor {
   bool owns(TensorRef t, int64_t shard) const { return plan_.owner(t, shard) == comm_.rank(); }
   // The FP32 master copy of a parameter shard under mixed precision (what
   // the optimizer updates, checkpoints hold and training returns), else
-  // the shard itself.
+  // the shard itself. Under ZeRO a bucketed shard's master is its
+  // bucket's blocks (ZeroBlock::w: 1/r of it on each device, as the memory
+  // model counts it); its whole copy here exists only from
+  // gather_weights(true) to drop_whole_copies().
   const Buffer& master(TensorRef t, int64_t shard) const;
+  // Whether the whole weights (a checkpoint's, the trained ones) must be
+  // gathered first with gather_weights(true): under ZeRO 3 the copies
+  // exist only while used, and under ZeRO with mixed precision the FP32
+  // masters are blocks. The same answer on every device.
+  bool gathers_whole_weights() const;
   // The seed of the backward pass (1 by default): FP16's loss scale.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
   const ExecutionPlan& plan() const { return plan_; }
@@ -311,8 +320,20 @@ class DeviceExecutor {
   void init_precision();
   void round_outputs(NodeId n);
   // After set_source gave a weight its value: the masters of its parameter
-  // shards take it whole, and every layout of it is rounded.
+  // shards take it whole (under ZeRO: its blocks, write_master_blocks), and
+  // every layout of it is rounded.
   void round_source(NodeId n);
+  // A parameter shard whose master is its bucket's blocks (ZeRO with mixed
+  // precision), its whole master given back between checkpoints
+  // (whole_masters_away_, as ZeroBlock::away).
+  bool block_master(TensorRef t) const;
+  char whole_masters_away_ = 0;
+  template <class F>
+  void each_whole_master(F&& f);
+  // Under ZeRO with mixed precision: parameter t's FP32 value (its shards,
+  // set, not yet rounded) into this device's block of every bucket
+  // holding it.
+  void write_master_blocks(TensorRef t);
   // The compute copies from the masters, after an update.
   void refresh_compute_weights();
 
@@ -539,14 +560,15 @@ class DeviceExecutor {
   };
   std::vector<ZeroTurns> zero_turns_;
   void init_zero_windows();
-  // At the end of init(): the copies that exist only while used given back.
+  // At the end of init(): the copies that exist only while used given back
+  // (and under mixed precision the whole masters, block_master).
   void put_away_between_uses();
   bool masters_current_ = false;  // every bucket's `w` is `current`
   void zero_after_forward(const Node& n);
   void zero_before_backward(const Node& n);
   void zero_after_backward(const Node& n);
-  // Bucket k's copies of one kind (each_copy: this device's weight copies
-  // with their masters, or gradients; or the flat buffer) given back to the
+  // Bucket k's copies of one kind (each_copy: this device's weight copies,
+  // or gradients; or the flat buffer) given back to the
   // backend, and taken back (gradients zeroed, the flat buffer zeroed).
   template <class F>
   void each_copy(size_t k, Copies c, F&& f);  // (sharded_update.cpp; no std::function: no allocation in a step)
@@ -599,7 +621,9 @@ class DeviceExecutor {
   // new value (a bucket whose copies are given back between uses: at once,
   // set_source taking them back for it); the update then keeps it, and
   // gather_weights() the copies. load_master_blocks() loads every bucket
-  // not `current`.
+  // not `current`. (Under mixed precision set_source writes the blocks at
+  // once, write_master_blocks, and they are always current: the whole
+  // masters this would read exist only for a checkpoint.)
   void load_master_blocks();
   void load_master_block(size_t k);
   // f(bucket, 1 for m or 2 for v, this device's block of it) over the
