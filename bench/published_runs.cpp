@@ -52,10 +52,27 @@
 // The published time is Megatron-LM's FLOP count (num_floating_point_operations:
 // 72 B s l h^2 (1 + s / (6 h) + V / (12 l h))) over its TFLOP/s per GPU.
 //
+// A fourth table prices runs of another framework and another plan:
+// MosaicML's MPT models trained with Composer under PyTorch FSDP
+// (FULL_SHARD: ZeRO 3, every weight block sharded, gathered before each
+// use), llm-foundry's scripts/train/benchmarking/README.md, "A100 80GB",
+// every row on 8 GPUs (one node): MPT-125M to 30B (hidden, heads and
+// layers from its scripts/train/yamls/pretrain/mpt-*.yaml; vocabulary
+// 50,368; FFN 4h), sequence 1024 to 8192, the micro-batch and gradient
+// accumulation steps each row states, full activation recomputation
+// where it states "Activation Checkpointing", BF16 (amp_bf16), the
+// triton FlashAttention kernel, and PyTorch's cross_entropy under
+// autocast (eager: the logits cast to FP32, the probabilities kept).
+// pcgx prices MPT with its `gpt` model, which differs in small parts
+// (biases, learned positions where MPT has ALiBi, dropout passes where
+// MPT's rates are 0). The published time is the row's global batch in
+// tokens over its measured tokens per second.
+//
 // Usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]
 //        (the first N rows of each table; default all; the attention kernel priced, default eager)
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -108,6 +125,32 @@ struct RowH100 {
   int64_t heads, hidden, layers, t, p, gpus, batch;
   double tflops;  // published, per GPU
 };
+// MosaicML's MPT under FSDP on 8 A100-80GB GPUs (llm-foundry's benchmark README).
+struct RowMpt {
+  const char* params;
+  int64_t hidden, heads, layers, seq, batch, accumulation;
+  bool recompute;          // "Activation Checkpointing"
+  double tokens_per_gpu;   // published, per second
+};
+constexpr RowMpt kRowsMpt[] = {
+    {"30B", 7168, 56, 48, 8192, 168, 21, true, 574},     {"30B", 7168, 56, 48, 4096, 168, 21, true, 814},
+    {"30B", 7168, 56, 48, 2048, 504, 21, true, 916},     {"30B", 7168, 56, 48, 1024, 1008, 21, true, 946},
+    {"13B", 5120, 40, 40, 8192, 120, 3, true, 1795},     {"13B", 5120, 40, 40, 4096, 240, 3, true, 2060},
+    {"13B", 5120, 40, 40, 2048, 48, 3, false, 2262},     {"13B", 5120, 40, 40, 1024, 960, 3, true, 2330},
+    {"7B", 4096, 32, 32, 8192, 128, 2, true, 3206},      {"7B", 4096, 32, 32, 4096, 256, 2, true, 3684},
+    {"7B", 4096, 32, 32, 2048, 96, 2, false, 4641},      {"7B", 4096, 32, 32, 1024, 1024, 2, true, 4357},
+    {"3B", 2560, 20, 32, 8192, 144, 6, false, 7695},     {"3B", 2560, 20, 32, 4096, 240, 6, false, 9457},
+    {"3B", 2560, 20, 32, 2048, 160, 2, false, 10811},    {"3B", 2560, 20, 32, 1024, 960, 6, false, 11580},
+    {"1B", 2048, 16, 24, 8192, 96, 4, false, 13814},     {"1B", 2048, 16, 24, 4096, 224, 4, false, 17807},
+    {"1B", 2048, 16, 24, 2048, 448, 4, false, 20513},    {"1B", 2048, 16, 24, 1024, 576, 4, false, 22112},
+    {"760M", 1536, 12, 24, 8192, 96, 2, false, 20933},   {"760M", 1536, 12, 24, 4096, 192, 2, false, 27351},
+    {"760M", 1536, 12, 24, 2048, 384, 2, false, 32434},  {"760M", 1536, 12, 24, 1024, 768, 2, false, 29765},
+    {"350M", 1024, 16, 24, 8192, 128, 2, false, 36569},  {"350M", 1024, 16, 24, 4096, 256, 2, false, 49555},
+    {"350M", 1024, 16, 24, 2048, 512, 2, false, 58782},  {"350M", 1024, 16, 24, 1024, 1024, 2, false, 64813},
+    {"125M", 768, 12, 12, 8192, 128, 2, false, 90392},   {"125M", 768, 12, 12, 4096, 256, 2, false, 118396},
+    {"125M", 768, 12, 12, 2048, 640, 2, false, 142830},  {"125M", 768, 12, 12, 1024, 1024, 2, false, 156468},
+};
+
 constexpr RowH100 kRowsH100[] = {
     {"1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8},      {"7.1B", 32, 4096, 30, 2, 1, 96, 192, 465.9},
     {"16B", 48, 6144, 32, 4, 1, 192, 192, 489.1},      {"32B", 56, 7168, 48, 8, 1, 384, 192, 459.6},
@@ -156,12 +199,12 @@ double flops(const Row& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t rows = std::size(kRows);
+  size_t rows = SIZE_MAX;  // (--rows: the first N of each table)
   bool unity = false;
   AttentionKernel attention = AttentionKernel::kEager;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rows" && i + 1 < argc) rows = std::min<size_t>(rows, static_cast<size_t>(std::max(1, std::atoi(argv[++i]))));
+    if (a == "--rows" && i + 1 < argc) rows = static_cast<size_t>(std::max(1, std::atoi(argv[++i])));
     else if (a == "--unity") unity = true;
     else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
     else if (a == "--cross-entropy" && i + 1 < argc && cross_entropy_named(argv[i + 1])) cross_entropy = *cross_entropy_named(argv[++i]);
@@ -179,7 +222,7 @@ int main(int argc, char** argv) {
               "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search", "note");
   double sum_abs = 0, sim_abs = 0;
   int priced = 0;
-  for (size_t i = 0; i < rows; ++i) {
+  for (size_t i = 0; i < std::min(rows, std::size(kRows)); ++i) {
     const Row& r = kRows[i];
     const int64_t d = r.gpus / (r.t * r.p), per_replica = r.batch / d, micro = per_replica / r.micro_batch;
     const double published = flops(r) / (r.tflops * 1e12 * static_cast<double>(r.gpus));
@@ -300,5 +343,40 @@ int main(int argc, char** argv) {
   }
   if (priced3 > 0)
     std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced3, 100 * sum3 / priced3, 100 * sim3 / priced3);
+
+  std::printf("\nMosaicML's MPT under PyTorch FSDP (llm-foundry's benchmark README, A100 80GB), priced on 8 dgx-a100 devices: bf16, ZeRO 3 "
+              "with every block sharded, flash attention, %s cross-entropy; seconds per step\n", name(cross_entropy));
+  std::printf("%-5s %5s %5s %4s %-5s %10s %10s %10s %6s %6s %12s %8s\n", "model", "seq", "batch", "acc", "ckpt", "predicted", "simulated",
+              "published", "ratio", "sim", "tokens/s/GPU", "search");
+  double sum4 = 0, sim4 = 0;
+  int priced4 = 0;
+  for (size_t i = 0; i < std::min(rows, std::size(kRowsMpt)); ++i) {
+    const RowMpt& r = kRowsMpt[i];
+    const double published = static_cast<double>(r.batch * r.seq) / (r.tokens_per_gpu * 8);
+    runner::OptimizeRequest q;
+    q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", r.seq},
+                                  {"vocab", 50368}, {"batch", r.batch}});
+    q.machine = search::find_machine("dgx-a100").with_devices(8);
+    q.search.algorithm = search::Algorithm::kDataParallel;
+    q.precision = Precision::kBf16, q.zero = ZeroStage::k3, q.zero_persistence_threshold = 0;
+    q.recompute = r.recompute ? Recompute::kFull : Recompute::kNone;
+    q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
+    if (r.accumulation > 1) q.pipeline = search::PipelineOptions{1, r.accumulation};
+    try {
+      const Priced x = price(q);
+      const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
+      sum4 += std::fabs(ratio - 1), sim4 += std::fabs(sim_ratio - 1), ++priced4;
+      std::printf("%-5s %5lld %5lld %4lld %-5s %10.3f %10.3f %10.3f %6.3f %6.3f %5.0f / %5.0f %7.1fs\n", r.params, static_cast<long long>(r.seq),
+                  static_cast<long long>(r.batch), static_cast<long long>(r.accumulation), r.recompute ? "full" : "none", x.predicted,
+                  x.simulated, published, ratio, sim_ratio, static_cast<double>(r.batch * r.seq) / (x.predicted * 8), r.tokens_per_gpu, x.seconds);
+    } catch (const Error& err) {
+      std::printf("%-5s %5lld %5lld %4lld %-5s %10s %10s %10.3f %6s %6s %12s %8s  not priced: %s\n", r.params, static_cast<long long>(r.seq),
+                  static_cast<long long>(r.batch), static_cast<long long>(r.accumulation), r.recompute ? "full" : "none", "-", "-", published, "-",
+                  "-", "-", "-", err.what());
+    }
+    std::fflush(stdout);
+  }
+  if (priced4 > 0)
+    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced4, 100 * sum4 / priced4, 100 * sim4 / priced4);
   return 0;
 }
