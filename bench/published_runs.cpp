@@ -63,13 +63,14 @@
 // where it states "Activation Checkpointing", BF16 (amp_bf16), the
 // triton FlashAttention kernel, and PyTorch's cross_entropy under
 // autocast (eager: the logits cast to FP32, the probabilities kept).
-// pcgx prices MPT with its `gpt` model, which differs in small parts
-// (biases, learned positions where MPT has ALiBi, dropout passes where
-// MPT's rates are 0). The published time is the row's global batch in
-// tokens over its measured tokens per second.
+// pcgx prices the rows with its `mpt` model (GPT's block without biases
+// or dropout, learned positions, tied head, as llm-foundry configures
+// MPT). The published time is the row's global batch in tokens over its
+// measured tokens per second.
 //
-// Usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash]
-//        (the first N rows of each table; default all; the attention kernel priced, default eager)
+// Usage: bench_published_runs [--rows N] [--table K] [--unity] [--attention eager|fused|flash]
+//        (the first N rows of each table; default all; --table: the K-th
+//        table alone, 1-4; the attention kernel priced, default eager)
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -201,182 +202,194 @@ double flops(const Row& r) {
 int main(int argc, char** argv) {
   size_t rows = SIZE_MAX;  // (--rows: the first N of each table)
   bool unity = false;
+  int table = 0;  // (--table: that one alone; 0: all four)
   AttentionKernel attention = AttentionKernel::kEager;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) rows = static_cast<size_t>(std::max(1, std::atoi(argv[++i])));
     else if (a == "--unity") unity = true;
+    else if (a == "--table" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 4) table = std::atoi(argv[++i]);
     else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
     else if (a == "--cross-entropy" && i + 1 < argc && cross_entropy_named(argv[i + 1])) cross_entropy = *cross_entropy_named(argv[++i]);
     else {
       if (a == "--attention") std::fprintf(stderr, "error: --attention: unknown attention kernel '%s' (eager, flash, fused)\n", i + 1 < argc ? argv[i + 1] : "");
       if (a == "--cross-entropy") std::fprintf(stderr, "error: --cross-entropy: unknown cross-entropy kernel '%s' (fused, eager)\n", i + 1 < argc ? argv[i + 1] : "");
-      std::printf("usage: bench_published_runs [--rows N] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]\n");
+      if (a == "--table") std::fprintf(stderr, "error: --table: '%s' is not a table (1-4)\n", i + 1 < argc ? argv[i + 1] : "");
+      std::printf("usage: bench_published_runs [--rows N] [--table 1-4] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
+  auto wanted = [&](int k) { return table == 0 || table == k; };
   const Machine selene = search::find_machine("selene");
-  std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention, %s cross-entropy; seconds per iteration\n",
-              selene.name.c_str(), name(attention), name(cross_entropy));
-  std::printf("%-7s %5s %3s %3s %5s %4s %10s %10s %10s %6s %6s %16s %8s  %s\n", "params", "GPUs", "t", "p", "batch", "M", "predicted",
-              "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search", "note");
-  double sum_abs = 0, sim_abs = 0;
-  int priced = 0;
-  for (size_t i = 0; i < std::min(rows, std::size(kRows)); ++i) {
-    const Row& r = kRows[i];
-    const int64_t d = r.gpus / (r.t * r.p), per_replica = r.batch / d, micro = per_replica / r.micro_batch;
-    const double published = flops(r) / (r.tflops * 1e12 * static_cast<double>(r.gpus));
-    runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, r.t, r.micro_batch, attention);
-    if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, r.virtual_stages};
-    q.recompute = Recompute::kFull;
-    std::string note = r.virtual_stages > 1 ? "interleaved, v = " + std::to_string(r.virtual_stages) : "";
-    try {
-      const Priced x = price(q);
-      const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
-      sum_abs += std::fabs(ratio - 1), sim_abs += std::fabs(sim_ratio - 1), ++priced;
-      std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10.3f %10.3f %10.3f %6.3f %6.3f %8.1f / %5.1f %7.1fs  %s\n", r.params,
-                  static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
-                  static_cast<long long>(micro), x.predicted, x.simulated, published, ratio, sim_ratio,
-                  flops(r) / (x.predicted * static_cast<double>(r.gpus)) / 1e12, r.tflops, x.seconds, note.c_str());
-    } catch (const Error& err) {
-      std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params,
-                  static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
-                  static_cast<long long>(micro), "-", "-", published, "-", "-", "-", "-", err.what());
-    }
-    if (unity) {
-      runner::OptimizeRequest u = q;
-      u.search.algorithm = search::Algorithm::kUnity, u.search.tensor_degree = 0, u.micro_batch_size = 0;
-      if (r.p > 1) u.pipeline = search::PipelineOptions{r.p, micro, r.virtual_stages};
-      else if (micro > 1) u.pipeline = search::PipelineOptions{1, micro};
-      u.accumulate = false;
-      const auto t1 = std::chrono::steady_clock::now();
-      try {
-        const Priced x = price(u);
-        std::printf("  unity: %.3f s predicted (%.3f of the published time), found in %.1f s\n", x.predicted, x.predicted / published, x.seconds);
-      } catch (const Error& err) {
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-        std::printf("  unity: no plan after %.1f s: %s\n", seconds, err.what());
-      }
-    }
-    std::fflush(stdout);
-  }
-  if (priced > 0)
-    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%% (goal: <= 8%%, every row within 15%%); simulated: %.1f%%\n",
-                priced, 100 * sum_abs / priced, 100 * sim_abs / priced);
-
-  std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, %s cross-entropy, input gradients sent beside the weight products; "
-              "seconds per iteration\n",
-              selene.name.c_str(), name(attention), name(cross_entropy));
-  std::printf("%-6s %5s %3s %5s  %-28s %10s %10s %10s %6s %6s %8s\n", "params", "GPUs", "p", "batch", "recipe", "predicted", "simulated",
-              "published", "ratio", "sim", "search");
-  double sum2 = 0, sim2 = 0;
-  int priced2 = 0;
-  for (size_t i = 0; i < std::min(rows, std::size(kRows2022)); ++i) {
-    const Row2022& r = kRows2022[i];
-    for (const bool selective : {false, true}) {
-      runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, 8, 1, attention);
-      q.search.sequence_parallel = selective;
-      if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1};
-      q.recompute = selective ? Recompute::kSelective : Recompute::kFull, q.overlap_grad_input = true;
-      const char* recipe = selective ? "sequence parallel, selective" : "full recomputation";
-      const double published = selective ? r.selective : r.full;
+  if (wanted(1)) {
+    std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention, %s cross-entropy; seconds per iteration\n",
+                selene.name.c_str(), name(attention), name(cross_entropy));
+    std::printf("%-7s %5s %3s %3s %5s %4s %10s %10s %10s %6s %6s %16s %8s  %s\n", "params", "GPUs", "t", "p", "batch", "M", "predicted",
+                "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search", "note");
+    double sum_abs = 0, sim_abs = 0;
+    int priced = 0;
+    for (size_t i = 0; i < std::min(rows, std::size(kRows)); ++i) {
+      const Row& r = kRows[i];
+      const int64_t d = r.gpus / (r.t * r.p), per_replica = r.batch / d, micro = per_replica / r.micro_batch;
+      const double published = flops(r) / (r.tflops * 1e12 * static_cast<double>(r.gpus));
+      runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, r.t, r.micro_batch, attention);
+      if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, r.virtual_stages};
+      q.recompute = Recompute::kFull;
+      std::string note = r.virtual_stages > 1 ? "interleaved, v = " + std::to_string(r.virtual_stages) : "";
       try {
         const Priced x = price(q);
         const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
-        sum2 += std::fabs(ratio - 1), sim2 += std::fabs(sim_ratio - 1), ++priced2;
-        std::printf("%-6s %5lld %3lld %5lld  %-28s %10.3f %10.3f %10.3f %6.3f %6.3f %7.1fs\n", r.params, static_cast<long long>(r.gpus),
-                    static_cast<long long>(r.p), static_cast<long long>(r.batch), recipe, x.predicted, x.simulated, published, ratio, sim_ratio,
-                    x.seconds);
+        sum_abs += std::fabs(ratio - 1), sim_abs += std::fabs(sim_ratio - 1), ++priced;
+        std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10.3f %10.3f %10.3f %6.3f %6.3f %8.1f / %5.1f %7.1fs  %s\n", r.params,
+                    static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
+                    static_cast<long long>(micro), x.predicted, x.simulated, published, ratio, sim_ratio,
+                    flops(r) / (x.predicted * static_cast<double>(r.gpus)) / 1e12, r.tflops, x.seconds, note.c_str());
       } catch (const Error& err) {
-        std::printf("%-6s %5lld %3lld %5lld  %-28s %10s %10s %10.3f %6s %6s %8s  not priced: %s\n", r.params, static_cast<long long>(r.gpus),
-                    static_cast<long long>(r.p), static_cast<long long>(r.batch), recipe, "-", "-", published, "-", "-", "-", err.what());
+        std::printf("%-7s %5lld %3lld %3lld %5lld %4lld %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params,
+                    static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
+                    static_cast<long long>(micro), "-", "-", published, "-", "-", "-", "-", err.what());
+      }
+      if (unity) {
+        runner::OptimizeRequest u = q;
+        u.search.algorithm = search::Algorithm::kUnity, u.search.tensor_degree = 0, u.micro_batch_size = 0;
+        if (r.p > 1) u.pipeline = search::PipelineOptions{r.p, micro, r.virtual_stages};
+        else if (micro > 1) u.pipeline = search::PipelineOptions{1, micro};
+        u.accumulate = false;
+        const auto t1 = std::chrono::steady_clock::now();
+        try {
+          const Priced x = price(u);
+          std::printf("  unity: %.3f s predicted (%.3f of the published time), found in %.1f s\n", x.predicted, x.predicted / published, x.seconds);
+        } catch (const Error& err) {
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+          std::printf("  unity: no plan after %.1f s: %s\n", seconds, err.what());
+        }
       }
       std::fflush(stdout);
     }
-  }
-  if (priced2 > 0)
-    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced2, 100 * sum2 / priced2, 100 * sim2 / priced2);
+    if (priced > 0)
+      std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%% (goal: <= 8%%, every row within 15%%); simulated: %.1f%%\n",
+                  priced, 100 * sum_abs / priced, 100 * sim_abs / priced);
 
-  std::printf("\nMegatron-Core r0.8.0 on H100 (Megatron-LM's README), priced on dgx-h100 nodes: bf16, flash attention, sequence parallel, "
-              "ZeRO 1 with its weights gathered beside the forward pass, input gradients sent beside the "
-              "weight products, %s cross-entropy; seconds per iteration\n", name(cross_entropy));
-  std::printf("%-6s %5s %3s %3s %5s %-22s %10s %10s %10s %6s %6s %16s %8s\n", "params", "GPUs", "t", "p", "batch", "pcgx's choices", "predicted",
-              "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search");
-  double sum3 = 0, sim3 = 0;
-  int priced3 = 0;
-  const Machine h100 = search::find_machine("dgx-h100");
-  for (size_t i = 0; i < std::min(rows, std::size(kRowsH100)); ++i) {
-    const RowH100& r = kRowsH100[i];
-    const double s = 4096, V = 131072, B = static_cast<double>(r.batch), l = static_cast<double>(r.layers), h = static_cast<double>(r.hidden);
-    const double model_flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-    const double published = model_flops / (r.tflops * 1e12 * static_cast<double>(r.gpus));
-    runner::OptimizeRequest q;
-    q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", 4096},
-                                  {"vocab", 131072}, {"batch", r.batch}});
-    Machine m = h100;
-    m.nodes = std::max(m.nodes, r.gpus / m.devices_per_node);
-    q.machine = m.with_devices(r.gpus);
-    q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t, q.search.sequence_parallel = r.t > 1;
-    q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
-    q.overlap_grad_input = true, q.overlap_param_gather = true;
-    if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1}, q.micro_batch_size = 1;
-    try {
-      const auto t0 = std::chrono::steady_clock::now();
-      const runner::OptimizeReport rep = runner::optimize(q);
-      const search::Estimate& e = rep.result.search.strategy.estimate;
-      if (!e.feasible) throw Error(e.infeasible);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double ratio = e.time / published, sim_ratio = rep.simulated / published;
-      sum3 += std::fabs(ratio - 1), sim3 += std::fabs(sim_ratio - 1), ++priced3;
-      const int64_t mb = std::max<int64_t>(1, rep.file.micro_batches);
-      const std::string chose = std::to_string(mb) + " micro-batch" + (mb == 1 ? "" : "es") + ", " + name(rep.file.recipe.recompute);
-      std::printf("%-6s %5lld %3lld %3lld %5lld %-22s %10.3f %10.3f %10.3f %6.3f %6.3f %8.1f / %5.1f %7.1fs\n", r.params,
-                  static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
-                  chose.c_str(), e.time, rep.simulated, published, ratio, sim_ratio, model_flops / (e.time * static_cast<double>(r.gpus)) / 1e12,
-                  r.tflops, seconds);
-    } catch (const Error& err) {
-      std::printf("%-6s %5lld %3lld %3lld %5lld %-22s %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params, static_cast<long long>(r.gpus),
-                  static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch), "-", "-", "-", published, "-", "-", "-",
-                  "-", err.what());
-    }
-    std::fflush(stdout);
   }
-  if (priced3 > 0)
-    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced3, 100 * sum3 / priced3, 100 * sim3 / priced3);
+  if (wanted(2)) {
+    std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, %s cross-entropy, input gradients sent beside the weight products; "
+                "seconds per iteration\n",
+                selene.name.c_str(), name(attention), name(cross_entropy));
+    std::printf("%-6s %5s %3s %5s  %-28s %10s %10s %10s %6s %6s %8s\n", "params", "GPUs", "p", "batch", "recipe", "predicted", "simulated",
+                "published", "ratio", "sim", "search");
+    double sum2 = 0, sim2 = 0;
+    int priced2 = 0;
+    for (size_t i = 0; i < std::min(rows, std::size(kRows2022)); ++i) {
+      const Row2022& r = kRows2022[i];
+      for (const bool selective : {false, true}) {
+        runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, 8, 1, attention);
+        q.search.sequence_parallel = selective;
+        if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1};
+        q.recompute = selective ? Recompute::kSelective : Recompute::kFull, q.overlap_grad_input = true;
+        const char* recipe = selective ? "sequence parallel, selective" : "full recomputation";
+        const double published = selective ? r.selective : r.full;
+        try {
+          const Priced x = price(q);
+          const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
+          sum2 += std::fabs(ratio - 1), sim2 += std::fabs(sim_ratio - 1), ++priced2;
+          std::printf("%-6s %5lld %3lld %5lld  %-28s %10.3f %10.3f %10.3f %6.3f %6.3f %7.1fs\n", r.params, static_cast<long long>(r.gpus),
+                      static_cast<long long>(r.p), static_cast<long long>(r.batch), recipe, x.predicted, x.simulated, published, ratio, sim_ratio,
+                      x.seconds);
+        } catch (const Error& err) {
+          std::printf("%-6s %5lld %3lld %5lld  %-28s %10s %10s %10.3f %6s %6s %8s  not priced: %s\n", r.params, static_cast<long long>(r.gpus),
+                      static_cast<long long>(r.p), static_cast<long long>(r.batch), recipe, "-", "-", published, "-", "-", "-", err.what());
+        }
+        std::fflush(stdout);
+      }
+    }
+    if (priced2 > 0)
+      std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced2, 100 * sum2 / priced2, 100 * sim2 / priced2);
 
-  std::printf("\nMosaicML's MPT under PyTorch FSDP (llm-foundry's benchmark README, A100 80GB), priced on 8 dgx-a100 devices: bf16, ZeRO 3 "
-              "with every block sharded, flash attention, %s cross-entropy; seconds per step\n", name(cross_entropy));
-  std::printf("%-5s %5s %5s %4s %-5s %10s %10s %10s %6s %6s %12s %8s\n", "model", "seq", "batch", "acc", "ckpt", "predicted", "simulated",
-              "published", "ratio", "sim", "tokens/s/GPU", "search");
-  double sum4 = 0, sim4 = 0;
-  int priced4 = 0;
-  for (size_t i = 0; i < std::min(rows, std::size(kRowsMpt)); ++i) {
-    const RowMpt& r = kRowsMpt[i];
-    const double published = static_cast<double>(r.batch * r.seq) / (r.tokens_per_gpu * 8);
-    runner::OptimizeRequest q;
-    q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", r.seq},
-                                  {"vocab", 50368}, {"batch", r.batch}});
-    q.machine = search::find_machine("dgx-a100").with_devices(8);
-    q.search.algorithm = search::Algorithm::kDataParallel;
-    q.precision = Precision::kBf16, q.zero = ZeroStage::k3, q.zero_persistence_threshold = 0;
-    q.recompute = r.recompute ? Recompute::kFull : Recompute::kNone;
-    q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
-    if (r.accumulation > 1) q.pipeline = search::PipelineOptions{1, r.accumulation};
-    try {
-      const Priced x = price(q);
-      const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
-      sum4 += std::fabs(ratio - 1), sim4 += std::fabs(sim_ratio - 1), ++priced4;
-      std::printf("%-5s %5lld %5lld %4lld %-5s %10.3f %10.3f %10.3f %6.3f %6.3f %5.0f / %5.0f %7.1fs\n", r.params, static_cast<long long>(r.seq),
-                  static_cast<long long>(r.batch), static_cast<long long>(r.accumulation), r.recompute ? "full" : "none", x.predicted,
-                  x.simulated, published, ratio, sim_ratio, static_cast<double>(r.batch * r.seq) / (x.predicted * 8), r.tokens_per_gpu, x.seconds);
-    } catch (const Error& err) {
-      std::printf("%-5s %5lld %5lld %4lld %-5s %10s %10s %10.3f %6s %6s %12s %8s  not priced: %s\n", r.params, static_cast<long long>(r.seq),
-                  static_cast<long long>(r.batch), static_cast<long long>(r.accumulation), r.recompute ? "full" : "none", "-", "-", published, "-",
-                  "-", "-", "-", err.what());
-    }
-    std::fflush(stdout);
   }
-  if (priced4 > 0)
-    std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced4, 100 * sum4 / priced4, 100 * sim4 / priced4);
+  if (wanted(3)) {
+    std::printf("\nMegatron-Core r0.8.0 on H100 (Megatron-LM's README), priced on dgx-h100 nodes: bf16, flash attention, sequence parallel, "
+                "ZeRO 1 with its weights gathered beside the forward pass, input gradients sent beside the "
+                "weight products, %s cross-entropy; seconds per iteration\n", name(cross_entropy));
+    std::printf("%-6s %5s %3s %3s %5s %-22s %10s %10s %10s %6s %6s %16s %8s\n", "params", "GPUs", "t", "p", "batch", "pcgx's choices", "predicted",
+                "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search");
+    double sum3 = 0, sim3 = 0;
+    int priced3 = 0;
+    const Machine h100 = search::find_machine("dgx-h100");
+    for (size_t i = 0; i < std::min(rows, std::size(kRowsH100)); ++i) {
+      const RowH100& r = kRowsH100[i];
+      const double s = 4096, V = 131072, B = static_cast<double>(r.batch), l = static_cast<double>(r.layers), h = static_cast<double>(r.hidden);
+      const double model_flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+      const double published = model_flops / (r.tflops * 1e12 * static_cast<double>(r.gpus));
+      runner::OptimizeRequest q;
+      q.model = build_model("gpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", 4096},
+                                    {"vocab", 131072}, {"batch", r.batch}});
+      Machine m = h100;
+      m.nodes = std::max(m.nodes, r.gpus / m.devices_per_node);
+      q.machine = m.with_devices(r.gpus);
+      q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t, q.search.sequence_parallel = r.t > 1;
+      q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
+      q.overlap_grad_input = true, q.overlap_param_gather = true;
+      if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, 1}, q.micro_batch_size = 1;
+      try {
+        const auto t0 = std::chrono::steady_clock::now();
+        const runner::OptimizeReport rep = runner::optimize(q);
+        const search::Estimate& e = rep.result.search.strategy.estimate;
+        if (!e.feasible) throw Error(e.infeasible);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double ratio = e.time / published, sim_ratio = rep.simulated / published;
+        sum3 += std::fabs(ratio - 1), sim3 += std::fabs(sim_ratio - 1), ++priced3;
+        const int64_t mb = std::max<int64_t>(1, rep.file.micro_batches);
+        const std::string chose = std::to_string(mb) + " micro-batch" + (mb == 1 ? "" : "es") + ", " + name(rep.file.recipe.recompute);
+        std::printf("%-6s %5lld %3lld %3lld %5lld %-22s %10.3f %10.3f %10.3f %6.3f %6.3f %8.1f / %5.1f %7.1fs\n", r.params,
+                    static_cast<long long>(r.gpus), static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch),
+                    chose.c_str(), e.time, rep.simulated, published, ratio, sim_ratio, model_flops / (e.time * static_cast<double>(r.gpus)) / 1e12,
+                    r.tflops, seconds);
+      } catch (const Error& err) {
+        std::printf("%-6s %5lld %3lld %3lld %5lld %-22s %10s %10s %10.3f %6s %6s %16s %8s  not priced: %s\n", r.params, static_cast<long long>(r.gpus),
+                    static_cast<long long>(r.t), static_cast<long long>(r.p), static_cast<long long>(r.batch), "-", "-", "-", published, "-", "-", "-",
+                    "-", err.what());
+      }
+      std::fflush(stdout);
+    }
+    if (priced3 > 0)
+      std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced3, 100 * sum3 / priced3, 100 * sim3 / priced3);
+
+  }
+  if (wanted(4)) {
+    std::printf("\nMosaicML's MPT under PyTorch FSDP (llm-foundry's benchmark README, A100 80GB), priced on 8 dgx-a100 devices: bf16, ZeRO 3 "
+                "with every block sharded, flash attention, %s cross-entropy; seconds per step\n", name(cross_entropy));
+    std::printf("%-5s %5s %5s %4s %-5s %10s %10s %10s %6s %6s %12s %8s\n", "model", "seq", "batch", "acc", "ckpt", "predicted", "simulated",
+                "published", "ratio", "sim", "tokens/s/GPU", "search");
+    double sum4 = 0, sim4 = 0;
+    int priced4 = 0;
+    for (size_t i = 0; i < std::min(rows, std::size(kRowsMpt)); ++i) {
+      const RowMpt& r = kRowsMpt[i];
+      const double published = static_cast<double>(r.batch * r.seq) / (r.tokens_per_gpu * 8);
+      runner::OptimizeRequest q;
+      q.model = build_model("mpt", {{"layers", r.layers}, {"hidden", r.hidden}, {"heads", r.heads}, {"ffn", 4 * r.hidden}, {"seq", r.seq},
+                                    {"vocab", 50368}, {"batch", r.batch}});
+      q.machine = search::find_machine("dgx-a100").with_devices(8);
+      q.search.algorithm = search::Algorithm::kDataParallel;
+      q.precision = Precision::kBf16, q.zero = ZeroStage::k3, q.zero_persistence_threshold = 0;
+      q.recompute = r.recompute ? Recompute::kFull : Recompute::kNone;
+      q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
+      if (r.accumulation > 1) q.pipeline = search::PipelineOptions{1, r.accumulation};
+      try {
+        const Priced x = price(q);
+        const double ratio = x.predicted / published, sim_ratio = x.simulated / published;
+        sum4 += std::fabs(ratio - 1), sim4 += std::fabs(sim_ratio - 1), ++priced4;
+        std::printf("%-5s %5lld %5lld %4lld %-5s %10.3f %10.3f %10.3f %6.3f %6.3f %5.0f / %5.0f %7.1fs\n", r.params, static_cast<long long>(r.seq),
+                    static_cast<long long>(r.batch), static_cast<long long>(r.accumulation), r.recompute ? "full" : "none", x.predicted,
+                    x.simulated, published, ratio, sim_ratio, static_cast<double>(r.batch * r.seq) / (x.predicted * 8), r.tokens_per_gpu, x.seconds);
+      } catch (const Error& err) {
+        std::printf("%-5s %5lld %5lld %4lld %-5s %10s %10s %10.3f %6s %6s %12s %8s  not priced: %s\n", r.params, static_cast<long long>(r.seq),
+                    static_cast<long long>(r.batch), static_cast<long long>(r.accumulation), r.recompute ? "full" : "none", "-", "-", published, "-",
+                    "-", "-", "-", err.what());
+      }
+      std::fflush(stdout);
+    }
+    if (priced4 > 0)
+      std::printf("\nrows priced: %d, mean |predicted/published - 1| = %.1f%%; simulated: %.1f%%\n", priced4, 100 * sum4 / priced4, 100 * sim4 / priced4);
+  }
   return 0;
 }

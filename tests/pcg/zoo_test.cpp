@@ -107,7 +107,7 @@ TEST(Zoo, EveryModelHasATinyVariantThatTrainsOneForwardPass) {
     EXPECT_TRUE(std::isfinite(loss[0].data[0]));
     EXPECT_GT(model_info(g).forward_flops, 0);
   }
-  EXPECT_EQ(models, 10);
+  EXPECT_EQ(models, 11);
 }
 
 TEST(Zoo, SizeParametersOverride) {

@@ -10,6 +10,7 @@ namespace pcgx::zoo {
 ModelSpec mlp(bool tiny);
 ModelSpec bert_large(bool tiny);
 ModelSpec gpt(bool tiny);
+ModelSpec mpt(bool tiny);
 ModelSpec llama(bool tiny);
 ModelSpec resnext50(bool tiny);
 ModelSpec inception_v3(bool tiny);

@@ -1,7 +1,8 @@
 // Transformer encoders and decoders: BERT-Large (post-LN encoder, MLM head
 // tied to the word embeddings, no pooler), a GPT-style decoder (pre-LN,
-// causal attention, tied LM head) and a LLaMA-style decoder (pre-RMSNorm,
-// SwiGLU feed-forward, no biases, untied LM head).
+// causal attention, tied LM head), an MPT-style one (GPT's, without
+// biases or dropout) and a LLaMA-style decoder
+// (pre-RMSNorm, SwiGLU feed-forward, no biases, untied LM head).
 #include <cmath>
 #include <functional>
 
@@ -143,6 +144,45 @@ ModelSpec gpt(bool tiny) {
       x = b.binary("EwAdd", x, b.dropout(f, 0.1, n + ".mlp_dropout"), n + ".mlp_residual");
     }
     x = b.layer_norm(x, "ln_f");
+    TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
+    b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
+    return b.finish();
+  };
+  return s;
+}
+
+ModelSpec mpt(bool tiny) {
+  ModelSpec s = named(tiny, "mpt", "MPT-style decoder (pre-LN, causal attention, no biases, no dropout, tied LM head)");
+  s.source = "MPT-7B as llm-foundry trains it (MosaicML 2023; scripts/train/yamls/pretrain/mpt-7b.yaml and the MPT "
+             "config's defaults): 32 layers, hidden 4096, 32 heads, FFN 4 x hidden, vocabulary 50368 (the released model "
+             "pads it to 50432), context 2048, micro-batch 8, learned positions (the default; its benchmark tables' "
+             "parameter counts grow by seq x hidden with the context), no biases in the projections, dropout rates 0 (no "
+             "dropout at all). The norms keep their bias here (MPT's have none: 2 x hidden parameters a layer); the "
+             "released MPT-7B's ALiBi would replace the position table by biases inside the attention kernel";
+  s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
+                                  {"ffn", 128}, {"vocab", 100}}
+                    : ModelParams{{"batch", 8}, {"seq", 2048}, {"layers", 32}, {"hidden", 4096}, {"heads", 32},
+                                  {"ffn", 16384}, {"vocab", 50368}};
+  s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
+                  {"hidden", "model width (d_model)"}, {"heads", "attention heads"}, {"ffn", "feed-forward width (expansion_ratio x d_model)"},
+                  {"vocab", "vocabulary size"}};
+  s.build = [](const ModelParams& p) {
+    const Dims d = dims_of(p);
+    check_heads(d);
+    const int64_t vocab = param(p, "vocab");
+    GraphBuilder b("mpt");
+    TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
+    TensorRef positions = b.input("positions", {d.batch, d.seq}, DataType::kInt64, d.seq);
+    TensorRef wte = b.weight("wte.table", {vocab, d.hidden});
+    TensorRef x = b.op("Embedding", {}, {tokens, wte}, "wte");
+    x = b.binary("EwAdd", x, b.embedding(positions, d.seq, d.hidden, "wpe"), "emb_add");
+    for (int64_t l = 0; l < param(p, "layers"); ++l) {
+      const std::string n = "blocks" + std::to_string(l);
+      x = b.binary("EwAdd", x, attention(b, b.layer_norm(x, n + ".norm_1"), d, true, n + ".attn", false, 0.0), n + ".attn_residual");
+      TensorRef up = b.linear(b.layer_norm(x, n + ".norm_2"), d.ffn, "gelu", false, n + ".ffn.up_proj");
+      x = b.binary("EwAdd", x, b.linear(up, d.hidden, "none", false, n + ".ffn.down_proj"), n + ".ffn_residual");
+    }
+    x = b.layer_norm(x, "norm_f");
     TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
     b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
     return b.finish();

@@ -28,6 +28,7 @@ const std::vector<ModelSpec>& model_zoo() {
       v.push_back(zoo::gpt(tiny));
       v.push_back(zoo::vgg13(tiny));
       v.push_back(zoo::llama(tiny));
+      v.push_back(zoo::mpt(tiny));
     }
     return v;
   }();
