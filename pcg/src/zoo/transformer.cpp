@@ -115,6 +115,39 @@ ModelSpec bert_large(bool tiny) {
   return s;
 }
 
+namespace {
+
+// GPT's decoder (pre-LN, causal attention, learned positions, tied LM
+// head), its projections with biases or without and its dropout at
+// `dropout` (0: none at all, as MPT's rates of 0 run).
+Graph gpt_decoder(const ModelParams& p, const std::string& name, bool bias, double dropout) {
+  const Dims d = dims_of(p);
+  check_heads(d);
+  const int64_t vocab = param(p, "vocab");
+  GraphBuilder b(name);
+  auto drop = [&](TensorRef x, const std::string& n) { return dropout > 0 ? b.dropout(x, dropout, n) : x; };
+  TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
+  TensorRef positions = b.input("positions", {d.batch, d.seq}, DataType::kInt64, d.seq);
+  TensorRef wte = b.weight("wte.table", {vocab, d.hidden});
+  TensorRef x = b.op("Embedding", {}, {tokens, wte}, "wte");
+  x = b.binary("EwAdd", x, b.embedding(positions, d.seq, d.hidden, "wpe"), "emb_add");
+  x = drop(x, "emb_dropout");
+  for (int64_t l = 0; l < param(p, "layers"); ++l) {
+    const std::string n = "block" + std::to_string(l);
+    TensorRef a = attention(b, b.layer_norm(x, n + ".ln1"), d, true, n + ".attn", bias, dropout);
+    x = b.binary("EwAdd", x, drop(a, n + ".attn_dropout"), n + ".attn_residual");
+    TensorRef h = b.linear(b.layer_norm(x, n + ".ln2"), d.ffn, "gelu", bias, n + ".mlp.intermediate");
+    TensorRef f = b.linear(h, d.hidden, "none", bias, n + ".mlp.ffn_output");
+    x = b.binary("EwAdd", x, drop(f, n + ".mlp_dropout"), n + ".mlp_residual");
+  }
+  x = b.layer_norm(x, "ln_f");
+  TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
+  b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
+  return b.finish();
+}
+
+}  // namespace
+
 ModelSpec gpt(bool tiny) {
   ModelSpec s = named(tiny, "gpt", "GPT-style decoder (pre-LN, causal attention, tied LM head)");
   s.source = "GPT-2 small (Radford et al. 2019): 12 layers, hidden 768, 12 heads, context 1024, vocab 50257";
@@ -125,29 +158,7 @@ ModelSpec gpt(bool tiny) {
   s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
                   {"hidden", "model width"}, {"heads", "attention heads"}, {"ffn", "feed-forward width"},
                   {"vocab", "vocabulary size"}};
-  s.build = [](const ModelParams& p) {
-    const Dims d = dims_of(p);
-    check_heads(d);
-    const int64_t vocab = param(p, "vocab");
-    GraphBuilder b("gpt");
-    TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
-    TensorRef positions = b.input("positions", {d.batch, d.seq}, DataType::kInt64, d.seq);
-    TensorRef wte = b.weight("wte.table", {vocab, d.hidden});
-    TensorRef x = b.op("Embedding", {}, {tokens, wte}, "wte");
-    x = b.binary("EwAdd", x, b.embedding(positions, d.seq, d.hidden, "wpe"), "emb_add");
-    x = b.dropout(x, 0.1, "emb_dropout");
-    for (int64_t l = 0; l < param(p, "layers"); ++l) {
-      const std::string n = "block" + std::to_string(l);
-      TensorRef a = attention(b, b.layer_norm(x, n + ".ln1"), d, true, n + ".attn");
-      x = b.binary("EwAdd", x, b.dropout(a, 0.1, n + ".attn_dropout"), n + ".attn_residual");
-      TensorRef f = feed_forward(b, b.layer_norm(x, n + ".ln2"), d, n + ".mlp");
-      x = b.binary("EwAdd", x, b.dropout(f, 0.1, n + ".mlp_dropout"), n + ".mlp_residual");
-    }
-    x = b.layer_norm(x, "ln_f");
-    TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
-    b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
-    return b.finish();
-  };
+  s.build = [](const ModelParams& p) { return gpt_decoder(p, "gpt", true, 0.1); };
   return s;
 }
 
@@ -157,8 +168,9 @@ ModelSpec mpt(bool tiny) {
              "config's defaults): 32 layers, hidden 4096, 32 heads, FFN 4 x hidden, vocabulary 50368 (the released model "
              "pads it to 50432), context 2048, micro-batch 8, learned positions (the default; its benchmark tables' "
              "parameter counts grow by seq x hidden with the context), no biases in the projections, dropout rates 0 (no "
-             "dropout at all). The norms keep their bias here (MPT's have none: 2 x hidden parameters a layer); the "
-             "released MPT-7B's ALiBi would replace the position table by biases inside the attention kernel";
+             "dropout at all). GPT's block and names otherwise; the norms keep their bias here (MPT's have none: 2 x "
+             "hidden parameters a layer); the released MPT-7B's ALiBi would replace the position table by biases inside "
+             "the attention kernel";
   s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
                                   {"ffn", 128}, {"vocab", 100}}
                     : ModelParams{{"batch", 8}, {"seq", 2048}, {"layers", 32}, {"hidden", 4096}, {"heads", 32},
@@ -166,27 +178,7 @@ ModelSpec mpt(bool tiny) {
   s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
                   {"hidden", "model width (d_model)"}, {"heads", "attention heads"}, {"ffn", "feed-forward width (expansion_ratio x d_model)"},
                   {"vocab", "vocabulary size"}};
-  s.build = [](const ModelParams& p) {
-    const Dims d = dims_of(p);
-    check_heads(d);
-    const int64_t vocab = param(p, "vocab");
-    GraphBuilder b("mpt");
-    TensorRef tokens = b.input("tokens", {d.batch, d.seq}, DataType::kInt64, vocab);
-    TensorRef positions = b.input("positions", {d.batch, d.seq}, DataType::kInt64, d.seq);
-    TensorRef wte = b.weight("wte.table", {vocab, d.hidden});
-    TensorRef x = b.op("Embedding", {}, {tokens, wte}, "wte");
-    x = b.binary("EwAdd", x, b.embedding(positions, d.seq, d.hidden, "wpe"), "emb_add");
-    for (int64_t l = 0; l < param(p, "layers"); ++l) {
-      const std::string n = "blocks" + std::to_string(l);
-      x = b.binary("EwAdd", x, attention(b, b.layer_norm(x, n + ".norm_1"), d, true, n + ".attn", false, 0.0), n + ".attn_residual");
-      TensorRef up = b.linear(b.layer_norm(x, n + ".norm_2"), d.ffn, "gelu", false, n + ".ffn.up_proj");
-      x = b.binary("EwAdd", x, b.linear(up, d.hidden, "none", false, n + ".ffn.down_proj"), n + ".ffn_residual");
-    }
-    x = b.layer_norm(x, "norm_f");
-    TensorRef labels = b.input("labels", {d.batch, d.seq}, DataType::kInt64, vocab);
-    b.graph().add_output(b.softmax_cross_entropy(tied_logits(b, x, wte), labels));
-    return b.finish();
-  };
+  s.build = [](const ModelParams& p) { return gpt_decoder(p, "mpt", false, 0.0); };
   return s;
 }
 
