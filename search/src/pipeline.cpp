@@ -210,6 +210,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   PipelineResult result;
   std::mutex progress_mutex;  // chunks searched side by side report through one callback
   Plan best;
+  std::optional<JoinedPlan> best_whole;  // best's stages joined, where a boundary was checked
   // Why each shape tried was refused, in the order tried (the error names
   // them all, so that a user sees what each stage count ran into).
   std::vector<std::string> refused;
@@ -530,15 +531,20 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         // a boundary read by several operators is received once by each
         // (docs/training.md "What each device keeps"): over capacity either
         // way, a plan is never returned.
+        std::optional<JoinedPlan> whole;  // (kept for the best: joined once)
         if (S > 1 || joint > 0) {
-          const JoinedPeak peak = joined_peak(join_stages(model.name(), plan), devices, cost.recipe(), shape);
-          if (peak.bytes > cost.machine().device.memory_capacity) {
-            refused.push_back(tried(M) + "device " + std::to_string(peak.device) + " needs " + std::to_string(peak.bytes / 1073741824.0) +
-                              " GiB with the stages joined, as simulated and run");
+          try {
+            whole = join_stages(model.name(), plan);
+            const JoinedPeak peak = joined_peak(*whole, devices, cost.recipe(), shape);
+            if (peak.bytes > cost.machine().device.memory_capacity)
+              throw Error("device " + std::to_string(peak.device) + " needs " + std::to_string(peak.bytes / 1073741824.0) +
+                          " GiB with the stages joined, as simulated and run");
+          } catch (const Error& e) {
+            refused.push_back(tried(M) + e.what());
             continue;
           }
         }
-        best = std::move(plan);
+        best = std::move(plan), best_whole = std::move(whole);
       }
     }
   }
@@ -551,7 +557,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   }
 
   // One PCG: the stages joined, views offset to each stage's devices.
-  JoinedPlan whole = join_stages(model.name(), best);
+  JoinedPlan whole = best_whole ? std::move(*best_whole) : join_stages(model.name(), best);
   Graph& joined = whole.graph;
   std::vector<MachineView>& views = whole.views;
   Estimate& e = result.search.strategy.estimate;
