@@ -70,7 +70,9 @@
 //
 // Usage: bench_published_runs [--rows N] [--table K] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]
 //        (the first N rows of each table; default all; --table: the K-th
-//        table alone, 1-4; the attention kernel priced, default eager)
+//        table alone, 1-4; --attention: the kernel the first two tables
+//        price, default eager (the others state theirs: flash);
+//        --cross-entropy: every table's, default eager)
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -193,6 +195,13 @@ Priced price(const runner::OptimizeRequest& q) {
   return {e.time, rep.simulated, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
+// argv's whole number, or -1 where it is not one (trailing characters too).
+long whole_number(const char* s) {
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  return end != s && *end == '\0' ? v : -1;
+}
+
 double flops(const Row& r) {
   const double B = static_cast<double>(r.batch), s = 2048, l = static_cast<double>(r.layers), h = static_cast<double>(r.hidden), V = 51200;
   return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
@@ -207,14 +216,15 @@ int main(int argc, char** argv) {
   AttentionKernel attention = AttentionKernel::kEager;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rows" && i + 1 < argc) rows = static_cast<size_t>(std::max(1, std::atoi(argv[++i])));
+    if (a == "--rows" && i + 1 < argc && whole_number(argv[i + 1]) >= 1) rows = static_cast<size_t>(whole_number(argv[++i]));
     else if (a == "--unity") unity = true;
-    else if (a == "--table" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 4) table = std::atoi(argv[++i]);
+    else if (a == "--table" && i + 1 < argc && whole_number(argv[i + 1]) >= 1 && whole_number(argv[i + 1]) <= 4) table = static_cast<int>(whole_number(argv[++i]));
     else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
     else if (a == "--cross-entropy" && i + 1 < argc && cross_entropy_named(argv[i + 1])) cross_entropy = *cross_entropy_named(argv[++i]);
     else {
       if (a == "--attention") std::fprintf(stderr, "error: --attention: unknown attention kernel '%s' (eager, flash, fused)\n", i + 1 < argc ? argv[i + 1] : "");
       if (a == "--cross-entropy") std::fprintf(stderr, "error: --cross-entropy: unknown cross-entropy kernel '%s' (fused, eager)\n", i + 1 < argc ? argv[i + 1] : "");
+      if (a == "--rows") std::fprintf(stderr, "error: --rows: '%s' is not a positive whole number\n", i + 1 < argc ? argv[i + 1] : "");
       if (a == "--table") std::fprintf(stderr, "error: --table: '%s' is not a table (1-4)\n", i + 1 < argc ? argv[i + 1] : "");
       std::printf("usage: bench_published_runs [--rows N] [--table 1-4] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
