@@ -37,6 +37,45 @@ uint64_t combine_outputs(std::vector<uint64_t> hashes) {
   return h;
 }
 
+// A map from well-mixed 64-bit keys, open addressing with linear probing:
+// the legality memo is looked up for every operator application tried
+// (hundreds of millions at four operators), where std::unordered_map
+// follows a node per lookup. Lookups return copies: an insertion may move
+// every entry.
+template <class V>
+class FlatMap {
+ public:
+  const V* find(uint64_t key) const {
+    if (keys_.empty()) return nullptr;
+    for (size_t i = key & mask_;; i = (i + 1) & mask_) {
+      if (!used_[i]) return nullptr;
+      if (keys_[i] == key) return &values_[i];
+    }
+  }
+  void insert(uint64_t key, const V& v) {
+    if (2 * (size_ + 1) > keys_.size()) grow();
+    size_t i = key & mask_;
+    while (used_[i] && keys_[i] != key) i = (i + 1) & mask_;
+    size_ += !used_[i];
+    used_[i] = 1, keys_[i] = key, values_[i] = v;
+  }
+
+ private:
+  void grow() {
+    std::vector<uint64_t> keys = std::move(keys_);
+    std::vector<V> values = std::move(values_);
+    std::vector<char> used = std::move(used_);
+    const size_t n = std::max<size_t>(1024, 2 * keys.size());
+    keys_.assign(n, 0), values_.assign(n, V{}), used_.assign(n, 0), mask_ = n - 1, size_ = 0;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (used[i]) insert(keys[i], values[i]);
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<V> values_;
+  std::vector<char> used_;
+  size_t mask_ = 0, size_ = 0;
+};
+
 struct Candidate {
   uint32_t inst;
   uint8_t n_in;
@@ -88,6 +127,13 @@ class Enumerator::Worker {
 
   EnumerationStats stats;
 
+  // A candidate's legality and output shapes, memoized by its instance and input shapes.
+  struct Memo {
+    bool legal = false;
+    uint8_t n_out = 0;
+    std::array<uint16_t, 4> out{};
+  };
+
   // Every candidate operator application on top of the current stack, in a
   // fixed order.
   template <class F>
@@ -109,8 +155,18 @@ class Enumerator::Worker {
 
   // Tries `c` on the stack; when legal, canonical and new, pushes it.
   bool push(const Candidate& c) {
+    uint64_t key = 0;
+    Memo m;
+    if (!admissible(c, key, m)) return false;
+    push_admitted(c, key, m);
+    return true;
+  }
+
+  // Would push(c) push? Its checks alone, nothing evaluated; where it
+  // would, `m` holds its output shapes. `key` is c's structural key.
+  bool admissible(const Candidate& c, uint64_t& key, Memo& m) {
     ++stats.attempts;
-    uint64_t key = e_.instances_.at(c.inst).key_hash;
+    key = inst_key(c.inst);
     for (int i = 0; i < c.n_in; ++i) key = hash_mix(key, key_of(c.in[static_cast<size_t>(i)]));
     for (const auto& s : stack_)
       if (s.key == key) {
@@ -121,11 +177,15 @@ class Enumerator::Worker {
       ++stats.non_canonical;
       return false;
     }
-    const Memo& m = legality(c);
+    m = legality(c);
     if (!m.legal || m.n_out > kMaxOutputsPerOp) {
       ++stats.illegal;
       return false;
     }
+    return true;
+  }
+
+  void push_admitted(const Candidate& c, uint64_t key, const Memo& m) {
     const Instance& inst = e_.instances_.at(c.inst);
     std::vector<const ShardedTensor<ModP>*> ins;
     for (int i = 0; i < c.n_in; ++i) ins.push_back(value_of(c.in[static_cast<size_t>(i)]));
@@ -141,7 +201,6 @@ class Enumerator::Worker {
     slot.op = SmallOp{c.inst, c.n_in, c.in};
     slot.key = key;
     stack_.push_back(std::move(slot));
-    return true;
   }
   void pop() { stack_.pop_back(); }
 
@@ -170,6 +229,7 @@ class Enumerator::Worker {
     ++seq_;
     sh_.graphs.fetch_add(1, std::memory_order_relaxed);
     if (fps) fps->push_back(r.fingerprint);
+    if (ends_out_) ends_out_->push_back(0);  // set once the subtree is done
     if (out && std::binary_search(shared->begin(), shared->end(), r.fingerprint)) {
       r.root = root;
       r.seq = seq_ - 1;
@@ -177,18 +237,44 @@ class Enumerator::Worker {
     }
   }
 
-  void begin_root() { seq_ = 0; }
+  // A root's subtree begins. Pass 1 gives `ends_out`, filled with each
+  // graph's subtree end (the sequence number after its last descendant);
+  // pass 2 gives those ends back with `shared_before`, the number of
+  // graphs with a shared fingerprint before each sequence number, and
+  // skips every subtree holding none of them, evaluating nothing there:
+  // the numbering stays pass 1's.
+  void begin_root(std::vector<uint32_t>* ends_out, const std::vector<uint32_t>* ends_in,
+                  const std::vector<uint32_t>* shared_before) {
+    seq_ = 0;
+    ends_out_ = ends_out, ends_in_ = ends_in, shared_before_ = shared_before;
+  }
+  // Pass 2: does the subtree of the graph numbered `seq` hold a graph with a
+  // shared fingerprint?
+  bool subtree_needed(uint32_t seq) const {
+    return !ends_in_ || (*shared_before_)[(*ends_in_)[seq]] > (*shared_before_)[seq];
+  }
 
   void dfs(std::vector<GraphRecord>* out, std::vector<uint64_t>* fps, uint32_t root,
            const std::vector<uint64_t>* shared, const Progress& progress) {
+    const uint32_t me = seq_;
     record(out, fps, root, shared);
     maybe_report(progress);
-    if (static_cast<int>(stack_.size()) >= cfg_.max_ops) return;
-    for_each_candidate([&](const Candidate& c) {
-      if (!push(c)) return;
-      dfs(out, fps, root, shared, progress);
-      pop();
-    });
+    if (static_cast<int>(stack_.size()) < cfg_.max_ops)
+      for_each_candidate([&](const Candidate& c) {
+        uint64_t key = 0;
+        Memo m;
+        if (!admissible(c, key, m)) return;
+        if (!subtree_needed(seq_)) {  // pass 2: skipped whole, numbered as pass 1 numbered it
+          const uint32_t end = (*ends_in_)[seq_];
+          sh_.graphs.fetch_add(end - seq_, std::memory_order_relaxed);
+          seq_ = end;
+          return;
+        }
+        push_admitted(c, key, m);
+        dfs(out, fps, root, shared, progress);
+        pop();
+      });
+    if (ends_out_) (*ends_out_)[me] = seq_;
   }
 
   void maybe_report(const Progress& progress) {
@@ -202,11 +288,6 @@ class Enumerator::Worker {
   }
 
  private:
-  struct Memo {
-    bool legal = false;
-    uint8_t n_out = 0;
-    std::array<uint16_t, 4> out{};
-  };
   struct Slot {
     SmallOp op;
     uint64_t key = 0;
@@ -235,6 +316,13 @@ class Enumerator::Worker {
   uint16_t shape_of(const Ref& r) const { return r.op < 0 ? sh_.pool_shape[r.index] : stack_[static_cast<size_t>(r.op)].shapes[r.index]; }
   const ShardedTensor<ModP>* value_of(const Ref& r) const {
     return r.op < 0 ? &sh_.pool_values[r.index] : &stack_[static_cast<size_t>(r.op)].values[r.index];
+  }
+  // The instance's structural key, cached here: the table locks.
+  uint64_t inst_key(uint32_t inst) {
+    if (inst >= inst_keys_.size()) inst_keys_.resize(inst + 1u, {0, false});
+    auto& [k, known] = inst_keys_[inst];
+    if (!known) k = e_.instances_.at(inst).key_hash, known = true;
+    return k;
   }
   uint64_t key_of(const Ref& r) const {
     return r.op < 0 ? sh_.pool_key[r.index] : hash_mix(stack_[static_cast<size_t>(r.op)].key, r.index + 1u);
@@ -265,12 +353,11 @@ class Enumerator::Worker {
     return inst_cache_.emplace(key, std::move(ids)).first->second;
   }
 
-  const Memo& legality(const Candidate& c) {
+  Memo legality(const Candidate& c) {
     uint64_t key = c.inst;
     for (int i = 0; i < c.n_in; ++i) key = (key << 16) | shape_of(c.in[static_cast<size_t>(i)]);
     key = hash_mix(key, c.n_in);
-    auto it = memo_.find(key);
-    if (it != memo_.end()) return it->second;
+    if (const Memo* known = memo_.find(key)) return *known;
     Memo m;
     const Instance& inst = e_.instances_.at(c.inst);
     std::vector<ParallelTensorShape> ins;
@@ -285,32 +372,22 @@ class Enumerator::Worker {
     } catch (const Error&) {
       m.legal = false;
     }
-    return memo_.emplace(key, m).first->second;
+    memo_.insert(key, m);
+    return m;
   }
 
-  // Is the stack plus `c` in canonical order? Kahn's algorithm, smallest
-  // structural key first, must reproduce the sequence.
+  // Is the stack plus `c` in canonical order: does Kahn's algorithm,
+  // smallest structural key first (ties to the lower position), reproduce
+  // the sequence? The stack is canonical (everything on it passed this
+  // test), and `c` changes Kahn's picks only from the step after its last
+  // dependency, where it is taken instead of stack op j exactly when its
+  // key is smaller; so the order holds when no op after that dependency
+  // has a larger key than `c`'s.
   bool canonical_with(const Candidate& c, uint64_t key) const {
-    const size_t n = stack_.size() + 1;
-    std::array<uint64_t, kMaxOps + 1> keys{};
-    std::array<uint32_t, kMaxOps + 1> deps{};
-    for (size_t i = 0; i < n; ++i) {
-      const SmallOp* op = i + 1 < n ? &stack_[i].op : nullptr;
-      keys[i] = op ? stack_[i].key : key;
-      const uint8_t nin = op ? op->n_in : c.n_in;
-      for (int k = 0; k < nin; ++k) {
-        const Ref r = op ? op->in[static_cast<size_t>(k)] : c.in[static_cast<size_t>(k)];
-        if (r.op >= 0) deps[i] |= 1u << r.op;
-      }
-    }
-    uint32_t placed = 0;
-    for (size_t step = 0; step < n; ++step) {
-      size_t best = n;
-      for (size_t i = 0; i < n; ++i)
-        if (!(placed & (1u << i)) && (deps[i] & ~placed) == 0 && (best == n || keys[i] < keys[best])) best = i;
-      if (best != step) return false;
-      placed |= 1u << best;
-    }
+    int last_dep = -1;
+    for (int k = 0; k < c.n_in; ++k) last_dep = std::max<int>(last_dep, c.in[static_cast<size_t>(k)].op);
+    for (size_t j = static_cast<size_t>(last_dep + 1); j < stack_.size(); ++j)
+      if (key < stack_[j].key) return false;
     return true;
   }
 
@@ -318,9 +395,12 @@ class Enumerator::Worker {
   Shared& sh_;
   const GeneratorConfig& cfg_;
   std::vector<Slot> stack_;
-  std::unordered_map<uint64_t, Memo> memo_;
+  FlatMap<Memo> memo_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> inst_cache_;
   std::vector<int> arity_;
+  std::vector<std::pair<uint64_t, bool>> inst_keys_;
+  std::vector<uint32_t>* ends_out_ = nullptr;
+  const std::vector<uint32_t>*ends_in_ = nullptr, *shared_before_ = nullptr;
   std::vector<std::optional<std::pair<ParallelTensorShape, uint64_t>>> shapes_;
   uint32_t seq_ = 0;
 };
@@ -352,6 +432,9 @@ std::vector<GraphRecord> Enumerator::run(EnumerationStats& stats, const Progress
   // attribute cache are what make the search fast.
   tbb::enumerable_thread_specific<Worker> workers([&] { return Worker(*this, *shared_); });
   tbb::task_arena arena(threads);
+  // Per root: each graph's subtree end (pass 1), and how many graphs with a
+  // shared fingerprint precede each sequence number (pass 2).
+  std::vector<std::vector<uint32_t>> ends(roots.size()), shared_before;
   auto pass = [&](std::vector<std::vector<GraphRecord>>* out, std::vector<std::vector<uint64_t>>* fps,
                   const std::vector<uint64_t>* shared) {
     shared_->roots_done = 0;
@@ -359,8 +442,13 @@ std::vector<GraphRecord> Enumerator::run(EnumerationStats& stats, const Progress
     arena.execute([&] {
       tbb::parallel_for(size_t{0}, roots.size(), [&](size_t i) {
         Worker& w = workers.local();
-        w.begin_root();
-        if (w.push(roots[i])) {
+        if (shared)
+          w.begin_root(nullptr, &ends[i], &shared_before[i]);
+        else
+          w.begin_root(&ends[i], nullptr, nullptr);
+        if (shared && (ends[i].empty() || !w.subtree_needed(0))) {  // nothing of it is kept
+          shared_->graphs.fetch_add(ends[i].size(), std::memory_order_relaxed);
+        } else if (w.push(roots[i])) {
           w.dfs(out ? &(*out)[i] : nullptr, fps ? &(*fps)[i] : nullptr, static_cast<uint32_t>(i + 1), shared,
                 progress);
           w.pop();
@@ -382,8 +470,6 @@ std::vector<GraphRecord> Enumerator::run(EnumerationStats& stats, const Progress
   std::vector<uint64_t> all;
   for (size_t p = 0; p < pool_.size(); ++p) all.push_back(combine_outputs({shared_->pool_hash[p]}));
   for (const auto& v : fps) all.insert(all.end(), v.begin(), v.end());
-  fps.clear();
-  fps.shrink_to_fit();
   stats.graphs = all.size();
   std::sort(all.begin(), all.end());
   std::vector<uint64_t> shared_fps;
@@ -396,6 +482,13 @@ std::vector<GraphRecord> Enumerator::run(EnumerationStats& stats, const Progress
   }
   all.clear();
   all.shrink_to_fit();
+  shared_before.resize(roots.size());
+  for (size_t i = 0; i < roots.size(); ++i) {
+    std::vector<uint32_t>& b = shared_before[i];
+    b.resize(fps[i].size() + 1);
+    for (size_t k = 0; k < fps[i].size(); ++k) b[k + 1] = b[k] + std::binary_search(shared_fps.begin(), shared_fps.end(), fps[i][k]);
+    std::vector<uint64_t>().swap(fps[i]);
+  }
 
   // Pass 2: full records of the graphs whose fingerprint is shared.
   std::vector<std::vector<GraphRecord>> per_root(roots.size() + 1);

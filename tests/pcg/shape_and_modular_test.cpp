@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "pcgx/pcg/modular.h"
 #include "pcgx/pcg/parallel_tensor_shape.h"
 #include "pcgx/pcg/tensor.h"
@@ -63,6 +65,21 @@ TEST(ModP, DoublesMapExactlyAndMultiplicatively) {
   EXPECT_EQ((ModP::from_double(0.5) * ModP::from_u64(2)).value(), 1u);
   EXPECT_EQ((ModP::from_double(0.375) * ModP::from_double(8.0)).value(), 3u);
   EXPECT_EQ(ModP::from_double(0.1 * 0.5).value(), (ModP::from_double(0.1) * ModP::from_double(0.5)).value());
+}
+
+// A double is m * 2^e; its image is m's times 2's e-th power, 2's inverse's
+// for negative e, whatever the exponent (the shift it is computed by wraps
+// at 31).
+TEST(ModP, DoublesAreTheirMantissaTimesAPowerOfTwo) {
+  const ModP two = ModP::from_u64(2), half = two.inverse();
+  for (double d : {1e-300, 3e-20, 1.0 / 3, 0.1, 1e-5, 7.0, 1e10, -2.5e15, 4.9e-324, 1.7e308}) {
+    int e = 0;
+    const double mant = std::frexp(d, &e);
+    const auto m = static_cast<int64_t>(std::ldexp(mant, 53));
+    e -= 53;
+    const ModP expected = ModP::from_int(m) * (e >= 0 ? two.pow(static_cast<uint64_t>(e)) : half.pow(static_cast<uint64_t>(-e)));
+    EXPECT_EQ(ModP::from_double(d).value(), expected.value()) << d;
+  }
 }
 
 }  // namespace
