@@ -9,6 +9,7 @@ namespace pcgx {
 const char* name(Recompute r) {
   switch (r) {
     case Recompute::kNone: return "none";
+    case Recompute::kGathers: return "gathers";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
     case Recompute::kFullSelective: return "full+selective";

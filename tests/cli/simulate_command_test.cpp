@@ -173,11 +173,11 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   EXPECT_NE(line(train.out, "buffers  "), line(kept.out, "buffers  "));
   const auto bad = run("optimize gpt-tiny --machine dgx-a100 --recompute some -o " + (dir() / "b.json").string());
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("error: --recompute: unknown recomputation policy 'some' (auto, none, selective, full, full+selective, operators)"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("error: --recompute: unknown recomputation policy 'some' (auto, none, gathers, selective, full, full+selective, operators)"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir() / "b.json"));
   const auto sim_bad = run("simulate " + plain + " --recompute auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
-  EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, selective, full, full+selective, operators)"), std::string::npos) << sim_bad.out;
+  EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, gathers, selective, full, full+selective, operators)"), std::string::npos) << sim_bad.out;
 }
 
 // Full recomputation of some layers: stated on optimize, printed, recorded,

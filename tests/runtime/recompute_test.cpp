@@ -86,30 +86,41 @@ TEST(RuntimeRecompute, TensorParallelSegmentsRerunTheirCollectives) {
 
 // Sequence parallelism (the expert's, t = 2 on 2 devices): selective
 // gathers each sequence-split input again in backward (a re-run of the
-// Combine and Replicate alone), so the same bits, the gathers' bytes
-// twice as counted, and the memory the model says it saves.
+// Combine and Replicate alone), and so does gathers, which recomputes
+// nothing else (Megatron-LM's sequence parallelism without
+// recomputation): the same bits, the gathers' bytes twice as counted, and
+// the memory the model says it saves.
 TEST(RuntimeRecompute, SequenceParallelInputsAreGatheredAgain) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
   const Plan p = mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(2), 2, 2, true), 2);
-  ExecutionPlan plan = make_plan(p.graph, p.views, 2);
-  set_recompute(plan, Recompute::kSelective);
-  size_t gather_segments = 0;
-  for (const RecomputeSegment& seg : plan.segments)
-    gather_segments += std::all_of(seg.nodes.begin(), seg.nodes.end(),
-                                   [&](NodeId n) { return p.graph.node(n).op->op_class == OpClass::kParallel; });
-  ASSERT_GT(gather_segments, 0u);
-  const TrainResult keep = run(p, Recompute::kNone), selective = run(p, Recompute::kSelective);
-  expect_same_bits(selective, keep);
+  const TrainResult keep = run(p, Recompute::kNone);
   const auto steps = static_cast<double>(keep.losses.size());
-  const double again = recompute_step_bytes(p.graph, p.views, 2, Recompute::kSelective);
-  EXPECT_GT(again, 0);
-  EXPECT_EQ(static_cast<double>(selective.bytes_sent) / steps, step_bytes(p.graph, p.views, 2) + again);
   const Placement place(p.graph, p.views, 2);
   auto predicted = [&](Recompute policy) {
     const search::DeviceMemory m = search::memory_breakdown(place, {Precision::kFp32, policy})[0];
     return m.activations + m.transient;
   };
-  EXPECT_EQ(static_cast<double>(keep.buffer_bytes - selective.buffer_bytes), predicted(Recompute::kNone) - predicted(Recompute::kSelective));
+  for (Recompute policy : {Recompute::kSelective, Recompute::kGathers}) {
+    SCOPED_TRACE(name(policy));
+    ExecutionPlan plan = make_plan(p.graph, p.views, 2);
+    set_recompute(plan, policy);
+    size_t gather_segments = 0;
+    for (const RecomputeSegment& seg : plan.segments)
+      gather_segments += std::all_of(seg.nodes.begin(), seg.nodes.end(),
+                                     [&](NodeId n) { return p.graph.node(n).op->op_class == OpClass::kParallel; });
+    ASSERT_GT(gather_segments, 0u);
+    if (policy == Recompute::kGathers) {
+      EXPECT_EQ(gather_segments, plan.segments.size()) << "gathers re-runs the gathers alone";
+    }
+    const TrainResult again_run = run(p, policy);
+    expect_same_bits(again_run, keep);
+    const double again = recompute_step_bytes(p.graph, p.views, 2, policy);
+    EXPECT_GT(again, 0);
+    EXPECT_EQ(static_cast<double>(again_run.bytes_sent) / steps, step_bytes(p.graph, p.views, 2) + again);
+    const double saves = predicted(Recompute::kNone) - predicted(policy);
+    EXPECT_GT(saves, 0);
+    EXPECT_EQ(static_cast<double>(keep.buffer_bytes - again_run.buffer_bytes), saves);
+  }
 }
 
 // Gradient accumulation: each micro-batch frees and re-runs its segments.

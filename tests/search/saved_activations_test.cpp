@@ -52,6 +52,22 @@ TEST(SavedActivations, PerLayerUnderSequenceParallelismAndSelectiveRecomputation
 }
 
 
+// Megatron-LM's sequence parallelism without recomputation keeps each
+// Linear's sequence-split input and gathers it again in backward: their
+// Table 2's 34 s b h / t + 5 a s^2 b / t, less the same masks and GeLU
+// input, all split by t. Keeping the gathered copies instead (none) holds
+// two more layer inputs' worth, 4 s b h (t - 1) / t bytes.
+TEST(SavedActivations, PerLayerUnderSequenceParallelismGatheringAgain) {
+  const int64_t t = 4;
+  const Machine m = toy_machine().with_devices(t);
+  auto layer = [&](int64_t layers, Recompute r) { return kept(*expert(gpt(layers), m, t, t, true), t, r); };
+  const double s = kSeq, b = kBatch, h = kHidden, a = kHeads;
+  const double korthikanti = (34 * s * b * h + 5 * a * s * s * b) / t, masks = (2 * s * b * h + a * s * s * b) / t, gelu_input = 8 * s * b * h / t;
+  const double gathers = layer(2, Recompute::kGathers) - layer(1, Recompute::kGathers);
+  EXPECT_DOUBLE_EQ(gathers, korthikanti - masks - gelu_input);
+  EXPECT_DOUBLE_EQ(layer(2, Recompute::kNone) - layer(1, Recompute::kNone) - gathers, 4 * s * b * h * (t - 1) / t);
+}
+
 // A pipeline stage is searched pipelined, holding the micro-batches in
 // flight (CostModel::with_micro_batches_in_flight): each kept activation
 // counts that many of its micro-slices, the transients one, the weights

@@ -20,6 +20,15 @@ namespace pcgx {
 // vocabulary:
 //
 //   none       every operator's outputs are kept for the backward pass.
+//   gathers    only the activations all-gathered for compute operators
+//              (sequence parallelism's gather of a norm's output before a
+//              tensor-parallel Linear) are not kept: each is gathered
+//              again in backward from its split input, which is kept.
+//              What Megatron-LM's sequence parallelism always does, with
+//              or without recomputation (its Linear saves the sequence
+//              split input and all-gathers it again before the weight
+//              gradient's product: Korthikanti et al. 2022, Section
+//              4.2.2); without sequence parallelism, none's plan.
 //   selective  the products of two activations that grow them (attention's
 //              scores q k^T, [b, a, s, s] from [b, a, s, d]) and the
 //              same-sized operators after them (scale, softmax, dropout)
@@ -63,16 +72,16 @@ namespace pcgx {
 //              per-operator recompute). Named operators that read one
 //              another re-run together, with the parallel operators
 //              carrying data only between them (recompute_plan.h).
-enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective, kOperators };
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective, kOperators, kGathers };
 // The policies a recipe search tries in turn (optimize: none, then
 // selective, then full; full+selective is tried as a count of full layers,
 // as fewer full layers are).
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 // Every policy, by name.
-inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kFullSelective,
-                                                   Recompute::kOperators};
+inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone,          Recompute::kGathers,   Recompute::kSelective,
+                                                   Recompute::kFull,          Recompute::kFullSelective, Recompute::kOperators};
 
-// none, selective, full, full+selective, operators.
+// none, gathers, selective, full, full+selective, operators.
 const char* name(Recompute r);
 std::optional<Recompute> recompute_named(std::string_view text);
 // Whether the policy takes a count of fully recomputed layers.
