@@ -173,6 +173,12 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // (training_recipe.h's syncs_every_micro_batch).
   const bool one_stage = q.pipeline && q.pipeline->stages == 1 && q.pipeline->virtual_stages == 1;
   std::vector<Recompute> policies(std::begin(kRecomputes), std::end(kRecomputes));
+  // Megatron-LM's plan with sequence parallelism keeps what Megatron-LM
+  // keeps: never the gathered inputs, each gathered again in backward
+  // whatever the recomputation (training_recipe.h's gathers), so its
+  // least recomputation is gathers, not none.
+  const bool megatron = q.search.algorithm == search::Algorithm::kMegatron || q.search.algorithm == search::Algorithm::kExpert;
+  if (megatron && q.search.sequence_parallel) policies.front() = Recompute::kGathers;
   if (q.recompute) policies = {*q.recompute};
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
   if (q.zero) stages = {*q.zero};
