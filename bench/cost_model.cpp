@@ -11,7 +11,8 @@
 //      recompute,
 //      unity searched on the calibrated model, the expert's where one
 //      applies, and for a transformer the expert's with sequence
-//      parallelism too): the prediction
+//      parallelism too, keeping the gathered inputs and gathering them
+//      again in backward): the prediction
 //      of the calibrated cost model, then a timed training run of that
 //      plan; printed measured/predicted and the terms of both
 //      (runner/step_terms.h) for the busiest device; beside it the
@@ -209,7 +210,12 @@ int main(int argc, char** argv) {
       // Sequence parallelism (Korthikanti et al.): the norms, dropouts and
       // residual adds split by sequence between the tensor-parallel halves.
       if (t > 1 && search::expert_family(model) == "transformer")
-        if (auto e = search::expert(model, machine, devices, t, true)) plans.push_back({"expert t=" + std::to_string(t) + " sp", std::move(*e)});
+        if (auto e = search::expert(model, machine, devices, t, true)) {
+          plans.push_back({"expert t=" + std::to_string(t) + " sp", *e});
+          // And as Megatron-LM runs it: each gathered input gathered again
+          // in backward, not kept (recompute gathers).
+          plans.push_back({"expert t=" + std::to_string(t) + " sp gathers", std::move(*e), ZeroStage::k0, Recompute::kGathers});
+        }
     }
     for (const auto& [label, graph, zero, recompute, piped, layers, persistence, operators] : plans) {
       TrainingRecipe recipe = cost.recipe();
