@@ -361,6 +361,17 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   const std::optional<PipelineShape> shape = search::pipeline_shape(out.file);
   std::vector<int64_t> chunk;  // per node, a pipelined plan's chunk (pcg/pipeline_chunks.h)
   if (shape && shape->chunks() > 1) chunk = pipeline_chunks(r.strategy.graph, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
+  // Auto's gathers (Megatron-LM's plan with sequence parallelism) on a plan
+  // that gathers nothing again (t = 1, or a model the expert does not
+  // split by sequence) is none's plan, and is recorded as none.
+  if (!q.recompute && out.file.recipe.recompute == Recompute::kGathers) {
+    const Graph& g = r.strategy.graph;
+    const RecomputePlan again = plan_recompute(g, source_layouts(g), out.file.recipe, chunk);
+    const bool gathers = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) {
+      return n.op->op_class == OpClass::kParallel && again.recomputed[static_cast<size_t>(n.id)];
+    });
+    if (!gathers) out.file.recipe.recompute = Recompute::kNone;
+  }
   // The operators recomputed are those the plan found recomputes: a rule
   // that fused one away took its name, and a pipeline stage's boundary
   // (read by the next stage) is never recomputed (recompute_plan.h). Where

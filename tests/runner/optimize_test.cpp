@@ -37,23 +37,26 @@ TEST(OptimizeRecompute, NoneWhenMemoryDoesNotConstrain) {
   EXPECT_TRUE(rep.tried[0].feasible);
 }
 
-// Megatron-LM's plan with sequence parallelism (the expert's, t = 2)
-// keeps what Megatron-LM keeps: auto's least recomputation is gathers, the
-// gathered inputs gathered again in backward; without sequence
-// parallelism, none.
+// Megatron-LM's plan with sequence parallelism (the expert's, t = 2,
+// stated as Megatron's or the expert's) keeps what Megatron-LM keeps:
+// auto's least recomputation is gathers, the gathered inputs gathered
+// again in backward; without sequence parallelism, or at t = 1 where there
+// is nothing to gather, none.
 TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgain) {
-  for (const bool sp : {true, false}) {
-    SCOPED_TRACE(sp ? "sequence parallel" : "tensor parallel");
-    runner::OptimizeRequest q = request(1e12, std::nullopt);
-    q.machine = search::toy_machine().with_devices(2);
-    q.machine.device.memory_capacity = 1e12;
-    q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = 2, q.search.sequence_parallel = sp;
-    q.zero = ZeroStage::k0;
-    const OptimizeReport rep = optimize(q);
-    ASSERT_TRUE(rep.result.search.strategy.estimate.feasible);
-    EXPECT_EQ(rep.file.recipe.recompute, sp ? Recompute::kGathers : Recompute::kNone);
-    ASSERT_EQ(rep.tried.size(), 1u);
-  }
+  for (const auto algorithm : {search::Algorithm::kMegatron, search::Algorithm::kExpert})
+    for (const int64_t t : {2, 1})
+      for (const bool sp : {true, false}) {
+        SCOPED_TRACE(std::string(search::name(algorithm)) + " t=" + std::to_string(t) + (sp ? " sequence parallel" : ""));
+        runner::OptimizeRequest q = request(1e12, std::nullopt);
+        q.machine = search::toy_machine().with_devices(2);
+        q.machine.device.memory_capacity = 1e12;
+        q.search.algorithm = algorithm, q.search.tensor_degree = t, q.search.sequence_parallel = sp;
+        q.zero = ZeroStage::k0;
+        const OptimizeReport rep = optimize(q);
+        ASSERT_TRUE(rep.result.search.strategy.estimate.feasible);
+        EXPECT_EQ(rep.file.recipe.recompute, sp && t > 1 ? Recompute::kGathers : Recompute::kNone);
+        ASSERT_EQ(rep.tried.size(), 1u);
+      }
 }
 
 TEST(OptimizeRecompute, AutoRecomputesWhereNothingElseFits) {

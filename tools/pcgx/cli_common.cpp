@@ -134,7 +134,7 @@ std::optional<Recompute> parse_recompute(const std::string& text, bool allow_aut
 
 const char* const kRecomputeHelp =
     "activation recomputation: none (keep every activation), gathers (only sequence parallelism's all-gathered inputs, "
-    "gathered again in backward as Megatron-LM's sequence parallelism does), selective (recompute attention's scores, softmax and dropout), "
+    "gathered again in backward as Megatron-LM's sequence parallelism does), selective (recompute attention's scores, softmax and dropout, and the gathers), "
     "full (keep only the tensors between blocks, recompute each block in backward), full+selective (with --recompute-layers N: "
     "N blocks full, selective in the others), operators (the operators optimize's --recompute-operators or a plan's "
     "recompute_operators names)";

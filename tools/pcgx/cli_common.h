@@ -66,7 +66,7 @@ struct ScheduleFlag {
 };
 ScheduleFlag parse_schedule(const std::string& text);
 extern const char* const kScheduleHelp;
-// --recompute: none, selective, full, and where the command chooses
+// --recompute: a policy by its name, and where the command chooses
 // (optimize) "auto" (nullopt).
 std::optional<Recompute> parse_recompute(const std::string& text, bool allow_auto);
 extern const char* const kRecomputeHelp;

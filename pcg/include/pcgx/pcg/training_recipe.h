@@ -75,7 +75,8 @@ namespace pcgx {
 enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective, kOperators, kGathers };
 // The policies a recipe search tries in turn (optimize: none, then
 // selective, then full; full+selective is tried as a count of full layers,
-// as fewer full layers are).
+// as fewer full layers are). Megatron-LM's plan with sequence parallelism
+// starts from gathers instead of none (runner/optimize.h).
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 // Every policy, by name.
 inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone,          Recompute::kGathers,   Recompute::kSelective,
@@ -210,7 +211,7 @@ std::optional<AttentionKernel> attention_named(std::string_view text);
 
 inline constexpr int32_t kAllLayers = -1;
 
-// "none", "selective", "full", or "full, first N layers" (`layers` >= 0
+// A policy's name, or "full, first N layers" (`layers` >= 0
 // under full), "... of each chunk" with `per_chunk` (a pipeline's).
 std::string describe_recompute(Recompute r, int32_t layers, bool per_chunk = false);
 

@@ -136,7 +136,8 @@ struct OptimizeReport {
   std::vector<search::DeviceMemory> memory;
   std::shared_ptr<const search::CostModel> cost;  // what priced the plan (its recipe: the one chosen)
   // With recomputation or the ZeRO stage left open, the recipes searched in
-  // order: for each recomputation policy (none, selective, full), each ZeRO
+  // order: for each recomputation policy (none, or gathers for Megatron-LM's
+  // plan with sequence parallelism; selective; full), each ZeRO
   // stage (0, 1, 2) while the search before it was constrained by memory;
   // a policy whose search memory did not constrain ends the list
   // (recomputing more would only add time). The fastest feasible plan is
