@@ -72,7 +72,9 @@ TEST(ModP, DoublesMapExactlyAndMultiplicatively) {
 // at 31).
 TEST(ModP, DoublesAreTheirMantissaTimesAPowerOfTwo) {
   const ModP two = ModP::from_u64(2), half = two.inverse();
-  for (double d : {1e-300, 3e-20, 1.0 / 3, 0.1, 1e-5, 7.0, 1e10, -2.5e15, 4.9e-324, 1.7e308}) {
+  // Exponents after the mantissa's 53 bits: negative, 0 (2^52), 31 and 62
+  // (multiples of 2's order), positive between them.
+  for (double d : {1e-300, 3e-20, 1.0 / 3, 0.1, 1e-5, 7.0, 1e10, -2.5e15, 4.9e-324, 1.7e308, 0x1p52, 0x1.8p83, -0x1.4p114, 0x1p60 + 0x1p10}) {
     int e = 0;
     const double mant = std::frexp(d, &e);
     const auto m = static_cast<int64_t>(std::ldexp(mant, 53));
