@@ -148,11 +148,13 @@ Graph gpt_decoder(const ModelParams& p, const std::string& name, bool bias, doub
 
 }  // namespace
 
+// The tiny decoder GPT and MPT share (their full sizes differ).
+const ModelParams kTinyDecoder{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4}, {"ffn", 128}, {"vocab", 100}};
+
 ModelSpec gpt(bool tiny) {
   ModelSpec s = named(tiny, "gpt", "GPT-style decoder (pre-LN, causal attention, tied LM head)");
   s.source = "GPT-2 small (Radford et al. 2019): 12 layers, hidden 768, 12 heads, context 1024, vocab 50257";
-  s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
-                                  {"ffn", 128}, {"vocab", 100}}
+  s.defaults = tiny ? kTinyDecoder
                     : ModelParams{{"batch", 8}, {"seq", 1024}, {"layers", 12}, {"hidden", 768}, {"heads", 12},
                                   {"ffn", 3072}, {"vocab", 50257}};
   s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
@@ -171,8 +173,7 @@ ModelSpec mpt(bool tiny) {
              "dropout at all). GPT's block and names otherwise; the norms keep their bias here (MPT's have none: 2 x "
              "hidden parameters a layer); the released MPT-7B's ALiBi would replace the position table by biases inside "
              "the attention kernel";
-  s.defaults = tiny ? ModelParams{{"batch", 2}, {"seq", 16}, {"layers", 2}, {"hidden", 32}, {"heads", 4},
-                                  {"ffn", 128}, {"vocab", 100}}
+  s.defaults = tiny ? kTinyDecoder
                     : ModelParams{{"batch", 8}, {"seq", 2048}, {"layers", 32}, {"hidden", 4096}, {"heads", 32},
                                   {"ffn", 16384}, {"vocab", 50368}};
   s.param_docs = {{"batch", "sequences per step"}, {"seq", "context length"}, {"layers", "decoder layers"},
