@@ -372,7 +372,7 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
   if (recomputes_layers(policy)) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
   if (flash && policy != Recompute::kOperators) plan_flash(g, layouts, plan);
   if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, plan);
-  if (policy == Recompute::kGathers) plan_regathers(g, layouts, plan);
+  if (regathers(policy)) plan_regathers(g, layouts, plan);
   if (policy == Recompute::kOperators) {
     plan_operators(g, layouts, operators, chunk, plan);  // (numbers its segments from the recomputed nodes: before the kernels')
     if (flash) plan_flash(g, layouts, plan);

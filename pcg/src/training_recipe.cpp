@@ -13,6 +13,7 @@ const char* name(Recompute r) {
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
     case Recompute::kFullSelective: return "full+selective";
+    case Recompute::kFullGathers: return "full+gathers";
     case Recompute::kOperators: return "operators";
   }
   return "?";
@@ -24,6 +25,7 @@ std::string describe_recompute(Recompute r, int32_t layers, bool per_chunk) {
   if (!recomputes_layers(r) || layers < 0) return name(r);
   const std::string count = std::to_string(layers) + (layers == 1 ? " layer" : " layers") + (per_chunk ? " of each chunk" : "");
   if (r == Recompute::kFullSelective) return "full, first " + count + ", selective in the others";
+  if (r == Recompute::kFullGathers) return "full, first " + count + ", gathers again in the others";
   return std::string(name(r)) + ", first " + count;
 }
 

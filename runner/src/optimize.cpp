@@ -104,7 +104,7 @@ void validate(const OptimizeRequest& q) {
   if (q.recompute_layers) {
     if (*q.recompute_layers < 1) throw FieldError("OptimizeRequest.recompute_layers", "must be at least 1");
     if (!q.recompute || !recomputes_layers(*q.recompute))
-      throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full or full+selective)");
+      throw FieldError("OptimizeRequest.recompute_layers", "applies to full recomputation (OptimizeRequest.recompute full, full+selective or full+gathers)");
   }
   if (q.zero_persistence_threshold) {
     if (*q.zero_persistence_threshold < 0) throw FieldError("OptimizeRequest.zero_persistence_threshold", "must not be negative");
@@ -176,9 +176,10 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   // Megatron-LM's plan with sequence parallelism keeps what Megatron-LM
   // keeps: never the gathered inputs, each gathered again in backward
   // whatever the recomputation (training_recipe.h's gathers), so its
-  // least recomputation is gathers, not none.
-  const bool megatron = q.search.algorithm == search::Algorithm::kMegatron || q.search.algorithm == search::Algorithm::kExpert;
-  if (megatron && q.search.sequence_parallel) policies.front() = Recompute::kGathers;
+  // least recomputation is gathers, not none, and its full recomputation
+  // full+gathers (the layers a count leaves whole gather again too).
+  if (megatron_regathers(q))
+    for (Recompute& p : policies) p = with_regathers(p);
   if (q.recompute) policies = {*q.recompute};
   std::vector<ZeroStage> stages(std::begin(kZeroStages), std::end(kZeroStages));
   if (q.zero) stages = {*q.zero};
@@ -361,16 +362,18 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   const std::optional<PipelineShape> shape = search::pipeline_shape(out.file);
   std::vector<int64_t> chunk;  // per node, a pipelined plan's chunk (pcg/pipeline_chunks.h)
   if (shape && shape->chunks() > 1) chunk = pipeline_chunks(r.strategy.graph, std::span<const MachineView>(r.strategy.views), out.file.devices, *shape);
-  // Auto's gathers (Megatron-LM's plan with sequence parallelism) on a plan
-  // that gathers nothing again (t = 1, or a model the expert does not
-  // split by sequence) is none's plan, and is recorded as none.
-  if (!q.recompute && out.file.recipe.recompute == Recompute::kGathers) {
+  // Auto's gathers or full+gathers (Megatron-LM's plan with sequence
+  // parallelism) on a plan that gathers nothing again beyond what the
+  // policy without them recomputes (t = 1, a model the expert does not
+  // split by sequence, every gather inside a full layer) is that policy's
+  // plan, and is recorded as that policy (none, full).
+  if (!q.recompute && regathers(out.file.recipe.recompute)) {
     const Graph& g = r.strategy.graph;
-    const RecomputePlan again = plan_recompute(g, source_layouts(g), out.file.recipe, chunk);
-    const bool gathers = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const Node& n) {
-      return n.op->op_class == OpClass::kParallel && again.recomputed[static_cast<size_t>(n.id)];
-    });
-    if (!gathers) out.file.recipe.recompute = Recompute::kNone;
+    TrainingRecipe without = out.file.recipe;
+    without.recompute = without_regathers(without.recompute);
+    const SourceLayouts layouts = source_layouts(g);
+    if (plan_recompute(g, layouts, out.file.recipe, chunk).recomputed == plan_recompute(g, layouts, without, chunk).recomputed)
+      out.file.recipe = without;
   }
   // The operators recomputed are those the plan found recomputes: a rule
   // that fused one away took its name, and a pipeline stage's boundary

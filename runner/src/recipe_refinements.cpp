@@ -27,7 +27,9 @@ std::string kind_of(const std::string& name) {
   return pattern.empty() ? name : pattern;
 }
 
-// Full recomputation chosen (none and selective left no plan): the fewest
+// Full recomputation chosen (none and selective left no plan; full+gathers
+// for Megatron-LM's plan with sequence parallelism, the count's policy
+// then): the fewest
 // layers recomputed that still fit, Megatron-LM's block method. Recomputing
 // fewer layers keeps more activations and re-runs less, so memory falls and
 // time rises with the count: a bisection over the counts below `every`
@@ -76,9 +78,9 @@ struct Mapped {
 
 void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency& eff, OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
-  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
+  if (without_regathers(chosen.recompute) != Recompute::kFull || chosen.recompute_layers != kAllLayers) return;
   const Graph& g = out.result.search.strategy.graph;
-  for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
+  for (const Recompute policy : {chosen.recompute, Recompute::kFullSelective})
     fewest_recomputed_layers<Mapped>(
         policy, plan_recompute(g, source_layouts(g), Recompute::kFull).segments, out,
         [&](const search::CostModel& cost, double& need) -> std::optional<Mapped> {
@@ -332,7 +334,7 @@ void adopt(OptimizeReport& out, search::PipelineResult&& lowered) {
 void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::Efficiency& eff, const search::RuleLibrary& rules,
                                         OptimizeReport& out) {
   const TrainingRecipe chosen = out.cost->recipe();
-  if (chosen.recompute != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
+  if (without_regathers(chosen.recompute) != Recompute::kFull || chosen.recompute_layers != kAllLayers || !q.pipeline) return;
   const search::Strategy& st = out.result.search.strategy;
   const std::optional<Relowering> again = relowering(q, out.result, rules);
   if (!again) return;  // not expressible as a plan: every layer stays recomputed
@@ -357,7 +359,7 @@ void fewest_recomputed_layers_pipelined(const OptimizeRequest& q, const search::
     return;
   }
   double best = std::min(baseline, st.estimate.time);
-  for (const Recompute policy : {Recompute::kFull, Recompute::kFullSelective})
+  for (const Recompute policy : {chosen.recompute, Recompute::kFullSelective})
     fewest_recomputed_layers<Lowered>(
         policy, most, out, [&](const search::CostModel& cost, double&) { return again->lower(q, rules, cost); }, q, eff,
         [&](Lowered&& l) { best = l.estimate().time, adopt(out, std::move(l.result)); }, best);

@@ -21,6 +21,14 @@ namespace pcgx::runner {
 // less: ZeRO 2 over micro-batches, its buckets all hidden, against 1).
 inline bool faster(double time, double best) { return time < best * (1 - 1e-12); }
 
+// Megatron-LM's plan with sequence parallelism (--search megatron or
+// expert, sequence-parallel): Megatron-LM never keeps a gathered input, so
+// the recomputation policies optimize tries for it are those that gather
+// again (training_recipe.h's with_regathers: gathers, full+gathers).
+inline bool megatron_regathers(const OptimizeRequest& q) {
+  return (q.search.algorithm == search::Algorithm::kMegatron || q.search.algorithm == search::Algorithm::kExpert) && q.search.sequence_parallel;
+}
+
 // The names of the operators `g`'s recomputation plan under `recipe` re-runs
 // (with pipeline chunks, `chunk` as plan_recompute takes it).
 std::set<std::string> recomputed_names(const Graph& g, const TrainingRecipe& recipe, std::span<const int64_t> chunk = {});

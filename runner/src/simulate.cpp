@@ -46,7 +46,7 @@ SimulateReport simulate(SimulateRequest q) {
     throw FieldError("SimulateRequest.recompute_layers", kFullSelectiveNeedsLayers);
   if (q.recompute_layers) {
     if (!recomputes_layers(recipe.recompute))
-      throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation (or full+selective), and the plan is priced with ") +
+      throw FieldError("SimulateRequest.recompute_layers", std::string("applies to full recomputation (or full+selective, full+gathers), and the plan is priced with ") +
                                                                name(recipe.recompute));
     if (*q.recompute_layers < 1) throw FieldError("SimulateRequest.recompute_layers", "must be at least 1");
     recipe.recompute_layers = *q.recompute_layers;

@@ -104,7 +104,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
     if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > INT32_MAX)
       throw FileError(source, "recompute_layers", "expected a positive integer, got " + v.dump());
     if (!plan.recompute || !recomputes_layers(*plan.recompute))
-      throw FileError(source, "recompute_layers", "applies to full recomputation (\"recompute\": \"full\" or \"full+selective\")");
+      throw FileError(source, "recompute_layers", "applies to full recomputation (\"recompute\": \"full\", \"full+selective\" or \"full+gathers\")");
     plan.recompute_layers = v.get<int32_t>();
   }
   if (plan.recompute == Recompute::kFullSelective && !plan.recompute_layers)

@@ -179,7 +179,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("recompute")) {
     const std::optional<Recompute> r = j["recompute"].is_string() ? recompute_named(j["recompute"].get<std::string>()) : std::nullopt;
-    if (!r) throw FileError(source, "recompute", "expected one of none, gathers, selective, full, full+selective, operators, got " + j["recompute"].dump());
+    if (!r) throw FileError(source, "recompute", "expected one of none, gathers, selective, full, full+selective, full+gathers, operators, got " + j["recompute"].dump());
     s.recipe.recompute = *r;
   }
   if (j.contains("recompute_layers")) {

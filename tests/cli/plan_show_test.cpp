@@ -361,7 +361,7 @@ TEST(PlanShow, TheRecipeTravelsWithThePlan) {
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "recompute": "selective", "recompute_layers": 2,
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
   expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()),
-                        "recompute_layers: applies to full recomputation (\"recompute\": \"full\" or \"full+selective\")", out);
+                        "recompute_layers: applies to full recomputation (\"recompute\": \"full\", \"full+selective\" or \"full+gathers\")", out);
   std::ofstream(bad) << R"({"format": "pcgx.plan", "format_version": 1, "attention": "sdpa",
                            "rules": [{"select": {}, "partition": {"samples": 4}}]})";
   expect_one_error_line(run("optimize " + model + "--plan " + bad.string() + " -o " + out.string()), "attention: expected one of eager, flash", out);

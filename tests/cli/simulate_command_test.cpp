@@ -173,11 +173,11 @@ TEST(SimulateCommand, RecomputationIsPricedRecordedAndSimulated) {
   EXPECT_NE(line(train.out, "buffers  "), line(kept.out, "buffers  "));
   const auto bad = run("optimize gpt-tiny --machine dgx-a100 --recompute some -o " + (dir() / "b.json").string());
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("error: --recompute: unknown recomputation policy 'some' (auto, none, gathers, selective, full, full+selective, operators)"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("error: --recompute: unknown recomputation policy 'some' (auto, none, gathers, selective, full, full+selective, full+gathers, operators)"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir() / "b.json"));
   const auto sim_bad = run("simulate " + plain + " --recompute auto");
   EXPECT_EQ(sim_bad.code, 2) << sim_bad.out;
-  EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, gathers, selective, full, full+selective, operators)"), std::string::npos) << sim_bad.out;
+  EXPECT_NE(sim_bad.out.find("error: --recompute: unknown recomputation policy 'auto' (none, gathers, selective, full, full+selective, full+gathers, operators)"), std::string::npos) << sim_bad.out;
 }
 
 // Full recomputation of some layers: stated on optimize, printed, recorded,
@@ -223,7 +223,7 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
   EXPECT_EQ(predicted[1].str(), simulated[1].str()) << staged_run.out;
   for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
            {"optimize gpt-tiny --machine dgx-a100 --recompute selective --recompute-layers 2 -o " + (dir() / "b.json").string(),
-            "error: --recompute-layers: applies to full recomputation (--recompute full or full+selective)"},
+            "error: --recompute-layers: applies to full recomputation (--recompute full, full+selective or full+gathers)"},
            {"optimize gpt-tiny --machine dgx-a100 --recompute full --recompute-layers 0 -o " + (dir() / "b.json").string(),
             "error: --recompute-layers: "},
            {"optimize gpt-tiny --machine dgx-a100 --recompute full+selective -o " + (dir() / "b.json").string(),
@@ -231,7 +231,7 @@ TEST(SimulateCommand, SomeLayersRecomputed) {
            {"simulate " + some + " --recompute full+selective",
             "error: --recompute-layers: required with full+selective"},
            {"simulate " + some + " --recompute selective --recompute-layers 1",
-            "error: --recompute-layers: applies to full recomputation (or full+selective), and the plan is priced with selective"}}) {
+            "error: --recompute-layers: applies to full recomputation (or full+selective, full+gathers), and the plan is priced with selective"}}) {
     const auto bad = run(args);
     EXPECT_EQ(bad.code, 2) << args << "\n" << bad.out;
     EXPECT_NE(bad.out.find(error), std::string::npos) << args << "\n" << bad.out;

@@ -59,6 +59,50 @@ TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgain) {
       }
 }
 
+// The same plan where only full recomputation fits: auto's full is
+// full+gathers, the fewest layers that fit counted with the layers left
+// whole gathering again, and no recipe tried keeps a gathered copy (none,
+// full). The count taken is the fewest that fit.
+TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgainBesideFullLayers) {
+  auto with = [](double capacity, std::optional<Recompute> r, std::optional<int32_t> layers) {
+    OptimizeRequest q = request(capacity, r);
+    q.model = build_model("gpt-tiny", {{"layers", 4}});
+    q.machine = search::toy_machine().with_devices(2);
+    q.machine.device.memory_capacity = capacity;
+    q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = 2, q.search.sequence_parallel = true;
+    q.zero = ZeroStage::k0;
+    q.recompute_layers = layers;
+    return q;
+  };
+  auto need_of = [&](Recompute r, std::optional<int32_t> layers) {
+    return optimize(with(1e12, r, layers)).result.search.strategy.estimate.max_memory();
+  };
+  const double sel = need_of(Recompute::kSelective, std::nullopt), every = need_of(Recompute::kFullGathers, std::nullopt);
+  ASSERT_LT(every, sel);
+  ASSERT_LT(need_of(Recompute::kFullGathers, 2), need_of(Recompute::kFull, 2)) << "layers left whole keep no gathered copy";
+  const double capacity = (every + sel) / 2;
+  const OptimizeReport rep = optimize(with(capacity, std::nullopt, std::nullopt));
+  ASSERT_TRUE(rep.result.search.strategy.estimate.feasible) << rep.result.search.strategy.estimate.infeasible;
+  bool counted = false;
+  for (const RecipeTried& t : rep.tried) {
+    EXPECT_NE(t.recipe.recompute, Recompute::kNone);
+    EXPECT_NE(t.recipe.recompute, Recompute::kFull);
+    counted = counted || (t.recipe.recompute == Recompute::kFullGathers && t.recipe.recompute_layers != kAllLayers && !t.searched);
+  }
+  EXPECT_TRUE(counted);
+  const TrainingRecipe& chosen = rep.file.recipe;
+  std::printf("capacity %.0f B: chosen %s\n", capacity, describe_recompute(chosen.recompute, chosen.recompute_layers).c_str());
+  ASSERT_TRUE(chosen.recompute == Recompute::kFullGathers || chosen.recompute == Recompute::kFullSelective) << name(chosen.recompute);
+  if (chosen.recompute == Recompute::kFullGathers && chosen.recompute_layers != kAllLayers) {
+    const int32_t k = chosen.recompute_layers;
+    EXPECT_LE(need_of(Recompute::kFullGathers, k), capacity);
+    if (k > 1) {
+      EXPECT_GT(need_of(Recompute::kFullGathers, k - 1), capacity);
+    }
+  }
+  EXPECT_EQ(rep.cost->recipe().recompute, chosen.recompute);
+}
+
 TEST(OptimizeRecompute, AutoRecomputesWhereNothingElseFits) {
   const double none = need(Recompute::kNone), sel = need(Recompute::kSelective), full = need(Recompute::kFull);
   ASSERT_LT(sel, none);

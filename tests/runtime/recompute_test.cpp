@@ -123,6 +123,33 @@ TEST(RuntimeRecompute, SequenceParallelInputsAreGatheredAgain) {
   }
 }
 
+// full+gathers (Megatron-LM's sequence parallelism with
+// --recompute-num-layers 1): the first layer re-runs whole and the other
+// gathers its sequence-split inputs again: the same bits as keeping
+// everything, the gathers' bytes counted again, and the memory the model
+// predicts, below full of one layer's, which keeps the gathered copies of
+// the layer left whole.
+TEST(RuntimeRecompute, LayersLeftWholeGatherAgain) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const Plan p = mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(2), 2, 2, true), 2);
+  const Placement place(p.graph, p.views, 2);
+  auto predicted = [&](Recompute policy, int32_t layers) {
+    const search::DeviceMemory m = search::memory_breakdown(place, {Precision::kFp32, policy, ZeroStage::k0, layers})[0];
+    return m.activations + m.transient;
+  };
+  const TrainResult keep = run(p, Recompute::kNone);
+  const TrainResult full = run(p, Recompute::kFull, 1);
+  const TrainResult mixed = run(p, Recompute::kFullGathers, 1);
+  expect_same_bits(mixed, keep);
+  const auto steps = static_cast<double>(keep.losses.size());
+  const double again = recompute_step_bytes(p.graph, p.views, 2, Recompute::kFullGathers, false, 1);
+  EXPECT_GT(again, recompute_step_bytes(p.graph, p.views, 2, Recompute::kFull, false, 1));
+  EXPECT_EQ(static_cast<double>(mixed.bytes_sent) / steps, step_bytes(p.graph, p.views, 2) + again);
+  EXPECT_EQ(static_cast<double>(keep.buffer_bytes - mixed.buffer_bytes),
+            predicted(Recompute::kNone, kAllLayers) - predicted(Recompute::kFullGathers, 1));
+  EXPECT_LT(mixed.buffer_bytes, full.buffer_bytes);
+}
+
 // Gradient accumulation: each micro-batch frees and re-runs its segments.
 TEST(RuntimeRecompute, EveryMicroBatchRecomputes) {
   const Graph dp = search::data_parallel(build_model("gpt-tiny", {{"batch", 8}}), 2);

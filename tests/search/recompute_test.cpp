@@ -540,7 +540,7 @@ TEST(Recompute, TheStrategyFileRecordsIt) {
     }
   }
   EXPECT_EQ(strategy_error(with_field(text, "recompute", "\"selective\"", "\"some\"")),
-            "s.json: recompute: expected one of none, gathers, selective, full, full+selective, operators, got \"some\"");
+            "s.json: recompute: expected one of none, gathers, selective, full, full+selective, full+gathers, operators, got \"some\"");
   // full+selective with its count, recorded and read back.
   const CostModel mixed(toy_machine(), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFullSelective, ZeroStage::k0, 1});
   f.recipe = mixed.recipe();
@@ -611,6 +611,71 @@ TEST(Recompute, FullOfSomeLayersSelectiveInTheOthers) {
       EXPECT_LT(s.estimate.max_memory(), f.estimate.max_memory());
     }
   }
+}
+
+// full+gathers (Megatron-LM's sequence parallelism with
+// --recompute-num-layers N): the first layers re-run whole, numbered as
+// full's count numbers them, and outside them exactly the gathers that
+// gathers re-runs, each its own segment after full's. Priced alike by the
+// DP and the simulator, it keeps less than full of the same count where
+// layers are left whole, and as much with every layer full (the head's
+// gathered input is the one gather left outside them). Full's count
+// recorded and read back.
+TEST(Recompute, FullOfSomeLayersGathersAgainInTheOthers) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 4}, {"layers", 3}});
+  const Graph sp = *expert(g, toy_machine().with_devices(2), 2, 2, true);
+  const SourceLayouts layouts = source_layouts(sp);
+  const RecomputePlan gathers = plan_recompute(sp, layouts, Recompute::kGathers);
+  for (int32_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE(k);
+    const RecomputePlan full = plan_recompute(sp, layouts, Recompute::kFull, k);
+    const RecomputePlan mixed = plan_recompute(sp, layouts, Recompute::kFullGathers, k);
+    int again = 0;
+    for (const Node& n : sp.nodes()) {
+      const auto i = static_cast<size_t>(n.id);
+      if (full.recomputed[i]) {
+        EXPECT_TRUE(mixed.recomputed[i]) << describe(n);
+        EXPECT_EQ(mixed.segment[i], full.segment[i]) << describe(n);
+      } else {
+        EXPECT_EQ(mixed.recomputed[i] != 0, gathers.recomputed[i] != 0) << describe(n);
+        if (mixed.recomputed[i]) {
+          EXPECT_GE(mixed.segment[i], full.segments) << describe(n);
+          EXPECT_EQ(n.op->op_class, OpClass::kParallel) << describe(n);
+        }
+        again += mixed.recomputed[i] && n.op->name == "Combine";
+      }
+    }
+    // Two gathers in each layer left whole, and the head's.
+    EXPECT_EQ(again, 2 * (3 - k) + 1);
+    EXPECT_EQ(mixed.segments, full.segments + again);
+
+    const TrainingRecipe recipe{Precision::kFp32, Recompute::kFullGathers, ZeroStage::k0, k};
+    const CostModel cm(toy_machine().with_devices(2), toy_efficiency(), {}, {}, recipe);
+    const Strategy s = MachineMapper(cm).map(sp);
+    ASSERT_TRUE(s.estimate.feasible) << s.estimate.infeasible;
+    // The gathers again cost the estimate what they cost the simulator (the
+    // two part by 0.25 us on this tiny plan under full alone too).
+    const CostModel full_cm(toy_machine().with_devices(2), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFull, ZeroStage::k0, k});
+    const Strategy f = MachineMapper(full_cm).map(sp);
+    ASSERT_EQ(f.views, s.views);
+    const double sim_again = Simulator(s.graph, s.views, cm).time(), sim_full = Simulator(f.graph, f.views, full_cm).time();
+    EXPECT_GT(sim_again, sim_full);
+    EXPECT_NEAR(s.estimate.time - f.estimate.time, sim_again - sim_full, 1e-9 * s.estimate.time);
+    const Placement place(s.graph, s.views, 2);
+    EXPECT_DOUBLE_EQ(memory_breakdown(place, recipe)[0].total(), s.estimate.max_memory());
+    const double kept = memory_breakdown(place, {Precision::kFp32, Recompute::kFull, ZeroStage::k0, k})[0].activations;
+    const double gathered = 4 * 16 * 32 * 4.0, split = gathered / 2;
+    EXPECT_DOUBLE_EQ(kept - memory_breakdown(place, recipe)[0].activations, again * (gathered - split));
+  }
+  // Recorded with its count, and read back; without a count, every layer.
+  for (const int32_t layers : {2, kAllLayers}) {
+    const CostModel cm(toy_machine().with_devices(2), toy_efficiency(), {}, {}, {Precision::kFp32, Recompute::kFullGathers, ZeroStage::k0, layers});
+    StrategyFile f{sp.name(), cm.machine(), 2, "expert", {}, MachineMapper(cm).map(sp)};
+    f.recipe = cm.recipe();
+    EXPECT_EQ(strategy_from_json(strategy_to_json(f), "s.json").recipe, cm.recipe());
+  }
+  EXPECT_EQ(recompute_named("full+gathers"), Recompute::kFullGathers);
+  EXPECT_EQ(describe_recompute(Recompute::kFullGathers, 2), "full, first 2 layers, gathers again in the others");
 }
 
 }  // namespace

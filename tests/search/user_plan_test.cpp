@@ -245,7 +245,7 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("zero": 3, "zero_persistence_threshold": -1, "rules": [{"select": {}, "partition": {}}]})"),
             "p.json: zero_persistence_threshold: expected a number of parameters (0 or more), got -1");
   EXPECT_EQ(error(head + R"("recompute": "some", "rules": [{"select": {}, "partition": {}}]})"),
-            "p.json: recompute: expected one of none, gathers, selective, full, full+selective, operators");
+            "p.json: recompute: expected one of none, gathers, selective, full, full+selective, full+gathers, operators");
   // Recomputation per operator: the operators named (or patterns), only with it.
   EXPECT_EQ(plan_from_json(head + R"("recompute": "operators", "recompute_operators": ["block*.mlp.*"], "rules": [{"select": {}, "partition": {}}]})", "p.json").recompute_operators,
             std::vector<std::string>{"block*.mlp.*"});

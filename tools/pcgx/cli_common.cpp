@@ -136,12 +136,13 @@ const char* const kRecomputeHelp =
     "activation recomputation: none (keep every activation), gathers (only sequence parallelism's all-gathered inputs, "
     "gathered again in backward as Megatron-LM's sequence parallelism does), selective (recompute attention's scores, softmax and dropout, and the gathers), "
     "full (keep only the tensors between blocks, recompute each block in backward), full+selective (with --recompute-layers N: "
-    "N blocks full, selective in the others), operators (the operators optimize's --recompute-operators or a plan's "
+    "N blocks full, selective in the others), full+gathers (full, of the first N blocks with --recompute-layers N, and "
+    "the gathers again elsewhere: Megatron-LM's sequence parallelism with --recompute-num-layers N), operators (the operators optimize's --recompute-operators or a plan's "
     "recompute_operators names)";
 const char* const kRecomputeLayersHelp =
     "with --recompute full: recompute only the first N layers of the model (with pipeline stages, of each chunk) (Megatron-LM's "
     "--recompute-method block --recompute-num-layers N); the later layers keep their activations (with full+selective: "
-    "recompute selectively)";
+    "recompute selectively; with full+gathers: gather sequence parallelism's inputs again)";
 
 OptimizerState parse_optimizer_state(const std::string& text) {
   return parse_choice<OptimizerState>(text, "--optimizer", "optimizer", kOptimizerStates, [](OptimizerState o) { return name(o); });

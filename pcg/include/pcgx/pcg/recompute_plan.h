@@ -52,7 +52,10 @@ struct RecomputePlan {
 // a segment belongs to the chunk of its first node, and a parallel operator
 // reading another chunk's tensor is kept (its re-run would move data
 // between the chunks' devices). A layout change run in one step (relayout.h's partner pair)
-// is recomputed whole or kept whole.
+// is recomputed whole or kept whole. Under gathers and full+gathers, each
+// sequence-parallel gather that nothing else recomputes (its readers
+// compute operators, none recomputed) re-runs alone, a segment each, after
+// full's.
 //
 // Under operators, the nodes `operators` names (those `g` has; never a
 // source or a layout, a loss or a graph output, which the step reads

@@ -66,27 +66,47 @@ namespace pcgx {
 //              layers left whole still drop their attention scores, so
 //              fewer layers need re-running whole to fit
 //              (recompute_plan.h).
+//   full+gathers  full recomputation of the first N layers (recompute_layers;
+//              every layer when not given), and in the layers left whole,
+//              and outside the layers, what gathers re-runs: each
+//              sequence-parallel gather again in backward, its gathered
+//              copy not kept. Megatron-LM's sequence parallelism with
+//              --recompute-num-layers N, which gathers again in backward
+//              whatever the recomputation (runner/optimize.h).
 //   operators  the operators the recipe names (recompute_operators), each
 //              recomputed in backward instead of kept, whatever they are:
 //              a choice per operator, as a plan states it (nnScaler's
 //              per-operator recompute). Named operators that read one
 //              another re-run together, with the parallel operators
 //              carrying data only between them (recompute_plan.h).
-enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective, kOperators, kGathers };
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kFullSelective, kOperators, kGathers, kFullGathers };
 // The policies a recipe search tries in turn (optimize: none, then
 // selective, then full; full+selective is tried as a count of full layers,
 // as fewer full layers are). Megatron-LM's plan with sequence parallelism
-// starts from gathers instead of none (runner/optimize.h).
+// starts from gathers instead of none, and its full recomputation is
+// full+gathers (runner/optimize.h).
 inline constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 // Every policy, by name.
-inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone,          Recompute::kGathers,   Recompute::kSelective,
-                                                   Recompute::kFull,          Recompute::kFullSelective, Recompute::kOperators};
+inline constexpr Recompute kRecomputePolicies[] = {Recompute::kNone,          Recompute::kGathers,     Recompute::kSelective,   Recompute::kFull,
+                                                   Recompute::kFullSelective, Recompute::kFullGathers, Recompute::kOperators};
 
-// none, gathers, selective, full, full+selective, operators.
+// none, gathers, selective, full, full+selective, full+gathers, operators.
 const char* name(Recompute r);
 std::optional<Recompute> recompute_named(std::string_view text);
 // Whether the policy takes a count of fully recomputed layers.
-inline bool recomputes_layers(Recompute r) { return r == Recompute::kFull || r == Recompute::kFullSelective; }
+inline bool recomputes_layers(Recompute r) { return r == Recompute::kFull || r == Recompute::kFullSelective || r == Recompute::kFullGathers; }
+// Whether the policy gathers each sequence-parallel gather again in
+// backward outside what it recomputes (gathers, full+gathers; selective
+// and full+selective do too, with their own re-runs).
+inline bool regathers(Recompute r) { return r == Recompute::kGathers || r == Recompute::kFullGathers; }
+// The policy without its gathers again: gathers' none, full+gathers' full;
+// any other itself.
+inline Recompute without_regathers(Recompute r) {
+  return r == Recompute::kGathers ? Recompute::kNone : r == Recompute::kFullGathers ? Recompute::kFull : r;
+}
+// The policy with them: none's gathers, full's full+gathers; any other
+// itself.
+inline Recompute with_regathers(Recompute r) { return r == Recompute::kNone ? Recompute::kGathers : r == Recompute::kFull ? Recompute::kFullGathers : r; }
 // Why operators stated without its operators is refused (each reader
 // names its own field).
 inline constexpr const char* kOperatorsNeedNames =
