@@ -127,8 +127,10 @@ int64_t elements(const ParallelTensorShape& s) { return s.shard_elements(); }
 // input is kept, 1/k of it. A layout change run as one step (relayout.h)
 // is one segment. Not a gather for a loss (a vocabulary-split head's
 // logits): the loss starts the backward pass right after its forward, so
-// the gathered copy would be live at the peak either way.
-void plan_regathers(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
+// the gathered copy would be live at the peak either way. With `chunk`,
+// not one that reads or feeds another chunk (its re-run would move data
+// between the chunks' devices, as plan_full keeps such a layout change).
+void plan_regathers(const Graph& g, const SourceLayouts& layouts, std::span<const int64_t> chunk, RecomputePlan& plan) {
   const auto consumers = g.consumers();
   std::vector<char> tail(g.size(), 0);
   std::vector<std::pair<NodeId, NodeId>> changes;  // (first, last)
@@ -145,6 +147,10 @@ void plan_regathers(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
     if (head.inputs.size() != 1 || end.outputs.size() != 1 || layouts.weight(head.inputs[0])) continue;
     if (elements(end.outputs[0]) <= elements(g.shape(head.inputs[0]))) continue;  // not a gather
     const auto& readers = consumers[static_cast<size_t>(last)];
+    auto other_chunk = [&](NodeId n) { return !chunk.empty() && chunk[static_cast<size_t>(n)] != chunk[static_cast<size_t>(first)]; };
+    if (other_chunk(head.inputs[0].node) || other_chunk(last) ||
+        std::any_of(readers.begin(), readers.end(), [&](const auto& r) { return other_chunk(r.first); }))
+      continue;
     const bool compute = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
       const Node& c = g.node(r.first);
       return c.op->op_class == OpClass::kCompute && !c.op->is_shard_level(c.attrs) && c.op->loss == LossKind::kNone &&
@@ -170,7 +176,7 @@ void plan_regathers(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
 // left whole only: a node already re-run whole stays in its segment, and a
 // segment starts or grows only from the selective ones numbered after the
 // full ones.
-void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan& plan) {
+void plan_selective(const Graph& g, const SourceLayouts& layouts, std::span<const int64_t> chunk, RecomputePlan& plan) {
   const int32_t first = plan.segments;  // the selective segments' first number
   for (const Node& n : g.nodes()) {
     if (!active(g, layouts, n.id) || n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs) || n.outputs.size() != 1 ||
@@ -210,7 +216,7 @@ void plan_selective(const Graph& g, const SourceLayouts& layouts, RecomputePlan&
     plan.recomputed[static_cast<size_t>(n.id)] = 1;
     plan.segment[static_cast<size_t>(n.id)] = seg;
   }
-  plan_regathers(g, layouts, plan);
+  plan_regathers(g, layouts, chunk, plan);
 }
 
 // Block recomputation: `layers` segments stay recomputed, the others keep
@@ -371,8 +377,8 @@ RecomputePlan plan_recompute(const Graph& g, const SourceLayouts& layouts, Recom
   const bool flash = attention == AttentionKernel::kFlash;
   if (recomputes_layers(policy)) plan_full(g, layouts, chunk, plan), keep_only(g, layouts, layers, chunk, plan);
   if (flash && policy != Recompute::kOperators) plan_flash(g, layouts, plan);
-  if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, plan);
-  if (regathers(policy)) plan_regathers(g, layouts, plan);
+  if (policy == Recompute::kSelective || policy == Recompute::kFullSelective) plan_selective(g, layouts, chunk, plan);
+  if (regathers(policy)) plan_regathers(g, layouts, chunk, plan);
   if (policy == Recompute::kOperators) {
     plan_operators(g, layouts, operators, chunk, plan);  // (numbers its segments from the recomputed nodes: before the kernels')
     if (flash) plan_flash(g, layouts, plan);

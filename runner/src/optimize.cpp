@@ -373,7 +373,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     without.recompute = without_regathers(without.recompute);
     const SourceLayouts layouts = source_layouts(g);
     if (plan_recompute(g, layouts, out.file.recipe, chunk).recomputed == plan_recompute(g, layouts, without, chunk).recomputed)
-      out.file.recipe = without;
+      out.file.recipe = without;  // (out.cost, which the result's plan refers to, prices the same plan)
   }
   // The operators recomputed are those the plan found recomputes: a rule
   // that fused one away took its name, and a pipeline stage's boundary

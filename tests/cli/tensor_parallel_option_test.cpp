@@ -31,6 +31,21 @@ TEST(TensorParallelOption, StatesTheExpertsDegree) {
   }
 }
 
+// With sequence parallelism auto starts from gathers (Megatron-LM keeps no
+// gathered input); at t = 1 nothing is gathered, and the report says what
+// the strategy records: none.
+TEST(TensorParallelOption, SequenceParallelismRecomputesWhatItReports) {
+  for (const char* t : {"1", "2"}) {
+    const std::string out = (dir() / (std::string("sp") + t + ".json")).string();
+    const auto r = run(std::string("optimize gpt-tiny --machine dgx-h100 --devices 2 --search megatron --sequence-parallel --tensor-parallel ") + t +
+                       " -q -o " + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string policy = std::string(t) == "1" ? "none" : "gathers";
+    EXPECT_NE(r.out.find("recompute             " + policy + " (auto)"), std::string::npos) << r.out;
+    EXPECT_NE(run("simulate " + out).out.find("recompute             " + policy + "\n"), std::string::npos);
+  }
+}
+
 TEST(TensorParallelOption, OnlyForTheExpertAndNotNegative) {
   const std::string out = (dir() / "bad.json").string();
   const auto unity = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --tensor-parallel 2 -o " + out);

@@ -62,7 +62,8 @@ TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgain) {
 // The same plan where only full recomputation fits: auto's full is
 // full+gathers, the fewest layers that fit counted with the layers left
 // whole gathering again, and no recipe tried keeps a gathered copy (none,
-// full). The count taken is the fewest that fit.
+// full). The count taken is the fewest that fit. At t = 1 nothing is
+// gathered: full+gathers is full's plan, recorded as full.
 TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgainBesideFullLayers) {
   auto with = [](double capacity, std::optional<Recompute> r, std::optional<int32_t> layers) {
     OptimizeRequest q = request(capacity, r);
@@ -101,6 +102,20 @@ TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgainBesideFullLayer
     }
   }
   EXPECT_EQ(rep.cost->recipe().recompute, chosen.recompute);
+
+  auto flat = [&](double c, std::optional<Recompute> r) {
+    OptimizeRequest q = with(c, r, std::nullopt);
+    q.search.tensor_degree = 1;
+    return q;
+  };
+  const double flat_sel = optimize(flat(1e12, Recompute::kSelective)).result.search.strategy.estimate.max_memory();
+  const double flat_full = optimize(flat(1e12, Recompute::kFullGathers)).result.search.strategy.estimate.max_memory();
+  ASSERT_LT(flat_full, flat_sel);
+  const OptimizeReport one = optimize(flat((flat_full + flat_sel) / 2, std::nullopt));
+  ASSERT_TRUE(one.result.search.strategy.estimate.feasible) << one.result.search.strategy.estimate.infeasible;
+  EXPECT_TRUE(std::any_of(one.tried.begin(), one.tried.end(), [](const RecipeTried& t) { return t.recipe.recompute == Recompute::kFullGathers; }));
+  EXPECT_TRUE(one.file.recipe.recompute == Recompute::kFull || one.file.recipe.recompute == Recompute::kFullSelective)
+      << name(one.file.recipe.recompute);
 }
 
 TEST(OptimizeRecompute, AutoRecomputesWhereNothingElseFits) {

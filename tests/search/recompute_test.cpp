@@ -617,10 +617,10 @@ TEST(Recompute, FullOfSomeLayersSelectiveInTheOthers) {
 // --recompute-num-layers N): the first layers re-run whole, numbered as
 // full's count numbers them, and outside them exactly the gathers that
 // gathers re-runs, each its own segment after full's. Priced alike by the
-// DP and the simulator, it keeps less than full of the same count where
-// layers are left whole, and as much with every layer full (the head's
-// gathered input is the one gather left outside them). Full's count
-// recorded and read back.
+// DP and the simulator, it keeps less than full of the same count by the
+// gathered copies it drops: those of the layers left whole, and the head's
+// gathered input, outside every layer. Full's count recorded and read
+// back.
 TEST(Recompute, FullOfSomeLayersGathersAgainInTheOthers) {
   const Graph g = build_model("gpt-tiny", {{"batch", 4}, {"layers", 3}});
   const Graph sp = *expert(g, toy_machine().with_devices(2), 2, 2, true);

@@ -46,7 +46,7 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
   f.precision_flag = cmd->add_option("--precision", f.precision, std::string(kPrecisionHelp) + "; auto: the fastest plan over the machine's mixed precisions and tf32")
       ->capture_default_str();
   f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none (gathers for the expert's and Megatron's plans with "
-                                                                     "--sequence-parallel), then selective, then full where memory limits the search "
+                                                                     "--sequence-parallel), then selective, then full (full+gathers for those) where memory limits the search "
                                                                      "(and where full fits, the fewest layers, full+selective and kinds of operators)")
       ->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, std::string(kRecomputeLayersHelp) +

@@ -55,7 +55,7 @@ struct RecomputePlan {
 // is recomputed whole or kept whole. Under gathers and full+gathers, each
 // sequence-parallel gather that nothing else recomputes (its readers
 // compute operators, none recomputed) re-runs alone, a segment each, after
-// full's.
+// full's; with `chunk`, not one that reads or feeds another chunk.
 //
 // Under operators, the nodes `operators` names (those `g` has; never a
 // source or a layout, a loss or a graph output, which the step reads
