@@ -207,9 +207,12 @@ double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, 
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
   const std::vector<NodeRun> runs = node_runs(p, layouts);
-  const RecomputePlan plan = plan_recompute(g, layouts, policy, layers, chunk, operators, attention);
+  return recompute_step_bytes(p, runs, plan_recompute(g, layouts, policy, layers, chunk, operators, attention), kept_inputs);
+}
+
+double recompute_step_bytes(const Placement& p, const std::vector<NodeRun>& runs, const RecomputePlan& plan, bool kept_inputs) {
   double floats = 0;
-  for (const Node& n : g.nodes())
+  for (const Node& n : p.graph().nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)] && !(kept_inputs && runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks))
       floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false);
   return 4 * floats;

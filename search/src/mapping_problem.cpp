@@ -234,6 +234,9 @@ bool Problem::gathers_for_use(NodeId id) const {
 }
 
 double Problem::zero_extra_bytes(const Placement& p) const { return search::zero_extra_bytes(p, layouts, cost.recipe()); }
+double Problem::recompute_extra_bytes(const Placement& p, const std::vector<NodeRun>& runs, bool kept_inputs) const {
+  return recompute_step_bytes(p, runs, recompute, kept_inputs);
+}
 
 
 namespace {

@@ -17,6 +17,7 @@
 #include "pcgx/search/gradient_sync.h"
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/pcg/recompute_plan.h"
+#include "pcgx/pcg/step_communication.h"
 #include "sp_decomposition.h"
 
 namespace pcgx::search {
@@ -186,6 +187,10 @@ struct Problem {
   bool gathers_for_use(NodeId id) const;
   // cost_model.h's zero_extra_bytes of this problem's graph and recipe.
   double zero_extra_bytes(const Placement& p) const;
+  // What the recomputation plan's re-runs send again (step_communication.h's
+  // recompute_step_bytes), as the runtime counts it, on placement `p` of
+  // this problem's graph; `kept_inputs` under a pipeline schedule.
+  double recompute_extra_bytes(const Placement& p, const std::vector<NodeRun>& runs, bool kept_inputs) const;
   // The optimizer update of the weights compute node `id` synchronizes
   // (`syncs`: each weight layout updated by its first reader, once), on
   // one of its devices: all of each, or 1/r of it under ZeRO (r: its sync

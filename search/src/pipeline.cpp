@@ -17,6 +17,8 @@
 #include "pipeline_cuts.h"
 #include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
+#include "pcgx/pcg/pipeline_chunks.h"
+#include "pcgx/pcg/recompute_plan.h"
 #include "pcgx/pcg/pipeline_schedule.h"
 #include "pcgx/pcg/placement.h"
 #include "pcgx/pcg/stable_hash.h"
@@ -622,10 +624,21 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         if (dev >= 0 && dev < cost.devices()) computes[static_cast<size_t>(dev)] = 1;
   e.devices_used = std::count(computes.begin(), computes.end(), 1);
   const SourceLayouts layouts = source_layouts(joined);
-  e.bytes = step_bytes(place, layouts, node_runs(place, layouts)) + zero_extra_bytes(place, layouts, cost.recipe());
+  const PipelineShape shape{best.stages, best.micro, best.virtual_stages, po.schedule.value_or(PipelineShape::default_for(best.virtual_stages)),
+                            po.programs, po.interlaced};
+  // What the recomputation re-runs send again, as the runtime runs the
+  // schedule: with the plan's chunks where it counts layers per chunk.
+  const TrainingRecipe& recipe = cost.recipe();
+  std::vector<int64_t> chunk;
+  if (plans_per_chunk(recipe.recompute, recipe.recompute_layers, shape)) try {
+      chunk = pipeline_chunks(joined, views, cost.devices(), shape);
+    } catch (const Error&) {
+      chunk.clear();  // (the plan as one chunk)
+    }
+  const std::vector<NodeRun> runs = node_runs(place, layouts);
+  e.bytes = step_bytes(place, layouts, runs) + zero_extra_bytes(place, layouts, recipe) +
+            recompute_step_bytes(place, runs, plan_recompute(joined, layouts, recipe, chunk), shape.in_flight());
   if (placed) {  // as a plan of one stage stating devices: the whole of it simulated, under its schedule
-    const PipelineShape shape{best.stages, best.micro, best.virtual_stages, po.schedule.value_or(PipelineShape::default_for(best.virtual_stages)),
-                              po.programs, po.interlaced};
     const double bubble = e.bubble;
     e = simulated_estimate(Simulator(joined, views, cost, shape));
     e.bubble = bubble;

@@ -73,7 +73,12 @@ const Graph& Simulator::graph() const { return impl_->g; }
 int64_t Simulator::devices() const { return impl_->D; }
 double Simulator::capacity() const { return impl_->cost.machine().device.memory_capacity; }
 const TrainingRecipe& Simulator::recipe() const { return impl_->cost.recipe(); }
-double Simulator::zero_extra_bytes() const { return impl_->problem.zero_extra_bytes(*impl_->place); }
+double Simulator::step_bytes() const {
+  const Impl& x = *impl_;
+  const std::vector<NodeRun> runs = node_runs(*x.place, x.problem.layouts);
+  return pcgx::step_bytes(*x.place, x.problem.layouts, runs) + x.problem.zero_extra_bytes(*x.place) +
+         x.problem.recompute_extra_bytes(*x.place, runs, x.pipe && x.pipe->shape.in_flight());
+}
 
 void Simulator::rebuild() {
   Impl& x = *impl_;
@@ -206,7 +211,7 @@ Estimate simulated_estimate(const Simulator& s) {
   e.idle = sum.devices.empty() ? 0 : idle / static_cast<double>(sum.devices.size());
   e.devices_used = sum.devices_used;
   e.memory = s.memory();
-  e.bytes = step_bytes(s.graph(), s.views(), s.devices()) + s.zero_extra_bytes();
+  e.bytes = s.step_bytes();
   const double cap = s.capacity();
   if (e.max_memory() > cap) {
     e.infeasible = "a device needs " + std::to_string(e.max_memory() / 1073741824.0) + " GiB of " + std::to_string(cap / 1073741824.0) + " GiB";

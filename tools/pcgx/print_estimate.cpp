@@ -27,9 +27,13 @@ void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero, b
         << (beside_forward && e.gathered_for_use == 0 ? " beside the forward pass (ZeRO): what the forward pass waits for them\n"
                                                       : " after the update (ZeRO), exposed\n");
   out << "  idle (mean/device)  " << ms(e.idle) << (e.devices_used > 0 ? ", " + std::to_string(e.devices_used) + " devices compute" : std::string()) << "\n"
-      << "  between devices     " << human_bytes(e.bytes) << " per step"
-      << (shards_optimizer(zero) ? " (ZeRO's collectives as the cost model counts them; pcgx run predicts them bucket by bucket, padding included, and measures them)" : "")
-      << "\n";
+      << between_devices_line(e.bytes, zero);
+}
+
+std::string between_devices_line(double bytes, ZeroStage zero) {
+  return "  between devices     " + human_bytes(bytes) + " per step" +
+         (shards_optimizer(zero) ? " (ZeRO's collectives as the cost model counts them; pcgx run predicts them bucket by bucket, padding included, and measures them)" : "") +
+         "\n";
 }
 
 namespace {

@@ -21,6 +21,10 @@ std::string ms(double seconds);  // "1.234 ms", or "infeasible"
 // (gradient_sync.h's gathers_beside_forward), where e.gather is its wait.
 void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0, bool beside_forward = false);
 
+// "  between devices     1.25 GiB per step", and under ZeRO (`zero` >= 1)
+// what the figure leaves out (the runtime pads its buckets).
+std::string between_devices_line(double bytes, ZeroStage zero);
+
 // What each device keeps, by kind, one line per distinct breakdown (as
 // printed), busiest first, naming its devices and the most one of them
 // keeps ("  devices 0..7, 16..23 1.25 GiB: weights ..., master ...,

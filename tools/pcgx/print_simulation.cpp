@@ -74,6 +74,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
   const std::vector<search::DeviceMemory> mem = sim.memory_breakdown();
   double fullest = 0;
   for (const search::DeviceMemory& d : mem) fullest = std::max(fullest, d.total());
+  out << between_devices_line(sim.step_bytes(), highest_zero(recipe));
   out << "  memory per device   " << std::fixed << std::setprecision(2) << fullest / 1073741824.0 << " GiB max of "
             << sim.capacity() / 1073741824.0 << " GiB" << (fullest > sim.capacity() ? " (over capacity)" : "")
             << (sim.pipeline() ? " (the schedule's micro-batches in flight)" : "") << "\n";

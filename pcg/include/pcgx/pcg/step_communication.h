@@ -31,6 +31,8 @@
 
 namespace pcgx {
 
+struct RecomputePlan;
+
 // One group of an all-reduce: per member, its device, the input shard it
 // contributes and the output shard it receives.
 struct AllReduceMember {
@@ -66,6 +68,12 @@ std::vector<TensorRef> parameter_tensors(const Graph& g, const SourceLayouts& la
 double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::vector<NodeRun>& runs);
 // The same for a graph with its machine views on `devices` devices.
 double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices);
+// What `plan`'s re-run forward passes send between devices again, beside
+// step_bytes: each recomputed node's forward messages and collectives;
+// with `kept_inputs` (a pipeline schedule's runtime keeps what a compute
+// task received), only the layout changes and collectives
+// (recompute_plan.h's recompute_step_bytes, which makes the plan itself).
+double recompute_step_bytes(const Placement& p, const std::vector<NodeRun>& runs, const RecomputePlan& plan, bool kept_inputs);
 
 // The bytes of the tensor shards `device` owns (every node's outputs, as
 // stored): what a step clears and rewrites there beside its kernels, as

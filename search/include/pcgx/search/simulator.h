@@ -197,9 +197,13 @@ class Simulator {
   // Memory of one device (the machine's).
   double capacity() const;
   const TrainingRecipe& recipe() const;  // the cost model's: what memory counts
-  // What ZeRO 3's gathers before use send beyond the graph's stage-0 bytes
-  // (as the machine-mapping DP counts them into Estimate::bytes).
-  double zero_extra_bytes() const;
+  // What a step sends between devices, as the runtime counts it
+  // (Estimate::bytes): the graph's messages and collectives
+  // (step_communication.h's step_bytes), what ZeRO 3's gathers before use
+  // send beyond them, and what the recomputation plan's re-runs send again
+  // (recompute_step_bytes; under a pipeline schedule with micro-batches in
+  // flight, a re-run compute task reads the inputs it received).
+  double step_bytes() const;
   SimulationSummary summary() const;
   // Tasks rebuilt by the last set_view or rebuild.
   int64_t rebuilt() const { return rebuilt_; }
