@@ -261,7 +261,9 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
   if (found && !q.recompute && !search::predicts_by_simulation(q.search)) {
     if (!chosen_pipelined) {
       fewest_recomputed_layers(q, eff, out);
-      if (q.recompute_kinds) cheapest_recomputed_operators(q, eff, out);
+      // (Not for Megatron-LM's plan with sequence parallelism: a choice of
+      // operators keeps the gathered copies of what it does not name.)
+      if (q.recompute_kinds && !megatron_regathers(q)) cheapest_recomputed_operators(q, eff, out);
     }
     else if (!q.search.plan) fewest_recomputed_layers_pipelined(q, eff, rules, out);
   }

@@ -62,7 +62,7 @@ TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgain) {
 // The same plan where only full recomputation fits: auto's full is
 // full+gathers, the fewest layers that fit counted with the layers left
 // whole gathering again, and no recipe tried keeps a gathered copy (none,
-// full). The count taken is the fewest that fit. At t = 1 nothing is
+// full, kinds of operators). The count taken is the fewest that fit. At t = 1 nothing is
 // gathered: full+gathers is full's plan, recorded as full.
 TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgainBesideFullLayers) {
   auto with = [](double capacity, std::optional<Recompute> r, std::optional<int32_t> layers) {
@@ -73,6 +73,7 @@ TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgainBesideFullLayer
     q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = 2, q.search.sequence_parallel = true;
     q.zero = ZeroStage::k0;
     q.recompute_layers = layers;
+    q.recompute_kinds = true;  // (kinds of operators would keep the gathered copies: not tried)
     return q;
   };
   auto need_of = [&](Recompute r, std::optional<int32_t> layers) {
@@ -88,6 +89,7 @@ TEST(OptimizeRecompute, MegatronsSequenceParallelPlanGathersAgainBesideFullLayer
   for (const RecipeTried& t : rep.tried) {
     EXPECT_NE(t.recipe.recompute, Recompute::kNone);
     EXPECT_NE(t.recipe.recompute, Recompute::kFull);
+    EXPECT_NE(t.recipe.recompute, Recompute::kOperators);
     counted = counted || (t.recipe.recompute == Recompute::kFullGathers && t.recipe.recompute_layers != kAllLayers && !t.searched);
   }
   EXPECT_TRUE(counted);

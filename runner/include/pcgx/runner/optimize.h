@@ -88,7 +88,9 @@ struct OptimizeRequest {
   bool accumulate = true;
   // With `recompute` chosen, where full recomputation is what fits: kinds
   // of operators to recompute are tried too, the cheapest per byte freed
-  // first (recompute operators); false: whole layers only.
+  // first (recompute operators); false: whole layers only. Not tried for
+  // Megatron-LM's plan with sequence parallelism, which gathers again
+  // whatever it recomputes (recompute full+gathers).
   bool recompute_kinds = true;
   // Megatron-LM's micro-batch size (search megatron): samples per
   // micro-batch on each data-parallel replica, so the micro-batches are the
