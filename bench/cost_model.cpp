@@ -214,7 +214,10 @@ int main(int argc, char** argv) {
           plans.push_back({"expert t=" + std::to_string(t) + " sp", *e});
           // And as Megatron-LM runs it: each gathered input gathered again
           // in backward, not kept (recompute gathers).
-          plans.push_back({"expert t=" + std::to_string(t) + " sp gathers", std::move(*e), ZeroStage::k0, Recompute::kGathers});
+          plans.push_back({"expert t=" + std::to_string(t) + " sp gathers", *e, ZeroStage::k0, Recompute::kGathers});
+          // With the first layer recomputed whole, the others gathering
+          // again (Megatron-LM's --recompute-num-layers 1: full+gathers).
+          plans.push_back({"expert t=" + std::to_string(t) + " sp full+gathers 1 layer", std::move(*e), ZeroStage::k0, Recompute::kFullGathers, std::nullopt, 1});
         }
     }
     for (const auto& [label, graph, zero, recompute, piped, layers, persistence, operators] : plans) {
