@@ -47,10 +47,10 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
       ->capture_default_str();
   f.recompute_flag = cmd->add_option("--recompute", f.recompute, std::string(kRecomputeHelp) + "; auto: the fastest plan that fits, trying none (gathers for the expert's and Megatron's plans with "
                                                                      "--sequence-parallel), then selective, then full (full+gathers for those) where memory limits the search "
-                                                                     "(and where full fits, the fewest layers, full+selective and kinds of operators)")
+                                                                     "(and where full fits, the fewest layers, full+selective and, except for those plans, kinds of operators)")
       ->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, std::string(kRecomputeLayersHelp) +
-                  " (default: every layer where --recompute full is given; with --recompute auto, where full recomputation is what fits, "
+                  " (default: every layer where --recompute full or full+gathers is given; with --recompute auto, where full recomputation is what fits, "
                   "the fewest layers that fit)")
       ->check(positive());
   cmd->add_option("--recompute-operators", f.recompute_operators,
