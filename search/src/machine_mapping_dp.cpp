@@ -422,8 +422,7 @@ Strategy MachineMapper::map(const Graph& g) const {
       for (int64_t d : solved.where->task_devices(n.id))
         if (d >= 0 && d < cost_.devices()) computes[static_cast<size_t>(d)] = 1;
   e.devices_used = std::count(computes.begin(), computes.end(), 1);
-  const std::vector<NodeRun> runs = node_runs(*solved.where, p.layouts);
-  e.bytes = step_bytes(*solved.where, p.layouts, runs) + p.zero_extra_bytes(*solved.where) + p.recompute_extra_bytes(*solved.where, runs, false);
+  e.bytes = p.step_bytes(*solved.where, false);
   const auto b = busy(p, *solved.where, m);
   e.idle = std::max(0.0, e.time - std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size()));
   const double cap = cost_.machine().device.memory_capacity;

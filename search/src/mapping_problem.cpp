@@ -233,9 +233,9 @@ bool Problem::gathers_for_use(NodeId id) const {
   return false;
 }
 
-double Problem::zero_extra_bytes(const Placement& p) const { return search::zero_extra_bytes(p, layouts, cost.recipe()); }
-double Problem::recompute_extra_bytes(const Placement& p, const std::vector<NodeRun>& runs, bool kept_inputs) const {
-  return recompute_step_bytes(p, runs, recompute, kept_inputs);
+double Problem::step_bytes(const Placement& p, bool kept_inputs) const {
+  const std::vector<NodeRun> runs = node_runs(p, layouts);
+  return pcgx::step_bytes(p, layouts, runs) + search::zero_extra_bytes(p, layouts, cost.recipe()) + recompute_step_bytes(p, runs, recompute, kept_inputs);
 }
 
 

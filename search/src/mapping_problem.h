@@ -185,12 +185,13 @@ struct Problem {
   // Whether node `id` gathers weights it synchronizes before each pass (ZeRO
   // 3: a weight whose blocks reach the persistence threshold).
   bool gathers_for_use(NodeId id) const;
-  // cost_model.h's zero_extra_bytes of this problem's graph and recipe.
-  double zero_extra_bytes(const Placement& p) const;
-  // What the recomputation plan's re-runs send again (step_communication.h's
-  // recompute_step_bytes), as the runtime counts it, on placement `p` of
-  // this problem's graph; `kept_inputs` under a pipeline schedule.
-  double recompute_extra_bytes(const Placement& p, const std::vector<NodeRun>& runs, bool kept_inputs) const;
+  // What a step sends between devices on placement `p` of this problem's
+  // graph, as the runtime counts it (Estimate::bytes): step_communication.h's
+  // step_bytes, what ZeRO 3's gathers before use send beyond them
+  // (cost_model.h's zero_extra_bytes), and what the recomputation plan's
+  // re-runs send again (recompute_step_bytes; `kept_inputs` under a
+  // pipeline schedule with micro-batches in flight).
+  double step_bytes(const Placement& p, bool kept_inputs) const;
   // The optimizer update of the weights compute node `id` synchronizes
   // (`syncs`: each weight layout updated by its first reader, once), on
   // one of its devices: all of each, or 1/r of it under ZeRO (r: its sync

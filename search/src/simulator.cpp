@@ -75,9 +75,7 @@ double Simulator::capacity() const { return impl_->cost.machine().device.memory_
 const TrainingRecipe& Simulator::recipe() const { return impl_->cost.recipe(); }
 double Simulator::step_bytes() const {
   const Impl& x = *impl_;
-  const std::vector<NodeRun> runs = node_runs(*x.place, x.problem.layouts);
-  return pcgx::step_bytes(*x.place, x.problem.layouts, runs) + x.problem.zero_extra_bytes(*x.place) +
-         x.problem.recompute_extra_bytes(*x.place, runs, x.pipe && x.pipe->shape.in_flight());
+  return x.problem.step_bytes(*x.place, x.pipe && x.pipe->shape.in_flight());
 }
 
 void Simulator::rebuild() {

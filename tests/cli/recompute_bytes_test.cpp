@@ -20,17 +20,12 @@
 namespace {
 
 namespace fs = std::filesystem;
+using pcgx::testing::per_step_figure;
 using pcgx::testing::run;
 
 fs::path dir() {
   static const fs::path d = pcgx::testing::temp_dir("pcgx_recompute_bytes_test");
   return d;
-}
-
-// The figure after `key` on its line, up to " per step".
-std::string after(const std::string& out, const std::string& key) {
-  const size_t at = out.find(key);
-  return at == std::string::npos ? std::string() : out.substr(at + key.size(), out.find(" per step", at) - at - key.size());
 }
 
 TEST(RecomputeBytes, OptimizeSimulateAndRunCountTheReRunsAlike) {
@@ -53,18 +48,18 @@ TEST(RecomputeBytes, OptimizeSimulateAndRunCountTheReRunsAlike) {
     const std::string report = (dir() / (c.name + "-run.json")).string();
     const auto o = run("optimize gpt-tiny --machine dgx-h100 " + c.flags + " --recompute " + c.policy + " -q -o " + s);
     ASSERT_EQ(o.code, 0) << o.out;
-    const std::string predicted = after(o.out, "  between devices     ");
+    const std::string predicted = per_step_figure(o.out, "  between devices     ");
     ASSERT_FALSE(predicted.empty()) << o.out;
     // The re-runs send something: the same plan keeping everything sends less.
     const auto none = run("optimize gpt-tiny --machine dgx-h100 " + c.flags + " --recompute none -q -o " + kept);
     ASSERT_EQ(none.code, 0) << none.out;
-    EXPECT_NE(after(none.out, "  between devices     "), predicted) << none.out;
+    EXPECT_NE(per_step_figure(none.out, "  between devices     "), predicted) << none.out;
     const auto sim = run("simulate " + s);
     ASSERT_EQ(sim.code, 0) << sim.out;
-    EXPECT_EQ(after(sim.out, "  between devices     "), predicted) << sim.out;
+    EXPECT_EQ(per_step_figure(sim.out, "  between devices     "), predicted) << sim.out;
     const auto r = run("run " + s + " --steps 2 --no-plot --report " + report);
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_EQ(after(r.out, "between devices       "), predicted) << r.out;
+    EXPECT_EQ(per_step_figure(r.out, "between devices       "), predicted) << r.out;
     std::ifstream in(report);
     const auto j = nlohmann::json::parse(in);
     EXPECT_EQ(j.at("bytes_per_step").get<double>(), j.at("predicted_bytes_per_step").get<double>());

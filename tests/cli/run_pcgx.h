@@ -25,4 +25,11 @@ inline Result run_shell(const std::string& command) {
 
 inline Result run(const std::string& args) { return run_shell(std::string(PCGX_BINARY) + " " + args); }
 
+// The figure after `key` in a report, up to " per step" ("  between devices
+// 1.25 MiB per step": "1.25 MiB"); empty where `key` is not printed.
+inline std::string per_step_figure(const std::string& out, const std::string& key) {
+  const size_t at = out.find(key);
+  return at == std::string::npos ? std::string() : out.substr(at + key.size(), out.find(" per step", at) - at - key.size());
+}
+
 }  // namespace pcgx::testing

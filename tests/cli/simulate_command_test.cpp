@@ -246,17 +246,13 @@ TEST(SimulateCommand, AnAccumulatingPlanSendsWhatItPredicts) {
   const std::string acc = (dir() / "acc.json").string();
   const auto o = run("optimize gpt-tiny --machine dgx-h100 --devices 4 --search data-parallel --micro-batches 2 -q -o " + acc);
   ASSERT_EQ(o.code, 0) << o.out;
-  auto after = [](const std::string& out, const std::string& key) {
-    const size_t at = out.find(key);
-    return at == std::string::npos ? std::string() : out.substr(at + key.size(), out.find(" per step", at) - at - key.size());
-  };
-  const std::string predicted = after(o.out, "  between devices     ");
+  const std::string predicted = pcgx::testing::per_step_figure(o.out, "  between devices     ");
   ASSERT_FALSE(predicted.empty()) << o.out;
   EXPECT_NE(predicted, "0 B") << o.out;
   EXPECT_EQ(o.out.find("in 0 buckets"), std::string::npos) << o.out;
   const auto r = run("run " + acc + " --steps 2 --no-plot --no-report");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(after(r.out, "between devices       "), predicted) << r.out;
+  EXPECT_EQ(pcgx::testing::per_step_figure(r.out, "between devices       "), predicted) << r.out;
 }
 
 // ZeRO stage 3 end to end: optimize prints it and the weights it shards,
