@@ -99,18 +99,31 @@ AxiomCheck check_one(Worker& w, size_t index, int attempts, uint64_t seed) {
   return row;
 }
 
+std::vector<AxiomCheck> checked(const AxiomSet& set, int attempts, uint64_t seed, const std::vector<size_t>& which) {
+  std::vector<AxiomCheck> rows(which.size());
+  tbb::enumerable_thread_specific<std::unique_ptr<Worker>> workers;
+  tbb::parallel_for(size_t{0}, which.size(), [&](size_t i) {
+    auto& w = workers.local();
+    if (!w) w = std::make_unique<Worker>(set);
+    rows[i] = check_one(*w, which[i], attempts, seed);
+  }, tbb::simple_partitioner());
+  return rows;
+}
+
 }  // namespace
 
 std::vector<AxiomCheck> check_axioms(const AxiomSet& set, int attempts, uint64_t seed) {
-  const size_t count = Worker(set).axioms.size();
-  std::vector<AxiomCheck> rows(count);
-  tbb::enumerable_thread_specific<std::unique_ptr<Worker>> workers;
-  tbb::parallel_for(size_t{0}, count, [&](size_t i) {
-    auto& w = workers.local();
-    if (!w) w = std::make_unique<Worker>(set);
-    rows[i] = check_one(*w, i, attempts, seed);
-  }, tbb::simple_partitioner());
-  return rows;
+  std::vector<size_t> all(Worker(set).axioms.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return checked(set, attempts, seed, all);
+}
+
+std::vector<AxiomCheck> check_axioms(const AxiomSet& set, int attempts, uint64_t seed, const std::vector<std::string>& only) {
+  const Worker probe(set);
+  std::vector<size_t> which;
+  for (size_t i = 0; i < probe.axioms.size(); ++i)
+    if (std::find(only.begin(), only.end(), probe.axioms[i].name) != only.end()) which.push_back(i);
+  return checked(set, attempts, seed, which);
 }
 
 std::optional<std::string> axiom_check_failure(const AxiomSet& axioms) {

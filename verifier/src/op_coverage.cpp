@@ -16,7 +16,9 @@ OpCoverage op_coverage(const std::string& op, const AxiomSet& axioms, bool check
     if (std::find(a.operators.begin(), a.operators.end(), op) != a.operators.end())
       c.axioms.push_back({a.name, std::filesystem::path(a.file).filename().string(), false, {}});
   if (check && !c.axioms.empty()) {
-    const auto results = check_axioms(axioms, kDefaultAxiomInstances, kAxiomCheckSeed);
+    std::vector<std::string> names;
+    for (const OpAxiom& a : c.axioms) names.push_back(a.name);
+    const auto results = check_axioms(axioms, kDefaultAxiomInstances, kAxiomCheckSeed, names);
     for (OpAxiom& a : c.axioms)
       for (const AxiomCheck& r : results)
         if (r.name == a.name) a.checked = true, a.check = r;
