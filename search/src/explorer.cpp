@@ -149,13 +149,18 @@ void Explorer::steps(const Graph& g, Steps& out) const {
 
   // Two-rule steps: an introducer at one input of a compute operator, then
   // a rule matching at that operator.
-  std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>> needs;
+  std::vector<std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>>> needs_at;  // per input
+  std::vector<RootNeed> each;
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty() || fixed(g, n.id)) continue;
+    needs_at.resize(std::max(needs_at.size(), n.inputs.size()));
+    for (auto& v : needs_at) v.clear();
+    for (const Rule* x : rules_.rooted_at(n.op))
+      if (root_needs(g, *x, n.id, each))
+        for (size_t i = 0; i < each.size(); ++i)
+          if (each[i]) needs_at[i].emplace_back(x, *each[i]);
     for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
-      needs.clear();
-      for (const Rule* x : rules_.rooted_at(n.op))
-        if (auto need = root_needs(g, *x, n.id, i)) needs.emplace_back(x, *need);
+      const auto& needs = needs_at[static_cast<size_t>(i)];
       if (needs.empty()) continue;
       for (const Rule* r : rules_.introducers()) {
         const TensorRef t = r->target.outputs()[0];

@@ -286,32 +286,43 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
   return out;
 }
 
-std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rule& rule, NodeId node, int input) {
+bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootNeed>& needs) {
   static const std::vector<std::vector<std::pair<NodeId, int>>> no_consumers;
   static const MatchOptions no_options;
+  const Node& gn = g.node(node);
+  needs.assign(gn.inputs.size(), std::nullopt);
   for (const TensorRef& o : rule.source.outputs()) {
     const Node& pn = rule.source.node(o.node);
     if (pn.op->op_class == OpClass::kSource) continue;
-    const Node& gn = g.node(node);
-    if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size() ||
-        input < 0 || static_cast<size_t>(input) >= gn.inputs.size())
-      return std::nullopt;
+    if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size())
+      return false;
     Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0, {}};
-    if (!m.attrs_ok(pn, gn)) return std::nullopt;
-    std::pair<const OpDef*, int> need{nullptr, 0};
+    if (!m.attrs_ok(pn, gn)) return false;
+    // The inputs whose feeder is not the rule's: changing one input can
+    // mend at most one of them.
+    int mismatched = 0, at = -1;
     for (size_t j = 0; j < pn.inputs.size(); ++j) {
       const TensorRef p = pn.inputs[j];
       const Node& feeder = rule.source.node(p.node);
       if (feeder.op->op_class == OpClass::kSource) continue;
-      if (static_cast<int>(j) == input) {
-        need = {feeder.op, p.output};
-        continue;
-      }
-      if (feeder.op != g.node(gn.inputs[j].node).op || p.output != gn.inputs[j].output) return std::nullopt;
+      if (feeder.op != g.node(gn.inputs[j].node).op || p.output != gn.inputs[j].output) ++mismatched, at = static_cast<int>(j);
     }
-    return need;
+    if (mismatched > 1) return false;
+    for (size_t j = 0; j < pn.inputs.size(); ++j) {
+      if (mismatched == 1 && static_cast<int>(j) != at) continue;
+      const Node& feeder = rule.source.node(pn.inputs[j].node);
+      needs[j] = feeder.op->op_class == OpClass::kSource ? std::make_pair(static_cast<const OpDef*>(nullptr), 0)
+                                                         : std::make_pair(feeder.op, pn.inputs[j].output);
+    }
+    return true;
   }
-  return std::nullopt;
+  return false;
+}
+
+RootNeed root_needs(const Graph& g, const Rule& rule, NodeId node, int input) {
+  std::vector<RootNeed> needs;
+  if (input < 0 || !root_needs(g, rule, node, needs) || static_cast<size_t>(input) >= needs.size()) return std::nullopt;
+  return needs[static_cast<size_t>(input)];
 }
 
 std::map<const OpDef*, std::vector<NodeId>> nodes_by_op(const Graph& g) {

@@ -109,7 +109,13 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
 // what must feed `input`: an operator and its output, or (nullptr, 0) for
 // anything (a variable in the rule). The search skips the introductions
 // no rule can follow.
-std::optional<std::pair<const OpDef*, int>> root_needs(const Graph& g, const Rule& rule, NodeId node, int input);
+using RootNeed = std::optional<std::pair<const OpDef*, int>>;
+RootNeed root_needs(const Graph& g, const Rule& rule, NodeId node, int input);
+// The same for every input of `node` at once (the root's operator and
+// attributes tested once, not once per input): needs[i] is what must feed
+// input i, empty where another input already rules the rule out. False
+// when no input can be changed for the rule to match.
+bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootNeed>& needs);
 
 // Rules whose source is a bare tensor (x => Combine(Repartition(x))) match
 // everywhere; the search uses them only at one operator's input, as the
