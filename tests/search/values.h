@@ -7,10 +7,13 @@
 
 namespace pcgx::search {
 
-// The largest elementwise difference between two graphs' outputs, relative.
-inline double max_difference(const Graph& a, const Graph& b) {
-  const auto va = evaluate_outputs<float>(a, random_sources<float>(7));
-  const auto vb = evaluate_outputs<float>(b, random_sources<float>(7));
+// A graph's outputs on the fixed random inputs every comparison uses.
+inline std::vector<Tensor<float>> reference_outputs(const Graph& g) { return evaluate_outputs<float>(g, random_sources<float>(7)); }
+
+// The largest elementwise difference between outputs `va` (of
+// reference_outputs) and graph b's, relative.
+inline double max_difference(const std::vector<Tensor<float>>& va, const Graph& b) {
+  const auto vb = reference_outputs(b);
   double worst = va.size() == vb.size() ? 0 : 1e30;
   for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
     if (va[i].data.size() != vb[i].data.size()) return 1e30;
@@ -19,5 +22,8 @@ inline double max_difference(const Graph& a, const Graph& b) {
   }
   return worst;
 }
+
+// The same between two graphs.
+inline double max_difference(const Graph& a, const Graph& b) { return max_difference(reference_outputs(a), b); }
 
 }  // namespace pcgx::search

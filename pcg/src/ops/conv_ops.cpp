@@ -28,6 +28,17 @@ void conv_into(const KernelArgs<T>& a, Act act, T* y_data, std::span<const int64
   const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
   const int64_t groups = C / Cg, per_group = O / groups;
   const bool bias = a.attrs.get_bool("use_bias");
+  // Per kernel row ky, the output rows whose input row ih = oh * sh - ph + ky
+  // lies in [0, H); per kernel column kx, likewise the output columns: the
+  // same products as testing each, without a branch in the inner loops.
+  auto valid = [](int64_t k, int64_t stride, int64_t pad, int64_t in, int64_t out) {
+    const int64_t lo = std::max<int64_t>(0, (pad - k + stride - 1) / stride);
+    const int64_t hi = in - 1 + pad - k < 0 ? 0 : std::min<int64_t>(out, (in - 1 + pad - k) / stride + 1);
+    return std::pair{lo, std::max(lo, hi)};
+  };
+  std::vector<std::pair<int64_t, int64_t>> rows(static_cast<size_t>(KH)), cols(static_cast<size_t>(KW));
+  for (int64_t ky = 0; ky < KH; ++ky) rows[static_cast<size_t>(ky)] = valid(ky, sh, ph, H, HO);
+  for (int64_t kx = 0; kx < KW; ++kx) cols[static_cast<size_t>(kx)] = valid(kx, sw, pw, W, WO);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       const int64_t g = o / per_group;
@@ -35,19 +46,21 @@ void conv_into(const KernelArgs<T>& a, Act act, T* y_data, std::span<const int64
       for (int64_t ic = 0; ic < Cg; ++ic) {
         const T* in = x.data.data() + (n * C + g * Cg + ic) * H * W;
         const T* ker = w.data.data() + (o * Cg + ic) * KH * KW;
-        for (int64_t ky = 0; ky < KH; ++ky)
+        for (int64_t ky = 0; ky < KH; ++ky) {
+          const auto [oh_lo, oh_hi] = rows[static_cast<size_t>(ky)];
           for (int64_t kx = 0; kx < KW; ++kx) {
             const T kv = ker[ky * KW + kx];
-            for (int64_t oh = 0; oh < HO; ++oh) {
-              const int64_t ih = oh * sh - ph + ky;
-              if (ih < 0 || ih >= H) continue;
-              for (int64_t ow = 0; ow < WO; ++ow) {
-                const int64_t iw = ow * sw - pw + kx;
-                if (iw < 0 || iw >= W) continue;
-                out[oh * WO + ow] += in[ih * W + iw] * kv;
-              }
+            const auto [ow_lo, ow_hi] = cols[static_cast<size_t>(kx)];
+            for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+              T* o_row = out + oh * WO;
+              const int64_t base = (oh * sh - ph + ky) * W - pw + kx;
+              if (sw == 1)
+                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o_row[ow] += in[base + ow] * kv;
+              else
+                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o_row[ow] += in[base + ow * sw] * kv;
             }
           }
+        }
       }
       if (bias)
         for (int64_t i = 0; i < HO * WO; ++i) out[i] += a.in[2]->data[static_cast<size_t>(o)];
