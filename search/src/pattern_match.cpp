@@ -296,10 +296,8 @@ bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootN
     if (pn.op->op_class == OpClass::kSource) continue;
     if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size())
       return false;
-    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0, {}};
-    if (!m.attrs_ok(pn, gn)) return false;
     // The inputs whose feeder is not the rule's: changing one input can
-    // mend at most one of them.
+    // mend at most one of them (tested before the attributes, as cheaper).
     int mismatched = 0, at = -1;
     for (size_t j = 0; j < pn.inputs.size(); ++j) {
       const TensorRef p = pn.inputs[j];
@@ -308,6 +306,8 @@ bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootN
       if (feeder.op != g.node(gn.inputs[j].node).op || p.output != gn.inputs[j].output) ++mismatched, at = static_cast<int>(j);
     }
     if (mismatched > 1) return false;
+    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0, {}};
+    if (!m.attrs_ok(pn, gn)) return false;
     for (size_t j = 0; j < pn.inputs.size(); ++j) {
       if (mismatched == 1 && static_cast<int>(j) != at) continue;
       const Node& feeder = rule.source.node(pn.inputs[j].node);
