@@ -143,9 +143,13 @@ void Explorer::steps(const Graph& g, Steps& out) const {
   o.free_degrees = degrees_;
   o.lift_tasks = lift_tasks(g);
   for (const auto& [op, nodes] : by_op)
-    for (const Rule* r : rules_.rooted_at(op))
-      for (Match& m : find_matches(g, *r, consumers, o))
+    for (const RuleRoot& root : rules_.roots_at(op)) {
+      // Most rules are fed otherwise at every node of their root's
+      // operator: ruled out without reading the rule's graph.
+      if (std::none_of(nodes.begin(), nodes.end(), [&](NodeId n) { return feeders_missed(g, root, n) == 0; })) continue;
+      for (Match& m : find_matches(g, *root.rule, consumers, o))
         if (!touches_fixed(g, m)) out.matches.push_back(std::move(m));
+    }
 
   // Two-rule steps: an introducer at one input of a compute operator, then
   // a rule matching at that operator.
@@ -155,10 +159,10 @@ void Explorer::steps(const Graph& g, Steps& out) const {
     if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty() || fixed(g, n.id)) continue;
     needs_at.resize(std::max(needs_at.size(), n.inputs.size()));
     for (auto& v : needs_at) v.clear();
-    for (const Rule* x : rules_.rooted_at(n.op))
-      if (root_needs(g, *x, n.id, each))
+    for (const RuleRoot& x : rules_.roots_at(n.op))
+      if (root_needs(g, x, n.id, each))
         for (size_t i = 0; i < each.size(); ++i)
-          if (each[i]) needs_at[i].emplace_back(x, *each[i]);
+          if (each[i]) needs_at[i].emplace_back(x.rule, *each[i]);
     for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
       const auto& needs = needs_at[static_cast<size_t>(i)];
       if (needs.empty()) continue;

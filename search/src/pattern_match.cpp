@@ -286,37 +286,79 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule,
   return out;
 }
 
-bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootNeed>& needs) {
+std::optional<RuleRoot> rule_root(const Rule& rule) {
+  for (const TensorRef& o : rule.source.outputs()) {
+    const Node& pn = rule.source.node(o.node);
+    if (pn.op->op_class == OpClass::kSource) continue;
+    RuleRoot r;
+    r.rule = &rule;
+    r.node = &pn;
+    r.op = pn.op;
+    r.output = o.output;
+    r.arity = pn.inputs.size();
+    for (size_t j = 0; j < pn.inputs.size() && j < kRootFeeders; ++j) {
+      const Node& feeder = rule.source.node(pn.inputs[j].node);
+      if (feeder.op->op_class != OpClass::kSource) r.feeders[j] = {feeder.op, pn.inputs[j].output};
+    }
+    return r;
+  }
+  return std::nullopt;
+}
+
+size_t feeders_missed(const Graph& g, const RuleRoot& root, NodeId node, int* at) {
+  const Node& gn = g.node(node);
+  if (gn.op != root.op || gn.inputs.size() != root.arity || static_cast<size_t>(root.output) >= gn.outputs.size())
+    return SIZE_MAX;
+  size_t missed = 0;
+  for (size_t j = 0; j < root.arity && j < kRootFeeders; ++j) {
+    const auto& [op, output] = root.feeders[j];
+    if (op && (op != g.node(gn.inputs[j].node).op || output != gn.inputs[j].output)) {
+      ++missed;
+      if (at) *at = static_cast<int>(j);
+    }
+  }
+  return missed;
+}
+
+bool root_needs(const Graph& g, const RuleRoot& root, NodeId node, std::vector<RootNeed>& needs) {
   static const std::vector<std::vector<std::pair<NodeId, int>>> no_consumers;
   static const MatchOptions no_options;
   const Node& gn = g.node(node);
   needs.assign(gn.inputs.size(), std::nullopt);
-  for (const TensorRef& o : rule.source.outputs()) {
-    const Node& pn = rule.source.node(o.node);
-    if (pn.op->op_class == OpClass::kSource) continue;
-    if (gn.op != pn.op || gn.inputs.size() != pn.inputs.size() || static_cast<size_t>(o.output) >= gn.outputs.size())
-      return false;
-    // The inputs whose feeder is not the rule's: changing one input can
-    // mend at most one of them (tested before the attributes, as cheaper).
-    int mismatched = 0, at = -1;
-    for (size_t j = 0; j < pn.inputs.size(); ++j) {
-      const TensorRef p = pn.inputs[j];
-      const Node& feeder = rule.source.node(p.node);
-      if (feeder.op->op_class == OpClass::kSource) continue;
-      if (feeder.op != g.node(gn.inputs[j].node).op || p.output != gn.inputs[j].output) ++mismatched, at = static_cast<int>(j);
+  // The inputs whose feeder is not the rule's: changing one input can
+  // mend at most one of them (tested before the attributes, as cheaper).
+  int at = -1;
+  const size_t missed = feeders_missed(g, root, node, &at);
+  if (missed > 1) return false;
+  const Rule& rule = *root.rule;
+  const Node& pn = *root.node;
+  // Inputs past the copied ones, read from the rule.
+  for (size_t j = kRootFeeders; j < pn.inputs.size(); ++j) {
+    const Node& feeder = rule.source.node(pn.inputs[j].node);
+    if (feeder.op->op_class != OpClass::kSource &&
+        (feeder.op != g.node(gn.inputs[j].node).op || pn.inputs[j].output != gn.inputs[j].output)) {
+      if (at >= 0) return false;
+      at = static_cast<int>(j);
     }
-    if (mismatched > 1) return false;
-    Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0, {}};
-    if (!m.attrs_ok(pn, gn)) return false;
-    for (size_t j = 0; j < pn.inputs.size(); ++j) {
-      if (mismatched == 1 && static_cast<int>(j) != at) continue;
-      const Node& feeder = rule.source.node(pn.inputs[j].node);
-      needs[j] = feeder.op->op_class == OpClass::kSource ? std::make_pair(static_cast<const OpDef*>(nullptr), 0)
-                                                         : std::make_pair(feeder.op, pn.inputs[j].output);
-    }
-    return true;
   }
-  return false;
+  Matcher m{g, rule, no_consumers, rule.proof && rule.proof->degree_generic, no_options, {}, {}, {}, {}, 0, 0, {}};
+  if (!m.attrs_ok(pn, gn)) return false;
+  for (size_t j = 0; j < pn.inputs.size(); ++j) {
+    if (at >= 0 && static_cast<int>(j) != at) continue;
+    const Node& feeder = rule.source.node(pn.inputs[j].node);
+    needs[j] = feeder.op->op_class == OpClass::kSource ? std::make_pair(static_cast<const OpDef*>(nullptr), 0)
+                                                       : std::make_pair(feeder.op, pn.inputs[j].output);
+  }
+  return true;
+}
+
+bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootNeed>& needs) {
+  const auto root = rule_root(rule);
+  if (!root) {
+    needs.assign(g.node(node).inputs.size(), std::nullopt);
+    return false;
+  }
+  return root_needs(g, *root, node, needs);
 }
 
 RootNeed root_needs(const Graph& g, const Rule& rule, NodeId node, int input) {

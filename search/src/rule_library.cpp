@@ -114,15 +114,14 @@ RuleLibrary RuleLibrary::filtered(RuleFilter f) const {
 
 void RuleLibrary::index() {
   by_root_.clear();
+  roots_.clear();
   simplifiers_.clear();
   introducers_.clear();
   for (const Rule& r : bare_) introducers_.push_back(&r);
   for (const Rule& r : rules_) {
-    for (const TensorRef& o : r.source.outputs()) {
-      const Node& root = r.source.node(o.node);
-      if (root.op->op_class == OpClass::kSource) continue;
-      by_root_[root.op].push_back(&r);
-      break;
+    if (const auto root = rule_root(r)) {
+      by_root_[root->op].push_back(&r);
+      roots_[root->op].push_back(*root);
     }
     const Shape a = count(r.source), b = count(r.target);
     if (a.compute == 0 && b.compute == 0 && b.parallel < a.parallel) simplifiers_.push_back(&r);
@@ -132,6 +131,11 @@ void RuleLibrary::index() {
 const std::vector<const Rule*>& RuleLibrary::rooted_at(const OpDef* op) const {
   auto it = by_root_.find(op);
   return it == by_root_.end() ? none_ : it->second;
+}
+
+const std::vector<RuleRoot>& RuleLibrary::roots_at(const OpDef* op) const {
+  auto it = roots_.find(op);
+  return it == roots_.end() ? no_roots_ : it->second;
 }
 
 }  // namespace pcgx::search

@@ -98,6 +98,31 @@ RuleIndex index_rules(std::initializer_list<const std::vector<Rule>*> lists) {
   return ix;
 }
 
+// The search skips a rule at a node whose feeders are not the rule's
+// (feeders_missed) without matching it: every match found, lifted ones on
+// parallelized graphs too, is at a node the filter lets through.
+TEST(RuleRoots, FeedersNeverRuleOutAMatch) {
+  size_t matches = 0;
+  MatchOptions o;
+  o.lift_tasks = 64;
+  for (const char* model : {"mlp-tiny", "dlrm-tiny", "gpt-tiny", "inception-v3-tiny"}) {
+    const Graph m = build_model(model);
+    for (const Graph& g : {m, data_parallel(m, 2)}) {
+      const auto consumers = g.consumers();
+      for (const Rule& r : all_ranks()) {
+        const auto root = rule_root(r);
+        if (!root) continue;
+        EXPECT_EQ(root->op, root->node->op);
+        for (const Match& x : find_matches(g, r, consumers, o)) {
+          ++matches;
+          EXPECT_EQ(feeders_missed(g, *root, x.nodes.at(static_cast<size_t>(root->node->id))), 0u) << model << ": " << r.id;
+        }
+      }
+    }
+  }
+  EXPECT_GT(matches, 1000u);
+}
+
 // The search builds an introduction (x => Combine(Repartition(x)) at one
 // input of an operator) only when root_needs lets some rule follow it:
 // every rule that matches there after the introduction passes root_needs.

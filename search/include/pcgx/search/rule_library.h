@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pcgx/rulesets/ruleset.h"
+#include "pcgx/search/substitution.h"
 
 namespace pcgx::search {
 
@@ -42,6 +43,8 @@ class RuleLibrary {
   const std::vector<Rule>& rules() const { return rules_; }
   // Rules whose source's first computed output comes from `op`.
   const std::vector<const Rule*>& rooted_at(const OpDef* op) const;
+  // The same rules' roots, in the same order (substitution.h's RuleRoot).
+  const std::vector<RuleRoot>& roots_at(const OpDef* op) const;
   const std::vector<const Rule*>& simplifiers() const { return simplifiers_; }
   // Bare-source rules whose target is parallel operators only
   // (x => Combine(Repartition(x))): used at one operator input at a time.
@@ -55,10 +58,12 @@ class RuleLibrary {
   void index();
   std::vector<Rule> rules_;
   std::map<const OpDef*, std::vector<const Rule*>> by_root_;
+  std::map<const OpDef*, std::vector<RuleRoot>> roots_;
   std::vector<const Rule*> simplifiers_;
   std::vector<const Rule*> introducers_;
   std::vector<Rule> bare_;
   std::vector<const Rule*> none_;
+  std::vector<RuleRoot> no_roots_;
 };
 
 }  // namespace pcgx::search

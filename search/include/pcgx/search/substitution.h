@@ -43,6 +43,7 @@
 // What it preserves: the values of every graph output, whenever the rule
 // holds (a test applies every shipped rule at every match in the tiny zoo
 // models and compares the reference interpreter before and after).
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -116,6 +117,30 @@ RootNeed root_needs(const Graph& g, const Rule& rule, NodeId node, int input);
 // input i, empty where another input already rules the rule out. False
 // when no input can be changed for the rule to match.
 bool root_needs(const Graph& g, const Rule& rule, NodeId node, std::vector<RootNeed>& needs);
+
+// What a rule's first computed output (its root) asks of the node it
+// matches at, copied out of the rule's graph: the search tries thousands of
+// rules at each node, and reading this array instead of each rule's graph
+// is most of what trying a rule costs. feeders[i]: the operator and output
+// feeding input i (nullptr: a variable, anything); only the first
+// kRootFeeders inputs are kept, the rest taken as anything.
+inline constexpr size_t kRootFeeders = 4;
+struct RuleRoot {
+  const Rule* rule = nullptr;
+  const Node* node = nullptr;  // in rule->source
+  const OpDef* op = nullptr;   // node->op
+  int output = 0;
+  size_t arity = 0;
+  std::array<std::pair<const OpDef*, int>, kRootFeeders> feeders{};
+};
+// Nothing when every output of the rule's source is a variable.
+std::optional<RuleRoot> rule_root(const Rule& rule);
+// How many of node's inputs are fed otherwise than the root asks (a
+// necessary condition for a match at `node` is 0; for one after changing
+// one input, at most 1); SIZE_MAX when the operator or arity differs.
+size_t feeders_missed(const Graph& g, const RuleRoot& root, NodeId node, int* at = nullptr);
+// root_needs from the copied root.
+bool root_needs(const Graph& g, const RuleRoot& root, NodeId node, std::vector<RootNeed>& needs);
 
 // Rules whose source is a bare tensor (x => Combine(Repartition(x))) match
 // everywhere; the search uses them only at one operator's input, as the
