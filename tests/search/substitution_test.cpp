@@ -123,6 +123,67 @@ TEST(RuleRoots, FeedersNeverRuleOutAMatch) {
   EXPECT_GT(matches, 1000u);
 }
 
+// What root_needs asks at input i is what the rule reads there, and it
+// asks only where the rule reads every other input as the graph does; the
+// root's attributes decide for every input alike. Checked from the rules'
+// graphs. (No shipped rule roots at an operator of more inputs than
+// RuleRoot copies, kRootFeeders: root_needs reads those from the rule.)
+TEST(RootNeeds, AsksWhatTheRuleReadsWhereTheOtherInputsFit) {
+  const auto [intros, by_root] = index_rules({&all_ranks()});
+  size_t asked = 0;
+  std::vector<RootNeed> each;
+  for (const char* model : {"mlp-tiny", "dlrm-tiny", "gpt-tiny", "inception-v3-tiny"}) {
+    const Graph g = build_model(model);
+    for (const Node& n : g.nodes()) {
+      if (n.op->op_class != OpClass::kCompute || !by_root.count(n.op)) continue;
+      for (const Rule* r : by_root.at(n.op)) {
+        const auto root = rule_root(*r);
+        ASSERT_TRUE(root);
+        const Node& pn = *root->node;
+        const bool any = root_needs(g, *r, n.id, each);
+        ASSERT_EQ(each.size(), n.inputs.size());
+        // The rule's feeder at each input, and whether the graph's is it.
+        std::vector<std::pair<const OpDef*, int>> reads;
+        std::vector<bool> fits;
+        const bool same_root = pn.op == n.op && pn.inputs.size() == n.inputs.size() && static_cast<size_t>(root->output) < n.outputs.size();
+        for (size_t j = 0; same_root && j < pn.inputs.size(); ++j) {
+          const Node& f = r->source.node(pn.inputs[j].node);
+          reads.push_back(f.op->op_class == OpClass::kSource ? std::make_pair(static_cast<const OpDef*>(nullptr), 0)
+                                                            : std::make_pair(f.op, pn.inputs[j].output));
+          fits.push_back(!reads.back().first ||
+                         (reads.back().first == g.node(n.inputs[j].node).op && reads.back().second == n.inputs[j].output));
+        }
+        size_t missed = 0;
+        for (size_t j = 0; j < fits.size(); ++j) missed += !fits[j];
+        if (same_root && pn.inputs.size() <= kRootFeeders) {
+          EXPECT_EQ(feeders_missed(g, *root, n.id), missed) << r->id;
+        }
+        bool attrs_passed = false;
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          EXPECT_EQ(each[i], root_needs(g, *r, n.id, static_cast<int>(i))) << r->id << " at input " << i;
+          if (!each[i]) continue;
+          ++asked, attrs_passed = true;
+          ASSERT_TRUE(same_root) << r->id;
+          EXPECT_EQ(*each[i], reads[i]) << r->id << " at input " << i;
+          for (size_t j = 0; j < fits.size(); ++j) {
+            if (j != i) {
+              EXPECT_TRUE(fits[j]) << r->id << ": input " << j << " of " << describe(n) << " is not the rule's";
+            }
+          }
+        }
+        EXPECT_EQ(any, attrs_passed) << r->id;
+        // Attributes passed: every input whose others all fit is asked.
+        if (attrs_passed) {
+          for (size_t i = 0; i < fits.size(); ++i)
+            EXPECT_EQ(each[i].has_value(), missed == 0 || (missed == 1 && !fits[i])) << r->id << " at input " << i;
+        }
+      }
+    }
+  }
+  std::printf("%zu inputs asked for\n", asked);
+  EXPECT_GT(asked, 1000u);
+}
+
 // The search builds an introduction (x => Combine(Repartition(x)) at one
 // input of an operator) only when root_needs lets some rule follow it:
 // every rule that matches there after the introduction passes root_needs.

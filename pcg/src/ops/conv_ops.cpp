@@ -28,17 +28,14 @@ void conv_into(const KernelArgs<T>& a, Act act, T* y_data, std::span<const int64
   const int64_t ph = a.attrs.get_int("pad_h"), pw = a.attrs.get_int("pad_w");
   const int64_t groups = C / Cg, per_group = O / groups;
   const bool bias = a.attrs.get_bool("use_bias");
-  // Per kernel row ky, the output rows whose input row ih = oh * sh - ph + ky
-  // lies in [0, H); per kernel column kx, likewise the output columns: the
+  // For kernel row ky, the output rows whose input row ih = oh * sh - ph + ky
+  // lies in [0, H); for kernel column kx, likewise the output columns: the
   // same products as testing each, without a branch in the inner loops.
   auto valid = [](int64_t k, int64_t stride, int64_t pad, int64_t in, int64_t out) {
     const int64_t lo = std::max<int64_t>(0, (pad - k + stride - 1) / stride);
     const int64_t hi = in - 1 + pad - k < 0 ? 0 : std::min<int64_t>(out, (in - 1 + pad - k) / stride + 1);
     return std::pair{lo, std::max(lo, hi)};
   };
-  std::vector<std::pair<int64_t, int64_t>> rows(static_cast<size_t>(KH)), cols(static_cast<size_t>(KW));
-  for (int64_t ky = 0; ky < KH; ++ky) rows[static_cast<size_t>(ky)] = valid(ky, sh, ph, H, HO);
-  for (int64_t kx = 0; kx < KW; ++kx) cols[static_cast<size_t>(kx)] = valid(kx, sw, pw, W, WO);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       const int64_t g = o / per_group;
@@ -47,10 +44,10 @@ void conv_into(const KernelArgs<T>& a, Act act, T* y_data, std::span<const int64
         const T* in = x.data.data() + (n * C + g * Cg + ic) * H * W;
         const T* ker = w.data.data() + (o * Cg + ic) * KH * KW;
         for (int64_t ky = 0; ky < KH; ++ky) {
-          const auto [oh_lo, oh_hi] = rows[static_cast<size_t>(ky)];
+          const auto [oh_lo, oh_hi] = valid(ky, sh, ph, H, HO);  // computed here: a kernel allocates nothing
           for (int64_t kx = 0; kx < KW; ++kx) {
             const T kv = ker[ky * KW + kx];
-            const auto [ow_lo, ow_hi] = cols[static_cast<size_t>(kx)];
+            const auto [ow_lo, ow_hi] = valid(kx, sw, pw, W, WO);
             for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
               T* o_row = out + oh * WO;
               const int64_t base = (oh * sh - ph + ky) * W - pw + kx;
