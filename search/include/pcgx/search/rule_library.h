@@ -39,6 +39,13 @@ class RuleLibrary {
  public:
   explicit RuleLibrary(const Ruleset& rules, RuleFilter filter = RuleFilter::kAll);
   explicit RuleLibrary(std::span<const Ruleset> rulesets, RuleFilter filter = RuleFilter::kAll);
+  // Its indexes point into its own rules: moved, they still do (a
+  // vector's buffer moves with it); copied, they would point into the
+  // original's.
+  RuleLibrary(RuleLibrary&&) = default;
+  RuleLibrary& operator=(RuleLibrary&&) = default;
+  RuleLibrary(const RuleLibrary&) = delete;
+  RuleLibrary& operator=(const RuleLibrary&) = delete;
 
   const std::vector<Rule>& rules() const { return rules_; }
   // Rules whose source's first computed output comes from `op`.
