@@ -156,7 +156,7 @@ void Explorer::steps(const Graph& g, Steps& out) const {
   std::vector<std::vector<std::pair<const Rule*, std::pair<const OpDef*, int>>>> needs_at;  // per input
   std::vector<RootNeed> each;
   for (const Node& n : g.nodes()) {
-    if (n.op->op_class != OpClass::kCompute || rules_.rooted_at(n.op).empty() || fixed(g, n.id)) continue;
+    if (n.op->op_class != OpClass::kCompute || rules_.roots_at(n.op).empty() || fixed(g, n.id)) continue;
     needs_at.resize(std::max(needs_at.size(), n.inputs.size()));
     for (auto& v : needs_at) v.clear();
     for (const RuleRoot& x : rules_.roots_at(n.op))

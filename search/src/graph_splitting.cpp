@@ -61,8 +61,8 @@ std::vector<Piece> split(const Graph& g, const RuleLibrary& rules, int64_t k) {
     o.limit = 8;
     o.by_op = &by_op;
     for (const auto& [op, nodes] : by_op)
-      for (const Rule* r : rules.rooted_at(op))
-        for (const Match& m : find_matches(g, *r, consumers, o)) {
+      for (const RuleRoot& r : rules.roots_at(op))
+        for (const Match& m : find_matches(g, *r.rule, consumers, o)) {
           size_t lo = SIZE_MAX, hi = 0;
           for (NodeId n : m.nodes)
             if (n >= 0) lo = std::min(lo, pos[static_cast<size_t>(n)]), hi = std::max(hi, pos[static_cast<size_t>(n)]);

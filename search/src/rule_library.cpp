@@ -113,24 +113,15 @@ RuleLibrary RuleLibrary::filtered(RuleFilter f) const {
 }
 
 void RuleLibrary::index() {
-  by_root_.clear();
   roots_.clear();
   simplifiers_.clear();
   introducers_.clear();
   for (const Rule& r : bare_) introducers_.push_back(&r);
   for (const Rule& r : rules_) {
-    if (const auto root = rule_root(r)) {
-      by_root_[root->op].push_back(&r);
-      roots_[root->op].push_back(*root);
-    }
+    if (const auto root = rule_root(r)) roots_[root->op].push_back(*root);
     const Shape a = count(r.source), b = count(r.target);
     if (a.compute == 0 && b.compute == 0 && b.parallel < a.parallel) simplifiers_.push_back(&r);
   }
-}
-
-const std::vector<const Rule*>& RuleLibrary::rooted_at(const OpDef* op) const {
-  auto it = by_root_.find(op);
-  return it == by_root_.end() ? none_ : it->second;
 }
 
 const std::vector<RuleRoot>& RuleLibrary::roots_at(const OpDef* op) const {

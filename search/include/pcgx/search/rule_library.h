@@ -48,9 +48,8 @@ class RuleLibrary {
   RuleLibrary& operator=(const RuleLibrary&) = delete;
 
   const std::vector<Rule>& rules() const { return rules_; }
-  // Rules whose source's first computed output comes from `op`.
-  const std::vector<const Rule*>& rooted_at(const OpDef* op) const;
-  // The same rules' roots, in the same order (substitution.h's RuleRoot).
+  // The roots (substitution.h's RuleRoot, each naming its rule) of the
+  // rules whose source's first computed output comes from `op`.
   const std::vector<RuleRoot>& roots_at(const OpDef* op) const;
   const std::vector<const Rule*>& simplifiers() const { return simplifiers_; }
   // Bare-source rules whose target is parallel operators only
@@ -64,12 +63,10 @@ class RuleLibrary {
   RuleLibrary() = default;
   void index();
   std::vector<Rule> rules_;
-  std::map<const OpDef*, std::vector<const Rule*>> by_root_;
   std::map<const OpDef*, std::vector<RuleRoot>> roots_;
   std::vector<const Rule*> simplifiers_;
   std::vector<const Rule*> introducers_;
   std::vector<Rule> bare_;
-  std::vector<const Rule*> none_;
   std::vector<RuleRoot> no_roots_;
 };
 
