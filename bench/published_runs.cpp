@@ -170,6 +170,10 @@ constexpr RowH100 kRowsH100[] = {
 // vocab_parallel_cross_entropy, eager (--cross-entropy-loss-fusion is off
 // by default, and none of the runs names it).
 CrossEntropyKernel cross_entropy = CrossEntropyKernel::kEager;
+// Each dropout and its residual sum two kernels unless `--dropout-add
+// fused` says one, as Megatron-LM runs them by default (its bias-dropout-add
+// fusion; --no-bias-dropout-fusion turns it off, and none of the runs names it).
+DropoutAddKernel dropout_add = DropoutAddKernel::kEager;
 runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t batch, int64_t gpus, int64_t t, int64_t micro_batch,
                                      AttentionKernel attention) {
   runner::OptimizeRequest q;
@@ -178,7 +182,7 @@ runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t hea
   q.machine = search::find_machine("selene").with_devices(gpus);
   q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = t;
   q.micro_batch_size = micro_batch;
-  q.precision = Precision::kFp16, q.zero = ZeroStage::k0, q.attention = attention, q.cross_entropy = cross_entropy;
+  q.precision = Precision::kFp16, q.zero = ZeroStage::k0, q.attention = attention, q.cross_entropy = cross_entropy, q.dropout_add = dropout_add;
   return q;
 }
 
@@ -221,20 +225,22 @@ int main(int argc, char** argv) {
     else if (a == "--table" && i + 1 < argc && whole_number(argv[i + 1]) >= 1 && whole_number(argv[i + 1]) <= 4) table = static_cast<int>(whole_number(argv[++i]));
     else if (a == "--attention" && i + 1 < argc && attention_named(argv[i + 1])) attention = *attention_named(argv[++i]);
     else if (a == "--cross-entropy" && i + 1 < argc && cross_entropy_named(argv[i + 1])) cross_entropy = *cross_entropy_named(argv[++i]);
+    else if (a == "--dropout-add" && i + 1 < argc && dropout_add_named(argv[i + 1])) dropout_add = *dropout_add_named(argv[++i]);
     else {
       if (a == "--attention") std::fprintf(stderr, "error: --attention: unknown attention kernel '%s' (eager, flash, fused)\n", i + 1 < argc ? argv[i + 1] : "");
       if (a == "--cross-entropy") std::fprintf(stderr, "error: --cross-entropy: unknown cross-entropy kernel '%s' (fused, eager)\n", i + 1 < argc ? argv[i + 1] : "");
+      if (a == "--dropout-add") std::fprintf(stderr, "error: --dropout-add: unknown dropout-add kernel '%s' (eager, fused)\n", i + 1 < argc ? argv[i + 1] : "");
       if (a == "--rows") std::fprintf(stderr, "error: --rows: '%s' is not a positive whole number\n", i + 1 < argc ? argv[i + 1] : "");
       if (a == "--table") std::fprintf(stderr, "error: --table: '%s' is not a table (1-4)\n", i + 1 < argc ? argv[i + 1] : "");
-      std::printf("usage: bench_published_runs [--rows N] [--table 1-4] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]\n");
+      std::printf("usage: bench_published_runs [--rows N] [--table 1-4] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused] [--dropout-add eager|fused]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   auto wanted = [&](int k) { return table == 0 || table == k; };
   const Machine selene = search::find_machine("selene");
   if (wanted(1)) {
-    std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention, %s cross-entropy; seconds per iteration\n",
-                selene.name.c_str(), name(attention), name(cross_entropy));
+    std::printf("Megatron-LM's plans (Narayanan et al. SC'21, Table 1) priced on %s, %s attention, %s cross-entropy, %s dropout-add; seconds per iteration\n",
+                selene.name.c_str(), name(attention), name(cross_entropy), name(dropout_add));
     std::printf("%-7s %5s %3s %3s %5s %4s %10s %10s %10s %6s %6s %16s %8s  %s\n", "params", "GPUs", "t", "p", "batch", "M", "predicted",
                 "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search", "note");
     double sum_abs = 0, sim_abs = 0;
@@ -283,9 +289,9 @@ int main(int argc, char** argv) {
 
   }
   if (wanted(2)) {
-    std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, %s cross-entropy, input gradients sent beside the weight products; "
+    std::printf("\nKorthikanti et al. 2022, Table 4, priced on %s, %s attention, %s cross-entropy, %s dropout-add, input gradients sent beside the weight products; "
                 "seconds per iteration\n",
-                selene.name.c_str(), name(attention), name(cross_entropy));
+                selene.name.c_str(), name(attention), name(cross_entropy), name(dropout_add));
     std::printf("%-6s %5s %3s %5s  %-28s %10s %10s %10s %6s %6s %8s\n", "params", "GPUs", "p", "batch", "recipe", "predicted", "simulated",
                 "published", "ratio", "sim", "search");
     double sum2 = 0, sim2 = 0;
@@ -320,7 +326,7 @@ int main(int argc, char** argv) {
   if (wanted(3)) {
     std::printf("\nMegatron-Core r0.8.0 on H100 (Megatron-LM's README), priced on dgx-h100 nodes: bf16, flash attention, sequence parallel, "
                 "ZeRO 1 with its weights gathered beside the forward pass, input gradients sent beside the "
-                "weight products, the gathered inputs gathered again in backward (recompute gathers where t > 1), %s cross-entropy; seconds per iteration\n", name(cross_entropy));
+                "weight products, the gathered inputs gathered again in backward (recompute gathers where t > 1), %s cross-entropy, %s dropout-add; seconds per iteration\n", name(cross_entropy), name(dropout_add));
     std::printf("%-6s %5s %3s %3s %5s %-22s %10s %10s %10s %6s %6s %16s %8s\n", "params", "GPUs", "t", "p", "batch", "pcgx's choices", "predicted",
                 "simulated", "published", "ratio", "sim", "TFLOP/s pcgx/pub", "search");
     double sum3 = 0, sim3 = 0;
@@ -339,6 +345,7 @@ int main(int argc, char** argv) {
       q.machine = m.with_devices(r.gpus);
       q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = r.t, q.search.sequence_parallel = r.t > 1;
       q.precision = Precision::kBf16, q.zero = ZeroStage::k1, q.attention = AttentionKernel::kFlash, q.cross_entropy = cross_entropy;
+      q.dropout_add = dropout_add;
       q.overlap_grad_input = true, q.overlap_param_gather = true;
       // Recomputation left to optimize: Megatron-LM's plan with sequence
       // parallelism starts from gathers (each Linear's sequence-split input

@@ -209,7 +209,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       recipe.zero_weights = q.zero_weights;
       if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
-      recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy;
+      recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
@@ -304,7 +304,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       recipe.zero_weights = q.zero_weights;
       if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
-      recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy;
+      recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

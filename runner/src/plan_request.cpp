@@ -64,6 +64,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->optimizer && !stated.optimizer) q.optimizer = *plan->optimizer;
   if (plan->attention && !stated.attention) q.attention = *plan->attention;
   if (plan->cross_entropy && !stated.cross_entropy) q.cross_entropy = *plan->cross_entropy;
+  if (plan->dropout_add && !stated.dropout_add) q.dropout_add = *plan->dropout_add;
   if (plan->overlap_grad_input && !stated.overlap_grad_input) q.overlap_grad_input = *plan->overlap_grad_input;
   if (plan->overlap_param_gather && !stated.overlap_param_gather) q.overlap_param_gather = *plan->overlap_param_gather;
 }
@@ -167,6 +168,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
     if (w.stage != f.recipe.zero) plan.zero_weights.push_back(w);
   if (f.recipe.attention != AttentionKernel::kEager) plan.attention = f.recipe.attention;
   if (f.recipe.cross_entropy != CrossEntropyKernel::kFused) plan.cross_entropy = f.recipe.cross_entropy;
+  if (f.recipe.dropout_add != DropoutAddKernel::kEager) plan.dropout_add = f.recipe.dropout_add;
   if (f.recipe.overlap_grad_input) plan.overlap_grad_input = true;
   if (f.recipe.overlap_param_gather) plan.overlap_param_gather = true;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;

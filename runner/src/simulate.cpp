@@ -63,6 +63,7 @@ SimulateReport simulate(SimulateRequest q) {
   if (q.optimizer) recipe.optimizer = *q.optimizer;
   if (q.attention) recipe.attention = *q.attention;
   if (q.cross_entropy) recipe.cross_entropy = *q.cross_entropy;
+  if (q.dropout_add) recipe.dropout_add = *q.dropout_add;
   if (q.overlap_grad_input) recipe.overlap_grad_input = *q.overlap_grad_input;
   if (q.overlap_param_gather) recipe.overlap_param_gather = *q.overlap_param_gather;
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);

@@ -123,6 +123,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (f.recipe.cross_entropy == CrossEntropyKernel::kEager)
       say("note: " + q.target + " was planned with an eager cross-entropy (cross_entropy); the runtime runs its fused kernel " +
           "(the same values), and the prediction is for that");
+    if (f.recipe.dropout_add == DropoutAddKernel::kFused)
+      say("note: " + q.target + " was planned with each dropout fused with the sum reading it (dropout_add); the runtime runs " +
+          "them as two kernels (the same values), and the prediction is for that");
     if (f.recipe.overlap_param_gather && shards_optimizer(f.recipe.zero))
       say("note: " + q.target + " was planned with ZeRO's weights gathered beside the next forward pass (overlap_param_gather); the " +
           "runtime gathers them after the update, and the prediction is for that");
@@ -182,10 +185,11 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         // optimizer is the run's own, whatever the plan says; input
         // gradients are not sent beside the weight products, nor weights
         // gathered beside the forward pass, which pcgx's runtimes do not
-        // do, nor an eager cross-entropy, which they run fused, so the
-        // search prices what runs).
+        // do, nor an eager cross-entropy, which they run fused, nor a
+        // fused dropout-add, which they run as two kernels, so the search
+        // prices what runs).
         adopt_plan_settings(oq, {.algorithm = true, .precision = q.precision.has_value(), .optimizer = true, .overlap_grad_input = true,
-                                 .overlap_param_gather = true, .cross_entropy = true});
+                                 .overlap_param_gather = true, .cross_entropy = true, .dropout_add = true});
         if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
           planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);

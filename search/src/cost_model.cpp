@@ -289,7 +289,16 @@ Seconds CostModel::grouped_heads_time(const Node& n, int64_t copies) const {
   return {0.0, static_cast<double>(out.slices()) * (pass + efficiency_.launch)};
 }
 
-Seconds CostModel::operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const {
+FusedKernels CostModel::fused_kernels(const Graph& g, const SourceLayouts& layouts) const {
+  FusedKernels k{attention_kernels(g, layouts), {}};
+  if (recipe_.dropout_add == DropoutAddKernel::kFused) k.dropout_add = find_dropout_add_kernels(g, layouts);
+  return k;
+}
+
+Seconds CostModel::operator_time(const Graph& g, const FusedKernels& fused, NodeId id) const {
+  if (fused.dropout_add.fused(id) && g.node(id).op->dropout_add == DropoutAddPart::kDropout)
+    return {0.0, task_time(g, g.node(id)).backward};  // (its forward in its sum's pass)
+  const AttentionKernels& kernels = fused.attention;
   if (const int64_t copies = kernels.grouped_sum_copies(id)) return grouped_heads_time(g.node(id), copies);
   if (kernels.strided_view(id)) return {};  // (read or written by a FlashAttention kernel through its strides)
   const int32_t k = kernels.kernel[static_cast<size_t>(id)];

@@ -101,7 +101,7 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
     }
   }
   recompute = plan_recompute(g, layouts, cost.recipe());
-  kernels = cost.attention_kernels(g, layouts);
+  kernels = cost.fused_kernels(g, layouts);
   hash_nodes();
   std::vector<std::vector<NodeId>> readers(g.size());
   tree = decompose(g, active, readers);
@@ -149,13 +149,17 @@ void Problem::hash_nodes() {
       h = hash_mix(hash_mix(h, 0x0A51 ^ std::bit_cast<uint64_t>(weight_products_beside(n.id))),
                    std::bit_cast<uint64_t>(input_products_beside_rerun(n.id)));
     if (recompute.recomputed[id]) h = hash_mix(h, 0x8EC0 + static_cast<uint64_t>(recompute.recomputed_in_kernel(n.id)));
-    if (kernels.first(n.id)) {  // it stands for its kernel: every member's own shapes
-      for (const NodeId m : kernels.members[static_cast<size_t>(kernels.kernel[id])]) h = hash_mix(h, own[static_cast<size_t>(m)]);
-    } else if (kernels.in_kernel(n.id)) {
+    const AttentionKernels& attention = kernels.attention;
+    if (attention.first(n.id)) {  // it stands for its kernel: every member's own shapes
+      for (const NodeId m : attention.members[static_cast<size_t>(attention.kernel[id])]) h = hash_mix(h, own[static_cast<size_t>(m)]);
+    } else if (attention.in_kernel(n.id)) {
       h = hash_mix(h, 0xF1A5);
     }
-    if (kernels.strided_view(n.id)) h = hash_mix(h, 0x57D1);  // (no pass: a graph elsewhere, its readers, decides it)
-    if (const int64_t copies = kernels.grouped_sum_copies(n.id)) h = hash_mix(h, 0x6A0D + static_cast<uint64_t>(copies));
+    if (attention.strided_view(n.id)) h = hash_mix(h, 0x57D1);  // (no pass: a graph elsewhere, its readers, decides it)
+    if (const int64_t copies = attention.grouped_sum_copies(n.id)) h = hash_mix(h, 0x6A0D + static_cast<uint64_t>(copies));
+    // A dropout whose forward runs in its sum's pass, re-run alone or not.
+    if (const NodeId sum = kernels.dropout_add.partner_of(n.id); sum >= 0 && n.op->dropout_add == DropoutAddPart::kDropout)
+      h = hash_mix(h, 0xD40A + static_cast<uint64_t>(recompute.recomputed[static_cast<size_t>(sum)] != 0));
     local[id] = h;
   }
 }
@@ -256,11 +260,16 @@ Seconds Problem::task_seconds(NodeId id) const {
   // it) re-runs its own eager pass.
   const Seconds s = cost.operator_time(g, kernels, id);
   const bool again = recompute.recomputed[static_cast<size_t>(id)] && !recompute.recomputed_in_kernel(id);
-  if (again && kernels.in_kernel(id) && cost.recipe().attention == AttentionKernel::kFused) {
-    const std::vector<NodeId>& members = kernels.members[static_cast<size_t>(kernels.kernel[static_cast<size_t>(id)])];
+  const AttentionKernels& attention = kernels.attention;
+  if (again && attention.in_kernel(id) && cost.recipe().attention == AttentionKernel::kFused) {
+    const std::vector<NodeId>& members = attention.members[static_cast<size_t>(attention.kernel[static_cast<size_t>(id)])];
     const bool whole = std::all_of(members.begin(), members.end(), [&](NodeId m) { return recompute.recomputed[static_cast<size_t>(m)] != 0; });
     if (!whole) return {s.forward, s.backward + cost.task_time(g, g.node(id)).forward};
   }
+  // A fused dropout re-run without its sum re-runs its own eager pass.
+  if (const NodeId sum = kernels.dropout_add.partner_of(id); again && sum >= 0 && g.node(id).op->dropout_add == DropoutAddPart::kDropout &&
+                                                              !recompute.recomputed[static_cast<size_t>(sum)])
+    return {s.forward, s.backward + cost.task_time(g, g.node(id)).forward};
   return with_recompute(s, again);
 }
 

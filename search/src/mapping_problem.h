@@ -111,7 +111,7 @@ struct Problem {
   // gathers its blocks for use).
   bool held_as_copy(const Placement& p, TensorRef t, bool gathers_too) const;
   RecomputePlan recompute;                   // the cost model's recipe on g
-  AttentionKernels kernels;                  // under flash or fused attention (training_recipe.h); none otherwise
+  FusedKernels kernels;                      // attention kernels under flash or fused attention, fused dropout-adds (training_recipe.h)
   std::vector<uint64_t> local;               // local hashes
   SPTree tree;
   std::vector<uint64_t> tree_hash;

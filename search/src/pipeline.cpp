@@ -205,7 +205,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   // What each operator weighs in the balanced cuts: its task's time, an
   // attention kernel's at its first operator (attention_kernels.h).
   std::vector<double> weight(model.size(), 0.0);
-  const AttentionKernels kernels = cost.attention_kernels(model, source_layouts(model));
+  const FusedKernels kernels = cost.fused_kernels(model, source_layouts(model));
   for (NodeId id : order)
     if (model.node(id).op->op_class == OpClass::kCompute) weight[static_cast<size_t>(id)] = cost.operator_time(model, kernels, id).total();
 

@@ -69,7 +69,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
-                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "cross_entropy", "overlap_grad_input", "overlap_param_gather", "pipeline", "rewrites", "rules", "unstated"});
+                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "cross_entropy", "dropout_add", "overlap_grad_input", "overlap_param_gather", "pipeline", "rewrites", "rules", "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -144,6 +144,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("optimizer")) plan.optimizer = named("optimizer", optimizer_named, kOptimizerStates);
   if (j.contains("attention")) plan.attention = named("attention", attention_named, kAttentionKernels);
   if (j.contains("cross_entropy")) plan.cross_entropy = named("cross_entropy", cross_entropy_named, kCrossEntropyKernels);
+  if (j.contains("dropout_add")) plan.dropout_add = named("dropout_add", dropout_add_named, kDropoutAddKernels);
   if (j.contains("overlap_grad_input")) {
     if (!j["overlap_grad_input"].is_boolean())
       throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
@@ -305,6 +306,7 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.optimizer) out += "  \"optimizer\": \"" + std::string(name(*plan.optimizer)) + "\",\n";
   if (plan.attention) out += "  \"attention\": \"" + std::string(name(*plan.attention)) + "\",\n";
   if (plan.cross_entropy) out += "  \"cross_entropy\": \"" + std::string(name(*plan.cross_entropy)) + "\",\n";
+  if (plan.dropout_add) out += "  \"dropout_add\": \"" + std::string(name(*plan.dropout_add)) + "\",\n";
   if (plan.overlap_grad_input) out += std::string("  \"overlap_grad_input\": ") + (*plan.overlap_grad_input ? "true" : "false") + ",\n";
   if (plan.overlap_param_gather) out += std::string("  \"overlap_param_gather\": ") + (*plan.overlap_param_gather ? "true" : "false") + ",\n";
   if (const auto& p = plan.pipeline) {

@@ -36,6 +36,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   j["optimizer"] = name(s.recipe.optimizer);
   if (s.recipe.attention != AttentionKernel::kEager) j["attention"] = name(s.recipe.attention);
   if (s.recipe.cross_entropy != CrossEntropyKernel::kFused) j["cross_entropy"] = name(s.recipe.cross_entropy);
+  if (s.recipe.dropout_add != DropoutAddKernel::kEager) j["dropout_add"] = name(s.recipe.dropout_add);
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
   if (s.recipe.overlap_param_gather) j["overlap_param_gather"] = true;
   const Estimate& e = s.strategy.estimate;
@@ -228,9 +229,11 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   }
   if (j.contains("zero_persistence_threshold") && !shards_weights(highest_zero(s.recipe)))
     throw FileError(source, "zero_persistence_threshold", std::string("applies to ZeRO stage 3, not ") + name(s.recipe.zero));
-  // Absent: eager attention and a fused cross-entropy, as every strategy before them was priced.
+  // Absent: eager attention, a fused cross-entropy and an eager
+  // dropout-add, as every strategy before them was priced.
   if (j.contains("attention")) s.recipe.attention = kernel_choice(j["attention"], source, "attention", kAttentionKernels);
   if (j.contains("cross_entropy")) s.recipe.cross_entropy = kernel_choice(j["cross_entropy"], source, "cross_entropy", kCrossEntropyKernels);
+  if (j.contains("dropout_add")) s.recipe.dropout_add = kernel_choice(j["dropout_add"], source, "dropout_add", kDropoutAddKernels);
   if (j.contains("overlap_grad_input")) {  // absent: off, as every strategy before it was priced
     if (!j["overlap_grad_input"].is_boolean()) throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
     s.recipe.overlap_grad_input = j["overlap_grad_input"].get<bool>();

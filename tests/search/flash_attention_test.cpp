@@ -172,7 +172,7 @@ TEST(FlashAttention, GroupedHeadsCopiesAreReadThroughStrides) {
     for (const Node& n : g.nodes()) {
       if (k.grouped_sum_copies(n.id) == 0) continue;
       const double bytes = static_cast<double>(n.outputs[0].num_elements()) * 4;
-      const Seconds t = cm.operator_time(g, k, n.id);
+      const Seconds t = cm.operator_time(g, {k, {}}, n.id);
       EXPECT_EQ(t.forward, 0.0) << n.name;
       EXPECT_DOUBLE_EQ(t.backward, bytes * (1.0 + 1.0 / static_cast<double>(group)) / 1e11) << n.name;
     }

@@ -61,7 +61,7 @@ TEST(FusedSoftmax, PricedAsTheSoftmaxAloneAndTheSimulatorAgrees) {
   double scales = 0;
   for (const auto& members : k.members) {
     const Seconds softmax = eager.task_time(g, g.node(members[1])), scale = eager.task_time(g, g.node(members[0]));
-    const Seconds first = fused.operator_time(g, k, members[0]), second = fused.operator_time(g, k, members[1]);
+    const Seconds first = fused.operator_time(g, {k, {}}, members[0]), second = fused.operator_time(g, {k, {}}, members[1]);
     EXPECT_DOUBLE_EQ(first.forward, softmax.forward);
     EXPECT_DOUBLE_EQ(first.backward, softmax.backward);
     EXPECT_EQ(second.forward + second.backward, 0.0);

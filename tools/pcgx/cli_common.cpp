@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "pcgx/generator/opset.h"
+#include "pcgx/pcg/dropout_add_kernels.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
 #include "pcgx/runner/train.h"
@@ -163,6 +164,16 @@ std::string cross_entropy_line(const Graph& g) {
 CrossEntropyKernel parse_cross_entropy(const std::string& text) {
   return parse_choice<CrossEntropyKernel>(text, "--cross-entropy", "cross-entropy kernel", kCrossEntropyKernels,
                                           [](CrossEntropyKernel k) { return name(k); });
+}
+
+DropoutAddKernel parse_dropout_add(const std::string& text) {
+  return parse_choice<DropoutAddKernel>(text, "--dropout-add", "dropout-add kernel", kDropoutAddKernels, [](DropoutAddKernel k) { return name(k); });
+}
+
+std::string dropout_add_line(const Graph& g) {
+  const size_t fused = find_dropout_add_kernels(g, source_layouts(g)).count();
+  if (fused == 0) return "fused (no dropout of the model is read by a sum alone: nothing changes)";
+  return std::string("fused (") + std::to_string(fused) + (fused == 1 ? " dropout" : " dropouts") + " in their sums' pass)";
 }
 
 bool parse_on_off(const std::string& text, const char* flag) {

@@ -94,6 +94,13 @@ inline constexpr const char* kCrossEntropyHelp =
 CrossEntropyKernel parse_cross_entropy(const std::string& text);
 // What a report says of an eager cross-entropy in g: "eager (1 softmax over the logits ...)".
 std::string cross_entropy_line(const Graph& g);
+// --dropout-add of optimize and simulate: eager or fused (dropout_add_kernel.h).
+inline constexpr const char* kDropoutAddHelp =
+    "whether each dropout and the residual sum reading it run as two kernels (eager: pcgx's runtimes, PyTorch eager) or one that "
+    "reads the dropout's input and the residual and writes the sum (fused: Megatron-LM's bias-dropout-add fusion, its default)";
+DropoutAddKernel parse_dropout_add(const std::string& text);
+// What a report says of a fused dropout-add in g: "fused (96 dropouts in their sums' pass)".
+std::string dropout_add_line(const Graph& g);
 // --overlap-grad-input of optimize (a flag) and simulate (on or off):
 // TrainingRecipe::overlap_grad_input.
 inline constexpr const char* kOverlapGradInputHelp =

@@ -19,7 +19,7 @@ void add_simulate_command(CLI::App& app) {
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
   static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer, persistence, attention, overlap,
-      param_gather, cross_entropy;
+      param_gather, cross_entropy, dropout_add;
   static double bucket_mb = 25;
   static int64_t show = 8;
   static int32_t recompute_layers = 0;
@@ -40,6 +40,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--optimizer", optimizer, std::string(kOptimizerStateHelp) + " (default: the strategy's)");
   cmd->add_option("--attention", attention, std::string(kAttentionHelp) + " (default: the strategy's)");
   cmd->add_option("--cross-entropy", cross_entropy, std::string(kCrossEntropyHelp) + " (default: the strategy's)");
+  cmd->add_option("--dropout-add", dropout_add, std::string(kDropoutAddHelp) + " (default: the strategy's)");
   cmd->add_option("--overlap-grad-input", overlap, std::string(kOverlapGradInputHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--overlap-param-gather", param_gather, std::string(kOverlapParamGatherHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--schedule", schedule, kScheduleHelp);
@@ -73,6 +74,7 @@ void add_simulate_command(CLI::App& app) {
     if (!optimizer.empty()) q.optimizer = parse_optimizer_state(optimizer);
     if (!attention.empty()) q.attention = parse_attention(attention);
     if (!cross_entropy.empty()) q.cross_entropy = parse_cross_entropy(cross_entropy);
+    if (!dropout_add.empty()) q.dropout_add = parse_dropout_add(dropout_add);
     if (!overlap.empty()) q.overlap_grad_input = parse_on_off(overlap, "--overlap-grad-input");
     if (!param_gather.empty()) q.overlap_param_gather = parse_on_off(param_gather, "--overlap-param-gather");
     if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);

@@ -74,6 +74,8 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                          ->capture_default_str();
   f.cross_entropy_flag = cmd->add_option("--cross-entropy", f.cross_entropy, std::string(kCrossEntropyHelp) + " (with --plan: the plan's, when it states one)")
                              ->capture_default_str();
+  f.dropout_add_flag = cmd->add_option("--dropout-add", f.dropout_add, std::string(kDropoutAddHelp) + " (with --plan: the plan's, when it states one)")
+                           ->capture_default_str();
   f.overlap_flag = cmd->add_flag("--overlap-grad-input,!--no-overlap-grad-input", f.overlap_grad_input,
                                  std::string(kOverlapGradInputHelp) + " (--no-overlap-grad-input: not, whatever a --plan states)");
   f.param_gather_flag = cmd->add_flag("--overlap-param-gather,!--no-overlap-param-gather", f.overlap_param_gather,
@@ -115,6 +117,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.optimizer = parse_optimizer_state(f.optimizer);
   q.attention = parse_attention(f.attention);
   q.cross_entropy = parse_cross_entropy(f.cross_entropy);
+  q.dropout_add = parse_dropout_add(f.dropout_add);
   q.overlap_grad_input = f.overlap_grad_input;
   q.overlap_param_gather = f.overlap_param_gather;
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
@@ -125,7 +128,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
                                   f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_flag->count() > 0,
-                                  f.param_gather_flag->count() > 0, f.cross_entropy_flag->count() > 0});
+                                  f.param_gather_flag->count() > 0, f.cross_entropy_flag->count() > 0, f.dropout_add_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

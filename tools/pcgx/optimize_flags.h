@@ -18,7 +18,7 @@ struct OptimizeFlags {
   std::vector<std::string> rulesets;
   std::string model, machine, algorithm = "unity", rank = "simulation", out, dot, profile, efficiency, precision = "tf32",
       recompute = "auto", zero = "auto", plan, optimizer = "adam", persistence = "auto",
-      attention = "eager", cross_entropy = "fused";
+      attention = "eager", cross_entropy = "fused", dropout_add = "eager";
   std::vector<std::string> sets;
   int64_t devices = 0;
   int32_t recompute_layers = 0;  // 0: not stated
@@ -30,7 +30,8 @@ struct OptimizeFlags {
   PipelineFlags pipe;
   search::SearchOptions search;
   CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr, *optimizer_flag = nullptr,
-             *attention_flag = nullptr, *cross_entropy_flag = nullptr, *overlap_flag = nullptr, *param_gather_flag = nullptr;
+             *attention_flag = nullptr, *cross_entropy_flag = nullptr, *dropout_add_flag = nullptr, *overlap_flag = nullptr,
+             *param_gather_flag = nullptr;
 };
 
 void add_optimize_options(CLI::App* cmd, OptimizeFlags& f);

@@ -150,6 +150,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
         << " kernels: the scale and the softmax as one)\n";
   }
   if (recipe.cross_entropy == CrossEntropyKernel::kEager) out << "cross-entropy         " << cross_entropy_line(rep.result.search.strategy.graph) << "\n";
+  if (recipe.dropout_add == DropoutAddKernel::kFused) out << "dropout-add           " << dropout_add_line(rep.result.search.strategy.graph) << "\n";
   if (recipe.overlap_grad_input)
     out << "input gradients       " << overlap_grad_input_line(q.machine) << "\n";
   if (recipe.overlap_param_gather)

@@ -28,6 +28,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
   out << "optimizer             " << name(recipe.optimizer) << "\n";
   if (recipe.attention != AttentionKernel::kEager) out << "attention             " << name(recipe.attention) << "\n";
   if (recipe.cross_entropy == CrossEntropyKernel::kEager) out << "cross-entropy         " << cross_entropy_line(f.strategy.graph) << "\n";
+  if (recipe.dropout_add == DropoutAddKernel::kFused) out << "dropout-add           " << dropout_add_line(f.strategy.graph) << "\n";
   if (recipe.overlap_grad_input) out << "input gradients       " << overlap_grad_input_line(m) << "\n";
   if (recipe.overlap_param_gather) out << "weights after update  " << overlap_param_gather_line(m, recipe.zero, f.strategy.estimate.gathered_for_use > 0) << "\n";
   if (const auto p = sim.pipeline())

@@ -192,6 +192,7 @@ void register_elementwise_ops(OpRegistry& r) {
   add.backward_reads = reads(0, 0);
   add.smt = {{"ew_add", 2}};
   add.elementwise = true;
+  add.dropout_add = DropoutAddPart::kSum;
   add.any_rank = true;
   r.add(add);
   OpDef mul = binary("EwMul", "elementwise product of two tensors of one shape");
@@ -299,6 +300,7 @@ void register_elementwise_ops(OpRegistry& r) {
   drop.backward_reads = reads(0, 0);  // the mask is drawn again from (seed, index)
   drop.smt = {{"dropout", 1, {"rate", "seed"}}};
   drop.elementwise = true;
+  drop.dropout_add = DropoutAddPart::kDropout;
   r.add(drop);
 }
 

@@ -195,6 +195,7 @@ enum class PoolInput : uint8_t {
 };
 
 enum class CrossEntropyPart : uint8_t { kNone, kSoftmax, kPick };
+enum class DropoutAddPart : uint8_t { kNone, kDropout, kSum };
 
 struct OpDef {
   std::string name;
@@ -213,6 +214,10 @@ struct OpDef {
   // there), kPick only the labels' logits (CrossEntropyApply: under eager
   // an index into the rows, the logits not read through).
   CrossEntropyPart cross_entropy = CrossEntropyPart::kNone;
+  // Its part in a dropout-add kernel (dropout_add_kernel.h), by which the
+  // cost model prices a fused one: kDropout a dropout, kSum the sum of two
+  // tensors that may read its output (EwAdd).
+  DropoutAddPart dropout_add = DropoutAddPart::kNone;
   std::string summary;
   std::vector<AttrSpec> attrs;
   std::vector<std::string> input_names;  // for messages; the last repeats when variadic

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pcgx/pcg/cross_entropy_kernel.h"
+#include "pcgx/pcg/dropout_add_kernel.h"
 #include "pcgx/pcg/precision.h"
 
 namespace pcgx {
@@ -265,6 +266,9 @@ struct TrainingRecipe {
   // How the cross-entropy over the logits runs: one fused kernel, or
   // eager FP32 passes keeping the FP32 probabilities (cross_entropy_kernel.h).
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::kFused;
+  // Whether a dropout and the residual sum reading it run as one kernel
+  // (Megatron-LM's bias-dropout-add fusion) or two (dropout_add_kernel.h).
+  DropoutAddKernel dropout_add = DropoutAddKernel::kEager;
   // Each product reading a weight (a Linear) computes its input's gradient
   // first and sends it on (the collective its input's layout change runs
   // backward: a tensor-parallel all-reduce, or sequence parallelism's

@@ -76,6 +76,9 @@ struct OptimizeRequest {
   // How the plan's runs compute the cross-entropy (cross_entropy_kernel.h):
   // fused unless said.
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::kFused;
+  // Whether a dropout and the residual sum reading it run as one kernel
+  // (dropout_add_kernel.h): eager unless said.
+  DropoutAddKernel dropout_add = DropoutAddKernel::kEager;
   // Each product sends its input's gradient while it computes its
   // weight's (TrainingRecipe::overlap_grad_input): off unless said.
   bool overlap_grad_input = false;

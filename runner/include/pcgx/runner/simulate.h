@@ -32,6 +32,7 @@ struct SimulateRequest {
   std::optional<OptimizerState> optimizer;
   std::optional<AttentionKernel> attention;  // the strategy's unless said
   std::optional<CrossEntropyKernel> cross_entropy;  // the strategy's unless said
+  std::optional<DropoutAddKernel> dropout_add;      // the strategy's unless said
   std::optional<bool> overlap_grad_input;    // the strategy's unless said
   std::optional<bool> overlap_param_gather;  // the strategy's unless said
   search::Efficiency efficiency = search::default_efficiency();

@@ -98,6 +98,7 @@
 #include <vector>
 
 #include "pcgx/pcg/attention_kernels.h"
+#include "pcgx/pcg/dropout_add_kernels.h"
 #include "pcgx/pcg/graph.h"
 #include "pcgx/pcg/machine.h"
 #include "pcgx/pcg/placement.h"
@@ -209,6 +210,13 @@ int64_t node_slices(const Graph& g, const Node& n);
 // sharded_sync_extra_bytes.)
 double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe);
 
+// The kernels a recipe runs several of a graph's operators in, found once
+// per graph (CostModel::fused_kernels) and read per operator.
+struct FusedKernels {
+  AttentionKernels attention;
+  DropoutAddKernels dropout_add;
+};
+
 class CostModel {
  public:
   // Throws FieldError when the machine cannot price the recipe's precision.
@@ -239,15 +247,24 @@ class CostModel {
   // forward as for any operator).
   Seconds attention_kernel_time(const Graph& g, const std::vector<NodeId>& members) const;
   // The attention kernels of g under this recipe (FlashAttention's, or the
-  // fused scale and softmax; none under eager), and one task of compute
-  // node `id` with them: its own time, its kernel's at the kernel's first
-  // operator (a fused scale and softmax: the softmax's pass), nothing at
-  // the kernel's others, nothing for a transpose a FlashAttention kernel
-  // reads or writes through its strides, nor for the copies of a grouped
-  // key/value head it reads by strides, whose last copy's backward is the
-  // copies' gradients summed (grouped_heads_time).
+  // fused scale and softmax; none under eager).
   AttentionKernels attention_kernels(const Graph& g, const SourceLayouts& layouts) const;
-  Seconds operator_time(const Graph& g, const AttentionKernels& kernels, NodeId id) const;
+  // Every kernel of several of g's operators under this recipe: its
+  // attention kernels, and its dropouts fused with the sums reading them
+  // (none under an eager dropout-add).
+  FusedKernels fused_kernels(const Graph& g, const SourceLayouts& layouts) const;
+  // One task of compute node `id` with g's kernels: its own time, its
+  // attention kernel's at the kernel's first operator (a fused scale and
+  // softmax: the softmax's pass), nothing at the kernel's others, nothing
+  // for a transpose a FlashAttention kernel reads or writes through its
+  // strides, nor for the copies of a grouped key/value head it reads by
+  // strides, whose last copy's backward is the copies' gradients summed
+  // (grouped_heads_time). A dropout fused with its sum has no forward
+  // pass of its own: the kernel reads the dropout's input and the
+  // residual and writes the sum, the bytes of the sum's own pass, which
+  // the sum keeps (with a measured profile, its measured time); the
+  // backward passes are each operator's own, as eager.
+  Seconds operator_time(const Graph& g, const FusedKernels& kernels, NodeId id) const;
   // One task of n, the last of a grouped head's `copies` copies
   // (AttentionKernels::grouped_sum): no forward; in backward, one pass
   // reading the copies' gradients (its output's bytes) and writing the

@@ -119,6 +119,7 @@ struct UserPlan {
   std::optional<OptimizerState> optimizer;  // sgd, momentum, adam: its state and update priced (optimizer_state.h)
   std::optional<AttentionKernel> attention;  // eager, flash, fused (training_recipe.h)
   std::optional<CrossEntropyKernel> cross_entropy;  // fused, eager (cross_entropy_kernel.h)
+  std::optional<DropoutAddKernel> dropout_add;      // eager, fused (dropout_add_kernel.h)
   std::optional<bool> overlap_grad_input;    // TrainingRecipe::overlap_grad_input
   std::optional<bool> overlap_param_gather;  // TrainingRecipe::overlap_param_gather
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
