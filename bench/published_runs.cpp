@@ -69,10 +69,12 @@
 // measured tokens per second.
 //
 // Usage: bench_published_runs [--rows N] [--table K] [--unity] [--attention eager|fused|flash] [--cross-entropy eager|fused]
+//                             [--dropout-add eager|fused]
 //        (the first N rows of each table; default all; --table: the K-th
 //        table alone, 1-4; --attention: the kernel the first two tables
 //        price, default eager (the others state theirs: flash);
-//        --cross-entropy: every table's, default eager)
+//        --cross-entropy: every table's, default eager; --dropout-add:
+//        the first three tables', default eager)
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -171,8 +173,12 @@ constexpr RowH100 kRowsH100[] = {
 // by default, and none of the runs names it).
 CrossEntropyKernel cross_entropy = CrossEntropyKernel::kEager;
 // Each dropout and its residual sum two kernels unless `--dropout-add
-// fused` says one, as Megatron-LM runs them by default (its bias-dropout-add
-// fusion; --no-bias-dropout-fusion turns it off, and none of the runs names it).
+// fused` says one. Megatron-LM ran them as one (its bias-dropout-add
+// fusion is on unless --no-bias-dropout-fusion, which none of the runs
+// names), and its masked softmax fused (`--attention fused`); the tables
+// default to pcgx's own default kernels, eager, so that their figures
+// compare with every earlier run of this bench, and docs/results.md gives
+// both.
 DropoutAddKernel dropout_add = DropoutAddKernel::kEager;
 runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t batch, int64_t gpus, int64_t t, int64_t micro_batch,
                                      AttentionKernel attention) {

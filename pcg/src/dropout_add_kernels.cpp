@@ -34,7 +34,7 @@ DropoutAddKernels find_dropout_add_kernels(const Graph& g, const SourceLayouts& 
     const Node& s = g.node(by.front());
     if (!per_task(s, DropoutAddPart::kSum) || s.inputs.size() != 2) continue;
     const TensorRef& residual = s.inputs[0].node == d.id ? s.inputs[1] : s.inputs[0];
-    if (residual.node == d.id || layouts.weight(residual)) continue;
+    if (residual.node == d.id || layouts.weight(residual) || (!out.partner.empty() && out.partner[static_cast<size_t>(s.id)] >= 0)) continue;
     const ParallelTensorShape& mine = d.outputs[0];
     if (g.shape(residual).slice_shape() != mine.slice_shape() || s.outputs[0].slice_shape() != mine.slice_shape() ||
         g.shape(d.inputs[0]).slice_shape() != mine.slice_shape())

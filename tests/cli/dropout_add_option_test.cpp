@@ -46,13 +46,25 @@ TEST(DropoutAddOption, FusedIsPricedRecordedAndSimulated) {
   ASSERT_EQ(as_eager.code, 0) << as_eager.out;
   EXPECT_EQ(as_eager.out.find("dropout-add "), std::string::npos) << as_eager.out;
   EXPECT_GT(ratio(as_eager.out), 1.0) << as_eager.out;
-  // pcgx's runtime trains it as two kernels, says so, and predicts that.
+  // pcgx's runtime trains it as two kernels, says so, and predicts that:
+  // the eager plan's step.
   const auto trained = run("run " + fused + " --steps 1 --no-report --no-plot");
   ASSERT_EQ(trained.code, 0) << trained.out;
   EXPECT_NE(trained.out.find("note: " + fused + " was planned with each dropout fused with the sum reading it (dropout_add); the runtime runs "
                                                 "them as two kernels"),
             std::string::npos)
       << trained.out;
+  const auto as_planned_eager = run("run " + eager + " --steps 1 --no-report --no-plot");
+  ASSERT_EQ(as_planned_eager.code, 0) << as_planned_eager.out;
+  EXPECT_EQ(as_planned_eager.out.find("(dropout_add)"), std::string::npos) << as_planned_eager.out;
+  auto run_predicted = [](const std::string& out) {
+    const size_t at = out.find(" ms predicted on ");
+    if (at == std::string::npos) return std::string();
+    const size_t from = out.rfind(' ', at - 1);
+    return out.substr(from + 1, at - from - 1);
+  };
+  EXPECT_FALSE(run_predicted(trained.out).empty()) << trained.out;
+  EXPECT_EQ(run_predicted(trained.out), run_predicted(as_planned_eager.out)) << trained.out << as_planned_eager.out;
 }
 
 TEST(DropoutAddOption, APlanStatesIt) {

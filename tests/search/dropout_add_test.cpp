@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,26 +60,48 @@ TEST(DropoutAdd, EachLayersTwoDropoutsAndTheirResidualSums) {
   size_t fused = 0;
   for (const Node& n : g.nodes()) fused += k.fused(n.id) ? 1 : 0;
   EXPECT_EQ(fused, 8u);
-  const Graph llama = build_model("llama-tiny", {});  // (no dropout)
-  EXPECT_EQ(find_dropout_add_kernels(llama, source_layouts(llama)).count(), 0u);
+}
+
+// Megatron-LM's tensor parallelism over the 4 devices of a node, with and
+// without sequence parallelism: the dropout and its sum run one task
+// each on every device (or a share of the sequence each), read through
+// no parallel operator, and fuse as under data parallelism.
+TEST(DropoutAdd, TensorAndSequenceParallelPlansFuseTheSame) {
+  for (const bool sp : {false, true}) {
+    const std::optional<Graph> t = expert(build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}}), toy_machine(), 4, 4, sp);
+    ASSERT_TRUE(t.has_value());
+    const DropoutAddKernels k = find_dropout_add_kernels(*t, source_layouts(*t));
+    EXPECT_EQ(k.count(), 4u) << "sequence parallel " << sp;
+    for (const std::string b : {"block0", "block1"})
+      for (const std::string part : {"attn", "mlp"}) {
+        const NodeId d = id_of(*t, b + "." + part + "_dropout");
+        EXPECT_EQ(k.partner_of(d), id_of(*t, b + "." + part + "_residual")) << b << part << " sequence parallel " << sp;
+      }
+  }
 }
 
 // Only a dropout whose one reader is a sum of it and another activation
 // of its shape.
 TEST(DropoutAdd, OnlyADropoutReadByOneSumOfItAndAnActivation) {
-  enum Case { kFused, kTwoReaders, kReadTwice, kAnOutput, kAWeight, kAProduct };
-  for (const Case c : {kFused, kTwoReaders, kReadTwice, kAnOutput, kAWeight, kAProduct}) {
+  enum Case { kFused, kTwoReaders, kReadTwice, kAnOutput, kAWeight, kAProduct, kTwoDropouts };
+  for (const Case c : {kFused, kTwoReaders, kReadTwice, kAnOutput, kAWeight, kAProduct, kTwoDropouts}) {
     GraphBuilder b("g");
     const TensorRef x = b.input("x", {4, 8}), r = c == kAWeight ? b.weight("r", {4, 8}) : b.input("r", {4, 8});
     const TensorRef d = b.dropout(x, 0.1, "drop");
-    const TensorRef s = c == kReadTwice ? b.binary("EwAdd", d, d, "sum") : b.binary(c == kAProduct ? "EwMul" : "EwAdd", r, d, "sum");
+    // (Of a sum of two dropouts, the first fuses and the second runs alone.)
+    const TensorRef other = c == kTwoDropouts ? b.dropout(r, 0.1, "drop2") : r;
+    const TensorRef s = c == kReadTwice ? b.binary("EwAdd", d, d, "sum") : b.binary(c == kAProduct ? "EwMul" : "EwAdd", other, d, "sum");
     b.graph().add_output(s);
     if (c == kTwoReaders) b.graph().add_output(b.unary("Relu", d, "relu"));
     if (c == kAnOutput) b.graph().add_output(d);
     const Graph g = b.finish();
     const DropoutAddKernels k = find_dropout_add_kernels(g, source_layouts(g));
-    EXPECT_EQ(k.count(), c == kFused ? 1u : 0u) << "case " << c;
-    EXPECT_EQ(k.fused(id_of(g, "drop")), c == kFused) << "case " << c;
+    EXPECT_EQ(k.count(), c == kFused || c == kTwoDropouts ? 1u : 0u) << "case " << c;
+    EXPECT_EQ(k.fused(id_of(g, "drop")), c == kFused || c == kTwoDropouts) << "case " << c;
+    if (c == kTwoDropouts) {
+      EXPECT_FALSE(k.fused(id_of(g, "drop2")));
+      EXPECT_EQ(k.partner_of(id_of(g, "sum")), id_of(g, "drop"));
+    }
   }
 }
 
@@ -163,6 +186,37 @@ TEST(DropoutAdd, ADropoutRecomputedAloneRerunsItsOwnPass) {
   ASSERT_GT(own, 0);
   EXPECT_NEAR(s.estimate.time - base.estimate.time, own, 1e-9 * base.estimate.time);
   EXPECT_NEAR(Simulator(s.graph, s.views, alone).time(), s.estimate.time, 1e-9 * s.estimate.time);
+}
+
+// Two dropouts alike in every attribute (the same seed) and in their
+// shapes and placement, one re-run with its sum (the kernel again, priced
+// at the sum) and one alone (its own pass again): the mapping prices each
+// as its own, not one as the other (its cache of leaves tells them apart).
+TEST(DropoutAdd, DropoutsRerunWithAndWithoutTheirSumsArePricedApart) {
+  GraphBuilder b("residuals");
+  TensorRef x = b.input("x", {8, 256});
+  for (const std::string l : {"1", "2"}) {
+    const TensorRef a = b.linear(x, 256, "none", false, "linear" + l);
+    const TensorRef d = b.op("Dropout", {{"rate", 0.1}, {"seed", int64_t{7}}}, {a}, "drop" + l);
+    x = b.binary("EwAdd", x, d, "sum" + l);
+  }
+  b.graph().add_output(x);
+  const Graph g = data_parallel(b.finish(), 8);
+  const CostModel eager = model(DropoutAddKernel::kEager), fused = model(DropoutAddKernel::kFused);
+  ASSERT_EQ(fused.fused_kernels(g, source_layouts(g)).dropout_add.count(), 2u);
+  TrainingRecipe r = fused.recipe();
+  r.recompute = Recompute::kOperators;
+  r.recompute_operators = {"drop1", "drop2", "sum1"};
+  const CostModel some = fused.with_recipe(r);
+  const RecomputePlan plan = plan_recompute(g, source_layouts(g), r);
+  for (const std::string& n : r.recompute_operators) ASSERT_TRUE(plan.recomputed[static_cast<size_t>(id_of(g, n))]) << n;
+  ASSERT_FALSE(plan.recomputed[static_cast<size_t>(id_of(g, "sum2"))]);
+  const double again = eager.task_time(g, g.node(id_of(g, "sum1"))).forward + eager.task_time(g, g.node(id_of(g, "drop2"))).forward;
+  ASSERT_GT(again, 0);
+  const Strategy base = MachineMapper(fused).map(g), s = MachineMapper(some).map(g);
+  ASSERT_EQ(s.views, base.views);
+  EXPECT_NEAR(s.estimate.time - base.estimate.time, again, 1e-9 * base.estimate.time);
+  EXPECT_NEAR(Simulator(s.graph, s.views, some).time(), s.estimate.time, 1e-9 * s.estimate.time);
 }
 
 // The strategy file records it; read back, the same recipe; absent, eager;

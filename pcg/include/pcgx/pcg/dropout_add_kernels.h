@@ -2,8 +2,8 @@
 // Where a graph's dropouts run as one kernel with the sum reading them,
 // under training_recipe.h's DropoutAddKernel::kFused
 // (dropout_add_kernel.h): found once per graph, read alike by the cost
-// model and the simulator, which price the kernel's forward pass at the
-// dropout and nothing at the sum.
+// model and the simulator, which price the kernel's forward pass as the
+// sum's own pass and nothing at the dropout.
 #include <cstddef>
 #include <vector>
 
@@ -15,7 +15,9 @@ namespace pcgx {
 // A kernel is a
 // dropout (OpDef::dropout_add kDropout) whose output is read by one
 // operator alone, once, and not a graph output, that operator a sum
-// (kSum) whose other input is an activation of the same shard shape. The
+// (kSum) whose other input is an activation of the same shard shape and
+// not itself a dropout fused there (of a sum of two dropouts, the first
+// runs in the sum's pass, the second alone). The
 // graph may be a model or a parallelized strategy (its operators' shards:
 // a parallel operator between the two, or a shard-level copy of either,
 // leaves both eager).
