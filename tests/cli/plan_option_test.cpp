@@ -23,6 +23,7 @@ using pcgx::testing::loss_line;
 using pcgx::testing::trains_like;
 using pcgx::testing::predicted_ms;
 using pcgx::testing::run;
+using pcgx::testing::run_predicted_ms;
 
 fs::path dir() {
   static const fs::path d = pcgx::testing::temp_dir("pcgx_plan_option_test");
@@ -284,14 +285,6 @@ TEST(PlanOption, MistakesAreOneErrorLine) {
   expect_one_error_line(run("optimize gpt-tiny --search sequential --plan " + kPlans + "data-parallel-4.json" + base),
                         "not searched with sequential", out);  // (unity searches what a plan does not state: TheUnstatedRestIsSearched)
 
-}
-
-// The step a run predicts for what it runs ("X ms predicted on ..."); -1 when it says none.
-double run_predicted_ms(const std::string& out) {
-  const size_t at = out.find(" ms predicted on");
-  if (at == std::string::npos) return -1;
-  const size_t from = out.find_last_not_of("0123456789.", at - 1) + 1;
-  return std::stod(out.substr(from, at - from));
 }
 
 // How many Linear operators of a strategy file have a view starting on `device`.

@@ -29,6 +29,14 @@ inline double predicted_ms(const std::string& out) {
   return std::stod(out.substr(out.find_first_of("0123456789", at)));
 }
 
+// The step a run predicts for what it runs ("X ms predicted on ..."); -1 when it says none.
+inline double run_predicted_ms(const std::string& out) {
+  const size_t at = out.find(" ms predicted on");
+  if (at == std::string::npos) return -1;
+  const size_t from = out.find_last_not_of("0123456789.", at - 1) + 1;
+  return std::stod(out.substr(from, at - from));
+}
+
 // The ratio `pcgx simulate` prints (simulated over the strategy's estimate); 0 where none.
 inline double ratio(const std::string& out) {
   const size_t at = out.find("ratio ");
