@@ -64,12 +64,38 @@ const std::vector<Move>& Placement::moves(NodeId n) const {
   return moves_[i];
 }
 
+namespace {
+
+// The tensors whose owners are being worked out on this thread: owners()
+// follows a tensor's readers and, for the copies a replica-axis Split
+// leaves unread, goes back to where they come from, so a parallel
+// operator that only such a Split reads would come back to itself.
+struct Working {
+  const Placement* placement;
+  TensorRef tensor;
+};
+thread_local std::vector<Working> working;
+
+struct WorkingOn {
+  WorkingOn(const Placement* p, TensorRef t) { working.push_back({p, t}); }
+  ~WorkingOn() { working.pop_back(); }
+  WorkingOn(const WorkingOn&) = delete;
+  WorkingOn& operator=(const WorkingOn&) = delete;
+};
+
+bool worked_on(const Placement* p, TensorRef t) {
+  return std::any_of(working.begin(), working.end(), [&](const Working& w) { return w.placement == p && w.tensor == t; });
+}
+
+}  // namespace
+
 const std::vector<int64_t>& Placement::owners(TensorRef t) const {
   auto& per_node = owners_[static_cast<size_t>(t.node)];
   const Node& n = g_.node(t.node);
   if (per_node.empty()) per_node.resize(n.outputs.size());
   auto& out = per_node[static_cast<size_t>(t.output)];
   if (!out.empty()) return out;
+  const WorkingOn on(this, t);
   const int64_t shards = n.outputs[static_cast<size_t>(t.output)].num_shards();
   std::vector<int64_t> own(static_cast<size_t>(shards), -1);
   if (n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs)) {
@@ -100,11 +126,13 @@ const std::vector<int64_t>& Placement::owners(TensorRef t) const {
   // A shard no one reads, of a Concat or Split along the replica axis (the
   // copies a first-copy Split leaves; not a graph output): where it comes from, so that it moves nowhere
   // (on another device it would be a message, and across pipeline stages
-  // one no schedule sends).
+  // one no schedule sends). Not where that is what is being worked out (a
+  // parallel operator only this Split reads: its shard then goes where
+  // this one's does, by the default below).
   const auto& outs = g_.outputs();
   if (n.op->op_class == OpClass::kCompute && n.op->is_shard_level(n.attrs) && std::find(outs.begin(), outs.end(), t) == outs.end())
     for (const Move& m : moves(t.node))
-      if (m.output == t.output && own[static_cast<size_t>(m.out_shard)] < 0)
+      if (m.output == t.output && own[static_cast<size_t>(m.out_shard)] < 0 && !worked_on(this, n.inputs[static_cast<size_t>(m.input)]))
         own[static_cast<size_t>(m.out_shard)] = owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard);
   for (size_t s = 0; s < own.size(); ++s)
     if (own[s] < 0) own[s] = static_cast<int64_t>(s) % std::max<int64_t>(devices_, 1);
