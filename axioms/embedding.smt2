@@ -20,6 +20,15 @@
   (=> (= (rep i) 1) (= (embedding i (combine t 0 k)) (reduce (embedding (replicate i k) t) k)))) :named embedding_rows_combine))
 (assert (! (forall ((i Tensor) (t Tensor) (k Int))
   (=> (and (= (rep i) 1) (= (rep t) 1)) (= (replicate (embedding i t) k) (embedding (replicate i k) (replicate t k))))) :named embedding_replicate))
+; Copies of a lookup whose table is copies of one whole tensor (its indices
+; split, the table copied to each task): every slot of the table holds the
+; same rows, so whatever slot a task of the copied lookup reads, it reads
+; them (Megatron-LM's position embedding on every device of a
+; tensor-parallel group, beside data parallelism). Not where the table is
+; split: its slots then hold different blocks.
+(assert (! (forall ((i Tensor) (t Tensor) (m Int) (k Int))
+  (=> (and (= (rep t) 1) (= (deg_after t (- 1)) 1))
+      (= (replicate (embedding i (replicate t m)) k) (embedding (replicate i k) (replicate (replicate t m) k))))) :named embedding_replicate_copies))
 ; Linear in the table; concatenated columns give concatenated outputs.
 (assert (! (forall ((i Tensor) (t Tensor) (u Tensor)) (= (embedding i (ew_add t u)) (ew_add (embedding i t) (embedding i u)))) :named embedding_table_ew_add))
 (assert (! (forall ((i Tensor) (t Tensor) (u Tensor)) (= (embedding i (concat t u 1)) (concat (embedding i t) (embedding i u) (rank i)))) :named embedding_table_concat))

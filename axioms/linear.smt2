@@ -40,6 +40,16 @@
 (assert (! (forall ((x Tensor) (w Tensor) (k Int) (a Int))
   (=> (and (= (rep x) 1) (= (rep w) 1) (= (rep (linear x w a)) 1))
       (= (replicate (linear x w a) k) (linear (replicate x k) (replicate w k) a)))) :named linear_replicate))
+; Copies of a product whose weight is copies of one whole tensor (its
+; input's samples split, the weight copied to each task): every slot of
+; the weight holds the same values, so whatever slot a task of the copied
+; product reads, it reads them (Megatron-LM's products on every device of
+; a tensor-parallel group where a weight is not split, as grouped-query
+; attention's one key head, beside data parallelism). Not where the
+; weight is split: its slots then hold different blocks.
+(assert (! (forall ((x Tensor) (w Tensor) (m Int) (k Int) (a Int))
+  (=> (and (= (rep w) 1) (= (deg_after w (- 1)) 1))
+      (= (replicate (linear x (replicate w m) a) k) (linear (replicate x k) (replicate (replicate w m) k) a)))) :named linear_replicate_copies))
 
 ; Splitting a batch dimension before or after Linear.
 (assert (! (forall ((x Tensor) (w Tensor) (d Int) (a Int))

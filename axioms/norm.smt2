@@ -23,6 +23,15 @@
 (assert (! (forall ((x Tensor) (g Tensor) (b Tensor) (e Int) (k Int))
   (=> (and (= (rep g) (rep x)) (= (rep b) (rep x)))
       (= (replicate (layer_norm_affine x g b e) k) (layer_norm_affine (replicate x k) (replicate g k) (replicate b k) e)))) :named layer_norm_affine_replicate))
+; Copies of a norm whose gamma and beta are copies of one tensor each (its
+; samples split, gamma and beta copied to each task): every slot of gamma
+; and beta holds the same values, so whatever slot a task of the copied
+; norm reads, it reads them (Megatron-LM's norms on every device of a
+; tensor-parallel group, beside data parallelism).
+(assert (! (forall ((x Tensor) (g Tensor) (b Tensor) (e Int) (m Int) (k Int))
+  (=> (and (= (rep g) 1) (= (rep b) 1))
+      (= (replicate (layer_norm_affine x (replicate g m) (replicate b m) e) k)
+         (layer_norm_affine (replicate x k) (replicate (replicate g m) k) (replicate (replicate b m) k) e)))) :named layer_norm_affine_replicate_copies))
 
 ; BatchNorm: the channel dimension splits, with gamma and beta (whatever
 ; its statistics group).
