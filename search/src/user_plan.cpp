@@ -485,11 +485,15 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
   if (named.empty()) return plan;
   // The most common partition first, for every operator; of equally common
   // ones the one naming the fewest kinds (plain data parallelism before a
-  // split of some other dimension), so that a model's count of layers does
-  // not decide it.
+  // split of some other dimension). Counted by operator of a layer (every
+  // layer's "block*.ln1" once), so that a model's count of layers does not
+  // decide it.
   std::map<Run, int> count;
-  for (size_t i = 0; i < partition.size(); ++i)
-    if (!named[i].part) ++count[partition[i]];
+  std::set<std::pair<Run, std::string>> counted;
+  for (size_t i = 0; i < partition.size(); ++i) {
+    const std::string pattern = layer_pattern(named[i].name);
+    if (!named[i].part && counted.insert({partition[i], pattern.empty() ? named[i].name : pattern}).second) ++count[partition[i]];
+  }
   const Run* common = &count.begin()->first;
   for (const auto& [p, c] : count)
     if (c > count[*common] || (c == count[*common] && p.first.size() < common->first.size())) common = &p;
@@ -499,20 +503,33 @@ UserPlan plan_of_strategy(const Graph& g, std::span<const MachineView> views, in
   for (size_t i = 0; i < named.size(); ++i)
     if (partition[i] != *common) by_pattern[layer_pattern(named[i].name)].push_back(i);
   std::vector<std::pair<NodeId, PlanRule>> rules;  // by first operator, for graph order
+  // One rule for `members` by `pattern`, where they run alike and it selects nothing else.
+  auto one_rule = [&](const std::string& pattern, const std::vector<size_t>& members) {
+    if (pattern.empty()) return false;
+    for (size_t i : members)
+      if (partition[i] != partition[members.front()]) return false;
+    size_t selected = 0;
+    for (const Named& n : named) selected += glob(pattern, n.name);
+    if (selected != members.size()) return false;
+    const Run& run = partition[members.front()];
+    rules.push_back({named[members.front()].id, {PlanSelector{pattern, "", std::nullopt, std::nullopt}, run.first, run.second}});
+    return true;
+  };
   for (const auto& [pattern, members] : by_pattern) {
-    bool alike = !pattern.empty();
-    for (size_t i : members) alike = alike && partition[i] == partition[members.front()];
-    if (alike) {  // and the pattern selects nothing else
-      size_t selected = 0;
-      for (const Named& n : named) selected += glob(pattern, n.name);
-      alike = selected == members.size();
+    if (one_rule(pattern, members)) continue;
+    // Where '*' selects more ("block*.attn_dropout" also selects
+    // "block0.attn.attn_dropout"), the layer index as that many '?'s: a
+    // rule per count of digits.
+    std::map<std::string, std::vector<size_t>> by_digits;
+    for (size_t i : members) {
+      const auto at = layer_digits(named[i].name);
+      by_digits[at ? named[i].name.substr(0, at->first) + std::string(at->second - at->first, '?') + named[i].name.substr(at->second) : std::string()]
+          .push_back(i);
     }
-    if (alike) {
-      const Run& run = partition[members.front()];
-      rules.push_back({named[members.front()].id, {PlanSelector{pattern, "", std::nullopt, std::nullopt}, run.first, run.second}});
-      continue;
-    }
-    for (size_t i : members) rules.push_back({named[i].id, {PlanSelector{named[i].name, "", std::nullopt, std::nullopt}, partition[i].first, partition[i].second}});
+    for (const auto& [digits, some] : by_digits)
+      if (by_digits.size() == members.size() || !one_rule(digits, some))
+        for (size_t i : some)
+          rules.push_back({named[i].id, {PlanSelector{named[i].name, "", std::nullopt, std::nullopt}, partition[i].first, partition[i].second}});
   }
   std::stable_sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [id, rule] : rules) plan.rules.push_back(std::move(rule));
