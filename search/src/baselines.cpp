@@ -421,7 +421,7 @@ bool splits_logits(const Graph& g, int64_t t) {
 }  // namespace
 
 std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t devices, int64_t tensor_degree, bool sequence_parallel,
-                            bool chunk_of_transformer) {
+                            bool chunk_of_transformer, BetweenHalves between) {
   const std::string family = chunk_of_transformer && expert_family(model).empty() && transformer_end(model) ? "transformer" : expert_family(model);
   if (family == "recommendation") {
     // Every table spread over `tensor_degree` devices (by default all of
@@ -567,16 +567,25 @@ std::optional<Graph> expert(const Graph& model, const Machine& machine, int64_t 
       }
     }
   }
-  // Sequence parallelism: what runs between the tensor-parallel halves on
-  // the whole [b, s, h] activation on every one of the t devices (dropout,
-  // residual sums, LayerNorm) splits the sequence over them instead, each
-  // activation input split alike and each weight copied.
-  if (sequence_parallel && t > 1 && family == "transformer")
+  // What runs between the tensor-parallel halves on the whole [b, s, h]
+  // activation (dropout, residual sums, LayerNorm) runs on every one of
+  // the t devices, as Megatron-LM runs it: each device on its copy of the
+  // summed halves (the Reduce and the copies after it one all-reduce,
+  // each device's copy read by its column-parallel half), or on one
+  // (BetweenHalves). With sequence parallelism it splits the sequence
+  // over them instead, each activation input split alike and each weight
+  // copied.
+  if (t > 1 && family == "transformer" && (sequence_parallel || between == BetweenHalves::kCopies))
     for (const Node& n : g.nodes()) {
       if (n.op->op_class != OpClass::kCompute || n.op->loss != LossKind::kNone || extra.count(n.id) || !n.op->kinds) continue;
-      if (n.outputs.size() != 1 || n.outputs[0].rank() < 3 || n.outputs[0].dims[1].size % t != 0) continue;
+      if (n.outputs.size() != 1 || n.outputs[0].rank() < 3) continue;
       if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& i) { return split[static_cast<size_t>(i.node)][static_cast<size_t>(i.output)] >= 0; }))
         continue;  // reads a tensor-parallel split
+      if (!sequence_parallel) {
+        extra[n.id] = {{kReplicasKind, t}};
+        continue;
+      }
+      if (n.outputs[0].dims[1].size % t != 0) continue;
       for (const ParallelKind& k : n.op->kinds(n.attrs, g.input_types(n))) {
         if (k.outputs.empty() || k.outputs[0] != 1 || k.must_divide != 0) continue;
         bool fits = k.inputs.size() >= n.inputs.size();

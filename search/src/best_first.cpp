@@ -108,7 +108,7 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
   auto add_baselines = [&](const Graph& from, const std::vector<std::string>& applied) {
     // The baselines are built and timed on their own (in parallel) and
     // added in one order after: the same seeds whatever the threads.
-    std::optional<Graph> dp, expert, sequence_parallel;
+    std::optional<Graph> dp, expert, sequence_parallel, one_device;
     // Data parallelism over fewer devices than the machine's: the mapping
     // DP then runs parallel branches side by side, one group of devices
     // each (branch parallelism across groups, data parallelism inside).
@@ -132,9 +132,18 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
             // edge at a time, which a post-norm (BERT's, read by the next
             // attention and the next residual sum) cannot reach one
             // cheaper step at a time.
+            // Without that start, at its degree with the operators between
+            // the halves on one device (BetweenHalves::kOneDevice), from
+            // which the rules split a norm's sequence one cheaper step at a
+            // time; from Megatron-LM's copies they would have to move each
+            // copy's Replicate down past the dropout and the residual sum
+            // first, steps that cost more.
             const CostModel& cost = cx.mapper.cost();
             if (e->first > 1 && cx.options.seed_sequence_parallel)
               if (auto s = search::expert(from, cost.machine(), cost.devices(), e->first, true, cx.options.transformer_chunk)) sequence_parallel = ex.simplify(*s);
+            if (e->first > 1 && !cx.options.seed_sequence_parallel)
+              if (auto s = search::expert(from, cost.machine(), cost.devices(), e->first, false, cx.options.transformer_chunk, BetweenHalves::kOneDevice))
+                one_device = ex.simplify(*s);
           } catch (const Error&) {
           }
         },
@@ -153,6 +162,7 @@ std::vector<Seed> seeds_for(const Graph& g, const Explorer& ex, Context& cx, boo
     if (dp) seeds.push_back({std::move(*dp), applied});
     if (sequence_parallel && (!expert || graph_hash(*sequence_parallel) != graph_hash(*expert)))
       seeds.push_back({std::move(*sequence_parallel), applied});
+    if (one_device && (!expert || graph_hash(*one_device) != graph_hash(*expert))) seeds.push_back({std::move(*one_device), applied});
     if (expert) seeds.push_back({std::move(*expert), applied});
     std::optional<size_t> fastest;
     for (size_t i = 0; i < grouped.size(); ++i)

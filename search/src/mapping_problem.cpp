@@ -285,20 +285,52 @@ double Problem::weight_gradient_seconds(NodeId id) const {
   return splits_backward(id) ? cost.operator_time(g, kernels, id).backward / 2 : 0.0;
 }
 
-std::vector<NodeId> Problem::products_beside(NodeId id) const {
+std::vector<NodeId> Problem::products_beside(NodeId id, std::vector<NodeId>* walked) const {
   std::vector<NodeId> out;
+  if (walked) walked->clear();
   if (!cost.recipe().overlap_grad_input || !active[static_cast<size_t>(id)] || g.node(id).op->op_class != OpClass::kParallel ||
       is_tail[static_cast<size_t>(id)])
     return out;
   const NodeId last = fused_tail[static_cast<size_t>(id)] >= 0 ? fused_tail[static_cast<size_t>(id)] : id;
-  for (const auto& [reader, idx] : consumers[static_cast<size_t>(last)]) {
-    if (idx > 1 || !splits_backward(reader) || layouts.weight(g.node(reader).inputs[static_cast<size_t>(idx)])) return {};
-    if (!out.empty() && place.tasks(reader).tasks != place.tasks(out.front()).tasks) return {};
-    // (ZeRO 3's gathers before use and reduce-scatters are replayed per
-    // operator, not beside a collective: not modelled together.)
-    if (gathers_for_use(reader)) return {};
-    if (out.empty() || out.back() != reader) out.push_back(reader);
-  }
+  const std::vector<int64_t> copy = g.node(last).outputs[0].shard_shape();
+  // Through operators that run on copies of the collective's output, read
+  // no product and join nothing computed after it (Megatron-LM's dropout,
+  // residual sum and LayerNorm on every device of the tensor-parallel
+  // group after its all-reduce): in backward their gradients come before
+  // the collective's, which then runs beside the weight products of the
+  // products reading them, as Megatron-LM's all-reduce of those products'
+  // input gradient does. A residual sum that also reads what comes after
+  // the collective (the next one's copies) runs its backward earlier: not
+  // followed, no reason to hide nothing.
+  auto joins_later = [&](const Node& n, NodeId from) {
+    return std::any_of(n.inputs.begin(), n.inputs.end(), [&](const TensorRef& t) { return t.node != from && t.node > id && !layouts.weight(t); });
+  };
+  auto copied = [&](const Node& n) {
+    return n.op->op_class == OpClass::kCompute && !n.op->is_shard_level(n.attrs) && !n.op->operand_products && n.outputs.size() == 1 &&
+           n.outputs[0].shard_shape() == copy;
+  };
+  std::vector<NodeId> through{last};
+  for (size_t i = 0; i < through.size(); ++i)
+    for (const auto& [reader, idx] : consumers[static_cast<size_t>(through[i])]) {
+      const Node& r = g.node(reader);
+      if (through[i] != last && joins_later(r, through[i])) continue;
+      if (through[i] != last && copied(r) && active[static_cast<size_t>(reader)]) {
+        if (std::find(through.begin(), through.end(), reader) == through.end()) through.push_back(reader);
+        continue;
+      }
+      if (i == 0 && copied(r) && active[static_cast<size_t>(reader)] && !joins_later(r, last)) {
+        if (std::find(through.begin(), through.end(), reader) == through.end()) through.push_back(reader);
+        continue;
+      }
+      if (idx > 1 || !splits_backward(reader) || layouts.weight(r.inputs[static_cast<size_t>(idx)])) return {};
+      if (!out.empty() && place.tasks(reader).tasks != place.tasks(out.front()).tasks) return {};
+      // (ZeRO 3's gathers before use and reduce-scatters are replayed per
+      // operator, not beside a collective: not modelled together.)
+      if (gathers_for_use(reader)) return {};
+      if (std::find(out.begin(), out.end(), reader) == out.end()) out.push_back(reader);
+    }
+  std::sort(out.begin(), out.end());
+  if (walked) walked->assign(through.begin() + 1, through.end());
   return out;
 }
 
@@ -312,8 +344,10 @@ double Problem::rerun_seconds(NodeId id, const Seconds& s) const { return recomp
 
 bool Problem::rerun_beside_input_products(NodeId id) const {
   if (!recompute.recomputed[static_cast<size_t>(id)]) return false;
-  const std::vector<NodeId> readers = products_beside(id);
-  return !readers.empty() && std::none_of(readers.begin(), readers.end(), [&](NodeId r) { return recompute.recomputed[static_cast<size_t>(r)] != 0; });
+  std::vector<NodeId> through;
+  const std::vector<NodeId> readers = products_beside(id, &through);
+  auto reruns = [&](NodeId r) { return recompute.recomputed[static_cast<size_t>(r)] != 0; };
+  return !readers.empty() && std::none_of(readers.begin(), readers.end(), reruns) && std::none_of(through.begin(), through.end(), reruns);
 }
 
 double Problem::input_products_beside_rerun(NodeId id) const {

@@ -143,8 +143,12 @@ struct Problem {
   // that splits its backward and reads it as its activation, all with as
   // many tasks (Megatron-LM's query, key and value, one product there);
   // else none. Their input gradients come first, summed and sent, and
-  // their weight products run meanwhile.
-  std::vector<NodeId> products_beside(NodeId id) const;
+  // their weight products run meanwhile. The readers may be reached
+  // through operators on copies of the collective's output (Megatron-LM's
+  // dropout, residual sum and LayerNorm on every device of the
+  // tensor-parallel group after its all-reduce): their backward comes
+  // before the collective's. `through`, where given, receives those.
+  std::vector<NodeId> products_beside(NodeId id, std::vector<NodeId>* through = nullptr) const;
   // Their weight products' seconds, summed.
   double weight_products_beside(NodeId id) const;
   // Whether parallel node `id`'s re-run in backward (recomputation) runs
@@ -153,8 +157,9 @@ struct Problem {
   // read what it re-creates (Megatron-LM's sequence parallelism gathers
   // a Linear's input again in backward, launched before the input-gradient
   // GEMM and waited for before the weight-gradient one; Korthikanti et
-  // al. 2022, Section 4.2.2). Where a reader is recomputed its re-run
-  // forward reads it, so the re-run comes first.
+  // al. 2022, Section 4.2.2). Where a reader, or an operator on the way to
+  // the readers, is recomputed its re-run forward reads it, so the re-run
+  // comes first.
   bool rerun_beside_input_products(NodeId id) const;
   // The seconds of those input-gradient products that run after every
   // reader's output gradient is in, when the re-run is launched (as

@@ -114,8 +114,13 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       for (TaskId q : x.preds)  // (not the first micro-batch's weight gathers: not in a body)
         if (body_of[static_cast<size_t>(q)] == b && local[static_cast<size_t>(q)] >= 0) preds.push_back(local[static_cast<size_t>(q)]);
       local[static_cast<size_t>(t)] = sub.add(x.order, preds, x.duration, x.resources);
-      for (ResourceId r : x.resources)
-        if (r < D && x.duration > 0) dev.push_back(r);
+      // (A chunk's devices are those its tasks compute on: a shard-level
+      // operator's copies, such as the slots a replica-axis Split deals
+      // out that nothing of the chunk reads, do not add theirs.)
+      const Node& of = g.node(one_info[static_cast<size_t>(t)].node);
+      if (!(of.op->op_class == OpClass::kCompute && of.op->is_shard_level(of.attrs)))
+        for (ResourceId r : x.resources)
+          if (r < D && x.duration > 0) dev.push_back(r);
     }
     sub.simulate_full();
     Body& body = p.bodies[b];
@@ -186,7 +191,14 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       info.push_back(what);
       p.body_of.push_back(-1);
       const uint64_t sub = static_cast<uint64_t>(i + 1) << kSlotBits;
-      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), t.duration, t.resources);
+      // A replica-axis Split or Concat (no arithmetic) holds none of the
+      // devices here, as it adds none to its chunk's (above): the zero
+      // gradients of the copies a first-copy Split leaves on the stage
+      // before would otherwise queue that stage's next step behind this
+      // chunk's whole backward (one order per device).
+      const Node& of = g.node(one_info[static_cast<size_t>(body[i])].node);
+      const bool shard_level = of.op->op_class == OpClass::kCompute && of.op->is_shard_level(of.attrs);
+      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), t.duration, shard_level ? std::vector<ResourceId>{} : t.resources);
       x.task[static_cast<size_t>(body[i])] = id;
       // (A gather is waited for by its readers, not by the chunk's end: it
       // may be the first of the stage's next chunk.)

@@ -152,13 +152,12 @@ TEST(MemoryReport, EveryDeviceByKindInOneBatchAccumulatingAndPipelined) {
 }
 
 // Past eight distinct breakdowns, one line counts the rest. Megatron-LM's
-// plan with t = 2 over 8 stages: each stage holds another count of
-// micro-batches, and in each tensor-parallel group the first device keeps
-// more (a layer's unsplit operators run there: docs/training.md "What
-// each device keeps"), so sixteen distinct breakdowns.
+// plan over 16 stages of one device: each stage holds another count of
+// micro-batches, so sixteen distinct breakdowns. (With t = 2 the two
+// devices of a group keep alike: a layer's unsplit operators run on both.)
 TEST(MemoryReport, ManyBreakdownsEndInACount) {
-  const auto o = run("optimize gpt-tiny --set layers=8 --machine dgx-a100 --devices 16 --search megatron --tensor-parallel 2 "
-                     "--pipeline-parallel 8 --micro-batch-size 1 -q -o " + (dir() / "megatron.json").string());
+  const auto o = run("optimize gpt-tiny --set layers=16 --machine dgx-a100 --devices 16 --search megatron --tensor-parallel 1 "
+                     "--pipeline-parallel 16 --micro-batch-size 1 -q -o " + (dir() / "megatron.json").string());
   ASSERT_EQ(o.code, 0) << o.out;
   const std::vector<BreakdownLine> lines = breakdown(o.out, "");
   ASSERT_FALSE(lines.empty()) << o.out;

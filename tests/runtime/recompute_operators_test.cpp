@@ -72,13 +72,14 @@ TEST(RuntimeRecomputeOperators, SameBitsAndTheMemoryPredicted) {
   }
 }
 
-// Megatron's plan (tensor parallel 2 on 4 devices): the first norm and
-// the projections reading it, named, re-run with the layout change
-// between them, which sends its bytes again as counted.
+// Megatron's plan (tensor parallel 2 on 4 devices): the attention's
+// output product and the dropout reading its summed halves, named, re-run
+// with the all-reduce between them, which sends its bytes again as
+// counted.
 TEST(RuntimeRecomputeOperators, TensorParallelLayoutChangesRerunWithThem) {
   const Graph g = build_model("gpt-tiny", {{"batch", 8}});
   const Plan p = mapped_plan(*search::expert(g, search::find_machine("dgx-h100").with_devices(4), 4, 2), 4);
-  const std::vector<std::string> names{"block0.attn.key", "block0.attn.query", "block0.attn.value", "block0.ln1"};
+  const std::vector<std::string> names{"block0.attn.output", "block0.attn_dropout"};
   const TrainResult keep = run(p, {}), named = run(p, names);
   expect_same_bits(named, keep);
   const auto steps = static_cast<double>(keep.losses.size());

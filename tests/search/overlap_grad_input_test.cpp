@@ -98,6 +98,12 @@ TEST(OverlapGradInput, TensorParallelCollectivesHideBehindWeightProductsAlikeInE
 // gradients wait for them (buckets of 2 and 8 KiB: several close at such
 // a product). Where the two part without the overlap (sync buckets
 // crossing nodes, 4% here), the savings agree within 0.5% of the step.
+// Without sequence parallelism the collective after the embedding comes
+// last in the backward pass (the dropout, sum and norm on its copies
+// first), so the first layer's weight products, and the bucket holding
+// them, wait for it; with 8 KiB buckets that bucket is on the step's
+// critical path across nodes, and the overlap costs the step what it
+// waits (2.8 us of 551 here), in both: it changes the step, either way.
 TEST(OverlapGradInput, BucketsWaitForTheWeightProducts) {
   for (const bool sp : {false, true})
     for (const double bucket : {2048.0, 8192.0}) {
@@ -107,7 +113,11 @@ TEST(OverlapGradInput, BucketsWaitForTheWeightProducts) {
                                     model(true, toy_machine(), Recompute::kNone, bucket)));
       if (bucket < 8192) continue;
       const double estimated = b.off.estimate.time - b.on.estimate.time, simulated = b.simulated_off - b.simulated_on;
-      EXPECT_GT(estimated, 0);
+      if (sp) {
+        EXPECT_GT(estimated, 0);
+      } else {
+        EXPECT_GT(std::abs(estimated), 1e-3 * b.off.estimate.time);
+      }
       EXPECT_NEAR(simulated, estimated, 0.005 * b.off.estimate.time);
     }
 }
@@ -120,9 +130,10 @@ TEST(OverlapGradInput, BucketsWaitForTheWeightProducts) {
 TEST(OverlapGradInput, UnderFullRecomputationTheReRunIsNotHidden) {
   Machine fast = toy_machine();
   fast.links[0].bandwidth *= 20;
-  for (const Machine& m : {toy_machine(), fast})
+  for (const bool on_fast : {false, true})
     for (const bool sp : {false, true}) {
-      SCOPED_TRACE(std::string(sp ? "sequence parallel" : "tensor parallel") + " on " + (&m == &fast ? "fast" : "toy") + " links");
+      const Machine& m = on_fast ? fast : toy_machine();
+      SCOPED_TRACE(std::string(sp ? "sequence parallel" : "tensor parallel") + " on " + (on_fast ? "fast" : "toy") + " links");
       const BothWays b = both_ways(megatron(sp), model(false, m, Recompute::kFull), model(true, m, Recompute::kFull));
       expect_same_saving(b);
       EXPECT_GT(b.off.estimate.time - b.on.estimate.time, 0);

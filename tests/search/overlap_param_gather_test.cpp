@@ -160,7 +160,10 @@ TEST(OverlapParamGather, EstimateAndSimulatorSaveAlikeAndTheGathersRunBesideTheF
       {"data parallel", data_parallel(g, 8), ZeroStage::k1, kExact},
       {"data parallel, 4 micro-batches", pipelined(data_parallel(gpt(32), 8), 4, true), ZeroStage::k1, kGap},
       {"data parallel, 4 micro-batches, ZeRO 2", pipelined(data_parallel(gpt(32), 8), 4, true), ZeroStage::k2, kGap},
-      {"tensor x data parallel", *tensor, ZeroStage::k1, kExact},
+      // (The vocabulary-parallel embedding's all-reduce reads no late
+      // bucket: the simulator runs it while the position table's gather
+      // arrives, where the estimate delays the whole pass.)
+      {"tensor x data parallel", *tensor, ZeroStage::k1, kConservative},
       {"sequence x data parallel, input gradients beside the weight products", *sequence, ZeroStage::k1, kConservative}};
   for (const auto& [what, plan, zero, check] : plans) {
     SCOPED_TRACE(what);

@@ -66,11 +66,13 @@ TEST(RecomputeOperators, NamingWhatSelectiveRerunsIsSelective) {
   EXPECT_EQ(sim.memory, o.estimate.memory);
 }
 
-// Megatron's plan (tensor parallel 2 on 4 devices): naming the first
-// norm and the three projections reading it re-runs the layout change
-// between them too (all in one segment); naming the projections alone
-// leaves it kept, as a norm alone leaves its change, whose readers are
-// kept. Operators reading none of one another are segments of their own.
+// Megatron's plan (tensor parallel 2 on 4 devices): naming the attention's
+// output product and the dropout reading its summed halves re-runs the
+// all-reduce between them too (all in one segment); naming either alone
+// leaves it kept, as a product alone leaves the collective after it, whose
+// readers are kept. Operators reading none of one another (the query, key
+// and value products, each reading the norm's copies) are segments of
+// their own.
 TEST(RecomputeOperators, ParallelOperatorsBetweenNamedOnesRerunWithThem) {
   const Machine m = find_machine("dgx-h100").with_devices(4);
   const Graph g = *expert(build_model("gpt-tiny", {{"batch", 8}}), m, 4, 2);
@@ -82,9 +84,7 @@ TEST(RecomputeOperators, ParallelOperatorsBetweenNamedOnesRerunWithThem) {
     return n;
   };
   const std::vector<std::string> qkv{"block0.attn.key", "block0.attn.query", "block0.attn.value"};
-  std::vector<std::string> with_norm = qkv;
-  with_norm.push_back("block0.ln1");
-  const RecomputePlan both = plan_recompute(g, layouts, operators(with_norm));
+  const RecomputePlan both = plan_recompute(g, layouts, operators({"block0.attn.output", "block0.attn_dropout"}));
   EXPECT_GT(parallel_recomputed(both), 0);
   EXPECT_EQ(both.segments, 1);
   // Every recomputed parallel operator carries a recomputed node's output to recomputed readers.
@@ -93,8 +93,8 @@ TEST(RecomputeOperators, ParallelOperatorsBetweenNamedOnesRerunWithThem) {
     EXPECT_TRUE(both.recomputed[static_cast<size_t>(x.inputs[0].node)]) << describe(x);
     for (const auto& [c, i] : consumers[static_cast<size_t>(x.id)]) EXPECT_TRUE(both.recomputed[static_cast<size_t>(c)]) << describe(x);
   }
-  EXPECT_EQ(parallel_recomputed(plan_recompute(g, layouts, operators(qkv))), 0);
-  EXPECT_EQ(parallel_recomputed(plan_recompute(g, layouts, operators({"block0.ln1"}))), 0);
+  EXPECT_EQ(parallel_recomputed(plan_recompute(g, layouts, operators({"block0.attn.output"}))), 0);
+  EXPECT_EQ(parallel_recomputed(plan_recompute(g, layouts, operators({"block0.attn_dropout"}))), 0);
   EXPECT_EQ(plan_recompute(g, layouts, operators(qkv)).segments, 3);
   // A name the graph does not have (a piece of a split graph holds some) is no error.
   EXPECT_EQ(plan_recompute(g, layouts, operators({"block9.ln1"})).segments, 0);

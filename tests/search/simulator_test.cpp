@@ -62,7 +62,9 @@ TEST(Simulator, DeltaSimulationEqualsFullSimulationOnTheTinyZoo) {
     const Graph model = build_model(name, {{"batch", 8}});
     // Degrees below the device count leave room to move tasks.
     for (int64_t k : {2, 4}) plans.emplace_back(name + " data-parallel " + std::to_string(k), data_parallel(model, k));
-    if (auto e = expert(model, m, 8, 4)) plans.emplace_back(name + " expert", *e);
+    // (The expert's on half the devices: on all of them every operator
+    // of Megatron's plan runs on every device, with nowhere to move.)
+    if (auto e = expert(model, m, 4, 2)) plans.emplace_back(name + " expert", *e);
   }
   const int steps = static_cast<int>((1000 + plans.size() - 1) / plans.size());
   for (const auto& [name, g] : plans) {

@@ -372,7 +372,8 @@ Graph with_norm_epsilon(const Graph& g, double eps) {
 // seed and whose norms here have epsilon 0.5, far from the rules' 1e-5 (an
 // operator that took the rule's would change the outputs): every
 // layernorm-v1 and dropout-v1 rule at every match and after
-// every introducer, on the model, data parallel and under Megatron's plan,
+// every introducer, on the model, data parallel and under Megatron's plan
+// (in both layouts between its halves),
 // leaves the outputs unchanged, which holds only if the applied target
 // keeps each operator's own seed, rate and epsilon (a dropout at another
 // seed draws another mask).
@@ -380,7 +381,10 @@ class ValueGenericRules : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ValueGenericRules, PreserveTheOutputsWithTheModelsValues) {
   const Graph model = with_norm_epsilon(build_model(GetParam()), 0.5);
-  std::vector<Graph> graphs{model, data_parallel(model, 2), *expert(model, find_machine("dgx-h100"), 4, 2)};
+  // (Megatron's plan both as Megatron-LM runs it, the norms on copies,
+  // and with them on one device of each group, where the norm rules match.)
+  std::vector<Graph> graphs{model, data_parallel(model, 2), *expert(model, find_machine("dgx-h100"), 4, 2),
+                            *expert(model, find_machine("dgx-h100"), 4, 2, false, false, BetweenHalves::kOneDevice)};
   MatchOptions o;
   o.lift_tasks = 64;
   std::map<std::string, size_t> applied;

@@ -105,9 +105,14 @@ TEST(Zero2Accumulation, WeightsComputedOncePerStepSyncWithTheLastMicroBatch) {
   const CostModel c2(machine, default_efficiency(), {}, {}, {Precision::kBf16, Recompute::kNone, ZeroStage::k2});
   const Strategy s1 = mapped(e, c1), s2 = mapped(e, c2);
   ASSERT_TRUE(s1.estimate.feasible && s2.estimate.feasible);
-  // Some buckets once: fewer than M times stage 1's, more than once.
+  // Some gradients once: less than M times stage 1's synchronization,
+  // more than once. (Counted in seconds, not buckets: the biases share
+  // their group's buckets with the norms' weights, which are copied over
+  // the same devices, so the earlier micro-batches' buckets are as many,
+  // only smaller.)
   EXPECT_GT(s2.estimate.buckets, s1.estimate.buckets);
-  EXPECT_LT(s2.estimate.buckets, kMicro * s1.estimate.buckets);
+  EXPECT_GT(s2.estimate.sync, s1.estimate.sync);
+  EXPECT_LT(s2.estimate.sync, kMicro * s1.estimate.sync * (1 - 1e-6));
   const Simulator sim(s2.graph, s2.views, c2, PipelineShape{1, kMicro, 1, PipelineSchedule::k1F1B});
   const SimulationSummary sum = sim.summary();
   EXPECT_EQ(sum.buckets, s2.estimate.buckets);

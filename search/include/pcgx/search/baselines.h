@@ -105,9 +105,12 @@ bool has_unsampled(const Graph& g);
 //     are split by output columns; the split follows through the attention
 //     (heads: reshape, transpose, batched matmuls, softmax) and the
 //     activation to the Linear that reads it on its reduction dimension,
-//     which produces partial sums, then a Reduce. The word embedding, the
-//     LM head and the cross-entropy are split by vocabulary
-//     (VocabParallelEmbedding, vocabulary_parallel_loss). With
+//     which produces partial sums, then a Reduce. The operators between
+//     a row-parallel Linear and the next column-parallel one (dropout,
+//     residual sums, LayerNorm, the embeddings' sum) run where `between`
+//     says (BetweenHalves, below; Megatron-LM's copies by default). The word
+//     embedding, the LM head and the cross-entropy are split by
+//     vocabulary (VocabParallelEmbedding, vocabulary_parallel_loss). With
 //     `sequence_parallel` (Korthikanti et al. 2022), the operators between
 //     a row-parallel Linear and the next column-parallel one (dropout,
 //     residual sums, LayerNorm, the embeddings' sum) split the sequence
@@ -123,8 +126,23 @@ bool has_unsampled(const Graph& g);
 // holding only a transformer's
 // embeddings, or only its final norm, head and loss, is a transformer's
 // too: its word embedding, head and loss split by vocabulary.
+//
+// Without sequence parallelism, where the operators between a transformer's
+// tensor-parallel halves run:
+enum class BetweenHalves : uint8_t {
+  // On every one of the t devices, each on its copy (replica degree t), as
+  // Megatron-LM runs them: the Reduce and the copies after it are one
+  // all-reduce, and each column-parallel Linear reads its device's copy.
+  kCopies,
+  // On the group's first device, summed there (a Reduce) and copied to the
+  // others after (a Replicate): slower, but the layout from which the
+  // shipped rules split the sequence one cheaper step at a time
+  // (docs/search.md "Sequence parallelism from rules").
+  kOneDevice,
+};
 std::optional<Graph> expert(const Graph& g, const Machine& machine, int64_t devices, int64_t tensor_degree = 0,
-                            bool sequence_parallel = false, bool chunk_of_transformer = false);
+                            bool sequence_parallel = false, bool chunk_of_transformer = false,
+                            BetweenHalves between = BetweenHalves::kCopies);
 // The tensor-parallel degrees worth trying: powers of two up to the
 // devices of a node (for recommendation models, up to all devices)
 // dividing the device count, and that count.

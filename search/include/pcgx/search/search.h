@@ -75,8 +75,10 @@ struct SearchOptions {
   bool sequence_parallel = false;   // expert: Megatron-LM's sequence parallelism inside each tensor-parallel group (baselines.h)
   // unity: among the baselines it starts from, the expert's plan at its
   // degree with sequence parallelism too; false: only the rules split a
-  // sequence (a post-norm's split, BERT's, is out of their reach one
-  // cheaper step at a time: docs/search.md).
+  // sequence, from the expert's plan with the operators between the
+  // halves on one device (BetweenHalves::kOneDevice) among the starts (a
+  // post-norm's split, BERT's, is out of their reach one cheaper step at
+  // a time: docs/search.md).
   bool seed_sequence_parallel = true;
   // unity: the graph is a pipeline chunk of a transformer (set by the
   // pipeline search, pipeline.h), so that a chunk holding only its
