@@ -2,7 +2,9 @@
 ; channel, dimension 1, over the others; or over groups of samples), its
 ; parts BatchSum, BatchSquares and BatchNormApply: their parallel forms. Domain: both
 ; sides legal, plus the conditions stated. Replicate is introduced only on
-; unreplicated operands (its copies go after existing slots).
+; unreplicated operands (its copies go after existing slots), except in
+; layer_norm_affine_replicate_copies, whose gamma and beta slots all hold
+; the same values, so that no pairing of slots can tell them apart.
 
 ; LayerNorm: any dimension but the last splits; gamma and beta are copied.
 (assert (! (forall ((x Tensor) (e Int) (d Int) (k Int))

@@ -126,14 +126,26 @@ const std::vector<int64_t>& Placement::owners(TensorRef t) const {
   // A shard no one reads, of a Concat or Split along the replica axis (the
   // copies a first-copy Split leaves; not a graph output): where it comes from, so that it moves nowhere
   // (on another device it would be a message, and across pipeline stages
-  // one no schedule sends). Not where that is what is being worked out (a
-  // parallel operator only this Split reads: its shard then goes where
-  // this one's does, by the default below).
+  // one no schedule sends). Where that is what is being worked out (a
+  // parallel operator only this Split reads), where that operator's shard
+  // comes from in turn, so that neither moves.
   const auto& outs = g_.outputs();
   if (n.op->op_class == OpClass::kCompute && n.op->is_shard_level(n.attrs) && std::find(outs.begin(), outs.end(), t) == outs.end())
-    for (const Move& m : moves(t.node))
-      if (m.output == t.output && own[static_cast<size_t>(m.out_shard)] < 0 && !worked_on(this, n.inputs[static_cast<size_t>(m.input)]))
-        own[static_cast<size_t>(m.out_shard)] = owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard);
+    for (const Move& m : moves(t.node)) {
+      if (m.output != t.output || own[static_cast<size_t>(m.out_shard)] >= 0) continue;
+      const TensorRef from = n.inputs[static_cast<size_t>(m.input)];
+      if (!worked_on(this, from)) {
+        own[static_cast<size_t>(m.out_shard)] = owner(from, m.in_shard);
+        continue;
+      }
+      const Node& p = g_.node(from.node);
+      if (p.op->op_class != OpClass::kParallel) continue;
+      for (const Move& pm : moves(from.node))
+        if (pm.output == from.output && pm.out_shard == m.in_shard && !worked_on(this, p.inputs[static_cast<size_t>(pm.input)])) {
+          own[static_cast<size_t>(m.out_shard)] = owner(p.inputs[static_cast<size_t>(pm.input)], pm.in_shard);
+          break;
+        }
+    }
   for (size_t s = 0; s < own.size(); ++s)
     if (own[s] < 0) own[s] = static_cast<int64_t>(s) % std::max<int64_t>(devices_, 1);
   // owners_ may have been resized by the recursion above: index afresh.

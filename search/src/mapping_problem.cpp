@@ -102,6 +102,8 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
   }
   recompute = plan_recompute(g, layouts, cost.recipe());
   kernels = cost.fused_kernels(g, layouts);
+  beside.resize(g.size()), beside_through.resize(g.size());
+  for (const Node& n : g.nodes()) beside[static_cast<size_t>(n.id)] = walk_beside(n.id, beside_through[static_cast<size_t>(n.id)]);
   hash_nodes();
   std::vector<std::vector<NodeId>> readers(g.size());
   tree = decompose(g, active, readers);
@@ -285,9 +287,14 @@ double Problem::weight_gradient_seconds(NodeId id) const {
   return splits_backward(id) ? cost.operator_time(g, kernels, id).backward / 2 : 0.0;
 }
 
-std::vector<NodeId> Problem::products_beside(NodeId id, std::vector<NodeId>* walked) const {
+std::vector<NodeId> Problem::products_beside(NodeId id, std::vector<NodeId>* through) const {
+  if (through) *through = beside_through[static_cast<size_t>(id)];
+  return beside[static_cast<size_t>(id)];
+}
+
+std::vector<NodeId> Problem::walk_beside(NodeId id, std::vector<NodeId>& walked) const {
   std::vector<NodeId> out;
-  if (walked) walked->clear();
+  walked.clear();
   if (!cost.recipe().overlap_grad_input || !active[static_cast<size_t>(id)] || g.node(id).op->op_class != OpClass::kParallel ||
       is_tail[static_cast<size_t>(id)])
     return out;
@@ -330,7 +337,7 @@ std::vector<NodeId> Problem::products_beside(NodeId id, std::vector<NodeId>* wal
       if (std::find(out.begin(), out.end(), reader) == out.end()) out.push_back(reader);
     }
   std::sort(out.begin(), out.end());
-  if (walked) walked->assign(through.begin() + 1, through.end());
+  walked.assign(through.begin() + 1, through.end());
   return out;
 }
 

@@ -98,6 +98,9 @@ struct Problem {
   std::vector<std::vector<NodeId>> feeders;  // per active node: layout nodes it pays for
   std::vector<std::vector<std::pair<NodeId, int>>> consumers;  // ascending reader id
   std::vector<NodeId> fused_tail;            // per node: the parallel node it forms one collective with, or -1
+  // Per node: products_beside's products and the operators walked through.
+  std::vector<std::vector<NodeId>> beside, beside_through;
+  std::vector<NodeId> walk_beside(NodeId id, std::vector<NodeId>& through) const;
   std::vector<char> is_tail;
   std::vector<std::vector<size_t>> syncs;    // per active node: the weight-layout inputs it synchronizes
   // Weight layouts holding a parameter an earlier layout holds
@@ -148,6 +151,7 @@ struct Problem {
   // dropout, residual sum and LayerNorm on every device of the
   // tensor-parallel group after its all-reduce): their backward comes
   // before the collective's. `through`, where given, receives those.
+  // (Found once per problem, at construction: walk_beside.)
   std::vector<NodeId> products_beside(NodeId id, std::vector<NodeId>* through = nullptr) const;
   // Their weight products' seconds, summed.
   double weight_products_beside(NodeId id) const;
