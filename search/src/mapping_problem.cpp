@@ -320,15 +320,12 @@ std::vector<NodeId> Problem::walk_beside(NodeId id, std::vector<NodeId>& walked)
   for (size_t i = 0; i < through.size(); ++i)
     for (const auto& [reader, idx] : consumers[static_cast<size_t>(through[i])]) {
       const Node& r = g.node(reader);
-      if (through[i] != last && joins_later(r, through[i])) continue;
-      if (through[i] != last && copied(r) && active[static_cast<size_t>(reader)]) {
+      const bool joins = joins_later(r, through[i]);
+      if (!joins && copied(r) && active[static_cast<size_t>(reader)]) {
         if (std::find(through.begin(), through.end(), reader) == through.end()) through.push_back(reader);
         continue;
       }
-      if (i == 0 && copied(r) && active[static_cast<size_t>(reader)] && !joins_later(r, last)) {
-        if (std::find(through.begin(), through.end(), reader) == through.end()) through.push_back(reader);
-        continue;
-      }
+      if (joins && i > 0) continue;  // (the collective's own readers are products or nothing)
       if (idx > 1 || !splits_backward(reader) || layouts.weight(r.inputs[static_cast<size_t>(idx)])) return {};
       if (!out.empty() && place.tasks(reader).tasks != place.tasks(out.front()).tasks) return {};
       // (ZeRO 3's gathers before use and reduce-scatters are replayed per

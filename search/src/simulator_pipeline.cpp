@@ -76,6 +76,12 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   auto key = [](int64_t c, bool backward, bool micro) { return static_cast<size_t>((c * 2 + backward) * 2 + micro); };
   std::vector<std::vector<TaskId>> members(static_cast<size_t>(C * 4));
   std::vector<size_t> body_of(one.size());
+  // Whether a task of the one-micro-batch graph is a replica-axis Split's
+  // or Concat's (it only deals out copies: no device of its own, below).
+  auto deals_copies = [&](TaskId t) {
+    const Node& n = g.node(one_info[static_cast<size_t>(t)].node);
+    return n.op->op_class == OpClass::kCompute && n.op->is_shard_level(n.attrs);
+  };
   std::vector<std::vector<TaskId>> first_gathers(static_cast<size_t>(C));
   // Chunks whose first forward reads a gathered bucket (a stage's chain
   // runs on through its chunks: a gather may be issued in the chunk before).
@@ -117,8 +123,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       // (A chunk's devices are those its tasks compute on: a shard-level
       // operator's copies, such as the slots a replica-axis Split deals
       // out that nothing of the chunk reads, do not add theirs.)
-      const Node& of = g.node(one_info[static_cast<size_t>(t)].node);
-      if (!(of.op->op_class == OpClass::kCompute && of.op->is_shard_level(of.attrs)))
+      if (!deals_copies(t))
         for (ResourceId r : x.resources)
           if (r < D && x.duration > 0) dev.push_back(r);
     }
@@ -196,9 +201,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
       // gradients of the copies a first-copy Split leaves on the stage
       // before would otherwise queue that stage's next step behind this
       // chunk's whole backward (one order per device).
-      const Node& of = g.node(one_info[static_cast<size_t>(body[i])].node);
-      const bool shard_level = of.op->op_class == OpClass::kCompute && of.op->is_shard_level(of.attrs);
-      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), t.duration, shard_level ? std::vector<ResourceId>{} : t.resources);
+      const TaskId id = tl.add(order_of(0, at, sub), std::move(w), t.duration, deals_copies(body[i]) ? std::vector<ResourceId>{} : t.resources);
       x.task[static_cast<size_t>(body[i])] = id;
       // (A gather is waited for by its readers, not by the chunk's end: it
       // may be the first of the stage's next chunk.)
