@@ -1,5 +1,7 @@
+#include <exception>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tbb/parallel_for.h>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/graph_json.h"
@@ -103,6 +105,57 @@ void check_rule_variables(const Rule& rule, const std::string& source, const std
         fail(source, where, "variable '" + n.name + "' is declared differently on the two sides");
     }
 }
+
+// One rule of the database at `path` ("rules[i]").
+Rule rule_from_value(const json& j, const std::string& source, const std::string& path) {
+  if (!j.is_object()) fail(source, path, "must be an object");
+  Rule rule;
+  rule.id = str(field(j, "id", source, path), source, path + ".id");
+  rule.source = graph_from_value(field(j, "source", source, path), source, path + ".source");
+  rule.target = graph_from_value(field(j, "target", source, path), source, path + ".target");
+  check_rule_variables(rule, source, path);
+  const json& map = field(j, "output_map", source, path);
+  if (!map.is_array()) fail(source, path + ".output_map", "must be an array of [source, target] pairs");
+  // Each output of either side is paired with one of the other.
+  const size_t outs = rule.source.outputs().size();
+  if (rule.target.outputs().size() != outs)
+    fail(source, path, "the source has " + std::to_string(outs) + " outputs and the target " +
+                           std::to_string(rule.target.outputs().size()) + ": a rule pairs each output with one of the other side");
+  if (map.size() != outs)
+    fail(source, path + ".output_map", "has " + std::to_string(map.size()) + " pairs for " + std::to_string(outs) + " outputs");
+  std::vector<char> source_seen(outs, 0), target_seen(outs, 0);
+  for (size_t k = 0; k < map.size(); ++k) {
+    const std::string mp = path + ".output_map[" + std::to_string(k) + "]";
+    if (!map[k].is_array() || map[k].size() != 2 || !map[k][0].is_number_integer() || !map[k][1].is_number_integer())
+      fail(source, mp, "must be a [source output, target output] pair");
+    const int64_t a = map[k][0].get<int64_t>(), b = map[k][1].get<int64_t>();  // 2^32 must not wrap to 0
+    if (a < 0 || a >= static_cast<int64_t>(rule.source.outputs().size()) || b < 0 ||
+        b >= static_cast<int64_t>(rule.target.outputs().size()))
+      fail(source, mp, "refers to a missing graph output");
+    if (source_seen[static_cast<size_t>(a)]++ || target_seen[static_cast<size_t>(b)]++)
+      fail(source, mp, "pairs an output already paired (source " + std::to_string(a) + ", target " + std::to_string(b) + ")");
+    rule.output_map.emplace_back(static_cast<int>(a), static_cast<int>(b));
+  }
+  if (auto p = j.find("proof"); p != j.end()) {
+    ProofRecord rec;
+    rec.result = str(field(*p, "result", source, path + ".proof"), source, path + ".proof.result");
+    if (auto s = p->find("seconds"); s != p->end() && s->is_number()) rec.seconds = s->get<double>();
+    if (auto g = p->find("degree_generic"); g != p->end() && g->is_boolean()) rec.degree_generic = g->get<bool>();
+    if (auto a = p->find("axioms"); a != p->end() && a->is_array())
+      for (const auto& x : *a) rec.axioms.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+    if (auto v = p->find("value_generic"); v != p->end()) {
+      if (!v->is_array()) fail(source, path + ".proof.value_generic", "must be an array of \"Op.attr\" names");
+      for (const auto& x : *v) {
+        if (!x.is_string()) fail(source, path + ".proof.value_generic", "must be an array of \"Op.attr\" names");
+        rec.value_generic.push_back(x.get<std::string>());
+      }
+    }
+    if (auto n = p->find("note"); n != p->end() && n->is_string()) rec.note = n->get<std::string>();
+    rule.proof = rec;
+  }
+  return rule;
+}
+
 }  // namespace
 
 std::string axioms_hash_of(const std::vector<std::pair<std::string, std::string>>& digests) {
@@ -112,7 +165,7 @@ std::string axioms_hash_of(const std::vector<std::pair<std::string, std::string>
 }
 
 Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
-  const json root = parse_json_document(text, source);
+  json root = parse_json_document(text, source);
   if (!root.is_object()) fail(source, "", "must be an object");
   const json& version = field(root, "format_version", source, "");
   if (!version.is_number_integer()) fail(source, "format_version", "must be an integer");
@@ -145,60 +198,23 @@ Ruleset ruleset_from_json(const std::string& text, const std::string& source) {
       if (s.value().is_number()) r.stats.emplace_back(s.key(), s.value().get<double>());
   const json& rules = field(root, "rules", source, "");
   if (!rules.is_array()) fail(source, "rules", "must be an array");
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const std::string path = "rules[" + std::to_string(i) + "]";
-    const json& j = rules[i];
-    if (!j.is_object()) fail(source, path, "must be an object");
-    Rule rule;
-    rule.id = str(field(j, "id", source, path), source, path + ".id");
-    rule.source = graph_from_value(field(j, "source", source, path), source, path + ".source");
-    rule.target = graph_from_value(field(j, "target", source, path), source, path + ".target");
-    check_rule_variables(rule, source, path);
-    const json& map = field(j, "output_map", source, path);
-    if (!map.is_array()) fail(source, path + ".output_map", "must be an array of [source, target] pairs");
-    // Each output of either side is paired with one of the other.
-    const size_t outs = rule.source.outputs().size();
-    if (rule.target.outputs().size() != outs)
-      fail(source, path, "the source has " + std::to_string(outs) + " outputs and the target " +
-                             std::to_string(rule.target.outputs().size()) + ": a rule pairs each output with one of the other side");
-    if (map.size() != outs)
-      fail(source, path + ".output_map", "has " + std::to_string(map.size()) + " pairs for " + std::to_string(outs) + " outputs");
-    std::vector<char> source_seen(outs, 0), target_seen(outs, 0);
-    for (size_t k = 0; k < map.size(); ++k) {
-      const std::string mp = path + ".output_map[" + std::to_string(k) + "]";
-      if (!map[k].is_array() || map[k].size() != 2 || !map[k][0].is_number_integer() || !map[k][1].is_number_integer())
-        fail(source, mp, "must be a [source output, target output] pair");
-      const int64_t a = map[k][0].get<int64_t>(), b = map[k][1].get<int64_t>();  // 2^32 must not wrap to 0
-      if (a < 0 || a >= static_cast<int64_t>(rule.source.outputs().size()) || b < 0 ||
-          b >= static_cast<int64_t>(rule.target.outputs().size()))
-        fail(source, mp, "refers to a missing graph output");
-      if (source_seen[static_cast<size_t>(a)]++ || target_seen[static_cast<size_t>(b)]++)
-        fail(source, mp, "pairs an output already paired (source " + std::to_string(a) + ", target " + std::to_string(b) + ")");
-      rule.output_map.emplace_back(static_cast<int>(a), static_cast<int>(b));
+  // The rules are read on every core (most of loading is building their
+  // graphs); a bad database names its first bad rule, as read in order.
+  r.rules.resize(rules.size());
+  std::vector<std::exception_ptr> failed(rules.size());
+  tbb::parallel_for(size_t{0}, rules.size(), [&](size_t i) {
+    try {
+      r.rules[i] = rule_from_value(rules[i], source, "rules[" + std::to_string(i) + "]");
+    } catch (...) {
+      failed[i] = std::current_exception();
     }
-    if (auto p = j.find("proof"); p != j.end()) {
-      ProofRecord rec;
-      rec.result = str(field(*p, "result", source, path + ".proof"), source, path + ".proof.result");
-      if (auto s = p->find("seconds"); s != p->end() && s->is_number()) rec.seconds = s->get<double>();
-      if (auto g = p->find("degree_generic"); g != p->end() && g->is_boolean()) rec.degree_generic = g->get<bool>();
-      if (auto a = p->find("axioms"); a != p->end() && a->is_array())
-        for (const auto& x : *a) rec.axioms.push_back(x.is_string() ? x.get<std::string>() : x.dump());
-      if (auto v = p->find("value_generic"); v != p->end()) {
-        if (!v->is_array()) fail(source, path + ".proof.value_generic", "must be an array of \"Op.attr\" names");
-        for (const auto& x : *v) {
-          if (!x.is_string()) fail(source, path + ".proof.value_generic", "must be an array of \"Op.attr\" names");
-          rec.value_generic.push_back(x.get<std::string>());
-        }
-      }
-      if (auto n = p->find("note"); n != p->end() && n->is_string()) rec.note = n->get<std::string>();
-      rule.proof = rec;
-    }
-    r.rules.push_back(std::move(rule));
-  }
+  });
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
   if (auto it = root.find("content_hash"); it != root.end()) r.stored_hash = str(*it, source, "content_hash");
-  json copy = root;
-  copy.erase("content_hash");
-  r.computed_hash = content_hash(copy);
+  // The document is not read again: hashed without a copy.
+  root.erase("content_hash");
+  r.computed_hash = content_hash(std::move(root));
   return r;
 }
 

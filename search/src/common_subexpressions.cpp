@@ -78,7 +78,9 @@ std::optional<Graph> merge_common_subexpressions(const Graph& g) {
     std::vector<TensorRef> ins;
     ins.reserve(n.inputs.size());
     for (const TensorRef& t : n.inputs) ins.push_back(moved(t));
-    id[static_cast<size_t>(n.id)] = out.add(*n.op, n.attrs, std::move(ins), n.name);
+    // The stand-ins have the shapes of what they replace, so the node's
+    // output shapes are reused, not inferred again (add_like checks).
+    id[static_cast<size_t>(n.id)] = out.add_like(g, n.id, std::move(ins));
   }
   for (const TensorRef& t : g.outputs()) out.add_output(moved(t));
   return out;

@@ -88,7 +88,16 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
     o.by_op = &by_op;
     o.lift_tasks = lift_tasks(g);
     bool changed = false;
-    for (const Rule* r : rules_.simplifiers()) {
+    const auto& simplifiers = rules_.simplifiers();
+    for (size_t i = 0; i < simplifiers.size() && !changed; ++i) {
+      // A match needs its root's operator fed as the rule feeds it.
+      if (const auto& root = rules_.simplifier_roots()[i]) {
+        const auto at = by_op.find(root->op);
+        if (at == by_op.end() ||
+            std::none_of(at->second.begin(), at->second.end(), [&](NodeId n) { return feeders_missed(g, *root, n) == 0; }))
+          continue;
+      }
+      const Rule* r = simplifiers[i];
       for (const Match& m : find_matches(g, *r, consumers, o)) {
         if (touches_fixed(g, m)) continue;
         if (auto h = apply_match(g, m)) {
@@ -98,7 +107,6 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
           break;
         }
       }
-      if (changed) break;
     }
     if (!changed) break;
   }

@@ -1,7 +1,10 @@
 // Preparing a ruleset for the search (see rule_library.h).
 #include "pcgx/search/rule_library.h"
 
+#include <iterator>
 #include <set>
+
+#include <tbb/parallel_for.h>
 
 #include "pcgx/rulesets/rule_form.h"
 #include "pcgx/search/rank_adapt.h"
@@ -78,26 +81,41 @@ bool is_algebraic(const Rule& r) { return count(r.source).parallel == 0 && count
 RuleLibrary::RuleLibrary(const Ruleset& rules, RuleFilter filter) : RuleLibrary(std::span<const Ruleset>(&rules, 1), filter) {}
 
 RuleLibrary::RuleLibrary(std::span<const Ruleset> rulesets, RuleFilter filter) {
+  std::vector<const Rule*> all;
+  for (const Ruleset& rules : rulesets)
+    for (const Rule& r : rules.rules) all.push_back(&r);
+  // Each rule's forms are built on every core (the search waits for them),
+  // then laid out in the rulesets' order, as one thread would.
+  std::vector<std::string> keys(rulesets.size() > 1 ? all.size() : 0);
+  tbb::parallel_for(size_t{0}, keys.size(), [&](size_t i) {
+    const Rule& r = *all[i];
+    keys[i] = rule_content(r) + (r.proof && r.proof->degree_generic ? "|generic" : "");
+    if (r.proof)
+      for (const std::string& v : r.proof->value_generic) keys[i] += "|" + v;
+  });
+  // A rule stated alike in two rulesets is kept once, unless their proofs
+  // claim different generality (a generic copy must not be hidden by a
+  // specific one).
   std::set<std::string> stated;
-  for (const Ruleset& rules : rulesets) {
-    for (const Rule& r : rules.rules) {
-      // A rule stated alike in two rulesets is kept once, unless their
-      // proofs claim different generality (a generic copy must not be
-      // hidden by a specific one).
-      std::string key = rule_content(r) + (r.proof && r.proof->degree_generic ? "|generic" : "");
-      if (r.proof)
-        for (const std::string& v : r.proof->value_generic) key += "|" + v;
-      if (rulesets.size() > 1 && !stated.insert(key).second) continue;
-      for (const Rule& d : {r, reversed(r)}) {
-        std::vector<Rule> forms{d};
-        for (int to : {2, 4})
-          if (auto a = adapt_rank(d, to)) forms.push_back(std::move(*a));
-        for (Rule& x : forms) {
-          if (keep(x, filter)) rules_.push_back(x);
-          else if (introducer(x, filter)) bare_.push_back(x);
-        }
+  std::vector<const Rule*> kept;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (keys.empty() || stated.insert(std::move(keys[i])).second) kept.push_back(all[i]);
+  std::vector<std::vector<Rule>> indexed(kept.size()), bare(kept.size());
+  tbb::parallel_for(size_t{0}, kept.size(), [&](size_t i) {
+    const Rule& r = *kept[i];
+    for (const Rule& d : {r, reversed(r)}) {
+      std::vector<Rule> forms{d};
+      for (int to : {2, 4})
+        if (auto a = adapt_rank(d, to)) forms.push_back(std::move(*a));
+      for (Rule& x : forms) {
+        if (keep(x, filter)) indexed[i].push_back(std::move(x));
+        else if (introducer(x, filter)) bare[i].push_back(std::move(x));
       }
     }
+  });
+  for (size_t i = 0; i < kept.size(); ++i) {
+    std::move(indexed[i].begin(), indexed[i].end(), std::back_inserter(rules_));
+    std::move(bare[i].begin(), bare[i].end(), std::back_inserter(bare_));
   }
   index();
 }
@@ -115,12 +133,14 @@ RuleLibrary RuleLibrary::filtered(RuleFilter f) const {
 void RuleLibrary::index() {
   roots_.clear();
   simplifiers_.clear();
+  simplifier_roots_.clear();
   introducers_.clear();
   for (const Rule& r : bare_) introducers_.push_back(&r);
   for (const Rule& r : rules_) {
-    if (const auto root = rule_root(r)) roots_[root->op].push_back(*root);
+    const auto root = rule_root(r);
+    if (root) roots_[root->op].push_back(*root);
     const Shape a = count(r.source), b = count(r.target);
-    if (a.compute == 0 && b.compute == 0 && b.parallel < a.parallel) simplifiers_.push_back(&r);
+    if (a.compute == 0 && b.compute == 0 && b.parallel < a.parallel) simplifiers_.push_back(&r), simplifier_roots_.push_back(root);
   }
 }
 

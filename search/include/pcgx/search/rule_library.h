@@ -17,6 +17,7 @@
 // same source, target and output map, rule_content, and the same
 // degree-generic proof) is kept once, from the first.
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ class RuleLibrary {
   // rules whose source's first computed output comes from `op`.
   const std::vector<RuleRoot>& roots_at(const OpDef* op) const;
   const std::vector<const Rule*>& simplifiers() const { return simplifiers_; }
+  // Each simplifier's root, in simplifiers()' order (nothing where every
+  // output of its source is a variable): simplifying runs after every
+  // substitution, and most simplifiers are ruled out by their root alone.
+  const std::vector<std::optional<RuleRoot>>& simplifier_roots() const { return simplifier_roots_; }
   // Bare-source rules whose target is parallel operators only
   // (x => Combine(Repartition(x))): used at one operator input at a time.
   const std::vector<const Rule*>& introducers() const { return introducers_; }
@@ -65,6 +70,7 @@ class RuleLibrary {
   std::vector<Rule> rules_;
   std::map<const OpDef*, std::vector<RuleRoot>> roots_;
   std::vector<const Rule*> simplifiers_;
+  std::vector<std::optional<RuleRoot>> simplifier_roots_;
   std::vector<const Rule*> introducers_;
   std::vector<Rule> bare_;
   std::vector<RuleRoot> no_roots_;
