@@ -89,7 +89,7 @@ bool worked_on(const Placement* p, TensorRef t) {
 
 }  // namespace
 
-const std::vector<int64_t>& Placement::owners(TensorRef t) const {
+const std::vector<int64_t>& Placement::find_owners(TensorRef t) const {
   auto& per_node = owners_[static_cast<size_t>(t.node)];
   const Node& n = g_.node(t.node);
   if (per_node.empty()) per_node.resize(n.outputs.size());

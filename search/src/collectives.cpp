@@ -103,14 +103,18 @@ GroupShape group_shape(const Machine& m, std::span<const int64_t> devices) {
   g.groups.assign(levels, 1);
   g.fewest.assign(levels, 1);
   if (g.size <= 1) return g;
-  // Sorted keys per level make the counts one pass each.
+  // Sorted keys per level make the counts one pass each. A level's group
+  // (device / span) never decreases with the device, so the members sorted
+  // once give every level's keys sorted (the members mostly come sorted:
+  // a sync group's 3,072 were sorted again at each level).
   std::vector<int64_t> ids(devices.begin(), devices.end());
+  if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
   std::vector<int64_t> lower(ids);  // group of the level below, per member
+  std::vector<std::pair<int64_t, int64_t>> keys;  // (group here, group below)
+  keys.reserve(ids.size());
   for (size_t l = 0; l < levels; ++l) {
-    std::vector<std::pair<int64_t, int64_t>> keys;  // (group here, group below)
-    keys.reserve(ids.size());
+    keys.clear();
     for (size_t i = 0; i < ids.size(); ++i) keys.emplace_back(group_of(m.links[l], ids[i]), lower[i]);
-    std::sort(keys.begin(), keys.end());
     int64_t here = 0, fewest = std::numeric_limits<int64_t>::max(), run = 0;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (i == 0 || keys[i].first != keys[i - 1].first) ++here;

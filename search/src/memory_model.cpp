@@ -153,7 +153,19 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
     if (fresh) it->second = p.block_holders(w, block);
     return it->second;
   };
-  std::set<std::pair<TensorRef, int64_t>> weights_held;
+  // Per weight layout (node, output), the shards counted already: a
+  // replicated weight has a shard per device (3,072 at 3,072 devices),
+  // which an ordered set of pairs spent most of its time inserting.
+  std::vector<std::vector<std::vector<char>>> counted(g.size());
+  auto first_read = [&](TensorRef w, int64_t shard) {
+    auto& outs = counted[static_cast<size_t>(w.node)];
+    if (outs.size() <= static_cast<size_t>(w.output)) outs.resize(static_cast<size_t>(w.output) + 1);
+    auto& seen = outs[static_cast<size_t>(w.output)];
+    if (seen.empty()) seen.assign(static_cast<size_t>(g.shape(w).num_shards()), 0);
+    if (seen[static_cast<size_t>(shard)]) return false;
+    seen[static_cast<size_t>(shard)] = 1;
+    return true;
+  };
   // A parameter read through several layouts (source_layout.h's
   // parameter_copies: a tied head's transposed table) is held once per
   // device per block of it, however many of the layouts' shards there
@@ -224,7 +236,7 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
           // (several tasks on one device) each; what ZeRO shards, once per
           // block a device holds.
           const ZeroStage z = zero_of(g, recipe, w);
-          if (weights_held.insert({w, shard}).second && first_of_parameter(w, shard, d)) {
+          if (first_read(w, shard) && first_of_parameter(w, shard, d)) {
             per_shard(d, z, g.shape(w));
             if (recipe.zero != ZeroStage::k0 && blocks_held.insert({w, shard % g.shape(w).num_blocks(), d}).second) per_block(d, z, g.shape(w), group);
           }

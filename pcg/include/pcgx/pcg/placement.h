@@ -43,7 +43,14 @@ class Placement {
   // Shard-level nodes: their moves.
   const std::vector<Move>& moves(NodeId n) const;
   // Device of every shard of tensor t.
-  const std::vector<int64_t>& owners(TensorRef t) const;
+  // (Inline where known already: the cost model asks per shard, and the
+  // call was most of its time at thousands of devices.)
+  const std::vector<int64_t>& owners(TensorRef t) const {
+    const auto& per_node = owners_[static_cast<size_t>(t.node)];
+    if (static_cast<size_t>(t.output) < per_node.size() && !per_node[static_cast<size_t>(t.output)].empty())
+      return per_node[static_cast<size_t>(t.output)];
+    return find_owners(t);
+  }
   int64_t owner(TensorRef t, int64_t shard) const { return owners(t)[static_cast<size_t>(shard)]; }
   // The distinct devices holding a replica of block `block` of tensor t
   // (its data-parallel group; fewer than its replicas where they co-shard).
@@ -60,6 +67,7 @@ class Placement {
   mutable std::vector<TaskTable> tasks_;
   mutable std::vector<std::vector<int64_t>> task_devices_;
   mutable std::vector<std::vector<Move>> moves_;
+  const std::vector<int64_t>& find_owners(TensorRef t) const;  // owners(), worked out
   mutable std::vector<std::vector<std::vector<int64_t>>> owners_;  // [node][output], empty: not yet
 };
 
