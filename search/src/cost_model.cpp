@@ -171,10 +171,14 @@ bool held_by_original(const Placement& p, TensorRef t, const ParameterCopy& c) {
   const Graph& g = p.graph();
   const ParallelTensorShape& original = g.shape(c.of);
   const ParallelTensorShape& copy = g.shape(t);
-  std::set<std::pair<int64_t, int64_t>> held;  // (the Weight's block, device)
-  for (int64_t s = 0; s < original.num_shards(); ++s) held.emplace(c.original.weight_block(original, s), p.owner(c.of, s));
+  // (the Weight's block, device) pairs, sorted: a replicated table has a
+  // shard per device, and this is asked for every candidate.
+  std::vector<std::pair<int64_t, int64_t>> held;
+  held.reserve(static_cast<size_t>(original.num_shards()));
+  for (int64_t s = 0; s < original.num_shards(); ++s) held.emplace_back(c.original.weight_block(original, s), p.owner(c.of, s));
+  std::sort(held.begin(), held.end());
   for (int64_t s = 0; s < copy.num_shards(); ++s)
-    if (!held.count({c.copy.weight_block(copy, s), p.owner(t, s)})) return false;
+    if (!std::binary_search(held.begin(), held.end(), std::pair<int64_t, int64_t>{c.copy.weight_block(copy, s), p.owner(t, s)})) return false;
   return true;
 }
 

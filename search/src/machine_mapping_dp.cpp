@@ -229,7 +229,9 @@ SyncTimeline replay(const Problem& p, const Placement& w, const Mapped& m) {
     // (A collective hidden behind its readers' weight products holds its
     // links for the whole of it all the same.)
     const bool collective = p.g.node(id).op->op_class == OpClass::kParallel && !p.is_tail[i];
-    const Seconds own = collective ? p.parallel_seconds(w, id, 0) : Seconds{};
+    // (Priced only where products run beside it: beside_products reads it
+    // nowhere else, and at thousands of devices the pricing is not free.)
+    const Seconds own = collective && !p.beside[i].empty() ? p.parallel_seconds(w, id, 0) : Seconds{};
     const Problem::Beside beside = collective ? p.beside_products(w, id, own) : Problem::Beside{};
     const double hidden = beside.hidden;
     if (const double c = std::min(p.comm(w, id, 0).backward + hidden, m.leaves[i].backward + hidden); c > 0)

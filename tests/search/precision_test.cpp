@@ -99,7 +99,10 @@ TEST(Precision, SimulatorAgreesWithTheEstimateAtEveryPrecision) {
   for (const Precision p : kPrecisions) {
     SCOPED_TRACE(name(p));
     const CostModel cm(mixed_machine(), default_efficiency(), {}, {}, {p});
-    const MachineMapper one(cm.with_devices(1));
+    // (The mapper keeps a reference to its cost model: a named one, not
+    // the temporary with_devices returns, which TBB's allocator reuses.)
+    const CostModel cm1 = cm.with_devices(1);
+    const MachineMapper one(cm1);
     const Graph g = build_model("mlp-tiny", {{"batch", 256}});
     const Strategy s = one.map(g);
     ASSERT_TRUE(s.estimate.feasible);
