@@ -19,6 +19,13 @@ namespace {
 
 constexpr size_t kMatchesPerRule = 64;
 constexpr int kSimplifySteps = 1000;
+
+// Whether some node of the root's operator (`nodes`) is fed as the rule's
+// root is: a match needs one, and most rules are ruled out by it without
+// reading their graphs.
+bool fed_somewhere(const Graph& g, const RuleRoot& root, const std::vector<NodeId>& nodes) {
+  return std::any_of(nodes.begin(), nodes.end(), [&](NodeId n) { return feeders_missed(g, root, n) == 0; });
+}
 constexpr int kMaxRepeats = 256;
 
 std::string intro_label(const Rule& intro, int64_t degree) { return intro.id + "@k" + std::to_string(degree); }
@@ -90,12 +97,9 @@ Graph Explorer::simplify(Graph g, std::vector<std::string>* applied) const {
     bool changed = false;
     const auto& simplifiers = rules_.simplifiers();
     for (size_t i = 0; i < simplifiers.size() && !changed; ++i) {
-      // A match needs its root's operator fed as the rule feeds it.
       if (const auto& root = rules_.simplifier_roots()[i]) {
         const auto at = by_op.find(root->op);
-        if (at == by_op.end() ||
-            std::none_of(at->second.begin(), at->second.end(), [&](NodeId n) { return feeders_missed(g, *root, n) == 0; }))
-          continue;
+        if (at == by_op.end() || !fed_somewhere(g, *root, at->second)) continue;
       }
       const Rule* r = simplifiers[i];
       for (const Match& m : find_matches(g, *r, consumers, o)) {
@@ -152,9 +156,7 @@ void Explorer::steps(const Graph& g, Steps& out) const {
   o.lift_tasks = lift_tasks(g);
   for (const auto& [op, nodes] : by_op)
     for (const RuleRoot& root : rules_.roots_at(op)) {
-      // Most rules are fed otherwise at every node of their root's
-      // operator: ruled out without reading the rule's graph.
-      if (std::none_of(nodes.begin(), nodes.end(), [&](NodeId n) { return feeders_missed(g, root, n) == 0; })) continue;
+      if (!fed_somewhere(g, root, nodes)) continue;
       for (Match& m : find_matches(g, *root.rule, consumers, o))
         if (!touches_fixed(g, m)) out.matches.push_back(std::move(m));
     }
