@@ -80,6 +80,10 @@ struct RelayoutKeyHash {
 };
 struct RelayoutCache {
   tbb::concurrent_unordered_map<RelayoutKey, Seconds, RelayoutKeyHash> seconds;
+  // sync_group's results likewise (its groups sorted and shaped: at 3,072
+  // devices a replicated weight's group is every device, and each
+  // candidate asks for each weight).
+  tbb::concurrent_unordered_map<RelayoutKey, std::optional<SyncGroup>, RelayoutKeyHash> sync_groups;
 };
 
 namespace {
@@ -489,11 +493,16 @@ Seconds CostModel::input_transfer_time(const Placement& p, NodeId id, int64_t lo
 std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, int64_t lo) const {
   const ParallelTensorShape& s = p.graph().shape(t);
   if (s.replica <= 1) return std::nullopt;
+  const ZeroStage stage = zero_of(p.graph(), recipe_, t);
+  // What it depends on beside the recipe (the cache's own).
+  KeyHasher h;
+  h.add(0x5C), h.add(s), h.add(p.owners(t)), h.add(static_cast<uint64_t>(lo)), h.add(static_cast<uint64_t>(stage));
+  const RelayoutKey key = h.key();
+  if (const auto it = relayouts_->sync_groups.find(key); it != relayouts_->sync_groups.end()) return it->second;
   const int64_t blocks = s.num_blocks();
   std::optional<SyncGroup> worst;
   double worst_time = -1;
   std::vector<int64_t> members, all;
-  const ZeroStage stage = zero_of(p.graph(), recipe_, t);
   for (int64_t b = 0; b < blocks; ++b) {
     members.clear();
     for (int64_t c = 0; c < s.replica; ++c) members.push_back(lo + p.owner(t, c * blocks + b));
@@ -526,6 +535,7 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
     all.erase(std::unique(all.begin(), all.end()), all.end());
     worst->devices = std::move(all);
   }
+  relayouts_->sync_groups.emplace(key, worst);
   return worst;
 }
 

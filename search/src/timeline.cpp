@@ -18,7 +18,10 @@ TaskId Timeline::add(uint64_t order, std::vector<TaskId> preds, double duration,
   for (ResourceId r : background)
     if (std::find(resources.begin(), resources.end(), r) != resources.end())
       throw Error("timeline: resource " + std::to_string(r) + " held both in the foreground and in the background");
-  if (!by_order_.emplace(order, id).second) throw Error("timeline: two tasks with order " + std::to_string(order));
+  // (Built in order mostly: appended at the end without a walk down the tree.)
+  const bool last = by_order_.empty() || by_order_.rbegin()->first < order;
+  if (!(last ? (by_order_.emplace_hint(by_order_.end(), order, id), true) : by_order_.emplace(order, id).second))
+    throw Error("timeline: two tasks with order " + std::to_string(order));
   for (TaskId p : preds)
     if (p < 0 || p >= id || tasks_[static_cast<size_t>(p)].order >= order) {
       by_order_.erase(order);
@@ -68,7 +71,8 @@ void Timeline::join(TaskId t) {
     if (static_cast<size_t>(r) >= on_.size()) on_.resize(static_cast<size_t>(r) + 1);
     if (static_cast<size_t>(r) >= behind_.size()) behind_.resize(static_cast<size_t>(r) + 1);
     auto& set = bg ? behind_[static_cast<size_t>(r)] : on_[static_cast<size_t>(r)];
-    const auto it = set.emplace(x.order, t).first;
+    const Slot slot{x.order, t};
+    const auto it = set.empty() || *set.rbegin() < slot ? set.emplace_hint(set.end(), slot) : set.emplace(slot).first;
     Link& me = links_[static_cast<size_t>(t)][i];
     if (it != set.begin()) me.prev = std::prev(it)->second, link(me.prev, r, bg).next = t;
     if (auto after = std::next(it); after != set.end()) {
