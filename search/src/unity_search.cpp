@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 
 #include "best_first.h"
 #include "graph_splitting.h"
@@ -58,6 +59,9 @@ SearchResult unity_search(const Graph& model, const RuleLibrary& rules, const Ma
       if (auto e = tuned_expert(model, mapper)) finalists.push_back({"expert", std::move(*e), {}});
     } catch (const Error&) {
     }
+    // (Seconds at thousands of devices, with nothing else to show.)
+    if (options.progress)
+      options.progress({"simulating " + std::to_string(finalists.size()) + " finalists to rank them", result.explored, result.evaluated, c.cost, true});
     result.ranking = rank_by_simulation(finalists, mapper);
     Finalist& f = finalists[static_cast<size_t>(std::max(result.ranking.chosen, 0))];
     best = std::move(f.graph), result.applied = std::move(f.applied);

@@ -20,14 +20,18 @@ void add_optimize_command(CLI::App& app) {
   cmd->callback([] {
     runner::OptimizeRequest q = optimize_request(f);
     const bool tty = isatty(2);
-    auto last = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
+    auto last = start;
     DeferredLine header("optimizing " + q.model.name() + " (" + std::to_string(q.model.size()) + " nodes) on " +
                         std::to_string(q.machine.num_devices()) + " x " + q.machine.device.name + " (" + q.machine.name +
                         ") with --search " + std::string(search::name(q.search.algorithm)) + "\n");
     q.search.progress = [&](const search::SearchProgress& p) {
       // Decided here once: print_search_progress prints whenever this
-      // clock reading says it is time (its own reading is later).
-      if (std::chrono::steady_clock::now() - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
+      // clock reading says it is time (its own reading is later). A
+      // milestone (a step of its own starts) at once, once the run has
+      // taken a second.
+      const auto now = std::chrono::steady_clock::now();
+      if (p.milestone ? now - start < std::chrono::seconds(1) : now - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
       header.print();
       print_search_progress(p, tty, last);
     };

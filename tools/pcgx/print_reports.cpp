@@ -279,7 +279,7 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
 
 void print_search_progress(const search::SearchProgress& p, bool tty, std::chrono::steady_clock::time_point& last) {
   const auto now = std::chrono::steady_clock::now();
-  if (now - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
+  if (!p.milestone && now - last < std::chrono::milliseconds(tty ? 100 : 2000)) return;
   last = now;
   std::cerr << (tty ? "\r\033[K" : "") << "  " << p.phase << ": " << p.explored << " explored, " << p.evaluated << " evaluated, best "
             << ms(p.best) << (tty ? "" : "\n") << std::flush;

@@ -10,6 +10,7 @@
 //
 // What it preserves: every finalist computes the model's outputs (the
 // search's best by verified rules, the baselines by construction).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,27 @@ struct RankedFinalist {
 struct Ranking {
   std::vector<RankedFinalist> finalists;  // in the order given
   int chosen = -1;                        // the fastest feasible one in simulation (the first on a tie); -1: none
+  // The chosen finalist as mapped and simulated (not where it was too
+  // large to simulate), and the cost model it was priced by: a caller that
+  // simulates the result again for its report (`pcgx optimize`) takes the
+  // time from here for the same plan (simulated_time), since at thousands
+  // of devices one simulation is seconds.
+  Strategy chosen_plan;
+  const CostModel* priced_by = nullptr;  // null: nothing simulated to reuse
+  TrainingRecipe recipe;                 // priced_by's, against a model at the same address since
+  double chosen_simulated = 0;
 };
+
+// The same plan to simulate: node for node the same computation from the
+// same named sources (deep hashes) on the same view, whatever the order of
+// the nodes, and the same outputs. (Simulated alike up to the order in
+// which independent tasks queue for one device, which the node order
+// breaks ties by: the first finalist's time stands for both.)
+bool same_plan(const Strategy& a, const Strategy& b);
+
+// The ranking's simulated time of `s` under `cost`, where `s` is the plan
+// it chose and simulated under that cost model; nothing otherwise.
+std::optional<double> simulated_time(const Ranking& r, const Strategy& s, const CostModel& cost);
 
 Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const MachineMapper& mapper);
 

@@ -57,6 +57,7 @@ struct SearchProgress {
   int64_t explored = 0;   // candidates expanded so far
   int64_t evaluated = 0;  // candidates costed so far
   double best = 0;        // best predicted time so far (seconds)
+  bool milestone = false; // a step of its own starts (the finalists' simulation): worth showing at once
 };
 
 struct SearchOptions {
