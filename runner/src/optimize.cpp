@@ -394,13 +394,18 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     out.memory = shape ? search::memory_breakdown(place, cm.recipe(), *shape, chunk) : search::memory_breakdown(place, cm.recipe());
   }
   if (!search::predicts_by_simulation(q.search) && r.strategy.estimate.feasible) {
-    try {
-      // (Simulated already where the search ranked its finalists so and
-      // the plan and its pricing are the same: seconds at thousands of devices.)
-      const std::optional<double> ranked = shape ? std::nullopt : search::simulated_time(r.ranking, r.strategy, cm);
-      out.simulated = ranked ? *ranked : search::Simulator(r.strategy.graph, r.strategy.views, cm, shape).time();
-    } catch (const search::TooManyTasks& e) {  // a plan too large to run task by task: the report says so
-      out.not_simulated = e.what();
+    // Simulated already (or refused as too large) where the search ranked
+    // its finalists so and the plan and its pricing are the same: seconds
+    // at thousands of devices.
+    const std::optional<search::SimulatedTime> ranked = shape ? std::nullopt : search::simulated_time(r.ranking, r.strategy, cm);
+    if (ranked && !ranked->not_simulated.empty()) out.not_simulated = ranked->not_simulated;
+    else if (ranked) out.simulated = ranked->time;
+    else {
+      try {
+        out.simulated = search::Simulator(r.strategy.graph, r.strategy.views, cm, shape).time();
+      } catch (const search::TooManyTasks& e) {  // a plan too large to run task by task: the report says so
+        out.not_simulated = e.what();
+      }
     }
   }
   return out;

@@ -79,16 +79,16 @@ Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const Machine
         break;
       }
   }
-  std::vector<char> simulated(n, 0);
+  std::vector<std::string> refused(n);  // the simulator's reason, where it refused one
   tbb::parallel_for(size_t{0}, n, [&](size_t i) {
     const Strategy& s = mapped[i];
     RankedFinalist f{finalists[i].label, s.estimate.feasible, s.estimate.time, 0};
     if (f.feasible && same[i] == i) {
       try {
         f.simulated = Simulator(s.graph, s.views, mapper.cost()).time();
-        simulated[i] = 1;
-      } catch (const TooManyTasks&) {  // too large to run task by task: ranked by its estimate
+      } catch (const TooManyTasks& e) {  // too large to run task by task: ranked by its estimate
         f.simulated = f.estimate;
+        refused[i] = e.what();
       }
     }
     r.finalists[i] = std::move(f);
@@ -99,20 +99,23 @@ Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const Machine
     const RankedFinalist& f = r.finalists[i];
     if (f.feasible && (r.chosen < 0 || f.simulated < r.finalists[static_cast<size_t>(r.chosen)].simulated)) r.chosen = static_cast<int>(i);
   }
-  // (The chosen one is the first of its plan: a later one ties with it.)
-  if (r.chosen >= 0 && simulated[static_cast<size_t>(r.chosen)]) {
-    r.chosen_plan = std::move(mapped[static_cast<size_t>(r.chosen)]);
+  // (The chosen one is the first of its plan, so simulated or refused: a
+  // later one ties with it.)
+  if (r.chosen >= 0) {
+    const auto c = static_cast<size_t>(r.chosen);
+    r.chosen_plan = std::move(mapped[c]);
     r.priced_by = &mapper.cost(), r.recipe = mapper.cost().recipe();
-    r.chosen_simulated = r.finalists[static_cast<size_t>(r.chosen)].simulated;
+    r.chosen_simulated = r.finalists[c].simulated, r.chosen_not_simulated = std::move(refused[c]);
   }
   return r;
 }
 
 bool same_plan(const Strategy& a, const Strategy& b) { return same_key(plan_key(a), plan_key(b)); }
 
-std::optional<double> simulated_time(const Ranking& r, const Strategy& s, const CostModel& cost) {
+std::optional<SimulatedTime> simulated_time(const Ranking& r, const Strategy& s, const CostModel& cost) {
   if (r.priced_by != &cost || !(r.recipe == cost.recipe()) || !same_plan(r.chosen_plan, s)) return std::nullopt;
-  return r.chosen_simulated;
+  if (!r.chosen_not_simulated.empty()) return SimulatedTime{0, r.chosen_not_simulated};
+  return SimulatedTime{r.chosen_simulated, ""};
 }
 
 }  // namespace pcgx::search

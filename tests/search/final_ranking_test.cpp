@@ -96,12 +96,18 @@ TEST(FinalRanking, APlanIsTheSameWhateverTheOrderOfItsNodes) {
   EXPECT_EQ(r.finalists[1].simulated, r.finalists[0].simulated);
   EXPECT_EQ(r.finalists[0].simulated, simulated(dp.graph, mapper));
   ASSERT_TRUE(simulated_time(r, dp, cm).has_value());
-  EXPECT_EQ(*simulated_time(r, dp, cm), r.finalists[0].simulated);
+  EXPECT_EQ(simulated_time(r, dp, cm)->time, r.finalists[0].simulated);
+  EXPECT_EQ(simulated_time(r, dp, cm)->not_simulated, "");
   EXPECT_TRUE(simulated_time(r, other, cm).has_value());
   EXPECT_FALSE(simulated_time(r, moved_view, cm).has_value());
   const CostModel same_content(find_machine("dgx-h100").with_devices(4), default_efficiency());
   EXPECT_FALSE(simulated_time(r, dp, same_content).has_value());  // not the model it was priced by
   EXPECT_FALSE(simulated_time(Ranking{}, dp, cm).has_value());
+  // A plan the simulator refused (too many tasks) is reported refused, not simulated again.
+  Ranking refused = r;
+  refused.chosen_not_simulated = "simulate: more than 10000000 tasks";
+  ASSERT_TRUE(simulated_time(refused, dp, cm).has_value());
+  EXPECT_EQ(simulated_time(refused, dp, cm)->not_simulated, refused.chosen_not_simulated);
 }
 
 class Ranked : public ::testing::TestWithParam<std::string> {};

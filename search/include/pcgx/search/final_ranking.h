@@ -33,15 +33,23 @@ struct RankedFinalist {
 struct Ranking {
   std::vector<RankedFinalist> finalists;  // in the order given
   int chosen = -1;                        // the fastest feasible one in simulation (the first on a tie); -1: none
-  // The chosen finalist as mapped and simulated (not where it was too
-  // large to simulate), and the cost model it was priced by: a caller that
+  // The chosen finalist as mapped and simulated (or refused by the
+  // simulator), and the cost model it was priced by: a caller that
   // simulates the result again for its report (`pcgx optimize`) takes the
-  // time from here for the same plan (simulated_time), since at thousands
-  // of devices one simulation is seconds.
+  // outcome from here for the same plan (simulated_time), since at
+  // thousands of devices one simulation, or reaching the simulator's task
+  // limit, is seconds.
   Strategy chosen_plan;
   const CostModel* priced_by = nullptr;  // null: nothing simulated to reuse
   TrainingRecipe recipe;                 // priced_by's, against a model at the same address since
   double chosen_simulated = 0;
+  std::string chosen_not_simulated;      // non-empty: the simulator's refusal (too many tasks), ranked by its estimate
+};
+
+// What simulating a plan gave: its time, or why it was not simulated.
+struct SimulatedTime {
+  double time = 0;
+  std::string not_simulated;  // non-empty: too many tasks to simulate one by one (TooManyTasks' message)
 };
 
 // The same plan to simulate: node for node the same computation from the
@@ -51,9 +59,10 @@ struct Ranking {
 // breaks ties by: the first finalist's time stands for both.)
 bool same_plan(const Strategy& a, const Strategy& b);
 
-// The ranking's simulated time of `s` under `cost`, where `s` is the plan
-// it chose and simulated under that cost model; nothing otherwise.
-std::optional<double> simulated_time(const Ranking& r, const Strategy& s, const CostModel& cost);
+// The ranking's simulation of `s` under `cost`, where `s` is the plan it
+// chose and simulated (or found too large to) under that cost model;
+// nothing otherwise.
+std::optional<SimulatedTime> simulated_time(const Ranking& r, const Strategy& s, const CostModel& cost);
 
 Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const MachineMapper& mapper);
 
