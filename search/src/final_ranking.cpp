@@ -3,7 +3,6 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "pcgx/pcg/stable_hash.h"
 #include "pcgx/search/graph_hash.h"
