@@ -104,7 +104,7 @@ Ranking rank_by_simulation(const std::vector<Finalist>& finalists, const Machine
     const auto c = static_cast<size_t>(r.chosen);
     r.chosen_plan = std::move(mapped[c]);
     r.priced_by = &mapper.cost(), r.recipe = mapper.cost().recipe();
-    r.chosen_simulated = r.finalists[c].simulated, r.chosen_not_simulated = std::move(refused[c]);
+    r.chosen_simulation = {r.finalists[c].simulated, std::move(refused[c])};
   }
   return r;
 }
@@ -113,8 +113,7 @@ bool same_plan(const Strategy& a, const Strategy& b) { return same_key(plan_key(
 
 std::optional<SimulatedTime> simulated_time(const Ranking& r, const Strategy& s, const CostModel& cost) {
   if (r.priced_by != &cost || !(r.recipe == cost.recipe()) || !same_plan(r.chosen_plan, s)) return std::nullopt;
-  if (!r.chosen_not_simulated.empty()) return SimulatedTime{0, r.chosen_not_simulated};
-  return SimulatedTime{r.chosen_simulated, ""};
+  return r.chosen_simulation;
 }
 
 }  // namespace pcgx::search

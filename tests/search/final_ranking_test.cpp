@@ -105,9 +105,9 @@ TEST(FinalRanking, APlanIsTheSameWhateverTheOrderOfItsNodes) {
   EXPECT_FALSE(simulated_time(Ranking{}, dp, cm).has_value());
   // A plan the simulator refused (too many tasks) is reported refused, not simulated again.
   Ranking refused = r;
-  refused.chosen_not_simulated = "simulate: more than 10000000 tasks";
+  refused.chosen_simulation.not_simulated = "simulate: more than 10000000 tasks";
   ASSERT_TRUE(simulated_time(refused, dp, cm).has_value());
-  EXPECT_EQ(simulated_time(refused, dp, cm)->not_simulated, refused.chosen_not_simulated);
+  EXPECT_EQ(simulated_time(refused, dp, cm)->not_simulated, refused.chosen_simulation.not_simulated);
 }
 
 class Ranked : public ::testing::TestWithParam<std::string> {};

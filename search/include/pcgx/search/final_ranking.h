@@ -30,6 +30,12 @@ struct RankedFinalist {
   double estimate = 0, simulated = 0;  // seconds per iteration: the DP's, the simulator's
 };
 
+// What simulating a plan gave: its time, or why it was not simulated.
+struct SimulatedTime {
+  double time = 0;
+  std::string not_simulated;  // non-empty: too many tasks to simulate one by one (TooManyTasks' message)
+};
+
 struct Ranking {
   std::vector<RankedFinalist> finalists;  // in the order given
   int chosen = -1;                        // the fastest feasible one in simulation (the first on a tie); -1: none
@@ -42,14 +48,7 @@ struct Ranking {
   Strategy chosen_plan;
   const CostModel* priced_by = nullptr;  // null: nothing simulated to reuse
   TrainingRecipe recipe;                 // priced_by's, against a model at the same address since
-  double chosen_simulated = 0;
-  std::string chosen_not_simulated;      // non-empty: the simulator's refusal (too many tasks), ranked by its estimate
-};
-
-// What simulating a plan gave: its time, or why it was not simulated.
-struct SimulatedTime {
-  double time = 0;
-  std::string not_simulated;  // non-empty: too many tasks to simulate one by one (TooManyTasks' message)
+  SimulatedTime chosen_simulation;       // refused: ranked by its estimate
 };
 
 // The same plan to simulate: node for node the same computation from the
