@@ -66,7 +66,7 @@ std::vector<int64_t> pipeline_chunks(const Graph& g, const std::vector<std::vect
 
 std::vector<int64_t> pipeline_chunks(const Graph& g, std::span<const MachineView> views, int64_t devices, const PipelineShape& p) {
   const Placement place(g, views, devices);
-  const std::vector<NodeRun> runs = node_runs(place, source_layouts(g));
+  const std::vector<NodeRun> runs = node_runs(place, source_layouts(g), RunDetail::kKinds);
   std::vector<std::vector<int64_t>> tasks(g.size());
   for (const Node& n : g.nodes())
     if (runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks) tasks[static_cast<size_t>(n.id)] = place.task_devices(n.id);

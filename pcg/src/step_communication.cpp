@@ -81,7 +81,7 @@ std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layou
   return heads;
 }
 
-std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts) {
+std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts, RunDetail detail) {
   const Graph& g = p.graph();
   std::vector<NodeRun> runs(g.size());
   for (const Node& n : g.nodes()) {
@@ -110,7 +110,7 @@ std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts)
       r.kind = NodeRun::Kind::kAllReduce, r.groups = std::move(*groups);
     } else {
       r.kind = NodeRun::Kind::kPieces;
-      r.pieces = relayout_pieces(g.shape(n.inputs[0]), b.outputs[0], sum, copy);
+      if (detail == RunDetail::kPieces) r.pieces = relayout_pieces(g.shape(n.inputs[0]), b.outputs[0], sum, copy);
     }
     r.to = b.id;
     runs[static_cast<size_t>(b.id)].kind = NodeRun::Kind::kDone;
@@ -132,7 +132,8 @@ namespace {
 
 // The floats node n's run sends in the forward pass, and with `backward`
 // its gradients too (each layout change's dual sends as much again).
-double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool backward) {
+// `sizes` is scratch space for a layout change's pieces.
+double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool backward, std::vector<PieceSize>& sizes) {
   const Graph& g = p.graph();
   const double passes = backward ? 2 : 1;
   double floats = 0;
@@ -155,10 +156,14 @@ double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool bac
                                                        : elements(g.shape(n.inputs[static_cast<size_t>(m.input)])));
       }
       break;
-    case NodeRun::Kind::kPieces:
-      for (const Piece& pc : r.pieces)
-        if (p.owner(n.inputs[0], pc.in_shard) != p.owner({r.to, 0}, pc.out_shard)) floats += passes * static_cast<double>(pc.elements());
+    case NodeRun::Kind::kPieces: {
+      const Node& to = g.node(r.to);
+      const auto [sum, copy] = relayout_factors(n, to);
+      relayout_piece_sizes(g.shape(n.inputs[0]), to.outputs[0], sum, copy, sizes);
+      for (const PieceSize& pc : sizes)
+        if (p.owner(n.inputs[0], pc.in_shard) != p.owner({r.to, 0}, pc.out_shard)) floats += passes * static_cast<double>(pc.elements);
       break;
+    }
     case NodeRun::Kind::kAllReduce:
       for (const auto& group : r.groups) floats += passes * 2 * static_cast<double>(group.size() - 1) * elements(g.shape({r.to, 0}));
       break;
@@ -173,7 +178,8 @@ double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool bac
 double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::vector<NodeRun>& runs) {
   const Graph& g = p.graph();
   double floats = 0;
-  for (const Node& n : g.nodes()) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], true);
+  std::vector<PieceSize> sizes;
+  for (const Node& n : g.nodes()) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], true, sizes);
   // Every stored layout's copies of a block all-reduce their gradients.
   const auto params = parameter_tensors(g, layouts);
   for (const Node& n : g.nodes()) {
@@ -198,7 +204,7 @@ double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::v
 double step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices) {
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
-  return step_bytes(p, layouts, node_runs(p, layouts));
+  return step_bytes(p, layouts, node_runs(p, layouts, RunDetail::kKinds));
 }
 
 double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, int64_t devices, Recompute policy, bool kept_inputs,
@@ -206,15 +212,16 @@ double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, 
   if (policy == Recompute::kNone && attention != AttentionKernel::kFlash) return 0;  // (only flash re-runs anything of its own)
   const Placement p(g, views, devices);
   const SourceLayouts layouts = source_layouts(g);
-  const std::vector<NodeRun> runs = node_runs(p, layouts);
+  const std::vector<NodeRun> runs = node_runs(p, layouts, RunDetail::kKinds);
   return recompute_step_bytes(p, runs, plan_recompute(g, layouts, policy, layers, chunk, operators, attention), kept_inputs);
 }
 
 double recompute_step_bytes(const Placement& p, const std::vector<NodeRun>& runs, const RecomputePlan& plan, bool kept_inputs) {
   double floats = 0;
+  std::vector<PieceSize> sizes;
   for (const Node& n : p.graph().nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)] && !(kept_inputs && runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks))
-      floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false);
+      floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false, sizes);
   return 4 * floats;
 }
 

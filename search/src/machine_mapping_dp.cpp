@@ -335,7 +335,7 @@ MachineMapper::MachineMapper(const CostModel& cost, int64_t stage_devices)
 std::optional<NodeId> one_stage_operator(const Placement& where, const SourceLayouts& layouts, int64_t stage_devices) {
   if (stage_devices <= 0) return std::nullopt;
   const Graph& g = where.graph();
-  const std::vector<NodeRun> runs = node_runs(where, layouts);
+  const std::vector<NodeRun> runs = node_runs(where, layouts, RunDetail::kKinds);
   for (const Node& n : g.nodes()) {
     if (n.op->op_class != OpClass::kCompute || runs[static_cast<size_t>(n.id)].kind != NodeRun::Kind::kTasks || layouts.is_layout(g, n.id))
       continue;

@@ -240,7 +240,7 @@ bool Problem::gathers_for_use(NodeId id) const {
 }
 
 double Problem::step_bytes(const Placement& p, bool kept_inputs) const {
-  const std::vector<NodeRun> runs = node_runs(p, layouts);
+  const std::vector<NodeRun> runs = node_runs(p, layouts, RunDetail::kKinds);
   return pcgx::step_bytes(p, layouts, runs) + search::zero_extra_bytes(p, layouts, cost.recipe()) + recompute_step_bytes(p, runs, recompute, kept_inputs);
 }
 

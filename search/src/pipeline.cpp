@@ -635,7 +635,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
     } catch (const Error&) {
       chunk.clear();  // (the plan as one chunk)
     }
-  const std::vector<NodeRun> runs = node_runs(place, layouts);
+  const std::vector<NodeRun> runs = node_runs(place, layouts, RunDetail::kKinds);
   e.bytes = step_bytes(place, layouts, runs) + zero_extra_bytes(place, layouts, recipe) +
             recompute_step_bytes(place, runs, plan_recompute(joined, layouts, recipe, chunk), shape.in_flight());
   if (placed) {  // as a plan of one stage stating devices: the whole of it simulated, under its schedule

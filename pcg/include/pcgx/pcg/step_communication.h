@@ -48,8 +48,16 @@ struct NodeRun {
   std::vector<std::vector<AllReduceMember>> groups;   // kAllReduce
 };
 
+// How much of each run node_runs builds: kPieces every layout change's
+// blocks (what the runtime executes: offsets and extents per piece), kKinds
+// only the kinds, partners and all-reduce groups (what counting bytes and
+// placing tasks need; step_bytes counts a kPieces run's pieces from their
+// sizes either way). At 3,072 devices a plan's pieces are millions of
+// small vectors, built and freed for nothing where only bytes are asked.
+enum class RunDetail : uint8_t { kPieces, kKinds };
+
 // Per node of p's graph.
-std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts);
+std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts, RunDetail detail = RunDetail::kPieces);
 // Per node: 1 for the first operator of a layout change run in one step
 // (a Combine or Reduce whose partner completes it, relayout.h), which
 // holds nothing of its own: the runtime gives its output no buffer and
