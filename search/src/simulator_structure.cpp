@@ -13,20 +13,26 @@ void Simulator::Impl::build_structure(Timeline& tl, std::vector<SimTaskInfo>& in
   check_positions(N + 1);
   units.assign(g.size(), Unit{});
   plan_param_gathers();
+  const size_t first_task = tl.size();
+  size_t least = 0;
   {
     // What the loops below add (per task node: each task's transfers in
     // and out and its two passes, and a gather each way), and room for the
-    // tail (buckets and updates, build_tail): reserved at once.
+    // tail (buckets and updates, build_tail): reserved at once. At least
+    // each task's transfers and passes are added (`least`): a plan past
+    // the timeline's limit with those alone is refused here.
     size_t count = 0;
     for (const Node& n : g.nodes()) {
       if (!active(n.id) || problem.is_tail[static_cast<size_t>(n.id)]) continue;
       if (!task_node(n)) {
-        count += 2;
+        count += 2, least += 2;
         continue;
       }
       const auto tasks = static_cast<size_t>(place->tasks(n.id).tasks);
       count += tasks * (2 * n.inputs.size() + 3) + 2;
+      least += tasks * (2 * n.inputs.size() + 2);
     }
+    tl.refuse_past_limit(least);
     count += count / 16 + 4 * static_cast<size_t>(D) + 1024;
     tl.reserve(count);
     info.reserve(count);
@@ -196,6 +202,8 @@ void Simulator::Impl::build_structure(Timeline& tl, std::vector<SimTaskInfo>& in
     }
   }
   tail_start = static_cast<TaskId>(tl.size());
+  // (The refusal above must never turn away a plan that fits.)
+  if (tl.size() - first_task < least) throw Error("simulate: internal error: fewer tasks built than the count that refuses a plan");
 }
 
 }  // namespace pcgx::search

@@ -11,9 +11,7 @@ namespace pcgx::search {
 
 TaskId Timeline::add(uint64_t order, std::vector<TaskId> preds, double duration, std::vector<ResourceId> resources,
                      std::vector<ResourceId> background) {
-  if (tasks_.size() >= max_tasks_)
-    throw TooManyTasks("simulate: more than " + std::to_string(max_tasks_) +
-                " tasks, too many to simulate task by task here (the cost model's prediction stands alone)");
+  if (tasks_.size() >= max_tasks_) too_many();
   const auto id = static_cast<TaskId>(tasks_.size());
   for (ResourceId r : background)
     if (std::find(resources.begin(), resources.end(), r) != resources.end())
@@ -41,6 +39,15 @@ TaskId Timeline::add(uint64_t order, std::vector<TaskId> preds, double duration,
   join(id);
   mark(id);
   return id;
+}
+
+void Timeline::too_many() const {
+  throw TooManyTasks("simulate: more than " + std::to_string(max_tasks_) +
+                     " tasks, too many to simulate task by task here (the cost model's prediction stands alone)");
+}
+
+void Timeline::refuse_past_limit(size_t tasks) const {
+  if (tasks > max_tasks_ - std::min(max_tasks_, tasks_.size())) too_many();
 }
 
 void Timeline::reserve(size_t tasks) {

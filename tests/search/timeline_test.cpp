@@ -29,6 +29,19 @@ TEST(Timeline, RefusesTasksPastItsLimit) {
   EXPECT_DOUBLE_EQ(tl.task(2).end, 3.0);
 }
 
+// A builder that knows how many tasks it will add at least is refused
+// before it builds any of them (Simulator: each task's transfers and
+// passes), with the same error, and the timeline is left as it was.
+TEST(Timeline, RefusesAPlanPastItsLimitBeforeItIsBuilt) {
+  Timeline tl(1, 5);
+  EXPECT_NO_THROW(tl.refuse_past_limit(5));
+  EXPECT_THROW(tl.refuse_past_limit(6), TooManyTasks);
+  for (uint64_t k = 0; k < 2; ++k) tl.add(k, {}, 1.0, {0});
+  EXPECT_NO_THROW(tl.refuse_past_limit(3));
+  EXPECT_THROW(tl.refuse_past_limit(4), TooManyTasks);
+  EXPECT_EQ(tl.size(), 2u);
+}
+
 TEST(Timeline, TasksOnDifferentResourcesOverlap) {
   Timeline tl;
   const TaskId a = tl.add(1, {}, 2.0, {kGpu0});

@@ -90,6 +90,10 @@ class Timeline {
   // Room for `tasks` tasks in all, so that a builder adding millions of
   // them does not move its arrays (and touch fresh memory) again and again.
   void reserve(size_t tasks);
+  // Throws TooManyTasks, as add() would, when a builder knows it will add
+  // at least `tasks` more: a plan past the limit is refused before
+  // millions of its tasks are built for nothing (seconds at 3,072 devices).
+  void refuse_past_limit(size_t tasks) const;
 
   // Recomputes every task.
   void simulate_full();
@@ -116,6 +120,7 @@ class Timeline {
 
  private:
   using Slot = std::pair<uint64_t, TaskId>;
+  [[noreturn]] void too_many() const;
   void mark(TaskId t);
   void leave(TaskId t);  // takes t off its resources, marking who followed it
   void join(TaskId t);
