@@ -113,6 +113,7 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
   std::vector<TaskId> preds;
   for (size_t b = 0; b < members.size(); ++b) {
     Timeline sub(one.resources());
+    sub.reserve(members[b].size());
     auto& dev = devices[b / 4];
     for (TaskId t : members[b]) {
       const TimedTask& x = one.task(t);
@@ -218,6 +219,21 @@ bool Simulator::Impl::build_pipelined(Timeline& tl, std::vector<SimTaskInfo>& in
     x.position[static_cast<size_t>(c)] = at;
     return x.end[static_cast<size_t>(c)] = tl.add(order_of(0, at, kStepEnd - 1), std::move(all), 0.0, {});
   };
+  {
+    // Room for what the schedule adds (a task per step; the bodies it
+    // expands task by task, at most every micro-batch's; build_tail's
+    // buckets and updates), reserved at once: at 512 devices these are
+    // millions of tasks, and growing the arrays step by step moved them
+    // again and again.
+    size_t expanded = 0;
+    for (int64_t c = 0; c < C; ++c)
+      expanded += (every ? static_cast<size_t>(M) : 1) * (members[key(c, true, true)].size() + 1) +
+                  (gathers_each ? static_cast<size_t>(M) : 1) * (members[key(c, false, true)].size() + first_gathers[static_cast<size_t>(c)].size() + 1);
+    // (No more than a timeline holds: past it, add() refuses the plan.)
+    const size_t room = std::min(kMaxTimelineTasks, tl.size() + expanded + static_cast<size_t>(2 * C * M + 2 * C) + 4 * static_cast<size_t>(D) + 1024);
+    tl.reserve(room);
+    info.reserve(room);
+  }
   for (int64_t c = 0; c < C; ++c) step(order_of(0, 0, static_cast<uint64_t>(c)), {}, c, false, false, -1);
   std::vector<TaskId> F(static_cast<size_t>(C * M), -1), B(static_cast<size_t>(C * M), -1);
   auto at = [&](int64_t c, int64_t m) { return static_cast<size_t>(c * M + m); };
