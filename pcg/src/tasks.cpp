@@ -15,10 +15,12 @@ TaskTable task_table(const OpDef& op, const Attributes& attrs, std::span<const P
   const TaskGrid& grid = t.grid;
   t.tasks = grid.num_tasks();
   std::vector<int64_t> coords(grid.extents.size(), 0);
+  t.input_shard = TaskShards(t.tasks, inputs.size());
+  t.output_shard = TaskShards(t.tasks, outputs.size());
   for (int64_t k = 0; k < t.tasks; ++k) {
-    auto& in = t.input_shard.emplace_back(inputs.size());
+    const std::span<int64_t> in = t.input_shard[static_cast<size_t>(k)];
     for (size_t i = 0; i < inputs.size(); ++i) in[i] = shard_for_task(grid.inputs[i], inputs[i], coords, grid.extents);
-    auto& out = t.output_shard.emplace_back(outputs.size());
+    const std::span<int64_t> out = t.output_shard[static_cast<size_t>(k)];
     for (size_t o = 0; o < outputs.size(); ++o) out[o] = shard_for_task(grid.outputs[o], outputs[o], coords, grid.extents);
     for (size_t d = coords.size(); d-- > 0;) {
       if (++coords[d] < grid.extents[d]) break;
