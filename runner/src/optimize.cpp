@@ -202,7 +202,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
     // gives. A search per recipe took Inception-v3 at 192 devices 12
     // searches, about 17 minutes.
     std::optional<search::SearchResult> fitted;
-    for (const ZeroStage stage : stages) {
+    auto recipe_of = [&](ZeroStage stage) {
       TrainingRecipe recipe{precision, policy, stage, recomputes_layers(policy) ? q.recompute_layers.value_or(kAllLayers) : kAllLayers,
                             q.optimizer};
       if (policy == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
@@ -210,13 +210,32 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
       recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
       recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
-      auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
+      return recipe;
+    };
+    // The stages after the one that fitted, re-priced all at once (each an
+    // independent mapping: seconds at 3,072 devices), taken in order.
+    std::vector<std::optional<Repriced>> repriced(stages.size());
+    for (size_t si = 0; si < stages.size(); ++si) {
+      const TrainingRecipe recipe = recipe_of(stages[si]);
+      const auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       const search::MachineMapper mapper(*cost);
       search::PipelineResult result;
       RecipeTried tried{recipe};
+      // The cost model that priced the result, and its mapping's smallest
+      // refused need: this one's where it searched, else the re-pricing's.
+      std::shared_ptr<const search::CostModel> priced_by = cost;
+      double smallest_need = 0;
       if (fitted && !q.pipeline) {
+        if (!repriced[si]) {
+          std::vector<TrainingRecipe> rest;
+          for (size_t j = si; j < stages.size(); ++j) rest.push_back(recipe_of(stages[j]));
+          std::vector<Repriced> done = reprice_all(q, eff, fitted->strategy.graph, rest);
+          for (size_t j = 0; j < done.size(); ++j) repriced[si + j] = std::move(done[j]);
+        }
+        Repriced& r = *repriced[si];
         result.search = *fitted;
-        result.search.strategy = mapper.map(fitted->strategy.graph);
+        result.search.strategy = std::move(r.strategy);
+        priced_by = std::move(r.cost), smallest_need = r.tried.smallest_need;
         tried.searched = false;
       } else if (q.pipeline) {
         try {
@@ -231,7 +250,8 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
         result.search = search::optimize(q.model, rules, mapper, q.search);
       }
       const search::Estimate& e = result.search.strategy.estimate;
-      tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = mapper.memory_refusals().smallest_need;
+      if (tried.searched) smallest_need = mapper.memory_refusals().smallest_need;
+      tried.feasible = e.feasible, tried.time = e.time, tried.smallest_need = smallest_need;
       if (q.pipeline && result.stages == 1) tried.micro_batches = result.micro_batches;  // (gradient accumulation)
       // A plan priced by simulation (stated devices) is refused by its own
       // memory, which the mapping's refusals do not see.
@@ -245,7 +265,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       // plan's would be the DP's, not comparable.)
       if (e.feasible && !fitted && !q.pipeline && !search::predicts_by_simulation(q.search)) fitted = result.search;
       const bool better = e.feasible && (!found || faster(e.time, out.result.search.strategy.estimate.time));
-      if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = cost, chosen_pipelined = q.pipeline.has_value();
+      if (better || (!found && !out.cost)) out.result = std::move(result), out.cost = priced_by, chosen_pipelined = q.pipeline.has_value();
       found = found || e.feasible;
       // Memory did not constrain this search: sharding or recomputing more
       // would only add time.

@@ -95,15 +95,6 @@ void fewest_recomputed_layers(const OptimizeRequest& q, const search::Efficiency
         q, eff, [&](Mapped&& m) { out.result.search.strategy = std::move(m.strategy); }, out.result.search.strategy.estimate.time);
 }
 
-namespace {
-
-// The plan `g` mapped again under `recipe` (its views chosen anew), and
-// its line among the recipes tried, "(re-priced)".
-struct Repriced {
-  search::Strategy strategy;
-  std::shared_ptr<const search::CostModel> cost;
-  RecipeTried tried;
-};
 Repriced reprice(const OptimizeRequest& q, const search::Efficiency& eff, const Graph& g, const TrainingRecipe& recipe) {
   auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
   const search::MachineMapper mapper(*cost);
@@ -113,6 +104,8 @@ Repriced reprice(const OptimizeRequest& q, const search::Efficiency& eff, const 
   return {std::move(s), std::move(cost), tried};
 }
 
+namespace {
+
 // The same, listed among the recipes tried.
 std::pair<search::Strategy, std::shared_ptr<const search::CostModel>> repriced(const OptimizeRequest& q, const search::Efficiency& eff,
                                                                                 const Graph& g, const TrainingRecipe& recipe, OptimizeReport& out) {
@@ -121,8 +114,8 @@ std::pair<search::Strategy, std::shared_ptr<const search::CostModel>> repriced(c
   return {std::move(r.strategy), std::move(r.cost)};
 }
 
-// Every recipe of `recipes` at once (each mapping is independent of the
-// others: at 3,072 devices one takes seconds), in their order.
+}  // namespace
+
 std::vector<Repriced> reprice_all(const OptimizeRequest& q, const search::Efficiency& eff, const Graph& g,
                                   const std::vector<TrainingRecipe>& recipes) {
   std::vector<std::optional<Repriced>> done(recipes.size());
@@ -132,8 +125,6 @@ std::vector<Repriced> reprice_all(const OptimizeRequest& q, const search::Effici
   for (auto& r : done) out.push_back(std::move(*r));
   return out;
 }
-
-}  // namespace
 
 // Full recomputation chosen (none and selective left no plan): the
 // operators to recompute chosen a kind at a time instead of whole layers
