@@ -2,13 +2,16 @@
 #include "recipe_refinements.h"
 
 #include <algorithm>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_chunks.h"
@@ -119,10 +122,25 @@ std::pair<search::Strategy, std::shared_ptr<const search::CostModel>> repriced(c
 std::vector<Repriced> reprice_all(const OptimizeRequest& q, const search::Efficiency& eff, const Graph& g,
                                   const std::vector<TrainingRecipe>& recipes) {
   std::vector<std::optional<Repriced>> done(recipes.size());
-  tbb::parallel_for(size_t{0}, recipes.size(), [&](size_t i) { done[i] = reprice(q, eff, g, recipes[i]); });
+  // A failure is reported as one after another would have: the first
+  // recipe's to fail, whichever thread failed first.
+  std::vector<std::exception_ptr> failed(recipes.size());
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, recipes.size(), 1),
+      [&](const tbb::blocked_range<size_t>& range) {
+        for (size_t i = range.begin(); i != range.end(); ++i) try {
+            done[i] = reprice(q, eff, g, recipes[i]);
+          } catch (...) {
+            failed[i] = std::current_exception();
+          }
+      },
+      tbb::simple_partitioner());
   std::vector<Repriced> out;
   out.reserve(done.size());
-  for (auto& r : done) out.push_back(std::move(*r));
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (failed[i]) std::rethrow_exception(failed[i]);
+    out.push_back(std::move(*done[i]));
+  }
   return out;
 }
 

@@ -5,12 +5,15 @@
 // recompute instead, and ZeRO 3's persistence threshold. Each plan
 // re-priced is listed among the recipes tried, "(re-priced)", and taken
 // where it is faster than the plan kept so far. Internal to the runner.
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "pcgx/runner/optimize.h"
 #include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/rule_library.h"
 
 namespace pcgx::runner {
