@@ -77,9 +77,8 @@ std::vector<Piece> relayout_pieces(const ParallelTensorShape& from, const Parall
   return out;
 }
 
-void relayout_piece_sizes(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
-                          std::vector<PieceSize>& out) {
-  out.clear();
+void for_each_relayout_piece(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
+                             const std::function<void(const PieceSize&)>& f) {
   const size_t rank = static_cast<size_t>(from.rank());
   const auto in_shape = from.shard_shape(), out_shape = to.shard_shape();
   for_each_piece(from, to, sum, copy, in_shape, out_shape, [&](int64_t i, int64_t j, const auto& a, const auto& b) {
@@ -88,8 +87,14 @@ void relayout_piece_sizes(const ParallelTensorShape& from, const ParallelTensorS
       const int64_t lo_a = a[d] * in_shape[d], lo_b = b[d] * out_shape[d];
       elements *= std::min(lo_a + in_shape[d], lo_b + out_shape[d]) - std::max(lo_a, lo_b);
     }
-    out.push_back({static_cast<int32_t>(i), static_cast<int32_t>(j), elements});
+    f(PieceSize{static_cast<int32_t>(i), static_cast<int32_t>(j), elements});
   });
+}
+
+void relayout_piece_sizes(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
+                          std::vector<PieceSize>& out) {
+  out.clear();
+  for_each_relayout_piece(from, to, sum, copy, [&](const PieceSize& p) { out.push_back(p); });
 }
 
 }  // namespace pcgx

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "pcgx/pcg/error.h"
 
@@ -181,70 +182,101 @@ double collective_time(const Machine& m, Collective c, const GroupShape& g, doub
   throw Error("collective_time: unknown collective");
 }
 
-double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
-  const size_t levels = m.links.size();
-  // Per level: bytes out of and into each group of the level below, and
-  // how many of its devices send or receive them. Groups and devices are
-  // indices below the highest device + 1, so flat arrays hold them (a
-  // layout change at 192 devices is 12,288 transfers, costed for every
-  // candidate of the search). The arrays are per thread and all zero
-  // between calls: a call touches and clears only the entries its
-  // transfers name (at 3,072 devices clearing whole arrays, or allocating
-  // them, cost more than the transfers themselves).
-  int64_t n = 0;
-  for (const Transfer& t : transfers) n = std::max({n, t.from + 1, t.to + 1});
-  if (n == 0) return 0.0;
-  const auto N = static_cast<size_t>(n);
-  struct Scratch {
-    std::vector<double> out_bytes, in_bytes;
-    std::vector<int64_t> out_devices, in_devices;
-    std::vector<char> sends, receives, role;  // [level][device]; per device: 1 sends, 2 receives
-    std::vector<size_t> out_used, in_used, flagged, roled;  // the entries set, to clear
-  };
-  thread_local Scratch z;
-  if (z.out_bytes.size() < levels * N) {
-    z.out_bytes.resize(levels * N, 0.0), z.in_bytes.resize(levels * N, 0.0);
-    z.out_devices.resize(levels * N, 0), z.in_devices.resize(levels * N, 0);
-    z.sends.resize(levels * N, 0), z.receives.resize(levels * N, 0);
+// Per level: bytes out of and into each group of the level below, and how
+// many of its devices send or receive them. Groups and devices are indices
+// below the device count, so flat arrays hold them (a layout change at 192
+// devices is 12,288 transfers, costed for every candidate of the search).
+// The arrays are per thread and all zero between exchanges: one touches and
+// clears only the entries its transfers name (at 3,072 devices clearing
+// whole arrays, or allocating them, cost more than the transfers
+// themselves).
+struct Exchange::Scratch {
+  std::vector<double> out_bytes, in_bytes;
+  std::vector<int64_t> out_devices, in_devices;
+  std::vector<char> sends, receives, role;  // [level][device]; per device: 1 sends, 2 receives
+  std::vector<size_t> out_used, in_used, flagged, roled;  // the entries set, to clear
+  bool busy = false;
+};
+
+Exchange::Exchange(const Machine& m, int64_t devices) : m_(m), n_(static_cast<size_t>(std::max<int64_t>(devices, 0))) {
+  thread_local Scratch scratch;
+  if (scratch.busy) throw Error("exchange: another exchange is being priced on this thread");
+  z_ = &scratch;
+  z_->busy = true;
+  const size_t levels = m_.links.size();
+  if (z_->out_bytes.size() < levels * n_) {
+    z_->out_bytes.resize(levels * n_, 0.0), z_->in_bytes.resize(levels * n_, 0.0);
+    z_->out_devices.resize(levels * n_, 0), z_->in_devices.resize(levels * n_, 0);
+    z_->sends.resize(levels * n_, 0), z_->receives.resize(levels * n_, 0);
   }
-  if (z.role.size() < N) z.role.resize(N, 0);
-  size_t top = 0;
-  bool any = false, both_ways = false;
-  for (const Transfer& t : transfers) {
-    if (t.from == t.to || t.bytes <= 0) continue;
-    size_t l = 0;
-    while (l + 1 < levels && group_of(m.links[l], t.from) != group_of(m.links[l], t.to)) ++l;
-    const size_t from = l * N + static_cast<size_t>(l == 0 ? t.from : group_of(m.links[l - 1], t.from));
-    const size_t to = l * N + static_cast<size_t>(l == 0 ? t.to : group_of(m.links[l - 1], t.to));
-    if (z.out_bytes[from] == 0) z.out_used.push_back(from);
-    if (z.in_bytes[to] == 0) z.in_used.push_back(to);
-    z.out_bytes[from] += t.bytes, z.in_bytes[to] += t.bytes;
-    const size_t sender = l * N + static_cast<size_t>(t.from), receiver = l * N + static_cast<size_t>(t.to);
-    if (!z.sends[sender]) z.sends[sender] = 1, ++z.out_devices[from], z.flagged.push_back(sender);
-    if (!z.receives[receiver]) z.receives[receiver] = 1, ++z.in_devices[to], z.flagged.push_back(receiver);
-    for (const auto& [d, bit] : {std::pair{static_cast<size_t>(t.from), 1}, std::pair{static_cast<size_t>(t.to), 2}}) {
-      if (!z.role[d]) z.roled.push_back(d);
-      z.role[d] = static_cast<char>(z.role[d] | bit);
-      both_ways = both_ways || z.role[d] == 3;
-    }
-    top = std::max(top, l), any = true;
+  if (z_->role.size() < n_) z_->role.resize(n_, 0);
+}
+
+Exchange::~Exchange() {
+  clear();
+  z_->busy = false;
+}
+
+void Exchange::add(int64_t from_device, int64_t to_device, double bytes) {
+  if (from_device == to_device || bytes <= 0) return;
+  if (from_device < 0 || to_device < 0 || static_cast<size_t>(std::max(from_device, to_device)) >= n_)
+    throw Error("exchange: device " + std::to_string(std::max(from_device, to_device)) + " past the " + std::to_string(n_) + " given");
+  Scratch& z = *z_;
+  const size_t levels = m_.links.size(), N = n_;
+  size_t l = 0;
+  while (l + 1 < levels && group_of(m_.links[l], from_device) != group_of(m_.links[l], to_device)) ++l;
+  const size_t from = l * N + static_cast<size_t>(l == 0 ? from_device : group_of(m_.links[l - 1], from_device));
+  const size_t to = l * N + static_cast<size_t>(l == 0 ? to_device : group_of(m_.links[l - 1], to_device));
+  if (z.out_bytes[from] == 0) z.out_used.push_back(from);
+  if (z.in_bytes[to] == 0) z.in_used.push_back(to);
+  z.out_bytes[from] += bytes, z.in_bytes[to] += bytes;
+  const size_t sender = l * N + static_cast<size_t>(from_device), receiver = l * N + static_cast<size_t>(to_device);
+  if (!z.sends[sender]) z.sends[sender] = 1, ++z.out_devices[from], z.flagged.push_back(sender);
+  if (!z.receives[receiver]) z.receives[receiver] = 1, ++z.in_devices[to], z.flagged.push_back(receiver);
+  for (const auto& [d, bit] : {std::pair{static_cast<size_t>(from_device), 1}, std::pair{static_cast<size_t>(to_device), 2}}) {
+    if (!z.role[d]) z.roled.push_back(d);
+    z.role[d] = static_cast<char>(z.role[d] | bit);
+    both_ways_ = both_ways_ || z.role[d] == 3;
   }
+  top_ = std::max(top_, l), any_ = true;
+}
+
+double Exchange::time() {
+  Scratch& z = *z_;
+  const size_t N = n_;
   // A device that sends and receives makes it a collective step; else
   // every message goes one way, each a lone message.
   double worst = 0;
   auto time = [&](size_t at, double bytes, int64_t devices) {
     const size_t l = at / N;
-    const LinkLevel& link = m.links[l];
+    const LinkLevel& link = m_.links[l];
     const int64_t links = l == 0 ? link.ports : std::min<int64_t>(link.ports, devices);
     return bytes / (link.bandwidth * static_cast<double>(std::max<int64_t>(links, 1)));
   };
-  for (size_t at : z.out_used) worst = std::max(worst, time(at, z.out_bytes[at], z.out_devices[at])), z.out_bytes[at] = 0, z.out_devices[at] = 0;
-  for (size_t at : z.in_used) worst = std::max(worst, time(at, z.in_bytes[at], z.in_devices[at])), z.in_bytes[at] = 0, z.in_devices[at] = 0;
+  for (size_t at : z.out_used) worst = std::max(worst, time(at, z.out_bytes[at], z.out_devices[at]));
+  for (size_t at : z.in_used) worst = std::max(worst, time(at, z.in_bytes[at], z.in_devices[at]));
+  const double seconds = any_ ? step_latency(m_.links[top_], both_ways_) + worst : 0.0;
+  clear();
+  return seconds;
+}
+
+void Exchange::clear() {
+  Scratch& z = *z_;
+  for (size_t at : z.out_used) z.out_bytes[at] = 0, z.out_devices[at] = 0;
+  for (size_t at : z.in_used) z.in_bytes[at] = 0, z.in_devices[at] = 0;
   for (size_t at : z.flagged) z.sends[at] = 0, z.receives[at] = 0;
   for (size_t d : z.roled) z.role[d] = 0;
   z.out_used.clear(), z.in_used.clear(), z.flagged.clear(), z.roled.clear();
-  if (!any) return 0.0;
-  return step_latency(m.links[top], both_ways) + worst;
+  top_ = 0, any_ = false, both_ways_ = false;
+}
+
+double exchange_time(const Machine& m, std::span<const Transfer> transfers) {
+  int64_t n = 0;
+  for (const Transfer& t : transfers) n = std::max({n, t.from + 1, t.to + 1});
+  if (n == 0) return 0.0;
+  Exchange x(m, n);
+  for (const Transfer& t : transfers) x.add(t.from, t.to, t.bytes);
+  return x.time();
 }
 
 double send_time(const Machine& m, int64_t from, int64_t to, double bytes) {

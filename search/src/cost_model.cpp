@@ -455,16 +455,22 @@ Seconds CostModel::relayout_time(const Placement& p, TensorRef in, TensorRef out
   h.add(static_cast<uint64_t>(element_size)), h.add(p.owners(in)), h.add(p.owners(out));
   const RelayoutKey key = h.key();
   if (const auto it = relayouts_->seconds.find(key); it != relayouts_->seconds.end()) return it->second;
-  std::vector<PieceSize> pieces;
-  relayout_piece_sizes(s_in, s_out, sum, copy, pieces);
-  std::vector<Transfer> fwd, bwd;
-  fwd.reserve(pieces.size()), bwd.reserve(pieces.size());
-  for (const PieceSize& pc : pieces) {
-    const int64_t src = lo + p.owner(in, pc.in_shard), dst = lo + p.owner(out, pc.out_shard);
-    fwd.push_back({src, dst, static_cast<double>(pc.elements) * element});
-    bwd.push_back({dst, src, static_cast<double>(pc.elements) * element});
-  }
-  const Seconds s{P * exchange_time(machine_, fwd), P * exchange_time(machine_, bwd)};
+  // The pieces priced as they are made, each way in turn (not listed: at
+  // 3,072 devices a relayout can be millions of pieces, and listing them
+  // and their transfers was a fifth of BERT-Large's search there).
+  int64_t devices = 0;
+  for (const TensorRef t : {in, out})
+    for (const int64_t d : p.owners(t)) devices = std::max(devices, lo + d + 1);
+  auto one_way = [&](bool backward) {
+    Exchange x(machine_, devices);
+    for_each_relayout_piece(s_in, s_out, sum, copy, [&](const PieceSize& pc) {
+      const int64_t src = lo + p.owner(in, pc.in_shard), dst = lo + p.owner(out, pc.out_shard);
+      const double bytes = static_cast<double>(pc.elements) * element;
+      backward ? x.add(dst, src, bytes) : x.add(src, dst, bytes);
+    });
+    return x.time();
+  };
+  const Seconds s{P * one_way(false), P * one_way(true)};
   relayouts_->seconds.emplace(key, s);
   return s;
 }

@@ -2,6 +2,7 @@
 // link levels, and the bucket replay (gradient_sync.h).
 #include <gtest/gtest.h>
 
+#include "pcgx/pcg/error.h"
 #include "pcgx/search/collectives.h"
 #include "search/toy_machines.h"
 #include "pcgx/search/gradient_sync.h"
@@ -116,6 +117,35 @@ TEST(Collectives, ExchangeChargesTheBusiestLinks) {
   EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-6 + 2e6 / 1e10);
   t = {{0, 4, 1e6}, {1, 5, 2e6}};
   EXPECT_DOUBLE_EQ(exchange_time(m, t), 1e-5 + 3e6 / 2e9);
+}
+
+// Transfers added one by one to an Exchange (how the cost model prices a
+// relayout's pieces as they are made) cost what the same list does; time()
+// leaves it empty for more; one exchange at a time per thread (its tables
+// are the thread's), and devices past the count given are refused.
+TEST(Collectives, AnExchangeBuiltOneByOneCostsWhatItsListDoes) {
+  const Machine m = two_level();
+  const std::vector<Transfer> t{{0, 4, 1e6}, {1, 4, 2e6}, {2, 2, 9e6}, {5, 1, 5e5}, {3, 0, 1e5}};
+  const double listed = exchange_time(m, t);  // (before: x holds the thread's tables)
+  EXPECT_GT(listed, 0.0);
+  {
+    Exchange x(m, 8);
+    for (const Transfer& a : t) x.add(a.from, a.to, a.bytes);
+    EXPECT_DOUBLE_EQ(x.time(), listed);
+    EXPECT_DOUBLE_EQ(x.time(), 0.0);
+    x.add(0, 1, 1e6);
+    EXPECT_DOUBLE_EQ(x.time(), 1e-6 + 1e6 / 1e10);
+    EXPECT_THROW(Exchange(m, 8), Error);
+    EXPECT_THROW(x.add(0, 8, 1.0), Error);
+  }
+  // (Its tables cleared as it ends, whatever it held.)
+  {
+    Exchange x(m, 8);
+    x.add(0, 4, 5e6);
+  }
+  Exchange y(m, 8);
+  y.add(0, 1, 1e6);
+  EXPECT_DOUBLE_EQ(y.time(), 1e-6 + 1e6 / 1e10);
 }
 
 // With a step latency (machine.h) the steps where every member sends and

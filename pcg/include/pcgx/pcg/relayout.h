@@ -13,6 +13,7 @@
 // every block of an input shard that an output shard needs goes straight
 // to the output's device, and nothing of the intermediate tensor exists.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct PieceSize {
 };
 void relayout_piece_sizes(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
                           std::vector<PieceSize>& out);
+// The same, each piece passed to `f` in the same order instead of listed
+// (at 3,072 devices a relayout can be millions of pieces).
+void for_each_relayout_piece(const ParallelTensorShape& from, const ParallelTensorShape& to, int64_t sum, int64_t copy,
+                             const std::function<void(const PieceSize&)>& f);
 // The replica factors of the layout change node `first` and its partner
 // `second` make: (sum, copy).
 std::pair<int64_t, int64_t> relayout_factors(const Node& first, const Node& second);

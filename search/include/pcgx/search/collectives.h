@@ -116,6 +116,28 @@ struct Transfer {
   double bytes = 0;
 };
 double exchange_time(const Machine& m, std::span<const Transfer> transfers);
+// The same, the transfers added one by one instead of listed (a relayout
+// at 3,072 devices is millions of pieces: listing them cost more than
+// pricing them). Devices are below `devices`. One exchange at a time per
+// thread (its tables are the thread's); time() clears it for more.
+class Exchange {
+ public:
+  Exchange(const Machine& m, int64_t devices);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+  void add(int64_t from, int64_t to, double bytes);
+  double time();
+
+ private:
+  struct Scratch;
+  void clear();
+  const Machine& m_;
+  size_t n_ = 0;
+  Scratch* z_ = nullptr;
+  size_t top_ = 0;
+  bool any_ = false, both_ways_ = false;
+};
 // One message between two devices (0 when they are the same).
 double send_time(const Machine& m, int64_t from, int64_t to, double bytes);
 // The bus bandwidth B and the latency of one ring pass of `g`.
