@@ -132,8 +132,7 @@ namespace {
 
 // The floats node n's run sends in the forward pass, and with `backward`
 // its gradients too (each layout change's dual sends as much again).
-// `sizes` is scratch space for a layout change's pieces.
-double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool backward, std::vector<PieceSize>& sizes) {
+double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool backward) {
   const Graph& g = p.graph();
   const double passes = backward ? 2 : 1;
   double floats = 0;
@@ -159,9 +158,9 @@ double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool bac
     case NodeRun::Kind::kPieces: {
       const Node& to = g.node(r.to);
       const auto [sum, copy] = relayout_factors(n, to);
-      relayout_piece_sizes(g.shape(n.inputs[0]), to.outputs[0], sum, copy, sizes);
-      for (const PieceSize& pc : sizes)
+      for_each_relayout_piece(g.shape(n.inputs[0]), to.outputs[0], sum, copy, [&](const PieceSize& pc) {
         if (p.owner(n.inputs[0], pc.in_shard) != p.owner({r.to, 0}, pc.out_shard)) floats += passes * static_cast<double>(pc.elements);
+      });
       break;
     }
     case NodeRun::Kind::kAllReduce:
@@ -178,8 +177,7 @@ double node_floats(const Placement& p, const Node& n, const NodeRun& r, bool bac
 double step_bytes(const Placement& p, const SourceLayouts& layouts, const std::vector<NodeRun>& runs) {
   const Graph& g = p.graph();
   double floats = 0;
-  std::vector<PieceSize> sizes;
-  for (const Node& n : g.nodes()) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], true, sizes);
+  for (const Node& n : g.nodes()) floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], true);
   // Every stored layout's copies of a block all-reduce their gradients.
   const auto params = parameter_tensors(g, layouts);
   for (const Node& n : g.nodes()) {
@@ -218,10 +216,9 @@ double recompute_step_bytes(const Graph& g, std::span<const MachineView> views, 
 
 double recompute_step_bytes(const Placement& p, const std::vector<NodeRun>& runs, const RecomputePlan& plan, bool kept_inputs) {
   double floats = 0;
-  std::vector<PieceSize> sizes;
   for (const Node& n : p.graph().nodes())
     if (plan.recomputed[static_cast<size_t>(n.id)] && !(kept_inputs && runs[static_cast<size_t>(n.id)].kind == NodeRun::Kind::kTasks))
-      floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false, sizes);
+      floats += node_floats(p, n, runs[static_cast<size_t>(n.id)], false);
   return 4 * floats;
 }
 
