@@ -22,7 +22,13 @@ int64_t activation_bytes(Precision p) { return is_mixed(p) ? 2 : 4; }
 
 int64_t element_bytes(DataType t, Precision p) { return t == DataType::kFloat32 ? activation_bytes(p) : byte_size(t); }
 
-ParamBytes param_bytes(Precision p, OptimizerState o) { return {activation_bytes(p), is_mixed(p) ? 4 : 0, 4, 4 * optimizer_states(o)}; }
+const char* name(GradPrecision g) { return g == GradPrecision::kCompute ? "compute" : "fp32"; }
+
+std::optional<GradPrecision> grad_precision_named(std::string_view text) { return choice_named(text, kGradPrecisions); }
+
+ParamBytes param_bytes(Precision p, OptimizerState o, GradPrecision g) {
+  return {activation_bytes(p), is_mixed(p) ? 4 : 0, g == GradPrecision::kCompute ? activation_bytes(p) : 4, 4 * optimizer_states(o)};
+}
 
 double update_stream_words(Precision p, OptimizerState o) {
   const ParamBytes per = param_bytes(p, o);

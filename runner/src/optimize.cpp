@@ -56,6 +56,13 @@ Ruleset load_search_ruleset(const std::string& path, bool allow_unverified, std:
 
 namespace {
 
+// The request's kernels, overlaps and gradient precision, which every recipe it tries shares.
+void take_kernels_and_overlaps(TrainingRecipe& recipe, const OptimizeRequest& q) {
+  recipe.attention = q.attention, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
+  recipe.overlap_grad_input = q.overlap_grad_input, recipe.overlap_param_gather = q.overlap_param_gather;
+  recipe.overlap_grad_reduce = q.overlap_grad_reduce, recipe.grad_precision = q.grad_precision;
+}
+
 std::string gib(double bytes) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(1) << bytes / 1073741824.0 << " GiB";
@@ -208,8 +215,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       if (policy == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       recipe.zero_weights = q.zero_weights;
       if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
-      recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
-      recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
+      take_kernels_and_overlaps(recipe, q);
       return recipe;
     };
     // The stages after the one that fitted, re-priced all at once (each an
@@ -323,8 +329,7 @@ OptimizeReport search_recipes(const OptimizeRequest& q, Precision precision, con
       if (policies.front() == Recompute::kOperators) recipe.recompute_operators = q.recompute_operators;
       recipe.zero_weights = q.zero_weights;
       if (shards_weights(highest_zero(recipe))) recipe.zero_persistence_threshold = q.zero_persistence_threshold.value_or(0);
-      recipe.attention = q.attention, recipe.overlap_grad_input = q.overlap_grad_input;
-      recipe.overlap_param_gather = q.overlap_param_gather, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
+      take_kernels_and_overlaps(recipe, q);
       auto cost = std::make_shared<const search::CostModel>(q.machine, eff, q.profile, q.comm, recipe);
       search::PipelineResult result;
       try {

@@ -66,6 +66,8 @@ SimulateReport simulate(SimulateRequest q) {
   if (q.dropout_add) recipe.dropout_add = *q.dropout_add;
   if (q.overlap_grad_input) recipe.overlap_grad_input = *q.overlap_grad_input;
   if (q.overlap_param_gather) recipe.overlap_param_gather = *q.overlap_param_gather;
+  if (q.overlap_grad_reduce) recipe.overlap_grad_reduce = *q.overlap_grad_reduce;
+  if (q.grad_precision) recipe.grad_precision = *q.grad_precision;
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
   r.sim = std::make_unique<search::Simulator>(f.strategy.graph, views, *r.cost, search::pipeline_shape(f));

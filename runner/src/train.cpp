@@ -126,6 +126,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (f.recipe.dropout_add == DropoutAddKernel::kFused)
       say("note: " + q.target + " was planned with each dropout fused with the sum reading it (dropout_add); the runtime runs " +
           "them as two kernels (the same values), and the prediction is for that");
+    if (f.recipe.grad_precision != GradPrecision::kFp32 && is_mixed(f.recipe.precision))
+      say("note: " + q.target + " was planned with gradients accumulated and reduced in " + name(f.recipe.precision) +
+          " (grad_precision); the runtime keeps them in FP32, and the prediction is for that");
     if (f.recipe.overlap_param_gather && shards_optimizer(f.recipe.zero))
       say("note: " + q.target + " was planned with ZeRO's weights gathered beside the next forward pass (overlap_param_gather); the " +
           "runtime gathers them after the update, and the prediction is for that");
@@ -189,7 +192,8 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         // fused dropout-add, which they run as two kernels, so the search
         // prices what runs).
         adopt_plan_settings(oq, {.algorithm = true, .precision = q.precision.has_value(), .optimizer = true, .overlap_grad_input = true,
-                                 .overlap_param_gather = true, .cross_entropy = true, .dropout_add = true});
+                                 .overlap_param_gather = true, .cross_entropy = true, .dropout_add = true,
+                                 .grad_precision = true});
         if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
           planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);

@@ -506,6 +506,7 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   const RelayoutKey key = h.key();
   if (const auto it = relayouts_->sync_groups.find(key); it != relayouts_->sync_groups.end()) return it->second;
   const int64_t blocks = s.num_blocks();
+  const int64_t gradient = param_bytes(recipe_.precision, recipe_.optimizer, recipe_.grad_precision).gradient;
   std::optional<SyncGroup> worst;
   double worst_time = -1;
   std::vector<int64_t> members, all;
@@ -515,7 +516,8 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
     sort_unique(members);
     if (members.size() < 2) continue;
     all.insert(all.end(), members.begin(), members.end());
-    SyncGroup sg{group_shape(machine_, members), shard_bytes(s), 0};
+    // (Its gradient's bytes: FP32, or the compute precision's.)
+    SyncGroup sg{group_shape(machine_, members), static_cast<double>(s.shard_elements()) * static_cast<double>(gradient), 0};
     sg.gathered_for_use = gathers_for_use(stage, recipe_.zero_persistence_threshold, s.shard_elements());
     const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
     if (time <= worst_time) continue;
@@ -567,10 +569,10 @@ double CostModel::gather_share(const SyncGroup& s) const {
 }
 
 namespace {
-// An all-gather of the weights whose FP32 gradients are `gradient_bytes`, in compute precision.
-double gather_weights(const Machine& m, Precision precision, const GroupShape& group, double gradient_bytes) {
+// An all-gather of the weights whose gradients are `gradient_bytes`, in compute precision.
+double gather_weights(const Machine& m, const TrainingRecipe& r, const GroupShape& group, double gradient_bytes) {
   if (group.size <= 1) return 0.0;
-  const ParamBytes per = param_bytes(precision);
+  const ParamBytes per = param_bytes(r.precision, r.optimizer, r.grad_precision);
   const double weight_bytes = gradient_bytes * static_cast<double>(per.weight) / static_cast<double>(per.gradient);
   return collective_time(m, Collective::kAllGather, group, weight_bytes);
 }
@@ -578,12 +580,12 @@ double gather_weights(const Machine& m, Precision precision, const GroupShape& g
 
 double CostModel::weight_gather_time(const SyncGroup& bucket, double gradient_bytes) const {
   if (!shards_optimizer(recipe_.zero) || bucket.gathered_for_use) return 0.0;
-  return gather_weights(machine_, recipe_.precision, bucket.group, gradient_bytes);
+  return gather_weights(machine_, recipe_, bucket.group, gradient_bytes);
 }
 
 double CostModel::use_gather_time(const SyncGroup& s) const {
   if (!s.gathered_for_use) return 0.0;
-  return gather_weights(machine_, recipe_.precision, s.group, s.bytes);
+  return gather_weights(machine_, recipe_, s.group, s.bytes);
 }
 
 double CostModel::move_time(const ParallelTensorShape& s, int64_t from, int64_t to) const {

@@ -97,14 +97,15 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   std::vector<Bucket> closed = fill_buckets(order, bucket_bytes);
   std::stable_sort(closed.begin(), closed.end(), [](const Bucket& a, const Bucket& b) { return a.ready < b.ready; });
   SyncTimeline t;
-  // A device that does its own communication starts once its backward
-  // pass is done (machine.h): everything is exposed.
-  double free = cost.machine().device.overlaps_communication ? 0 : backward;
+  // A device that does its own communication (machine.h), or reduces
+  // after its backward pass (the recipe's overlap_grad_reduce), starts
+  // once that pass is done: everything is exposed.
+  const bool beside = buckets_beside_backward(cost);
+  double free = beside ? 0 : backward;
   double after_update = 0;  // the gathers after the update
   for (const Bucket& b : closed) {
     const double time = cost.bucket_time(b.sync.group, b.bytes);
-    free = cost.machine().device.overlaps_communication ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time)
-                                                         : free + time;
+    free = beside ? run_beside(busy, crossed_levels(cost.machine(), b.sync.group), std::max(free, b.ready), time) : free + time;
     t.total += time;
     if (b.micro_batch == last) after_update += cost.weight_gather_time(b.sync, b.bytes);
     ++t.buckets;
@@ -115,7 +116,7 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
   } else {
     t.gather = after_update;
   }
-  t.exposed = cost.machine().device.overlaps_communication ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
+  t.exposed = beside ? std::min(t.total, std::max(0.0, free - backward)) : t.total;
   return t;
 }
 

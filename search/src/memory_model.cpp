@@ -114,7 +114,7 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
   auto eager_softmax = [&](const Node& n) {
     return recipe.cross_entropy == CrossEntropyKernel::kEager && n.op->cross_entropy == CrossEntropyPart::kSoftmax;
   };
-  const ParamBytes per = param_bytes(precision, recipe.optimizer);
+  const ParamBytes per = param_bytes(precision, recipe.optimizer, recipe.grad_precision);
   // Under ZeRO what the stage shards is split over the devices holding the
   // same block (`group` of them): one share per device, however many of
   // the block's replicas it holds (co-shard), as the runtime's buckets

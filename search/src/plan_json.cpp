@@ -69,7 +69,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
-                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "cross_entropy", "dropout_add", "overlap_grad_input", "overlap_param_gather", "pipeline", "rewrites", "rules", "unstated"});
+                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "cross_entropy", "dropout_add", "overlap_grad_input", "overlap_param_gather", "overlap_grad_reduce", "grad_precision", "pipeline", "rewrites", "rules", "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -145,16 +145,15 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   if (j.contains("attention")) plan.attention = named("attention", attention_named, kAttentionKernels);
   if (j.contains("cross_entropy")) plan.cross_entropy = named("cross_entropy", cross_entropy_named, kCrossEntropyKernels);
   if (j.contains("dropout_add")) plan.dropout_add = named("dropout_add", dropout_add_named, kDropoutAddKernels);
-  if (j.contains("overlap_grad_input")) {
-    if (!j["overlap_grad_input"].is_boolean())
-      throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
-    plan.overlap_grad_input = j["overlap_grad_input"].get<bool>();
-  }
-  if (j.contains("overlap_param_gather")) {
-    if (!j["overlap_param_gather"].is_boolean())
-      throw FileError(source, "overlap_param_gather", "expected true or false, got " + j["overlap_param_gather"].dump());
-    plan.overlap_param_gather = j["overlap_param_gather"].get<bool>();
-  }
+  if (j.contains("grad_precision")) plan.grad_precision = named("grad_precision", grad_precision_named, kGradPrecisions);
+  auto flag = [&](const char* key, std::optional<bool>& into) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_boolean()) throw FileError(source, key, "expected true or false, got " + j[key].dump());
+    into = j[key].get<bool>();
+  };
+  flag("overlap_grad_input", plan.overlap_grad_input);
+  flag("overlap_param_gather", plan.overlap_param_gather);
+  flag("overlap_grad_reduce", plan.overlap_grad_reduce);
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
     if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
@@ -307,8 +306,10 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.attention) out += "  \"attention\": \"" + std::string(name(*plan.attention)) + "\",\n";
   if (plan.cross_entropy) out += "  \"cross_entropy\": \"" + std::string(name(*plan.cross_entropy)) + "\",\n";
   if (plan.dropout_add) out += "  \"dropout_add\": \"" + std::string(name(*plan.dropout_add)) + "\",\n";
+  if (plan.grad_precision) out += "  \"grad_precision\": \"" + std::string(name(*plan.grad_precision)) + "\",\n";
   if (plan.overlap_grad_input) out += std::string("  \"overlap_grad_input\": ") + (*plan.overlap_grad_input ? "true" : "false") + ",\n";
   if (plan.overlap_param_gather) out += std::string("  \"overlap_param_gather\": ") + (*plan.overlap_param_gather ? "true" : "false") + ",\n";
+  if (plan.overlap_grad_reduce) out += std::string("  \"overlap_grad_reduce\": ") + (*plan.overlap_grad_reduce ? "true" : "false") + ",\n";
   if (const auto& p = plan.pipeline) {
     json pj = json::object();
     pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;

@@ -28,16 +28,19 @@ void Simulator::Impl::build_tail(Timeline& tl, std::vector<SimTaskInfo>& info) {
     return std::vector<ResourceId>(res.begin(), res.end());
   };
   // A bucket beside the backward pass (the device overlaps communication,
-  // as DDP's and Megatron-LM's separate communication streams do): its
-  // sync channels, and its links in the background, so that the passes'
-  // own collectives and transfers on them go first and the bucket takes
-  // the link time they leave (timeline.h). Under ZeRO 3 the gathers before
-  // use, on their own channels, go first too.
+  // as DDP's and Megatron-LM's separate communication streams do, and the
+  // recipe reduces beside it: gradient_sync.h's buckets_beside_backward;
+  // ZeRO 3's reduce-scatters always where the machine can): its sync
+  // channels, and its links in the background, so that the passes' own
+  // collectives and transfers on them go first and the bucket takes the
+  // link time they leave (timeline.h). Under ZeRO 3 the gathers before
+  // use, on their own channels, go first too. Otherwise the devices run
+  // it after their backward pass, holding them.
   const bool sharded = gathers_any();
-  const bool beside = m.device.overlaps_communication;
+  const bool beside = sharded ? m.device.overlaps_communication : buckets_beside_backward(cost);
   auto add_bucket = [&](uint64_t order, std::vector<TaskId> preds, const Open& b) {
     const double seconds = cost.bucket_time(b.sync.group, b.bytes);
-    if (!beside) return tl.add(order, std::move(preds), seconds, channel(b, !m.device.overlaps_communication));
+    if (!beside) return tl.add(order, std::move(preds), seconds, channel(b, true));
     std::set<ResourceId> res, ports;
     sync_resources(b.sync, false, b.nodes.front(), res, &ports);
     return tl.add(order, std::move(preds), seconds, {res.begin(), res.end()}, {ports.begin(), ports.end()});
@@ -48,9 +51,10 @@ void Simulator::Impl::build_tail(Timeline& tl, std::vector<SimTaskInfo>& info) {
   const Pipelined::Expanded* x = nullptr;
   auto close = [&](Open& b, uint64_t position, NodeId closer) {
     std::vector<TaskId> preds;
-    // A device that does its own communication runs the bucket itself,
-    // after its backward pass (program order: the end of phase 1).
-    const bool inline_sync = !m.device.overlaps_communication;
+    // A device that does its own communication, or reduces after its
+    // backward pass, runs the bucket itself then (program order: the end
+    // of phase 1).
+    const bool inline_sync = !beside;
     // (After the weight products of its members, some run later than
     // their own position: overlap_grad_input.)
     for (NodeId n : b.nodes)

@@ -39,6 +39,8 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (s.recipe.dropout_add != DropoutAddKernel::kEager) j["dropout_add"] = name(s.recipe.dropout_add);
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
   if (s.recipe.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (!s.recipe.overlap_grad_reduce) j["overlap_grad_reduce"] = false;
+  if (s.recipe.grad_precision != GradPrecision::kFp32) j["grad_precision"] = name(s.recipe.grad_precision);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
                     {"sync", e.sync},       {"sync_hidden", e.sync_hidden}, {"buckets", e.buckets}, {"gather", e.gather}, {"bytes", e.bytes},
@@ -234,15 +236,18 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   if (j.contains("attention")) s.recipe.attention = kernel_choice(j["attention"], source, "attention", kAttentionKernels);
   if (j.contains("cross_entropy")) s.recipe.cross_entropy = kernel_choice(j["cross_entropy"], source, "cross_entropy", kCrossEntropyKernels);
   if (j.contains("dropout_add")) s.recipe.dropout_add = kernel_choice(j["dropout_add"], source, "dropout_add", kDropoutAddKernels);
-  if (j.contains("overlap_grad_input")) {  // absent: off, as every strategy before it was priced
-    if (!j["overlap_grad_input"].is_boolean()) throw FileError(source, "overlap_grad_input", "expected true or false, got " + j["overlap_grad_input"].dump());
-    s.recipe.overlap_grad_input = j["overlap_grad_input"].get<bool>();
-  }
-  if (j.contains("overlap_param_gather")) {  // absent: off, as every strategy before it was priced
-    if (!j["overlap_param_gather"].is_boolean())
-      throw FileError(source, "overlap_param_gather", "expected true or false, got " + j["overlap_param_gather"].dump());
-    s.recipe.overlap_param_gather = j["overlap_param_gather"].get<bool>();
-  }
+  // Absent: FP32 gradients, as every strategy before it was priced.
+  if (j.contains("grad_precision")) s.recipe.grad_precision = kernel_choice(j["grad_precision"], source, "grad_precision", kGradPrecisions);
+  // Absent: as every strategy before them was priced (overlaps of input
+  // gradients and gathers off, gradient buckets beside the backward pass).
+  auto flag = [&](const char* key, bool& into) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_boolean()) throw FileError(source, key, "expected true or false, got " + j[key].dump());
+    into = j[key].get<bool>();
+  };
+  flag("overlap_grad_input", s.recipe.overlap_grad_input);
+  flag("overlap_param_gather", s.recipe.overlap_param_gather);
+  flag("overlap_grad_reduce", s.recipe.overlap_grad_reduce);
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
     const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;
     if (!o) throw FileError(source, "optimizer", "expected one of sgd, momentum, adam, got " + j["optimizer"].dump());

@@ -22,14 +22,6 @@
 namespace pcgx::search {
 namespace {
 
-// The toy machine with FP32 and TF32 at 1 TFLOP/s, BF16 and FP16 at 2.
-Machine mixed_machine() {
-  Machine m = toy_machine();
-  m.name = "toy-mixed";
-  m.device.peak_flops_by_precision = {1e12, 1e12, 2e12, 2e12};
-  return m;
-}
-
 TEST(Precision, NamesAndBytes) {
   for (const Precision p : kPrecisions) EXPECT_EQ(precision_named(name(p)), p);
   EXPECT_FALSE(precision_named("fp8"));

@@ -1,7 +1,8 @@
 #pragma once
 // A strategy file's boolean recipe field (overlap_grad_input,
-// overlap_param_gather): written where on, read back, absent read as off
-// (as strategies before it were priced), anything but a boolean an error
+// overlap_param_gather off by default, overlap_grad_reduce on): written
+// where it is not its default, read back, absent read as the default (as
+// strategies before it were priced), anything but a boolean an error
 // naming the field.
 #include <gtest/gtest.h>
 
@@ -14,13 +15,13 @@
 
 namespace pcgx::search {
 
-inline void expect_recipe_flag_round_trip(const StrategyFile& f, const char* field, bool TrainingRecipe::*flag) {
-  ASSERT_TRUE(f.recipe.*flag) << field;
+inline void expect_recipe_flag_round_trip(const StrategyFile& f, const char* field, bool TrainingRecipe::*flag, bool by_default = false) {
+  ASSERT_NE(f.recipe.*flag, by_default) << field;
   nlohmann::json j = nlohmann::json::parse(strategy_to_json(f));
-  EXPECT_EQ(j[field], true);
-  EXPECT_TRUE(strategy_from_json(j.dump(), "s.json").recipe.*flag);
+  EXPECT_EQ(j[field], !by_default);
+  EXPECT_EQ(strategy_from_json(j.dump(), "s.json").recipe.*flag, !by_default);
   j.erase(field);
-  EXPECT_FALSE(strategy_from_json(j.dump(), "s.json").recipe.*flag) << "absent: off, as strategies before it were priced";
+  EXPECT_EQ(strategy_from_json(j.dump(), "s.json").recipe.*flag, by_default) << "absent: the default, as strategies before it were priced";
   for (const nlohmann::json& bad : {nlohmann::json("yes"), nlohmann::json(1)}) {
     j[field] = bad;
     try {

@@ -33,6 +33,14 @@ inline Machine toy_machine() {
   return m;
 }
 
+// The toy machine with FP32 and TF32 at 1 TFLOP/s, BF16 and FP16 at 2.
+inline Machine mixed_machine() {
+  Machine m = toy_machine();
+  m.name = "toy-mixed";
+  m.device.peak_flops_by_precision = {1e12, 1e12, 2e12, 2e12};
+  return m;
+}
+
 // Peak FLOP/s and bandwidth reached exactly, no launch cost, backward
 // twice the forward: times follow from the roofline alone.
 inline Efficiency toy_efficiency() {

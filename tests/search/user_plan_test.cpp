@@ -216,7 +216,8 @@ TEST(UserPlan, MalformedFilesNameTheField) {
             "p.json: rules[0].select.layers: the last layer 1 comes before the first 3");
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
             "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, "
-            "recompute_operators, zero, zero_persistence_threshold, zero_weights, optimizer, attention, cross_entropy, dropout_add, overlap_grad_input, overlap_param_gather, pipeline, rewrites, rules, unstated)");
+            "recompute_operators, zero, zero_persistence_threshold, zero_weights, optimizer, attention, cross_entropy, dropout_add, overlap_grad_input, overlap_param_gather, "
+            "overlap_grad_reduce, grad_precision, pipeline, rewrites, rules, unstated)");
   const std::string one_rule = R"("rules": [{"select": {}, "partition": {}}]})";
   EXPECT_EQ(error(head + R"("rewrites": {"rule": "x"}, )" + one_rule), "p.json: rewrites: expected an array of {\"rule\": ID, \"at\": [operator names]}");
   EXPECT_EQ(error(head + R"("rewrites": [{"at": ["a"]}], )" + one_rule), "p.json: rewrites[0].rule: expected a rule id (a string)");

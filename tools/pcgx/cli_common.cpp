@@ -170,6 +170,16 @@ DropoutAddKernel parse_dropout_add(const std::string& text) {
   return parse_choice<DropoutAddKernel>(text, "--dropout-add", "dropout-add kernel", kDropoutAddKernels, [](DropoutAddKernel k) { return name(k); });
 }
 
+std::string precision_note(const TrainingRecipe& recipe) {
+  if (!is_mixed(recipe.precision)) return "";
+  if (recipe.grad_precision == GradPrecision::kFp32) return " (FP32 master weights, gradients and optimizer state)";
+  return std::string(" (FP32 master weights and optimizer state; gradients in ") + name(recipe.precision) + ": --grad-precision compute)";
+}
+
+GradPrecision parse_grad_precision(const std::string& text) {
+  return parse_choice<GradPrecision>(text, "--grad-precision", "gradient precision", kGradPrecisions, [](GradPrecision g) { return name(g); });
+}
+
 std::string dropout_add_line(const Graph& g) {
   const size_t fused = find_dropout_add_kernels(g, source_layouts(g)).count();
   if (fused == 0) return "fused (no dropout of the model is read by a sum alone: nothing changes)";
@@ -195,6 +205,13 @@ std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gat
   return m.device.overlaps_communication
              ? "gathered beside the next step's forward pass, each operator waiting for its bucket's (--overlap-param-gather)"
              : "gathered after the update: this machine's devices do their own communication (--overlap-param-gather has no effect)";
+}
+
+std::string after_backward_line(const Machine& m, bool gathered_for_use) {
+  if (gathered_for_use) return "ZeRO 3 reduce-scatters each operator's gradients beside the backward pass (--no-overlap-grad-reduce has no effect)";
+  return m.device.overlaps_communication
+             ? "reduced after the backward pass, the devices waiting for them (--no-overlap-grad-reduce)"
+             : "reduced after the backward pass: this machine's devices do their own communication, so always";
 }
 
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto) {

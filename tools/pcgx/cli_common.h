@@ -99,6 +99,17 @@ inline constexpr const char* kDropoutAddHelp =
     "whether each dropout and the residual sum reading it run as two kernels (eager: pcgx's runtimes, PyTorch eager) or one that "
     "reads the dropout's input and the residual and writes the sum (fused: Megatron-LM's bias-dropout-add fusion, its default)";
 DropoutAddKernel parse_dropout_add(const std::string& text);
+// --grad-precision of optimize and simulate: fp32 or compute (precision.h).
+inline constexpr const char* kGradPrecisionHelp =
+    "what gradients are accumulated and reduced in under mixed precision: fp32 (Megatron-LM's main_grad, which it forces for bf16; "
+    "DeepSpeed's BF16 optimizer; pcgx's runtimes) or compute, the training precision (Megatron-LM's FP16 default before Megatron-Core; "
+    "DeepSpeed's FP16 engine): half the gradient bytes kept and reduced";
+GradPrecision parse_grad_precision(const std::string& text);
+// What a report adds after the precision's name: under mixed precision
+// what stays FP32 (" (FP32 master weights, gradients and optimizer
+// state)", or with compute-precision gradients " (FP32 master weights and
+// optimizer state; gradients in bf16: --grad-precision compute)").
+std::string precision_note(const TrainingRecipe& recipe);
 // What a report says of a fused dropout-add in g: "fused (96 dropouts in their sums' pass)".
 std::string dropout_add_line(const Graph& g);
 // --overlap-grad-input of optimize (a flag) and simulate (on or off):
@@ -115,12 +126,22 @@ inline constexpr const char* kOverlapParamGatherHelp =
     "forward waiting for its bucket's, instead of after the update, as Megatron-LM's distributed optimizer does with "
     "--overlap-param-gather; priced and simulated on machines whose devices overlap communication (with pipeline stages, each stage's "
     "first forward waiting from when the first micro-batch reaches it; not with interlaced chunks)";
+// --overlap-grad-reduce of optimize (a flag, on by default) and simulate
+// (on or off): TrainingRecipe::overlap_grad_reduce.
+inline constexpr const char* kOverlapGradReduceHelp =
+    "the data-parallel gradient buckets are reduced beside the backward pass, each once its last gradient is ready (PyTorch DDP, "
+    "Megatron-LM's --overlap-grad-reduce); off: after the backward pass (of the last micro-batch, after a pipeline's flush), the "
+    "devices waiting for them, as Megatron-LM's DDP did before Megatron-Core (2023) and DeepSpeed's pipeline engine does; priced "
+    "and simulated on machines whose devices overlap communication; ZeRO 3's reduce-scatters run beside the backward pass either way";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);
 // What a report says of overlap_param_gather on machine `m` under `zero`
 // (`gathered_for_use`: ZeRO 3 gathers some weights before each use).
 std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gathered_for_use);
+// What a report says of gradient buckets reduced after the backward pass
+// (overlap_grad_reduce off) on machine `m` (`gathered_for_use`: ZeRO 3).
+std::string after_backward_line(const Machine& m, bool gathered_for_use);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 // "  weight groups       stage 2: ... (the other weights at 1)\n", the

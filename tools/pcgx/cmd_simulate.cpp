@@ -19,7 +19,7 @@ void add_simulate_command(CLI::App& app) {
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
   static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer, persistence, attention, overlap,
-      param_gather, cross_entropy, dropout_add;
+      param_gather, grad_reduce, grad_precision, cross_entropy, dropout_add;
   static double bucket_mb = 25;
   static int64_t show = 8;
   static int32_t recompute_layers = 0;
@@ -43,6 +43,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--dropout-add", dropout_add, std::string(kDropoutAddHelp) + " (default: the strategy's)");
   cmd->add_option("--overlap-grad-input", overlap, std::string(kOverlapGradInputHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--overlap-param-gather", param_gather, std::string(kOverlapParamGatherHelp) + ": on or off (default: the strategy's)");
+  cmd->add_option("--grad-precision", grad_precision, std::string(kGradPrecisionHelp) + " (default: the strategy's)");
+  cmd->add_option("--overlap-grad-reduce", grad_reduce, std::string(kOverlapGradReduceHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--schedule", schedule, kScheduleHelp);
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
@@ -77,6 +79,8 @@ void add_simulate_command(CLI::App& app) {
     if (!dropout_add.empty()) q.dropout_add = parse_dropout_add(dropout_add);
     if (!overlap.empty()) q.overlap_grad_input = parse_on_off(overlap, "--overlap-grad-input");
     if (!param_gather.empty()) q.overlap_param_gather = parse_on_off(param_gather, "--overlap-param-gather");
+    if (!grad_precision.empty()) q.grad_precision = parse_grad_precision(grad_precision);
+    if (!grad_reduce.empty()) q.overlap_grad_reduce = parse_on_off(grad_reduce, "--overlap-grad-reduce");
     if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);
     if (!profile.empty()) q.profile = load_profile(profile);
     q.bucket_bytes = bucket_mb * 1024 * 1024;

@@ -76,10 +76,14 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                              ->capture_default_str();
   f.dropout_add_flag = cmd->add_option("--dropout-add", f.dropout_add, std::string(kDropoutAddHelp) + " (with --plan: the plan's, when it states one)")
                            ->capture_default_str();
+  f.grad_precision_flag = cmd->add_option("--grad-precision", f.grad_precision, std::string(kGradPrecisionHelp) + " (with --plan: the plan's, when it states one)")
+                              ->capture_default_str();
   f.overlap_flag = cmd->add_flag("--overlap-grad-input,!--no-overlap-grad-input", f.overlap_grad_input,
                                  std::string(kOverlapGradInputHelp) + " (--no-overlap-grad-input: not, whatever a --plan states)");
   f.param_gather_flag = cmd->add_flag("--overlap-param-gather,!--no-overlap-param-gather", f.overlap_param_gather,
                                       std::string(kOverlapParamGatherHelp) + " (--no-overlap-param-gather: not, whatever a --plan states)");
+  f.grad_reduce_flag = cmd->add_flag("--overlap-grad-reduce,!--no-overlap-grad-reduce", f.overlap_grad_reduce,
+                                     std::string(kOverlapGradReduceHelp) + " (default: on, unless a --plan states off)");
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -120,6 +124,8 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.dropout_add = parse_dropout_add(f.dropout_add);
   q.overlap_grad_input = f.overlap_grad_input;
   q.overlap_param_gather = f.overlap_param_gather;
+  q.overlap_grad_reduce = f.overlap_grad_reduce;
+  q.grad_precision = parse_grad_precision(f.grad_precision);
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   q.recompute_operators = f.recompute_operators;
   // Naming operators without --recompute: recompute those.
@@ -128,7 +134,8 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   if (!f.profile.empty()) q.profile = load_profile(f.profile);
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
                                   f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_flag->count() > 0,
-                                  f.param_gather_flag->count() > 0, f.cross_entropy_flag->count() > 0, f.dropout_add_flag->count() > 0});
+                                  f.param_gather_flag->count() > 0, f.cross_entropy_flag->count() > 0, f.dropout_add_flag->count() > 0,
+                                  f.grad_reduce_flag->count() > 0, f.grad_precision_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli_common.h"
+#include "pcgx/search/gradient_sync.h"
 
 namespace pcgx::cli {
 
@@ -15,13 +16,19 @@ std::string ms(double seconds) {
   return b;
 }
 
-void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero, bool beside_forward) {
+void print_terms(std::ostream& out, const search::Estimate& e, const search::CostModel* cost) {
+  const ZeroStage zero = cost ? highest_zero(cost->recipe()) : ZeroStage::k0;
+  const bool beside_forward = cost && search::gathers_beside_forward(*cost);
   out << "  compute             " << ms(e.compute);
   if (e.overhead > 0) out << " (" << ms(e.overhead) << " of it running the nodes: calibrated overhead)";
   out << "\n"
       << "  communication       " << ms(e.communication) << " exposed\n"
-      << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", "
-      << ms(e.sync_hidden) << " hidden behind the backward pass\n";
+      << "  gradient sync       " << ms(e.sync) << " in " << e.buckets << " bucket" << (e.buckets == 1 ? "" : "s") << ", ";
+  // (ZeRO 3's reduce-scatters run beside the backward pass whatever the recipe says.)
+  if (cost && !search::buckets_beside_backward(*cost) && e.gathered_for_use == 0)
+    out << "after the backward pass, exposed" << (cost->machine().device.overlaps_communication ? " (--no-overlap-grad-reduce)" : "") << "\n";
+  else
+    out << ms(e.sync_hidden) << " hidden behind the backward pass\n";
   if (e.gather > 0)
     out << "  weight gather       " << ms(e.gather)
         << (beside_forward && e.gathered_for_use == 0 ? " beside the forward pass (ZeRO): what the forward pass waits for them\n"

@@ -15,11 +15,13 @@ namespace pcgx::cli {
 std::string ms(double seconds);  // "1.234 ms", or "infeasible"
 
 // "  compute ... communication ... gradient sync ... idle ... bytes", one
-// term a line, indented under a line naming the total. Under ZeRO
-// (`zero` >= 1) the bytes line says what the estimate leaves out.
-// `beside_forward`: ZeRO's weights gathered beside the forward pass
-// (gradient_sync.h's gathers_beside_forward), where e.gather is its wait.
-void print_terms(std::ostream& out, const search::Estimate& e, ZeroStage zero = ZeroStage::k0, bool beside_forward = false);
+// term a line, indented under a line naming the total, as priced by
+// `cost` (its recipe: under ZeRO the bytes line says what the estimate
+// leaves out; whether the buckets run beside the backward pass and ZeRO's
+// weights are gathered beside the forward pass, gradient_sync.h, where
+// e.gather is its wait). Without a cost model: ZeRO 0, the buckets
+// beside the backward pass.
+void print_terms(std::ostream& out, const search::Estimate& e, const search::CostModel* cost);
 
 // "  between devices     1.25 GiB per step", and under ZeRO (`zero` >= 1)
 // what the figure leaves out (the runtime pads its buckets).

@@ -39,7 +39,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
             << r.explored << " explored, " << r.evaluated << " evaluated, " << r.pieces << " piece" << (r.pieces == 1 ? "" : "s") << ")\n";
   if (!e.feasible) throw Error("no feasible strategy: " + e.infeasible);
   out << "iteration time        " << ms(e.time) << (search::predicts_by_simulation(q.search) ? " predicted (simulated)" : " predicted") << "\n";
-  print_terms(out, e, rep.cost ? highest_zero(rep.cost->recipe()) : ZeroStage::k0, rep.cost && search::gathers_beside_forward(*rep.cost));
+  print_terms(out, e, rep.cost.get());
   if (rep.simulated > 0)
     out << "simulated             " << ms(rep.simulated) << " (pcgx simulate: the plan task by task; ratio to the prediction "
               << std::setprecision(2) << rep.simulated / e.time << ")\n";
@@ -106,7 +106,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   const search::Strategy& dp = rep.data_parallel;
   const TrainingRecipe& recipe = rep.cost->recipe();
   out << "precision             " << name(recipe.precision) << (q.precision ? "" : " (auto)")
-      << (is_mixed(recipe.precision) ? " (FP32 master weights, gradients and optimizer state)" : "") << "\n";
+      << precision_note(recipe) << "\n";
   // (As recorded: auto's gathers where nothing is gathered again is none.)
   out << "recompute             " << describe_recompute(rep.file.recipe.recompute, rep.file.recipe.recompute_layers, rep.pipelined && rep.result.stages > 1)
       << (q.recompute ? "" : " (auto)");
@@ -155,6 +155,8 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << "input gradients       " << overlap_grad_input_line(q.machine) << "\n";
   if (recipe.overlap_param_gather)
     out << "weights after update  " << overlap_param_gather_line(q.machine, recipe.zero, rep.result.search.strategy.estimate.gathered_for_use > 0) << "\n";
+  if (!recipe.overlap_grad_reduce)
+    out << "gradient buckets      " << after_backward_line(q.machine, rep.result.search.strategy.estimate.gathered_for_use > 0) << "\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {
     out << "recipes searched      ";
     if (rep.tried.size() == 1 && rep.tried[0].feasible) out << "1 (no plan searched was over memory)";
@@ -251,7 +253,7 @@ void print_train_report(std::ostream& out, const runner::TrainReport& rep) {
   if (s.predicted_step_seconds > 0) {
     out << "                      " << s.predicted_step_seconds * 1e3 << " ms predicted on " << rep.machine.name
         << (rep.predicted_by_simulation ? ", simulated on its views" : "") << " (ratio measured/predicted " << std::setprecision(2) << s.mean_step_seconds() / s.predicted_step_seconds << ")\n";
-    print_terms(out, rep.predicted, rep.cost ? highest_zero(rep.cost->recipe()) : ZeroStage::k0, rep.cost && search::gathers_beside_forward(*rep.cost));
+    print_terms(out, rep.predicted, rep.cost.get());
     print_profile_coverage(out, *rep.cost, rep.graph);
     if (rep.terms) {
       out << std::setprecision(3) << "step by term (ms)     predicted  measured on device " << rep.terms->device << "\n";

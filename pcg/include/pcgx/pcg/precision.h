@@ -43,15 +43,29 @@ int64_t activation_bytes(Precision p);
 // tensors at activation_bytes, others (indices) at their dtype's size.
 int64_t element_bytes(DataType t, Precision p);
 
+// What gradients are accumulated and reduced in under mixed precision:
+//   fp32     FP32 (Megatron-LM's main_grad with
+//            --accumulate-allreduce-grads-in-fp32, which it forces for
+//            BF16; DeepSpeed's BF16 optimizer; pcgx's runtimes).
+//   compute  the compute precision (Megatron-LM's FP16 default before
+//            Megatron-Core, its --grad-reduce-in-bf16; DeepSpeed's FP16
+//            engine; FSDP with reduce_dtype the compute type): half the
+//            bytes kept and reduced.
+// Without mixed precision both are FP32.
+enum class GradPrecision : uint8_t { kFp32, kCompute };
+inline constexpr GradPrecision kGradPrecisions[] = {GradPrecision::kFp32, GradPrecision::kCompute};
+const char* name(GradPrecision g);  // "fp32", "compute"
+std::optional<GradPrecision> grad_precision_named(std::string_view text);
+
 // What one trained parameter keeps on a device, by kind.
 struct ParamBytes {
   int64_t weight = 0;     // in compute precision
   int64_t master = 0;     // the FP32 master copy, when mixed
-  int64_t gradient = 0;   // FP32
+  int64_t gradient = 0;   // FP32, or the compute precision's (GradPrecision)
   int64_t optimizer = 0;  // the optimizer's FP32 states (Adam's two moments: 8)
   int64_t total() const { return weight + master + gradient + optimizer; }
 };
-ParamBytes param_bytes(Precision p, OptimizerState o = kDefaultOptimizer);
+ParamBytes param_bytes(Precision p, OptimizerState o = kDefaultOptimizer, GradPrecision g = GradPrecision::kFp32);
 // Their total: with Adam 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the
 // figure in Megatron-LM's distributed-optimizer notes).
 int64_t param_state_bytes(Precision p, OptimizerState o = kDefaultOptimizer);

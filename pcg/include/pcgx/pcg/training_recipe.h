@@ -291,6 +291,20 @@ struct TrainingRecipe {
   // communication. Off: the gathers run after the update, exposed
   // (DeepSpeed's ZeRO 1 and 2, pcgx's runtimes).
   bool overlap_param_gather = false;
+  // Whether the data-parallel gradient buckets are reduced beside the
+  // backward pass, each as soon as its last gradient is ready (PyTorch
+  // DDP; Megatron-LM's --overlap-grad-reduce), or after it, the devices
+  // waiting for them: Megatron-LM's default until Megatron-Core's DDP
+  // (2023), whose local DDP all-reduced its gradient buffer after the
+  // last micro-batch's backward, and DeepSpeed's pipeline engine, which
+  // reduces after the flush. Only the time changes, on machines whose
+  // devices overlap communication (the others always reduce after). ZeRO
+  // 3's reduce-scatters run beside the backward pass either way (FSDP,
+  // DeepSpeed stage 3).
+  bool overlap_grad_reduce = true;
+  // What gradients are accumulated and reduced in (precision.h): the bytes
+  // each device keeps and each bucket moves. The runtimes keep FP32.
+  GradPrecision grad_precision = GradPrecision::kFp32;
   bool operator==(const TrainingRecipe&) const = default;
 };
 

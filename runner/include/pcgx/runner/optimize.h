@@ -85,6 +85,12 @@ struct OptimizeRequest {
   // ZeRO 1 and 2's weights gathered beside the next forward pass
   // (TrainingRecipe::overlap_param_gather): off unless said.
   bool overlap_param_gather = false;
+  // Gradient buckets reduced beside the backward pass
+  // (TrainingRecipe::overlap_grad_reduce): on unless said.
+  bool overlap_grad_reduce = true;
+  // What gradients are accumulated and reduced in
+  // (TrainingRecipe::grad_precision): FP32 unless said.
+  GradPrecision grad_precision = GradPrecision::kFp32;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.

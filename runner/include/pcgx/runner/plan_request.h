@@ -16,7 +16,8 @@ namespace pcgx::runner {
 // What a front end's own options state, so that a plan's fill in only the rest.
 struct StatedSettings {
   bool algorithm = false, precision = false, recompute = false, zero = false, optimizer = false, attention = false, overlap_grad_input = false,
-       overlap_param_gather = false, cross_entropy = false, dropout_add = false;
+       overlap_param_gather = false, cross_entropy = false, dropout_add = false, overlap_grad_reduce = false,
+       grad_precision = false;
 };
 
 // Makes `s` lower `plan`: search::Algorithm::kPlan, or kUnity where the

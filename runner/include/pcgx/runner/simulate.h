@@ -35,6 +35,8 @@ struct SimulateRequest {
   std::optional<DropoutAddKernel> dropout_add;      // the strategy's unless said
   std::optional<bool> overlap_grad_input;    // the strategy's unless said
   std::optional<bool> overlap_param_gather;  // the strategy's unless said
+  std::optional<bool> overlap_grad_reduce;   // the strategy's unless said
+  std::optional<GradPrecision> grad_precision;  // the strategy's unless said
   search::Efficiency efficiency = search::default_efficiency();
   Profile profile;
   double bucket_bytes = 25.0 * 1024 * 1024;

@@ -147,8 +147,9 @@ struct Seconds {
 };
 
 // The gradient synchronization a weight layout needs: every group of its
-// shards holding the same block all-reduces `bytes` (one shard); `group` is
-// the slowest of those groups.
+// shards holding the same block all-reduces `bytes` (one shard's gradient,
+// in the recipe's gradient precision); `group` is the slowest of those
+// groups.
 struct SyncGroup {
   GroupShape group;
   double bytes = 0;

@@ -8,7 +8,9 @@
 // they become ready, beside the backward pass; what runs past the end of
 // the backward pass is exposed, the rest is hidden behind it. On devices
 // that do not overlap communication (DeviceSpec::overlaps_communication,
-// pcgx's CPU runtime), the buckets run after the backward pass. Under ZeRO
+// pcgx's CPU runtime), and without TrainingRecipe::overlap_grad_reduce
+// (Megatron-LM's local DDP before 2023, DeepSpeed's pipeline engine), the
+// buckets run after the backward pass. Under ZeRO
 // stage 1 or 2 each bucket's weights are all-gathered after the update
 // (CostModel::weight_gather_time), all of it exposed; with
 // TrainingRecipe::overlap_param_gather, beside the next step's forward
@@ -64,6 +66,15 @@ struct LinkBusy {
 };
 SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gradients, double backward, double bucket_bytes,
                             const std::vector<LinkBusy>& busy = {});
+
+// Whether the gradient buckets run beside the backward pass: the recipe's
+// overlap_grad_reduce, on devices that overlap communication. Otherwise
+// the devices reduce them after their backward pass, all of it exposed
+// (replay_buckets; ZeRO 3's reduce-scatters in replay_sharded follow the
+// machine alone).
+inline bool buckets_beside_backward(const CostModel& cost) {
+  return cost.recipe().overlap_grad_reduce && cost.machine().device.overlaps_communication;
+}
 
 // Whether the weights gathered after the update (ZeRO 1 and 2, and 3's
 // blocks kept whole) are gathered beside the next forward pass instead:

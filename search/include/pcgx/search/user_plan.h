@@ -122,6 +122,8 @@ struct UserPlan {
   std::optional<DropoutAddKernel> dropout_add;      // eager, fused (dropout_add_kernel.h)
   std::optional<bool> overlap_grad_input;    // TrainingRecipe::overlap_grad_input
   std::optional<bool> overlap_param_gather;  // TrainingRecipe::overlap_param_gather
+  std::optional<bool> overlap_grad_reduce;   // TrainingRecipe::overlap_grad_reduce
+  std::optional<GradPrecision> grad_precision;  // fp32, compute (precision.h)
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
   // splits them, or cut after the operators `boundaries` names: one per
   // chunk but the last) and micro-batches, each stage on its devices /

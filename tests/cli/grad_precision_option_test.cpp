@@ -1,0 +1,101 @@
+// --grad-precision on optimize and simulate: compute (gradients kept and
+// reduced in the training precision) printed beside the precision, fewer
+// gradient bytes kept, recorded, read back by simulate (which can price
+// the plan with FP32 gradients instead); pcgx run keeps FP32 gradients and
+// says so; a plan states it; an unknown value is one error line naming
+// the choices, and no file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/plan_test_helpers.h"
+#include "cli/run_pcgx.h"
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pcgx::testing::expect_one_error_line;
+using pcgx::testing::predicted_ms;
+using pcgx::testing::ratio;
+using pcgx::testing::run;
+
+fs::path dir() {
+  static const fs::path d = pcgx::testing::temp_dir("pcgx_grad_precision_test");
+  return d;
+}
+
+// (The buckets after the backward pass, so that all of their time shows.)
+const std::string kCommon =
+    "optimize gpt-tiny --machine dgx-h100 --devices 16 --search data-parallel --precision bf16 --bucket-mb 0.05 --no-overlap-grad-reduce ";
+
+// The gradients of a memory breakdown's first line ("  devices 0..15  1.25 GiB: weights ..., gradients 114.00 KiB, ...").
+double gradients_kib(const std::string& out) {
+  const size_t line = out.find("  devices 0..15 ");
+  if (line == std::string::npos || out.find(" KiB,", line) == std::string::npos) return 0.0;
+  const size_t at = out.find("gradients ", line);
+  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 10));
+}
+
+TEST(GradPrecisionOption, ComputeIsPricedRecordedSimulatedAndPlanned) {
+  const std::string half = (dir() / "half.json").string(), whole = (dir() / "whole.json").string();
+  const auto h = run(kCommon + "--grad-precision compute -o " + half);
+  ASSERT_EQ(h.code, 0) << h.out;
+  EXPECT_NE(h.out.find("precision             bf16 (FP32 master weights and optimizer state; gradients in bf16: --grad-precision compute)\n"),
+            std::string::npos)
+      << h.out;
+  const auto w = run(kCommon + "-o " + whole);
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_NE(w.out.find("precision             bf16 (FP32 master weights, gradients and optimizer state)\n"), std::string::npos) << w.out;
+  EXPECT_LT(predicted_ms(h.out), predicted_ms(w.out)) << h.out << w.out;
+  ASSERT_GT(gradients_kib(w.out), 0) << w.out;
+  EXPECT_NEAR(gradients_kib(h.out) / gradients_kib(w.out), 0.5, 0.02) << h.out << w.out;
+  {
+    std::ifstream in(half);
+    EXPECT_EQ(nlohmann::json::parse(in).at("grad_precision"), "compute");
+  }
+  const auto s = run("simulate " + half + " --bucket-mb 0.05");  // (the strategy's buckets after the backward pass)
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("gradients in bf16: --grad-precision compute"), std::string::npos) << s.out;
+  EXPECT_NEAR(ratio(s.out), 1.0, 0.02) << s.out;
+  const auto as_fp32 = run("simulate " + half + " --bucket-mb 0.05 --grad-precision fp32");
+  ASSERT_EQ(as_fp32.code, 0) << as_fp32.out;
+  EXPECT_GT(ratio(as_fp32.out), ratio(s.out)) << as_fp32.out;
+  // pcgx's runtime keeps FP32 gradients and says so.
+  const auto trained = run("run " + half + " --steps 1 --no-report --no-plot");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("note: " + half + " was planned with gradients accumulated and reduced in bf16 (grad_precision); the runtime keeps "
+                                               "them in FP32"),
+            std::string::npos)
+      << trained.out;
+  // A plan states it; the flag wins over the plan.
+  const fs::path plan = dir() / "plan.json";
+  const auto shown = run("plan show " + half + " -o " + plan.string());
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  {
+    std::ifstream in(plan);
+    EXPECT_EQ(nlohmann::json::parse(in).at("grad_precision"), "compute");
+  }
+  const std::string planned = "optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 --bucket-mb 0.05 --plan " + plan.string();
+  // (plan show states overlap_grad_reduce false too.)
+  const auto back = run(planned + " -o " + (dir() / "back.json").string());
+  ASSERT_EQ(back.code, 0) << back.out;
+  EXPECT_EQ(predicted_ms(back.out), predicted_ms(h.out)) << back.out << h.out;
+  const auto flag = run(planned + " --grad-precision fp32 -o " + (dir() / "flag.json").string());
+  ASSERT_EQ(flag.code, 0) << flag.out;
+  EXPECT_NE(flag.out.find("(FP32 master weights, gradients and optimizer state)"), std::string::npos) << flag.out;
+  // Unknown values.
+  const fs::path out = dir() / "bad-s.json";
+  expect_one_error_line(run(kCommon + "--grad-precision bf16 -o " + out.string()), "error: --grad-precision: unknown gradient precision 'bf16' (fp32, compute)", out);
+  const fs::path bad_plan = dir() / "bad.json";
+  std::ofstream(bad_plan) << R"({"format": "pcgx.plan", "format_version": 1, "grad_precision": "half",
+                                "rules": [{"select": {}, "partition": {"samples": 16}}]})";
+  expect_one_error_line(run("optimize gpt-tiny --machine dgx-h100 --devices 16 -q --plan " + bad_plan.string() + " -o " + out.string()),
+                        "grad_precision: expected one of fp32, compute", out);
+}
+
+}  // namespace
