@@ -6,7 +6,11 @@
 // tensor parallelism t, p pipeline stages with the layers split evenly
 // (1F1B, or interleaved 1F1B with the virtual stages the paper states),
 // data parallelism over the rest, the global batch in micro-batches of the
-// stated size, no sharded optimizer, on the `selene` machine file.
+// stated size, no sharded optimizer, on the `selene` machine file; the
+// gradients all-reduced in FP16 (grad_precision compute), beside the
+// backward pass where the paper's script runs PyTorch's DDP (the rows
+// without stages) and after it where it runs Megatron-LM's own
+// (overlap_grad_reduce off; the second table too).
 //
 // The published iteration time is the paper's FLOP count,
 // 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)), over its TFLOP/s per GPU and
@@ -96,14 +100,18 @@ struct Row {
   int64_t heads, hidden, layers, t, p, gpus, batch, micro_batch;
   double tflops;      // published, per GPU
   int64_t virtual_stages;  // interleaved schedule (1: none)
+  // PyTorch's DDP (--DDP-impl torch: gradient buckets beside the backward
+  // pass) rather than Megatron-LM's own (local: after it), as the paper's
+  // script runs the row (examples/sc21/run_table_1.sh).
+  bool torch_ddp = false;
 };
 
 // Narayanan et al. SC'21, Table 1. Virtual stages from the layers per
 // virtual stage the paper states (5 for 76.1B and 145.6B, 3 for 310.1B, 1
 // for 529.6B; the 1008B row's schedule is not stated: taken as none).
 constexpr Row kRows[] = {
-    {"1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, 137, 1},       {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 16, 138, 1},
-    {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 16, 142, 1},      {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 8, 135, 1},
+    {"1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, 137, 1, true},       {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 16, 138, 1, true},
+    {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 16, 142, 1, true},      {"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 8, 135, 1, true},
     {"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 4, 138, 1},     {"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 2, 140, 3},
     {"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 148, 2},  {"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 1, 155, 2},
     {"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 163, 3}, {"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 1, 163, 1},
@@ -189,6 +197,13 @@ runner::OptimizeRequest megatron_gpt(int64_t layers, int64_t hidden, int64_t hea
   q.search.algorithm = search::Algorithm::kMegatron, q.search.tensor_degree = t;
   q.micro_batch_size = micro_batch;
   q.precision = Precision::kFp16, q.zero = ZeroStage::k0, q.attention = attention, q.cross_entropy = cross_entropy, q.dropout_add = dropout_add;
+  // Megatron-LM's own DDP (--DDP-impl local, its default until Megatron-Core)
+  // all-reduced the gradient buffer after the last micro-batch's backward
+  // (training.py's train_step, 2021 and 2022 alike); with --fp16 and
+  // without --accumulate-allreduce-grads-in-fp32 (neither paper's scripts
+  // give it) its buffer, like PyTorch DDP's over the FP16 model, holds FP16
+  // gradients.
+  q.overlap_grad_reduce = false, q.grad_precision = GradPrecision::kCompute;
   return q;
 }
 
@@ -256,6 +271,7 @@ int main(int argc, char** argv) {
       const int64_t d = r.gpus / (r.t * r.p), per_replica = r.batch / d, micro = per_replica / r.micro_batch;
       const double published = flops(r) / (r.tflops * 1e12 * static_cast<double>(r.gpus));
       runner::OptimizeRequest q = megatron_gpt(r.layers, r.hidden, r.heads, r.batch, r.gpus, r.t, r.micro_batch, attention);
+      q.overlap_grad_reduce = r.torch_ddp;
       if (r.p > 1) q.pipeline = search::PipelineOptions{r.p, 0, r.virtual_stages};
       q.recompute = Recompute::kFull;
       std::string note = r.virtual_stages > 1 ? "interleaved, v = " + std::to_string(r.virtual_stages) : "";
