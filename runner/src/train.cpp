@@ -126,6 +126,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (f.recipe.dropout_add == DropoutAddKernel::kFused)
       say("note: " + q.target + " was planned with each dropout fused with the sum reading it (dropout_add); the runtime runs " +
           "them as two kernels (the same values), and the prediction is for that");
+    if (!f.recipe.overlap_grad_reduce)
+      say("note: " + q.target + " was planned with the gradient buckets reduced after the backward pass (overlap_grad_reduce); the " +
+          "runtime reduces them as its devices do, and the prediction is for that");
     if (f.recipe.grad_precision != GradPrecision::kFp32 && is_mixed(f.recipe.precision))
       say("note: " + q.target + " was planned with gradients accumulated and reduced in " + name(f.recipe.precision) +
           " (grad_precision); the runtime keeps them in FP32, and the prediction is for that");
@@ -189,11 +192,12 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         // gradients are not sent beside the weight products, nor weights
         // gathered beside the forward pass, which pcgx's runtimes do not
         // do, nor an eager cross-entropy, which they run fused, nor a
-        // fused dropout-add, which they run as two kernels, so the search
+        // fused dropout-add, which they run as two kernels, nor gradients
+        // reduced otherwise than the runtime does, in FP32, so the search
         // prices what runs).
         adopt_plan_settings(oq, {.algorithm = true, .precision = q.precision.has_value(), .optimizer = true, .overlap_grad_input = true,
                                  .overlap_param_gather = true, .cross_entropy = true, .dropout_add = true,
-                                 .grad_precision = true});
+                                 .overlap_grad_reduce = true, .grad_precision = true});
         if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
           planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);

@@ -1,9 +1,10 @@
 // --overlap-grad-reduce on optimize (on by default; --no-overlap-grad-reduce
 // reduces the gradient buckets after the backward pass, as Megatron-LM's
 // DDP did before Megatron-Core) and simulate (on or off): the report says
-// where the buckets run, the strategy and a plan record it, the plan fed
-// back is priced the same, and a value other than on or off is one error
-// line.
+// where the buckets run (and that ZeRO 3 runs them beside the pass
+// anyway), the strategy and a plan record it, the plan fed back is priced
+// the same, pcgx run notes it, and a value other than on or off is one
+// error line.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -62,6 +63,21 @@ TEST(OverlapGradReduceOption, AfterTheBackwardPassIsSlowerRecordedSimulatedAndPl
   ASSERT_EQ(on.code, 0) << on.out;
   EXPECT_EQ(on.out.find("gradient buckets "), std::string::npos) << on.out;
   EXPECT_LT(ratio(on.out), ratio(s.out)) << on.out << s.out;
+  // Simulated at ZeRO 3, every weight gathered before use: the buckets run
+  // beside the backward pass whatever the strategy says, and the report
+  // says so (from the simulation, not the strategy's ZeRO 0).
+  const auto zero3 = run("simulate " + after + " --bucket-mb 0.05 --zero 3 --zero-persistence-threshold 0");
+  ASSERT_EQ(zero3.code, 0) << zero3.out;
+  EXPECT_NE(zero3.out.find("gradient buckets      ZeRO 3 gathers weights before use and reduces every bucket beside the backward pass "
+                           "(--no-overlap-grad-reduce has no effect)"),
+            std::string::npos)
+      << zero3.out;
+  // pcgx's runtime reduces as its devices do, says so and predicts that.
+  const auto trained = run("run " + after + " --steps 1 --no-report --no-plot");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("note: " + after + " was planned with the gradient buckets reduced after the backward pass (overlap_grad_reduce)"),
+            std::string::npos)
+      << trained.out;
   const auto bad = run("simulate " + after + " --overlap-grad-reduce maybe");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("error: --overlap-grad-reduce: expected on or off, got 'maybe'"), std::string::npos) << bad.out;

@@ -208,7 +208,8 @@ std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gat
 }
 
 std::string after_backward_line(const Machine& m, bool gathered_for_use) {
-  if (gathered_for_use) return "ZeRO 3 reduce-scatters each operator's gradients beside the backward pass (--no-overlap-grad-reduce has no effect)";
+  if (gathered_for_use)
+    return "ZeRO 3 gathers weights before use and reduces every bucket beside the backward pass (--no-overlap-grad-reduce has no effect)";
   return m.device.overlaps_communication
              ? "reduced after the backward pass, the devices waiting for them (--no-overlap-grad-reduce)"
              : "reduced after the backward pass: this machine's devices do their own communication, so always";

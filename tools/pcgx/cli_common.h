@@ -132,7 +132,8 @@ inline constexpr const char* kOverlapGradReduceHelp =
     "the data-parallel gradient buckets are reduced beside the backward pass, each once its last gradient is ready (PyTorch DDP, "
     "Megatron-LM's --overlap-grad-reduce); off: after the backward pass (of the last micro-batch, after a pipeline's flush), the "
     "devices waiting for them, as Megatron-LM's DDP did before Megatron-Core (2023) and DeepSpeed's pipeline engine does; priced "
-    "and simulated on machines whose devices overlap communication; ZeRO 3's reduce-scatters run beside the backward pass either way";
+    "and simulated on machines whose devices overlap communication; a step that gathers weights before use (ZeRO 3) reduces every bucket "
+    "beside the backward pass either way";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);

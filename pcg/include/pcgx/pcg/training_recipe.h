@@ -298,9 +298,11 @@ struct TrainingRecipe {
   // (2023), whose local DDP all-reduced its gradient buffer after the
   // last micro-batch's backward, and DeepSpeed's pipeline engine, which
   // reduces after the flush. Only the time changes, on machines whose
-  // devices overlap communication (the others always reduce after). ZeRO
-  // 3's reduce-scatters run beside the backward pass either way (FSDP,
-  // DeepSpeed stage 3).
+  // devices overlap communication (the others always reduce after). A
+  // step that gathers any weight before use (ZeRO 3) runs every bucket
+  // beside the backward pass either way, as FSDP and DeepSpeed stage 3
+  // issue their reduce-scatters (gradient_sync.h's replay_sharded),
+  // blocks kept whole and weights at other stages included.
   bool overlap_grad_reduce = true;
   // What gradients are accumulated and reduced in (precision.h): the bytes
   // each device keeps and each bucket moves. The runtimes keep FP32.

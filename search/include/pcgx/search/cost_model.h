@@ -55,7 +55,8 @@
 // Precision (pcg/precision.h, the plan's): compute runs at the machine's
 // peak for it (DeviceSpec::peak), float tensors are read, written, kept and
 // sent at its activation size (2 bytes in bf16/fp16), gradients are
-// synchronized in FP32.
+// synchronized in FP32, or in the compute precision where the recipe's
+// grad_precision says so.
 //
 // Recomputation (pcg/training_recipe.h, pcg/recompute_plan.h): a recomputed
 // operator's backward also re-runs its forward (compute, or the collective
@@ -282,11 +283,11 @@ class CostModel {
   double bucket_time(const GroupShape& group, double bytes) const;
   // After the update under ZeRO stage 1 or 2 (or 3, for a block below the
   // persistence threshold): all-gathering the weights of a bucket of
-  // `gradient_bytes` (FP32) over its group, in compute precision; 0 at
+  // `gradient_bytes` (in the recipe's gradient precision) over its group, in compute precision; 0 at
   // stage 0 and for weights gathered for use.
   double weight_gather_time(const SyncGroup& bucket, double gradient_bytes) const;
   // Under ZeRO stage 3, for a weight gathered for use: one all-gather, in
-  // compute precision, of the weight whose gradient is `s.bytes` (FP32),
+  // compute precision, of the weight whose gradient is `s.bytes` (in the recipe's gradient precision),
   // before a forward or a backward that reads it; 0 otherwise.
   double use_gather_time(const SyncGroup& s) const;
   // The bytes that close a gradient bucket holding `s`: CommOptions::

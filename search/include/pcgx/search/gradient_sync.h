@@ -70,8 +70,9 @@ SyncTimeline replay_buckets(const CostModel& cost, std::vector<ReadyGradient> gr
 // Whether the gradient buckets run beside the backward pass: the recipe's
 // overlap_grad_reduce, on devices that overlap communication. Otherwise
 // the devices reduce them after their backward pass, all of it exposed
-// (replay_buckets; ZeRO 3's reduce-scatters in replay_sharded follow the
-// machine alone).
+// (replay_buckets). A step that gathers any weight before use (ZeRO 3)
+// is replayed by replay_sharded, which follows the machine alone: every
+// bucket beside the pass where the devices overlap communication.
 inline bool buckets_beside_backward(const CostModel& cost) {
   return cost.recipe().overlap_grad_reduce && cost.machine().device.overlaps_communication;
 }
