@@ -19,10 +19,7 @@ double log2_ceil(int64_t k) { return k <= 1 ? 0.0 : std::ceil(std::log2(static_c
 int64_t below(const GroupShape& g, size_t level) { return level == 0 ? g.size : g.groups[level - 1]; }
 
 // Links one group of the level below uses at once.
-int64_t parallel_links(const Machine& m, const GroupShape& g, size_t level) {
-  const int64_t ports = m.links[level].ports;
-  return level == 0 ? ports : std::min(ports, g.fewest[level]);
-}
+double parallel_links(const GroupShape& g, size_t level) { return g.links[level]; }
 
 // The latency of one step at a level: a collective step (every member
 // sends and receives at once) or a lone message (chains, trees, roots).
@@ -35,7 +32,7 @@ template <class Leaving, class Links>
 double crossing_time(const Machine& m, const GroupShape& g, bool both_ways, Leaving leaving, Links links) {
   double worst = 0;
   for (size_t l = 0; l < m.links.size(); ++l)
-    if (g.crossed(l)) worst = std::max(worst, leaving(l) / (m.links[l].bandwidth * static_cast<double>(links(l))));
+    if (g.crossed(l)) worst = std::max(worst, leaving(l) / (m.links[l].bandwidth * links(l)));
   return step_latency(m.links[g.top()], both_ways) + worst;
 }
 
@@ -54,7 +51,7 @@ double all_to_all_time(const Machine& m, const GroupShape& g, double n) {
   const double k = static_cast<double>(g.size);
   return crossing_time(
       m, g, true, [&](size_t l) { return members_below(g, l) * n * (members_at(g, l) - members_below(g, l)) / k; },
-      [&](size_t l) { return parallel_links(m, g, l); });
+      [&](size_t l) { return parallel_links(g, l); });
 }
 
 // One root sends n/k to every other member (or receives it), over its own
@@ -62,7 +59,7 @@ double all_to_all_time(const Machine& m, const GroupShape& g, double n) {
 double rooted_time(const Machine& m, const GroupShape& g, double n) {
   const double k = static_cast<double>(g.size);
   return crossing_time(
-      m, g, false, [&](size_t l) { return n * (members_at(g, l) - members_below(g, l)) / k; }, [](size_t) { return int64_t{1}; });
+      m, g, false, [&](size_t l) { return n * (members_at(g, l) - members_below(g, l)) / k; }, [](size_t) { return 1.0; });
 }
 
 }  // namespace
@@ -103,6 +100,8 @@ GroupShape group_shape(const Machine& m, std::span<const int64_t> devices) {
   const size_t levels = m.links.size();
   g.groups.assign(levels, 1);
   g.fewest.assign(levels, 1);
+  g.links.assign(levels, 1.0);
+  if (levels > 0) g.links[0] = static_cast<double>(m.links[0].ports);
   if (g.size <= 1) return g;
   // Sorted keys per level make the counts one pass each. A level's group
   // (device / span) never decreases with the device, so the members sorted
@@ -125,6 +124,7 @@ GroupShape group_shape(const Machine& m, std::span<const int64_t> devices) {
     }
     g.groups[l] = here;
     g.fewest[l] = l == 0 ? 1 : fewest;
+    if (l > 0) g.links[l] = static_cast<double>(std::min(m.links[l].ports, fewest));
     for (size_t i = 0; i < ids.size(); ++i) lower[i] = group_of(m.links[l], ids[i]);
   }
   g.groups[levels - 1] = 1;
@@ -137,10 +137,53 @@ GroupShape strided_group(const Machine& m, int64_t first, int64_t step, int64_t 
   return group_shape(m, d);
 }
 
+std::vector<GroupShape> concurrent_shapes(const Machine& m, std::span<const std::vector<int64_t>> groups) {
+  std::vector<GroupShape> shapes;
+  shapes.reserve(groups.size());
+  int64_t devices = 0;
+  for (const auto& d : groups) {
+    shapes.push_back(group_shape(m, d));
+    for (int64_t x : d) devices = std::max(devices, x + 1);
+  }
+  if (shapes.size() < 2) return shapes;
+  // Per level, members of the crossing groups in each group of the level
+  // below (indexed by it: below the device count), then each crossing
+  // group's share of the links of every one it touches.
+  std::vector<int64_t> all(static_cast<size_t>(devices)), mine(static_cast<size_t>(devices));
+  std::vector<size_t> touched;
+  for (size_t l = 1; l < m.links.size(); ++l) {
+    const LinkLevel& lower = m.links[l - 1];
+    std::fill(all.begin(), all.end(), 0);
+    size_t crossing = 0;
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (shapes[i].crossed(l)) {
+        ++crossing;
+        for (int64_t d : groups[i]) ++all[static_cast<size_t>(group_of(lower, d))];
+      }
+    if (crossing < 2) continue;
+    const double ports = static_cast<double>(m.links[l].ports);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (!shapes[i].crossed(l)) continue;
+      touched.clear();
+      for (int64_t d : groups[i]) {
+        const auto below = static_cast<size_t>(group_of(lower, d));
+        if (mine[below]++ == 0) touched.push_back(below);
+      }
+      double& links = shapes[i].links[l];
+      for (size_t below : touched) {
+        const double c = static_cast<double>(mine[below]);
+        links = std::min(links, std::min(c, ports * c / static_cast<double>(all[below])));
+        mine[below] = 0;
+      }
+    }
+  }
+  return shapes;
+}
+
 double bus_bandwidth(const Machine& m, const GroupShape& g) {
   double b = std::numeric_limits<double>::infinity();
   for (size_t l = 0; l < m.links.size(); ++l)
-    if (g.crossed(l)) b = std::min(b, m.links[l].bandwidth * static_cast<double>(parallel_links(m, g, l)));
+    if (g.crossed(l)) b = std::min(b, m.links[l].bandwidth * parallel_links(g, l));
   return b;
 }
 

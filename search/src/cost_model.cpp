@@ -36,8 +36,7 @@ class Groups {
       for (auto& g : members_) sort_unique(g);
     sorted_ = true;
     double worst = 0;
-    for (const auto& g : members_)
-      if (g.size() > 1) worst = std::max(worst, collective_time(m, c, group_shape(m, g), bytes));
+    for (const GroupShape& g : concurrent_shapes(m, members_)) worst = std::max(worst, collective_time(m, c, g, bytes));
     return worst;
   }
 
@@ -429,8 +428,8 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
     // input shard, or the gathered shard.
     const double bytes = (*c == Collective::kAllGather ? activation_bytes(mid_shape) : activation_bytes(s_in)) / P;
     double fwd = 0, bwd = 0;
-    for (size_t j = 0; j < mids; ++j) {
-      const GroupShape gs = group_shape(machine_, from[j]);
+    const std::vector<GroupShape> shapes = concurrent_shapes(machine_, from);
+    for (const GroupShape& gs : shapes) {
       fwd = std::max(fwd, collective_time(machine_, *c, gs, bytes));
       bwd = std::max(bwd, collective_time(machine_, dual(*c), gs, bytes));
     }
@@ -509,15 +508,23 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
   const int64_t gradient = param_bytes(recipe_.precision, recipe_.optimizer, recipe_.grad_precision).gradient;
   std::optional<SyncGroup> worst;
   double worst_time = -1;
-  std::vector<int64_t> members, all;
+  // Every block's group, all synchronized at once (their rings share a
+  // node's adapters: concurrent_shapes).
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<int64_t> all;
   for (int64_t b = 0; b < blocks; ++b) {
-    members.clear();
+    std::vector<int64_t> members;
     for (int64_t c = 0; c < s.replica; ++c) members.push_back(lo + p.owner(t, c * blocks + b));
     sort_unique(members);
     if (members.size() < 2) continue;
     all.insert(all.end(), members.begin(), members.end());
+    groups.push_back(std::move(members));
+  }
+  std::vector<GroupShape> shapes = concurrent_shapes(machine_, groups);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::vector<int64_t>& members = groups[i];
     // (Its gradient's bytes: FP32, or the compute precision's.)
-    SyncGroup sg{group_shape(machine_, members), static_cast<double>(s.shard_elements()) * static_cast<double>(gradient), 0};
+    SyncGroup sg{std::move(shapes[i]), static_cast<double>(s.shard_elements()) * static_cast<double>(gradient), 0};
     sg.gathered_for_use = gathers_for_use(stage, recipe_.zero_persistence_threshold, s.shard_elements());
     const double time = allreduce_times(machine_, sg.group, sg.bytes).best();
     if (time <= worst_time) continue;

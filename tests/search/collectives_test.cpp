@@ -35,6 +35,45 @@ TEST(Collectives, GroupShapeCountsTheLevels) {
   EXPECT_DOUBLE_EQ(bus_bandwidth(m, group_shape(m, uneven)), 1e9);
 }
 
+// Rings that run at once share a node's adapters in proportion to their
+// members there (two adapters of 1 GB/s per node on this machine).
+TEST(Collectives, ConcurrentRingsShareANodesAdapters) {
+  const Machine m = two_level();
+  using Groups = std::vector<std::vector<int64_t>>;
+  auto links = [&](const Groups& groups) {
+    std::vector<double> out;
+    for (const GroupShape& g : concurrent_shapes(m, groups)) out.push_back(g.links[1]);
+    return out;
+  };
+  // Alone, a ring with one member per node drives one adapter.
+  EXPECT_EQ(links({{0, 4}}), (std::vector<double>{1}));
+  EXPECT_EQ(concurrent_shapes(m, Groups{{0, 4}})[0].groups, strided_group(m, 0, 4, 2).groups);
+  // Four such rings (a weight split over a node's four devices, replicated
+  // over the two nodes): the two adapters, half of one each.
+  const Groups four{{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  EXPECT_EQ(links(four), (std::vector<double>(4, 0.5)));
+  const GroupShape shared = concurrent_shapes(m, four)[2];
+  EXPECT_DOUBLE_EQ(bus_bandwidth(m, shared), 5e8);
+  // Ring: one network step each pass, 2 x 1/2 x 1 MB at 0.5 GB/s.
+  EXPECT_DOUBLE_EQ(allreduce_times(m, shared, 1e6).ring, 2 * 1e-5 + 1e6 / 5e8);
+  EXPECT_DOUBLE_EQ(collective_time(m, Collective::kAllGather, shared, 1e6), 1e-5 + 0.5 * 1e6 / 5e8);
+  // Two rings: an adapter each, as alone.
+  EXPECT_EQ(links({{0, 4}, {1, 5}}), (std::vector<double>(2, 1)));
+  // Two groups of two devices per node: one adapter each, not two.
+  EXPECT_EQ(links({{0, 1, 4, 5}, {2, 3, 6, 7}}), (std::vector<double>(2, 1)));
+  EXPECT_DOUBLE_EQ(strided_group(m, 0, 1, 8).links[1], 2);
+  // A group inside a node uses no adapter and takes none.
+  EXPECT_EQ(links({{0, 4}, {1, 2}})[0], 1);
+  EXPECT_FALSE(concurrent_shapes(m, Groups{{0, 4}, {1, 2}})[1].crossed(1));
+  // Unequal shares: node 0 holds three of the crossing members, node 1
+  // two; each group takes the fewest links over the nodes it touches.
+  const std::vector<double> uneven = links({{0, 4}, {1, 2, 5}});
+  EXPECT_DOUBLE_EQ(uneven[0], 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(uneven[1], 1.0);
+  // The levels below the network are not shared (each device its own links).
+  for (const GroupShape& g : concurrent_shapes(m, four)) EXPECT_DOUBLE_EQ(g.links[0], 1);
+}
+
 TEST(Collectives, AllReduceInsideANode) {
   const Machine m = two_level();
   const GroupShape g = strided_group(m, 0, 1, 4);

@@ -18,7 +18,16 @@
 // over C(l) links at once: C(0) = ports(0), and above it
 // C(l) = min(ports(l), fewest members in one group of the level below)
 // (NCCL runs one ring channel per network adapter, each driven by its own
-// GPU). The bus bandwidth is the slowest crossed level's:
+// GPU). Collectives over disjoint groups that run at once (one weight's
+// shards synchronized over their data-parallel groups, one layout change's
+// groups: concurrent_shapes) share each group's adapters in proportion to
+// their members in it: a group with m of the M members of the crossing
+// groups in a group of the level below gets min(m, ports(l) x m / M) of its
+// links, and C(l) is the fewest over the groups it touches (BLOOM's four
+// tensor-parallel ranks of a Jean Zay node drive four data-parallel rings
+// through its four Omni-Path adapters: one each, not two; fractions where
+// the rings outnumber the adapters, as six V100s' rings on Summit's two).
+// The bus bandwidth is the slowest crossed level's:
 //     B = min over crossed l of bandwidth(l) x C(l).
 // With alpha(l) the level's latency per step and n the bytes of the whole
 // buffer on one member (the gathered buffer for all-gather and
@@ -41,6 +50,7 @@
 //                          level crossed + max over levels l and groups G of the level
 //                          below of the bytes G sends (receives) through level l, over
 //                          min(ports(l), devices of G sending (receiving)) links
+//                          (the exchange lists every transfer, its sharers included)
 //   send/recv              latency(l) + n / bandwidth(l), l the pair's level (a lone message)
 //
 // A transfer uses the links of the level where its two ends first meet:
@@ -93,6 +103,7 @@ struct GroupShape {
   int64_t size = 1;
   std::vector<int64_t> groups;   // per level: G(l), the level-l groups touched
   std::vector<int64_t> fewest;   // per level: fewest members in one touched group of the level below
+  std::vector<double> links;     // per level: C(l), links of one group of the level below it drives at once
   bool crossed(size_t level) const;
   size_t top() const;  // highest crossed level (size > 1)
 };
@@ -101,6 +112,11 @@ struct GroupShape {
 GroupShape group_shape(const Machine& m, std::span<const int64_t> devices);
 // Devices first, first + step, ..., k of them.
 GroupShape strided_group(const Machine& m, int64_t first, int64_t step, int64_t k);
+// The shapes of disjoint groups whose collectives run at once, in their
+// order: each as group_shape gives it, its C(l) lowered where groups that
+// also cross level l have members in the same group of the level below
+// (they share its ports(l) links in proportion to their members there).
+std::vector<GroupShape> concurrent_shapes(const Machine& m, std::span<const std::vector<int64_t>> groups);
 
 struct AllReduceTimes {
   double ring = 0, tree = 0;

@@ -1,0 +1,88 @@
+// A weight split over a node's devices and replicated over nodes is
+// synchronized over one data-parallel ring per block, all at once: the
+// rings share each node's network adapters (collectives.h,
+// concurrent_shapes). Two adapters per node of four devices (the toy
+// two-level machine, as Jean Zay's four per eight or Summit's two per
+// six): each of the four rings gets half of one, where alone it would
+// get one. The estimate and the simulator read the same sync groups.
+#include <gtest/gtest.h>
+
+#include "pcgx/pcg/error.h"
+#include "pcgx/pcg/source_layout.h"
+#include "pcgx/pcg/zoo.h"
+#include "pcgx/search/baselines.h"
+#include "pcgx/search/collectives.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/simulator.h"
+#include "search/toy_machines.h"
+
+namespace pcgx::search {
+namespace {
+
+// Megatron-LM's tensor parallelism over a node's 4 devices, data
+// parallelism over the 2 nodes.
+Graph megatron(const Machine& m) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}});
+  const std::optional<Graph> t = expert(g, m, 8, 4, false);
+  if (!t) throw Error("no tensor-parallel plan");
+  return *t;
+}
+
+struct Synced {
+  int64_t split = 0, whole = 0;  // weights in four rings of 2, in one ring of 8
+  double split_links = 0;        // the network links of a split weight's ring (the last seen)
+  Strategy strategy;
+};
+
+Synced synced(const Machine& m) {
+  const CostModel cm(m, toy_efficiency());
+  Synced out;
+  out.strategy = MachineMapper(cm).map(megatron(m));
+  const Strategy& s = out.strategy;
+  const Placement place(s.graph, s.views, m.num_devices());
+  const SourceLayouts layouts = source_layouts(s.graph);
+  for (const Node& n : s.graph.nodes())
+    for (const TensorRef& w : n.inputs)
+      if (layouts.weight(w))
+        if (const auto sg = cm.sync_group(place, w, 0); sg && sg->devices.size() == 8) {
+          if (sg->group.size == 2) ++out.split, out.split_links = sg->group.links[1];
+          if (sg->group.size == 8) {
+            // One ring through all eight: every adapter of a node (4 members there).
+            ++out.whole;
+            EXPECT_DOUBLE_EQ(sg->group.links[1], static_cast<double>(m.links[1].ports));
+          }
+        }
+  return out;
+}
+
+TEST(SharedAdapters, ATensorParallelWeightsRingsShareTheNodesAdapters) {
+  const Machine two = two_level_machine();
+  const Synced shared = synced(two);
+  ASSERT_TRUE(shared.strategy.estimate.feasible);
+  ASSERT_GT(shared.split, 0) << "no weight split over a node's devices";
+  EXPECT_GT(shared.whole, 0) << "no weight replicated over all 8 devices";
+  EXPECT_DOUBLE_EQ(shared.split_links, 0.5);
+  // Four adapters a node: a ring each, as one ring alone would have.
+  Machine four = two;
+  four.links[1].ports = 4;
+  const Synced own = synced(four);
+  EXPECT_DOUBLE_EQ(own.split_links, 1);
+  EXPECT_EQ(own.strategy.views, shared.strategy.views);
+  // Sharing slows the buckets (twice the time through the network for
+  // the split weights), and nothing else.
+  const Estimate& a = shared.strategy.estimate;
+  const Estimate& b = own.strategy.estimate;
+  EXPECT_GT(a.sync, b.sync);
+  EXPECT_DOUBLE_EQ(a.compute, b.compute);
+  EXPECT_GE(a.time, b.time);
+  // The simulator prices the same buckets.
+  for (const auto& [m, s] : {std::pair{two, &shared.strategy}, std::pair{four, &own.strategy}}) {
+    const CostModel cm(m, toy_efficiency());
+    const Simulator sim(s->graph, s->views, cm);
+    EXPECT_NEAR(simulated_estimate(sim).sync, s->estimate.sync, 1e-12);
+  }
+}
+
+}  // namespace
+}  // namespace pcgx::search
