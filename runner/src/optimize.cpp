@@ -61,6 +61,7 @@ void take_kernels_and_overlaps(TrainingRecipe& recipe, const OptimizeRequest& q)
   recipe.attention = q.attention, recipe.cross_entropy = q.cross_entropy, recipe.dropout_add = q.dropout_add;
   recipe.overlap_grad_input = q.overlap_grad_input, recipe.overlap_param_gather = q.overlap_param_gather;
   recipe.overlap_grad_reduce = q.overlap_grad_reduce, recipe.grad_precision = q.grad_precision;
+  recipe.reduce_scatter = q.reduce_scatter;
 }
 
 std::string gib(double bytes) {
@@ -123,6 +124,10 @@ void validate(const OptimizeRequest& q) {
   // Against the stated stage, or, open, against one another (groups at 0
   // and at a sharded stage mix with no plan stage).
   if (const auto why = zero_weights_problem(q.zero, q.zero_weights)) throw FieldError("OptimizeRequest.zero_weights", *why);
+  if (!q.reduce_scatter && q.zero && highest_zero(*q.zero, q.zero_weights) != ZeroStage::k1)
+    throw FieldError("OptimizeRequest.reduce_scatter", std::string("off applies to ZeRO stage 1 (every weight at 1), not ") + name(highest_zero(*q.zero, q.zero_weights)) +
+                                                           (shards_gradients(highest_zero(*q.zero, q.zero_weights)) ? ", which shards the gradients and reduce-scatters them"
+                                                                                                                     : ", which all-reduces the gradients anyway"));
   // One stage accumulating over micro-batches (PipelineOptions::stages 1)
   // may shard the gradients: each micro-batch's are reduce-scattered
   // (training_recipe.h's syncs_every_micro_batch).

@@ -69,6 +69,7 @@ void adopt_plan_settings(OptimizeRequest& q, const StatedSettings& stated) {
   if (plan->overlap_param_gather && !stated.overlap_param_gather) q.overlap_param_gather = *plan->overlap_param_gather;
   if (plan->overlap_grad_reduce && !stated.overlap_grad_reduce) q.overlap_grad_reduce = *plan->overlap_grad_reduce;
   if (plan->grad_precision && !stated.grad_precision) q.grad_precision = *plan->grad_precision;
+  if (plan->reduce_scatter && !stated.reduce_scatter) q.reduce_scatter = *plan->reduce_scatter;
 }
 
 namespace {
@@ -175,6 +176,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   if (f.recipe.overlap_param_gather) plan.overlap_param_gather = true;
   if (!f.recipe.overlap_grad_reduce) plan.overlap_grad_reduce = false;
   if (f.recipe.grad_precision != GradPrecision::kFp32) plan.grad_precision = f.recipe.grad_precision;
+  if (!f.recipe.reduce_scatter) plan.reduce_scatter = false;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
   plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(highest_zero(f.recipe))) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded

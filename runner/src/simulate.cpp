@@ -68,6 +68,11 @@ SimulateReport simulate(SimulateRequest q) {
   if (q.overlap_param_gather) recipe.overlap_param_gather = *q.overlap_param_gather;
   if (q.overlap_grad_reduce) recipe.overlap_grad_reduce = *q.overlap_grad_reduce;
   if (q.grad_precision) recipe.grad_precision = *q.grad_precision;
+  if (q.reduce_scatter) {
+    if (!*q.reduce_scatter && highest_zero(recipe) != ZeroStage::k1)
+      throw FieldError("SimulateRequest.reduce_scatter", std::string("off applies to ZeRO stage 1, and the plan is priced at stage ") + name(highest_zero(recipe)));
+    recipe.reduce_scatter = *q.reduce_scatter;
+  }
   r.cost = std::make_unique<search::CostModel>(r.machine, q.efficiency, q.profile, comm, recipe);
   std::vector<MachineView> views(f.strategy.views.begin(), f.strategy.views.end());
   r.sim = std::make_unique<search::Simulator>(f.strategy.graph, views, *r.cost, search::pipeline_shape(f));

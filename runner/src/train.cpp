@@ -132,6 +132,9 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (f.recipe.grad_precision != GradPrecision::kFp32 && is_mixed(f.recipe.precision))
       say("note: " + q.target + " was planned with gradients accumulated and reduced in " + name(f.recipe.precision) +
           " (grad_precision); the runtime keeps them in FP32, and the prediction is for that");
+    if (!f.recipe.reduce_scatter && shards_optimizer(f.recipe.zero))
+      say("note: " + q.target + " was planned with ZeRO 1's gradients all-reduced whole (reduce_scatter); the runtime " +
+          "reduce-scatters them, and the prediction is for that");
     if (f.recipe.overlap_param_gather && shards_optimizer(f.recipe.zero))
       say("note: " + q.target + " was planned with ZeRO's weights gathered beside the next forward pass (overlap_param_gather); the " +
           "runtime gathers them after the update, and the prediction is for that");
@@ -193,11 +196,11 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
         // gathered beside the forward pass, which pcgx's runtimes do not
         // do, nor an eager cross-entropy, which they run fused, nor a
         // fused dropout-add, which they run as two kernels, nor gradients
-        // reduced otherwise than the runtime does, in FP32, so the search
-        // prices what runs).
+        // reduced otherwise than the runtime does, in FP32 and
+        // reduce-scattered at ZeRO 1, so the search prices what runs).
         adopt_plan_settings(oq, {.algorithm = true, .precision = q.precision.has_value(), .optimizer = true, .overlap_grad_input = true,
                                  .overlap_param_gather = true, .cross_entropy = true, .dropout_add = true,
-                                 .overlap_grad_reduce = true, .grad_precision = true});
+                                 .overlap_grad_reduce = true, .grad_precision = true, .reduce_scatter = true});
         if (oq.search.plan && oq.search.plan->optimizer)  // (noted below where it differs)
           planned_optimizer = oq.search.plan->optimizer, planned_in = "the plan " + oq.search.plan->source;
         OptimizeReport r = optimize(oq);

@@ -192,7 +192,8 @@ int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const Training
 
 double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
   const ZeroStage highest = highest_zero(recipe);
-  if (!shards_weights(highest) && !syncs_every_micro_batch(highest)) return 0.0;
+  const bool all_reduced = shards_optimizer(highest) && !reduce_scatters(recipe, highest);  // ZeRO 1 all-reducing
+  if (!shards_weights(highest) && !syncs_every_micro_batch(highest) && !all_reduced) return 0.0;
   const Graph& g = p.graph();
   double out = 0;
   // Each weight layout counted at its first compute reader, which
@@ -211,9 +212,13 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
       // where gathered for use, gathered twice by each: beside the
       // all-reduce step_bytes counts (two of these), 3 rounds - 2 more
       // (one gather at rounds 1); otherwise rounds - 1 (the gather after
-      // the update included).
+      // the update included); one more where ZeRO 1 all-reduces the
+      // gradients and then gathers the weights.
       const auto rounds = static_cast<double>(sync_rounds(g, layouts, recipe, n, w));
-      const double again = gathers_for_use(zero_of(g, recipe, w), recipe.zero_persistence_threshold, s.shard_elements()) ? 3 * rounds - 2 : rounds - 1;
+      const ZeroStage z = zero_of(g, recipe, w);
+      const double again = gathers_for_use(z, recipe.zero_persistence_threshold, s.shard_elements()) ? 3 * rounds - 2
+                           : shards_optimizer(z) && !reduce_scatters(recipe, z)                   ? rounds
+                                                                                                 : rounds - 1;
       if (again <= 0) continue;
       for (int64_t b = 0; b < s.num_blocks(); ++b) out += again * static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
     }
@@ -556,16 +561,17 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
 
 namespace {
 // The gradient collective of a bucket: all-reduce, or reduce-scatter when
-// the optimizer state is sharded.
-double reduce_time(const Machine& m, ZeroStage z, const GroupShape& g, double bytes) {
-  return shards_optimizer(z) ? collective_time(m, Collective::kReduceScatter, g, bytes) : allreduce_times(m, g, bytes).best();
+// the optimizer state is sharded (unless ZeRO 1 all-reduces:
+// TrainingRecipe::reduce_scatter).
+double reduce_time(const Machine& m, const TrainingRecipe& r, const GroupShape& g, double bytes) {
+  return reduce_scatters(r, r.zero) ? collective_time(m, Collective::kReduceScatter, g, bytes) : allreduce_times(m, g, bytes).best();
 }
 }  // namespace
 
 double CostModel::sync_share(const SyncGroup& s) const {
-  if (s.gathered_for_use) return reduce_time(machine_, recipe_.zero, s.group, s.bytes);  // its own bucket
+  if (s.gathered_for_use) return reduce_time(machine_, recipe_, s.group, s.bytes);  // its own bucket
   const double bucket = comm_.bucket_bytes;
-  return s.bytes * reduce_time(machine_, recipe_.zero, s.group, bucket) / bucket;
+  return s.bytes * reduce_time(machine_, recipe_, s.group, bucket) / bucket;
 }
 
 double CostModel::gather_share(const SyncGroup& s) const {
@@ -616,7 +622,7 @@ double CostModel::bucket_pack_time(double bytes) const {
 }
 
 double CostModel::bucket_time(const GroupShape& group, double bytes) const {
-  return reduce_time(machine_, recipe_.zero, group, bytes) + bucket_pack_time(bytes);
+  return reduce_time(machine_, recipe_, group, bytes) + bucket_pack_time(bytes);
 }
 
 double CostModel::update_time(double bytes) const {

@@ -69,7 +69,7 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   const json j = parse_json_document(text, source);
   if (!j.is_object()) throw FileError(source, "", "expected a JSON object");
   only_fields(j, source, "", {"format", "format_version", "description", "precision", "recompute", "recompute_layers", "recompute_operators", "zero",
-                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "cross_entropy", "dropout_add", "overlap_grad_input", "overlap_param_gather", "overlap_grad_reduce", "grad_precision", "pipeline", "rewrites", "rules", "unstated"});
+                              "zero_persistence_threshold", "zero_weights", "optimizer", "attention", "cross_entropy", "dropout_add", "overlap_grad_input", "overlap_param_gather", "overlap_grad_reduce", "grad_precision", "reduce_scatter", "pipeline", "rewrites", "rules", "unstated"});
   if (!j.contains("format") || j["format"] != "pcgx.plan") throw FileError(source, "format", "expected \"pcgx.plan\"");
   if (!j.contains("format_version") || j["format_version"] != 1) throw FileError(source, "format_version", "expected 1");
   UserPlan plan;
@@ -154,6 +154,9 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   flag("overlap_grad_input", plan.overlap_grad_input);
   flag("overlap_param_gather", plan.overlap_param_gather);
   flag("overlap_grad_reduce", plan.overlap_grad_reduce);
+  flag("reduce_scatter", plan.reduce_scatter);
+  if (plan.reduce_scatter == false && plan.zero && highest_zero(*plan.zero, plan.zero_weights) != ZeroStage::k1)
+    throw FileError(source, "reduce_scatter", "false applies to ZeRO stage 1 (\"zero\": 1, no weight at 2 or 3 in \"zero_weights\")");
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];
     if (!p.is_object()) throw FileError(source, "pipeline", "expected an object (stages, micro_batches, virtual_stages, schedule, programs)");
@@ -310,6 +313,7 @@ std::string plan_to_json(const UserPlan& plan) {
   if (plan.overlap_grad_input) out += std::string("  \"overlap_grad_input\": ") + (*plan.overlap_grad_input ? "true" : "false") + ",\n";
   if (plan.overlap_param_gather) out += std::string("  \"overlap_param_gather\": ") + (*plan.overlap_param_gather ? "true" : "false") + ",\n";
   if (plan.overlap_grad_reduce) out += std::string("  \"overlap_grad_reduce\": ") + (*plan.overlap_grad_reduce ? "true" : "false") + ",\n";
+  if (plan.reduce_scatter) out += std::string("  \"reduce_scatter\": ") + (*plan.reduce_scatter ? "true" : "false") + ",\n";
   if (const auto& p = plan.pipeline) {
     json pj = json::object();
     pj["stages"] = p->stages, pj["micro_batches"] = p->micro_batches;

@@ -40,6 +40,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
   if (s.recipe.overlap_param_gather) j["overlap_param_gather"] = true;
   if (!s.recipe.overlap_grad_reduce) j["overlap_grad_reduce"] = false;
+  if (!s.recipe.reduce_scatter) j["reduce_scatter"] = false;
   if (s.recipe.grad_precision != GradPrecision::kFp32) j["grad_precision"] = name(s.recipe.grad_precision);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},
@@ -239,7 +240,8 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   // Absent: FP32 gradients, as every strategy before it was priced.
   if (j.contains("grad_precision")) s.recipe.grad_precision = kernel_choice(j["grad_precision"], source, "grad_precision", kGradPrecisions);
   // Absent: as every strategy before them was priced (overlaps of input
-  // gradients and gathers off, gradient buckets beside the backward pass).
+  // gradients and gathers off, gradient buckets beside the backward pass,
+  // ZeRO 1 reduce-scattering).
   auto flag = [&](const char* key, bool& into) {
     if (!j.contains(key)) return;
     if (!j[key].is_boolean()) throw FileError(source, key, "expected true or false, got " + j[key].dump());
@@ -248,6 +250,7 @@ StrategyFile strategy_from_value(const json& j, const std::string& source) {
   flag("overlap_grad_input", s.recipe.overlap_grad_input);
   flag("overlap_param_gather", s.recipe.overlap_param_gather);
   flag("overlap_grad_reduce", s.recipe.overlap_grad_reduce);
+  flag("reduce_scatter", s.recipe.reduce_scatter);
   if (j.contains("optimizer")) {  // absent in strategies written before it: Adam, as they were priced
     const std::optional<OptimizerState> o = j["optimizer"].is_string() ? optimizer_named(j["optimizer"].get<std::string>()) : std::nullopt;
     if (!o) throw FileError(source, "optimizer", "expected one of sgd, momentum, adam, got " + j["optimizer"].dump());

@@ -73,21 +73,11 @@ TEST(GradPrecisionOption, ComputeIsPricedRecordedSimulatedAndPlanned) {
             std::string::npos)
       << trained.out;
   // A plan states it; the flag wins over the plan.
-  const fs::path plan = dir() / "plan.json";
-  const auto shown = run("plan show " + half + " -o " + plan.string());
-  ASSERT_EQ(shown.code, 0) << shown.out;
-  {
-    std::ifstream in(plan);
-    EXPECT_EQ(nlohmann::json::parse(in).at("grad_precision"), "compute");
-  }
-  const std::string planned = "optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 --bucket-mb 0.05 --plan " + plan.string();
   // (plan show states overlap_grad_reduce false too.)
-  const auto back = run(planned + " -o " + (dir() / "back.json").string());
-  ASSERT_EQ(back.code, 0) << back.out;
-  EXPECT_EQ(predicted_ms(back.out), predicted_ms(h.out)) << back.out << h.out;
-  const auto flag = run(planned + " --grad-precision fp32 -o " + (dir() / "flag.json").string());
-  ASSERT_EQ(flag.code, 0) << flag.out;
-  EXPECT_NE(flag.out.find("(FP32 master weights, gradients and optimizer state)"), std::string::npos) << flag.out;
+  const auto fed = pcgx::testing::plan_fed_back(half, dir(), "grad_precision", "compute",
+                                                "optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 --bucket-mb 0.05",
+                                                predicted_ms(h.out), "--grad-precision fp32");
+  EXPECT_NE(fed.flagged.out.find("(FP32 master weights, gradients and optimizer state)"), std::string::npos) << fed.flagged.out;
   // Unknown values.
   const fs::path out = dir() / "bad-s.json";
   expect_one_error_line(run(kCommon + "--grad-precision bf16 -o " + out.string()), "error: --grad-precision: unknown gradient precision 'bf16' (fp32, compute)", out);

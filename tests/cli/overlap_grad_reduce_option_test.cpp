@@ -83,21 +83,11 @@ TEST(OverlapGradReduceOption, AfterTheBackwardPassIsSlowerRecordedSimulatedAndPl
   EXPECT_NE(bad.out.find("error: --overlap-grad-reduce: expected on or off, got 'maybe'"), std::string::npos) << bad.out;
   // The found strategy's plan states it; fed back it is priced the same,
   // and the flag wins over the plan.
-  const fs::path plan = dir() / "plan.json";
-  const auto shown = run("plan show " + after + " -o " + plan.string());
-  ASSERT_EQ(shown.code, 0) << shown.out;
-  {
-    std::ifstream in(plan);
-    EXPECT_EQ(nlohmann::json::parse(in).at("overlap_grad_reduce"), false);
-  }
-  const std::string planned = "optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 --bucket-mb 0.05 -q --plan " + plan.string();
-  const auto back = run(planned + " -o " + (dir() / "back.json").string());
-  ASSERT_EQ(back.code, 0) << back.out;
-  EXPECT_NE(back.out.find("gradient buckets      reduced after the backward pass"), std::string::npos) << back.out;
-  EXPECT_EQ(predicted_ms(back.out), predicted_ms(a.out)) << back.out << a.out;
-  const auto flag = run(planned + " --overlap-grad-reduce -o " + (dir() / "flag.json").string());
-  ASSERT_EQ(flag.code, 0) << flag.out;
-  EXPECT_EQ(flag.out.find("gradient buckets "), std::string::npos) << flag.out;
+  const auto fed = pcgx::testing::plan_fed_back(after, dir(), "overlap_grad_reduce", false,
+                                                "optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 --bucket-mb 0.05 -q",
+                                                predicted_ms(a.out), "--overlap-grad-reduce");
+  EXPECT_NE(fed.back.out.find("gradient buckets      reduced after the backward pass"), std::string::npos) << fed.back.out;
+  EXPECT_EQ(fed.flagged.out.find("gradient buckets "), std::string::npos) << fed.flagged.out;
   const fs::path bad_plan = dir() / "bad.json", out = dir() / "bad-s.json";
   std::ofstream(bad_plan) << R"({"format": "pcgx.plan", "format_version": 1, "overlap_grad_reduce": "no",
                                 "rules": [{"select": {}, "partition": {"samples": 16}}]})";

@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/run_pcgx.h"
 
@@ -27,6 +30,29 @@ inline double predicted_ms(const std::string& out) {
   const size_t at = out.find("iteration time");
   if (at == std::string::npos) return -1;
   return std::stod(out.substr(out.find_first_of("0123456789", at)));
+}
+
+// A found strategy's recipe field through `plan show` and back: the plan
+// (written in `dir`) states `field` as `value`; `optimize` (a command
+// taking it with --plan, -o appended) prices it as `predicted_ms` did;
+// the outputs of that and of the same with `flag` (which overrides the
+// plan), for the caller's checks.
+struct PlanFedBack {
+  Result back, flagged;
+};
+inline PlanFedBack plan_fed_back(const std::string& strategy, const std::filesystem::path& dir, const char* field, const nlohmann::json& value,
+                                 const std::string& optimize, double predicted, const std::string& flag) {
+  const std::filesystem::path plan = dir / "plan.json";
+  const Result shown = run("plan show " + strategy + " -o " + plan.string());
+  EXPECT_EQ(shown.code, 0) << shown.out;
+  std::ifstream in(plan);
+  EXPECT_EQ(nlohmann::json::parse(in).at(field), value);
+  const std::string planned = optimize + " --plan " + plan.string();
+  PlanFedBack r{run(planned + " -o " + (dir / "back.json").string()), run(planned + " " + flag + " -o " + (dir / "flag.json").string())};
+  EXPECT_EQ(r.back.code, 0) << r.back.out;
+  EXPECT_EQ(predicted_ms(r.back.out), predicted) << r.back.out;
+  EXPECT_EQ(r.flagged.code, 0) << r.flagged.out;
+  return r;
 }
 
 // The step a run predicts for what it runs ("X ms predicted on ..."); -1 when it says none.

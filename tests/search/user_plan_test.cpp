@@ -217,7 +217,7 @@ TEST(UserPlan, MalformedFilesNameTheField) {
   EXPECT_EQ(error(head + R"("rules": [], "stages": 2})"),
             "p.json: stages: unknown field (format, format_version, description, precision, recompute, recompute_layers, "
             "recompute_operators, zero, zero_persistence_threshold, zero_weights, optimizer, attention, cross_entropy, dropout_add, overlap_grad_input, overlap_param_gather, "
-            "overlap_grad_reduce, grad_precision, pipeline, rewrites, rules, unstated)");
+            "overlap_grad_reduce, grad_precision, reduce_scatter, pipeline, rewrites, rules, unstated)");
   const std::string one_rule = R"("rules": [{"select": {}, "partition": {}}]})";
   EXPECT_EQ(error(head + R"("rewrites": {"rule": "x"}, )" + one_rule), "p.json: rewrites: expected an array of {\"rule\": ID, \"at\": [operator names]}");
   EXPECT_EQ(error(head + R"("rewrites": [{"at": ["a"]}], )" + one_rule), "p.json: rewrites[0].rule: expected a rule id (a string)");

@@ -207,6 +207,12 @@ std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gat
              : "gathered after the update: this machine's devices do their own communication (--overlap-param-gather has no effect)";
 }
 
+std::string all_reduced_line(const TrainingRecipe& r) {
+  if (r.reduce_scatter || reduce_scatters(r, r.zero) || !shards_optimizer(r.zero)) return "";
+  return "gradient reduction    all-reduced whole, each device then updating its shard of the sum (ZeRO 1, --no-reduce-scatter; "
+         "DeepSpeed's BF16 optimizer)\n";
+}
+
 std::string after_backward_line(const Machine& m, bool gathered_for_use) {
   if (gathered_for_use)
     return "ZeRO 3 gathers weights before use and reduces every bucket beside the backward pass (--no-overlap-grad-reduce has no effect)";

@@ -134,6 +134,13 @@ inline constexpr const char* kOverlapGradReduceHelp =
     "devices waiting for them, as Megatron-LM's DDP did before Megatron-Core (2023) and DeepSpeed's pipeline engine does; priced "
     "and simulated on machines whose devices overlap communication; a step that gathers weights before use (ZeRO 3) reduces every bucket "
     "beside the backward pass either way";
+// --reduce-scatter of optimize (a flag, on by default) and simulate (on
+// or off): TrainingRecipe::reduce_scatter.
+inline constexpr const char* kReduceScatterHelp =
+    "under ZeRO 1, the data-parallel gradients are reduce-scattered, each device receiving the sum of the shard it updates "
+    "(Megatron-LM's distributed optimizer, DeepSpeed's \"reduce_scatter\": true); off: all-reduced whole, each device then updating "
+    "its shard of the sum, as DeepSpeed's BF16 optimizer does (its pipeline engine at ZeRO 1 in BF16: BLOOM, MT-NLG), twice the "
+    "gradients' ring bytes; stages 2 and 3 reduce-scatter whatever it says";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);
@@ -143,6 +150,9 @@ std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gat
 // What a report says of gradient buckets reduced after the backward pass
 // (overlap_grad_reduce off) on machine `m` (`gathered_for_use`: ZeRO 3).
 std::string after_backward_line(const Machine& m, bool gathered_for_use);
+// What a report says of ZeRO 1's gradients all-reduced whole
+// (reduce_scatter off), or "" where the recipe does not (the line included).
+std::string all_reduced_line(const TrainingRecipe& r);
 // --zero: 0, 1, 2, and where the command chooses (optimize) "auto".
 std::optional<ZeroStage> parse_zero(const std::string& text, bool allow_auto);
 // "  weight groups       stage 2: ... (the other weights at 1)\n", the

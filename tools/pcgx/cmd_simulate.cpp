@@ -19,7 +19,7 @@ void add_simulate_command(CLI::App& app) {
                                  "Simulate one training iteration of a strategy task by task (FlexFlow's execution simulator): "
                                  "overlap, link contention and gradient buckets beside the backward pass");
   static std::string strategy, trace, profile, efficiency, precision, recompute, zero, schedule, optimizer, persistence, attention, overlap,
-      param_gather, grad_reduce, grad_precision, cross_entropy, dropout_add;
+      param_gather, grad_reduce, grad_precision, cross_entropy, dropout_add, reduce_scatter;
   static double bucket_mb = 25;
   static int64_t show = 8;
   static int32_t recompute_layers = 0;
@@ -45,6 +45,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--overlap-param-gather", param_gather, std::string(kOverlapParamGatherHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--grad-precision", grad_precision, std::string(kGradPrecisionHelp) + " (default: the strategy's)");
   cmd->add_option("--overlap-grad-reduce", grad_reduce, std::string(kOverlapGradReduceHelp) + ": on or off (default: the strategy's)");
+  cmd->add_option("--reduce-scatter", reduce_scatter, std::string(kReduceScatterHelp) + ": on or off (default: the strategy's)");
   cmd->add_option("--schedule", schedule, kScheduleHelp);
   cmd->add_option("--show", show, "devices and critical-path tasks to list")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->callback([] {
@@ -54,7 +55,7 @@ void add_simulate_command(CLI::App& app) {
       throw Error("--machine, --devices, --set and --global-batch go with --plan (a strategy file states its own)");
     name_flags({{"Machine.device.peak_flops_by_precision", "--precision"}, {"SimulateRequest.schedule", "--schedule"},
                 {"SimulateRequest.recompute_layers", "--recompute-layers"}, {"SimulateRequest.recompute", "--recompute"},
-                {"SimulateRequest.zero_persistence_threshold", "--zero-persistence-threshold"}});
+                {"SimulateRequest.zero_persistence_threshold", "--zero-persistence-threshold"}, {"SimulateRequest.reduce_scatter", "--reduce-scatter"}});
     runner::SimulateRequest q;
     if (pf.plan.empty()) {
       q.strategy = search::load_strategy(strategy);
@@ -81,6 +82,7 @@ void add_simulate_command(CLI::App& app) {
     if (!param_gather.empty()) q.overlap_param_gather = parse_on_off(param_gather, "--overlap-param-gather");
     if (!grad_precision.empty()) q.grad_precision = parse_grad_precision(grad_precision);
     if (!grad_reduce.empty()) q.overlap_grad_reduce = parse_on_off(grad_reduce, "--overlap-grad-reduce");
+    if (!reduce_scatter.empty()) q.reduce_scatter = parse_on_off(reduce_scatter, "--reduce-scatter");
     if (!efficiency.empty()) q.efficiency = search::load_efficiency(efficiency);
     if (!profile.empty()) q.profile = load_profile(profile);
     q.bucket_bytes = bucket_mb * 1024 * 1024;

@@ -84,6 +84,8 @@ void add_optimize_options(CLI::App* cmd, OptimizeFlags& f) {
                                       std::string(kOverlapParamGatherHelp) + " (--no-overlap-param-gather: not, whatever a --plan states)");
   f.grad_reduce_flag = cmd->add_flag("--overlap-grad-reduce,!--no-overlap-grad-reduce", f.overlap_grad_reduce,
                                      std::string(kOverlapGradReduceHelp) + " (default: on, unless a --plan states off)");
+  f.reduce_scatter_flag = cmd->add_flag("--reduce-scatter,!--no-reduce-scatter", f.reduce_scatter,
+                                        std::string(kReduceScatterHelp) + " (default: on, unless a --plan states off)");
   cmd->add_flag("!--global-batch", f.per_device_batch,
                 "take a zoo model's batch as the global batch (default: it is per device, times --devices, as in Unity's evaluation)");
   add_pipeline_options(cmd, f.pipe);
@@ -107,7 +109,8 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
               {"SearchOptions.plan", "--plan"}, {"OptimizeRequest.recompute_layers", "--recompute-layers"},
               {"OptimizeRequest.recompute", "--recompute"}, {"OptimizeRequest.recompute_operators", "--recompute-operators"},
               {"OptimizeRequest.zero_persistence_threshold", "--zero-persistence-threshold"}, {"OptimizeRequest.zero_weights", "--zero-weights"},
-              {"TrainingRecipe.overlap_param_gather", "--overlap-param-gather"}});
+              {"TrainingRecipe.overlap_param_gather", "--overlap-param-gather"},
+              {"OptimizeRequest.reduce_scatter", f.reduce_scatter_flag->count() > 0 ? "--no-reduce-scatter" : "the plan's reduce_scatter"}});
   runner::OptimizeRequest q;
   q.search = f.search;
   q.search.algorithm = parse_algorithm(f.algorithm), q.search.rank = parse_rank(f.rank);
@@ -126,6 +129,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   q.overlap_param_gather = f.overlap_param_gather;
   q.overlap_grad_reduce = f.overlap_grad_reduce;
   q.grad_precision = parse_grad_precision(f.grad_precision);
+  q.reduce_scatter = f.reduce_scatter;
   if (f.recompute_layers != 0) q.recompute_layers = f.recompute_layers;
   q.recompute_operators = f.recompute_operators;
   // Naming operators without --recompute: recompute those.
@@ -135,7 +139,7 @@ runner::OptimizeRequest optimize_request(OptimizeFlags& f) {
   runner::adopt_plan_settings(q, {true, f.precision_flag->count() > 0, f.recompute_flag->count() > 0 || !f.recompute_operators.empty(), f.zero_flag->count() > 0,
                                   f.optimizer_flag->count() > 0, f.attention_flag->count() > 0, f.overlap_flag->count() > 0,
                                   f.param_gather_flag->count() > 0, f.cross_entropy_flag->count() > 0, f.dropout_add_flag->count() > 0,
-                                  f.grad_reduce_flag->count() > 0, f.grad_precision_flag->count() > 0});
+                                  f.grad_reduce_flag->count() > 0, f.grad_precision_flag->count() > 0, f.reduce_scatter_flag->count() > 0});
   runner::validate(q);  // (a plan's mistakes among them) before any output
   return q;
 }

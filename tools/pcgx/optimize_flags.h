@@ -26,13 +26,13 @@ struct OptimizeFlags {
   std::vector<std::string> zero_weights;  // PATTERN=STAGE each
   double bucket_mb = 25;
   bool quiet = false, per_device_batch = true, allow_unverified = false, reprove = false, overlap_grad_input = false,
-       overlap_param_gather = false, overlap_grad_reduce = true;
+       overlap_param_gather = false, overlap_grad_reduce = true, reduce_scatter = true;
   PipelineFlags pipe;
   search::SearchOptions search;
   CLI::Option *search_flag = nullptr, *precision_flag = nullptr, *recompute_flag = nullptr, *zero_flag = nullptr, *optimizer_flag = nullptr,
              *attention_flag = nullptr, *cross_entropy_flag = nullptr, *dropout_add_flag = nullptr, *overlap_flag = nullptr,
              *param_gather_flag = nullptr, *grad_reduce_flag = nullptr,
-             *grad_precision_flag = nullptr;
+             *grad_precision_flag = nullptr, *reduce_scatter_flag = nullptr;
 };
 
 void add_optimize_options(CLI::App* cmd, OptimizeFlags& f);

@@ -25,6 +25,7 @@ runner::OptimizeRequest plan_request(const PlanFlags& f, std::shared_ptr<const s
               {"PipelineOptions.virtual_stages", "the plan's pipeline.virtual_stages"}, {"PipelineOptions.interlaced", "the plan's pipeline.interlaced"}, {"OptimizeRequest.zero", "the plan's zero"}, {"OptimizeRequest.zero_weights", "the plan's zero_weights"},
               {"OptimizeRequest.recompute_operators", "the plan's recompute_operators"},
               {"TrainingRecipe.overlap_param_gather", "the plan's overlap_param_gather"},
+              {"OptimizeRequest.reduce_scatter", "the plan's reduce_scatter"},
               {"OptimizeRequest.allow_unverified", "--allow-unverified"}});
   runner::OptimizeRequest q;
   q.rulesets = f.rulesets, q.allow_unverified = f.allow_unverified;

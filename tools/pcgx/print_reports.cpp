@@ -155,6 +155,7 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
     out << "input gradients       " << overlap_grad_input_line(q.machine) << "\n";
   if (recipe.overlap_param_gather)
     out << "weights after update  " << overlap_param_gather_line(q.machine, recipe.zero, rep.result.search.strategy.estimate.gathered_for_use > 0) << "\n";
+  out << all_reduced_line(recipe);
   if (!recipe.overlap_grad_reduce)
     out << "gradient buckets      " << after_backward_line(q.machine, rep.result.search.strategy.estimate.gathered_for_use > 0) << "\n";
   if (!q.recompute || !q.zero || !q.precision || rep.tried.size() > 1) {

@@ -32,6 +32,7 @@ void print_simulation(std::ostream& out, const runner::SimulateReport& rep, cons
   if (recipe.dropout_add == DropoutAddKernel::kFused) out << "dropout-add           " << dropout_add_line(f.strategy.graph) << "\n";
   if (recipe.overlap_grad_input) out << "input gradients       " << overlap_grad_input_line(m) << "\n";
   if (recipe.overlap_param_gather) out << "weights after update  " << overlap_param_gather_line(m, recipe.zero, f.strategy.estimate.gathered_for_use > 0) << "\n";
+  out << all_reduced_line(recipe);
   if (!recipe.overlap_grad_reduce) out << "gradient buckets      " << after_backward_line(m, s.gathered_for_use > 0) << "\n";
   if (const auto p = sim.pipeline())
     out << "pipeline              " << p->stages << " stage" << (p->stages == 1 ? "" : "s")

@@ -307,8 +307,24 @@ struct TrainingRecipe {
   // What gradients are accumulated and reduced in (precision.h): the bytes
   // each device keeps and each bucket moves. The runtimes keep FP32.
   GradPrecision grad_precision = GradPrecision::kFp32;
+  // Whether ZeRO stage 1 reduce-scatters the data-parallel gradients, each
+  // device receiving the sum of the shard it updates (Megatron-LM's
+  // distributed optimizer; DeepSpeed's ZeRO with "reduce_scatter": true),
+  // or all-reduces them whole and each device updates its shard of the
+  // sum: DeepSpeed's BF16 optimizer, which its pipeline engine runs at
+  // stage 1 with BF16 (BLOOM, MT-NLG: buffered_allreduce_fallback over
+  // the FP32 gradients), and "reduce_scatter": false. Twice a ring's
+  // bytes for the gradients, the weights' all-gather after the update the
+  // same; a device keeps whole gradients at stage 1 either way, so the
+  // memory is the same. Stages 2 and 3 shard the gradients and
+  // reduce-scatter them whatever it says (reduce_scatters).
+  bool reduce_scatter = true;
   bool operator==(const TrainingRecipe&) const = default;
 };
+
+// Whether the data-parallel gradients of weights at stage `z` are
+// reduce-scattered (else all-reduced whole).
+inline bool reduce_scatters(const TrainingRecipe& r, ZeroStage z) { return shards_gradients(z) || (shards_optimizer(z) && r.reduce_scatter); }
 
 // Whether a weight block of `block_elements` parameters is sharded between
 // uses (ZeRO stage 3, at or above the persistence threshold): gathered

@@ -91,6 +91,10 @@ struct OptimizeRequest {
   // What gradients are accumulated and reduced in
   // (TrainingRecipe::grad_precision): FP32 unless said.
   GradPrecision grad_precision = GradPrecision::kFp32;
+  // ZeRO 1 reduce-scatters the gradients (TrainingRecipe::reduce_scatter):
+  // on unless said; off only where every weight trains at stage 1 (or the
+  // stage is searched: it then applies where the search chooses 1).
+  bool reduce_scatter = true;
   // Without `pipeline`: where memory left the first recipe searched no plan,
   // gradient accumulation is searched too (OptimizeReport::tried); false:
   // one batch.

@@ -17,7 +17,7 @@ namespace pcgx::runner {
 struct StatedSettings {
   bool algorithm = false, precision = false, recompute = false, zero = false, optimizer = false, attention = false, overlap_grad_input = false,
        overlap_param_gather = false, cross_entropy = false, dropout_add = false, overlap_grad_reduce = false,
-       grad_precision = false;
+       grad_precision = false, reduce_scatter = false;
 };
 
 // Makes `s` lower `plan`: search::Algorithm::kPlan, or kUnity where the

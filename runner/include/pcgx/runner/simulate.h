@@ -37,6 +37,7 @@ struct SimulateRequest {
   std::optional<bool> overlap_param_gather;  // the strategy's unless said
   std::optional<bool> overlap_grad_reduce;   // the strategy's unless said
   std::optional<GradPrecision> grad_precision;  // the strategy's unless said
+  std::optional<bool> reduce_scatter;        // the strategy's unless said (false: at ZeRO 1 only)
   search::Efficiency efficiency = search::default_efficiency();
   Profile profile;
   double bucket_bytes = 25.0 * 1024 * 1024;

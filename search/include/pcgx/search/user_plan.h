@@ -123,6 +123,7 @@ struct UserPlan {
   std::optional<bool> overlap_grad_input;    // TrainingRecipe::overlap_grad_input
   std::optional<bool> overlap_param_gather;  // TrainingRecipe::overlap_param_gather
   std::optional<bool> overlap_grad_reduce;   // TrainingRecipe::overlap_grad_reduce
+  std::optional<bool> reduce_scatter;        // TrainingRecipe::reduce_scatter (false: ZeRO 1 all-reduces)
   std::optional<GradPrecision> grad_precision;  // fp32, compute (precision.h)
   // Pipeline stages (the layers split evenly over them, as Megatron-LM
   // splits them, or cut after the operators `boundaries` names: one per
