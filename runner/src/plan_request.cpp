@@ -176,7 +176,7 @@ search::UserPlan plan_of_strategy_file(const search::StrategyFile& f, const std:
   if (f.recipe.overlap_param_gather) plan.overlap_param_gather = true;
   if (!f.recipe.overlap_grad_reduce) plan.overlap_grad_reduce = false;
   if (f.recipe.grad_precision != GradPrecision::kFp32) plan.grad_precision = f.recipe.grad_precision;
-  if (!f.recipe.reduce_scatter) plan.reduce_scatter = false;
+  if (zero1_all_reduces(f.recipe)) plan.reduce_scatter = false;
   if (f.recipe.recompute_layers != kAllLayers) plan.recompute_layers = f.recipe.recompute_layers;
   plan.recompute_operators = f.recipe.recompute_operators;
   if (shards_weights(highest_zero(f.recipe))) plan.zero_persistence_threshold = f.recipe.zero_persistence_threshold;  // 0 too: every block sharded

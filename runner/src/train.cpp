@@ -132,7 +132,7 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (f.recipe.grad_precision != GradPrecision::kFp32 && is_mixed(f.recipe.precision))
       say("note: " + q.target + " was planned with gradients accumulated and reduced in " + name(f.recipe.precision) +
           " (grad_precision); the runtime keeps them in FP32, and the prediction is for that");
-    if (!f.recipe.reduce_scatter && shards_optimizer(f.recipe.zero))
+    if (zero1_all_reduces(f.recipe))
       say("note: " + q.target + " was planned with ZeRO 1's gradients all-reduced whole (reduce_scatter); the runtime " +
           "reduce-scatters them, and the prediction is for that");
     if (f.recipe.overlap_param_gather && shards_optimizer(f.recipe.zero))

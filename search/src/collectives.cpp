@@ -140,42 +140,63 @@ GroupShape strided_group(const Machine& m, int64_t first, int64_t step, int64_t 
 std::vector<GroupShape> concurrent_shapes(const Machine& m, std::span<const std::vector<int64_t>> groups) {
   std::vector<GroupShape> shapes;
   shapes.reserve(groups.size());
-  int64_t devices = 0;
   for (const auto& d : groups) {
-    shapes.push_back(group_shape(m, d));
-    for (int64_t x : d) devices = std::max(devices, x + 1);
+    if (d.size() >= 2) {
+      shapes.push_back(group_shape(m, d));
+      continue;
+    }
+    GroupShape lone;  // no collective (collective_time: 0)
+    lone.size = static_cast<int64_t>(d.size());
+    shapes.push_back(std::move(lone));
   }
   if (shapes.size() < 2) return shapes;
-  // Per level, members of the crossing groups in each group of the level
-  // below (indexed by it: below the device count), then each crossing
-  // group's share of the links of every one it touches.
-  std::vector<int64_t> all(static_cast<size_t>(devices)), mine(static_cast<size_t>(devices));
-  std::vector<size_t> touched;
+  // Per level, the distinct devices of the crossing groups in each group
+  // of the level below (a device in several groups, co-shard's blocks,
+  // drives its adapter once), then each crossing group's share of the
+  // links of every one it touches. Indexed by device and by group below
+  // (both below the device count); per thread, and zero between calls:
+  // a layout change is priced for every candidate of the search.
+  struct Scratch {
+    std::vector<int64_t> all, mine;
+    std::vector<char> seen;
+    std::vector<size_t> touched, marked, own;
+  };
+  thread_local Scratch z;
+  auto grow = [](auto& v, size_t i) {
+    if (i >= v.size()) v.resize(std::max(i + 1, 2 * v.size()));
+  };
   for (size_t l = 1; l < m.links.size(); ++l) {
     const LinkLevel& lower = m.links[l - 1];
-    std::fill(all.begin(), all.end(), 0);
     size_t crossing = 0;
     for (size_t i = 0; i < groups.size(); ++i)
       if (shapes[i].crossed(l)) {
         ++crossing;
-        for (int64_t d : groups[i]) ++all[static_cast<size_t>(group_of(lower, d))];
+        for (int64_t d : groups[i]) {
+          const auto dev = static_cast<size_t>(d), below = static_cast<size_t>(group_of(lower, d));
+          grow(z.seen, dev), grow(z.all, below), grow(z.mine, below);
+          if (z.seen[dev]) continue;
+          z.seen[dev] = 1, z.marked.push_back(dev);
+          if (z.all[below]++ == 0) z.touched.push_back(below);
+        }
       }
-    if (crossing < 2) continue;
     const double ports = static_cast<double>(m.links[l].ports);
-    for (size_t i = 0; i < groups.size(); ++i) {
+    for (size_t i = 0; i < groups.size() && crossing >= 2; ++i) {
       if (!shapes[i].crossed(l)) continue;
-      touched.clear();
+      z.own.clear();
       for (int64_t d : groups[i]) {
         const auto below = static_cast<size_t>(group_of(lower, d));
-        if (mine[below]++ == 0) touched.push_back(below);
+        if (z.mine[below]++ == 0) z.own.push_back(below);
       }
       double& links = shapes[i].links[l];
-      for (size_t below : touched) {
-        const double c = static_cast<double>(mine[below]);
-        links = std::min(links, std::min(c, ports * c / static_cast<double>(all[below])));
-        mine[below] = 0;
+      for (size_t below : z.own) {
+        const double c = static_cast<double>(z.mine[below]);
+        links = std::min(links, std::min(c, ports * c / static_cast<double>(z.all[below])));
+        z.mine[below] = 0;
       }
     }
+    for (size_t d : z.marked) z.seen[d] = 0;
+    for (size_t b : z.touched) z.all[b] = 0;
+    z.marked.clear(), z.touched.clear();
   }
   return shapes;
 }

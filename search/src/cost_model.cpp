@@ -2,6 +2,7 @@
 #include "pcgx/search/cost_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <set>
 
@@ -29,20 +30,23 @@ void sort_unique(std::vector<int64_t>& group) {
 class Groups {
  public:
   explicit Groups(size_t keys) : members_(keys) {}
-  void add(size_t key, int64_t device) { members_[key].push_back(device), sorted_ = false; }
-  // The slowest group running collective `c` on `bytes`.
+  void add(size_t key, int64_t device) { members_[key].push_back(device), shaped_ = false; }
+  // The slowest group running collective `c` on `bytes` (the groups run
+  // at once: concurrent_shapes, shaped once for every collective asked).
   double slowest(const Machine& m, Collective c, double bytes) {
-    if (!sorted_)
+    if (!shaped_) {
       for (auto& g : members_) sort_unique(g);
-    sorted_ = true;
+      shapes_ = concurrent_shapes(m, members_), shaped_ = true;
+    }
     double worst = 0;
-    for (const GroupShape& g : concurrent_shapes(m, members_)) worst = std::max(worst, collective_time(m, c, g, bytes));
+    for (const GroupShape& g : shapes_) worst = std::max(worst, collective_time(m, c, g, bytes));
     return worst;
   }
 
  private:
   std::vector<std::vector<int64_t>> members_;
-  bool sorted_ = true;
+  std::vector<GroupShape> shapes_;
+  bool shaped_ = false;
 };
 
 Collective dual(Collective c) {
@@ -192,8 +196,7 @@ int64_t sync_rounds(const Graph& g, const SourceLayouts& layouts, const Training
 
 double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const TrainingRecipe& recipe) {
   const ZeroStage highest = highest_zero(recipe);
-  const bool all_reduced = shards_optimizer(highest) && !reduce_scatters(recipe, highest);  // ZeRO 1 all-reducing
-  if (!shards_weights(highest) && !syncs_every_micro_batch(highest) && !all_reduced) return 0.0;
+  if (!shards_weights(highest) && !syncs_every_micro_batch(highest) && !zero1_all_reduces(recipe)) return 0.0;
   const Graph& g = p.graph();
   double out = 0;
   // Each weight layout counted at its first compute reader, which
@@ -215,10 +218,9 @@ double zero_extra_bytes(const Placement& p, const SourceLayouts& layouts, const 
       // the update included); one more where ZeRO 1 all-reduces the
       // gradients and then gathers the weights.
       const auto rounds = static_cast<double>(sync_rounds(g, layouts, recipe, n, w));
-      const ZeroStage z = zero_of(g, recipe, w);
-      const double again = gathers_for_use(z, recipe.zero_persistence_threshold, s.shard_elements()) ? 3 * rounds - 2
-                           : shards_optimizer(z) && !reduce_scatters(recipe, z)                   ? rounds
-                                                                                                 : rounds - 1;
+      const double again = gathers_for_use(zero_of(g, recipe, w), recipe.zero_persistence_threshold, s.shard_elements()) ? 3 * rounds - 2
+                           : zero1_all_reduces(recipe)                                                                  ? rounds
+                                                                                                                        : rounds - 1;
       if (again <= 0) continue;
       for (int64_t b = 0; b < s.num_blocks(); ++b) out += again * static_cast<double>(p.block_holders(w, b) - 1) * shard_bytes(s);
     }
@@ -535,6 +537,9 @@ std::optional<SyncGroup> CostModel::sync_group(const Placement& p, TensorRef t, 
     if (time <= worst_time) continue;
     sg.key = 0x5EC;
     for (int64_t d : members) sg.key = hash_mix(sg.key, static_cast<uint64_t>(d));
+    // (The same devices in rings shared otherwise with their siblings are
+    // another collective: never one bucket.)
+    for (const double links : sg.group.links) sg.key = hash_mix(sg.key, std::bit_cast<uint64_t>(links));
     if (sg.gathered_for_use) sg.key = hash_mix(sg.key, 0x3);  // never in a bucket with the weights kept whole
     // Weights of different stages never share a bucket (nor do they in the
     // runtime: execution_plan.h): what a device keeps of them differs.
@@ -564,7 +569,7 @@ namespace {
 // the optimizer state is sharded (unless ZeRO 1 all-reduces:
 // TrainingRecipe::reduce_scatter).
 double reduce_time(const Machine& m, const TrainingRecipe& r, const GroupShape& g, double bytes) {
-  return reduce_scatters(r, r.zero) ? collective_time(m, Collective::kReduceScatter, g, bytes) : allreduce_times(m, g, bytes).best();
+  return shards_optimizer(r.zero) && !zero1_all_reduces(r) ? collective_time(m, Collective::kReduceScatter, g, bytes) : allreduce_times(m, g, bytes).best();
 }
 }  // namespace
 

@@ -155,7 +155,9 @@ UserPlan plan_from_json(const std::string& text, const std::string& source) {
   flag("overlap_param_gather", plan.overlap_param_gather);
   flag("overlap_grad_reduce", plan.overlap_grad_reduce);
   flag("reduce_scatter", plan.reduce_scatter);
-  if (plan.reduce_scatter == false && plan.zero && highest_zero(*plan.zero, plan.zero_weights) != ZeroStage::k1)
+  // (Where the plan leaves the stage to the command, its weights' stages
+  // must still allow 1.)
+  if (plan.reduce_scatter == false && highest_zero(plan.zero.value_or(ZeroStage::k1), plan.zero_weights) != ZeroStage::k1)
     throw FileError(source, "reduce_scatter", "false applies to ZeRO stage 1 (\"zero\": 1, no weight at 2 or 3 in \"zero_weights\")");
   if (j.contains("pipeline")) {
     const json& p = j["pipeline"];

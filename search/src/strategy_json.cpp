@@ -40,7 +40,7 @@ std::string strategy_to_json(const StrategyFile& s) {
   if (s.recipe.overlap_grad_input) j["overlap_grad_input"] = true;
   if (s.recipe.overlap_param_gather) j["overlap_param_gather"] = true;
   if (!s.recipe.overlap_grad_reduce) j["overlap_grad_reduce"] = false;
-  if (!s.recipe.reduce_scatter) j["reduce_scatter"] = false;
+  if (zero1_all_reduces(s.recipe)) j["reduce_scatter"] = false;  // (where it applies)
   if (s.recipe.grad_precision != GradPrecision::kFp32) j["grad_precision"] = name(s.recipe.grad_precision);
   const Estimate& e = s.strategy.estimate;
   j["predicted"] = {{"time", e.time},       {"compute", e.compute}, {"overhead", e.overhead}, {"update", e.update}, {"communication", e.communication},

@@ -71,6 +71,24 @@ TEST(ReduceScatterOption, AllReducedWholeIsSlowerRecordedSimulatedAndPlanned) {
   expect_one_error_line(run("optimize gpt-tiny --machine dgx-h100 --devices 16 --search data-parallel --zero 2 --no-reduce-scatter -q -o " +
                             refused.string()),
                         "error: --no-reduce-scatter: off applies to ZeRO stage 1 (every weight at 1), not 2, which shards the gradients", refused);
+  // With the stage searched, the strategy records it only where the stage
+  // chosen is 1 (and its plan is one optimize takes).
+  const std::string any = (dir() / "any.json").string();
+  const auto searched = run("optimize gpt-tiny --machine dgx-h100 --devices 16 --search data-parallel --precision bf16 --bucket-mb 0.05 "
+                            "--no-reduce-scatter -q -o " + any);
+  ASSERT_EQ(searched.code, 0) << searched.out;
+  {
+    std::ifstream in(any);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j.contains("reduce_scatter"), j.at("zero") == 1) << j.at("zero");
+    EXPECT_EQ(searched.out.find("gradient reduction ") != std::string::npos, j.at("zero") == 1) << searched.out;
+  }
+  const fs::path any_plan = dir() / "any-plan.json";
+  ASSERT_EQ(run("plan show " + any + " -o " + any_plan.string()).code, 0);
+  EXPECT_EQ(run("optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 -q --plan " + any_plan.string() + " -o " +
+                (dir() / "any-back.json").string())
+                .code,
+            0);
   // pcgx's runtime reduce-scatters, says so and predicts that.
   const auto trained = run("run " + whole + " --steps 1 --no-report --no-plot");
   ASSERT_EQ(trained.code, 0) << trained.out;

@@ -33,16 +33,23 @@ CostModel model(ZeroStage z, bool reduce_scatter) {
   return CostModel(toy_machine(), toy_efficiency(), {}, {}, r);
 }
 
+// Off applies where every weight trains at stage 1.
 TEST(ReduceScatter, OnlyZeroOneAllReducesWhenOff) {
   TrainingRecipe r;
   r.reduce_scatter = false;
-  EXPECT_FALSE(reduce_scatters(r, ZeroStage::k0));
-  EXPECT_FALSE(reduce_scatters(r, ZeroStage::k1));
-  EXPECT_TRUE(reduce_scatters(r, ZeroStage::k2));
-  EXPECT_TRUE(reduce_scatters(r, ZeroStage::k3));
-  r.reduce_scatter = true;
-  EXPECT_TRUE(reduce_scatters(r, ZeroStage::k1));
-  EXPECT_FALSE(reduce_scatters(r, ZeroStage::k0));
+  for (const ZeroStage z : kZeroStages) {
+    r.zero = z;
+    EXPECT_EQ(zero1_all_reduces(r), z == ZeroStage::k1) << name(z);
+  }
+  r.zero = ZeroStage::k1;
+  r.zero_weights = {{"w", ZeroStage::k2}};
+  EXPECT_FALSE(zero1_all_reduces(r)) << "a weight at stage 2: every bucket reduce-scattered";
+  r.zero = ZeroStage::k2;
+  r.zero_weights = {{"w", ZeroStage::k1}};
+  EXPECT_FALSE(zero1_all_reduces(r));
+  r = TrainingRecipe{};
+  r.zero = ZeroStage::k1;
+  EXPECT_FALSE(zero1_all_reduces(r)) << "on: reduce-scattered";
 }
 
 // x[64, 32] times w[32, 16] (512 parameters, 2048 gradient bytes) data
@@ -75,7 +82,8 @@ TEST(ReduceScatter, AllReducedWholeByHand) {
   EXPECT_DOUBLE_EQ(s.bytes, b.estimate.bytes);
 }
 
-// Stages 0, 2 and 3 are priced the same either way.
+// Stages 0, 2 and 3 are priced the same either way, and a strategy file
+// records it only where it applies.
 TEST(ReduceScatter, OtherStagesIgnoreIt) {
   const Graph dp = data_parallel(build_model("gpt-tiny", {{"batch", 8}, {"seq", 128}}), 8);
   for (const ZeroStage z : {ZeroStage::k0, ZeroStage::k2, ZeroStage::k3}) {
@@ -85,6 +93,10 @@ TEST(ReduceScatter, OtherStagesIgnoreIt) {
     EXPECT_DOUBLE_EQ(a.time, b.time);
     EXPECT_DOUBLE_EQ(a.sync, b.sync);
     EXPECT_DOUBLE_EQ(a.bytes, b.bytes);
+    StrategyFile f;
+    f.model = "gpt", f.machine = toy_machine(), f.devices = 8, f.search = "data-parallel", f.recipe = model(z, false).recipe();
+    f.strategy = MachineMapper(model(z, false)).map(dp);
+    EXPECT_FALSE(nlohmann::json::parse(strategy_to_json(f)).contains("reduce_scatter"));
   }
 }
 
@@ -101,7 +113,7 @@ TEST(ReduceScatter, StrategiesAndPlansRecordIt) {
   EXPECT_FALSE(*p.reduce_scatter);
   EXPECT_NE(plan_to_json(p).find("\"reduce_scatter\": false"), std::string::npos) << plan_to_json(p);
   EXPECT_FALSE(plan_from_json(head + rules, "p.json").reduce_scatter.value_or(true)) << "the stage left to the command";
-  for (const char* zero : {R"("zero": 2, )", R"("zero": 0, )", R"("zero": 1, "zero_weights": {"w": 3}, )"}) {
+  for (const char* zero : {R"("zero": 2, )", R"("zero": 0, )", R"("zero": 1, "zero_weights": {"w": 3}, )", R"("zero_weights": {"w": 2}, )"}) {
     try {
       (void)plan_from_json(head + zero + rules, "p.json");
       ADD_FAILURE() << zero << " accepted";

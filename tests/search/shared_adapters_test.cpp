@@ -7,6 +7,10 @@
 // get one. The estimate and the simulator read the same sync groups.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <string>
+
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/pcg/zoo.h"
@@ -14,7 +18,11 @@
 #include "pcgx/search/collectives.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/search.h"
 #include "pcgx/search/simulator.h"
+#include "pcgx/search/user_plan.h"
+#include "pcgx/rulesets/ruleset.h"
+#include "search/plan_support.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::search {
@@ -82,6 +90,39 @@ TEST(SharedAdapters, ATensorParallelWeightsRingsShareTheNodesAdapters) {
     const Simulator sim(s->graph, s->views, cm);
     EXPECT_NEAR(simulated_estimate(sim).sync, s->estimate.sync, 1e-12);
   }
+}
+
+// Two weights whose rings have the same devices but share the adapters
+// otherwise (fc0 split over a node's four devices: four rings, half an
+// adapter each; fc1 over two: two rings, one each) are two collectives,
+// never one bucket; fc2's lone ring on the same two devices, like fc1's,
+// may share fc1's.
+TEST(SharedAdapters, RingsSharedOtherwiseAreNeverOneBucket) {
+  const Graph g = three_linears(8);
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = std::make_shared<const UserPlan>(plan_text(R"([
+      {"select": {"name": "fc0"}, "partition": {"samples": 2, "out": 4}, "devices": [0, 1, 2, 3, 4, 5, 6, 7]},
+      {"select": {"name": "fc1"}, "partition": {"samples": 2, "out": 2}, "devices": [0, 1, 4, 5]},
+      {"select": {"name": "fc2"}, "partition": {"samples": 2}, "devices": [0, 4]}])"));
+  const CostModel cm(two_level_machine(), toy_efficiency());
+  static const Ruleset none;
+  const Strategy s = optimize(g, RuleLibrary(none), MachineMapper(cm), o).strategy;
+  const Placement place(s.graph, s.views, 8);
+  const SourceLayouts layouts = source_layouts(s.graph);
+  std::map<std::string, SyncGroup> synced;
+  for (const Node& n : s.graph.nodes())
+    for (const TensorRef& w : n.inputs)
+      if (layouts.weight(w))
+        if (const auto sg = cm.sync_group(place, w, 0)) synced.emplace(n.name, *sg);
+  ASSERT_EQ(synced.size(), 3u);
+  const SyncGroup &a = synced.at("fc0"), &b = synced.at("fc1"), &c = synced.at("fc2");
+  ASSERT_EQ(a.group.size, 2);
+  EXPECT_DOUBLE_EQ(a.group.links[1], 0.5);
+  EXPECT_DOUBLE_EQ(b.group.links[1], 1);
+  EXPECT_DOUBLE_EQ(c.group.links[1], 1);
+  EXPECT_NE(a.key, b.key);
+  EXPECT_EQ(b.key, c.key) << "the same ring, shaped the same: one bucket may hold both";
 }
 
 }  // namespace

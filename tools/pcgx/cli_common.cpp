@@ -208,7 +208,7 @@ std::string overlap_param_gather_line(const Machine& m, ZeroStage zero, bool gat
 }
 
 std::string all_reduced_line(const TrainingRecipe& r) {
-  if (r.reduce_scatter || reduce_scatters(r, r.zero) || !shards_optimizer(r.zero)) return "";
+  if (!zero1_all_reduces(r)) return "";
   return "gradient reduction    all-reduced whole, each device then updating its shard of the sum (ZeRO 1, --no-reduce-scatter; "
          "DeepSpeed's BF16 optimizer)\n";
 }

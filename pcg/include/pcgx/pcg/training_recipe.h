@@ -316,15 +316,13 @@ struct TrainingRecipe {
   // the FP32 gradients), and "reduce_scatter": false. Twice a ring's
   // bytes for the gradients, the weights' all-gather after the update the
   // same; a device keeps whole gradients at stage 1 either way, so the
-  // memory is the same. Stages 2 and 3 shard the gradients and
-  // reduce-scatter them whatever it says (reduce_scatters).
+  // memory is the same. Off applies where every weight trains at stage 1
+  // (zero1_all_reduces): stage 0 all-reduces anyway, stages 2 and 3 shard
+  // the gradients and reduce-scatter them, and a plan mixing 1 with them
+  // reduce-scatters every bucket.
   bool reduce_scatter = true;
   bool operator==(const TrainingRecipe&) const = default;
 };
-
-// Whether the data-parallel gradients of weights at stage `z` are
-// reduce-scattered (else all-reduced whole).
-inline bool reduce_scatters(const TrainingRecipe& r, ZeroStage z) { return shards_gradients(z) || (shards_optimizer(z) && r.reduce_scatter); }
 
 // Whether a weight block of `block_elements` parameters is sharded between
 // uses (ZeRO stage 3, at or above the persistence threshold): gathered
@@ -336,5 +334,10 @@ inline bool gathers_for_use(ZeroStage zero, int64_t persistence_threshold, int64
 // The stage of the weight named `weight`, and the highest any weight trains at.
 inline ZeroStage zero_of(const TrainingRecipe& r, std::string_view weight) { return zero_of(r.zero, r.zero_weights, weight); }
 inline ZeroStage highest_zero(const TrainingRecipe& r) { return highest_zero(r.zero, r.zero_weights); }
+
+// Whether the gradients are all-reduced whole under ZeRO 1
+// (reduce_scatter off and every weight at stage 1); else every sharded
+// stage reduce-scatters them.
+inline bool zero1_all_reduces(const TrainingRecipe& r) { return !r.reduce_scatter && highest_zero(r) == ZeroStage::k1; }
 
 }  // namespace pcgx

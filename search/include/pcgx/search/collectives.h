@@ -20,7 +20,9 @@
 // (NCCL runs one ring channel per network adapter, each driven by its own
 // GPU). Collectives over disjoint groups that run at once (one weight's
 // shards synchronized over their data-parallel groups, one layout change's
-// groups: concurrent_shapes) share each group's adapters in proportion to
+// groups: concurrent_shapes; a device in several of them counted once;
+// scatter and gather, through their roots' one link, are not shared)
+// share each group's adapters in proportion to
 // their members in it: a group with m of the M members of the crossing
 // groups in a group of the level below gets min(m, ports(l) x m / M) of its
 // links, and C(l) is the fewest over the groups it touches (BLOOM's four
