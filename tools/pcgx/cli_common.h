@@ -140,7 +140,8 @@ inline constexpr const char* kReduceScatterHelp =
     "under ZeRO 1, the data-parallel gradients are reduce-scattered, each device receiving the sum of the shard it updates "
     "(Megatron-LM's distributed optimizer, DeepSpeed's \"reduce_scatter\": true); off: all-reduced whole, each device then updating "
     "its shard of the sum, as DeepSpeed's BF16 optimizer does (its pipeline engine at ZeRO 1 in BF16: BLOOM, MT-NLG), twice the "
-    "gradients' ring bytes; stages 2 and 3 reduce-scatter whatever it says";
+    "gradients' ring bytes; off applies where every weight trains at stage 1 (with a stated stage of 0, 2 or 3 an error; with "
+    "the stage searched, where stage 1 is chosen)";
 bool parse_on_off(const std::string& text, const char* flag);
 // What a report says of overlap_grad_input on machine `m`.
 std::string overlap_grad_input_line(const Machine& m);
