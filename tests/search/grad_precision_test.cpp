@@ -19,6 +19,7 @@
 #include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/strategy_json.h"
+#include "search/recipe_flag_checks.h"
 #include "search/toy_machines.h"
 
 namespace pcgx::search {
@@ -97,9 +98,7 @@ TEST(GradPrecision, BucketsMoveHalfTheBytesAndTheSimulatorAgrees) {
 
 TEST(GradPrecision, AStrategyFileRecordsIt) {
   const CostModel half(mixed_machine(), toy_efficiency(), {}, {}, recipe(Precision::kBf16, GradPrecision::kCompute));
-  StrategyFile f;
-  f.model = "mlp", f.machine = half.machine(), f.devices = 8, f.search = "data-parallel", f.recipe = half.recipe();
-  f.strategy = MachineMapper(half).map(data_parallel(linear_graph(64, 16, 16), 8));
+  const StrategyFile f = mapped_file(half, data_parallel(linear_graph(64, 16, 16), 8), "mlp", 8);
   nlohmann::json j = nlohmann::json::parse(strategy_to_json(f));
   EXPECT_EQ(j["grad_precision"], "compute");
   EXPECT_EQ(strategy_from_json(j.dump(), "s.json").recipe.grad_precision, GradPrecision::kCompute);

@@ -202,9 +202,7 @@ TEST(OverlapGradInput, NothingChangesWithoutACollectiveToHideOrALinkOfItsOwn) {
 
 TEST(OverlapGradInput, AStrategyFileRecordsIt) {
   const CostModel on = model(true);
-  StrategyFile f;
-  f.model = "gpt-tiny", f.machine = on.machine(), f.devices = 4, f.search = "megatron", f.recipe = on.recipe();
-  f.strategy = MachineMapper(on).map(megatron(false));
+  const StrategyFile f = mapped_file(on, megatron(false), "gpt-tiny", 4, "megatron");
   expect_recipe_flag_round_trip(f, "overlap_grad_input", &TrainingRecipe::overlap_grad_input);
 }
 

@@ -160,9 +160,7 @@ TEST(OverlapGradReduce, NothingChangesUnderZeroThreeOrOnDevicesDoingTheirOwnComm
 
 TEST(OverlapGradReduce, AStrategyFileRecordsIt) {
   const CostModel after = model(false);
-  StrategyFile f;
-  f.model = "gpt-tiny", f.machine = after.machine(), f.devices = 8, f.search = "data-parallel", f.recipe = after.recipe();
-  f.strategy = MachineMapper(after).map(data_parallel(gpt(), 8));
+  const StrategyFile f = mapped_file(after, data_parallel(gpt(), 8), "gpt-tiny", 8);
   expect_recipe_flag_round_trip(f, "overlap_grad_reduce", &TrainingRecipe::overlap_grad_reduce, true);
 }
 

@@ -361,9 +361,7 @@ TEST(OverlapParamGather, NothingChangesWithoutAGatherAfterTheUpdateOrALinkOfItsO
 
 TEST(OverlapParamGather, AStrategyFileRecordsIt) {
   const CostModel on = model(true);
-  StrategyFile f;
-  f.model = "gpt-tiny", f.machine = on.machine(), f.devices = 8, f.search = "data-parallel", f.recipe = on.recipe();
-  f.strategy = MachineMapper(on).map(data_parallel(gpt(), 8));
+  const StrategyFile f = mapped_file(on, data_parallel(gpt(), 8), "gpt-tiny", 8);
   expect_recipe_flag_round_trip(f, "overlap_param_gather", &TrainingRecipe::overlap_param_gather);
 }
 

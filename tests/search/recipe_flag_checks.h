@@ -11,9 +11,19 @@
 #include <string>
 
 #include "pcgx/pcg/error.h"
+#include "pcgx/search/cost_model.h"
+#include "pcgx/search/machine_mapping.h"
 #include "pcgx/search/strategy_json.h"
 
 namespace pcgx::search {
+
+// The strategy file of `plan` mapped and priced by `cm` (its recipe cm's).
+inline StrategyFile mapped_file(const CostModel& cm, const Graph& plan, const char* model, int64_t devices, const char* search = "data-parallel") {
+  StrategyFile f;
+  f.model = model, f.machine = cm.machine(), f.devices = devices, f.search = search, f.recipe = cm.recipe();
+  f.strategy = MachineMapper(cm).map(plan);
+  return f;
+}
 
 inline void expect_recipe_flag_round_trip(const StrategyFile& f, const char* field, bool TrainingRecipe::*flag, bool by_default = false) {
   ASSERT_NE(f.recipe.*flag, by_default) << field;

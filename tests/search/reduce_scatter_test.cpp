@@ -93,18 +93,13 @@ TEST(ReduceScatter, OtherStagesIgnoreIt) {
     EXPECT_DOUBLE_EQ(a.time, b.time);
     EXPECT_DOUBLE_EQ(a.sync, b.sync);
     EXPECT_DOUBLE_EQ(a.bytes, b.bytes);
-    StrategyFile f;
-    f.model = "gpt", f.machine = toy_machine(), f.devices = 8, f.search = "data-parallel", f.recipe = model(z, false).recipe();
-    f.strategy = MachineMapper(model(z, false)).map(dp);
-    EXPECT_FALSE(nlohmann::json::parse(strategy_to_json(f)).contains("reduce_scatter"));
+    EXPECT_FALSE(nlohmann::json::parse(strategy_to_json(mapped_file(model(z, false), dp, "gpt", 8))).contains("reduce_scatter"));
   }
 }
 
 TEST(ReduceScatter, StrategiesAndPlansRecordIt) {
   const CostModel whole = model(ZeroStage::k1, false);
-  StrategyFile f;
-  f.model = "mlp", f.machine = whole.machine(), f.devices = 8, f.search = "data-parallel", f.recipe = whole.recipe();
-  f.strategy = MachineMapper(whole).map(data_parallel(linear_graph(64, 16, 16), 8));
+  const StrategyFile f = mapped_file(whole, data_parallel(linear_graph(64, 16, 16), 8), "mlp", 8);
   expect_recipe_flag_round_trip(f, "reduce_scatter", &TrainingRecipe::reduce_scatter, true);
   const std::string head = R"({"format": "pcgx.plan", "format_version": 1, "reduce_scatter": false, )";
   const std::string rules = R"("rules": [{"select": {}, "partition": {"samples": 8}}]})";
