@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <optional>
 
 #include <tbb/parallel_for.h>
@@ -15,6 +14,7 @@
 #include "graph_splitting.h"
 #include "joined_pipeline.h"
 #include "pipeline_cuts.h"
+#include "stated_chunk.h"
 #include "pcgx/pcg/attention_kernels.h"
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/pipeline_chunks.h"
@@ -41,6 +41,7 @@ struct StagePlan {
   Strategy mapped;        // graph on the stage's devices (views from 0)
   std::vector<double> memory;  // per device of the stage, activations of the micro-batches in flight only
   PipelineStage info;
+  std::vector<LayoutChoice> relaid;  // a written plan's conversions the layout search rewrote
 };
 
 struct Plan {
@@ -442,18 +443,17 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             const bool everywhere = shape.is_interlaced(static_cast<int64_t>(p));
             const int64_t stage = shape.stage_of(static_cast<int64_t>(p)), chunk = everywhere ? 0 : staged_seen++ / S;
             const MachineMapper& on = everywhere ? every : mapper;
-            const Graph& found = searched[p]->strategy.graph;
-            std::vector<NodeId> image(found.size());  // found's nodes in the chunk's graph: the same, or pipelined after
-            std::iota(image.begin(), image.end(), NodeId{0});
-            StagePlan sp{graphs[p], stated ? pipelined(found, M, p + 1 == pieces.size(), &image) : found, {}, {}, {}};
-            sp.mapped = on.map(sp.graph);
-            if (placed) {
-              // The chunk as the plan's lowering placed it (its stated
-              // devices, the rest as mapped there), priced by simulation.
-              const std::vector<MachineView>& stated_views = searched[p]->strategy.views;
-              for (size_t k = 0; k < image.size() && k < stated_views.size(); ++k)
-                if (stated_views[k].placed()) sp.mapped.views[static_cast<size_t>(image[k])] = stated_views[k];
-              sp.mapped.estimate = simulated_estimate(Simulator(sp.graph, sp.mapped.views, on.cost()));
+            StagePlan sp{graphs[p], {}, {}, {}, {}, {}};
+            if (stated) {
+              // Cut into micro-batches; a placed plan's chunk at its stated
+              // devices (the rest as mapped there), priced by simulation; a
+              // plan's conversions searched (stated_chunk.h).
+              SlicedChunk cut = slice_stated_chunk(searched[p]->strategy, M, p + 1 == pieces.size(), on, placed,
+                                                   options.algorithm == Algorithm::kPlan && options.layout_search);
+              sp.graph = std::move(cut.graph), sp.mapped = std::move(cut.mapped), sp.relaid = std::move(cut.relaid);
+            } else {
+              sp.graph = searched[p]->strategy.graph;
+              sp.mapped = on.map(sp.graph);
             }
             const Estimate& e = sp.mapped.estimate;
             const std::string which = everywhere ? "interlaced chunk " + std::to_string(p) : "stage " + std::to_string(p + 1);
@@ -650,7 +650,10 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   result.search.pieces = best.stages;
   result.stages = best.stages, result.micro_batches = best.micro, result.virtual_stages = best.virtual_stages;
   result.interlaced = po.interlaced;
-  for (const StagePlan& sp : best.stage) result.stage.push_back(sp.info);
+  for (const StagePlan& sp : best.stage) {
+    result.stage.push_back(sp.info);
+    result.search.relaid.insert(result.search.relaid.end(), sp.relaid.begin(), sp.relaid.end());
+  }
   result.search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

@@ -298,6 +298,19 @@ int64_t linears_starting_on(const fs::path& strategy, int64_t device) {
   return on;
 }
 
+// How many of a strategy file's sums (Reduce) are read by a split of the
+// hidden dimension 4 ways: the layout search's sequence for the hidden
+// split plan, once per layer.
+int splits_of_sums(const fs::path& strategy) {
+  const nlohmann::json st = nlohmann::json::parse(std::ifstream(strategy));
+  std::map<int64_t, std::string> op;
+  for (const auto& n : st["graph"]["nodes"]) op[n["id"].get<int64_t>()] = n["op"].get<std::string>();
+  int found = 0;
+  for (const auto& n : st["graph"]["nodes"])
+    found += n["op"] == "Repartition" && n["attrs"]["dim"] == 2 && n["attrs"]["degree"] == 4 && op[n["inputs"][0][0].get<int64_t>()] == "Reduce";
+  return found;
+}
+
 // The shipped plan whose conversions the layout search rewrites: plan
 // check lists each with both sequences and their times, the strategy it
 // writes holds the rewritten sequence, and that strategy trains to data
@@ -316,18 +329,30 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("layout search         2 conversions rewritten"), std::string::npos) << o.out;
   // Per layer, the strategy's sum is read by the hidden dimension's split.
-  const nlohmann::json st = nlohmann::json::parse(std::ifstream(out));
-  std::map<int64_t, std::string> op;
-  for (const auto& n : st["graph"]["nodes"]) op[n["id"].get<int64_t>()] = n["op"].get<std::string>();
-  int splits_of_sums = 0;
-  for (const auto& n : st["graph"]["nodes"])
-    splits_of_sums += n["op"] == "Repartition" && n["attrs"]["dim"] == 2 && n["attrs"]["degree"] == 4 && op[n["inputs"][0][0].get<int64_t>()] == "Reduce";
-  EXPECT_EQ(splits_of_sums, 2);
+  EXPECT_EQ(splits_of_sums(out), 2);
   // A strategy file trains from its own graph's weights: the reference is
   // data parallelism's file, whose values are the model's.
   const fs::path dp = dir() / "hidden-split-dp.json";
   ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 --no-unity -o " + dp.string()).code, 0);
   expect_bytes_as_predicted(trains_like(out.string(), dp.string()));
+}
+
+// The same plan in 2 pipeline stages of 4 devices: each stage's chunk
+// gets the cheaper sequence (plan check says each is priced on the
+// chunk's whole batch), the strategy holds it in the micro-batches, and
+// it trains to one device's losses with the bytes it predicts.
+TEST(PlanCheck, APipelinedPlansConversionsAreSearchedToo) {
+  nlohmann::json plan = nlohmann::json::parse(std::ifstream(kPlans + "gpt-hidden-split-4.json"));
+  plan["pipeline"] = {{"stages", 2}, {"micro_batches", 4}};
+  const fs::path file = dir() / "hidden-split-pipelined-plan.json", out = dir() / "hidden-split-pipelined.json";
+  std::ofstream(file) << plan.dump();
+  const auto r = run("plan check gpt-tiny " + file.string() + " --machine dgx-h100 --devices 8 --no-unity -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("layout search         2 conversions rewritten"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("each on its chunk's whole batch at once"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block1.mlp.ffn_output -> block1.mlp_dropout: Reduce(2) Repartition2(4) Combine0(2) ("), std::string::npos) << r.out;
+  EXPECT_EQ(splits_of_sums(out), 2);
+  expect_bytes_as_predicted(trains_like(out.string(), "gpt-tiny --set batch=16 --devices 1"));
 }
 
 // The shipped LLaMA plan (Megatron-LM's t = 2 inside each layer, SwiGLU's

@@ -14,6 +14,7 @@
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/layout_search.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/pipeline.h"
 #include "pcgx/search/search.h"
 #include "pcgx/search/simulator.h"
 #include "pcgx/search/user_plan.h"
@@ -275,6 +276,68 @@ TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {
     ++found;
   }
   EXPECT_EQ(found, 2);
+}
+
+// A pipelined plan's conversions are searched too, on each stage's chunk,
+// and kept where the chunk cut into its micro-batches runs faster: the
+// joined strategy runs the cheaper sequence in every layer of both
+// stages, is faster than the plan as lowered, and computes the model.
+TEST(LayoutSearch, APipelinedPlansChunksRunTheCheaperSequence) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(8), default_efficiency());
+  SearchOptions o;
+  o.algorithm = Algorithm::kPlan;
+  o.plan = std::make_shared<const UserPlan>(hidden_split_plan());
+  static const Ruleset none;
+  auto joined = [&](const Graph& model, bool layout_search) {
+    o.layout_search = layout_search;
+    return optimize_pipeline(model, RuleLibrary(none), cm, o, PipelineOptions{2, 4});
+  };
+  const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
+  const PipelineResult as_lowered = joined(model, false), r = joined(model, true);
+  EXPECT_TRUE(as_lowered.search.relaid.empty());
+  ASSERT_EQ(r.search.relaid.size(), 2u);  // one layer a stage
+  for (const LayoutChoice& c : r.search.relaid) {
+    SCOPED_TRACE(c.from);
+    EXPECT_EQ(c.before, "Reduce(2) Combine0(2) Repartition2(4)");
+    EXPECT_EQ(c.after, "Reduce(2) Repartition2(4) Combine0(2)");
+    EXPECT_LT(c.after_time.total(), c.before_time.total());
+  }
+  EXPECT_LT(r.search.strategy.estimate.time, as_lowered.search.strategy.estimate.time);
+  // Each layer's sum is read by the hidden dimension's split, in the micro-batches.
+  const Graph& g = r.search.strategy.graph;
+  int splits_of_sums = 0;
+  for (const Node& n : g.nodes())
+    if (n.op->data_move == DataMove::kRepartition && n.attrs.get_int("dim") == 2 && n.attrs.get_int("degree") == 4 &&
+        g.node(n.inputs[0].node).op->data_move == DataMove::kReduce) {
+      ++splits_of_sums;
+      EXPECT_EQ(n.outputs[0].dims[0].pipeline, 4);
+    }
+  EXPECT_EQ(splits_of_sums, 2);
+  // A plan stating devices (within each stage) is priced by simulation,
+  // chunk by chunk and whole, the rewrite too; its devices stay.
+  o.plan = std::make_shared<const UserPlan>(plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [
+    {"select": {}, "partition": {"samples": 2}},
+    {"select": {"name": "block*.mlp.intermediate"}, "partition": {"samples": 2, "out": 2}},
+    {"select": {"name": "block*.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}},
+    {"select": {"name": "block*.mlp_dropout"}, "partition": {"dim2": 4}, "devices": [0, 1, 2, 3]}]})",
+                                                           "stated.json"));
+  const PipelineResult placed_as_lowered = joined(model, false), placed = joined(model, true);
+  ASSERT_TRUE(placed.simulated);
+  EXPECT_EQ(placed.search.relaid.size(), 2u);
+  EXPECT_LT(placed.search.strategy.estimate.time, placed_as_lowered.search.strategy.estimate.time);
+  int dropouts = 0;
+  for (const Node& n : placed.search.strategy.graph.nodes())
+    if (n.name == "block1.mlp_dropout") {
+      ++dropouts;
+      EXPECT_EQ(placed.search.strategy.views[static_cast<size_t>(n.id)].start, 4);  // stage 2's first device
+    }
+  EXPECT_EQ(dropouts, 1);
+  // At the tiny sizes, where the interpreter runs, the same choice computes the model.
+  o.plan = std::make_shared<const UserPlan>(hidden_split_plan());
+  const Graph tiny = build_model("gpt-tiny", {{"batch", 16}});
+  const PipelineResult small = joined(tiny, true);
+  ASSERT_FALSE(small.search.relaid.empty());
+  EXPECT_LT(max_difference(small.search.strategy.graph, tiny), 1e-4);
 }
 
 }  // namespace

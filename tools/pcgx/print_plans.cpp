@@ -40,7 +40,9 @@ void print_plan_check(std::ostream& out, const std::string& path, const search::
   const auto& relaid = c.report.result.search.relaid;
   if (relaid.empty()) return;
   out << "layout search         " << relaid.size() << (relaid.size() == 1 ? " conversion" : " conversions")
-      << " rewritten as a cheaper sequence of parallel operators (forward and backward, as the cost model prices them):\n";
+      << " rewritten as a cheaper sequence of parallel operators (forward and backward, as the cost model prices them"
+      << (c.report.pipelined ? "; each on its chunk's whole batch at once, kept where the chunk in its micro-batches runs faster" : "")
+      << "):\n";
   for (size_t k = 0; k < relaid.size() && k < 12; ++k) {
     const auto& r = relaid[k];
     out << "  " << r.from << " -> " << r.to << ": " << r.after << " (" << std::setprecision(3) << r.after_time.total() * 1e3 << " ms) for "
