@@ -224,9 +224,14 @@ SearchResult optimize(const Graph& model, const RuleLibrary& rules, const Machin
         break;
       }
       result = plan_search(model, rules, mapper, options);
-      // The stated devices placed on what the search found, as for a plan lowered as written.
-      if (assigns_devices(*options.plan))
-        place_stated_devices(model, *options.plan, image_by_name(model, *options.plan, result.strategy.graph), mapper, result.strategy);
+      {
+        // The stated devices placed on what the search found, and its
+        // conversions searched, as for a plan lowered as written.
+        const bool placed = assigns_devices(*options.plan);
+        if (placed)
+          place_stated_devices(model, *options.plan, image_by_name(model, *options.plan, result.strategy.graph), mapper, result.strategy);
+        if (options.layout_search) relay_layouts(result.strategy, mapper, placed, result.relaid);
+      }
       break;
     case Algorithm::kSequential: result = sequential_search(model, rules, mapper, options); break;
     case Algorithm::kExhaustive: result = exhaustive_search(model, rules, mapper, options); break;

@@ -278,6 +278,35 @@ TEST(LayoutSearch, APlanAsWrittenRunsTheCheaperSequence) {
   EXPECT_EQ(found, 2);
 }
 
+// A plan whose unstated operators unity searches gets the same rewrite
+// of the conversions between what it states: faster, and still the model.
+TEST(LayoutSearch, APlanWhoseRestIsSearchedRunsTheCheaperSequence) {
+  const CostModel cm(find_machine("dgx-h100").with_devices(4), default_efficiency());
+  const MachineMapper mapper(cm);
+  SearchOptions o;
+  o.algorithm = Algorithm::kUnity;
+  o.plan = std::make_shared<const UserPlan>(plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "unstated": "search", "rules": [
+    {"select": {"name": "block*.mlp.intermediate"}, "partition": {"samples": 2, "out": 2}},
+    {"select": {"name": "block*.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}},
+    {"select": {"name": "block*.mlp_dropout"}, "partition": {"dim2": 4}}]})",
+                                                           "rest.json"));
+  static const Ruleset none;
+  auto searched = [&](const Graph& model, bool layout_search) {
+    o.layout_search = layout_search;
+    return optimize(model, RuleLibrary(none), mapper, o);
+  };
+  const Graph model = build_model("gpt", {{"layers", 2}, {"batch", 8}});
+  const SearchResult as_found = searched(model, false), r = searched(model, true);
+  EXPECT_TRUE(as_found.relaid.empty());
+  ASSERT_EQ(r.relaid.size(), 2u);
+  for (const LayoutChoice& c : r.relaid) EXPECT_EQ(c.after, "Reduce(2) Repartition2(4) Combine0(2)") << c.from;
+  EXPECT_LT(r.strategy.estimate.time, as_found.strategy.estimate.time);
+  const Graph tiny = build_model("gpt-tiny", {{"batch", 16}});
+  const SearchResult small = searched(tiny, true);
+  ASSERT_FALSE(small.relaid.empty());
+  EXPECT_LT(max_difference(small.strategy.graph, tiny), 1e-4);
+}
+
 // A pipelined plan's conversions are searched too, on each stage's chunk,
 // and kept where the chunk cut into its micro-batches runs faster: the
 // joined strategy runs the cheaper sequence in every layer of both
