@@ -290,6 +290,10 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
     if (!gathered[d].empty()) most = std::max(most, 2 * gathered[d].back().second);
     mem[d].transient += most;
   }
+  // The update's FP32 copies of gradients kept in the compute precision:
+  // one per parameter it updates, as many as the FP32 masters.
+  if (is_mixed(precision) && recipe.grad_precision == GradPrecision::kCompute)
+    for (DeviceMemory& m : mem) m.update_copies = m.master;
   return mem;
 }
 
@@ -324,11 +328,18 @@ std::vector<double> memory_per_device(const Placement& p, const TrainingRecipe& 
   return total;
 }
 
-std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
-                                      const TrainingRecipe& recipe, int64_t in_flight) {
+std::vector<DeviceMemory> memory_breakdown(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
+                                           const TrainingRecipe& recipe, int64_t in_flight) {
   std::vector<MachineView> placed(views);
   placed.resize(g.size());
-  return memory_per_device(Placement(g, placed, devices), recipe, in_flight);
+  return memory_breakdown(Placement(g, placed, devices), recipe, in_flight);
+}
+
+std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
+                                      const TrainingRecipe& recipe, int64_t in_flight) {
+  std::vector<double> total;
+  for (const DeviceMemory& m : memory_breakdown(g, views, devices, recipe, in_flight)) total.push_back(m.total());
+  return total;
 }
 
 }  // namespace pcgx::search

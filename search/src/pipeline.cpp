@@ -39,14 +39,14 @@ struct StagePlan {
   PieceGraph piece;       // the stage as a graph of its own (canonical names)
   Graph graph;            // its searched and pipelined PCG
   Strategy mapped;        // graph on the stage's devices (views from 0)
-  std::vector<double> memory;  // per device of the stage, activations of the micro-batches in flight only
+  std::vector<DeviceMemory> memory;  // per device of the stage, activations of the micro-batches in flight only
   PipelineStage info;
   std::vector<LayoutChoice> relaid;  // a written plan's conversions the layout search rewrote
 };
 
 struct Plan {
   int64_t stages = 0, micro = 0, virtual_stages = 1;
-  std::vector<std::vector<double>> memory;  // per stage, per device: its chunks' sum
+  std::vector<std::vector<DeviceMemory>> memory;  // per stage, per device: its chunks' sum
   std::vector<double> stage_time;           // per stage: one micro-batch through its chunks
   double time = kInf, slowest = 0, update = 0;
   double gather_wait = 0;  // under overlap_param_gather: what the stages' first forwards wait for their weights, in the step
@@ -435,7 +435,7 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
         }
         Plan plan;
         plan.stages = S, plan.micro = M, plan.virtual_stages = v;
-        plan.memory.assign(static_cast<size_t>(S), std::vector<double>(static_cast<size_t>(d), 0.0));
+        plan.memory.assign(static_cast<size_t>(S), std::vector<DeviceMemory>(static_cast<size_t>(d)));
         try {
           int64_t staged_seen = 0;
           for (size_t p = 0; p < pieces.size(); ++p) {
@@ -501,9 +501,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
               info.micro_batch += 2 * crossing;
               plan.stage.back().info.crossing = crossing;
             }
-            sp.memory = memory_per_device(sp.graph, sp.mapped.views, info.devices, cost.recipe(),
-                                          everywhere ? held_sets[0][p] : chunk_holds(stage));
-            info.memory = *std::max_element(sp.memory.begin(), sp.memory.end());
+            sp.memory = memory_breakdown(sp.graph, sp.mapped.views, info.devices, cost.recipe(),
+                                         everywhere ? held_sets[0][p] : chunk_holds(stage));
+            info.memory = fullest(sp.memory);
             // An interlaced chunk is every stage's: its share of each stage's devices.
             for (int64_t st = everywhere ? 0 : stage; st < (everywhere ? S : stage + 1); ++st) {
               auto& held = plan.memory[static_cast<size_t>(st)];
@@ -514,10 +514,9 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
             plan.stage.push_back(std::move(sp));
           }
           for (int64_t st = 0; st < S; ++st) {
-            const auto& held = plan.memory[static_cast<size_t>(st)];
-            const double fullest = *std::max_element(held.begin(), held.end());
-            if (fullest > cost.machine().device.memory_capacity)
-              throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(fullest / 1073741824.0) + " GiB per device");
+            const double need = fullest(plan.memory[static_cast<size_t>(st)]);
+            if (need > cost.machine().device.memory_capacity)
+              throw Error("stage " + std::to_string(st + 1) + " needs " + std::to_string(need / 1073741824.0) + " GiB per device");
           }
           std::vector<PipelineStage> chunks;
           for (const StagePlan& sp : plan.stage) chunks.push_back(sp.info);
@@ -593,7 +592,8 @@ PipelineResult search_pipeline(const Graph& model, const RuleLibrary& rules, con
   e.communication = e.time - e.once - e.compute;
   double busy = 0;
   for (const StagePlan& sp : best.stage) busy += M * sp.info.micro_batch * static_cast<double>(sp.info.stage < 0 ? best.stages : 1);
-  for (const auto& held : best.memory) e.memory.insert(e.memory.end(), held.begin(), held.end());
+  for (const auto& held : best.memory)
+    for (const DeviceMemory& m : held) e.memory.push_back(m.total());
   e.idle = std::max(0.0, slots * best.slowest - busy / static_cast<double>(best.stages));
   for (const StagePlan& sp : best.stage)
     if (const auto [st, end] = stages_of(sp); st <= static_cast<int64_t>(bottleneck) && static_cast<int64_t>(bottleneck) < end)

@@ -54,6 +54,16 @@ TEST(GradPrecisionOption, ComputeIsPricedRecordedSimulatedAndPlanned) {
   EXPECT_LT(predicted_ms(h.out), predicted_ms(w.out)) << h.out << w.out;
   ASSERT_GT(gradients_kib(w.out), 0) << w.out;
   EXPECT_NEAR(gradients_kib(h.out) / gradients_kib(w.out), 0.5, 0.02) << h.out << w.out;
+  // The update's FP32 copies of them, as many bytes as the masters it
+  // updates, are named in the breakdown; with FP32 gradients there are none.
+  const size_t line = h.out.find("  devices 0..15 ");
+  ASSERT_NE(line, std::string::npos) << h.out;
+  const std::string breakdown = h.out.substr(line, h.out.find('\n', line) - line);
+  const size_t master = breakdown.find("master "), copies = breakdown.find("the update's FP32 gradients ");
+  ASSERT_NE(copies, std::string::npos) << breakdown;
+  ASSERT_NE(master, std::string::npos) << breakdown;
+  EXPECT_EQ(breakdown.substr(master + 7, breakdown.find(',', master) - master - 7), breakdown.substr(copies + 28)) << breakdown;
+  EXPECT_EQ(w.out.find("the update's FP32 gradients"), std::string::npos) << w.out;
   {
     std::ifstream in(half);
     EXPECT_EQ(nlohmann::json::parse(in).at("grad_precision"), "compute");

@@ -52,7 +52,9 @@ TEST(GradPrecision, MixedPrecisionLinearByHand) {
   const Strategy one = mapper.map(g);
   ASSERT_TRUE(one.estimate.feasible);
   EXPECT_NEAR(one.estimate.time, 3e-3 + 3e-4, 1e-9) << "the update streams what it did";
-  EXPECT_NEAR(one.estimate.memory[0], 16e6 + 2e6, 1);
+  // 16 bytes a parameter, and the update's FP32 copies of the gradients
+  // (4 MB), more than the 2 MB of activations.
+  EXPECT_NEAR(one.estimate.memory[0], 16e6 + 4e6, 1);
   const auto kinds = memory_breakdown(Placement(one.graph, one.views, m.num_devices()), cm.recipe());
   EXPECT_NEAR(kinds[0].gradients, 2e6, 1);
   EXPECT_NEAR(kinds[0].master, 4e6, 1);
@@ -60,7 +62,45 @@ TEST(GradPrecision, MixedPrecisionLinearByHand) {
   ASSERT_TRUE(s.estimate.feasible);
   const GroupShape node = strided_group(m, 0, 1, 4);
   EXPECT_NEAR(s.estimate.sync, collective_time(m, Collective::kAllReduce, node, 2e6) + 0.8e-4, 1e-12);
-  EXPECT_NEAR(s.estimate.memory[0], 16e6 + 0.5e6 + 2e6, 1);
+  EXPECT_NEAR(s.estimate.memory[0], 16e6 + 4e6, 1);  // the copies again above the 0.5 + 2 MB of activations
+}
+
+// The update copies gradients kept in the compute precision to FP32 (4
+// bytes a parameter it updates, as many as the masters), after the
+// backward pass: a peak beside the activations', not on top of them.
+// Where activations are small the 2 bytes saved per gradient come back at
+// the update; where they are large the copies fit in their room.
+TEST(GradPrecision, TheUpdateCopiesTheGradientsToFp32) {
+  const Machine m = mixed_machine();
+  const CostModel half(m, toy_efficiency(), {}, {}, recipe(Precision::kBf16, GradPrecision::kCompute));
+  const CostModel whole(m, toy_efficiency(), {}, {}, recipe(Precision::kBf16, GradPrecision::kFp32));
+  for (const int64_t batch : {1000, 4000}) {
+    SCOPED_TRACE(batch);
+    const Graph g = linear_graph(batch, 1000, 1000);
+    const std::vector<MachineView> views = MachineMapper(half).map(g).views;
+    const DeviceMemory h = memory_breakdown(g, views, m.num_devices(), half.recipe())[0];
+    const DeviceMemory w = memory_breakdown(g, views, m.num_devices(), whole.recipe())[0];
+    EXPECT_NEAR(h.update_copies, 4e6, 1);
+    EXPECT_NEAR(h.update_copies, h.master, 1e-9);
+    EXPECT_EQ(w.update_copies, 0.0);
+    const double activations = h.activations + h.transient;
+    EXPECT_NEAR(activations, 2e3 * static_cast<double>(batch), 1) << "x, kept in BF16";
+    EXPECT_NEAR(h.total(), 16e6 + std::max(activations, 4e6), 1);
+    EXPECT_NEAR(w.total(), 18e6 + activations, 1);
+  }
+  // Under ZeRO 1 each device copies the gradients of the shard it updates.
+  const CostModel zero(m, toy_efficiency(), {}, {}, recipe(Precision::kBf16, GradPrecision::kCompute, ZeroStage::k1));
+  const Graph dp = data_parallel(linear_graph(1000, 1000, 1000), 4);
+  const std::vector<DeviceMemory> z = memory_breakdown(dp, MachineMapper(zero).map(dp).views, m.num_devices(), zero.recipe());
+  for (size_t d = 0; d < 4; ++d) {
+    EXPECT_NEAR(z[d].master, 1e6, 1);
+    EXPECT_NEAR(z[d].update_copies, 1e6, 1);
+  }
+  // A pipeline stage's chunks update together: their copies add up beside
+  // their activations added up.
+  DeviceMemory a{.weights = 1, .activations = 3, .update_copies = 2}, b{.master = 4, .activations = 1, .update_copies = 3};
+  a += b;
+  EXPECT_EQ(a.total(), 1 + 4 + 5.0);
 }
 
 // GPT under data parallelism over two nodes, at ZeRO 0 and 1: the buckets

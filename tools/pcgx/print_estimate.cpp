@@ -73,7 +73,8 @@ void print_memory_breakdown(std::ostream& out, const std::vector<search::DeviceM
     const search::DeviceMemory& m = memory[d];
     const std::string text = "weights " + human_bytes(m.weights) + ", master " + human_bytes(m.master) + ", gradients " +
                              human_bytes(m.gradients) + ", optimizer " + human_bytes(m.optimizer) + ", activations " +
-                             human_bytes(m.activations) + ", transient " + human_bytes(m.transient);
+                             human_bytes(m.activations) + ", transient " + human_bytes(m.transient) +
+                             (m.update_copies > 0 ? ", the update's FP32 gradients " + human_bytes(m.update_copies) : std::string());
     auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.text == text; });
     if (g == groups.end()) g = groups.insert(groups.end(), Group{text, 0, {}});
     g->total = std::max(g->total, m.total());

@@ -22,6 +22,7 @@
 // (gradient_sync.h), so only the exposed part lengthens the iteration. Results are cached by (sub-graph structure, resource), and
 // the cache lives as long as the MachineMapper, so candidate PCGs that share
 // sub-graphs during a search share their solutions.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -135,8 +136,29 @@ struct DeviceMemory {
   double transient = 0;    // the most alive at once of the outputs not kept: in the forward pass
                            // until their last reader has run, or a recomputed segment's during
                            // its backward; plus ZeRO 3's gathered weights of two consecutive operators
-  double total() const { return weights + master + gradients + optimizer + activations + transient; }
+  // FP32 copies of the gradients the update makes from gradients kept in
+  // the compute precision (mixed precision with GradPrecision::kCompute:
+  // Megatron-LM's FP16 optimizer, `main_param.grad = grad.float()`, and
+  // DeepSpeed's and Megatron-Core's shards alike), 4 bytes per parameter
+  // updated on the device (as many as `master`'s). They exist after the
+  // backward pass, when no activation does: a peak of their own.
+  double update_copies = 0;
+  double total() const { return weights + master + gradients + optimizer + std::max(activations + transient, update_copies); }
+  // Kind by kind, as a device holding several pipeline chunks keeps them
+  // (their updates run together, after every chunk's backward pass).
+  DeviceMemory& operator+=(const DeviceMemory& o) {
+    weights += o.weights, master += o.master, gradients += o.gradients, optimizer += o.optimizer;
+    activations += o.activations, transient += o.transient, update_copies += o.update_copies;
+    return *this;
+  }
 };
+
+// The most any of `memory`'s devices keeps (0 for none).
+inline double fullest(std::span<const DeviceMemory> memory) {
+  double most = 0;
+  for (const DeviceMemory& m : memory) most = std::max(most, m.total());
+  return most;
+}
 
 // Memory per device of a mapped graph trained with `recipe` (what counts:
 // cost_model.h); a pipelined tensor keeps `in_flight` of its micro-slices
@@ -156,6 +178,9 @@ std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRec
 // graph and the shape.
 std::vector<DeviceMemory> memory_breakdown(const Placement& p, const TrainingRecipe& recipe, const PipelineShape& shape,
                                            std::span<const int64_t> chunk);
+// The first for a graph at `views` on `devices` (views missing at the end: unplaced).
+std::vector<DeviceMemory> memory_breakdown(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
+                                           const TrainingRecipe& recipe, int64_t in_flight = 1);
 // Totals of memory_breakdown.
 std::vector<double> memory_per_device(const Graph& g, const std::vector<MachineView>& views, int64_t devices,
                                       const TrainingRecipe& recipe, int64_t in_flight = 1);
