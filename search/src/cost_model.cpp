@@ -366,11 +366,20 @@ Seconds CostModel::parallel_time(const Placement& p, NodeId id, int64_t lo) cons
     }
     const double t = groups.slowest(machine_, Collective::kAllReduce, activation_bytes(in) / P);
     s = {t, t};
-  } else if (n.op->is_shard_level(n.attrs)) {  // replica-axis Concat/Split: plain copies
-    double worst = 0;
-    for (const Move& m : moves)
-      worst = std::max(worst, send_time(machine_, src(m), dst(m), activation_bytes(g.shape(n.inputs[static_cast<size_t>(m.input)])) / P));
-    s = {worst, worst};
+  } else if (n.op->is_shard_level(n.attrs)) {  // replica-axis Concat/Split: plain copies, posted at once
+    // Copies leaving or reaching one device share its links (a Concat of a
+    // tensor with itself sends its shards twice to the same devices), so
+    // they are one exchange, not each copy alone; backward, the gradients
+    // come back the other way.
+    thread_local std::vector<Transfer> there, back;
+    there.clear(), back.clear();
+    for (const Move& m : moves) {
+      const int64_t a = src(m), b = dst(m);
+      if (a == b) continue;
+      const double bytes = activation_bytes(g.shape(n.inputs[static_cast<size_t>(m.input)])) / P;
+      there.push_back({a, b, bytes}), back.push_back({b, a, bytes});
+    }
+    s = {exchange_time(machine_, there), exchange_time(machine_, back)};
   } else {
     throw Error("cost model: " + n.op->name + " is not a parallel operator");
   }

@@ -431,6 +431,15 @@ double Problem::update_seconds_on(const Placement& p, NodeId id, int64_t device)
   return cost.update_time(bytes);
 }
 
+Seconds Problem::shard_copies_seconds(const Placement& p, NodeId id, int64_t lo) const {
+  // A Split (one input) deals out slots where its readers take them: the
+  // first copy a pipeline stage takes of its boundary, whose crossing the
+  // pipeline prices as Megatron-LM sends it, scattered over the group
+  // (pipeline_timing.h); the joined plan cannot say that yet (docs/simulator.md).
+  if (g.node(id).inputs.size() < 2) return {};
+  return with_recompute(cost.parallel_time(p, id, lo), recompute.recomputed[static_cast<size_t>(id)]);
+}
+
 uint32_t Problem::comm_levels(const Placement& p, NodeId id) const {
   const Machine& m = cost.machine();
   uint32_t out = 0;
@@ -440,7 +449,8 @@ uint32_t Problem::comm_levels(const Placement& p, NodeId id) const {
     if (l < 32) out |= uint32_t{1} << l;
   };
   const Node& n = g.node(id);
-  if (n.op->op_class == OpClass::kParallel) {
+  // (A replica-axis Concat: the copies it sends, shard_copies_seconds.)
+  if (n.op->op_class == OpClass::kParallel || (n.op->is_shard_level(n.attrs) && n.inputs.size() > 1)) {
     for (NodeId x : {id, fused_tail[static_cast<size_t>(id)]}) {
       if (x < 0) continue;
       const Node& node = g.node(x);
@@ -463,6 +473,8 @@ Result Problem::comm(const Placement& p, NodeId id, int64_t lo) const {
   Seconds s;
   if (n.op->op_class == OpClass::kParallel) {
     if (!is_tail[static_cast<size_t>(id)]) s = parallel_seconds(p, id, lo);
+  } else if (n.op->is_shard_level(n.attrs)) {
+    s = shard_copies_seconds(p, id, lo);
   } else {
     s = cost.input_transfer_time(p, id, lo);
     // Under ZeRO 2 each micro-batch's gradients are reduce-scattered

@@ -359,13 +359,27 @@ struct Simulator::Impl {
       // (the cost model's local_sum_time) holds the devices computing it.
       if (res.empty() && n.op->data_move == DataMove::kReduce)
         for (const Move& m : place->moves(id)) res.insert(static_cast<ResourceId>(place->owner({id, m.output}, m.out_shard)));
-    } else {  // a shard-level compute node: its copies run on the devices holding its outputs
-      s = problem.task_seconds(id);
-      for (size_t o = 0; o < n.outputs.size(); ++o)
-        for (int64_t d : place->owners({id, static_cast<int32_t>(o)})) {
-          check_device(d, id);
-          res.insert(static_cast<ResourceId>(d));
+    } else {
+      // A shard-level compute node (a replica-axis Concat or Split): what
+      // it sends to other devices (Problem::shard_copies_seconds) holds the
+      // links and the devices it arrives on, not those it leaves; where it
+      // sends nothing, its copies run on the devices holding its outputs.
+      const Seconds copies = problem.task_seconds(id), sent = problem.shard_copies_seconds(*place, id, 0);
+      s = {copies.forward + sent.forward, copies.backward + sent.backward};
+      if (sent.total() > 0)
+        for (const Move& m : place->moves(id)) {
+          const int64_t from = place->owner(n.inputs[static_cast<size_t>(m.input)], m.in_shard), to = place->owner({id, m.output}, m.out_shard);
+          if (from == to) continue;
+          check_device(to, id);
+          res.insert(static_cast<ResourceId>(to));
+          add_pair_ports(from, to, res);
         }
+      if (res.empty())
+        for (size_t o = 0; o < n.outputs.size(); ++o)
+          for (int64_t d : place->owners({id, static_cast<int32_t>(o)})) {
+            check_device(d, id);
+            res.insert(static_cast<ResourceId>(d));
+          }
     }
     std::vector<ResourceId> r(res.begin(), res.end());
     tl.set_cost(u.fwd, s.forward, s.forward > 0 ? r : std::vector<ResourceId>{});

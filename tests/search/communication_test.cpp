@@ -8,6 +8,7 @@
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/cost_model.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/simulator.h"
 #include "search/toy_machines.h"
 #include "search/values.h"
 
@@ -256,6 +257,44 @@ TEST(LayoutChange, ReplicaSlotsSummedOnOneDeviceCostAnAdd) {
   const auto fused = cm.layout_change_time(hp, hr.node, copies.node, 0);
   ASSERT_TRUE(fused.has_value());
   EXPECT_GE(fused->forward, add_time);
+}
+
+// A replica-axis Concat whose copies go to other devices sends them:
+// Concat(a, a) of a Relu's output on device 0, read by a Linear's two
+// tasks (its weight's columns split 2 ways) on devices 0 and 1, sends a's
+// 256 KiB to device 1 (and its gradient back), priced in the estimate as
+// a lone message each way, as the simulator runs it. Unity's search had
+// replicated tensors this way at the price of a local copy.
+TEST(LayoutChange, AReplicaConcatSendsItsCopiesToOtherDevices) {
+  const Machine m = two_level().with_devices(2);
+  const CostModel cm(m, plain());
+  Graph g("copies");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{256, 256}}}, {}, "x");
+  const TensorRef a = add(g, "Relu", {}, {x}, "a");
+  const TensorRef both = add(g, "Concat", {{"axis", int64_t{-1}}}, {a, a});
+  const TensorRef w = add(g, "Weight", {{"shape", IntList{256, 4096}}, {"degrees", IntList{1, 2}}}, {}, "w");
+  const TensorRef y = add(g, "Linear", {}, {both, w}, "fc");
+  g.add_output(y);
+  std::vector<MachineView> views(g.size());
+  views[static_cast<size_t>(a.node)] = {0, 1, {}};
+  views[static_cast<size_t>(y.node)] = {0, 1, {}};  // task j on device j
+  const Placement p(g, views, 2);
+  const double message = 1e-6 + 256.0 * 256 * 4 / 1e10;  // 256 KiB over the fast link
+  const Seconds sent = cm.parallel_time(p, both.node, 0);
+  EXPECT_DOUBLE_EQ(sent.forward, message);
+  EXPECT_DOUBLE_EQ(sent.backward, message);
+  // The mapping's estimate of the plan counts the message both ways, and
+  // the simulator, at the mapping's views, agrees.
+  const Strategy st = MachineMapper(cm).map(g);
+  ASSERT_TRUE(st.estimate.feasible);
+  const Placement chosen(g, st.views, 2);
+  ASSERT_NE(chosen.owner(both, 0), chosen.owner(both, 1)) << "the Linear's tasks on both devices";
+  EXPECT_NEAR(st.estimate.communication, 2 * message, 1e-12);
+  EXPECT_NEAR(Simulator(g, st.views, cm).time(), st.estimate.time, 1e-9 * st.estimate.time);
+  // Both copies on a's device: nothing sent.
+  views[static_cast<size_t>(y.node)] = {0, 0, {}};
+  const Seconds local = cm.parallel_time(Placement(g, views, 2), both.node, 0);
+  EXPECT_EQ(local.total(), 0.0);
 }
 
 }  // namespace
