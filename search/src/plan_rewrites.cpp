@@ -1,6 +1,7 @@
 // The algebraic rewrites a plan states (see user_plan.h's PlanRewrite).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "pcgx/pcg/error.h"
@@ -21,6 +22,44 @@ std::map<std::string, const Rule*> by_id(const RuleLibrary& rules) {
 
 // The id a ruleset states a library rule under: before "~" and "@".
 std::string stated_id(const std::string& rule) { return rule.substr(0, rule.find_first_of("~@")); }
+
+// `g` with every source unpartitioned (degrees 1, replica 1).
+Graph unpartitioned(const Graph& g) {
+  Graph out(g.name());
+  for (const Node& n : g.nodes()) {
+    Attributes a = n.attrs;
+    if (n.op->op_class == OpClass::kSource) {
+      if (a.has("degrees")) a.set("degrees", IntList(a.get_ints("degrees").size(), 1));
+      if (a.has("replica")) a.set("replica", int64_t{1});
+    }
+    std::vector<TensorRef> in(n.inputs.begin(), n.inputs.end());
+    out.add(*n.op, a, in, n.name);
+  }
+  for (const TensorRef& o : g.outputs()) out.add_output(o);
+  return out;
+}
+
+// An algebraic rule (no parallel operator) stated on partitioned tensors,
+// as the search records it on its partitioned graph (a degree "@kN", or a
+// rule proved at degree 2: Linear and Relu fused over data-parallel
+// shards), on whole ones: both sides are the same operators run task by
+// task, each on its shards, so the identity holds on whole tensors too,
+// which is what a plan rewrites before it partitions them. Nothing where
+// the rule has no parallel state (it is its own form) or its sides do not
+// infer unpartitioned.
+std::optional<Rule> unpartitioned_form(const Rule& r) {
+  bool partitioned = false;
+  for (const Node& n : r.source.nodes())
+    if (n.op->op_class == OpClass::kSource && (n.outputs[0].replica > 1 || n.outputs[0].num_shards() > 1)) partitioned = true;
+  if (!partitioned) return std::nullopt;
+  try {
+    Rule u = r;
+    u.source = unpartitioned(r.source), u.target = unpartitioned(r.target);
+    return u;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -63,11 +102,16 @@ Graph apply_plan_rewrites(const Graph& model, const UserPlan& plan, std::vector<
                                                   : " (nor one an earlier rewrite makes)"));
     }
     std::optional<Graph> next;
-    for (const Match& m : find_matches(g, *w.resolved)) {
-      if (matched_names(g, m) != w.at) continue;
-      next = apply_match(g, m);
-      if (next) break;
-    }
+    auto apply_at_names = [&](const Rule& rule) {
+      for (const Match& m : find_matches(g, rule)) {
+        if (matched_names(g, m) != w.at) continue;
+        next = apply_match(g, m);
+        if (next) return;
+      }
+    };
+    apply_at_names(*w.resolved);
+    if (!next)
+      if (const auto whole = unpartitioned_form(*w.resolved)) apply_at_names(*whole);
     if (!next) throw Error(where + ": the rule does not apply at those operators, in that order");
     // As the search does after each rewrite (explorer.h's simplify): an
     // operator computed twice from the same inputs, once (for rewrites of

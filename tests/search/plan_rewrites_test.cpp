@@ -97,6 +97,40 @@ TEST(PlanRewrites, ApplyAtTheNamedOperatorsAndComputeTheModel) {
 // per slot: summing the slots into one whole input, as a replicated
 // input's slots would be, would change the value. Shown back from the
 // lowered strategy, the slots are the model's, not a partition to state.
+// A rewrite the search recorded on its partitioned graph: unity-c00091~
+// (a Linear's fused ReLU run after it) is proved on data-parallel shards,
+// at a degree ("@k8" at 64 devices); the plan rewrites the whole model
+// before partitioning it, so the rule is applied in its unpartitioned form
+// (the same operators, task by task): the ReLU runs apart at the operator
+// named, and the plan computes the model. Unity's CANDLE-Uno plan at 64
+// dgx-h100 devices states such a rewrite, and `optimize --plan` had
+// refused it.
+TEST(PlanRewrites, ARuleProvedOnShardsAppliesToWholeTensors) {
+  const Graph g = build_model("mlp-tiny", {{"batch", 8}});
+  const Ruleset unity = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
+  const RuleLibrary algebraic(unity, RuleFilter::kAlgebraic);
+  const std::set<std::string> ids = rule_ids(std::span(&unity, 1));
+  for (const std::string rule : {"unity-c00091~", "unity-c00091~@k8"}) {
+    SCOPED_TRACE(rule);
+    UserPlan plan = plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rewrites": [{"rule": ")" + rule +
+                                       R"(", "at": ["dense1"]}], "rules": [{"select": {}, "partition": {"samples": 2}}]})",
+                                   "p.json");
+    resolve_plan_rewrites(plan, algebraic, ids);
+    std::vector<std::string> applied;
+    const Graph rewritten = apply_plan_rewrites(g, plan, &applied);
+    EXPECT_EQ(applied, std::vector<std::string>{rule + " at dense1"});
+    int relus = 0;
+    for (const Node& n : rewritten.nodes()) {
+      relus += n.op->name == "Relu";
+      if (n.name == "dense1") {
+        EXPECT_EQ(n.attrs.get_string("activation"), "none");
+      }
+    }
+    EXPECT_EQ(relus, 1);
+    expect_same_outputs(lower_plan(g, plan, 2), g);
+  }
+}
+
 TEST(PlanRewrites, OperandsInReplicaSlotsOfTheirOwnStayApart) {
   const Graph g = build_model("inception-v3-tiny", {{"batch", 4}});
   const Ruleset unity = load_ruleset(std::string(PCGX_SOURCE_DIR) + "/rulesets/unity-v1.json");
