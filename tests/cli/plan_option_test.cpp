@@ -325,9 +325,12 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition2(4) Combine0(2) ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" for Reduce(2) Combine0(2) Repartition2(4) ("), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\nunity "), std::string::npos) << r.out;  // --no-unity
+  // Listed once: the summary below the list does not point to itself.
+  EXPECT_EQ(r.out.find("(`pcgx plan check` lists them)"), std::string::npos) << r.out;
   const auto o = run("optimize gpt-tiny --plan " + plan + " --machine dgx-h100 --devices 4 -q -o " + (dir() / "hidden-opt.json").string());
   ASSERT_EQ(o.code, 0) << o.out;
-  EXPECT_NE(o.out.find("layout search         2 conversions rewritten"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("layout search         2 conversions rewritten as a cheaper sequence of parallel operators (`pcgx plan check` lists them)"),
+            std::string::npos) << o.out;
   // Per layer, the strategy's sum is read by the hidden dimension's split.
   EXPECT_EQ(splits_of_sums(out), 2);
   // A strategy file trains from its own graph's weights: the reference is

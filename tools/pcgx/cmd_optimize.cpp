@@ -41,7 +41,7 @@ void add_optimize_command(CLI::App& app) {
     header.print();
     if (tty) std::cerr << "\r\033[K";
     print_ruleset_notes(std::cerr, rep);
-    print_optimize_report(std::cout, q, rep, f.quiet);
+    print_optimize_report(std::cout, q, rep, f.quiet ? ReportDetail::kSummary : ReportDetail::kOperators);
     search::save_strategy(rep.file, f.out);
     std::cerr << "wrote " << f.out << "\n";
     if (!f.dot.empty()) write_text_file_atomic(f.dot, search::strategy_to_dot(rep.result.search.strategy)), std::cerr << "wrote " << f.dot << "\n";

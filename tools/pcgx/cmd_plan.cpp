@@ -52,7 +52,7 @@ void add_check(CLI::App& cmd) {
     const std::string& plan = pf.plan;
     const runner::PlanCheck c = runner::check_plan(q, !no_unity);  // (its errors before any output)
     print_plan_check(std::cout, plan, *p, c);
-    print_optimize_report(std::cout, q, c.report, true);
+    print_optimize_report(std::cout, q, c.report, ReportDetail::kBelowPlanCheck);
     if (!no_unity) print_unity_beside(std::cout, c);
     if (certify) certify_and_print(c.report.file.strategy.graph, &c.planned, 0, axioms, verbose, c.planned_as);
     if (!out.empty()) {

@@ -29,7 +29,7 @@ std::string persistence(int64_t threshold) {
 
 }  // namespace
 
-void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, bool quiet) {
+void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, ReportDetail detail) {
   const search::SearchResult& r = rep.result.search;
   const search::Estimate& e = r.strategy.estimate;
   const int64_t n = q.machine.num_devices();
@@ -197,10 +197,10 @@ void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, 
   out << "substitutions applied " << r.applied.size() << "\n";
   for (size_t i = 0; i < r.applied.size() && i < 20; ++i) out << "  " << r.applied[i] << "\n";
   if (r.applied.size() > 20) out << "  ... (all in the strategy file)\n";
-  if (!r.relaid.empty())
+  if (!r.relaid.empty() && detail != ReportDetail::kBelowPlanCheck)
     out << "layout search         " << r.relaid.size() << (r.relaid.size() == 1 ? " conversion" : " conversions")
         << " rewritten as a cheaper sequence of parallel operators (`pcgx plan check` lists them)\n";
-  if (quiet) return;
+  if (detail != ReportDetail::kOperators) return;
   out << "operators (tasks, output layout, machine view start:stride or start:[strides])\n";
   for (const Node& nd : r.strategy.graph.nodes()) {
     if (nd.op->op_class == OpClass::kSource) continue;

@@ -11,11 +11,14 @@
 
 namespace pcgx::cli {
 
+// How much print_optimize_report adds after the summary: every operator's
+// layout and machine view, nothing, or nothing and no pointer to the
+// layout search's rewrites (`plan check` has listed them above).
+enum class ReportDetail : uint8_t { kOperators, kSummary, kBelowPlanCheck };
 // The search, the prediction term by term, the simulation, the finalists,
 // pipeline stages, memory, data parallelism beside it, the rules applied
-// and (unless `quiet`) every operator's layout and machine view. Throws
-// Error when the plan found is infeasible.
-void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, bool quiet);
+// and what `detail` adds. Throws Error when the plan found is infeasible.
+void print_optimize_report(std::ostream& out, const runner::OptimizeRequest& q, const runner::OptimizeReport& rep, ReportDetail detail);
 // The ruleset a search used, and a warning where it was unverified.
 void print_ruleset_notes(std::ostream& out, const runner::OptimizeReport& rep);
 
