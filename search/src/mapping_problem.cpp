@@ -431,12 +431,26 @@ double Problem::update_seconds_on(const Placement& p, NodeId id, int64_t device)
   return cost.update_time(bytes);
 }
 
+bool Problem::takes_copy(NodeId id) const {
+  const Node& n = g.node(id);
+  if (n.inputs.size() != 1 || n.outputs.size() < 2) return false;
+  std::vector<char> read(n.outputs.size(), 0);
+  for (const auto& [c, idx] : consumers[static_cast<size_t>(id)]) read[static_cast<size_t>(g.node(c).inputs[static_cast<size_t>(idx)].output)] = 1;
+  for (const TensorRef& o : g.outputs())
+    if (o.node == id) read[static_cast<size_t>(o.output)] = 1;
+  return std::find(read.begin(), read.end(), 0) != read.end();
+}
+
 Seconds Problem::shard_copies_seconds(const Placement& p, NodeId id, int64_t lo) const {
-  // A Split (one input) deals out slots where its readers take them: the
-  // first copy a pipeline stage takes of its boundary, whose crossing the
-  // pipeline prices as Megatron-LM sends it, scattered over the group
-  // (pipeline_timing.h); the joined plan cannot say that yet (docs/simulator.md).
-  if (g.node(id).inputs.size() < 2) return {};
+  // A Split taking one of its input's copies and leaving the others
+  // unread is the first copy a pipeline stage takes of its boundary, whose
+  // crossing the pipeline prices as Megatron-LM sends it, each device of
+  // the group its own share (pipeline_timing.h); from the one device the
+  // slot sits on it would be the whole tensor through one adapter, and
+  // the joined plan cannot say the scattered send yet (docs/simulator.md).
+  // Unpriced here, where it sends anything. A Split dealing out every slot
+  // to its readers (unity's rules) sends each where it is read.
+  if (takes_copy(id)) return {};
   return with_recompute(cost.parallel_time(p, id, lo), recompute.recomputed[static_cast<size_t>(id)]);
 }
 
@@ -449,8 +463,8 @@ uint32_t Problem::comm_levels(const Placement& p, NodeId id) const {
     if (l < 32) out |= uint32_t{1} << l;
   };
   const Node& n = g.node(id);
-  // (A replica-axis Concat: the copies it sends, shard_copies_seconds.)
-  if (n.op->op_class == OpClass::kParallel || (n.op->is_shard_level(n.attrs) && n.inputs.size() > 1)) {
+  // (A replica-axis Concat or Split: the copies it sends, shard_copies_seconds.)
+  if (n.op->op_class == OpClass::kParallel || (n.op->is_shard_level(n.attrs) && !takes_copy(id))) {
     for (NodeId x : {id, fused_tail[static_cast<size_t>(id)]}) {
       if (x < 0) continue;
       const Node& node = g.node(x);

@@ -190,11 +190,15 @@ struct Problem {
   // A parallel node that heads its collective (not a fused tail): with its
   // tail when they form one layout change, its recomputed forward included.
   Seconds parallel_seconds(const Placement& p, NodeId id, int64_t lo) const;
-  // A shard-level compute node gathering replica slots (a replica-axis
-  // Concat): its copies sent to other devices, all at once
-  // (CostModel::parallel_time), its recomputed forward included; the local
-  // copies are its task's time. Nothing for a Split (see the definition).
+  // A shard-level compute node (a replica-axis Concat or Split): its
+  // copies sent to other devices, all at once (CostModel::parallel_time),
+  // its recomputed forward included; the local copies are its task's time.
+  // Nothing for a Split that takes some slots and leaves others unread
+  // (takes_copy): see the definition.
   Seconds shard_copies_seconds(const Placement& p, NodeId id, int64_t lo) const;
+  // Whether node `id` is a replica-axis Split with an output nobody reads:
+  // it takes some of its input's copies (the baselines' first copy).
+  bool takes_copy(NodeId id) const;
   std::vector<SyncGroup> sync_groups(const Placement& p, NodeId id, int64_t lo) const;
   // Whether node `id` gathers weights it synchronizes before each pass (ZeRO
   // 3: a weight whose blocks reach the persistence threshold).

@@ -297,5 +297,42 @@ TEST(LayoutChange, AReplicaConcatSendsItsCopiesToOtherDevices) {
   EXPECT_EQ(local.total(), 0.0);
 }
 
+// A replica-axis Split dealing its slots out to readers on other devices
+// sends them: a Relu's two slot-wise tasks on devices 0 and 1, split into
+// their two copies, each read by a Relu on the other device, swap 256 KiB
+// (and the gradients back), one exchange each way. The simulator, which
+// prices the copies as the mapping DP does (Problem::shard_copies_seconds),
+// takes that much longer than with each copy read where it is. A Split
+// taking one copy and leaving the rest unread (a pipeline boundary's
+// first copy) is priced by the pipeline, not here.
+TEST(LayoutChange, AReplicaSplitSendsItsSlotsToOtherDevices) {
+  const Machine m = two_level().with_devices(2);
+  const CostModel cm(m, plain());
+  Graph g("slots");
+  const TensorRef x = add(g, "Input", {{"shape", IntList{256, 256}}, {"replica", int64_t{2}}}, {}, "x");
+  const TensorRef a = add(g, "Relu", {}, {x}, "a");
+  const NodeId split = g.add("Split", {{"axis", int64_t{-1}}, {"sizes", IntList{1, 1}}}, {a});
+  const TensorRef b0 = add(g, "Relu", {}, {{split, 0}}, "b0"), b1 = add(g, "Relu", {}, {{split, 1}}, "b1");
+  g.add_output(b0), g.add_output(b1);
+  std::vector<MachineView> local(g.size());
+  local[static_cast<size_t>(a.node)] = {0, 1, {}};  // slot c on device c
+  local[static_cast<size_t>(b0.node)] = {0, 1, {}};
+  local[static_cast<size_t>(b1.node)] = {1, 1, {}};
+  std::vector<MachineView> swapped = local;
+  swapped[static_cast<size_t>(b0.node)] = {1, 1, {}};
+  swapped[static_cast<size_t>(b1.node)] = {0, 1, {}};
+  const double message = 1e-6 + 256.0 * 256 * 4 / 1e10;  // 256 KiB over the fast link, both ways at once
+  EXPECT_EQ(cm.parallel_time(Placement(g, local, 2), split, 0).total(), 0.0);
+  const Seconds sent = cm.parallel_time(Placement(g, swapped, 2), split, 0);
+  EXPECT_DOUBLE_EQ(sent.forward, message);
+  EXPECT_DOUBLE_EQ(sent.backward, message);
+  const double apart = Simulator(g, swapped, cm).time() - Simulator(g, local, cm).time();
+  EXPECT_NEAR(apart, 2 * message, 1e-9);
+  // The mapping's estimate agrees with the simulator at the views it picks.
+  const Strategy st = MachineMapper(cm).map(g);
+  ASSERT_TRUE(st.estimate.feasible);
+  EXPECT_NEAR(Simulator(g, st.views, cm).time(), st.estimate.time, 1e-9 * st.estimate.time);
+}
+
 }  // namespace
 }  // namespace pcgx::search
