@@ -92,9 +92,9 @@ void plan_full(const Graph& g, const SourceLayouts& layouts, std::span<const int
   // would move data between the chunks' devices, which a chunk's own step
   // cannot: an interlaced chunk beside a staged one; a compute operator
   // re-runs on the inputs its tasks received). A layout change run in one step
-  // (its two operators, relayout.h: the first writes the second's output)
+  // (its operators, relayout.h: the first writes the partner's output)
   // is re-run whole or not at all: where a kept tensor falls between them,
-  // both are kept.
+  // all are kept.
   const auto consumers = g.consumers();
   bool dropped = false;
   auto keep = [&](size_t a) { plan.recomputed[a] = 0, plan.segment[a] = -1, dropped = true; };
@@ -104,10 +104,15 @@ void plan_full(const Graph& g, const SourceLayouts& layouts, std::span<const int
           std::any_of(g.node(n).inputs.begin(), g.node(n).inputs.end(), [&](const TensorRef& t) { return chunk[static_cast<size_t>(t.node)] != chunk[static_cast<size_t>(n)]; }))
         keep(static_cast<size_t>(n));
   for (const NodeId n : order)
-    if (const auto partner = layout_change_partner(g, n, consumers[static_cast<size_t>(n)])) {
-      const auto a = static_cast<size_t>(n), b = static_cast<size_t>(*partner);
-      if (plan.recomputed[a] == plan.recomputed[b] && plan.segment[a] == plan.segment[b]) continue;
-      keep(a), keep(b);
+    if (const auto partner = layout_change_partner(g, n, consumers)) {
+      std::vector<NodeId> members = layout_change_inside(g, n, *partner);
+      members.push_back(n), members.push_back(*partner);
+      const auto a = static_cast<size_t>(n);
+      if (std::all_of(members.begin(), members.end(), [&](NodeId x) {
+            return plan.recomputed[static_cast<size_t>(x)] == plan.recomputed[a] && plan.segment[static_cast<size_t>(x)] == plan.segment[a];
+          }))
+        continue;
+      for (NodeId x : members) keep(static_cast<size_t>(x));
     }
   if (!dropped) return;
   std::map<int32_t, int32_t> renumbered;  // segments left, in order
@@ -136,9 +141,12 @@ void plan_regathers(const Graph& g, const SourceLayouts& layouts, std::span<cons
   std::vector<std::pair<NodeId, NodeId>> changes;  // (first, last)
   for (const Node& n : g.nodes()) {
     if (!active(g, layouts, n.id) || n.op->op_class != OpClass::kParallel) continue;
-    const auto partner = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+    const auto partner = layout_change_partner(g, n.id, consumers);
     changes.emplace_back(n.id, partner ? *partner : n.id);
-    if (partner) tail[static_cast<size_t>(*partner)] = 1;
+    if (partner) {
+      tail[static_cast<size_t>(*partner)] = 1;
+      for (NodeId x : layout_change_inside(g, n.id, *partner)) tail[static_cast<size_t>(x)] = 1;
+    }
   }
   for (const auto& [first, last] : changes) {
     if (tail[static_cast<size_t>(first)] || plan.recomputed[static_cast<size_t>(first)] || plan.recomputed[static_cast<size_t>(last)]) continue;

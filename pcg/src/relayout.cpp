@@ -4,14 +4,41 @@
 
 namespace pcgx {
 
-std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const std::vector<std::pair<NodeId, int>>& readers) {
+std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const Readers& consumers) {
   const Node& a = g.node(n);
   const DataMove first = a.op->data_move;
+  const auto& readers = consumers[static_cast<size_t>(n)];
   if ((first != DataMove::kCombine && first != DataMove::kReduce) || readers.size() != 1) return std::nullopt;
   const Node& b = g.node(readers[0].first);
   const DataMove second = b.op->data_move;
   if ((second != DataMove::kRepartition && second != DataMove::kReplicate) || b.inputs.size() != 1) return std::nullopt;
-  return b.id;
+  if (first != DataMove::kReduce || second != DataMove::kRepartition) return b.id;
+  // A sum splitting several dimensions before it merges: the splits that
+  // follow, each read alone by the next, are the same step where the last
+  // is read only by merges (its pieces regrouped, never read as a layout).
+  auto is_output = [&](NodeId x) {
+    return std::any_of(g.outputs().begin(), g.outputs().end(), [&](const TensorRef& o) { return o.node == x; });
+  };
+  NodeId last = b.id;
+  for (;;) {
+    const auto& r = consumers[static_cast<size_t>(last)];
+    if (r.size() != 1 || is_output(last)) break;
+    const Node& c = g.node(r[0].first);
+    if (c.op->data_move != DataMove::kRepartition || c.inputs.size() != 1) break;
+    last = c.id;
+  }
+  if (last == b.id) return b.id;
+  const auto& r = consumers[static_cast<size_t>(last)];
+  const bool merged = !r.empty() && !is_output(last) &&
+                      std::all_of(r.begin(), r.end(), [&](const auto& x) { return g.node(x.first).op->data_move == DataMove::kCombine; });
+  return merged ? last : b.id;
+}
+
+std::vector<NodeId> layout_change_inside(const Graph& g, NodeId first, NodeId last) {
+  std::vector<NodeId> inside;
+  for (NodeId x = g.node(last).inputs[0].node; x != first; x = g.node(x).inputs[0].node) inside.push_back(x);
+  std::reverse(inside.begin(), inside.end());
+  return inside;
 }
 
 int64_t Piece::elements() const {

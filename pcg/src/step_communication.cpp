@@ -55,12 +55,13 @@ bool moves(const Graph& g, const SourceLayouts& layouts, NodeId n) {
   return node.op->op_class != OpClass::kSource && !layouts.sliced(n) && node.op->is_shard_level(node.attrs);
 }
 
-// The partner completing a layout change that `n` starts, where both move.
-std::optional<NodeId> fused_partner(const Graph& g, const SourceLayouts& layouts, const Node& n,
-                                    const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
+// The partner completing a layout change that `n` starts, where all move.
+std::optional<NodeId> fused_partner(const Graph& g, const SourceLayouts& layouts, const Node& n, const Readers& consumers) {
   if (!moves(g, layouts, n.id) || n.op->data_move == DataMove::kAllReduce) return std::nullopt;
-  const auto partner = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+  const auto partner = layout_change_partner(g, n.id, consumers);
   if (!partner || !moves(g, layouts, *partner)) return std::nullopt;
+  for (NodeId x : layout_change_inside(g, n.id, *partner))
+    if (!moves(g, layouts, x)) return std::nullopt;
   return partner;
 }
 
@@ -70,7 +71,10 @@ std::vector<NodeId> layout_change_partners(const Graph& g, const SourceLayouts& 
   std::vector<NodeId> partners(g.size(), -1);
   const auto consumers = g.consumers();
   for (const Node& n : g.nodes())
-    if (const auto p = fused_partner(g, layouts, n, consumers)) partners[static_cast<size_t>(n.id)] = *p;
+    if (const auto p = fused_partner(g, layouts, n, consumers)) {
+      partners[static_cast<size_t>(n.id)] = *p;
+      for (NodeId x : layout_change_inside(g, n.id, *p)) partners[static_cast<size_t>(x)] = *p;
+    }
   return partners;
 }
 
@@ -114,6 +118,8 @@ std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts,
     }
     r.to = b.id;
     runs[static_cast<size_t>(b.id)].kind = NodeRun::Kind::kDone;
+    // The splits between hold nothing either: written by n's step too.
+    for (NodeId x : layout_change_inside(g, n.id, b.id)) runs[static_cast<size_t>(x)].kind = NodeRun::Kind::kDone, runs[static_cast<size_t>(x)].to = b.id;
   }
   return runs;
 }

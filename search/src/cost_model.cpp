@@ -425,7 +425,13 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   const Node& a = g.node(first);
   const Node& b = g.node(second);
   const auto c = layout_change(a.op->data_move, b.op->data_move);
-  if (!c || b.inputs.size() != 1 || b.inputs[0] != TensorRef{first, 0}) return std::nullopt;
+  if (!c || b.inputs.size() != 1) return std::nullopt;
+  // A pair, or a sum splitting several dimensions (relayout.h): splits
+  // from `first` to `second`, whose pieces are exchanged at once.
+  const bool pair = b.inputs[0] == TensorRef{first, 0};
+  if (!pair)
+    for (NodeId x = b.inputs[0].node; x != first; x = g.node(x).inputs[0].node)
+      if (g.node(x).op->data_move != DataMove::kRepartition || g.node(x).inputs.size() != 1) return std::nullopt;
   const int64_t k = a.attrs.get_int("degree");
   const TensorRef in = a.inputs[0], out{second, 0};
   const ParallelTensorShape& s_in = g.shape(in);
@@ -433,11 +439,13 @@ std::optional<Seconds> CostModel::layout_change_time(const Placement& p, NodeId 
   const double P = static_cast<double>(std::max({s_in.slices(), mid_shape.slices(), b.outputs[0].slices()}));
   const auto mids = static_cast<size_t>(mid_shape.num_shards());
   std::vector<std::vector<int64_t>> from(mids), to(mids);
-  for (const Move& m : p.moves(first)) from[static_cast<size_t>(m.out_shard)].push_back(lo + p.owner(in, m.in_shard));
-  for (const Move& m : p.moves(second)) to[static_cast<size_t>(m.in_shard)].push_back(lo + p.owner(out, m.out_shard));
-  for (auto& x : from) sort_unique(x);
-  for (auto& y : to) sort_unique(y);
-  bool same_devices = b.attrs.get_int("degree") == k;
+  bool same_devices = pair && b.attrs.get_int("degree") == k;
+  if (same_devices) {
+    for (const Move& m : p.moves(first)) from[static_cast<size_t>(m.out_shard)].push_back(lo + p.owner(in, m.in_shard));
+    for (const Move& m : p.moves(second)) to[static_cast<size_t>(m.in_shard)].push_back(lo + p.owner(out, m.out_shard));
+    for (auto& x : from) sort_unique(x);
+    for (auto& y : to) sort_unique(y);
+  }
   for (size_t j = 0; j < mids && same_devices; ++j) same_devices = static_cast<int64_t>(from[j].size()) == k && from[j] == to[j];
   if (same_devices) {
     // The collective within each group. Bytes of one member's buffer: its

@@ -71,11 +71,14 @@ std::vector<DerivedMove> derived_communication(const Placement& p, const CostMod
     d.bytes = cost.activation_bytes(g.shape(n.inputs.at(0)));
     if (second >= 0) {
       done.insert(second);
+      const std::vector<NodeId> inside = layout_change_inside(g, n.id, second);
+      done.insert(inside.begin(), inside.end());
       const auto c = layout_change(n.op->data_move, g.node(second).op->data_move);
       const auto t = cost.layout_change_time(p, n.id, second, 0);
-      // A collective only among the same devices; else the cost model
-      // prices the pieces exchanged.
-      d.what = c && t && senders == receivers ? std::string(to_string(*c)) : "exchange";
+      // A collective only among the same devices; else (and for a sum
+      // splitting several dimensions) the cost model prices the pieces
+      // exchanged.
+      d.what = c && t && inside.empty() && senders == receivers ? std::string(to_string(*c)) : "exchange";
       if (t) {
         d.time = *t;
       } else {

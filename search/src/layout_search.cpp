@@ -8,6 +8,7 @@
 
 #include "pcgx/pcg/error.h"
 #include "pcgx/pcg/placement.h"
+#include "pcgx/pcg/relayout.h"
 #include "pcgx/pcg/source_layout.h"
 #include "pcgx/search/collectives.h"
 
@@ -282,12 +283,11 @@ std::vector<std::vector<LayoutStep>> layout_sequences(const ParallelTensorShape&
   e.walk(cur, 1);
   // The sum, then splitting first: each dimension that grows split up to
   // the least common multiple of its two degrees, then every dimension
-  // merged down to its target. Reduce and the first Repartition are one
-  // step that sends each partial block straight to the device of the
-  // reader's shard that needs it where only one dimension grows; the
+  // merged down to its target. Reduce and the Repartitions are one step
+  // (relayout.h) that sends each partial block straight to the device of
+  // the reader's shard that needs it, however many dimensions grow; the
   // merges' inputs then live with their outputs (placement.h) and move
-  // nothing: the whole change as one exchange of pieces. (Where several
-  // grow, a later split moves half of what the first sent.) Not with copies: a lone Replicate is priced group by group (a
+  // nothing: the whole change as one exchange of pieces. Not with copies: a lone Replicate is priced group by group (a
   // broadcast from each shard, no device receiving from several at once),
   // which would undercut the exchange it stands for (chain_time prices a
   // lone Repartition or Combine no lower than its moves posted at once).
@@ -313,17 +313,21 @@ std::vector<std::vector<LayoutStep>> layout_sequences(const ParallelTensorShape&
 
 Seconds chain_time(const Placement& p, std::span<const NodeId> chain, const CostModel& cost) {
   const Graph& g = p.graph();
+  const auto consumers = g.consumers();
   Seconds total;
   for (size_t i = 0; i < chain.size(); ++i) {
     Seconds s;
+    // A step with its partner (relayout.h): the next operator, or the last
+    // of the splits after a sum.
     std::optional<Seconds> pair;
-    if (i + 1 < chain.size()) {
-      const DataMove a = g.node(chain[i]).op->data_move, b = g.node(chain[i + 1]).op->data_move;
-      if ((a == DataMove::kCombine || a == DataMove::kReduce) && (b == DataMove::kRepartition || b == DataMove::kReplicate))
-        pair = cost.layout_change_time(p, chain[i], chain[i + 1], 0);
-    }
+    size_t end = i;
+    if (const auto partner = layout_change_partner(g, chain[i], consumers))
+      if (const auto it = std::find(chain.begin() + static_cast<std::ptrdiff_t>(i) + 1, chain.end(), *partner); it != chain.end()) {
+        end = static_cast<size_t>(it - chain.begin());
+        pair = cost.layout_change_time(p, chain[i], *partner, 0);
+      }
     if (pair) {
-      s = *pair, ++i;
+      s = *pair, i = end;
     } else {
       s = cost.parallel_time(p, chain[i], 0);
       const DataMove m = g.node(chain[i]).op->data_move;

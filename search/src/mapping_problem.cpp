@@ -25,14 +25,27 @@ std::vector<MachineView> canonical_views(const Graph& g) {
 
 namespace {
 bool moves(const Graph& g, NodeId x, DataMove m) { return g.node(x).op->data_move == m; }
-// A tensor split by the second step of a layout change that sums (Reduce
-// then Repartition) and read only by merges: the pieces of one exchange,
-// several to a device (layout_search.h's split-first sequence).
+// A tensor split by a layout change that sums (a Reduce, then one
+// Repartition or several, each the only reader of the one before) whose
+// last split is read only by merges: the pieces of one exchange, several
+// to a device (layout_search.h's split-first sequence, relayout.h).
 bool pieces_of_an_exchange(const Graph& g, NodeId n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers) {
-  const Node& x = g.node(n);
-  if (x.op->data_move != DataMove::kRepartition || x.inputs.size() != 1 || !moves(g, x.inputs[0].node, DataMove::kReduce)) return false;
-  const auto& readers = consumers[static_cast<size_t>(n)];
-  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) { return moves(g, r.first, DataMove::kCombine); });
+  auto merged = [&](NodeId y) {
+    const auto& readers = consumers[static_cast<size_t>(y)];
+    return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const auto& r) { return moves(g, r.first, DataMove::kCombine); });
+  };
+  NodeId x = n;
+  if (!moves(g, x, DataMove::kRepartition) || g.node(x).inputs.size() != 1) return false;
+  if (moves(g, g.node(x).inputs[0].node, DataMove::kReduce) && merged(n)) return true;
+  while (moves(g, x, DataMove::kRepartition)) {
+    if (g.node(x).inputs.size() != 1) return false;
+    x = g.node(x).inputs[0].node;
+  }
+  if (!moves(g, x, DataMove::kReduce)) return false;
+  const auto partner = layout_change_partner(g, x, consumers);
+  if (!partner) return false;
+  const std::vector<NodeId> inside = layout_change_inside(g, x, *partner);
+  return (*partner == n || std::find(inside.begin(), inside.end(), n) != inside.end()) && merged(*partner);
 }
 }  // namespace
 
@@ -70,13 +83,17 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
   // Layout changes priced as one collective: a parallel node whose only
   // reader is the parallel node completing the pattern.
   fused_tail.assign(g.size(), -1);
+  fused_head.assign(g.size(), -1);
   is_tail.assign(g.size(), 0);
   for (const Node& n : g.nodes()) {
     if (!active[static_cast<size_t>(n.id)] || is_tail[static_cast<size_t>(n.id)]) continue;
-    const auto tail = layout_change_partner(g, n.id, consumers[static_cast<size_t>(n.id)]);
+    const auto tail = layout_change_partner(g, n.id, consumers);
     if (!tail || !active[static_cast<size_t>(*tail)]) continue;
+    std::vector<NodeId> members = layout_change_inside(g, n.id, *tail);
+    if (std::any_of(members.begin(), members.end(), [&](NodeId x) { return !active[static_cast<size_t>(x)]; })) continue;
+    members.push_back(*tail);
     fused_tail[static_cast<size_t>(n.id)] = *tail;
-    is_tail[static_cast<size_t>(*tail)] = 1;
+    for (NodeId x : members) is_tail[static_cast<size_t>(x)] = 1, fused_head[static_cast<size_t>(x)] = n.id;
   }
   // A weight layout's gradient is synchronized by its first compute
   // reader (not a layout computed from it, which is synchronized as its

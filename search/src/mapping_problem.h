@@ -54,9 +54,9 @@ struct KeyHash {
 
 // The devices a node needs at least: a compute operator's tasks; a
 // parallel operator's shards of the tensors it reads and writes, but for
-// the pieces of one exchange (a Repartition after a Reduce, read only by
-// Combines: layout_search.h's split-first sequence), whose shards live
-// with their readers (placement.h), several to a device. Nothing wider
+// the pieces of one exchange (the Repartitions after a Reduce, the last
+// read only by Combines: layout_search.h's split-first sequence), whose
+// shards live with their readers (placement.h), several to a device. Nothing wider
 // is accepted: a lone Repartition or Combine is priced group by group,
 // which would undercount such a tensor's moves.
 int64_t task_count(const Graph& g, const Node& n, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers);
@@ -98,6 +98,9 @@ struct Problem {
   std::vector<std::vector<NodeId>> feeders;  // per active node: layout nodes it pays for
   std::vector<std::vector<std::pair<NodeId, int>>> consumers;  // ascending reader id
   std::vector<NodeId> fused_tail;            // per node: the parallel node it forms one collective with, or -1
+  // Per node: the first operator of the layout change it completes or sits
+  // inside (relayout.h), or -1. Such nodes are tails (is_tail).
+  std::vector<NodeId> fused_head;
   // Per node: products_beside's products and the operators walked through.
   std::vector<std::vector<NodeId>> beside, beside_through;
   std::vector<NodeId> walk_beside(NodeId id, std::vector<NodeId>& through) const;

@@ -152,7 +152,7 @@ struct Simulator::Impl {
     head.resize(g.size());
     for (const Node& n : g.nodes()) head[static_cast<size_t>(n.id)] = n.id;
     for (const Node& n : g.nodes())
-      if (const NodeId t = problem.fused_tail[static_cast<size_t>(n.id)]; t >= 0) head[static_cast<size_t>(t)] = n.id;
+      if (const NodeId h = problem.fused_head[static_cast<size_t>(n.id)]; h >= 0) head[static_cast<size_t>(n.id)] = h;
     const Machine& m = cost.machine();
     int32_t next = static_cast<int32_t>(D);
     for (size_t l = 0; l < m.links.size(); ++l) {

@@ -111,7 +111,7 @@ std::vector<NodeId> touched_by(const Problem& p, NodeId n) {
   std::vector<NodeId> out(s.begin(), s.end());
   for (NodeId x : std::vector<NodeId>(out)) {
     if (const NodeId tail = p.fused_tail[static_cast<size_t>(x)]; tail >= 0) out.push_back(tail);
-    if (p.is_tail[static_cast<size_t>(x)]) out.push_back(p.g.node(x).inputs[0].node);
+    if (p.is_tail[static_cast<size_t>(x)]) out.push_back(p.fused_head[static_cast<size_t>(x)]);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

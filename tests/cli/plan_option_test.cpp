@@ -340,6 +340,24 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
   expect_bytes_as_predicted(trains_like(out.string(), dp.string()));
 }
 
+// The dropout split along two dimensions instead (V(2) D0(2) -> D1(2)
+// D2(2)): the sum and both splits run as one exchange (relayout.h), and
+// the strategy trains to data parallelism's losses with the bytes it
+// predicts.
+TEST(PlanCheck, ASumSplittingTwoDimensionsTrainsAsOneExchange) {
+  nlohmann::json plan = nlohmann::json::parse(std::ifstream(kPlans + "gpt-hidden-split-4.json"));
+  plan["rules"][3]["partition"] = {{"dim1", 2}, {"dim2", 2}};
+  const fs::path file = dir() / "two-splits-plan.json", out = dir() / "two-splits.json";
+  std::ofstream(file) << plan.dump();
+  const auto r = run("plan check gpt-tiny " + file.string() + " --machine dgx-h100 --devices 4 --no-unity -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition1(2) Repartition2(2) Combine0(2) ("), std::string::npos)
+      << r.out;
+  const fs::path dp = dir() / "two-splits-dp.json";
+  ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 --no-unity -o " + dp.string()).code, 0);
+  expect_bytes_as_predicted(trains_like(out.string(), dp.string()));
+}
+
 // The same plan in 2 pipeline stages of 4 devices: each stage's chunk
 // gets the cheaper sequence (plan check says each is priced on the
 // chunk's whole batch), the strategy holds it in the micro-batches, and

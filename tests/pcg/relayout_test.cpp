@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <random>
+#include <tuple>
 
 #include "pcgx/pcg/relayout.h"
+#include "pcgx/pcg/source_layout.h"
+#include "pcgx/pcg/step_communication.h"
 
 namespace pcgx {
 namespace {
@@ -72,6 +75,41 @@ TEST(Relayout, PiecesAreEveryOverlapOfMatchingSlots) {
     for (const Piece& p : got) elements += p.elements();
     EXPECT_EQ(elements, to.num_shards() * to.shard_elements() * sum);
   }
+}
+
+// Which operators a layout change run in one step takes: a merge or sum
+// and its reader; after a sum, the splits of several dimensions where the
+// last is read only by merges (the layout search's split-first sequence),
+// their pieces never read as a layout; not where a compute operator reads
+// the splits.
+TEST(Relayout, ASumSplittingSeveralDimensionsBeforeItMergesIsOneStep) {
+  auto build = [](bool merged) {
+    Graph g("run");
+    const NodeId x = g.add("Input", {{"shape", IntList{8, 8, 8}}, {"degrees", IntList{2, 1, 1}}, {"replica", int64_t{2}}}, {});
+    const NodeId sum = g.add("Reduce", {{"degree", int64_t{2}}}, {{g.add("Relu", {}, {{x, 0}}), 0}});
+    const NodeId s1 = g.add("Repartition", {{"dim", int64_t{1}}, {"degree", int64_t{2}}}, {{sum, 0}});
+    const NodeId s2 = g.add("Repartition", {{"dim", int64_t{2}}, {"degree", int64_t{2}}}, {{s1, 0}});
+    const NodeId last = merged ? g.add("Combine", {{"dim", int64_t{0}}, {"degree", int64_t{2}}}, {{s2, 0}}) : s2;
+    g.add_output({g.add("Relu", {}, {{last, 0}}), 0});
+    return std::tuple{g, sum, s1, s2};
+  };
+  const auto [g, sum, s1, s2] = build(true);
+  const auto consumers = g.consumers();
+  EXPECT_EQ(layout_change_partner(g, sum, consumers), s2);
+  EXPECT_EQ(layout_change_inside(g, sum, s2), std::vector<NodeId>{s1});
+  EXPECT_EQ(layout_change_partner(g, s1, consumers), std::nullopt);  // a split starts none
+  // What the runtime and the memory model read: the sum writes the last
+  // split's output, and neither it nor the split between holds anything.
+  const SourceLayouts layouts = source_layouts(g);
+  const std::vector<NodeId> partners = layout_change_partners(g, layouts);
+  EXPECT_EQ(partners[static_cast<size_t>(sum)], s2);
+  EXPECT_EQ(partners[static_cast<size_t>(s1)], s2);
+  EXPECT_EQ(partners[static_cast<size_t>(s2)], -1);
+  const std::vector<char> heads = layout_change_heads(g, layouts);
+  EXPECT_TRUE(heads[static_cast<size_t>(sum)] && heads[static_cast<size_t>(s1)] && !heads[static_cast<size_t>(s2)]);
+  const auto [h, hsum, h1, h2] = build(false);
+  EXPECT_EQ(layout_change_partner(h, hsum, h.consumers()), h1);  // the pair, as before
+  EXPECT_TRUE(layout_change_inside(h, hsum, h1).empty());
 }
 
 }  // namespace

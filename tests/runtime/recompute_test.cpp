@@ -21,7 +21,10 @@
 #include "pcgx/runtime/trainer.h"
 #include "pcgx/search/baselines.h"
 #include "pcgx/search/machine_mapping.h"
+#include "pcgx/search/layout_search.h"
 #include "pcgx/search/pipeline.h"
+#include "pcgx/search/user_plan.h"
+#include "pcgx/pcg/relayout.h"
 #include "mapped_plan.h"
 #include "same_training.h"
 
@@ -187,6 +190,43 @@ TEST(RuntimeRecompute, SavesTheMemoryTheModelPredicts) {
             << "kept " << keep.buffer_bytes << " B, recomputing " << r.buffer_bytes << " B";
       }
     }
+  }
+}
+
+// A sum splitting two dimensions before it merges (the layout search's
+// split-first sequence, run as one step: pcg/relayout.h), on 4 devices:
+// full recomputation re-runs the step whole (its splits between hold
+// nothing), the same bits as keeping everything, and every device holds
+// as much less as the memory model predicts.
+TEST(RuntimeRecompute, ASumSplittingTwoDimensionsIsReRunAsOneStep) {
+  const Graph g = build_model("gpt-tiny", {{"batch", 8}});
+  const search::UserPlan plan = search::plan_from_json(R"({"format": "pcgx.plan", "format_version": 1, "rules": [
+    {"select": {}, "partition": {"samples": 2}},
+    {"select": {"name": "block*.mlp.intermediate"}, "partition": {"samples": 2, "out": 2}},
+    {"select": {"name": "block*.mlp.ffn_output"}, "partition": {"samples": 2, "reduce": 2}},
+    {"select": {"name": "block*.mlp_dropout"}, "partition": {"dim1": 2, "dim2": 2}}]})", "two.json");
+  const search::CostModel cm(search::find_machine("dgx-h100").with_devices(4), search::default_efficiency());
+  const search::Strategy st = search::MachineMapper(cm).map(search::lower_plan(g, plan, 4));
+  const search::Relaid r = search::cheapest_layout_changes(st.graph, st.views, cm);
+  const Plan p{r.graph, r.views, 4};
+  // The step is there: a Reduce whose partner is a second split.
+  const auto consumers = p.graph.consumers();
+  int runs = 0;
+  for (const Node& n : p.graph.nodes())
+    if (const auto partner = layout_change_partner(p.graph, n.id, consumers)) runs += !layout_change_inside(p.graph, n.id, *partner).empty();
+  ASSERT_GT(runs, 0);
+  ASSERT_GT(recomputed(p, Recompute::kFull), 0u);
+  const Placement place(p.graph, p.views, p.devices);
+  const TrainResult keep = run(p, Recompute::kNone), full = run(p, Recompute::kFull);
+  expect_same_bits(full, keep);
+  const auto none = search::memory_breakdown(place, {Precision::kFp32, Recompute::kNone});
+  const auto all = search::memory_breakdown(place, {Precision::kFp32, Recompute::kFull});
+  ASSERT_EQ(keep.device_buffer_bytes.size(), 4u);
+  for (size_t d = 0; d < 4; ++d) {
+    SCOPED_TRACE("device " + std::to_string(d));
+    const double saves = (none[d].activations + none[d].transient) - (all[d].activations + all[d].transient);
+    EXPECT_GT(saves, 0);
+    EXPECT_EQ(static_cast<double>(keep.device_buffer_bytes[d] - full.device_buffer_bytes[d]), saves);
   }
 }
 

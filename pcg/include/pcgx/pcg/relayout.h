@@ -21,10 +21,22 @@
 
 namespace pcgx {
 
+// Per node, its readers (Graph::consumers()).
+using Readers = std::vector<std::vector<std::pair<NodeId, int>>>;
+
 // The Repartition or Replicate that completes a layout change started by
-// node `n` (a Combine or Reduce), or nothing. `readers` are n's readers
-// (Graph::consumers()[n]).
-std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const std::vector<std::pair<NodeId, int>>& readers);
+// node `n` (a Combine or Reduce), or nothing: n's only reader, where it is
+// one. A sum that splits more than one dimension before merging (a
+// Reduce, then Repartitions each the only reader of the one before, the
+// last read only by Combines: the layout search's split-first sequence,
+// search/layout_search.h) is one step too, completed by its last
+// Repartition: every partial block goes straight to the device of the
+// shard that needs it, and the Repartitions between (layout_change_inside)
+// hold nothing, as the first operator does not.
+std::optional<NodeId> layout_change_partner(const Graph& g, NodeId n, const Readers& consumers);
+// The operators strictly between the first operator `first` of a layout
+// change and its partner `last`, in order (empty for a pair).
+std::vector<NodeId> layout_change_inside(const Graph& g, NodeId first, NodeId last);
 
 // One block travelling from an input shard to an output shard.
 struct Piece {

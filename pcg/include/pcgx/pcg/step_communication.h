@@ -17,7 +17,8 @@
 //   kPieces     any other layout change: its pieces, each straight to its
 //               device (the second operator is kDone)
 //   kMoves      other shard-level operators: moves (shard_moves.h)
-//   kDone       sources, and the second operator of a layout change
+//   kDone       sources, and the operators after the first of a layout
+//               change (its partner, and the splits between: relayout.h)
 //
 // Bytes are counted as the runtime stores shards: 4 per element, whatever
 // the element type; an all-reduce of n bytes among k devices sends
@@ -43,7 +44,8 @@ struct AllReduceMember {
 struct NodeRun {
   enum class Kind : uint8_t { kTasks, kMoves, kSliced, kPieces, kAllReduce, kDone };
   Kind kind = Kind::kDone;
-  NodeId to = -1;                                     // kPieces, kAllReduce: the node whose output 0 is written
+  NodeId to = -1;                                     // kPieces, kAllReduce: the node whose output 0 is written;
+                                                      // kDone inside a layout change: its partner
   std::vector<Piece> pieces;                          // kPieces: input 0 -> to's output 0
   std::vector<std::vector<AllReduceMember>> groups;   // kAllReduce
 };
@@ -59,12 +61,14 @@ enum class RunDetail : uint8_t { kPieces, kKinds };
 // Per node of p's graph.
 std::vector<NodeRun> node_runs(const Placement& p, const SourceLayouts& layouts, RunDetail detail = RunDetail::kPieces);
 // Per node: 1 for the first operator of a layout change run in one step
-// (a Combine or Reduce whose partner completes it, relayout.h), which
-// holds nothing of its own: the runtime gives its output no buffer and
-// the memory model keeps none. node_runs' r.to names the partner.
+// (a Combine or Reduce whose partner completes it, relayout.h) and for
+// the splits between the two where there are some, which hold nothing of
+// their own: the runtime gives their outputs no buffer and the memory
+// model keeps none. node_runs' r.to names the partner.
 std::vector<char> layout_change_heads(const Graph& g, const SourceLayouts& layouts);
-// Per node: the partner completing it when it is such a first operator
-// (its output written at the first operator's turn), else -1.
+// Per node: the partner completing the layout change when it is such a
+// first operator or a split between (its output written at the first
+// operator's turn), else -1.
 std::vector<NodeId> layout_change_partners(const Graph& g, const SourceLayouts& layouts);
 
 // Per Weight: the tensor holding its trained value (itself, or the end of

@@ -302,10 +302,11 @@ class CostModel {
   // Communication under placement `p` with every device shifted by `lo`.
   // Parallel node `n` on activations.
   Seconds parallel_time(const Placement& p, NodeId n, int64_t lo) const;
-  // Parallel node `first` and its sole reader `second` (pcg/relayout.h) as
-  // one step: the collective within each group over the same devices, or
-  // else the exchange of the pieces the runtime sends; nothing when they
-  // are not a layout change.
+  // Parallel node `first` and its partner `second` (its sole reader, or
+  // the last of the splits after a sum: pcg/relayout.h) as one step: the
+  // collective within each group over the same devices (a pair), or else
+  // the exchange of the pieces the runtime sends; nothing when they are
+  // not a layout change.
   std::optional<Seconds> layout_change_time(const Placement& p, NodeId first, NodeId second, int64_t lo) const;
   // Tensor `in`'s layout turned into `out`'s (the same logical tensor,
   // summing groups of `sum` replica slots and copying into `copy`) as the
