@@ -460,9 +460,36 @@ std::vector<Precision> auto_precisions(const Machine& m) {
 
 namespace {
 
+// The samples a step takes: the largest first dimension of the model's inputs.
+int64_t batch_of(const Graph& model) {
+  int64_t batch = 0;
+  for (const Node& n : model.nodes())
+    if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) batch = std::max(batch, n.outputs[0].dims[0].size);
+  return batch;
+}
+
+// Megatron-LM's plan as stated (a tensor-parallel degree given): its
+// data-parallel replicas split the batch evenly, or Megatron-LM refuses
+// to start; without that check the expert would split the samples fewer
+// ways and leave devices idle where the user asked for all of them.
+void check_megatron_replicas(const OptimizeRequest& q) {
+  if (q.search.algorithm != search::Algorithm::kMegatron || q.search.tensor_degree <= 0 || q.micro_batch_size > 0) return;
+  const int64_t t = q.search.tensor_degree, p = q.pipeline && q.pipeline->stages > 0 ? q.pipeline->stages : 1;
+  const int64_t devices = q.machine.num_devices();
+  if (devices % (t * p) != 0) return;  // the expert's own error names it
+  const int64_t replicas = devices / (t * p), batch = batch_of(q.model);
+  if (batch > 0 && batch % replicas != 0)
+    throw FieldError("SearchOptions.tensor_degree", std::to_string(t) + (p > 1 ? " x " + std::to_string(p) + " pipeline stages" : "") +
+                                                        " on " + std::to_string(devices) + " devices leaves " + std::to_string(replicas) +
+                                                        " data-parallel replicas, and the batch of " + std::to_string(batch) +
+                                                        " samples does not split " + std::to_string(replicas) +
+                                                        " ways (Megatron-LM needs the global batch a multiple of its data-parallel size)");
+}
+
 // Megatron-LM's micro-batch size as micro-batches (OptimizeRequest::micro_batch_size).
 OptimizeRequest with_micro_batches(OptimizeRequest q) {
   if (q.micro_batch_size < 0) throw FieldError("OptimizeRequest.micro_batch_size", "must not be negative");
+  check_megatron_replicas(q);
   if (q.micro_batch_size == 0) return q;
   if (q.search.algorithm != search::Algorithm::kMegatron)
     throw FieldError("OptimizeRequest.micro_batch_size", "is Megatron-LM's (SearchOptions.algorithm megatron); other searches take "
@@ -475,9 +502,7 @@ OptimizeRequest with_micro_batches(OptimizeRequest q) {
     throw FieldError("SearchOptions.tensor_degree", std::to_string(t) + " x " + std::to_string(p) + " pipeline stages do not divide the " +
                                                         std::to_string(devices) + " devices");
   const int64_t replicas = devices / (t * p);
-  int64_t batch = 0;
-  for (const Node& n : q.model.nodes())
-    if (n.op->op_class == OpClass::kSource && !n.op->is_weight && n.outputs[0].rank() > 0) batch = std::max(batch, n.outputs[0].dims[0].size);
+  const int64_t batch = batch_of(q.model);
   if (batch % (replicas * q.micro_batch_size) != 0)
     throw FieldError("OptimizeRequest.micro_batch_size", "the batch of " + std::to_string(batch) + " samples over " + std::to_string(replicas) +
                                                              " data-parallel replicas does not divide into micro-batches of " +

@@ -243,6 +243,15 @@ TEST(OptimizePipeline, MegatronPlanAsStated) {
     EXPECT_EQ(bad.code, 2) << flags << "\n" << bad.out;
     EXPECT_NE(bad.out.find(says), std::string::npos) << flags << "\n" << bad.out;
   }
+  // A stated plan whose replicas cannot split the batch evenly is refused,
+  // as Megatron-LM refuses it, not run on fewer devices than asked.
+  const fs::path never = dir() / "never-megatron.json";
+  const auto uneven = run("optimize gpt-tiny --set batch=6 --global-batch --machine cpu-host --devices 4 --search megatron --tensor-parallel 1 -q -o " +
+                          never.string());
+  EXPECT_EQ(uneven.code, 2) << uneven.out;
+  EXPECT_EQ(uneven.out, "error: --tensor-parallel: 1 on 4 devices leaves 4 data-parallel replicas, and the batch of 6 samples does not split 4 "
+                        "ways (Megatron-LM needs the global batch a multiple of its data-parallel size)\n");
+  EXPECT_FALSE(fs::exists(never));
   const auto unity = run("optimize gpt-tiny --machine cpu-host --devices 4 --micro-batch-size 2 -q -o " + s);
   EXPECT_EQ(unity.code, 2) << unity.out;
   EXPECT_NE(unity.out.find("error: --micro-batch-size: is Megatron-LM's"), std::string::npos) << unity.out;
