@@ -22,12 +22,25 @@ int64_t activation_bytes(Precision p) { return is_mixed(p) ? 2 : 4; }
 
 int64_t element_bytes(DataType t, Precision p) { return t == DataType::kFloat32 ? activation_bytes(p) : byte_size(t); }
 
-const char* name(GradPrecision g) { return g == GradPrecision::kCompute ? "compute" : "fp32"; }
+const char* name(GradPrecision g) {
+  switch (g) {
+    case GradPrecision::kCompute: return "compute";
+    case GradPrecision::kFp32Cast: return "fp32-cast";
+    case GradPrecision::kFp32: break;
+  }
+  return "fp32";
+}
 
 std::optional<GradPrecision> grad_precision_named(std::string_view text) { return choice_named(text, kGradPrecisions); }
 
 ParamBytes param_bytes(Precision p, OptimizerState o, GradPrecision g) {
-  return {activation_bytes(p), is_mixed(p) ? 4 : 0, g == GradPrecision::kCompute ? activation_bytes(p) : 4, 4 * optimizer_states(o)};
+  return {activation_bytes(p), is_mixed(p) ? 4 : 0, g == GradPrecision::kCompute ? activation_bytes(p) : 4, 4 * optimizer_states(o),
+          cast_pass_bytes(p, g) > 0 ? activation_bytes(p) : 0};
+}
+
+int64_t cast_pass_bytes(Precision p, GradPrecision g) {
+  if (!is_mixed(p) || g != GradPrecision::kFp32Cast) return 0;
+  return activation_bytes(p) + 4 + 4 + 4 + 4;
 }
 
 double update_stream_words(Precision p, OptimizerState o) {

@@ -129,9 +129,13 @@ TrainReport train(TrainRequest q, runtime::MpiWorld* world) {
     if (!f.recipe.overlap_grad_reduce)
       say("note: " + q.target + " was planned with the gradient buckets reduced after the backward pass (overlap_grad_reduce); the " +
           "runtime reduces them as its devices do, and the prediction is for that");
-    if (f.recipe.grad_precision != GradPrecision::kFp32 && is_mixed(f.recipe.precision))
+    if (f.recipe.grad_precision == GradPrecision::kCompute && is_mixed(f.recipe.precision))
       say("note: " + q.target + " was planned with gradients accumulated and reduced in " + name(f.recipe.precision) +
           " (grad_precision); the runtime keeps them in FP32, and the prediction is for that");
+    if (f.recipe.grad_precision == GradPrecision::kFp32Cast && is_mixed(f.recipe.precision))
+      say("note: " + q.target + " was planned with each micro-batch's gradients written in " + name(f.recipe.precision) +
+          " and cast and added to FP32 ones after its backward pass (grad_precision fp32-cast); the runtime's kernels accumulate them " +
+          "in FP32 themselves, and the prediction is for that");
     if (zero1_all_reduces(f.recipe))
       say("note: " + q.target + " was planned with ZeRO 1's gradients all-reduced whole (reduce_scatter); the runtime " +
           "reduce-scatters them, and the prediction is for that");

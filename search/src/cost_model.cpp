@@ -647,6 +647,13 @@ double CostModel::bucket_time(const GroupShape& group, double bytes) const {
   return reduce_time(machine_, recipe_, group, bytes) + bucket_pack_time(bytes);
 }
 
+double CostModel::cast_pass_time(double elements, int64_t tensors) const {
+  const int64_t per = cast_pass_bytes(recipe_.precision, recipe_.grad_precision);
+  if (per == 0 || elements <= 0) return 0.0;
+  return elements * static_cast<double>(per) / (machine_.device.memory_bandwidth * efficiency_.of("EwAdd").memory) +
+         2.0 * static_cast<double>(tensors) * efficiency_.launch;
+}
+
 double CostModel::update_time(double bytes) const {
   if (bytes <= 0) return 0.0;
   // The optimizer's FP32 words per parameter (Adam's 7), and the compute

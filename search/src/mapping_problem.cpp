@@ -271,6 +271,30 @@ Seconds with_recompute(Seconds s, bool recomputed) {
 }  // namespace
 
 Seconds Problem::task_seconds(NodeId id) const {
+  Seconds s = kernel_seconds(id);
+  s.backward += cast_pass_seconds(id);
+  return s;
+}
+
+double Problem::cast_pass_seconds(NodeId id) const {
+  // After each micro-batch's backward (GradPrecision::kFp32Cast), by the
+  // node synchronizing each weight: its shard's gradient cast and added,
+  // once a micro-batch. A parameter's copy (a tied head's table) adds
+  // into its original's gradient, counted there.
+  const Node& n = g.node(id);
+  double elements = 0;
+  int64_t tensors = 0;
+  for (size_t k : syncs[static_cast<size_t>(id)]) {
+    if (copies.count(n.inputs[k])) continue;
+    elements += static_cast<double>(g.shape(n.inputs[k]).shard_elements());
+    ++tensors;
+  }
+  if (tensors == 0) return 0.0;
+  const int64_t micro_batches = n.outputs.empty() ? 1 : n.outputs[0].slices();
+  return static_cast<double>(micro_batches) * cost.cast_pass_time(elements, tensors);
+}
+
+Seconds Problem::kernel_seconds(NodeId id) const {
   // An attention kernel's time stands at its first operator, nothing at
   // the others; the scores a FlashAttention kernel recomputes in its
   // backward are in that time, and only a layer re-run whole (full) runs

@@ -132,8 +132,13 @@ struct Problem {
   double move(int t, int64_t from, int64_t to) const;
 
   // Costs of one node under placement `p` shifted by `lo` (mapping_problem.cpp).
-  // A compute node's task, its recomputed forward included.
+  // A compute node's task, its recomputed forward included, and in its
+  // backward the cast-and-add of the gradients of the weights it
+  // synchronizes, once a micro-batch (GradPrecision::kFp32Cast).
   Seconds task_seconds(NodeId id) const;
+  // Of task_seconds: the kernels alone, and the cast-and-add passes.
+  Seconds kernel_seconds(NodeId id) const;
+  double cast_pass_seconds(NodeId id) const;
   // Whether compute node `id` can compute its input's gradient first and
   // its weight's after (TrainingRecipe::overlap_grad_input, on a machine
   // whose devices overlap communication): a product of an activation and a

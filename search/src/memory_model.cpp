@@ -132,6 +132,9 @@ std::vector<DeviceMemory> breakdown(const Placement& p, const TrainingRecipe& re
     if (!weight_sharded(z, s)) m.weights += elements * static_cast<double>(per.weight);
     if (!opt_sharded) m.master += elements * static_cast<double>(per.master);
     if (!grad_sharded) m.gradients += elements * static_cast<double>(per.gradient);
+    // (fp32-cast: the backward's compute-precision gradient, whole on
+    // every device holding the shard, whatever the stage shards.)
+    m.gradients += elements * static_cast<double>(per.written);
     if (!opt_sharded) m.optimizer += elements * static_cast<double>(per.optimizer);
   };
   auto per_block = [&](int64_t d, ZeroStage z, const ParallelTensorShape& s, int64_t group) {

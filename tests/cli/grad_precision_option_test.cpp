@@ -90,12 +90,47 @@ TEST(GradPrecisionOption, ComputeIsPricedRecordedSimulatedAndPlanned) {
   EXPECT_NE(fed.flagged.out.find("(FP32 master weights, gradients and optimizer state)"), std::string::npos) << fed.flagged.out;
   // Unknown values.
   const fs::path out = dir() / "bad-s.json";
-  expect_one_error_line(run(kCommon + "--grad-precision bf16 -o " + out.string()), "error: --grad-precision: unknown gradient precision 'bf16' (fp32, compute)", out);
+  expect_one_error_line(run(kCommon + "--grad-precision bf16 -o " + out.string()), "error: --grad-precision: unknown gradient precision 'bf16' (fp32, compute, fp32-cast)", out);
   const fs::path bad_plan = dir() / "bad.json";
   std::ofstream(bad_plan) << R"({"format": "pcgx.plan", "format_version": 1, "grad_precision": "half",
                                 "rules": [{"select": {}, "partition": {"samples": 16}}]})";
   expect_one_error_line(run("optimize gpt-tiny --machine dgx-h100 --devices 16 -q --plan " + bad_plan.string() + " -o " + out.string()),
-                        "grad_precision: expected one of fp32, compute", out);
+                        "grad_precision: expected one of fp32, compute, fp32-cast", out);
+}
+
+// fp32-cast (DeepSpeed's BF16 optimizer): FP32 gradients as with fp32,
+// and after each micro-batch's backward the BF16 ones cast and added, a
+// pass the step pays and the simulator runs; both kept (1.5x fp32's
+// gradient bytes); recorded and read back; pcgx run says its kernels
+// accumulate FP32 themselves; a plan states it.
+TEST(GradPrecisionOption, Fp32CastIsPricedRecordedSimulatedAndPlanned) {
+  const std::string cast = (dir() / "cast.json").string(), whole = (dir() / "whole-cast.json").string();
+  const auto c = run(kCommon + "--grad-precision fp32-cast -o " + cast);
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("precision             bf16 (FP32 master weights, gradients and optimizer state; each micro-batch's gradients "
+                       "written in bf16, then cast and added to the FP32 ones: --grad-precision fp32-cast)\n"),
+            std::string::npos)
+      << c.out;
+  const auto w = run(kCommon + "-o " + whole);
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_GT(predicted_ms(c.out), predicted_ms(w.out)) << c.out << w.out;
+  ASSERT_GT(gradients_kib(w.out), 0) << w.out;
+  EXPECT_NEAR(gradients_kib(c.out) / gradients_kib(w.out), 1.5, 0.02) << c.out << w.out;
+  {
+    std::ifstream in(cast);
+    EXPECT_EQ(nlohmann::json::parse(in).at("grad_precision"), "fp32-cast");
+  }
+  const auto s = run("simulate " + cast + " --bucket-mb 0.05");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("--grad-precision fp32-cast"), std::string::npos) << s.out;
+  EXPECT_NEAR(ratio(s.out), 1.0, 0.02) << s.out;
+  const auto trained = run("run " + cast + " --steps 1 --no-report --no-plot");
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("(grad_precision fp32-cast); the runtime's kernels accumulate them in FP32 themselves"), std::string::npos)
+      << trained.out;
+  (void)pcgx::testing::plan_fed_back(cast, dir(), "grad_precision", "fp32-cast",
+                                     "optimize gpt-tiny --machine dgx-h100 --devices 16 --precision bf16 --bucket-mb 0.05", predicted_ms(c.out),
+                                     "--grad-precision fp32");
 }
 
 }  // namespace

@@ -173,6 +173,9 @@ DropoutAddKernel parse_dropout_add(const std::string& text) {
 std::string precision_note(const TrainingRecipe& recipe) {
   if (!is_mixed(recipe.precision)) return "";
   if (recipe.grad_precision == GradPrecision::kFp32) return " (FP32 master weights, gradients and optimizer state)";
+  if (recipe.grad_precision == GradPrecision::kFp32Cast)
+    return std::string(" (FP32 master weights, gradients and optimizer state; each micro-batch's gradients written in ") + name(recipe.precision) +
+           ", then cast and added to the FP32 ones: --grad-precision fp32-cast)";
   return std::string(" (FP32 master weights and optimizer state; gradients in ") + name(recipe.precision) + ": --grad-precision compute)";
 }
 

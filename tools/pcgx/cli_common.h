@@ -101,9 +101,11 @@ inline constexpr const char* kDropoutAddHelp =
 DropoutAddKernel parse_dropout_add(const std::string& text);
 // --grad-precision of optimize and simulate: fp32 or compute (precision.h).
 inline constexpr const char* kGradPrecisionHelp =
-    "what gradients are accumulated and reduced in under mixed precision: fp32 (Megatron-LM's main_grad, which it forces for bf16; "
-    "DeepSpeed's BF16 optimizer; pcgx's runtimes) or compute, the training precision (Megatron-LM's FP16 default before Megatron-Core; "
-    "DeepSpeed's FP16 engine): half the gradient bytes kept and reduced";
+    "what gradients are accumulated and reduced in under mixed precision: fp32 (Megatron-LM's main_grad, which it forces for bf16, "
+    "accumulated by the weight-gradient kernels; pcgx's runtimes), compute, the training precision (Megatron-LM's FP16 default before "
+    "Megatron-Core; DeepSpeed's FP16 engine): half the gradient bytes kept and reduced, or fp32-cast, FP32 gradients the backward "
+    "pass does not accumulate itself (DeepSpeed's BF16 optimizer: each micro-batch's gradients written in the training precision, "
+    "then cast to FP32 and added, a pass over every parameter per micro-batch, both kept)";
 GradPrecision parse_grad_precision(const std::string& text);
 // What a report adds after the precision's name: under mixed precision
 // what stays FP32 (" (FP32 master weights, gradients and optimizer

@@ -51,20 +51,33 @@ int64_t element_bytes(DataType t, Precision p);
 //            Megatron-Core, its --grad-reduce-in-bf16; DeepSpeed's FP16
 //            engine; FSDP with reduce_dtype the compute type): half the
 //            bytes kept and reduced.
-// Without mixed precision both are FP32.
-enum class GradPrecision : uint8_t { kFp32, kCompute };
-inline constexpr GradPrecision kGradPrecisions[] = {GradPrecision::kFp32, GradPrecision::kCompute};
-const char* name(GradPrecision g);  // "fp32", "compute"
+//   fp32-cast  FP32, but not by the backward pass's own kernels: they
+//            write each micro-batch's gradients in the compute precision,
+//            and after that micro-batch's backward each is cast to FP32
+//            and added into the FP32 one, a pass over every parameter per
+//            micro-batch (DeepSpeed's BF16 optimizer, `update_hp_grads`:
+//            `hp_grad.add_(lp.grad.to(float32))`, its pipeline engine
+//            calling it after each backward); both gradients are kept.
+// Without mixed precision all are FP32, accumulated by the kernels.
+enum class GradPrecision : uint8_t { kFp32, kCompute, kFp32Cast };
+inline constexpr GradPrecision kGradPrecisions[] = {GradPrecision::kFp32, GradPrecision::kCompute, GradPrecision::kFp32Cast};
+const char* name(GradPrecision g);  // "fp32", "compute", "fp32-cast"
 std::optional<GradPrecision> grad_precision_named(std::string_view text);
 
 // What one trained parameter keeps on a device, by kind.
 struct ParamBytes {
   int64_t weight = 0;     // in compute precision
   int64_t master = 0;     // the FP32 master copy, when mixed
-  int64_t gradient = 0;   // FP32, or the compute precision's (GradPrecision)
+  int64_t gradient = 0;   // FP32, or the compute precision's (GradPrecision): what is reduced and updated
   int64_t optimizer = 0;  // the optimizer's FP32 states (Adam's two moments: 8)
-  int64_t total() const { return weight + master + gradient + optimizer; }
+  int64_t written = 0;    // fp32-cast, mixed: the compute-precision gradient the backward writes beside it
+  int64_t total() const { return weight + master + gradient + optimizer + written; }
 };
+// The bytes per parameter the fp32-cast pass streams after each
+// micro-batch's backward: the compute-precision gradient read, its FP32
+// cast written, then read with the FP32 gradient and the sum written
+// (2 + 4 + 4 + 4 + 4 = 18 under BF16); 0 where gradients are not cast.
+int64_t cast_pass_bytes(Precision p, GradPrecision g);
 ParamBytes param_bytes(Precision p, OptimizerState o = kDefaultOptimizer, GradPrecision g = GradPrecision::kFp32);
 // Their total: with Adam 16 in FP32/TF32; 2 + 4 + 4 + 8 = 18 mixed (the
 // figure in Megatron-LM's distributed-optimizer notes).

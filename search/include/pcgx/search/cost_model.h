@@ -275,6 +275,12 @@ class CostModel {
   Seconds grouped_heads_time(const Node& n, int64_t copies) const;
   // The optimizer update of `bytes` of FP32 parameters on one device.
   double update_time(double bytes) const;
+  // Under GradPrecision::kFp32Cast (mixed precision), one micro-batch's
+  // cast-and-add of `elements` parameters' gradients in `tensors` weight
+  // tensors on one device (precision.h's cast_pass_bytes a parameter, at
+  // EwAdd's memory figure, elementwise passes both, and two kernels a
+  // tensor: the cast and the add); 0 otherwise.
+  double cast_pass_time(double elements, int64_t tensors) const;
   // One gradient bucket of `bytes` on `group`: its gradients copied into
   // the bucket, the all-reduce (reduce-scatter under ZeRO), and the sum
   // copied back (a read and a write of every byte each way, as PyTorch DDP
