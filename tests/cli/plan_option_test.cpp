@@ -356,6 +356,16 @@ TEST(PlanCheck, ASumSplittingTwoDimensionsTrainsAsOneExchange) {
   const fs::path dp = dir() / "two-splits-dp.json";
   ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 --no-unity -o " + dp.string()).code, 0);
   expect_bytes_as_predicted(trains_like(out.string(), dp.string()));
+  // In 2 pipeline stages of 4 devices, its micro-batches each one exchange
+  // too: one device's losses, the bytes predicted.
+  plan["pipeline"] = {{"stages", 2}, {"micro_batches", 4}};
+  const fs::path pfile = dir() / "two-splits-pipelined-plan.json", pout = dir() / "two-splits-pipelined.json";
+  std::ofstream(pfile) << plan.dump();
+  const auto p = run("plan check gpt-tiny " + pfile.string() + " --machine dgx-h100 --devices 8 --no-unity -o " + pout.string());
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("block1.mlp.ffn_output -> block1.mlp_dropout: Reduce(2) Repartition1(2) Repartition2(2) Combine0(2) ("), std::string::npos)
+      << p.out;
+  expect_bytes_as_predicted(trains_like(pout.string(), "gpt-tiny --set batch=16 --devices 1"));
 }
 
 // The same plan in 2 pipeline stages of 4 devices: each stage's chunk
