@@ -44,9 +44,10 @@ int64_t activation_bytes(Precision p);
 int64_t element_bytes(DataType t, Precision p);
 
 // What gradients are accumulated and reduced in under mixed precision:
-//   fp32     FP32 (Megatron-LM's main_grad with
+//   fp32     FP32, the weight-gradient kernels adding into it
+//            (Megatron-LM's main_grad with
 //            --accumulate-allreduce-grads-in-fp32, which it forces for
-//            BF16; DeepSpeed's BF16 optimizer; pcgx's runtimes).
+//            BF16, and its gradient-accumulation fusion; pcgx's runtimes).
 //   compute  the compute precision (Megatron-LM's FP16 default before
 //            Megatron-Core, its --grad-reduce-in-bf16; DeepSpeed's FP16
 //            engine; FSDP with reduce_dtype the compute type): half the
