@@ -474,10 +474,21 @@ int64_t batch_of(const Graph& model) {
 // ways and leave devices idle where the user asked for all of them.
 void check_megatron_replicas(const OptimizeRequest& q) {
   if (q.search.algorithm != search::Algorithm::kMegatron || q.search.tensor_degree <= 0 || q.micro_batch_size > 0) return;
-  const int64_t t = q.search.tensor_degree, p = q.pipeline && q.pipeline->stages > 0 ? q.pipeline->stages : 1;
+  if (q.pipeline && q.pipeline->stages == 0) return;  // (refused below, naming the stages)
+  const int64_t t = q.search.tensor_degree, p = q.pipeline ? q.pipeline->stages : 1;
   const int64_t devices = q.machine.num_devices();
   if (devices % (t * p) != 0) return;  // the expert's own error names it
-  const int64_t replicas = devices / (t * p), batch = batch_of(q.model);
+  // Only where every input of the model leads with the same dimension (the
+  // batch): an input of another kind (an imported model's mask) leaves
+  // the samples to the expert.
+  int64_t batch = 0;
+  for (const Node& n : q.model.nodes()) {
+    if (n.op->op_class != OpClass::kSource || n.op->is_weight || n.outputs[0].rank() == 0) continue;
+    const int64_t first = n.outputs[0].dims[0].size;
+    if (batch != 0 && first != batch) return;
+    batch = first;
+  }
+  const int64_t replicas = devices / (t * p);
   if (batch > 0 && batch % replicas != 0)
     throw FieldError("SearchOptions.tensor_degree", std::to_string(t) + (p > 1 ? " x " + std::to_string(p) + " pipeline stages" : "") +
                                                         " on " + std::to_string(devices) + " devices leaves " + std::to_string(replicas) +

@@ -80,8 +80,8 @@ Problem::Problem(const Graph& graph, const CostModel& cm, Cache& ca, ChoiceCache
   feeders.resize(g.size());
   for (size_t i = 0; i < g.size(); ++i)
     if (owner[i] >= 0) feeders[static_cast<size_t>(owner[i])].push_back(static_cast<NodeId>(i));
-  // Layout changes priced as one collective: a parallel node whose only
-  // reader is the parallel node completing the pattern.
+  // Layout changes priced as one step: a parallel node and the parallel
+  // node completing it (relayout.h's partner; the splits between are tails).
   fused_tail.assign(g.size(), -1);
   fused_head.assign(g.size(), -1);
   is_tail.assign(g.size(), 0);
@@ -141,7 +141,12 @@ void Problem::hash_nodes() {
     const Node& n = g.node(static_cast<NodeId>(i));
     uint64_t h = own[i];
     if (n.op->op_class != OpClass::kCompute || n.op->is_shard_level(n.attrs))
-      for (const auto& [c, idx] : consumers[i]) h = hash_mix(hash_mix(h, static_cast<uint64_t>(idx)), hash_mix(own[static_cast<size_t>(c)], where[static_cast<size_t>(c)]));
+      for (const auto& [c, idx] : consumers[i]) {
+        // (Which output the reader reads: a replica Split's slots go where
+        // their readers are, and one nobody reads is a copy left behind.)
+        const auto out = static_cast<uint64_t>(g.node(c).inputs[static_cast<size_t>(idx)].output);
+        h = hash_mix(hash_mix(h, static_cast<uint64_t>(idx) + (out << 32)), hash_mix(own[static_cast<size_t>(c)], where[static_cast<size_t>(c)]));
+      }
     where[i] = h;
   }
   local.resize(g.size());
@@ -149,7 +154,12 @@ void Problem::hash_nodes() {
     const auto id = static_cast<size_t>(n.id);
     uint64_t h = hash_mix(own[id], where[id]);
     for (const TensorRef& t : n.inputs)
-      h = hash_mix(hash_mix(h, where[static_cast<size_t>(t.node)]), layouts.weight(t) ? 0x3E16 : 0xAC7);
+      h = hash_mix(hash_mix(h, where[static_cast<size_t>(t.node)] + static_cast<uint64_t>(t.output)), layouts.weight(t) ? 0x3E16 : 0xAC7);
+    // What upstream and the graph's outputs decide about the node: its
+    // devices needed (the pieces of an exchange follow a Reduce upstream)
+    // and whether a Split only takes a copy.
+    h = hash_mix(h, 0x7C0 + static_cast<uint64_t>(task_count(g, n, consumers)));
+    if (takes_copy(n.id)) h = hash_mix(h, 0x7A4E);
     for (size_t i : syncs[id]) {
       h = hash_mix(h, 0x5C + i);
       // Each synchronized weight at its own ZeRO stage (training_recipe.h's
