@@ -347,24 +347,27 @@ TEST(PlanCheck, ListsTheConversionsTheLayoutSearchRewrote) {
 TEST(PlanCheck, ASumSplittingTwoDimensionsTrainsAsOneExchange) {
   nlohmann::json plan = nlohmann::json::parse(std::ifstream(kPlans + "gpt-hidden-split-4.json"));
   plan["rules"][3]["partition"] = {{"dim1", 2}, {"dim2", 2}};
-  const fs::path file = dir() / "two-splits-plan.json", out = dir() / "two-splits.json";
-  std::ofstream(file) << plan.dump();
-  const auto r = run("plan check gpt-tiny " + file.string() + " --machine dgx-h100 --devices 4 --no-unity -o " + out.string());
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("block0.mlp.ffn_output -> block0.mlp_dropout: Reduce(2) Repartition1(2) Repartition2(2) Combine0(2) ("), std::string::npos)
-      << r.out;
+  // The plan checked on `devices` (its strategy written to NAME.json), the
+  // conversion into `dropout` listed as the one exchange.
+  auto checked = [&](const std::string& name, int devices, const std::string& dropout) {
+    const fs::path file = dir() / (name + "-plan.json"), out = dir() / (name + ".json");
+    std::ofstream(file) << plan.dump();
+    const auto r = run("plan check gpt-tiny " + file.string() + " --machine dgx-h100 --devices " + std::to_string(devices) + " --no-unity -o " +
+                       out.string());
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(dropout + ".mlp.ffn_output -> " + dropout + ".mlp_dropout: Reduce(2) Repartition1(2) Repartition2(2) Combine0(2) ("),
+              std::string::npos)
+        << r.out;
+    return out;
+  };
+  const fs::path out = checked("two-splits", 4, "block0");
   const fs::path dp = dir() / "two-splits-dp.json";
   ASSERT_EQ(run("plan check gpt-tiny " + kPlans + "data-parallel-4.json --machine dgx-h100 --devices 4 --no-unity -o " + dp.string()).code, 0);
   expect_bytes_as_predicted(trains_like(out.string(), dp.string()));
   // In 2 pipeline stages of 4 devices, its micro-batches each one exchange
   // too: one device's losses, the bytes predicted.
   plan["pipeline"] = {{"stages", 2}, {"micro_batches", 4}};
-  const fs::path pfile = dir() / "two-splits-pipelined-plan.json", pout = dir() / "two-splits-pipelined.json";
-  std::ofstream(pfile) << plan.dump();
-  const auto p = run("plan check gpt-tiny " + pfile.string() + " --machine dgx-h100 --devices 8 --no-unity -o " + pout.string());
-  ASSERT_EQ(p.code, 0) << p.out;
-  EXPECT_NE(p.out.find("block1.mlp.ffn_output -> block1.mlp_dropout: Reduce(2) Repartition1(2) Repartition2(2) Combine0(2) ("), std::string::npos)
-      << p.out;
+  const fs::path pout = checked("two-splits-pipelined", 8, "block1");
   expect_bytes_as_predicted(trains_like(pout.string(), "gpt-tiny --set batch=16 --devices 1"));
 }
 
